@@ -1,0 +1,262 @@
+// Package config reads Pylon's configuration documents (schema version 1).
+//
+// A document is YAML or JSON. Its top-level key "resources" holds raw Envoy v3
+// resources in proto-JSON form, each with its "@type". Decoding is strict:
+// unknown top-level keys, unknown proto fields and unknown types are errors,
+// and every error names the file and line, the resource type and name, and
+// the field. Semantic checks (proto constraints, references, duplicates) are
+// the snapshot builder's job; this package only turns bytes into messages.
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pylon-xds/pylon/internal/diag"
+	"github.com/pylon-xds/pylon/internal/xdstype"
+)
+
+// MaxFileBytes bounds one configuration file. Anything larger is refused
+// rather than read into memory: a config that size is almost certainly a
+// mistake (a log or a binary written to the config folder).
+const MaxFileBytes = 64 << 20
+
+// File is one configuration file's name and contents.
+type File struct {
+	Path string
+	Data []byte
+}
+
+// Resource is one decoded raw resource and where it was written.
+type Resource struct {
+	Type    *xdstype.Type
+	Name    string
+	Message proto.Message
+	File    string
+	Line    int
+}
+
+// Load decodes every file. It returns all resources, or a diag.List naming
+// every problem found; a caller must refuse the whole set on error.
+func Load(reg *xdstype.Registry, files []File) ([]Resource, error) {
+	var out []Resource
+	var problems diag.List
+	for _, f := range files {
+		res, errs := loadFile(reg, f)
+		out = append(out, res...)
+		problems = append(problems, errs...)
+	}
+	if err := problems.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func loadFile(reg *xdstype.Registry, f File) ([]Resource, diag.List) {
+	at := func(line int, format string, args ...any) diag.List {
+		return diag.List{{File: f.Path, Line: line, Message: fmt.Sprintf(format, args...)}}
+	}
+	if len(f.Data) > MaxFileBytes {
+		return nil, at(0, "file is %d bytes, over the %d byte limit", len(f.Data), MaxFileBytes)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(f.Data))
+	var out []Resource
+	var problems diag.List
+	docs := 0
+	for {
+		var doc yaml.Node
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			// A YAML syntax error usually means a truncated or half-written
+			// file; the library's message carries the line.
+			return nil, at(0, "invalid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+		}
+		if len(doc.Content) == 0 {
+			continue
+		}
+		docs++
+		res, errs := loadDocument(reg, f.Path, doc.Content[0])
+		out = append(out, res...)
+		problems = append(problems, errs...)
+	}
+	if docs == 0 {
+		// An empty file is what an editor or a deploy tool leaves mid-write;
+		// treating it as "no resources" would wipe the fleet.
+		return nil, at(0, "file is empty; write `resources: []` to serve nothing on purpose")
+	}
+	return out, problems
+}
+
+func loadDocument(reg *xdstype.Registry, path string, root *yaml.Node) ([]Resource, diag.List) {
+	if root.Kind != yaml.MappingNode {
+		return nil, diag.List{{File: path, Line: root.Line, Message: "a config document must be a mapping with a `resources` list"}}
+	}
+	var out []Resource
+	var problems diag.List
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		key, val := root.Content[i], root.Content[i+1]
+		switch key.Value {
+		case "version":
+			if val.Value != "1" && val.Value != "v1" {
+				problems = append(problems, diag.Diagnostic{File: path, Line: val.Line, Field: "version", Message: fmt.Sprintf("unsupported config version %q (this Pylon reads version 1)", val.Value)})
+			}
+		case "resources":
+			if val.Kind == yaml.ScalarNode && val.Tag == "!!null" {
+				continue
+			}
+			if val.Kind != yaml.SequenceNode {
+				problems = append(problems, diag.Diagnostic{File: path, Line: val.Line, Field: "resources", Message: "must be a list"})
+				continue
+			}
+			for _, item := range val.Content {
+				r, d := decodeResource(reg, path, item)
+				if d != nil {
+					problems = append(problems, *d)
+					continue
+				}
+				out = append(out, r)
+			}
+		default:
+			problems = append(problems, diag.Diagnostic{File: path, Line: key.Line, Field: key.Value, Message: "unknown top-level key (version 1 knows `version` and `resources`)"})
+		}
+	}
+	return out, problems
+}
+
+// decodeResource turns one list item into its Envoy message.
+func decodeResource(reg *xdstype.Registry, path string, node *yaml.Node) (Resource, *diag.Diagnostic) {
+	d := &diag.Diagnostic{File: path, Line: node.Line}
+	var raw map[string]any
+	if err := node.Decode(&raw); err != nil || node.Kind != yaml.MappingNode {
+		d.Message = "a resource must be a mapping with an \"@type\""
+		return Resource{}, d
+	}
+	typeURL, _ := raw["@type"].(string)
+	if typeURL == "" {
+		d.Field = "@type"
+		d.Message = "missing; every resource names its Envoy v3 type, e.g. " + xdstype.ClusterURL
+		return Resource{}, d
+	}
+	t := reg.Lookup(typeURL)
+	if t == nil {
+		d.Field = "@type"
+		d.Message = fmt.Sprintf("unknown resource type %q", typeURL)
+		return Resource{}, d
+	}
+	d.Type = t.Kind
+	name := nameFrom(raw, t)
+	d.Name = name
+	delete(raw, "@type")
+	js, err := json.Marshal(raw)
+	if err != nil {
+		d.Message = "cannot convert to JSON: " + err.Error()
+		return Resource{}, d
+	}
+	msg := t.New()
+	if err := (protojson.UnmarshalOptions{}).Unmarshal(js, msg); err != nil {
+		field, text := explainProtoJSON(err)
+		d.Field = field
+		d.Message = text
+		if field != "" {
+			if line := findKeyLine(node, lastSegment(field)); line > 0 {
+				d.Line = line
+			}
+		}
+		return Resource{}, d
+	}
+	if name == "" {
+		d.Field = t.NameField()
+		d.Message = "missing; every resource needs a name"
+		return Resource{}, d
+	}
+	return Resource{Type: t, Name: name, Message: msg, File: path, Line: node.Line}, nil
+}
+
+// nameFrom reads the resource name before full decoding so that even a
+// resource that fails to decode is named in its error.
+func nameFrom(raw map[string]any, t *xdstype.Type) string {
+	field := t.NameField()
+	if s, ok := raw[field].(string); ok {
+		return s
+	}
+	if s, ok := raw[lowerCamel(field)].(string); ok {
+		return s
+	}
+	return ""
+}
+
+func lowerCamel(s string) string {
+	parts := strings.Split(s, "_")
+	for i := 1; i < len(parts); i++ {
+		if parts[i] != "" {
+			parts[i] = strings.ToUpper(parts[i][:1]) + parts[i][1:]
+		}
+	}
+	return strings.Join(parts, "")
+}
+
+var (
+	protoJSONPrefix = regexp.MustCompile(`^proto:\s*(\(line \d+:\d+\):\s*)?`)
+	unknownField    = regexp.MustCompile(`unknown field "([^"]+)"`)
+	unresolvedType  = regexp.MustCompile(`unable to resolve "([^"]+)"`)
+	invalidValue    = regexp.MustCompile(`invalid value for [^ ]+ (?:field|type)(?: ([A-Za-z_.]+))?`)
+)
+
+// explainProtoJSON rewrites protojson's errors, whose line numbers refer to
+// the intermediate JSON rather than the user's file, into a field and a
+// message an operator can act on.
+func explainProtoJSON(err error) (field, msg string) {
+	text := protoJSONPrefix.ReplaceAllString(err.Error(), "")
+	if m := unknownField.FindStringSubmatch(text); m != nil {
+		return m[1], fmt.Sprintf("unknown field %q", m[1])
+	}
+	if m := unresolvedType.FindStringSubmatch(text); m != nil {
+		return "@type", fmt.Sprintf("unknown @type %q in a nested typed_config (not an Envoy v3 message Pylon knows)", m[1])
+	}
+	if m := invalidValue.FindStringSubmatch(text); m != nil && m[1] != "" {
+		return m[1], text
+	}
+	return "", text
+}
+
+func lastSegment(field string) string {
+	if i := strings.LastIndex(field, "."); i >= 0 {
+		return field[i+1:]
+	}
+	return field
+}
+
+// findKeyLine finds the first mapping key equal to key (in snake or camel
+// case) under n, depth first, and returns its line.
+func findKeyLine(n *yaml.Node, key string) int {
+	camel := lowerCamel(key)
+	var walk func(*yaml.Node) int
+	walk = func(n *yaml.Node) int {
+		if n.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if k := n.Content[i].Value; k == key || k == camel {
+					return n.Content[i].Line
+				}
+			}
+		}
+		for _, c := range n.Content {
+			if l := walk(c); l > 0 {
+				return l
+			}
+		}
+		return 0
+	}
+	return walk(n)
+}

@@ -1,0 +1,221 @@
+package snapshot
+
+import (
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/pylon-xds/pylon/internal/diag"
+	"github.com/pylon-xds/pylon/internal/xdstype"
+)
+
+// Input is one resource to put in a snapshot, with where it came from.
+type Input struct {
+	Type    *xdstype.Type
+	Name    string
+	Message proto.Message
+	File    string
+	Line    int
+}
+
+func (in *Input) diag(field, format string, args ...any) diag.Diagnostic {
+	return diag.Diagnostic{File: in.File, Line: in.Line, Type: in.Type.Kind, Name: in.Name, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// marshal is the one encoding used for both the wire and the version hash.
+var marshal = proto.MarshalOptions{Deterministic: true}
+
+// Build validates the inputs and returns the snapshot they make. It checks,
+// and refuses the whole set on, any of: a proto constraint violated (Envoy's
+// generated ValidateAll, including inside nested typed_config), two resources
+// of one type with one name, and a reference to a resource that is not in the
+// set. The error is a diag.List naming every problem.
+func Build(reg *xdstype.Registry, inputs []Input) (*Snapshot, error) {
+	var problems diag.List
+	byType := map[string]map[string]*Resource{}
+	firstSeen := map[string]map[string]*Input{}
+	for i := range inputs {
+		in := &inputs[i]
+		if byType[in.Type.URL] == nil {
+			byType[in.Type.URL] = map[string]*Resource{}
+			firstSeen[in.Type.URL] = map[string]*Input{}
+		}
+		if prev := firstSeen[in.Type.URL][in.Name]; prev != nil {
+			problems = append(problems, in.diag(in.Type.NameField(), "duplicate name: already defined at %s", location(prev)))
+			continue
+		}
+		firstSeen[in.Type.URL][in.Name] = in
+		for _, fe := range validate(in.Message) {
+			problems = append(problems, in.diag(fe.field, "%s", fe.reason))
+		}
+		b, err := marshal.Marshal(in.Message)
+		if err != nil {
+			problems = append(problems, in.diag("", "cannot encode: %v", err))
+			continue
+		}
+		byType[in.Type.URL][in.Name] = &Resource{
+			Name:    in.Name,
+			Version: hashBytes(b),
+			Any:     &anypb.Any{TypeUrl: in.Type.URL, Value: b},
+			Message: in.Message,
+		}
+	}
+	for i := range inputs {
+		in := &inputs[i]
+		if in.Type.Refs == nil || firstSeen[in.Type.URL][in.Name] != in {
+			continue
+		}
+		for _, ref := range in.Type.Refs(in.Message) {
+			if _, ok := byType[ref.TypeURL][ref.Name]; ok {
+				continue
+			}
+			kind := ref.TypeURL
+			if t := reg.Lookup(ref.TypeURL); t != nil {
+				kind = t.Kind
+			}
+			problems = append(problems, in.diag(ref.Field, "names %s %q, which does not exist", kind, ref.Name))
+		}
+	}
+	if err := problems.Err(); err != nil {
+		return nil, err
+	}
+	return newSnapshot(reg, byType), nil
+}
+
+func location(in *Input) string {
+	if in.File == "" {
+		return "an earlier entry"
+	}
+	if in.Line > 0 {
+		return fmt.Sprintf("%s:%d", in.File, in.Line)
+	}
+	return in.File
+}
+
+type fieldError struct{ field, reason string }
+
+// validate runs the generated ValidateAll on m and on every message packed in
+// an Any inside it: protoc-gen-validate stops at Any, but Envoy validates a
+// typed_config when it loads the extension, so Pylon must too.
+func validate(m proto.Message) []fieldError {
+	var out []fieldError
+	if v, ok := m.(interface{ ValidateAll() error }); ok {
+		if err := v.ValidateAll(); err != nil {
+			out = flatten("", err)
+		}
+	}
+	walkAny(m.ProtoReflect(), "", func(path string, a *anypb.Any) {
+		inner, err := a.UnmarshalNew()
+		if err != nil {
+			out = append(out, fieldError{path, fmt.Sprintf("cannot decode %s: %v", a.GetTypeUrl(), err)})
+			return
+		}
+		for _, fe := range validate(inner) {
+			out = append(out, fieldError{joinPath(path, fe.field), fe.reason})
+		}
+	})
+	return out
+}
+
+var anyName = (&anypb.Any{}).ProtoReflect().Descriptor().FullName()
+
+// walkAny calls fn for every Any set anywhere inside m (not inside the Any).
+func walkAny(m protoreflect.Message, path string, fn func(string, *anypb.Any)) {
+	visit := func(p string, v protoreflect.Message) {
+		if v.Descriptor().FullName() == anyName {
+			if a, ok := v.Interface().(*anypb.Any); ok {
+				fn(p, a)
+			}
+			return
+		}
+		walkAny(v, p, fn)
+	}
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if fd.Kind() != protoreflect.MessageKind && fd.Kind() != protoreflect.GroupKind {
+			if !fd.IsMap() || fd.MapValue().Message() == nil {
+				return true
+			}
+		}
+		p := joinPath(path, string(fd.Name()))
+		switch {
+		case fd.IsList():
+			l := v.List()
+			for i := 0; i < l.Len(); i++ {
+				visit(fmt.Sprintf("%s[%d]", p, i), l.Get(i).Message())
+			}
+		case fd.IsMap():
+			v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
+				visit(fmt.Sprintf("%s[%v]", p, k.Interface()), mv.Message())
+				return true
+			})
+		default:
+			visit(p, v.Message())
+		}
+		return true
+	})
+}
+
+// pgvError is the shape of every protoc-gen-validate error.
+type pgvError interface {
+	Field() string
+	Reason() string
+	Cause() error
+}
+
+// flatten turns a nested protoc-gen-validate error into one entry per
+// violated constraint, with a snake_case field path.
+func flatten(prefix string, err error) []fieldError {
+	if m, ok := err.(interface{ AllErrors() []error }); ok {
+		var out []fieldError
+		for _, e := range m.AllErrors() {
+			out = append(out, flatten(prefix, e)...)
+		}
+		return out
+	}
+	if e, ok := err.(pgvError); ok {
+		p := joinPath(prefix, snake(e.Field()))
+		if c := e.Cause(); c != nil {
+			switch c.(type) {
+			case pgvError, interface{ AllErrors() []error }:
+				return flatten(p, c)
+			}
+			return []fieldError{{p, e.Reason() + ": " + c.Error()}}
+		}
+		return []fieldError{{p, e.Reason()}}
+	}
+	return []fieldError{{prefix, err.Error()}}
+}
+
+func joinPath(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "." + b
+}
+
+// snake converts a Go field name such as "LbEndpoints[0]" to the proto field
+// name "lb_endpoints[0]" that operators write; a bracketed key is kept as is.
+func snake(s string) string {
+	name, rest := s, ""
+	if i := strings.IndexByte(s, '['); i >= 0 {
+		name, rest = s[:i], s[i:]
+	}
+	var b strings.Builder
+	for i, r := range name {
+		if r >= 'A' && r <= 'Z' {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			b.WriteRune(r - 'A' + 'a')
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String() + rest
+}

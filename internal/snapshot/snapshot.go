@@ -1,0 +1,150 @@
+// Package snapshot holds immutable, validated, content-versioned sets of xDS
+// resources, and publishes the newest one to the xDS server.
+//
+// Each resource is marshalled once, deterministically, when a snapshot is
+// built; the encoded Any is shared by every stream that sends it, and its
+// hash is the resource's version. A type's version hashes its (name,
+// version) pairs and a snapshot's version hashes its types, so identical
+// content gets identical versions on every restart and every replica.
+package snapshot
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"sort"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/pylon-xds/pylon/internal/xdstype"
+)
+
+// Resource is one encoded resource. It is shared between snapshots and
+// streams and must not be modified.
+type Resource struct {
+	Name    string
+	Version string        // content hash of the deterministic encoding
+	Any     *anypb.Any    // the encoding, sent as is on every stream
+	Message proto.Message // the decoded form, for dumps and checks
+}
+
+// Set is the resources of one type in a snapshot.
+type Set struct {
+	typ     *xdstype.Type
+	version string
+	byName  map[string]*Resource
+	names   []string // sorted
+}
+
+// A nil *Set is a valid empty set: the methods below all accept it.
+
+// Type returns the set's resource type.
+func (s *Set) Type() *xdstype.Type {
+	if s == nil {
+		return nil
+	}
+	return s.typ
+}
+
+// Version is the hash over the set's (name, version) pairs.
+func (s *Set) Version() string {
+	if s == nil {
+		return ""
+	}
+	return s.version
+}
+
+// Len is the number of resources in the set.
+func (s *Set) Len() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.names)
+}
+
+// Get returns the named resource, or nil.
+func (s *Set) Get(name string) *Resource {
+	if s == nil {
+		return nil
+	}
+	return s.byName[name]
+}
+
+// Names returns the resource names in sorted order. Do not modify the slice.
+func (s *Set) Names() []string {
+	if s == nil {
+		return nil
+	}
+	return s.names
+}
+
+// Snapshot is an immutable set of resources of every registered type.
+type Snapshot struct {
+	version string
+	sets    map[string]*Set
+	ranked  []*Set
+}
+
+// Version is the hash over every type's version.
+func (s *Snapshot) Version() string { return s.version }
+
+// Set returns the resources of the type with the given URL; nil (an empty
+// set) if the type is not registered or the snapshot is nil.
+func (s *Snapshot) Set(typeURL string) *Set {
+	if s == nil {
+		return nil
+	}
+	return s.sets[typeURL]
+}
+
+// Sets returns every set in make-before-break order. Do not modify the slice.
+func (s *Snapshot) Sets() []*Set { return s.ranked }
+
+func hashBytes(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// hashPairs hashes (key, value) pairs, already in a stable order. Lengths are
+// written so that no two different lists share an encoding.
+func hashPairs(pairs [][2]string) string {
+	h := sha256.New()
+	var n [8]byte
+	for _, p := range pairs {
+		for _, s := range p {
+			l := len(s)
+			for i := range n {
+				n[i] = byte(l >> (8 * i))
+			}
+			h.Write(n[:])
+			h.Write([]byte(s))
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+func newSet(t *xdstype.Type, byName map[string]*Resource) *Set {
+	names := make([]string, 0, len(byName))
+	for n := range byName {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	pairs := make([][2]string, len(names))
+	for i, n := range names {
+		pairs[i] = [2]string{n, byName[n].Version}
+	}
+	return &Set{typ: t, version: hashPairs(pairs), byName: byName, names: names}
+}
+
+func newSnapshot(reg *xdstype.Registry, byType map[string]map[string]*Resource) *Snapshot {
+	s := &Snapshot{sets: map[string]*Set{}}
+	var pairs [][2]string
+	for _, t := range reg.Ranked() {
+		set := newSet(t, byType[t.URL])
+		s.sets[t.URL] = set
+		s.ranked = append(s.ranked, set)
+		pairs = append(pairs, [2]string{t.URL, set.version})
+	}
+	s.version = hashPairs(pairs)
+	return s
+}

@@ -1,0 +1,49 @@
+package xds
+
+import (
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+)
+
+// EventKind says what happened on a stream.
+type EventKind int
+
+// Stream events.
+const (
+	StreamOpened EventKind = iota
+	StreamClosed
+	ResponseSent
+	RequestACK
+	RequestNACK
+)
+
+// Event is one thing that happened on a stream, reported to the Observer
+// from the stream's own loop. Events are plain values so that the status
+// tracker needs nothing of this package's internals.
+type Event struct {
+	Kind     EventKind
+	StreamID uint64
+	Node     *corev3.Node // read-only
+	ADS      bool
+	Delta    bool
+	TypeURL  string
+	Version  string
+	Nonce    string
+	// Resources is the count sent, for ResponseSent.
+	Resources int
+	// Detail is the client's error_detail message, for RequestNACK, or the
+	// stream's end, for StreamClosed.
+	Detail string
+	At     time.Time
+}
+
+// Observer receives stream events. It is called from stream loops and must
+// not block.
+type Observer interface {
+	Observe(Event)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Observe(Event) {}

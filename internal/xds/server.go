@@ -1,0 +1,137 @@
+// Package xds is Pylon's xDS protocol server.
+//
+// It serves the aggregated stream (ADS) and one service per resource type,
+// registered from the xdstype registry, so a new type needs no change here.
+// Each stream has one goroutine blocked in Recv and one loop that owns the
+// stream's state, answers requests before pushes, and reads the newest Fleet
+// when woken, skipping versions it was too slow to send.
+package xds
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/xdstype"
+)
+
+// Fleets is where the server reads what to serve.
+type Fleets interface {
+	// Current returns the newest fleet, or nil before the first publish.
+	Current() *snapshot.Fleet
+	// Subscribe returns a channel woken after each publish and a cancel func.
+	Subscribe() (<-chan struct{}, func())
+}
+
+// Options configures a Server.
+type Options struct {
+	Registry *xdstype.Registry
+	Fleets   Fleets
+	// Identifier is sent as control_plane.identifier in every response, so an
+	// operator can tell which replica answered (X9).
+	Identifier string
+	Logger     *slog.Logger
+	// Observer, if set, receives stream events for status tracking.
+	Observer Observer
+}
+
+// Server serves xDS over gRPC.
+type Server struct {
+	opts    Options
+	cp      *corev3.ControlPlane
+	log     *slog.Logger
+	obs     Observer
+	// life ends every stream when cancelled by Shutdown.
+	life context.Context
+	stop context.CancelFunc
+	ids  atomic.Uint64
+}
+
+// New returns a server.
+func New(opts Options) *Server {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	obs := opts.Observer
+	if obs == nil {
+		obs = nopObserver{}
+	}
+	life, stop := context.WithCancel(context.Background())
+	return &Server{
+		opts: opts,
+		cp:   &corev3.ControlPlane{Identifier: opts.Identifier},
+		log:  log,
+		obs:  obs,
+		life: life,
+		stop: stop,
+	}
+}
+
+// Shutdown ends every open stream with UNAVAILABLE so that a graceful gRPC
+// stop can complete; clients reconnect to another replica or retry.
+func (s *Server) Shutdown() { s.stop() }
+
+// handlerType satisfies grpc's check that a service implementation has the
+// service's interface: the descriptors below are built from the registry
+// rather than from generated stubs, so any value will do.
+type handlerType interface{}
+
+// Register adds ADS and every per-type discovery service to g.
+func (s *Server) Register(g *grpc.Server) {
+	ads := &grpc.ServiceDesc{
+		ServiceName: "envoy.service.discovery.v3.AggregatedDiscoveryService",
+		HandlerType: (*handlerType)(nil),
+		Streams: []grpc.StreamDesc{
+			{StreamName: "StreamAggregatedResources", Handler: s.sotwHandler(""), ServerStreams: true, ClientStreams: true},
+			{StreamName: "DeltaAggregatedResources", Handler: unimplementedDelta, ServerStreams: true, ClientStreams: true},
+		},
+		Metadata: "envoy/service/discovery/v3/ads.proto",
+	}
+	g.RegisterService(ads, s)
+
+	// Several types share one service (RDS, SRDS and VHDS are all in
+	// envoy.service.route.v3 but in distinct services), so group by name.
+	services := map[string]*grpc.ServiceDesc{}
+	var order []string
+	for _, t := range s.opts.Registry.Ranked() {
+		desc := services[t.Service]
+		if desc == nil {
+			desc = &grpc.ServiceDesc{ServiceName: t.Service, HandlerType: (*handlerType)(nil)}
+			services[t.Service] = desc
+			order = append(order, t.Service)
+		}
+		if t.SotWMethod != "" {
+			desc.Streams = append(desc.Streams, grpc.StreamDesc{StreamName: t.SotWMethod, Handler: s.sotwHandler(t.URL), ServerStreams: true, ClientStreams: true})
+		}
+		if t.DeltaMethod != "" {
+			desc.Streams = append(desc.Streams, grpc.StreamDesc{StreamName: t.DeltaMethod, Handler: unimplementedDelta, ServerStreams: true, ClientStreams: true})
+		}
+	}
+	for _, name := range order {
+		g.RegisterService(services[name], s)
+	}
+}
+
+func (s *Server) sotwHandler(typeURL string) grpc.StreamHandler {
+	return func(_ any, stream grpc.ServerStream) error {
+		return s.serveSotW(stream, typeURL)
+	}
+}
+
+func unimplementedDelta(any, grpc.ServerStream) error {
+	return status.Error(codes.Unimplemented, "incremental (delta) xDS is not served by this Pylon version; use state-of-the-world (GRPC) api_type")
+}
+
+// streamContext ends when the client goes away or the server shuts down.
+func (s *Server) streamContext(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	unhook := context.AfterFunc(s.life, cancel)
+	return ctx, func() { unhook(); cancel() }
+}
