@@ -43,10 +43,10 @@ type Options struct {
 
 // Server serves xDS over gRPC.
 type Server struct {
-	opts    Options
-	cp      *corev3.ControlPlane
-	log     *slog.Logger
-	obs     Observer
+	opts Options
+	cp   *corev3.ControlPlane
+	log  *slog.Logger
+	obs  Observer
 	// life ends every stream when cancelled by Shutdown.
 	life context.Context
 	stop context.CancelFunc

@@ -344,7 +344,9 @@ func TestSotW(t *testing.T) {
 		s.Request(eds, "a")
 		r2 := s.RecvType(eds)
 		s.Send(&discoveryv3.DiscoveryRequest{TypeUrl: eds, ResourceNames: []string{"a"}, ResponseNonce: r2.Nonce, VersionInfo: "whatever"})
-		e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.RequestACK && ev.TypeURL == eds && ev.Version == "whatever" })
+		e.rec.wait(t, func(ev xds.Event) bool {
+			return ev.Kind == xds.RequestACK && ev.TypeURL == eds && ev.Version == "whatever"
+		})
 		s.ExpectSilence()
 		if n := e.rec.count(func(ev xds.Event) bool { return ev.Kind == xds.RequestACK && ev.TypeURL == cds }); n != 0 {
 			t.Fatalf("NACK counted as %d ACKs", n)
