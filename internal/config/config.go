@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -66,7 +67,7 @@ func loadFile(reg *xdstype.Registry, f File) ([]Resource, diag.List) {
 		return diag.List{{File: f.Path, Line: line, Message: fmt.Sprintf(format, args...)}}
 	}
 	if len(f.Data) > MaxFileBytes {
-		return nil, at(0, "file is %d bytes, over the %d byte limit", len(f.Data), MaxFileBytes)
+		return nil, at(0, "file is larger than the %d byte limit", MaxFileBytes)
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(f.Data))
 	var out []Resource
@@ -80,8 +81,14 @@ func loadFile(reg *xdstype.Registry, f File) ([]Resource, diag.List) {
 		}
 		if err != nil {
 			// A YAML syntax error usually means a truncated or half-written
-			// file; the library's message carries the line.
-			return nil, at(0, "invalid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+			// file.
+			msg := strings.TrimPrefix(err.Error(), "yaml: ")
+			line := 0
+			if m := yamlLine.FindStringSubmatch(msg); m != nil {
+				line, _ = strconv.Atoi(m[1])
+				msg = strings.TrimPrefix(msg, m[0])
+			}
+			return nil, at(line, "invalid YAML: %s", msg)
 		}
 		if len(doc.Content) == 0 {
 			continue
@@ -166,14 +173,7 @@ func decodeResource(reg *xdstype.Registry, path string, node *yaml.Node) (Resour
 	}
 	msg := t.New()
 	if err := (protojson.UnmarshalOptions{}).Unmarshal(js, msg); err != nil {
-		field, text := explainProtoJSON(err)
-		d.Field = field
-		d.Message = text
-		if field != "" {
-			if line := findKeyLine(node, lastSegment(field)); line > 0 {
-				d.Line = line
-			}
-		}
+		d.Field, d.Message, d.Line = explainProtoJSON(err, node)
 		return Resource{}, d
 	}
 	if name == "" {
@@ -208,34 +208,50 @@ func lowerCamel(s string) string {
 }
 
 var (
-	protoJSONPrefix = regexp.MustCompile(`^proto:\s*(\(line \d+:\d+\):\s*)?`)
+	yamlLine = regexp.MustCompile(`^line (\d+):\s*`)
+	// protojson separates its prefix with a non-breaking space on purpose;
+	// match any space.
+	protoJSONPrefix = regexp.MustCompile(`^proto:[\s\x{00a0}]*(\(line \d+:\d+\):[\s\x{00a0}]*)?`)
 	unknownField    = regexp.MustCompile(`unknown field "([^"]+)"`)
 	unresolvedType  = regexp.MustCompile(`unable to resolve "([^"]+)"`)
-	invalidValue    = regexp.MustCompile(`invalid value for [^ ]+ (?:field|type)(?: ([A-Za-z_.]+))?`)
+	badValue        = regexp.MustCompile(`invalid value for [^ ]+ field ([A-Za-z_]+): (.*)`)
+	quotedValue     = regexp.MustCompile(`value "([^"]*)"`)
 )
 
 // explainProtoJSON rewrites protojson's errors, whose line numbers refer to
-// the intermediate JSON rather than the user's file, into a field and a
-// message an operator can act on.
-func explainProtoJSON(err error) (field, msg string) {
+// the intermediate JSON rather than the user's file, into a field, a message
+// and a line in the user's file that an operator can act on.
+func explainProtoJSON(err error, node *yaml.Node) (field, msg string, line int) {
 	text := protoJSONPrefix.ReplaceAllString(err.Error(), "")
+	line = node.Line
 	if m := unknownField.FindStringSubmatch(text); m != nil {
-		return m[1], fmt.Sprintf("unknown field %q", m[1])
+		field, msg = m[1], fmt.Sprintf("unknown field %q", m[1])
+		if l := findKeyLine(node, field); l > 0 {
+			line = l
+		}
+		return field, msg, line
 	}
 	if m := unresolvedType.FindStringSubmatch(text); m != nil {
-		return "@type", fmt.Sprintf("unknown @type %q in a nested typed_config (not an Envoy v3 message Pylon knows)", m[1])
+		msg = fmt.Sprintf("unknown @type %q in a nested typed_config (not an Envoy v3 message Pylon knows)", m[1])
+		if _, l := findValue(node, m[1]); l > 0 {
+			line = l
+		}
+		return "@type", msg, line
 	}
-	if m := invalidValue.FindStringSubmatch(text); m != nil && m[1] != "" {
-		return m[1], text
+	if m := badValue.FindStringSubmatch(text); m != nil {
+		if l := findKeyLine(node, m[1]); l > 0 {
+			line = l
+		}
+		return m[1], m[2], line
 	}
-	return "", text
-}
-
-func lastSegment(field string) string {
-	if i := strings.LastIndex(field, "."); i >= 0 {
-		return field[i+1:]
+	// Messages such as `invalid google.protobuf.Duration value "soon"` name
+	// the value but not the field: find the value in the file.
+	if m := quotedValue.FindStringSubmatch(text); m != nil {
+		if k, l := findValue(node, m[1]); l > 0 {
+			return k, text, l
+		}
 	}
-	return field
+	return "", text, line
 }
 
 // findKeyLine finds the first mapping key equal to key (in snake or camel
@@ -259,4 +275,22 @@ func findKeyLine(n *yaml.Node, key string) int {
 		return 0
 	}
 	return walk(n)
+}
+
+// findValue finds the first mapping entry under n whose scalar value is v
+// and returns its key and line.
+func findValue(n *yaml.Node, v string) (string, int) {
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if val := n.Content[i+1]; val.Kind == yaml.ScalarNode && val.Value == v {
+				return n.Content[i].Value, val.Line
+			}
+		}
+	}
+	for _, c := range n.Content {
+		if k, l := findValue(c, v); l > 0 {
+			return k, l
+		}
+	}
+	return "", 0
 }

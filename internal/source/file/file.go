@@ -1,0 +1,199 @@
+// Package file is the GitOps source: a config file or a folder of them,
+// watched with fsnotify and re-read periodically.
+package file
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/pylon-xds/pylon/internal/config"
+	"github.com/pylon-xds/pylon/internal/source"
+)
+
+// Options configures a Source.
+type Options struct {
+	// Path is a file, or a folder whose *.yaml, *.yml and *.json files
+	// (not in subfolders, not hidden) together make the configuration.
+	Path string
+	// Quiet and MaxWait debounce bursts of file events.
+	Quiet   time.Duration
+	MaxWait time.Duration
+	// Resync re-reads the configuration this often even without events, in
+	// case an event was lost (network file systems, overflowing queues).
+	// Zero disables it.
+	Resync time.Duration
+	Logger *slog.Logger
+}
+
+// Source watches a file or folder.
+type Source struct {
+	opts Options
+	log  *slog.Logger
+}
+
+// New returns a source for opts.
+func New(opts Options) *Source {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Source{opts: opts, log: log}
+}
+
+// Run sends the configuration to out once at the start and again after every
+// debounced burst of changes and every resync, until ctx ends.
+func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watching %s: %w", s.opts.Path, err)
+	}
+	defer w.Close()
+	// Watch the folder even for a single file: editors and deploy tools
+	// replace a file by renaming a new one over it, which ends a watch on
+	// the file itself. Events for other files cost one re-read, and
+	// unchanged content publishes nothing.
+	dir := s.opts.Path
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		dir = filepath.Dir(dir)
+	}
+	if err := w.Add(dir); err != nil {
+		return fmt.Errorf("watching %s: %w", dir, err)
+	}
+
+	send := func(at time.Time) bool {
+		files, err := Read(s.opts.Path)
+		select {
+		case out <- source.Update{Files: files, Err: err, AcceptedAt: at}:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	if !send(time.Now()) {
+		return nil
+	}
+
+	var resync <-chan time.Time
+	if s.opts.Resync > 0 {
+		t := time.NewTicker(s.opts.Resync)
+		defer t.Stop()
+		resync = t.C
+	}
+	deb := source.Debouncer{Quiet: s.opts.Quiet, MaxWait: s.opts.MaxWait}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	arm := func() {
+		if due, ok := deb.Due(); ok {
+			timer.Reset(time.Until(due))
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return nil
+			}
+			s.log.Debug("config event", "file", ev.Name, "op", ev.Op.String())
+			deb.Event(time.Now())
+			arm()
+		case err, ok := <-w.Errors:
+			if !ok {
+				return nil
+			}
+			// An overflow loses events; the resync catches up.
+			s.log.Warn("config watch error", "err", err)
+		case now := <-timer.C:
+			if deb.Fire(now) {
+				if !send(deb.First()) {
+					return nil
+				}
+			} else {
+				arm()
+			}
+		case now := <-resync:
+			if !send(now) {
+				return nil
+			}
+		}
+	}
+}
+
+// Read reads the configuration at path: the file, or every config file in
+// the folder in name order.
+func Read(path string) ([]config.File, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		f, err := readFile(path)
+		if err != nil {
+			return nil, err
+		}
+		return []config.File{f}, nil
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		n := e.Name()
+		if strings.HasPrefix(n, ".") || !isConfigName(n) {
+			continue
+		}
+		// Follow symlinks (Kubernetes mounts ConfigMaps through them) but
+		// skip folders.
+		if st, err := os.Stat(filepath.Join(path, n)); err != nil || st.IsDir() {
+			continue
+		}
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return nil, fmt.Errorf("%s: no *.yaml, *.yml or *.json files", path)
+	}
+	files := make([]config.File, 0, len(names))
+	for _, n := range names {
+		f, err := readFile(filepath.Join(path, n))
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}
+
+func isConfigName(n string) bool {
+	switch strings.ToLower(filepath.Ext(n)) {
+	case ".yaml", ".yml", ".json":
+		return true
+	}
+	return false
+}
+
+func readFile(path string) (config.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return config.File{}, err
+	}
+	defer f.Close()
+	// Read one byte past the limit so that config.Load can report the size.
+	data, err := io.ReadAll(io.LimitReader(f, config.MaxFileBytes+1))
+	if err != nil {
+		return config.File{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return config.File{Path: path, Data: data}, nil
+}

@@ -1,0 +1,72 @@
+// Package source defines what a source of truth hands to the pipeline, and
+// the debouncing that turns bursts of changes into one update.
+package source
+
+import (
+	"time"
+
+	"github.com/pylon-xds/pylon/internal/config"
+)
+
+// Update is the whole configuration as a source read it at one moment.
+type Update struct {
+	// Files is every configuration file, in a stable order.
+	Files []config.File
+	// Err is set when the source could not read its configuration (a file
+	// vanished, a folder became unreadable). The pipeline refuses such an
+	// update like an invalid config and keeps serving the last good one.
+	Err error
+	// AcceptedAt is when the change was first noticed, for push latency.
+	AcceptedAt time.Time
+}
+
+// Debouncer merges bursts of events. It fires once the events have been
+// quiet for Quiet, or MaxWait after the first event of a burst, whichever
+// comes first, so a steady trickle of writes cannot postpone a reload
+// forever. It is a plain value driven with explicit times, so tests need no
+// clock.
+type Debouncer struct {
+	Quiet   time.Duration
+	MaxWait time.Duration
+
+	pending     bool
+	first, last time.Time
+}
+
+// Event records an event at now.
+func (d *Debouncer) Event(now time.Time) {
+	if !d.pending {
+		d.pending = true
+		d.first = now
+	}
+	d.last = now
+}
+
+// Pending reports whether events are waiting to fire.
+func (d *Debouncer) Pending() bool { return d.pending }
+
+// First is when the pending burst began.
+func (d *Debouncer) First() time.Time { return d.first }
+
+// Due returns when the pending burst should fire; ok is false when nothing
+// is pending.
+func (d *Debouncer) Due() (due time.Time, ok bool) {
+	if !d.pending {
+		return time.Time{}, false
+	}
+	due = d.last.Add(d.Quiet)
+	if limit := d.first.Add(d.MaxWait); d.MaxWait > 0 && limit.Before(due) {
+		due = limit
+	}
+	return due, true
+}
+
+// Fire reports whether the pending burst is due at now, and if so resets.
+func (d *Debouncer) Fire(now time.Time) bool {
+	due, ok := d.Due()
+	if !ok || now.Before(due) {
+		return false
+	}
+	d.pending = false
+	return true
+}
