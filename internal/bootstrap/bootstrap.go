@@ -1,0 +1,201 @@
+// Package bootstrap writes the bootstrap configuration that points a data
+// plane at Pylon: Envoy's bootstrap (YAML) and the JSON bootstrap of
+// proxyless gRPC clients.
+package bootstrap
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"sigs.k8s.io/yaml"
+)
+
+// Options describes the node and the server it talks to.
+type Options struct {
+	NodeID      string
+	NodeCluster string
+	// XDSAddress is Pylon's xDS address as the data plane reaches it
+	// (host:port).
+	XDSAddress string
+	// Delta selects incremental xDS (DELTA_GRPC) for Envoy.
+	Delta bool
+	// AdminPort is Envoy's admin port, bound on 127.0.0.1.
+	AdminPort uint32
+}
+
+const xdsCluster = "xds_cluster"
+
+func (o Options) hostPort() (string, uint32, error) {
+	host, port, err := net.SplitHostPort(o.XDSAddress)
+	if err != nil {
+		return "", 0, fmt.Errorf("xds address %q: %w", o.XDSAddress, err)
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || p == 0 {
+		return "", 0, fmt.Errorf("xds address %q: bad port", o.XDSAddress)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return host, uint32(p), nil
+}
+
+func ads() *corev3.ConfigSource {
+	return &corev3.ConfigSource{
+		ResourceApiVersion:    corev3.ApiVersion_V3,
+		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
+	}
+}
+
+// Envoy returns an Envoy bootstrap that takes clusters and listeners from
+// Pylon over ADS. It passes Envoy's proto validation.
+func Envoy(o Options) (*bootstrapv3.Bootstrap, error) {
+	if o.NodeID == "" {
+		return nil, fmt.Errorf("a node id is required")
+	}
+	host, port, err := o.hostPort()
+	if err != nil {
+		return nil, err
+	}
+	apiType := corev3.ApiConfigSource_GRPC
+	if o.Delta {
+		apiType = corev3.ApiConfigSource_DELTA_GRPC
+	}
+	// xDS is gRPC, so HTTP/2; keepalive pings find a dead control plane
+	// connection long before TCP would.
+	h2, err := anypb.New(&httpv3.HttpProtocolOptions{
+		UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
+			ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{
+				ConnectionKeepalive: &corev3.KeepaliveSettings{
+					Interval: durationpb.New(30 * time.Second),
+					Timeout:  durationpb.New(5 * time.Second),
+				},
+			}},
+		}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	discovery := clusterv3.Cluster_STRICT_DNS
+	if net.ParseIP(host) != nil {
+		discovery = clusterv3.Cluster_STATIC
+	}
+	adminPort := o.AdminPort
+	if adminPort == 0 {
+		adminPort = 9901
+	}
+	return &bootstrapv3.Bootstrap{
+		Node: &corev3.Node{Id: o.NodeID, Cluster: o.NodeCluster},
+		DynamicResources: &bootstrapv3.Bootstrap_DynamicResources{
+			AdsConfig: &corev3.ApiConfigSource{
+				ApiType:                   apiType,
+				TransportApiVersion:       corev3.ApiVersion_V3,
+				SetNodeOnFirstMessageOnly: true,
+				GrpcServices: []*corev3.GrpcService{{
+					TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: xdsCluster}},
+				}},
+			},
+			CdsConfig: ads(),
+			LdsConfig: ads(),
+		},
+		StaticResources: &bootstrapv3.Bootstrap_StaticResources{
+			Clusters: []*clusterv3.Cluster{{
+				Name:                 xdsCluster,
+				ConnectTimeout:       durationpb.New(5 * time.Second),
+				ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: discovery},
+				TypedExtensionProtocolOptions: map[string]*anypb.Any{
+					"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": h2,
+				},
+				UpstreamConnectionOptions: &clusterv3.UpstreamConnectionOptions{TcpKeepalive: &corev3.TcpKeepalive{}},
+				LoadAssignment: &endpointv3.ClusterLoadAssignment{
+					ClusterName: xdsCluster,
+					Endpoints: []*endpointv3.LocalityLbEndpoints{{
+						LbEndpoints: []*endpointv3.LbEndpoint{{
+							HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+								Address: socketAddress(host, port),
+							}},
+						}},
+					}},
+				},
+			}},
+		},
+		Admin: &bootstrapv3.Admin{Address: socketAddress("127.0.0.1", adminPort)},
+	}, nil
+}
+
+func socketAddress(host string, port uint32) *corev3.Address {
+	return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+		Address:       host,
+		PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
+	}}}
+}
+
+// EnvoyYAML is Envoy's bootstrap as YAML, with proto field names.
+func EnvoyYAML(o Options) ([]byte, error) {
+	b, err := Envoy(o)
+	if err != nil {
+		return nil, err
+	}
+	js, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(b)
+	if err != nil {
+		return nil, err
+	}
+	return yaml.JSONToYAML(js)
+}
+
+// grpcBootstrap is the JSON bootstrap grpc-go, grpc-java and grpc-core read
+// from GRPC_XDS_BOOTSTRAP (gRFC A27).
+type grpcBootstrap struct {
+	XDSServers []grpcServer `json:"xds_servers"`
+	Node       grpcNode     `json:"node"`
+}
+
+type grpcServer struct {
+	ServerURI      string           `json:"server_uri"`
+	ChannelCreds   []map[string]any `json:"channel_creds"`
+	ServerFeatures []string         `json:"server_features"`
+}
+
+type grpcNode struct {
+	ID       string         `json:"id"`
+	Cluster  string         `json:"cluster,omitempty"`
+	Locality map[string]any `json:"locality,omitempty"`
+}
+
+// GRPC is the JSON bootstrap of a proxyless gRPC client. The channel is
+// plaintext, as Pylon's xDS port is in this version.
+func GRPC(o Options) ([]byte, error) {
+	if o.NodeID == "" {
+		return nil, fmt.Errorf("a node id is required")
+	}
+	host, port, err := o.hostPort()
+	if err != nil {
+		return nil, err
+	}
+	b := grpcBootstrap{
+		XDSServers: []grpcServer{{
+			ServerURI:    net.JoinHostPort(host, strconv.FormatUint(uint64(port), 10)),
+			ChannelCreds: []map[string]any{{"type": "insecure"}},
+			// xds_v3 is what clients older than the v3-only ones need to
+			// speak v3; newer clients ignore it.
+			ServerFeatures: []string{"xds_v3"},
+		}},
+		Node: grpcNode{ID: o.NodeID, Cluster: o.NodeCluster},
+	}
+	out, err := json.MarshalIndent(b, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(out, '\n'), nil
+}

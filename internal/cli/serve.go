@@ -1,0 +1,43 @@
+package cli
+
+import (
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pylon-xds/pylon/internal/daemon"
+)
+
+func newServe(g *globals) *cobra.Command {
+	var o daemon.Options
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve xDS to a fleet of Envoys and gRPC clients",
+		Long: `Serve xDS (state of the world, ADS and per-type streams) from a config file
+or folder, reloading it when it changes. Without --config, serve the embedded
+quickstart config.
+
+A change that fails validation is refused as a whole, logged once and shown on
+the admin API (GET /status); the previous config keeps serving.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := g.logger(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			o.Logger = log
+			o.Version = Version
+			return daemon.Run(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.ConfigPath, "config", "", "config file or folder of *.yaml/*.json files (default: the embedded quickstart)")
+	f.StringVar(&o.XDSAddr, "xds-addr", ":18000", "address of the xDS gRPC server")
+	f.StringVar(&o.AdminAddr, "admin-addr", "127.0.0.1:19000", "address of the admin HTTP API")
+	f.DurationVar(&o.DebounceQuiet, "debounce", 100*time.Millisecond, "reload once config files have been quiet this long")
+	f.DurationVar(&o.DebounceMax, "debounce-max", time.Second, "reload at most this long after the first change of a burst")
+	f.DurationVar(&o.Resync, "resync", 30*time.Second, "re-read the config this often even without file events (negative: never)")
+	f.DurationVar(&o.ShutdownGrace, "shutdown-grace", 10*time.Second, "how long a graceful stop may take")
+	f.StringVar(&o.Identifier, "id", defaultIdentifier(), "this replica's name, sent as control_plane.identifier")
+	return cmd
+}

@@ -1,0 +1,178 @@
+// Package daemon is the composition root of `pylon serve`: it wires the
+// config source, the pipeline, the xDS server and the admin API, runs them
+// together and stops them gracefully.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/pylon-xds/pylon/examples"
+	"github.com/pylon-xds/pylon/internal/admin"
+	"github.com/pylon-xds/pylon/internal/config"
+	"github.com/pylon-xds/pylon/internal/pipeline"
+	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/source"
+	"github.com/pylon-xds/pylon/internal/source/file"
+	"github.com/pylon-xds/pylon/internal/xds"
+	"github.com/pylon-xds/pylon/internal/xdstype"
+)
+
+// Options configures the daemon. The zero value of a duration takes the
+// default given.
+type Options struct {
+	// ConfigPath is a config file or folder; "" serves the embedded
+	// quickstart.
+	ConfigPath string
+	XDSAddr    string // default ":18000"
+	AdminAddr  string // default "127.0.0.1:19000"
+	// DebounceQuiet and DebounceMax batch bursts of file events
+	// (defaults 100ms and 1s).
+	DebounceQuiet time.Duration
+	DebounceMax   time.Duration
+	// Resync re-reads the config this often (default 30s; negative
+	// disables).
+	Resync time.Duration
+	// ShutdownGrace bounds a graceful stop (default 10s).
+	ShutdownGrace time.Duration
+	// Identifier names this replica in xDS responses and the admin API.
+	Identifier string
+	Version    string
+	Logger     *slog.Logger
+	// OnReady, if set, is called with the bound addresses once both
+	// listeners are open and the first config is published.
+	OnReady func(xdsAddr, adminAddr string)
+}
+
+func (o *Options) defaults() {
+	if o.XDSAddr == "" {
+		o.XDSAddr = ":18000"
+	}
+	if o.AdminAddr == "" {
+		o.AdminAddr = "127.0.0.1:19000"
+	}
+	if o.DebounceQuiet == 0 {
+		o.DebounceQuiet = 100 * time.Millisecond
+	}
+	if o.DebounceMax == 0 {
+		o.DebounceMax = time.Second
+	}
+	if o.Resync == 0 {
+		o.Resync = 30 * time.Second
+	}
+	if o.ShutdownGrace == 0 {
+		o.ShutdownGrace = 10 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Run serves until ctx ends, then stops gracefully and returns nil; it
+// returns an error if the initial config is refused or a component fails.
+func Run(ctx context.Context, o Options) error {
+	o.defaults()
+	log := o.Logger
+	reg := xdstype.New()
+	pub := snapshot.NewPublisher()
+	pipe := pipeline.New(reg, pub, log)
+
+	// The first config is loaded before anything listens: with no last good
+	// config to fall back on, a bad one is a startup error, not a silent
+	// empty fleet.
+	initial := source.Update{AcceptedAt: time.Now()}
+	if o.ConfigPath == "" {
+		initial.Files = []config.File{{Path: examples.QuickstartName, Data: examples.Quickstart()}}
+		log.Info("no --config given: serving the embedded quickstart config")
+	} else {
+		initial.Files, initial.Err = file.Read(o.ConfigPath)
+	}
+	if err := pipe.Apply(initial); err != nil {
+		return fmt.Errorf("initial config refused: %w", err)
+	}
+
+	xdsLis, err := net.Listen("tcp", o.XDSAddr)
+	if err != nil {
+		return fmt.Errorf("xds listener: %w", err)
+	}
+	adminLis, err := net.Listen("tcp", o.AdminAddr)
+	if err != nil {
+		xdsLis.Close()
+		return fmt.Errorf("admin listener: %w", err)
+	}
+
+	xdsSrv := xds.New(xds.Options{Registry: reg, Fleets: pub, Identifier: o.Identifier, Logger: log})
+	gs := grpc.NewServer(
+		// Envoy's bootstrap pings every 30s; allow that and detect clients
+		// that vanished without closing their connection.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+	)
+	xdsSrv.Register(gs)
+	httpSrv := &http.Server{
+		Handler:           admin.Handler(admin.Options{Pipeline: pipe, Identifier: o.Identifier, Version: o.Version}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := gs.Serve(xdsLis); err != nil {
+			return fmt.Errorf("xds server: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		if err := httpSrv.Serve(adminLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("admin server: %w", err)
+		}
+		return nil
+	})
+	if o.ConfigPath != "" {
+		updates := make(chan source.Update)
+		resync := o.Resync
+		if resync < 0 {
+			resync = 0
+		}
+		watcher := file.New(file.Options{Path: o.ConfigPath, Quiet: o.DebounceQuiet, MaxWait: o.DebounceMax, Resync: resync, Logger: log})
+		g.Go(func() error { return watcher.Run(gctx, updates) })
+		g.Go(func() error { return pipe.Run(gctx, updates) })
+	}
+	g.Go(func() error {
+		<-gctx.Done()
+		log.Info("shutting down")
+		stopped := make(chan struct{})
+		go func() {
+			// GOAWAY to clients and no new streams; returns once the
+			// streams below have ended.
+			gs.GracefulStop()
+			close(stopped)
+		}()
+		xdsSrv.Shutdown()
+		timer := time.NewTimer(o.ShutdownGrace)
+		defer timer.Stop()
+		select {
+		case <-stopped:
+		case <-timer.C:
+			gs.Stop()
+			<-stopped
+		}
+		shutCtx, cancel := context.WithTimeout(context.Background(), o.ShutdownGrace)
+		defer cancel()
+		return httpSrv.Shutdown(shutCtx)
+	})
+
+	log.Info("pylon serving", "xds", xdsLis.Addr().String(), "admin", adminLis.Addr().String(), "version", pipe.Status().Version)
+	if o.OnReady != nil {
+		o.OnReady(xdsLis.Addr().String(), adminLis.Addr().String())
+	}
+	return g.Wait()
+}
