@@ -1,0 +1,277 @@
+// Package integration runs the whole Pylon daemon in process and drives it
+// with real data planes over loopback.
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/xds"
+
+	"github.com/pylon-xds/pylon/internal/bootstrap"
+	"github.com/pylon-xds/pylon/internal/daemon"
+	"github.com/pylon-xds/pylon/internal/pipeline"
+)
+
+// bound caps every polling loop in this file.
+const bound = 20 * time.Second
+
+type backend struct {
+	testgrpc.UnimplementedTestServiceServer
+	id string
+}
+
+func (b *backend) UnaryCall(context.Context, *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+	return &testgrpc.SimpleResponse{ServerId: b.id}, nil
+}
+
+// startBackends starts n gRPC test servers on loopback and returns their ports.
+func startBackends(t *testing.T, n int) []int {
+	t.Helper()
+	var ports []int
+	for i := range n {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := grpc.NewServer()
+		testgrpc.RegisterTestServiceServer(s, &backend{id: fmt.Sprintf("backend-%d", i)})
+		done := make(chan struct{})
+		go func() { defer close(done); _ = s.Serve(lis) }()
+		t.Cleanup(func() { s.Stop(); <-done })
+		ports = append(ports, lis.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
+}
+
+// greeterConfig is what a gRPC client dialling xds:///greeter needs: an API
+// listener, its routes, an EDS cluster and the backends' assignment.
+func greeterConfig(cluster string, ports []int) string {
+	var eps strings.Builder
+	for _, p := range ports {
+		fmt.Fprintf(&eps, "    - endpoint: { address: { socket_address: { address: 127.0.0.1, port_value: %d } } }\n", p)
+	}
+	return fmt.Sprintf(`resources:
+- "@type": type.googleapis.com/envoy.config.listener.v3.Listener
+  name: greeter
+  api_listener:
+    api_listener:
+      "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+      stat_prefix: greeter
+      rds: { route_config_name: greeter, config_source: { ads: {}, resource_api_version: V3 } }
+      http_filters:
+      - name: router
+        typed_config: { "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router }
+- "@type": type.googleapis.com/envoy.config.route.v3.RouteConfiguration
+  name: greeter
+  virtual_hosts:
+  - name: greeter
+    domains: [greeter]
+    routes:
+    - match: { prefix: "" }
+      route: { cluster: %[1]s }
+- "@type": type.googleapis.com/envoy.config.cluster.v3.Cluster
+  name: greeter-backends
+  type: EDS
+  connect_timeout: 1s
+  eds_cluster_config: { eds_config: { ads: {}, resource_api_version: V3 } }
+- "@type": type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment
+  cluster_name: greeter-backends
+  endpoints:
+  - locality: { region: test }
+    load_balancing_weight: 1
+    lb_endpoints:
+%[2]s`, cluster, eps.String())
+}
+
+// writeAtomically replaces path the way editors and deploy tools do: write a
+// temporary file, then rename it over the old one.
+func writeAtomically(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := filepath.Join(filepath.Dir(path), ".tmp-"+filepath.Base(path))
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type pylon struct {
+	xdsAddr, adminAddr string
+}
+
+// startPylon runs the daemon on loopback ports until the test ends.
+func startPylon(t *testing.T, configPath string) *pylon {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan pylon, 1)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- daemon.Run(ctx, daemon.Options{
+			ConfigPath:    configPath,
+			XDSAddr:       "127.0.0.1:0",
+			AdminAddr:     "127.0.0.1:0",
+			DebounceQuiet: 20 * time.Millisecond,
+			DebounceMax:   200 * time.Millisecond,
+			Identifier:    "pylon-e2e",
+			OnReady:       func(x, a string) { ready <- pylon{xdsAddr: x, adminAddr: a} },
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-errc; err != nil {
+			t.Errorf("daemon: %v", err)
+		}
+	})
+	select {
+	case p := <-ready:
+		return &p
+	case err := <-errc:
+		t.Fatalf("daemon did not start: %v", err)
+	case <-time.After(bound):
+		t.Fatal("daemon did not start")
+	}
+	return nil
+}
+
+func (p *pylon) status(t *testing.T) pipeline.Status {
+	t.Helper()
+	resp, err := http.Get("http://" + p.adminAddr + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Config pipeline.Status `json:"config"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	return body.Config
+}
+
+// TestGRPCClientFollowsConfig is the end-to-end check of the core: grpc-go's
+// own xDS client, bootstrapped by `pylon bootstrap --grpc`, routes RPCs where
+// the config file says, follows edits, and survives a bad edit.
+func TestGRPCClientFollowsConfig(t *testing.T) {
+	ports := startBackends(t, 3)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "pylon.yaml")
+	writeAtomically(t, cfg, greeterConfig("greeter-backends", ports))
+	p := startPylon(t, cfg)
+
+	bs, err := bootstrap.GRPC(bootstrap.Options{NodeID: "e2e-client", NodeCluster: "e2e", XDSAddress: p.xdsAddr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolver, err := xds.NewXDSResolverWithConfigForTesting(bs)
+	if err != nil {
+		t.Fatalf("grpc-go refused the bootstrap: %v", err)
+	}
+	conn, err := grpc.NewClient("xds:///greeter", grpc.WithResolvers(resolver), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := testgrpc.NewTestServiceClient(conn)
+
+	call := func() string {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := client.UnaryCall(ctx, &testgrpc.SimpleRequest{}, grpc.WaitForReady(true))
+		if err != nil {
+			t.Fatalf("RPC failed: %v", err)
+		}
+		return resp.GetServerId()
+	}
+
+	// 1. RPCs reach every backend (round robin over the EDS assignment).
+	seen := map[string]int{}
+	for i := 0; i < 300 && len(seen) < 3; i++ {
+		seen[call()]++
+	}
+	if len(seen) != 3 {
+		t.Fatalf("RPCs reached %v, want all 3 backends", seen)
+	}
+
+	// 2. Rewrite the config: one backend only. The client follows.
+	writeAtomically(t, cfg, greeterConfig("greeter-backends", ports[:1]))
+	if !eventually(func() bool { return onlyTo(call, "backend-0", 20) }) {
+		t.Fatal("client did not follow the config to backend-0 alone")
+	}
+	good := p.status(t).Version
+
+	// 3. An invalid edit (a route to a cluster that does not exist) is
+	// refused with a precise error; the client keeps working on the last
+	// good config.
+	writeAtomically(t, cfg, greeterConfig("no-such-cluster", ports))
+	var st pipeline.Status
+	if !eventually(func() bool { st = p.status(t); return st.Refused != nil }) {
+		t.Fatal("the invalid config was not refused")
+	}
+	for _, want := range []string{cfg, `RouteConfiguration "greeter"`, "virtual_hosts[0].routes[0].route.cluster", `Cluster "no-such-cluster"`} {
+		if !strings.Contains(st.Refused.Error, want) {
+			t.Errorf("refusal %q does not mention %q", st.Refused.Error, want)
+		}
+	}
+	if st.Version != good {
+		t.Fatalf("serving version %s after a refused edit, want %s", st.Version, good)
+	}
+	if !onlyTo(call, "backend-0", 20) {
+		t.Fatal("RPCs moved after a refused edit")
+	}
+
+	// 4. A truncated write (cut inside a flow mapping) is refused the same way.
+	full := greeterConfig("greeter-backends", ports)
+	writeAtomically(t, cfg, full[:strings.Index(full, "rds: {")+10])
+	if !eventually(func() bool { st = p.status(t); return st.Refused != nil && strings.Contains(st.Refused.Error, "invalid YAML") }) {
+		t.Fatalf("truncated config not refused: %+v", st.Refused)
+	}
+	if !onlyTo(call, "backend-0", 20) {
+		t.Fatal("RPCs moved after a truncated write")
+	}
+
+	// 5. Fixing the file recovers: all three backends again.
+	writeAtomically(t, cfg, greeterConfig("greeter-backends", ports))
+	seen = map[string]int{}
+	if !eventually(func() bool { seen[call()]++; return len(seen) == 3 }) {
+		t.Fatalf("after the fix RPCs reached %v", seen)
+	}
+	if st = p.status(t); st.Refused != nil {
+		t.Fatalf("refusal not cleared: %v", st.Refused.Error)
+	}
+}
+
+// onlyTo makes n RPCs and reports whether all reached id.
+func onlyTo(call func() string, id string, n int) bool {
+	for range n {
+		if call() != id {
+			return false
+		}
+	}
+	return true
+}
+
+// eventually polls cond every 10ms until it holds, within bound.
+func eventually(cond func() bool) bool {
+	deadline := time.Now().Add(bound)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false
+}
