@@ -236,7 +236,10 @@ func TestGRPCClientFollowsConfig(t *testing.T) {
 	// 4. A truncated write (cut inside a flow mapping) is refused the same way.
 	full := greeterConfig("greeter-backends", ports)
 	writeAtomically(t, cfg, full[:strings.Index(full, "rds: {")+10])
-	if !eventually(func() bool { st = p.status(t); return st.Refused != nil && strings.Contains(st.Refused.Error, "invalid YAML") }) {
+	if !eventually(func() bool {
+		st = p.status(t)
+		return st.Refused != nil && strings.Contains(st.Refused.Error, "invalid YAML")
+	}) {
 		t.Fatalf("truncated config not refused: %+v", st.Refused)
 	}
 	if !onlyTo(call, "backend-0", 20) {
