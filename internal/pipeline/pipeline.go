@@ -97,6 +97,12 @@ func (p *Pipeline) Apply(u source.Update) error {
 	if bad && p.status.Refused != nil {
 		refused = p.status.Refused.Error
 	}
+	if good && p.status.Refused != nil {
+		// The input went back to what is being served: nothing to
+		// publish, and the refusal no longer describes the source.
+		p.status.Refused, p.badInput = nil, ""
+		p.log.Info("config restored to the version being served", "version", p.status.Version)
+	}
 	p.mu.Unlock()
 	switch {
 	case good:

@@ -1,0 +1,115 @@
+package pipeline
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pylon-xds/pylon/internal/config"
+	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/source"
+	"github.com/pylon-xds/pylon/internal/xdstype"
+)
+
+func golden(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile("testdata/compile/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func newUpdate(path string, data []byte) source.Update {
+	return source.Update{Files: []config.File{{Path: path, Data: data}}, AcceptedAt: time.Now()}
+}
+
+// A refused change leaves the last good snapshot serving, is reported with
+// its diagnostics, and is logged once however often it is re-read.
+func TestRefusedChangeKeepsLastGood(t *testing.T) {
+	var logs bytes.Buffer
+	pub := snapshot.NewPublisher()
+	p := New(xdstype.New(), pub, slog.New(slog.NewTextHandler(&logs, nil)))
+
+	if err := p.Apply(newUpdate("pylon.yaml", golden(t, "valid_full.yaml"))); err != nil {
+		t.Fatal(err)
+	}
+	good := pub.Current()
+	st := p.Status()
+	if st.Version != good.Version() || st.Resources["Cluster"] != 3 || st.Refused != nil {
+		t.Fatalf("status after a good config: %+v", st)
+	}
+
+	bad := newUpdate("pylon.yaml", golden(t, "dangling_refs.yaml"))
+	for range 3 { // a resync re-reads the same bad bytes
+		err := p.Apply(bad)
+		if err == nil || !strings.Contains(err.Error(), "missing-cluster") {
+			t.Fatalf("bad config: err %v", err)
+		}
+	}
+	if pub.Current() != good {
+		t.Fatal("a refused config replaced the last good one")
+	}
+	st = p.Status()
+	if st.Version != good.Version() || st.Refused == nil || len(st.Refused.Diagnostics) != 6 {
+		t.Fatalf("status after a refusal: %+v", st)
+	}
+	d := st.Refused.Diagnostics[0]
+	if d.File != "pylon.yaml" || d.Type != "Listener" || d.Name != "front" || d.Field == "" || d.Line == 0 {
+		t.Fatalf("diagnostic does not locate the problem: %+v", d)
+	}
+	if n := strings.Count(logs.String(), "config refused"); n != 1 {
+		t.Fatalf("refusal logged %d times, want once:\n%s", n, logs.String())
+	}
+
+	// A read error is refused the same way.
+	if err := p.Apply(source.Update{Err: errors.New("open pylon.yaml: no such file"), AcceptedAt: time.Now()}); err == nil {
+		t.Fatal("read error accepted")
+	}
+	if pub.Current() != good {
+		t.Fatal("a read error replaced the last good config")
+	}
+
+	// Fixing it clears the refusal; identical content publishes nothing new.
+	if err := p.Apply(newUpdate("pylon.yaml", golden(t, "valid_full.yaml"))); err != nil {
+		t.Fatal(err)
+	}
+	if pub.Current() != good || p.Status().Refused != nil {
+		t.Fatal("re-applying the good config should clear the refusal and keep the same fleet")
+	}
+}
+
+// Bytes of a file that differ but decode to the same resources (comments,
+// key order, YAML vs JSON) publish nothing: versions are of content.
+func TestEquivalentInputPublishesNothing(t *testing.T) {
+	pub := snapshot.NewPublisher()
+	p := New(xdstype.New(), pub, nil)
+	ch, cancel := pub.Subscribe()
+	defer cancel()
+	yaml := "resources:\n- {\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster, name: a, type: STATIC, connect_timeout: 1s}\n"
+	json := `{"resources": [{"connectTimeout": "1s", "type": "STATIC", "name": "a", "@type": "type.googleapis.com/envoy.config.cluster.v3.Cluster"}]}`
+	if err := p.Apply(newUpdate("a.yaml", []byte(yaml))); err != nil {
+		t.Fatal(err)
+	}
+	<-ch
+	if err := p.Apply(newUpdate("a.json", []byte(json))); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ch:
+		t.Fatal("equivalent content was published again")
+	default:
+	}
+}
+
+func TestOversizedFileRefused(t *testing.T) {
+	big := make([]byte, config.MaxFileBytes+1)
+	_, err := Compile(xdstype.New(), []config.File{{Path: "huge.yaml", Data: big}})
+	if err == nil || !strings.Contains(err.Error(), "huge.yaml") || !strings.Contains(err.Error(), "limit") {
+		t.Fatalf("oversized file: %v", err)
+	}
+}

@@ -1,0 +1,109 @@
+package xds_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/pylon-xds/pylon/internal/xds"
+	"github.com/pylon-xds/pylon/internal/xds/xdstest"
+)
+
+// bigClusters returns a snapshot's worth of clusters of about size bytes in
+// all, tagged with gen so each generation has new versions.
+func bigClusters(gen, size int) []any {
+	var out []any
+	pad := strings.Repeat("x", 1000)
+	for i := 0; i < size/1000; i++ {
+		c := xdstest.Cluster(fmt.Sprintf("c%04d", i))
+		c.AltStatName = fmt.Sprintf("%d-%s", gen, pad)
+		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}
+		c.EdsClusterConfig = nil
+		out = append(out, c)
+	}
+	return out
+}
+
+// A stream whose client stops reading holds at most one pending response,
+// skips the versions published meanwhile, then gets the newest; it blocks
+// neither the publisher nor other streams.
+func TestSlowStreamSkipsToNewest(t *testing.T) {
+	srv := xdstest.Start(t, xds.Options{})
+	srv.Publish(t, bigClusters(0, 1<<20)...)
+
+	// A raw stream with small flow-control windows that the test reads only
+	// when it chooses to.
+	conn, err := grpc.NewClient(srv.Addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	slow, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, xdstest.ADSMethod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := slow.SendMsg(&discoveryv3.DiscoveryRequest{Node: xdstest.Node("slow"), TypeUrl: cds}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A healthy stream on another connection, reading as it should.
+	fast := xdstest.OpenADS(t, xdstest.Dial(t, srv.Addr), xdstest.Node("fast"))
+	fast.Request(cds)
+	fast.RecvType(cds)
+
+	// Twenty new versions while the slow client reads nothing. Publish
+	// never blocks, and the healthy stream keeps up.
+	const gens = 20
+	for gen := 1; gen <= gens; gen++ {
+		srv.Publish(t, bigClusters(gen, 1<<20)...)
+	}
+	last := srv.Publisher.Current().For(nil).Set(cds).Version()
+	for {
+		fast.Request(cds)
+		if fast.RecvType(cds).VersionInfo == last {
+			break
+		}
+	}
+
+	// The slow client now reads: the response it was sent first, at most
+	// one more it could not refuse, and then the newest. Never all twenty.
+	var versions []string
+	for len(versions) == 0 || versions[len(versions)-1] != last {
+		resp := &discoveryv3.DiscoveryResponse{}
+		if err := slow.RecvMsg(resp); err != nil {
+			t.Fatalf("slow stream: %v", err)
+		}
+		versions = append(versions, resp.VersionInfo)
+		if len(versions) > 3 {
+			t.Fatalf("slow stream received %d responses (%v); it should skip to the newest", len(versions), versions)
+		}
+		if err := slow.SendMsg(&discoveryv3.DiscoveryRequest{TypeUrl: cds, ResponseNonce: resp.Nonce, VersionInfo: resp.VersionInfo}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Shutdown ends open streams with UNAVAILABLE so clients reconnect elsewhere.
+func TestShutdownEndsStreams(t *testing.T) {
+	srv := xdstest.Start(t, xds.Options{})
+	srv.Publish(t, base()...)
+	s := xdstest.OpenADS(t, xdstest.Dial(t, srv.Addr), xdstest.Node("n1"))
+	s.Request(cds)
+	s.RecvType(cds)
+	srv.XDS.Shutdown()
+	if got := status.Code(s.Err()); got != codes.Unavailable {
+		t.Fatalf("stream ended with %v, want Unavailable", got)
+	}
+}
