@@ -1,6 +1,7 @@
 package xds_test
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"sync"
@@ -647,5 +648,55 @@ func TestSotW(t *testing.T) {
 		s.Request(lds)
 		s.Request(rds, "r1")
 		wantNames(t, s.RecvType(rds), "r1")
+	})
+
+	t.Run("X39_cluster_reaches_client_before_route_naming_it", func(t *testing.T) {
+		e := setup(t, base()...)
+		s := e.ads(t, "envoy")
+		s.Request(rds, "r1")
+		s.RecvType(rds)
+		s.Request(rds, "r1")
+		s.Request(cds)
+		s.RecvType(cds)
+		s.Request(cds)
+		// One change adds cluster "canary" and points route r1 at it.
+		e.srv.Publish(t, xdstest.Cluster("a"), xdstest.Cluster("b"), xdstest.Cluster("canary"),
+			xdstest.Endpoints("a", 1001), xdstest.Endpoints("b", 1002), xdstest.Endpoints("canary", 1003),
+			xdstest.APIListener("l1", "r1"), xdstest.Route("r1", "canary"))
+		wantNames(t, s.RecvType(cds), "a", "b", "canary")
+		wantNames(t, s.RecvType(rds), "r1")
+	})
+
+	t.Run("X40_requests_answered_during_a_stream_of_pushes", func(t *testing.T) {
+		e := setup(t, base()...)
+		s := e.ads(t, "n1")
+		s.Request(cds)
+		s.RecvType(cds)
+		s.Request(cds)
+		// Keep publishing while the client subscribes to a new type: the
+		// request is served between pushes, not after them all.
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for i := 0; i < 500; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				e.srv.Publish(t, with(xdstest.Cluster(fmt.Sprint("extra-", i)), xdstest.Endpoints(fmt.Sprint("extra-", i), 1))...)
+			}
+		}()
+		defer func() { close(stop); <-done }()
+		s.Request(lds, "l1")
+		for {
+			resp := s.Recv()
+			if resp.TypeUrl == lds {
+				wantNames(t, resp, "l1")
+				return
+			}
+			s.ACK(resp)
+		}
 	})
 }

@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,7 +20,7 @@ import (
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/xds"
 
-	"github.com/pylon-xds/pylon/internal/bootstrap"
+	"github.com/pylon-xds/pylon/internal/cli"
 	"github.com/pylon-xds/pylon/internal/daemon"
 	"github.com/pylon-xds/pylon/internal/pipeline"
 )
@@ -172,11 +173,13 @@ func TestGRPCClientFollowsConfig(t *testing.T) {
 	writeAtomically(t, cfg, greeterConfig("greeter-backends", ports))
 	p := startPylon(t, cfg)
 
-	bs, err := bootstrap.GRPC(bootstrap.Options{NodeID: "e2e-client", NodeCluster: "e2e", XDSAddress: p.xdsAddr})
-	if err != nil {
-		t.Fatal(err)
+	// The bootstrap comes from `pylon bootstrap --grpc`, as an operator
+	// would make it.
+	var bs, stderr bytes.Buffer
+	if code := cli.Execute(context.Background(), []string{"bootstrap", "--grpc", "--node-id", "e2e-client", "--node-cluster", "e2e", "--xds-address", p.xdsAddr}, &bs, &stderr); code != 0 {
+		t.Fatalf("pylon bootstrap --grpc: exit %d: %s", code, stderr.String())
 	}
-	resolver, err := xds.NewXDSResolverWithConfigForTesting(bs)
+	resolver, err := xds.NewXDSResolverWithConfigForTesting(bs.Bytes())
 	if err != nil {
 		t.Fatalf("grpc-go refused the bootstrap: %v", err)
 	}

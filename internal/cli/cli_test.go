@@ -1,0 +1,122 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/pylon-xds/pylon/internal/xds/xdstest"
+	"github.com/pylon-xds/pylon/internal/xdstype"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func run(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = Execute(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// The README's run command: `pylon serve` with no config serves the
+// embedded quickstart over xDS, and stops cleanly on a signal.
+func TestServeEmbeddedDefault(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		done <- Execute(ctx, []string{"serve", "--xds-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json", "--id", "cli-test"}, io.Discard, pw)
+		pw.Close()
+	}()
+	// The daemon logs its bound addresses; read them from the log.
+	var addrs struct{ XDS, Admin string }
+	lines := bufio.NewScanner(pr)
+	for lines.Scan() {
+		var rec map[string]any
+		if json.Unmarshal(lines.Bytes(), &rec) == nil && rec["msg"] == "pylon serving" {
+			addrs.XDS, _ = rec["xds"].(string)
+			addrs.Admin, _ = rec["admin"].(string)
+			break
+		}
+	}
+	go io.Copy(io.Discard, pr) // keep draining the log
+	if addrs.XDS == "" {
+		t.Fatalf("serve never logged its addresses (exit %d)", <-done)
+	}
+
+	s := xdstest.OpenADS(t, xdstest.Dial(t, addrs.XDS), xdstest.Node("quickstart"))
+	s.Request(xdstype.ListenerURL)
+	resp := s.RecvType(xdstype.ListenerURL)
+	if len(resp.Resources) != 2 || resp.GetControlPlane().GetIdentifier() != "cli-test" {
+		t.Fatalf("quickstart LDS: %d listeners, identifier %q", len(resp.Resources), resp.GetControlPlane().GetIdentifier())
+	}
+	r, err := http.Get("http://" + addrs.Admin + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != http.StatusOK {
+		t.Fatalf("readyz %d", r.StatusCode)
+	}
+	s.Close()
+
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("serve exited %d after a graceful stop, want 0", code)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+}
+
+func TestServeRefusesBadInitialConfig(t *testing.T) {
+	code, _, stderr := run("serve", "--config", "../pipeline/testdata/compile/duplicates.yaml", "--xds-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
+	if code != 1 || !strings.Contains(stderr, `Cluster "twice": name: duplicate name`) {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+func TestBootstrapCommand(t *testing.T) {
+	code, out, _ := run("bootstrap", "--node-id", "edge-1", "--node-cluster", "edge", "--xds-address", "127.0.0.1:18000")
+	if code != 0 || !strings.Contains(out, "id: edge-1") || !strings.Contains(out, "api_type: GRPC") {
+		t.Fatalf("envoy bootstrap: exit %d\n%s", code, out)
+	}
+	code, out, _ = run("bootstrap", "--node-id", "edge-1", "--delta")
+	if code != 0 || !strings.Contains(out, "api_type: DELTA_GRPC") {
+		t.Fatalf("delta bootstrap: exit %d\n%s", code, out)
+	}
+	code, out, _ = run("bootstrap", "--grpc", "--node-id", "app-1")
+	var b map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &b) != nil || b["xds_servers"] == nil {
+		t.Fatalf("grpc bootstrap: exit %d\n%s", code, out)
+	}
+	if code, _, stderr := run("bootstrap"); code != 1 || !strings.Contains(stderr, "node-id") {
+		t.Fatalf("missing --node-id: exit %d, %q", code, stderr)
+	}
+}
+
+func TestValidateCommand(t *testing.T) {
+	code, out, _ := run("validate", "--config", "../../examples/quickstart.yaml")
+	if code != 0 || !strings.HasPrefix(out, "ok: 8 resources, version ") {
+		t.Fatalf("exit %d, %q", code, out)
+	}
+	code, _, stderr := run("validate", "--config", "../pipeline/testdata/compile/unknown_field.yaml")
+	if code != 1 || !strings.Contains(stderr, `unknown_field.yaml:5: Cluster "typo": conect_timeout: unknown field`) {
+		t.Fatalf("exit %d, %q", code, stderr)
+	}
+}
+
+func TestLogFlags(t *testing.T) {
+	if code, _, stderr := run("serve", "--log-level", "loud"); code != 1 || !strings.Contains(stderr, "--log-level") {
+		t.Fatalf("bad log level: exit %d, %q", code, stderr)
+	}
+}
