@@ -1,7 +1,6 @@
 package xds
 
 import (
-	"slices"
 	"sort"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -39,15 +38,6 @@ type watch struct {
 	// EDS, LDS for RDS) was sent: Envoy finishes warming only on a fresh
 	// response, so the next request is answered even if nothing changed.
 	warm bool
-
-	ackedVersion string
-	nacked       *nackInfo
-}
-
-type nackInfo struct {
-	version string
-	nonce   string
-	message string
 }
 
 // requestKind says what a request meant for its type.
@@ -75,12 +65,11 @@ func (w *watch) onRequest(req *discoveryv3.DiscoveryRequest, snap *snapshot.Snap
 	case !w.sent:
 		kind = reqUpdate
 	case req.GetErrorDetail() != nil:
+		// A NACK is told by error_detail alone, never by comparing versions
+		// (X10): its version_info is what the client still runs (X11).
 		kind = reqNACK
-		w.nacked = &nackInfo{version: req.GetVersionInfo(), nonce: req.GetResponseNonce(), message: req.GetErrorDetail().GetMessage()}
 	default:
 		kind = reqACK
-		w.ackedVersion = req.GetVersionInfo()
-		w.nacked = nil
 	}
 
 	first := !w.started
@@ -231,13 +220,4 @@ func (w *watch) response(snap *snapshot.Snapshot, nonce string) *discoveryv3.Dis
 		TypeUrl:     w.typ.URL,
 		Nonce:       nonce,
 	}
-}
-
-// subscribedNames returns the subscription as the client wrote it, for status.
-func (w *watch) subscribedNames() []string {
-	out := slices.Clone(w.sorted)
-	if w.wildcard {
-		out = append([]string{wildcardName}, out...)
-	}
-	return out
 }
