@@ -164,13 +164,3 @@ func (r *Registry) Lookup(url string) *Type { return r.byURL[url] }
 // Ranked returns every type in make-before-break order. The slice is shared:
 // do not modify it.
 func (r *Registry) Ranked() []*Type { return r.ranked }
-
-// ByKind returns the type whose Kind or Abbrev equals s, case-sensitively, or nil.
-func (r *Registry) ByKind(s string) *Type {
-	for _, t := range r.ranked {
-		if t.Kind == s || t.Abbrev == s {
-			return t
-		}
-	}
-	return nil
-}
