@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -56,10 +57,13 @@ func Build(reg *xdstype.Registry, inputs []Input) (*Snapshot, error) {
 			problems = append(problems, in.diag("", "cannot encode: %v", err))
 			continue
 		}
+		enc := &anypb.Any{TypeUrl: in.Type.URL, Value: b}
+		version := hashBytes(b)
 		byType[in.Type.URL][in.Name] = &Resource{
 			Name:    in.Name,
-			Version: hashBytes(b),
-			Any:     &anypb.Any{TypeUrl: in.Type.URL, Value: b},
+			Version: version,
+			Any:     enc,
+			Delta:   &discoveryv3.Resource{Name: in.Name, Version: version, Resource: enc},
 			Message: in.Message,
 		}
 	}

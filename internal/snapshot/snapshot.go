@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"sort"
 
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -23,8 +24,11 @@ import (
 // streams and must not be modified.
 type Resource struct {
 	Name    string
-	Version string        // content hash of the deterministic encoding
-	Any     *anypb.Any    // the encoding, sent as is on every stream
+	Version string     // content hash of the deterministic encoding
+	Any     *anypb.Any // the encoding, sent as is on every stream
+	// Delta is the resource as incremental xDS sends it (name, version and
+	// the same encoding), built once so delta streams share it too.
+	Delta   *discoveryv3.Resource
 	Message proto.Message // the decoded form, for dumps and checks
 }
 

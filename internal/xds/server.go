@@ -14,8 +14,6 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -39,6 +37,11 @@ type Options struct {
 	Logger     *slog.Logger
 	// Observer, if set, receives stream events for status tracking.
 	Observer Observer
+	// SuppressDeltaNotFound stops delta streams from listing subscribed
+	// names that do not exist in removed_resources (X33). The specification
+	// says to list them, and current Envoy and gRPC keep the subscription
+	// when they are; very old Envoys took it as an unsubscription.
+	SuppressDeltaNotFound bool
 }
 
 // Server serves xDS over gRPC.
@@ -90,7 +93,7 @@ func (s *Server) Register(g *grpc.Server) {
 		HandlerType: (*handlerType)(nil),
 		Streams: []grpc.StreamDesc{
 			{StreamName: "StreamAggregatedResources", Handler: s.sotwHandler(""), ServerStreams: true, ClientStreams: true},
-			{StreamName: "DeltaAggregatedResources", Handler: unimplementedDelta, ServerStreams: true, ClientStreams: true},
+			{StreamName: "DeltaAggregatedResources", Handler: s.deltaHandler(""), ServerStreams: true, ClientStreams: true},
 		},
 		Metadata: "envoy/service/discovery/v3/ads.proto",
 	}
@@ -111,7 +114,7 @@ func (s *Server) Register(g *grpc.Server) {
 			desc.Streams = append(desc.Streams, grpc.StreamDesc{StreamName: t.SotWMethod, Handler: s.sotwHandler(t.URL), ServerStreams: true, ClientStreams: true})
 		}
 		if t.DeltaMethod != "" {
-			desc.Streams = append(desc.Streams, grpc.StreamDesc{StreamName: t.DeltaMethod, Handler: unimplementedDelta, ServerStreams: true, ClientStreams: true})
+			desc.Streams = append(desc.Streams, grpc.StreamDesc{StreamName: t.DeltaMethod, Handler: s.deltaHandler(t.URL), ServerStreams: true, ClientStreams: true})
 		}
 	}
 	for _, name := range order {
@@ -121,12 +124,14 @@ func (s *Server) Register(g *grpc.Server) {
 
 func (s *Server) sotwHandler(typeURL string) grpc.StreamHandler {
 	return func(_ any, stream grpc.ServerStream) error {
-		return s.serveSotW(stream, typeURL)
+		return s.serve(stream, typeURL, false)
 	}
 }
 
-func unimplementedDelta(any, grpc.ServerStream) error {
-	return status.Error(codes.Unimplemented, "incremental (delta) xDS is not served by this Pylon version; use state-of-the-world (GRPC) api_type")
+func (s *Server) deltaHandler(typeURL string) grpc.StreamHandler {
+	return func(_ any, stream grpc.ServerStream) error {
+		return s.serve(stream, typeURL, true)
+	}
 }
 
 // streamContext ends when the client goes away or the server shuts down.

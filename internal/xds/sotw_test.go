@@ -178,14 +178,6 @@ func TestSotW(t *testing.T) {
 		}
 	})
 
-	t.Run("X1_delta_is_refused_clearly", func(t *testing.T) {
-		e := setup(t, base()...)
-		s := xdstest.Open(t, e.conn, "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources", xdstest.Node("n1"))
-		if got := status.Code(s.Err()); got != codes.Unimplemented {
-			t.Fatalf("delta stream ended with %v, want Unimplemented", got)
-		}
-	})
-
 	t.Run("X2_ads_request_without_type_url_is_an_error", func(t *testing.T) {
 		e := setup(t, base()...)
 		s := e.ads(t, "n1")

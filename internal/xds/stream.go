@@ -9,7 +9,6 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -18,19 +17,20 @@ import (
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
-// sotwStream is one state-of-the-world stream: ADS when typeURL is empty,
-// otherwise a per-type stream.
-type sotwStream struct {
+// stream is what every xDS stream has, whatever its variant: the node, the
+// fleet it serves from, nonces, and the bookkeeping that keeps logs quiet.
+// The state-of-the-world and delta halves embed it.
+type stream struct {
 	srv     *Server
-	grpc    grpc.ServerStream
+	gs      grpc.ServerStream
 	id      uint64
 	typeURL string // "" on ADS
+	delta   bool
 	log     *slog.Logger
 
-	node    *corev3.Node
-	fleet   *snapshot.Fleet
-	watches map[string]*watch
-	nonces  uint64
+	node   *corev3.Node
+	fleet  *snapshot.Fleet
+	nonces uint64
 	// unknown remembers type URLs already logged as not served (X2).
 	unknown map[string]bool
 	// nacks remembers the (type, version) pairs already logged as NACKed,
@@ -38,29 +38,55 @@ type sotwStream struct {
 	nacks map[[2]string]bool
 }
 
-func (s *Server) serveSotW(gs grpc.ServerStream, typeURL string) error {
+// serve runs one stream of either variant until it ends.
+func (s *Server) serve(gs grpc.ServerStream, typeURL string, delta bool) error {
 	ctx, cancel := s.streamContext(gs.Context())
 	defer cancel()
-
-	st := &sotwStream{
+	st := &stream{
 		srv:     s,
-		grpc:    gs,
+		gs:      gs,
 		id:      s.ids.Add(1),
 		typeURL: typeURL,
-		watches: map[string]*watch{},
+		delta:   delta,
 		unknown: map[string]bool{},
 		nacks:   map[[2]string]bool{},
 	}
 	st.log = s.log.With("stream", st.id)
+	notify, unsubscribe := s.opts.Fleets.Subscribe()
+	defer unsubscribe()
 
-	reqs := make(chan *discoveryv3.DiscoveryRequest)
+	var err error
+	if delta {
+		d := &deltaStream{stream: st, watches: map[string]*deltaWatch{}}
+		err = run(ctx, st, notify, d.onRequest, d.onFleet)
+	} else {
+		w := &sotwStream{stream: st, watches: map[string]*watch{}}
+		err = run(ctx, st, notify, w.onRequest, w.onFleet)
+	}
+	if st.node != nil {
+		detail := ""
+		if err != nil {
+			detail = err.Error()
+		}
+		st.observe(Event{Kind: StreamClosed, Detail: detail})
+	}
+	return err
+}
+
+// run is the stream's loop. One goroutine reads requests; this loop owns
+// all of the stream's state, answers requests before pushes (X40) and, when
+// woken by a publish, serves the newest fleet.
+func run[Req any, P interface {
+	*Req
+}](ctx context.Context, st *stream, notify <-chan struct{}, onRequest func(P) error, onFleet func() error) error {
+	reqs := make(chan P)
 	recvErr := make(chan error, 1)
 	go func() {
-		// The only goroutine reading the stream. It ends when RecvMsg fails,
-		// which it does once the handler returns.
+		// The only reader of the stream. It ends when RecvMsg fails, which
+		// it does once the handler returns.
 		for {
-			req := &discoveryv3.DiscoveryRequest{}
-			if err := gs.RecvMsg(req); err != nil {
+			req := P(new(Req))
+			if err := st.gs.RecvMsg(req); err != nil {
 				recvErr <- err
 				return
 			}
@@ -71,28 +97,10 @@ func (s *Server) serveSotW(gs grpc.ServerStream, typeURL string) error {
 			}
 		}
 	}()
-
-	notify, unsubscribe := s.opts.Fleets.Subscribe()
-	defer unsubscribe()
-
-	err := st.loop(ctx, reqs, recvErr, notify)
-	if st.node != nil {
-		detail := ""
-		if err != nil {
-			detail = err.Error()
-		}
-		s.obs.Observe(Event{Kind: StreamClosed, StreamID: st.id, Node: st.node, ADS: typeURL == "", Detail: detail, At: time.Now()})
-	}
-	return err
-}
-
-func (st *sotwStream) loop(ctx context.Context, reqs <-chan *discoveryv3.DiscoveryRequest, recvErr <-chan error, notify <-chan struct{}) error {
 	for {
-		// Requests come before pushes so that no request waits behind a
-		// stream of updates (X40).
 		select {
 		case req := <-reqs:
-			if err := st.onRequest(req); err != nil {
+			if err := onRequest(req); err != nil {
 				return err
 			}
 			continue
@@ -100,11 +108,15 @@ func (st *sotwStream) loop(ctx context.Context, reqs <-chan *discoveryv3.Discove
 		}
 		select {
 		case req := <-reqs:
-			if err := st.onRequest(req); err != nil {
+			if err := onRequest(req); err != nil {
 				return err
 			}
 		case <-notify:
-			if err := st.onFleet(); err != nil {
+			st.fleet = st.srv.opts.Fleets.Current()
+			if st.node == nil {
+				continue
+			}
+			if err := onFleet(); err != nil {
 				return err
 			}
 		case err := <-recvErr:
@@ -121,52 +133,30 @@ func (st *sotwStream) loop(ctx context.Context, reqs <-chan *discoveryv3.Discove
 	}
 }
 
-func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
-	if st.node == nil {
-		// The node is guaranteed only on the first request (X3); it then
-		// identifies the stream for good, whatever later requests carry.
-		if req.GetNode() == nil {
-			return status.Error(codes.InvalidArgument, "the first request on a stream must carry node")
-		}
-		st.node = req.GetNode()
-		st.log = st.log.With("node", st.node.GetId())
-		st.srv.obs.Observe(Event{Kind: StreamOpened, StreamID: st.id, Node: st.node, ADS: st.typeURL == "", At: time.Now()})
-		st.log.Debug("stream opened", "ads", st.typeURL == "", "type", st.typeURL)
+// identify takes the node from the stream's first request. The node is
+// guaranteed only there (X3) and then identifies the stream for good,
+// whatever later requests carry.
+func (st *stream) identify(node *corev3.Node) error {
+	if st.node != nil {
+		return nil
 	}
-	t, err := st.requestType(req)
-	if err != nil || t == nil {
-		return err
+	if node == nil {
+		return status.Error(codes.InvalidArgument, "the first request on a stream must carry node")
 	}
+	st.node = node
+	st.log = st.log.With("node", node.GetId())
 	if st.fleet == nil {
 		st.fleet = st.srv.opts.Fleets.Current()
 	}
-	w := st.watches[t.URL]
-	if w == nil {
-		w = &watch{typ: t}
-		st.watches[t.URL] = w
-	}
-	snap := st.snapshot()
-	kind, owe := w.onRequest(req, snap)
-	switch kind {
-	case reqStale:
-		st.log.Debug("ignoring request with stale nonce", "type", t.Abbrev, "nonce", req.GetResponseNonce(), "latest", w.nonce)
-		return nil
-	case reqACK:
-		st.srv.obs.Observe(Event{Kind: RequestACK, StreamID: st.id, Node: st.node, ADS: st.typeURL == "", TypeURL: t.URL, Version: req.GetVersionInfo(), Nonce: req.GetResponseNonce(), At: time.Now()})
-	case reqNACK:
-		st.onNACK(t, req)
-	}
-	if owe && snap != nil {
-		return st.send(w, snap)
-	}
+	st.observe(Event{Kind: StreamOpened})
+	st.log.Debug("stream opened", "ads", st.typeURL == "", "delta", st.delta, "type", st.typeURL)
 	return nil
 }
 
-// requestType resolves the request's type. On ADS the type_url is required
+// resolveType resolves a request's type. On ADS the type_url is required
 // (X2); on a per-type stream it may be empty but must not name another type.
 // A nil type with a nil error means the request is ignored.
-func (st *sotwStream) requestType(req *discoveryv3.DiscoveryRequest) (*xdstype.Type, error) {
-	url := req.GetTypeUrl()
+func (st *stream) resolveType(url string) (*xdstype.Type, error) {
 	if st.typeURL != "" {
 		if url != "" && url != st.typeURL {
 			return nil, status.Errorf(codes.InvalidArgument, "type_url %q on a stream for %q", url, st.typeURL)
@@ -177,80 +167,48 @@ func (st *sotwStream) requestType(req *discoveryv3.DiscoveryRequest) (*xdstype.T
 		return nil, status.Error(codes.InvalidArgument, "every request on an aggregated (ADS) stream must carry type_url")
 	}
 	t := st.srv.opts.Registry.Lookup(url)
-	if t == nil || t.SotWMethod == "" {
+	if t == nil || (!st.delta && t.SotWMethod == "") || (st.delta && t.DeltaMethod == "") {
 		if !st.unknown[url] {
 			st.unknown[url] = true
-			st.log.Warn("ignoring request for a type Pylon does not serve in state of the world", "type_url", url)
+			st.log.Warn("ignoring request for a type Pylon does not serve on this kind of stream", "type_url", url, "delta", st.delta)
 		}
 		return nil, nil
 	}
 	return t, nil
 }
 
-func (st *sotwStream) onNACK(t *xdstype.Type, req *discoveryv3.DiscoveryRequest) {
-	msg := req.GetErrorDetail().GetMessage()
-	st.srv.obs.Observe(Event{Kind: RequestNACK, StreamID: st.id, Node: st.node, ADS: st.typeURL == "", TypeURL: t.URL, Version: req.GetVersionInfo(), Nonce: req.GetResponseNonce(), Detail: msg, At: time.Now()})
-	key := [2]string{t.URL, st.watches[t.URL].version}
-	if st.nacks[key] {
-		return
-	}
-	st.nacks[key] = true
-	// The rejected version is not sent again (X12); the proxy keeps running
-	// version_info until the config changes.
-	st.log.Warn("proxy rejected config", "type", t.Abbrev, "rejected_version", st.watches[t.URL].version, "running_version", req.GetVersionInfo(), "error_detail", msg)
+func (st *stream) nextNonce() string {
+	st.nonces++
+	return strconv.FormatUint(st.nonces, 10)
 }
 
-func (st *sotwStream) snapshot() *snapshot.Snapshot {
+func (st *stream) snapshot() *snapshot.Snapshot {
 	if st.fleet == nil {
 		return nil
 	}
 	return st.fleet.For(st.node)
 }
 
-// onFleet sends, in make-before-break order, every type whose view changed.
-func (st *sotwStream) onFleet() error {
-	st.fleet = st.srv.opts.Fleets.Current()
-	snap := st.snapshot()
-	if snap == nil || st.node == nil {
-		return nil
-	}
-	for _, t := range st.srv.opts.Registry.Ranked() {
-		w := st.watches[t.URL]
-		if w == nil || !w.changedSince(snap) {
-			continue
-		}
-		if err := st.send(w, snap); err != nil {
-			return err
-		}
-	}
-	return nil
+// send writes a response, stamped with this replica's identity (X9).
+func (st *stream) send(msg any) error {
+	return st.gs.SendMsg(msg)
 }
 
-func (st *sotwStream) send(w *watch, snap *snapshot.Snapshot) error {
-	st.nonces++
-	resp := w.response(snap, strconv.FormatUint(st.nonces, 10))
-	resp.ControlPlane = st.srv.cp
-	if err := st.grpc.SendMsg(resp); err != nil {
-		return err
-	}
-	if st.typeURL == "" {
-		// Envoy warms a cluster or listener until it gets a fresh assignment
-		// or route configuration, so on ADS the next request for those is
-		// answered even if unchanged (X38).
-		switch w.typ.URL {
-		case xdstype.ClusterURL:
-			st.markWarm(xdstype.EndpointURL)
-		case xdstype.ListenerURL:
-			st.markWarm(xdstype.RouteURL)
-		}
-	}
-	st.srv.obs.Observe(Event{Kind: ResponseSent, StreamID: st.id, Node: st.node, ADS: st.typeURL == "", TypeURL: w.typ.URL, Version: resp.VersionInfo, Nonce: resp.Nonce, Resources: len(resp.Resources), At: time.Now()})
-	st.log.Debug("sent", "type", w.typ.Abbrev, "version", resp.VersionInfo, "nonce", resp.Nonce, "resources", len(resp.Resources))
-	return nil
+// observe fills in the stream's fields and reports e.
+func (st *stream) observe(e Event) {
+	e.StreamID, e.Node, e.ADS, e.Delta, e.At = st.id, st.node, st.typeURL == "", st.delta, time.Now()
+	st.srv.obs.Observe(e)
 }
 
-func (st *sotwStream) markWarm(typeURL string) {
-	if w := st.watches[typeURL]; w != nil && w.started {
-		w.warm = true
+// onNACK reports a rejected response; the log line comes once per type and
+// rejected version. The version is not sent again (X12): the proxy keeps
+// running what it had until the config changes.
+func (st *stream) onNACK(t *xdstype.Type, rejected, running, nonce, msg string) {
+	st.observe(Event{Kind: RequestNACK, TypeURL: t.URL, Version: rejected, Nonce: nonce, Detail: msg})
+	key := [2]string{t.URL, rejected}
+	if st.nacks[key] {
+		return
 	}
+	st.nacks[key] = true
+	st.log.Warn("proxy rejected config", "type", t.Abbrev, "rejected_version", rejected, "running_version", running, "error_detail", msg)
 }

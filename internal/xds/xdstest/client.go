@@ -90,30 +90,21 @@ func Dial(t testing.TB, addr string) *grpc.ClientConn {
 	return conn
 }
 
-// Stream is one scripted SotW stream.
-type Stream struct {
+// base is the part of a scripted stream that does not depend on the
+// variant: opening, a reader goroutine, bounded receives, closing.
+type base[Resp any] struct {
 	t      testing.TB
 	cs     grpc.ClientStream
 	cancel context.CancelFunc
 	node   *corev3.Node
 	sent   bool
-	resps  chan *discoveryv3.DiscoveryResponse
+	resps  chan *Resp
 	errc   chan error
 	done   chan struct{}
-	// Nonce and Version hold the latest response's nonce and version per type.
-	Nonce   map[string]string
-	Version map[string]string
-	probes  int
+	probes int
 }
 
-// Node returns a test node with the given id.
-func Node(id string) *corev3.Node {
-	return &corev3.Node{Id: id, Cluster: "test-cluster", UserAgentName: "xdstest"}
-}
-
-// Open starts a stream on method ("/service/Method"), e.g. ADSMethod or a
-// per-type method from the registry.
-func Open(t testing.TB, conn *grpc.ClientConn, method string, node *corev3.Node) *Stream {
+func open[Resp any](t testing.TB, conn *grpc.ClientConn, method string, node *corev3.Node) *base[Resp] {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cs, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, method)
@@ -121,28 +112,100 @@ func Open(t testing.TB, conn *grpc.ClientConn, method string, node *corev3.Node)
 		cancel()
 		t.Fatal(err)
 	}
-	s := &Stream{
+	b := &base[Resp]{
 		t: t, cs: cs, cancel: cancel, node: node,
-		resps: make(chan *discoveryv3.DiscoveryResponse, 64), errc: make(chan error, 1), done: make(chan struct{}),
-		Nonce: map[string]string{}, Version: map[string]string{},
+		resps: make(chan *Resp, 64), errc: make(chan error, 1), done: make(chan struct{}),
 	}
 	go func() {
-		defer close(s.done)
+		defer close(b.done)
 		for {
-			resp := &discoveryv3.DiscoveryResponse{}
+			resp := new(Resp)
 			if err := cs.RecvMsg(resp); err != nil {
-				s.errc <- err
+				b.errc <- err
 				return
 			}
 			select {
-			case s.resps <- resp:
+			case b.resps <- resp:
 			case <-ctx.Done():
 				return
 			}
 		}
 	}()
-	t.Cleanup(s.Close)
-	return s
+	t.Cleanup(b.Close)
+	return b
+}
+
+// Close ends the stream and waits for its reader.
+func (b *base[Resp]) Close() {
+	b.cancel()
+	<-b.done
+}
+
+// first reports whether the next message is the stream's first.
+func (b *base[Resp]) first() bool {
+	f := !b.sent
+	b.sent = true
+	return f
+}
+
+func (b *base[Resp]) sendMsg(m any) {
+	b.t.Helper()
+	if err := b.cs.SendMsg(m); err != nil {
+		b.t.Fatalf("send: %v", err)
+	}
+}
+
+func (b *base[Resp]) recv() (*Resp, error) {
+	select {
+	case resp := <-b.resps:
+		return resp, nil
+	case err := <-b.errc:
+		b.errc <- err
+		return nil, err
+	case <-time.After(Timeout):
+		return nil, fmt.Errorf("no response within %v", Timeout)
+	}
+}
+
+// Err waits for the stream to end and returns its error (nil for io.EOF).
+func (b *base[Resp]) Err() error {
+	b.t.Helper()
+	select {
+	case <-b.resps:
+		b.t.Fatal("got a response, want the stream to end")
+	case err := <-b.errc:
+		b.errc <- err
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		return err
+	case <-time.After(Timeout):
+		b.t.Fatalf("stream still open after %v", Timeout)
+	}
+	return nil
+}
+
+// Stream is one scripted SotW stream.
+type Stream struct {
+	*base[discoveryv3.DiscoveryResponse]
+	// Nonce and Version hold the latest response's nonce and version per type.
+	Nonce   map[string]string
+	Version map[string]string
+}
+
+// Node returns a test node with the given id.
+func Node(id string) *corev3.Node {
+	return &corev3.Node{Id: id, Cluster: "test-cluster", UserAgentName: "xdstest"}
+}
+
+// Open starts a SotW stream on method ("/service/Method"), e.g. ADSMethod or
+// a per-type method from the registry.
+func Open(t testing.TB, conn *grpc.ClientConn, method string, node *corev3.Node) *Stream {
+	t.Helper()
+	return &Stream{
+		base:  open[discoveryv3.DiscoveryResponse](t, conn, method, node),
+		Nonce: map[string]string{}, Version: map[string]string{},
+	}
 }
 
 // OpenADS starts an aggregated SotW stream.
@@ -155,23 +218,14 @@ func OpenType(t testing.TB, conn *grpc.ClientConn, typ *xdstype.Type, node *core
 	return Open(t, conn, "/"+typ.Service+"/"+typ.SotWMethod, node)
 }
 
-// Close ends the stream and waits for its reader.
-func (s *Stream) Close() {
-	s.cancel()
-	<-s.done
-}
-
 // Send sends req as is, except that the node is added to the stream's first
 // request when the test left it out.
 func (s *Stream) Send(req *discoveryv3.DiscoveryRequest) {
 	s.t.Helper()
-	if !s.sent && req.Node == nil {
+	if s.first() && req.Node == nil {
 		req.Node = s.node
 	}
-	s.sent = true
-	if err := s.cs.SendMsg(req); err != nil {
-		s.t.Fatalf("send: %v", err)
-	}
+	s.sendMsg(req)
 }
 
 // Request subscribes to names of typeURL, as an ACK of the latest response
@@ -203,21 +257,9 @@ func (s *Stream) Recv() *discoveryv3.DiscoveryResponse {
 	if err != nil {
 		s.t.Fatalf("recv: %v", err)
 	}
+	s.Nonce[resp.TypeUrl] = resp.Nonce
+	s.Version[resp.TypeUrl] = resp.VersionInfo
 	return resp
-}
-
-func (s *Stream) recv() (*discoveryv3.DiscoveryResponse, error) {
-	select {
-	case resp := <-s.resps:
-		s.Nonce[resp.TypeUrl] = resp.Nonce
-		s.Version[resp.TypeUrl] = resp.VersionInfo
-		return resp, nil
-	case err := <-s.errc:
-		s.errc <- err
-		return nil, err
-	case <-time.After(Timeout):
-		return nil, fmt.Errorf("no response within %v", Timeout)
-	}
 }
 
 // RecvType returns the next response and fails unless it is of typeURL.
@@ -228,24 +270,6 @@ func (s *Stream) RecvType(typeURL string) *discoveryv3.DiscoveryResponse {
 		s.t.Fatalf("got a response of %s, want %s", resp.TypeUrl, typeURL)
 	}
 	return resp
-}
-
-// Err waits for the stream to end and returns its error (nil for io.EOF).
-func (s *Stream) Err() error {
-	s.t.Helper()
-	select {
-	case resp := <-s.resps:
-		s.t.Fatalf("got a response of %s, want the stream to end", resp.TypeUrl)
-	case err := <-s.errc:
-		s.errc <- err
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		return err
-	case <-time.After(Timeout):
-		s.t.Fatalf("stream still open after %v", Timeout)
-	}
-	return nil
 }
 
 // ProbeName is the Runtime resource that ExpectSilence subscribes to; a

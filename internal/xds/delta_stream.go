@@ -1,0 +1,91 @@
+package xds
+
+import (
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+
+	"github.com/pylon-xds/pylon/internal/snapshot"
+)
+
+// deltaStream is the incremental half of a stream: a thin encoder over the
+// per-type delta watches in delta.go.
+type deltaStream struct {
+	*stream
+	watches map[string]*deltaWatch
+}
+
+func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
+	if err := st.identify(req.GetNode()); err != nil {
+		return err
+	}
+	t, err := st.resolveType(req.GetTypeUrl())
+	if err != nil || t == nil {
+		return err
+	}
+	w := st.watches[t.URL]
+	if w == nil {
+		w = newDeltaWatch(t)
+		st.watches[t.URL] = w
+	}
+	// A request may both answer a response and change the subscription
+	// (X28); one without a nonce is spontaneous.
+	if nonce := req.GetResponseNonce(); nonce != "" {
+		version := w.answered(nonce)
+		if req.GetErrorDetail() != nil {
+			// The client rejected that response and runs what it had. What
+			// it was sent stays recorded as held, so the rejected versions
+			// are not sent again until they change (X12).
+			st.onNACK(t, version, "", nonce, req.GetErrorDetail().GetMessage())
+		} else {
+			st.observe(Event{Kind: RequestACK, TypeURL: t.URL, Version: version, Nonce: nonce})
+		}
+	}
+	owe := w.subscribe(req)
+	snap := st.snapshot()
+	if !owe || snap == nil {
+		return nil
+	}
+	return st.respond(w, snap, true)
+}
+
+// onFleet sends each type's changes in make-before-break order.
+func (st *deltaStream) onFleet() error {
+	snap := st.snapshot()
+	if snap == nil {
+		return nil
+	}
+	for _, t := range st.srv.opts.Registry.Ranked() {
+		w := st.watches[t.URL]
+		if w == nil || !w.started {
+			continue
+		}
+		if err := st.respond(w, snap, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// respond sends what the client lacks of w's type; with always unset it
+// sends nothing when nothing is lacking.
+func (st *deltaStream) respond(w *deltaWatch, snap *snapshot.Snapshot, always bool) error {
+	set := snap.Set(w.typ.URL)
+	resources, removed := w.diff(set, !st.srv.opts.SuppressDeltaNotFound)
+	if !always && len(resources) == 0 && len(removed) == 0 {
+		return nil
+	}
+	resp := &discoveryv3.DeltaDiscoveryResponse{
+		SystemVersionInfo: snap.Version(),
+		Resources:         resources,
+		RemovedResources:  removed,
+		TypeUrl:           w.typ.URL,
+		Nonce:             st.nextNonce(),
+		ControlPlane:      st.srv.cp,
+	}
+	if err := st.send(resp); err != nil {
+		return err
+	}
+	w.sentResponse(resp.Nonce, set.Version(), resources, removed)
+	st.observe(Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: set.Version(), Nonce: resp.Nonce, Resources: len(resources)})
+	st.log.Debug("sent", "type", w.typ.Abbrev, "system_version", resp.SystemVersionInfo, "nonce", resp.Nonce, "resources", len(resources), "removed", len(removed))
+	return nil
+}
