@@ -1,7 +1,8 @@
 // Package config reads Pylon's configuration documents (schema version 1).
 //
 // A document is YAML or JSON. Its top-level key "resources" holds raw Envoy v3
-// resources in proto-JSON form, each with its "@type". Decoding is strict:
+// resources in proto-JSON form, each with its "@type" and optionally a
+// "@ttl". Decoding is strict:
 // unknown top-level keys, unknown proto fields and unknown types are errors,
 // and every error names the file and line, the resource type and name, and
 // the field. Semantic checks (proto constraints, references, duplicates) are
@@ -17,6 +18,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -42,8 +44,11 @@ type Resource struct {
 	Type    *xdstype.Type
 	Name    string
 	Message proto.Message
-	File    string
-	Line    int
+	// TTL, from the entry's "@ttl", makes clients that support it drop the
+	// resource if Pylon stops refreshing it (zero: no TTL).
+	TTL  time.Duration
+	File string
+	Line int
 }
 
 // Load decodes every file. It returns all resources, or a diag.List naming
@@ -166,6 +171,20 @@ func decodeResource(reg *xdstype.Registry, path string, node *yaml.Node) (Resour
 	name := nameFrom(raw, t)
 	d.Name = name
 	delete(raw, "@type")
+	var ttl time.Duration
+	if v, ok := raw["@ttl"]; ok {
+		delete(raw, "@ttl")
+		s, _ := v.(string)
+		var err error
+		if ttl, err = time.ParseDuration(s); err != nil || ttl <= 0 {
+			d.Field = "@ttl"
+			d.Message = fmt.Sprintf("%v is not a positive duration such as \"30s\"", v)
+			if _, l := findValue(node, s); l > 0 {
+				d.Line = l
+			}
+			return Resource{}, d
+		}
+	}
 	js, err := json.Marshal(raw)
 	if err != nil {
 		d.Message = "cannot convert to JSON: " + err.Error()
@@ -181,7 +200,7 @@ func decodeResource(reg *xdstype.Registry, path string, node *yaml.Node) (Resour
 		d.Message = "missing; every resource needs a name"
 		return Resource{}, d
 	}
-	return Resource{Type: t, Name: name, Message: msg, File: path, Line: node.Line}, nil
+	return Resource{Type: t, Name: name, Message: msg, TTL: ttl, File: path, Line: node.Line}, nil
 }
 
 // nameFrom reads the resource name before full decoding so that even a

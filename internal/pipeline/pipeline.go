@@ -27,7 +27,7 @@ func Compile(reg *xdstype.Registry, files []config.File) (*snapshot.Snapshot, er
 	}
 	inputs := make([]snapshot.Input, len(resources))
 	for i, r := range resources {
-		inputs[i] = snapshot.Input{Type: r.Type, Name: r.Name, Message: r.Message, File: r.File, Line: r.Line}
+		inputs[i] = snapshot.Input{Type: r.Type, Name: r.Name, Message: r.Message, TTL: r.TTL, File: r.File, Line: r.Line}
 	}
 	return snapshot.Build(reg, inputs)
 }

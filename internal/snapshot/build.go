@@ -3,11 +3,13 @@ package snapshot
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/pylon-xds/pylon/internal/diag"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -18,8 +20,11 @@ type Input struct {
 	Type    *xdstype.Type
 	Name    string
 	Message proto.Message
-	File    string
-	Line    int
+	// TTL, if positive, is sent with the resource to clients that support
+	// TTLs (xDS "Resource.ttl"), and refreshed by heartbeats.
+	TTL  time.Duration
+	File string
+	Line int
 }
 
 func (in *Input) diag(field, format string, args ...any) diag.Diagnostic {
@@ -57,15 +62,12 @@ func Build(reg *xdstype.Registry, inputs []Input) (*Snapshot, error) {
 			problems = append(problems, in.diag("", "cannot encode: %v", err))
 			continue
 		}
-		enc := &anypb.Any{TypeUrl: in.Type.URL, Value: b}
-		version := hashBytes(b)
-		byType[in.Type.URL][in.Name] = &Resource{
-			Name:    in.Name,
-			Version: version,
-			Any:     enc,
-			Delta:   &discoveryv3.Resource{Name: in.Name, Version: version, Resource: enc},
-			Message: in.Message,
+		r, err := newResource(in, b)
+		if err != nil {
+			problems = append(problems, in.diag("", "cannot encode: %v", err))
+			continue
 		}
+		byType[in.Type.URL][in.Name] = r
 	}
 	for i := range inputs {
 		in := &inputs[i]
@@ -87,6 +89,35 @@ func Build(reg *xdstype.Registry, inputs []Input) (*Snapshot, error) {
 		return nil, err
 	}
 	return newSnapshot(reg, byType), nil
+}
+
+// newResource builds the encoded forms of a resource whose deterministic
+// encoding is b. A TTL is part of what the client receives, so it is part of
+// the version: adding, changing or dropping it resends the resource.
+func newResource(in *Input, b []byte) (*Resource, error) {
+	enc := &anypb.Any{TypeUrl: in.Type.URL, Value: b}
+	r := &Resource{Name: in.Name, Any: enc, Message: in.Message}
+	if in.TTL <= 0 {
+		r.Version = hashBytes(b)
+		r.Delta = &discoveryv3.Resource{Name: in.Name, Version: r.Version, Resource: enc}
+		return r, nil
+	}
+	r.TTL = durationpb.New(in.TTL)
+	r.Version = hashBytes(append(append([]byte(nil), b...), []byte("\x00ttl="+in.TTL.String())...))
+	r.Delta = &discoveryv3.Resource{Name: in.Name, Version: r.Version, Resource: enc, Ttl: r.TTL}
+	r.plain = &discoveryv3.Resource{Name: in.Name, Version: r.Version, Resource: enc}
+	r.heartbeat = &discoveryv3.Resource{Name: in.Name, Version: r.Version, Ttl: r.TTL}
+	wrapped, err := anypb.New(r.Delta)
+	if err != nil {
+		return nil, err
+	}
+	r.wrapped = wrapped
+	hb, err := anypb.New(r.heartbeat)
+	if err != nil {
+		return nil, err
+	}
+	r.heartbeatAny = hb
+	return r, nil
 }
 
 func location(in *Input) string {

@@ -12,10 +12,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"sort"
+	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -24,13 +26,48 @@ import (
 // streams and must not be modified.
 type Resource struct {
 	Name    string
-	Version string     // content hash of the deterministic encoding
+	Version string     // content hash of the deterministic encoding (and TTL)
 	Any     *anypb.Any // the encoding, sent as is on every stream
-	// Delta is the resource as incremental xDS sends it (name, version and
-	// the same encoding), built once so delta streams share it too.
+	// Delta is the resource as incremental xDS sends it (name, version, TTL
+	// and the same encoding), built once so delta streams share it too.
 	Delta   *discoveryv3.Resource
 	Message proto.Message // the decoded form, for dumps and checks
+	// TTL is nil for a resource without one.
+	TTL *durationpb.Duration
+
+	// For resources with a TTL: the forms for clients without TTL support,
+	// for state-of-the-world clients that unwrap Resource, and heartbeats.
+	plain        *discoveryv3.Resource
+	wrapped      *anypb.Any
+	heartbeat    *discoveryv3.Resource
+	heartbeatAny *anypb.Any
 }
+
+// ForDelta is the resource as a delta response carries it; without ttl
+// support the TTL is left out.
+func (r *Resource) ForDelta(ttl bool) *discoveryv3.Resource {
+	if r.TTL != nil && !ttl {
+		return r.plain
+	}
+	return r.Delta
+}
+
+// ForSotW is the resource as a state-of-the-world response carries it: the
+// plain encoding, or, for a client that supports TTLs and unwraps Resource
+// in state of the world, a Resource carrying the TTL.
+func (r *Resource) ForSotW(ttl bool) *anypb.Any {
+	if r.TTL != nil && ttl {
+		return r.wrapped
+	}
+	return r.Any
+}
+
+// Heartbeat is the TTL refresh for the resource: a Resource with its name,
+// version and TTL but no payload. Nil for a resource without a TTL.
+func (r *Resource) Heartbeat() *discoveryv3.Resource { return r.heartbeat }
+
+// HeartbeatSotW is Heartbeat wrapped for a state-of-the-world response.
+func (r *Resource) HeartbeatSotW() *anypb.Any { return r.heartbeatAny }
 
 // Set is the resources of one type in a snapshot.
 type Set struct {
@@ -38,6 +75,8 @@ type Set struct {
 	version string
 	byName  map[string]*Resource
 	names   []string // sorted
+	ttl     []string // sorted names of the resources with a TTL
+	minTTL  time.Duration
 }
 
 // A nil *Set is a valid empty set: the methods below all accept it.
@@ -74,6 +113,15 @@ func (s *Set) Get(name string) *Resource {
 	return s.byName[name]
 }
 
+// TTLNames returns the sorted names of the resources that have a TTL. Do
+// not modify the slice.
+func (s *Set) TTLNames() []string {
+	if s == nil {
+		return nil
+	}
+	return s.ttl
+}
+
 // Names returns the resource names in sorted order. Do not modify the slice.
 func (s *Set) Names() []string {
 	if s == nil {
@@ -87,6 +135,16 @@ type Snapshot struct {
 	version string
 	sets    map[string]*Set
 	ranked  []*Set
+	minTTL  time.Duration
+}
+
+// MinTTL is the shortest TTL of any resource in the snapshot, zero if none
+// has one. Streams send heartbeats at half of it.
+func (s *Snapshot) MinTTL() time.Duration {
+	if s == nil {
+		return 0
+	}
+	return s.minTTL
 }
 
 // Version is the hash over every type's version.
@@ -134,10 +192,19 @@ func newSet(t *xdstype.Type, byName map[string]*Resource) *Set {
 	}
 	sort.Strings(names)
 	pairs := make([][2]string, len(names))
+	set := &Set{typ: t, byName: byName, names: names}
 	for i, n := range names {
-		pairs[i] = [2]string{n, byName[n].Version}
+		r := byName[n]
+		pairs[i] = [2]string{n, r.Version}
+		if r.TTL != nil {
+			set.ttl = append(set.ttl, n)
+			if d := r.TTL.AsDuration(); set.minTTL == 0 || d < set.minTTL {
+				set.minTTL = d
+			}
+		}
 	}
-	return &Set{typ: t, version: hashPairs(pairs), byName: byName, names: names}
+	set.version = hashPairs(pairs)
+	return set
 }
 
 func newSnapshot(reg *xdstype.Registry, byType map[string]map[string]*Resource) *Snapshot {
@@ -148,6 +215,9 @@ func newSnapshot(reg *xdstype.Registry, byType map[string]map[string]*Resource) 
 		s.sets[t.URL] = set
 		s.ranked = append(s.ranked, set)
 		pairs = append(pairs, [2]string{t.URL, set.version})
+		if set.minTTL > 0 && (s.minTTL == 0 || set.minTTL < s.minTTL) {
+			s.minTTL = set.minTTL
+		}
 	}
 	s.version = hashPairs(pairs)
 	return s

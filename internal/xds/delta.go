@@ -130,10 +130,10 @@ func (w *deltaWatch) dropUnnamed() {
 // version differs from what it holds (X25), and in removed the names it
 // holds that are gone (X34) or that it subscribed to and do not exist
 // (X33, unless notFound is false).
-func (w *deltaWatch) diff(set *snapshot.Set, notFound bool) (resources []*discoveryv3.Resource, removed []string) {
+func (w *deltaWatch) diff(set *snapshot.Set, notFound, ttl bool) (resources []*discoveryv3.Resource, removed []string) {
 	send := func(r *snapshot.Resource) {
 		if _, forced := w.force[r.Name]; forced || w.held[r.Name] != r.Version {
-			resources = append(resources, r.Delta)
+			resources = append(resources, r.ForDelta(ttl))
 		}
 	}
 	if w.wildcard {
@@ -166,6 +166,18 @@ func (w *deltaWatch) diff(set *snapshot.Set, notFound bool) (resources []*discov
 	sort.Slice(resources, func(i, j int) bool { return resources[i].Name < resources[j].Name })
 	sort.Strings(removed)
 	return resources, removed
+}
+
+// heartbeats lists the TTL refreshes for the resources with a TTL that the
+// client holds at their current version (X41).
+func (w *deltaWatch) heartbeats(set *snapshot.Set) []*discoveryv3.Resource {
+	var out []*discoveryv3.Resource
+	for _, n := range set.TTLNames() {
+		if r := set.Get(n); w.held[n] == r.Version {
+			out = append(out, r.Heartbeat())
+		}
+	}
+	return out
 }
 
 // sentResponse records what a response gave the client.

@@ -69,7 +69,7 @@ func (st *deltaStream) onFleet() error {
 // sends nothing when nothing is lacking.
 func (st *deltaStream) respond(w *deltaWatch, snap *snapshot.Snapshot, always bool) error {
 	set := snap.Set(w.typ.URL)
-	resources, removed := w.diff(set, !st.srv.opts.SuppressDeltaNotFound)
+	resources, removed := w.diff(set, !st.srv.opts.SuppressDeltaNotFound, st.ttl)
 	if !always && len(resources) == 0 && len(removed) == 0 {
 		return nil
 	}
@@ -87,5 +87,34 @@ func (st *deltaStream) respond(w *deltaWatch, snap *snapshot.Snapshot, always bo
 	w.sentResponse(resp.Nonce, set.Version(), resources, removed)
 	st.observe(Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: set.Version(), Nonce: resp.Nonce, Resources: len(resources)})
 	st.log.Debug("sent", "type", w.typ.Abbrev, "system_version", resp.SystemVersionInfo, "nonce", resp.Nonce, "resources", len(resources), "removed", len(removed))
+	return nil
+}
+
+// onHeartbeat refreshes the TTLs of what the client holds.
+func (st *deltaStream) onHeartbeat() error {
+	snap := st.snapshot()
+	for _, t := range st.srv.opts.Registry.Ranked() {
+		w := st.watches[t.URL]
+		if w == nil {
+			continue
+		}
+		set := snap.Set(t.URL)
+		beats := w.heartbeats(set)
+		if len(beats) == 0 {
+			continue
+		}
+		resp := &discoveryv3.DeltaDiscoveryResponse{
+			SystemVersionInfo: snap.Version(),
+			Resources:         beats,
+			TypeUrl:           t.URL,
+			Nonce:             st.nextNonce(),
+			ControlPlane:      st.srv.cp,
+		}
+		if err := st.send(resp); err != nil {
+			return err
+		}
+		w.sentResponse(resp.Nonce, set.Version(), nil, nil)
+		st.observe(Event{Kind: ResponseSent, TypeURL: t.URL, Version: set.Version(), Nonce: resp.Nonce, Resources: len(beats), Heartbeat: true})
+	}
 	return nil
 }

@@ -32,6 +32,8 @@ type Event struct {
 	Nonce    string
 	// Resources is the count sent, for ResponseSent.
 	Resources int
+	// Heartbeat marks a ResponseSent that only refreshed TTLs.
+	Heartbeat bool
 	// Detail is the client's error_detail message, for RequestNACK, or the
 	// stream's end, for StreamClosed.
 	Detail string

@@ -192,7 +192,7 @@ func (w *watch) changedSince(snap *snapshot.Snapshot) bool {
 // response builds the state-of-the-world response for the watch: every
 // subscribed resource that exists, each encoded once in the snapshot and
 // shared here (X8: names are unique since they come from a set).
-func (w *watch) response(snap *snapshot.Snapshot, nonce string) *discoveryv3.DiscoveryResponse {
+func (w *watch) response(snap *snapshot.Snapshot, nonce string, ttl bool) *discoveryv3.DiscoveryResponse {
 	set := snap.Set(w.typ.URL)
 	names := w.sorted
 	if w.wildcard {
@@ -202,7 +202,7 @@ func (w *watch) response(snap *snapshot.Snapshot, nonce string) *discoveryv3.Dis
 	resources := make([]*anypb.Any, 0, len(names))
 	for _, n := range names {
 		if r := set.Get(n); r != nil {
-			resources = append(resources, r.Any)
+			resources = append(resources, r.ForSotW(ttl))
 		}
 	}
 	for _, n := range w.sorted {
@@ -220,4 +220,30 @@ func (w *watch) response(snap *snapshot.Snapshot, nonce string) *discoveryv3.Dis
 		TypeUrl:     w.typ.URL,
 		Nonce:       nonce,
 	}
+}
+
+// heartbeat builds a response refreshing the TTL of every resource with one
+// that the client holds at its current version, or returns nil if there is
+// none (X41). Heartbeats are not updates: the held versions stay as they are.
+func (w *watch) heartbeat(snap *snapshot.Snapshot, nonce string) *discoveryv3.DiscoveryResponse {
+	if !w.sent {
+		return nil
+	}
+	set := snap.Set(w.typ.URL)
+	var resources []*anypb.Any
+	for _, n := range set.TTLNames() {
+		r := set.Get(n)
+		held := w.names[n]
+		if w.wildcard && w.wildcardVersion == set.Version() {
+			held = r.Version
+		}
+		if held == r.Version {
+			resources = append(resources, r.HeartbeatSotW())
+		}
+	}
+	if len(resources) == 0 {
+		return nil
+	}
+	w.nonce = nonce
+	return &discoveryv3.DiscoveryResponse{VersionInfo: w.version, Resources: resources, TypeUrl: w.typ.URL, Nonce: nonce}
 }

@@ -1,6 +1,8 @@
 package xds
 
 import (
+	"strconv"
+
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/pylon-xds/pylon/internal/snapshot"
@@ -64,7 +66,7 @@ func (st *sotwStream) onFleet() error {
 }
 
 func (st *sotwStream) respond(w *watch, snap *snapshot.Snapshot) error {
-	resp := w.response(snap, st.nextNonce())
+	resp := w.response(snap, st.nextNonce(), st.ttl && st.wrap)
 	resp.ControlPlane = st.srv.cp
 	if err := st.send(resp); err != nil {
 		return err
@@ -89,4 +91,27 @@ func (st *sotwStream) markWarm(typeURL string) {
 	if w := st.watches[typeURL]; w != nil && w.started {
 		w.warm = true
 	}
+}
+
+// onHeartbeat refreshes the TTLs of what the client holds.
+func (st *sotwStream) onHeartbeat() error {
+	snap := st.snapshot()
+	for _, t := range st.srv.opts.Registry.Ranked() {
+		w := st.watches[t.URL]
+		if w == nil {
+			continue
+		}
+		nonce := strconv.FormatUint(st.nonces+1, 10)
+		resp := w.heartbeat(snap, nonce)
+		if resp == nil {
+			continue
+		}
+		st.nonces++
+		resp.ControlPlane = st.srv.cp
+		if err := st.send(resp); err != nil {
+			return err
+		}
+		st.observe(Event{Kind: ResponseSent, TypeURL: t.URL, Version: resp.VersionInfo, Nonce: nonce, Resources: len(resp.Resources), Heartbeat: true})
+	}
+	return nil
 }

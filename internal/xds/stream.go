@@ -31,6 +31,9 @@ type stream struct {
 	node   *corev3.Node
 	fleet  *snapshot.Fleet
 	nonces uint64
+	// ttl is set when the client supports resource TTLs; wrap when it also
+	// unwraps Resource in state-of-the-world responses (X42).
+	ttl, wrap bool
 	// unknown remembers type URLs already logged as not served (X2).
 	unknown map[string]bool
 	// nacks remembers the (type, version) pairs already logged as NACKed,
@@ -58,10 +61,10 @@ func (s *Server) serve(gs grpc.ServerStream, typeURL string, delta bool) error {
 	var err error
 	if delta {
 		d := &deltaStream{stream: st, watches: map[string]*deltaWatch{}}
-		err = run(ctx, st, notify, d.onRequest, d.onFleet)
+		err = run(ctx, st, notify, d.onRequest, d.onFleet, d.onHeartbeat)
 	} else {
 		w := &sotwStream{stream: st, watches: map[string]*watch{}}
-		err = run(ctx, st, notify, w.onRequest, w.onFleet)
+		err = run(ctx, st, notify, w.onRequest, w.onFleet, w.onHeartbeat)
 	}
 	if st.node != nil {
 		detail := ""
@@ -78,7 +81,7 @@ func (s *Server) serve(gs grpc.ServerStream, typeURL string, delta bool) error {
 // woken by a publish, serves the newest fleet.
 func run[Req any, P interface {
 	*Req
-}](ctx context.Context, st *stream, notify <-chan struct{}, onRequest func(P) error, onFleet func() error) error {
+}](ctx context.Context, st *stream, notify <-chan struct{}, onRequest func(P) error, onFleet, onHeartbeat func() error) error {
 	reqs := make(chan P)
 	recvErr := make(chan error, 1)
 	go func() {
@@ -97,12 +100,15 @@ func run[Req any, P interface {
 			}
 		}
 	}()
+	var hb heartbeats
+	defer hb.stop()
 	for {
 		select {
 		case req := <-reqs:
 			if err := onRequest(req); err != nil {
 				return err
 			}
+			hb.arm(st.heartbeatInterval())
 			continue
 		default:
 		}
@@ -111,12 +117,18 @@ func run[Req any, P interface {
 			if err := onRequest(req); err != nil {
 				return err
 			}
+			hb.arm(st.heartbeatInterval())
 		case <-notify:
 			st.fleet = st.srv.opts.Fleets.Current()
 			if st.node == nil {
 				continue
 			}
 			if err := onFleet(); err != nil {
+				return err
+			}
+			hb.arm(st.heartbeatInterval())
+		case <-hb.c:
+			if err := onHeartbeat(); err != nil {
 				return err
 			}
 		case err := <-recvErr:
@@ -133,6 +145,45 @@ func run[Req any, P interface {
 	}
 }
 
+// heartbeatInterval is how often TTL resources are refreshed on this
+// stream: half the shortest TTL in its snapshot, or zero when the client
+// does not support TTLs or nothing has one.
+func (st *stream) heartbeatInterval() time.Duration {
+	if !st.ttl || (!st.delta && !st.wrap) {
+		return 0
+	}
+	return st.snapshot().MinTTL() / 2
+}
+
+// heartbeats is a stream's TTL refresh ticker, running only while the
+// stream's snapshot has resources with a TTL.
+type heartbeats struct {
+	t     *time.Ticker
+	every time.Duration
+	c     <-chan time.Time
+}
+
+func (h *heartbeats) arm(every time.Duration) {
+	switch {
+	case every == h.every:
+	case every <= 0:
+		h.stop()
+	case h.t == nil:
+		h.t = time.NewTicker(every)
+		h.c = h.t.C
+	default:
+		h.t.Reset(every)
+	}
+	h.every = max(every, 0)
+}
+
+func (h *heartbeats) stop() {
+	if h.t != nil {
+		h.t.Stop()
+	}
+	h.t, h.c, h.every = nil, nil, 0
+}
+
 // identify takes the node from the stream's first request. The node is
 // guaranteed only there (X3) and then identifies the stream for good,
 // whatever later requests carry.
@@ -145,6 +196,16 @@ func (st *stream) identify(node *corev3.Node) error {
 	}
 	st.node = node
 	st.log = st.log.With("node", node.GetId())
+	for _, f := range node.GetClientFeatures() {
+		switch f {
+		case "xds.config.supports-resource-ttl":
+			st.ttl = true
+		case "xds.config.supports-resource-in-sotw", "xds.config.resource-in-sotw":
+			// Both spellings are in use: the first in Envoy's code, the
+			// second in its client features documentation.
+			st.wrap = true
+		}
+	}
 	if st.fleet == nil {
 		st.fleet = st.srv.opts.Fleets.Current()
 	}

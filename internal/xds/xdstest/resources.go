@@ -29,6 +29,10 @@ func Snapshot(t testing.TB, reg *xdstype.Registry, msgs ...any) *snapshot.Snapsh
 	inputs := []snapshot.Input{input(t, reg, Runtime(ProbeName, "probe", 1))}
 	for _, m := range msgs {
 		switch v := m.(type) {
+		case TTL:
+			in := input(t, reg, v.Message)
+			in.TTL = v.TTL
+			inputs = append(inputs, in)
 		case proto.Message:
 			inputs = append(inputs, input(t, reg, v))
 		case []proto.Message:
@@ -44,6 +48,12 @@ func Snapshot(t testing.TB, reg *xdstype.Registry, msgs ...any) *snapshot.Snapsh
 		t.Fatalf("Build: %v", err)
 	}
 	return snap
+}
+
+// TTL puts Message in a snapshot with a TTL.
+type TTL struct {
+	Message proto.Message
+	TTL     time.Duration
 }
 
 func input(t testing.TB, reg *xdstype.Registry, m proto.Message) snapshot.Input {
