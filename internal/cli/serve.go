@@ -13,7 +13,7 @@ func newServe(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve xDS to a fleet of Envoys and gRPC clients",
-		Long: `Serve xDS (state of the world, ADS and per-type streams) from a config file
+		Long: `Serve xDS (state of the world and delta, ADS and per-type streams) from a config file
 or folder, reloading it when it changes. Without --config, serve the embedded
 quickstart config.
 
@@ -39,5 +39,6 @@ the admin API (GET /status); the previous config keeps serving.`,
 	f.DurationVar(&o.Resync, "resync", 30*time.Second, "re-read the config this often even without file events (negative: never)")
 	f.DurationVar(&o.ShutdownGrace, "shutdown-grace", 10*time.Second, "how long a graceful stop may take")
 	f.StringVar(&o.Identifier, "id", defaultIdentifier(), "this replica's name, sent as control_plane.identifier")
+	f.BoolVar(&o.SuppressDeltaNotFound, "delta-suppress-not-found", false, "do not list subscribed names that do not exist in delta removed_resources (for old Envoys that took it as an unsubscription)")
 	return cmd
 }

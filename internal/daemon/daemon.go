@@ -46,6 +46,8 @@ type Options struct {
 	ShutdownGrace time.Duration
 	// Identifier names this replica in xDS responses and the admin API.
 	Identifier string
+	// SuppressDeltaNotFound: see xds.Options.
+	SuppressDeltaNotFound bool
 	Version    string
 	Logger     *slog.Logger
 	// OnReady, if set, is called with the bound addresses once both
@@ -110,7 +112,7 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("admin listener: %w", err)
 	}
 
-	xdsSrv := xds.New(xds.Options{Registry: reg, Fleets: pub, Identifier: o.Identifier, Logger: log})
+	xdsSrv := xds.New(xds.Options{Registry: reg, Fleets: pub, Identifier: o.Identifier, Logger: log, SuppressDeltaNotFound: o.SuppressDeltaNotFound})
 	gs := grpc.NewServer(
 		// Envoy's bootstrap pings every 30s; allow that and detect clients
 		// that vanished without closing their connection.
