@@ -48,8 +48,8 @@ type Options struct {
 	Identifier string
 	// SuppressDeltaNotFound: see xds.Options.
 	SuppressDeltaNotFound bool
-	Version    string
-	Logger     *slog.Logger
+	Version               string
+	Logger                *slog.Logger
 	// OnReady, if set, is called with the bound addresses once both
 	// listeners are open and the first config is published.
 	OnReady func(xdsAddr, adminAddr string)
