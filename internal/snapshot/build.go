@@ -74,7 +74,11 @@ func Build(reg *xdstype.Registry, inputs []Input) (*Snapshot, error) {
 		if in.Type.Refs == nil || firstSeen[in.Type.URL][in.Name] != in {
 			continue
 		}
-		for _, ref := range in.Type.Refs(in.Message) {
+		refs := in.Type.Refs(in.Message)
+		if r := byType[in.Type.URL][in.Name]; r != nil {
+			r.Refs = refs
+		}
+		for _, ref := range refs {
 			if _, ok := byType[ref.TypeURL][ref.Name]; ok {
 				continue
 			}

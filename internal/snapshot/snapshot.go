@@ -32,6 +32,8 @@ type Resource struct {
 	// and the same encoding), built once so delta streams share it too.
 	Delta   *discoveryv3.Resource
 	Message proto.Message // the decoded form, for dumps and checks
+	// Refs are the resources this one names, read once at build time.
+	Refs []xdstype.Ref
 	// TTL is nil for a resource without one.
 	TTL *durationpb.Duration
 

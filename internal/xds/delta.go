@@ -2,6 +2,7 @@ package xds
 
 import (
 	"sort"
+	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
@@ -10,7 +11,7 @@ import (
 )
 
 // deltaWatch is one delta stream's state for one resource type: the
-// subscription and, per resource, the version the client holds. Like the
+// subscription and, per resource, what the client holds. Like the
 // state-of-the-world watch it is a plain value owned by the stream's loop.
 type deltaWatch struct {
 	typ *xdstype.Type
@@ -19,30 +20,48 @@ type deltaWatch struct {
 	wildcard bool
 	legacy   bool                // wildcard by an empty first request (Listener, Cluster)
 	names    map[string]struct{} // explicit subscriptions, never "*"
-	// held maps a name to the version the client holds. An empty version
-	// means the client was told the resource does not exist and stays
-	// subscribed to it; an absent name means the client holds nothing.
-	held map[string]string
 	// force holds names the client just subscribed to: they are answered on
 	// the next response even if the client seems to hold them (X29).
 	force map[string]struct{}
 
-	// sent maps the nonces of responses not yet ACKed or NACKed to the type
-	// version they carried, for status. Bounded: a client that never
-	// answers cannot grow it.
-	sent map[string]string
+	// ledger: held is what the client was sent, updated as each response
+	// goes out; acked follows as responses are ACKed.
+	ledger
+	// pending records each response not yet ACKed or NACKed. Bounded: a
+	// client that never answers cannot grow it.
+	pending map[string]deltaSent
+}
+
+// deltaSent is what one delta response changed.
+type deltaSent struct {
+	at      time.Time
+	version string // the type's version, for status
+	changes []change
+}
+
+// change is one resource sent (r set) or removed (r nil).
+type change struct {
+	name string
+	r    *snapshot.Resource
 }
 
 const maxOutstanding = 64
 
 func newDeltaWatch(t *xdstype.Type) *deltaWatch {
 	return &deltaWatch{
-		typ:   t,
-		names: map[string]struct{}{},
-		held:  map[string]string{},
-		force: map[string]struct{}{},
-		sent:  map[string]string{},
+		typ:     t,
+		names:   map[string]struct{}{},
+		force:   map[string]struct{}{},
+		ledger:  newLedger(),
+		pending: map[string]deltaSent{},
 	}
+}
+
+func (w *deltaWatch) book() *ledger { return &w.ledger }
+
+func (w *deltaWatch) covers(name string) bool {
+	_, ok := w.names[name]
+	return ok || w.wildcard
 }
 
 // subscribe applies a request's subscription changes and reports whether a
@@ -52,9 +71,11 @@ func (w *deltaWatch) subscribe(req *discoveryv3.DeltaDiscoveryRequest) (owe bool
 	if !w.started {
 		w.started = true
 		// What the client already holds, from an earlier stream (X35): only
-		// on the first request for the type.
+		// on the first request for the type. A stand-in carries the version;
+		// it never equals a resource whose version differs.
 		for n, v := range req.GetInitialResourceVersions() {
-			w.held[n] = v
+			r := &snapshot.Resource{Name: n, Version: v}
+			w.held[n], w.acked[n] = r, r
 		}
 		if len(req.GetResourceNamesSubscribe()) == 0 && w.typ.Wildcard {
 			// The legacy wildcard: an empty first request for a wildcard
@@ -107,13 +128,19 @@ func (w *deltaWatch) subscribe(req *discoveryv3.DeltaDiscoveryRequest) (owe bool
 		}
 		delete(w.names, n)
 		delete(w.force, n)
-		if !w.wildcard || w.held[n] == "" {
+		if !w.wildcard || w.held[n] == nil {
 			// The client drops it, unless it still has it through the
 			// wildcard (X31).
-			delete(w.held, n)
+			w.forget(n)
 		}
 	}
 	return owe
+}
+
+func (w *deltaWatch) forget(n string) {
+	delete(w.held, n)
+	delete(w.acked, n)
+	delete(w.nacked, n)
 }
 
 // dropUnnamed forgets resources the client held only through a wildcard
@@ -121,51 +148,57 @@ func (w *deltaWatch) subscribe(req *discoveryv3.DeltaDiscoveryRequest) (owe bool
 func (w *deltaWatch) dropUnnamed() {
 	for n := range w.held {
 		if _, ok := w.names[n]; !ok {
-			delete(w.held, n)
+			w.forget(n)
 		}
 	}
 }
 
-// diff returns what the client lacks: every subscribed resource whose
-// version differs from what it holds (X25), and in removed the names it
-// holds that are gone (X34) or that it subscribed to and do not exist
-// (X33, unless notFound is false).
-func (w *deltaWatch) diff(set *snapshot.Set, notFound, ttl bool) (resources []*discoveryv3.Resource, removed []string) {
-	send := func(r *snapshot.Resource) {
-		if _, forced := w.force[r.Name]; forced || w.held[r.Name] != r.Version {
-			resources = append(resources, r.ForDelta(ttl))
+// plan returns what the client lacks and may have now: every subscribed
+// resource whose version differs from what it holds (X25), unless it names
+// a cluster the client does not have yet; and in removed the names it holds
+// that are gone and no longer named by anything it holds (X34), and those
+// it subscribed to that do not exist (X33, unless notFound is false).
+func (w *deltaWatch) plan(p *planner, set *snapshot.Set, notFound, ttl bool) (resources []*discoveryv3.Resource, removed []string, changes []change) {
+	seen := map[string]bool{}
+	consider := func(n string) {
+		if seen[n] || !w.covers(n) {
+			return
+		}
+		seen[n] = true
+		r := set.Get(n)
+		cur, has := w.held[n]
+		_, forced := w.force[n]
+		_, named := w.names[n]
+		switch {
+		case r != nil:
+			if forced || (!sameVersion(cur, r) && !p.mustWait(r)) {
+				resources = append(resources, r.ForDelta(ttl))
+				changes = append(changes, change{n, r})
+			}
+		case cur != nil:
+			if !p.keep(w.typ.URL, n) {
+				removed = append(removed, n) // deleted since the client got it
+				changes = append(changes, change{n, nil})
+			}
+		case named && notFound && (forced || !has):
+			removed = append(removed, n) // does not exist
+			changes = append(changes, change{n, nil})
 		}
 	}
 	if w.wildcard {
 		for _, n := range set.Names() {
-			send(set.Get(n))
+			consider(n)
 		}
 	}
 	for n := range w.names {
-		r := set.Get(n)
-		switch {
-		case r != nil:
-			if !w.wildcard {
-				send(r)
-			}
-		case w.held[n] != "":
-			removed = append(removed, n) // deleted since the client got it
-		default:
-			_, forced := w.force[n]
-			_, told := w.held[n]
-			if notFound && (forced || !told) {
-				removed = append(removed, n) // does not exist
-			}
-		}
+		consider(n)
 	}
-	for n, v := range w.held {
-		if _, named := w.names[n]; !named && v != "" && set.Get(n) == nil {
-			removed = append(removed, n) // held through the wildcard, now gone
-		}
+	for n := range w.held {
+		consider(n)
 	}
 	sort.Slice(resources, func(i, j int) bool { return resources[i].Name < resources[j].Name })
 	sort.Strings(removed)
-	return resources, removed
+	return resources, removed, changes
 }
 
 // heartbeats lists the TTL refreshes for the resources with a TTL that the
@@ -173,7 +206,7 @@ func (w *deltaWatch) diff(set *snapshot.Set, notFound, ttl bool) (resources []*d
 func (w *deltaWatch) heartbeats(set *snapshot.Set) []*discoveryv3.Resource {
 	var out []*discoveryv3.Resource
 	for _, n := range set.TTLNames() {
-		if r := set.Get(n); w.held[n] == r.Version {
+		if r := set.Get(n); sameVersion(w.held[n], r) {
 			out = append(out, r.Heartbeat())
 		}
 	}
@@ -181,28 +214,59 @@ func (w *deltaWatch) heartbeats(set *snapshot.Set) []*discoveryv3.Resource {
 }
 
 // sentResponse records what a response gave the client.
-func (w *deltaWatch) sentResponse(nonce, version string, resources []*discoveryv3.Resource, removed []string) {
-	for _, r := range resources {
-		w.held[r.Name] = r.Version
-	}
-	for _, n := range removed {
-		if _, named := w.names[n]; named {
-			w.held[n] = "" // still subscribed, told it does not exist
-		} else {
-			delete(w.held, n)
+func (w *deltaWatch) sentResponse(nonce, version string, changes []change, now time.Time) {
+	for _, c := range changes {
+		if _, named := w.names[c.name]; c.r == nil && !named {
+			delete(w.held, c.name)
+			continue
 		}
+		w.held[c.name] = c.r // nil: still subscribed, told it does not exist
 	}
 	clear(w.force)
-	if len(w.sent) >= maxOutstanding {
-		clear(w.sent)
+	if len(w.pending) >= maxOutstanding {
+		oldest := ""
+		for n, s := range w.pending {
+			if oldest == "" || s.at.Before(w.pending[oldest].at) {
+				oldest = n
+			}
+		}
+		delete(w.pending, oldest)
 	}
-	w.sent[nonce] = version
+	w.pending[nonce] = deltaSent{at: now, version: version, changes: changes}
+	if w.inflight.IsZero() {
+		w.inflight = now
+	}
 }
 
-// answered takes the response a nonce refers to off the outstanding list
-// and returns its version ("" if unknown or too old).
-func (w *deltaWatch) answered(nonce string) string {
-	v := w.sent[nonce]
-	delete(w.sent, nonce)
-	return v
+// answered applies the client's ACK or NACK of the response with nonce and
+// returns the version it carried ("" if unknown or too old). An ACKed
+// response's changes are what the client now has; a NACKed one's resources
+// are what it rejected. Either way the sent versions stay recorded as held,
+// so rejected versions are not sent again until they change (X12).
+func (w *deltaWatch) answered(nonce string, nack bool) string {
+	rec, ok := w.pending[nonce]
+	if !ok {
+		return ""
+	}
+	delete(w.pending, nonce)
+	for _, c := range rec.changes {
+		switch {
+		case nack:
+			if c.r != nil {
+				w.nacked[c.name] = c.r
+			}
+		case c.r == nil:
+			delete(w.acked, c.name)
+		default:
+			w.acked[c.name] = c.r
+			delete(w.nacked, c.name)
+		}
+	}
+	w.inflight = time.Time{}
+	for _, s := range w.pending {
+		if w.inflight.IsZero() || s.at.Before(w.inflight) {
+			w.inflight = s.at
+		}
+	}
+	return rec.version
 }

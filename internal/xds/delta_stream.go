@@ -1,6 +1,8 @@
 package xds
 
 import (
+	"time"
+
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/pylon-xds/pylon/internal/snapshot"
@@ -11,6 +13,17 @@ import (
 type deltaStream struct {
 	*stream
 	watches map[string]*deltaWatch
+}
+
+func newDeltaStream(st *stream) *deltaStream {
+	d := &deltaStream{stream: st, watches: map[string]*deltaWatch{}}
+	st.holdings = func(url string) holdings {
+		if w := d.watches[url]; w != nil && w.started {
+			return w
+		}
+		return nil
+	}
+	return d
 }
 
 func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
@@ -28,12 +41,12 @@ func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
 	}
 	// A request may both answer a response and change the subscription
 	// (X28); one without a nonce is spontaneous.
+	answered := false
 	if nonce := req.GetResponseNonce(); nonce != "" {
-		version := w.answered(nonce)
-		if req.GetErrorDetail() != nil {
-			// The client rejected that response and runs what it had. What
-			// it was sent stays recorded as held, so the rejected versions
-			// are not sent again until they change (X12).
+		answered = true
+		nack := req.GetErrorDetail() != nil
+		version := w.answered(nonce, nack)
+		if nack {
 			st.onNACK(t, version, "", nonce, req.GetErrorDetail().GetMessage())
 		} else {
 			st.observe(Event{Kind: RequestACK, TypeURL: t.URL, Version: version, Nonce: nonce})
@@ -41,35 +54,50 @@ func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
 	}
 	owe := w.subscribe(req)
 	snap := st.snapshot()
-	if !owe || snap == nil {
+	if snap == nil {
 		return nil
 	}
-	return st.respond(w, snap, true)
+	if owe {
+		p := st.planner()
+		if err := st.respond(p, w, snap, true); err != nil {
+			return err
+		}
+		p.done(false)
+	}
+	if answered && st.holding {
+		// An answer may release what was held back for it.
+		return st.onFleet()
+	}
+	return nil
 }
 
-// onFleet sends each type's changes in make-before-break order.
+// onFleet sends each type's changes in make-before-break order: additions
+// and updates by rank, each held back while what it names has not reached
+// the client, and removals only once nothing the client holds names them.
 func (st *deltaStream) onFleet() error {
 	snap := st.snapshot()
 	if snap == nil {
 		return nil
 	}
+	p := st.planner()
 	for _, t := range st.srv.opts.Registry.Ranked() {
 		w := st.watches[t.URL]
 		if w == nil || !w.started {
 			continue
 		}
-		if err := st.respond(w, snap, false); err != nil {
+		if err := st.respond(p, w, snap, false); err != nil {
 			return err
 		}
 	}
+	p.done(true)
 	return nil
 }
 
 // respond sends what the client lacks of w's type; with always unset it
 // sends nothing when nothing is lacking.
-func (st *deltaStream) respond(w *deltaWatch, snap *snapshot.Snapshot, always bool) error {
+func (st *deltaStream) respond(p *planner, w *deltaWatch, snap *snapshot.Snapshot, always bool) error {
 	set := snap.Set(w.typ.URL)
-	resources, removed := w.diff(set, !st.srv.opts.SuppressDeltaNotFound, st.ttl)
+	resources, removed, changes := w.plan(p, set, !st.srv.opts.SuppressDeltaNotFound, st.ttl)
 	if !always && len(resources) == 0 && len(removed) == 0 {
 		return nil
 	}
@@ -84,7 +112,7 @@ func (st *deltaStream) respond(w *deltaWatch, snap *snapshot.Snapshot, always bo
 	if err := st.send(resp); err != nil {
 		return err
 	}
-	w.sentResponse(resp.Nonce, set.Version(), resources, removed)
+	w.sentResponse(resp.Nonce, set.Version(), changes, p.now)
 	st.observe(Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: set.Version(), Nonce: resp.Nonce, Resources: len(resources)})
 	st.log.Debug("sent", "type", w.typ.Abbrev, "system_version", resp.SystemVersionInfo, "nonce", resp.Nonce, "resources", len(resources), "removed", len(removed))
 	return nil
@@ -93,6 +121,7 @@ func (st *deltaStream) respond(w *deltaWatch, snap *snapshot.Snapshot, always bo
 // onHeartbeat refreshes the TTLs of what the client holds.
 func (st *deltaStream) onHeartbeat() error {
 	snap := st.snapshot()
+	now := time.Now()
 	for _, t := range st.srv.opts.Registry.Ranked() {
 		w := st.watches[t.URL]
 		if w == nil {
@@ -113,7 +142,7 @@ func (st *deltaStream) onHeartbeat() error {
 		if err := st.send(resp); err != nil {
 			return err
 		}
-		w.sentResponse(resp.Nonce, set.Version(), nil, nil)
+		w.sentResponse(resp.Nonce, set.Version(), nil, now)
 		st.observe(Event{Kind: ResponseSent, TypeURL: t.URL, Version: set.Version(), Nonce: resp.Nonce, Resources: len(beats), Heartbeat: true})
 	}
 	return nil

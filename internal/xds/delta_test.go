@@ -247,7 +247,11 @@ func TestDelta(t *testing.T) {
 		s.Subscribe(eds, "a", "b")
 		s.ACK(s.RecvType(eds))
 		e.srv.Publish(t, xdstest.Cluster("a"), xdstest.Endpoints("a", 1001), xdstest.APIListener("l1", "r1"), xdstest.Route("r1", "a"))
-		wantDelta(t, s.RecvType(cds), nil, []string{"b"})
+		r := s.RecvType(cds)
+		wantDelta(t, r, nil, []string{"b"})
+		// The assignment goes after its cluster is gone from the client.
+		s.ExpectSilence()
+		s.ACK(r)
 		wantDelta(t, s.RecvType(eds), nil, []string{"b"})
 		// Once told, never told again.
 		s.ExpectSilence()
@@ -348,26 +352,32 @@ func TestDeltaReconnectAfterRestart(t *testing.T) {
 }
 
 // A delta client through add, change, remove and not-found for each of the
-// four main types.
+// four main types. It ACKs every response, as Envoy does, so what waits for
+// an ACK follows.
 func TestDeltaAllMainTypes(t *testing.T) {
-	type world struct{ clusters, endpoints, listeners, routes []any }
 	e := setup(t, base()...)
 	s := e.delta(t, "n1")
+	recv := func(url string, names []string, removed []string) {
+		t.Helper()
+		r := s.RecvType(url)
+		wantDelta(t, r, names, removed)
+		s.ACK(r)
+	}
 	s.Subscribe(cds)
-	wantDelta(t, s.RecvType(cds), []string{"a", "b"}, nil)
+	recv(cds, []string{"a", "b"}, nil)
 	s.Subscribe(eds, "a", "b", "n")
-	wantDelta(t, s.RecvType(eds), []string{"a", "b"}, []string{"n"})
+	recv(eds, []string{"a", "b"}, []string{"n"})
 	s.Subscribe(lds)
-	wantDelta(t, s.RecvType(lds), []string{"l1"}, nil)
+	recv(lds, []string{"l1"}, nil)
 	s.Subscribe(rds, "r1", "rn")
-	wantDelta(t, s.RecvType(rds), []string{"r1"}, []string{"rn"})
+	recv(rds, []string{"r1"}, []string{"rn"})
 
-	// Add "n" everywhere (the not-found names now exist).
+	// Add "n" everywhere (the not-found names now exist): clusters first.
 	e.srv.Publish(t, with(xdstest.Cluster("n"), xdstest.Endpoints("n", 5), xdstest.APIListener("ln", "rn"), xdstest.Route("rn", "n"))...)
-	wantDelta(t, s.RecvType(cds), []string{"n"}, nil)
-	wantDelta(t, s.RecvType(eds), []string{"n"}, nil)
-	wantDelta(t, s.RecvType(lds), []string{"ln"}, nil)
-	wantDelta(t, s.RecvType(rds), []string{"rn"}, nil)
+	recv(cds, []string{"n"}, nil)
+	recv(eds, []string{"n"}, nil)
+	recv(lds, []string{"ln"}, nil)
+	recv(rds, []string{"rn"}, nil)
 
 	// Change "n" everywhere.
 	cn := xdstest.Cluster("n")
@@ -375,16 +385,27 @@ func TestDeltaAllMainTypes(t *testing.T) {
 	ln := xdstest.APIListener("ln", "rn")
 	ln.StatPrefix = "changed"
 	e.srv.Publish(t, with(cn, xdstest.Endpoints("n", 6), ln, xdstest.Route("rn", "a"))...)
-	wantDelta(t, s.RecvType(cds), []string{"n"}, nil)
-	wantDelta(t, s.RecvType(eds), []string{"n"}, nil)
-	wantDelta(t, s.RecvType(lds), []string{"ln"}, nil)
-	wantDelta(t, s.RecvType(rds), []string{"rn"}, nil)
+	recv(cds, []string{"n"}, nil)
+	recv(eds, []string{"n"}, nil)
+	recv(lds, []string{"ln"}, nil)
+	recv(rds, []string{"rn"}, nil)
 
-	// Remove "n" everywhere.
+	// Remove "n" everywhere. A removal waits until nothing the client
+	// holds names it: the listener and the cluster (now unnamed, as route
+	// "rn" points at "a") go at once; the route after the listener's
+	// removal is ACKed, the assignment after its cluster's.
 	e.srv.Publish(t, base()...)
-	wantDelta(t, s.RecvType(cds), nil, []string{"n"})
-	wantDelta(t, s.RecvType(eds), nil, []string{"n"})
-	wantDelta(t, s.RecvType(lds), nil, []string{"ln"})
-	wantDelta(t, s.RecvType(rds), nil, []string{"rn"})
+	at := map[string]int{}
+	for i := range 4 {
+		r := s.Recv()
+		if len(r.Resources) != 0 || len(r.RemovedResources) != 1 {
+			t.Fatalf("%s: resources %d removed %v", r.TypeUrl, len(r.Resources), r.RemovedResources)
+		}
+		at[r.TypeUrl] = i
+		s.ACK(r)
+	}
+	if len(at) != 4 || at[rds] < at[lds] || at[eds] < at[cds] {
+		t.Fatalf("removal order %v: routes must follow their listener, assignments their cluster", at)
+	}
 	s.ExpectSilence()
 }

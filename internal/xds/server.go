@@ -11,6 +11,7 @@ import (
 	"context"
 	"log/slog"
 	"sync/atomic"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/grpc"
@@ -42,14 +43,20 @@ type Options struct {
 	// says to list them, and current Envoy and gRPC keep the subscription
 	// when they are; very old Envoys took it as an unsubscription.
 	SuppressDeltaNotFound bool
+	// HoldTimeout bounds how long an ADS stream holds back a resource until
+	// the client ACKs what it names (make-before-break), so a client that
+	// does not ACK cannot stall its stream. Default 15s, Envoy's initial
+	// fetch timeout.
+	HoldTimeout time.Duration
 }
 
 // Server serves xDS over gRPC.
 type Server struct {
-	opts Options
-	cp   *corev3.ControlPlane
-	log  *slog.Logger
-	obs  Observer
+	opts        Options
+	cp          *corev3.ControlPlane
+	log         *slog.Logger
+	obs         Observer
+	holdTimeout time.Duration
 	// life ends every stream when cancelled by Shutdown.
 	life context.Context
 	stop context.CancelFunc
@@ -67,13 +74,18 @@ func New(opts Options) *Server {
 		obs = nopObserver{}
 	}
 	life, stop := context.WithCancel(context.Background())
+	hold := opts.HoldTimeout
+	if hold <= 0 {
+		hold = 15 * time.Second
+	}
 	return &Server{
-		opts: opts,
-		cp:   &corev3.ControlPlane{Identifier: opts.Identifier},
-		log:  log,
-		obs:  obs,
-		life: life,
-		stop: stop,
+		holdTimeout: hold,
+		opts:        opts,
+		cp:          &corev3.ControlPlane{Identifier: opts.Identifier},
+		log:         log,
+		obs:         obs,
+		life:        life,
+		stop:        stop,
 	}
 }
 

@@ -1,7 +1,10 @@
 package xds
 
 import (
+	"encoding/hex"
+	"hash/fnv"
 	"sort"
+	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -13,22 +16,25 @@ import (
 // wildcardName is the explicit wildcard subscription.
 const wildcardName = "*"
 
-// watch is one stream's state for one resource type: what the client
-// subscribed to, what it holds from this stream, and whether a response is
-// owed. It is a plain value owned by the stream's loop; nothing here touches
-// gRPC. Its size is proportional to the names the client subscribed to.
+// watch is one stream's state-of-the-world state for one resource type: what
+// the client subscribed to, what it holds, and whether a response is owed.
+// It is a plain value owned by the stream's loop; nothing here touches gRPC.
+// Its size is proportional to what the client holds.
 type watch struct {
 	typ *xdstype.Type
 
 	started        bool // a request for the type has been processed
 	wildcard       bool
-	legacyWildcard bool // wildcard by an empty first request, not by "*"
-	// names maps each explicitly subscribed name (never "*") to the version
-	// of it the client holds from this stream, "" if none.
-	names  map[string]string
-	sorted []string // the keys of names, sorted
-	// wildcardVersion is the set version last sent under a wildcard.
-	wildcardVersion string
+	legacyWildcard bool                // wildcard by an empty first request, not by "*"
+	names          map[string]struct{} // explicit names, never "*"
+	// force holds names just added to the subscription: the response to
+	// the request that added them carries them even if unchanged (X17) and
+	// without holding them back (a client asking must get an answer).
+	force map[string]struct{}
+
+	// ledger: held is the content of the latest response, complete for the
+	// subscription; acked the content of the latest one ACKed.
+	ledger
 
 	nonce   string // latest nonce sent for the type; "" before the first response
 	version string // version_info of the latest response
@@ -38,6 +44,17 @@ type watch struct {
 	// EDS, LDS for RDS) was sent: Envoy finishes warming only on a fresh
 	// response, so the next request is answered even if nothing changed.
 	warm bool
+}
+
+func newWatch(t *xdstype.Type) *watch {
+	return &watch{typ: t, names: map[string]struct{}{}, force: map[string]struct{}{}, ledger: newLedger()}
+}
+
+func (w *watch) book() *ledger { return &w.ledger }
+
+func (w *watch) covers(name string) bool {
+	_, ok := w.names[name]
+	return ok || w.wildcard
 }
 
 // requestKind says what a request meant for its type.
@@ -66,10 +83,20 @@ func (w *watch) onRequest(req *discoveryv3.DiscoveryRequest, snap *snapshot.Snap
 		kind = reqUpdate
 	case req.GetErrorDetail() != nil:
 		// A NACK is told by error_detail alone, never by comparing versions
-		// (X10): its version_info is what the client still runs (X11).
+		// (X10): its version_info is what the client still runs (X11). The
+		// client rejected the whole response and keeps what it had ACKed.
 		kind = reqNACK
+		for n, r := range w.held {
+			if !sameVersion(w.acked[n], r) {
+				w.nacked[n] = r
+			}
+		}
+		w.inflight = time.Time{}
 	default:
 		kind = reqACK
+		w.acked = w.held
+		clear(w.nacked)
+		w.inflight = time.Time{}
 	}
 
 	first := !w.started
@@ -105,13 +132,13 @@ func (w *watch) onRequest(req *discoveryv3.DiscoveryRequest, snap *snapshot.Snap
 // when the wildcard is) and whether the subscription changed.
 func (w *watch) subscribe(names []string, first bool) (added []string, changed bool) {
 	star := false
-	next := make(map[string]string, len(names))
+	next := make(map[string]struct{}, len(names))
 	for _, n := range names {
 		if n == wildcardName {
 			star = true
 			continue
 		}
-		next[n] = w.names[n]
+		next[n] = struct{}{}
 	}
 	wildcard, legacy := star, false
 	if len(names) == 0 && w.typ.Wildcard && (first || w.legacyWildcard) {
@@ -123,22 +150,15 @@ func (w *watch) subscribe(names []string, first bool) (added []string, changed b
 	for n := range next {
 		if _, ok := w.names[n]; !ok {
 			added = append(added, n)
+			w.force[n] = struct{}{}
 		}
 	}
 	changed = wildcard != w.wildcard || len(next) != len(w.names) || len(added) > 0
 	if wildcard && !w.wildcard {
 		added = append(added, wildcardName)
-		w.wildcardVersion = ""
 	}
 	w.wildcard, w.legacyWildcard = wildcard, legacy
-	if changed {
-		w.names = next
-		w.sorted = w.sorted[:0]
-		for n := range next {
-			w.sorted = append(w.sorted, n)
-		}
-		sort.Strings(w.sorted)
-	}
+	w.names = next
 	return added, changed
 }
 
@@ -156,66 +176,102 @@ func (w *watch) hasAny(set *snapshot.Set) bool {
 	if w.wildcard {
 		return set.Len() > 0
 	}
-	return anyExists(set, w.sorted)
-}
-
-// changedSince reports whether a push is owed after a fleet change: a
-// subscribed resource is new or changed, or, for the full-state types, one
-// the client holds is gone. Identical content is never resent (X7).
-func (w *watch) changedSince(snap *snapshot.Snapshot) bool {
-	if !w.started {
-		return false
-	}
-	set := snap.Set(w.typ.URL)
-	if !w.typ.FullState && !w.hasAny(set) {
-		return false
-	}
-	if !w.sent {
-		return true
-	}
-	if w.wildcard {
-		return set.Version() != w.wildcardVersion
-	}
-	for _, n := range w.sorted {
-		held := w.names[n]
-		if r := set.Get(n); r != nil {
-			if r.Version != held {
-				return true
-			}
-		} else if held != "" && w.typ.FullState {
+	for n := range w.names {
+		if set.Get(n) != nil {
 			return true
 		}
 	}
 	return false
 }
 
-// response builds the state-of-the-world response for the watch: every
-// subscribed resource that exists, each encoded once in the snapshot and
-// shared here (X8: names are unique since they come from a set).
-func (w *watch) response(snap *snapshot.Snapshot, nonce string, ttl bool) *discoveryv3.DiscoveryResponse {
-	set := snap.Set(w.typ.URL)
-	names := w.sorted
+// plan returns what the client should hold of the type after the next
+// response, and whether that differs from what it holds in a way worth a
+// response. It follows the snapshot except where make-before-break says
+// otherwise: a resource naming a cluster the client does not have yet keeps
+// its previous version (or stays away), and a full-state resource that is
+// gone stays while something the client holds still names it.
+func (w *watch) plan(p *planner, set *snapshot.Set) (next map[string]*snapshot.Resource, changed bool) {
+	next = make(map[string]*snapshot.Resource, max(len(w.held), len(w.names)))
+	consider := func(n string) {
+		if _, done := next[n]; done || !w.covers(n) {
+			return
+		}
+		r, cur := set.Get(n), w.held[n]
+		_, forced := w.force[n]
+		switch {
+		case r == nil:
+			if cur != nil && w.typ.FullState && p.keep(w.typ.URL, n) {
+				next[n] = cur
+			}
+		case sameVersion(cur, r) || forced || !p.mustWait(r):
+			next[n] = r
+		case cur != nil:
+			next[n] = cur
+		}
+	}
 	if w.wildcard {
-		names = set.Names()
-		w.wildcardVersion = set.Version()
-	}
-	resources := make([]*anypb.Any, 0, len(names))
-	for _, n := range names {
-		if r := set.Get(n); r != nil {
-			resources = append(resources, r.ForSotW(ttl))
+		for _, n := range set.Names() {
+			consider(n)
 		}
 	}
-	for _, n := range w.sorted {
-		if r := set.Get(n); r != nil {
-			w.names[n] = r.Version
-		} else if w.typ.FullState {
-			w.names[n] = ""
+	for n := range w.names {
+		consider(n)
+	}
+	for n := range w.held {
+		consider(n)
+	}
+	if !w.typ.FullState && len(next) == 0 {
+		// Nothing to say: an empty response for a per-resource type changes
+		// nothing (X22).
+		return next, false
+	}
+	if !w.sent {
+		return next, true
+	}
+	for n, r := range next {
+		if !sameVersion(w.held[n], r) {
+			return next, true
 		}
 	}
-	w.nonce, w.version, w.sent = nonce, set.Version(), true
+	// For the full-state types a resource gone from the set is a change
+	// (absence deletes, X22); for the others a client keeps what is not
+	// resent, so a deletion alone is not worth a response.
+	return next, w.typ.FullState && len(next) != len(w.held)
+}
+
+// response builds the response giving the client next, each resource encoded
+// once in the snapshot and shared here (X8: names are unique, from a map).
+// The version is the type's version when next is exactly the snapshot's,
+// and otherwise a hash of what it holds.
+func (w *watch) response(next map[string]*snapshot.Resource, set *snapshot.Set, nonce string, ttl bool, now time.Time) *discoveryv3.DiscoveryResponse {
+	names := make([]string, 0, len(next))
+	current := true
+	for n, r := range next {
+		names = append(names, n)
+		current = current && set.Get(n) == r
+	}
+	sort.Strings(names)
+	resources := make([]*anypb.Any, len(names))
+	for i, n := range names {
+		resources[i] = next[n].ForSotW(ttl)
+	}
+	version := set.Version()
+	if !current {
+		h := fnv.New64a()
+		for _, n := range names {
+			h.Write([]byte(n + "\x00" + next[n].Version + "\x00"))
+		}
+		version = "partial-" + hex.EncodeToString(h.Sum(nil))
+	}
+	w.held = next
+	clear(w.force)
+	if w.inflight.IsZero() {
+		w.inflight = now
+	}
+	w.nonce, w.version, w.sent = nonce, version, true
 	w.warm = false
 	return &discoveryv3.DiscoveryResponse{
-		VersionInfo: set.Version(),
+		VersionInfo: version,
 		Resources:   resources,
 		TypeUrl:     w.typ.URL,
 		Nonce:       nonce,
@@ -224,20 +280,14 @@ func (w *watch) response(snap *snapshot.Snapshot, nonce string, ttl bool) *disco
 
 // heartbeat builds a response refreshing the TTL of every resource with one
 // that the client holds at its current version, or returns nil if there is
-// none (X41). Heartbeats are not updates: the held versions stay as they are.
-func (w *watch) heartbeat(snap *snapshot.Snapshot, nonce string) *discoveryv3.DiscoveryResponse {
+// none (X41). Heartbeats are not updates: what the client holds is unchanged.
+func (w *watch) heartbeat(set *snapshot.Set, nonce string) *discoveryv3.DiscoveryResponse {
 	if !w.sent {
 		return nil
 	}
-	set := snap.Set(w.typ.URL)
 	var resources []*anypb.Any
 	for _, n := range set.TTLNames() {
-		r := set.Get(n)
-		held := w.names[n]
-		if w.wildcard && w.wildcardVersion == set.Version() {
-			held = r.Version
-		}
-		if held == r.Version {
+		if r := set.Get(n); sameVersion(w.held[n], r) {
 			resources = append(resources, r.HeartbeatSotW())
 		}
 	}

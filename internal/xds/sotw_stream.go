@@ -2,6 +2,7 @@ package xds
 
 import (
 	"strconv"
+	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
@@ -16,6 +17,17 @@ type sotwStream struct {
 	watches map[string]*watch
 }
 
+func newSotWStream(st *stream) *sotwStream {
+	s := &sotwStream{stream: st, watches: map[string]*watch{}}
+	st.holdings = func(url string) holdings {
+		if w := s.watches[url]; w != nil && w.started {
+			return w
+		}
+		return nil
+	}
+	return s
+}
+
 func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 	if err := st.identify(req.GetNode()); err != nil {
 		return err
@@ -26,7 +38,7 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 	}
 	w := st.watches[t.URL]
 	if w == nil {
-		w = &watch{typ: t}
+		w = newWatch(t)
 		st.watches[t.URL] = w
 	}
 	snap := st.snapshot()
@@ -40,33 +52,51 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 	case reqNACK:
 		st.onNACK(t, w.version, req.GetVersionInfo(), req.GetResponseNonce(), req.GetErrorDetail().GetMessage())
 	}
-	if owe && snap != nil {
-		return st.respond(w, snap)
+	if snap == nil {
+		return nil
+	}
+	if owe {
+		p := st.planner()
+		next, _ := w.plan(p, snap.Set(t.URL))
+		if err := st.respond(w, next, snap, p.now); err != nil {
+			return err
+		}
+		p.done(false)
+	}
+	if (kind == reqACK || kind == reqNACK) && st.holding {
+		// An answer may release what was held back for it.
+		return st.onFleet()
 	}
 	return nil
 }
 
-// onFleet sends, in make-before-break order, every type whose subscribed
-// content changed.
+// onFleet brings the client toward the newest snapshot: in make-before-break
+// order, every type whose planned content changed.
 func (st *sotwStream) onFleet() error {
 	snap := st.snapshot()
 	if snap == nil {
 		return nil
 	}
+	p := st.planner()
 	for _, t := range st.srv.opts.Registry.Ranked() {
 		w := st.watches[t.URL]
-		if w == nil || !w.changedSince(snap) {
+		if w == nil || !w.started {
 			continue
 		}
-		if err := st.respond(w, snap); err != nil {
+		next, changed := w.plan(p, snap.Set(t.URL))
+		if !changed {
+			continue
+		}
+		if err := st.respond(w, next, snap, p.now); err != nil {
 			return err
 		}
 	}
+	p.done(true)
 	return nil
 }
 
-func (st *sotwStream) respond(w *watch, snap *snapshot.Snapshot) error {
-	resp := w.response(snap, st.nextNonce(), st.ttl && st.wrap)
+func (st *sotwStream) respond(w *watch, next map[string]*snapshot.Resource, snap *snapshot.Snapshot, now time.Time) error {
+	resp := w.response(next, snap.Set(w.typ.URL), st.nextNonce(), st.ttl && st.wrap, now)
 	resp.ControlPlane = st.srv.cp
 	if err := st.send(resp); err != nil {
 		return err
@@ -102,7 +132,7 @@ func (st *sotwStream) onHeartbeat() error {
 			continue
 		}
 		nonce := strconv.FormatUint(st.nonces+1, 10)
-		resp := w.heartbeat(snap, nonce)
+		resp := w.heartbeat(snap.Set(t.URL), nonce)
 		if resp == nil {
 			continue
 		}

@@ -585,9 +585,14 @@ func TestSotW(t *testing.T) {
 		e.srv.Publish(t, xdstest.Cluster("a"), xdstest.Cluster("b"), xdstest.Cluster("c"),
 			xdstest.Endpoints("a", 1), xdstest.Endpoints("b", 2), xdstest.Endpoints("c", 3),
 			xdstest.APIListener("l1", "r1"), xdstest.APIListener("l9", "r1"), xdstest.Route("r1", "c"))
+		// The client ACKs each response as it comes, as Envoy does; the
+		// route waits for the ACKs of the cluster it now names.
+		subs := map[string][]string{lds: nil, rds: {"r1"}, cds: nil, eds: {"a", "b", "c"}}
 		var order []string
 		for range 4 {
-			order = append(order, s.Recv().TypeUrl)
+			r := s.Recv()
+			order = append(order, r.TypeUrl)
+			s.Request(r.TypeUrl, subs[r.TypeUrl]...)
 		}
 		if want := []string{cds, eds, lds, rds}; !slices.Equal(order, want) {
 			t.Fatalf("push order %v, want %v", order, want)
@@ -651,6 +656,9 @@ func TestSotW(t *testing.T) {
 			xdstest.Endpoints("a", 1001), xdstest.Endpoints("b", 1002), xdstest.Endpoints("canary", 1003),
 			xdstest.APIListener("l1", "r1"), xdstest.Route("r1", "canary"))
 		wantNames(t, s.RecvType(cds), "a", "b", "canary")
+		// Not before the client has the cluster.
+		s.ExpectSilence()
+		s.Request(cds)
 		wantNames(t, s.RecvType(rds), "r1")
 	})
 

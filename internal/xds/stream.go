@@ -39,6 +39,34 @@ type stream struct {
 	// nacks remembers the (type, version) pairs already logged as NACKed,
 	// so a client repeating a NACK does not flood the log.
 	nacks map[[2]string]bool
+
+	// holdings returns a type's state on this stream, nil if the client
+	// has not asked for the type here.
+	holdings func(typeURL string) holdings
+	// holding is set while something is held back for make-before-break;
+	// holdSince is when a hold for a slow client began, for its bound.
+	holding   bool
+	holdSince time.Time
+	wake      *time.Timer
+	wakeC     <-chan time.Time
+}
+
+// wakeAt arms the stream's one-shot timer to plan again at t (zero: never).
+func (st *stream) wakeAt(t time.Time) {
+	if st.wake != nil {
+		st.wake.Stop()
+	}
+	if t.IsZero() {
+		st.wakeC = nil
+		return
+	}
+	d := max(time.Until(t), 0)
+	if st.wake == nil {
+		st.wake = time.NewTimer(d)
+	} else {
+		st.wake.Reset(d)
+	}
+	st.wakeC = st.wake.C
 }
 
 // serve runs one stream of either variant until it ends.
@@ -60,12 +88,13 @@ func (s *Server) serve(gs grpc.ServerStream, typeURL string, delta bool) error {
 
 	var err error
 	if delta {
-		d := &deltaStream{stream: st, watches: map[string]*deltaWatch{}}
+		d := newDeltaStream(st)
 		err = run(ctx, st, notify, d.onRequest, d.onFleet, d.onHeartbeat)
 	} else {
-		w := &sotwStream{stream: st, watches: map[string]*watch{}}
+		w := newSotWStream(st)
 		err = run(ctx, st, notify, w.onRequest, w.onFleet, w.onHeartbeat)
 	}
+	st.wakeAt(time.Time{})
 	if st.node != nil {
 		detail := ""
 		if err != nil {
@@ -129,6 +158,12 @@ func run[Req any, P interface {
 			hb.arm(st.heartbeatInterval())
 		case <-hb.c:
 			if err := onHeartbeat(); err != nil {
+				return err
+			}
+		case <-st.wakeC:
+			// A hold for a slow client reached its bound.
+			st.wakeC = nil
+			if err := onFleet(); err != nil {
 				return err
 			}
 		case err := <-recvErr:

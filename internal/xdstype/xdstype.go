@@ -65,6 +65,12 @@ type Type struct {
 	Rank int
 	// Sensitive marks types whose payloads must be redacted in dumps.
 	Sensitive bool
+	// MustPrecede is set for types whose resources are used by name
+	// without warming: a route or TCP proxy naming a cluster sends traffic
+	// to it at once, while a cluster waits for its assignment and a
+	// listener for its routes and secrets. A resource of this type must
+	// reach a client before anything naming it, and leave after (X39).
+	MustPrecede bool
 
 	// Service is the full gRPC service name serving the type on its own
 	// stream; SotWMethod and DeltaMethod are its streaming methods ("" when
@@ -114,7 +120,7 @@ func New() *Registry {
 			Service: "envoy.service.secret.v3.SecretDiscoveryService", SotWMethod: "StreamSecrets", DeltaMethod: "DeltaSecrets",
 		},
 		{
-			URL: ClusterURL, Kind: "Cluster", Abbrev: "CDS", Rank: 2, Wildcard: true, FullState: true,
+			URL: ClusterURL, Kind: "Cluster", Abbrev: "CDS", Rank: 2, Wildcard: true, FullState: true, MustPrecede: true,
 			New: func() proto.Message { return &clusterv3.Cluster{} }, Refs: clusterRefs,
 			Service: "envoy.service.cluster.v3.ClusterDiscoveryService", SotWMethod: "StreamClusters", DeltaMethod: "DeltaClusters",
 		},

@@ -1,0 +1,183 @@
+package xds
+
+import (
+	"time"
+
+	"github.com/pylon-xds/pylon/internal/snapshot"
+)
+
+// ledger is what a stream's client holds of one type, per resource: as last
+// sent, and as ACKed. Make-before-break decisions read it: a route waits
+// until the clusters it names are ACKed, a cluster leaves only once nothing
+// the client holds names it.
+type ledger struct {
+	// held is what the client was sent (or said it had); a nil value, in
+	// delta, means it was told the resource does not exist.
+	held  map[string]*snapshot.Resource
+	acked map[string]*snapshot.Resource
+	// nacked holds the versions the client rejected; what names them waits
+	// until the config changes.
+	nacked map[string]*snapshot.Resource
+	// inflight is when the oldest response not yet ACKed or NACKed was
+	// sent; zero when none is.
+	inflight time.Time
+}
+
+func newLedger() ledger {
+	return ledger{
+		held:   map[string]*snapshot.Resource{},
+		acked:  map[string]*snapshot.Resource{},
+		nacked: map[string]*snapshot.Resource{},
+	}
+}
+
+// holdings is one type's state on a stream, as the planner sees it.
+type holdings interface {
+	book() *ledger
+	// covers reports whether the client's subscription includes name.
+	covers(name string) bool
+}
+
+func sameVersion(a, b *snapshot.Resource) bool {
+	return a != nil && b != nil && a.Version == b.Version
+}
+
+// planner decides, for one pass over a stream's types, what may be sent
+// now. Its caches live for one pass.
+type planner struct {
+	st  *stream
+	now time.Time
+	// refs caches, per type URL, the names that something the client holds
+	// (sent or ACKed) refers to.
+	refs map[string]map[string]bool
+	// held is set when the pass kept something back for a slow client,
+	// rejected when for a NACK, which only a config change resolves, and
+	// waiting when a removal waits for the client to drop what names it.
+	held, rejected, waiting bool
+}
+
+func (st *stream) planner() *planner {
+	return &planner{st: st, now: time.Now(), refs: map[string]map[string]bool{}}
+}
+
+// mustWait reports whether r has to wait before it is sent: it names a
+// resource of a type that must precede it (a cluster), the client
+// subscribes to that resource, and the client does not have it yet. A
+// client that does not subscribe to it learns of it from r (as gRPC learns
+// clusters from routes), so r is never held for it.
+func (p *planner) mustWait(r *snapshot.Resource) bool {
+	wait, rejected := false, false
+	for _, ref := range r.Refs {
+		t := p.st.srv.opts.Registry.Lookup(ref.TypeURL)
+		if t == nil || !t.MustPrecede {
+			continue
+		}
+		h := p.st.holdings(ref.TypeURL)
+		if h == nil || !h.covers(ref.Name) {
+			continue
+		}
+		ok, nacked := p.arrived(h.book(), ref.Name)
+		wait = wait || !ok
+		rejected = rejected || nacked
+	}
+	switch {
+	case !wait:
+		return false
+	case rejected:
+		// The client rejected what r needs: r waits for a config change.
+		p.rejected = true
+		return true
+	}
+	// A slow client may hold things back only for a while: past the bound,
+	// the stream moves on rather than stall.
+	if since := p.st.holdSince; !since.IsZero() && p.now.Sub(since) >= p.st.srv.holdTimeout {
+		return false
+	}
+	p.held = true
+	return true
+}
+
+// arrived reports whether the client has ACKed the named resource and what
+// that resource waits for in turn (a cluster's assignment), and whether a
+// rejected version is what is missing.
+func (p *planner) arrived(l *ledger, name string) (ok, nacked bool) {
+	a := l.acked[name]
+	if a == nil {
+		return false, l.nacked[name] != nil
+	}
+	for _, ref := range a.Refs {
+		h := p.st.holdings(ref.TypeURL)
+		if h == nil {
+			continue
+		}
+		if dl := h.book(); dl.acked[ref.Name] == nil {
+			return false, dl.nacked[ref.Name] != nil
+		}
+	}
+	return true, false
+}
+
+// keep reports whether a resource gone from the snapshot must stay with the
+// client for now: something the client holds or was sent still names it
+// (make-before-break). The client's ACK of the change that stops naming it
+// lets it go.
+func (p *planner) keep(typeURL, name string) bool {
+	if p.referenced(typeURL, name) {
+		p.waiting = true
+		return true
+	}
+	return false
+}
+
+// referenced reports whether anything the client holds or was sent names
+// the resource.
+func (p *planner) referenced(typeURL, name string) bool {
+	set, ok := p.refs[typeURL]
+	if !ok {
+		set = map[string]bool{}
+		for _, t := range p.st.srv.opts.Registry.Ranked() {
+			h := p.st.holdings(t.URL)
+			if h == nil {
+				continue
+			}
+			l := h.book()
+			for _, m := range []map[string]*snapshot.Resource{l.held, l.acked} {
+				for _, r := range m {
+					if r == nil {
+						continue
+					}
+					for _, ref := range r.Refs {
+						if ref.TypeURL == typeURL {
+							set[ref.Name] = true
+						}
+					}
+				}
+			}
+		}
+		p.refs[typeURL] = set
+	}
+	return set[name]
+}
+
+// done records the outcome on the stream: whether something is held back
+// (so that the client's next ACK plans again), when a bounded hold began,
+// and when to look again once the bound will release it. A full pass over
+// every type replaces the previous outcome; a partial one (a response to a
+// request) can only add to it.
+func (p *planner) done(full bool) {
+	st := p.st
+	if full {
+		st.holding = false
+		if !p.held {
+			st.holdSince = time.Time{}
+			st.wakeAt(time.Time{})
+		}
+	}
+	st.holding = st.holding || p.held || p.rejected || p.waiting
+	if p.held {
+		if st.holdSince.IsZero() {
+			st.holdSince = p.now
+		}
+		st.wakeAt(st.holdSince.Add(st.srv.holdTimeout))
+	}
+}
