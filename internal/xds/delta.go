@@ -171,7 +171,10 @@ func (w *deltaWatch) plan(p *planner, set *snapshot.Set, notFound, ttl bool) (re
 		_, named := w.names[n]
 		switch {
 		case r != nil:
-			if forced || (!sameVersion(cur, r) && !p.mustWait(r)) {
+			// A name just subscribed is answered even if the client seems
+			// to hold it (X29), but like any other it waits while what it
+			// names has not reached the client.
+			if (forced || !sameVersion(cur, r)) && !p.mustWait(r) {
 				resources = append(resources, r.ForDelta(ttl))
 				changes = append(changes, change{n, r})
 			}
@@ -216,6 +219,7 @@ func (w *deltaWatch) heartbeats(set *snapshot.Set) []*discoveryv3.Resource {
 // sentResponse records what a response gave the client.
 func (w *deltaWatch) sentResponse(nonce, version string, changes []change, now time.Time) {
 	for _, c := range changes {
+		w.moving[c.name]++
 		if _, named := w.names[c.name]; c.r == nil && !named {
 			delete(w.held, c.name)
 			continue
@@ -230,11 +234,21 @@ func (w *deltaWatch) sentResponse(nonce, version string, changes []change, now t
 				oldest = n
 			}
 		}
+		w.settle(w.pending[oldest])
 		delete(w.pending, oldest)
 	}
 	w.pending[nonce] = deltaSent{at: now, version: version, changes: changes}
 	if w.inflight.IsZero() {
 		w.inflight = now
+	}
+}
+
+// settle takes a response's changes off the in-flight counts.
+func (w *deltaWatch) settle(rec deltaSent) {
+	for _, c := range rec.changes {
+		if w.moving[c.name]--; w.moving[c.name] <= 0 {
+			delete(w.moving, c.name)
+		}
 	}
 }
 
@@ -249,7 +263,12 @@ func (w *deltaWatch) answered(nonce string, nack bool) string {
 		return ""
 	}
 	delete(w.pending, nonce)
+	w.settle(rec)
 	for _, c := range rec.changes {
+		if !w.covers(c.name) {
+			// Unsubscribed since: the client dropped it.
+			continue
+		}
 		switch {
 		case nack:
 			if c.r != nil {

@@ -18,6 +18,11 @@ type ledger struct {
 	// nacked holds the versions the client rejected; what names them waits
 	// until the config changes.
 	nacked map[string]*snapshot.Resource
+	// moving counts, per name, the responses not yet answered that change
+	// it. A resource has arrived only when nothing about it is in flight:
+	// a removal on its way followed by a re-add leaves an Envoy with a new,
+	// cold cluster, whatever the versions say.
+	moving map[string]int
 	// inflight is when the oldest response not yet ACKed or NACKed was
 	// sent; zero when none is.
 	inflight time.Time
@@ -28,6 +33,7 @@ func newLedger() ledger {
 		held:   map[string]*snapshot.Resource{},
 		acked:  map[string]*snapshot.Resource{},
 		nacked: map[string]*snapshot.Resource{},
+		moving: map[string]int{},
 	}
 }
 
@@ -102,7 +108,7 @@ func (p *planner) mustWait(r *snapshot.Resource) bool {
 // rejected version is what is missing.
 func (p *planner) arrived(l *ledger, name string) (ok, nacked bool) {
 	a := l.acked[name]
-	if a == nil {
+	if a == nil || l.moving[name] > 0 {
 		return false, l.nacked[name] != nil
 	}
 	for _, ref := range a.Refs {
@@ -110,7 +116,7 @@ func (p *planner) arrived(l *ledger, name string) (ok, nacked bool) {
 		if h == nil {
 			continue
 		}
-		if dl := h.book(); dl.acked[ref.Name] == nil {
+		if dl := h.book(); dl.acked[ref.Name] == nil || dl.moving[ref.Name] > 0 {
 			return false, dl.nacked[ref.Name] != nil
 		}
 	}

@@ -28,8 +28,7 @@ type watch struct {
 	legacyWildcard bool                // wildcard by an empty first request, not by "*"
 	names          map[string]struct{} // explicit names, never "*"
 	// force holds names just added to the subscription: the response to
-	// the request that added them carries them even if unchanged (X17) and
-	// without holding them back (a client asking must get an answer).
+	// the request that added them carries them even if unchanged (X17).
 	force map[string]struct{}
 
 	// ledger: held is the content of the latest response, complete for the
@@ -92,11 +91,14 @@ func (w *watch) onRequest(req *discoveryv3.DiscoveryRequest, snap *snapshot.Snap
 			}
 		}
 		w.inflight = time.Time{}
+		clear(w.moving)
 	default:
 		kind = reqACK
 		w.acked = w.held
 		clear(w.nacked)
 		w.inflight = time.Time{}
+		// The latest response answers for every earlier one.
+		clear(w.moving)
 	}
 
 	first := !w.started
@@ -159,6 +161,17 @@ func (w *watch) subscribe(names []string, first bool) (added []string, changed b
 	}
 	w.wildcard, w.legacyWildcard = wildcard, legacy
 	w.names = next
+	if changed {
+		// The client drops what it no longer subscribes to, so it no longer
+		// holds or has ACKed it (held and acked may be one map).
+		for _, m := range []map[string]*snapshot.Resource{w.held, w.acked} {
+			for n := range m {
+				if !w.covers(n) {
+					delete(m, n)
+				}
+			}
+		}
+	}
 	return added, changed
 }
 
@@ -203,7 +216,9 @@ func (w *watch) plan(p *planner, set *snapshot.Set) (next map[string]*snapshot.R
 			if cur != nil && w.typ.FullState && p.keep(w.typ.URL, n) {
 				next[n] = cur
 			}
-		case sameVersion(cur, r) || forced || !p.mustWait(r):
+		case sameVersion(cur, r) && !forced:
+			next[n] = r
+		case !p.mustWait(r):
 			next[n] = r
 		case cur != nil:
 			next[n] = cur
@@ -262,6 +277,16 @@ func (w *watch) response(next map[string]*snapshot.Resource, set *snapshot.Set, 
 			h.Write([]byte(n + "\x00" + next[n].Version + "\x00"))
 		}
 		version = "partial-" + hex.EncodeToString(h.Sum(nil))
+	}
+	for n, r := range next {
+		if !sameVersion(w.held[n], r) {
+			w.moving[n]++
+		}
+	}
+	for n := range w.held {
+		if next[n] == nil {
+			w.moving[n]++
+		}
 	}
 	w.held = next
 	clear(w.force)

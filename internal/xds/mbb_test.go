@@ -1,0 +1,297 @@
+package xds_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pylon-xds/pylon/internal/xds"
+	"github.com/pylon-xds/pylon/internal/xds/xdstest"
+)
+
+// routeTable is a route configuration sending each prefix to a cluster, in
+// the order given (longest prefixes first is the caller's business).
+func routeTable(name string, prefixes ...string) *routev3.RouteConfiguration {
+	vh := &routev3.VirtualHost{Name: name, Domains: []string{"*"}}
+	for i := 0; i+1 < len(prefixes); i += 2 {
+		vh.Routes = append(vh.Routes, &routev3.Route{
+			Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: prefixes[i]}},
+			Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: prefixes[i+1]}}},
+		})
+	}
+	return &routev3.RouteConfiguration{Name: name, VirtualHosts: []*routev3.VirtualHost{vh}}
+}
+
+// ingress is an Envoy listener on a port using route configuration route.
+func ingress(name, route string, port uint32) *listenerv3.Listener {
+	return &listenerv3.Listener{
+		Name: name,
+		Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+			Address: "127.0.0.1", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
+		}}},
+		FilterChains: []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{{
+			Name: "hcm", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: xdstest.HCM(route)},
+		}}}},
+	}
+}
+
+// payments is the seeds' scenario: /pay goes to payments-v1 or, after the
+// change, to payments-v2, and v1 is retired, all in one config change.
+func payments(version int) []any {
+	v := fmt.Sprintf("payments-v%d", version)
+	return []any{
+		xdstest.Cluster("web"), xdstest.Endpoints("web", 8080),
+		xdstest.Cluster(v), xdstest.Endpoints(v, uint32(9000+version)),
+		ingress("ingress", "routes", 10000),
+		routeTable("routes", "/pay", v, "/", "web"),
+	}
+}
+
+func startMBB(t *testing.T, hold time.Duration) *env {
+	t.Helper()
+	rec := newRecorder()
+	srv := xdstest.Start(t, xds.Options{Observer: rec, HoldTimeout: hold})
+	return &env{srv: srv, conn: xdstest.Dial(t, srv.Addr), rec: rec}
+}
+
+func noViolations(t *testing.T, p *xdstest.Proxy) {
+	t.Helper()
+	if len(p.Violations) > 0 {
+		t.Fatalf("%d invariant violations, first: %s", len(p.Violations), strings.Join(p.Violations[:min(5, len(p.Violations))], "\n"))
+	}
+}
+
+func wantRoute(t *testing.T, p *xdstest.Proxy, clusters ...string) {
+	t.Helper()
+	if got := p.RouteTargets()["routes"]; !slices.Equal(got, clusters) {
+		t.Fatalf("route names %v, want %v", got, clusters)
+	}
+}
+
+func wantClusters(t *testing.T, p *xdstest.Proxy, names ...string) {
+	t.Helper()
+	var got []string
+	for n := range p.Clusters {
+		got = append(got, n)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, names) {
+		t.Fatalf("proxy holds clusters %v, want %v", got, names)
+	}
+}
+
+func variants(t *testing.T, f func(t *testing.T, delta bool)) {
+	t.Run("sotw", func(t *testing.T) { f(t, false) })
+	t.Run("delta", func(t *testing.T) { f(t, true) })
+}
+
+func TestMakeBeforeBreak(t *testing.T) {
+	t.Run("X37_X39_payments_shift_and_retire", func(t *testing.T) {
+		variants(t, func(t *testing.T, delta bool) {
+			e := startMBB(t, 0)
+			e.srv.Publish(t, payments(1)...)
+			p := xdstest.NewProxy(t, e.conn, "envoy", delta)
+			p.Settle()
+			wantRoute(t, p, "payments-v1", "web")
+			e.srv.Publish(t, payments(2)...)
+			p.Settle()
+			noViolations(t, p)
+			wantRoute(t, p, "payments-v2", "web")
+			wantClusters(t, p, "payments-v2", "web")
+		})
+	})
+
+	t.Run("slow_ack_holds_the_route", func(t *testing.T) {
+		variants(t, func(t *testing.T, delta bool) {
+			e := startMBB(t, time.Minute)
+			e.srv.Publish(t, payments(1)...)
+			p := xdstest.NewProxy(t, e.conn, "envoy", delta)
+			p.Settle()
+			p.Slow[cds] = true
+			e.srv.Publish(t, payments(2)...)
+			p.Settle()
+			noViolations(t, p)
+			// The proxy has payments-v2 but has not ACKed it: the route
+			// still sends /pay to v1, which stays.
+			wantRoute(t, p, "payments-v1", "web")
+			wantClusters(t, p, "payments-v1", "payments-v2", "web")
+			p.ReleaseACKs()
+			p.Settle()
+			noViolations(t, p)
+			wantRoute(t, p, "payments-v2", "web")
+			wantClusters(t, p, "payments-v2", "web")
+		})
+	})
+
+	t.Run("hold_is_bounded", func(t *testing.T) {
+		variants(t, func(t *testing.T, delta bool) {
+			e := startMBB(t, 100*time.Millisecond)
+			e.srv.Publish(t, payments(1)...)
+			p := xdstest.NewProxy(t, e.conn, "envoy", delta)
+			p.Settle()
+			p.Slow[cds] = true // and it never ACKs clusters again
+			e.srv.Publish(t, payments(2)...)
+			for range 100 {
+				if slices.Equal(p.RouteTargets()["routes"], []string{"payments-v2", "web"}) {
+					break
+				}
+				p.Step()
+			}
+			noViolations(t, p)
+			wantRoute(t, p, "payments-v2", "web")
+		})
+	})
+
+	t.Run("nacked_cluster_holds_its_dependents", func(t *testing.T) {
+		variants(t, func(t *testing.T, delta bool) {
+			e := startMBB(t, 100*time.Millisecond)
+			e.srv.Publish(t, payments(1)...)
+			p := xdstest.NewProxy(t, e.conn, "envoy", delta)
+			p.Settle()
+			bad := int64(1)
+			p.Reject = func(m proto.Message) string {
+				if c, ok := m.(*clusterv3.Cluster); ok && c.Name == "payments-v2" && c.ConnectTimeout.GetSeconds() == bad {
+					return "payments-v2: rejected by the proxy"
+				}
+				return ""
+			}
+			e.srv.Publish(t, payments(2)...)
+			p.Settle()
+			// Past the hold bound too: a rejected dependency holds the route
+			// until the config changes, and v1 stays.
+			time.Sleep(200 * time.Millisecond) // let the 100ms bound pass; nothing may change
+			p.Settle()
+			noViolations(t, p)
+			wantRoute(t, p, "payments-v1", "web")
+			wantClusters(t, p, "payments-v1", "web")
+			ev := e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.RequestNACK && ev.TypeURL == cds })
+			if !strings.Contains(ev.Detail, "payments-v2") {
+				t.Fatalf("NACK detail %q", ev.Detail)
+			}
+			// A fixed payments-v2 is accepted and the shift completes.
+			world := payments(2)
+			world[2].(*clusterv3.Cluster).ConnectTimeout.Seconds = 2
+			e.srv.Publish(t, world...)
+			p.Settle()
+			noViolations(t, p)
+			wantRoute(t, p, "payments-v2", "web")
+			wantClusters(t, p, "payments-v2", "web")
+		})
+	})
+
+	t.Run("property_random_changes", func(t *testing.T) {
+		variants(t, func(t *testing.T, delta bool) {
+			for seed := uint64(1); seed <= 8; seed++ {
+				t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+					randomChanges(t, seed, delta)
+				})
+			}
+		})
+	})
+}
+
+// randomWorld is a consistent config drawn at random: some of six EDS
+// clusters (with random versions), one or two listeners, and routes sending
+// prefixes to random clusters of the world.
+func randomWorld(rng *rand.Rand) []any {
+	var clusters []string
+	var out []any
+	for i := range 6 {
+		if rng.IntN(2) == 0 {
+			continue
+		}
+		n := fmt.Sprintf("c%d", i)
+		c := xdstest.Cluster(n)
+		c.ConnectTimeout.Seconds = int64(1 + rng.IntN(3))
+		out = append(out, c, xdstest.Endpoints(n, uint32(1000+rng.IntN(3))))
+		clusters = append(clusters, n)
+	}
+	if len(clusters) == 0 {
+		out = append(out, xdstest.Cluster("c0"), xdstest.Endpoints("c0", 1000))
+		clusters = []string{"c0"}
+	}
+	table := func(name string) *routev3.RouteConfiguration {
+		var prefixes []string
+		for j := range 1 + rng.IntN(3) {
+			prefixes = append(prefixes, fmt.Sprintf("/p%d", j), clusters[rng.IntN(len(clusters))])
+		}
+		return routeTable(name, prefixes...)
+	}
+	out = append(out, ingress("l0", "r0", 10000), table("r0"))
+	if rng.IntN(2) == 0 {
+		out = append(out, ingress("l1", "r1", 10001), table("r1"))
+	}
+	return out
+}
+
+// randomChanges publishes a run of random worlds while the proxy reads at
+// its own pace, some of them before it has caught up, and checks the
+// invariants after every message.
+func randomChanges(t *testing.T, seed uint64, delta bool) {
+	rng := rand.New(rand.NewPCG(seed, 0))
+	e := startMBB(t, time.Minute)
+	world := randomWorld(rng)
+	e.srv.Publish(t, world...)
+	p := xdstest.NewProxy(t, e.conn, "envoy", delta)
+	p.Trace = func(s string) { t.Log(s) }
+	p.Settle()
+	for range 25 {
+		world = randomWorld(rng)
+		e.srv.Publish(t, world...)
+		t.Logf("published %v", summary(world))
+		switch rng.IntN(3) {
+		case 0:
+			p.Settle()
+		case 1:
+			for range rng.IntN(4) {
+				p.StepIfReady()
+			}
+		}
+		noViolations(t, p)
+	}
+	p.Settle()
+	noViolations(t, p)
+	// Settled on the last world: exactly its clusters and routes.
+	want := xdstest.Snapshot(t, e.srv.Registry, world...)
+	var clusters []string
+	for n := range p.Clusters {
+		clusters = append(clusters, n)
+	}
+	slices.Sort(clusters)
+	if !slices.Equal(clusters, want.Set(cds).Names()) {
+		t.Fatalf("settled with clusters %v, want %v", clusters, want.Set(cds).Names())
+	}
+	for n, rc := range p.Routes {
+		if !proto.Equal(rc, want.Set(rds).Get(n).Message) {
+			t.Fatalf("route %s differs from the last world", n)
+		}
+	}
+}
+
+func summary(world []any) string {
+	var b strings.Builder
+	for _, m := range world {
+		switch v := m.(type) {
+		case *clusterv3.Cluster:
+			fmt.Fprintf(&b, "C:%s/%d ", v.Name, v.ConnectTimeout.Seconds)
+		case *routev3.RouteConfiguration:
+			fmt.Fprintf(&b, "R:%s->", v.Name)
+			for _, r := range v.VirtualHosts[0].Routes {
+				fmt.Fprintf(&b, "%s,", r.GetRoute().GetCluster())
+			}
+			b.WriteString(" ")
+		case *listenerv3.Listener:
+			fmt.Fprintf(&b, "L:%s ", v.Name)
+		}
+	}
+	return b.String()
+}
