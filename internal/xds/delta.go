@@ -76,6 +76,7 @@ func (w *deltaWatch) subscribe(req *discoveryv3.DeltaDiscoveryRequest) (owe bool
 		for n, v := range req.GetInitialResourceVersions() {
 			r := &snapshot.Resource{Name: n, Version: v}
 			w.held[n], w.acked[n] = r, r
+			w.synced = true
 		}
 		if len(req.GetResourceNamesSubscribe()) == 0 && w.typ.Wildcard {
 			// The legacy wildcard: an empty first request for a wildcard
@@ -264,6 +265,7 @@ func (w *deltaWatch) answered(nonce string, nack bool) string {
 	}
 	delete(w.pending, nonce)
 	w.settle(rec)
+	w.synced = true
 	for _, c := range rec.changes {
 		if !w.covers(c.name) {
 			// Unsubscribed since: the client dropped it.

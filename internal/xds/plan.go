@@ -26,6 +26,10 @@ type ledger struct {
 	// inflight is when the oldest response not yet ACKed or NACKed was
 	// sent; zero when none is.
 	inflight time.Time
+	// synced is set once the client has ACKed or NACKed a response of
+	// the type: before that it is still fetching its initial config, and
+	// nothing is held back for it.
+	synced bool
 }
 
 func newLedger() ledger {
@@ -79,7 +83,10 @@ func (p *planner) mustWait(r *snapshot.Resource) bool {
 			continue
 		}
 		h := p.st.holdings(ref.TypeURL)
-		if h == nil || !h.covers(ref.Name) {
+		if h == nil || !h.covers(ref.Name) || !h.book().synced {
+			// Never held for a resource the client does not subscribe to,
+			// nor while it fetches its first config: on first connect every
+			// request is answered at once.
 			continue
 		}
 		ok, nacked := p.arrived(h.book(), ref.Name)

@@ -92,6 +92,7 @@ func (w *watch) onRequest(req *discoveryv3.DiscoveryRequest, snap *snapshot.Snap
 		}
 		w.inflight = time.Time{}
 		clear(w.moving)
+		w.synced = true
 	default:
 		kind = reqACK
 		w.acked = w.held
@@ -99,6 +100,7 @@ func (w *watch) onRequest(req *discoveryv3.DiscoveryRequest, snap *snapshot.Snap
 		w.inflight = time.Time{}
 		// The latest response answers for every earlier one.
 		clear(w.moving)
+		w.synced = true
 	}
 
 	first := !w.started
