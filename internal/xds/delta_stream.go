@@ -21,7 +21,7 @@ func newDeltaStream(st *stream) *deltaStream {
 		if w := d.watches[url]; w != nil && w.started {
 			return w
 		}
-		return nil
+		return st.others(url)
 	}
 	return d
 }
@@ -53,6 +53,7 @@ func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
 		}
 	}
 	owe := w.subscribe(req)
+	st.publishView(&w.ledger, w.wildcard, w.names)
 	snap := st.snapshot()
 	if snap == nil {
 		return nil

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
+	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
 // routeTable is a route configuration sending each prefix to a cluster, in
@@ -294,4 +295,93 @@ func summary(world []any) string {
 		}
 	}
 	return b.String()
+}
+
+// Per-type streams of one node coordinate: the RDS stream holds a route until
+// the node's CDS stream has ACKed the cluster it names (and the EDS stream
+// its assignment).
+func TestMakeBeforeBreakPerTypeStreams(t *testing.T) {
+	world := func(v int) []any { return append(payments(v), routeTable("other", "/", "web")) }
+	routeTargets := func(t *testing.T, rc proto.Message) []string { return xdstest.Refs(rc) }
+
+	t.Run("sotw", func(t *testing.T) {
+		e := startMBB(t, time.Minute)
+		reg := e.srv.Registry
+		e.srv.Publish(t, world(1)...)
+		node := xdstest.Node("split")
+		c := xdstest.OpenType(t, e.conn, reg.Lookup(cds), node)
+		c.Request(cds)
+		c.RecvType(cds)
+		c.Request(cds)
+		ep := xdstest.OpenType(t, e.conn, reg.Lookup(eds), node)
+		ep.Request(eds, "payments-v1", "web")
+		ep.RecvType(eds)
+		ep.Request(eds, "payments-v1", "web")
+		rt := xdstest.OpenType(t, e.conn, reg.Lookup(rds), node)
+		rt.Request(rds, "routes")
+		rt.RecvType(rds)
+		rt.Request(rds, "routes")
+
+		e.srv.Publish(t, world(2)...)
+		cr := c.RecvType(cds)
+		wantNames(t, cr, "payments-v1", "payments-v2", "web")
+		// Ask the route stream for one more route: its answer shows that
+		// "routes" is still the v1 layout, held for the CDS stream's ACK.
+		rt.Request(rds, "routes", "other")
+		r := rt.RecvType(rds)
+		for _, a := range r.Resources {
+			m, _ := a.UnmarshalNew()
+			if xdstype.NameOf(m) == "routes" && !slices.Contains(routeTargets(t, m), "payments-v1") {
+				t.Fatalf("route shifted to %v before the node's CDS stream ACKed payments-v2", routeTargets(t, m))
+			}
+		}
+		rt.Request(rds, "routes", "other")
+		c.ACK(cr)
+		ep.Request(eds, "payments-v1", "payments-v2", "web")
+		ep.RecvType(eds)
+		ep.Request(eds, "payments-v1", "payments-v2", "web")
+		r = rt.RecvType(rds)
+		var shifted bool
+		for _, a := range r.Resources {
+			m, _ := a.UnmarshalNew()
+			if xdstype.NameOf(m) == "routes" {
+				shifted = slices.Contains(routeTargets(t, m), "payments-v2")
+			}
+		}
+		if !shifted {
+			t.Fatal("route did not shift once the cluster and its assignment were ACKed")
+		}
+	})
+
+	t.Run("delta", func(t *testing.T) {
+		e := startMBB(t, time.Minute)
+		reg := e.srv.Registry
+		e.srv.Publish(t, world(1)...)
+		node := xdstest.Node("split-delta")
+		c := xdstest.OpenDeltaType(t, e.conn, reg.Lookup(cds), node)
+		c.Subscribe(cds)
+		c.ACK(c.RecvType(cds))
+		ep := xdstest.OpenDeltaType(t, e.conn, reg.Lookup(eds), node)
+		ep.Subscribe(eds, "payments-v1", "web")
+		ep.ACK(ep.RecvType(eds))
+		rt := xdstest.OpenDeltaType(t, e.conn, reg.Lookup(rds), node)
+		rt.Subscribe(rds, "routes")
+		rt.ACK(rt.RecvType(rds))
+
+		e.srv.Publish(t, world(2)...)
+		cr := c.RecvType(cds)
+		wantDelta(t, cr, []string{"payments-v2"}, nil)
+		// The route stream answers a new subscription but keeps "routes".
+		rt.Subscribe(rds, "other")
+		wantDelta(t, rt.RecvType(rds), []string{"other"}, nil)
+		c.ACK(cr)
+		ep.Subscribe(eds, "payments-v2")
+		ep.ACK(ep.RecvType(eds))
+		r := rt.RecvType(rds)
+		wantDelta(t, r, []string{"routes"}, nil)
+		m, _ := r.Resources[0].Resource.UnmarshalNew()
+		if !slices.Contains(routeTargets(t, m), "payments-v2") {
+			t.Fatalf("route names %v", routeTargets(t, m))
+		}
+	})
 }

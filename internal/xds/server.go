@@ -57,6 +57,7 @@ type Server struct {
 	log         *slog.Logger
 	obs         Observer
 	holdTimeout time.Duration
+	board       *board
 	// life ends every stream when cancelled by Shutdown.
 	life context.Context
 	stop context.CancelFunc
@@ -80,6 +81,7 @@ func New(opts Options) *Server {
 	}
 	return &Server{
 		holdTimeout: hold,
+		board:       newBoard(),
 		opts:        opts,
 		cp:          &corev3.ControlPlane{Identifier: opts.Identifier},
 		log:         log,

@@ -23,7 +23,7 @@ func newSotWStream(st *stream) *sotwStream {
 		if w := s.watches[url]; w != nil && w.started {
 			return w
 		}
-		return nil
+		return st.others(url)
 	}
 	return s
 }
@@ -52,6 +52,7 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 	case reqNACK:
 		st.onNACK(t, w.version, req.GetVersionInfo(), req.GetResponseNonce(), req.GetErrorDetail().GetMessage())
 	}
+	st.publishView(&w.ledger, w.wildcard, w.names)
 	if snap == nil {
 		return nil
 	}

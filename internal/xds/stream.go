@@ -49,6 +49,31 @@ type stream struct {
 	holdSince time.Time
 	wake      *time.Timer
 	wakeC     <-chan time.Time
+	// kick is woken when another per-type stream of the same node
+	// publishes what its client ACKed; leave unregisters from the board.
+	kick  chan struct{}
+	leave func()
+}
+
+// others returns what another per-type stream of this node publishes for
+// typeURL, for make-before-break across per-type streams, or nil.
+func (st *stream) others(typeURL string) holdings {
+	if st.typeURL == "" || st.node == nil {
+		return nil
+	}
+	if v := st.srv.board.lookup(st.node.GetId(), typeURL); v != nil {
+		return v
+	}
+	return nil
+}
+
+// publishView shares this per-type stream's ledger with the node's other
+// per-type streams after the client answered a response.
+func (st *stream) publishView(l *ledger, wildcard bool, names map[string]struct{}) {
+	if st.typeURL == "" || st.node == nil {
+		return
+	}
+	st.srv.board.publish(st.node.GetId(), st.typeURL, freeze(l, wildcard, names), st.kick)
 }
 
 // wakeAt arms the stream's one-shot timer to plan again at t (zero: never).
@@ -95,6 +120,9 @@ func (s *Server) serve(gs grpc.ServerStream, typeURL string, delta bool) error {
 		err = run(ctx, st, notify, w.onRequest, w.onFleet, w.onHeartbeat)
 	}
 	st.wakeAt(time.Time{})
+	if st.leave != nil {
+		st.leave()
+	}
 	if st.node != nil {
 		detail := ""
 		if err != nil {
@@ -134,7 +162,7 @@ func run[Req any, P interface {
 	for {
 		select {
 		case req := <-reqs:
-			if err := onRequest(req); err != nil {
+			if err := request(st, req, onRequest); err != nil {
 				return err
 			}
 			hb.arm(st.heartbeatInterval())
@@ -143,7 +171,7 @@ func run[Req any, P interface {
 		}
 		select {
 		case req := <-reqs:
-			if err := onRequest(req); err != nil {
+			if err := request(st, req, onRequest); err != nil {
 				return err
 			}
 			hb.arm(st.heartbeatInterval())
@@ -159,6 +187,14 @@ func run[Req any, P interface {
 		case <-hb.c:
 			if err := onHeartbeat(); err != nil {
 				return err
+			}
+		case <-st.kick:
+			// Another per-type stream of this node moved on: what was held
+			// back here for it may go now.
+			if st.holding {
+				if err := onFleet(); err != nil {
+					return err
+				}
 			}
 		case <-st.wakeC:
 			// A hold for a slow client reached its bound.
@@ -219,6 +255,15 @@ func (h *heartbeats) stop() {
 	h.t, h.c, h.every = nil, nil, 0
 }
 
+// request answers a request from the newest fleet: a publish this stream has
+// not handled yet is taken into account now, and its push (if any) follows.
+func request[P any](st *stream, req P, onRequest func(P) error) error {
+	if st.node != nil {
+		st.fleet = st.srv.opts.Fleets.Current()
+	}
+	return onRequest(req)
+}
+
 // identify takes the node from the stream's first request. The node is
 // guaranteed only there (X3) and then identifies the stream for good,
 // whatever later requests carry.
@@ -231,6 +276,10 @@ func (st *stream) identify(node *corev3.Node) error {
 	}
 	st.node = node
 	st.log = st.log.With("node", node.GetId())
+	if st.typeURL != "" {
+		st.kick = make(chan struct{}, 1)
+		st.leave = st.srv.board.join(node.GetId(), st.kick)
+	}
 	for _, f := range node.GetClientFeatures() {
 		switch f {
 		case "xds.config.supports-resource-ttl":

@@ -433,3 +433,21 @@ func names(as []*anypb.Any) []string {
 	}
 	return out
 }
+
+// Refs returns the names of the clusters a route configuration or listener
+// names.
+func Refs(m proto.Message) []string {
+	reg := xdstype.New()
+	t := reg.Lookup("type.googleapis.com/" + string(m.ProtoReflect().Descriptor().FullName()))
+	if t == nil || t.Refs == nil {
+		return nil
+	}
+	var out []string
+	for _, r := range t.Refs(m) {
+		if r.TypeURL == xdstype.ClusterURL {
+			out = append(out, r.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,110 @@
+package xds
+
+import (
+	"maps"
+	"sync"
+)
+
+// board lets the per-type streams of one node coordinate make-before-break:
+// a node's CDS stream publishes what its client has ACKed, and the node's
+// RDS stream holds a route until the clusters it names are there. Streams
+// on ADS need none of this: one stream sees every type.
+//
+// What is guaranteed: between per-type streams of the same node id on the
+// same Pylon replica. Not across replicas, and not for node ids shared by
+// several proxies (each would see the others' ACKs).
+type board struct {
+	mu    sync.Mutex
+	nodes map[string]*nodeEntry
+}
+
+type nodeEntry struct {
+	streams int
+	views   map[string]*view // by type URL, published by per-type streams
+	kicks   map[chan struct{}]struct{}
+}
+
+// view is a frozen copy of one type's ledger and subscription on a node's
+// per-type stream, readable from other streams' goroutines.
+type view struct {
+	ledger
+	wildcard bool
+	names    map[string]struct{}
+}
+
+func (v *view) book() *ledger { return &v.ledger }
+
+func (v *view) covers(name string) bool {
+	_, ok := v.names[name]
+	return ok || v.wildcard
+}
+
+func newBoard() *board { return &board{nodes: map[string]*nodeEntry{}} }
+
+// join registers a per-type stream of node id; kick is woken when another
+// stream of the node publishes. The returned func leaves.
+func (b *board) join(id string, kick chan struct{}) func() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.nodes[id]
+	if e == nil {
+		e = &nodeEntry{views: map[string]*view{}, kicks: map[chan struct{}]struct{}{}}
+		b.nodes[id] = e
+	}
+	e.streams++
+	e.kicks[kick] = struct{}{}
+	return func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		e.streams--
+		delete(e.kicks, kick)
+		if e.streams == 0 {
+			delete(b.nodes, id)
+		}
+	}
+}
+
+// publish replaces the node's view of typeURL and wakes its other streams.
+func (b *board) publish(id, typeURL string, v *view, self chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.nodes[id]
+	if e == nil {
+		return
+	}
+	e.views[typeURL] = v
+	for k := range e.kicks {
+		if k == self {
+			continue
+		}
+		select {
+		case k <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// lookup returns the node's published view of typeURL, or nil.
+func (b *board) lookup(id, typeURL string) *view {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if e := b.nodes[id]; e != nil {
+		return e.views[typeURL]
+	}
+	return nil
+}
+
+// freeze copies a ledger and subscription into a view.
+func freeze(l *ledger, wildcard bool, names map[string]struct{}) *view {
+	return &view{
+		ledger: ledger{
+			held:   nil, // not needed by other streams
+			acked:  maps.Clone(l.acked),
+			nacked: maps.Clone(l.nacked),
+			moving: maps.Clone(l.moving),
+			synced: l.synced,
+		},
+		wildcard: wildcard,
+		names:    maps.Clone(names),
+	}
+}
