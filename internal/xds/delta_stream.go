@@ -41,19 +41,22 @@ func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
 	}
 	// A request may both answer a response and change the subscription
 	// (X28); one without a nonce is spontaneous.
-	answered := false
-	if nonce := req.GetResponseNonce(); nonce != "" {
-		answered = true
-		nack := req.GetErrorDetail() != nil
-		version := w.answered(nonce, nack)
-		if nack {
-			st.onNACK(t, version, "", nonce, req.GetErrorDetail().GetMessage())
-		} else {
-			st.observe(Event{Kind: RequestACK, TypeURL: t.URL, Version: version, Nonce: nonce})
-		}
+	nonce, nack := req.GetResponseNonce(), req.GetErrorDetail() != nil
+	var version string
+	if nonce != "" {
+		version = w.answered(nonce, nack)
 	}
 	owe := w.subscribe(req)
+	// Shared before the events go out, so that whoever waits for an ACK
+	// finds the node's other streams already aware of it.
 	st.publishView(&w.ledger, w.wildcard, w.names)
+	answered := nonce != ""
+	switch {
+	case answered && nack:
+		st.onNACK(t, version, "", nonce, req.GetErrorDetail().GetMessage())
+	case answered:
+		st.observe(Event{Kind: RequestACK, TypeURL: t.URL, Version: version, Nonce: nonce})
+	}
 	snap := st.snapshot()
 	if snap == nil {
 		return nil
@@ -114,6 +117,7 @@ func (st *deltaStream) respond(p *planner, w *deltaWatch, snap *snapshot.Snapsho
 		return err
 	}
 	w.sentResponse(resp.Nonce, set.Version(), changes, p.now)
+	st.publishView(&w.ledger, w.wildcard, w.names)
 	st.observe(Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: set.Version(), Nonce: resp.Nonce, Resources: len(resources)})
 	st.log.Debug("sent", "type", w.typ.Abbrev, "system_version", resp.SystemVersionInfo, "nonce", resp.Nonce, "resources", len(resources), "removed", len(removed))
 	return nil

@@ -90,6 +90,17 @@ func wantClusters(t *testing.T, p *xdstest.Proxy, names ...string) {
 	}
 }
 
+// waitACKs waits until the server has processed an ACK of each type from
+// node id, so that what follows does not race the client's ACKs.
+func (e *env) waitACKs(t *testing.T, id string, types ...string) {
+	t.Helper()
+	for _, url := range types {
+		e.rec.wait(t, func(ev xds.Event) bool {
+			return ev.Kind == xds.RequestACK && ev.TypeURL == url && ev.Node.GetId() == id
+		})
+	}
+}
+
 func variants(t *testing.T, f func(t *testing.T, delta bool)) {
 	t.Run("sotw", func(t *testing.T) { f(t, false) })
 	t.Run("delta", func(t *testing.T) { f(t, true) })
@@ -317,10 +328,12 @@ func TestMakeBeforeBreakPerTypeStreams(t *testing.T) {
 		ep.Request(eds, "payments-v1", "web")
 		ep.RecvType(eds)
 		ep.Request(eds, "payments-v1", "web")
+		e.waitACKs(t, "split", cds, eds)
 		rt := xdstest.OpenType(t, e.conn, reg.Lookup(rds), node)
 		rt.Request(rds, "routes")
 		rt.RecvType(rds)
 		rt.Request(rds, "routes")
+		e.waitACKs(t, "split", cds, eds, rds)
 
 		e.srv.Publish(t, world(2)...)
 		cr := c.RecvType(cds)
@@ -364,9 +377,11 @@ func TestMakeBeforeBreakPerTypeStreams(t *testing.T) {
 		ep := xdstest.OpenDeltaType(t, e.conn, reg.Lookup(eds), node)
 		ep.Subscribe(eds, "payments-v1", "web")
 		ep.ACK(ep.RecvType(eds))
+		e.waitACKs(t, "split-delta", cds, eds)
 		rt := xdstest.OpenDeltaType(t, e.conn, reg.Lookup(rds), node)
 		rt.Subscribe(rds, "routes")
 		rt.ACK(rt.RecvType(rds))
+		e.waitACKs(t, "split-delta", cds, eds, rds)
 
 		e.srv.Publish(t, world(2)...)
 		cr := c.RecvType(cds)

@@ -98,7 +98,7 @@ func (b *board) lookup(id, typeURL string) *view {
 func freeze(l *ledger, wildcard bool, names map[string]struct{}) *view {
 	return &view{
 		ledger: ledger{
-			held:   nil, // not needed by other streams
+			held:   maps.Clone(l.held),
 			acked:  maps.Clone(l.acked),
 			nacked: maps.Clone(l.nacked),
 			moving: maps.Clone(l.moving),

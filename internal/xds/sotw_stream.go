@@ -43,6 +43,9 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 	}
 	snap := st.snapshot()
 	kind, owe := w.onRequest(req, snap)
+	// Shared before the events go out, so that whoever waits for an ACK
+	// finds the node's other streams already aware of it.
+	st.publishView(&w.ledger, w.wildcard, w.names)
 	switch kind {
 	case reqStale:
 		st.log.Debug("ignoring request with stale nonce", "type", t.Abbrev, "nonce", req.GetResponseNonce(), "latest", w.nonce)
@@ -52,15 +55,17 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 	case reqNACK:
 		st.onNACK(t, w.version, req.GetVersionInfo(), req.GetResponseNonce(), req.GetErrorDetail().GetMessage())
 	}
-	st.publishView(&w.ledger, w.wildcard, w.names)
 	if snap == nil {
 		return nil
 	}
 	if owe {
 		p := st.planner()
-		next, _ := w.plan(p, snap.Set(t.URL))
-		if err := st.respond(w, next, snap, p.now); err != nil {
-			return err
+		// What the request asked for may be held back; a per-resource type
+		// then has nothing to say yet (X22).
+		if next, _ := w.plan(p, snap.Set(t.URL)); w.typ.FullState || len(next) > 0 {
+			if err := st.respond(w, next, snap, p.now); err != nil {
+				return err
+			}
 		}
 		p.done(false)
 	}
@@ -102,6 +107,7 @@ func (st *sotwStream) respond(w *watch, next map[string]*snapshot.Resource, snap
 	if err := st.send(resp); err != nil {
 		return err
 	}
+	st.publishView(&w.ledger, w.wildcard, w.names)
 	if st.typeURL == "" {
 		// Envoy warms a cluster or listener until it gets a fresh assignment
 		// or route configuration, so on ADS the next request for those is

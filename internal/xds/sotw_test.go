@@ -62,7 +62,13 @@ func (r *recorder) wait(t *testing.T, ok func(xds.Event) bool) xds.Event {
 		select {
 		case <-r.wake:
 		case <-deadline:
-			t.Fatalf("no matching event within %v", xdstest.Timeout)
+			r.mu.Lock()
+			var seen []string
+			for _, e := range r.events {
+				seen = append(seen, fmt.Sprintf("%d:%s:%s:%s", e.Kind, e.Node.GetId(), e.TypeURL, e.Nonce))
+			}
+			r.mu.Unlock()
+			t.Fatalf("no matching event within %v; events: %v", xdstest.Timeout, seen)
 		}
 	}
 }
@@ -651,6 +657,7 @@ func TestSotW(t *testing.T) {
 		s.Request(cds)
 		s.RecvType(cds)
 		s.Request(cds)
+		s.ExpectSilence() // the ACKs above are processed
 		// One change adds cluster "canary" and points route r1 at it.
 		e.srv.Publish(t, xdstest.Cluster("a"), xdstest.Cluster("b"), xdstest.Cluster("canary"),
 			xdstest.Endpoints("a", 1001), xdstest.Endpoints("b", 1002), xdstest.Endpoints("canary", 1003),

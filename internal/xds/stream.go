@@ -68,7 +68,9 @@ func (st *stream) others(typeURL string) holdings {
 }
 
 // publishView shares this per-type stream's ledger with the node's other
-// per-type streams after the client answered a response.
+// per-type streams, after each request and each response: what the client
+// was sent keeps what it names from being removed, what it ACKed releases
+// what waits for it.
 func (st *stream) publishView(l *ledger, wildcard bool, names map[string]struct{}) {
 	if st.typeURL == "" || st.node == nil {
 		return
