@@ -39,6 +39,7 @@ the admin API (GET /status); the previous config keeps serving.`,
 	f.DurationVar(&o.Resync, "resync", 30*time.Second, "re-read the config this often even without file events (negative: never)")
 	f.DurationVar(&o.ShutdownGrace, "shutdown-grace", 10*time.Second, "how long a graceful stop may take")
 	f.StringVar(&o.Identifier, "id", defaultIdentifier(), "this replica's name, sent as control_plane.identifier")
+	f.DurationVar(&o.HoldTimeout, "hold-timeout", 15*time.Second, "longest a stream holds back a route for a client to ACK the clusters it names (make-before-break)")
 	f.BoolVar(&o.SuppressDeltaNotFound, "delta-suppress-not-found", false, "do not list subscribed names that do not exist in delta removed_resources (for old Envoys that took it as an unsubscription)")
 	return cmd
 }

@@ -46,8 +46,9 @@ type Options struct {
 	ShutdownGrace time.Duration
 	// Identifier names this replica in xDS responses and the admin API.
 	Identifier string
-	// SuppressDeltaNotFound: see xds.Options.
+	// SuppressDeltaNotFound and HoldTimeout: see xds.Options.
 	SuppressDeltaNotFound bool
+	HoldTimeout           time.Duration
 	Version               string
 	Logger                *slog.Logger
 	// OnReady, if set, is called with the bound addresses once both
@@ -112,7 +113,7 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("admin listener: %w", err)
 	}
 
-	xdsSrv := xds.New(xds.Options{Registry: reg, Fleets: pub, Identifier: o.Identifier, Logger: log, SuppressDeltaNotFound: o.SuppressDeltaNotFound})
+	xdsSrv := xds.New(xds.Options{Registry: reg, Fleets: pub, Identifier: o.Identifier, Logger: log, SuppressDeltaNotFound: o.SuppressDeltaNotFound, HoldTimeout: o.HoldTimeout})
 	gs := grpc.NewServer(
 		// Envoy's bootstrap pings every 30s; allow that and detect clients
 		// that vanished without closing their connection.
