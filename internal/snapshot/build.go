@@ -77,6 +77,11 @@ func Build(reg *xdstype.Registry, inputs []Input) (*Snapshot, error) {
 		refs := in.Type.Refs(in.Message)
 		if r := byType[in.Type.URL][in.Name]; r != nil {
 			r.Refs = refs
+			for _, ref := range refs {
+				if t := reg.Lookup(ref.TypeURL); t != nil && t.MustPrecede {
+					r.Precede = append(r.Precede, ref)
+				}
+			}
 		}
 		for _, ref := range refs {
 			if _, ok := byType[ref.TypeURL][ref.Name]; ok {

@@ -34,6 +34,9 @@ type Resource struct {
 	Message proto.Message // the decoded form, for dumps and checks
 	// Refs are the resources this one names, read once at build time.
 	Refs []xdstype.Ref
+	// Precede are the Refs whose type must reach a client first (see
+	// xdstype.Type.MustPrecede): what make-before-break holds this for.
+	Precede []xdstype.Ref
 	// TTL is nil for a resource without one.
 	TTL *durationpb.Duration
 

@@ -30,6 +30,9 @@ type deltaWatch struct {
 	// pending records each response not yet ACKed or NACKed. Bounded: a
 	// client that never answers cannot grow it.
 	pending map[string]deltaSent
+	// settled is the set version the client fully has, nothing held back:
+	// a publish that leaves the type's set at that version needs no plan.
+	settled string
 }
 
 // deltaSent is what one delta response changed.
@@ -68,6 +71,9 @@ func (w *deltaWatch) covers(name string) bool {
 // response is owed. Changes apply whatever the request's nonce (X27): the
 // nonce only tells which response an ACK or NACK is about.
 func (w *deltaWatch) subscribe(req *discoveryv3.DeltaDiscoveryRequest) (owe bool) {
+	if len(req.GetResourceNamesSubscribe()) > 0 || len(req.GetResourceNamesUnsubscribe()) > 0 {
+		w.settled = ""
+	}
 	if !w.started {
 		w.started = true
 		// What the client already holds, from an earlier stream (X35): only
@@ -160,12 +166,10 @@ func (w *deltaWatch) dropUnnamed() {
 // that are gone and no longer named by anything it holds (X34), and those
 // it subscribed to that do not exist (X33, unless notFound is false).
 func (w *deltaWatch) plan(p *planner, set *snapshot.Set, notFound, ttl bool) (resources []*discoveryv3.Resource, removed []string, changes []change) {
-	seen := map[string]bool{}
 	consider := func(n string) {
-		if seen[n] || !w.covers(n) {
+		if !w.covers(n) {
 			return
 		}
-		seen[n] = true
 		r := set.Get(n)
 		cur, has := w.held[n]
 		_, forced := w.force[n]
@@ -189,16 +193,22 @@ func (w *deltaWatch) plan(p *planner, set *snapshot.Set, notFound, ttl bool) (re
 			changes = append(changes, change{n, nil})
 		}
 	}
+	// Each name once: the set's names under a wildcard, then explicit names
+	// not already seen, then held names not already seen.
 	if w.wildcard {
 		for _, n := range set.Names() {
 			consider(n)
 		}
 	}
 	for n := range w.names {
-		consider(n)
+		if !w.wildcard || set.Get(n) == nil {
+			consider(n)
+		}
 	}
 	for n := range w.held {
-		consider(n)
+		if _, named := w.names[n]; !named && (!w.wildcard || set.Get(n) == nil) {
+			consider(n)
+		}
 	}
 	sort.Slice(resources, func(i, j int) bool { return resources[i].Name < resources[j].Name })
 	sort.Strings(removed)

@@ -89,8 +89,17 @@ func (st *deltaStream) onFleet() error {
 		if w == nil || !w.started {
 			continue
 		}
+		set := snap.Set(t.URL)
+		if !st.holding && w.settled != "" && w.settled == set.Version() {
+			continue
+		}
+		before := p.flags()
 		if err := st.respond(p, w, snap, false); err != nil {
 			return err
+		}
+		w.settled = ""
+		if p.flags() == before {
+			w.settled = set.Version()
 		}
 	}
 	p.done(true)

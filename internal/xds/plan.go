@@ -77,11 +77,7 @@ func (st *stream) planner() *planner {
 // clusters from routes), so r is never held for it.
 func (p *planner) mustWait(r *snapshot.Resource) bool {
 	wait, rejected := false, false
-	for _, ref := range r.Refs {
-		t := p.st.srv.opts.Registry.Lookup(ref.TypeURL)
-		if t == nil || !t.MustPrecede {
-			continue
-		}
+	for _, ref := range r.Precede {
 		h := p.st.holdings(ref.TypeURL)
 		if h == nil || !h.covers(ref.Name) || !h.book().synced {
 			// Never held for a resource the client does not subscribe to,
@@ -129,6 +125,10 @@ func (p *planner) arrived(l *ledger, name string) (ok, nacked bool) {
 	}
 	return true, false
 }
+
+// flags is the planner's outcome so far, to tell whether planning one type
+// held anything back.
+func (p *planner) flags() [3]bool { return [3]bool{p.held, p.rejected, p.waiting} }
 
 // keep reports whether a resource gone from the snapshot must stay with the
 // client for now: something the client holds or was sent still names it

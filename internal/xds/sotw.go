@@ -43,6 +43,9 @@ type watch struct {
 	// EDS, LDS for RDS) was sent: Envoy finishes warming only on a fresh
 	// response, so the next request is answered even if nothing changed.
 	warm bool
+	// settled is the set version the client fully has, nothing held back:
+	// a publish that leaves the type's set at that version needs no plan.
+	settled string
 }
 
 func newWatch(t *xdstype.Type) *watch {
@@ -164,6 +167,7 @@ func (w *watch) subscribe(names []string, first bool) (added []string, changed b
 	w.wildcard, w.legacyWildcard = wildcard, legacy
 	w.names = next
 	if changed {
+		w.settled = ""
 		// The client drops what it no longer subscribes to, so it no longer
 		// holds or has ACKed it (held and acked may be one map).
 		for _, m := range []map[string]*snapshot.Resource{w.held, w.acked} {

@@ -89,12 +89,20 @@ func (st *sotwStream) onFleet() error {
 		if w == nil || !w.started {
 			continue
 		}
-		next, changed := w.plan(p, snap.Set(t.URL))
-		if !changed {
+		set := snap.Set(t.URL)
+		if !st.holding && w.settled != "" && w.settled == set.Version() {
 			continue
 		}
-		if err := st.respond(w, next, snap, p.now); err != nil {
-			return err
+		before := p.flags()
+		next, changed := w.plan(p, set)
+		if changed {
+			if err := st.respond(w, next, snap, p.now); err != nil {
+				return err
+			}
+		}
+		w.settled = ""
+		if p.flags() == before {
+			w.settled = set.Version()
 		}
 	}
 	p.done(true)
