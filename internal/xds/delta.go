@@ -62,6 +62,8 @@ func newDeltaWatch(t *xdstype.Type) *deltaWatch {
 
 func (w *deltaWatch) book() *ledger { return &w.ledger }
 
+func (w *deltaWatch) active() bool { return w.started }
+
 func (w *deltaWatch) covers(name string) bool {
 	_, ok := w.names[name]
 	return ok || w.wildcard

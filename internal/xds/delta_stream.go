@@ -17,28 +17,16 @@ type deltaStream struct {
 
 func newDeltaStream(st *stream) *deltaStream {
 	d := &deltaStream{stream: st, watches: map[string]*deltaWatch{}}
-	st.holdings = func(url string) holdings {
-		if w := d.watches[url]; w != nil && w.started {
-			return w
-		}
-		return st.others(url)
-	}
+	useWatches(st, d.watches)
 	return d
 }
 
 func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
-	if err := st.identify(req.GetNode()); err != nil {
+	w, err := open(st.stream, req.GetNode(), req.GetTypeUrl(), st.watches, newDeltaWatch)
+	if err != nil || w == nil {
 		return err
 	}
-	t, err := st.resolveType(req.GetTypeUrl())
-	if err != nil || t == nil {
-		return err
-	}
-	w := st.watches[t.URL]
-	if w == nil {
-		w = newDeltaWatch(t)
-		st.watches[t.URL] = w
-	}
+	t := w.typ
 	// A request may both answer a response and change the subscription
 	// (X28); one without a nonce is spontaneous.
 	nonce, nack := req.GetResponseNonce(), req.GetErrorDetail() != nil

@@ -54,6 +54,8 @@ func newWatch(t *xdstype.Type) *watch {
 
 func (w *watch) book() *ledger { return &w.ledger }
 
+func (w *watch) active() bool { return w.started }
+
 func (w *watch) covers(name string) bool {
 	_, ok := w.names[name]
 	return ok || w.wildcard

@@ -19,28 +19,16 @@ type sotwStream struct {
 
 func newSotWStream(st *stream) *sotwStream {
 	s := &sotwStream{stream: st, watches: map[string]*watch{}}
-	st.holdings = func(url string) holdings {
-		if w := s.watches[url]; w != nil && w.started {
-			return w
-		}
-		return st.others(url)
-	}
+	useWatches(st, s.watches)
 	return s
 }
 
 func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
-	if err := st.identify(req.GetNode()); err != nil {
+	w, err := open(st.stream, req.GetNode(), req.GetTypeUrl(), st.watches, newWatch)
+	if err != nil || w == nil {
 		return err
 	}
-	t, err := st.resolveType(req.GetTypeUrl())
-	if err != nil || t == nil {
-		return err
-	}
-	w := st.watches[t.URL]
-	if w == nil {
-		w = newWatch(t)
-		st.watches[t.URL] = w
-	}
+	t := w.typ
 	snap := st.snapshot()
 	kind, owe := w.onRequest(req, snap)
 	// Shared before the events go out, so that whoever waits for an ACK

@@ -257,6 +257,43 @@ func (h *heartbeats) stop() {
 	h.t, h.c, h.every = nil, nil, 0
 }
 
+// typeWatch is what both variants' per-type watches have in common.
+type typeWatch interface {
+	holdings
+	active() bool
+}
+
+// useWatches makes the stream's make-before-break lookups read watches,
+// falling back to the node's other per-type streams.
+func useWatches[W typeWatch](st *stream, watches map[string]W) {
+	st.holdings = func(url string) holdings {
+		if w, ok := watches[url]; ok && w.active() {
+			return w
+		}
+		return st.others(url)
+	}
+}
+
+// open identifies the stream from a request, resolves the request's type
+// and returns that type's watch, creating it. A zero watch with a nil error
+// means the request is ignored.
+func open[W typeWatch](st *stream, node *corev3.Node, typeURL string, watches map[string]W, create func(*xdstype.Type) W) (W, error) {
+	var zero W
+	if err := st.identify(node); err != nil {
+		return zero, err
+	}
+	t, err := st.resolveType(typeURL)
+	if err != nil || t == nil {
+		return zero, err
+	}
+	w, ok := watches[t.URL]
+	if !ok {
+		w = create(t)
+		watches[t.URL] = w
+	}
+	return w, nil
+}
+
 // request answers a request from the newest fleet: a publish this stream has
 // not handled yet is taken into account now, and its push (if any) follows.
 func request[P any](st *stream, req P, onRequest func(P) error) error {

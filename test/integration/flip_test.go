@@ -3,7 +3,6 @@ package integration
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -21,43 +20,7 @@ import (
 
 // layout routes xds:///greeter to one cluster, named color, holding the
 // given backends; the other color's cluster is not in the config at all.
-func layout(color string, ports []int) string {
-	var eps strings.Builder
-	for _, p := range ports {
-		fmt.Fprintf(&eps, "    - endpoint: { address: { socket_address: { address: 127.0.0.1, port_value: %d } } }\n", p)
-	}
-	return fmt.Sprintf(`resources:
-- "@type": type.googleapis.com/envoy.config.listener.v3.Listener
-  name: greeter
-  api_listener:
-    api_listener:
-      "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-      stat_prefix: greeter
-      rds: { route_config_name: greeter, config_source: { ads: {}, resource_api_version: V3 } }
-      http_filters:
-      - name: router
-        typed_config: { "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router }
-- "@type": type.googleapis.com/envoy.config.route.v3.RouteConfiguration
-  name: greeter
-  virtual_hosts:
-  - name: greeter
-    domains: [greeter]
-    routes:
-    - match: { prefix: "" }
-      route: { cluster: %[1]s }
-- "@type": type.googleapis.com/envoy.config.cluster.v3.Cluster
-  name: %[1]s
-  type: EDS
-  connect_timeout: 1s
-  eds_cluster_config: { eds_config: { ads: {}, resource_api_version: V3 } }
-- "@type": type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment
-  cluster_name: %[1]s
-  endpoints:
-  - locality: { region: test }
-    load_balancing_weight: 1
-    lb_endpoints:
-%[2]s`, color, eps.String())
-}
+func layout(color string, ports []int) string { return grpcConfig(color, color, ports) }
 
 // TestGRPCClientFlipsWithoutFailures flips the config between two layouts,
 // each retiring the other's cluster, while RPCs flow without pause: none may

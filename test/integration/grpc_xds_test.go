@@ -56,9 +56,10 @@ func startBackends(t *testing.T, n int) []int {
 	return ports
 }
 
-// greeterConfig is what a gRPC client dialling xds:///greeter needs: an API
-// listener, its routes, an EDS cluster and the backends' assignment.
-func greeterConfig(cluster string, ports []int) string {
+// grpcConfig is what a gRPC client dialling xds:///greeter needs: an API
+// listener, its routes sending everything to routeTo, and an EDS cluster
+// named cluster with the backends' assignment.
+func grpcConfig(routeTo, cluster string, ports []int) string {
 	var eps strings.Builder
 	for _, p := range ports {
 		fmt.Fprintf(&eps, "    - endpoint: { address: { socket_address: { address: 127.0.0.1, port_value: %d } } }\n", p)
@@ -83,17 +84,23 @@ func greeterConfig(cluster string, ports []int) string {
     - match: { prefix: "" }
       route: { cluster: %[1]s }
 - "@type": type.googleapis.com/envoy.config.cluster.v3.Cluster
-  name: greeter-backends
+  name: %[2]s
   type: EDS
   connect_timeout: 1s
   eds_cluster_config: { eds_config: { ads: {}, resource_api_version: V3 } }
 - "@type": type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment
-  cluster_name: greeter-backends
+  cluster_name: %[2]s
   endpoints:
   - locality: { region: test }
     load_balancing_weight: 1
     lb_endpoints:
-%[2]s`, cluster, eps.String())
+%[3]s`, routeTo, cluster, eps.String())
+}
+
+// greeterConfig routes to cluster (which must be greeter-backends to be
+// valid) over the given backends.
+func greeterConfig(cluster string, ports []int) string {
+	return grpcConfig(cluster, "greeter-backends", ports)
 }
 
 // writeAtomically replaces path the way editors and deploy tools do: write a
