@@ -87,7 +87,10 @@ func (p *planner) mustWait(r *snapshot.Resource) bool {
 		}
 		ok, nacked := p.arrived(h.book(), ref.Name)
 		wait = wait || !ok
-		rejected = rejected || nacked
+		if nacked && !rejected {
+			rejected = true
+			p.st.logRejectedHold(r, ref.Name)
+		}
 	}
 	switch {
 	case !wait:

@@ -53,6 +53,24 @@ type stream struct {
 	// publishes what its client ACKed; leave unregisters from the board.
 	kick  chan struct{}
 	leave func()
+	// heldLogged remembers the resource versions already logged as held
+	// back for a rejected dependency.
+	heldLogged map[string]bool
+}
+
+// logRejectedHold says, once per resource version, that r is kept from the
+// client because the client rejected what it names: the operator's answer
+// to "why did this proxy not get my route?".
+func (st *stream) logRejectedHold(r *snapshot.Resource, dependency string) {
+	key := r.Name + "\x00" + r.Version
+	if st.heldLogged[key] {
+		return
+	}
+	if st.heldLogged == nil {
+		st.heldLogged = map[string]bool{}
+	}
+	st.heldLogged[key] = true
+	st.log.Warn("holding a resource back: the proxy rejected what it names; it goes out once the config changes", "resource", r.Name, "version", r.Version, "rejected", dependency)
 }
 
 // others returns what another per-type stream of this node publishes for
