@@ -7,7 +7,7 @@ import (
 
 	"github.com/pylon-xds/pylon/examples"
 	"github.com/pylon-xds/pylon/internal/config"
-	"github.com/pylon-xds/pylon/internal/pipeline"
+	"github.com/pylon-xds/pylon/internal/compile"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -23,16 +23,18 @@ func TestExamplesCompile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		snap, err := pipeline.Compile(reg, []config.File{{Path: f, Data: data}})
+		fleet, err := compile.Compile(reg, []config.File{{Path: f, Data: data}})
 		if err != nil {
 			t.Errorf("%s: %v", f, err)
 			continue
 		}
-		if snap.Set(xdstype.ListenerURL).Len() == 0 {
-			t.Errorf("%s: no listeners", f)
+		for _, g := range fleet.Groups() {
+			if g.Snapshot.Set(xdstype.ListenerURL).Len() == 0 {
+				t.Errorf("%s: group %s has no listeners", f, g.Name)
+			}
 		}
 	}
-	if _, err := pipeline.Compile(reg, []config.File{{Path: examples.QuickstartName, Data: examples.Quickstart()}}); err != nil {
+	if _, err := compile.Compile(reg, []config.File{{Path: examples.QuickstartName, Data: examples.Quickstart()}}); err != nil {
 		t.Fatalf("embedded quickstart: %v", err)
 	}
 }

@@ -79,7 +79,7 @@ func TestServeEmbeddedDefault(t *testing.T) {
 }
 
 func TestServeRefusesBadInitialConfig(t *testing.T) {
-	code, _, stderr := run("serve", "--config", "../pipeline/testdata/compile/duplicates.yaml", "--xds-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
+	code, _, stderr := run("serve", "--config", "../compile/testdata/compile/duplicates.yaml", "--xds-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
 	if code != 1 || !strings.Contains(stderr, `Cluster "twice": name: duplicate name`) {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
@@ -106,10 +106,10 @@ func TestBootstrapCommand(t *testing.T) {
 
 func TestValidateCommand(t *testing.T) {
 	code, out, _ := run("validate", "--config", "../../examples/quickstart.yaml")
-	if code != 0 || !strings.HasPrefix(out, "ok: 8 resources, version ") {
+	if code != 0 || !strings.HasPrefix(out, "ok: version ") || !strings.Contains(out, "group default: 8 resources") {
 		t.Fatalf("exit %d, %q", code, out)
 	}
-	code, _, stderr := run("validate", "--config", "../pipeline/testdata/compile/unknown_field.yaml")
+	code, _, stderr := run("validate", "--config", "../compile/testdata/compile/unknown_field.yaml")
 	if code != 1 || !strings.Contains(stderr, `unknown_field.yaml:5: Cluster "typo": conect_timeout: unknown field`) {
 		t.Fatalf("exit %d, %q", code, stderr)
 	}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/pylon-xds/pylon/internal/pipeline"
+	"github.com/pylon-xds/pylon/internal/compile"
 	"github.com/pylon-xds/pylon/internal/source/file"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -25,15 +25,19 @@ on failure, and exits 1 then. Useful in CI before a config reaches the fleet.`,
 			if err != nil {
 				return err
 			}
-			snap, err := pipeline.Compile(xdstype.New(), files)
+			fleet, err := compile.Compile(xdstype.New(), files)
 			if err != nil {
 				return fmt.Errorf("config refused:\n%w", err)
 			}
-			n := 0
-			for _, s := range snap.Sets() {
-				n += s.Len()
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "ok: version %s\n", fleet.Version())
+			for _, g := range fleet.Groups() {
+				n := 0
+				for _, s := range g.Snapshot.Sets() {
+					n += s.Len()
+				}
+				fmt.Fprintf(out, "  group %s: %d resources, version %s\n", g.Name, n, g.Snapshot.Version())
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "ok: %d resources, version %s\n", n, snap.Version())
 			return nil
 		},
 	}

@@ -51,36 +51,64 @@ type Resource struct {
 	Line int
 }
 
-// Load decodes every file. It returns all resources, or a diag.List naming
+// Document is a whole configuration: every file's resources and groups, in
+// file order.
+type Document struct {
+	Resources []Resource
+	Groups    []Group
+}
+
+// Group is a node group as written (see docs/config.md).
+type Group struct {
+	Name    string `json:"name"`
+	Default bool   `json:"default,omitempty"`
+	Match   struct {
+		ID       string            `json:"id,omitempty"`
+		Cluster  string            `json:"cluster,omitempty"`
+		Metadata map[string]string `json:"metadata,omitempty"`
+		Region   string            `json:"region,omitempty"`
+		Zone     string            `json:"zone,omitempty"`
+		SubZone  string            `json:"sub_zone,omitempty"`
+	} `json:"match"`
+	// Scope maps a resource kind's plural ("listeners", "clusters", ...)
+	// to name patterns.
+	Scope map[string][]string `json:"scope,omitempty"`
+	// DeltaNotFound, when false, stops delta streams listing subscribed
+	// names that do not exist in removed_resources (default true).
+	DeltaNotFound *bool `json:"delta_not_found,omitempty"`
+
+	File string `json:"-"`
+	Line int    `json:"-"`
+}
+
+// Load decodes every file. It returns the document, or a diag.List naming
 // every problem found; a caller must refuse the whole set on error.
-func Load(reg *xdstype.Registry, files []File) ([]Resource, error) {
-	var out []Resource
+func Load(reg *xdstype.Registry, files []File) (*Document, error) {
+	doc := &Document{}
 	var problems diag.List
 	for _, f := range files {
-		res, errs := loadFile(reg, f)
-		out = append(out, res...)
+		errs := loadFile(reg, f, doc)
 		problems = append(problems, errs...)
 	}
 	if err := problems.Err(); err != nil {
 		return nil, err
 	}
-	return out, nil
+	return doc, nil
 }
 
-func loadFile(reg *xdstype.Registry, f File) ([]Resource, diag.List) {
+func loadFile(reg *xdstype.Registry, f File, doc *Document) diag.List {
 	at := func(line int, format string, args ...any) diag.List {
 		return diag.List{{File: f.Path, Line: line, Message: fmt.Sprintf(format, args...)}}
 	}
 	if len(f.Data) > MaxFileBytes {
-		return nil, at(0, "file is larger than the %d byte limit", MaxFileBytes)
+		return at(0, "file is larger than the %d byte limit", MaxFileBytes)
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(f.Data))
-	var out []Resource
 	var problems diag.List
 	docs := 0
 	for {
-		var doc yaml.Node
-		err := dec.Decode(&doc)
+		var node yaml.Node
+		err := dec.Decode(&node)
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -93,29 +121,26 @@ func loadFile(reg *xdstype.Registry, f File) ([]Resource, diag.List) {
 				line, _ = strconv.Atoi(m[1])
 				msg = strings.TrimPrefix(msg, m[0])
 			}
-			return nil, at(line, "invalid YAML: %s", msg)
+			return at(line, "invalid YAML: %s", msg)
 		}
-		if len(doc.Content) == 0 {
+		if len(node.Content) == 0 {
 			continue
 		}
 		docs++
-		res, errs := loadDocument(reg, f.Path, doc.Content[0])
-		out = append(out, res...)
-		problems = append(problems, errs...)
+		problems = append(problems, loadDocument(reg, f.Path, node.Content[0], doc)...)
 	}
 	if docs == 0 {
 		// An empty file is what an editor or a deploy tool leaves mid-write;
 		// treating it as "no resources" would wipe the fleet.
-		return nil, at(0, "file is empty; write `resources: []` to serve nothing on purpose")
+		return at(0, "file is empty; write `resources: []` to serve nothing on purpose")
 	}
-	return out, problems
+	return problems
 }
 
-func loadDocument(reg *xdstype.Registry, path string, root *yaml.Node) ([]Resource, diag.List) {
+func loadDocument(reg *xdstype.Registry, path string, root *yaml.Node, doc *Document) diag.List {
 	if root.Kind != yaml.MappingNode {
-		return nil, diag.List{{File: path, Line: root.Line, Message: "a config document must be a mapping with a `resources` list"}}
+		return diag.List{{File: path, Line: root.Line, Message: "a config document must be a mapping with a `resources` list"}}
 	}
-	var out []Resource
 	var problems diag.List
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		key, val := root.Content[i], root.Content[i+1]
@@ -138,13 +163,65 @@ func loadDocument(reg *xdstype.Registry, path string, root *yaml.Node) ([]Resour
 					problems = append(problems, *d)
 					continue
 				}
-				out = append(out, r)
+				doc.Resources = append(doc.Resources, r)
+			}
+		case "groups":
+			if val.Kind != yaml.SequenceNode {
+				problems = append(problems, diag.Diagnostic{File: path, Line: val.Line, Field: "groups", Message: "must be a list"})
+				continue
+			}
+			for i, item := range val.Content {
+				g, d := decodeGroup(path, i, item)
+				if d != nil {
+					problems = append(problems, *d)
+					continue
+				}
+				doc.Groups = append(doc.Groups, g)
 			}
 		default:
-			problems = append(problems, diag.Diagnostic{File: path, Line: key.Line, Field: key.Value, Message: "unknown top-level key (version 1 knows `version` and `resources`)"})
+			problems = append(problems, diag.Diagnostic{File: path, Line: key.Line, Field: key.Value, Message: "unknown top-level key (version 1 knows `version`, `resources` and `groups`)"})
 		}
 	}
-	return out, problems
+	return problems
+}
+
+var unknownJSONField = regexp.MustCompile(`unknown field "([^"]+)"`)
+
+// decodeGroup decodes one entry of `groups`, strictly.
+func decodeGroup(path string, i int, node *yaml.Node) (Group, *diag.Diagnostic) {
+	d := &diag.Diagnostic{File: path, Line: node.Line, Type: "group", Name: fmt.Sprintf("#%d", i)}
+	var raw map[string]any
+	if err := node.Decode(&raw); err != nil || node.Kind != yaml.MappingNode {
+		d.Message = "a group must be a mapping with a name and a match"
+		return Group{}, d
+	}
+	if n, ok := raw["name"].(string); ok && n != "" {
+		d.Name = n
+	}
+	js, err := json.Marshal(raw)
+	if err != nil {
+		d.Message = err.Error()
+		return Group{}, d
+	}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.DisallowUnknownFields()
+	var g Group
+	if err := dec.Decode(&g); err != nil {
+		d.Message = strings.TrimPrefix(err.Error(), "json: ")
+		if m := unknownJSONField.FindStringSubmatch(err.Error()); m != nil {
+			d.Field, d.Message = m[1], fmt.Sprintf("unknown field %q", m[1])
+			if l := findKeyLine(node, m[1]); l > 0 {
+				d.Line = l
+			}
+		}
+		return Group{}, d
+	}
+	if g.Name == "" {
+		d.Field, d.Message = "name", "missing; every group needs a name"
+		return Group{}, d
+	}
+	g.File, g.Line = path, node.Line
+	return g, nil
 }
 
 // decodeResource turns one list item into its Envoy message.

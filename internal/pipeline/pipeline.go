@@ -9,38 +9,33 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
-	"github.com/pylon-xds/pylon/internal/config"
+	"github.com/pylon-xds/pylon/internal/compile"
 	"github.com/pylon-xds/pylon/internal/diag"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/source"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
-// Compile turns configuration files into a validated snapshot.
-func Compile(reg *xdstype.Registry, files []config.File) (*snapshot.Snapshot, error) {
-	resources, err := config.Load(reg, files)
-	if err != nil {
-		return nil, err
-	}
-	inputs := make([]snapshot.Input, len(resources))
-	for i, r := range resources {
-		inputs[i] = snapshot.Input{Type: r.Type, Name: r.Name, Message: r.Message, TTL: r.TTL, File: r.File, Line: r.Line}
-	}
-	return snapshot.Build(reg, inputs)
-}
-
 // Status is what the pipeline last did, for the admin API.
 type Status struct {
-	// Version is the snapshot version being served ("" before the first).
-	Version     string         `json:"version"`
-	AcceptedAt  time.Time      `json:"acceptedAt,omitzero"`
-	PublishedAt time.Time      `json:"publishedAt,omitzero"`
-	Resources   map[string]int `json:"resources"`
+	// Version is the fleet version being served ("" before the first).
+	Version     string        `json:"version"`
+	AcceptedAt  time.Time     `json:"acceptedAt,omitzero"`
+	PublishedAt time.Time     `json:"publishedAt,omitzero"`
+	Groups      []GroupStatus `json:"groups"`
 	// Refused is the last refused change, cleared when a good one lands.
 	Refused *Refusal `json:"refused,omitempty"`
+}
+
+// GroupStatus is one node group's snapshot.
+type GroupStatus struct {
+	Name      string         `json:"name"`
+	Version   string         `json:"version"`
+	Resources map[string]int `json:"resources"`
 }
 
 // Refusal is a change that was not published.
@@ -69,7 +64,7 @@ func New(reg *xdstype.Registry, pub *snapshot.Publisher, log *slog.Logger) *Pipe
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Pipeline{reg: reg, pub: pub, log: log, status: Status{Resources: map[string]int{}}}
+	return &Pipeline{reg: reg, pub: pub, log: log}
 }
 
 // Run applies updates until ctx ends or in closes.
@@ -112,9 +107,9 @@ func (p *Pipeline) Apply(u source.Update) error {
 	}
 
 	err := u.Err
-	var snap *snapshot.Snapshot
+	var fleet *snapshot.Fleet
 	if err == nil {
-		snap, err = Compile(p.reg, u.Files)
+		fleet, err = compile.Compile(p.reg, u.Files)
 	}
 	now := time.Now()
 	if err != nil {
@@ -132,26 +127,31 @@ func (p *Pipeline) Apply(u source.Update) error {
 		p.log.Error("config refused; the previous config keeps serving", "err", err.Error())
 		return err
 	}
-	published := p.pub.Publish(snapshot.NewFleet(snap, u.AcceptedAt))
+	fleet.AcceptedAt = u.AcceptedAt
+	published := p.pub.Publish(fleet)
 	p.mu.Lock()
 	p.goodInput, p.badInput = key, ""
 	p.status.Refused = nil
 	if published || p.status.Version == "" {
-		p.status.Version = snap.Version()
+		p.status.Version = fleet.Version()
 		p.status.AcceptedAt = u.AcceptedAt
 		p.status.PublishedAt = now
-		p.status.Resources = map[string]int{}
-		for _, set := range snap.Sets() {
-			if set.Len() > 0 {
-				p.status.Resources[set.Type().Kind] = set.Len()
+		p.status.Groups = p.status.Groups[:0]
+		for _, g := range fleet.Groups() {
+			gs := GroupStatus{Name: g.Name, Version: g.Snapshot.Version(), Resources: map[string]int{}}
+			for _, set := range g.Snapshot.Sets() {
+				if set.Len() > 0 {
+					gs.Resources[set.Type().Kind] = set.Len()
+				}
 			}
+			p.status.Groups = append(p.status.Groups, gs)
 		}
 	}
 	p.mu.Unlock()
 	if published {
-		p.log.Info("config published", "version", snap.Version(), "latency", now.Sub(u.AcceptedAt).String())
+		p.log.Info("config published", "version", fleet.Version(), "groups", len(fleet.Groups()), "latency", now.Sub(u.AcceptedAt).String())
 	} else {
-		p.log.Debug("config unchanged", "version", snap.Version())
+		p.log.Debug("config unchanged", "version", fleet.Version())
 	}
 	return nil
 }
@@ -161,9 +161,10 @@ func (p *Pipeline) Status() Status {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.status
-	s.Resources = make(map[string]int, len(p.status.Resources))
-	for k, v := range p.status.Resources {
-		s.Resources[k] = v
+	s.Groups = make([]GroupStatus, len(p.status.Groups))
+	for i, g := range p.status.Groups {
+		g.Resources = maps.Clone(g.Resources)
+		s.Groups[i] = g
 	}
 	return s
 }

@@ -17,7 +17,7 @@ import (
 
 func golden(t *testing.T, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile("testdata/compile/" + name)
+	b, err := os.ReadFile("../compile/testdata/compile/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestRefusedChangeKeepsLastGood(t *testing.T) {
 	}
 	good := pub.Current()
 	st := p.Status()
-	if st.Version != good.Version() || st.Resources["Cluster"] != 3 || st.Refused != nil {
+	if st.Version != good.Version() || len(st.Groups) != 1 || st.Groups[0].Resources["Cluster"] != 3 || st.Refused != nil {
 		t.Fatalf("status after a good config: %+v", st)
 	}
 
@@ -108,7 +108,8 @@ func TestEquivalentInputPublishesNothing(t *testing.T) {
 
 func TestOversizedFileRefused(t *testing.T) {
 	big := make([]byte, config.MaxFileBytes+1)
-	_, err := Compile(xdstype.New(), []config.File{{Path: "huge.yaml", Data: big}})
+	p := New(xdstype.New(), snapshot.NewPublisher(), nil)
+	err := p.Apply(newUpdate("huge.yaml", big))
 	if err == nil || !strings.Contains(err.Error(), "huge.yaml") || !strings.Contains(err.Error(), "limit") {
 		t.Fatalf("oversized file: %v", err)
 	}

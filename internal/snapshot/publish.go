@@ -1,34 +1,106 @@
 package snapshot
 
 import (
+	"encoding/json"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
+	"github.com/pylon-xds/pylon/internal/model"
 )
 
-// Fleet is everything the xDS server serves at one moment: the snapshot each
-// node receives. In this version every node receives the same snapshot; node
-// groups will map nodes to their group's snapshot here, so the server keeps
-// asking the Fleet rather than holding one snapshot.
+// Group is one node group's share of a fleet.
+type Group struct {
+	Name     string
+	Snapshot *Snapshot
+	// SuppressDeltaNotFound: see model.Group.
+	SuppressDeltaNotFound bool
+}
+
+// DefaultGroup is the name of the group of a config without groups: every
+// node belongs to it.
+const DefaultGroup = "default"
+
+// Fleet is everything the xDS server serves at one moment: the group rules
+// and each group's snapshot. Streams resolve their node's group against the
+// fleet they serve from, so a config change can move a node.
 type Fleet struct {
-	snap *Snapshot
+	rules   model.Groups
+	groups  []*Group // aligned with rules
+	version string
 	// AcceptedAt is when the change that produced this fleet was accepted
-	// (the file event or API write), for push-latency figures.
+	// (the file event or API write), for push-latency figures. Set it
+	// before publishing.
 	AcceptedAt time.Time
 }
 
 // NewFleet returns a fleet in which every node receives s.
 func NewFleet(s *Snapshot, acceptedAt time.Time) *Fleet {
-	return &Fleet{snap: s, AcceptedAt: acceptedAt}
+	f := NewGroupedFleet(model.Groups{{Name: DefaultGroup, Default: true}}, []*Snapshot{s})
+	f.AcceptedAt = acceptedAt
+	return f
 }
 
-// For returns the snapshot the node should run.
-func (f *Fleet) For(*corev3.Node) *Snapshot { return f.snap }
+// NewGroupedFleet returns a fleet of groups: snaps[i] is the snapshot of
+// rules[i].
+func NewGroupedFleet(rules model.Groups, snaps []*Snapshot) *Fleet {
+	f := &Fleet{rules: rules}
+	var pairs [][2]string
+	for i, r := range rules {
+		f.groups = append(f.groups, &Group{Name: r.Name, Snapshot: snaps[i], SuppressDeltaNotFound: r.SuppressDeltaNotFound})
+		pairs = append(pairs, [2]string{r.Name, snaps[i].Version()})
+	}
+	// The rules are part of the version: moving a node to another group
+	// changes what it receives even when no snapshot changed.
+	rulesJSON, _ := json.Marshal(rules)
+	pairs = append(pairs, [2]string{"rules", string(rulesJSON)})
+	f.version = hashPairs(pairs)
+	return f
+}
 
-// Version identifies the fleet's content.
-func (f *Fleet) Version() string { return f.snap.Version() }
+// Group returns the group node belongs to, or nil when it matches none.
+func (f *Fleet) Group(node *corev3.Node) *Group {
+	if i := f.rules.Resolve(modelNode(node)); i >= 0 {
+		return f.groups[i]
+	}
+	return nil
+}
+
+// For returns the snapshot the node should run, nil when it is in no group.
+func (f *Fleet) For(node *corev3.Node) *Snapshot {
+	if g := f.Group(node); g != nil {
+		return g.Snapshot
+	}
+	return nil
+}
+
+// Groups returns the fleet's groups in rule order. Do not modify the slice.
+func (f *Fleet) Groups() []*Group { return f.groups }
+
+// Version identifies the fleet's content and rules.
+func (f *Fleet) Version() string { return f.version }
+
+// modelNode extracts what group rules match on.
+func modelNode(n *corev3.Node) model.Node {
+	out := model.Node{
+		ID:      n.GetId(),
+		Cluster: n.GetCluster(),
+		Region:  n.GetLocality().GetRegion(),
+		Zone:    n.GetLocality().GetZone(),
+		SubZone: n.GetLocality().GetSubZone(),
+	}
+	if fields := n.GetMetadata().GetFields(); len(fields) > 0 {
+		out.Metadata = make(map[string]string, len(fields))
+		for k, v := range fields {
+			if sv := v.GetStringValue(); sv != "" {
+				out.Metadata[k] = sv
+			}
+		}
+	}
+	return out
+}
 
 // Publisher holds the newest Fleet and wakes subscribers when it changes.
 //

@@ -98,7 +98,7 @@ func (st *deltaStream) onFleet() error {
 // sends nothing when nothing is lacking.
 func (st *deltaStream) respond(p *planner, w *deltaWatch, snap *snapshot.Snapshot, always bool) error {
 	set := snap.Set(w.typ.URL)
-	resources, removed, changes := w.plan(p, set, !st.srv.opts.SuppressDeltaNotFound, st.ttl)
+	resources, removed, changes := w.plan(p, set, st.notFound(), st.ttl)
 	if !always && len(resources) == 0 && len(removed) == 0 {
 		return nil
 	}

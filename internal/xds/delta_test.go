@@ -114,7 +114,7 @@ func TestDelta(t *testing.T) {
 		if r1.Nonce == "" || r2.Nonce == "" || r1.Nonce == r2.Nonce {
 			t.Fatalf("nonces %q %q", r1.Nonce, r2.Nonce)
 		}
-		want := e.srv.Publisher.Current().Version()
+		want := e.srv.Publisher.Current().For(nil).Version()
 		if r1.SystemVersionInfo != want || r2.SystemVersionInfo != want {
 			t.Fatalf("system_version_info %q %q, want the snapshot's %q", r1.SystemVersionInfo, r2.SystemVersionInfo, want)
 		}

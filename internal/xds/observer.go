@@ -16,6 +16,8 @@ const (
 	ResponseSent
 	RequestACK
 	RequestNACK
+	// NoGroup: the stream's node matches no group and receives nothing.
+	NoGroup
 )
 
 // Event is one thing that happened on a stream, reported to the Observer
@@ -25,11 +27,13 @@ type Event struct {
 	Kind     EventKind
 	StreamID uint64
 	Node     *corev3.Node // read-only
-	ADS      bool
-	Delta    bool
-	TypeURL  string
-	Version  string
-	Nonce    string
+	// Group is the node's group when the event happened ("" for none).
+	Group   string
+	ADS     bool
+	Delta   bool
+	TypeURL string
+	Version string
+	Nonce   string
 	// Resources is the count sent, for ResponseSent.
 	Resources int
 	// Heartbeat marks a ResponseSent that only refreshed TTLs.

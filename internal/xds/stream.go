@@ -28,9 +28,12 @@ type stream struct {
 	delta   bool
 	log     *slog.Logger
 
-	node   *corev3.Node
-	fleet  *snapshot.Fleet
-	nonces uint64
+	node  *corev3.Node
+	fleet *snapshot.Fleet
+	group *snapshot.Group // the node's group in fleet; nil for none
+	// noGroupLogged keeps the "no matching group" warning to one a stream.
+	noGroupLogged bool
+	nonces        uint64
 	// ttl is set when the client supports resource TTLs; wrap when it also
 	// unwraps Resource in state-of-the-world responses (X42).
 	ttl, wrap bool
@@ -196,10 +199,10 @@ func run[Req any, P interface {
 			}
 			hb.arm(st.heartbeatInterval())
 		case <-notify:
-			st.fleet = st.srv.opts.Fleets.Current()
 			if st.node == nil {
 				continue
 			}
+			st.useFleet(st.srv.opts.Fleets.Current())
 			if err := onFleet(); err != nil {
 				return err
 			}
@@ -316,7 +319,7 @@ func open[W typeWatch](st *stream, node *corev3.Node, typeURL string, watches ma
 // not handled yet is taken into account now, and its push (if any) follows.
 func request[P any](st *stream, req P, onRequest func(P) error) error {
 	if st.node != nil {
-		st.fleet = st.srv.opts.Fleets.Current()
+		st.useFleet(st.srv.opts.Fleets.Current())
 	}
 	return onRequest(req)
 }
@@ -347,9 +350,7 @@ func (st *stream) identify(node *corev3.Node) error {
 			st.wrap = true
 		}
 	}
-	if st.fleet == nil {
-		st.fleet = st.srv.opts.Fleets.Current()
-	}
+	st.useFleet(st.srv.opts.Fleets.Current())
 	st.observe(Event{Kind: StreamOpened})
 	st.log.Debug("stream opened", "ads", st.typeURL == "", "delta", st.delta, "type", st.typeURL)
 	return nil
@@ -384,11 +385,40 @@ func (st *stream) nextNonce() string {
 	return strconv.FormatUint(st.nonces, 10)
 }
 
+// useFleet makes f the fleet the stream serves from and resolves the node's
+// group in it: a config change can move a node to another group, whose
+// snapshot the planner then brings the client to like any other change.
+func (st *stream) useFleet(f *snapshot.Fleet) {
+	if f == nil || f == st.fleet {
+		return
+	}
+	st.fleet = f
+	g := f.Group(st.node)
+	switch {
+	case g == nil && (st.group != nil || !st.noGroupLogged):
+		// The classic silent failure: a proxy that connects fine and gets
+		// nothing. Say it loudly, once per change into this state.
+		st.noGroupLogged = true
+		st.log.Warn("node matches no group: it receives nothing until a group takes it", "cluster", st.node.GetCluster())
+		st.observe(Event{Kind: NoGroup})
+	case g != nil && (st.group == nil || st.group.Name != g.Name):
+		st.log.Debug("node group", "group", g.Name)
+	}
+	st.group = g
+}
+
+// snapshot is what the stream's node should run, nil when it is in no group.
 func (st *stream) snapshot() *snapshot.Snapshot {
-	if st.fleet == nil {
+	if st.group == nil {
 		return nil
 	}
-	return st.fleet.For(st.node)
+	return st.group.Snapshot
+}
+
+// notFound reports whether delta streams report subscribed names that do
+// not exist (X33): yes unless the server or the node's group says no.
+func (st *stream) notFound() bool {
+	return !st.srv.opts.SuppressDeltaNotFound && (st.group == nil || !st.group.SuppressDeltaNotFound)
 }
 
 // send writes a response, stamped with this replica's identity (X9).
@@ -399,6 +429,9 @@ func (st *stream) send(msg any) error {
 // observe fills in the stream's fields and reports e.
 func (st *stream) observe(e Event) {
 	e.StreamID, e.Node, e.ADS, e.Delta, e.At = st.id, st.node, st.typeURL == "", st.delta, time.Now()
+	if st.group != nil {
+		e.Group = st.group.Name
+	}
 	st.srv.obs.Observe(e)
 }
 

@@ -48,6 +48,7 @@ type Type struct {
 	URL    string // type URL, e.g. ListenerURL
 	Kind   string // message name, e.g. "Listener"
 	Abbrev string // xDS service abbreviation, e.g. "LDS"
+	Plural string // the config's word for a list of them, e.g. "listeners"
 
 	// New returns an empty message of the type.
 	New func() proto.Message
@@ -110,47 +111,47 @@ type Registry struct {
 func New() *Registry {
 	types := []*Type{
 		{
-			URL: RuntimeURL, Kind: "Runtime", Abbrev: "RTDS", Rank: 0,
+			URL: RuntimeURL, Kind: "Runtime", Plural: "runtimes", Abbrev: "RTDS", Rank: 0,
 			New:     func() proto.Message { return &runtimev3.Runtime{} },
 			Service: "envoy.service.runtime.v3.RuntimeDiscoveryService", SotWMethod: "StreamRuntime", DeltaMethod: "DeltaRuntime",
 		},
 		{
-			URL: SecretURL, Kind: "Secret", Abbrev: "SDS", Rank: 1, Sensitive: true,
+			URL: SecretURL, Kind: "Secret", Plural: "secrets", Abbrev: "SDS", Rank: 1, Sensitive: true,
 			New:     func() proto.Message { return &tlsv3.Secret{} },
 			Service: "envoy.service.secret.v3.SecretDiscoveryService", SotWMethod: "StreamSecrets", DeltaMethod: "DeltaSecrets",
 		},
 		{
-			URL: ClusterURL, Kind: "Cluster", Abbrev: "CDS", Rank: 2, Wildcard: true, FullState: true, MustPrecede: true,
+			URL: ClusterURL, Kind: "Cluster", Plural: "clusters", Abbrev: "CDS", Rank: 2, Wildcard: true, FullState: true, MustPrecede: true,
 			New: func() proto.Message { return &clusterv3.Cluster{} }, Refs: clusterRefs,
 			Service: "envoy.service.cluster.v3.ClusterDiscoveryService", SotWMethod: "StreamClusters", DeltaMethod: "DeltaClusters",
 		},
 		{
-			URL: EndpointURL, Kind: "ClusterLoadAssignment", Abbrev: "EDS", Rank: 3,
+			URL: EndpointURL, Kind: "ClusterLoadAssignment", Plural: "endpoints", Abbrev: "EDS", Rank: 3,
 			New:     func() proto.Message { return &endpointv3.ClusterLoadAssignment{} },
 			Service: "envoy.service.endpoint.v3.EndpointDiscoveryService", SotWMethod: "StreamEndpoints", DeltaMethod: "DeltaEndpoints",
 		},
 		{
-			URL: ExtensionConfURL, Kind: "TypedExtensionConfig", Abbrev: "ECDS", Rank: 4,
+			URL: ExtensionConfURL, Kind: "TypedExtensionConfig", Plural: "extension_configs", Abbrev: "ECDS", Rank: 4,
 			New:     func() proto.Message { return &corev3.TypedExtensionConfig{} },
 			Service: "envoy.service.extension.v3.ExtensionConfigDiscoveryService", SotWMethod: "StreamExtensionConfigs", DeltaMethod: "DeltaExtensionConfigs",
 		},
 		{
-			URL: ListenerURL, Kind: "Listener", Abbrev: "LDS", Rank: 5, Wildcard: true, FullState: true,
+			URL: ListenerURL, Kind: "Listener", Plural: "listeners", Abbrev: "LDS", Rank: 5, Wildcard: true, FullState: true,
 			New: func() proto.Message { return &listenerv3.Listener{} }, Refs: listenerRefs,
 			Service: "envoy.service.listener.v3.ListenerDiscoveryService", SotWMethod: "StreamListeners", DeltaMethod: "DeltaListeners",
 		},
 		{
-			URL: RouteURL, Kind: "RouteConfiguration", Abbrev: "RDS", Rank: 6,
+			URL: RouteURL, Kind: "RouteConfiguration", Plural: "routes", Abbrev: "RDS", Rank: 6,
 			New: func() proto.Message { return &routev3.RouteConfiguration{} }, Refs: routeConfigRefs,
 			Service: "envoy.service.route.v3.RouteDiscoveryService", SotWMethod: "StreamRoutes", DeltaMethod: "DeltaRoutes",
 		},
 		{
-			URL: ScopedRouteURL, Kind: "ScopedRouteConfiguration", Abbrev: "SRDS", Rank: 7, Wildcard: true,
+			URL: ScopedRouteURL, Kind: "ScopedRouteConfiguration", Plural: "scoped_routes", Abbrev: "SRDS", Rank: 7, Wildcard: true,
 			New: func() proto.Message { return &routev3.ScopedRouteConfiguration{} }, Refs: scopedRouteRefs,
 			Service: "envoy.service.route.v3.ScopedRoutesDiscoveryService", SotWMethod: "StreamScopedRoutes", DeltaMethod: "DeltaScopedRoutes",
 		},
 		{
-			URL: VirtualHostURL, Kind: "VirtualHost", Abbrev: "VHDS", Rank: 8,
+			URL: VirtualHostURL, Kind: "VirtualHost", Plural: "virtual_hosts", Abbrev: "VHDS", Rank: 8,
 			New: func() proto.Message { return &routev3.VirtualHost{} }, Refs: virtualHostRefs,
 			// VHDS exists only as a delta service.
 			Service: "envoy.service.route.v3.VirtualHostDiscoveryService", DeltaMethod: "DeltaVirtualHosts",
@@ -166,6 +167,16 @@ func New() *Registry {
 
 // Lookup returns the type with the given URL, or nil.
 func (r *Registry) Lookup(url string) *Type { return r.byURL[url] }
+
+// ByPlural returns the type whose Plural is p, or nil.
+func (r *Registry) ByPlural(p string) *Type {
+	for _, t := range r.ranked {
+		if t.Plural == p {
+			return t
+		}
+	}
+	return nil
+}
 
 // Ranked returns every type in make-before-break order. The slice is shared:
 // do not modify it.

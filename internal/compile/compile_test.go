@@ -1,4 +1,4 @@
-package pipeline
+package compile
 
 import (
 	"flag"
@@ -65,19 +65,21 @@ func TestCompileGolden(t *testing.T) {
 	}
 }
 
-// render is the golden form of a compile: the snapshot version and every
-// resource's type, name and version, or the refusal.
+// render is the golden form of a compile: per group, the snapshot version
+// and every resource's type, name and version; or the refusal.
 func render(reg *xdstype.Registry, f config.File) string {
-	snap, err := Compile(reg, []config.File{f})
+	fleet, err := Compile(reg, []config.File{f})
 	var b strings.Builder
 	if err != nil {
 		fmt.Fprintf(&b, "refused:\n%s\n", err)
 		return b.String()
 	}
-	fmt.Fprintf(&b, "snapshot %s\n", snap.Version())
-	for _, set := range snap.Sets() {
-		for _, n := range set.Names() {
-			fmt.Fprintf(&b, "%s %s %s\n", set.Type().Kind, n, set.Get(n).Version)
+	for _, g := range fleet.Groups() {
+		fmt.Fprintf(&b, "group %s snapshot %s\n", g.Name, g.Snapshot.Version())
+		for _, set := range g.Snapshot.Sets() {
+			for _, n := range set.Names() {
+				fmt.Fprintf(&b, "  %s %s %s\n", set.Type().Kind, n, set.Get(n).Version)
+			}
 		}
 	}
 	return b.String()

@@ -1,0 +1,145 @@
+// Package compile turns configuration files into the fleet Pylon serves:
+// decoding, validation, node groups and each group's snapshot. It is pure:
+// files in, a fleet or diagnostics out.
+package compile
+
+import (
+	"fmt"
+	"path"
+	"sort"
+	"time"
+
+	"github.com/pylon-xds/pylon/internal/config"
+	"github.com/pylon-xds/pylon/internal/diag"
+	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/xdstype"
+)
+
+// Compile validates files and builds the fleet they describe. Every resource
+// is validated and marshalled once, whatever the number of groups; a group's
+// snapshot shares the encodings. The error is a diag.List.
+func Compile(reg *xdstype.Registry, files []config.File) (*snapshot.Fleet, error) {
+	doc, err := config.Load(reg, files)
+	if err != nil {
+		return nil, err
+	}
+	inputs := make([]snapshot.Input, len(doc.Resources))
+	for i, r := range doc.Resources {
+		inputs[i] = snapshot.Input{Type: r.Type, Name: r.Name, Message: r.Message, TTL: r.TTL, File: r.File, Line: r.Line}
+	}
+	all, err := snapshot.Build(reg, inputs)
+	if err != nil {
+		return nil, err
+	}
+	if len(doc.Groups) == 0 {
+		return snapshot.NewFleet(all, time.Time{}), nil
+	}
+	rules, problems := groups(reg, doc.Groups, all)
+	if err := problems.Err(); err != nil {
+		return nil, err
+	}
+	snaps := make([]*snapshot.Snapshot, len(rules))
+	for i, g := range rules {
+		snaps[i] = scoped(reg, all, g)
+	}
+	return snapshot.NewGroupedFleet(rules, snaps), nil
+}
+
+// groups checks the group rules and turns them into the model's.
+func groups(reg *xdstype.Registry, specs []config.Group, all *snapshot.Snapshot) (model.Groups, diag.List) {
+	var problems diag.List
+	bad := func(g config.Group, field, format string, args ...any) {
+		problems = append(problems, diag.Diagnostic{File: g.File, Line: g.Line, Type: "group", Name: g.Name, Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+	seen := map[string]config.Group{}
+	var def *config.Group
+	rules := make(model.Groups, 0, len(specs))
+	for i, g := range specs {
+		if prev, dup := seen[g.Name]; dup {
+			bad(g, "name", "duplicate group name: already defined at %s:%d", prev.File, prev.Line)
+			continue
+		}
+		seen[g.Name] = g
+		if g.Default {
+			if def != nil {
+				bad(g, "default", "a second default group: %q is already the default", def.Name)
+			}
+			def = &specs[i]
+		}
+		if _, err := path.Match(g.Match.ID, ""); err != nil {
+			bad(g, "match.id", "bad pattern %q: %v", g.Match.ID, err)
+		}
+		rule := model.Group{
+			Name:    g.Name,
+			Default: g.Default,
+			Match: model.Match{
+				ID: g.Match.ID, Cluster: g.Match.Cluster, Metadata: g.Match.Metadata,
+				Region: g.Match.Region, Zone: g.Match.Zone, SubZone: g.Match.SubZone,
+			},
+			SuppressDeltaNotFound: g.DeltaNotFound != nil && !*g.DeltaNotFound,
+		}
+		if len(g.Scope) > 0 {
+			rule.Scope = map[string][]string{}
+		}
+		kinds := make([]string, 0, len(g.Scope))
+		for k := range g.Scope {
+			kinds = append(kinds, k)
+		}
+		sort.Strings(kinds)
+		for _, kind := range kinds {
+			t := reg.ByPlural(kind)
+			if t == nil {
+				bad(g, "scope."+kind, "unknown kind (one of listeners, routes, clusters, endpoints, secrets, runtimes, extension_configs, scoped_routes, virtual_hosts)")
+				continue
+			}
+			for j, pattern := range g.Scope[kind] {
+				field := fmt.Sprintf("scope.%s[%d]", kind, j)
+				if _, err := path.Match(pattern, ""); err != nil {
+					bad(g, field, "bad pattern %q: %v", pattern, err)
+					continue
+				}
+				if len(matching(all.Set(t.URL), pattern)) == 0 {
+					// Most likely a typo; a group that silently sees nothing
+					// is the classic outage.
+					bad(g, field, "%q matches no %s", pattern, t.Kind)
+				}
+			}
+			rule.Scope[t.URL] = g.Scope[kind]
+		}
+		if !g.Default && g.Match.ID == "" && g.Match.Cluster == "" && len(g.Match.Metadata) == 0 &&
+			g.Match.Region == "" && g.Match.Zone == "" && g.Match.SubZone == "" {
+			bad(g, "match", "empty: it would take every node; say `default: true` instead")
+		}
+		rules = append(rules, rule)
+	}
+	return rules, problems
+}
+
+// scoped is the snapshot of a group: everything, or what its scope names
+// and everything that names in turn.
+func scoped(reg *xdstype.Registry, all *snapshot.Snapshot, g model.Group) *snapshot.Snapshot {
+	if len(g.Scope) == 0 {
+		return all
+	}
+	roots := snapshot.Names{}
+	for typeURL, patterns := range g.Scope {
+		for _, p := range patterns {
+			for _, n := range matching(all.Set(typeURL), p) {
+				roots.Add(typeURL, n)
+			}
+		}
+	}
+	return snapshot.Subset(reg, all, snapshot.Closure(all, roots))
+}
+
+// matching returns the names in set that pattern matches.
+func matching(set *snapshot.Set, pattern string) []string {
+	var out []string
+	for _, n := range set.Names() {
+		if ok, _ := path.Match(pattern, n); ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}

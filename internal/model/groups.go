@@ -1,0 +1,88 @@
+// Package model holds Pylon's resolved model: plain, immutable data with no
+// I/O and no Envoy types. For now it is the node groups: which nodes belong
+// to which group, and what each group sees.
+package model
+
+import (
+	"path"
+)
+
+// Node is what group rules can match on, taken from the node a proxy sends
+// on its first request.
+type Node struct {
+	ID       string
+	Cluster  string
+	Metadata map[string]string // the node metadata's string values
+	Region   string
+	Zone     string
+	SubZone  string
+}
+
+// Match is a group's rule; every field set must match (an empty field
+// matches anything).
+type Match struct {
+	// ID is a glob over the node id ("edge-*", "sidecar-?-payments").
+	ID string `json:"id,omitempty"`
+	// Cluster must equal the node's cluster.
+	Cluster string `json:"cluster,omitempty"`
+	// Metadata values must equal the node metadata's string values.
+	Metadata map[string]string `json:"metadata,omitempty"`
+	// Locality fields must equal the node's.
+	Region  string `json:"region,omitempty"`
+	Zone    string `json:"zone,omitempty"`
+	SubZone string `json:"sub_zone,omitempty"`
+}
+
+// Matches reports whether n satisfies every field of m.
+func (m Match) Matches(n Node) bool {
+	if m.ID != "" {
+		if ok, err := path.Match(m.ID, n.ID); err != nil || !ok {
+			return false
+		}
+	}
+	if m.Cluster != "" && m.Cluster != n.Cluster {
+		return false
+	}
+	for k, v := range m.Metadata {
+		if n.Metadata[k] != v {
+			return false
+		}
+	}
+	return (m.Region == "" || m.Region == n.Region) &&
+		(m.Zone == "" || m.Zone == n.Zone) &&
+		(m.SubZone == "" || m.SubZone == n.SubZone)
+}
+
+// Group is a set of nodes that receive the same configuration.
+type Group struct {
+	Name  string
+	Match Match
+	// Default makes the group take nodes that match no other group.
+	Default bool
+	// Scope, when set, limits what the group sees: per resource type URL,
+	// glob patterns of the names it starts from; everything those name is
+	// included too. Types not listed contribute only what is named.
+	Scope map[string][]string
+	// SuppressDeltaNotFound stops delta streams of the group's nodes from
+	// listing subscribed names that do not exist in removed_resources.
+	SuppressDeltaNotFound bool
+}
+
+// Groups are the group rules in order: the first whose Match matches wins,
+// then the default group.
+type Groups []Group
+
+// Resolve returns the index of the group n belongs to, or -1 for none.
+func (gs Groups) Resolve(n Node) int {
+	def := -1
+	for i, g := range gs {
+		if g.Default {
+			def = i
+			continue
+		}
+		if g.Match.Matches(n) {
+			return i
+		}
+	}
+	return def
+}
