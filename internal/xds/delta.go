@@ -186,7 +186,7 @@ func (w *deltaWatch) plan(p *planner, set *snapshot.Set, notFound, ttl bool) (re
 				changes = append(changes, change{n, r})
 			}
 		case cur != nil:
-			if !p.keep(w.typ.URL, n) {
+			if !p.keep(w.typ, n, named) {
 				removed = append(removed, n) // deleted since the client got it
 				changes = append(changes, change{n, nil})
 			}

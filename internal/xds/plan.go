@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
 // ledger is what a stream's client holds of one type, per resource: as last
@@ -135,12 +136,23 @@ func (p *planner) flags() [3]bool { return [3]bool{p.held, p.rejected, p.waiting
 
 // keep reports whether a resource gone from the snapshot must stay with the
 // client for now: something the client holds or was sent still names it
-// (make-before-break). The client's ACK of the change that stops naming it
-// lets it go.
-func (p *planner) keep(typeURL, name string) bool {
-	if p.referenced(typeURL, name) {
+// (make-before-break; the client's ACK of the change that stops naming it
+// lets it go), or, for a cluster, the client still subscribes to it by name.
+func (p *planner) keep(t *xdstype.Type, name string, named bool) bool {
+	if p.referenced(t.URL, name) {
 		p.waiting = true
 		return true
+	}
+	if named && t.MustPrecede {
+		// A client that names a cluster in its subscription still uses it:
+		// gRPC keeps a retired cluster while RPCs routed to it are in
+		// flight, and unsubscribes after. Keep it until then, within the
+		// same bound as any hold, so a name subscribed forever cannot pin
+		// a deleted cluster.
+		if since := p.st.holdSince; since.IsZero() || p.now.Sub(since) < p.st.srv.holdTimeout {
+			p.held = true
+			return true
+		}
 	}
 	return false
 }

@@ -221,7 +221,8 @@ func (w *watch) plan(p *planner, set *snapshot.Set) (next map[string]*snapshot.R
 		_, forced := w.force[n]
 		switch {
 		case r == nil:
-			if cur != nil && w.typ.FullState && p.keep(w.typ.URL, n) {
+			_, named := w.names[n]
+			if cur != nil && w.typ.FullState && p.keep(w.typ, n, named) {
 				next[n] = cur
 			}
 		case sameVersion(cur, r) && !forced:
