@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -83,4 +84,37 @@ func render(reg *xdstype.Registry, f config.File) string {
 		}
 	}
 	return b.String()
+}
+
+// A scope cuts a group's clusters to what its roots name, over the wire
+// format's own resources: the payments sidecar sees one cluster of four.
+func TestScopeCutsClusters(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "compile", "groups_scoped.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleet, err := Compile(xdstype.New(), []config.File{{Path: "groups_scoped.yaml", Data: data}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	for _, g := range fleet.Groups() {
+		got[g.Name] = g.Snapshot.Set(xdstype.ClusterURL).Names()
+	}
+	want := map[string][]string{
+		"edge":             {"api", "web"},
+		"payments-sidecar": {"payments"},
+		"everyone-else":    {"api", "payments", "users", "web"},
+	}
+	for name, w := range want {
+		if !slices.Equal(got[name], w) {
+			t.Errorf("group %s clusters %v, want %v", name, got[name], w)
+		}
+	}
+	// Groups share encodings: the same resource is the same object.
+	a := fleet.Groups()[0].Snapshot.Set(xdstype.ClusterURL).Get("web")
+	b := fleet.Groups()[2].Snapshot.Set(xdstype.ClusterURL).Get("web")
+	if a != b {
+		t.Error("a resource was encoded once per group")
+	}
 }
