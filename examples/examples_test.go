@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/pylon-xds/pylon/examples"
-	"github.com/pylon-xds/pylon/internal/config"
 	"github.com/pylon-xds/pylon/internal/compile"
+	"github.com/pylon-xds/pylon/internal/config"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
