@@ -23,7 +23,7 @@ func TestExamplesCompile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fleet, err := compile.Compile(reg, []config.File{{Path: f, Data: data}})
+		fleet, err := compile.Compile(reg, []config.File{{Path: f, Data: data}}, compile.LimitedReader)
 		if err != nil {
 			t.Errorf("%s: %v", f, err)
 			continue
@@ -34,7 +34,7 @@ func TestExamplesCompile(t *testing.T) {
 			}
 		}
 	}
-	if _, err := compile.Compile(reg, []config.File{{Path: examples.QuickstartName, Data: examples.Quickstart()}}); err != nil {
+	if _, err := compile.Compile(reg, []config.File{{Path: examples.QuickstartName, Data: examples.Quickstart()}}, nil); err != nil {
 		t.Fatalf("embedded quickstart: %v", err)
 	}
 }

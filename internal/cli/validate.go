@@ -25,7 +25,7 @@ on failure, and exits 1 then. Useful in CI before a config reaches the fleet.`,
 			if err != nil {
 				return err
 			}
-			fleet, err := compile.Compile(xdstype.New(), files)
+			fleet, err := compile.Compile(xdstype.New(), files, compile.LimitedReader)
 			if err != nil {
 				return fmt.Errorf("config refused:\n%w", err)
 			}

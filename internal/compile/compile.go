@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/pylon-xds/pylon/internal/config"
@@ -16,10 +17,12 @@ import (
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
-// Compile validates files and builds the fleet they describe. Every resource
-// is validated and marshalled once, whatever the number of groups; a group's
-// snapshot shares the encodings. The error is a diag.List.
-func Compile(reg *xdstype.Registry, files []config.File) (*snapshot.Fleet, error) {
+// Compile validates files and builds the fleet they describe: the raw
+// resources and the model's translation, checked together. Every resource is
+// validated and marshalled once, whatever the number of groups; a group's
+// snapshot shares the encodings. read reads the files the model names
+// (certificates); nil reads none. The error is a diag.List.
+func Compile(reg *xdstype.Registry, files []config.File, read ReadFile) (*snapshot.Fleet, error) {
 	doc, err := config.Load(reg, files)
 	if err != nil {
 		return nil, err
@@ -28,14 +31,21 @@ func Compile(reg *xdstype.Registry, files []config.File) (*snapshot.Fleet, error
 	for i, r := range doc.Resources {
 		inputs[i] = snapshot.Input{Type: r.Type, Name: r.Name, Message: r.Message, TTL: r.TTL, File: r.File, Line: r.Line}
 	}
-	all, err := snapshot.Build(reg, inputs)
+	if read == nil {
+		read = func(p string) ([]byte, error) { return nil, fmt.Errorf("reading files is not allowed here") }
+	}
+	translated, problems := translateModel(reg, &doc.Model, read)
+	if err := problems.Err(); err != nil {
+		return nil, err
+	}
+	all, err := snapshot.Build(reg, append(inputs, translated...))
 	if err != nil {
 		return nil, err
 	}
 	if len(doc.Groups) == 0 {
 		return snapshot.NewFleet(all, time.Time{}), nil
 	}
-	rules, problems := groups(reg, doc.Groups, all)
+	rules, problems := groups(reg, doc.Groups, all, doc.Services)
 	if err := problems.Err(); err != nil {
 		return nil, err
 	}
@@ -47,7 +57,7 @@ func Compile(reg *xdstype.Registry, files []config.File) (*snapshot.Fleet, error
 }
 
 // groups checks the group rules and turns them into the model's.
-func groups(reg *xdstype.Registry, specs []config.Group, all *snapshot.Snapshot) (model.Groups, diag.List) {
+func groups(reg *xdstype.Registry, specs []config.Group, all *snapshot.Snapshot, services []model.Service) (model.Groups, diag.List) {
 	var problems diag.List
 	bad := func(g config.Group, field, format string, args ...any) {
 		problems = append(problems, diag.Diagnostic{File: g.File, Line: g.Line, Type: "group", Name: g.Name, Field: field, Message: fmt.Sprintf(format, args...)})
@@ -88,9 +98,23 @@ func groups(reg *xdstype.Registry, specs []config.Group, all *snapshot.Snapshot)
 		}
 		sort.Strings(kinds)
 		for _, kind := range kinds {
+			if kind == "labels" {
+				// Services by label: their clusters are roots.
+				for j, sel := range g.Scope[kind] {
+					names := labeled(services, sel)
+					if len(names) == 0 {
+						bad(g, fmt.Sprintf("scope.labels[%d]", j), "%q (key=value) selects no service", sel)
+					}
+					rule.Scope[xdstype.ClusterURL] = append(rule.Scope[xdstype.ClusterURL], names...)
+				}
+				continue
+			}
 			t := reg.ByPlural(kind)
+			if kind == "services" {
+				t = reg.Lookup(xdstype.ClusterURL) // a service is its cluster
+			}
 			if t == nil {
-				bad(g, "scope."+kind, "unknown kind (one of listeners, routes, clusters, endpoints, secrets, runtimes, extension_configs, scoped_routes, virtual_hosts)")
+				bad(g, "scope."+kind, "unknown kind (one of services, labels, listeners, routes, clusters, endpoints, secrets, runtimes, extension_configs, scoped_routes, virtual_hosts)")
 				continue
 			}
 			for j, pattern := range g.Scope[kind] {
@@ -105,7 +129,7 @@ func groups(reg *xdstype.Registry, specs []config.Group, all *snapshot.Snapshot)
 					bad(g, field, "%q matches no %s", pattern, t.Kind)
 				}
 			}
-			rule.Scope[t.URL] = g.Scope[kind]
+			rule.Scope[t.URL] = append(rule.Scope[t.URL], g.Scope[kind]...)
 		}
 		if !g.Default && g.Match.ID == "" && g.Match.Cluster == "" && len(g.Match.Metadata) == 0 &&
 			g.Match.Region == "" && g.Match.Zone == "" && g.Match.SubZone == "" {
@@ -139,6 +163,22 @@ func matching(set *snapshot.Set, pattern string) []string {
 	for _, n := range set.Names() {
 		if ok, _ := path.Match(pattern, n); ok {
 			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// labeled returns the names of the services whose labels hold sel
+// ("key=value").
+func labeled(services []model.Service, sel string) []string {
+	k, v, ok := strings.Cut(sel, "=")
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, s := range services {
+		if s.Labels[k] == v {
+			out = append(out, s.Name)
 		}
 	}
 	return out

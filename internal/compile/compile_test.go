@@ -69,7 +69,7 @@ func TestCompileGolden(t *testing.T) {
 // render is the golden form of a compile: per group, the snapshot version
 // and every resource's type, name and version; or the refusal.
 func render(reg *xdstype.Registry, f config.File) string {
-	fleet, err := Compile(reg, []config.File{f})
+	fleet, err := Compile(reg, []config.File{f}, os.ReadFile)
 	var b strings.Builder
 	if err != nil {
 		fmt.Fprintf(&b, "refused:\n%s\n", err)
@@ -93,7 +93,7 @@ func TestScopeCutsClusters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fleet, err := Compile(xdstype.New(), []config.File{{Path: "groups_scoped.yaml", Data: data}})
+	fleet, err := Compile(xdstype.New(), []config.File{{Path: "groups_scoped.yaml", Data: data}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pylon-xds/pylon/internal/diag"
+	"github.com/pylon-xds/pylon/internal/model"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -56,6 +57,7 @@ type Resource struct {
 type Document struct {
 	Resources []Resource
 	Groups    []Group
+	model.Model
 }
 
 // Group is a node group as written (see docs/config.md).
@@ -178,14 +180,105 @@ func loadDocument(reg *xdstype.Registry, path string, root *yaml.Node, doc *Docu
 				}
 				doc.Groups = append(doc.Groups, g)
 			}
+		case "services":
+			items, errs := decodeItems(path, "service", val, func(v *model.Service, src model.Source) string { v.Source = src; return v.Name })
+			doc.Services, problems = append(doc.Services, items...), append(problems, errs...)
+		case "routes":
+			items, errs := decodeItems(path, "route table", val, func(v *model.RouteTable, src model.Source) string { v.Source = src; return v.Name })
+			doc.Routes, problems = append(doc.Routes, items...), append(problems, errs...)
+		case "listeners":
+			items, errs := decodeItems(path, "listener", val, func(v *model.Listener, src model.Source) string { v.Source = src; return v.Name })
+			doc.Listeners, problems = append(doc.Listeners, items...), append(problems, errs...)
+		case "secrets":
+			items, errs := decodeItems(path, "secret", val, func(v *model.Secret, src model.Source) string { v.Source = src; return v.Name })
+			doc.Secrets, problems = append(doc.Secrets, items...), append(problems, errs...)
+		case "grpc":
+			items, errs := decodeItems(path, "grpc target", val, func(v *model.GRPCTarget, src model.Source) string { v.Source = src; return v.Target })
+			doc.GRPC, problems = append(doc.GRPC, items...), append(problems, errs...)
 		default:
-			problems = append(problems, diag.Diagnostic{File: path, Line: key.Line, Field: key.Value, Message: "unknown top-level key (version 1 knows `version`, `resources` and `groups`)"})
+			problems = append(problems, diag.Diagnostic{File: path, Line: key.Line, Field: key.Value, Message: "unknown top-level key (version 1 knows version, resources, groups, services, routes, listeners, secrets and grpc)"})
 		}
 	}
 	return problems
 }
 
 var unknownJSONField = regexp.MustCompile(`unknown field "([^"]+)"`)
+
+// decodeItems decodes a list of model objects strictly: an unknown field or
+// a value of the wrong type is an error naming the object and the field.
+// set records each object's source and returns its name.
+func decodeItems[T any](path, kind string, val *yaml.Node, set func(*T, model.Source) string) ([]T, diag.List) {
+	if val.Kind == yaml.ScalarNode && val.Tag == "!!null" {
+		return nil, nil
+	}
+	if val.Kind != yaml.SequenceNode {
+		return nil, diag.List{{File: path, Line: val.Line, Message: "must be a list of " + kind + "s"}}
+	}
+	var out []T
+	var problems diag.List
+	for i, item := range val.Content {
+		d := diag.Diagnostic{File: path, Line: item.Line, Type: kind, Name: fmt.Sprintf("#%d", i)}
+		var raw map[string]any
+		if err := item.Decode(&raw); err != nil || item.Kind != yaml.MappingNode {
+			d.Message = "must be a mapping"
+			problems = append(problems, d)
+			continue
+		}
+		for _, k := range []string{"name", "target"} {
+			if n, ok := raw[k].(string); ok && n != "" {
+				d.Name = n
+			}
+		}
+		js, err := json.Marshal(raw)
+		if err != nil {
+			d.Message = err.Error()
+			problems = append(problems, d)
+			continue
+		}
+		dec := json.NewDecoder(bytes.NewReader(js))
+		dec.DisallowUnknownFields()
+		var v T
+		if err := dec.Decode(&v); err != nil {
+			d.Field, d.Message = explainJSON(err)
+			if d.Field != "" {
+				if l := findKeyLine(item, lastField(d.Field)); l > 0 {
+					d.Line = l
+				}
+			}
+			problems = append(problems, d)
+			continue
+		}
+		if set(&v, model.Source{File: path, Line: item.Line}) == "" {
+			d.Field, d.Message = "name", "missing"
+			if kind == "grpc target" {
+				d.Field = "target"
+			}
+			problems = append(problems, d)
+			continue
+		}
+		out = append(out, v)
+	}
+	return out, problems
+}
+
+// explainJSON turns encoding/json's errors into a field and a message.
+func explainJSON(err error) (field, msg string) {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return te.Field, fmt.Sprintf("expected %s, got %s", te.Type, te.Value)
+	}
+	if m := unknownJSONField.FindStringSubmatch(err.Error()); m != nil {
+		return m[1], fmt.Sprintf("unknown field %q", m[1])
+	}
+	return "", strings.TrimPrefix(err.Error(), "json: ")
+}
+
+func lastField(f string) string {
+	if i := strings.LastIndex(f, "."); i >= 0 {
+		return f[i+1:]
+	}
+	return f
+}
 
 // decodeGroup decodes one entry of `groups`, strictly.
 func decodeGroup(path string, i int, node *yaml.Node) (Group, *diag.Diagnostic) {
@@ -207,10 +300,9 @@ func decodeGroup(path string, i int, node *yaml.Node) (Group, *diag.Diagnostic) 
 	dec.DisallowUnknownFields()
 	var g Group
 	if err := dec.Decode(&g); err != nil {
-		d.Message = strings.TrimPrefix(err.Error(), "json: ")
-		if m := unknownJSONField.FindStringSubmatch(err.Error()); m != nil {
-			d.Field, d.Message = m[1], fmt.Sprintf("unknown field %q", m[1])
-			if l := findKeyLine(node, m[1]); l > 0 {
+		d.Field, d.Message = explainJSON(err)
+		if d.Field != "" {
+			if l := findKeyLine(node, lastField(d.Field)); l > 0 {
 				d.Line = l
 			}
 		}

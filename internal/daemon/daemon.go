@@ -146,6 +146,9 @@ func Run(ctx context.Context, o Options) error {
 			resync = 0
 		}
 		watcher := file.New(file.Options{Path: o.ConfigPath, Quiet: o.DebounceQuiet, MaxWait: o.DebounceMax, Resync: resync, Logger: log})
+		// Certificates the config names are watched too: a rotation
+		// reloads, and only the changed Secret is pushed.
+		pipe.OnFiles(watcher.Watch)
 		g.Go(func() error { return watcher.Run(gctx, updates) })
 		g.Go(func() error { return pipe.Run(gctx, updates) })
 	}

@@ -5,8 +5,6 @@ package pipeline
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"log/slog"
 	"maps"
@@ -50,13 +48,13 @@ type Pipeline struct {
 	reg *xdstype.Registry
 	pub *snapshot.Publisher
 	log *slog.Logger
+	// onFiles is told, after each good compile, the files the config named
+	// (certificates), so that the source watches them too.
+	onFiles func([]string)
+	files   []string // what the last good compile read
 
 	mu     sync.Mutex
 	status Status
-	// goodInput and badInput hash the last published and the last refused
-	// input, so that a resync or a repeated event re-reading the same bytes
-	// neither rebuilds nor logs again.
-	goodInput, badInput string
 }
 
 // New returns a pipeline publishing to pub.
@@ -65,6 +63,14 @@ func New(reg *xdstype.Registry, pub *snapshot.Publisher, log *slog.Logger) *Pipe
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Pipeline{reg: reg, pub: pub, log: log}
+}
+
+// OnFiles sets the function told which files (certificates, keys) the
+// current config reads, to watch them, and tells it at once about the files
+// read so far. Call before Run.
+func (p *Pipeline) OnFiles(f func([]string)) {
+	p.onFiles = f
+	f(p.files)
 }
 
 // Run applies updates until ctx ends or in closes.
@@ -83,54 +89,49 @@ func (p *Pipeline) Run(ctx context.Context, in <-chan source.Update) error {
 }
 
 // Apply compiles and publishes one update. It returns the refusal's error,
-// or nil when the update was published or changed nothing.
+// or nil when the update was published or changed nothing. Every update is
+// compiled, even one whose files did not change: the certificates it names
+// may have. Unchanged content publishes nothing (the fleet's version is a
+// hash of content), and a refusal repeated by a resync is logged once.
 func (p *Pipeline) Apply(u source.Update) error {
-	key := inputKey(u)
-	p.mu.Lock()
-	good, bad := key == p.goodInput, key == p.badInput
-	var refused string
-	if bad && p.status.Refused != nil {
-		refused = p.status.Refused.Error
+	var read []string
+	reader := func(path string) ([]byte, error) {
+		read = append(read, path)
+		return compile.LimitedReader(path)
 	}
-	if good && p.status.Refused != nil {
-		// The input went back to what is being served: nothing to
-		// publish, and the refusal no longer describes the source.
-		p.status.Refused, p.badInput = nil, ""
-		p.log.Info("config restored to the version being served", "version", p.status.Version)
-	}
-	p.mu.Unlock()
-	switch {
-	case good:
-		return nil
-	case bad:
-		return errors.New(refused)
-	}
-
 	err := u.Err
 	var fleet *snapshot.Fleet
 	if err == nil {
-		fleet, err = compile.Compile(p.reg, u.Files)
+		fleet, err = compile.Compile(p.reg, u.Files, reader)
 	}
 	now := time.Now()
 	if err != nil {
-		r := &Refusal{At: now, Error: err.Error()}
-		var dl diag.List
-		if errors.As(err, &dl) {
-			r.Diagnostics = dl
-		}
 		p.mu.Lock()
-		p.badInput = key
-		p.status.Refused = r
+		repeat := p.status.Refused != nil && p.status.Refused.Error == err.Error()
+		if !repeat {
+			r := &Refusal{At: now, Error: err.Error()}
+			var dl diag.List
+			if errors.As(err, &dl) {
+				r.Diagnostics = dl
+			}
+			p.status.Refused = r
+		}
 		p.mu.Unlock()
-		// Logged once per distinct bad input: a resync of the same bytes
-		// is caught by badInput above.
-		p.log.Error("config refused; the previous config keeps serving", "err", err.Error())
+		if !repeat {
+			p.log.Error("config refused; the previous config keeps serving", "err", err.Error())
+		}
 		return err
+	}
+	p.files = read
+	if p.onFiles != nil {
+		p.onFiles(read)
 	}
 	fleet.AcceptedAt = u.AcceptedAt
 	published := p.pub.Publish(fleet)
 	p.mu.Lock()
-	p.goodInput, p.badInput = key, ""
+	if p.status.Refused != nil && !published {
+		p.log.Info("config restored to the version being served", "version", fleet.Version())
+	}
 	p.status.Refused = nil
 	if published || p.status.Version == "" {
 		p.status.Version = fleet.Version()
@@ -167,24 +168,4 @@ func (p *Pipeline) Status() Status {
 		s.Groups[i] = g
 	}
 	return s
-}
-
-// inputKey hashes an update's files (or read error) so identical inputs are
-// recognised without decoding them.
-func inputKey(u source.Update) string {
-	h := sha256.New()
-	if u.Err != nil {
-		h.Write([]byte("error\x00" + u.Err.Error()))
-	}
-	for _, f := range u.Files {
-		h.Write([]byte(f.Path))
-		h.Write([]byte{0})
-		var n [8]byte
-		for i := range n {
-			n[i] = byte(len(f.Data) >> (8 * i))
-		}
-		h.Write(n[:])
-		h.Write(f.Data)
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }

@@ -38,6 +38,9 @@ type Options struct {
 type Source struct {
 	opts Options
 	log  *slog.Logger
+	// extra carries the latest set of other files to watch (the
+	// certificates a config names); one slot, newest wins.
+	extra chan []string
 }
 
 // New returns a source for opts.
@@ -46,7 +49,25 @@ func New(opts Options) *Source {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Source{opts: opts, log: log}
+	return &Source{opts: opts, log: log, extra: make(chan []string, 1)}
+}
+
+// Watch makes the source also watch paths (their folders, so that a file
+// replaced by rename is seen): a change there reloads the config, which
+// re-reads them. Each call replaces the previous set. Safe to call from any
+// goroutine.
+func (s *Source) Watch(paths []string) {
+	for {
+		select {
+		case s.extra <- paths:
+			return
+		default:
+		}
+		select {
+		case <-s.extra: // drop the older set
+		default:
+		}
+	}
 }
 
 // Run sends the configuration to out once at the start and again after every
@@ -68,6 +89,7 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 	if err := w.Add(dir); err != nil {
 		return fmt.Errorf("watching %s: %w", dir, err)
 	}
+	watched := map[string]bool{}
 
 	send := func(at time.Time) bool {
 		files, err := Read(s.opts.Path)
@@ -125,6 +147,30 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 		case now := <-resync:
 			if !send(now) {
 				return nil
+			}
+		case paths := <-s.extra:
+			want := map[string]bool{}
+			for _, p := range paths {
+				if d := filepath.Dir(p); d != dir {
+					want[d] = true
+				}
+			}
+			for d := range watched {
+				if !want[d] {
+					_ = w.Remove(d)
+					delete(watched, d)
+				}
+			}
+			for d := range want {
+				if watched[d] {
+					continue
+				}
+				if err := w.Add(d); err != nil {
+					// The resync still catches changes there.
+					s.log.Warn("cannot watch a folder the config reads from", "dir", d, "err", err)
+					continue
+				}
+				watched[d] = true
 			}
 		}
 	}

@@ -1,0 +1,357 @@
+package compile
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pylon-xds/pylon/internal/diag"
+	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/translate"
+	"github.com/pylon-xds/pylon/internal/xdstype"
+)
+
+// ReadFile reads a file a config names (a certificate, a key). Paths are
+// as written, relative to the config file's folder.
+type ReadFile func(path string) ([]byte, error)
+
+// checker collects the model's mistakes, each naming file, object and field.
+type checker struct {
+	problems diag.List
+	services map[string]*model.Service
+	tables   map[string]*model.RouteTable
+	secrets  map[string]*model.Secret
+}
+
+func (c *checker) add(src model.Source, kind, name, field, format string, args ...any) {
+	c.problems = append(c.problems, diag.Diagnostic{File: src.File, Line: src.Line, Type: kind, Name: name, Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+// ref checks that name is one of known, suggesting the closest on a miss.
+func ref[T any](c *checker, src model.Source, kind, owner, field, what, name string, known map[string]T) bool {
+	if _, ok := known[name]; ok {
+		return true
+	}
+	names := make([]string, 0, len(known))
+	for n := range known {
+		names = append(names, n)
+	}
+	msg := fmt.Sprintf("no %s %q", what, name)
+	if s := suggest(name, names); s != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	c.add(src, kind, owner, field, "%s", msg)
+	return false
+}
+
+func oneOf(c *checker, src model.Source, kind, name, field, value string, allowed []string) {
+	if value != "" && !slices.Contains(allowed, value) {
+		c.add(src, kind, name, field, "%q is not one of %v", value, allowed)
+	}
+}
+
+// translateModel checks the model and translates it into inputs for the
+// snapshot builder, reading the secret files it names.
+func translateModel(reg *xdstype.Registry, m *model.Model, read ReadFile) ([]snapshot.Input, diag.List) {
+	c := &checker{services: map[string]*model.Service{}, tables: map[string]*model.RouteTable{}, secrets: map[string]*model.Secret{}}
+	for i := range m.Services {
+		c.services[m.Services[i].Name] = &m.Services[i]
+	}
+	for i := range m.Routes {
+		c.tables[m.Routes[i].Name] = &m.Routes[i]
+	}
+	for i := range m.Secrets {
+		c.secrets[m.Secrets[i].Name] = &m.Secrets[i]
+	}
+	grpcServices := map[string]bool{}
+	for i := range m.GRPC {
+		for _, t := range m.GRPC[i].To {
+			grpcServices[t.Service] = true
+		}
+	}
+
+	var inputs []snapshot.Input
+	emit := func(src model.Source, msg proto.Message) {
+		url := "type.googleapis.com/" + string(msg.ProtoReflect().Descriptor().FullName())
+		t := reg.Lookup(url)
+		inputs = append(inputs, snapshot.Input{Type: t, Name: xdstype.NameOf(msg), Message: msg, File: src.File, Line: src.Line})
+	}
+
+	for i := range m.Services {
+		s := &m.Services[i]
+		c.service(s, grpcServices[s.Name])
+		emit(s.Source, translate.Cluster(s))
+		emit(s.Source, translate.Endpoints(s))
+	}
+	rateLimited := map[string]bool{}
+	for i := range m.Routes {
+		rt := &m.Routes[i]
+		c.table(rt)
+		rateLimited[rt.Name] = translate.UsesRateLimit(rt)
+		emit(rt.Source, translate.RouteConfiguration(rt))
+	}
+	for i := range m.Listeners {
+		l := &m.Listeners[i]
+		c.listener(l)
+		emit(l.Source, translate.Listener(l, func(t string) bool { return rateLimited[t] }))
+	}
+	files := map[string][]byte{}
+	for i := range m.Secrets {
+		s := &m.Secrets[i]
+		if c.secret(s, read, files) {
+			emit(s.Source, translate.Secret(s, files))
+		}
+	}
+	for i := range m.GRPC {
+		g := &m.GRPC[i]
+		c.targets(g.Source, "grpc target", g.Target, "to", g.To)
+		emit(g.Source, translate.GRPCListener(g))
+		emit(g.Source, translate.GRPCRoutes(g))
+	}
+	return inputs, c.problems
+}
+
+func (c *checker) service(s *model.Service, grpc bool) {
+	const kind = "service"
+	oneOf(c, s.Source, kind, s.Name, "protocol", s.Protocol, translate.Protocols())
+	oneOf(c, s.Source, kind, s.Name, "lb", s.LB, translate.LBPolicies())
+	seen := map[string]int{}
+	for i, e := range s.Endpoints {
+		field := fmt.Sprintf("endpoints[%d]", i)
+		oneOf(c, s.Source, kind, s.Name, field+".health", e.Health, translate.HealthStatuses())
+		if e.Address == "" {
+			c.add(s.Source, kind, s.Name, field+".address", "missing")
+		}
+		if e.Port == 0 || e.Port > 65535 {
+			c.add(s.Source, kind, s.Name, field+".port", "must be 1 to 65535")
+		}
+		key := fmt.Sprintf("%s:%d", e.Address, e.Port)
+		if j, dup := seen[key]; dup {
+			// gRPC rejects the whole assignment for it; Envoy would
+			// double the endpoint's share.
+			c.add(s.Source, kind, s.Name, field, "%s is already endpoints[%d]", key, j)
+		}
+		seen[key] = i
+	}
+	if t := s.TLS; t != nil {
+		if t.CA != "" && ref(c, s.Source, kind, s.Name, "tls.ca", "secret", t.CA, c.secrets) && c.secrets[t.CA].CAFile == "" {
+			c.add(s.Source, kind, s.Name, "tls.ca", "secret %q holds a certificate, not a CA", t.CA)
+		}
+		if t.ClientCert != "" && ref(c, s.Source, kind, s.Name, "tls.client_cert", "secret", t.ClientCert, c.secrets) && c.secrets[t.ClientCert].CertFile == "" {
+			c.add(s.Source, kind, s.Name, "tls.client_cert", "secret %q holds a CA, not a certificate", t.ClientCert)
+		}
+	}
+	if grpc {
+		// What grpc-go's xDS client rejects, said before it NACKs.
+		if !slices.Contains([]string{"", "round_robin", "ring_hash", "least_request"}, s.LB) {
+			c.add(s.Source, kind, s.Name, "lb", "%q is not supported by proxyless gRPC clients (round_robin, ring_hash, least_request)", s.LB)
+		}
+		if s.TLS != nil {
+			c.add(s.Source, kind, s.Name, "tls", "proxyless gRPC clients reject TLS delivered over SDS")
+		}
+		if s.Protocol == "tcp" {
+			c.add(s.Source, kind, s.Name, "protocol", "a service for proxyless gRPC carries gRPC, not raw TCP")
+		}
+	}
+}
+
+func (c *checker) table(rt *model.RouteTable) {
+	const kind = "route table"
+	for i, vh := range rt.VirtualHosts {
+		vf := fmt.Sprintf("virtual_hosts[%d]", i)
+		if len(vh.Domains) == 0 {
+			c.add(rt.Source, kind, rt.Name, vf+".domains", "missing; \"*\" takes every host")
+		}
+		for j, r := range vh.Routes {
+			rf := fmt.Sprintf("%s.routes[%d]", vf, j)
+			actions := 0
+			for _, set := range []bool{len(r.To) > 0, r.Redirect != nil, r.Direct != nil} {
+				if set {
+					actions++
+				}
+			}
+			if actions != 1 {
+				c.add(rt.Source, kind, rt.Name, rf, "needs exactly one of to, redirect and direct")
+			}
+			specs := 0
+			for _, set := range []bool{r.Match.Prefix != nil, r.Match.Path != "", r.Match.Regex != ""} {
+				if set {
+					specs++
+				}
+			}
+			if specs > 1 {
+				c.add(rt.Source, kind, rt.Name, rf+".match", "at most one of prefix, path and regex")
+			}
+			if r.Direct != nil && (r.Direct.Status < 200 || r.Direct.Status > 599) {
+				c.add(rt.Source, kind, rt.Name, rf+".direct.status", "must be 200 to 599")
+			}
+			if r.Redirect != nil && r.Redirect.Code != 0 && !slices.Contains([]uint32{301, 302, 303, 307, 308}, r.Redirect.Code) {
+				c.add(rt.Source, kind, rt.Name, rf+".redirect.code", "must be 301, 302, 303, 307 or 308")
+			}
+			if r.Limit != nil && r.Limit.Requests == 0 {
+				c.add(rt.Source, kind, rt.Name, rf+".rate_limit.requests", "must be at least 1")
+			}
+			c.targets(rt.Source, kind, rt.Name, rf+".to", r.To)
+		}
+	}
+}
+
+// targets checks a list of services with weights.
+func (c *checker) targets(src model.Source, kind, name, field string, to []model.Target) {
+	total := uint32(0)
+	for k, t := range to {
+		ref(c, src, kind, name, fmt.Sprintf("%s[%d].service", field, k), "service", t.Service, c.services)
+		total += t.Weight
+	}
+	if len(to) > 1 && total == 0 {
+		c.add(src, kind, name, field, "a split needs weights, and not all zero")
+	}
+	if kind == "grpc target" && len(to) == 0 {
+		c.add(src, kind, name, field, "missing: the services the target sends RPCs to")
+	}
+}
+
+func (c *checker) listener(l *model.Listener) {
+	const kind = "listener"
+	if l.Port == 0 || l.Port > 65535 {
+		c.add(l.Source, kind, l.Name, "port", "must be 1 to 65535")
+	}
+	oneOf(c, l.Source, kind, l.Name, "protocol", l.Protocol, []string{"http", "tcp"})
+	if l.Protocol == "tcp" {
+		if l.Service == "" {
+			c.add(l.Source, kind, l.Name, "service", "missing: a TCP listener proxies to a service")
+		} else {
+			ref(c, l.Source, kind, l.Name, "service", "service", l.Service, c.services)
+		}
+	} else {
+		if l.Routes != "" {
+			ref(c, l.Source, kind, l.Name, "routes", "route table", l.Routes, c.tables)
+		} else if len(l.SNI) == 0 || l.TLS != nil {
+			c.add(l.Source, kind, l.Name, "routes", "missing: an HTTP listener uses a route table")
+		}
+	}
+	cert := func(field, name string) {
+		if ref(c, l.Source, kind, l.Name, field, "secret", name, c.secrets) && c.secrets[name].CertFile == "" {
+			c.add(l.Source, kind, l.Name, field, "secret %q holds a CA, not a certificate", name)
+		}
+	}
+	if l.TLS != nil {
+		cert("tls.secret", l.TLS.Secret)
+	}
+	for i, s := range l.SNI {
+		f := fmt.Sprintf("sni[%d]", i)
+		if len(s.Names) == 0 {
+			c.add(l.Source, kind, l.Name, f+".names", "missing")
+		}
+		cert(f+".secret", s.Secret)
+		if s.Routes != "" {
+			ref(c, l.Source, kind, l.Name, f+".routes", "route table", s.Routes, c.tables)
+		} else if l.Routes == "" && l.Protocol != "tcp" {
+			c.add(l.Source, kind, l.Name, f+".routes", "missing, and the listener has no routes either")
+		}
+	}
+}
+
+// secret checks a secret and reads its files into files.
+func (c *checker) secret(s *model.Secret, read ReadFile, files map[string][]byte) bool {
+	const kind = "secret"
+	cert, ca := s.CertFile != "" || s.KeyFile != "", s.CAFile != ""
+	switch {
+	case cert == ca:
+		c.add(s.Source, kind, s.Name, "", "needs cert_file and key_file, or ca_file")
+		return false
+	case cert && (s.CertFile == "" || s.KeyFile == ""):
+		c.add(s.Source, kind, s.Name, "", "needs both cert_file and key_file")
+		return false
+	}
+	ok := true
+	for field, p := range map[string]string{"cert_file": s.CertFile, "key_file": s.KeyFile, "ca_file": s.CAFile} {
+		if p == "" {
+			continue
+		}
+		full := p
+		if !filepath.IsAbs(p) && s.Source.File != "" {
+			full = filepath.Join(filepath.Dir(s.Source.File), p)
+		}
+		data, err := read(full)
+		switch {
+		case err != nil:
+			// The error names the path only: never the file's contents.
+			c.add(s.Source, kind, s.Name, field, "cannot read %s: %v", full, unwrapPathError(err))
+			ok = false
+		case len(data) == 0:
+			c.add(s.Source, kind, s.Name, field, "%s is empty (half-written?)", full)
+			ok = false
+		}
+		files[p] = data
+	}
+	return ok
+}
+
+func unwrapPathError(err error) error {
+	type unwrapper interface{ Unwrap() error }
+	if u, ok := err.(unwrapper); ok && u.Unwrap() != nil {
+		return u.Unwrap()
+	}
+	return err
+}
+
+// suggest returns the known name closest to name, if close enough to be a
+// likely typo.
+func suggest(name string, known []string) string {
+	sort.Strings(known)
+	best, bestD := "", len(name)/3+2
+	for _, k := range known {
+		if d := distance(name, k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+// distance is the Levenshtein distance between a and b.
+func distance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// MaxSecretFileBytes bounds a certificate, key or CA file.
+const MaxSecretFileBytes = 1 << 20
+
+// LimitedReader reads a file of at most MaxSecretFileBytes.
+func LimitedReader(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxSecretFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxSecretFileBytes {
+		return nil, fmt.Errorf("larger than %d bytes", MaxSecretFileBytes)
+	}
+	return data, nil
+}

@@ -1,0 +1,231 @@
+package model
+
+import "time"
+
+// Source is where an object was written, for diagnostics.
+type Source struct {
+	File string
+	Line int
+}
+
+// Duration is a time.Duration written as "1.5s" in configs.
+type Duration time.Duration
+
+// UnmarshalText reads a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Std returns d as a time.Duration.
+func (d Duration) Std() time.Duration { return time.Duration(d) }
+
+// Service is an upstream: an EDS cluster and its endpoints.
+type Service struct {
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels,omitempty"`
+	// Protocol is http1 (default), http2, grpc or tcp.
+	Protocol string `json:"protocol,omitempty"`
+	// LB is round_robin (default), least_request, random, ring_hash or maglev.
+	LB             string            `json:"lb,omitempty"`
+	ConnectTimeout *Duration         `json:"connect_timeout,omitempty"`
+	Endpoints      []Endpoint        `json:"endpoints"`
+	CircuitBreaker *CircuitBreaker   `json:"circuit_breakers,omitempty"`
+	HealthCheck    *HealthCheck      `json:"health_check,omitempty"`
+	Outlier        *OutlierDetection `json:"outlier_detection,omitempty"`
+	TLS            *UpstreamTLS      `json:"tls,omitempty"`
+	Source         Source            `json:"-"`
+}
+
+// Endpoint is one instance of a service.
+type Endpoint struct {
+	Address  string `json:"address"`
+	Port     uint32 `json:"port"`
+	Weight   uint32 `json:"weight,omitempty"`
+	Region   string `json:"region,omitempty"`
+	Zone     string `json:"zone,omitempty"`
+	SubZone  string `json:"sub_zone,omitempty"`
+	Priority uint32 `json:"priority,omitempty"`
+	// Health is healthy, unhealthy, draining or unknown (default).
+	Health string `json:"health,omitempty"`
+}
+
+// CircuitBreaker holds the default-priority thresholds.
+type CircuitBreaker struct {
+	MaxConnections     uint32 `json:"max_connections,omitempty"`
+	MaxPendingRequests uint32 `json:"max_pending_requests,omitempty"`
+	MaxRequests        uint32 `json:"max_requests,omitempty"`
+	MaxRetries         uint32 `json:"max_retries,omitempty"`
+}
+
+// HealthCheck is an active health check: HTTP when Path is set, else TCP.
+type HealthCheck struct {
+	Path               string    `json:"path,omitempty"`
+	Interval           *Duration `json:"interval,omitempty"`
+	Timeout            *Duration `json:"timeout,omitempty"`
+	UnhealthyThreshold uint32    `json:"unhealthy_threshold,omitempty"`
+	HealthyThreshold   uint32    `json:"healthy_threshold,omitempty"`
+}
+
+// OutlierDetection ejects hosts that keep failing.
+type OutlierDetection struct {
+	Consecutive5xx     uint32    `json:"consecutive_5xx,omitempty"`
+	Interval           *Duration `json:"interval,omitempty"`
+	BaseEjectionTime   *Duration `json:"base_ejection_time,omitempty"`
+	MaxEjectionPercent uint32    `json:"max_ejection_percent,omitempty"`
+}
+
+// UpstreamTLS makes the service's connections TLS, with secrets by name.
+type UpstreamTLS struct {
+	SNI string `json:"sni,omitempty"`
+	// CA names a secret holding the CA to verify the service with.
+	CA string `json:"ca,omitempty"`
+	// ClientCert names a secret holding the client certificate and key.
+	ClientCert string `json:"client_cert,omitempty"`
+}
+
+// RouteTable is a RouteConfiguration: virtual hosts of ordered routes.
+type RouteTable struct {
+	Name         string        `json:"name"`
+	VirtualHosts []VirtualHost `json:"virtual_hosts"`
+	Source       Source        `json:"-"`
+}
+
+// VirtualHost is a set of domains and their routes, tried in order.
+type VirtualHost struct {
+	Name    string   `json:"name"`
+	Domains []string `json:"domains"`
+	Routes  []Route  `json:"routes"`
+}
+
+// Route is one match and what to do with it: exactly one of To, Redirect
+// and Direct.
+type Route struct {
+	Match    RouteMatch `json:"match"`
+	To       []Target   `json:"to,omitempty"`
+	Redirect *Redirect  `json:"redirect,omitempty"`
+	Direct   *Direct    `json:"direct,omitempty"`
+	Timeout  *Duration  `json:"timeout,omitempty"`
+	Retries  *Retries   `json:"retries,omitempty"`
+	Request  *Headers   `json:"request_headers,omitempty"`
+	Response *Headers   `json:"response_headers,omitempty"`
+	Limit    *RateLimit `json:"rate_limit,omitempty"`
+}
+
+// RouteMatch is the request a route takes: one of Prefix, Path and Regex
+// (default prefix "/"), and optionally headers and a method.
+type RouteMatch struct {
+	Prefix  *string       `json:"prefix,omitempty"`
+	Path    string        `json:"path,omitempty"`
+	Regex   string        `json:"regex,omitempty"`
+	Headers []HeaderMatch `json:"headers,omitempty"`
+	Method  string        `json:"method,omitempty"`
+}
+
+// HeaderMatch matches one header: exactly, by prefix, by regex, or present.
+type HeaderMatch struct {
+	Name    string `json:"name"`
+	Exact   string `json:"exact,omitempty"`
+	Prefix  string `json:"prefix,omitempty"`
+	Regex   string `json:"regex,omitempty"`
+	Present bool   `json:"present,omitempty"`
+}
+
+// Target is a service and its share of the traffic.
+type Target struct {
+	Service string `json:"service"`
+	Weight  uint32 `json:"weight,omitempty"`
+}
+
+// Redirect answers with a redirect.
+type Redirect struct {
+	Host  string `json:"host,omitempty"`
+	Path  string `json:"path,omitempty"`
+	HTTPS bool   `json:"https,omitempty"`
+	Code  uint32 `json:"code,omitempty"` // 301 (default), 302, 303, 307, 308
+}
+
+// Direct answers with a fixed response.
+type Direct struct {
+	Status uint32 `json:"status"`
+	Body   string `json:"body,omitempty"`
+}
+
+// Retries is a retry policy.
+type Retries struct {
+	On            string    `json:"on,omitempty"` // Envoy's retry_on, default "5xx,reset,connect-failure"
+	Attempts      uint32    `json:"attempts,omitempty"`
+	PerTryTimeout *Duration `json:"per_try_timeout,omitempty"`
+}
+
+// Headers adds (overwriting) and removes headers.
+type Headers struct {
+	Set    map[string]string `json:"set,omitempty"`
+	Remove []string          `json:"remove,omitempty"`
+}
+
+// RateLimit is a local token bucket for a route: Requests per Per.
+type RateLimit struct {
+	Requests uint32    `json:"requests"`
+	Per      *Duration `json:"per,omitempty"` // default 1s
+}
+
+// Listener is where a proxy accepts connections.
+type Listener struct {
+	Name     string `json:"name"`
+	Address  string `json:"address,omitempty"` // default 0.0.0.0
+	Port     uint32 `json:"port"`
+	Protocol string `json:"protocol,omitempty"` // http (default) or tcp
+	// Routes names the route table of an HTTP listener (sent over RDS).
+	Routes string `json:"routes,omitempty"`
+	// Service is where a TCP listener proxies to.
+	Service string `json:"service,omitempty"`
+	// TLS terminates TLS with the named certificate secret.
+	TLS *ListenerTLS `json:"tls,omitempty"`
+	// SNI adds filter chains by server name, each with its own certificate
+	// and, for HTTP, its own route table.
+	SNI    []SNIChain `json:"sni,omitempty"`
+	Source Source     `json:"-"`
+}
+
+// ListenerTLS is TLS termination.
+type ListenerTLS struct {
+	Secret string `json:"secret"`
+}
+
+// SNIChain is a filter chain for some server names.
+type SNIChain struct {
+	Names  []string `json:"names"`
+	Secret string   `json:"secret"`
+	Routes string   `json:"routes,omitempty"`
+}
+
+// Secret is TLS material from files: a certificate and key, or a CA.
+type Secret struct {
+	Name     string `json:"name"`
+	CertFile string `json:"cert_file,omitempty"`
+	KeyFile  string `json:"key_file,omitempty"`
+	CAFile   string `json:"ca_file,omitempty"`
+	Source   Source `json:"-"`
+}
+
+// GRPCTarget exposes services to proxyless gRPC clients as xds:///Target.
+type GRPCTarget struct {
+	Target  string    `json:"target"`
+	To      []Target  `json:"to"`
+	Timeout *Duration `json:"timeout,omitempty"`
+	Source  Source    `json:"-"`
+}
+
+// Model is the high-level part of a config.
+type Model struct {
+	Services  []Service
+	Routes    []RouteTable
+	Listeners []Listener
+	Secrets   []Secret
+	GRPC      []GRPCTarget
+}
