@@ -3,6 +3,7 @@ package examples_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/pylon-xds/pylon/examples"
@@ -32,6 +33,25 @@ func TestExamplesCompile(t *testing.T) {
 			if g.Snapshot.Set(xdstype.ListenerURL).Len() == 0 {
 				t.Errorf("%s: group %s has no listeners", f, g.Name)
 			}
+		}
+	}
+	// The sidecar example's scoping: each app's sidecars see only what their
+	// own listeners lead to.
+	data, err := os.ReadFile("sidecar.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleet, err := compile.Compile(reg, []config.File{{Path: "sidecar.yaml", Data: data}}, compile.LimitedReader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"payments-sidecars": {"ledger", "payments-local"},
+		"checkout-sidecars": {"checkout-local", "inventory", "payments"},
+	}
+	for _, g := range fleet.Groups() {
+		if got := g.Snapshot.Set(xdstype.ClusterURL).Names(); !slices.Equal(got, want[g.Name]) {
+			t.Errorf("group %s gets clusters %v, want %v", g.Name, got, want[g.Name])
 		}
 	}
 	if _, err := compile.Compile(reg, []config.File{{Path: examples.QuickstartName, Data: examples.Quickstart()}}, nil); err != nil {
