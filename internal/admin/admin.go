@@ -1,5 +1,5 @@
-// Package admin serves Pylon's admin HTTP API: the config status, health
-// and readiness probes, and Go's profiler.
+// Package admin serves Pylon's admin HTTP API: the config status, the
+// connected proxies, health and readiness probes, and Go's profiler.
 package admin
 
 import (
@@ -8,6 +8,7 @@ import (
 	"net/http/pprof"
 
 	"github.com/pylon-xds/pylon/internal/pipeline"
+	"github.com/pylon-xds/pylon/internal/status"
 )
 
 // StatusSource reports what the pipeline last did.
@@ -15,9 +16,15 @@ type StatusSource interface {
 	Status() pipeline.Status
 }
 
+// ProxySource lists the connected proxies.
+type ProxySource interface {
+	Streams() []status.Stream
+}
+
 // Options configures the handler.
 type Options struct {
 	Pipeline StatusSource
+	Proxies  ProxySource
 	// Identifier names this Pylon replica.
 	Identifier string
 	// Version is the Pylon build version.
@@ -36,6 +43,12 @@ func Handler(o Options) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, statusBody{Identifier: o.Identifier, Version: o.Version, Config: o.Pipeline.Status()})
+	})
+	mux.HandleFunc("GET /proxies", func(w http.ResponseWriter, r *http.Request) {
+		// Every connected stream with its node and group; a node in no
+		// group shows "no matching group": it connects fine and receives
+		// nothing, the failure this page exists to make visible.
+		writeJSON(w, http.StatusOK, map[string]any{"streams": o.Proxies.Streams()})
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

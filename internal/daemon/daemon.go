@@ -23,6 +23,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/source"
 	"github.com/pylon-xds/pylon/internal/source/file"
+	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -113,7 +114,12 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("admin listener: %w", err)
 	}
 
-	xdsSrv := xds.New(xds.Options{Registry: reg, Fleets: pub, Identifier: o.Identifier, Logger: log, SuppressDeltaNotFound: o.SuppressDeltaNotFound, HoldTimeout: o.HoldTimeout})
+	tracker := status.NewTracker()
+	xdsSrv := xds.New(xds.Options{
+		Registry: reg, Fleets: pub, Identifier: o.Identifier, Logger: log,
+		SuppressDeltaNotFound: o.SuppressDeltaNotFound, HoldTimeout: o.HoldTimeout,
+		Observer: tracking{reg: reg, t: tracker},
+	})
 	gs := grpc.NewServer(
 		// Envoy's bootstrap pings every 30s; allow that and detect clients
 		// that vanished without closing their connection.
@@ -122,7 +128,7 @@ func Run(ctx context.Context, o Options) error {
 	)
 	xdsSrv.Register(gs)
 	httpSrv := &http.Server{
-		Handler:           admin.Handler(admin.Options{Pipeline: pipe, Identifier: o.Identifier, Version: o.Version}),
+		Handler:           admin.Handler(admin.Options{Pipeline: pipe, Proxies: tracker, Identifier: o.Identifier, Version: o.Version}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 
