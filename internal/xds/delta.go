@@ -64,6 +64,8 @@ func (w *deltaWatch) book() *ledger { return &w.ledger }
 
 func (w *deltaWatch) active() bool { return w.started }
 
+func (w *deltaWatch) settledAt() *string { return &w.settled }
+
 func (w *deltaWatch) covers(name string) bool {
 	_, ok := w.names[name]
 	return ok || w.wildcard

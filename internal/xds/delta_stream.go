@@ -67,31 +67,9 @@ func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
 // and updates by rank, each held back while what it names has not reached
 // the client, and removals only once nothing the client holds names them.
 func (st *deltaStream) onFleet() error {
-	snap := st.snapshot()
-	if snap == nil {
-		return nil
-	}
-	p := st.planner()
-	for _, t := range st.srv.opts.Registry.Ranked() {
-		w := st.watches[t.URL]
-		if w == nil || !w.started {
-			continue
-		}
-		set := snap.Set(t.URL)
-		if !st.holding && w.settled != "" && w.settled == set.Version() {
-			continue
-		}
-		before := p.flags()
-		if err := st.respond(p, w, snap, false); err != nil {
-			return err
-		}
-		w.settled = ""
-		if p.flags() == before {
-			w.settled = set.Version()
-		}
-	}
-	p.done(true)
-	return nil
+	return pass(st.stream, st.watches, func(p *planner, w *deltaWatch, snap *snapshot.Snapshot) error {
+		return st.respond(p, w, snap, false)
+	})
 }
 
 // respond sends what the client lacks of w's type; with always unset it

@@ -56,6 +56,8 @@ func (w *watch) book() *ledger { return &w.ledger }
 
 func (w *watch) active() bool { return w.started }
 
+func (w *watch) settledAt() *string { return &w.settled }
+
 func (w *watch) covers(name string) bool {
 	_, ok := w.names[name]
 	return ok || w.wildcard

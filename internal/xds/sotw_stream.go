@@ -67,34 +67,13 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 // onFleet brings the client toward the newest snapshot: in make-before-break
 // order, every type whose planned content changed.
 func (st *sotwStream) onFleet() error {
-	snap := st.snapshot()
-	if snap == nil {
-		return nil
-	}
-	p := st.planner()
-	for _, t := range st.srv.opts.Registry.Ranked() {
-		w := st.watches[t.URL]
-		if w == nil || !w.started {
-			continue
+	return pass(st.stream, st.watches, func(p *planner, w *watch, snap *snapshot.Snapshot) error {
+		next, changed := w.plan(p, snap.Set(w.typ.URL))
+		if !changed {
+			return nil
 		}
-		set := snap.Set(t.URL)
-		if !st.holding && w.settled != "" && w.settled == set.Version() {
-			continue
-		}
-		before := p.flags()
-		next, changed := w.plan(p, set)
-		if changed {
-			if err := st.respond(w, next, snap, p.now); err != nil {
-				return err
-			}
-		}
-		w.settled = ""
-		if p.flags() == before {
-			w.settled = set.Version()
-		}
-	}
-	p.done(true)
-	return nil
+		return st.respond(w, next, snap, p.now)
+	})
 }
 
 func (st *sotwStream) respond(w *watch, next map[string]*snapshot.Resource, snap *snapshot.Snapshot, now time.Time) error {

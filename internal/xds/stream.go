@@ -282,6 +282,41 @@ func (h *heartbeats) stop() {
 type typeWatch interface {
 	holdings
 	active() bool
+	// settledAt is the set version the client fully has with nothing held
+	// back ("" if none); a pass skips the type while its set stays there.
+	settledAt() *string
+}
+
+// pass brings the client toward the newest snapshot: every type in
+// make-before-break order, skipping those whose set is unchanged and
+// settled; push plans and sends one type.
+func pass[W typeWatch](st *stream, watches map[string]W, push func(*planner, W, *snapshot.Snapshot) error) error {
+	snap := st.snapshot()
+	if snap == nil {
+		return nil
+	}
+	p := st.planner()
+	for _, t := range st.srv.opts.Registry.Ranked() {
+		w, ok := watches[t.URL]
+		if !ok || !w.active() {
+			continue
+		}
+		version := snap.Set(t.URL).Version()
+		settled := w.settledAt()
+		if !st.holding && *settled != "" && *settled == version {
+			continue
+		}
+		before := p.flags()
+		if err := push(p, w, snap); err != nil {
+			return err
+		}
+		*settled = ""
+		if p.flags() == before {
+			*settled = version
+		}
+	}
+	p.done(true)
+	return nil
 }
 
 // useWatches makes the stream's make-before-break lookups read watches,

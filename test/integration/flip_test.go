@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"path/filepath"
 	"strings"
@@ -10,12 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
-	"google.golang.org/grpc/xds"
-
-	"github.com/pylon-xds/pylon/internal/cli"
 )
 
 // layout routes xds:///greeter to one cluster, named color, holding the
@@ -44,29 +38,10 @@ func TestGRPCClientFlipsWithoutFailures(t *testing.T) {
 	writeAtomically(t, cfg, layout("blue", blue))
 	p := startPylon(t, cfg)
 
-	var bs, stderr bytes.Buffer
-	if code := cli.Execute(context.Background(), []string{"bootstrap", "--grpc", "--node-id", "flipper", "--xds-address", p.xdsAddr}, &bs, &stderr); code != 0 {
-		t.Fatalf("bootstrap: %s", stderr.String())
-	}
-	resolver, err := xds.NewXDSResolverWithConfigForTesting(bs.Bytes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := grpc.NewClient("xds:///greeter", grpc.WithResolvers(resolver), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := testgrpc.NewTestServiceClient(conn)
-
+	client := p.grpcClient(t, "flipper")
 	// Wait for the first layout with a wait-for-ready RPC; from then on
 	// RPCs are fail-fast, as an application's would be.
-	ctx, cancel := context.WithTimeout(context.Background(), bound)
-	_, err = client.UnaryCall(ctx, &testgrpc.SimpleRequest{}, grpc.WaitForReady(true))
-	cancel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	client.call(t)
 
 	var (
 		stop     atomic.Bool

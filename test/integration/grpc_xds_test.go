@@ -180,32 +180,8 @@ func TestGRPCClientFollowsConfig(t *testing.T) {
 	writeAtomically(t, cfg, greeterConfig("greeter-backends", ports))
 	p := startPylon(t, cfg)
 
-	// The bootstrap comes from `pylon bootstrap --grpc`, as an operator
-	// would make it.
-	var bs, stderr bytes.Buffer
-	if code := cli.Execute(context.Background(), []string{"bootstrap", "--grpc", "--node-id", "e2e-client", "--node-cluster", "e2e", "--xds-address", p.xdsAddr}, &bs, &stderr); code != 0 {
-		t.Fatalf("pylon bootstrap --grpc: exit %d: %s", code, stderr.String())
-	}
-	resolver, err := xds.NewXDSResolverWithConfigForTesting(bs.Bytes())
-	if err != nil {
-		t.Fatalf("grpc-go refused the bootstrap: %v", err)
-	}
-	conn, err := grpc.NewClient("xds:///greeter", grpc.WithResolvers(resolver), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := testgrpc.NewTestServiceClient(conn)
-
-	call := func() string {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		resp, err := client.UnaryCall(ctx, &testgrpc.SimpleRequest{}, grpc.WaitForReady(true))
-		if err != nil {
-			t.Fatalf("RPC failed: %v", err)
-		}
-		return resp.GetServerId()
-	}
+	client := p.grpcClient(t, "e2e-client")
+	call := func() string { return client.call(t) }
 
 	// 1. RPCs reach every backend (round robin over the EDS assignment).
 	seen := map[string]int{}
@@ -265,6 +241,42 @@ func TestGRPCClientFollowsConfig(t *testing.T) {
 	if st = p.status(t); st.Refused != nil {
 		t.Fatalf("refusal not cleared: %v", st.Refused.Error)
 	}
+}
+
+// greeter is a gRPC client of xds:///greeter, bootstrapped by
+// `pylon bootstrap --grpc` as an operator would, with its own xDS client.
+type greeter struct {
+	testgrpc.TestServiceClient
+}
+
+func (p *pylon) grpcClient(t *testing.T, nodeID string) greeter {
+	t.Helper()
+	var bs, stderr bytes.Buffer
+	if code := cli.Execute(context.Background(), []string{"bootstrap", "--grpc", "--node-id", nodeID, "--node-cluster", "e2e", "--xds-address", p.xdsAddr}, &bs, &stderr); code != 0 {
+		t.Fatalf("pylon bootstrap --grpc: exit %d: %s", code, stderr.String())
+	}
+	resolver, err := xds.NewXDSResolverWithConfigForTesting(bs.Bytes())
+	if err != nil {
+		t.Fatalf("grpc-go refused the bootstrap: %v", err)
+	}
+	conn, err := grpc.NewClient("xds:///greeter", grpc.WithResolvers(resolver), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return greeter{testgrpc.NewTestServiceClient(conn)}
+}
+
+// call makes a wait-for-ready RPC and returns the backend that served it.
+func (g greeter) call(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := g.UnaryCall(ctx, &testgrpc.SimpleRequest{}, grpc.WaitForReady(true))
+	if err != nil {
+		t.Fatalf("RPC failed: %v", err)
+	}
+	return resp.GetServerId()
 }
 
 // onlyTo makes n RPCs and reports whether all reached id.

@@ -1,20 +1,10 @@
 package integration
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"math"
 	"path/filepath"
 	"testing"
-	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	testgrpc "google.golang.org/grpc/interop/grpc_testing"
-	"google.golang.org/grpc/xds"
-
-	"github.com/pylon-xds/pylon/internal/cli"
 )
 
 // split is the model config of xds:///greeter over two services, v1 on
@@ -37,29 +27,8 @@ func TestGRPCCanarySplitFromModel(t *testing.T) {
 	writeAtomically(t, cfg, split(ports, 80, 20))
 	p := startPylon(t, cfg)
 
-	var bs, stderr bytes.Buffer
-	if code := cli.Execute(context.Background(), []string{"bootstrap", "--grpc", "--node-id", "canary-client", "--xds-address", p.xdsAddr}, &bs, &stderr); code != 0 {
-		t.Fatalf("bootstrap: %s", stderr.String())
-	}
-	resolver, err := xds.NewXDSResolverWithConfigForTesting(bs.Bytes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := grpc.NewClient("xds:///greeter", grpc.WithResolvers(resolver), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := testgrpc.NewTestServiceClient(conn)
-	call := func() string {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		resp, err := client.UnaryCall(ctx, &testgrpc.SimpleRequest{}, grpc.WaitForReady(true))
-		if err != nil {
-			t.Fatalf("RPC failed: %v", err)
-		}
-		return resp.GetServerId()
-	}
+	client := p.grpcClient(t, "canary-client")
+	call := func() string { return client.call(t) }
 
 	// 80/20: gRPC picks a cluster per RPC at random by weight, so over
 	// n RPCs v1's share is binomial; 0.06 is more than four standard
