@@ -1,5 +1,7 @@
 // Package admin serves Pylon's admin HTTP API: the config status, the
-// connected proxies, health and readiness probes, and Go's profiler.
+// connected proxies and what they were sent, the snapshots per group,
+// Prometheus metrics, health and readiness probes, and Go's profiler. Every
+// dump is redacted: private keys never leave through this API.
 package admin
 
 import (
@@ -7,8 +9,15 @@ import (
 	"net/http"
 	"net/http/pprof"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/pylon-xds/pylon/internal/pipeline"
+	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
+	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
 // StatusSource reports what the pipeline last did.
@@ -21,10 +30,18 @@ type ProxySource interface {
 	Streams() []status.Stream
 }
 
+// FleetSource is the fleet being served.
+type FleetSource interface {
+	Current() *snapshot.Fleet
+}
+
 // Options configures the handler.
 type Options struct {
 	Pipeline StatusSource
 	Proxies  ProxySource
+	Fleets   FleetSource
+	Registry *xdstype.Registry
+	Metrics  prometheus.Gatherer
 	// Identifier names this Pylon replica.
 	Identifier string
 	// Version is the Pylon build version.
@@ -36,20 +53,67 @@ type statusBody struct {
 	Identifier string          `json:"identifier"`
 	Version    string          `json:"pylonVersion"`
 	Config     pipeline.Status `json:"config"`
+	// Rollout counts, per group, the open streams holding the group's
+	// current config in every type they use, against all of them.
+	Rollout map[string]Rollout `json:"rollout"`
+}
+
+// Rollout is a group's progress toward its current config.
+type Rollout struct {
+	Synced int `json:"synced"`
+	Total  int `json:"total"`
 }
 
 // Handler returns the admin HTTP handler.
 func Handler(o Options) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, statusBody{Identifier: o.Identifier, Version: o.Version, Config: o.Pipeline.Status()})
+		writeJSON(w, http.StatusOK, statusBody{Identifier: o.Identifier, Version: o.Version, Config: o.Pipeline.Status(), Rollout: rollout(o.Proxies.Streams())})
 	})
 	mux.HandleFunc("GET /proxies", func(w http.ResponseWriter, r *http.Request) {
-		// Every connected stream with its node and group; a node in no
-		// group shows "no matching group": it connects fine and receives
-		// nothing, the failure this page exists to make visible.
+		// Every stream with its node, group and per-type state; a node in
+		// no group shows "no matching group": it connects fine and
+		// receives nothing, the failure this page exists to make visible.
 		writeJSON(w, http.StatusOK, map[string]any{"streams": o.Proxies.Streams()})
 	})
+	mux.HandleFunc("GET /proxies/{id}", func(w http.ResponseWriter, r *http.Request) {
+		var out []proxyDump
+		for _, s := range o.Proxies.Streams() {
+			if s.Node == r.PathValue("id") {
+				out = append(out, dumpStream(o.Registry, s))
+			}
+		}
+		if len(out) == 0 {
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": "no stream of node " + r.PathValue("id")})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"streams": out})
+	})
+	mux.HandleFunc("GET /config", func(w http.ResponseWriter, r *http.Request) {
+		f := o.Fleets.Current()
+		if f == nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "no config published yet"})
+			return
+		}
+		group := r.URL.Query().Get("group")
+		var out []groupDump
+		for _, g := range f.Groups() {
+			if group != "" && g.Name != group {
+				continue
+			}
+			gd := groupDump{Name: g.Name, Version: g.Snapshot.Version(), Resources: map[string][]json.RawMessage{}}
+			for _, set := range g.Snapshot.Sets() {
+				for _, n := range set.Names() {
+					gd.Resources[set.Type().Kind] = append(gd.Resources[set.Type().Kind], dump(set.Get(n).Message))
+				}
+			}
+			out = append(out, gd)
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"version": f.Version(), "groups": out})
+	})
+	if o.Metrics != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(o.Metrics, promhttp.HandlerOpts{}))
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -68,6 +132,58 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	return mux
+}
+
+func rollout(streams []status.Stream) map[string]Rollout {
+	out := map[string]Rollout{}
+	for _, s := range streams {
+		if s.Gone != nil || s.Group == status.NoGroup {
+			continue
+		}
+		r := out[s.Group]
+		r.Total++
+		synced := len(s.Types) > 0
+		for _, t := range s.Types {
+			synced = synced && (t.State == status.Synced || t.State == status.NotSent)
+		}
+		if synced {
+			r.Synced++
+		}
+		out[s.Group] = r
+	}
+	return out
+}
+
+type groupDump struct {
+	Name      string                       `json:"name"`
+	Version   string                       `json:"version"`
+	Resources map[string][]json.RawMessage `json:"resources"`
+}
+
+// proxyDump is a stream's status and exactly what it was last sent, per
+// type, redacted.
+type proxyDump struct {
+	status.Stream
+	LastSent map[string][]json.RawMessage `json:"lastSent"`
+}
+
+func dumpStream(reg *xdstype.Registry, s status.Stream) proxyDump {
+	d := proxyDump{Stream: s, LastSent: map[string][]json.RawMessage{}}
+	for _, t := range s.Types {
+		for _, m := range t.LastSent {
+			d.LastSent[t.Type] = append(d.LastSent[t.Type], dump(m))
+		}
+	}
+	return d
+}
+
+// dump is a resource as JSON, redacted.
+func dump(m proto.Message) json.RawMessage {
+	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(Redact(m))
+	if err != nil {
+		b, _ = json.Marshal(map[string]string{"error": err.Error()})
+	}
+	return b
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

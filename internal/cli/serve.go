@@ -8,7 +8,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/daemon"
 )
 
-func newServe(g *globals) *cobra.Command {
+func newServe(g *globals, admin *string) *cobra.Command {
 	var o daemon.Options
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -27,13 +27,13 @@ the admin API (GET /status); the previous config keeps serving.`,
 			}
 			o.Logger = log
 			o.Version = Version
+			o.AdminAddr = *admin
 			return daemon.Run(cmd.Context(), o)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.ConfigPath, "config", "", "config file or folder of *.yaml/*.json files (default: the embedded quickstart)")
 	f.StringVar(&o.XDSAddr, "xds-addr", ":18000", "address of the xDS gRPC server")
-	f.StringVar(&o.AdminAddr, "admin-addr", "127.0.0.1:19000", "address of the admin HTTP API")
 	f.DurationVar(&o.DebounceQuiet, "debounce", 100*time.Millisecond, "reload once config files have been quiet this long")
 	f.DurationVar(&o.DebounceMax, "debounce-max", time.Second, "reload at most this long after the first change of a burst")
 	f.DurationVar(&o.Resync, "resync", 30*time.Second, "re-read the config this often even without file events (negative: never)")

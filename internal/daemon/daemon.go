@@ -19,6 +19,7 @@ import (
 	"github.com/pylon-xds/pylon/examples"
 	"github.com/pylon-xds/pylon/internal/admin"
 	"github.com/pylon-xds/pylon/internal/config"
+	"github.com/pylon-xds/pylon/internal/metrics"
 	"github.com/pylon-xds/pylon/internal/pipeline"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/source"
@@ -89,6 +90,37 @@ func Run(ctx context.Context, o Options) error {
 	reg := xdstype.New()
 	pub := snapshot.NewPublisher()
 	pipe := pipeline.New(reg, pub, log)
+	var met *metrics.Metrics
+	tracker := status.NewTracker(status.Options{
+		Expected: func(group, typeURL string) string {
+			if f := pub.Current(); f != nil {
+				for _, g := range f.Groups() {
+					if g.Name == group {
+						return g.Snapshot.Set(typeURL).Version()
+					}
+				}
+			}
+			return ""
+		},
+		Abbrev: func(url string) string {
+			if t := reg.Lookup(url); t != nil {
+				return t.Abbrev
+			}
+			return url
+		},
+		OnLatency: func(url string, d time.Duration) {
+			if t := reg.Lookup(url); t != nil {
+				met.Latency(t.Abbrev, d)
+			}
+		},
+	})
+	met = metrics.New(tracker)
+	pipe.OnResult(func(result string, f *snapshot.Fleet) {
+		met.Publish(result)
+		if f != nil {
+			published(tracker, f)
+		}
+	})
 
 	// The first config is loaded before anything listens: with no last good
 	// config to fall back on, a bad one is a startup error, not a silent
@@ -114,11 +146,10 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("admin listener: %w", err)
 	}
 
-	tracker := status.NewTracker()
 	xdsSrv := xds.New(xds.Options{
 		Registry: reg, Fleets: pub, Identifier: o.Identifier, Logger: log,
 		SuppressDeltaNotFound: o.SuppressDeltaNotFound, HoldTimeout: o.HoldTimeout,
-		Observer: tracking{reg: reg, t: tracker},
+		Observer: tracking{reg: reg, t: tracker, m: met},
 	})
 	gs := grpc.NewServer(
 		// Envoy's bootstrap pings every 30s; allow that and detect clients
@@ -128,7 +159,7 @@ func Run(ctx context.Context, o Options) error {
 	)
 	xdsSrv.Register(gs)
 	httpSrv := &http.Server{
-		Handler:           admin.Handler(admin.Options{Pipeline: pipe, Proxies: tracker, Identifier: o.Identifier, Version: o.Version}),
+		Handler:           admin.Handler(admin.Options{Pipeline: pipe, Proxies: tracker, Fleets: pub, Registry: reg, Metrics: met.Registry, Identifier: o.Identifier, Version: o.Version}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 
@@ -151,7 +182,10 @@ func Run(ctx context.Context, o Options) error {
 		if resync < 0 {
 			resync = 0
 		}
-		watcher := file.New(file.Options{Path: o.ConfigPath, Quiet: o.DebounceQuiet, MaxWait: o.DebounceMax, Resync: resync, Logger: log})
+		watcher := file.New(file.Options{
+			Path: o.ConfigPath, Quiet: o.DebounceQuiet, MaxWait: o.DebounceMax, Resync: resync, Logger: log,
+			OnEvent: met.SourceEvent, OnRead: met.Reload,
+		})
 		// Certificates the config names are watched too: a rotation
 		// reloads, and only the changed Secret is pushed.
 		pipe.OnFiles(watcher.Watch)

@@ -1,35 +1,87 @@
 package daemon
 
 import (
+	"fmt"
+	"time"
+
+	"github.com/pylon-xds/pylon/internal/metrics"
+	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
-// tracking feeds xDS stream events to the status tracker.
+// tracking feeds xDS stream events to the status tracker and the metrics.
 type tracking struct {
 	reg *xdstype.Registry
 	t   *status.Tracker
+	m   *metrics.Metrics
+}
+
+func (o tracking) abbrev(url string) string {
+	if t := o.reg.Lookup(url); t != nil {
+		return t.Abbrev
+	}
+	return url
+}
+
+// kinds name a stream for people (status) and for metrics labels.
+func (o tracking) kinds(e xds.Event) (human, label string) {
+	human, label = "ADS", "ads"
+	if !e.ADS {
+		human, label = "per-type", "per_type"
+	}
+	if e.Delta {
+		human, label = human+" delta", label+"_delta"
+	}
+	return human, label
 }
 
 func (o tracking) Observe(e xds.Event) {
-	if e.Kind == xds.StreamClosed {
-		o.t.Closed(e.StreamID)
-		return
+	human, label := o.kinds(e)
+	info := status.Info{
+		Node: e.Node.GetId(), Cluster: e.Node.GetCluster(), Peer: e.Peer, Kind: human,
+		Client: fmt.Sprintf("%s %s", e.Node.GetUserAgentName(), e.Node.GetUserAgentVersion()),
 	}
-	kind := "ADS"
-	if !e.ADS {
-		kind = "per-type"
-		if t := o.reg.Lookup(e.TypeURL); t != nil {
-			kind = t.Abbrev
+	typ := o.abbrev(e.TypeURL)
+	switch e.Kind {
+	case xds.StreamOpened:
+		o.m.StreamOpened(label)
+		o.t.Seen(e.StreamID, info, e.Group, e.At)
+	case xds.StreamClosed:
+		o.m.StreamClosed(label)
+		o.t.Closed(e.StreamID, e.At)
+	case xds.NoGroup:
+		o.t.Seen(e.StreamID, info, "", e.At)
+	case xds.Subscribed:
+		o.t.Requested(e.StreamID, info, e.TypeURL, e.At)
+	case xds.ResponseSent:
+		o.m.Sent(typ, e.Bytes)
+		o.t.Seen(e.StreamID, info, e.Group, e.At)
+		if !e.Heartbeat {
+			o.t.Sent(e.StreamID, info, e.TypeURL, status.Stamp{Version: e.Version, Nonce: e.Nonce, At: e.At, Resources: e.Resources}, e.Sent, e.Removed)
+		}
+	case xds.RequestACK:
+		o.m.ACK(typ)
+		o.t.ACKed(e.StreamID, info, e.TypeURL, status.Stamp{Version: e.Version, Nonce: e.Nonce, At: e.At})
+	case xds.RequestNACK:
+		o.m.NACK(typ)
+		o.t.NACKed(e.StreamID, info, e.TypeURL, status.NACK{Version: e.Version, Nonce: e.Nonce, Detail: e.Detail, At: e.At})
+	}
+}
+
+// published tells the tracker which type versions a published fleet
+// introduced and when the change was accepted, for push latency.
+func published(t *status.Tracker, f *snapshot.Fleet) {
+	versions := map[string][]string{}
+	for _, g := range f.Groups() {
+		for _, set := range g.Snapshot.Sets() {
+			versions[set.Type().URL] = append(versions[set.Type().URL], set.Version())
 		}
 	}
-	if e.Delta {
-		kind += " delta"
+	at := f.AcceptedAt
+	if at.IsZero() {
+		at = time.Now()
 	}
-	group := e.Group
-	if e.Kind == xds.NoGroup {
-		group = ""
-	}
-	o.t.Seen(e.StreamID, e.Node.GetId(), e.Node.GetCluster(), kind, group, e.At)
+	t.Published(versions, at)
 }

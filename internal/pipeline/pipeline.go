@@ -52,6 +52,9 @@ type Pipeline struct {
 	// (certificates), so that the source watches them too.
 	onFiles func([]string)
 	files   []string // what the last good compile read
+	// onResult, if set, is told each load's result ("published",
+	// "unchanged", "refused") and, when published, the fleet.
+	onResult func(result string, f *snapshot.Fleet)
 
 	mu     sync.Mutex
 	status Status
@@ -71,6 +74,15 @@ func New(reg *xdstype.Registry, pub *snapshot.Publisher, log *slog.Logger) *Pipe
 func (p *Pipeline) OnFiles(f func([]string)) {
 	p.onFiles = f
 	f(p.files)
+}
+
+// OnResult sets the function told each load's result. Call before Run.
+func (p *Pipeline) OnResult(f func(result string, fleet *snapshot.Fleet)) { p.onResult = f }
+
+func (p *Pipeline) result(r string, f *snapshot.Fleet) {
+	if p.onResult != nil {
+		p.onResult(r, f)
+	}
 }
 
 // Run applies updates until ctx ends or in closes.
@@ -120,6 +132,7 @@ func (p *Pipeline) Apply(u source.Update) error {
 		if !repeat {
 			p.log.Error("config refused; the previous config keeps serving", "err", err.Error())
 		}
+		p.result("refused", nil)
 		return err
 	}
 	p.files = read
@@ -151,8 +164,10 @@ func (p *Pipeline) Apply(u source.Update) error {
 	p.mu.Unlock()
 	if published {
 		p.log.Info("config published", "version", fleet.Version(), "groups", len(fleet.Groups()), "latency", now.Sub(u.AcceptedAt).String())
+		p.result("published", fleet)
 	} else {
 		p.log.Debug("config unchanged", "version", fleet.Version())
+		p.result("unchanged", nil)
 	}
 	return nil
 }

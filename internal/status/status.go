@@ -1,72 +1,290 @@
 // Package status tracks the proxies connected to this Pylon: who they are,
-// how they connect, and which group they are in. It is a leaf: fed plain
-// values, it imports nothing of Pylon's.
+// how they connect, which group they are in, and per resource type what was
+// sent, ACKed and NACKed. It is a leaf: fed plain values, it imports nothing
+// of Pylon's.
 package status
 
 import (
 	"sort"
 	"sync"
 	"time"
+
+	"google.golang.org/protobuf/proto"
+)
+
+// Per-type states.
+const (
+	Synced  = "SYNCED"   // ACKed the latest for its group
+	Stale   = "STALE"    // not (yet) ACKed the latest
+	Nacked  = "NACKED"   // rejected what it was sent last
+	NotSent = "NOT SENT" // nothing to send, or not requested
 )
 
 // NoGroup is what a proxy in no group shows: it receives nothing.
 const NoGroup = "no matching group"
 
-// Stream is one connected xDS stream.
-type Stream struct {
-	ID      uint64    `json:"stream"`
-	Node    string    `json:"node"`
-	Cluster string    `json:"cluster,omitempty"`
-	Group   string    `json:"group"`
-	Kind    string    `json:"kind"` // "ADS", "ADS delta", "CDS", "CDS delta", ...
-	Since   time.Time `json:"connectedSince"`
+// Stamp is one response or answer.
+type Stamp struct {
+	Version   string    `json:"version"`
+	Nonce     string    `json:"nonce,omitempty"`
+	At        time.Time `json:"at"`
+	Resources int       `json:"resources,omitempty"`
 }
 
-// Tracker holds the connected streams. Its memory is bounded by the number
-// of open streams: a stream is forgotten when it closes.
+// NACK is a rejection, with the proxy's reason.
+type NACK struct {
+	Version string    `json:"version"`
+	Nonce   string    `json:"nonce,omitempty"`
+	Detail  string    `json:"errorDetail"`
+	At      time.Time `json:"at"`
+}
+
+// Type is a stream's state for one resource type.
+type Type struct {
+	Type     string `json:"type"` // e.g. "CDS"
+	State    string `json:"state"`
+	Expected string `json:"expectedVersion,omitempty"`
+	Sent     *Stamp `json:"sent,omitempty"`
+	ACKed    *Stamp `json:"acked,omitempty"`
+	// LastNACK stays after a later ACK: history worth seeing.
+	LastNACK *NACK `json:"lastNack,omitempty"`
+	// LastSent is what the last response carried (shared, read-only),
+	// and LastRemoved what it removed.
+	LastSent    []proto.Message `json:"-"`
+	LastRemoved []string        `json:"lastRemoved,omitempty"`
+	url         string
+}
+
+// Stream is one xDS stream of a proxy.
+type Stream struct {
+	ID      uint64     `json:"stream"`
+	Node    string     `json:"node"`
+	Cluster string     `json:"cluster,omitempty"`
+	Group   string     `json:"group"`
+	Peer    string     `json:"address,omitempty"`
+	Client  string     `json:"client,omitempty"`
+	Kind    string     `json:"kind"` // "ADS", "ADS delta", "CDS", "CDS delta", ...
+	Since   time.Time  `json:"connectedSince"`
+	Gone    *time.Time `json:"disconnectedAt,omitempty"`
+	Types   []*Type    `json:"types"`
+}
+
+// Options configures a Tracker.
+type Options struct {
+	// Expected returns the version a proxy of group should hold of a type
+	// ("" if the group has none): what SYNCED compares with.
+	Expected func(group, typeURL string) string
+	// Abbrev names a type URL for people ("CDS").
+	Abbrev func(typeURL string) string
+	// Retention is how long a closed stream stays visible, so a flapping
+	// proxy is seen; MaxGone bounds how many are kept.
+	Retention time.Duration
+	MaxGone   int
+	// OnLatency, if set, is told each first ACK of a version whose
+	// acceptance time is known: the push latency.
+	OnLatency func(typeURL string, d time.Duration)
+}
+
+// Tracker holds the streams. Memory is bounded: per open stream, one entry
+// per type it uses; closed streams for Retention, at most MaxGone.
 type Tracker struct {
-	mu      sync.Mutex
-	streams map[uint64]*Stream
+	opts Options
+
+	mu       sync.Mutex
+	streams  map[uint64]*Stream
+	gone     []uint64
+	accepted map[string]time.Time // typeURL + version -> when the change was accepted
+	order    []string             // accepted's keys, oldest first
 }
 
 // NewTracker returns an empty tracker.
-func NewTracker() *Tracker { return &Tracker{streams: map[uint64]*Stream{}} }
-
-// Seen records that stream id of node is open, in group ("" for none).
-func (t *Tracker) Seen(id uint64, node, cluster, kind, group string, at time.Time) {
-	if group == "" {
-		group = NoGroup
+func NewTracker(opts Options) *Tracker {
+	if opts.Expected == nil {
+		opts.Expected = func(string, string) string { return "" }
 	}
+	if opts.Abbrev == nil {
+		opts.Abbrev = func(u string) string { return u }
+	}
+	if opts.Retention == 0 {
+		opts.Retention = 5 * time.Minute
+	}
+	if opts.MaxGone == 0 {
+		opts.MaxGone = 1000
+	}
+	return &Tracker{opts: opts, streams: map[uint64]*Stream{}, accepted: map[string]time.Time{}}
+}
+
+// maxAccepted bounds the versions remembered for push latency.
+const maxAccepted = 4096
+
+// Published records that versions (type URL -> version) were accepted at
+// at, so that ACKs of them measure push latency.
+func (t *Tracker) Published(versions map[string][]string, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	for url, vs := range versions {
+		for _, v := range vs {
+			k := url + "\x00" + v
+			if _, ok := t.accepted[k]; ok {
+				continue
+			}
+			t.accepted[k] = at
+			t.order = append(t.order, k)
+		}
+	}
+	for len(t.order) > maxAccepted {
+		delete(t.accepted, t.order[0])
+		t.order = t.order[1:]
+	}
+}
+
+// Info is who a stream's proxy is.
+type Info struct {
+	Node, Cluster, Peer, Client, Kind string
+}
+
+// stream returns the entry of id, creating it from info.
+func (t *Tracker) stream(id uint64, info Info, at time.Time) *Stream {
 	s := t.streams[id]
 	if s == nil {
-		s = &Stream{ID: id, Node: node, Cluster: cluster, Kind: kind, Since: at}
+		s = &Stream{ID: id, Node: info.Node, Cluster: info.Cluster, Peer: info.Peer, Client: info.Client, Kind: info.Kind, Since: at, Group: NoGroup}
 		t.streams[id] = s
+	}
+	return s
+}
+
+func (s *Stream) typ(url string, abbrev func(string) string) *Type {
+	for _, ty := range s.Types {
+		if ty.url == url {
+			return ty
+		}
+	}
+	ty := &Type{Type: abbrev(url), url: url}
+	s.Types = append(s.Types, ty)
+	sort.Slice(s.Types, func(i, j int) bool { return s.Types[i].Type < s.Types[j].Type })
+	return ty
+}
+
+// Seen records that stream id is open and in group ("" for none).
+func (t *Tracker) Seen(id uint64, info Info, group string, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.stream(id, info, at)
+	if group == "" {
+		group = NoGroup
 	}
 	s.Group = group
 }
 
-// Closed forgets stream id.
-func (t *Tracker) Closed(id uint64) {
+// Requested records that stream id asked for typeURL.
+func (t *Tracker) Requested(id uint64, info Info, typeURL string, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.streams, id)
+	t.stream(id, info, at).typ(typeURL, t.opts.Abbrev)
 }
 
-// Streams returns the open streams, by node then stream.
+// Sent records a response.
+func (t *Tracker) Sent(id uint64, info Info, typeURL string, st Stamp, sent []proto.Message, removed []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ty := t.stream(id, info, st.At).typ(typeURL, t.opts.Abbrev)
+	ty.Sent, ty.LastSent, ty.LastRemoved = &st, sent, removed
+}
+
+// ACKed records an ACK and reports push latency for a version's first ACK
+// on the stream.
+func (t *Tracker) ACKed(id uint64, info Info, typeURL string, st Stamp) {
+	t.mu.Lock()
+	ty := t.stream(id, info, st.At).typ(typeURL, t.opts.Abbrev)
+	first := ty.ACKed == nil || ty.ACKed.Version != st.Version
+	ty.ACKed = &st
+	accepted, known := t.accepted[typeURL+"\x00"+st.Version]
+	t.mu.Unlock()
+	if first && known && t.opts.OnLatency != nil {
+		t.opts.OnLatency(typeURL, st.At.Sub(accepted))
+	}
+}
+
+// NACKed records a rejection.
+func (t *Tracker) NACKed(id uint64, info Info, typeURL string, n NACK) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.stream(id, info, n.At).typ(typeURL, t.opts.Abbrev).LastNACK = &n
+}
+
+// Closed marks stream id gone; it stays visible for the retention.
+func (t *Tracker) Closed(id uint64, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := t.streams[id]; s != nil && s.Gone == nil {
+		s.Gone = &at
+		t.gone = append(t.gone, id)
+	}
+	t.prune(at)
+}
+
+func (t *Tracker) prune(now time.Time) {
+	for len(t.gone) > 0 {
+		s := t.streams[t.gone[0]]
+		if s != nil && len(t.gone) <= t.opts.MaxGone && now.Sub(*s.Gone) < t.opts.Retention {
+			return
+		}
+		delete(t.streams, t.gone[0])
+		t.gone = t.gone[1:]
+	}
+}
+
+// state is a type's state on a stream in group.
+func (t *Tracker) state(s *Stream, ty *Type) string {
+	expected := t.opts.Expected(s.Group, ty.url)
+	ty.Expected = expected
+	switch {
+	case s.Group == NoGroup || ty.Sent == nil:
+		return NotSent
+	case ty.LastNACK != nil && (ty.ACKed == nil || ty.LastNACK.At.After(ty.ACKed.At)):
+		return Nacked
+	case ty.ACKed != nil && ty.ACKed.Version == expected:
+		return Synced
+	}
+	return Stale
+}
+
+// Streams returns copies of every stream, open and recently closed, by node
+// then stream, with their states computed now.
 func (t *Tracker) Streams() []Stream {
 	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.prune(time.Now())
 	out := make([]Stream, 0, len(t.streams))
 	for _, s := range t.streams {
-		out = append(out, *s)
+		c := *s
+		c.Types = make([]*Type, len(s.Types))
+		for i, ty := range s.Types {
+			tc := *ty
+			tc.State = t.state(s, &tc)
+			c.Types[i] = &tc
+		}
+		out = append(out, c)
 	}
-	t.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Node != out[j].Node {
 			return out[i].Node < out[j].Node
 		}
 		return out[i].ID < out[j].ID
 	})
+	return out
+}
+
+// States counts the open streams' types by state, for metrics.
+func (t *Tracker) States() map[string]int {
+	out := map[string]int{Synced: 0, Stale: 0, Nacked: 0, NotSent: 0}
+	for _, s := range t.Streams() {
+		if s.Gone != nil {
+			continue
+		}
+		for _, ty := range s.Types {
+			out[ty.State]++
+		}
+	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/pylon-xds/pylon/internal/snapshot"
 )
@@ -93,7 +94,13 @@ func (st *deltaStream) respond(p *planner, w *deltaWatch, snap *snapshot.Snapsho
 	}
 	w.sentResponse(resp.Nonce, set.Version(), changes, p.now)
 	st.publishView(&w.ledger, w.wildcard, w.names)
-	st.observe(Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: set.Version(), Nonce: resp.Nonce, Resources: len(resources)})
+	sent := make([]proto.Message, 0, len(changes))
+	for _, c := range changes {
+		if c.r != nil {
+			sent = append(sent, c.r.Message)
+		}
+	}
+	st.observe(Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: set.Version(), Nonce: resp.Nonce, Resources: len(resources), Sent: sent, Removed: removed, Bytes: proto.Size(resp)})
 	st.log.Debug("sent", "type", w.typ.Abbrev, "system_version", resp.SystemVersionInfo, "nonce", resp.Nonce, "resources", len(resources), "removed", len(removed))
 	return nil
 }
@@ -123,7 +130,7 @@ func (st *deltaStream) onHeartbeat() error {
 			return err
 		}
 		w.sentResponse(resp.Nonce, set.Version(), nil, now)
-		st.observe(Event{Kind: ResponseSent, TypeURL: t.URL, Version: set.Version(), Nonce: resp.Nonce, Resources: len(beats), Heartbeat: true})
+		st.observe(Event{Kind: ResponseSent, TypeURL: t.URL, Version: set.Version(), Nonce: resp.Nonce, Resources: len(beats), Heartbeat: true, Bytes: proto.Size(resp)})
 	}
 	return nil
 }

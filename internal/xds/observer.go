@@ -4,6 +4,7 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/proto"
 )
 
 // EventKind says what happened on a stream.
@@ -18,6 +19,8 @@ const (
 	RequestNACK
 	// NoGroup: the stream's node matches no group and receives nothing.
 	NoGroup
+	// Subscribed: the stream's first request for TypeURL.
+	Subscribed
 )
 
 // Event is one thing that happened on a stream, reported to the Observer
@@ -36,6 +39,14 @@ type Event struct {
 	Nonce   string
 	// Resources is the count sent, for ResponseSent.
 	Resources int
+	// Sent is what a ResponseSent carried, decoded (shared with the
+	// snapshot: read-only); Removed the names it removed (delta).
+	Sent    []proto.Message
+	Removed []string
+	// Bytes is the encoded size of the response, for ResponseSent.
+	Bytes int
+	// Peer is the client's address.
+	Peer string
 	// Heartbeat marks a ResponseSent that only refreshed TTLs.
 	Heartbeat bool
 	// Detail is the client's error_detail message, for RequestNACK, or the

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -94,7 +95,11 @@ func (st *sotwStream) respond(w *watch, next map[string]*snapshot.Resource, snap
 			st.markWarm(xdstype.RouteURL)
 		}
 	}
-	st.observe(Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: resp.VersionInfo, Nonce: resp.Nonce, Resources: len(resp.Resources)})
+	sent := make([]proto.Message, 0, len(next))
+	for _, r := range next {
+		sent = append(sent, r.Message)
+	}
+	st.observe(Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: resp.VersionInfo, Nonce: resp.Nonce, Resources: len(resp.Resources), Sent: sent, Bytes: proto.Size(resp)})
 	st.log.Debug("sent", "type", w.typ.Abbrev, "version", resp.VersionInfo, "nonce", resp.Nonce, "resources", len(resp.Resources))
 	return nil
 }
@@ -123,7 +128,7 @@ func (st *sotwStream) onHeartbeat() error {
 		if err := st.send(resp); err != nil {
 			return err
 		}
-		st.observe(Event{Kind: ResponseSent, TypeURL: t.URL, Version: resp.VersionInfo, Nonce: nonce, Resources: len(resp.Resources), Heartbeat: true})
+		st.observe(Event{Kind: ResponseSent, TypeURL: t.URL, Version: resp.VersionInfo, Nonce: nonce, Resources: len(resp.Resources), Heartbeat: true, Bytes: proto.Size(resp)})
 	}
 	return nil
 }

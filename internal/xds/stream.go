@@ -11,6 +11,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/pylon-xds/pylon/internal/snapshot"
@@ -29,6 +30,7 @@ type stream struct {
 	log     *slog.Logger
 
 	node  *corev3.Node
+	peer  string // the client's address
 	fleet *snapshot.Fleet
 	group *snapshot.Group // the node's group in fleet; nil for none
 	// noGroupLogged keeps the "no matching group" warning to one a stream.
@@ -131,6 +133,9 @@ func (s *Server) serve(gs grpc.ServerStream, typeURL string, delta bool) error {
 		nacks:   map[[2]string]bool{},
 	}
 	st.log = s.log.With("stream", st.id)
+	if p, ok := peer.FromContext(gs.Context()); ok {
+		st.peer = p.Addr.String()
+	}
 	notify, unsubscribe := s.opts.Fleets.Subscribe()
 	defer unsubscribe()
 
@@ -346,6 +351,7 @@ func open[W typeWatch](st *stream, node *corev3.Node, typeURL string, watches ma
 	if !ok {
 		w = create(t)
 		watches[t.URL] = w
+		st.observe(Event{Kind: Subscribed, TypeURL: t.URL})
 	}
 	return w, nil
 }
@@ -463,7 +469,7 @@ func (st *stream) send(msg any) error {
 
 // observe fills in the stream's fields and reports e.
 func (st *stream) observe(e Event) {
-	e.StreamID, e.Node, e.ADS, e.Delta, e.At = st.id, st.node, st.typeURL == "", st.delta, time.Now()
+	e.StreamID, e.Node, e.ADS, e.Delta, e.At, e.Peer = st.id, st.node, st.typeURL == "", st.delta, time.Now(), st.peer
 	if st.group != nil {
 		e.Group = st.group.Name
 	}

@@ -32,6 +32,9 @@ type Options struct {
 	// Zero disables it.
 	Resync time.Duration
 	Logger *slog.Logger
+	// OnEvent and OnRead, if set, are told of each file event and each
+	// read of the config (for metrics: events per read is the batching).
+	OnEvent, OnRead func()
 }
 
 // Source watches a file or folder.
@@ -92,6 +95,9 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 	watched := map[string]bool{}
 
 	send := func(at time.Time) bool {
+		if s.opts.OnRead != nil {
+			s.opts.OnRead()
+		}
 		files, err := Read(s.opts.Path)
 		select {
 		case out <- source.Update{Files: files, Err: err, AcceptedAt: at}:
@@ -128,6 +134,9 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 				return nil
 			}
 			s.log.Debug("config event", "file", ev.Name, "op", ev.Op.String())
+			if s.opts.OnEvent != nil {
+				s.opts.OnEvent()
+			}
 			deb.Event(time.Now())
 			arm()
 		case err, ok := <-w.Errors:
