@@ -58,6 +58,7 @@ type Server struct {
 	obs         Observer
 	holdTimeout time.Duration
 	board       *board
+	logged      *onceSet // log lines already written, by node and subject
 	// life ends every stream when cancelled by Shutdown.
 	life context.Context
 	stop context.CancelFunc
@@ -82,6 +83,7 @@ func New(opts Options) *Server {
 	return &Server{
 		holdTimeout: hold,
 		board:       newBoard(),
+		logged:      newOnceSet(4096),
 		opts:        opts,
 		cp:          &corev3.ControlPlane{Identifier: opts.Identifier},
 		log:         log,

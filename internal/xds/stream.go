@@ -41,9 +41,6 @@ type stream struct {
 	ttl, wrap bool
 	// unknown remembers type URLs already logged as not served (X2).
 	unknown map[string]bool
-	// nacks remembers the (type, version) pairs already logged as NACKed,
-	// so a client repeating a NACK does not flood the log.
-	nacks map[[2]string]bool
 
 	// holdings returns a type's state on this stream, nil if the client
 	// has not asked for the type here.
@@ -130,7 +127,6 @@ func (s *Server) serve(gs grpc.ServerStream, typeURL string, delta bool) error {
 		typeURL: typeURL,
 		delta:   delta,
 		unknown: map[string]bool{},
-		nacks:   map[[2]string]bool{},
 	}
 	st.log = s.log.With("stream", st.id)
 	if p, ok := peer.FromContext(gs.Context()); ok {
@@ -438,9 +434,11 @@ func (st *stream) useFleet(f *snapshot.Fleet) {
 	switch {
 	case g == nil && (st.group != nil || !st.noGroupLogged):
 		// The classic silent failure: a proxy that connects fine and gets
-		// nothing. Say it loudly, once per change into this state.
+		// nothing. Say it loudly, once per node and config.
 		st.noGroupLogged = true
-		st.log.Warn("node matches no group: it receives nothing until a group takes it", "cluster", st.node.GetCluster())
+		if st.srv.logged.first("nogroup\x00" + st.node.GetId() + "\x00" + f.Version()) {
+			st.log.Warn("node matches no group: it receives nothing until a group takes it", "cluster", st.node.GetCluster())
+		}
 		st.observe(Event{Kind: NoGroup})
 	case g != nil && (st.group == nil || st.group.Name != g.Name):
 		st.log.Debug("node group", "group", g.Name)
@@ -481,10 +479,8 @@ func (st *stream) observe(e Event) {
 // running what it had until the config changes.
 func (st *stream) onNACK(t *xdstype.Type, rejected, running, nonce, msg string) {
 	st.observe(Event{Kind: RequestNACK, TypeURL: t.URL, Version: rejected, Nonce: nonce, Detail: msg})
-	key := [2]string{t.URL, rejected}
-	if st.nacks[key] {
+	if !st.srv.logged.first("nack\x00" + st.node.GetId() + "\x00" + t.URL + "\x00" + rejected) {
 		return
 	}
-	st.nacks[key] = true
 	st.log.Warn("proxy rejected config", "type", t.Abbrev, "rejected_version", rejected, "running_version", running, "error_detail", msg)
 }

@@ -1,0 +1,75 @@
+package status
+
+import (
+	"testing"
+	"time"
+)
+
+func TestStates(t *testing.T) {
+	expected := map[string]string{"edge/cds": "v2"}
+	tr := NewTracker(Options{Expected: func(g, u string) string { return expected[g+"/"+u] }})
+	t0 := time.Now()
+	info := Info{Node: "n"}
+	state := func() string { return tr.Streams()[0].Types[0].State }
+
+	tr.Seen(1, info, "edge", t0)
+	tr.Requested(1, info, "cds", t0)
+	if s := state(); s != NotSent {
+		t.Fatalf("requested, nothing sent: %s", s)
+	}
+	tr.Sent(1, info, "cds", Stamp{Version: "v1", At: t0}, nil, nil)
+	if s := state(); s != Stale {
+		t.Fatalf("sent, not ACKed: %s", s)
+	}
+	tr.NACKed(1, info, "cds", NACK{Version: "v1", Detail: "bad", At: t0.Add(time.Second)})
+	if s := state(); s != Nacked {
+		t.Fatalf("NACKed: %s", s)
+	}
+	tr.Sent(1, info, "cds", Stamp{Version: "v2", At: t0.Add(2 * time.Second)}, nil, nil)
+	tr.ACKed(1, info, "cds", Stamp{Version: "v2", At: t0.Add(3 * time.Second)})
+	if s := state(); s != Synced {
+		t.Fatalf("ACKed the latest: %s", s)
+	}
+	if tr.Streams()[0].Types[0].LastNACK == nil {
+		t.Fatal("the NACK left the history")
+	}
+	expected["edge/cds"] = "v3" // a new config
+	if s := state(); s != Stale {
+		t.Fatalf("behind the new config: %s", s)
+	}
+	tr.Seen(1, info, "", t0)
+	if s := state(); s != NotSent {
+		t.Fatalf("no group: %s", s)
+	}
+}
+
+func TestClosedStreamsAreBounded(t *testing.T) {
+	tr := NewTracker(Options{Retention: time.Hour, MaxGone: 3})
+	now := time.Now()
+	for i := range uint64(10) {
+		tr.Seen(i, Info{Node: "n"}, "g", now)
+		tr.Closed(i, now)
+	}
+	if n := len(tr.Streams()); n != 3 {
+		t.Fatalf("%d closed streams kept, want 3", n)
+	}
+	old := NewTracker(Options{Retention: time.Minute})
+	old.Seen(1, Info{Node: "n"}, "g", now)
+	old.Closed(1, now.Add(-2*time.Minute))
+	if n := len(old.Streams()); n != 0 {
+		t.Fatalf("a stream closed past the retention is still shown")
+	}
+}
+
+func TestPushLatency(t *testing.T) {
+	var got []time.Duration
+	tr := NewTracker(Options{OnLatency: func(_ string, d time.Duration) { got = append(got, d) }})
+	t0 := time.Now()
+	tr.Published(map[string][]string{"cds": {"v1"}}, t0)
+	tr.ACKed(1, Info{Node: "n"}, "cds", Stamp{Version: "v1", At: t0.Add(150 * time.Millisecond)})
+	tr.ACKed(1, Info{Node: "n"}, "cds", Stamp{Version: "v1", At: t0.Add(time.Second)}) // a repeat ACK
+	tr.ACKed(1, Info{Node: "n"}, "cds", Stamp{Version: "unknown", At: t0})
+	if len(got) != 1 || got[0] != 150*time.Millisecond {
+		t.Fatalf("latencies %v, want one of 150ms", got)
+	}
+}
