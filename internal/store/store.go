@@ -1,0 +1,76 @@
+// Package store defines where the embedded default keeps its configuration:
+// objects (model objects and raw resources) with revisions, and the history
+// of accepted configurations. bolt/ is the default backend; an etcd backend
+// will implement the same interface and pass the same storetest suite.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Key names an object: its kind ("services", "routes", "listeners",
+// "secrets", "grpc", "groups", "resources/Cluster", ..., or
+// "endpoints/<service>" for registered endpoints) and its name.
+type Key struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+}
+
+// Object is a stored object: its JSON body and the store revision that last
+// wrote it.
+type Object struct {
+	Key
+	Body     []byte `json:"body"`
+	Revision int64  `json:"revision"`
+	// Expires, for leased objects (registered endpoints), is when the
+	// object is dropped unless renewed.
+	Expires time.Time `json:"expires,omitzero"`
+}
+
+// Change is one write in a transaction: Body nil deletes. Revision, when
+// not zero, must equal the object's current revision (-1: must not exist),
+// or the whole transaction fails with ErrConflict.
+type Change struct {
+	Key
+	Body     []byte
+	Revision int64
+	Expires  time.Time
+}
+
+// Entry is one accepted configuration in the history.
+type Entry struct {
+	Revision int64     `json:"revision"`
+	At       time.Time `json:"at"`
+	Summary  string    `json:"summary"`
+	Version  string    `json:"version"` // the fleet version it produced
+	Objects  []Object  `json:"objects,omitempty"`
+}
+
+// Errors a store returns.
+var (
+	ErrConflict = errors.New("revision conflict")
+	ErrNotFound = errors.New("not found")
+)
+
+// Store keeps objects and history. Writes are durable when they return.
+type Store interface {
+	// List returns every object and the store's current revision.
+	List(ctx context.Context) ([]Object, int64, error)
+	// Get returns one object.
+	Get(ctx context.Context, k Key) (Object, error)
+	// Commit applies changes atomically at a new revision and records the
+	// history entry (its Revision and Objects filled in by the store,
+	// keeping at most keep entries). It returns the new revision.
+	Commit(ctx context.Context, changes []Change, entry Entry, keep int) (int64, error)
+	// Touch renews leases without a new revision or history entry: the
+	// content is unchanged.
+	Touch(ctx context.Context, k Key, expires time.Time) error
+	// History returns the entries, newest first, without their objects.
+	History(ctx context.Context) ([]Entry, error)
+	// At returns the history entry of a revision, with its objects.
+	At(ctx context.Context, rev int64) (Entry, error)
+	// Close releases the store.
+	Close() error
+}
