@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pylon-xds/pylon/internal/configstore"
 	"github.com/pylon-xds/pylon/internal/pipeline"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
@@ -42,6 +43,11 @@ type Options struct {
 	Fleets   FleetSource
 	Registry *xdstype.Registry
 	Metrics  prometheus.Gatherer
+	// Config is the embedded store's service; nil in file mode, where the
+	// /v1 API is read-only and says so.
+	Config *configstore.Service
+	// Token authorises /v1 writes (Authorization: Bearer).
+	Token string
 	// Identifier names this Pylon replica.
 	Identifier string
 	// Version is the Pylon build version.
@@ -111,6 +117,7 @@ func Handler(o Options) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"version": f.Version(), "groups": out})
 	})
+	registerAPI(mux, o)
 	if o.Metrics != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(o.Metrics, promhttp.HandlerOpts{}))
 	}

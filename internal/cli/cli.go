@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -48,6 +49,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	admin := new(string)
 	root.PersistentFlags().StringVar(admin, "admin-addr", "127.0.0.1:19000", "Pylon's admin address (serve listens there; status and get talk to it)")
 	root.AddCommand(newServe(g, admin), newBootstrap(), newValidate(), newVersion(), newStatus(admin), newGet(admin))
+	addWriteCommands(root, admin)
 	return root
 }
 
@@ -65,6 +67,8 @@ func (g *globals) logger(w io.Writer) (*slog.Logger, error) {
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", g.logFormat)
 }
+
+func sortStrings(s []string) { sort.Strings(s) }
 
 func defaultIdentifier() string {
 	host, err := os.Hostname()

@@ -28,11 +28,12 @@ func run(args ...string) (code int, stdout, stderr string) {
 // The README's run command: `pylon serve` with no config serves the
 // embedded quickstart over xDS, and stops cleanly on a signal.
 func TestServeEmbeddedDefault(t *testing.T) {
+	dataDir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan int, 1)
 	go func() {
-		done <- Execute(ctx, []string{"serve", "--xds-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json", "--id", "cli-test"}, io.Discard, pw)
+		done <- Execute(ctx, []string{"serve", "--xds-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--data-dir", dataDir, "--log-format", "json", "--id", "cli-test"}, io.Discard, pw)
 		pw.Close()
 	}()
 	// The daemon logs its bound addresses; read them from the log.

@@ -13,9 +13,12 @@ func newServe(g *globals, admin *string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve xDS to a fleet of Envoys and gRPC clients",
-		Long: `Serve xDS (state of the world and delta, ADS and per-type streams) from a config file
-or folder, reloading it when it changes. Without --config, serve the embedded
-quickstart config.
+		Long: `Serve xDS (state of the world and delta, ADS and per-type streams).
+
+By default the config lives in an embedded store in --data-dir (seeded with the
+quickstart config when new) and changes through the admin API: pylon apply,
+pylon endpoints, pylon rollback. With --config, it comes from a file or folder,
+reloaded when it changes, and the API is read-only.
 
 A change that fails validation is refused as a whole, logged once and shown on
 the admin API (GET /status); the previous config keeps serving.`,
@@ -32,7 +35,10 @@ the admin API (GET /status); the previous config keeps serving.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.ConfigPath, "config", "", "config file or folder of *.yaml/*.json files (default: the embedded quickstart)")
+	f.StringVar(&o.ConfigPath, "config", "", "serve a config file or folder of *.yaml/*.json files (file mode); without it, the config is kept in the embedded store in --data-dir")
+	f.StringVar(&o.DataDir, "data-dir", "pylon-data", "the embedded store's folder (seeded with the quickstart config when new)")
+	f.StringVar(&o.TokenFile, "admin-token-file", "", "the admin API's write token (default DATA_DIR/admin-token, generated on first start)")
+	f.IntVar(&o.HistoryLimit, "history-limit", 100, "stored config revisions kept for history and rollback")
 	f.StringVar(&o.XDSAddr, "xds-addr", ":18000", "address of the xDS gRPC server")
 	f.DurationVar(&o.DebounceQuiet, "debounce", 100*time.Millisecond, "reload once config files have been quiet this long")
 	f.DurationVar(&o.DebounceMax, "debounce-max", time.Second, "reload at most this long after the first change of a burst")

@@ -10,15 +10,15 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
-	"github.com/pylon-xds/pylon/examples"
 	"github.com/pylon-xds/pylon/internal/admin"
-	"github.com/pylon-xds/pylon/internal/config"
+	"github.com/pylon-xds/pylon/internal/configstore"
 	"github.com/pylon-xds/pylon/internal/metrics"
 	"github.com/pylon-xds/pylon/internal/pipeline"
 	"github.com/pylon-xds/pylon/internal/snapshot"
@@ -32,11 +32,20 @@ import (
 // Options configures the daemon. The zero value of a duration takes the
 // default given.
 type Options struct {
-	// ConfigPath is a config file or folder; "" serves the embedded
-	// quickstart.
+	// ConfigPath is a config file or folder (file mode); "" keeps the
+	// config in the embedded store in DataDir, changed through the admin
+	// API (the default).
 	ConfigPath string
-	XDSAddr    string // default ":18000"
-	AdminAddr  string // default "127.0.0.1:19000"
+	// DataDir holds the embedded store (default "pylon-data"); a fresh one
+	// is seeded with the quickstart config.
+	DataDir string
+	// TokenFile holds the admin API's write token (default
+	// DataDir/admin-token, generated on first start).
+	TokenFile string
+	// HistoryLimit bounds the stored config history (default 100).
+	HistoryLimit int
+	XDSAddr      string // default ":18000"
+	AdminAddr    string // default "127.0.0.1:19000"
 	// DebounceQuiet and DebounceMax batch bursts of file events
 	// (defaults 100ms and 1s).
 	DebounceQuiet time.Duration
@@ -79,6 +88,12 @@ func (o *Options) defaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.DataDir == "" {
+		o.DataDir = "pylon-data"
+	}
+	if o.TokenFile == "" {
+		o.TokenFile = filepath.Join(o.DataDir, "admin-token")
 	}
 }
 
@@ -125,10 +140,21 @@ func Run(ctx context.Context, o Options) error {
 	// The first config is loaded before anything listens: with no last good
 	// config to fall back on, a bad one is a startup error, not a silent
 	// empty fleet.
+	var cfgSvc *configstore.Service
+	var token string
 	initial := source.Update{AcceptedAt: time.Now()}
 	if o.ConfigPath == "" {
-		initial.Files = []config.File{{Path: examples.QuickstartName, Data: examples.Quickstart()}}
-		log.Info("no --config given: serving the embedded quickstart config")
+		st, err := openStore(ctx, o, reg, log)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		cfgSvc = configstore.New(configstore.Options{Store: st, Registry: reg, Keep: o.HistoryLimit, Debounce: o.DebounceQuiet, Logger: log})
+		if token, err = adminToken(o.TokenFile); err != nil {
+			return err
+		}
+		initial.Files, initial.Err = cfgSvc.Current(ctx)
+		log.Info("serving the config kept in the embedded store; change it with the admin API (pylon apply, pylon endpoints ...)", "data_dir", o.DataDir)
 	} else {
 		initial.Files, initial.Err = file.Read(o.ConfigPath)
 	}
@@ -159,7 +185,7 @@ func Run(ctx context.Context, o Options) error {
 	)
 	xdsSrv.Register(gs)
 	httpSrv := &http.Server{
-		Handler:           admin.Handler(admin.Options{Pipeline: pipe, Proxies: tracker, Fleets: pub, Registry: reg, Metrics: met.Registry, Identifier: o.Identifier, Version: o.Version}),
+		Handler:           admin.Handler(admin.Options{Pipeline: pipe, Proxies: tracker, Fleets: pub, Registry: reg, Metrics: met.Registry, Config: cfgSvc, Token: token, Identifier: o.Identifier, Version: o.Version}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 
@@ -176,6 +202,11 @@ func Run(ctx context.Context, o Options) error {
 		}
 		return nil
 	})
+	if cfgSvc != nil {
+		updates := make(chan source.Update)
+		g.Go(func() error { return cfgSvc.Run(gctx, updates) })
+		g.Go(func() error { return pipe.Run(gctx, updates) })
+	}
 	if o.ConfigPath != "" {
 		updates := make(chan source.Update)
 		resync := o.Resync

@@ -11,8 +11,8 @@ import (
 )
 
 // Key names an object: its kind ("services", "routes", "listeners",
-// "secrets", "grpc", "groups", "resources/Cluster", ..., or
-// "endpoints/<service>" for registered endpoints) and its name.
+// "secrets", "grpc", "groups", "resources.Cluster", ..., or
+// "endpoints.<service>" for registered endpoints) and its name.
 type Key struct {
 	Kind string `json:"kind"`
 	Name string `json:"name"`

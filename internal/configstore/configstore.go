@@ -1,0 +1,398 @@
+// Package configstore is the embedded default's source of truth: config
+// objects kept in a store, changed through the admin API, validated exactly
+// like a config file before anything is stored, and history with rollback.
+package configstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/pylon-xds/pylon/internal/compile"
+	"github.com/pylon-xds/pylon/internal/config"
+	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/source"
+	"github.com/pylon-xds/pylon/internal/store"
+	"github.com/pylon-xds/pylon/internal/xdstype"
+)
+
+// Model kinds; raw resources are "resources.<Kind>", registered endpoints
+// "endpoints.<service>".
+var modelKinds = []string{"services", "routes", "listeners", "secrets", "grpc"}
+
+// GroupsKey holds the node groups, one list: their order matters.
+var GroupsKey = store.Key{Kind: "groups", Name: "groups"}
+
+// Errors, for the API to map to status codes.
+var (
+	ErrInvalid  = errors.New("invalid")
+	ErrConflict = store.ErrConflict
+	ErrNotFound = store.ErrNotFound
+)
+
+// Options configures a Service.
+type Options struct {
+	Store    store.Store
+	Registry *xdstype.Registry
+	Read     compile.ReadFile
+	// Keep bounds the history (default 100).
+	Keep int
+	// Debounce batches bursts of writes (endpoint registrations) into one
+	// update of the pipeline (default 100ms).
+	Debounce time.Duration
+	Logger   *slog.Logger
+	Now      func() time.Time
+}
+
+// Service validates and stores config changes and feeds the pipeline.
+type Service struct {
+	opts   Options
+	log    *slog.Logger
+	mu     sync.Mutex // one writer at a time: validate against what is stored
+	notify chan time.Time
+}
+
+// New returns a service over opts.Store.
+func New(opts Options) *Service {
+	if opts.Keep <= 0 {
+		opts.Keep = 100
+	}
+	if opts.Debounce <= 0 {
+		opts.Debounce = 100 * time.Millisecond
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Read == nil {
+		opts.Read = compile.LimitedReader
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{opts: opts, log: log, notify: make(chan time.Time, 1)}
+}
+
+// Store returns the store the service writes to, for reads.
+func (s *Service) Store() store.Store { return s.opts.Store }
+
+// Result is what a write did, or with DryRun would do.
+type Result struct {
+	Revision int64 `json:"revision,omitempty"`
+	// Version is the fleet version the config produces.
+	Version string `json:"version"`
+	// Changes lists, per group, the Envoy resources that change.
+	Changes map[string][]string `json:"changes"`
+	DryRun  bool                `json:"dryRun,omitempty"`
+}
+
+// ValidationError carries the same diagnostics a config file would get.
+type ValidationError struct{ Err error }
+
+func (e *ValidationError) Error() string   { return e.Err.Error() }
+func (e *ValidationError) Unwrap() []error { return []error{ErrInvalid, e.Err} }
+
+// Files renders objects as config files, one per object, named kind/name so
+// that a diagnostic names the object; registered endpoints join their
+// service, leases past expiry left out.
+func Files(objs []store.Object, now time.Time) ([]config.File, error) {
+	eps := map[string][]json.RawMessage{}
+	for _, o := range objs {
+		if svc, ok := strings.CutPrefix(o.Kind, "endpoints."); ok && (o.Expires.IsZero() || o.Expires.After(now)) {
+			eps[svc] = append(eps[svc], o.Body)
+		}
+	}
+	sort.Slice(objs, func(i, j int) bool {
+		if objs[i].Kind != objs[j].Kind {
+			return objs[i].Kind < objs[j].Kind
+		}
+		return objs[i].Name < objs[j].Name
+	})
+	var files []config.File
+	for _, o := range objs {
+		var doc map[string]any
+		switch {
+		case strings.HasPrefix(o.Kind, "endpoints."):
+			continue
+		case o.Key == GroupsKey:
+			var groups []any
+			if err := json.Unmarshal(o.Body, &groups); err != nil {
+				return nil, err
+			}
+			doc = map[string]any{"groups": groups}
+		case strings.HasPrefix(o.Kind, "resources."):
+			doc = map[string]any{"resources": []json.RawMessage{o.Body}}
+		case o.Kind == "services" && len(eps[o.Name]) > 0:
+			var svc map[string]any
+			if err := json.Unmarshal(o.Body, &svc); err != nil {
+				return nil, err
+			}
+			list, _ := svc["endpoints"].([]any)
+			for _, e := range eps[o.Name] {
+				var m any
+				_ = json.Unmarshal(e, &m)
+				list = append(list, m)
+			}
+			svc["endpoints"] = list
+			doc = map[string]any{"services": []any{svc}}
+		default:
+			doc = map[string]any{o.Kind: []json.RawMessage{o.Body}}
+		}
+		data, err := json.Marshal(doc)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, config.File{Path: o.Kind + "/" + o.Name, Data: data})
+	}
+	if len(files) == 0 {
+		files = []config.File{{Path: "store", Data: []byte(`{"resources": []}`)}}
+	}
+	return files, nil
+}
+
+// compileObjects validates a would-be object set.
+func (s *Service) compileObjects(objs []store.Object) (*snapshot.Fleet, error) {
+	files, err := Files(objs, s.opts.Now())
+	if err != nil {
+		return nil, err
+	}
+	return compile.Compile(s.opts.Registry, files, s.opts.Read)
+}
+
+// Current returns the stored objects as config files, for the pipeline.
+func (s *Service) Current(ctx context.Context) ([]config.File, error) {
+	objs, _, err := s.opts.Store.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return Files(objs, s.opts.Now())
+}
+
+// Commit validates changes against what is stored and, unless dryRun,
+// stores them at a new revision with summary in the history. An invalid
+// result stores nothing.
+func (s *Service) Commit(ctx context.Context, changes []store.Change, summary string, dryRun bool) (Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	objs, _, err := s.opts.Store.List(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	before, beforeErr := s.compileObjects(objs)
+	next, err := apply(objs, changes)
+	if err != nil {
+		return Result{}, err
+	}
+	fleet, err := s.compileObjects(next)
+	if err != nil {
+		return Result{}, &ValidationError{Err: err}
+	}
+	res := Result{Version: fleet.Version(), DryRun: dryRun}
+	if beforeErr == nil {
+		res.Changes = Diff(before, fleet)
+	}
+	if dryRun {
+		return res, nil
+	}
+	rev, err := s.opts.Store.Commit(ctx, changes, store.Entry{At: s.opts.Now(), Summary: summary, Version: fleet.Version()}, s.opts.Keep)
+	if err != nil {
+		return Result{}, err
+	}
+	res.Revision = rev
+	s.log.Info("config stored", "revision", rev, "summary", summary, "version", fleet.Version())
+	s.changed()
+	return res, nil
+}
+
+// apply returns objs with changes made, checking revisions as the store
+// will (so a dry run reports conflicts too).
+func apply(objs []store.Object, changes []store.Change) ([]store.Object, error) {
+	byKey := map[store.Key]store.Object{}
+	for _, o := range objs {
+		byKey[o.Key] = o
+	}
+	for _, c := range changes {
+		cur, exists := byKey[c.Key]
+		if c.Revision == -1 && exists || c.Revision > 0 && (!exists || cur.Revision != c.Revision) {
+			return nil, fmt.Errorf("%w: %s/%s is at revision %d", store.ErrConflict, c.Kind, c.Name, cur.Revision)
+		}
+		if c.Body == nil {
+			if !exists && c.Revision >= 0 {
+				return nil, fmt.Errorf("%s/%s: %w", c.Kind, c.Name, store.ErrNotFound)
+			}
+			delete(byKey, c.Key)
+			continue
+		}
+		byKey[c.Key] = store.Object{Key: c.Key, Body: c.Body, Expires: c.Expires}
+	}
+	out := make([]store.Object, 0, len(byKey))
+	for _, o := range byKey {
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// Diff lists, per group, the resources whose versions differ between two
+// fleets: "+Cluster/web", "~Listener/http", "-Route/old".
+func Diff(a, b *snapshot.Fleet) map[string][]string {
+	out := map[string][]string{}
+	old := map[string]*snapshot.Snapshot{}
+	for _, g := range a.Groups() {
+		old[g.Name] = g.Snapshot
+	}
+	for _, g := range b.Groups() {
+		var lines []string
+		prev := old[g.Name]
+		for _, set := range g.Snapshot.Sets() {
+			oset := prev.Set(set.Type().URL)
+			for _, n := range set.Names() {
+				switch o := oset.Get(n); {
+				case o == nil:
+					lines = append(lines, "+"+set.Type().Kind+"/"+n)
+				case o.Version != set.Get(n).Version:
+					lines = append(lines, "~"+set.Type().Kind+"/"+n)
+				}
+			}
+			for _, n := range oset.Names() {
+				if set.Get(n) == nil {
+					lines = append(lines, "-"+set.Type().Kind+"/"+n)
+				}
+			}
+		}
+		if len(lines) > 0 {
+			out[g.Name] = lines
+		}
+	}
+	return out
+}
+
+// Objects splits a config document (YAML or JSON, the file schema) into
+// store objects, for apply and for seeding.
+func Objects(reg *xdstype.Registry, data []byte) ([]store.Change, error) {
+	var doc map[string]any
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, &ValidationError{Err: fmt.Errorf("invalid YAML: %w", err)}
+	}
+	var out []store.Change
+	put := func(kind, name string, v any) error {
+		if name == "" {
+			return &ValidationError{Err: fmt.Errorf("%s: an entry without a name", kind)}
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		out = append(out, store.Change{Key: store.Key{Kind: kind, Name: name}, Body: b})
+		return nil
+	}
+	for key, val := range doc {
+		list, _ := val.([]any)
+		switch {
+		case key == "version":
+		case key == "groups":
+			if err := put(GroupsKey.Kind, GroupsKey.Name, val); err != nil {
+				return nil, err
+			}
+		case key == "resources":
+			for _, item := range list {
+				m, _ := item.(map[string]any)
+				url, _ := m["@type"].(string)
+				t := reg.Lookup(url)
+				if t == nil {
+					return nil, &ValidationError{Err: fmt.Errorf("resources: unknown @type %q", url)}
+				}
+				name, _ := m[t.NameField()].(string)
+				if name == "" {
+					name, _ = m["clusterName"].(string)
+				}
+				if err := put("resources."+t.Kind, name, m); err != nil {
+					return nil, err
+				}
+			}
+		case contains(modelKinds, key):
+			for _, item := range list {
+				m, _ := item.(map[string]any)
+				name, _ := m["name"].(string)
+				if key == "grpc" {
+					name, _ = m["target"].(string)
+				}
+				if err := put(key, name, m); err != nil {
+					return nil, err
+				}
+			}
+		default:
+			return nil, &ValidationError{Err: fmt.Errorf("unknown top-level key %q", key)}
+		}
+	}
+	return out, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// changed wakes Run to send the pipeline an update (coalesced).
+func (s *Service) changed() {
+	select {
+	case s.notify <- s.opts.Now():
+	default:
+	}
+}
+
+// Run sends the pipeline the stored config at the start, after every commit
+// (bursts batched by Debounce) and when a lease expires, until ctx ends.
+func (s *Service) Run(ctx context.Context, out chan<- source.Update) error {
+	send := func(at time.Time) bool {
+		files, err := s.Current(ctx)
+		select {
+		case out <- source.Update{Files: files, Err: err, AcceptedAt: at}:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	if !send(s.opts.Now()) {
+		return nil
+	}
+	leases := time.NewTicker(time.Second)
+	defer leases.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case at := <-s.notify:
+			// Let a burst of writes land, then send them as one update.
+			timer := time.NewTimer(s.opts.Debounce)
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return nil
+			case <-timer.C:
+			}
+			select {
+			case <-s.notify: // folded into this update
+			default:
+			}
+			if !send(at) {
+				return nil
+			}
+		case <-leases.C:
+			if err := s.expire(ctx); err != nil {
+				s.log.Warn("expiring endpoint leases", "err", err)
+			}
+		}
+	}
+}
