@@ -118,6 +118,7 @@ func writeAtomically(t *testing.T, path, content string) {
 
 type pylon struct {
 	xdsAddr, adminAddr string
+	token              string // the admin API's write token (store mode)
 }
 
 // startPylon runs the daemon on loopback ports until the test ends.
