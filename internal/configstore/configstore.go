@@ -186,7 +186,6 @@ func (s *Service) Commit(ctx context.Context, changes []store.Change, summary st
 	if err != nil {
 		return Result{}, err
 	}
-	before, beforeErr := s.compileObjects(objs)
 	next, err := apply(objs, changes)
 	if err != nil {
 		return Result{}, err
@@ -196,10 +195,12 @@ func (s *Service) Commit(ctx context.Context, changes []store.Change, summary st
 		return Result{}, &ValidationError{Err: err}
 	}
 	res := Result{Version: fleet.Version(), DryRun: dryRun}
-	if beforeErr == nil {
-		res.Changes = Diff(before, fleet)
-	}
 	if dryRun {
+		// What would change is worth a second compile only when asked:
+		// the write path (endpoint registrations) stays one compile.
+		if before, err := s.compileObjects(objs); err == nil {
+			res.Changes = Diff(before, fleet)
+		}
 		return res, nil
 	}
 	rev, err := s.opts.Store.Commit(ctx, changes, store.Entry{At: s.opts.Now(), Summary: summary, Version: fleet.Version()}, s.opts.Keep)

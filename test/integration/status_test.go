@@ -185,7 +185,7 @@ func TestDumpsRedactPrivateKeys(t *testing.T) {
 	}
 }
 
-func httpGet(t *testing.T, url string) string {
+func httpGet(t testing.TB, url string) string {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
@@ -200,7 +200,9 @@ func httpGet(t *testing.T, url string) string {
 }
 
 // scrape parses /metrics with Prometheus's own text parser.
-func scrape(t *testing.T, p *pylon) map[string]*dto.MetricFamily {
+func scrape(t *testing.T, p *pylon) map[string]*dto.MetricFamily { return scrapeTB(t, p) }
+
+func scrapeTB(t testing.TB, p *pylon) map[string]*dto.MetricFamily {
 	t.Helper()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := parser.TextToMetricFamilies(strings.NewReader(httpGet(t, "http://"+p.adminAddr+"/metrics")))
