@@ -9,15 +9,17 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
 // child is a Pylon in its own process, so that it can be SIGKILLed.
 type child struct {
-	cmd  *exec.Cmd
-	p    *pylon
-	done chan error
+	cmd    *exec.Cmd
+	p      *pylon
+	done   chan error
+	killed sync.Once
 }
 
 func startChild(t *testing.T, dataDir string) *child {
@@ -60,12 +62,12 @@ func startChild(t *testing.T, dataDir string) *child {
 	return c
 }
 
+// kill sends SIGKILL (no shutdown, no flush) and waits for the exit.
 func (c *child) kill() {
-	if c.cmd.ProcessState == nil {
-		_ = c.cmd.Process.Kill() // SIGKILL: no shutdown, no flush
+	c.killed.Do(func() {
+		_ = c.cmd.Process.Kill()
 		<-c.done
-		c.done <- nil // later kills return at once
-	}
+	})
 }
 
 // A child Pylon takes a stream of API writes and is killed with SIGKILL at
@@ -82,7 +84,8 @@ func TestCrashKeepsAcknowledgedWrites(t *testing.T) {
 	n := 0
 	for round := range 3 {
 		killAt := time.Duration(100+rng.IntN(500)) * time.Millisecond
-		killer := time.AfterFunc(killAt, func() { _ = c.cmd.Process.Kill() })
+		proc := c.cmd.Process
+		killer := time.AfterFunc(killAt, func() { _ = proc.Kill() })
 		for i := 0; i < 2000; i++ {
 			n++
 			addr := fmt.Sprintf("10.%d.%d.%d", round, n/250, n%250)
