@@ -170,6 +170,7 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 					delete(watched, d)
 				}
 			}
+			added := false
 			for d := range want {
 				if watched[d] {
 					continue
@@ -180,6 +181,13 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 					continue
 				}
 				watched[d] = true
+				added = true
+			}
+			if added {
+				// A file may have changed between its read and the start of
+				// its watch: read once more.
+				deb.Event(time.Now())
+				arm()
 			}
 		}
 	}
