@@ -203,7 +203,7 @@ func (s *Service) Commit(ctx context.Context, changes []store.Change, summary st
 		}
 		return res, nil
 	}
-	rev, err := s.opts.Store.Commit(ctx, changes, store.Entry{At: s.opts.Now(), Summary: summary, Version: fleet.Version()}, s.opts.Keep)
+	rev, err := s.opts.Store.Commit(ctx, changes, &store.Entry{At: s.opts.Now(), Summary: summary, Version: fleet.Version()}, s.opts.Keep)
 	if err != nil {
 		return Result{}, err
 	}

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/pylon-xds/pylon/internal/diag"
 	"github.com/pylon-xds/pylon/internal/model"
 	"github.com/pylon-xds/pylon/internal/store"
 )
@@ -20,10 +22,20 @@ func endpointKey(service string, e model.Endpoint) store.Key {
 // Register adds an endpoint to a service without rewriting the service. With
 // a ttl the endpoint is leased: it leaves EDS unless registered again within
 // ttl. Registering an unchanged endpoint only renews its lease: no new
-// revision, no history entry, nothing pushed.
+// revision, nothing pushed.
+//
+// Registrations are the high-churn path: the endpoint is checked on its own
+// (the same rules a service's endpoints get), stored and fsynced, and
+// published with the next debounced update, without compiling the whole
+// config on every call. They are runtime state, not config history: they do
+// not fill the history, and a rollback leaves them in place.
 func (s *Service) Register(ctx context.Context, service string, e model.Endpoint, ttl time.Duration) (Result, error) {
-	if _, err := s.opts.Store.Get(ctx, store.Key{Kind: "services", Name: service}); err != nil {
+	svc, err := s.opts.Store.Get(ctx, store.Key{Kind: "services", Name: service})
+	if err != nil {
 		return Result{}, fmt.Errorf("service %q: %w", service, err)
+	}
+	if err := checkEndpoint(service, svc.Body, e); err != nil {
+		return Result{}, &ValidationError{Err: err}
 	}
 	body, err := json.Marshal(e)
 	if err != nil {
@@ -40,7 +52,46 @@ func (s *Service) Register(ctx context.Context, service string, e model.Endpoint
 		}
 		return Result{Revision: cur.Revision}, nil
 	}
-	return s.Commit(ctx, []store.Change{{Key: k, Body: body, Expires: expires}}, fmt.Sprintf("register %s in %s", k.Name, service), false)
+	return s.commitRuntime(ctx, []store.Change{{Key: k, Body: body, Expires: expires}})
+}
+
+// commitRuntime stores endpoint changes without a history entry.
+func (s *Service) commitRuntime(ctx context.Context, changes []store.Change) (Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rev, err := s.opts.Store.Commit(ctx, changes, nil, s.opts.Keep)
+	if err != nil {
+		return Result{}, err
+	}
+	s.changed()
+	return Result{Revision: rev}, nil
+}
+
+// checkEndpoint applies the model's endpoint rules to one registration.
+func checkEndpoint(service string, serviceBody []byte, e model.Endpoint) error {
+	field := func(f, format string, args ...any) error {
+		return diag.List{{File: "endpoints." + service, Type: "endpoint", Name: fmt.Sprintf("%s:%d", e.Address, e.Port), Field: f, Message: fmt.Sprintf(format, args...)}}
+	}
+	switch {
+	case e.Address == "":
+		return field("address", "missing")
+	case e.Port == 0 || e.Port > 65535:
+		return field("port", "must be 1 to 65535")
+	}
+	switch e.Health {
+	case "", "unknown", "healthy", "unhealthy", "draining":
+	default:
+		return field("health", "%q is not one of healthy, unhealthy, draining, unknown", e.Health)
+	}
+	var svc model.Service
+	if err := json.Unmarshal(serviceBody, &svc); err == nil {
+		for _, s := range svc.Endpoints {
+			if s.Address == e.Address && s.Port == e.Port {
+				return field("", "already one of the service's own endpoints")
+			}
+		}
+	}
+	return nil
 }
 
 // Deregister removes a registered endpoint.
@@ -49,7 +100,7 @@ func (s *Service) Deregister(ctx context.Context, service, address string, port 
 	if _, err := s.opts.Store.Get(ctx, k); err != nil {
 		return Result{}, fmt.Errorf("endpoint %s of %s: %w", k.Name, service, err)
 	}
-	return s.Commit(ctx, []store.Change{{Key: k}}, fmt.Sprintf("deregister %s from %s", k.Name, service), false)
+	return s.commitRuntime(ctx, []store.Change{{Key: k}})
 }
 
 // expire removes the leased endpoints whose time is up, in one commit.
@@ -68,7 +119,7 @@ func (s *Service) expire(ctx context.Context) error {
 	if len(changes) == 0 {
 		return nil
 	}
-	_, err = s.Commit(ctx, changes, fmt.Sprintf("%d endpoint lease(s) expired", len(changes)), false)
+	_, err = s.commitRuntime(ctx, changes)
 	if errors.Is(err, store.ErrConflict) {
 		return nil // renewed meanwhile
 	}
@@ -85,17 +136,22 @@ func (s *Service) Rollback(ctx context.Context, rev int64, dryRun bool) (Result,
 	if err != nil {
 		return Result{}, err
 	}
+	// Registered endpoints are runtime state: a rollback of the config
+	// leaves them as they are.
+	runtime := func(o store.Object) bool { return strings.HasPrefix(o.Kind, "endpoints.") }
 	want := map[store.Key]store.Object{}
 	for _, o := range entry.Objects {
-		want[o.Key] = o
+		if !runtime(o) {
+			want[o.Key] = o
+		}
 	}
 	var changes []store.Change
 	for _, o := range objs {
-		if _, keep := want[o.Key]; !keep {
+		if _, keep := want[o.Key]; !keep && !runtime(o) {
 			changes = append(changes, store.Change{Key: o.Key})
 		}
 	}
-	for _, o := range entry.Objects {
+	for _, o := range want {
 		changes = append(changes, store.Change{Key: o.Key, Body: o.Body, Expires: o.Expires})
 	}
 	return s.Commit(ctx, changes, fmt.Sprintf("rollback to revision %d", rev), dryRun)

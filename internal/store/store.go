@@ -60,10 +60,11 @@ type Store interface {
 	List(ctx context.Context) ([]Object, int64, error)
 	// Get returns one object.
 	Get(ctx context.Context, k Key) (Object, error)
-	// Commit applies changes atomically at a new revision and records the
-	// history entry (its Revision and Objects filled in by the store,
-	// keeping at most keep entries). It returns the new revision.
-	Commit(ctx context.Context, changes []Change, entry Entry, keep int) (int64, error)
+	// Commit applies changes atomically at a new revision and, when entry
+	// is not nil, records it in the history (its Revision and Objects
+	// filled in by the store, keeping at most keep entries). It returns the
+	// new revision.
+	Commit(ctx context.Context, changes []Change, entry *Entry, keep int) (int64, error)
 	// Touch renews leases without a new revision or history entry: the
 	// content is unchanged.
 	Touch(ctx context.Context, k Key, expires time.Time) error

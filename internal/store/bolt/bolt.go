@@ -99,7 +99,7 @@ func (s *Store) Get(ctx context.Context, k store.Key) (store.Object, error) {
 }
 
 // Commit applies changes at a new revision and records entry.
-func (s *Store) Commit(ctx context.Context, changes []store.Change, entry store.Entry, keep int) (int64, error) {
+func (s *Store) Commit(ctx context.Context, changes []store.Change, entry *store.Entry, keep int) (int64, error) {
 	var rev int64
 	err := s.db.Update(func(tx *bbolt.Tx) error {
 		objs := tx.Bucket(objectsBucket)
@@ -133,6 +133,9 @@ func (s *Store) Commit(ctx context.Context, changes []store.Change, entry store.
 		}
 		if err := tx.Bucket(metaBucket).Put(revisionKey, revKey(rev)); err != nil {
 			return err
+		}
+		if entry == nil {
+			return nil
 		}
 		// The history keeps the whole object set, so a rollback needs
 		// nothing else.

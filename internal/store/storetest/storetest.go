@@ -18,7 +18,7 @@ func Run(t *testing.T, open func(t *testing.T, reopen bool) store.Store) {
 
 	t.Run("commit_list_get", func(t *testing.T) {
 		s := open(t, false)
-		rev, err := s.Commit(ctx, []store.Change{{Key: k, Body: []byte(`{"name":"web"}`), Revision: -1}}, store.Entry{Summary: "create web", Version: "v1"}, 10)
+		rev, err := s.Commit(ctx, []store.Change{{Key: k, Body: []byte(`{"name":"web"}`), Revision: -1}}, &store.Entry{Summary: "create web", Version: "v1"}, 10)
 		if err != nil || rev != 1 {
 			t.Fatalf("commit: rev %d err %v", rev, err)
 		}
@@ -37,24 +37,24 @@ func Run(t *testing.T, open func(t *testing.T, reopen bool) store.Store) {
 
 	t.Run("conflicts_fail_the_whole_commit", func(t *testing.T) {
 		s := open(t, false)
-		if _, err := s.Commit(ctx, []store.Change{{Key: k, Body: []byte(`1`), Revision: -1}}, store.Entry{}, 10); err != nil {
+		if _, err := s.Commit(ctx, []store.Change{{Key: k, Body: []byte(`1`), Revision: -1}}, &store.Entry{}, 10); err != nil {
 			t.Fatal(err)
 		}
 		other := store.Key{Kind: "services", Name: "api"}
 		_, err := s.Commit(ctx, []store.Change{
 			{Key: other, Body: []byte(`2`)},
 			{Key: k, Body: []byte(`3`), Revision: 7}, // stale
-		}, store.Entry{}, 10)
+		}, &store.Entry{}, 10)
 		if !errors.Is(err, store.ErrConflict) {
 			t.Fatalf("stale revision: %v", err)
 		}
 		if _, err := s.Get(ctx, other); !errors.Is(err, store.ErrNotFound) {
 			t.Fatal("a failed commit wrote part of its changes")
 		}
-		if _, err := s.Commit(ctx, []store.Change{{Key: k, Body: []byte(`4`), Revision: -1}}, store.Entry{}, 10); !errors.Is(err, store.ErrConflict) {
+		if _, err := s.Commit(ctx, []store.Change{{Key: k, Body: []byte(`4`), Revision: -1}}, &store.Entry{}, 10); !errors.Is(err, store.ErrConflict) {
 			t.Fatalf("create over an existing object: %v", err)
 		}
-		if _, err := s.Commit(ctx, []store.Change{{Key: k, Body: nil, Revision: 1}}, store.Entry{}, 10); err != nil {
+		if _, err := s.Commit(ctx, []store.Change{{Key: k, Body: nil, Revision: 1}}, &store.Entry{}, 10); err != nil {
 			t.Fatalf("delete at the right revision: %v", err)
 		}
 	})
@@ -62,7 +62,7 @@ func Run(t *testing.T, open func(t *testing.T, reopen bool) store.Store) {
 	t.Run("history_is_bounded_and_holds_objects", func(t *testing.T) {
 		s := open(t, false)
 		for i := range 5 {
-			if _, err := s.Commit(ctx, []store.Change{{Key: k, Body: []byte{byte('0' + i)}}}, store.Entry{Summary: "put", Version: string(rune('a' + i))}, 3); err != nil {
+			if _, err := s.Commit(ctx, []store.Change{{Key: k, Body: []byte{byte('0' + i)}}}, &store.Entry{Summary: "put", Version: string(rune('a' + i))}, 3); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -82,7 +82,7 @@ func Run(t *testing.T, open func(t *testing.T, reopen bool) store.Store) {
 	t.Run("durable_across_reopen", func(t *testing.T) {
 		s := open(t, false)
 		exp := time.Now().Add(time.Hour).Truncate(time.Second)
-		if _, err := s.Commit(ctx, []store.Change{{Key: k, Body: []byte(`"kept"`), Expires: exp}}, store.Entry{Summary: "lease"}, 10); err != nil {
+		if _, err := s.Commit(ctx, []store.Change{{Key: k, Body: []byte(`"kept"`), Expires: exp}}, &store.Entry{Summary: "lease"}, 10); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Touch(ctx, k, exp.Add(time.Hour)); err != nil {
@@ -95,6 +95,12 @@ func Run(t *testing.T, open func(t *testing.T, reopen bool) store.Store) {
 		}
 		if h, _ := s.History(ctx); len(h) != 1 {
 			t.Fatalf("a touch wrote history: %d entries", len(h))
+		}
+		if _, err := s.Commit(ctx, []store.Change{{Key: k, Body: []byte(`"runtime"`)}}, nil, 10); err != nil {
+			t.Fatal(err)
+		}
+		if h, _ := s.History(ctx); len(h) != 1 {
+			t.Fatalf("a commit without an entry wrote history: %d entries", len(h))
 		}
 	})
 }
