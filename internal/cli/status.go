@@ -238,12 +238,34 @@ func diff(sent, want []json.RawMessage) []string {
 func newGet(admin *string) *cobra.Command {
 	var output, group string
 	cmd := &cobra.Command{
-		Use:   "get proxies|clusters|listeners|routes|endpoints|secrets",
-		Short: "List proxies, or the resources each group runs (secrets redacted)",
+		Use:   "get proxies|objects|clusters|listeners|routes|endpoints|secrets",
+		Short: "List proxies, the stored config objects, or the Envoy resources each group runs (secrets redacted)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c := adminClient{*admin}
 			out := cmd.OutOrStdout()
+			if args[0] == "objects" {
+				var objs struct {
+					Objects []struct {
+						Kind     string          `json:"kind"`
+						Name     string          `json:"name"`
+						Revision int64           `json:"revision"`
+						Body     json.RawMessage `json:"body"`
+					} `json:"objects"`
+				}
+				if err := c.get("/v1/objects", &objs); err != nil {
+					return err
+				}
+				if output != "" {
+					return render(out, output, objs)
+				}
+				tw := tabwriter.NewWriter(out, 0, 0, 3, ' ', 0)
+				fmt.Fprintln(tw, "KIND\tNAME\tREVISION")
+				for _, o := range objs.Objects {
+					fmt.Fprintf(tw, "%s\t%s\t%d\n", o.Kind, o.Name, o.Revision)
+				}
+				return tw.Flush()
+			}
 			if args[0] == "proxies" {
 				var proxies struct {
 					Streams []status.Stream `json:"streams"`
@@ -267,7 +289,7 @@ func newGet(admin *string) *cobra.Command {
 			}
 			kind := map[string]string{"clusters": "Cluster", "listeners": "Listener", "routes": "RouteConfiguration", "endpoints": "ClusterLoadAssignment", "secrets": "Secret"}[args[0]]
 			if kind == "" {
-				return fmt.Errorf("unknown kind %q: proxies, clusters, listeners, routes, endpoints or secrets", args[0])
+				return fmt.Errorf("unknown kind %q: proxies, objects, clusters, listeners, routes, endpoints or secrets", args[0])
 			}
 			q := ""
 			if group != "" {

@@ -344,3 +344,26 @@ func TestRollbackOverTheWire(t *testing.T) {
 		t.Fatalf("pylon diff:\n%s", diff)
 	}
 }
+
+// In file mode the config API is read-only, and says why.
+func TestFileModeAPIIsReadOnly(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "pylon.yaml")
+	writeAtomically(t, cfg, "resources: []\n")
+	p := startPylon(t, cfg)
+	p.token = "anything"
+	code, res := p.api(t, "PUT", "/v1/objects/services/web", map[string]any{"name": "web"})
+	if code != http.StatusMethodNotAllowed || !strings.Contains(fmt.Sprint(res["error"]), "read-only") {
+		t.Fatalf("a write in file mode: %d %v", code, res)
+	}
+}
+
+// `pylon get objects` lists what the store holds.
+func TestGetObjects(t *testing.T) {
+	p, _ := storePylon(t, t.TempDir())
+	out := p.cli(t, "get", "objects")
+	for _, want := range []string{"KIND", "resources.Cluster", "backend", "resources.Listener"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("pylon get objects lacks %q:\n%s", want, out)
+		}
+	}
+}
