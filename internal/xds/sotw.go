@@ -269,6 +269,12 @@ func (w *watch) plan(p *planner, set *snapshot.Set) (next map[string]*snapshot.R
 // once in the snapshot and shared here (X8: names are unique, from a map).
 // The version is the type's version when next is exactly the snapshot's,
 // and otherwise a hash of what it holds.
+//
+// For Listener and Cluster the response holds every resource the client
+// should have. For the other types it holds only what is new or changed
+// (and names just subscribed to): the client keeps the rest (X22), so one
+// changed assignment among a thousand costs one assignment on the wire. A
+// response that warms a cluster or listener (X38) holds them all.
 func (w *watch) response(next map[string]*snapshot.Resource, set *snapshot.Set, nonce string, ttl bool, now time.Time) *discoveryv3.DiscoveryResponse {
 	names := make([]string, 0, len(next))
 	current := true
@@ -277,9 +283,13 @@ func (w *watch) response(next map[string]*snapshot.Resource, set *snapshot.Set, 
 		current = current && set.Get(n) == r
 	}
 	sort.Strings(names)
-	resources := make([]*anypb.Any, len(names))
-	for i, n := range names {
-		resources[i] = next[n].ForSotW(ttl)
+	whole := w.typ.FullState || w.warm || !w.sent
+	resources := make([]*anypb.Any, 0, len(names))
+	for _, n := range names {
+		_, forced := w.force[n]
+		if whole || forced || !sameVersion(w.held[n], next[n]) {
+			resources = append(resources, next[n].ForSotW(ttl))
+		}
 	}
 	version := set.Version()
 	if !current {

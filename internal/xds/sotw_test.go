@@ -412,7 +412,9 @@ func TestSotW(t *testing.T) {
 		s.ACK(r1, "a", "b")
 		s.ExpectSilence()
 		s.ACK(r2, "a", "b")
-		wantNames(t, s.RecvType(eds), "a", "b")
+		// Per-resource type: the response holds the new name; the client
+		// keeps "a" (X22).
+		wantNames(t, s.RecvType(eds), "b")
 	})
 
 	t.Run("X15_several_requests_one_response", func(t *testing.T) {
@@ -426,7 +428,7 @@ func TestSotW(t *testing.T) {
 		wantNames(t, r1, "a")
 		s.ExpectSilence()
 		s.ACK(r1, "a", "b")
-		wantNames(t, s.RecvType(eds), "a", "b")
+		wantNames(t, s.RecvType(eds), "b") // "a" is kept by the client
 	})
 
 	t.Run("X6_latest_request_wins", func(t *testing.T) {
@@ -566,6 +568,19 @@ func TestSotW(t *testing.T) {
 		// response, which Envoy would read as an assignment gone missing.
 		e.srv.Publish(t, xdstest.Cluster("b"), xdstest.Endpoints("b", 1002))
 		s.ExpectSilence()
+	})
+
+	t.Run("X22_per_resource_response_holds_only_what_changed", func(t *testing.T) {
+		e := setup(t, with(xdstest.Cluster("c"), xdstest.Endpoints("c", 3))...)
+		s := e.ads(t, "n1")
+		s.Request(eds, "a", "b", "c")
+		wantNames(t, s.RecvType(eds), "a", "b", "c")
+		s.Request(eds, "a", "b", "c")
+		// One assignment changes: one assignment on the wire.
+		e.srv.Publish(t, xdstest.Cluster("a"), xdstest.Cluster("b"), xdstest.Cluster("c"),
+			xdstest.Endpoints("a", 1001), xdstest.Endpoints("b", 7777), xdstest.Endpoints("c", 3),
+			xdstest.APIListener("l1", "r1"), xdstest.Route("r1", "a"))
+		wantNames(t, s.RecvType(eds), "b")
 	})
 
 	t.Run("X23_many_names_in_one_request", func(t *testing.T) {
