@@ -46,6 +46,10 @@ the admin API (GET /status); the previous config keeps serving.`,
 	f.DurationVar(&o.ShutdownGrace, "shutdown-grace", 10*time.Second, "how long a graceful stop may take")
 	f.StringVar(&o.Identifier, "id", defaultIdentifier(), "this replica's name, sent as control_plane.identifier")
 	f.DurationVar(&o.HoldTimeout, "hold-timeout", 15*time.Second, "longest a stream holds back a route for a client to ACK the clusters it names (make-before-break)")
+	f.IntVar(&o.MaxInitialSends, "max-initial-sends", 64, "streams sending their first, full-state responses at once (reconnect storms; negative: no bound)")
+	f.Float64Var(&o.NewStreamsPerSecond, "new-streams-per-second", 0, "new xDS streams admitted per second, excess waiting up to 10s then told to retry (0: no bound)")
+	f.DurationVar(&o.MaxConnectionAge, "max-connection-age", 0, "close client connections after this long so load rebalances across replicas (0: never)")
+	f.DurationVar(&o.MaxConnectionAgeGrace, "max-connection-age-grace", 0, "extra time open streams get when a connection reaches its maximum age")
 	f.BoolVar(&o.SuppressDeltaNotFound, "delta-suppress-not-found", false, "do not list subscribed names that do not exist in delta removed_resources (for old Envoys that took it as an unsubscription)")
 	return cmd
 }

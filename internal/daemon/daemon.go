@@ -57,9 +57,17 @@ type Options struct {
 	ShutdownGrace time.Duration
 	// Identifier names this replica in xDS responses and the admin API.
 	Identifier string
-	// SuppressDeltaNotFound and HoldTimeout: see xds.Options.
+	// SuppressDeltaNotFound, HoldTimeout, MaxInitialSends and
+	// NewStreamsPerSecond: see xds.Options.
 	SuppressDeltaNotFound bool
 	HoldTimeout           time.Duration
+	MaxInitialSends       int
+	NewStreamsPerSecond   float64
+	// MaxConnectionAge, when set, closes client connections after that
+	// long (plus MaxConnectionAgeGrace for open streams), so that load
+	// rebalances across replicas. Off by default: one replica gains nothing.
+	MaxConnectionAge      time.Duration
+	MaxConnectionAgeGrace time.Duration
 	Version               string
 	Logger                *slog.Logger
 	// OnReady, if set, is called with the bound addresses once both
@@ -175,13 +183,17 @@ func Run(ctx context.Context, o Options) error {
 	xdsSrv := xds.New(xds.Options{
 		Registry: reg, Fleets: pub, Identifier: o.Identifier, Logger: log,
 		SuppressDeltaNotFound: o.SuppressDeltaNotFound, HoldTimeout: o.HoldTimeout,
+		MaxInitialSends: o.MaxInitialSends, NewStreamsPerSecond: o.NewStreamsPerSecond,
 		Observer: tracking{reg: reg, t: tracker, m: met},
 	})
 	gs := grpc.NewServer(
 		// Envoy's bootstrap pings every 30s; allow that and detect clients
 		// that vanished without closing their connection.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			Time: 30 * time.Second, Timeout: 10 * time.Second,
+			MaxConnectionAge: o.MaxConnectionAge, MaxConnectionAgeGrace: o.MaxConnectionAgeGrace,
+		}),
 	)
 	xdsSrv.Register(gs)
 	httpSrv := &http.Server{

@@ -33,6 +33,8 @@ type deltaWatch struct {
 	// settled is the set version the client fully has, nothing held back:
 	// a publish that leaves the type's set at that version needs no plan.
 	settled string
+	// sentAny is set once a response of the type went out.
+	sentAny bool
 }
 
 // deltaSent is what one delta response changed.

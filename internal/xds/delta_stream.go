@@ -89,9 +89,10 @@ func (st *deltaStream) respond(p *planner, w *deltaWatch, snap *snapshot.Snapsho
 		Nonce:             st.nextNonce(),
 		ControlPlane:      st.srv.cp,
 	}
-	if err := st.send(resp); err != nil {
+	if err := st.send(resp, !w.sentAny); err != nil {
 		return err
 	}
+	w.sentAny = true
 	w.sentResponse(resp.Nonce, set.Version(), changes, p.now)
 	st.publishView(&w.ledger, w.wildcard, w.names)
 	sent := make([]proto.Message, 0, len(changes))
@@ -126,7 +127,7 @@ func (st *deltaStream) onHeartbeat() error {
 			Nonce:             st.nextNonce(),
 			ControlPlane:      st.srv.cp,
 		}
-		if err := st.send(resp); err != nil {
+		if err := st.send(resp, false); err != nil {
 			return err
 		}
 		w.sentResponse(resp.Nonce, set.Version(), nil, now)

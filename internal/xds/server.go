@@ -48,6 +48,17 @@ type Options struct {
 	// does not ACK cannot stall its stream. Default 15s, Envoy's initial
 	// fetch timeout.
 	HoldTimeout time.Duration
+	// MaxInitialSends bounds the streams sending their first, full-state
+	// responses at once (default 64; negative: no bound). NewStreamsPerSecond
+	// bounds new streams (default 0: no bound). Waiting streams give up with
+	// RESOURCE_EXHAUSTED after AdmissionWait (default 10s, under the
+	// clients' 15s does-not-exist timer).
+	MaxInitialSends     int
+	NewStreamsPerSecond float64
+	AdmissionWait       time.Duration
+	// MaxRequestsPerSecond cuts off a stream flooding the server with
+	// requests (default 10,000 a second; negative: no limit).
+	MaxRequestsPerSecond int
 }
 
 // Server serves xDS over gRPC.
@@ -57,6 +68,7 @@ type Server struct {
 	log         *slog.Logger
 	obs         Observer
 	holdTimeout time.Duration
+	admission   *admission
 	board       *board
 	logged      *onceSet // log lines already written, by node and subject
 	// life ends every stream when cancelled by Shutdown.
@@ -80,8 +92,18 @@ func New(opts Options) *Server {
 	if hold <= 0 {
 		hold = 15 * time.Second
 	}
+	if opts.MaxInitialSends == 0 {
+		opts.MaxInitialSends = 64
+	}
+	if opts.AdmissionWait <= 0 {
+		opts.AdmissionWait = 10 * time.Second
+	}
+	if opts.MaxRequestsPerSecond == 0 {
+		opts.MaxRequestsPerSecond = 10000
+	}
 	return &Server{
 		holdTimeout: hold,
+		admission:   newAdmission(opts.MaxInitialSends, opts.NewStreamsPerSecond, opts.AdmissionWait),
 		board:       newBoard(),
 		logged:      newOnceSet(4096),
 		opts:        opts,
@@ -92,6 +114,10 @@ func New(opts Options) *Server {
 		stop:        stop,
 	}
 }
+
+// InitialSendsPeak is the most streams seen sending their first responses
+// at once: the admission bound at work.
+func (s *Server) InitialSendsPeak() int64 { return s.admission.peak.Load() }
 
 // Shutdown ends every open stream with UNAVAILABLE so that a graceful gRPC
 // stop can complete; clients reconnect to another replica or retry.

@@ -78,9 +78,10 @@ func (st *sotwStream) onFleet() error {
 }
 
 func (st *sotwStream) respond(w *watch, next map[string]*snapshot.Resource, snap *snapshot.Snapshot, now time.Time) error {
+	first := !w.sent
 	resp := w.response(next, snap.Set(w.typ.URL), st.nextNonce(), st.ttl && st.wrap, now)
 	resp.ControlPlane = st.srv.cp
-	if err := st.send(resp); err != nil {
+	if err := st.send(resp, first); err != nil {
 		return err
 	}
 	st.publishView(&w.ledger, w.wildcard, w.names)
@@ -125,7 +126,7 @@ func (st *sotwStream) onHeartbeat() error {
 		}
 		st.nonces++
 		resp.ControlPlane = st.srv.cp
-		if err := st.send(resp); err != nil {
+		if err := st.send(resp, false); err != nil {
 			return err
 		}
 		st.observe(Event{Kind: ResponseSent, TypeURL: t.URL, Version: resp.VersionInfo, Nonce: nonce, Resources: len(resp.Resources), Heartbeat: true, Bytes: proto.Size(resp)})

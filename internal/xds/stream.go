@@ -58,6 +58,9 @@ type stream struct {
 	// heldLogged remembers the resource versions already logged as held
 	// back for a rejected dependency.
 	heldLogged map[string]bool
+	// windowStart and windowCount count requests for flood control.
+	windowStart time.Time
+	windowCount int
 }
 
 // logRejectedHold says, once per resource version, that r is kept from the
@@ -355,6 +358,16 @@ func open[W typeWatch](st *stream, node *corev3.Node, typeURL string, watches ma
 // request answers a request from the newest fleet: a publish this stream has
 // not handled yet is taken into account now, and its push (if any) follows.
 func request[P any](st *stream, req P, onRequest func(P) error) error {
+	if st.flooding(time.Now()) {
+		id := "unknown"
+		if st.node != nil {
+			id = st.node.GetId()
+		}
+		if st.srv.logged.first("flood\x00" + id) {
+			st.log.Warn("cutting off a stream flooding the server with requests", "limit_per_second", st.srv.opts.MaxRequestsPerSecond)
+		}
+		return status.Errorf(codes.ResourceExhausted, "more than %d requests a second on one stream", st.srv.opts.MaxRequestsPerSecond)
+	}
 	if st.node != nil {
 		st.useFleet(st.srv.opts.Fleets.Current())
 	}
@@ -370,6 +383,9 @@ func (st *stream) identify(node *corev3.Node) error {
 	}
 	if node == nil {
 		return status.Error(codes.InvalidArgument, "the first request on a stream must carry node")
+	}
+	if err := st.srv.admission.admit(st.gs.Context()); err != nil {
+		return err
 	}
 	st.node = node
 	st.log = st.log.With("node", node.GetId())
@@ -460,9 +476,27 @@ func (st *stream) notFound() bool {
 	return !st.srv.opts.SuppressDeltaNotFound && (st.group == nil || !st.group.SuppressDeltaNotFound)
 }
 
-// send writes a response, stamped with this replica's identity (X9).
-func (st *stream) send(msg any) error {
+// send writes a response. A type's first response on a stream is the
+// full-state one a reconnect storm multiplies: it takes an admission token.
+func (st *stream) send(msg any, first bool) error {
+	if first {
+		return st.srv.admission.initialSend(st.gs.Context(), func() error { return st.gs.SendMsg(msg) })
+	}
 	return st.gs.SendMsg(msg)
+}
+
+// flooding counts a request and reports whether the stream sends more than
+// the server accepts per second: a broken or hostile client.
+func (st *stream) flooding(now time.Time) bool {
+	limit := st.srv.opts.MaxRequestsPerSecond
+	if limit < 0 {
+		return false
+	}
+	if now.Sub(st.windowStart) >= time.Second {
+		st.windowStart, st.windowCount = now, 0
+	}
+	st.windowCount++
+	return st.windowCount > limit
 }
 
 // observe fills in the stream's fields and reports e.

@@ -228,6 +228,15 @@ func (s *Stream) Send(req *discoveryv3.DiscoveryRequest) {
 	s.sendMsg(req)
 }
 
+// TrySend sends req and returns the error instead of failing the test,
+// for streams the server is expected to end.
+func (s *Stream) TrySend(req *discoveryv3.DiscoveryRequest) error {
+	if s.first() && req.Node == nil {
+		req.Node = s.node
+	}
+	return s.cs.SendMsg(req)
+}
+
 // Request subscribes to names of typeURL, as an ACK of the latest response
 // of that type (its nonce and version), as a well-behaved client would.
 func (s *Stream) Request(typeURL string, names ...string) {
@@ -261,6 +270,9 @@ func (s *Stream) Recv() *discoveryv3.DiscoveryResponse {
 	s.Version[resp.TypeUrl] = resp.VersionInfo
 	return resp
 }
+
+// Next returns the next response or the error that ended the stream.
+func (s *Stream) Next() (*discoveryv3.DiscoveryResponse, error) { return s.recv() }
 
 // RecvType returns the next response and fails unless it is of typeURL.
 func (s *Stream) RecvType(typeURL string) *discoveryv3.DiscoveryResponse {

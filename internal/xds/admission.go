@@ -1,0 +1,101 @@
+package xds
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// admission protects the server from reconnect storms: it bounds how many
+// streams send their first, full-state responses at once, and how many new
+// streams start per second. Excess streams wait, up to maxWait (well under
+// the clients' 15 s does-not-exist timer); past it they are told to retry
+// with RESOURCE_EXHAUSTED rather than all being served slowly.
+type admission struct {
+	initial        chan struct{} // one token per concurrent initial send
+	inFlight, peak atomic.Int64
+
+	mu      sync.Mutex
+	rate    float64 // new streams per second; 0: unbounded
+	burst   float64
+	tokens  float64
+	last    time.Time
+	maxWait time.Duration
+}
+
+func newAdmission(maxInitial int, streamsPerSecond float64, maxWait time.Duration) *admission {
+	a := &admission{rate: streamsPerSecond, burst: max(streamsPerSecond, 1), maxWait: maxWait}
+	a.tokens = a.burst
+	if maxInitial > 0 {
+		a.initial = make(chan struct{}, maxInitial)
+	}
+	return a
+}
+
+// admit waits for a new stream's turn.
+func (a *admission) admit(ctx context.Context) error {
+	if a.rate <= 0 {
+		return nil
+	}
+	a.mu.Lock()
+	now := time.Now()
+	if !a.last.IsZero() {
+		a.tokens = min(a.burst, a.tokens+now.Sub(a.last).Seconds()*a.rate)
+	}
+	a.last = now
+	a.tokens--
+	wait := time.Duration(0)
+	if a.tokens < 0 {
+		wait = time.Duration(-a.tokens / a.rate * float64(time.Second))
+	}
+	if wait > a.maxWait {
+		a.tokens++ // not taken
+		a.mu.Unlock()
+		return status.Errorf(codes.ResourceExhausted, "too many new xDS streams; retry in %s", wait.Round(time.Second))
+	}
+	a.mu.Unlock()
+	if wait == 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// initialSend runs send holding one of the initial-send tokens.
+func (a *admission) initialSend(ctx context.Context, send func() error) error {
+	if a.initial == nil {
+		return send()
+	}
+	select {
+	case a.initial <- struct{}{}:
+	default:
+		// Wait for a turn, within the bound.
+		t := time.NewTimer(a.maxWait)
+		defer t.Stop()
+		select {
+		case a.initial <- struct{}{}:
+		case <-t.C:
+			return status.Errorf(codes.ResourceExhausted, "the server is busy sending initial configs; retry")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	n := a.inFlight.Add(1)
+	for p := a.peak.Load(); n > p && !a.peak.CompareAndSwap(p, n); p = a.peak.Load() {
+	}
+	defer func() {
+		a.inFlight.Add(-1)
+		<-a.initial
+	}()
+	return send()
+}
