@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	gcpserver "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/xds"
+	"github.com/pylon-xds/pylon/internal/xdstype"
+)
+
+// server is one implementation under test, in its own process, with a
+// control endpoint the driver uses to make changes.
+type server interface {
+	set(w world) error
+}
+
+// fleetHash puts every node in one group, so go-control-plane serves one
+// shared snapshot, as Pylon does.
+type fleetHash struct{}
+
+func (fleetHash) ID(*corev3.Node) string { return "fleet" }
+
+type gcp struct {
+	cache cache.SnapshotCache
+	gen   int
+	prev  map[types.ResponseType]string
+	msgs  map[types.ResponseType][]proto.Message
+}
+
+func toResources(ms []proto.Message) []types.Resource {
+	out := make([]types.Resource, len(ms))
+	for i, m := range ms {
+		out[i] = m
+	}
+	return out
+}
+
+// set gives go-control-plane a fair snapshot: a version per resource type,
+// bumped only when that type changed, so an EDS change does not resend
+// clusters.
+func (g *gcp) set(w world) error {
+	g.gen++
+	next := map[types.ResponseType][]proto.Message{
+		types.Cluster: w.clusters, types.Endpoint: w.endpoints, types.Listener: w.listeners, types.Route: w.routes,
+	}
+	snap := &cache.Snapshot{}
+	for t, ms := range next {
+		v := g.prev[t]
+		if v == "" || !sameMessages(g.msgs[t], ms) {
+			v = strconv.Itoa(g.gen)
+		}
+		g.prev[t] = v
+		snap.Resources[t] = cache.NewResources(v, toResources(ms))
+	}
+	g.msgs = next
+	return g.cache.SetSnapshot(context.Background(), "fleet", snap)
+}
+
+func sameMessages(a, b []proto.Message) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !proto.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+type pylon struct {
+	reg *xdstype.Registry
+	pub *snapshot.Publisher
+}
+
+func (p *pylon) set(w world) error {
+	var inputs []snapshot.Input
+	add := func(url string, ms []proto.Message) {
+		for _, m := range ms {
+			inputs = append(inputs, snapshot.Input{Type: p.reg.Lookup(url), Name: xdstype.NameOf(m), Message: m})
+		}
+	}
+	add(xdstype.ClusterURL, w.clusters)
+	add(xdstype.EndpointURL, w.endpoints)
+	add(xdstype.ListenerURL, w.listeners)
+	add(xdstype.RouteURL, w.routes)
+	s, err := snapshot.Build(p.reg, inputs)
+	if err != nil {
+		return err
+	}
+	p.pub.Publish(snapshot.NewFleet(s, time.Now()))
+	return nil
+}
+
+// serve runs impl ("pylon" or "gcp") until killed: xDS on a loopback port
+// and a control endpoint (POST /set?eds=G&route=R); it prints both
+// addresses on one line.
+func serve(impl string, clusters int) error {
+	g := grpc.NewServer(
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.MaxConcurrentStreams(1<<20),
+	)
+	var srv server
+	switch impl {
+	case "pylon":
+		reg := xdstype.New()
+		pub := snapshot.NewPublisher()
+		x := xds.New(xds.Options{Registry: reg, Fleets: pub, Identifier: "pylon-bench", MaxInitialSends: 256, MaxRequestsPerSecond: -1})
+		x.Register(g)
+		srv = &pylon{reg: reg, pub: pub}
+	case "gcp":
+		c := cache.NewSnapshotCache(true, fleetHash{}, nil)
+		discoverygrpc.RegisterAggregatedDiscoveryServiceServer(g, gcpserver.NewServer(context.Background(), c, nil))
+		srv = &gcp{cache: c, prev: map[types.ResponseType]string{}}
+	default:
+		return fmt.Errorf("unknown implementation %q", impl)
+	}
+	if err := srv.set(makeWorld(clusters, 0, 0)); err != nil {
+		return err
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	ctl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	var mu sync.Mutex
+	http.HandleFunc("POST /set", func(w http.ResponseWriter, r *http.Request) {
+		eds, _ := strconv.Atoi(r.URL.Query().Get("eds"))
+		route, _ := strconv.Atoi(r.URL.Query().Get("route"))
+		mu.Lock()
+		defer mu.Unlock()
+		if err := srv.set(makeWorld(clusters, eds, route)); err != nil {
+			http.Error(w, err.Error(), 500)
+		}
+	})
+	go func() { _ = http.Serve(ctl, nil) }()
+	fmt.Printf("%s %s\n", lis.Addr(), ctl.Addr())
+	return g.Serve(lis)
+}
+
+var _ = resource.ClusterType
