@@ -152,15 +152,15 @@ type fleet struct {
 	conns       []*grpc.ClientConn
 	proxies     []*proxy
 
-	ready    atomic.Int64 // proxies with a full config
-	epoch    atomic.Int64 // the change being measured
-	edsSeen  atomic.Int64 // proxies that got the change's EDS response
-	rdsSeen  atomic.Int64
-	bytes    atomic.Int64
-	mu       sync.Mutex
-	lat      []time.Duration
-	started  time.Time
-	waitMax  atomic.Int64 // longest open-to-ready, ns
+	ready   atomic.Int64 // proxies with a full config
+	epoch   atomic.Int64 // the change being measured
+	edsSeen atomic.Int64 // proxies that got the change's EDS response
+	rdsSeen atomic.Int64
+	bytes   atomic.Int64
+	mu      sync.Mutex
+	lat     []time.Duration
+	started time.Time
+	waitMax atomic.Int64 // longest open-to-ready, ns
 }
 
 type proxy struct {
@@ -260,7 +260,7 @@ func (p *proxy) names(url string) []string {
 	return nil
 }
 
-func (p *proxy) sendSotW(r *discoveryv3.DiscoveryRequest) { _ = p.cs.SendMsg(r) }
+func (p *proxy) sendSotW(r *discoveryv3.DiscoveryRequest)       { _ = p.cs.SendMsg(r) }
 func (p *proxy) sendDelta(r *discoveryv3.DeltaDiscoveryRequest) { _ = p.cs.SendMsg(r) }
 
 // onResponse records what a proxy got, and subscribes like Envoy: EDS for
