@@ -18,6 +18,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -44,6 +45,7 @@ func main() {
 	impls := flag.String("impl", "pylon,gcp", "servers to measure")
 	delta := flag.Bool("delta", false, "simulated Envoys speak delta xDS (go-control-plane is measured in SotW only)")
 	perConn := flag.Int("streams-per-conn", 200, "streams multiplexed on one gRPC connection")
+	profile := flag.String("profile", "", "write the servers' heap profile (after the first full config) and CPU profile (3s around the EDS change) into this folder")
 	flag.Parse()
 	if *serveImpl != "" {
 		c, _ := strconv.Atoi(*cs)
@@ -58,7 +60,7 @@ func main() {
 	for _, c := range ints(*cs) {
 		for _, n := range ints(*ns) {
 			for _, impl := range strings.Split(*impls, ",") {
-				r, err := run(impl, n, c, *delta && impl == "pylon", *perConn)
+				r, err := run(impl, n, c, *delta && impl == "pylon", *perConn, *profile)
 				if err != nil {
 					fmt.Fprintf(os.Stderr, "%s n=%d clusters=%d: %v\n", impl, n, c, err)
 					continue
@@ -335,7 +337,24 @@ func percentile(d []time.Duration, p float64) time.Duration {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
 
-func run(impl string, n, clusters int, delta bool, perConn int) (string, error) {
+// fetch saves a profile from the server's control address.
+func fetch(c *child, path, file string) {
+	resp, err := http.Get("http://" + c.ctl + path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "profile:", err)
+		return
+	}
+	defer resp.Body.Close()
+	out, err := os.Create(file)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "profile:", err)
+		return
+	}
+	defer out.Close()
+	_, _ = io.Copy(out, resp.Body)
+}
+
+func run(impl string, n, clusters int, delta bool, perConn int, profile string) (string, error) {
 	c, err := startChild(impl, clusters)
 	if err != nil {
 		return "", err
@@ -356,6 +375,14 @@ func run(impl string, n, clusters int, delta bool, perConn int) (string, error) 
 	first := time.Since(start)
 	time.Sleep(500 * time.Millisecond) // let ACKs settle
 	rssPer := (c.rss() - rss0) / float64(n)
+	var profiled sync.WaitGroup
+	if profile != "" {
+		base := fmt.Sprintf("%s/%s-%d-%d", profile, impl, n, clusters)
+		fetch(c, "/debug/pprof/heap", base+".heap")
+		profiled.Add(1)
+		go func() { defer profiled.Done(); fetch(c, "/debug/pprof/profile?seconds=3", base+".cpu") }()
+		time.Sleep(100 * time.Millisecond)
+	}
 
 	// An EDS change: one endpoint of one cluster.
 	f.epoch.Add(1)
@@ -370,6 +397,7 @@ func run(impl string, n, clusters int, delta bool, perConn int) (string, error) 
 	}
 	time.Sleep(200 * time.Millisecond) // ACKs in
 	cpu := c.cpu() - cpu0
+	profiled.Wait()
 	bytesPer := float64(f.bytes.Load()) / float64(n)
 	f.mu.Lock()
 	lat := append([]time.Duration(nil), f.lat...)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	_ "net/http/pprof" // profiles of the server under load, on its control address
 	"strconv"
 	"sync"
 	"time"
