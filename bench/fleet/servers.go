@@ -113,10 +113,14 @@ func (p *pylon) set(w world) error {
 // and a control endpoint (POST /set?eds=G&route=R); it prints both
 // addresses on one line.
 func serve(impl string, clusters int) error {
-	g := grpc.NewServer(
+	opts := []grpc.ServerOption{
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.MaxConcurrentStreams(1<<20),
-	)
+		grpc.MaxConcurrentStreams(1 << 20),
+	}
+	if impl == "pylon" {
+		opts = append(opts, xds.ServerOptions()...)
+	}
+	g := grpc.NewServer(opts...)
 	var srv server
 	switch impl {
 	case "pylon":

@@ -186,7 +186,7 @@ func Run(ctx context.Context, o Options) error {
 		MaxInitialSends: o.MaxInitialSends, NewStreamsPerSecond: o.NewStreamsPerSecond,
 		Observer: tracking{reg: reg, t: tracker, m: met},
 	})
-	gs := grpc.NewServer(
+	gs := grpc.NewServer(append(xds.ServerOptions(),
 		// Envoy's bootstrap pings every 30s; allow that and detect clients
 		// that vanished without closing their connection.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
@@ -194,7 +194,7 @@ func Run(ctx context.Context, o Options) error {
 			Time: 30 * time.Second, Timeout: 10 * time.Second,
 			MaxConnectionAge: o.MaxConnectionAge, MaxConnectionAgeGrace: o.MaxConnectionAgeGrace,
 		}),
-	)
+	)...)
 	xdsSrv.Register(gs)
 	httpSrv := &http.Server{
 		Handler:           admin.Handler(admin.Options{Pipeline: pipe, Proxies: tracker, Fleets: pub, Registry: reg, Metrics: met.Registry, Config: cfgSvc, Token: token, Identifier: o.Identifier, Version: o.Version}),

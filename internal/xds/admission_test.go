@@ -50,7 +50,7 @@ func TestAdmissionBoundsInitialSends(t *testing.T) {
 			t.Fatalf("%d clusters", len(resp.Resources))
 		}
 	}
-	if peak := srv.XDS.InitialSendsPeak(); peak != 2 {
+	if peak := srv.XDS.InitialSendsPeak(); peak < 1 || peak > 2 {
 		t.Fatalf("%d initial sends at once, bound 2", peak)
 	}
 }

@@ -69,6 +69,7 @@ type Server struct {
 	obs         Observer
 	holdTimeout time.Duration
 	admission   *admission
+	bodies      bodies
 	board       *board
 	logged      *onceSet // log lines already written, by node and subject
 	// life ends every stream when cancelled by Shutdown.

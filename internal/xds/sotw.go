@@ -142,6 +142,11 @@ func (w *watch) onRequest(req *discoveryv3.DiscoveryRequest, snap *snapshot.Snap
 // subscribe applies resource_names and returns the names newly added ("*"
 // when the wildcard is) and whether the subscription changed.
 func (w *watch) subscribe(names []string, first bool) (added []string, changed bool) {
+	if !first && w.same(names) {
+		// The common case, an ACK repeating the subscription: nothing to
+		// rebuild (an EDS ACK may carry thousands of names).
+		return nil, false
+	}
 	star := false
 	next := make(map[string]struct{}, len(names))
 	for _, n := range names {
@@ -183,6 +188,24 @@ func (w *watch) subscribe(names []string, first bool) (added []string, changed b
 		}
 	}
 	return added, changed
+}
+
+// same reports whether names is exactly the current subscription.
+func (w *watch) same(names []string) bool {
+	star := false
+	count := 0
+	for _, n := range names {
+		if n == wildcardName {
+			star = true
+			continue
+		}
+		if _, ok := w.names[n]; !ok {
+			return false
+		}
+		count++
+	}
+	legacy := len(names) == 0 && w.typ.Wildcard && w.legacyWildcard
+	return count == len(w.names) && (star || legacy) == w.wildcard && (star || legacy || !w.wildcard) && legacy == w.legacyWildcard
 }
 
 func anyExists(set *snapshot.Set, names []string) bool {

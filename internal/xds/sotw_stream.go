@@ -79,9 +79,11 @@ func (st *sotwStream) onFleet() error {
 
 func (st *sotwStream) respond(w *watch, next map[string]*snapshot.Resource, snap *snapshot.Snapshot, now time.Time) error {
 	first := !w.sent
-	resp := w.response(next, snap.Set(w.typ.URL), st.nextNonce(), st.ttl && st.wrap, now)
+	set := snap.Set(w.typ.URL)
+	ttl := st.ttl && st.wrap
+	resp := w.response(next, set, st.nextNonce(), ttl, now)
 	resp.ControlPlane = st.srv.cp
-	if err := st.send(resp, first); err != nil {
+	if err := st.send(st.srv.shareable(set, ttl, resp), first); err != nil {
 		return err
 	}
 	st.publishView(&w.ledger, w.wildcard, w.names)

@@ -56,7 +56,7 @@ func Start(t testing.TB, opts xds.Options) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer()
+	g := grpc.NewServer(xds.ServerOptions()...)
 	srv.Register(g)
 	done := make(chan struct{})
 	go func() {
