@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/pylon-xds/pylon/internal/config"
+	"github.com/pylon-xds/pylon/internal/golden"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -41,20 +42,7 @@ func TestCompileGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := render(reg, config.File{Path: path, Data: data})
-			golden := filepath.Join(dir, base+".golden")
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("%s differs from %s (run with -update if the change is intended)\n--- got\n%s--- want\n%s", path, golden, got, want)
-			}
+			golden.Check(t, filepath.Join(dir, base+".golden"), got, *update)
 		})
 	}
 	if *update {

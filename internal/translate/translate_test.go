@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/compile"
 	"github.com/pylon-xds/pylon/internal/config"
+	"github.com/pylon-xds/pylon/internal/golden"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -51,20 +51,7 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := render(t, reg, in, data)
-			golden := filepath.Join(dir, "out.yaml")
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("%s differs from %s (run with -update if intended):\n%s", in, golden, firstDiff(got, string(want)))
-			}
+			golden.Check(t, filepath.Join(dir, "out.yaml"), got, *update)
 		})
 	}
 }
@@ -105,21 +92,4 @@ func redact(m proto.Message) proto.Message {
 	c := proto.Clone(s).(*tlsv3.Secret)
 	c.GetTlsCertificate().PrivateKey = nil
 	return c
-}
-
-func firstDiff(got, want string) string {
-	g, w := strings.Split(got, "\n"), strings.Split(want, "\n")
-	for i := 0; i < len(g) || i < len(w); i++ {
-		var gl, wl string
-		if i < len(g) {
-			gl = g[i]
-		}
-		if i < len(w) {
-			wl = w[i]
-		}
-		if gl != wl {
-			return fmt.Sprintf("line %d:\n got: %s\nwant: %s", i+1, gl, wl)
-		}
-	}
-	return ""
 }

@@ -121,38 +121,48 @@ type pylon struct {
 	token              string // the admin API's write token (store mode)
 }
 
-// startPylon runs the daemon on loopback ports until the test ends.
+// startPylon runs the daemon in file mode on loopback ports until the test
+// ends.
 func startPylon(t *testing.T, configPath string) *pylon {
 	t.Helper()
+	p, _ := runPylon(t, daemon.Options{ConfigPath: configPath})
+	return p
+}
+
+// runPylon runs the daemon with o on loopback ports until stop is called or
+// the test ends.
+func runPylon(t testing.TB, o daemon.Options) (p *pylon, stop func()) {
+	t.Helper()
+	o.XDSAddr, o.AdminAddr = "127.0.0.1:0", "127.0.0.1:0"
+	o.DebounceQuiet, o.DebounceMax = 20*time.Millisecond, 200*time.Millisecond
+	o.Identifier = "pylon-e2e"
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan pylon, 1)
 	errc := make(chan error, 1)
-	go func() {
-		errc <- daemon.Run(ctx, daemon.Options{
-			ConfigPath:    configPath,
-			XDSAddr:       "127.0.0.1:0",
-			AdminAddr:     "127.0.0.1:0",
-			DebounceQuiet: 20 * time.Millisecond,
-			DebounceMax:   200 * time.Millisecond,
-			Identifier:    "pylon-e2e",
-			OnReady:       func(x, a string) { ready <- pylon{xdsAddr: x, adminAddr: a} },
-		})
-	}()
-	t.Cleanup(func() {
+	o.OnReady = func(x, a string) { ready <- pylon{xdsAddr: x, adminAddr: a} }
+	go func() { errc <- daemon.Run(ctx, o) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
 		cancel()
 		if err := <-errc; err != nil {
 			t.Errorf("daemon: %v", err)
 		}
-	})
+	}
+	t.Cleanup(stop)
 	select {
-	case p := <-ready:
-		return &p
+	case got := <-ready:
+		return &got, stop
 	case err := <-errc:
+		stopped = true
 		t.Fatalf("daemon did not start: %v", err)
 	case <-time.After(bound):
 		t.Fatal("daemon did not start")
 	}
-	return nil
+	return nil, stop
 }
 
 func (p *pylon) status(t *testing.T) pipeline.Status {

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -25,41 +23,9 @@ import (
 // dataDir, until stop is called or the test ends.
 func storePylon(t testing.TB, dataDir string) (p *pylon, stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan pylon, 1)
-	errc := make(chan error, 1)
-	go func() {
-		errc <- daemon.Run(ctx, daemon.Options{
-			DataDir:       dataDir,
-			XDSAddr:       "127.0.0.1:0",
-			AdminAddr:     "127.0.0.1:0",
-			DebounceQuiet: 20 * time.Millisecond,
-			Identifier:    "pylon-store",
-			OnReady:       func(x, a string) { ready <- pylon{xdsAddr: x, adminAddr: a} },
-		})
-	}()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
-	}
-	t.Cleanup(stop)
-	select {
-	case got := <-ready:
-		got.token = readToken(t, dataDir)
-		return &got, stop
-	case err := <-errc:
-		t.Fatalf("daemon did not start: %v", err)
-	case <-time.After(bound):
-		t.Fatal("daemon did not start")
-	}
-	return nil, stop
+	p, stop = runPylon(t, daemon.Options{DataDir: dataDir})
+	p.token = readToken(t, dataDir)
+	return p, stop
 }
 
 func readToken(t testing.TB, dataDir string) string {
