@@ -26,7 +26,7 @@ func ServerOptions() []grpc.ServerOption {
 // message so that the stock codec, if installed instead, marshals it as
 // usual.
 type encoded struct {
-	*discoveryv3.DiscoveryResponse
+	proto.Message
 	body []byte
 	tail []byte
 }
@@ -58,35 +58,34 @@ type bodies struct {
 }
 
 type bodyKey struct {
-	set *snapshot.Set
-	ttl bool
+	set   *snapshot.Set
+	ttl   bool
+	delta bool
 }
 
 const maxBodies = 64
 
-func (b *bodies) get(set *snapshot.Set, ttl bool, resp *discoveryv3.DiscoveryResponse) ([]byte, error) {
-	k := bodyKey{set, ttl}
+// get returns the cached body for k, encoding body() on a miss.
+func (b *bodies) get(k bodyKey, body func() proto.Message) ([]byte, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if body, ok := b.m[k]; ok {
-		return body, nil
+	if cached, ok := b.m[k]; ok {
+		return cached, nil
 	}
-	body, err := proto.MarshalOptions{Deterministic: true}.Marshal(&discoveryv3.DiscoveryResponse{
-		VersionInfo: resp.VersionInfo, Resources: resp.Resources, TypeUrl: resp.TypeUrl,
-	})
+	enc, err := proto.MarshalOptions{Deterministic: true}.Marshal(body())
 	if err != nil {
 		return nil, err
 	}
 	if b.m == nil {
 		b.m = map[bodyKey][]byte{}
 	}
-	b.m[k] = body
+	b.m[k] = enc
 	b.order = append(b.order, k)
 	if len(b.order) > maxBodies {
 		delete(b.m, b.order[0])
 		b.order = b.order[1:]
 	}
-	return body, nil
+	return enc, nil
 }
 
 // shareable wraps resp for sending: when it holds the whole set at the
@@ -96,7 +95,9 @@ func (s *Server) shareable(set *snapshot.Set, ttl bool, resp *discoveryv3.Discov
 	if resp.VersionInfo != set.Version() || len(resp.Resources) != set.Len() || set.Len() == 0 {
 		return resp
 	}
-	body, err := s.bodies.get(set, ttl, resp)
+	body, err := s.bodies.get(bodyKey{set: set, ttl: ttl}, func() proto.Message {
+		return &discoveryv3.DiscoveryResponse{VersionInfo: resp.VersionInfo, Resources: resp.Resources, TypeUrl: resp.TypeUrl}
+	})
 	if err != nil {
 		return resp
 	}
@@ -104,5 +105,25 @@ func (s *Server) shareable(set *snapshot.Set, ttl bool, resp *discoveryv3.Discov
 	if err != nil {
 		return resp
 	}
-	return &encoded{DiscoveryResponse: resp, body: body, tail: tail}
+	return &encoded{Message: resp, body: body, tail: tail}
+}
+
+// shareableDelta is shareable for delta: a response carrying every resource
+// of the set (a first wildcard or all-names response) and removing nothing
+// has the same body on every stream of the group.
+func (s *Server) shareableDelta(set *snapshot.Set, ttl bool, resp *discoveryv3.DeltaDiscoveryResponse) any {
+	if len(resp.RemovedResources) > 0 || len(resp.Resources) != set.Len() || set.Len() == 0 {
+		return resp
+	}
+	body, err := s.bodies.get(bodyKey{set: set, ttl: ttl, delta: true}, func() proto.Message {
+		return &discoveryv3.DeltaDiscoveryResponse{SystemVersionInfo: resp.SystemVersionInfo, Resources: resp.Resources, TypeUrl: resp.TypeUrl}
+	})
+	if err != nil {
+		return resp
+	}
+	tail, err := proto.Marshal(&discoveryv3.DeltaDiscoveryResponse{Nonce: resp.Nonce, ControlPlane: resp.ControlPlane})
+	if err != nil {
+		return resp
+	}
+	return &encoded{Message: resp, body: body, tail: tail}
 }

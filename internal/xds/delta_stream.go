@@ -89,7 +89,7 @@ func (st *deltaStream) respond(p *planner, w *deltaWatch, snap *snapshot.Snapsho
 		Nonce:             st.nextNonce(),
 		ControlPlane:      st.srv.cp,
 	}
-	if err := st.send(resp, !w.sentAny); err != nil {
+	if err := st.send(st.srv.shareableDelta(set, st.ttl, resp), !w.sentAny); err != nil {
 		return err
 	}
 	w.sentAny = true
