@@ -22,6 +22,7 @@ func servedHere(cs *corev3.ConfigSource) bool {
 	if cs == nil {
 		return true
 	}
+	//lint:ignore SA1019 deprecated in the API, still accepted by Envoy: a file on the proxy either way
 	return cs.GetPath() == "" && cs.GetPathConfigSource() == nil
 }
 

@@ -78,7 +78,6 @@ func objectRevision(t testing.TB, p *pylon, kind, name string) int64 {
 
 func TestStoreWrites(t *testing.T) {
 	p, _ := storePylon(t, t.TempDir())
-	version := p.status(t).Version
 
 	// Seeded with the quickstart: the fleet serves it.
 	if code, objs := p.api(t, "GET", "/v1/objects", nil); code != http.StatusOK || len(objs["objects"].([]any)) != 8 {
@@ -116,7 +115,7 @@ func TestStoreWrites(t *testing.T) {
 	if !eventually(func() bool { return p.status(t).Version == first["version"] }) {
 		t.Fatal("the valid write was not published")
 	}
-	version = p.status(t).Version
+	version := p.status(t).Version
 	_, before := p.api(t, "GET", "/v1/objects", nil)
 	bad := map[string]any{"name": "broken", "virtual_hosts": []any{map[string]any{"name": "v", "domains": []any{"*"}, "routes": []any{map[string]any{"to": []any{map[string]any{"service": "apii"}}}}}}}
 	code, res := p.api(t, "PUT", "/v1/objects/routes/broken", bad)
