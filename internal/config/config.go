@@ -168,18 +168,8 @@ func loadDocument(reg *xdstype.Registry, path string, root *yaml.Node, doc *Docu
 				doc.Resources = append(doc.Resources, r)
 			}
 		case "groups":
-			if val.Kind != yaml.SequenceNode {
-				problems = append(problems, diag.Diagnostic{File: path, Line: val.Line, Field: "groups", Message: "must be a list"})
-				continue
-			}
-			for i, item := range val.Content {
-				g, d := decodeGroup(path, i, item)
-				if d != nil {
-					problems = append(problems, *d)
-					continue
-				}
-				doc.Groups = append(doc.Groups, g)
-			}
+			items, errs := decodeItems(path, "group", val, func(g *Group, src model.Source) string { g.File, g.Line = src.File, src.Line; return g.Name })
+			doc.Groups, problems = append(doc.Groups, items...), append(problems, errs...)
 		case "services":
 			items, errs := decodeItems(path, "service", val, func(v *model.Service, src model.Source) string { v.Source = src; return v.Name })
 			doc.Services, problems = append(doc.Services, items...), append(problems, errs...)
@@ -278,42 +268,6 @@ func lastField(f string) string {
 		return f[i+1:]
 	}
 	return f
-}
-
-// decodeGroup decodes one entry of `groups`, strictly.
-func decodeGroup(path string, i int, node *yaml.Node) (Group, *diag.Diagnostic) {
-	d := &diag.Diagnostic{File: path, Line: node.Line, Type: "group", Name: fmt.Sprintf("#%d", i)}
-	var raw map[string]any
-	if err := node.Decode(&raw); err != nil || node.Kind != yaml.MappingNode {
-		d.Message = "a group must be a mapping with a name and a match"
-		return Group{}, d
-	}
-	if n, ok := raw["name"].(string); ok && n != "" {
-		d.Name = n
-	}
-	js, err := json.Marshal(raw)
-	if err != nil {
-		d.Message = err.Error()
-		return Group{}, d
-	}
-	dec := json.NewDecoder(bytes.NewReader(js))
-	dec.DisallowUnknownFields()
-	var g Group
-	if err := dec.Decode(&g); err != nil {
-		d.Field, d.Message = explainJSON(err)
-		if d.Field != "" {
-			if l := findKeyLine(node, lastField(d.Field)); l > 0 {
-				d.Line = l
-			}
-		}
-		return Group{}, d
-	}
-	if g.Name == "" {
-		d.Field, d.Message = "name", "missing; every group needs a name"
-		return Group{}, d
-	}
-	g.File, g.Line = path, node.Line
-	return g, nil
 }
 
 // decodeResource turns one list item into its Envoy message.

@@ -89,19 +89,23 @@ func (st *deltaStream) respond(p *planner, w *deltaWatch, snap *snapshot.Snapsho
 		Nonce:             st.nextNonce(),
 		ControlPlane:      st.srv.cp,
 	}
-	if err := st.send(st.srv.shareableDelta(set, st.ttl, resp), !w.sentAny); err != nil {
+	size, err := st.send(st.srv.shareableDelta(set, st.ttl, resp), !w.sentAny)
+	if err != nil {
 		return err
 	}
 	w.sentAny = true
 	w.sentResponse(resp.Nonce, set.Version(), changes, p.now)
 	st.publishView(&w.ledger, w.wildcard, w.names)
-	sent := make([]proto.Message, 0, len(changes))
-	for _, c := range changes {
-		if c.r != nil {
-			sent = append(sent, c.r.Message)
+	var sent []proto.Message
+	if st.observing() {
+		sent = make([]proto.Message, 0, len(changes))
+		for _, c := range changes {
+			if c.r != nil {
+				sent = append(sent, c.r.Message)
+			}
 		}
 	}
-	st.observe(Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: set.Version(), Nonce: resp.Nonce, Resources: len(resources), Sent: sent, Removed: removed, Bytes: proto.Size(resp)})
+	st.observe(Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: set.Version(), Nonce: resp.Nonce, Resources: len(resources), Sent: sent, Removed: removed, Bytes: size})
 	st.log.Debug("sent", "type", w.typ.Abbrev, "system_version", resp.SystemVersionInfo, "nonce", resp.Nonce, "resources", len(resources), "removed", len(removed))
 	return nil
 }
@@ -127,11 +131,12 @@ func (st *deltaStream) onHeartbeat() error {
 			Nonce:             st.nextNonce(),
 			ControlPlane:      st.srv.cp,
 		}
-		if err := st.send(resp, false); err != nil {
+		size, err := st.send(resp, false)
+		if err != nil {
 			return err
 		}
 		w.sentResponse(resp.Nonce, set.Version(), nil, now)
-		st.observe(Event{Kind: ResponseSent, TypeURL: t.URL, Version: set.Version(), Nonce: resp.Nonce, Resources: len(beats), Heartbeat: true, Bytes: proto.Size(resp)})
+		st.observe(Event{Kind: ResponseSent, TypeURL: t.URL, Version: set.Version(), Nonce: resp.Nonce, Resources: len(beats), Heartbeat: true, Bytes: size})
 	}
 	return nil
 }

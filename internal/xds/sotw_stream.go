@@ -83,7 +83,8 @@ func (st *sotwStream) respond(w *watch, next map[string]*snapshot.Resource, snap
 	ttl := st.ttl && st.wrap
 	resp := w.response(next, set, st.nextNonce(), ttl, now)
 	resp.ControlPlane = st.srv.cp
-	if err := st.send(st.srv.shareable(set, ttl, resp), first); err != nil {
+	size, err := st.send(st.srv.shareable(set, ttl, resp), first)
+	if err != nil {
 		return err
 	}
 	st.publishView(&w.ledger, w.wildcard, w.names)
@@ -98,11 +99,14 @@ func (st *sotwStream) respond(w *watch, next map[string]*snapshot.Resource, snap
 			st.markWarm(xdstype.RouteURL)
 		}
 	}
-	sent := make([]proto.Message, 0, len(next))
-	for _, r := range next {
-		sent = append(sent, r.Message)
+	var sent []proto.Message
+	if st.observing() {
+		sent = make([]proto.Message, 0, len(next))
+		for _, r := range next {
+			sent = append(sent, r.Message)
+		}
 	}
-	st.observe(Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: resp.VersionInfo, Nonce: resp.Nonce, Resources: len(resp.Resources), Sent: sent, Bytes: proto.Size(resp)})
+	st.observe(Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: resp.VersionInfo, Nonce: resp.Nonce, Resources: len(resp.Resources), Sent: sent, Bytes: size})
 	st.log.Debug("sent", "type", w.typ.Abbrev, "version", resp.VersionInfo, "nonce", resp.Nonce, "resources", len(resp.Resources))
 	return nil
 }
@@ -128,10 +132,11 @@ func (st *sotwStream) onHeartbeat() error {
 		}
 		st.nonces++
 		resp.ControlPlane = st.srv.cp
-		if err := st.send(resp, false); err != nil {
+		size, err := st.send(resp, false)
+		if err != nil {
 			return err
 		}
-		st.observe(Event{Kind: ResponseSent, TypeURL: t.URL, Version: resp.VersionInfo, Nonce: nonce, Resources: len(resp.Resources), Heartbeat: true, Bytes: proto.Size(resp)})
+		st.observe(Event{Kind: ResponseSent, TypeURL: t.URL, Version: resp.VersionInfo, Nonce: nonce, Resources: len(resp.Resources), Heartbeat: true, Bytes: size})
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -476,13 +477,34 @@ func (st *stream) notFound() bool {
 	return !st.srv.opts.SuppressDeltaNotFound && (st.group == nil || !st.group.SuppressDeltaNotFound)
 }
 
-// send writes a response. A type's first response on a stream is the
-// full-state one a reconnect storm multiplies: it takes an admission token.
-func (st *stream) send(msg any, first bool) error {
+// send writes a response and returns its encoded size. A type's first
+// response on a stream is the full-state one a reconnect storm multiplies:
+// it takes an admission token.
+func (st *stream) send(msg any, first bool) (int, error) {
+	var err error
 	if first {
-		return st.srv.admission.initialSend(st.gs.Context(), func() error { return st.gs.SendMsg(msg) })
+		err = st.srv.admission.initialSend(st.gs.Context(), func() error { return st.gs.SendMsg(msg) })
+	} else {
+		err = st.gs.SendMsg(msg)
 	}
-	return st.gs.SendMsg(msg)
+	if err != nil {
+		return 0, err
+	}
+	// A shared body's size is known; only a one-off message is measured.
+	switch m := msg.(type) {
+	case *encoded:
+		return len(m.body) + len(m.tail), nil
+	case proto.Message:
+		return proto.Size(m), nil
+	}
+	return 0, nil
+}
+
+// observing reports whether anyone receives stream events, so per-push
+// work that only feeds them (the list of sent resources) can be skipped.
+func (st *stream) observing() bool {
+	_, nop := st.srv.obs.(nopObserver)
+	return !nop
 }
 
 // flooding counts a request and reports whether the stream sends more than

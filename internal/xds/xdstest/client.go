@@ -141,11 +141,15 @@ func (b *base[Resp]) Close() {
 	<-b.done
 }
 
-// first reports whether the next message is the stream's first.
-func (b *base[Resp]) first() bool {
-	f := !b.sent
+// nodeFor returns the node a request should carry: the stream's on its
+// first request when the test left it out, node otherwise.
+func (b *base[Resp]) nodeFor(node *corev3.Node) *corev3.Node {
+	first := !b.sent
 	b.sent = true
-	return f
+	if first && node == nil {
+		return b.node
+	}
+	return node
 }
 
 func (b *base[Resp]) sendMsg(m any) {
@@ -222,18 +226,14 @@ func OpenType(t testing.TB, conn *grpc.ClientConn, typ *xdstype.Type, node *core
 // request when the test left it out.
 func (s *Stream) Send(req *discoveryv3.DiscoveryRequest) {
 	s.t.Helper()
-	if s.first() && req.Node == nil {
-		req.Node = s.node
-	}
+	req.Node = s.nodeFor(req.Node)
 	s.sendMsg(req)
 }
 
 // TrySend sends req and returns the error instead of failing the test,
 // for streams the server is expected to end.
 func (s *Stream) TrySend(req *discoveryv3.DiscoveryRequest) error {
-	if s.first() && req.Node == nil {
-		req.Node = s.node
-	}
+	req.Node = s.nodeFor(req.Node)
 	return s.cs.SendMsg(req)
 }
 

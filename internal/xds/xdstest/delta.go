@@ -39,9 +39,7 @@ func OpenDeltaType(t testing.TB, conn *grpc.ClientConn, typ *xdstype.Type, node 
 // test left it out.
 func (s *DeltaStream) Send(req *discoveryv3.DeltaDiscoveryRequest) {
 	s.t.Helper()
-	if s.first() && req.Node == nil {
-		req.Node = s.node
-	}
+	req.Node = s.nodeFor(req.Node)
 	s.sendMsg(req)
 }
 

@@ -1,0 +1,46 @@
+package xds_test
+
+import (
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pylon-xds/pylon/internal/xds"
+)
+
+// TestResponseSentBytes checks that the size reported to the observer (and
+// so to the bytes-sent metric) is the size of what the client received,
+// whether the response went out as a shared body or a one-off message.
+func TestResponseSentBytes(t *testing.T) {
+	sentTo := func(node, typeURL, nonce string) func(xds.Event) bool {
+		return func(e xds.Event) bool {
+			return e.Kind == xds.ResponseSent && e.Node.GetId() == node && e.TypeURL == typeURL && e.Nonce == nonce
+		}
+	}
+	t.Run("sotw", func(t *testing.T) {
+		e := setup(t, base()...)
+		s := e.ads(t, "n1")
+		s.Request(cds)
+		r := s.RecvType(cds)
+		ev := e.rec.wait(t, sentTo("n1", cds, r.Nonce))
+		if want := proto.Size(r); ev.Bytes != want || want == 0 {
+			t.Fatalf("reported %d bytes, client received %d", ev.Bytes, want)
+		}
+		if len(ev.Sent) != 2 {
+			t.Fatalf("reported %d sent resources, want 2", len(ev.Sent))
+		}
+	})
+	t.Run("delta", func(t *testing.T) {
+		e := setup(t, base()...)
+		s := e.delta(t, "n1")
+		s.Subscribe(cds)
+		r := s.RecvType(cds)
+		ev := e.rec.wait(t, sentTo("n1", cds, r.Nonce))
+		if want := proto.Size(r); ev.Bytes != want || want == 0 {
+			t.Fatalf("reported %d bytes, client received %d", ev.Bytes, want)
+		}
+		if len(ev.Sent) != 2 {
+			t.Fatalf("reported %d sent resources, want 2", len(ev.Sent))
+		}
+	})
+}
