@@ -178,16 +178,7 @@ func (p *Proxy) ReleaseACKs() {
 func (p *Proxy) apply(r response, msgs []proto.Message) {
 	switch r.typeURL {
 	case xdstype.ClusterURL:
-		if r.full {
-			clear(p.Clusters)
-		}
-		for _, m := range msgs {
-			c := m.(*clusterv3.Cluster)
-			p.Clusters[c.Name] = c
-		}
-		for _, n := range r.removed {
-			delete(p.Clusters, n)
-		}
+		merge(p.Clusters, r, msgs, (*clusterv3.Cluster).GetName)
 		for n := range p.warm {
 			if p.Clusters[n] == nil {
 				delete(p.warm, n)
@@ -199,37 +190,32 @@ func (p *Proxy) apply(r response, msgs []proto.Message) {
 			}
 		}
 	case xdstype.EndpointURL:
-		for _, m := range msgs {
-			cla := m.(*endpointv3.ClusterLoadAssignment)
-			p.Endpoints[cla.ClusterName] = cla
-		}
-		for _, n := range r.removed {
-			delete(p.Endpoints, n)
-		}
+		merge(p.Endpoints, r, msgs, (*endpointv3.ClusterLoadAssignment).GetClusterName)
 		for n, c := range p.Clusters {
 			if p.Endpoints[edsName(c)] != nil {
 				p.warm[n] = true
 			}
 		}
 	case xdstype.ListenerURL:
-		if r.full {
-			clear(p.Listeners)
-		}
-		for _, m := range msgs {
-			l := m.(*listenerv3.Listener)
-			p.Listeners[l.Name] = l
-		}
-		for _, n := range r.removed {
-			delete(p.Listeners, n)
-		}
+		merge(p.Listeners, r, msgs, (*listenerv3.Listener).GetName)
 	case xdstype.RouteURL:
-		for _, m := range msgs {
-			rc := m.(*routev3.RouteConfiguration)
-			p.Routes[rc.Name] = rc
-		}
-		for _, n := range r.removed {
-			delete(p.Routes, n)
-		}
+		merge(p.Routes, r, msgs, (*routev3.RouteConfiguration).GetName)
+	}
+}
+
+// merge applies one response to what the proxy holds of its type: a
+// state-of-the-world set replaces it, otherwise resources are added or
+// replaced by name and removed names dropped.
+func merge[T proto.Message](held map[string]T, r response, msgs []proto.Message, name func(T) string) {
+	if r.full {
+		clear(held)
+	}
+	for _, m := range msgs {
+		v := m.(T)
+		held[name(v)] = v
+	}
+	for _, n := range r.removed {
+		delete(held, n)
 	}
 }
 
