@@ -55,7 +55,7 @@ func main() {
 		}
 		return
 	}
-	fmt.Printf("| server | N | clusters | first full config | EDS change p50 / p99 / max | bytes per proxy per EDS change | server CPU per EDS change | route change max | RSS per proxy | reconnect of all N (max wait) |\n")
+	fmt.Printf("| server | N | clusters | first full config | EDS change p50 / p99 / max | bytes per proxy per EDS change | server CPU per EDS change | route change max | RSS per proxy (idle / after GC) | reconnect of all N (max wait) |\n")
 	fmt.Printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, c := range ints(*cs) {
 		for _, n := range ints(*ns) {
@@ -138,12 +138,19 @@ func (c *child) rss() float64 {
 }
 
 func (c *child) set(eds, route int) error {
-	resp, err := http.Post(fmt.Sprintf("http://%s/set?eds=%d&route=%d", c.ctl, eds, route), "", nil)
+	_, err := c.post(fmt.Sprintf("/set?eds=%d&route=%d", eds, route))
+	return err
+}
+
+// post calls the child's control endpoint and returns what it answered.
+func (c *child) post(path string) (string, error) {
+	resp, err := http.Post("http://"+c.ctl+path, "", nil)
 	if err != nil {
-		return err
+		return "", err
 	}
-	resp.Body.Close()
-	return nil
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
 }
 
 // fleet is the simulated proxies and what they have seen.
@@ -375,6 +382,14 @@ func run(impl string, n, clusters int, delta bool, perConn int, profile string) 
 	first := time.Since(start)
 	time.Sleep(500 * time.Millisecond) // let ACKs settle
 	rssPer := (c.rss() - rss0) / float64(n)
+	mem, err := c.post("/gc")
+	if err != nil {
+		return "", err
+	}
+	if profile != "" {
+		fmt.Fprintf(os.Stderr, "%s n=%d clusters=%d after GC: %s\n", impl, n, clusters, mem)
+	}
+	rssGC := (c.rss() - rss0) / float64(n)
 	var profiled sync.WaitGroup
 	if profile != "" {
 		base := fmt.Sprintf("%s/%s-%d-%d", profile, impl, n, clusters)
@@ -442,8 +457,8 @@ func run(impl string, n, clusters int, delta bool, perConn int, profile string) 
 	if delta {
 		mode = "delta"
 	}
-	return fmt.Sprintf("| %s (%s) | %d | %d | %s | %s / %s / %s | %.0f B | %.3f s | %s | %.1f KB | %s (%s) |",
+	return fmt.Sprintf("| %s (%s) | %d | %d | %s | %s / %s / %s | %.0f B | %.3f s | %s | %.1f / %.1f KB | %s (%s) |",
 		impl, mode, n, clusters, ms(first),
 		ms(percentile(lat, 0.5)), ms(percentile(lat, 0.99)), ms(percentile(lat, 1)),
-		bytesPer, cpu, ms(routeMax), rssPer/1024, ms(re), ms(time.Duration(f.waitMax.Load()))), nil
+		bytesPer, cpu, ms(routeMax), rssPer/1024, rssGC/1024, ms(re), ms(time.Duration(f.waitMax.Load()))), nil
 }

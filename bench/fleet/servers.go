@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	_ "net/http/pprof" // profiles of the server under load, on its control address
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
@@ -156,6 +158,16 @@ func serve(impl string, clusters int) error {
 		if err := srv.set(makeWorld(clusters, eds, route)); err != nil {
 			http.Error(w, err.Error(), 500)
 		}
+	})
+	// The driver reads resident memory twice: as it is, and after a
+	// collection that returns garbage to the OS (what the streams retain).
+	http.HandleFunc("POST /gc", func(w http.ResponseWriter, _ *http.Request) {
+		debug.FreeOSMemory()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		fmt.Fprintf(w, "goroutines %d, heap in use %.1f MB, stacks %.1f MB, other runtime %.1f MB",
+			runtime.NumGoroutine(), float64(m.HeapInuse)/(1<<20), float64(m.StackInuse)/(1<<20),
+			float64(m.MSpanInuse+m.MCacheInuse+m.BuckHashSys+m.GCSys+m.OtherSys)/(1<<20))
 	})
 	go func() { _ = http.Serve(ctl, nil) }()
 	fmt.Printf("%s %s\n", lis.Addr(), ctl.Addr())

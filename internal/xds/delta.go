@@ -54,11 +54,9 @@ const maxOutstanding = 64
 
 func newDeltaWatch(t *xdstype.Type) *deltaWatch {
 	return &deltaWatch{
-		typ:     t,
-		names:   map[string]struct{}{},
-		force:   map[string]struct{}{},
-		ledger:  newLedger(),
-		pending: map[string]deltaSent{},
+		typ:    t,
+		names:  map[string]struct{}{},
+		ledger: newLedger(),
 	}
 }
 
@@ -111,6 +109,9 @@ func (w *deltaWatch) subscribe(req *discoveryv3.DeltaDiscoveryRequest) (owe bool
 			// Answered even if this stream believes the client has it
 			// (X29), but not when the client itself just said which
 			// version it holds (X35).
+			if w.force == nil {
+				w.force = map[string]struct{}{}
+			}
 			w.force[n] = struct{}{}
 		}
 	}
@@ -236,14 +237,14 @@ func (w *deltaWatch) heartbeats(set *snapshot.Set) []*discoveryv3.Resource {
 // sentResponse records what a response gave the client.
 func (w *deltaWatch) sentResponse(nonce, version string, changes []change, now time.Time) {
 	for _, c := range changes {
-		w.moving[c.name]++
+		w.bump(c.name)
 		if _, named := w.names[c.name]; c.r == nil && !named {
 			delete(w.held, c.name)
 			continue
 		}
 		w.held[c.name] = c.r // nil: still subscribed, told it does not exist
 	}
-	clear(w.force)
+	w.force = nil
 	if len(w.pending) >= maxOutstanding {
 		oldest := ""
 		for n, s := range w.pending {
@@ -253,6 +254,9 @@ func (w *deltaWatch) sentResponse(nonce, version string, changes []change, now t
 		}
 		w.settle(w.pending[oldest])
 		delete(w.pending, oldest)
+	}
+	if w.pending == nil {
+		w.pending = map[string]deltaSent{}
 	}
 	w.pending[nonce] = deltaSent{at: now, version: version, changes: changes}
 	if w.inflight.IsZero() {
@@ -267,6 +271,9 @@ func (w *deltaWatch) settle(rec deltaSent) {
 			delete(w.moving, c.name)
 		}
 	}
+	if len(w.moving) == 0 {
+		w.moving = nil // a drained map keeps its buckets
+	}
 }
 
 // answered applies the client's ACK or NACK of the response with nonce and
@@ -280,6 +287,9 @@ func (w *deltaWatch) answered(nonce string, nack bool) string {
 		return ""
 	}
 	delete(w.pending, nonce)
+	if len(w.pending) == 0 {
+		w.pending = nil
+	}
 	w.settle(rec)
 	w.synced = true
 	for _, c := range rec.changes {
@@ -290,7 +300,7 @@ func (w *deltaWatch) answered(nonce string, nack bool) string {
 		switch {
 		case nack:
 			if c.r != nil {
-				w.nacked[c.name] = c.r
+				w.reject(c.name, c.r)
 			}
 		case c.r == nil:
 			delete(w.acked, c.name)

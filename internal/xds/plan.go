@@ -33,13 +33,30 @@ type ledger struct {
 	synced bool
 }
 
+// newLedger returns an empty ledger. nacked and moving stay nil until
+// written: most of the time a stream has nothing rejected or in flight, and
+// ten thousand streams should not each keep empty maps for it.
 func newLedger() ledger {
 	return ledger{
-		held:   map[string]*snapshot.Resource{},
-		acked:  map[string]*snapshot.Resource{},
-		nacked: map[string]*snapshot.Resource{},
-		moving: map[string]int{},
+		held:  map[string]*snapshot.Resource{},
+		acked: map[string]*snapshot.Resource{},
 	}
+}
+
+// bump counts one more response in flight that changes name.
+func (l *ledger) bump(name string) {
+	if l.moving == nil {
+		l.moving = map[string]int{}
+	}
+	l.moving[name]++
+}
+
+// reject records that the client rejected r, named name.
+func (l *ledger) reject(name string, r *snapshot.Resource) {
+	if l.nacked == nil {
+		l.nacked = map[string]*snapshot.Resource{}
+	}
+	l.nacked[name] = r
 }
 
 // holdings is one type's state on a stream, as the planner sees it.

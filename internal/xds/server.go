@@ -70,8 +70,12 @@ type Server struct {
 	holdTimeout time.Duration
 	admission   *admission
 	bodies      bodies
-	board       *board
-	logged      *onceSet // log lines already written, by node and subject
+	// subs and canons are the subscriptions and held contents that streams
+	// in the same state share (shared.go).
+	subs   weakCache[string, subscription]
+	canons weakCache[canonKey, canon]
+	board  *board
+	logged *onceSet // log lines already written, by node and subject
 	// life ends every stream when cancelled by Shutdown.
 	life context.Context
 	stop context.CancelFunc

@@ -3,6 +3,7 @@ package xds
 import (
 	"encoding/hex"
 	"hash/fnv"
+	"slices"
 	"sort"
 	"time"
 
@@ -21,19 +22,27 @@ const wildcardName = "*"
 // It is a plain value owned by the stream's loop; nothing here touches gRPC.
 // Its size is proportional to what the client holds.
 type watch struct {
-	typ *xdstype.Type
+	typ    *xdstype.Type
+	shared *Server // where subscriptions and canons are shared
 
 	started        bool // a request for the type has been processed
 	wildcard       bool
-	legacyWildcard bool                // wildcard by an empty first request, not by "*"
-	names          map[string]struct{} // explicit names, never "*"
+	legacyWildcard bool // wildcard by an empty first request, not by "*"
+	// sub is the subscription, shared with every stream subscribed alike;
+	// names are its explicit names, never "*". Both are read-only.
+	sub   *subscription
+	names map[string]struct{}
 	// force holds names just added to the subscription: the response to
 	// the request that added them carries them even if unchanged (X17).
 	force map[string]struct{}
 
 	// ledger: held is the content of the latest response, complete for the
-	// subscription; acked the content of the latest one ACKed.
+	// subscription; acked the content of the latest one ACKed. Either may
+	// be a canon's shared map: they are replaced, never written.
 	ledger
+	// heldAs is the canon whose map held is, nil when held is the stream's
+	// own: then a push can take the group's shared transition.
+	heldAs *canon
 
 	nonce   string // latest nonce sent for the type; "" before the first response
 	version string // version_info of the latest response
@@ -48,8 +57,8 @@ type watch struct {
 	settled string
 }
 
-func newWatch(t *xdstype.Type) *watch {
-	return &watch{typ: t, names: map[string]struct{}{}, force: map[string]struct{}{}, ledger: newLedger()}
+func newWatch(t *xdstype.Type, shared *Server) *watch {
+	return &watch{typ: t, shared: shared, ledger: newLedger()}
 }
 
 func (w *watch) book() *ledger { return &w.ledger }
@@ -94,19 +103,19 @@ func (w *watch) onRequest(req *discoveryv3.DiscoveryRequest, snap *snapshot.Snap
 		kind = reqNACK
 		for n, r := range w.held {
 			if !sameVersion(w.acked[n], r) {
-				w.nacked[n] = r
+				w.reject(n, r)
 			}
 		}
 		w.inflight = time.Time{}
-		clear(w.moving)
+		w.moving = nil
 		w.synced = true
 	default:
 		kind = reqACK
 		w.acked = w.held
-		clear(w.nacked)
+		w.nacked = nil
 		w.inflight = time.Time{}
 		// The latest response answers for every earlier one.
-		clear(w.moving)
+		w.moving = nil
 		w.synced = true
 	}
 
@@ -147,15 +156,7 @@ func (w *watch) subscribe(names []string, first bool) (added []string, changed b
 		// rebuild (an EDS ACK may carry thousands of names).
 		return nil, false
 	}
-	star := false
-	next := make(map[string]struct{}, len(names))
-	for _, n := range names {
-		if n == wildcardName {
-			star = true
-			continue
-		}
-		next[n] = struct{}{}
-	}
+	star := slices.Contains(names, wildcardName)
 	wildcard, legacy := star, false
 	if len(names) == 0 && w.typ.Wildcard && (first || w.legacyWildcard) {
 		// The legacy wildcard: an empty first request, kept while later
@@ -163,31 +164,42 @@ func (w *watch) subscribe(names []string, first bool) (added []string, changed b
 		// list means no resources (X18).
 		wildcard, legacy = true, true
 	}
-	for n := range next {
+	sub := w.shared.subscription(wildcard, names)
+	for n := range sub.names {
 		if _, ok := w.names[n]; !ok {
 			added = append(added, n)
+			if w.force == nil {
+				w.force = map[string]struct{}{}
+			}
 			w.force[n] = struct{}{}
 		}
 	}
-	changed = wildcard != w.wildcard || len(next) != len(w.names) || len(added) > 0
+	changed = sub != w.sub
 	if wildcard && !w.wildcard {
 		added = append(added, wildcardName)
 	}
 	w.wildcard, w.legacyWildcard = wildcard, legacy
-	w.names = next
+	w.sub, w.names = sub, sub.names
 	if changed {
 		w.settled = ""
 		// The client drops what it no longer subscribes to, so it no longer
-		// holds or has ACKed it (held and acked may be one map).
-		for _, m := range []map[string]*snapshot.Resource{w.held, w.acked} {
-			for n := range m {
-				if !w.covers(n) {
-					delete(m, n)
-				}
-			}
-		}
+		// holds or has ACKed it. The maps may be shared: filter into new
+		// ones.
+		w.held, w.acked = w.within(w.held), w.within(w.acked)
+		w.heldAs = nil
 	}
 	return added, changed
+}
+
+// within returns the part of m the subscription covers.
+func (w *watch) within(m map[string]*snapshot.Resource) map[string]*snapshot.Resource {
+	out := make(map[string]*snapshot.Resource, len(m))
+	for n, r := range m {
+		if w.covers(n) {
+			out[n] = r
+		}
+	}
+	return out
 }
 
 // same reports whether names is exactly the current subscription.
@@ -230,14 +242,29 @@ func (w *watch) hasAny(set *snapshot.Set) bool {
 	return false
 }
 
+// outcome is a plan: what the client should hold of the type after the next
+// response.
+type outcome struct {
+	next map[string]*snapshot.Resource
+	// as is set when next is as.held: exactly the set within the
+	// subscription, shared with every stream in that state.
+	as *canon
+	// step is set when next was reached from the held canon by the group's
+	// shared transition: what changed is listed there.
+	step *transition
+}
+
 // plan returns what the client should hold of the type after the next
 // response, and whether that differs from what it holds in a way worth a
 // response. It follows the snapshot except where make-before-break says
 // otherwise: a resource naming a cluster the client does not have yet keeps
 // its previous version (or stays away), and a full-state resource that is
 // gone stays while something the client holds still names it.
-func (w *watch) plan(p *planner, set *snapshot.Set) (next map[string]*snapshot.Resource, changed bool) {
-	next = make(map[string]*snapshot.Resource, max(len(w.held), len(w.names)))
+func (w *watch) plan(p *planner, set *snapshot.Set) (outcome, bool) {
+	if o, changed, ok := w.planShared(p, set); ok {
+		return o, changed
+	}
+	next := make(map[string]*snapshot.Resource, max(len(w.held), len(w.names)))
 	consider := func(n string) {
 		if _, done := next[n]; done || !w.covers(n) {
 			return
@@ -269,49 +296,121 @@ func (w *watch) plan(p *planner, set *snapshot.Set) (next map[string]*snapshot.R
 	for n := range w.held {
 		consider(n)
 	}
+	o := outcome{next: next}
+	if c := w.canonOf(next, set); c != nil {
+		// The client gets exactly the set: share the group's copy, and let
+		// the next push take the shared transition.
+		o = outcome{next: c.held, as: c}
+	}
 	if !w.typ.FullState && len(next) == 0 {
 		// Nothing to say: an empty response for a per-resource type changes
 		// nothing (X22).
-		return next, false
+		return o, false
 	}
 	if !w.sent {
-		return next, true
+		return o, true
 	}
 	for n, r := range next {
 		if !sameVersion(w.held[n], r) {
-			return next, true
+			return o, true
 		}
 	}
 	// For the full-state types a resource gone from the set is a change
 	// (absence deletes, X22); for the others a client keeps what is not
 	// resent, so a deletion alone is not worth a response.
-	return next, w.typ.FullState && len(next) != len(w.held)
+	return o, w.typ.FullState && len(next) != len(w.held)
 }
 
-// response builds the response giving the client next, each resource encoded
-// once in the snapshot and shared here (X8: names are unique, from a map).
-// The version is the type's version when next is exactly the snapshot's,
-// and otherwise a hash of what it holds.
+// canonOf returns the shared canon equal to next, nil if next is not
+// exactly the set within the subscription.
+func (w *watch) canonOf(next map[string]*snapshot.Resource, set *snapshot.Set) *canon {
+	if w.sub == nil {
+		return nil
+	}
+	c := w.shared.canon(set, w.sub)
+	if len(c.held) != len(next) {
+		return nil
+	}
+	for n, r := range next {
+		if c.held[n] != r {
+			return nil
+		}
+	}
+	return c
+}
+
+// planShared is plan for the common case, in O(changes): the client holds
+// exactly the previous set within its subscription, so the group's shared
+// transition to the new set says what changes. It declines (ok false)
+// whenever make-before-break would hold something back or keep something,
+// and for names just subscribed: the full plan handles those.
+func (w *watch) planShared(p *planner, set *snapshot.Set) (o outcome, changed, ok bool) {
+	from := w.heldAs
+	if from == nil || from.sub != w.sub || len(w.force) > 0 || !w.sent {
+		return outcome{}, false, false
+	}
+	t := w.shared.stepTo(from, set)
+	for _, n := range t.changed {
+		if r := t.to.held[n]; len(r.Precede) > 0 && p.mustWait(r) {
+			return outcome{}, false, false
+		}
+	}
+	if w.typ.FullState {
+		for _, n := range t.removed {
+			if _, named := w.names[n]; p.keep(w.typ, n, named) {
+				return outcome{}, false, false
+			}
+		}
+	}
+	o = outcome{next: t.to.held, as: t.to, step: t}
+	if !w.typ.FullState && len(t.to.held) == 0 {
+		return o, false, true
+	}
+	return o, len(t.changed) > 0 || w.typ.FullState && len(t.removed) > 0, true
+}
+
+// response builds the response giving the client o.next, each resource
+// encoded once in the snapshot and shared here (X8: names are unique, from
+// a map). The version is the type's version when next is exactly the
+// snapshot's, and otherwise a hash of what it holds.
 //
 // For Listener and Cluster the response holds every resource the client
 // should have. For the other types it holds only what is new or changed
 // (and names just subscribed to): the client keeps the rest (X22), so one
 // changed assignment among a thousand costs one assignment on the wire. A
 // response that warms a cluster or listener (X38) holds them all.
-func (w *watch) response(next map[string]*snapshot.Resource, set *snapshot.Set, nonce string, ttl bool, now time.Time) *discoveryv3.DiscoveryResponse {
-	names := make([]string, 0, len(next))
-	current := true
-	for n, r := range next {
-		names = append(names, n)
-		current = current && set.Get(n) == r
+func (w *watch) response(o outcome, set *snapshot.Set, nonce string, ttl bool, now time.Time) *discoveryv3.DiscoveryResponse {
+	next := o.next
+	var names []string
+	current := o.as != nil
+	if current {
+		names = o.as.names
+	} else {
+		names = make([]string, 0, len(next))
+		current = true
+		for n, r := range next {
+			names = append(names, n)
+			current = current && set.Get(n) == r
+		}
+		sort.Strings(names)
 	}
-	sort.Strings(names)
 	whole := w.typ.FullState || w.warm || !w.sent
-	resources := make([]*anypb.Any, 0, len(names))
-	for _, n := range names {
-		_, forced := w.force[n]
-		if whole || forced || !sameVersion(w.held[n], next[n]) {
+	var resources []*anypb.Any
+	switch {
+	case o.step != nil && !whole:
+		// Only what changed, from the shared transition (nothing is
+		// forced on this path).
+		resources = make([]*anypb.Any, 0, len(o.step.changed))
+		for _, n := range o.step.changed {
 			resources = append(resources, next[n].ForSotW(ttl))
+		}
+	default:
+		resources = make([]*anypb.Any, 0, len(names))
+		for _, n := range names {
+			_, forced := w.force[n]
+			if whole || forced || !sameVersion(w.held[n], next[n]) {
+				resources = append(resources, next[n].ForSotW(ttl))
+			}
 		}
 	}
 	version := set.Version()
@@ -322,18 +421,31 @@ func (w *watch) response(next map[string]*snapshot.Resource, set *snapshot.Set, 
 		}
 		version = "partial-" + hex.EncodeToString(h.Sum(nil))
 	}
-	for n, r := range next {
-		if !sameVersion(w.held[n], r) {
-			w.moving[n]++
+	// Only a name the client has ACKed needs counting as in flight: the
+	// others have not arrived anyway, and in state of the world acked
+	// changes only by an answer to the latest response, which ends every
+	// count. A first response, the largest, counts nothing.
+	if o.step != nil {
+		for _, n := range o.step.changed {
+			w.bumpAcked(n)
+		}
+		for _, n := range o.step.removed {
+			w.bumpAcked(n)
+		}
+	} else {
+		for n, r := range next {
+			if !sameVersion(w.held[n], r) {
+				w.bumpAcked(n)
+			}
+		}
+		for n := range w.held {
+			if next[n] == nil {
+				w.bumpAcked(n)
+			}
 		}
 	}
-	for n := range w.held {
-		if next[n] == nil {
-			w.moving[n]++
-		}
-	}
-	w.held = next
-	clear(w.force)
+	w.held, w.heldAs = next, o.as
+	w.force = nil
 	if w.inflight.IsZero() {
 		w.inflight = now
 	}
@@ -344,6 +456,12 @@ func (w *watch) response(next map[string]*snapshot.Resource, set *snapshot.Set, 
 		Resources:   resources,
 		TypeUrl:     w.typ.URL,
 		Nonce:       nonce,
+	}
+}
+
+func (w *watch) bumpAcked(n string) {
+	if w.acked[n] != nil {
+		w.bump(n)
 	}
 }
 

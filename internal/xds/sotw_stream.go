@@ -25,7 +25,7 @@ func newSotWStream(st *stream) *sotwStream {
 }
 
 func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
-	w, err := open(st.stream, req.GetNode(), req.GetTypeUrl(), st.watches, newWatch)
+	w, err := open(st.stream, req.GetNode(), req.GetTypeUrl(), st.watches, st.newWatch)
 	if err != nil || w == nil {
 		return err
 	}
@@ -51,7 +51,7 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 		p := st.planner()
 		// What the request asked for may be held back; a per-resource type
 		// then has nothing to say yet (X22).
-		if next, _ := w.plan(p, snap.Set(t.URL)); w.typ.FullState || len(next) > 0 {
+		if next, _ := w.plan(p, snap.Set(t.URL)); w.typ.FullState || len(next.next) > 0 {
 			if err := st.respond(w, next, snap, p.now); err != nil {
 				return err
 			}
@@ -77,7 +77,9 @@ func (st *sotwStream) onFleet() error {
 	})
 }
 
-func (st *sotwStream) respond(w *watch, next map[string]*snapshot.Resource, snap *snapshot.Snapshot, now time.Time) error {
+func (st *sotwStream) newWatch(t *xdstype.Type) *watch { return newWatch(t, st.srv) }
+
+func (st *sotwStream) respond(w *watch, next outcome, snap *snapshot.Snapshot, now time.Time) error {
 	first := !w.sent
 	set := snap.Set(w.typ.URL)
 	ttl := st.ttl && st.wrap
@@ -101,8 +103,8 @@ func (st *sotwStream) respond(w *watch, next map[string]*snapshot.Resource, snap
 	}
 	var sent []proto.Message
 	if st.observing() {
-		sent = make([]proto.Message, 0, len(next))
-		for _, r := range next {
+		sent = make([]proto.Message, 0, len(next.next))
+		for _, r := range next.next {
 			sent = append(sent, r.Message)
 		}
 	}

@@ -1,0 +1,175 @@
+package xds
+
+import (
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"weak"
+
+	"github.com/pylon-xds/pylon/internal/snapshot"
+)
+
+// Most proxies of a group subscribe to the same names and hold the same
+// resources. The values here let every stream in the same state share one
+// immutable copy of it, and let a push be planned once per group and
+// snapshot transition instead of once per stream: a stream that holds
+// exactly a set within its subscription moves to the next set by a shared
+// list of what changed, in O(changes).
+
+// weakCache maps keys to values kept only while some stream uses them: an
+// entry goes away after its value is garbage, so the cache needs no bound
+// and no release calls.
+type weakCache[K comparable, V any] struct {
+	mu sync.Mutex
+	m  map[K]weak.Pointer[V]
+}
+
+// get returns the live value for k, or stores and returns build's. build
+// runs under the cache's lock: streams asking for the same value wait for
+// one build rather than each making its own.
+func (c *weakCache[K, V]) get(k K, build func() *V) *V {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v := c.m[k].Value(); v != nil {
+		return v
+	}
+	v := build()
+	if c.m == nil {
+		c.m = map[K]weak.Pointer[V]{}
+	}
+	c.m[k] = weak.Make(v)
+	runtime.AddCleanup(v, c.drop, k)
+	return v
+}
+
+// drop removes k once its value is gone, unless a newer value took its place.
+func (c *weakCache[K, V]) drop(k K) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if wp, ok := c.m[k]; ok && wp.Value() == nil {
+		delete(c.m, k)
+	}
+}
+
+// size is the number of entries, live or awaiting their cleanup.
+func (c *weakCache[K, V]) size() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m)
+}
+
+// subscription is a state-of-the-world client's subscription to one type:
+// immutable and shared by every stream subscribed to the same names.
+type subscription struct {
+	wildcard bool
+	names    map[string]struct{} // never "*"; read-only
+}
+
+func (s *subscription) covers(name string) bool {
+	_, ok := s.names[name]
+	return ok || s.wildcard
+}
+
+// subscription returns the shared subscription to names ("*" excluded)
+// plus, if wildcard, everything.
+func (s *Server) subscription(wildcard bool, names []string) *subscription {
+	sorted := make([]string, 0, len(names))
+	for _, n := range names {
+		if n != wildcardName {
+			sorted = append(sorted, n)
+		}
+	}
+	slices.Sort(sorted)
+	sorted = slices.Compact(sorted)
+	prefix := "-"
+	if wildcard {
+		prefix = "*"
+	}
+	// Names cannot hold NUL in any registered type; it keeps "a,b" and
+	// "a\x00b" apart anyway, as a key only.
+	key := prefix + strings.Join(sorted, "\x00")
+	return s.subs.get(key, func() *subscription {
+		set := make(map[string]struct{}, len(sorted))
+		for _, n := range sorted {
+			set[n] = struct{}{}
+		}
+		return &subscription{wildcard: wildcard, names: set}
+	})
+}
+
+// canon is what a client holds of one type when it holds exactly a set's
+// resources within a subscription: one immutable value for every stream in
+// that state.
+type canon struct {
+	set  *snapshot.Set
+	sub  *subscription
+	held map[string]*snapshot.Resource // read-only
+	// names are held's names, sorted: the order of a response.
+	names []string
+
+	mu sync.Mutex
+	// step is the latest transition computed from here: a push moves every
+	// stream of a group from the same canon to the same next one.
+	step *transition
+}
+
+type canonKey struct {
+	set *snapshot.Set
+	sub *subscription
+}
+
+// transition is the difference between two canons of one subscription.
+type transition struct {
+	to *canon
+	// changed are to's names that are new or at another version, sorted;
+	// removed are from's names that to does not have, sorted.
+	changed, removed []string
+}
+
+// canon returns the shared canon of set within sub.
+func (s *Server) canon(set *snapshot.Set, sub *subscription) *canon {
+	return s.canons.get(canonKey{set, sub}, func() *canon {
+		c := &canon{set: set, sub: sub}
+		if sub.wildcard {
+			// Extra names under a wildcard add nothing that exists.
+			c.names = set.Names()
+		} else {
+			for n := range sub.names {
+				if set.Get(n) != nil {
+					c.names = append(c.names, n)
+				}
+			}
+			slices.Sort(c.names)
+		}
+		c.held = make(map[string]*snapshot.Resource, len(c.names))
+		for _, n := range c.names {
+			c.held[n] = set.Get(n)
+		}
+		return c
+	})
+}
+
+// stepTo returns the transition from c to the canon of set within the same
+// subscription, computing it once for every stream making the same move.
+func (s *Server) stepTo(c *canon, set *snapshot.Set) *transition {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.step != nil && c.step.to.set == set {
+		return c.step
+	}
+	to := s.canon(set, c.sub)
+	t := &transition{to: to}
+	for _, n := range to.names {
+		if !sameVersion(c.held[n], to.held[n]) {
+			t.changed = append(t.changed, n)
+		}
+	}
+	for _, n := range c.names {
+		if to.held[n] == nil {
+			t.removed = append(t.removed, n)
+		}
+	}
+	c.step = t
+	return t
+}
