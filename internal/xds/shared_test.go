@@ -1,0 +1,263 @@
+package xds
+
+import (
+	"fmt"
+	"reflect"
+	"runtime"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/xdstype"
+)
+
+// These tests look inside the planner: that streams in the same state share
+// one copy of it, and that a push to them is planned once. The wire
+// behaviour of the same paths is what the protocol and make-before-break
+// tests check.
+
+// world is n EDS clusters with one-endpoint assignments (the port of
+// cluster i is base+i) and a route "main" to route.
+func world(t *testing.T, reg *xdstype.Registry, n int, base uint32, route string) *snapshot.Snapshot {
+	t.Helper()
+	ads := &corev3.ConfigSource{ResourceApiVersion: corev3.ApiVersion_V3, ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}}}
+	var inputs []snapshot.Input
+	add := func(url string, m proto.Message) {
+		inputs = append(inputs, snapshot.Input{Type: reg.Lookup(url), Name: xdstype.NameOf(m), Message: m})
+	}
+	for i := range n {
+		name := fmt.Sprintf("c%d", i)
+		add(xdstype.ClusterURL, &clusterv3.Cluster{
+			Name:                 name,
+			ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
+			EdsClusterConfig:     &clusterv3.Cluster_EdsClusterConfig{EdsConfig: ads},
+		})
+		add(xdstype.EndpointURL, &endpointv3.ClusterLoadAssignment{
+			ClusterName: name,
+			Endpoints: []*endpointv3.LocalityLbEndpoints{{LbEndpoints: []*endpointv3.LbEndpoint{{
+				HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+					Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+						Address: "127.0.0.1", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: base + uint32(i)},
+					}}},
+				}},
+			}}}},
+		})
+	}
+	add(xdstype.RouteURL, &routev3.RouteConfiguration{Name: "main", VirtualHosts: []*routev3.VirtualHost{{
+		Name: "all", Domains: []string{"*"},
+		Routes: []*routev3.Route{{
+			Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+			Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: route}}},
+		}},
+	}}})
+	snap, err := snapshot.Build(reg, inputs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
+// bareStream is a stream's planning state without gRPC: its watches answer
+// requests and plan responses directly.
+type bareStream struct {
+	st      *stream
+	watches map[string]*watch
+	nonce   int
+}
+
+func newBareStream(srv *Server) *bareStream {
+	b := &bareStream{st: &stream{srv: srv}, watches: map[string]*watch{}}
+	useWatches(b.st, b.watches)
+	return b
+}
+
+// request applies a request for typeURL and returns the response it is
+// owed, or nil.
+func (b *bareStream) request(t *testing.T, snap *snapshot.Snapshot, typeURL, nonce, version string, names ...string) *discoveryv3.DiscoveryResponse {
+	t.Helper()
+	w := b.watches[typeURL]
+	if w == nil {
+		w = newWatch(b.st.srv.opts.Registry.Lookup(typeURL), b.st.srv)
+		b.watches[typeURL] = w
+	}
+	_, owe := w.onRequest(&discoveryv3.DiscoveryRequest{TypeUrl: typeURL, ResponseNonce: nonce, VersionInfo: version, ResourceNames: names}, snap)
+	if !owe {
+		return nil
+	}
+	o, _ := w.plan(b.st.planner(), snap.Set(typeURL))
+	return b.respond(w, o, snap)
+}
+
+// push plans typeURL for snap as a publish does, and returns the response,
+// nil when nothing changed, and the plan.
+func (b *bareStream) push(snap *snapshot.Snapshot, typeURL string) (*discoveryv3.DiscoveryResponse, outcome) {
+	w := b.watches[typeURL]
+	o, changed := w.plan(b.st.planner(), snap.Set(typeURL))
+	if !changed {
+		return nil, o
+	}
+	return b.respond(w, o, snap), o
+}
+
+func (b *bareStream) respond(w *watch, o outcome, snap *snapshot.Snapshot) *discoveryv3.DiscoveryResponse {
+	b.nonce++
+	return w.response(o, snap.Set(w.typ.URL), fmt.Sprint(b.nonce), false, time.Now())
+}
+
+// ack answers resp, repeating the subscription.
+func (b *bareStream) ack(t *testing.T, snap *snapshot.Snapshot, resp *discoveryv3.DiscoveryResponse, names ...string) {
+	t.Helper()
+	if again := b.request(t, snap, resp.TypeUrl, resp.Nonce, resp.VersionInfo, names...); again != nil {
+		t.Fatalf("an ACK was answered with %d resources", len(again.Resources))
+	}
+}
+
+func samePointer[M any](a, b M) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+}
+
+func TestSharedStateAcrossStreams(t *testing.T) {
+	reg := xdstype.New()
+	srv := New(Options{Registry: reg})
+	names := []string{"c0", "c1", "c2", "c3"}
+	v1 := world(t, reg, 4, 9000, "c0")
+	var streams []*bareStream
+	for range 3 {
+		b := newBareStream(srv)
+		cds := b.request(t, v1, xdstype.ClusterURL, "", "")
+		b.ack(t, v1, cds)
+		eds := b.request(t, v1, xdstype.EndpointURL, "", "", names...)
+		if len(eds.Resources) != 4 {
+			t.Fatalf("first EDS response holds %d assignments, want 4", len(eds.Resources))
+		}
+		b.ack(t, v1, eds, names...)
+		streams = append(streams, b)
+	}
+	a, b := streams[0].watches, streams[1].watches
+	for _, url := range []string{xdstype.ClusterURL, xdstype.EndpointURL} {
+		if a[url].heldAs == nil || a[url].heldAs != b[url].heldAs {
+			t.Fatalf("%s: streams holding the same set do not share it (%p, %p)", url, a[url].heldAs, b[url].heldAs)
+		}
+		if !samePointer(a[url].held, b[url].held) || !samePointer(a[url].acked, b[url].acked) {
+			t.Fatalf("%s: held or acked maps are per stream", url)
+		}
+		if a[url].sub != b[url].sub {
+			t.Fatalf("%s: one subscription, two copies", url)
+		}
+	}
+
+	// One assignment changes: every stream takes one shared transition
+	// and is sent exactly that assignment.
+	changed := world(t, reg, 4, 8000, "c0").Set(xdstype.EndpointURL).Get("c2")
+	v2 := withResource(t, reg, v1, changed)
+	var steps []*transition
+	for _, s := range streams {
+		if resp, _ := s.push(v2, xdstype.ClusterURL); resp != nil {
+			t.Fatalf("CDS is unchanged but %d clusters were sent", len(resp.Resources))
+		}
+		resp, o := s.push(v2, xdstype.EndpointURL)
+		if o.step == nil {
+			t.Fatal("the push did not take the shared transition")
+		}
+		steps = append(steps, o.step)
+		want := &discoveryv3.DiscoveryResponse{
+			VersionInfo: v2.Set(xdstype.EndpointURL).Version(),
+			TypeUrl:     xdstype.EndpointURL,
+			Resources:   []*anypb.Any{changed.ForSotW(false)},
+			Nonce:       resp.Nonce,
+		}
+		if diff := cmp.Diff(want, resp, protocmp.Transform()); diff != "" {
+			t.Fatalf("EDS response (-want +got):\n%s", diff)
+		}
+		s.ack(t, v2, resp, names...)
+	}
+	if steps[0] != steps[1] || steps[1] != steps[2] {
+		t.Fatal("each stream computed its own transition")
+	}
+}
+
+// withResource returns snap with r in place of its namesake.
+func withResource(t *testing.T, reg *xdstype.Registry, snap *snapshot.Snapshot, r *snapshot.Resource) *snapshot.Snapshot {
+	t.Helper()
+	var inputs []snapshot.Input
+	for _, set := range snap.Sets() {
+		for _, n := range set.Names() {
+			m := set.Get(n).Message
+			if set.Type().URL == xdstype.EndpointURL && n == r.Name {
+				m = r.Message
+			}
+			inputs = append(inputs, snapshot.Input{Type: set.Type(), Name: n, Message: m})
+		}
+	}
+	out, err := snapshot.Build(reg, inputs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// A change the shared transition cannot carry, because make-before-break
+// holds it back, takes the full plan: the route to a cluster the client
+// has not ACKed waits, and the stream leaves the shared state.
+func TestSharedTransitionDeclinesHolds(t *testing.T) {
+	reg := xdstype.New()
+	srv := New(Options{Registry: reg})
+	v1 := world(t, reg, 2, 9000, "c0")
+	s := newBareStream(srv)
+	cds := s.request(t, v1, xdstype.ClusterURL, "", "")
+	s.ack(t, v1, cds)
+	eds := s.request(t, v1, xdstype.EndpointURL, "", "", "c0", "c1")
+	s.ack(t, v1, eds, "c0", "c1")
+	rds := s.request(t, v1, xdstype.RouteURL, "", "", "main")
+	s.ack(t, v1, rds, "main")
+
+	// c2 is new and the route now sends to it: CDS and EDS go first, the
+	// route waits until the client has ACKed both.
+	v2 := world(t, reg, 3, 9000, "c2")
+	cds2, _ := s.push(v2, xdstype.ClusterURL)
+	if len(cds2.Resources) != 3 {
+		t.Fatalf("CDS: %d clusters, want 3", len(cds2.Resources))
+	}
+	resp, o := s.push(v2, xdstype.RouteURL)
+	if resp != nil || o.step != nil {
+		t.Fatalf("the route went out before its cluster was ACKed (shared step: %v)", o.step != nil)
+	}
+	if !sameVersion(o.next["main"], v1.Set(xdstype.RouteURL).Get("main")) {
+		t.Fatal("the planned route is not the one the client has")
+	}
+	if s.watches[xdstype.RouteURL].heldAs == nil {
+		t.Fatal("the stream did not hold the shared route set: nothing was declined")
+	}
+}
+
+func TestWeakCacheDropsUnusedEntries(t *testing.T) {
+	var c weakCache[int, [64]byte]
+	keep := c.get(1, func() *[64]byte { return new([64]byte) })
+	for i := 2; i <= 10; i++ {
+		c.get(i, func() *[64]byte { return new([64]byte) })
+	}
+	if again := c.get(1, func() *[64]byte { t.Fatal("rebuilt a live entry"); return nil }); again != keep {
+		t.Fatal("a live entry was not shared")
+	}
+	for range 200 {
+		if c.size() == 1 {
+			break
+		}
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+	if n := c.size(); n != 1 {
+		t.Fatalf("%d entries after their values went, want 1 (the one still used)", n)
+	}
+	runtime.KeepAlive(keep)
+}
