@@ -1,6 +1,8 @@
 package xds
 
 import (
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -14,19 +16,25 @@ import (
 // subscription and, per resource, what the client holds. Like the
 // state-of-the-world watch it is a plain value owned by the stream's loop.
 type deltaWatch struct {
-	typ *xdstype.Type
+	typ    *xdstype.Type
+	shared *Server // where subscriptions and canons are shared
 
 	started  bool
 	wildcard bool
-	legacy   bool                // wildcard by an empty first request (Listener, Cluster)
-	names    map[string]struct{} // explicit subscriptions, never "*"
+	legacy   bool // wildcard by an empty first request (Listener, Cluster)
+	// sub is the subscription, shared with every stream subscribed alike;
+	// names are its explicit names, never "*". Both are read-only.
+	sub   *subscription
+	names map[string]struct{}
 	// force holds names the client just subscribed to: they are answered on
 	// the next response even if the client seems to hold them (X29).
 	force map[string]struct{}
 
 	// ledger: held is what the client was sent, updated as each response
-	// goes out; acked follows as responses are ACKed.
+	// goes out; acked follows as responses are ACKed. Either may be a
+	// canon's shared map (heldAs, ackedAs): copied before any write.
 	ledger
+	heldAs, ackedAs *canon
 	// pending records each response not yet ACKed or NACKed. Bounded: a
 	// client that never answers cannot grow it.
 	pending map[string]deltaSent
@@ -42,6 +50,10 @@ type deltaSent struct {
 	at      time.Time
 	version string // the type's version, for status
 	changes []change
+	// step is set when the response was a shared transition: its ACK
+	// moves acked from step's origin to step.to without copying.
+	step *transition
+	from *canon
 }
 
 // change is one resource sent (r set) or removed (r nil).
@@ -52,12 +64,40 @@ type change struct {
 
 const maxOutstanding = 64
 
-func newDeltaWatch(t *xdstype.Type) *deltaWatch {
-	return &deltaWatch{
-		typ:    t,
-		names:  map[string]struct{}{},
-		ledger: newLedger(),
+func newDeltaWatch(t *xdstype.Type, shared *Server) *deltaWatch {
+	return &deltaWatch{typ: t, shared: shared, ledger: newLedger()}
+}
+
+// ownHeld and ownAcked make held and acked the watch's own before a write.
+func (w *deltaWatch) ownHeld() {
+	if w.heldAs != nil {
+		w.held, w.heldAs = maps.Clone(w.held), nil
 	}
+}
+
+func (w *deltaWatch) ownAcked() {
+	if w.ackedAs != nil {
+		w.acked, w.ackedAs = maps.Clone(w.acked), nil
+	}
+}
+
+// canonOf returns the shared canon m is equal to, by version, or nil. A
+// stream that got there by its own path (a reconnect's initial versions, a
+// hold released) joins the shared state from then on.
+func (w *deltaWatch) canonOf(m map[string]*snapshot.Resource, set *snapshot.Set) *canon {
+	if w.sub == nil {
+		return nil
+	}
+	c := w.shared.canon(set, w.sub)
+	if len(c.held) != len(m) {
+		return nil
+	}
+	for n, r := range m {
+		if !sameVersion(c.held[n], r) {
+			return nil
+		}
+	}
+	return c
 }
 
 func (w *deltaWatch) book() *ledger { return &w.ledger }
@@ -75,9 +115,19 @@ func (w *deltaWatch) covers(name string) bool {
 // response is owed. Changes apply whatever the request's nonce (X27): the
 // nonce only tells which response an ACK or NACK is about.
 func (w *deltaWatch) subscribe(req *discoveryv3.DeltaDiscoveryRequest) (owe bool) {
-	if len(req.GetResourceNamesSubscribe()) > 0 || len(req.GetResourceNamesUnsubscribe()) > 0 {
-		w.settled = ""
+	changing := len(req.GetResourceNamesSubscribe()) > 0 || len(req.GetResourceNamesUnsubscribe()) > 0
+	if !changing && w.started {
+		return false
 	}
+	w.settled = ""
+	// The names are shared: change a copy, then share the result.
+	names := make(map[string]struct{}, len(w.names)+len(req.GetResourceNamesSubscribe()))
+	maps.Copy(names, w.names)
+	w.names = names
+	defer func() {
+		w.sub = w.shared.subscription(w.wildcard, slices.Collect(maps.Keys(w.names)))
+		w.names = w.sub.names
+	}()
 	if !w.started {
 		w.started = true
 		// What the client already holds, from an earlier stream (X35): only
@@ -152,8 +202,14 @@ func (w *deltaWatch) subscribe(req *discoveryv3.DeltaDiscoveryRequest) (owe bool
 }
 
 func (w *deltaWatch) forget(n string) {
-	delete(w.held, n)
-	delete(w.acked, n)
+	if _, ok := w.held[n]; ok {
+		w.ownHeld()
+		delete(w.held, n)
+	}
+	if _, ok := w.acked[n]; ok {
+		w.ownAcked()
+		delete(w.acked, n)
+	}
 	delete(w.nacked, n)
 }
 
@@ -172,7 +228,66 @@ func (w *deltaWatch) dropUnnamed() {
 // a cluster the client does not have yet; and in removed the names it holds
 // that are gone and no longer named by anything it holds (X34), and those
 // it subscribed to that do not exist (X33, unless notFound is false).
-func (w *deltaWatch) plan(p *planner, set *snapshot.Set, notFound, ttl bool) (resources []*discoveryv3.Resource, removed []string, changes []change) {
+func (w *deltaWatch) plan(p *planner, set *snapshot.Set, notFound, ttl bool) deltaPlan {
+	if d, ok := w.planShared(p, set, ttl); ok {
+		return d
+	}
+	var d deltaPlan
+	d.resources, d.removed, d.changes = w.planEach(p, set, notFound, ttl)
+	return d
+}
+
+// deltaPlan is what one delta response carries.
+type deltaPlan struct {
+	resources []*discoveryv3.Resource
+	removed   []string
+	changes   []change
+	// step is set when the plan is the group's shared transition from the
+	// canon the client holds, from.
+	step *transition
+	from *canon
+}
+
+// planShared is plan in O(changes) for a client holding exactly the
+// previous set within its subscription: the group's shared transition
+// lists what to send and remove. It declines (ok false) whenever
+// make-before-break would hold or keep something, for names just
+// subscribed, and when a name still subscribed is removed (the client is
+// then told it does not exist, which the full plan records).
+func (w *deltaWatch) planShared(p *planner, set *snapshot.Set, ttl bool) (d deltaPlan, ok bool) {
+	from := w.heldAs
+	if from == nil || from.sub != w.sub || len(w.force) > 0 {
+		return d, false
+	}
+	t := w.shared.stepTo(from, set)
+	for _, n := range t.changed {
+		if r := t.to.held[n]; len(r.Precede) > 0 && p.mustWait(r) {
+			return d, false
+		}
+	}
+	for _, n := range t.removed {
+		if _, named := w.names[n]; named || p.keep(w.typ, n, false) {
+			return d, false
+		}
+	}
+	d = deltaPlan{step: t, from: from, removed: t.removed}
+	if len(t.changed)+len(t.removed) > 0 {
+		d.changes = make([]change, 0, len(t.changed)+len(t.removed))
+	}
+	for _, n := range t.changed {
+		r := t.to.held[n]
+		d.resources = append(d.resources, r.ForDelta(ttl))
+		d.changes = append(d.changes, change{n, r})
+	}
+	for _, n := range t.removed {
+		d.changes = append(d.changes, change{n, nil})
+	}
+	return d, true
+}
+
+// planEach is plan by looking at every name the client subscribes to or
+// holds.
+func (w *deltaWatch) planEach(p *planner, set *snapshot.Set, notFound, ttl bool) (resources []*discoveryv3.Resource, removed []string, changes []change) {
 	consider := func(n string) {
 		if !w.covers(n) {
 			return
@@ -235,14 +350,26 @@ func (w *deltaWatch) heartbeats(set *snapshot.Set) []*discoveryv3.Resource {
 }
 
 // sentResponse records what a response gave the client.
-func (w *deltaWatch) sentResponse(nonce, version string, changes []change, now time.Time) {
+func (w *deltaWatch) sentResponse(nonce string, set *snapshot.Set, d deltaPlan, now time.Time) {
+	changes := d.changes
 	for _, c := range changes {
 		w.bump(c.name)
-		if _, named := w.names[c.name]; c.r == nil && !named {
-			delete(w.held, c.name)
-			continue
+	}
+	switch {
+	case d.step != nil && w.heldAs == d.from:
+		w.held, w.heldAs = d.step.to.held, d.step.to
+	case len(changes) > 0:
+		w.ownHeld()
+		for _, c := range changes {
+			if _, named := w.names[c.name]; c.r == nil && !named {
+				delete(w.held, c.name)
+				continue
+			}
+			w.held[c.name] = c.r // nil: still subscribed, told it does not exist
 		}
-		w.held[c.name] = c.r // nil: still subscribed, told it does not exist
+		if c := w.canonOf(w.held, set); c != nil {
+			w.held, w.heldAs = c.held, c
+		}
 	}
 	w.force = nil
 	if len(w.pending) >= maxOutstanding {
@@ -258,7 +385,7 @@ func (w *deltaWatch) sentResponse(nonce, version string, changes []change, now t
 	if w.pending == nil {
 		w.pending = map[string]deltaSent{}
 	}
-	w.pending[nonce] = deltaSent{at: now, version: version, changes: changes}
+	w.pending[nonce] = deltaSent{at: now, version: set.Version(), changes: changes, step: d.step, from: d.from}
 	if w.inflight.IsZero() {
 		w.inflight = now
 	}
@@ -292,21 +419,37 @@ func (w *deltaWatch) answered(nonce string, nack bool) string {
 	}
 	w.settle(rec)
 	w.synced = true
-	for _, c := range rec.changes {
-		if !w.covers(c.name) {
-			// Unsubscribed since: the client dropped it.
-			continue
-		}
-		switch {
-		case nack:
-			if c.r != nil {
-				w.reject(c.name, c.r)
-			}
-		case c.r == nil:
-			delete(w.acked, c.name)
-		default:
-			w.acked[c.name] = c.r
+	if !nack && rec.step != nil && w.ackedAs == rec.from && w.sub == rec.from.sub {
+		// The client had exactly from and now has exactly step.to.
+		w.acked, w.ackedAs = rec.step.to.held, rec.step.to
+		for _, c := range rec.changes {
 			delete(w.nacked, c.name)
+		}
+	} else {
+		for _, c := range rec.changes {
+			if !w.covers(c.name) {
+				// Unsubscribed since: the client dropped it.
+				continue
+			}
+			switch {
+			case nack:
+				if c.r != nil {
+					w.reject(c.name, c.r)
+				}
+			case c.r == nil:
+				if _, ok := w.acked[c.name]; ok {
+					w.ownAcked()
+					delete(w.acked, c.name)
+				}
+			default:
+				w.ownAcked()
+				w.acked[c.name] = c.r
+				delete(w.nacked, c.name)
+			}
+		}
+		if c := w.heldAs; !nack && c != nil && len(w.pending) == 0 && w.ackedAs != c && w.canonOf(w.acked, c.set) == c {
+			// Everything sent is ACKed and is the shared set: share it.
+			w.acked, w.ackedAs = c.held, c
 		}
 	}
 	w.inflight = time.Time{}

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
 // deltaStream is the incremental half of a stream: a thin encoder over the
@@ -23,7 +24,7 @@ func newDeltaStream(st *stream) *deltaStream {
 }
 
 func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
-	w, err := open(st.stream, req.GetNode(), req.GetTypeUrl(), st.watches, newDeltaWatch)
+	w, err := open(st.stream, req.GetNode(), req.GetTypeUrl(), st.watches, st.newWatch)
 	if err != nil || w == nil {
 		return err
 	}
@@ -75,9 +76,12 @@ func (st *deltaStream) onFleet() error {
 
 // respond sends what the client lacks of w's type; with always unset it
 // sends nothing when nothing is lacking.
+func (st *deltaStream) newWatch(t *xdstype.Type) *deltaWatch { return newDeltaWatch(t, st.srv) }
+
 func (st *deltaStream) respond(p *planner, w *deltaWatch, snap *snapshot.Snapshot, always bool) error {
 	set := snap.Set(w.typ.URL)
-	resources, removed, changes := w.plan(p, set, st.notFound(), st.ttl)
+	d := w.plan(p, set, st.notFound(), st.ttl)
+	resources, removed, changes := d.resources, d.removed, d.changes
 	if !always && len(resources) == 0 && len(removed) == 0 {
 		return nil
 	}
@@ -94,7 +98,7 @@ func (st *deltaStream) respond(p *planner, w *deltaWatch, snap *snapshot.Snapsho
 		return err
 	}
 	w.sentAny = true
-	w.sentResponse(resp.Nonce, set.Version(), changes, p.now)
+	w.sentResponse(resp.Nonce, set, d, p.now)
 	st.publishView(&w.ledger, w.wildcard, w.names)
 	var sent []proto.Message
 	if st.observing() {
@@ -135,7 +139,7 @@ func (st *deltaStream) onHeartbeat() error {
 		if err != nil {
 			return err
 		}
-		w.sentResponse(resp.Nonce, set.Version(), nil, now)
+		w.sentResponse(resp.Nonce, set, deltaPlan{}, now)
 		st.observe(Event{Kind: ResponseSent, TypeURL: t.URL, Version: set.Version(), Nonce: resp.Nonce, Resources: len(beats), Heartbeat: true, Bytes: size})
 	}
 	return nil

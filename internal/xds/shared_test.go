@@ -261,3 +261,65 @@ func TestWeakCacheDropsUnusedEntries(t *testing.T) {
 	}
 	runtime.KeepAlive(keep)
 }
+
+// deltaRound sends w what it is owed for snap and ACKs it, returning the
+// plan that was sent.
+func deltaRound(t *testing.T, st *stream, w *deltaWatch, snap *snapshot.Snapshot, nonce string) deltaPlan {
+	t.Helper()
+	set := snap.Set(w.typ.URL)
+	d := w.plan(st.planner(), set, true, false)
+	w.sentResponse(nonce, set, d, time.Now())
+	if v := w.answered(nonce, false); v != set.Version() {
+		t.Fatalf("ACK of %s answered version %q, want %q", nonce, v, set.Version())
+	}
+	return d
+}
+
+func TestDeltaSharedStateAcrossStreams(t *testing.T) {
+	reg := xdstype.New()
+	srv := New(Options{Registry: reg})
+	names := []string{"c0", "c1", "c2", "c3"}
+	v1 := world(t, reg, 4, 9000, "c0")
+	changed := world(t, reg, 4, 8000, "c0").Set(xdstype.EndpointURL).Get("c2")
+	v2 := withResource(t, reg, v1, changed)
+	var watches []*deltaWatch
+	var steps []*transition
+	for range 3 {
+		st := &stream{srv: srv}
+		w := newDeltaWatch(reg.Lookup(xdstype.EndpointURL), srv)
+		useWatches(st, map[string]*deltaWatch{xdstype.EndpointURL: w})
+		w.subscribe(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdstype.EndpointURL, ResourceNamesSubscribe: names})
+		if d := deltaRound(t, st, w, v1, "1"); len(d.resources) != 4 {
+			t.Fatalf("first response: %d assignments, want 4", len(d.resources))
+		}
+		d := deltaRound(t, st, w, v2, "2")
+		if d.step == nil {
+			t.Fatal("the push did not take the shared transition")
+		}
+		if len(d.resources) != 1 || d.resources[0].Name != "c2" || d.resources[0].Version != changed.Version || len(d.removed) != 0 {
+			t.Fatalf("sent %d resources and removed %v, want exactly c2 at %s", len(d.resources), d.removed, changed.Version)
+		}
+		steps = append(steps, d.step)
+		watches = append(watches, w)
+	}
+	a, b := watches[0], watches[1]
+	if a.heldAs == nil || a.heldAs != b.heldAs || a.ackedAs != a.heldAs || !samePointer(a.held, b.acked) {
+		t.Fatal("delta streams holding and having ACKed the same set do not share it")
+	}
+	if a.sub != b.sub || !samePointer(a.names, b.names) {
+		t.Fatal("one subscription, two copies")
+	}
+	if steps[0] != steps[1] || steps[1] != steps[2] {
+		t.Fatal("each stream computed its own transition")
+	}
+
+	// Unsubscribing one name leaves the shared state without touching
+	// what the other streams share.
+	a.subscribe(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdstype.EndpointURL, ResourceNamesUnsubscribe: []string{"c3"}})
+	if _, ok := a.held["c3"]; ok || a.heldAs != nil {
+		t.Fatal("an unsubscribed name is still held")
+	}
+	if _, ok := b.held["c3"]; !ok {
+		t.Fatal("one stream's unsubscription changed another's shared state")
+	}
+}
