@@ -108,7 +108,9 @@ func (st *stream) wakeAt(t time.Time) {
 		st.wake.Stop()
 	}
 	if t.IsZero() {
-		st.wakeC = nil
+		// Holds are brief and rare: no need to keep a stopped timer on
+		// every stream that ever had one.
+		st.wake, st.wakeC = nil, nil
 		return
 	}
 	d := max(time.Until(t), 0)
