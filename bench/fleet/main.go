@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -32,7 +33,9 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -45,7 +48,7 @@ func main() {
 	impls := flag.String("impl", "pylon,gcp", "servers to measure")
 	delta := flag.Bool("delta", false, "simulated Envoys speak delta xDS (go-control-plane is measured in SotW only)")
 	perConn := flag.Int("streams-per-conn", 200, "streams multiplexed on one gRPC connection")
-	profile := flag.String("profile", "", "write the servers' heap profile (after the first full config) and CPU profile (3s around the EDS change) into this folder")
+	profile := flag.String("profile", "", "write the servers' heap profile (after the first full config) and CPU profiles (3s around the EDS change, the first 10s of the reconnect) into this folder")
 	flag.Parse()
 	if *serveImpl != "" {
 		c, _ := strconv.Atoi(*cs)
@@ -55,7 +58,7 @@ func main() {
 		}
 		return
 	}
-	fmt.Printf("| server | N | clusters | first full config | EDS change p50 / p99 / max | bytes per proxy per EDS change | server CPU per EDS change | route change max | RSS per proxy (idle / after GC) | reconnect of all N (max wait) |\n")
+	fmt.Printf("| server | N | clusters | first full config | EDS change p50 / p99 / max | bytes per proxy per EDS change | server CPU per EDS change | route change max | RSS per proxy (idle / after GC) | reconnect of all N (max wait; CPU server / proxies) |\n")
 	fmt.Printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, c := range ints(*cs) {
 		for _, n := range ints(*ns) {
@@ -84,9 +87,8 @@ func ints(s string) []int {
 
 // child is a server process.
 type child struct {
-	cmd       *exec.Cmd
-	xds, ctl  string
-	ticksPerS float64
+	cmd      *exec.Cmd
+	xds, ctl string
 }
 
 func startChild(impl string, clusters int) (*child, error) {
@@ -105,21 +107,25 @@ func startChild(impl string, clusters int) (*child, error) {
 		return nil, fmt.Errorf("server did not start: %w", err)
 	}
 	f := strings.Fields(line)
-	return &child{cmd: cmd, xds: f[0], ctl: f[1], ticksPerS: 100}, nil
+	return &child{cmd: cmd, xds: f[0], ctl: f[1]}, nil
 }
 
 func (c *child) stop() { c.cmd.Process.Kill(); c.cmd.Wait() }
 
 // cpu is the child's user+system CPU seconds so far.
-func (c *child) cpu() float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
+func (c *child) cpu() float64 { return procCPU(strconv.Itoa(c.cmd.Process.Pid)) }
+
+// procCPU is a process's user+system CPU seconds so far ("self": this
+// one), at Linux's 100 ticks a second.
+func procCPU(pid string) float64 {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
 	if err != nil {
 		return 0
 	}
 	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
 	u, _ := strconv.ParseFloat(f[11], 64)
 	s, _ := strconv.ParseFloat(f[12], 64)
-	return (u + s) / c.ticksPerS
+	return (u + s) / 100
 }
 
 // rss is the child's resident memory in bytes.
@@ -170,13 +176,18 @@ type fleet struct {
 	lat     []time.Duration
 	started time.Time
 	waitMax atomic.Int64 // longest open-to-ready, ns
+	retries atomic.Int64 // streams the server ended and the proxy retried
 }
 
 type proxy struct {
-	f        *fleet
-	id       int
-	cs       grpc.ClientStream
-	cancel   context.CancelFunc
+	f      *fleet
+	id     int
+	cs     grpc.ClientStream
+	cancel context.CancelFunc
+	done   chan struct{} // closed when run returns
+	// versions, in delta, is what the proxy holds per type and name: like
+	// Envoy, it sends them as initial_resource_versions on reconnect.
+	versions map[string]map[string]string
 	have     int // bit per type
 	sent     map[string]bool
 	edsEpoch int64
@@ -204,7 +215,7 @@ func (f *fleet) open(addr string, perConn int) error {
 	var wg sync.WaitGroup
 	errc := make(chan error, f.n)
 	for i := range f.n {
-		p := &proxy{f: f, id: i}
+		p := &proxy{f: f, id: i, done: make(chan struct{})}
 		f.proxies[i] = p
 		wg.Add(1)
 		go func() {
@@ -218,9 +229,33 @@ func (f *fleet) open(addr string, perConn int) error {
 	return nil
 }
 
+// run keeps the proxy connected until cancelled. Like Envoy, a stream the
+// server ends (RESOURCE_EXHAUSTED from an admission bound, UNAVAILABLE) is
+// retried after a jittered backoff; the wait counts from the first try.
 func (p *proxy) run(conn *grpc.ClientConn) error {
+	defer close(p.done)
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
+	p.opened = time.Now()
+	for try := 0; ; try++ {
+		err := p.stream(ctx, conn)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if c := status.Code(err); (c != codes.ResourceExhausted && c != codes.Unavailable) || try == 20 {
+			return err
+		}
+		p.f.retries.Add(1)
+		select {
+		case <-time.After(250*time.Millisecond + time.Duration(rand.Int64N(int64(750*time.Millisecond)))):
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// stream runs one xDS stream until it fails.
+func (p *proxy) stream(ctx context.Context, conn *grpc.ClientConn) error {
 	method := "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources"
 	if p.f.delta {
 		method = "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources"
@@ -229,11 +264,14 @@ func (p *proxy) run(conn *grpc.ClientConn) error {
 	if err != nil {
 		return err
 	}
-	p.cs, p.opened, p.have, p.sent = cs, time.Now(), 0, map[string]bool{}
+	p.cs, p.have, p.sent = cs, 0, map[string]bool{}
 	node := &corev3.Node{Id: fmt.Sprintf("envoy-%d", p.id), Cluster: "bench"}
 	if p.f.delta {
-		p.sendDelta(&discoveryv3.DeltaDiscoveryRequest{Node: node, TypeUrl: xdstype.ClusterURL})
-		p.sendDelta(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdstype.ListenerURL})
+		if p.versions == nil {
+			p.versions = map[string]map[string]string{}
+		}
+		p.sendDelta(&discoveryv3.DeltaDiscoveryRequest{Node: node, TypeUrl: xdstype.ClusterURL, InitialResourceVersions: p.versions[xdstype.ClusterURL]})
+		p.sendDelta(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdstype.ListenerURL, InitialResourceVersions: p.versions[xdstype.ListenerURL]})
 	} else {
 		p.sendSotW(&discoveryv3.DiscoveryRequest{Node: node, TypeUrl: xdstype.ClusterURL})
 		p.sendSotW(&discoveryv3.DiscoveryRequest{TypeUrl: xdstype.ListenerURL})
@@ -242,16 +280,27 @@ func (p *proxy) run(conn *grpc.ClientConn) error {
 		if p.f.delta {
 			r := &discoveryv3.DeltaDiscoveryResponse{}
 			if err := cs.RecvMsg(r); err != nil {
-				return nil
+				return err
 			}
 			p.f.bytes.Add(int64(proto.Size(r)))
+			held := p.versions[r.TypeUrl]
+			if held == nil {
+				held = map[string]string{}
+				p.versions[r.TypeUrl] = held
+			}
+			for _, res := range r.Resources {
+				held[res.Name] = res.Version
+			}
+			for _, n := range r.RemovedResources {
+				delete(held, n)
+			}
 			p.onResponse(r.TypeUrl)
 			p.sendDelta(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: r.TypeUrl, ResponseNonce: r.Nonce})
 			continue
 		}
 		r := &discoveryv3.DiscoveryResponse{}
 		if err := cs.RecvMsg(r); err != nil {
-			return nil
+			return err
 		}
 		p.f.bytes.Add(int64(proto.Size(r)))
 		p.onResponse(r.TypeUrl)
@@ -282,7 +331,7 @@ func (p *proxy) onResponse(url string) {
 		if !p.sent["eds"] {
 			p.sent["eds"] = true
 			if f.delta {
-				p.sendDelta(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdstype.EndpointURL, ResourceNamesSubscribe: f.names})
+				p.sendDelta(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdstype.EndpointURL, ResourceNamesSubscribe: f.names, InitialResourceVersions: p.versions[xdstype.EndpointURL]})
 			} else {
 				p.sendSotW(&discoveryv3.DiscoveryRequest{TypeUrl: xdstype.EndpointURL, ResourceNames: f.names})
 			}
@@ -292,7 +341,7 @@ func (p *proxy) onResponse(url string) {
 		if !p.sent["rds"] {
 			p.sent["rds"] = true
 			if f.delta {
-				p.sendDelta(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdstype.RouteURL, ResourceNamesSubscribe: []string{"main"}})
+				p.sendDelta(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdstype.RouteURL, ResourceNamesSubscribe: []string{"main"}, InitialResourceVersions: p.versions[xdstype.RouteURL]})
 			} else {
 				p.sendSotW(&discoveryv3.DiscoveryRequest{TypeUrl: xdstype.RouteURL, ResourceNames: []string{"main"}})
 			}
@@ -429,17 +478,29 @@ func run(impl string, n, clusters int, delta bool, perConn int, profile string) 
 	}
 	routeMax := time.Since(routeStart)
 
-	// Everyone reconnects at once.
+	// Everyone reconnects at once, keeping what they hold (which only a
+	// delta client can tell the server).
 	for _, p := range f.proxies {
 		p.cancel()
+	}
+	for _, p := range f.proxies {
+		<-p.done
 	}
 	f.ready.Store(0)
 	f.waitMax.Store(0)
 	reStart := time.Now()
+	cpuRe0, self0 := c.cpu(), procCPU("self")
+	if profile != "" {
+		profiled.Add(1)
+		go func() {
+			defer profiled.Done()
+			fetch(c, "/debug/pprof/profile?seconds=10", fmt.Sprintf("%s/%s-%d-%d.reconnect.cpu", profile, impl, n, clusters))
+		}()
+	}
 	old := f.proxies
 	f.proxies = make([]*proxy, len(old))
 	for i := range old {
-		p := &proxy{f: f, id: i}
+		p := &proxy{f: f, id: i, done: make(chan struct{}), versions: old[i].versions}
 		f.proxies[i] = p
 		go func() { _ = p.run(f.conns[i/perConn]) }()
 	}
@@ -447,18 +508,23 @@ func run(impl string, n, clusters int, delta bool, perConn int, profile string) 
 		return "", fmt.Errorf("reconnect: %w", err)
 	}
 	re := time.Since(reStart)
+	cpuRe, selfRe := c.cpu()-cpuRe0, procCPU("self")-self0
+	profiled.Wait()
 	for _, p := range f.proxies {
 		p.cancel()
 	}
 	for _, conn := range f.conns {
 		conn.Close()
 	}
+	if r := f.retries.Load(); r > 0 {
+		fmt.Fprintf(os.Stderr, "%s n=%d clusters=%d: %d streams ended by the server and retried\n", impl, n, clusters, r)
+	}
 	mode := "SotW"
 	if delta {
 		mode = "delta"
 	}
-	return fmt.Sprintf("| %s (%s) | %d | %d | %s | %s / %s / %s | %.0f B | %.3f s | %s | %.1f / %.1f KB | %s (%s) |",
+	return fmt.Sprintf("| %s (%s) | %d | %d | %s | %s / %s / %s | %.0f B | %.3f s | %s | %.1f / %.1f KB | %s (%s; %.1f / %.1f s) |",
 		impl, mode, n, clusters, ms(first),
 		ms(percentile(lat, 0.5)), ms(percentile(lat, 0.99)), ms(percentile(lat, 1)),
-		bytesPer, cpu, ms(routeMax), rssPer/1024, rssGC/1024, ms(re), ms(time.Duration(f.waitMax.Load()))), nil
+		bytesPer, cpu, ms(routeMax), rssPer/1024, rssGC/1024, ms(re), ms(time.Duration(f.waitMax.Load())), cpuRe, selfRe), nil
 }

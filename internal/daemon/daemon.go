@@ -203,7 +203,9 @@ func Run(ctx context.Context, o Options) error {
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		if err := gs.Serve(xdsLis); err != nil {
+		// A shutdown that comes before Serve starts makes it return
+		// ErrServerStopped: a clean stop like any other.
+		if err := gs.Serve(xdsLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			return fmt.Errorf("xds server: %w", err)
 		}
 		return nil

@@ -49,11 +49,13 @@ type deltaWatch struct {
 type deltaSent struct {
 	at      time.Time
 	version string // the type's version, for status
-	changes []change
-	// step is set when the response was a shared transition: its ACK
-	// moves acked from step's origin to step.to without copying.
-	step *transition
-	from *canon
+	// plan is what the response carried. When it was a shared transition
+	// its ACK moves acked from the origin to step.to without copying.
+	plan deltaPlan
+	// counted is set when the changes were counted as in flight (moving):
+	// not for a response sent with nothing ACKed or in flight before it,
+	// whose resources cannot have arrived before its own answer.
+	counted bool
 }
 
 // change is one resource sent (r set) or removed (r nil).
@@ -114,38 +116,53 @@ func (w *deltaWatch) covers(name string) bool {
 // subscribe applies a request's subscription changes and reports whether a
 // response is owed. Changes apply whatever the request's nonce (X27): the
 // nonce only tells which response an ACK or NACK is about.
-func (w *deltaWatch) subscribe(req *discoveryv3.DeltaDiscoveryRequest) (owe bool) {
-	changing := len(req.GetResourceNamesSubscribe()) > 0 || len(req.GetResourceNamesUnsubscribe()) > 0
-	if !changing && w.started {
+func (w *deltaWatch) subscribe(req *discoveryv3.DeltaDiscoveryRequest, set *snapshot.Set) (owe bool) {
+	subscribe, unsubscribe := req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe()
+	if w.started && len(subscribe) == 0 && len(unsubscribe) == 0 {
 		return false
 	}
 	w.settled = ""
-	// The names are shared: change a copy, then share the result.
-	names := make(map[string]struct{}, len(w.names)+len(req.GetResourceNamesSubscribe()))
-	maps.Copy(names, w.names)
-	w.names = names
-	defer func() {
-		w.sub = w.shared.subscription(w.wildcard, slices.Collect(maps.Keys(w.names)))
-		w.names = w.sub.names
-	}()
-	if !w.started {
+	if !w.started && len(unsubscribe) == 0 {
+		// The common first request: its names are the subscription, and
+		// what it says the client holds is adopted against it.
 		w.started = true
-		// What the client already holds, from an earlier stream (X35): only
-		// on the first request for the type. A stand-in carries the version;
-		// it never equals a resource whose version differs.
-		for n, v := range req.GetInitialResourceVersions() {
-			r := &snapshot.Resource{Name: n, Version: v}
-			w.held[n], w.acked[n] = r, r
-			w.synced = true
-		}
-		if len(req.GetResourceNamesSubscribe()) == 0 && w.typ.Wildcard {
+		w.wildcard = slices.Contains(subscribe, wildcardName)
+		if len(subscribe) == 0 && w.typ.Wildcard {
 			// The legacy wildcard: an empty first request for a wildcard
 			// type (X32).
 			w.wildcard, w.legacy = true, true
 		}
-		// The first request is always answered, even when the client holds
-		// everything already: its initial fetch waits for a response.
+		w.sub = w.shared.subscription(w.wildcard, subscribe)
+		w.names = w.sub.names
+		w.adopt(req.GetInitialResourceVersions(), set)
+		// Always answered, even when the client holds everything already:
+		// its initial fetch waits for a response.
+		return true
+	}
+	// The names are shared: change a copy, then share the result.
+	names := make(map[string]struct{}, len(w.names)+len(subscribe))
+	maps.Copy(names, w.names)
+	w.names = names
+	first := !w.started
+	defer func() {
+		w.sub = w.shared.subscription(w.wildcard, slices.Collect(maps.Keys(w.names)))
+		w.names = w.sub.names
+		if first {
+			w.adopt(req.GetInitialResourceVersions(), set)
+		}
+		if w.heldAs == nil && w.ackedAs == nil && len(w.held) > 0 {
+			// A client left holding exactly the shared set joins it.
+			if c := w.canonOf(w.held, set); c != nil && w.canonOf(w.acked, set) == c {
+				w.held, w.heldAs, w.acked, w.ackedAs = c.held, c, c.held, c
+			}
+		}
+	}()
+	if first {
+		w.started = true
 		owe = true
+		if len(subscribe) == 0 && w.typ.Wildcard {
+			w.wildcard, w.legacy = true, true
+		}
 	}
 	star, named := false, false
 	for _, n := range req.GetResourceNamesSubscribe() {
@@ -155,10 +172,11 @@ func (w *deltaWatch) subscribe(req *discoveryv3.DeltaDiscoveryRequest) (owe bool
 		}
 		named = true
 		w.names[n] = struct{}{}
-		if _, held := req.GetInitialResourceVersions()[n]; !held {
+		_, told := req.GetInitialResourceVersions()[n]
+		if _, has := w.held[n]; has && !told {
 			// Answered even if this stream believes the client has it
 			// (X29), but not when the client itself just said which
-			// version it holds (X35).
+			// version it holds (X35). A name not held is answered anyway.
 			if w.force == nil {
 				w.force = map[string]struct{}{}
 			}
@@ -201,6 +219,42 @@ func (w *deltaWatch) subscribe(req *discoveryv3.DeltaDiscoveryRequest) (owe bool
 	return owe
 }
 
+// adopt takes what a reconnecting client says it holds (X35), on the first
+// request for the type. A client holding exactly the shared set joins it
+// without a map of its own; otherwise a stand-in carries each version that
+// is not the set's, and never equals a resource at another version.
+func (w *deltaWatch) adopt(initial map[string]string, set *snapshot.Set) {
+	if len(initial) == 0 {
+		return
+	}
+	w.synced = true
+	if c := w.shared.canon(set, w.sub); len(c.held) == len(initial) {
+		same := true
+		for n, v := range initial {
+			if r := c.held[n]; r == nil || r.Version != v {
+				same = false
+				break
+			}
+		}
+		if same {
+			w.held, w.heldAs, w.acked, w.ackedAs = c.held, c, c.held, c
+			return
+		}
+	}
+	held := make(map[string]*snapshot.Resource, len(initial))
+	for n, v := range initial {
+		if !w.covers(n) {
+			continue // unsubscribed in the same request: dropped
+		}
+		r := set.Get(n)
+		if r == nil || r.Version != v {
+			r = &snapshot.Resource{Name: n, Version: v}
+		}
+		held[n] = r
+	}
+	w.held, w.heldAs, w.acked, w.ackedAs = held, nil, maps.Clone(held), nil
+}
+
 func (w *deltaWatch) forget(n string) {
 	if _, ok := w.held[n]; ok {
 		w.ownHeld()
@@ -229,7 +283,7 @@ func (w *deltaWatch) dropUnnamed() {
 // that are gone and no longer named by anything it holds (X34), and those
 // it subscribed to that do not exist (X33, unless notFound is false).
 func (w *deltaWatch) plan(p *planner, set *snapshot.Set, notFound, ttl bool) deltaPlan {
-	if d, ok := w.planShared(p, set, ttl); ok {
+	if d, ok := w.planShared(p, set, notFound, ttl); ok {
 		return d
 	}
 	var d deltaPlan
@@ -254,12 +308,22 @@ type deltaPlan struct {
 // make-before-break would hold or keep something, for names just
 // subscribed, and when a name still subscribed is removed (the client is
 // then told it does not exist, which the full plan records).
-func (w *deltaWatch) planShared(p *planner, set *snapshot.Set, ttl bool) (d deltaPlan, ok bool) {
+func (w *deltaWatch) planShared(p *planner, set *snapshot.Set, notFound, ttl bool) (d deltaPlan, ok bool) {
 	from := w.heldAs
-	if from == nil || from.sub != w.sub || len(w.force) > 0 {
+	var t *transition
+	switch {
+	case from != nil && from.sub == w.sub && len(w.force) == 0:
+		t = w.shared.stepTo(from, set)
+	case from == nil && len(w.held) == 0 && w.sub != nil:
+		// Nothing held yet, as on a first response: everything is new,
+		// unless a subscribed name is missing and must be reported.
+		t = w.shared.fromNothing(set, w.sub)
+		if notFound && t.to.missing > 0 {
+			return d, false
+		}
+	default:
 		return d, false
 	}
-	t := w.shared.stepTo(from, set)
 	for _, n := range t.changed {
 		if r := t.to.held[n]; len(r.Precede) > 0 && p.mustWait(r) {
 			return d, false
@@ -270,19 +334,32 @@ func (w *deltaWatch) planShared(p *planner, set *snapshot.Set, ttl bool) (d delt
 			return d, false
 		}
 	}
-	d = deltaPlan{step: t, from: from, removed: t.removed}
-	if len(t.changed)+len(t.removed) > 0 {
-		d.changes = make([]change, 0, len(t.changed)+len(t.removed))
+	return deltaPlan{step: t, from: from, resources: t.delta(ttl), removed: t.removed}, true
+}
+
+// each calls fn for every change the plan carries: a resource sent, or a
+// name removed (r nil).
+func (d *deltaPlan) each(fn func(name string, r *snapshot.Resource)) {
+	if t := d.step; t != nil {
+		for _, n := range t.changed {
+			fn(n, t.to.held[n])
+		}
+		for _, n := range t.removed {
+			fn(n, nil)
+		}
+		return
 	}
-	for _, n := range t.changed {
-		r := t.to.held[n]
-		d.resources = append(d.resources, r.ForDelta(ttl))
-		d.changes = append(d.changes, change{n, r})
+	for _, c := range d.changes {
+		fn(c.name, c.r)
 	}
-	for _, n := range t.removed {
-		d.changes = append(d.changes, change{n, nil})
+}
+
+// size is the number of changes.
+func (d *deltaPlan) size() int {
+	if d.step != nil {
+		return len(d.step.changed) + len(d.step.removed)
 	}
-	return d, true
+	return len(d.changes)
 }
 
 // planEach is plan by looking at every name the client subscribes to or
@@ -351,22 +428,22 @@ func (w *deltaWatch) heartbeats(set *snapshot.Set) []*discoveryv3.Resource {
 
 // sentResponse records what a response gave the client.
 func (w *deltaWatch) sentResponse(nonce string, set *snapshot.Set, d deltaPlan, now time.Time) {
-	changes := d.changes
-	for _, c := range changes {
-		w.bump(c.name)
+	counted := len(w.pending) > 0 || len(w.acked) > 0
+	if counted {
+		d.each(func(n string, _ *snapshot.Resource) { w.bump(n) })
 	}
 	switch {
-	case d.step != nil && w.heldAs == d.from:
+	case d.step != nil && w.heldAs == d.from && (d.from != nil || len(w.held) == 0):
 		w.held, w.heldAs = d.step.to.held, d.step.to
-	case len(changes) > 0:
+	case d.size() > 0:
 		w.ownHeld()
-		for _, c := range changes {
-			if _, named := w.names[c.name]; c.r == nil && !named {
-				delete(w.held, c.name)
-				continue
+		d.each(func(n string, r *snapshot.Resource) {
+			if _, named := w.names[n]; r == nil && !named {
+				delete(w.held, n)
+				return
 			}
-			w.held[c.name] = c.r // nil: still subscribed, told it does not exist
-		}
+			w.held[n] = r // nil: still subscribed, told it does not exist
+		})
 		if c := w.canonOf(w.held, set); c != nil {
 			w.held, w.heldAs = c.held, c
 		}
@@ -385,7 +462,7 @@ func (w *deltaWatch) sentResponse(nonce string, set *snapshot.Set, d deltaPlan, 
 	if w.pending == nil {
 		w.pending = map[string]deltaSent{}
 	}
-	w.pending[nonce] = deltaSent{at: now, version: set.Version(), changes: changes, step: d.step, from: d.from}
+	w.pending[nonce] = deltaSent{at: now, version: set.Version(), plan: d, counted: counted}
 	if w.inflight.IsZero() {
 		w.inflight = now
 	}
@@ -393,11 +470,14 @@ func (w *deltaWatch) sentResponse(nonce string, set *snapshot.Set, d deltaPlan, 
 
 // settle takes a response's changes off the in-flight counts.
 func (w *deltaWatch) settle(rec deltaSent) {
-	for _, c := range rec.changes {
-		if w.moving[c.name]--; w.moving[c.name] <= 0 {
-			delete(w.moving, c.name)
-		}
+	if !rec.counted {
+		return
 	}
+	rec.plan.each(func(n string, _ *snapshot.Resource) {
+		if w.moving[n]--; w.moving[n] <= 0 {
+			delete(w.moving, n)
+		}
+	})
 	if len(w.moving) == 0 {
 		w.moving = nil // a drained map keeps its buckets
 	}
@@ -419,34 +499,38 @@ func (w *deltaWatch) answered(nonce string, nack bool) string {
 	}
 	w.settle(rec)
 	w.synced = true
-	if !nack && rec.step != nil && w.ackedAs == rec.from && w.sub == rec.from.sub {
+	if d := rec.plan; !nack && d.step != nil && w.ackedAs == d.from && (d.from != nil || len(w.acked) == 0) && w.sub == d.step.to.sub {
 		// The client had exactly from and now has exactly step.to.
-		w.acked, w.ackedAs = rec.step.to.held, rec.step.to
-		for _, c := range rec.changes {
-			delete(w.nacked, c.name)
+		w.acked, w.ackedAs = d.step.to.held, d.step.to
+		if len(w.nacked) > 0 {
+			d.each(func(n string, r *snapshot.Resource) {
+				if r != nil {
+					delete(w.nacked, n)
+				}
+			})
 		}
 	} else {
-		for _, c := range rec.changes {
-			if !w.covers(c.name) {
+		rec.plan.each(func(n string, r *snapshot.Resource) {
+			if !w.covers(n) {
 				// Unsubscribed since: the client dropped it.
-				continue
+				return
 			}
 			switch {
 			case nack:
-				if c.r != nil {
-					w.reject(c.name, c.r)
+				if r != nil {
+					w.reject(n, r)
 				}
-			case c.r == nil:
-				if _, ok := w.acked[c.name]; ok {
+			case r == nil:
+				if _, ok := w.acked[n]; ok {
 					w.ownAcked()
-					delete(w.acked, c.name)
+					delete(w.acked, n)
 				}
 			default:
 				w.ownAcked()
-				w.acked[c.name] = c.r
-				delete(w.nacked, c.name)
+				w.acked[n] = r
+				delete(w.nacked, n)
 			}
-		}
+		})
 		if c := w.heldAs; !nack && c != nil && len(w.pending) == 0 && w.ackedAs != c && w.canonOf(w.acked, c.set) == c {
 			// Everything sent is ACKed and is the shared set: share it.
 			w.acked, w.ackedAs = c.held, c

@@ -36,7 +36,7 @@ func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
 	if nonce != "" {
 		version = w.answered(nonce, nack)
 	}
-	owe := w.subscribe(req)
+	owe := w.subscribe(req, st.snapshot().Set(t.URL))
 	// Shared before the events go out, so that whoever waits for an ACK
 	// finds the node's other streams already aware of it.
 	st.publishView(&w.ledger, w.wildcard, w.names)
@@ -81,7 +81,7 @@ func (st *deltaStream) newWatch(t *xdstype.Type) *deltaWatch { return newDeltaWa
 func (st *deltaStream) respond(p *planner, w *deltaWatch, snap *snapshot.Snapshot, always bool) error {
 	set := snap.Set(w.typ.URL)
 	d := w.plan(p, set, st.notFound(), st.ttl)
-	resources, removed, changes := d.resources, d.removed, d.changes
+	resources, removed := d.resources, d.removed
 	if !always && len(resources) == 0 && len(removed) == 0 {
 		return nil
 	}
@@ -102,12 +102,12 @@ func (st *deltaStream) respond(p *planner, w *deltaWatch, snap *snapshot.Snapsho
 	st.publishView(&w.ledger, w.wildcard, w.names)
 	var sent []proto.Message
 	if st.observing() {
-		sent = make([]proto.Message, 0, len(changes))
-		for _, c := range changes {
-			if c.r != nil {
-				sent = append(sent, c.r.Message)
+		sent = make([]proto.Message, 0, d.size())
+		d.each(func(_ string, r *snapshot.Resource) {
+			if r != nil {
+				sent = append(sent, r.Message)
 			}
-		}
+		})
 	}
 	st.observe(Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: set.Version(), Nonce: resp.Nonce, Resources: len(resources), Sent: sent, Removed: removed, Bytes: size})
 	st.log.Debug("sent", "type", w.typ.Abbrev, "system_version", resp.SystemVersionInfo, "nonce", resp.Nonce, "resources", len(resources), "removed", len(removed))

@@ -7,6 +7,9 @@ import (
 	"sync"
 	"weak"
 
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+
 	"github.com/pylon-xds/pylon/internal/snapshot"
 )
 
@@ -107,11 +110,16 @@ type canon struct {
 	held map[string]*snapshot.Resource // read-only
 	// names are held's names, sorted: the order of a response.
 	names []string
+	// missing counts the subscription's explicit names not in the set.
+	missing int
 
 	mu sync.Mutex
 	// step is the latest transition computed from here: a push moves every
-	// stream of a group from the same canon to the same next one.
-	step *transition
+	// stream of a group from the same canon to the same next one. initial
+	// is the transition to here from nothing.
+	step, initial *transition
+	// all is every resource, wrapped for a response.
+	all wrapped
 }
 
 type canonKey struct {
@@ -125,7 +133,59 @@ type transition struct {
 	// changed are to's names that are new or at another version, sorted;
 	// removed are from's names that to does not have, sorted.
 	changed, removed []string
+	// wrapped holds the changed resources, wrapped for a response.
+	wrapped wrapped
 }
+
+// wrapped is a list of resources wrapped for responses, built once per
+// variant (SotW or delta, with or without TTL) and shared read-only by
+// every stream's response.
+type wrapped struct {
+	once  [4]sync.Once
+	sotw  [2][]*anypb.Any
+	delta [2][]*discoveryv3.Resource
+}
+
+func variant(ttl bool) int {
+	if ttl {
+		return 1
+	}
+	return 0
+}
+
+func (w *wrapped) forSotW(names []string, held map[string]*snapshot.Resource, ttl bool) []*anypb.Any {
+	i := variant(ttl)
+	w.once[i].Do(func() {
+		w.sotw[i] = make([]*anypb.Any, len(names))
+		for j, n := range names {
+			w.sotw[i][j] = held[n].ForSotW(ttl)
+		}
+	})
+	return w.sotw[i]
+}
+
+func (w *wrapped) forDelta(names []string, held map[string]*snapshot.Resource, ttl bool) []*discoveryv3.Resource {
+	i := variant(ttl)
+	w.once[2+i].Do(func() {
+		w.delta[i] = make([]*discoveryv3.Resource, len(names))
+		for j, n := range names {
+			w.delta[i][j] = held[n].ForDelta(ttl)
+		}
+	})
+	return w.delta[i]
+}
+
+// sotw and delta are the changed resources for a response.
+func (t *transition) sotw(ttl bool) []*anypb.Any {
+	return t.wrapped.forSotW(t.changed, t.to.held, ttl)
+}
+
+func (t *transition) delta(ttl bool) []*discoveryv3.Resource {
+	return t.wrapped.forDelta(t.changed, t.to.held, ttl)
+}
+
+// sotw is every resource of the canon for a response.
+func (c *canon) sotw(ttl bool) []*anypb.Any { return c.all.forSotW(c.names, c.held, ttl) }
 
 // canon returns the shared canon of set within sub.
 func (s *Server) canon(set *snapshot.Set, sub *subscription) *canon {
@@ -142,12 +202,29 @@ func (s *Server) canon(set *snapshot.Set, sub *subscription) *canon {
 			}
 			slices.Sort(c.names)
 		}
+		for n := range sub.names {
+			if set.Get(n) == nil {
+				c.missing++
+			}
+		}
 		c.held = make(map[string]*snapshot.Resource, len(c.names))
 		for _, n := range c.names {
 			c.held[n] = set.Get(n)
 		}
 		return c
 	})
+}
+
+// fromNothing is the transition to the canon of set within sub for a
+// client that holds nothing yet: everything is new.
+func (s *Server) fromNothing(set *snapshot.Set, sub *subscription) *transition {
+	to := s.canon(set, sub)
+	to.mu.Lock()
+	defer to.mu.Unlock()
+	if to.initial == nil {
+		to.initial = &transition{to: to, changed: to.names}
+	}
+	return to.initial
 }
 
 // stepTo returns the transition from c to the canon of set within the same

@@ -288,7 +288,7 @@ func TestDeltaSharedStateAcrossStreams(t *testing.T) {
 		st := &stream{srv: srv}
 		w := newDeltaWatch(reg.Lookup(xdstype.EndpointURL), srv)
 		useWatches(st, map[string]*deltaWatch{xdstype.EndpointURL: w})
-		w.subscribe(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdstype.EndpointURL, ResourceNamesSubscribe: names})
+		w.subscribe(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdstype.EndpointURL, ResourceNamesSubscribe: names}, v1.Set(xdstype.EndpointURL))
 		if d := deltaRound(t, st, w, v1, "1"); len(d.resources) != 4 {
 			t.Fatalf("first response: %d assignments, want 4", len(d.resources))
 		}
@@ -313,11 +313,14 @@ func TestDeltaSharedStateAcrossStreams(t *testing.T) {
 		t.Fatal("each stream computed its own transition")
 	}
 
-	// Unsubscribing one name leaves the shared state without touching
-	// what the other streams share.
-	a.subscribe(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdstype.EndpointURL, ResourceNamesUnsubscribe: []string{"c3"}})
-	if _, ok := a.held["c3"]; ok || a.heldAs != nil {
+	// Unsubscribing one name moves the stream to the shared state of its
+	// new subscription without touching what the other streams share.
+	a.subscribe(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdstype.EndpointURL, ResourceNamesUnsubscribe: []string{"c3"}}, v2.Set(xdstype.EndpointURL))
+	if _, ok := a.held["c3"]; ok {
 		t.Fatal("an unsubscribed name is still held")
+	}
+	if a.heldAs == nil || a.heldAs == b.heldAs || a.heldAs.sub != a.sub || len(a.heldAs.held) != 3 {
+		t.Fatal("after unsubscribing, the stream does not share the state of its new subscription")
 	}
 	if _, ok := b.held["c3"]; !ok {
 		t.Fatal("one stream's unsubscription changed another's shared state")

@@ -168,6 +168,11 @@ func (w *watch) subscribe(names []string, first bool) (added []string, changed b
 	for n := range sub.names {
 		if _, ok := w.names[n]; !ok {
 			added = append(added, n)
+			if _, has := w.held[n]; !has {
+				// Not held (the client dropped it on unsubscribing): it
+				// is sent anyway.
+				continue
+			}
 			if w.force == nil {
 				w.force = map[string]struct{}{}
 			}
@@ -345,11 +350,17 @@ func (w *watch) canonOf(next map[string]*snapshot.Resource, set *snapshot.Set) *
 // whenever make-before-break would hold something back or keep something,
 // and for names just subscribed: the full plan handles those.
 func (w *watch) planShared(p *planner, set *snapshot.Set) (o outcome, changed, ok bool) {
-	from := w.heldAs
-	if from == nil || from.sub != w.sub || len(w.force) > 0 || !w.sent {
+	var t *transition
+	switch from := w.heldAs; {
+	case from != nil && from.sub == w.sub && len(w.force) == 0:
+		t = w.shared.stepTo(from, set)
+	case from == nil && len(w.held) == 0 && w.sub != nil:
+		// Nothing held yet, as on a first response: everything is new,
+		// names just subscribed included.
+		t = w.shared.fromNothing(set, w.sub)
+	default:
 		return outcome{}, false, false
 	}
-	t := w.shared.stepTo(from, set)
 	for _, n := range t.changed {
 		if r := t.to.held[n]; len(r.Precede) > 0 && p.mustWait(r) {
 			return outcome{}, false, false
@@ -363,8 +374,11 @@ func (w *watch) planShared(p *planner, set *snapshot.Set) (o outcome, changed, o
 		}
 	}
 	o = outcome{next: t.to.held, as: t.to, step: t}
-	if !w.typ.FullState && len(t.to.held) == 0 {
+	switch {
+	case !w.typ.FullState && len(t.to.held) == 0:
 		return o, false, true
+	case !w.sent:
+		return o, true, true
 	}
 	return o, len(t.changed) > 0 || w.typ.FullState && len(t.removed) > 0, true
 }
@@ -400,10 +414,9 @@ func (w *watch) response(o outcome, set *snapshot.Set, nonce string, ttl bool, n
 	case o.step != nil && !whole:
 		// Only what changed, from the shared transition (nothing is
 		// forced on this path).
-		resources = make([]*anypb.Any, 0, len(o.step.changed))
-		for _, n := range o.step.changed {
-			resources = append(resources, next[n].ForSotW(ttl))
-		}
+		resources = o.step.sotw(ttl)
+	case o.as != nil && whole:
+		resources = o.as.sotw(ttl)
 	default:
 		resources = make([]*anypb.Any, 0, len(names))
 		for _, n := range names {
