@@ -165,7 +165,9 @@ func TestMakeBeforeBreak(t *testing.T) {
 
 	t.Run("nacked_cluster_holds_its_dependents", func(t *testing.T) {
 		variants(t, func(t *testing.T, delta bool) {
-			e := startMBB(t, 100*time.Millisecond)
+			// The bound must outlast the proxy's NACK on a loaded machine:
+			// before the NACK arrives, the hold is an ordinary bounded one.
+			e := startMBB(t, time.Second)
 			e.srv.Publish(t, payments(1)...)
 			p := xdstest.NewProxy(t, e.conn, "envoy", delta)
 			p.Settle()
@@ -180,7 +182,7 @@ func TestMakeBeforeBreak(t *testing.T) {
 			p.Settle()
 			// Past the hold bound too: a rejected dependency holds the route
 			// until the config changes, and v1 stays.
-			time.Sleep(200 * time.Millisecond) // let the 100ms bound pass; nothing may change
+			time.Sleep(1200 * time.Millisecond) // let the bound pass; nothing may change
 			p.Settle()
 			noViolations(t, p)
 			wantRoute(t, p, "payments-v1", "web")
