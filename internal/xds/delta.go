@@ -34,7 +34,6 @@ type deltaWatch struct {
 	// goes out; acked follows as responses are ACKed. Either may be a
 	// canon's shared map (heldAs, ackedAs): copied before any write.
 	ledger
-	heldAs, ackedAs *canon
 	// pending records each response not yet ACKed or NACKed. Bounded: a
 	// client that never answers cannot grow it.
 	pending map[string]deltaSent

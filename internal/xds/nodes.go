@@ -94,15 +94,25 @@ func (b *board) lookup(id, typeURL string) *view {
 	return nil
 }
 
-// freeze copies a ledger and subscription into a view.
+// freeze copies a ledger and subscription into a view. Shared maps are
+// immutable and need no copy.
 func freeze(l *ledger, wildcard bool, names map[string]struct{}) *view {
+	held, acked := l.held, l.acked
+	if l.heldAs == nil {
+		held = maps.Clone(held)
+	}
+	if l.ackedAs == nil {
+		acked = maps.Clone(acked)
+	}
 	return &view{
 		ledger: ledger{
-			held:   maps.Clone(l.held),
-			acked:  maps.Clone(l.acked),
-			nacked: maps.Clone(l.nacked),
-			moving: maps.Clone(l.moving),
-			synced: l.synced,
+			held:    held,
+			acked:   acked,
+			nacked:  maps.Clone(l.nacked),
+			moving:  maps.Clone(l.moving),
+			synced:  l.synced,
+			heldAs:  l.heldAs,
+			ackedAs: l.ackedAs,
 		},
 		wildcard: wildcard,
 		names:    maps.Clone(names),

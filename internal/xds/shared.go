@@ -120,6 +120,74 @@ type canon struct {
 	step, initial *transition
 	// all is every resource, wrapped for a response.
 	all wrapped
+	// types are the type URLs the resources refer to, sorted; ready
+	// memoizes, per resource that must follow these ones and per state of
+	// the client's ledgers of types, whether everything it names arrived.
+	types     []string
+	typesDone bool
+	ready     map[arrivalKey]bool
+}
+
+// arrivalKey is a resource and the settled canons of the client's ledgers
+// of its dependencies' reference types (in canon.refTypes order; nil: the
+// client does not have that type on this stream).
+type arrivalKey struct {
+	r    *snapshot.Resource
+	deps [4]*canon
+}
+
+// refTypes returns the type URLs c's resources refer to.
+func (c *canon) refTypes() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.typesDone {
+		seen := map[string]bool{}
+		for _, r := range c.held {
+			for _, ref := range r.Refs {
+				if !seen[ref.TypeURL] {
+					seen[ref.TypeURL] = true
+					c.types = append(c.types, ref.TypeURL)
+				}
+			}
+		}
+		slices.Sort(c.types)
+		c.typesDone = true
+	}
+	return c.types
+}
+
+// arrived reports, for a client that has ACKed exactly c and, of each of
+// types, exactly k.deps, whether every resource k.r must follow is in c
+// with what it names: the same test as the planner's arrived.
+func (c *canon) arrived(k arrivalKey, types []string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ok, known := c.ready[k]; known {
+		return ok
+	}
+	ok := true
+	for _, ref := range k.r.Precede {
+		a := c.held[ref.Name]
+		if a == nil {
+			ok = false
+			break
+		}
+		for _, dep := range a.Refs {
+			i, _ := slices.BinarySearch(types, dep.TypeURL)
+			if d := k.deps[i]; d != nil && d.held[dep.Name] == nil {
+				ok = false
+				break
+			}
+		}
+		if !ok {
+			break
+		}
+	}
+	if c.ready == nil {
+		c.ready = map[arrivalKey]bool{}
+	}
+	c.ready[k] = ok
+	return ok
 }
 
 type canonKey struct {

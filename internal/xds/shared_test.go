@@ -326,3 +326,54 @@ func TestDeltaSharedStateAcrossStreams(t *testing.T) {
 		t.Fatal("one stream's unsubscription changed another's shared state")
 	}
 }
+
+// The check that a route's clusters have arrived is answered once for
+// every stream whose client ACKed the same clusters and assignments.
+func TestArrivalCheckShared(t *testing.T) {
+	reg := xdstype.New()
+	srv := New(Options{Registry: reg})
+	names := []string{"c0", "c1"}
+	v1 := world(t, reg, 2, 9000, "c0")
+	var streams []*bareStream
+	for range 2 {
+		s := newBareStream(srv)
+		s.ack(t, v1, s.request(t, v1, xdstype.ClusterURL, "", ""))
+		s.ack(t, v1, s.request(t, v1, xdstype.EndpointURL, "", "", names...), names...)
+		s.ack(t, v1, s.request(t, v1, xdstype.RouteURL, "", "", "main"), "main")
+		streams = append(streams, s)
+	}
+	clusters := streams[0].watches[xdstype.ClusterURL].ackedAs
+	if clusters == nil || clusters != streams[1].watches[xdstype.ClusterURL].ackedAs {
+		t.Fatal("the streams do not share the clusters they ACKed")
+	}
+
+	// The route moves to c1, which both clients have: it goes out at once,
+	// and the check was made once.
+	v2 := world(t, reg, 2, 9000, "c1")
+	before := len(clusters.ready)
+	for _, s := range streams {
+		resp, _ := s.push(v2, xdstype.RouteURL)
+		if resp == nil || len(resp.Resources) != 1 {
+			t.Fatal("the route to a cluster the client has was not sent")
+		}
+	}
+	if n := len(clusters.ready) - before; n != 1 {
+		t.Fatalf("%d arrival checks memoized for the new route, want 1 for both streams", n)
+	}
+	key := arrivalKey{r: v2.Set(xdstype.RouteURL).Get("main"), deps: [4]*canon{streams[0].watches[xdstype.EndpointURL].ackedAs}}
+	if ok, known := clusters.ready[key]; !ok || !known {
+		t.Fatalf("memo for the new route: %v (known %v), want true", ok, known)
+	}
+
+	// A route to a cluster the clients do not have yet is not released by
+	// the memo: the full check holds it.
+	v3 := world(t, reg, 3, 9000, "c2")
+	for _, s := range streams {
+		if resp, _ := s.push(v3, xdstype.RouteURL); resp != nil {
+			t.Fatal("a route to a cluster the client lacks went out")
+		}
+	}
+	if ok := clusters.ready[arrivalKey{r: v3.Set(xdstype.RouteURL).Get("main"), deps: [4]*canon{streams[0].watches[xdstype.EndpointURL].ackedAs}}]; ok {
+		t.Fatal("the memo says a missing cluster arrived")
+	}
+}

@@ -38,11 +38,9 @@ type watch struct {
 
 	// ledger: held is the content of the latest response, complete for the
 	// subscription; acked the content of the latest one ACKed. Either may
-	// be a canon's shared map: they are replaced, never written.
+	// be a canon's shared map (heldAs, ackedAs): they are replaced, never
+	// written. A held canon lets a push take the group's transition.
 	ledger
-	// heldAs is the canon whose map held is, nil when held is the stream's
-	// own: then a push can take the group's shared transition.
-	heldAs *canon
 
 	nonce   string // latest nonce sent for the type; "" before the first response
 	version string // version_info of the latest response
@@ -111,7 +109,7 @@ func (w *watch) onRequest(req *discoveryv3.DiscoveryRequest, snap *snapshot.Snap
 		w.synced = true
 	default:
 		kind = reqACK
-		w.acked = w.held
+		w.acked, w.ackedAs = w.held, w.heldAs
 		w.nacked = nil
 		w.inflight = time.Time{}
 		// The latest response answers for every earlier one.
@@ -191,7 +189,7 @@ func (w *watch) subscribe(names []string, first bool) (added []string, changed b
 		// holds or has ACKed it. The maps may be shared: filter into new
 		// ones.
 		w.held, w.acked = w.within(w.held), w.within(w.acked)
-		w.heldAs = nil
+		w.heldAs, w.ackedAs = nil, nil
 	}
 	return added, changed
 }
