@@ -92,6 +92,9 @@ type planner struct {
 	// refs caches, per type URL, the names that something the client holds
 	// (sent or ACKed) refers to.
 	refs map[string]map[string]bool
+	// nacks is whether any of the client's types has a rejected resource,
+	// computed once a pass (0 unknown, 1 no, 2 yes).
+	nacks int8
 	// held is set when the pass kept something back for a slow client,
 	// rejected when for a NACK, which only a config change resolves, and
 	// waiting when a removal waits for the client to drop what names it.
@@ -99,7 +102,7 @@ type planner struct {
 }
 
 func (st *stream) planner() *planner {
-	return &planner{st: st, now: time.Now(), refs: map[string]map[string]bool{}}
+	return &planner{st: st, now: time.Now()}
 }
 
 // mustWait reports whether r has to wait before it is sent: it names a
@@ -125,6 +128,11 @@ func (p *planner) mustWait(r *snapshot.Resource) bool {
 		if nacked && !rejected {
 			rejected = true
 			p.st.logRejectedHold(r, ref.Name)
+		}
+		if wait && !rejected && !p.anyNacked() {
+			// Nothing can turn this into a rejection: the answer is known
+			// (a route naming a thousand clusters need not check them all).
+			break
 		}
 	}
 	switch {
@@ -185,6 +193,21 @@ func (p *planner) arrivedShared(r *snapshot.Resource) bool {
 	return c.arrived(key, types)
 }
 
+// anyNacked reports whether the client rejected anything it was sent, of
+// any type.
+func (p *planner) anyNacked() bool {
+	if p.nacks == 0 {
+		p.nacks = 1
+		for _, t := range p.st.srv.opts.Registry.Ranked() {
+			if h := p.st.holdings(t.URL); h != nil && len(h.book().nacked) > 0 {
+				p.nacks = 2
+				break
+			}
+		}
+	}
+	return p.nacks == 2
+}
+
 // arrived reports whether the client has ACKed the named resource and what
 // that resource waits for in turn (a cluster's assignment), and whether a
 // rejected version is what is missing.
@@ -237,6 +260,9 @@ func (p *planner) keep(t *xdstype.Type, name string, named bool) bool {
 func (p *planner) referenced(typeURL, name string) bool {
 	set, ok := p.refs[typeURL]
 	if !ok {
+		if p.refs == nil {
+			p.refs = map[string]map[string]bool{}
+		}
 		set = map[string]bool{}
 		for _, t := range p.st.srv.opts.Registry.Ranked() {
 			h := p.st.holdings(t.URL)
