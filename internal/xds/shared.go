@@ -69,11 +69,6 @@ type subscription struct {
 	names    map[string]struct{} // never "*"; read-only
 }
 
-func (s *subscription) covers(name string) bool {
-	_, ok := s.names[name]
-	return ok || s.wildcard
-}
-
 // subscription returns the shared subscription to names ("*" excluded)
 // plus, if wildcard, everything.
 func (s *Server) subscription(wildcard bool, names []string) *subscription {
