@@ -117,52 +117,34 @@ func (w *deltaWatch) covers(name string) bool {
 // nonce only tells which response an ACK or NACK is about.
 func (w *deltaWatch) subscribe(req *discoveryv3.DeltaDiscoveryRequest, set *snapshot.Set) (owe bool) {
 	subscribe, unsubscribe := req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe()
-	if w.started && len(subscribe) == 0 && len(unsubscribe) == 0 {
+	first := !w.started
+	if !first && len(subscribe) == 0 && len(unsubscribe) == 0 {
 		return false
 	}
 	w.settled = ""
-	if !w.started && len(unsubscribe) == 0 {
-		// The common first request: its names are the subscription, and
-		// what it says the client holds is adopted against it.
-		w.started = true
-		w.wildcard = slices.Contains(subscribe, wildcardName)
+	if first {
+		// The first request is always answered, even when the client
+		// holds everything already: its initial fetch waits for a response.
+		w.started, owe = true, true
 		if len(subscribe) == 0 && w.typ.Wildcard {
 			// The legacy wildcard: an empty first request for a wildcard
 			// type (X32).
 			w.wildcard, w.legacy = true, true
 		}
-		w.sub = w.shared.subscription(w.wildcard, subscribe)
-		w.names = w.sub.names
-		w.adopt(req.GetInitialResourceVersions(), set)
-		// Always answered, even when the client holds everything already:
-		// its initial fetch waits for a response.
-		return true
+		if len(unsubscribe) == 0 {
+			// The common case: the request's names are the subscription,
+			// and what it says the client holds is adopted against it.
+			w.wildcard = w.wildcard || slices.Contains(subscribe, wildcardName)
+			w.sub = w.shared.subscription(w.wildcard, subscribe)
+			w.names = w.sub.names
+			w.adopt(req.GetInitialResourceVersions(), set)
+			return true
+		}
 	}
 	// The names are shared: change a copy, then share the result.
 	names := make(map[string]struct{}, len(w.names)+len(subscribe))
 	maps.Copy(names, w.names)
 	w.names = names
-	first := !w.started
-	defer func() {
-		w.sub = w.shared.subscription(w.wildcard, slices.Collect(maps.Keys(w.names)))
-		w.names = w.sub.names
-		if first {
-			w.adopt(req.GetInitialResourceVersions(), set)
-		}
-		if w.heldAs == nil && w.ackedAs == nil && len(w.held) > 0 {
-			// A client left holding exactly the shared set joins it.
-			if c := w.canonOf(w.held, set); c != nil && w.canonOf(w.acked, set) == c {
-				w.held, w.heldAs, w.acked, w.ackedAs = c.held, c, c.held, c
-			}
-		}
-	}()
-	if first {
-		w.started = true
-		owe = true
-		if len(subscribe) == 0 && w.typ.Wildcard {
-			w.wildcard, w.legacy = true, true
-		}
-	}
 	star, named := false, false
 	for _, n := range req.GetResourceNamesSubscribe() {
 		if n == wildcardName {
@@ -213,6 +195,17 @@ func (w *deltaWatch) subscribe(req *discoveryv3.DeltaDiscoveryRequest, set *snap
 			// The client drops it, unless it still has it through the
 			// wildcard (X31).
 			w.forget(n)
+		}
+	}
+	w.sub = w.shared.subscription(w.wildcard, slices.Collect(maps.Keys(w.names)))
+	w.names = w.sub.names
+	if first {
+		w.adopt(req.GetInitialResourceVersions(), set)
+	}
+	if w.heldAs == nil && w.ackedAs == nil && len(w.held) > 0 {
+		// A client left holding exactly the shared set joins it.
+		if c := w.canonOf(w.held, set); c != nil && w.canonOf(w.acked, set) == c {
+			w.held, w.heldAs, w.acked, w.ackedAs = c.held, c, c.held, c
 		}
 	}
 	return owe

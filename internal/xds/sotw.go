@@ -20,7 +20,8 @@ const wildcardName = "*"
 // watch is one stream's state-of-the-world state for one resource type: what
 // the client subscribed to, what it holds, and whether a response is owed.
 // It is a plain value owned by the stream's loop; nothing here touches gRPC.
-// Its size is proportional to what the client holds.
+// What the client holds is usually a group's shared state (shared.go), so
+// its own size is small.
 type watch struct {
 	typ    *xdstype.Type
 	shared *Server // where subscriptions and canons are shared
