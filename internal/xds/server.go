@@ -72,7 +72,7 @@ type Server struct {
 	bodies      bodies
 	// subs and canons are the subscriptions and held contents that streams
 	// in the same state share (shared.go).
-	subs   weakCache[string, subscription]
+	subs   *subscriptions
 	canons weakCache[canonKey, canon]
 	board  *board
 	logged *onceSet // log lines already written, by node and subject
@@ -110,6 +110,7 @@ func New(opts Options) *Server {
 		holdTimeout: hold,
 		admission:   newAdmission(opts.MaxInitialSends, opts.NewStreamsPerSecond, opts.AdmissionWait),
 		board:       newBoard(),
+		subs:        newSubscriptions(),
 		logged:      newOnceSet(4096),
 		opts:        opts,
 		cp:          &corev3.ControlPlane{Identifier: opts.Identifier},

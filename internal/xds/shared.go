@@ -1,9 +1,10 @@
 package xds
 
 import (
+	"hash/maphash"
+	"maps"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"weak"
 
@@ -69,31 +70,120 @@ type subscription struct {
 	names    map[string]struct{} // never "*"; read-only
 }
 
+// subscriptions interns subscriptions by an order-independent hash of
+// their names, so that a new stream's thousand names are matched without
+// sorting or copying them; a match is verified name by name. Entries go
+// with their last user, like weakCache's.
+type subscriptions struct {
+	seed maphash.Seed
+	mu   sync.Mutex
+	m    map[subKey][]weak.Pointer[subscription]
+}
+
+// subKey is a subscription's wildcard flag, the sum of its names' hashes
+// and their number.
+type subKey struct {
+	wildcard bool
+	sum      uint64
+	count    int
+}
+
+func newSubscriptions() *subscriptions {
+	return &subscriptions{seed: maphash.MakeSeed(), m: map[subKey][]weak.Pointer[subscription]{}}
+}
+
+func (c *subscriptions) key(wildcard bool, names func(func(string) bool)) subKey {
+	k := subKey{wildcard: wildcard}
+	for n := range names {
+		if n != wildcardName {
+			k.sum += maphash.String(c.seed, n)
+			k.count++
+		}
+	}
+	return k
+}
+
+// get returns the shared subscription to names ("*" excluded) plus, if
+// wildcard, everything.
+func (c *subscriptions) get(wildcard bool, names []string) *subscription {
+	k := c.key(wildcard, slices.Values(names))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.find(k, slices.Values(names)); s != nil {
+		return s
+	}
+	set := make(map[string]struct{}, k.count)
+	for _, n := range names {
+		if n != wildcardName {
+			set[n] = struct{}{}
+		}
+	}
+	if len(set) != k.count {
+		// Repeated names: the subscription is the distinct ones.
+		k = c.key(wildcard, maps.Keys(set))
+		if s := c.find(k, maps.Keys(set)); s != nil {
+			return s
+		}
+	}
+	s := &subscription{wildcard: wildcard, names: set}
+	c.m[k] = append(c.m[k], weak.Make(s))
+	runtime.AddCleanup(s, c.drop, k)
+	return s
+}
+
+// find returns the live subscription under k holding exactly names.
+func (c *subscriptions) find(k subKey, names func(func(string) bool)) *subscription {
+	for _, wp := range c.m[k] {
+		s := wp.Value()
+		if s == nil || len(s.names) != k.count {
+			continue
+		}
+		match := true
+		for n := range names {
+			if _, ok := s.names[n]; !ok && n != wildcardName {
+				match = false
+				break
+			}
+		}
+		if match {
+			return s
+		}
+	}
+	return nil
+}
+
+// drop forgets the subscriptions under k that are gone.
+func (c *subscriptions) drop(k subKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	live := c.m[k][:0]
+	for _, wp := range c.m[k] {
+		if wp.Value() != nil {
+			live = append(live, wp)
+		}
+	}
+	if len(live) == 0 {
+		delete(c.m, k)
+		return
+	}
+	c.m[k] = live
+}
+
+// size is the number of subscriptions kept, live or awaiting cleanup.
+func (c *subscriptions) size() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, l := range c.m {
+		n += len(l)
+	}
+	return n
+}
+
 // subscription returns the shared subscription to names ("*" excluded)
 // plus, if wildcard, everything.
 func (s *Server) subscription(wildcard bool, names []string) *subscription {
-	sorted := make([]string, 0, len(names))
-	for _, n := range names {
-		if n != wildcardName {
-			sorted = append(sorted, n)
-		}
-	}
-	slices.Sort(sorted)
-	sorted = slices.Compact(sorted)
-	prefix := "-"
-	if wildcard {
-		prefix = "*"
-	}
-	// Names cannot hold NUL in any registered type; it keeps "a,b" and
-	// "a\x00b" apart anyway, as a key only.
-	key := prefix + strings.Join(sorted, "\x00")
-	return s.subs.get(key, func() *subscription {
-		set := make(map[string]struct{}, len(sorted))
-		for _, n := range sorted {
-			set[n] = struct{}{}
-		}
-		return &subscription{wildcard: wildcard, names: set}
-	})
+	return s.subs.get(wildcard, names)
 }
 
 // canon is what a client holds of one type when it holds exactly a set's

@@ -377,3 +377,37 @@ func TestArrivalCheckShared(t *testing.T) {
 		t.Fatal("the memo says a missing cluster arrived")
 	}
 }
+
+func TestSubscriptionsInterned(t *testing.T) {
+	c := newSubscriptions()
+	a := c.get(false, []string{"x", "y", "z"})
+	if b := c.get(false, []string{"z", "x", "y"}); b != a {
+		t.Fatal("the same names in another order are another subscription")
+	}
+	if b := c.get(false, []string{"y", "x", "z", "x"}); b != a {
+		t.Fatal("a repeated name makes another subscription")
+	}
+	if b := c.get(false, []string{"x", "*", "y", "z"}); b != a {
+		t.Fatal(`"*" among the names counts as a name`)
+	}
+	if b := c.get(true, []string{"x", "y", "z"}); b == a || !b.wildcard {
+		t.Fatal("the wildcard is not part of the subscription's identity")
+	}
+	if b := c.get(false, []string{"x", "y"}); b == a || len(b.names) != 2 {
+		t.Fatal("fewer names, same subscription")
+	}
+	if b := c.get(false, []string{"x", "y", "w"}); b == a {
+		t.Fatal("other names, same subscription")
+	}
+	for range 200 {
+		if c.size() == 1 {
+			break
+		}
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+	if n := c.size(); n != 1 {
+		t.Fatalf("%d subscriptions kept, want 1 (the one still used)", n)
+	}
+	runtime.KeepAlive(a)
+}
