@@ -164,6 +164,9 @@ func (w *watch) subscribe(names []string, first bool) (added []string, changed b
 		wildcard, legacy = true, true
 	}
 	sub := w.shared.subscription(wildcard, names)
+	if len(w.names) == 0 {
+		added = make([]string, 0, len(sub.names)+1)
+	}
 	for n := range sub.names {
 		if _, ok := w.names[n]; !ok {
 			added = append(added, n)
