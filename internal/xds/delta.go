@@ -66,19 +66,27 @@ type change struct {
 const maxOutstanding = 64
 
 func newDeltaWatch(t *xdstype.Type, shared *Server) *deltaWatch {
-	return &deltaWatch{typ: t, shared: shared, ledger: newLedger()}
+	return &deltaWatch{typ: t, shared: shared}
 }
 
 // ownHeld and ownAcked make held and acked the watch's own before a write.
+// A ledger's maps start nil: ten thousand streams need not each keep
+// empty ones, and most come to share a canon's.
 func (w *deltaWatch) ownHeld() {
-	if w.heldAs != nil {
+	switch {
+	case w.heldAs != nil:
 		w.held, w.heldAs = maps.Clone(w.held), nil
+	case w.held == nil:
+		w.held = map[string]*snapshot.Resource{}
 	}
 }
 
 func (w *deltaWatch) ownAcked() {
-	if w.ackedAs != nil {
+	switch {
+	case w.ackedAs != nil:
 		w.acked, w.ackedAs = maps.Clone(w.acked), nil
+	case w.acked == nil:
+		w.acked = map[string]*snapshot.Resource{}
 	}
 }
 

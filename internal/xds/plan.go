@@ -47,16 +47,6 @@ func (l *ledger) settled() *canon {
 	return l.ackedAs
 }
 
-// newLedger returns an empty ledger. nacked and moving stay nil until
-// written: most of the time a stream has nothing rejected or in flight, and
-// ten thousand streams should not each keep empty maps for it.
-func newLedger() ledger {
-	return ledger{
-		held:  map[string]*snapshot.Resource{},
-		acked: map[string]*snapshot.Resource{},
-	}
-}
-
 // bump counts one more response in flight that changes name.
 func (l *ledger) bump(name string) {
 	if l.moving == nil {

@@ -57,7 +57,7 @@ type watch struct {
 }
 
 func newWatch(t *xdstype.Type, shared *Server) *watch {
-	return &watch{typ: t, shared: shared, ledger: newLedger()}
+	return &watch{typ: t, shared: shared}
 }
 
 func (w *watch) book() *ledger { return &w.ledger }

@@ -132,7 +132,6 @@ func (s *Server) serve(gs grpc.ServerStream, typeURL string, delta bool) error {
 		id:      s.ids.Add(1),
 		typeURL: typeURL,
 		delta:   delta,
-		unknown: map[string]bool{},
 	}
 	st.log = s.log.With("stream", st.id)
 	if p, ok := peer.FromContext(gs.Context()); ok {
@@ -428,6 +427,9 @@ func (st *stream) resolveType(url string) (*xdstype.Type, error) {
 	t := st.srv.opts.Registry.Lookup(url)
 	if t == nil || (!st.delta && t.SotWMethod == "") || (st.delta && t.DeltaMethod == "") {
 		if !st.unknown[url] {
+			if st.unknown == nil {
+				st.unknown = map[string]bool{}
+			}
 			st.unknown[url] = true
 			st.log.Warn("ignoring request for a type Pylon does not serve on this kind of stream", "type_url", url, "delta", st.delta)
 		}
