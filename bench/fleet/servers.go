@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pylon-xds/pylon/internal/daemon"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -90,6 +91,7 @@ func sameMessages(a, b []proto.Message) bool {
 type pylon struct {
 	reg *xdstype.Registry
 	pub *snapshot.Publisher
+	obs *daemon.Observability
 }
 
 func (p *pylon) set(w world) error {
@@ -107,7 +109,9 @@ func (p *pylon) set(w world) error {
 	if err != nil {
 		return err
 	}
-	p.pub.Publish(snapshot.NewFleet(s, time.Now()))
+	f := snapshot.NewFleet(s, time.Now())
+	p.pub.Publish(f)
+	p.obs.Published(f)
 	return nil
 }
 
@@ -128,9 +132,12 @@ func serve(impl string, clusters int) error {
 	case "pylon":
 		reg := xdstype.New()
 		pub := snapshot.NewPublisher()
-		x := xds.New(xds.Options{Registry: reg, Fleets: pub, Identifier: "pylon-bench", MaxInitialSends: 256, MaxRequestsPerSecond: -1})
+		// Status tracking and metrics as the daemon has them: Pylon as it
+		// runs, not a bare xDS server.
+		obs := daemon.NewObservability(reg, pub)
+		x := xds.New(xds.Options{Registry: reg, Fleets: pub, Identifier: "pylon-bench", MaxInitialSends: 256, MaxRequestsPerSecond: -1, Observer: obs.Observer})
 		x.Register(g)
-		srv = &pylon{reg: reg, pub: pub}
+		srv = &pylon{reg: reg, pub: pub, obs: obs}
 	case "gcp":
 		c := cache.NewSnapshotCache(true, fleetHash{}, nil)
 		discoverygrpc.RegisterAggregatedDiscoveryServiceServer(g, gcpserver.NewServer(context.Background(), c, nil))

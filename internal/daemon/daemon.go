@@ -19,12 +19,10 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/admin"
 	"github.com/pylon-xds/pylon/internal/configstore"
-	"github.com/pylon-xds/pylon/internal/metrics"
 	"github.com/pylon-xds/pylon/internal/pipeline"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/source"
 	"github.com/pylon-xds/pylon/internal/source/file"
-	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -113,35 +111,12 @@ func Run(ctx context.Context, o Options) error {
 	reg := xdstype.New()
 	pub := snapshot.NewPublisher()
 	pipe := pipeline.New(reg, pub, log)
-	var met *metrics.Metrics
-	tracker := status.NewTracker(status.Options{
-		Expected: func(group, typeURL string) string {
-			if f := pub.Current(); f != nil {
-				for _, g := range f.Groups() {
-					if g.Name == group {
-						return g.Snapshot.Set(typeURL).Version()
-					}
-				}
-			}
-			return ""
-		},
-		Abbrev: func(url string) string {
-			if t := reg.Lookup(url); t != nil {
-				return t.Abbrev
-			}
-			return url
-		},
-		OnLatency: func(url string, d time.Duration) {
-			if t := reg.Lookup(url); t != nil {
-				met.Latency(t.Abbrev, d)
-			}
-		},
-	})
-	met = metrics.New(tracker)
+	obs := NewObservability(reg, pub)
+	tracker, met := obs.Tracker, obs.Metrics
 	pipe.OnResult(func(result string, f *snapshot.Fleet) {
 		met.Publish(result)
 		if f != nil {
-			published(tracker, f)
+			obs.Published(f)
 		}
 	})
 
@@ -184,7 +159,7 @@ func Run(ctx context.Context, o Options) error {
 		Registry: reg, Fleets: pub, Identifier: o.Identifier, Logger: log,
 		SuppressDeltaNotFound: o.SuppressDeltaNotFound, HoldTimeout: o.HoldTimeout,
 		MaxInitialSends: o.MaxInitialSends, NewStreamsPerSecond: o.NewStreamsPerSecond,
-		Observer: tracking{reg: reg, t: tracker, m: met},
+		Observer: obs.Observer,
 	})
 	gs := grpc.NewServer(append(xds.ServerOptions(),
 		// Envoy's bootstrap pings every 30s; allow that and detect clients

@@ -11,6 +11,49 @@ import (
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
+// Observability is what a Pylon server reports its streams to: the status
+// tracker, the metrics, and the xDS observer feeding both. The fleet
+// benchmark builds the same, to measure Pylon as it runs.
+type Observability struct {
+	Tracker  *status.Tracker
+	Metrics  *metrics.Metrics
+	Observer xds.Observer
+}
+
+// NewObservability returns the tracker and metrics for a server serving
+// pub's fleets.
+func NewObservability(reg *xdstype.Registry, pub *snapshot.Publisher) *Observability {
+	var met *metrics.Metrics
+	tracker := status.NewTracker(status.Options{
+		Expected: func(group, typeURL string) string {
+			if f := pub.Current(); f != nil {
+				for _, g := range f.Groups() {
+					if g.Name == group {
+						return g.Snapshot.Set(typeURL).Version()
+					}
+				}
+			}
+			return ""
+		},
+		Abbrev: func(url string) string {
+			if t := reg.Lookup(url); t != nil {
+				return t.Abbrev
+			}
+			return url
+		},
+		OnLatency: func(url string, d time.Duration) {
+			if t := reg.Lookup(url); t != nil {
+				met.Latency(t.Abbrev, d)
+			}
+		},
+	})
+	met = metrics.New(tracker)
+	return &Observability{Tracker: tracker, Metrics: met, Observer: tracking{reg: reg, t: tracker, m: met}}
+}
+
+// Published tells the tracker about a published fleet, for push latency.
+func (o *Observability) Published(f *snapshot.Fleet) { published(o.Tracker, f) }
+
 // tracking feeds xDS stream events to the status tracker and the metrics.
 type tracking struct {
 	reg *xdstype.Registry

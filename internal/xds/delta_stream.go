@@ -101,7 +101,11 @@ func (st *deltaStream) respond(p *planner, w *deltaWatch, snap *snapshot.Snapsho
 	w.sentResponse(resp.Nonce, set, d, p.now)
 	st.publishView(&w.ledger, w.wildcard, w.names)
 	var sent []proto.Message
-	if st.observing() {
+	switch {
+	case !st.observing():
+	case d.step != nil:
+		sent = d.step.messages() // shared by every stream making this move
+	default:
 		sent = make([]proto.Message, 0, d.size())
 		d.each(func(_ string, r *snapshot.Resource) {
 			if r != nil {

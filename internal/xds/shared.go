@@ -9,6 +9,7 @@ import (
 	"weak"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/pylon-xds/pylon/internal/snapshot"
@@ -297,6 +298,20 @@ type wrapped struct {
 	once  [4]sync.Once
 	sotw  [2][]*anypb.Any
 	delta [2][]*discoveryv3.Resource
+	// messages are the resources themselves, for the status tracker: one
+	// shared list rather than one per stream.
+	msgOnce  sync.Once
+	messages []proto.Message
+}
+
+func (w *wrapped) forStatus(names []string, held map[string]*snapshot.Resource) []proto.Message {
+	w.msgOnce.Do(func() {
+		w.messages = make([]proto.Message, len(names))
+		for j, n := range names {
+			w.messages[j] = held[n].Message
+		}
+	})
+	return w.messages
 }
 
 func variant(ttl bool) int {
@@ -336,6 +351,14 @@ func (t *transition) sotw(ttl bool) []*anypb.Any {
 func (t *transition) delta(ttl bool) []*discoveryv3.Resource {
 	return t.wrapped.forDelta(t.changed, t.to.held, ttl)
 }
+
+// messages are the changed resources, for status.
+func (t *transition) messages() []proto.Message {
+	return t.wrapped.forStatus(t.changed, t.to.held)
+}
+
+// messages are the canon's resources, for status.
+func (c *canon) messages() []proto.Message { return c.all.forStatus(c.names, c.held) }
 
 // sotw is every resource of the canon for a response.
 func (c *canon) sotw(ttl bool) []*anypb.Any { return c.all.forSotW(c.names, c.held, ttl) }

@@ -102,7 +102,11 @@ func (st *sotwStream) respond(w *watch, next outcome, snap *snapshot.Snapshot, n
 		}
 	}
 	var sent []proto.Message
-	if st.observing() {
+	switch {
+	case !st.observing():
+	case next.as != nil:
+		sent = next.as.messages() // shared by every stream in this state
+	default:
 		sent = make([]proto.Message, 0, len(next.next))
 		for _, r := range next.next {
 			sent = append(sent, r.Message)
