@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/pylon-xds/pylon/internal/metrics"
@@ -84,7 +83,7 @@ func (o tracking) Observe(e xds.Event) {
 	human, label := o.kinds(e)
 	info := status.Info{
 		Node: e.Node.GetId(), Cluster: e.Node.GetCluster(), Peer: e.Peer, Kind: human,
-		Client: fmt.Sprintf("%s %s", e.Node.GetUserAgentName(), e.Node.GetUserAgentVersion()),
+		Agent: e.Node.GetUserAgentName(), AgentVersion: e.Node.GetUserAgentVersion(),
 	}
 	typ := o.abbrev(e.TypeURL)
 	switch e.Kind {

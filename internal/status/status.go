@@ -138,16 +138,19 @@ func (t *Tracker) Published(versions map[string][]string, at time.Time) {
 	}
 }
 
-// Info is who a stream's proxy is.
+// Info is who a stream's proxy is. Client is "Agent AgentVersion", put
+// together only when the stream's entry is made: Info comes with every
+// event, and most find the entry there.
 type Info struct {
-	Node, Cluster, Peer, Client, Kind string
+	Node, Cluster, Peer, Kind string
+	Agent, AgentVersion       string
 }
 
 // stream returns the entry of id, creating it from info.
 func (t *Tracker) stream(id uint64, info Info, at time.Time) *Stream {
 	s := t.streams[id]
 	if s == nil {
-		s = &Stream{ID: id, Node: info.Node, Cluster: info.Cluster, Peer: info.Peer, Client: info.Client, Kind: info.Kind, Since: at, Group: NoGroup}
+		s = &Stream{ID: id, Node: info.Node, Cluster: info.Cluster, Peer: info.Peer, Client: info.Agent + " " + info.AgentVersion, Kind: info.Kind, Since: at, Group: NoGroup}
 		t.streams[id] = s
 	}
 	return s
