@@ -90,25 +90,6 @@ func (w *deltaWatch) ownAcked() {
 	}
 }
 
-// canonOf returns the shared canon m is equal to, by version, or nil. A
-// stream that got there by its own path (a reconnect's initial versions, a
-// hold released) joins the shared state from then on.
-func (w *deltaWatch) canonOf(m map[string]*snapshot.Resource, set *snapshot.Set) *canon {
-	if w.sub == nil {
-		return nil
-	}
-	c := w.shared.canon(set, w.sub)
-	if len(c.held) != len(m) {
-		return nil
-	}
-	for n, r := range m {
-		if !sameVersion(c.held[n], r) {
-			return nil
-		}
-	}
-	return c
-}
-
 func (w *deltaWatch) book() *ledger { return &w.ledger }
 
 func (w *deltaWatch) active() bool { return w.started }
@@ -212,7 +193,7 @@ func (w *deltaWatch) subscribe(req *discoveryv3.DeltaDiscoveryRequest, set *snap
 	}
 	if w.heldAs == nil && w.ackedAs == nil && len(w.held) > 0 {
 		// A client left holding exactly the shared set joins it.
-		if c := w.canonOf(w.held, set); c != nil && w.canonOf(w.acked, set) == c {
+		if c := w.shared.canonOf(w.held, set, w.sub); c != nil && w.shared.canonOf(w.acked, set, w.sub) == c {
 			w.held, w.heldAs, w.acked, w.ackedAs = c.held, c, c.held, c
 		}
 	}
@@ -310,24 +291,11 @@ type deltaPlan struct {
 // then told it does not exist, which the full plan records).
 func (w *deltaWatch) planShared(p *planner, set *snapshot.Set, notFound, ttl bool) (d deltaPlan, ok bool) {
 	from := w.heldAs
-	var t *transition
-	switch {
-	case from != nil && from.sub == w.sub && len(w.force) == 0:
-		t = w.shared.stepTo(from, set)
-	case from == nil && len(w.held) == 0 && w.sub != nil:
-		// Nothing held yet, as on a first response: everything is new,
-		// unless a subscribed name is missing and must be reported.
-		t = w.shared.fromNothing(set, w.sub)
-		if notFound && t.to.missing > 0 {
-			return d, false
-		}
-	default:
+	t := p.sharedStep(&w.ledger, w.sub, len(w.force) > 0, set)
+	if t == nil || from == nil && notFound && t.to.missing > 0 {
+		// Holding nothing yet, a client subscribed to a missing name must
+		// be told it does not exist: the full plan records that.
 		return d, false
-	}
-	for _, n := range t.changed {
-		if r := t.to.held[n]; len(r.Precede) > 0 && p.mustWait(r) {
-			return d, false
-		}
 	}
 	for _, n := range t.removed {
 		if _, named := w.names[n]; named || p.keep(w.typ, n, false) {
@@ -444,7 +412,7 @@ func (w *deltaWatch) sentResponse(nonce string, set *snapshot.Set, d deltaPlan, 
 			}
 			w.held[n] = r // nil: still subscribed, told it does not exist
 		})
-		if c := w.canonOf(w.held, set); c != nil {
+		if c := w.shared.canonOf(w.held, set, w.sub); c != nil {
 			w.held, w.heldAs = c.held, c
 		}
 	}
@@ -531,7 +499,7 @@ func (w *deltaWatch) answered(nonce string, nack bool) string {
 				delete(w.nacked, n)
 			}
 		})
-		if c := w.heldAs; !nack && c != nil && len(w.pending) == 0 && w.ackedAs != c && w.canonOf(w.acked, c.set) == c {
+		if c := w.heldAs; !nack && c != nil && len(w.pending) == 0 && w.ackedAs != c && w.shared.canonOf(w.acked, c.set, w.sub) == c {
 			// Everything sent is ACKed and is the shared set: share it.
 			w.acked, w.ackedAs = c.held, c
 		}

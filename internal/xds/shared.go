@@ -403,6 +403,50 @@ func (s *Server) fromNothing(set *snapshot.Set, sub *subscription) *transition {
 	return to.initial
 }
 
+// canonOf returns the shared canon of set within sub when m holds exactly
+// that (by version), or nil. A stream that got there by its own path (a
+// reconnect's initial versions, a released hold) joins the shared state.
+func (s *Server) canonOf(m map[string]*snapshot.Resource, set *snapshot.Set, sub *subscription) *canon {
+	if sub == nil {
+		return nil
+	}
+	c := s.canon(set, sub)
+	if len(c.held) != len(m) {
+		return nil
+	}
+	for n, r := range m {
+		if !sameVersion(c.held[n], r) {
+			return nil
+		}
+	}
+	return c
+}
+
+// sharedStep returns the group's transition toward set for a client whose
+// ledger l holds a shared canon within sub, or nothing yet, with nothing
+// forced; nil when it does not, or when make-before-break holds back
+// something the transition changes. Removals are the caller's to check:
+// they differ between the variants.
+func (p *planner) sharedStep(l *ledger, sub *subscription, forced bool, set *snapshot.Set) *transition {
+	var t *transition
+	switch from := l.heldAs; {
+	case from != nil && from.sub == sub && !forced:
+		t = p.st.srv.stepTo(from, set)
+	case from == nil && len(l.held) == 0 && sub != nil:
+		// Nothing held yet, as on a first response: everything is new,
+		// names just subscribed included.
+		t = p.st.srv.fromNothing(set, sub)
+	default:
+		return nil
+	}
+	for _, n := range t.changed {
+		if r := t.to.held[n]; len(r.Precede) > 0 && p.mustWait(r) {
+			return nil
+		}
+	}
+	return t
+}
+
 // stepTo returns the transition from c to the canon of set within the same
 // subscription, computing it once for every stream making the same move.
 func (s *Server) stepTo(c *canon, set *snapshot.Set) *transition {

@@ -304,7 +304,7 @@ func (w *watch) plan(p *planner, set *snapshot.Set) (outcome, bool) {
 		consider(n)
 	}
 	o := outcome{next: next}
-	if c := w.canonOf(next, set); c != nil {
+	if c := w.shared.canonOf(next, set, w.sub); c != nil {
 		// The client gets exactly the set: share the group's copy, and let
 		// the next push take the shared transition.
 		o = outcome{next: c.held, as: c}
@@ -328,45 +328,15 @@ func (w *watch) plan(p *planner, set *snapshot.Set) (outcome, bool) {
 	return o, w.typ.FullState && len(next) != len(w.held)
 }
 
-// canonOf returns the shared canon equal to next, nil if next is not
-// exactly the set within the subscription.
-func (w *watch) canonOf(next map[string]*snapshot.Resource, set *snapshot.Set) *canon {
-	if w.sub == nil {
-		return nil
-	}
-	c := w.shared.canon(set, w.sub)
-	if len(c.held) != len(next) {
-		return nil
-	}
-	for n, r := range next {
-		if c.held[n] != r {
-			return nil
-		}
-	}
-	return c
-}
-
 // planShared is plan for the common case, in O(changes): the client holds
 // exactly the previous set within its subscription, so the group's shared
 // transition to the new set says what changes. It declines (ok false)
 // whenever make-before-break would hold something back or keep something,
 // and for names just subscribed: the full plan handles those.
 func (w *watch) planShared(p *planner, set *snapshot.Set) (o outcome, changed, ok bool) {
-	var t *transition
-	switch from := w.heldAs; {
-	case from != nil && from.sub == w.sub && len(w.force) == 0:
-		t = w.shared.stepTo(from, set)
-	case from == nil && len(w.held) == 0 && w.sub != nil:
-		// Nothing held yet, as on a first response: everything is new,
-		// names just subscribed included.
-		t = w.shared.fromNothing(set, w.sub)
-	default:
+	t := p.sharedStep(&w.ledger, w.sub, len(w.force) > 0, set)
+	if t == nil {
 		return outcome{}, false, false
-	}
-	for _, n := range t.changed {
-		if r := t.to.held[n]; len(r.Precede) > 0 && p.mustWait(r) {
-			return outcome{}, false, false
-		}
 	}
 	if w.typ.FullState {
 		for _, n := range t.removed {
