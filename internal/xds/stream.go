@@ -191,7 +191,7 @@ func run[Req any, P interface {
 	for {
 		select {
 		case req := <-reqs:
-			if err := request(st, req, onRequest); err != nil {
+			if err := request(st, req, onRequest, onFleet); err != nil {
 				return err
 			}
 			hb.arm(st.heartbeatInterval())
@@ -200,7 +200,7 @@ func run[Req any, P interface {
 		}
 		select {
 		case req := <-reqs:
-			if err := request(st, req, onRequest); err != nil {
+			if err := request(st, req, onRequest, onFleet); err != nil {
 				return err
 			}
 			hb.arm(st.heartbeatInterval())
@@ -358,8 +358,8 @@ func open[W typeWatch](st *stream, node *corev3.Node, typeURL string, watches ma
 }
 
 // request answers a request from the newest fleet: a publish this stream has
-// not handled yet is taken into account now, and its push (if any) follows.
-func request[P any](st *stream, req P, onRequest func(P) error) error {
+// not handled yet is pushed first, then the request is answered.
+func request[P any](st *stream, req P, onRequest func(P) error, onFleet func() error) error {
 	if st.flooding(time.Now()) {
 		id := "unknown"
 		if st.node != nil {
@@ -371,7 +371,17 @@ func request[P any](st *stream, req P, onRequest func(P) error) error {
 		return status.Errorf(codes.ResourceExhausted, "more than %d requests a second on one stream", st.srv.opts.MaxRequestsPerSecond)
 	}
 	if st.node != nil {
+		prev := st.fleet
 		st.useFleet(st.srv.opts.Fleets.Current())
+		if st.fleet != prev {
+			// A publish this stream has not pushed yet goes out first, so
+			// that the answer to a request never overtakes changes
+			// published before it: a client probing for quiet sees them.
+			// One pass at most, so requests are not starved (X40).
+			if err := onFleet(); err != nil {
+				return err
+			}
+		}
 	}
 	return onRequest(req)
 }
