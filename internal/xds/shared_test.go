@@ -249,17 +249,24 @@ func TestWeakCacheDropsUnusedEntries(t *testing.T) {
 	if again := c.get(1, func() *[64]byte { t.Fatal("rebuilt a live entry"); return nil }); again != keep {
 		t.Fatal("a live entry was not shared")
 	}
+	if n := collectedDownTo(c.size, 1); n != 1 {
+		t.Fatalf("%d entries after their values went, want 1 (the one still used)", n)
+	}
+	runtime.KeepAlive(keep)
+}
+
+// collectedDownTo runs the garbage collector until size reports want, at
+// most 200 times in about as many milliseconds (cleanups run after a
+// collection, on their own goroutine), and returns the last size.
+func collectedDownTo(size func() int, want int) int {
 	for range 200 {
-		if c.size() == 1 {
+		if size() == want {
 			break
 		}
 		runtime.GC()
 		time.Sleep(time.Millisecond)
 	}
-	if n := c.size(); n != 1 {
-		t.Fatalf("%d entries after their values went, want 1 (the one still used)", n)
-	}
-	runtime.KeepAlive(keep)
+	return size()
 }
 
 // deltaRound sends w what it is owed for snap and ACKs it, returning the
@@ -399,14 +406,7 @@ func TestSubscriptionsInterned(t *testing.T) {
 	if b := c.get(false, []string{"x", "y", "w"}); b == a {
 		t.Fatal("other names, same subscription")
 	}
-	for range 200 {
-		if c.size() == 1 {
-			break
-		}
-		runtime.GC()
-		time.Sleep(time.Millisecond)
-	}
-	if n := c.size(); n != 1 {
+	if n := collectedDownTo(c.size, 1); n != 1 {
 		t.Fatalf("%d subscriptions kept, want 1 (the one still used)", n)
 	}
 	runtime.KeepAlive(a)
