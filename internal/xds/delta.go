@@ -70,23 +70,19 @@ func newDeltaWatch(t *xdstype.Type, shared *Server) *deltaWatch {
 }
 
 // ownHeld and ownAcked make held and acked the watch's own before a write.
-// A ledger's maps start nil: ten thousand streams need not each keep
-// empty ones, and most come to share a canon's.
-func (w *deltaWatch) ownHeld() {
-	switch {
-	case w.heldAs != nil:
-		w.held, w.heldAs = maps.Clone(w.held), nil
-	case w.held == nil:
-		w.held = map[string]*snapshot.Resource{}
-	}
-}
+func (w *deltaWatch) ownHeld()  { own(&w.held, &w.heldAs) }
+func (w *deltaWatch) ownAcked() { own(&w.acked, &w.ackedAs) }
 
-func (w *deltaWatch) ownAcked() {
+// own makes *m a map of the stream's own before a write: a copy of the
+// shared canon's it was (as), or a new one. A ledger's maps start nil: ten
+// thousand streams need not each keep empty ones, and most come to share a
+// canon's.
+func own(m *map[string]*snapshot.Resource, as **canon) {
 	switch {
-	case w.ackedAs != nil:
-		w.acked, w.ackedAs = maps.Clone(w.acked), nil
-	case w.acked == nil:
-		w.acked = map[string]*snapshot.Resource{}
+	case *as != nil:
+		*m, *as = maps.Clone(*m), nil
+	case *m == nil:
+		*m = map[string]*snapshot.Resource{}
 	}
 }
 
