@@ -120,7 +120,7 @@ func (w *deltaWatch) subscribe(req *discoveryv3.DeltaDiscoveryRequest, set *snap
 			// The common case: the request's names are the subscription,
 			// and what it says the client holds is adopted against it.
 			w.wildcard = w.wildcard || slices.Contains(subscribe, wildcardName)
-			w.sub = w.shared.subscription(w.wildcard, subscribe)
+			w.sub = w.shared.subs.get(w.wildcard, subscribe)
 			w.names = w.sub.names
 			w.adopt(req.GetInitialResourceVersions(), set)
 			return true
@@ -182,7 +182,7 @@ func (w *deltaWatch) subscribe(req *discoveryv3.DeltaDiscoveryRequest, set *snap
 			w.forget(n)
 		}
 	}
-	w.sub = w.shared.subscription(w.wildcard, slices.Collect(maps.Keys(w.names)))
+	w.sub = w.shared.subs.get(w.wildcard, slices.Collect(maps.Keys(w.names)))
 	w.names = w.sub.names
 	if first {
 		w.adopt(req.GetInitialResourceVersions(), set)

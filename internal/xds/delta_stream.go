@@ -7,7 +7,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pylon-xds/pylon/internal/snapshot"
-	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
 // deltaStream is the incremental half of a stream: a thin encoder over the
@@ -24,7 +23,7 @@ func newDeltaStream(st *stream) *deltaStream {
 }
 
 func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
-	w, err := open(st.stream, req.GetNode(), req.GetTypeUrl(), st.watches, st.newWatch)
+	w, err := open(st.stream, req.GetNode(), req.GetTypeUrl(), st.watches, newDeltaWatch)
 	if err != nil || w == nil {
 		return err
 	}
@@ -76,8 +75,6 @@ func (st *deltaStream) onFleet() error {
 
 // respond sends what the client lacks of w's type; with always unset it
 // sends nothing when nothing is lacking.
-func (st *deltaStream) newWatch(t *xdstype.Type) *deltaWatch { return newDeltaWatch(t, st.srv) }
-
 func (st *deltaStream) respond(p *planner, w *deltaWatch, snap *snapshot.Snapshot, always bool) error {
 	set := snap.Set(w.typ.URL)
 	d := w.plan(p, set, st.notFound(), st.ttl)

@@ -169,18 +169,17 @@ func (p *planner) arrivedShared(r *snapshot.Resource) bool {
 		return false
 	}
 	key := arrivalKey{r: r}
-	types := c.refTypes()
-	if len(types) > len(key.deps) {
+	if len(c.types) > len(key.deps) {
 		return false
 	}
-	for i, t := range types {
+	for i, t := range c.types {
 		if dh := p.st.holdings(t); dh != nil {
 			if key.deps[i] = dh.book().settled(); key.deps[i] == nil {
 				return false
 			}
 		}
 	}
-	return c.arrived(key, types)
+	return c.arrived(key)
 }
 
 // anyNacked reports whether the client rejected anything it was sent, of

@@ -64,7 +64,7 @@ func (c *weakCache[K, V]) size() int {
 	return len(c.m)
 }
 
-// subscription is a state-of-the-world client's subscription to one type:
+// subscription is a client's subscription to one type, in either variant:
 // immutable and shared by every stream subscribed to the same names.
 type subscription struct {
 	wildcard bool
@@ -181,12 +181,6 @@ func (c *subscriptions) size() int {
 	return n
 }
 
-// subscription returns the shared subscription to names ("*" excluded)
-// plus, if wildcard, everything.
-func (s *Server) subscription(wildcard bool, names []string) *subscription {
-	return s.subs.get(wildcard, names)
-}
-
 // canon is what a client holds of one type when it holds exactly a set's
 // resources within a subscription: one immutable value for every stream in
 // that state.
@@ -209,43 +203,22 @@ type canon struct {
 	// types are the type URLs the resources refer to, sorted; ready
 	// memoizes, per resource that must follow these ones and per state of
 	// the client's ledgers of types, whether everything it names arrived.
-	types     []string
-	typesDone bool
-	ready     map[arrivalKey]bool
+	types []string
+	ready map[arrivalKey]bool
 }
 
 // arrivalKey is a resource and the settled canons of the client's ledgers
-// of its dependencies' reference types (in canon.refTypes order; nil: the
+// of its dependencies' reference types (in canon.types order; nil: the
 // client does not have that type on this stream).
 type arrivalKey struct {
 	r    *snapshot.Resource
 	deps [4]*canon
 }
 
-// refTypes returns the type URLs c's resources refer to.
-func (c *canon) refTypes() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.typesDone {
-		seen := map[string]bool{}
-		for _, r := range c.held {
-			for _, ref := range r.Refs {
-				if !seen[ref.TypeURL] {
-					seen[ref.TypeURL] = true
-					c.types = append(c.types, ref.TypeURL)
-				}
-			}
-		}
-		slices.Sort(c.types)
-		c.typesDone = true
-	}
-	return c.types
-}
-
 // arrived reports, for a client that has ACKed exactly c and, of each of
-// types, exactly k.deps, whether every resource k.r must follow is in c
+// its types, exactly k.deps, whether every resource k.r must follow is in c
 // with what it names: the same test as the planner's arrived.
-func (c *canon) arrived(k arrivalKey, types []string) bool {
+func (c *canon) arrived(k arrivalKey) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if ok, known := c.ready[k]; known {
@@ -259,7 +232,7 @@ func (c *canon) arrived(k arrivalKey, types []string) bool {
 			break
 		}
 		for _, dep := range a.Refs {
-			i, _ := slices.BinarySearch(types, dep.TypeURL)
+			i, _ := slices.BinarySearch(c.types, dep.TypeURL)
 			if d := k.deps[i]; d != nil && d.held[dep.Name] == nil {
 				ok = false
 				break
@@ -292,26 +265,29 @@ type transition struct {
 }
 
 // wrapped is a list of resources wrapped for responses, built once per
-// variant (SotW or delta, with or without TTL) and shared read-only by
-// every stream's response.
+// variant (SotW or delta, with or without TTL, or the messages themselves
+// for the status tracker) and shared read-only by every stream.
 type wrapped struct {
-	once  [4]sync.Once
-	sotw  [2][]*anypb.Any
-	delta [2][]*discoveryv3.Resource
-	// messages are the resources themselves, for the status tracker: one
-	// shared list rather than one per stream.
-	msgOnce  sync.Once
-	messages []proto.Message
+	sotw     [2]lazyList[*anypb.Any]
+	delta    [2]lazyList[*discoveryv3.Resource]
+	messages lazyList[proto.Message]
 }
 
-func (w *wrapped) forStatus(names []string, held map[string]*snapshot.Resource) []proto.Message {
-	w.msgOnce.Do(func() {
-		w.messages = make([]proto.Message, len(names))
-		for j, n := range names {
-			w.messages[j] = held[n].Message
+// lazyList is a list built on first use.
+type lazyList[T any] struct {
+	once sync.Once
+	list []T
+}
+
+// get returns the list of wrap(r) for the named resources of held.
+func (l *lazyList[T]) get(names []string, held map[string]*snapshot.Resource, wrap func(*snapshot.Resource) T) []T {
+	l.once.Do(func() {
+		l.list = make([]T, len(names))
+		for i, n := range names {
+			l.list[i] = wrap(held[n])
 		}
 	})
-	return w.messages
+	return l.list
 }
 
 func variant(ttl bool) int {
@@ -322,25 +298,15 @@ func variant(ttl bool) int {
 }
 
 func (w *wrapped) forSotW(names []string, held map[string]*snapshot.Resource, ttl bool) []*anypb.Any {
-	i := variant(ttl)
-	w.once[i].Do(func() {
-		w.sotw[i] = make([]*anypb.Any, len(names))
-		for j, n := range names {
-			w.sotw[i][j] = held[n].ForSotW(ttl)
-		}
-	})
-	return w.sotw[i]
+	return w.sotw[variant(ttl)].get(names, held, func(r *snapshot.Resource) *anypb.Any { return r.ForSotW(ttl) })
 }
 
 func (w *wrapped) forDelta(names []string, held map[string]*snapshot.Resource, ttl bool) []*discoveryv3.Resource {
-	i := variant(ttl)
-	w.once[2+i].Do(func() {
-		w.delta[i] = make([]*discoveryv3.Resource, len(names))
-		for j, n := range names {
-			w.delta[i][j] = held[n].ForDelta(ttl)
-		}
-	})
-	return w.delta[i]
+	return w.delta[variant(ttl)].get(names, held, func(r *snapshot.Resource) *discoveryv3.Resource { return r.ForDelta(ttl) })
+}
+
+func (w *wrapped) forStatus(names []string, held map[string]*snapshot.Resource) []proto.Message {
+	return w.messages.get(names, held, func(r *snapshot.Resource) proto.Message { return r.Message })
 }
 
 // sotw and delta are the changed resources for a response.
@@ -385,8 +351,15 @@ func (s *Server) canon(set *snapshot.Set, sub *subscription) *canon {
 		}
 		c.held = make(map[string]*snapshot.Resource, len(c.names))
 		for _, n := range c.names {
-			c.held[n] = set.Get(n)
+			r := set.Get(n)
+			c.held[n] = r
+			for _, ref := range r.Refs {
+				if !slices.Contains(c.types, ref.TypeURL) {
+					c.types = append(c.types, ref.TypeURL)
+				}
+			}
 		}
+		slices.Sort(c.types)
 		return c
 	})
 }

@@ -163,7 +163,7 @@ func (w *watch) subscribe(names []string, first bool) (added []string, changed b
 		// list means no resources (X18).
 		wildcard, legacy = true, true
 	}
-	sub := w.shared.subscription(wildcard, names)
+	sub := w.shared.subs.get(wildcard, names)
 	if len(w.names) == 0 {
 		added = make([]string, 0, len(sub.names)+1)
 	}

@@ -25,7 +25,7 @@ func newSotWStream(st *stream) *sotwStream {
 }
 
 func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
-	w, err := open(st.stream, req.GetNode(), req.GetTypeUrl(), st.watches, st.newWatch)
+	w, err := open(st.stream, req.GetNode(), req.GetTypeUrl(), st.watches, newWatch)
 	if err != nil || w == nil {
 		return err
 	}
@@ -76,8 +76,6 @@ func (st *sotwStream) onFleet() error {
 		return st.respond(w, next, snap, p.now)
 	})
 }
-
-func (st *sotwStream) newWatch(t *xdstype.Type) *watch { return newWatch(t, st.srv) }
 
 func (st *sotwStream) respond(w *watch, next outcome, snap *snapshot.Snapshot, now time.Time) error {
 	first := !w.sent

@@ -339,7 +339,7 @@ func useWatches[W typeWatch](st *stream, watches map[string]W) {
 // open identifies the stream from a request, resolves the request's type
 // and returns that type's watch, creating it. A zero watch with a nil error
 // means the request is ignored.
-func open[W typeWatch](st *stream, node *corev3.Node, typeURL string, watches map[string]W, create func(*xdstype.Type) W) (W, error) {
+func open[W typeWatch](st *stream, node *corev3.Node, typeURL string, watches map[string]W, create func(*xdstype.Type, *Server) W) (W, error) {
 	var zero W
 	if err := st.identify(node); err != nil {
 		return zero, err
@@ -350,7 +350,7 @@ func open[W typeWatch](st *stream, node *corev3.Node, typeURL string, watches ma
 	}
 	w, ok := watches[t.URL]
 	if !ok {
-		w = create(t)
+		w = create(t, st.srv)
 		watches[t.URL] = w
 		st.observe(Event{Kind: Subscribed, TypeURL: t.URL})
 	}
