@@ -16,6 +16,10 @@ type Node struct {
 	Region   string
 	Zone     string
 	SubZone  string
+	// Identities are the names the node's verified client certificate
+	// proves (its SPIFFE ID and DNS SANs); empty over a connection without
+	// one. Unlike every other field, the node cannot choose them.
+	Identities []string
 }
 
 // Match is a group's rule; every field set must match (an empty field
@@ -66,6 +70,11 @@ type Group struct {
 	// SuppressDeltaNotFound stops delta streams of the group's nodes from
 	// listing subscribed names that do not exist in removed_resources.
 	SuppressDeltaNotFound bool
+	// Identities, when set, are glob patterns of the verified identities
+	// allowed to join the group: a node whose certificate proves none of
+	// them is not taken, whatever its id or metadata claim, and falls
+	// through to the next rule. Empty: any node, verified or not.
+	Identities []string `json:"identities,omitempty"`
 }
 
 // Groups are the group rules in order: the first whose Match matches wins,
@@ -76,6 +85,9 @@ type Groups []Group
 func (gs Groups) Resolve(n Node) int {
 	def := -1
 	for i, g := range gs {
+		if len(g.Identities) > 0 && !AnyMatch(g.Identities, n.Identities) {
+			continue
+		}
 		if g.Default {
 			def = i
 			continue
@@ -85,4 +97,17 @@ func (gs Groups) Resolve(n Node) int {
 		}
 	}
 	return def
+}
+
+// AnyMatch reports whether any of names matches any of the glob patterns
+// (path.Match syntax, where "*" stops at "/": write "spiffe://td/ns/*/sa/*").
+func AnyMatch(patterns, names []string) bool {
+	for _, p := range patterns {
+		for _, n := range names {
+			if ok, err := path.Match(p, n); err == nil && ok {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -34,6 +34,9 @@ type Fleet struct {
 	// (the file event or API write), for push-latency figures. Set it
 	// before publishing.
 	AcceptedAt time.Time
+	// secrets restricts Secrets by name to verified identities (see
+	// RestrictSecrets).
+	secrets map[string][]string
 }
 
 // NewFleet returns a fleet in which every node receives s.
@@ -61,20 +64,51 @@ func NewGroupedFleet(rules model.Groups, snaps []*Snapshot) *Fleet {
 }
 
 // Group returns the group node belongs to, or nil when it matches none.
-func (f *Fleet) Group(node *corev3.Node) *Group {
-	if i := f.rules.Resolve(modelNode(node)); i >= 0 {
+// identities are what the connection's verified client certificate proves
+// (nil without one): groups that declare identities take only those.
+func (f *Fleet) Group(node *corev3.Node, identities []string) *Group {
+	n := modelNode(node)
+	n.Identities = identities
+	if i := f.rules.Resolve(n); i >= 0 {
 		return f.groups[i]
 	}
 	return nil
 }
 
-// For returns the snapshot the node should run, nil when it is in no group.
+// For returns the snapshot a node without a verified identity should run,
+// nil when it is in no group.
 func (f *Fleet) For(node *corev3.Node) *Snapshot {
-	if g := f.Group(node); g != nil {
+	if g := f.Group(node, nil); g != nil {
 		return g.Snapshot
 	}
 	return nil
 }
+
+// RestrictSecrets sets which verified identities may receive each named
+// Secret: glob patterns per secret name (model.AnyMatch). A Secret not
+// named is open to every node of its group whose identity is verified.
+// The policy is part of the fleet's version, so that a change to it
+// reaches the streams. Call before publishing.
+func (f *Fleet) RestrictSecrets(policy map[string][]string) {
+	if len(policy) == 0 {
+		return
+	}
+	f.secrets = policy
+	js, _ := json.Marshal(policy) // maps marshal with sorted keys
+	f.version = hashPairs([][2]string{{"fleet", f.version}, {"secrets", string(js)}})
+}
+
+// SecretAllowed reports whether a node with the given verified identities
+// may receive the Secret name under the fleet's policy. Whether a
+// connection without a verified identity receives Secrets at all is the
+// server's decision, not the policy's.
+func (f *Fleet) SecretAllowed(name string, identities []string) bool {
+	p, restricted := f.secrets[name]
+	return !restricted || model.AnyMatch(p, identities)
+}
+
+// SecretPolicy returns the policy set by RestrictSecrets. Do not modify it.
+func (f *Fleet) SecretPolicy() map[string][]string { return f.secrets }
 
 // Groups returns the fleet's groups in rule order. Do not modify the slice.
 func (f *Fleet) Groups() []*Group { return f.groups }

@@ -461,7 +461,7 @@ func (st *stream) useFleet(f *snapshot.Fleet) {
 		return
 	}
 	st.fleet = f
-	g := f.Group(st.node)
+	g := f.Group(st.node, nil)
 	switch {
 	case g == nil && (st.group != nil || !st.noGroupLogged):
 		// The classic silent failure: a proxy that connects fine and gets
