@@ -1,0 +1,254 @@
+// Package certs serves TLS from certificate files that are rotated on disk:
+// a server certificate and key, and optionally a client CA bundle, re-read
+// when the files change, without restarting the listener or dropping the
+// connections already open.
+//
+// Files are checked lazily, at most once per CheckEvery, on a handshake: no
+// goroutine, no watcher to stop. A rotation writes the certificate and the
+// key at different moments, so a pair that does not match (or a file that is
+// half written) is not an error: the last good pair keeps serving, the bad
+// one is logged once, and the next check tries again.
+package certs
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// MaxFileSize bounds each certificate, key or CA file read: a real bundle is
+// a few kilobytes; a path pointing at something huge must not be read whole.
+const MaxFileSize = 1 << 20
+
+// Options describes a TLS server identity.
+type Options struct {
+	// What the files are for, in logs and errors ("xds", "admin").
+	Name string
+	// CertFile and KeyFile hold the server's PEM certificate chain and key.
+	CertFile, KeyFile string
+	// ClientCAFile, if set, holds the PEM CAs client certificates are
+	// verified against. A client certificate is then checked when given;
+	// RequireClientCert refuses a handshake without one.
+	ClientCAFile      string
+	RequireClientCert bool
+	// NextProtos are the ALPN protocols offered ("h2" for gRPC).
+	NextProtos []string
+	// CheckEvery bounds how often the files are checked for changes
+	// (default 1s).
+	CheckEvery time.Duration
+	Logger     *slog.Logger
+	// Now is the clock (default time.Now); tests inject one.
+	Now func() time.Time
+}
+
+// Server is a TLS server config whose certificate and client CAs follow
+// their files.
+type Server struct {
+	o       Options
+	log     *slog.Logger
+	current atomic.Pointer[tls.Config]
+
+	mu        sync.Mutex // held while checking the files
+	nextCheck time.Time
+	seen      stamps // the files as last read, good or bad
+}
+
+// New loads the files once; unlike a later rotation, a bad file at start is
+// an error, so a typo cannot start a server without TLS.
+func New(o Options) (*Server, error) {
+	if o.CertFile == "" || o.KeyFile == "" {
+		return nil, fmt.Errorf("%s TLS: a certificate file and a key file are both required", o.Name)
+	}
+	if o.RequireClientCert && o.ClientCAFile == "" {
+		return nil, fmt.Errorf("%s TLS: requiring client certificates needs a client CA file to verify them", o.Name)
+	}
+	if o.CheckEvery <= 0 {
+		o.CheckEvery = time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	s := &Server{o: o, log: o.Logger}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	st := s.stat()
+	cfg, err := s.load()
+	if err != nil {
+		return nil, err
+	}
+	s.current.Store(cfg)
+	s.seen = st
+	s.nextCheck = o.Now().Add(o.CheckEvery)
+	return s, nil
+}
+
+// Config is the tls.Config to serve with: each handshake takes the newest
+// good certificate and client CAs.
+func (s *Server) Config() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: s.o.NextProtos,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			s.maybeReload()
+			return s.current.Load(), nil
+		},
+	}
+}
+
+// Certificate returns the certificate being served.
+func (s *Server) Certificate() *x509.Certificate {
+	return s.current.Load().Certificates[0].Leaf
+}
+
+// maybeReload re-reads the files if one changed since the last read, at most
+// once per CheckEvery. A handshake that finds another one checking does not
+// wait: it serves the current pair.
+func (s *Server) maybeReload() {
+	if !s.mu.TryLock() {
+		return
+	}
+	defer s.mu.Unlock()
+	now := s.o.Now()
+	if now.Before(s.nextCheck) {
+		return
+	}
+	s.nextCheck = now.Add(s.o.CheckEvery)
+	st := s.stat()
+	if st.equal(s.seen) {
+		return
+	}
+	s.seen = st
+	cfg, err := s.load()
+	if err != nil {
+		// Logged once per state of the files: the next change tries again.
+		// The error names files and reasons, never their contents.
+		s.log.Warn("TLS files changed but cannot be used; still serving the previous certificate", "server", s.o.Name, "err", err)
+		return
+	}
+	s.current.Store(cfg)
+	leaf := cfg.Certificates[0].Leaf
+	s.log.Info("TLS certificate reloaded", "server", s.o.Name, "cert_file", s.o.CertFile,
+		"subject", leaf.Subject.String(), "not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
+}
+
+// load reads the files into a complete server config.
+func (s *Server) load() (*tls.Config, error) {
+	certPEM, err := readBounded(s.o.CertFile)
+	if err != nil {
+		return nil, fmt.Errorf("%s TLS certificate: %w", s.o.Name, err)
+	}
+	keyPEM, err := readBounded(s.o.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("%s TLS key: %w", s.o.Name, err)
+	}
+	// tls.X509KeyPair's errors describe the PEM blocks, not their bytes.
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("%s TLS: certificate %s and key %s: %w", s.o.Name, s.o.CertFile, s.o.KeyFile, err)
+	}
+	cfg := &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		CipherSuites: cipherSuites,
+		NextProtos:   s.o.NextProtos,
+		Certificates: []tls.Certificate{pair},
+	}
+	if s.o.ClientCAFile != "" {
+		pool, err := loadPool(s.o.ClientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("%s TLS client CA: %w", s.o.Name, err)
+		}
+		cfg.ClientCAs = pool
+		cfg.ClientAuth = tls.VerifyClientCertIfGiven
+		if s.o.RequireClientCert {
+			cfg.ClientAuth = tls.RequireAndVerifyClientCert
+		}
+	}
+	return cfg, nil
+}
+
+// cipherSuites are the TLS 1.2 suites offered: forward secret AEADs only.
+// (TLS 1.3's suites are not configurable and all sound.)
+var cipherSuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
+
+// LoadPool reads a PEM bundle of CA certificates.
+func LoadPool(path string) (*x509.CertPool, error) { return loadPool(path) }
+
+func loadPool(path string) (*x509.CertPool, error) {
+	b, err := readBounded(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("%s: no PEM certificate found", path)
+	}
+	return pool, nil
+}
+
+// readBounded reads a file of at most MaxFileSize bytes.
+func readBounded(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(b) > MaxFileSize {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, MaxFileSize)
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, fmt.Errorf("%s: %w", path, errEmpty)
+	}
+	return b, nil
+}
+
+var errEmpty = errors.New("empty file")
+
+// stamps identify the files' contents cheaply: a rename over the file
+// changes its inode, an in-place write its size or modification time.
+type stamps [3]os.FileInfo
+
+func (s *Server) stat() stamps {
+	var st stamps
+	for i, p := range []string{s.o.CertFile, s.o.KeyFile, s.o.ClientCAFile} {
+		if p != "" {
+			st[i], _ = os.Stat(p)
+		}
+	}
+	return st
+}
+
+func (a stamps) equal(b stamps) bool {
+	for i := range a {
+		x, y := a[i], b[i]
+		if x == nil || y == nil {
+			if x != y {
+				return false
+			}
+			continue
+		}
+		if !os.SameFile(x, y) || !x.ModTime().Equal(y.ModTime()) || x.Size() != y.Size() {
+			return false
+		}
+	}
+	return true
+}
