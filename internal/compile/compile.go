@@ -35,6 +35,8 @@ func Compile(reg *xdstype.Registry, files []config.File, read ReadFile) (*snapsh
 		read = func(p string) ([]byte, error) { return nil, fmt.Errorf("reading files is not allowed here") }
 	}
 	translated, problems := translateModel(reg, &doc.Model, read)
+	policy, policyProblems := secretPolicy(doc.Secrets)
+	problems = append(problems, policyProblems...)
 	if err := problems.Err(); err != nil {
 		return nil, err
 	}
@@ -42,18 +44,58 @@ func Compile(reg *xdstype.Registry, files []config.File, read ReadFile) (*snapsh
 	if err != nil {
 		return nil, err
 	}
+	var fleet *snapshot.Fleet
 	if len(doc.Groups) == 0 {
-		return snapshot.NewFleet(all, time.Time{}), nil
+		fleet = snapshot.NewFleet(all, time.Time{})
+	} else {
+		rules, problems := groups(reg, doc.Groups, all, doc.Services)
+		if err := problems.Err(); err != nil {
+			return nil, err
+		}
+		snaps := make([]*snapshot.Snapshot, len(rules))
+		for i, g := range rules {
+			snaps[i] = scoped(reg, all, g)
+		}
+		fleet = snapshot.NewGroupedFleet(rules, snaps)
 	}
-	rules, problems := groups(reg, doc.Groups, all, doc.Services)
-	if err := problems.Err(); err != nil {
-		return nil, err
+	// Raw Secrets under `resources` have no policy of their own: the
+	// identities of the groups that hold them govern them.
+	fleet.RestrictSecrets(policy)
+	return fleet, nil
+}
+
+// secretPolicy collects the model secrets' identity patterns by secret
+// name, for Fleet.RestrictSecrets.
+func secretPolicy(secrets []model.Secret) (map[string][]string, diag.List) {
+	var problems diag.List
+	policy := map[string][]string{}
+	for _, s := range secrets {
+		if len(s.Identities) == 0 {
+			continue
+		}
+		for _, d := range checkIdentities(s.Identities) {
+			problems = append(problems, diag.Diagnostic{File: s.Source.File, Line: s.Source.Line, Type: "secret", Name: s.Name, Field: d.Field, Message: d.Message})
+		}
+		policy[s.Name] = s.Identities
 	}
-	snaps := make([]*snapshot.Snapshot, len(rules))
-	for i, g := range rules {
-		snaps[i] = scoped(reg, all, g)
+	return policy, problems
+}
+
+// checkIdentities checks identity patterns: each a valid path.Match glob,
+// not empty. The diagnostics carry only the field and the message.
+func checkIdentities(patterns []string) diag.List {
+	var out diag.List
+	for i, p := range patterns {
+		field := fmt.Sprintf("identities[%d]", i)
+		if p == "" {
+			out = append(out, diag.Diagnostic{Field: field, Message: "empty pattern; write the identity, e.g. spiffe://example.org/ns/prod/sa/edge"})
+			continue
+		}
+		if _, err := path.Match(p, ""); err != nil {
+			out = append(out, diag.Diagnostic{Field: field, Message: fmt.Sprintf("bad pattern %q: %v", p, err)})
+		}
 	}
-	return snapshot.NewGroupedFleet(rules, snaps), nil
+	return out
 }
 
 // groups checks the group rules and turns them into the model's.
@@ -80,6 +122,9 @@ func groups(reg *xdstype.Registry, specs []config.Group, all *snapshot.Snapshot,
 		if _, err := path.Match(g.Match.ID, ""); err != nil {
 			bad(g, "match.id", "bad pattern %q: %v", g.Match.ID, err)
 		}
+		for _, d := range checkIdentities(g.Identities) {
+			bad(g, d.Field, "%s", d.Message)
+		}
 		rule := model.Group{
 			Name:    g.Name,
 			Default: g.Default,
@@ -88,6 +133,7 @@ func groups(reg *xdstype.Registry, specs []config.Group, all *snapshot.Snapshot,
 				Region: g.Match.Region, Zone: g.Match.Zone, SubZone: g.Match.SubZone,
 			},
 			SuppressDeltaNotFound: g.DeltaNotFound != nil && !*g.DeltaNotFound,
+			Identities:            g.Identities,
 		}
 		if len(g.Scope) > 0 {
 			rule.Scope = map[string][]string{}
@@ -131,7 +177,7 @@ func groups(reg *xdstype.Registry, specs []config.Group, all *snapshot.Snapshot,
 			}
 			rule.Scope[t.URL] = append(rule.Scope[t.URL], g.Scope[kind]...)
 		}
-		if !g.Default && g.Match.ID == "" && g.Match.Cluster == "" && len(g.Match.Metadata) == 0 &&
+		if !g.Default && len(g.Identities) == 0 && g.Match.ID == "" && g.Match.Cluster == "" && len(g.Match.Metadata) == 0 &&
 			g.Match.Region == "" && g.Match.Zone == "" && g.Match.SubZone == "" {
 			bad(g, "match", "empty: it would take every node; say `default: true` instead")
 		}

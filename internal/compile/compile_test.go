@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/config"
 	"github.com/pylon-xds/pylon/internal/golden"
+	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -30,7 +32,7 @@ func TestCompileGolden(t *testing.T) {
 	inputs := map[string]bool{}
 	for _, e := range entries {
 		name := e.Name()
-		if strings.HasSuffix(name, ".golden") {
+		if e.IsDir() || strings.HasSuffix(name, ".golden") {
 			continue
 		}
 		base := strings.TrimSuffix(name, filepath.Ext(name))
@@ -63,8 +65,15 @@ func render(reg *xdstype.Registry, f config.File) string {
 		fmt.Fprintf(&b, "refused:\n%s\n", err)
 		return b.String()
 	}
-	for _, g := range fleet.Groups() {
+	policy := fleet.SecretPolicy()
+	for _, n := range slices.Sorted(maps.Keys(policy)) {
+		fmt.Fprintf(&b, "secret %s to %v\n", n, policy[n])
+	}
+	for i, g := range fleet.Groups() {
 		fmt.Fprintf(&b, "group %s snapshot %s\n", g.Name, g.Snapshot.Version())
+		if ids := fleet.Rules()[i].Identities; len(ids) > 0 {
+			fmt.Fprintf(&b, "  identities %v\n", ids)
+		}
 		for _, set := range g.Snapshot.Sets() {
 			for _, n := range set.Names() {
 				fmt.Fprintf(&b, "  %s %s %s\n", set.Type().Kind, n, set.Get(n).Version)
@@ -104,5 +113,33 @@ func TestScopeCutsClusters(t *testing.T) {
 	b := fleet.Groups()[2].Snapshot.Set(xdstype.ClusterURL).Get("web")
 	if a != b {
 		t.Error("a resource was encoded once per group")
+	}
+}
+
+// A secret policy is part of the fleet's version: changing only who may
+// receive a secret must reach the streams, so it must change the version.
+func TestSecretPolicyChangesVersion(t *testing.T) {
+	dir := filepath.Join("testdata", "compile")
+	compileWith := func(identities string) *snapshot.Fleet {
+		t.Helper()
+		data := "secrets:\n- name: edge-cert\n  cert_file: certs/edge.crt\n  key_file: certs/edge.key\n" + identities
+		fleet, err := Compile(xdstype.New(), []config.File{{Path: filepath.Join(dir, "policy.yaml"), Data: []byte(data)}}, os.ReadFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fleet
+	}
+	open := compileWith("")
+	a := compileWith("  identities: [spiffe://example.org/a]\n")
+	b := compileWith("  identities: [spiffe://example.org/b]\n")
+	if open.Version() == a.Version() || a.Version() == b.Version() || open.Version() == b.Version() {
+		t.Errorf("versions open %s, a %s, b %s: a policy change must change the version", open.Version(), a.Version(), b.Version())
+	}
+	if a.SecretAllowed("edge-cert", []string{"spiffe://example.org/b"}) || !a.SecretAllowed("edge-cert", []string{"spiffe://example.org/a"}) {
+		t.Error("the compiled policy does not say who may receive edge-cert")
+	}
+	// The snapshots themselves are the same: only the policy changed.
+	if open.Groups()[0].Snapshot.Version() != a.Groups()[0].Snapshot.Version() {
+		t.Error("a policy change changed the snapshot")
 	}
 }

@@ -78,6 +78,9 @@ type Group struct {
 	// DeltaNotFound, when false, stops delta streams listing subscribed
 	// names that do not exist in removed_resources (default true).
 	DeltaNotFound *bool `json:"delta_not_found,omitempty"`
+	// Identities, when set, are glob patterns of the verified client
+	// identities (SPIFFE IDs, DNS SANs) that may join the group.
+	Identities []string `json:"identities,omitempty"`
 
 	File string `json:"-"`
 	Line int    `json:"-"`

@@ -210,7 +210,11 @@ type Secret struct {
 	CertFile string `json:"cert_file,omitempty"`
 	KeyFile  string `json:"key_file,omitempty"`
 	CAFile   string `json:"ca_file,omitempty"`
-	Source   Source `json:"-"`
+	// Identities, when set, are glob patterns of the verified identities
+	// that may receive the secret (model.AnyMatch); empty: every verified
+	// node of a group that holds it.
+	Identities []string `json:"identities,omitempty"`
+	Source     Source   `json:"-"`
 }
 
 // GRPCTarget exposes services to proxyless gRPC clients as xds:///Target.

@@ -110,6 +110,9 @@ func (f *Fleet) SecretAllowed(name string, identities []string) bool {
 // SecretPolicy returns the policy set by RestrictSecrets. Do not modify it.
 func (f *Fleet) SecretPolicy() map[string][]string { return f.secrets }
 
+// Rules returns the group rules, aligned with Groups. Do not modify them.
+func (f *Fleet) Rules() model.Groups { return f.rules }
+
 // Groups returns the fleet's groups in rule order. Do not modify the slice.
 func (f *Fleet) Groups() []*Group { return f.groups }
 
