@@ -1,12 +1,22 @@
 // Package diag holds the one diagnostic type every validation gate reports
 // with: it names the file (and line), the resource type and name, and the
 // field, so an operator can find a refused change without guessing.
+//
+// Every config error goes through this type on its way to a log line, the
+// status API and an API error, and a decoding error may quote the value it
+// refused: a private key held inline. So a diagnostic scrubs key material
+// (redact.String) whenever it is rendered, as text or JSON, and List.Err
+// scrubs the list it returns: the source is clean, not each place that
+// shows it.
 package diag
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/pylon-xds/pylon/internal/redact"
 )
 
 // Diagnostic is one problem found in a configuration.
@@ -19,8 +29,26 @@ type Diagnostic struct {
 	Message string `json:"message"`
 }
 
-// String renders the diagnostic as "file:line: Type "name": field: message".
+// Redacted returns d with key material scrubbed from every text in it.
+func (d Diagnostic) Redacted() Diagnostic {
+	d.File = redact.String(d.File)
+	d.Type = redact.String(d.Type)
+	d.Name = redact.String(d.Name)
+	d.Field = redact.String(d.Field)
+	d.Message = redact.String(d.Message)
+	return d
+}
+
+// MarshalJSON renders the diagnostic redacted.
+func (d Diagnostic) MarshalJSON() ([]byte, error) {
+	type plain Diagnostic // without this method
+	return json.Marshal(plain(d.Redacted()))
+}
+
+// String renders the diagnostic, redacted, as
+// "file:line: Type "name": field: message".
 func (d Diagnostic) String() string {
+	d = d.Redacted()
 	var b strings.Builder
 	if d.File != "" {
 		b.WriteString(d.File)
@@ -76,10 +104,14 @@ func (l List) Sort() {
 	})
 }
 
-// Err returns nil for an empty list and the sorted list otherwise.
+// Err returns nil for an empty list and the sorted, redacted list
+// otherwise.
 func (l List) Err() error {
 	if len(l) == 0 {
 		return nil
+	}
+	for i := range l {
+		l[i] = l[i].Redacted()
 	}
 	l.Sort()
 	return l
