@@ -14,7 +14,9 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -32,6 +34,37 @@ type Options struct {
 	Delta bool
 	// AdminPort is Envoy's admin port, bound on 127.0.0.1.
 	AdminPort uint32
+	// TLS, if set, secures the connection to Pylon with mutual TLS.
+	TLS *TLS
+}
+
+// TLS is how a data plane connects to Pylon over mutual TLS: the files it
+// reads, not their contents, so that the bootstrap holds no key and the
+// files can rotate.
+type TLS struct {
+	// CAFile verifies Pylon's certificate.
+	CAFile string
+	// CertFile and KeyFile are the node's client certificate and key, which
+	// Pylon binds to the node's id (--node-identity).
+	CertFile, KeyFile string
+	// ServerName is the name Envoy sends as SNI and expects in Pylon's
+	// certificate (default: the host of XDSAddress). gRPC always verifies
+	// the host of XDSAddress.
+	ServerName string
+	// RefreshInterval is how often gRPC re-reads the files (default 1m).
+	RefreshInterval time.Duration
+}
+
+func (t *TLS) check() error {
+	switch {
+	case t.CAFile == "":
+		return fmt.Errorf("TLS: a CA file to verify Pylon is required (--ca-file)")
+	case (t.CertFile == "") != (t.KeyFile == ""):
+		return fmt.Errorf("TLS: a client certificate needs both --cert-file and --key-file")
+	case t.RefreshInterval < 0:
+		return fmt.Errorf("TLS: refresh interval %s is negative", t.RefreshInterval)
+	}
+	return nil
 }
 
 const xdsCluster = "xds_cluster"
@@ -95,6 +128,12 @@ func Envoy(o Options) (*bootstrapv3.Bootstrap, error) {
 	if adminPort == 0 {
 		adminPort = 9901
 	}
+	var transport *corev3.TransportSocket
+	if o.TLS != nil {
+		if transport, err = upstreamTLS(o.TLS, host); err != nil {
+			return nil, err
+		}
+	}
 	return &bootstrapv3.Bootstrap{
 		Node: &corev3.Node{Id: o.NodeID, Cluster: o.NodeCluster},
 		DynamicResources: &bootstrapv3.Bootstrap_DynamicResources{
@@ -118,6 +157,7 @@ func Envoy(o Options) (*bootstrapv3.Bootstrap, error) {
 					"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": h2,
 				},
 				UpstreamConnectionOptions: &clusterv3.UpstreamConnectionOptions{TcpKeepalive: &corev3.TcpKeepalive{}},
+				TransportSocket:           transport,
 				LoadAssignment: &endpointv3.ClusterLoadAssignment{
 					ClusterName: xdsCluster,
 					Endpoints: []*endpointv3.LocalityLbEndpoints{{
@@ -132,6 +172,50 @@ func Envoy(o Options) (*bootstrapv3.Bootstrap, error) {
 		},
 		Admin: &bootstrapv3.Admin{Address: socketAddress("127.0.0.1", adminPort)},
 	}, nil
+}
+
+// upstreamTLS is the xds_cluster's TLS: Pylon's certificate verified
+// against the CA and its name (Envoy checks only the chain unless told which
+// name to expect), the node's certificate presented from files.
+func upstreamTLS(t *TLS, host string) (*corev3.TransportSocket, error) {
+	if err := t.check(); err != nil {
+		return nil, err
+	}
+	name := t.ServerName
+	if name == "" {
+		name = host
+	}
+	san := &tlsv3.SubjectAltNameMatcher{
+		SanType: tlsv3.SubjectAltNameMatcher_DNS,
+		Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: name}},
+	}
+	sni := name
+	if net.ParseIP(name) != nil {
+		// An IP address is never sent as SNI (RFC 6066); it is checked
+		// against the certificate's IP SANs.
+		san.SanType, sni = tlsv3.SubjectAltNameMatcher_IP_ADDRESS, ""
+	}
+	common := &tlsv3.CommonTlsContext{
+		TlsParams: &tlsv3.TlsParameters{TlsMinimumProtocolVersion: tlsv3.TlsParameters_TLSv1_2},
+		// gRPC needs HTTP/2, negotiated by ALPN.
+		AlpnProtocols: []string{"h2"},
+		ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
+			TrustedCa:                 file(t.CAFile),
+			MatchTypedSubjectAltNames: []*tlsv3.SubjectAltNameMatcher{san},
+		}},
+	}
+	if t.CertFile != "" {
+		common.TlsCertificates = []*tlsv3.TlsCertificate{{CertificateChain: file(t.CertFile), PrivateKey: file(t.KeyFile)}}
+	}
+	ctx, err := anypb.New(&tlsv3.UpstreamTlsContext{Sni: sni, CommonTlsContext: common})
+	if err != nil {
+		return nil, err
+	}
+	return &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: ctx}}, nil
+}
+
+func file(path string) *corev3.DataSource {
+	return &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: path}}
 }
 
 func socketAddress(host string, port uint32) *corev3.Address {
@@ -173,8 +257,9 @@ type grpcNode struct {
 	Locality map[string]any `json:"locality,omitempty"`
 }
 
-// GRPC is the JSON bootstrap of a proxyless gRPC client. The channel is
-// plaintext, as Pylon's xDS port is in this version.
+// GRPC is the JSON bootstrap of a proxyless gRPC client: plaintext, or with
+// TLS the "tls" channel credentials, whose files gRPC re-reads
+// (the file_watcher certificate provider, gRFC A65).
 func GRPC(o Options) ([]byte, error) {
 	if o.NodeID == "" {
 		return nil, fmt.Errorf("a node id is required")
@@ -183,10 +268,16 @@ func GRPC(o Options) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	creds := map[string]any{"type": "insecure"}
+	if o.TLS != nil {
+		if creds, err = grpcTLS(o.TLS, host); err != nil {
+			return nil, err
+		}
+	}
 	b := grpcBootstrap{
 		XDSServers: []grpcServer{{
 			ServerURI:    net.JoinHostPort(host, strconv.FormatUint(uint64(port), 10)),
-			ChannelCreds: []map[string]any{{"type": "insecure"}},
+			ChannelCreds: []map[string]any{creds},
 			// xds_v3 is what clients older than the v3-only ones need to
 			// speak v3; newer clients ignore it.
 			ServerFeatures: []string{"xds_v3"},
@@ -198,4 +289,28 @@ func GRPC(o Options) ([]byte, error) {
 		return nil, err
 	}
 	return append(out, '\n'), nil
+}
+
+// grpcTLS is the channel credentials entry of a TLS connection to Pylon.
+func grpcTLS(t *TLS, host string) (map[string]any, error) {
+	if err := t.check(); err != nil {
+		return nil, err
+	}
+	if t.ServerName != "" && t.ServerName != host {
+		// gRPC's xDS TLS credentials cannot override the name verified.
+		return nil, fmt.Errorf("TLS: gRPC verifies Pylon's certificate against the host of the xds address (%q); put %q in --xds-address instead of --server-name", host, t.ServerName)
+	}
+	refresh := t.RefreshInterval
+	if refresh == 0 {
+		refresh = time.Minute
+	}
+	cfg := map[string]any{
+		"ca_certificate_file": t.CAFile,
+		// A protobuf Duration in JSON: seconds with an "s".
+		"refresh_interval": strconv.FormatFloat(refresh.Seconds(), 'f', -1, 64) + "s",
+	}
+	if t.CertFile != "" {
+		cfg["certificate_file"], cfg["private_key_file"] = t.CertFile, t.KeyFile
+	}
+	return map[string]any{"type": "tls", "config": cfg}, nil
 }

@@ -2,16 +2,42 @@ package bootstrap
 
 import (
 	"encoding/json"
+	"flag"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"sigs.k8s.io/yaml"
 
 	// Register the typed extension options so the YAML's Any resolves.
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+
+	"github.com/pylon-xds/pylon/internal/golden"
 )
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// parseEnvoy reads Envoy's bootstrap back and validates it as Envoy would.
+func parseEnvoy(t *testing.T, y []byte) *bootstrapv3.Bootstrap {
+	t.Helper()
+	js, err := yaml.YAMLToJSON(y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bootstrapv3.Bootstrap
+	if err := protojson.Unmarshal(js, &b); err != nil {
+		t.Fatalf("bootstrap does not parse: %v\n%s", err, y)
+	}
+	if err := b.ValidateAll(); err != nil {
+		t.Fatalf("bootstrap invalid: %v", err)
+	}
+	return &b
+}
 
 // The YAML must parse back into Envoy's Bootstrap and pass its validation.
 func TestEnvoyBootstrapValidates(t *testing.T) {
@@ -30,17 +56,7 @@ func TestEnvoyBootstrapValidates(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			js, err := yaml.YAMLToJSON(y)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var b bootstrapv3.Bootstrap
-			if err := protojson.Unmarshal(js, &b); err != nil {
-				t.Fatalf("bootstrap does not parse: %v\n%s", err, y)
-			}
-			if err := b.ValidateAll(); err != nil {
-				t.Fatalf("bootstrap invalid: %v", err)
-			}
+			b := parseEnvoy(t, y)
 			if b.GetNode().GetId() != c.opts.NodeID || b.GetNode().GetCluster() != c.opts.NodeCluster {
 				t.Fatalf("node %v", b.GetNode())
 			}
@@ -90,5 +106,107 @@ func TestGRPCBootstrapShape(t *testing.T) {
 	}
 	if b["node"].(map[string]any)["id"] != "n1" {
 		t.Fatalf("node %v", b["node"])
+	}
+}
+
+var tlsFiles = TLS{CAFile: "/etc/pylon/ca.crt", CertFile: "/etc/pylon/node.crt", KeyFile: "/etc/pylon/node.key"}
+
+// With TLS, the xds_cluster verifies Pylon's chain and name, presents the
+// node's certificate by file name (never its contents), and passes Envoy's
+// validation.
+func TestEnvoyBootstrapTLS(t *testing.T) {
+	for _, c := range []struct {
+		name, addr, serverName string
+		sni                    string
+		sanType                tlsv3.SubjectAltNameMatcher_SanType
+		san                    string
+	}{
+		{"ip", "127.0.0.1:18000", "", "", tlsv3.SubjectAltNameMatcher_IP_ADDRESS, "127.0.0.1"},
+		{"dns", "pylon.internal:18000", "", "pylon.internal", tlsv3.SubjectAltNameMatcher_DNS, "pylon.internal"},
+		{"server name", "10.0.0.7:18000", "pylon.example.org", "pylon.example.org", tlsv3.SubjectAltNameMatcher_DNS, "pylon.example.org"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			files := tlsFiles
+			files.ServerName = c.serverName
+			y, err := EnvoyYAML(Options{NodeID: "edge-1", NodeCluster: "edge", XDSAddress: c.addr, TLS: &files})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.name == "server name" {
+				golden.Check(t, filepath.Join("testdata", "envoy-tls.yaml"), string(y), *update)
+			}
+			b := parseEnvoy(t, y)
+			ts := b.GetStaticResources().GetClusters()[0].GetTransportSocket()
+			var up tlsv3.UpstreamTlsContext
+			if ts.GetName() != "envoy.transport_sockets.tls" || ts.GetTypedConfig().UnmarshalTo(&up) != nil {
+				t.Fatalf("transport socket %v", ts)
+			}
+			if up.GetSni() != c.sni {
+				t.Errorf("sni %q, want %q", up.GetSni(), c.sni)
+			}
+			vc := up.GetCommonTlsContext().GetValidationContext()
+			if vc.GetTrustedCa().GetFilename() != files.CAFile {
+				t.Errorf("trusted CA %v", vc.GetTrustedCa())
+			}
+			sans := vc.GetMatchTypedSubjectAltNames()
+			if len(sans) != 1 || sans[0].GetSanType() != c.sanType || sans[0].GetMatcher().GetExact() != c.san {
+				t.Errorf("Pylon's name is not checked as %v %q: %v", c.sanType, c.san, sans)
+			}
+			certs := up.GetCommonTlsContext().GetTlsCertificates()
+			if len(certs) != 1 || certs[0].GetCertificateChain().GetFilename() != files.CertFile || certs[0].GetPrivateKey().GetFilename() != files.KeyFile {
+				t.Errorf("client certificate %v", certs)
+			}
+			if got := up.GetCommonTlsContext().GetTlsParams().GetTlsMinimumProtocolVersion(); got != tlsv3.TlsParameters_TLSv1_2 {
+				t.Errorf("minimum TLS version %v", got)
+			}
+		})
+	}
+}
+
+// gRPC's bootstrap names the files for its file_watcher provider. (grpc-go
+// parses a bootstrap only when its resolver is built: the end-to-end tests in
+// test/integration prove it connects with this one.)
+func TestGRPCBootstrapTLS(t *testing.T) {
+	files := tlsFiles
+	files.RefreshInterval = 90 * time.Second
+	out, err := GRPC(Options{NodeID: "app-1", NodeCluster: "apps", XDSAddress: "localhost:18000", TLS: &files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, filepath.Join("testdata", "grpc-tls.json"), string(out), *update)
+	// Only a CA: TLS without a client certificate.
+	out, err = GRPC(Options{NodeID: "app-1", XDSAddress: "localhost:18000", TLS: &TLS{CAFile: "/ca.crt"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), `"certificate_file"`) || !strings.Contains(string(out), `"refresh_interval": "60s"`) {
+		t.Fatalf("CA-only bootstrap:\n%s", out)
+	}
+}
+
+func TestBootstrapTLSErrors(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		tls  TLS
+		grpc bool
+		want string
+	}{
+		{"no CA", TLS{CertFile: "a", KeyFile: "b"}, false, "--ca-file"},
+		{"cert without key", TLS{CAFile: "ca", CertFile: "a"}, true, "both --cert-file and --key-file"},
+		{"grpc server name", TLS{CAFile: "ca", ServerName: "other.example"}, true, "--xds-address"},
+		{"negative refresh", TLS{CAFile: "ca", RefreshInterval: -time.Second}, true, "negative"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := Options{NodeID: "n", XDSAddress: "pylon.internal:18000", TLS: &c.tls}
+			var err error
+			if c.grpc {
+				_, err = GRPC(o)
+			} else {
+				_, err = EnvoyYAML(o)
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want it to mention %q", err, c.want)
+			}
+		})
 	}
 }
