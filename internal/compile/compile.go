@@ -34,7 +34,11 @@ func Compile(reg *xdstype.Registry, files []config.File, read ReadFile) (*snapsh
 	if read == nil {
 		read = func(p string) ([]byte, error) { return nil, fmt.Errorf("reading files is not allowed here") }
 	}
-	translated, problems := translateModel(reg, &doc.Model, read)
+	dirs := make(map[string]string, len(files))
+	for _, f := range files {
+		dirs[f.Path] = f.Dir
+	}
+	translated, problems := translateModel(reg, &doc.Model, read, dirs)
 	policy, policyProblems := secretPolicy(doc.Secrets)
 	problems = append(problems, policyProblems...)
 	if err := problems.Err(); err != nil {

@@ -3,8 +3,8 @@ package compile
 import (
 	"flag"
 	"fmt"
-	"os"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -43,7 +43,7 @@ func TestCompileGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := render(reg, config.File{Path: path, Data: data})
+			got := render(reg, config.File{Path: path, Data: data, Dir: dir})
 			golden.Check(t, filepath.Join(dir, base+".golden"), got, *update)
 		})
 	}
@@ -123,7 +123,7 @@ func TestSecretPolicyChangesVersion(t *testing.T) {
 	compileWith := func(identities string) *snapshot.Fleet {
 		t.Helper()
 		data := "secrets:\n- name: edge-cert\n  cert_file: certs/edge.crt\n  key_file: certs/edge.key\n" + identities
-		fleet, err := Compile(xdstype.New(), []config.File{{Path: filepath.Join(dir, "policy.yaml"), Data: []byte(data)}}, os.ReadFile)
+		fleet, err := Compile(xdstype.New(), []config.File{{Path: filepath.Join(dir, "policy.yaml"), Data: []byte(data), Dir: dir}}, os.ReadFile)
 		if err != nil {
 			t.Fatal(err)
 		}

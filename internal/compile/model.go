@@ -1,6 +1,7 @@
 package compile
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,13 +13,16 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/diag"
 	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/secretfile"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/translate"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
-// ReadFile reads a file a config names (a certificate, a key). Paths are
-// as written, relative to the config file's folder.
+// ReadFile reads a file a config names (a certificate, a key). A path is
+// joined to its config file's Dir when that is set and the path is
+// relative; otherwise it is passed as written. Use secretfile.Reader.Read
+// to confine reads to secret directories.
 type ReadFile func(path string) ([]byte, error)
 
 // checker collects the model's mistakes, each naming file, object and field.
@@ -27,6 +31,8 @@ type checker struct {
 	services map[string]*model.Service
 	tables   map[string]*model.RouteTable
 	secrets  map[string]*model.Secret
+	// dirs maps a config file's path to its Dir (config.File.Dir).
+	dirs map[string]string
 }
 
 func (c *checker) add(src model.Source, kind, name, field, format string, args ...any) {
@@ -58,8 +64,8 @@ func oneOf(c *checker, src model.Source, kind, name, field, value string, allowe
 
 // translateModel checks the model and translates it into inputs for the
 // snapshot builder, reading the secret files it names.
-func translateModel(reg *xdstype.Registry, m *model.Model, read ReadFile) ([]snapshot.Input, diag.List) {
-	c := &checker{services: map[string]*model.Service{}, tables: map[string]*model.RouteTable{}, secrets: map[string]*model.Secret{}}
+func translateModel(reg *xdstype.Registry, m *model.Model, read ReadFile, dirs map[string]string) ([]snapshot.Input, diag.List) {
+	c := &checker{services: map[string]*model.Service{}, tables: map[string]*model.RouteTable{}, secrets: map[string]*model.Secret{}, dirs: dirs}
 	for i := range m.Services {
 		c.services[m.Services[i].Name] = &m.Services[i]
 	}
@@ -276,11 +282,19 @@ func (c *checker) secret(s *model.Secret, read ReadFile, files map[string][]byte
 			continue
 		}
 		full := p
-		if !filepath.IsAbs(p) && s.Source.File != "" {
-			full = filepath.Join(filepath.Dir(s.Source.File), p)
+		if dir := c.dirs[s.Source.File]; dir != "" && !filepath.IsAbs(p) {
+			// Not filepath.Join: it would clean away a ".." the reader
+			// must see to refuse.
+			full = dir + string(filepath.Separator) + p
 		}
 		data, err := read(full)
+		var refused *secretfile.Error
 		switch {
+		case errors.As(err, &refused):
+			// A confinement refusal names the path, the reason and the
+			// way out; never the file's contents.
+			c.add(s.Source, kind, s.Name, field, "%s", refused.Error())
+			ok = false
 		case err != nil:
 			// The error names the path only: never the file's contents.
 			c.add(s.Source, kind, s.Name, field, "cannot read %s: %v", full, unwrapPathError(err))
@@ -337,9 +351,10 @@ func distance(a, b string) int {
 }
 
 // MaxSecretFileBytes bounds a certificate, key or CA file.
-const MaxSecretFileBytes = 1 << 20
+const MaxSecretFileBytes = secretfile.MaxBytes
 
-// LimitedReader reads a file of at most MaxSecretFileBytes.
+// LimitedReader reads a file of at most MaxSecretFileBytes, wherever it
+// is. It does not confine paths: serve uses a secretfile.Reader.
 func LimitedReader(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {

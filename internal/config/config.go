@@ -38,6 +38,12 @@ const MaxFileBytes = 64 << 20
 type File struct {
 	Path string
 	Data []byte
+	// Dir is the folder that relative file paths written in this file
+	// (secrets' cert_file, key_file, ca_file) resolve against: the file's
+	// own folder in file mode. Empty (objects from the store, which have no
+	// folder): relative paths reach the reader as written, and a confined
+	// reader (secretfile) resolves them against its first secret directory.
+	Dir string
 }
 
 // Resource is one decoded raw resource and where it was written.

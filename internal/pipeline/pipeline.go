@@ -55,6 +55,9 @@ type Pipeline struct {
 	// onResult, if set, is told each load's result ("published",
 	// "unchanged", "refused") and, when published, the fleet.
 	onResult func(result string, f *snapshot.Fleet)
+	// read reads the files the config names; compile.LimitedReader unless
+	// SetReader confines it.
+	read compile.ReadFile
 
 	mu     sync.Mutex
 	status Status
@@ -65,7 +68,17 @@ func New(reg *xdstype.Registry, pub *snapshot.Publisher, log *slog.Logger) *Pipe
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Pipeline{reg: reg, pub: pub, log: log}
+	return &Pipeline{reg: reg, pub: pub, log: log, read: compile.LimitedReader}
+}
+
+// SetReader sets how the pipeline reads the files a config names
+// (certificates, keys): serve passes a secretfile.Reader's Read so that
+// only the secret directories can be read. The default,
+// compile.LimitedReader, reads any path. Call before Run.
+func (p *Pipeline) SetReader(read compile.ReadFile) {
+	if read != nil {
+		p.read = read
+	}
 }
 
 // OnFiles sets the function told which files (certificates, keys) the
@@ -109,7 +122,7 @@ func (p *Pipeline) Apply(u source.Update) error {
 	var read []string
 	reader := func(path string) ([]byte, error) {
 		read = append(read, path)
-		return compile.LimitedReader(path)
+		return p.read(path)
 	}
 	err := u.Err
 	var fleet *snapshot.Fleet

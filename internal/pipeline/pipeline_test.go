@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pylon-xds/pylon/internal/config"
+	"github.com/pylon-xds/pylon/internal/secretfile"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/source"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -112,5 +113,26 @@ func TestOversizedFileRefused(t *testing.T) {
 	err := p.Apply(newUpdate("huge.yaml", big))
 	if err == nil || !strings.Contains(err.Error(), "huge.yaml") || !strings.Contains(err.Error(), "limit") {
 		t.Fatalf("oversized file: %v", err)
+	}
+}
+
+// SetReader confines what the pipeline reads: a secret file outside the
+// secret directories is refused, naming the field, and nothing publishes.
+func TestSetReaderConfinesSecretFiles(t *testing.T) {
+	certs := t.TempDir()
+	r, err := secretfile.New([]string{certs}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := snapshot.NewPublisher()
+	p := New(xdstype.New(), pub, nil)
+	p.SetReader(r.Read)
+	doc := "secrets:\n- { name: stolen, ca_file: /etc/hostname }\n"
+	err = p.Apply(newUpdate("pylon.yaml", []byte(doc)))
+	if err == nil || !strings.Contains(err.Error(), `secret "stolen": ca_file: /etc/hostname is outside the secret directories`) {
+		t.Fatalf("unconfined read: %v", err)
+	}
+	if pub.Current() != nil {
+		t.Fatal("a refused config was published")
 	}
 }

@@ -57,7 +57,7 @@ func TestGolden(t *testing.T) {
 }
 
 func render(t *testing.T, reg *xdstype.Registry, path string, data []byte) string {
-	fleet, err := compile.Compile(reg, []config.File{{Path: path, Data: data}}, compile.LimitedReader)
+	fleet, err := compile.Compile(reg, []config.File{{Path: path, Data: data, Dir: filepath.Dir(path)}}, compile.LimitedReader)
 	if err != nil {
 		return fmt.Sprintf("# refused\n%s\n", err)
 	}

@@ -258,5 +258,11 @@ func readFile(path string) (config.File, error) {
 	if err != nil {
 		return config.File{}, fmt.Errorf("%s: %w", path, err)
 	}
-	return config.File{Path: path, Data: data}, nil
+	// Dir is absolute: a relative one would be taken, by a confined reader,
+	// as relative to its first secret directory.
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return config.File{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return config.File{Path: path, Data: data, Dir: dir}, nil
 }
