@@ -82,6 +82,7 @@ func translateModel(reg *xdstype.Registry, m *model.Model, read ReadFile, dirs m
 		}
 	}
 
+	c.durations(m)
 	var inputs []snapshot.Input
 	emit := func(src model.Source, msg proto.Message) {
 		url := "type.googleapis.com/" + string(msg.ProtoReflect().Descriptor().FullName())
@@ -203,6 +204,7 @@ func (c *checker) table(rt *model.RouteTable) {
 			if r.Limit != nil && r.Limit.Requests == 0 {
 				c.add(rt.Source, kind, rt.Name, rf+".rate_limit.requests", "must be at least 1")
 			}
+			c.regexes(rt, rf, &vh.Routes[j])
 			c.targets(rt.Source, kind, rt.Name, rf+".to", r.To)
 		}
 	}

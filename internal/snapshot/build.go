@@ -151,6 +151,7 @@ func validate(m proto.Message) []fieldError {
 			out = flatten("", err)
 		}
 	}
+	out = append(out, checkValues(m.ProtoReflect())...)
 	walkAny(m.ProtoReflect(), "", func(path string, a *anypb.Any) {
 		inner, err := a.UnmarshalNew()
 		if err != nil {
@@ -168,37 +169,12 @@ var anyName = (&anypb.Any{}).ProtoReflect().Descriptor().FullName()
 
 // walkAny calls fn for every Any set anywhere inside m (not inside the Any).
 func walkAny(m protoreflect.Message, path string, fn func(string, *anypb.Any)) {
-	visit := func(p string, v protoreflect.Message) {
+	walkMessages(m, path, func(p string, v protoreflect.Message) {
 		if v.Descriptor().FullName() == anyName {
 			if a, ok := v.Interface().(*anypb.Any); ok {
 				fn(p, a)
 			}
-			return
 		}
-		walkAny(v, p, fn)
-	}
-	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		if fd.Kind() != protoreflect.MessageKind && fd.Kind() != protoreflect.GroupKind {
-			if !fd.IsMap() || fd.MapValue().Message() == nil {
-				return true
-			}
-		}
-		p := joinPath(path, string(fd.Name()))
-		switch {
-		case fd.IsList():
-			l := v.List()
-			for i := 0; i < l.Len(); i++ {
-				visit(fmt.Sprintf("%s[%d]", p, i), l.Get(i).Message())
-			}
-		case fd.IsMap():
-			v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
-				visit(fmt.Sprintf("%s[%v]", p, k.Interface()), mv.Message())
-				return true
-			})
-		default:
-			visit(p, v.Message())
-		}
-		return true
 	})
 }
 

@@ -1,0 +1,85 @@
+package compile
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/snapshot"
+)
+
+var durationType = reflect.TypeFor[model.Duration]()
+
+// negativeDurations calls fn with the field path (as written in a config)
+// of every negative model.Duration inside v, a model object. A reflective
+// walk, so that a duration field added to the model later is covered
+// without anyone remembering to.
+func negativeDurations(v reflect.Value, path string, fn func(field string)) {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			negativeDurations(v.Elem(), path, fn)
+		}
+	case reflect.Struct:
+		t := v.Type()
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if !f.IsExported() || name == "-" || name == "" {
+				continue
+			}
+			negativeDurations(v.Field(i), joinField(path, name), fn)
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			negativeDurations(v.Index(i), fmt.Sprintf("%s[%d]", path, i), fn)
+		}
+	case reflect.Int64:
+		if v.Type() == durationType && v.Int() < 0 {
+			fn(path)
+		}
+	}
+}
+
+func joinField(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "." + b
+}
+
+// durations refuses negative durations in every model object.
+func (c *checker) durations(m *model.Model) {
+	check := func(src model.Source, kind, name string, obj any) {
+		negativeDurations(reflect.ValueOf(obj), "", func(field string) {
+			c.add(src, kind, name, field, "negative duration; Envoy rejects it")
+		})
+	}
+	for i := range m.Services {
+		check(m.Services[i].Source, "service", m.Services[i].Name, &m.Services[i])
+	}
+	for i := range m.Routes {
+		check(m.Routes[i].Source, "route table", m.Routes[i].Name, &m.Routes[i])
+	}
+	for i := range m.GRPC {
+		check(m.GRPC[i].Source, "grpc target", m.GRPC[i].Target, &m.GRPC[i])
+	}
+}
+
+// regexes refuses a route's regexes that Envoy or gRPC would reject.
+func (c *checker) regexes(rt *model.RouteTable, field string, r *model.Route) {
+	if r.Match.Regex != "" {
+		if msg := snapshot.RegexProblem(r.Match.Regex); msg != "" {
+			c.add(rt.Source, "route table", rt.Name, field+".match.regex", "%s", msg)
+		}
+	}
+	for k, h := range r.Match.Headers {
+		if h.Regex == "" {
+			continue
+		}
+		if msg := snapshot.RegexProblem(h.Regex); msg != "" {
+			c.add(rt.Source, "route table", rt.Name, fmt.Sprintf("%s.match.headers[%d].regex", field, k), "%s", msg)
+		}
+	}
+}

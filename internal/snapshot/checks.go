@@ -1,0 +1,110 @@
+package snapshot
+
+import (
+	"fmt"
+	"regexp/syntax"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// MaxRegexBytes bounds a regular expression before it is parsed. A regex
+// this long cannot fit Envoy's default program size anyway, unless it is
+// one huge character class; the bound keeps a hostile config from making
+// the parser do megabytes of work.
+const MaxRegexBytes = 1024
+
+// MaxRegexProgram is Envoy's default bound on a regex's compiled RE2
+// program (runtime key re2.max_program_size.error_level): a RegexMatcher
+// whose program is larger is rejected, and the whole resource with it.
+const MaxRegexProgram = 100
+
+// RegexProblem says why Envoy or a proxyless gRPC client would reject re,
+// or returns "". It parses with Go's regexp/syntax, which reads RE2 syntax
+// (what Envoy's safe_regex uses and what grpc-go uses), except for the few
+// RE2 features Go lacks (\C, any byte), which are refused here: gRPC
+// clients would reject them. The program size is Go's count of
+// instructions, which tracks RE2's closely (both expand repetitions; Go
+// counts a Unicode class as one instruction where RE2 may use several, so
+// Go errs on the side of accepting).
+func RegexProblem(re string) string {
+	if len(re) > MaxRegexBytes {
+		return fmt.Sprintf("regex is %d bytes, over the %d byte limit", len(re), MaxRegexBytes)
+	}
+	parsed, err := syntax.Parse(re, syntax.Perl)
+	if err != nil {
+		return fmt.Sprintf("invalid regex %q: %v", re, err)
+	}
+	prog, err := syntax.Compile(parsed.Simplify())
+	if err != nil {
+		return fmt.Sprintf("invalid regex %q: %v", re, err)
+	}
+	if n := len(prog.Inst); n > MaxRegexProgram {
+		return fmt.Sprintf("regex %q compiles to %d instructions, over Envoy's default limit of %d (re2.max_program_size.error_level); simplify it, e.g. fewer {n,m} repetitions", re, n, MaxRegexProgram)
+	}
+	return ""
+}
+
+const (
+	regexMatcherName protoreflect.FullName = "envoy.type.matcher.v3.RegexMatcher"
+	durationName     protoreflect.FullName = "google.protobuf.Duration"
+)
+
+// checkValues finds what ValidateAll does not: regular expressions Envoy
+// would reject and negative durations (Envoy rejects them where it reads
+// them, often only when the resource is used). It covers m and every
+// message inside it, but not inside an Any: validate recurses into those.
+func checkValues(m protoreflect.Message) []fieldError {
+	var out []fieldError
+	walkMessages(m, "", func(p string, v protoreflect.Message) {
+		d := v.Descriptor()
+		switch d.FullName() {
+		case regexMatcherName:
+			re := v.Get(d.Fields().ByName("regex")).String()
+			if msg := RegexProblem(re); msg != "" {
+				out = append(out, fieldError{joinPath(p, "regex"), msg})
+			}
+		case durationName:
+			s, n := v.Get(d.Fields().ByName("seconds")).Int(), v.Get(d.Fields().ByName("nanos")).Int()
+			if s < 0 || n < 0 {
+				out = append(out, fieldError{p, "negative duration; Envoy rejects it"})
+			}
+		}
+	})
+	return out
+}
+
+// walkMessages calls fn for every message set anywhere inside m, m
+// excluded, with its field path; it does not look inside an Any.
+func walkMessages(m protoreflect.Message, path string, fn func(string, protoreflect.Message)) {
+	visit := func(p string, v protoreflect.Message) {
+		fn(p, v)
+		if v.Descriptor().FullName() != anyName {
+			walkMessages(v, p, fn)
+		}
+	}
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		isMsg := fd.Kind() == protoreflect.MessageKind || fd.Kind() == protoreflect.GroupKind
+		if fd.IsMap() {
+			isMsg = fd.MapValue().Message() != nil
+		}
+		if !isMsg {
+			return true
+		}
+		p := joinPath(path, string(fd.Name()))
+		switch {
+		case fd.IsList():
+			l := v.List()
+			for i := 0; i < l.Len(); i++ {
+				visit(fmt.Sprintf("%s[%d]", p, i), l.Get(i).Message())
+			}
+		case fd.IsMap():
+			v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
+				visit(fmt.Sprintf("%s[%v]", p, k.Interface()), mv.Message())
+				return true
+			})
+		default:
+			visit(p, v.Message())
+		}
+		return true
+	})
+}
