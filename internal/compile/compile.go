@@ -44,28 +44,56 @@ func Compile(reg *xdstype.Registry, files []config.File, read ReadFile) (*snapsh
 	if err := problems.Err(); err != nil {
 		return nil, err
 	}
-	all, err := snapshot.Build(reg, append(inputs, translated...))
+	inputs = append(inputs, translated...)
+	all, err := snapshot.Build(reg, inputs)
 	if err != nil {
 		return nil, err
 	}
-	var fleet *snapshot.Fleet
-	if len(doc.Groups) == 0 {
-		fleet = snapshot.NewFleet(all, time.Time{})
-	} else {
-		rules, problems := groups(reg, doc.Groups, all, doc.Services)
-		if err := problems.Err(); err != nil {
-			return nil, err
-		}
-		snaps := make([]*snapshot.Snapshot, len(rules))
-		for i, g := range rules {
-			snaps[i] = scoped(reg, all, g)
-		}
-		fleet = snapshot.NewGroupedFleet(rules, snaps)
+	fleet, err := group(reg, doc, all, listenerInputs(inputs))
+	if err != nil {
+		return nil, err
 	}
 	// Raw Secrets under `resources` have no policy of their own: the
 	// identities of the groups that hold them govern them.
 	fleet.RestrictSecrets(policy)
 	return fleet, nil
+}
+
+// group builds the fleet: one snapshot for every node without groups, else
+// each group's scoped snapshot. A snapshot with two listeners on one
+// address is refused.
+func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, listeners map[string]*snapshot.Input) (*snapshot.Fleet, error) {
+	reported := map[[2]string]bool{}
+	if len(doc.Groups) == 0 {
+		if err := listenerClashes(all, "", listeners, reported).Err(); err != nil {
+			return nil, err
+		}
+		return snapshot.NewFleet(all, time.Time{}), nil
+	}
+	rules, problems := groups(reg, doc.Groups, all, doc.Services)
+	if err := problems.Err(); err != nil {
+		return nil, err
+	}
+	snaps := make([]*snapshot.Snapshot, len(rules))
+	for i, g := range rules {
+		snaps[i] = scoped(reg, all, g)
+		problems = append(problems, listenerClashes(snaps[i], g.Name, listeners, reported)...)
+	}
+	if err := problems.Err(); err != nil {
+		return nil, err
+	}
+	return snapshot.NewGroupedFleet(rules, snaps), nil
+}
+
+// listenerInputs indexes the Listener inputs by name, for diagnostics.
+func listenerInputs(inputs []snapshot.Input) map[string]*snapshot.Input {
+	out := map[string]*snapshot.Input{}
+	for i := range inputs {
+		if inputs[i].Type.URL == xdstype.ListenerURL {
+			out[inputs[i].Name] = &inputs[i]
+		}
+	}
+	return out
 }
 
 // secretPolicy collects the model secrets' identity patterns by secret
