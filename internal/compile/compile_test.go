@@ -143,3 +143,15 @@ func TestSecretPolicyChangesVersion(t *testing.T) {
 		t.Error("a policy change changed the snapshot")
 	}
 }
+
+// Duplicates across the files of a folder are refused like duplicates in
+// one file, naming both files.
+func TestDuplicatesAcrossFiles(t *testing.T) {
+	a := config.File{Path: "conf/a.yaml", Data: []byte("services:\n- { name: web, endpoints: [{ address: 10.0.0.1, port: 80 }] }\n")}
+	b := config.File{Path: "conf/b.yaml", Data: []byte("# b\nservices:\n- { name: web, endpoints: [{ address: 10.0.0.2, port: 80 }] }\n")}
+	_, err := Compile(xdstype.New(), []config.File{a, b}, nil)
+	want := `conf/b.yaml:3: service "web": name: duplicate: service "web" is already defined at conf/a.yaml:2`
+	if err == nil || err.Error() != want {
+		t.Fatalf("got %v\nwant %s", err, want)
+	}
+}

@@ -82,6 +82,7 @@ func translateModel(reg *xdstype.Registry, m *model.Model, read ReadFile, dirs m
 		}
 	}
 
+	c.duplicates(m)
 	c.durations(m)
 	var inputs []snapshot.Input
 	emit := func(src model.Source, msg proto.Message) {

@@ -83,3 +83,53 @@ func (c *checker) regexes(rt *model.RouteTable, field string, r *model.Route) {
 		}
 	}
 }
+
+// duplicates refuses two model objects of one kind with one name, naming
+// both places. Without it the second would silently replace the first in
+// the checks, and only the translated resources' clash would be reported,
+// under Envoy's names rather than the author's.
+func (c *checker) duplicates(m *model.Model) {
+	type obj struct {
+		name string
+		src  model.Source
+	}
+	kinds := []struct {
+		kind, field string
+		objs        []obj
+	}{
+		{"service", "name", nil}, {"route table", "name", nil}, {"listener", "name", nil},
+		{"secret", "name", nil}, {"grpc target", "target", nil},
+	}
+	for _, s := range m.Services {
+		kinds[0].objs = append(kinds[0].objs, obj{s.Name, s.Source})
+	}
+	for _, r := range m.Routes {
+		kinds[1].objs = append(kinds[1].objs, obj{r.Name, r.Source})
+	}
+	for _, l := range m.Listeners {
+		kinds[2].objs = append(kinds[2].objs, obj{l.Name, l.Source})
+	}
+	for _, s := range m.Secrets {
+		kinds[3].objs = append(kinds[3].objs, obj{s.Name, s.Source})
+	}
+	for _, g := range m.GRPC {
+		kinds[4].objs = append(kinds[4].objs, obj{g.Target, g.Source})
+	}
+	for _, k := range kinds {
+		seen := map[string]model.Source{}
+		for _, o := range k.objs {
+			if prev, dup := seen[o.name]; dup {
+				c.add(o.src, k.kind, o.name, k.field, "duplicate: %s %q is already defined at %s", k.kind, o.name, where(prev))
+				continue
+			}
+			seen[o.name] = o.src
+		}
+	}
+}
+
+func where(src model.Source) string {
+	if src.Line > 0 {
+		return fmt.Sprintf("%s:%d", src.File, src.Line)
+	}
+	return src.File
+}

@@ -19,6 +19,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -33,6 +35,41 @@ import (
 // rather than read into memory: a config that size is almost certainly a
 // mistake (a log or a binary written to the config folder).
 const MaxFileBytes = 64 << 20
+
+// MaxNameBytes bounds the name of every resource and model object. Names
+// travel in every xDS request and response, in Envoy's stats and logs and
+// in Pylon's diagnostics; Kubernetes-derived names (namespace, name, port)
+// stay well under 300 bytes, so 512 refuses only what is not a name.
+const MaxNameBytes = 512
+
+// nameProblem says what is wrong with a resource or object name, or "".
+func nameProblem(name string) string {
+	if len(name) > MaxNameBytes {
+		return fmt.Sprintf("name is %d bytes, over the %d byte limit", len(name), MaxNameBytes)
+	}
+	for _, r := range name {
+		if unicode.IsControl(r) {
+			return fmt.Sprintf("name holds the control character %U; Envoy's stats, logs and the xDS protocol need printable names", r)
+		}
+		if r == utf8.RuneError {
+			return "name is not valid UTF-8"
+		}
+	}
+	return ""
+}
+
+// shortName is name cut for a diagnostic, so that a megabyte name is not
+// echoed back in full.
+func shortName(name string) string {
+	if len(name) <= 64 {
+		return name
+	}
+	cut := 64
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return name[:cut] + "..."
+}
 
 // File is one configuration file's name and contents.
 type File struct {
@@ -157,8 +194,8 @@ func loadDocument(reg *xdstype.Registry, path string, root *yaml.Node, doc *Docu
 		key, val := root.Content[i], root.Content[i+1]
 		switch key.Value {
 		case "version":
-			if val.Value != "1" && val.Value != "v1" {
-				problems = append(problems, diag.Diagnostic{File: path, Line: val.Line, Field: "version", Message: fmt.Sprintf("unsupported config version %q (this Pylon reads version 1)", val.Value)})
+			if msg := versionProblem(val); msg != "" {
+				problems = append(problems, diag.Diagnostic{File: path, Line: val.Line, Field: "version", Message: msg})
 			}
 		case "resources":
 			if val.Kind == yaml.ScalarNode && val.Tag == "!!null" {
@@ -201,6 +238,20 @@ func loadDocument(reg *xdstype.Registry, path string, root *yaml.Node, doc *Docu
 	return problems
 }
 
+// versionProblem accepts exactly the integer 1 or the string "1" or "v1":
+// 1.0, "1.0", [1] or 2 would be a guess at what the author meant.
+func versionProblem(val *yaml.Node) string {
+	if val.Kind == yaml.ScalarNode {
+		switch {
+		case val.Tag == "!!int" && val.Value == "1",
+			val.Tag == "!!str" && (val.Value == "1" || val.Value == "v1"):
+			return ""
+		}
+		return fmt.Sprintf("unsupported config version %q (this Pylon reads version 1: write `version: 1`)", shortName(val.Value))
+	}
+	return "must be the number 1, not a list or a mapping"
+}
+
 var unknownJSONField = regexp.MustCompile(`unknown field "([^"]+)"`)
 
 // decodeItems decodes a list of model objects strictly: an unknown field or
@@ -225,7 +276,7 @@ func decodeItems[T any](path, kind string, val *yaml.Node, set func(*T, model.So
 		}
 		for _, k := range []string{"name", "target"} {
 			if n, ok := raw[k].(string); ok && n != "" {
-				d.Name = n
+				d.Name = shortName(n)
 			}
 		}
 		js, err := json.Marshal(raw)
@@ -247,11 +298,18 @@ func decodeItems[T any](path, kind string, val *yaml.Node, set func(*T, model.So
 			problems = append(problems, d)
 			continue
 		}
-		if set(&v, model.Source{File: path, Line: item.Line}) == "" {
-			d.Field, d.Message = "name", "missing"
-			if kind == "grpc target" {
-				d.Field = "target"
-			}
+		name := set(&v, model.Source{File: path, Line: item.Line})
+		d.Field = "name"
+		if kind == "grpc target" {
+			d.Field = "target"
+		}
+		if name == "" {
+			d.Message = "missing"
+			problems = append(problems, d)
+			continue
+		}
+		if msg := nameProblem(name); msg != "" {
+			d.Name, d.Message = shortName(name), msg
 			problems = append(problems, d)
 			continue
 		}
@@ -301,7 +359,7 @@ func decodeResource(reg *xdstype.Registry, path string, node *yaml.Node) (Resour
 	}
 	d.Type = t.Kind
 	name := nameFrom(raw, t)
-	d.Name = name
+	d.Name = shortName(name)
 	delete(raw, "@type")
 	var ttl time.Duration
 	if v, ok := raw["@ttl"]; ok {
@@ -330,6 +388,10 @@ func decodeResource(reg *xdstype.Registry, path string, node *yaml.Node) (Resour
 	if name == "" {
 		d.Field = t.NameField()
 		d.Message = "missing; every resource needs a name"
+		return Resource{}, d
+	}
+	if msg := nameProblem(name); msg != "" {
+		d.Field, d.Name, d.Message = t.NameField(), shortName(name), msg
 		return Resource{}, d
 	}
 	return Resource{Type: t, Name: name, Message: msg, TTL: ttl, File: path, Line: node.Line}, nil
