@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"fmt"
+	"time"
+
 	"github.com/spf13/cobra"
 
 	"github.com/pylon-xds/pylon/internal/bootstrap"
@@ -8,14 +11,34 @@ import (
 
 func newBootstrap() *cobra.Command {
 	var o bootstrap.Options
-	var grpcClient bool
+	var grpcClient, useTLS bool
+	var t bootstrap.TLS
 	cmd := &cobra.Command{
 		Use:   "bootstrap",
 		Short: "Print a bootstrap config that points Envoy (YAML) or a gRPC client (--grpc, JSON) at Pylon",
+		Long: `Print a bootstrap config that points Envoy (YAML) or a gRPC client (--grpc, JSON) at Pylon.
+
+With --tls the node connects over TLS: it verifies Pylon's certificate with
+--ca-file and, given --cert-file and --key-file, presents its own, which Pylon
+binds to the node id (pylon serve --node-identity). The bootstrap names the
+files, never their contents; gRPC re-reads them every --refresh-interval.`,
 		Example: `  pylon bootstrap --node-id edge-1 --node-cluster edge > envoy.yaml && envoy -c envoy.yaml
-  pylon bootstrap --grpc --node-id app-1 > xds-bootstrap.json && GRPC_XDS_BOOTSTRAP=xds-bootstrap.json ./app`,
+  pylon bootstrap --grpc --node-id app-1 > xds-bootstrap.json && GRPC_XDS_BOOTSTRAP=xds-bootstrap.json ./app
+  pylon bootstrap --grpc --tls --ca-file ca.crt --cert-file app-1.crt --key-file app-1.key \
+    --node-id app-1 --node-cluster apps --xds-address pylon.internal:18000`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if useTLS {
+				o.TLS = &t
+			} else {
+				// A TLS file without --tls would silently print a
+				// plaintext bootstrap.
+				for _, name := range []string{"ca-file", "cert-file", "key-file", "server-name", "refresh-interval"} {
+					if cmd.Flags().Changed(name) {
+						return fmt.Errorf("--%s needs --tls", name)
+					}
+				}
+			}
 			var out []byte
 			var err error
 			if grpcClient {
@@ -37,6 +60,13 @@ func newBootstrap() *cobra.Command {
 	f.BoolVar(&o.Delta, "delta", false, "use incremental xDS (DELTA_GRPC) in the Envoy bootstrap")
 	f.Uint32Var(&o.AdminPort, "admin-port", 9901, "Envoy admin port, bound on 127.0.0.1")
 	f.BoolVar(&grpcClient, "grpc", false, "print the JSON bootstrap of a proxyless gRPC client instead")
+	f.BoolVar(&useTLS, "tls", false, "connect to Pylon over TLS (needs --ca-file)")
+	f.StringVar(&t.CAFile, "ca-file", "", "with --tls: CA bundle that verifies Pylon's certificate")
+	f.StringVar(&t.CertFile, "cert-file", "", "with --tls: the node's client certificate (mutual TLS)")
+	f.StringVar(&t.KeyFile, "key-file", "", "with --tls: the node's client key")
+	f.StringVar(&t.ServerName, "server-name", "", "with --tls: the name Pylon's certificate must carry (Envoy; default: the host of --xds-address)")
+	f.DurationVar(&t.RefreshInterval, "refresh-interval", time.Minute, "with --tls --grpc: how often gRPC re-reads the certificate files")
 	_ = cmd.MarkFlagRequired("node-id")
+	cmd.MarkFlagsRequiredTogether("cert-file", "key-file")
 	return cmd
 }

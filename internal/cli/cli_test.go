@@ -105,6 +105,24 @@ func TestBootstrapCommand(t *testing.T) {
 	}
 }
 
+func TestBootstrapTLSFlags(t *testing.T) {
+	code, out, stderr := run("bootstrap", "--grpc", "--tls", "--ca-file", "/p/ca.crt", "--cert-file", "/p/app.crt", "--key-file", "/p/app.key", "--node-id", "app-1")
+	if code != 0 || !strings.Contains(out, `"type": "tls"`) || !strings.Contains(out, `"private_key_file": "/p/app.key"`) {
+		t.Fatalf("grpc tls bootstrap: exit %d %s\n%s", code, stderr, out)
+	}
+	code, out, stderr = run("bootstrap", "--tls", "--ca-file", "/p/ca.crt", "--server-name", "pylon.example", "--node-id", "edge-1")
+	if code != 0 || !strings.Contains(out, "UpstreamTlsContext") || !strings.Contains(out, "sni: pylon.example") {
+		t.Fatalf("envoy tls bootstrap: exit %d %s\n%s", code, stderr, out)
+	}
+	// TLS files without --tls must not print a plaintext bootstrap.
+	if code, out, stderr := run("bootstrap", "--grpc", "--ca-file", "/p/ca.crt", "--node-id", "app-1"); code != 1 || out != "" || !strings.Contains(stderr, "--ca-file needs --tls") {
+		t.Fatalf("--ca-file without --tls: exit %d, %q %q", code, out, stderr)
+	}
+	if code, _, stderr := run("bootstrap", "--tls", "--node-id", "app-1"); code != 1 || !strings.Contains(stderr, "--ca-file") {
+		t.Fatalf("--tls without a CA: exit %d, %q", code, stderr)
+	}
+}
+
 func TestValidateCommand(t *testing.T) {
 	code, out, _ := run("validate", "--config", "../../examples/quickstart.yaml")
 	if code != 0 || !strings.HasPrefix(out, "ok: version ") || !strings.Contains(out, "group default: 8 resources") {
