@@ -31,10 +31,17 @@ import (
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
-// MaxFileBytes bounds one configuration file. Anything larger is refused
-// rather than read into memory: a config that size is almost certainly a
-// mistake (a log or a binary written to the config folder).
-const MaxFileBytes = 64 << 20
+// MaxFileBytes bounds one configuration file; sources read at most one
+// byte more, so a larger file is refused before it is parsed. 16 MiB holds
+// some fifty thousand clusters with their endpoints, more than any real
+// config; decoding costs about 10 bytes of heap per input byte for JSON and
+// about 28 for YAML (whose parser builds a tree of the whole document), so
+// the limit also bounds what one file can make Pylon allocate.
+const MaxFileBytes = 16 << 20
+
+// MaxTotalBytes bounds all the files of one configuration together (a
+// folder, or the store's objects).
+const MaxTotalBytes = 64 << 20
 
 // MaxNameBytes bounds the name of every resource and model object. Names
 // travel in every xDS request and response, in Envoy's stats and logs and
@@ -133,6 +140,13 @@ type Group struct {
 // every problem found; a caller must refuse the whole set on error.
 func Load(reg *xdstype.Registry, files []File) (*Document, error) {
 	doc := &Document{}
+	total := 0
+	for _, f := range files {
+		total += len(f.Data)
+	}
+	if total > MaxTotalBytes {
+		return nil, diag.List{{File: files[0].Path, Message: fmt.Sprintf("the %d config files hold %d bytes together, over the %d MiB limit", len(files), total, MaxTotalBytes>>20)}}
+	}
 	var problems diag.List
 	for _, f := range files {
 		errs := loadFile(reg, f, doc)
@@ -149,7 +163,12 @@ func loadFile(reg *xdstype.Registry, f File, doc *Document) diag.List {
 		return diag.List{{File: f.Path, Line: line, Message: fmt.Sprintf(format, args...)}}
 	}
 	if len(f.Data) > MaxFileBytes {
-		return at(0, "file is larger than the %d byte limit", MaxFileBytes)
+		return at(0, "file is larger than the %d MiB limit (%d bytes); split it into a folder of files", MaxFileBytes>>20, MaxFileBytes)
+	}
+	// Aliases may expand a file, but not without bound.
+	w := newJSONWriter(4*len(f.Data) + 1<<20)
+	if looksLikeJSON(f.Data) {
+		return loadJSON(reg, w, f, doc)
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(f.Data))
 	var problems diag.List
@@ -175,7 +194,7 @@ func loadFile(reg *xdstype.Registry, f File, doc *Document) diag.List {
 			continue
 		}
 		docs++
-		problems = append(problems, loadDocument(reg, f.Path, node.Content[0], doc)...)
+		problems = append(problems, loadDocument(reg, w, f.Path, node.Content[0], doc)...)
 	}
 	if docs == 0 {
 		// An empty file is what an editor or a deploy tool leaves mid-write;
@@ -185,55 +204,64 @@ func loadFile(reg *xdstype.Registry, f File, doc *Document) diag.List {
 	return problems
 }
 
-func loadDocument(reg *xdstype.Registry, path string, root *yaml.Node, doc *Document) diag.List {
+func loadDocument(reg *xdstype.Registry, w *jsonWriter, path string, root *yaml.Node, doc *Document) diag.List {
 	if root.Kind != yaml.MappingNode {
 		return diag.List{{File: path, Line: root.Line, Message: "a config document must be a mapping with a `resources` list"}}
 	}
 	var problems diag.List
 	for i := 0; i+1 < len(root.Content); i += 2 {
-		key, val := root.Content[i], root.Content[i+1]
-		switch key.Value {
-		case "version":
-			if msg := versionProblem(val); msg != "" {
-				problems = append(problems, diag.Diagnostic{File: path, Line: val.Line, Field: "version", Message: msg})
-			}
-		case "resources":
-			if val.Kind == yaml.ScalarNode && val.Tag == "!!null" {
-				continue
-			}
-			if val.Kind != yaml.SequenceNode {
-				problems = append(problems, diag.Diagnostic{File: path, Line: val.Line, Field: "resources", Message: "must be a list"})
-				continue
-			}
-			for _, item := range val.Content {
-				r, d := decodeResource(reg, path, item)
-				if d != nil {
-					problems = append(problems, *d)
-					continue
-				}
-				doc.Resources = append(doc.Resources, r)
-			}
-		case "groups":
-			items, errs := decodeItems(path, "group", val, func(g *Group, src model.Source) string { g.File, g.Line = src.File, src.Line; return g.Name })
-			doc.Groups, problems = append(doc.Groups, items...), append(problems, errs...)
-		case "services":
-			items, errs := decodeItems(path, "service", val, func(v *model.Service, src model.Source) string { v.Source = src; return v.Name })
-			doc.Services, problems = append(doc.Services, items...), append(problems, errs...)
-		case "routes":
-			items, errs := decodeItems(path, "route table", val, func(v *model.RouteTable, src model.Source) string { v.Source = src; return v.Name })
-			doc.Routes, problems = append(doc.Routes, items...), append(problems, errs...)
-		case "listeners":
-			items, errs := decodeItems(path, "listener", val, func(v *model.Listener, src model.Source) string { v.Source = src; return v.Name })
-			doc.Listeners, problems = append(doc.Listeners, items...), append(problems, errs...)
-		case "secrets":
-			items, errs := decodeItems(path, "secret", val, func(v *model.Secret, src model.Source) string { v.Source = src; return v.Name })
-			doc.Secrets, problems = append(doc.Secrets, items...), append(problems, errs...)
-		case "grpc":
-			items, errs := decodeItems(path, "grpc target", val, func(v *model.GRPCTarget, src model.Source) string { v.Source = src; return v.Target })
-			doc.GRPC, problems = append(doc.GRPC, items...), append(problems, errs...)
-		default:
-			problems = append(problems, diag.Diagnostic{File: path, Line: key.Line, Field: key.Value, Message: "unknown top-level key (version 1 knows version, resources, groups, services, routes, listeners, secrets and grpc)"})
+		problems = append(problems, loadKey(reg, w, path, root.Content[i], root.Content[i+1], doc)...)
+	}
+	return problems
+}
+
+// loadKey decodes one top-level entry of a document.
+func loadKey(reg *xdstype.Registry, w *jsonWriter, path string, key, val *yaml.Node, doc *Document) diag.List {
+	var problems diag.List
+	switch key.Value {
+	case "version":
+		if msg := versionProblem(val); msg != "" {
+			problems = append(problems, diag.Diagnostic{File: path, Line: val.Line, Field: "version", Message: msg})
 		}
+	case "resources":
+		if val.Kind == yaml.ScalarNode && val.Tag == "!!null" {
+			return nil
+		}
+		if val.Kind != yaml.SequenceNode {
+			return diag.List{{File: path, Line: val.Line, Field: "resources", Message: "must be a list"}}
+		}
+		for i, item := range val.Content {
+			r, d := decodeResource(reg, w, path, item)
+			// Let the collector have the item's nodes as soon as its
+			// message exists: the tree and the messages need not both
+			// be whole at once.
+			val.Content[i] = nil
+			if d != nil {
+				problems = append(problems, *d)
+				continue
+			}
+			doc.Resources = append(doc.Resources, r)
+		}
+	case "groups":
+		items, errs := decodeItems(w, path, "group", val, func(g *Group, src model.Source) string { g.File, g.Line = src.File, src.Line; return g.Name })
+		doc.Groups, problems = append(doc.Groups, items...), append(problems, errs...)
+	case "services":
+		items, errs := decodeItems(w, path, "service", val, func(v *model.Service, src model.Source) string { v.Source = src; return v.Name })
+		doc.Services, problems = append(doc.Services, items...), append(problems, errs...)
+	case "routes":
+		items, errs := decodeItems(w, path, "route table", val, func(v *model.RouteTable, src model.Source) string { v.Source = src; return v.Name })
+		doc.Routes, problems = append(doc.Routes, items...), append(problems, errs...)
+	case "listeners":
+		items, errs := decodeItems(w, path, "listener", val, func(v *model.Listener, src model.Source) string { v.Source = src; return v.Name })
+		doc.Listeners, problems = append(doc.Listeners, items...), append(problems, errs...)
+	case "secrets":
+		items, errs := decodeItems(w, path, "secret", val, func(v *model.Secret, src model.Source) string { v.Source = src; return v.Name })
+		doc.Secrets, problems = append(doc.Secrets, items...), append(problems, errs...)
+	case "grpc":
+		items, errs := decodeItems(w, path, "grpc target", val, func(v *model.GRPCTarget, src model.Source) string { v.Source = src; return v.Target })
+		doc.GRPC, problems = append(doc.GRPC, items...), append(problems, errs...)
+	default:
+		problems = append(problems, diag.Diagnostic{File: path, Line: key.Line, Field: shortName(key.Value), Message: "unknown top-level key (version 1 knows version, resources, groups, services, routes, listeners, secrets and grpc)"})
 	}
 	return problems
 }
@@ -257,7 +285,7 @@ var unknownJSONField = regexp.MustCompile(`unknown field "([^"]+)"`)
 // decodeItems decodes a list of model objects strictly: an unknown field or
 // a value of the wrong type is an error naming the object and the field.
 // set records each object's source and returns its name.
-func decodeItems[T any](path, kind string, val *yaml.Node, set func(*T, model.Source) string) ([]T, diag.List) {
+func decodeItems[T any](w *jsonWriter, path, kind string, val *yaml.Node, set func(*T, model.Source) string) ([]T, diag.List) {
 	if val.Kind == yaml.ScalarNode && val.Tag == "!!null" {
 		return nil, nil
 	}
@@ -268,18 +296,17 @@ func decodeItems[T any](path, kind string, val *yaml.Node, set func(*T, model.So
 	var problems diag.List
 	for i, item := range val.Content {
 		d := diag.Diagnostic{File: path, Line: item.Line, Type: kind, Name: fmt.Sprintf("#%d", i)}
-		var raw map[string]any
-		if err := item.Decode(&raw); err != nil || item.Kind != yaml.MappingNode {
+		if item.Kind != yaml.MappingNode {
 			d.Message = "must be a mapping"
 			problems = append(problems, d)
 			continue
 		}
 		for _, k := range []string{"name", "target"} {
-			if n, ok := raw[k].(string); ok && n != "" {
+			if n := stringValue(item, k); n != "" {
 				d.Name = shortName(n)
 			}
 		}
-		js, err := json.Marshal(raw)
+		js, err := w.encode(item)
 		if err != nil {
 			d.Message = err.Error()
 			problems = append(problems, d)
@@ -338,14 +365,13 @@ func lastField(f string) string {
 }
 
 // decodeResource turns one list item into its Envoy message.
-func decodeResource(reg *xdstype.Registry, path string, node *yaml.Node) (Resource, *diag.Diagnostic) {
+func decodeResource(reg *xdstype.Registry, w *jsonWriter, path string, node *yaml.Node) (Resource, *diag.Diagnostic) {
 	d := &diag.Diagnostic{File: path, Line: node.Line}
-	var raw map[string]any
-	if err := node.Decode(&raw); err != nil || node.Kind != yaml.MappingNode {
+	if node.Kind != yaml.MappingNode {
 		d.Message = "a resource must be a mapping with an \"@type\""
 		return Resource{}, d
 	}
-	typeURL, _ := raw["@type"].(string)
+	typeURL := stringValue(node, "@type")
 	if typeURL == "" {
 		d.Field = "@type"
 		d.Message = "missing; every resource names its Envoy v3 type, e.g. " + xdstype.ClusterURL
@@ -358,31 +384,25 @@ func decodeResource(reg *xdstype.Registry, path string, node *yaml.Node) (Resour
 		return Resource{}, d
 	}
 	d.Type = t.Kind
-	name := nameFrom(raw, t)
+	name := nameFrom(node, t)
 	d.Name = shortName(name)
-	delete(raw, "@type")
 	var ttl time.Duration
-	if v, ok := raw["@ttl"]; ok {
-		delete(raw, "@ttl")
-		s, _ := v.(string)
+	if v := mapValue(node, "@ttl"); v != nil {
 		var err error
-		if ttl, err = time.ParseDuration(s); err != nil || ttl <= 0 {
-			d.Field = "@ttl"
-			d.Message = fmt.Sprintf("%v is not a positive duration such as \"30s\"", v)
-			if _, l := findValue(node, s); l > 0 {
-				d.Line = l
-			}
+		if ttl, err = time.ParseDuration(v.Value); err != nil || ttl <= 0 || v.Kind != yaml.ScalarNode {
+			d.Field, d.Line = "@ttl", v.Line
+			d.Message = fmt.Sprintf("%s is not a positive duration such as \"30s\"", shortName(v.Value))
 			return Resource{}, d
 		}
 	}
-	js, err := json.Marshal(raw)
+	js, err := w.encode(node, "@type", "@ttl")
 	if err != nil {
-		d.Message = "cannot convert to JSON: " + err.Error()
+		d.Message = err.Error()
 		return Resource{}, d
 	}
 	msg := t.New()
 	if err := (protojson.UnmarshalOptions{}).Unmarshal(js, msg); err != nil {
-		d.Field, d.Message, d.Line = explainProtoJSON(err, node)
+		d.Field, d.Message, d.Line = explainProtoJSON(err, deepNode(node))
 		return Resource{}, d
 	}
 	if name == "" {
@@ -399,13 +419,58 @@ func decodeResource(reg *xdstype.Registry, path string, node *yaml.Node) (Resour
 
 // nameFrom reads the resource name before full decoding so that even a
 // resource that fails to decode is named in its error.
-func nameFrom(raw map[string]any, t *xdstype.Type) string {
+func nameFrom(n *yaml.Node, t *xdstype.Type) string {
 	field := t.NameField()
-	if s, ok := raw[field].(string); ok {
+	if s := stringValue(n, field); s != "" {
 		return s
 	}
-	if s, ok := raw[lowerCamel(field)].(string); ok {
-		return s
+	return stringValue(n, lowerCamel(field))
+}
+
+// mapValue returns the value of key in the mapping n, or nil; a key the
+// mapping does not set itself is looked up in what it merges ("<<").
+func mapValue(n *yaml.Node, key string) *yaml.Node {
+	return mapValueDepth(n, key, 0)
+}
+
+func mapValueDepth(n *yaml.Node, key string, depth int) *yaml.Node {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if depth > maxDepth {
+		return nil
+	}
+	if n.Kind == yaml.SequenceNode { // a merge of several mappings
+		for _, c := range n.Content {
+			if v := mapValueDepth(c, key, depth+1); v != nil {
+				return v
+			}
+		}
+		return nil
+	}
+	var merges []*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		if k.Kind == yaml.ScalarNode && k.Tag == "!!merge" {
+			merges = append(merges, n.Content[i+1])
+			continue
+		}
+		if k.Kind == yaml.ScalarNode && k.Value == key {
+			return n.Content[i+1]
+		}
+	}
+	for _, m := range merges {
+		if v := mapValueDepth(m, key, depth+1); v != nil {
+			return v
+		}
+	}
+	return nil
+}
+
+// stringValue returns the string value of key in the mapping n, or "".
+func stringValue(n *yaml.Node, key string) string {
+	if v := mapValue(n, key); v != nil && v.Kind == yaml.ScalarNode && v.ShortTag() == "!!str" {
+		return v.Value
 	}
 	return ""
 }

@@ -37,6 +37,10 @@ type Options struct {
 	OnEvent, OnRead func()
 }
 
+// MaxFiles bounds the config files of a folder: every file is read on
+// every change, and a folder of a hundred thousand files is a mistake.
+const MaxFiles = 1000
+
 // Source watches a file or folder.
 type Source struct {
 	opts Options
@@ -228,11 +232,20 @@ func Read(path string) ([]config.File, error) {
 	if len(names) == 0 {
 		return nil, fmt.Errorf("%s: no *.yaml, *.yml or *.json files", path)
 	}
+	if len(names) > MaxFiles {
+		return nil, fmt.Errorf("%s: %d config files, over the limit of %d", path, len(names), MaxFiles)
+	}
 	files := make([]config.File, 0, len(names))
+	total := 0
 	for _, n := range names {
 		f, err := readFile(filepath.Join(path, n))
 		if err != nil {
 			return nil, err
+		}
+		// Stop reading once the folder is over the limit, rather than
+		// holding every file in memory to say so.
+		if total += len(f.Data); total > config.MaxTotalBytes {
+			return nil, fmt.Errorf("%s: the config files hold more than %d MiB together, over the limit", path, config.MaxTotalBytes>>20)
 		}
 		files = append(files, f)
 	}

@@ -2,6 +2,7 @@ package file
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -152,5 +153,34 @@ func TestReadLimits(t *testing.T) {
 	}
 	if _, err := Read(filepath.Join(dir, "missing.yaml")); !os.IsNotExist(err) {
 		t.Fatalf("missing file: %v", err)
+	}
+}
+
+// A folder of more config files than MaxFiles is refused before any is
+// read.
+func TestReadRefusesTooManyFiles(t *testing.T) {
+	dir := t.TempDir()
+	for i := range MaxFiles + 1 {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%04d.yaml", i)), []byte("resources: []\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := Read(dir)
+	if err == nil || !strings.Contains(err.Error(), "over the limit of 1000") {
+		t.Fatalf("Read of %d files: %v", MaxFiles+1, err)
+	}
+}
+
+// Dir is absolute, whatever the path: a confined reader takes a relative
+// one as relative to its first secret directory.
+func TestReadSetsAbsoluteDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a.yaml"), []byte("resources: []\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	files, err := Read("a.yaml")
+	if err != nil || len(files) != 1 || !filepath.IsAbs(files[0].Dir) {
+		t.Fatalf("Read: %v, %+v", err, files)
 	}
 }
