@@ -16,6 +16,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/configstore"
 	"github.com/pylon-xds/pylon/internal/pipeline"
+	"github.com/pylon-xds/pylon/internal/redact"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -46,8 +47,16 @@ type Options struct {
 	// Config is the embedded store's service; nil in file mode, where the
 	// /v1 API is read-only and says so.
 	Config *configstore.Service
-	// Token authorises /v1 writes (Authorization: Bearer).
+	// Token authorises writes, and reads too (Authorization: Bearer).
 	Token string
+	// ReadToken authorises reads: the status, the proxies, the dumps, the
+	// stored config and its history, and the profiler. Empty: reads need
+	// Token. With both empty nothing but the open probes and metrics is
+	// served: secure by default, never open by accident.
+	ReadToken string
+	// TokenFile and ReadTokenFile say where the tokens live, for the
+	// message of a refused request (never the token itself).
+	TokenFile, ReadTokenFile string
 	// Identifier names this Pylon replica.
 	Identifier string
 	// Version is the Pylon build version.
@@ -70,19 +79,27 @@ type Rollout struct {
 	Total  int `json:"total"`
 }
 
-// Handler returns the admin HTTP handler.
+// Handler returns the admin HTTP handler. /healthz, /readyz and /metrics
+// are open (probes and scrapers carry no token; they show nothing of the
+// config); every other read needs the read or the write token, every write
+// the write token. At most maxInFlight requests are served at once.
 func Handler(o Options) http.Handler {
+	return handler(o, newLimiter(maxInFlight, busyWait))
+}
+
+func handler(o Options, l *limiter) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, statusBody{Identifier: o.Identifier, Version: o.Version, Config: o.Pipeline.Status(), Rollout: rollout(o.Proxies.Streams())})
-	})
-	mux.HandleFunc("GET /proxies", func(w http.ResponseWriter, r *http.Request) {
+	g := guard{o: o}
+	mux.HandleFunc("GET /status", g.read(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, statusBody{Identifier: o.Identifier, Version: o.Version, Config: redactStatus(o.Pipeline.Status()), Rollout: rollout(o.Proxies.Streams())})
+	}))
+	mux.HandleFunc("GET /proxies", g.read(func(w http.ResponseWriter, r *http.Request) {
 		// Every stream with its node, group and per-type state; a node in
 		// no group shows "no matching group": it connects fine and
 		// receives nothing, the failure this page exists to make visible.
 		writeJSON(w, http.StatusOK, map[string]any{"streams": o.Proxies.Streams()})
-	})
-	mux.HandleFunc("GET /proxies/{id}", func(w http.ResponseWriter, r *http.Request) {
+	}))
+	mux.HandleFunc("GET /proxies/{id}", g.read(func(w http.ResponseWriter, r *http.Request) {
 		var out []proxyDump
 		for _, s := range o.Proxies.Streams() {
 			if s.Node == r.PathValue("id") {
@@ -94,30 +111,11 @@ func Handler(o Options) http.Handler {
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"streams": out})
-	})
-	mux.HandleFunc("GET /config", func(w http.ResponseWriter, r *http.Request) {
-		f := o.Fleets.Current()
-		if f == nil {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "no config published yet"})
-			return
-		}
-		group := r.URL.Query().Get("group")
-		var out []groupDump
-		for _, g := range f.Groups() {
-			if group != "" && g.Name != group {
-				continue
-			}
-			gd := groupDump{Name: g.Name, Version: g.Snapshot.Version(), Resources: map[string][]json.RawMessage{}}
-			for _, set := range g.Snapshot.Sets() {
-				for _, n := range set.Names() {
-					gd.Resources[set.Type().Kind] = append(gd.Resources[set.Type().Kind], dump(set.Get(n).Message))
-				}
-			}
-			out = append(out, gd)
-		}
-		writeJSON(w, http.StatusOK, map[string]any{"version": f.Version(), "groups": out})
-	})
-	registerAPI(mux, o)
+	}))
+	mux.HandleFunc("GET /config", g.read(func(w http.ResponseWriter, r *http.Request) {
+		configDump(w, o.Fleets.Current(), r.URL.Query().Get("group"))
+	}))
+	registerAPI(mux, g)
 	if o.Metrics != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(o.Metrics, promhttp.HandlerOpts{}))
 	}
@@ -133,12 +131,47 @@ func Handler(o Options) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
-	return mux
+	// The profiler shows the command line and the heap: a read, with a token.
+	mux.HandleFunc("GET /debug/pprof/", g.read(pprof.Index))
+	mux.HandleFunc("GET /debug/pprof/cmdline", g.read(pprof.Cmdline))
+	mux.HandleFunc("GET /debug/pprof/profile", g.read(pprof.Profile))
+	mux.HandleFunc("GET /debug/pprof/symbol", g.read(pprof.Symbol))
+	mux.HandleFunc("GET /debug/pprof/trace", g.read(pprof.Trace))
+	return bounded(l, mux)
+}
+
+// configDump writes the fleet's resources per group, redacted.
+func configDump(w http.ResponseWriter, f *snapshot.Fleet, group string) {
+	if f == nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "no config published yet"})
+		return
+	}
+	var out []groupDump
+	for _, g := range f.Groups() {
+		if group != "" && g.Name != group {
+			continue
+		}
+		gd := groupDump{Name: g.Name, Version: g.Snapshot.Version(), Resources: map[string][]json.RawMessage{}}
+		for _, set := range g.Snapshot.Sets() {
+			for _, n := range set.Names() {
+				gd.Resources[set.Type().Kind] = append(gd.Resources[set.Type().Kind], dump(set.Get(n).Message))
+			}
+		}
+		out = append(out, gd)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"version": f.Version(), "groups": out})
+}
+
+// redactStatus scrubs the last refusal's error: diagnostics render
+// redacted on their own, but a refusal that is not a diagnostic list (a
+// source's error) is plain text that may quote its input.
+func redactStatus(s pipeline.Status) pipeline.Status {
+	if s.Refused != nil {
+		r := *s.Refused
+		r.Error = redact.String(r.Error)
+		s.Refused = &r
+	}
+	return s
 }
 
 func rollout(streams []status.Stream) map[string]Rollout {
@@ -186,9 +219,9 @@ func dumpStream(reg *xdstype.Registry, s status.Stream) proxyDump {
 
 // dump is a resource as JSON, redacted.
 func dump(m proto.Message) json.RawMessage {
-	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(Redact(m))
+	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(redact.Message(m))
 	if err != nil {
-		b, _ = json.Marshal(map[string]string{"error": err.Error()})
+		b, _ = json.Marshal(map[string]string{"error": redact.String(err.Error())})
 	}
 	return b
 }

@@ -2,9 +2,9 @@ package admin
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -14,11 +14,18 @@ import (
 	"github.com/pylon-xds/pylon/internal/configstore"
 	"github.com/pylon-xds/pylon/internal/diag"
 	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/redact"
 	"github.com/pylon-xds/pylon/internal/store"
 )
 
-// maxBody bounds a write's body.
-const maxBody = 16 << 20
+// Write bodies are bounded: a whole config document for apply and object
+// writes, one small JSON object for an endpoint registration.
+const (
+	maxBody         = 16 << 20
+	maxEndpointBody = 64 << 10
+	// maxKey bounds a path's kind and name before anything is looked up.
+	maxKey = 512
+)
 
 // apiError is the one shape of every /v1 error.
 type apiError struct {
@@ -26,14 +33,25 @@ type apiError struct {
 	Diagnostics []diag.Diagnostic `json:"diagnostics,omitempty"`
 }
 
+// badRequest is an input the API refuses before it reaches the store.
+func badRequest(format string, args ...any) error {
+	return &configstore.ValidationError{Err: fmt.Errorf(format, args...)}
+}
+
 // fail maps an error to its status: 400 for a config that does not
 // validate (with the same diagnostics a file gets), 409 for a stale
-// revision, 404 for what does not exist.
+// revision, 404 for what does not exist, 413 for a body over its bound,
+// 500 for a store that fails. The text is redacted: a decoding error may
+// quote the body, and the body may hold a key.
 func fail(w http.ResponseWriter, err error) {
-	body := apiError{Error: err.Error()}
+	body := apiError{Error: redact.String(err.Error())}
 	code := http.StatusInternalServerError
 	var dl diag.List
+	var tooBig *http.MaxBytesError
 	switch {
+	case errors.As(err, &tooBig):
+		code = http.StatusRequestEntityTooLarge
+		body.Error = fmt.Sprintf("the body is limited to %d bytes", tooBig.Limit)
 	case errors.Is(err, configstore.ErrInvalid):
 		code = http.StatusBadRequest
 		if errors.As(err, &dl) {
@@ -47,48 +65,91 @@ func fail(w http.ResponseWriter, err error) {
 	writeJSON(w, code, body)
 }
 
-// registerAPI adds the /v1 config API. Reads are open; writes need the
-// bearer token, and in file mode (no config service) are refused.
-func registerAPI(mux *http.ServeMux, o Options) {
+// params are a request's checked query parameters and path values.
+type params struct {
+	dryRun   bool
+	revision int64
+	key      store.Key
+}
+
+// parse checks the query and path: a parameter that does not parse is
+// refused, not read as its zero value (a mistyped ?revision= would
+// otherwise write without the check the caller asked for).
+func parse(r *http.Request) (params, error) {
+	var p params
+	q := r.URL.Query()
+	switch v := q.Get("dryRun"); v {
+	case "", "false":
+	case "true":
+		p.dryRun = true
+	default:
+		return p, badRequest("dryRun: %q is not true or false", v)
+	}
+	if v := q.Get("revision"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < -1 {
+			return p, badRequest("revision: %q is not a revision number", v)
+		}
+		p.revision = n
+	}
+	p.key = store.Key{Kind: r.PathValue("kind"), Name: r.PathValue("name")}
+	if len(p.key.Kind) > maxKey || len(p.key.Name) > maxKey {
+		return p, badRequest("the kind and the name are limited to %d bytes", maxKey)
+	}
+	return p, nil
+}
+
+// pathRevision is the {rev} of a history or rollback path.
+func pathRevision(r *http.Request) (int64, error) {
+	n, err := strconv.ParseInt(r.PathValue("rev"), 10, 64)
+	if err != nil || n <= 0 {
+		return 0, badRequest("%q is not a revision number", r.PathValue("rev"))
+	}
+	return n, nil
+}
+
+// redactObjects returns objects with their bodies redacted.
+func redactObjects(objs []store.Object) []store.Object {
+	out := make([]store.Object, len(objs))
+	for i, o := range objs {
+		o.Body = redact.JSON(o.Body)
+		out[i] = o
+	}
+	return out
+}
+
+// registerAPI adds the /v1 config API. Reads need the read (or write)
+// token, writes the write token; in file mode (no config service) writes
+// are refused.
+func registerAPI(mux *http.ServeMux, g guard) {
+	o := g.o
 	read := func(h http.HandlerFunc) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
+		return g.read(func(w http.ResponseWriter, r *http.Request) {
 			if o.Config == nil {
 				writeJSON(w, http.StatusNotFound, apiError{Error: "file mode: the config comes from --config; see GET /config"})
 				return
 			}
 			h(w, r)
-		}
+		})
 	}
-	write := func(h http.HandlerFunc) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
+	writeLimited := func(limit int64, h http.HandlerFunc) http.HandlerFunc {
+		return g.write(func(w http.ResponseWriter, r *http.Request) {
 			if o.Config == nil {
 				writeJSON(w, http.StatusMethodNotAllowed, apiError{Error: "read-only: this Pylon serves the config files given with --config; change those files instead"})
 				return
 			}
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if !ok || o.Token == "" || subtle.ConstantTimeCompare([]byte(got), []byte(o.Token)) != 1 {
-				writeJSON(w, http.StatusUnauthorized, apiError{Error: "writes need Authorization: Bearer <token> (the token is in the data folder's admin-token file)"})
-				return
-			}
-			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
 			h(w, r)
-		}
+		})
 	}
-	dry := func(r *http.Request) bool { return r.URL.Query().Get("dryRun") == "true" }
-	rev := func(r *http.Request) int64 {
-		v, _ := strconv.ParseInt(r.URL.Query().Get("revision"), 10, 64)
-		return v
-	}
-	key := func(r *http.Request) store.Key {
-		return store.Key{Kind: r.PathValue("kind"), Name: r.PathValue("name")}
-	}
+	write := func(h http.HandlerFunc) http.HandlerFunc { return writeLimited(maxBody, h) }
 	body := func(r *http.Request) ([]byte, error) {
 		b, err := io.ReadAll(r.Body)
 		if err != nil {
-			return nil, &configstore.ValidationError{Err: err}
+			return nil, err
 		}
 		if !json.Valid(b) {
-			return nil, &configstore.ValidationError{Err: errors.New("the body must be a JSON object")}
+			return nil, badRequest("the body must be a JSON object")
 		}
 		return b, nil
 	}
@@ -100,86 +161,73 @@ func registerAPI(mux *http.ServeMux, o Options) {
 			fail(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"revision": rev, "objects": objs})
+		writeJSON(w, http.StatusOK, map[string]any{"revision": rev, "objects": redactObjects(objs)})
 	}))
 	mux.HandleFunc("GET /v1/objects/{kind}/{name}", read(func(w http.ResponseWriter, r *http.Request) {
-		obj, err := o.Config.Store().Get(ctx(r), key(r))
+		p, err := parse(r)
 		if err != nil {
 			fail(w, err)
 			return
 		}
+		obj, err := o.Config.Store().Get(ctx(r), p.key)
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		obj.Body = redact.JSON(obj.Body)
 		writeJSON(w, http.StatusOK, obj)
 	}))
 	// POST creates (409 if it exists); PUT replaces, at ?revision= when
 	// given (409 when stale); DELETE removes, likewise.
-	mux.HandleFunc("POST /v1/objects/{kind}/{name}", write(func(w http.ResponseWriter, r *http.Request) {
-		b, err := body(r)
-		if err == nil {
-			var res configstore.Result
-			res, err = o.Config.Commit(ctx(r), []store.Change{{Key: key(r), Body: b, Revision: -1}}, "create "+r.PathValue("kind")+"/"+r.PathValue("name"), dry(r))
-			if err == nil {
-				writeJSON(w, http.StatusCreated, res)
+	commitOne := func(code int, verb string, withBody bool, revision func(params) int64) http.HandlerFunc {
+		return write(func(w http.ResponseWriter, r *http.Request) {
+			p, err := parse(r)
+			var b []byte
+			if err == nil && withBody {
+				b, err = body(r)
+			}
+			if err != nil {
+				fail(w, err)
 				return
 			}
-		}
-		fail(w, err)
-	}))
-	mux.HandleFunc("PUT /v1/objects/{kind}/{name}", write(func(w http.ResponseWriter, r *http.Request) {
-		b, err := body(r)
-		if err == nil {
-			var res configstore.Result
-			res, err = o.Config.Commit(ctx(r), []store.Change{{Key: key(r), Body: b, Revision: rev(r)}}, "replace "+r.PathValue("kind")+"/"+r.PathValue("name"), dry(r))
-			if err == nil {
-				writeJSON(w, http.StatusOK, res)
+			res, err := o.Config.Commit(ctx(r), []store.Change{{Key: p.key, Body: b, Revision: revision(p)}}, verb+" "+p.key.Kind+"/"+p.key.Name, p.dryRun)
+			if err != nil {
+				fail(w, err)
 				return
 			}
-		}
-		fail(w, err)
-	}))
-	mux.HandleFunc("DELETE /v1/objects/{kind}/{name}", write(func(w http.ResponseWriter, r *http.Request) {
-		res, err := o.Config.Commit(ctx(r), []store.Change{{Key: key(r), Revision: rev(r)}}, "delete "+r.PathValue("kind")+"/"+r.PathValue("name"), dry(r))
-		if err != nil {
-			fail(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, res)
-	}))
+			writeJSON(w, code, res)
+		})
+	}
+	mux.HandleFunc("POST /v1/objects/{kind}/{name}", commitOne(http.StatusCreated, "create", true, func(params) int64 { return -1 }))
+	mux.HandleFunc("PUT /v1/objects/{kind}/{name}", commitOne(http.StatusOK, "replace", true, func(p params) int64 { return p.revision }))
+	mux.HandleFunc("DELETE /v1/objects/{kind}/{name}", commitOne(http.StatusOK, "delete", false, func(p params) int64 { return p.revision }))
 	mux.HandleFunc("POST /v1/apply", write(func(w http.ResponseWriter, r *http.Request) {
-		b, err := io.ReadAll(r.Body)
-		if err != nil {
-			fail(w, &configstore.ValidationError{Err: err})
-			return
+		p, err := parse(r)
+		var b []byte
+		if err == nil {
+			b, err = io.ReadAll(r.Body)
 		}
-		changes, err := configstore.Objects(o.Registry, b)
-		if err != nil {
-			fail(w, err)
-			return
+		var changes []store.Change
+		if err == nil {
+			changes, err = configstore.Objects(o.Registry, b)
 		}
-		res, err := o.Config.Commit(ctx(r), changes, "apply "+strconv.Itoa(len(changes))+" object(s)", dry(r))
+		var res configstore.Result
+		if err == nil {
+			res, err = o.Config.Commit(ctx(r), changes, "apply "+strconv.Itoa(len(changes))+" object(s)", p.dryRun)
+		}
 		if err != nil {
 			fail(w, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, res)
 	}))
-	mux.HandleFunc("POST /v1/services/{name}/endpoints", write(func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			model.Endpoint
-			TTL string `json:"ttl,omitempty"`
-		}
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-			fail(w, &configstore.ValidationError{Err: err})
+	mux.HandleFunc("POST /v1/services/{name}/endpoints", writeLimited(maxEndpointBody, func(w http.ResponseWriter, r *http.Request) {
+		req, ttl, err := endpointRequest(r)
+		if err != nil {
+			fail(w, err)
 			return
 		}
-		var ttl time.Duration
-		if req.TTL != "" {
-			var err error
-			if ttl, err = time.ParseDuration(req.TTL); err != nil || ttl <= 0 {
-				fail(w, &configstore.ValidationError{Err: errors.New("ttl: a positive duration such as \"30s\"")})
-				return
-			}
-		}
-		res, err := o.Config.Register(ctx(r), r.PathValue("name"), req.Endpoint, ttl)
+		res, err := o.Config.Register(ctx(r), r.PathValue("name"), req, ttl)
 		if err != nil {
 			fail(w, err)
 			return
@@ -189,8 +237,8 @@ func registerAPI(mux *http.ServeMux, o Options) {
 	mux.HandleFunc("DELETE /v1/services/{name}/endpoints/{addr}", write(func(w http.ResponseWriter, r *http.Request) {
 		host, portStr, ok := strings.Cut(r.PathValue("addr"), ":")
 		port, err := strconv.ParseUint(portStr, 10, 16)
-		if !ok || err != nil {
-			fail(w, &configstore.ValidationError{Err: errors.New("the endpoint is ADDRESS:PORT")})
+		if !ok || err != nil || len(host) > maxKey {
+			fail(w, badRequest("the endpoint is ADDRESS:PORT"))
 			return
 		}
 		res, err := o.Config.Deregister(ctx(r), r.PathValue("name"), host, uint32(port))
@@ -206,24 +254,67 @@ func registerAPI(mux *http.ServeMux, o Options) {
 			fail(w, err)
 			return
 		}
+		for i := range h {
+			h[i].Summary = redact.String(h[i].Summary)
+		}
 		writeJSON(w, http.StatusOK, map[string]any{"history": h})
 	}))
 	mux.HandleFunc("GET /v1/history/{rev}", read(func(w http.ResponseWriter, r *http.Request) {
-		n, _ := strconv.ParseInt(r.PathValue("rev"), 10, 64)
+		n, err := pathRevision(r)
+		if err != nil {
+			fail(w, err)
+			return
+		}
 		e, err := o.Config.Store().At(ctx(r), n)
 		if err != nil {
 			fail(w, err)
 			return
 		}
+		e.Summary = redact.String(e.Summary)
+		e.Objects = redactObjects(e.Objects)
 		writeJSON(w, http.StatusOK, e)
 	}))
 	mux.HandleFunc("POST /v1/rollback/{rev}", write(func(w http.ResponseWriter, r *http.Request) {
-		n, _ := strconv.ParseInt(r.PathValue("rev"), 10, 64)
-		res, err := o.Config.Rollback(ctx(r), n, dry(r))
+		p, err := parse(r)
+		var n int64
+		if err == nil {
+			n, err = pathRevision(r)
+		}
+		var res configstore.Result
+		if err == nil {
+			res, err = o.Config.Rollback(ctx(r), n, p.dryRun)
+		}
 		if err != nil {
 			fail(w, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, res)
 	}))
+}
+
+// endpointRequest decodes an endpoint registration: one JSON object.
+func endpointRequest(r *http.Request) (model.Endpoint, time.Duration, error) {
+	var req struct {
+		model.Endpoint
+		TTL string `json:"ttl,omitempty"`
+	}
+	dec := json.NewDecoder(r.Body)
+	if err := dec.Decode(&req); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return model.Endpoint{}, 0, err
+		}
+		return model.Endpoint{}, 0, badRequest("the body must be one endpoint as a JSON object: %v", err)
+	}
+	if dec.More() {
+		return model.Endpoint{}, 0, badRequest("the body must be one endpoint as a JSON object, with nothing after it")
+	}
+	var ttl time.Duration
+	if req.TTL != "" {
+		var err error
+		if ttl, err = time.ParseDuration(req.TTL); err != nil || ttl <= 0 || ttl > 24*time.Hour {
+			return model.Endpoint{}, 0, badRequest("ttl: a positive duration up to 24h such as \"30s\"")
+		}
+	}
+	return req.Endpoint, ttl, nil
 }

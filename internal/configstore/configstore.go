@@ -18,6 +18,8 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/compile"
 	"github.com/pylon-xds/pylon/internal/config"
+	"github.com/pylon-xds/pylon/internal/diag"
+	"github.com/pylon-xds/pylon/internal/redact"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/source"
 	"github.com/pylon-xds/pylon/internal/store"
@@ -97,8 +99,26 @@ type Result struct {
 // ValidationError carries the same diagnostics a config file would get.
 type ValidationError struct{ Err error }
 
-func (e *ValidationError) Error() string   { return e.Err.Error() }
+// Error is redacted: a decoding error may quote the body it refused, and
+// the body may hold a private key.
+func (e *ValidationError) Error() string   { return redact.String(e.Err.Error()) }
 func (e *ValidationError) Unwrap() []error { return []error{ErrInvalid, e.Err} }
+
+// scrubbed is an error whose text is redacted, for errors that leave the
+// service as text (the pipeline's update, a log line); errors.Is and As
+// still see the cause.
+type scrubbed struct{ err error }
+
+func (e scrubbed) Error() string { return redact.String(e.err.Error()) }
+func (e scrubbed) Unwrap() error { return e.err }
+
+// scrub wraps err so that its text is redacted.
+func scrub(err error) error {
+	if err == nil {
+		return nil
+	}
+	return scrubbed{err}
+}
 
 // Files renders objects as config files, one per object, named kind/name so
 // that a diagnostic names the object; registered endpoints join their
@@ -171,9 +191,10 @@ func (s *Service) compileObjects(objs []store.Object) (*snapshot.Fleet, error) {
 func (s *Service) Current(ctx context.Context) ([]config.File, error) {
 	objs, _, err := s.opts.Store.List(ctx)
 	if err != nil {
-		return nil, err
+		return nil, scrub(err)
 	}
-	return Files(objs, s.opts.Now())
+	files, err := Files(objs, s.opts.Now())
+	return files, scrub(err)
 }
 
 // Commit validates changes against what is stored and, unless dryRun,
@@ -276,64 +297,84 @@ func Diff(a, b *snapshot.Fleet) map[string][]string {
 }
 
 // Objects splits a config document (YAML or JSON, the file schema) into
-// store objects, for apply and for seeding.
+// store objects, for apply and for seeding. An object named twice in one
+// document is refused, naming both places: which one should win is the
+// author's call, not the order a map is read in.
 func Objects(reg *xdstype.Registry, data []byte) ([]store.Change, error) {
 	var doc map[string]any
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, &ValidationError{Err: fmt.Errorf("invalid YAML: %w", err)}
 	}
 	var out []store.Change
-	put := func(kind, name string, v any) error {
+	seen := map[store.Key]string{}
+	put := func(kind, name, at string, v any) error {
 		if name == "" {
-			return &ValidationError{Err: fmt.Errorf("%s: an entry without a name", kind)}
+			return &ValidationError{Err: fmt.Errorf("%s: an entry without a name", at)}
 		}
+		k := store.Key{Kind: kind, Name: name}
+		if first, dup := seen[k]; dup {
+			return &ValidationError{Err: diag.List{{File: "apply", Type: kind, Name: name, Field: at, Message: "a second object of this kind and name (the first is " + first + "): each object appears once in a document"}}}
+		}
+		seen[k] = at
 		b, err := json.Marshal(v)
 		if err != nil {
-			return err
+			return &ValidationError{Err: fmt.Errorf("%s: %w", at, err)}
 		}
-		out = append(out, store.Change{Key: store.Key{Kind: kind, Name: name}, Body: b})
+		out = append(out, store.Change{Key: k, Body: b})
 		return nil
 	}
-	for key, val := range doc {
-		list, _ := val.([]any)
-		switch {
-		case key == "version":
-		case key == "groups":
-			if err := put(GroupsKey.Kind, GroupsKey.Name, val); err != nil {
-				return nil, err
-			}
-		case key == "resources":
-			for _, item := range list {
-				m, _ := item.(map[string]any)
-				url, _ := m["@type"].(string)
-				t := reg.Lookup(url)
-				if t == nil {
-					return nil, &ValidationError{Err: fmt.Errorf("resources: unknown @type %q", url)}
-				}
-				name, _ := m[t.NameField()].(string)
-				if name == "" {
-					name, _ = m["clusterName"].(string)
-				}
-				if err := put("resources."+t.Kind, name, m); err != nil {
-					return nil, err
-				}
-			}
-		case contains(modelKinds, key):
-			for _, item := range list {
-				m, _ := item.(map[string]any)
-				name, _ := m["name"].(string)
-				if key == "grpc" {
-					name, _ = m["target"].(string)
-				}
-				if err := put(key, name, m); err != nil {
-					return nil, err
-				}
-			}
-		default:
-			return nil, &ValidationError{Err: fmt.Errorf("unknown top-level key %q", key)}
+	keys := make([]string, 0, len(doc))
+	for k := range doc {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		if err := splitKey(reg, key, doc[key], put); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// splitKey puts the objects of one top-level key of a document.
+func splitKey(reg *xdstype.Registry, key string, val any, put func(kind, name, at string, v any) error) error {
+	list, _ := val.([]any)
+	switch {
+	case key == "version":
+	case key == "groups":
+		return put(GroupsKey.Kind, GroupsKey.Name, "groups", val)
+	case key == "resources":
+		for i, item := range list {
+			at := fmt.Sprintf("resources[%d]", i)
+			m, _ := item.(map[string]any)
+			url, _ := m["@type"].(string)
+			t := reg.Lookup(url)
+			if t == nil {
+				return &ValidationError{Err: fmt.Errorf("%s: unknown @type %q", at, url)}
+			}
+			name, _ := m[t.NameField()].(string)
+			if name == "" {
+				name, _ = m["clusterName"].(string)
+			}
+			if err := put("resources."+t.Kind, name, at, m); err != nil {
+				return err
+			}
+		}
+	case contains(modelKinds, key):
+		for i, item := range list {
+			m, _ := item.(map[string]any)
+			name, _ := m["name"].(string)
+			if key == "grpc" {
+				name, _ = m["target"].(string)
+			}
+			if err := put(key, name, fmt.Sprintf("%s[%d]", key, i), m); err != nil {
+				return err
+			}
+		}
+	default:
+		return &ValidationError{Err: fmt.Errorf("unknown top-level key %q", key)}
+	}
+	return nil
 }
 
 func contains(list []string, s string) bool {
@@ -392,7 +433,7 @@ func (s *Service) Run(ctx context.Context, out chan<- source.Update) error {
 			}
 		case <-leases.C:
 			if err := s.expire(ctx); err != nil {
-				s.log.Warn("expiring endpoint leases", "err", err)
+				s.log.Warn("expiring endpoint leases", "err", scrub(err))
 			}
 		}
 	}

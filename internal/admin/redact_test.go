@@ -1,0 +1,111 @@
+package admin
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/pylon-xds/pylon/internal/store"
+)
+
+const marker = "MARKER-ADMIN-5150"
+
+// pemKey is a private key block whose body holds the marker.
+var pemKey = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADAN" + marker + "\n-----END PRIVATE KEY-----\n"
+
+func jsonString(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// keyDocument stores a key in each place the raw API takes one: a Secret,
+// and inline in a Listener's and a Cluster's TLS context.
+func keyDocument() string {
+	k := jsonString(pemKey)
+	return `{"resources":[
+ {"@type":"type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret","name":"s","tlsCertificate":{"certificateChain":{"inlineString":"CERT"},"privateKey":{"inlineString":` + k + `}}},
+ {"@type":"type.googleapis.com/envoy.config.cluster.v3.Cluster","name":"c","connectTimeout":"1s","transportSocket":{"name":"envoy.transport_sockets.tls","typedConfig":{"@type":"type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext","commonTlsContext":{"tlsCertificates":[{"privateKey":{"inlineString":` + k + `}}]}}}},
+ {"@type":"type.googleapis.com/envoy.config.listener.v3.Listener","name":"l","address":{"socketAddress":{"address":"127.0.0.1","portValue":8443}},"filterChains":[{"filters":[{"name":"envoy.filters.network.tcp_proxy","typedConfig":{"@type":"type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy","statPrefix":"t","cluster":"c"}}],"transportSocket":{"name":"envoy.transport_sockets.tls","typedConfig":{"@type":"type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext","commonTlsContext":{"tlsCertificates":[{"privateKey":{"inlineBytes":` + jsonString(base64.StdEncoding.EncodeToString([]byte(pemKey))) + `}}]}}}}]}
+]}`
+}
+
+// leaks reports whether a response shows the marker, in clear or in the
+// base64 a []byte body is encoded in.
+func leaks(body string) bool {
+	if strings.Contains(body, marker) {
+		return true
+	}
+	var anyJSON any
+	_ = json.Unmarshal([]byte(body), &anyJSON)
+	found := false
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case string:
+			if d, err := base64.StdEncoding.DecodeString(x); err == nil && (strings.Contains(string(d), marker) || leaks(string(d))) {
+				found = true
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		case map[string]any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(anyJSON)
+	return found
+}
+
+// TestStoredBodiesAreRedacted: what the API stores (the proxy gets the
+// key) it never shows, on any read of the objects or the history.
+func TestStoredBodiesAreRedacted(t *testing.T) {
+	h := newHarness(t, Options{Token: writeTok}, nil)
+	code, body := h.do(t, "POST", "/v1/apply", writeTok, []byte(keyDocument()))
+	if code != http.StatusOK {
+		t.Fatalf("apply: %d %s", code, body)
+	}
+	stored, err := h.store.Get(t.Context(), store.Key{Kind: "resources.Secret", Name: "s"})
+	if err != nil || !strings.Contains(string(stored.Body), marker) {
+		t.Fatalf("the store should hold the key itself: %v", err)
+	}
+	for _, path := range []string{"/v1/objects", "/v1/objects/resources.Secret/s", "/v1/objects/resources.Cluster/c", "/v1/objects/resources.Listener/l", "/v1/history", "/v1/history/1"} {
+		code, _ := h.do(t, "GET", path, readTok+"x", nil)
+		if code != http.StatusUnauthorized {
+			t.Fatalf("%s without the right token: %d", path, code)
+		}
+		code, body := h.do(t, "GET", path, writeTok, nil)
+		if code != http.StatusOK || leaks(body) {
+			t.Errorf("%s: %d leaks the key: %.600s", path, code, body)
+		}
+	}
+	var obj store.Object
+	_, body = h.do(t, "GET", "/v1/objects/resources.Secret/s", writeTok, nil)
+	decode(t, body, &obj)
+	if !strings.Contains(string(obj.Body), "[redacted]") || !strings.Contains(string(obj.Body), "CERT") {
+		t.Fatalf("the redacted body should keep the certificate and say what went: %s", obj.Body)
+	}
+}
+
+// TestRefusedWriteDoesNotEchoTheKey: a body holding a key inline with a
+// mistake elsewhere is refused without the key in the error, on every
+// write route that takes a body.
+func TestRefusedWriteDoesNotEchoTheKey(t *testing.T) {
+	h := newHarness(t, Options{Token: writeTok}, nil)
+	k := jsonString(pemKey)
+	bad := map[string]string{
+		// protojson quotes a value it cannot read: a PEM block as bytes.
+		"/v1/apply": `{"resources":[{"@type":"type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret","name":"s","tlsCertificate":{"privateKey":{"inlineBytes":` + k + `}}}]}`,
+		// A string where a DataSource goes.
+		"/v1/objects/resources.Secret/s": `{"@type":"type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret","name":"s","tlsCertificate":{"privateKey":` + k + `}}`,
+		// Not YAML at all, the key in the middle.
+		"/v1/apply?dryRun=true": "resources: [\n" + pemKey + "\n  - {",
+	}
+	for path, doc := range bad {
+		code, body := h.do(t, "POST", path, writeTok, []byte(doc))
+		if code != http.StatusBadRequest || leaks(body) {
+			t.Errorf("POST %s: %d %.600s", path, code, body)
+		}
+	}
+}
