@@ -39,7 +39,10 @@ type Change struct {
 	Expires  time.Time
 }
 
-// Entry is one accepted configuration in the history.
+// Entry is one accepted configuration in the history. A store keeps what
+// each revision changed, not a copy of every object per entry: Objects is
+// filled in by At (the whole config as of the entry's revision) and empty
+// everywhere else.
 type Entry struct {
 	Revision int64     `json:"revision"`
 	At       time.Time `json:"at"`
@@ -61,16 +64,27 @@ type Store interface {
 	// Get returns one object.
 	Get(ctx context.Context, k Key) (Object, error)
 	// Commit applies changes atomically at a new revision and, when entry
-	// is not nil, records it in the history (its Revision and Objects
-	// filled in by the store, keeping at most keep entries). It returns the
-	// new revision.
+	// is not nil, records it in the history (its Revision filled in by the
+	// store, keeping at most keep entries; keep <= 0 keeps all). It returns
+	// the new revision.
+	//
+	// The room a commit takes is proportional to what it changes: a body
+	// is stored once per revision that wrote it, never copied for the
+	// objects a commit leaves alone, and a stored body is dropped as soon
+	// as neither the current objects nor a kept entry read it (pruning
+	// the history past keep drops what only the pruned entries read; a
+	// commit without an entry drops the body it replaces unless an entry
+	// reads it). storetest checks both.
 	Commit(ctx context.Context, changes []Change, entry *Entry, keep int) (int64, error)
 	// Touch renews leases without a new revision or history entry: the
 	// content is unchanged.
 	Touch(ctx context.Context, k Key, expires time.Time) error
 	// History returns the entries, newest first, without their objects.
 	History(ctx context.Context) ([]Entry, error)
-	// At returns the history entry of a revision, with its objects.
+	// At returns the history entry of a revision with every object as it
+	// was at that revision (leases as written), including objects written
+	// by commits without an entry; rollback and diff rely on it. A revision
+	// no longer (or never) in the history is ErrNotFound.
 	At(ctx context.Context, rev int64) (Entry, error)
 	// Close releases the store.
 	Close() error

@@ -2,13 +2,33 @@
 // Every commit is one bbolt transaction, fsynced before it returns, so an
 // acknowledged write survives a crash and a crash never leaves the file
 // half-written.
+//
+// Layout (format 2). Each body is stored once, as a version:
+//
+//	versions/<kind NUL name>/<revision>  a body as written at that revision,
+//	                                     or a tombstone for a delete
+//	objects/<kind NUL name>              the current object without its
+//	                                     body: revision and lease
+//	history/<revision>                   an entry without objects
+//	meta/revision, meta/format
+//
+// At(rev) reads, for each object, its latest version at or before rev.
+// Each object's versions sit in a bucket of their own, so a write to one
+// object never rewrites the pages of another (bbolt rewrites a whole leaf
+// when one of its keys changes; a large body sharing a leaf with a busy
+// small one was copied on every small write). A version is kept only while
+// the current object or a kept history entry needs it. Format 1 files,
+// where each entry copied every object, are migrated when opened.
 package bolt
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -18,40 +38,71 @@ import (
 )
 
 var (
-	objectsBucket = []byte("objects")
-	historyBucket = []byte("history")
-	metaBucket    = []byte("meta")
-	revisionKey   = []byte("revision")
+	objectsBucket  = []byte("objects")
+	versionsBucket = []byte("versions")
+	historyBucket  = []byte("history")
+	metaBucket     = []byte("meta")
+	revisionKey    = []byte("revision")
+	formatKey      = []byte("format")
 )
+
+// format is the layout this code writes.
+const format = 2
 
 // Store is a store.Store on bbolt.
 type Store struct{ db *bbolt.DB }
 
-// Open opens (creating) the store in dir.
+// Open opens (creating) the store in dir, migrating an older layout.
 func Open(dir string) (*Store, error) {
 	db, err := bbolt.Open(filepath.Join(dir, "pylon.db"), 0o600, &bbolt.Options{Timeout: 5 * time.Second})
 	if err != nil {
 		return nil, fmt.Errorf("opening the store in %s: %w", dir, err)
 	}
-	err = db.Update(func(tx *bbolt.Tx) error {
-		for _, b := range [][]byte{objectsBucket, historyBucket, metaBucket} {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := db.Update(prepare); err != nil {
 		db.Close()
-		return nil, err
+		return nil, fmt.Errorf("opening the store in %s: %w", dir, err)
 	}
 	return &Store{db: db}, nil
+}
+
+// prepare creates the buckets of a new file, or migrates an old one.
+func prepare(tx *bbolt.Tx) error {
+	fresh := tx.Bucket(metaBucket) == nil
+	for _, b := range [][]byte{objectsBucket, versionsBucket, historyBucket, metaBucket} {
+		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+			return err
+		}
+	}
+	meta := tx.Bucket(metaBucket)
+	switch v := meta.Get(formatKey); {
+	case v == nil && !fresh:
+		if err := migrate1(tx); err != nil {
+			return fmt.Errorf("migrating the store to format %d: %w", format, err)
+		}
+	case v != nil && binary.BigEndian.Uint64(v) > format:
+		return fmt.Errorf("the store was written by a newer Pylon (format %d; this one reads up to %d)", binary.BigEndian.Uint64(v), format)
+	}
+	return meta.Put(formatKey, revKey(format))
 }
 
 // Close closes the file.
 func (s *Store) Close() error { return s.db.Close() }
 
+// Size is the store file's size in bytes.
+func (s *Store) Size() (int64, error) {
+	fi, err := os.Stat(s.db.Path())
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
+}
+
 func objectKey(k store.Key) []byte { return []byte(k.Kind + "\x00" + k.Name) }
+
+func parseObjectKey(b []byte) store.Key {
+	kind, name, _ := bytes.Cut(b, []byte{0})
+	return store.Key{Kind: string(kind), Name: string(name)}
+}
 
 func revKey(rev int64) []byte {
 	b := make([]byte, 8)
@@ -59,12 +110,89 @@ func revKey(rev int64) []byte {
 	return b
 }
 
+func parseRev(b []byte) int64 { return int64(binary.BigEndian.Uint64(b)) }
+
 func revision(tx *bbolt.Tx) int64 {
 	v := tx.Bucket(metaBucket).Get(revisionKey)
 	if v == nil {
 		return 0
 	}
-	return int64(binary.BigEndian.Uint64(v))
+	return parseRev(v)
+}
+
+// latestEntry is the newest history revision, 0 with none.
+func latestEntry(tx *bbolt.Tx) int64 {
+	k, _ := tx.Bucket(historyBucket).Cursor().Last()
+	if k == nil {
+		return 0
+	}
+	return parseRev(k)
+}
+
+// meta is an object's record in the objects bucket: everything but the
+// body, which is its version at Revision.
+type meta struct {
+	Revision int64     `json:"revision"`
+	Expires  time.Time `json:"expires,omitzero"`
+}
+
+// A version's value: a tag byte, the lease (unix nanoseconds, 0 for none)
+// and the body as given. Binary, not JSON: a body is not inflated by
+// base64.
+const (
+	tagBody      = 'b'
+	tagTombstone = 'd'
+	headerLen    = 9
+)
+
+func encodeVersion(body []byte, expires time.Time) []byte {
+	v := make([]byte, headerLen+len(body))
+	v[0] = tagBody
+	if !expires.IsZero() {
+		binary.BigEndian.PutUint64(v[1:], uint64(expires.UnixNano()))
+	}
+	copy(v[headerLen:], body)
+	return v
+}
+
+var tombstone = []byte{tagTombstone, 0, 0, 0, 0, 0, 0, 0, 0}
+
+// decodeVersion returns a version's object; ok false for a tombstone.
+func decodeVersion(k store.Key, rev int64, v []byte) (o store.Object, ok bool, err error) {
+	if len(v) < headerLen || v[0] != tagBody && v[0] != tagTombstone {
+		return o, false, fmt.Errorf("%s/%s at revision %d: a damaged version record", k.Kind, k.Name, rev)
+	}
+	if v[0] == tagTombstone {
+		return o, false, nil
+	}
+	o = store.Object{Key: k, Revision: rev, Body: append([]byte(nil), v[headerLen:]...)}
+	if ns := binary.BigEndian.Uint64(v[1:headerLen]); ns != 0 {
+		o.Expires = time.Unix(0, int64(ns))
+	}
+	return o, true, nil
+}
+
+// current reads an object's record; ok false when it does not exist.
+func current(tx *bbolt.Tx, k store.Key) (m meta, ok bool, err error) {
+	v := tx.Bucket(objectsBucket).Get(objectKey(k))
+	if v == nil {
+		return m, false, nil
+	}
+	return m, true, json.Unmarshal(v, &m)
+}
+
+// body reads an object's body from its version.
+func body(tx *bbolt.Tx, k store.Key, m meta) (store.Object, error) {
+	var vb []byte
+	if b := tx.Bucket(versionsBucket).Bucket(objectKey(k)); b != nil {
+		vb = b.Get(revKey(m.Revision))
+	}
+	if vb == nil {
+		return store.Object{}, fmt.Errorf("%s/%s: the version of revision %d is missing", k.Kind, k.Name, m.Revision)
+	}
+	o, _, err := decodeVersion(k, m.Revision, vb)
+	o.Expires = m.Expires
+	return o, err
 }
 
 // List returns every object and the current revision.
@@ -73,13 +201,14 @@ func (s *Store) List(ctx context.Context) ([]store.Object, int64, error) {
 	var rev int64
 	err := s.db.View(func(tx *bbolt.Tx) error {
 		rev = revision(tx)
-		return tx.Bucket(objectsBucket).ForEach(func(_, v []byte) error {
-			var o store.Object
-			if err := json.Unmarshal(v, &o); err != nil {
+		return tx.Bucket(objectsBucket).ForEach(func(k, v []byte) error {
+			var m meta
+			if err := json.Unmarshal(v, &m); err != nil {
 				return err
 			}
+			o, err := body(tx, parseObjectKey(k), m)
 			out = append(out, o)
-			return nil
+			return err
 		})
 	})
 	return out, rev, err
@@ -89,12 +218,16 @@ func (s *Store) List(ctx context.Context) ([]store.Object, int64, error) {
 func (s *Store) Get(ctx context.Context, k store.Key) (store.Object, error) {
 	var o store.Object
 	err := s.db.View(func(tx *bbolt.Tx) error {
-		v := tx.Bucket(objectsBucket).Get(objectKey(k))
-		if v == nil {
-			return store.ErrNotFound
+		m, ok, err := current(tx, k)
+		if err != nil || !ok {
+			return errors.Join(err, store.ErrNotFound)
 		}
-		return json.Unmarshal(v, &o)
+		o, err = body(tx, k, m)
+		return err
 	})
+	if errors.Is(err, store.ErrNotFound) {
+		return o, store.ErrNotFound
+	}
 	return o, err
 }
 
@@ -102,32 +235,12 @@ func (s *Store) Get(ctx context.Context, k store.Key) (store.Object, error) {
 func (s *Store) Commit(ctx context.Context, changes []store.Change, entry *store.Entry, keep int) (int64, error) {
 	var rev int64
 	err := s.db.Update(func(tx *bbolt.Tx) error {
-		objs := tx.Bucket(objectsBucket)
 		rev = revision(tx) + 1
+		// A version the current object had is still needed when a kept
+		// entry was recorded at or after it.
+		lastEntry := latestEntry(tx)
 		for _, c := range changes {
-			cur := objs.Get(objectKey(c.Key))
-			if c.Revision != 0 {
-				var o store.Object
-				if cur != nil {
-					if err := json.Unmarshal(cur, &o); err != nil {
-						return err
-					}
-				}
-				if (c.Revision == -1 && cur != nil) || (c.Revision > 0 && (cur == nil || o.Revision != c.Revision)) {
-					return fmt.Errorf("%w: %s/%s", store.ErrConflict, c.Kind, c.Name)
-				}
-			}
-			if c.Body == nil {
-				if err := objs.Delete(objectKey(c.Key)); err != nil {
-					return err
-				}
-				continue
-			}
-			v, err := json.Marshal(store.Object{Key: c.Key, Body: c.Body, Revision: rev, Expires: c.Expires})
-			if err != nil {
-				return err
-			}
-			if err := objs.Put(objectKey(c.Key), v); err != nil {
+			if err := apply(tx, c, rev, lastEntry); err != nil {
 				return err
 			}
 		}
@@ -137,64 +250,157 @@ func (s *Store) Commit(ctx context.Context, changes []store.Change, entry *store
 		if entry == nil {
 			return nil
 		}
-		// The history keeps the whole object set, so a rollback needs
-		// nothing else.
-		entry.Revision = rev
-		entry.Objects = nil
-		if err := objs.ForEach(func(_, v []byte) error {
-			var o store.Object
-			if err := json.Unmarshal(v, &o); err != nil {
-				return err
-			}
-			entry.Objects = append(entry.Objects, o)
-			return nil
-		}); err != nil {
-			return err
-		}
-		v, err := json.Marshal(entry)
-		if err != nil {
-			return err
-		}
-		hist := tx.Bucket(historyBucket)
-		if err := hist.Put(revKey(rev), v); err != nil {
-			return err
-		}
-		if keep <= 0 {
-			return nil
-		}
-		var keys [][]byte
-		c := hist.Cursor()
-		for k, _ := c.First(); k != nil; k, _ = c.Next() {
-			keys = append(keys, append([]byte(nil), k...))
-		}
-		for i := 0; i < len(keys)-keep; i++ {
-			if err := hist.Delete(keys[i]); err != nil {
-				return err
-			}
-		}
-		return nil
+		return record(tx, entry, rev, keep)
 	})
 	return rev, err
 }
 
-// Touch renews a lease in place.
-func (s *Store) Touch(ctx context.Context, k store.Key, expires time.Time) error {
-	return s.db.Update(func(tx *bbolt.Tx) error {
-		objs := tx.Bucket(objectsBucket)
-		v := objs.Get(objectKey(k))
-		if v == nil {
-			return store.ErrNotFound
-		}
-		var o store.Object
-		if err := json.Unmarshal(v, &o); err != nil {
+// apply makes one change at rev: checks its revision, writes the version
+// and the object's record, and drops the version it replaces unless a
+// history entry needs it.
+func apply(tx *bbolt.Tx, c store.Change, rev, lastEntry int64) error {
+	cur, exists, err := current(tx, c.Key)
+	if err != nil {
+		return err
+	}
+	if c.Revision == -1 && exists || c.Revision > 0 && (!exists || cur.Revision != c.Revision) {
+		return fmt.Errorf("%w: %s/%s", store.ErrConflict, c.Kind, c.Name)
+	}
+	if c.Body == nil && !exists {
+		return nil
+	}
+	ok := objectKey(c.Key)
+	vers, err := tx.Bucket(versionsBucket).CreateBucketIfNotExists(ok)
+	if err != nil {
+		return err
+	}
+	if exists && cur.Revision > lastEntry {
+		if err := vers.Delete(revKey(cur.Revision)); err != nil {
 			return err
 		}
-		o.Expires = expires
-		nv, err := json.Marshal(o)
+	}
+	if c.Body == nil {
+		if err := tx.Bucket(objectsBucket).Delete(ok); err != nil {
+			return err
+		}
+		// Older versions some entry reads need a tombstone after them;
+		// with none left the object leaves no trace.
+		if k, _ := vers.Cursor().First(); k == nil {
+			return tx.Bucket(versionsBucket).DeleteBucket(ok)
+		}
+		return vers.Put(revKey(rev), tombstone)
+	}
+	if err := vers.Put(revKey(rev), encodeVersion(c.Body, c.Expires)); err != nil {
+		return err
+	}
+	m, err := json.Marshal(meta{Revision: rev, Expires: c.Expires})
+	if err != nil {
+		return err
+	}
+	return tx.Bucket(objectsBucket).Put(ok, m)
+}
+
+// record writes the history entry of rev and prunes the history to keep
+// entries, with the versions only the pruned entries needed.
+func record(tx *bbolt.Tx, entry *store.Entry, rev int64, keep int) error {
+	entry.Revision = rev
+	e := *entry
+	e.Objects = nil
+	v, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	hist := tx.Bucket(historyBucket)
+	if err := hist.Put(revKey(rev), v); err != nil {
+		return err
+	}
+	if keep <= 0 {
+		return nil
+	}
+	// The newest keep entries stay; the history is small (keep + 1 at
+	// most), so walking it costs nothing. Stats would not see this
+	// transaction's own write.
+	var keys [][]byte
+	c := hist.Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		keys = append(keys, append([]byte(nil), k...))
+	}
+	if len(keys) <= keep {
+		return nil
+	}
+	drop := keys[:len(keys)-keep]
+	for _, k := range drop {
+		if err := hist.Delete(k); err != nil {
+			return err
+		}
+	}
+	oldest, _ := hist.Cursor().First()
+	return prune(tx, parseRev(oldest))
+}
+
+// prune drops, for every object, the versions no kept entry (all at or
+// after oldest) and no current object reads: everything before its
+// latest version at or before oldest, and that one too when it is a
+// tombstone.
+func prune(tx *bbolt.Tx, oldest int64) error {
+	versions := tx.Bucket(versionsBucket)
+	var empty [][]byte
+	err := versions.ForEachBucket(func(name []byte) error {
+		b := versions.Bucket(name)
+		var drop [][]byte
+		c := b.Cursor()
+		k, v := c.Seek(revKey(oldest + 1))
+		if k == nil {
+			k, v = c.Last()
+		} else {
+			k, v = c.Prev()
+		}
+		if k == nil {
+			return nil // every version is newer than the oldest entry
+		}
+		if v[0] == tagTombstone {
+			drop = append(drop, append([]byte(nil), k...))
+		}
+		for k, _ = c.Prev(); k != nil; k, _ = c.Prev() {
+			drop = append(drop, append([]byte(nil), k...))
+		}
+		for _, d := range drop {
+			if err := b.Delete(d); err != nil {
+				return err
+			}
+		}
+		if first, _ := b.Cursor().First(); first == nil {
+			empty = append(empty, append([]byte(nil), name...))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, name := range empty {
+		if err := versions.DeleteBucket(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Touch renews a lease in place: the record changes, not the version.
+func (s *Store) Touch(ctx context.Context, k store.Key, expires time.Time) error {
+	return s.db.Update(func(tx *bbolt.Tx) error {
+		m, ok, err := current(tx, k)
 		if err != nil {
 			return err
 		}
-		return objs.Put(objectKey(k), nv)
+		if !ok {
+			return store.ErrNotFound
+		}
+		m.Expires = expires
+		v, err := json.Marshal(m)
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(objectsBucket).Put(objectKey(k), v)
 	})
 }
 
@@ -216,7 +422,8 @@ func (s *Store) History(ctx context.Context) ([]store.Entry, error) {
 	return out, err
 }
 
-// At returns one history entry with its objects.
+// At returns one history entry with the whole config as of its revision:
+// each object's latest version at or before it. Leases show as written.
 func (s *Store) At(ctx context.Context, rev int64) (store.Entry, error) {
 	var e store.Entry
 	err := s.db.View(func(tx *bbolt.Tx) error {
@@ -224,9 +431,35 @@ func (s *Store) At(ctx context.Context, rev int64) (store.Entry, error) {
 		if v == nil {
 			return fmt.Errorf("revision %d: %w (the history keeps the latest revisions only)", rev, store.ErrNotFound)
 		}
-		return json.Unmarshal(v, &e)
+		if err := json.Unmarshal(v, &e); err != nil {
+			return err
+		}
+		e.Objects = nil
+		versions := tx.Bucket(versionsBucket)
+		return versions.ForEachBucket(func(name []byte) error {
+			c := versions.Bucket(name).Cursor()
+			k, v := c.Seek(revKey(rev + 1))
+			if k == nil {
+				k, v = c.Last()
+			} else {
+				k, v = c.Prev()
+			}
+			if k == nil {
+				return nil // created after rev
+			}
+			o, ok, err := decodeVersion(parseObjectKey(name), parseRev(k), v)
+			if ok {
+				e.Objects = append(e.Objects, o)
+			}
+			return err
+		})
 	})
 	return e, err
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store = (*Store)(nil)
+	_ interface {
+		Size() (int64, error)
+	} = (*Store)(nil)
+)

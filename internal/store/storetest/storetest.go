@@ -2,13 +2,23 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"sort"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/pylon-xds/pylon/internal/store"
 )
+
+// Sizer is a backend that can say how much room it takes: the size
+// property is checked on backends that implement it.
+type Sizer interface {
+	Size() (int64, error)
+}
 
 // Run checks a backend. open returns a fresh store, or (reopen) the same
 // store again after closing it, to check durability.
@@ -103,4 +113,134 @@ func Run(t *testing.T, open func(t *testing.T, reopen bool) store.Store) {
 			t.Fatalf("a commit without an entry wrote history: %d entries", len(h))
 		}
 	})
+
+	t.Run("history_keeps_what_changed", func(t *testing.T) { historyKeepsWhatChanged(t, open(t, false)) })
+	t.Run("at_reads_every_kept_revision_across_pruning", func(t *testing.T) { atAcrossPruning(t, open) })
+}
+
+// historyKeepsWhatChanged: one large object, then many one-line writes to
+// another. A history that copied every object per revision grew by the
+// large object on each write; one that keeps what changed grows by the
+// small writes only.
+func historyKeepsWhatChanged(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	sz, ok := s.(Sizer)
+	if !ok {
+		t.Skip("the backend does not report its size")
+	}
+	const big, writes = 8 << 20, 30
+	body := append([]byte(`"`), append(bytes.Repeat([]byte("x"), big), '"')...)
+	if _, err := s.Commit(ctx, []store.Change{{Key: store.Key{Kind: "services", Name: "big"}, Body: body}}, &store.Entry{Summary: "big"}, 100); err != nil {
+		t.Fatal(err)
+	}
+	before, err := sz.Size()
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := store.Key{Kind: "services", Name: "small"}
+	start := time.Now()
+	for i := range writes {
+		if _, err := s.Commit(ctx, []store.Change{{Key: small, Body: fmt.Appendf(nil, `{"n":%d}`, i)}}, &store.Entry{Summary: "small"}, 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	per := time.Since(start) / writes
+	after, err := sz.Size()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("a %d MiB object then %d small writes: %d -> %d bytes, %v per small write", big>>20, writes, before, after, per)
+	if after > 3*big {
+		t.Fatalf("the store grew to %d bytes for a %d byte object and %d one-line writes: the history copies what did not change", after, big, writes)
+	}
+	// Every revision still reads back whole.
+	h, err := s.History(ctx)
+	if err != nil || len(h) != writes+1 {
+		t.Fatalf("history: %d entries, %v", len(h), err)
+	}
+	e, err := s.At(ctx, h[writes/2].Revision)
+	if err != nil || len(e.Objects) != 2 {
+		t.Fatalf("at %d: %d objects, %v", h[writes/2].Revision, len(e.Objects), err)
+	}
+}
+
+// state is a config as a comparable string: key=body, sorted.
+func state(objs []store.Object) string {
+	var parts []string
+	for _, o := range objs {
+		parts = append(parts, o.Kind+"/"+o.Name+"="+string(o.Body))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " ")
+}
+
+// atAcrossPruning writes a mixed sequence (creates, updates, deletes,
+// re-creates, runtime writes without history), remembers the full state
+// after each history commit, then checks At returns exactly that state for
+// every kept revision, before and after reopening, and that a pruned
+// revision is gone.
+func atAcrossPruning(t *testing.T, open func(t *testing.T, reopen bool) store.Store) {
+	ctx := context.Background()
+	s := open(t, false)
+	const keep = 4
+	want := map[int64]string{}
+	key := func(i int) store.Key { return store.Key{Kind: "services", Name: fmt.Sprintf("s%d", i%5)} }
+	for i := range 40 {
+		var changes []store.Change
+		switch {
+		case i%7 == 3: // delete one, if there
+			if _, err := s.Get(ctx, key(i)); err == nil {
+				changes = append(changes, store.Change{Key: key(i)})
+			}
+		case i%4 == 1: // two objects in one commit
+			changes = append(changes, store.Change{Key: key(i), Body: fmt.Appendf(nil, `"a%d"`, i)}, store.Change{Key: key(i + 1), Body: fmt.Appendf(nil, `"b%d"`, i)})
+		default:
+			changes = append(changes, store.Change{Key: key(i), Body: fmt.Appendf(nil, `"c%d"`, i)})
+		}
+		if len(changes) == 0 {
+			continue
+		}
+		var entry *store.Entry
+		if i%3 != 2 { // every third commit is runtime: no history entry
+			entry = &store.Entry{Summary: fmt.Sprint("step ", i), Version: fmt.Sprint("v", i)}
+		}
+		rev, err := s.Commit(ctx, changes, entry, keep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if entry != nil {
+			objs, _, err := s.List(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[rev] = state(objs)
+		}
+	}
+	check := func(s store.Store) {
+		t.Helper()
+		h, err := s.History(ctx)
+		if err != nil || len(h) != keep {
+			t.Fatalf("history: %d entries, %v", len(h), err)
+		}
+		oldest := h[len(h)-1].Revision
+		for rev, w := range want {
+			e, err := s.At(ctx, rev)
+			if rev < oldest {
+				if !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("pruned revision %d: %v", rev, err)
+				}
+				continue
+			}
+			if err != nil || state(e.Objects) != w || e.Revision != rev {
+				t.Errorf("at %d: %v\n got %s\nwant %s", rev, err, state(e.Objects), w)
+			}
+			for _, o := range e.Objects {
+				if o.Revision == 0 || o.Revision > rev {
+					t.Errorf("at %d: %s/%s has revision %d", rev, o.Kind, o.Name, o.Revision)
+				}
+			}
+		}
+	}
+	check(s)
+	check(open(t, true))
 }
