@@ -338,6 +338,15 @@ func record(tx *bbolt.Tx, entry *store.Entry, rev int64, keep int) error {
 	return prune(tx, parseRev(oldest))
 }
 
+// atOrBefore moves c to the latest version at or before rev: nil when
+// every version is newer.
+func atOrBefore(c *bbolt.Cursor, rev int64) (k, v []byte) {
+	if k, _ := c.Seek(revKey(rev + 1)); k == nil {
+		return c.Last()
+	}
+	return c.Prev()
+}
+
 // prune drops, for every object, the versions no kept entry (all at or
 // after oldest) and no current object reads: everything before its
 // latest version at or before oldest, and that one too when it is a
@@ -349,12 +358,7 @@ func prune(tx *bbolt.Tx, oldest int64) error {
 		b := versions.Bucket(name)
 		var drop [][]byte
 		c := b.Cursor()
-		k, v := c.Seek(revKey(oldest + 1))
-		if k == nil {
-			k, v = c.Last()
-		} else {
-			k, v = c.Prev()
-		}
+		k, v := atOrBefore(c, oldest)
 		if k == nil {
 			return nil // every version is newer than the oldest entry
 		}
@@ -437,13 +441,7 @@ func (s *Store) At(ctx context.Context, rev int64) (store.Entry, error) {
 		e.Objects = nil
 		versions := tx.Bucket(versionsBucket)
 		return versions.ForEachBucket(func(name []byte) error {
-			c := versions.Bucket(name).Cursor()
-			k, v := c.Seek(revKey(rev + 1))
-			if k == nil {
-				k, v = c.Last()
-			} else {
-				k, v = c.Prev()
-			}
+			k, v := atOrBefore(versions.Bucket(name).Cursor(), rev)
 			if k == nil {
 				return nil // created after rev
 			}
