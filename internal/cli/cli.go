@@ -46,8 +46,8 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "text", "log format: text or json")
-	admin := new(string)
-	root.PersistentFlags().StringVar(admin, "admin-addr", "127.0.0.1:19000", "Pylon's admin address (serve listens there; status and get talk to it)")
+	admin := &adminFlags{}
+	admin.register(root)
 	root.AddCommand(newServe(g, admin), newBootstrap(), newValidate(), newVersion(), newStatus(admin), newGet(admin))
 	addWriteCommands(root, admin)
 	return root

@@ -134,6 +134,24 @@ func TestValidateCommand(t *testing.T) {
 	}
 }
 
+// Security flags that contradict each other stop serve before it binds.
+func TestServeSecurityFlagErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--node-identity", "spiffe://example.org/ns/{cluster}/sa/{id}"}, "--node-identity needs --xds-client-ca"},
+		{[]string{"--xds-require-client-cert"}, "--xds-require-client-cert needs --xds-client-ca"},
+		{[]string{"--xds-tls-cert", "/nonexistent/pylon.crt", "--xds-tls-key", "/nonexistent/pylon.key"}, "/nonexistent/pylon.crt"},
+		{[]string{"--secret-dir", "/nonexistent/secrets"}, "--secret-dir"},
+	} {
+		args := append([]string{"serve", "--xds-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--data-dir", t.TempDir()}, c.args...)
+		if code, _, stderr := run(args...); code != 1 || !strings.Contains(stderr, c.want) {
+			t.Errorf("serve %v: exit %d, %q; want an error mentioning %q", c.args, code, stderr, c.want)
+		}
+	}
+}
+
 func TestLogFlags(t *testing.T) {
 	if code, _, stderr := run("serve", "--log-level", "loud"); code != 1 || !strings.Contains(stderr, "--log-level") {
 		t.Fatalf("bad log level: exit %d, %q", code, stderr)

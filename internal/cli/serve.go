@@ -8,7 +8,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/daemon"
 )
 
-func newServe(g *globals, admin *string) *cobra.Command {
+func newServe(g *globals, a *adminFlags) *cobra.Command {
 	var o daemon.Options
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -21,7 +21,17 @@ pylon endpoints, pylon rollback. With --config, it comes from a file or folder,
 reloaded when it changes, and the API is read-only.
 
 A change that fails validation is refused as a whole, logged once and shown on
-the admin API (GET /status); the previous config keeps serving.`,
+the admin API (GET /status); the previous config keeps serving.
+
+Security: with --xds-tls-cert and --xds-tls-key xDS is served over TLS; with
+--xds-client-ca client certificates are verified, and --node-identity binds
+each node id to its certificate (a mismatch ends the stream with
+PermissionDenied). Secrets go only to clients with a verified certificate
+unless --insecure-serve-secrets. The admin API needs a token for everything
+but /healthz, /readyz and /metrics: the read token (DATA_DIR/read-token) or the
+write token (DATA_DIR/admin-token), both generated on first start. Beyond
+loopback it needs TLS (--admin-tls-cert, --admin-tls-key) or --admin-insecure.
+Certificate files are re-read when they change; open streams stay up.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := g.logger(cmd.ErrOrStderr())
@@ -30,7 +40,10 @@ the admin API (GET /status); the previous config keeps serving.`,
 			}
 			o.Logger = log
 			o.Version = Version
-			o.AdminAddr = *admin
+			o.AdminAddr = a.addr
+			if cmd.Flags().Changed("read-token-file") {
+				o.ReadTokenFile = a.readTokenFile
+			}
 			return daemon.Run(cmd.Context(), o)
 		},
 	}
@@ -51,5 +64,26 @@ the admin API (GET /status); the previous config keeps serving.`,
 	f.DurationVar(&o.MaxConnectionAge, "max-connection-age", 0, "close client connections after this long so load rebalances across replicas (0: never)")
 	f.DurationVar(&o.MaxConnectionAgeGrace, "max-connection-age-grace", 0, "extra time open streams get when a connection reaches its maximum age")
 	f.BoolVar(&o.SuppressDeltaNotFound, "delta-suppress-not-found", false, "do not list subscribed names that do not exist in delta removed_resources (for old Envoys that took it as an unsubscription)")
+	addSecurityFlags(cmd, &o)
 	return cmd
+}
+
+func addSecurityFlags(cmd *cobra.Command, o *daemon.Options) {
+	f := cmd.Flags()
+	f.StringVar(&o.XDSTLS.Cert, "xds-tls-cert", "", "serve xDS over TLS with this PEM certificate chain (re-read when it changes)")
+	f.StringVar(&o.XDSTLS.Key, "xds-tls-key", "", "the xDS certificate's PEM private key")
+	f.StringVar(&o.XDSTLS.ClientCA, "xds-client-ca", "", "verify xDS client certificates, when given, against these PEM CAs")
+	f.BoolVar(&o.XDSRequireClientCert, "xds-require-client-cert", false, "refuse xDS clients without a verified client certificate")
+	f.StringVar(&o.NodeIdentity, "node-identity", "", "bind node ids to client certificates, e.g. 'spiffe://{trust_domain}/ns/{cluster}/sa/{id}' or '{id}.{cluster}.proxies.example.com' (DNS SAN)")
+	f.StringVar(&o.TrustDomain, "trust-domain", "", "the SPIFFE trust domain {trust_domain} stands for in --node-identity")
+	f.BoolVar(&o.InsecureServeSecrets, "insecure-serve-secrets", false, "INSECURE: serve Secrets (private keys) to clients without a verified client certificate")
+	f.StringVar(&o.AdminTLS.Cert, "admin-tls-cert", "", "serve the admin API over TLS with this PEM certificate chain (re-read when it changes)")
+	f.StringVar(&o.AdminTLS.Key, "admin-tls-key", "", "the admin certificate's PEM private key")
+	f.StringVar(&o.AdminTLS.ClientCA, "admin-client-ca", "", "verify admin client certificates, when given, against these PEM CAs")
+	f.BoolVar(&o.AdminInsecure, "admin-insecure", false, "allow the admin API on a non-loopback address without TLS (tokens cross the network in clear)")
+	f.IntVar(&o.AdminLimits.MaxConns, "admin-max-conns", 128, "admin API connections served at once")
+	f.StringSliceVar(&o.SecretDirs, "secret-dir", nil, "a folder secret files named by the config may be read from (repeatable; default: the config's folder, or the working directory in store mode)")
+	f.IntVar(&o.MaxResourceNames, "max-resource-names", 0, "most resource names one xDS request may list (0: the default)")
+	f.Uint32Var(&o.MaxStreamsPerConnection, "max-streams-per-connection", 0, "most concurrent xDS streams per client connection (0: the default)")
+	f.DurationVar(&o.SendStall, "send-stall", 0, "evict an xDS stream whose client has not read a response for this long (0: the default)")
 }

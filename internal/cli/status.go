@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"sort"
 	"strings"
@@ -17,26 +16,6 @@ import (
 	"github.com/pylon-xds/pylon/internal/pipeline"
 	"github.com/pylon-xds/pylon/internal/status"
 )
-
-// adminClient talks to a running Pylon's admin API.
-type adminClient struct{ addr string }
-
-func (c adminClient) get(path string, v any) error {
-	client := &http.Client{Timeout: 10 * time.Second}
-	resp, err := client.Get("http://" + c.addr + path)
-	if err != nil {
-		return fmt.Errorf("cannot reach Pylon's admin API at %s (is it running? --admin-addr): %w", c.addr, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s: %s", path, resp.Status, strings.TrimSpace(string(body)))
-	}
-	return json.Unmarshal(body, v)
-}
 
 // The columns of `pylon status`, in istioctl proxy-status order.
 var statusTypes = []string{"CDS", "LDS", "EDS", "RDS", "SDS"}
@@ -76,7 +55,7 @@ func rows(streams []status.Stream) []*proxyRow {
 	return out
 }
 
-func newStatus(admin *string) *cobra.Command {
+func newStatus(a *adminFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status [PROXY]",
 		Short: "Show every proxy's sync state per type, or one proxy in detail",
@@ -88,7 +67,7 @@ rejected and when, and the difference between what it has and what it
 should run.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c := adminClient{*admin}
+			c := a.client()
 			out := cmd.OutOrStdout()
 			if len(args) == 1 {
 				return proxyDetail(c, out, args[0])
@@ -235,14 +214,14 @@ func diff(sent, want []json.RawMessage) []string {
 	return out
 }
 
-func newGet(admin *string) *cobra.Command {
+func newGet(a *adminFlags) *cobra.Command {
 	var output, group string
 	cmd := &cobra.Command{
 		Use:   "get proxies|objects|clusters|listeners|routes|endpoints|secrets",
 		Short: "List proxies, the stored config objects, or the Envoy resources each group runs (secrets redacted)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c := adminClient{*admin}
+			c := a.client()
 			out := cmd.OutOrStdout()
 			if args[0] == "objects" {
 				var objs struct {

@@ -1,11 +1,8 @@
 package cli
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -15,52 +12,6 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 )
-
-// writer sends authorised writes to the admin API.
-type writer struct {
-	addr, tokenFile string
-}
-
-func (w writer) do(method, path string, body []byte) (map[string]any, error) {
-	token, err := os.ReadFile(w.tokenFile)
-	if err != nil {
-		return nil, fmt.Errorf("reading the admin token (--token-file): %w", err)
-	}
-	req, err := http.NewRequest(method, "http://"+w.addr+path, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("cannot reach Pylon's admin API at %s: %w", w.addr, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return nil, err
-	}
-	var out map[string]any
-	_ = json.Unmarshal(raw, &out)
-	if resp.StatusCode >= 300 {
-		msg, _ := out["error"].(string)
-		if diags, ok := out["diagnostics"].([]any); ok && len(diags) > 0 {
-			msg = "refused:"
-			for _, d := range diags {
-				b, _ := json.Marshal(d)
-				var dd struct {
-					File, Type, Name, Field, Message string
-					Line                             int
-				}
-				_ = json.Unmarshal(b, &dd)
-				msg += fmt.Sprintf("\n  %s: %s %q: %s: %s", dd.File, dd.Type, dd.Name, dd.Field, dd.Message)
-			}
-		}
-		return out, fmt.Errorf("%s (%s)", msg, resp.Status)
-	}
-	return out, nil
-}
 
 func printResult(cmd *cobra.Command, res map[string]any) {
 	out := cmd.OutOrStdout()
@@ -82,11 +33,9 @@ func printResult(cmd *cobra.Command, res map[string]any) {
 	}
 }
 
-func addWriteCommands(root *cobra.Command, admin *string) {
-	w := &writer{}
-	root.PersistentFlags().StringVar(&w.tokenFile, "token-file", "pylon-data/admin-token", "the admin API's write token")
+func addWriteCommands(root *cobra.Command, a *adminFlags) {
 	dry := false
-	get := func() writer { return writer{addr: *admin, tokenFile: w.tokenFile} }
+	get := a.client
 
 	apply := &cobra.Command{
 		Use:   "apply -f FILE",
@@ -182,7 +131,7 @@ func addWriteCommands(root *cobra.Command, admin *string) {
 					Version  string    `json:"version"`
 				} `json:"history"`
 			}
-			if err := (adminClient{*admin}).get("/v1/history", &h); err != nil {
+			if err := a.client().get("/v1/history", &h); err != nil {
 				return err
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 3, ' ', 0)
@@ -199,7 +148,7 @@ func addWriteCommands(root *cobra.Command, admin *string) {
 		Short: "Show what changed between two stored revisions (the second defaults to the latest)",
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c := adminClient{*admin}
+			c := a.client()
 			objects := func(rev string) (map[string]string, error) {
 				var e struct {
 					Objects []struct {

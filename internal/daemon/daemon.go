@@ -10,16 +10,21 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/pylon-xds/pylon/internal/admin"
+	"github.com/pylon-xds/pylon/internal/compile"
 	"github.com/pylon-xds/pylon/internal/configstore"
+	"github.com/pylon-xds/pylon/internal/metrics"
 	"github.com/pylon-xds/pylon/internal/pipeline"
+	"github.com/pylon-xds/pylon/internal/secretfile"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/source"
 	"github.com/pylon-xds/pylon/internal/source/file"
@@ -66,8 +71,43 @@ type Options struct {
 	// rebalances across replicas. Off by default: one replica gains nothing.
 	MaxConnectionAge      time.Duration
 	MaxConnectionAgeGrace time.Duration
-	Version               string
-	Logger                *slog.Logger
+	// MaxResourceNames, MaxStreamsPerConnection and SendStall: see
+	// xds.Options (zero: its defaults).
+	MaxResourceNames        int
+	MaxStreamsPerConnection uint32
+	SendStall               time.Duration
+
+	// XDSTLS serves xDS over TLS; with a client CA, client certificates are
+	// verified when given (and required with XDSRequireClientCert). Zero:
+	// plaintext, with a warning when beyond loopback.
+	XDSTLS               TLSFiles
+	XDSRequireClientCert bool
+	// NodeIdentity binds node ids to verified client certificates, e.g.
+	// "spiffe://{trust_domain}/ns/{cluster}/sa/{id}" (identity.ParseRule);
+	// TrustDomain fills {trust_domain}. Needs XDSTLS.ClientCA.
+	NodeIdentity, TrustDomain string
+	// InsecureServeSecrets serves Secrets over connections without a
+	// verified client certificate.
+	InsecureServeSecrets bool
+	// AdminTLS serves the admin API over TLS. Without it the admin API
+	// refuses a non-loopback address unless AdminInsecure.
+	AdminTLS      TLSFiles
+	AdminInsecure bool
+	// AdminLimits bound the admin HTTP server (zero fields: defaults).
+	AdminLimits AdminLimits
+	// TLSCheckEvery is how often certificate files are checked for a
+	// rotation, at most (default 1s).
+	TLSCheckEvery time.Duration
+	// ReadTokenFile holds the admin API's read token (default
+	// DataDir/read-token, generated on first start).
+	ReadTokenFile string
+	// SecretDirs are the only folders secret files named by the config are
+	// read from (default: the config's folder in file mode, the working
+	// directory at start in store mode). DataDir is never read.
+	SecretDirs []string
+
+	Version string
+	Logger  *slog.Logger
 	// OnReady, if set, is called with the bound addresses once both
 	// listeners are open and the first config is published.
 	OnReady func(xdsAddr, adminAddr string)
@@ -101,6 +141,10 @@ func (o *Options) defaults() {
 	if o.TokenFile == "" {
 		o.TokenFile = filepath.Join(o.DataDir, "admin-token")
 	}
+	if o.ReadTokenFile == "" {
+		o.ReadTokenFile = filepath.Join(o.DataDir, "read-token")
+	}
+	o.AdminLimits.defaults()
 }
 
 // Run serves until ctx ends, then stops gracefully and returns nil; it
@@ -108,9 +152,24 @@ func (o *Options) defaults() {
 func Run(ctx context.Context, o Options) error {
 	o.defaults()
 	log := o.Logger
+	// Certificates, the identity rule and what the addresses expose are
+	// checked first: a mistake there is a start-up error, before anything
+	// is read or bound.
+	sec, err := loadSecurity(o)
+	if err != nil {
+		return err
+	}
+	if err := checkExposure(o, sec, o.XDSAddr, o.AdminAddr, log); err != nil {
+		return err
+	}
+	read, err := secretReader(o)
+	if err != nil {
+		return err
+	}
 	reg := xdstype.New()
 	pub := snapshot.NewPublisher()
 	pipe := pipeline.New(reg, pub, log)
+	pipe.SetReader(read)
 	obs := NewObservability(reg, pub)
 	tracker, met := obs.Tracker, obs.Metrics
 	pipe.OnResult(func(result string, f *snapshot.Fleet) {
@@ -120,29 +179,14 @@ func Run(ctx context.Context, o Options) error {
 		}
 	})
 
-	// The first config is loaded before anything listens: with no last good
-	// config to fall back on, a bad one is a startup error, not a silent
-	// empty fleet.
-	var cfgSvc *configstore.Service
-	var token string
-	initial := source.Update{AcceptedAt: time.Now()}
-	if o.ConfigPath == "" {
-		st, err := openStore(ctx, o, reg, log)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
-		cfgSvc = configstore.New(configstore.Options{Store: st, Registry: reg, Keep: o.HistoryLimit, Debounce: o.DebounceQuiet, Logger: log})
-		if token, err = adminToken(o.TokenFile); err != nil {
-			return err
-		}
-		initial.Files, initial.Err = cfgSvc.Current(ctx)
-		log.Info("serving the config kept in the embedded store; change it with the admin API (pylon apply, pylon endpoints ...)", "data_dir", o.DataDir)
-	} else {
-		initial.Files, initial.Err = file.Read(o.ConfigPath)
+	cfgSvc, closeStore, err := loadInitial(ctx, o, reg, pipe, read)
+	if err != nil {
+		return err
 	}
-	if err := pipe.Apply(initial); err != nil {
-		return fmt.Errorf("initial config refused: %w", err)
+	defer closeStore()
+	tokens, err := loadTokens(o)
+	if err != nil {
+		return err
 	}
 
 	xdsLis, err := net.Listen("tcp", o.XDSAddr)
@@ -155,26 +199,12 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("admin listener: %w", err)
 	}
 
-	xdsSrv := xds.New(xds.Options{
-		Registry: reg, Fleets: pub, Identifier: o.Identifier, Logger: log,
-		SuppressDeltaNotFound: o.SuppressDeltaNotFound, HoldTimeout: o.HoldTimeout,
-		MaxInitialSends: o.MaxInitialSends, NewStreamsPerSecond: o.NewStreamsPerSecond,
-		Observer: obs.Observer,
-	})
-	gs := grpc.NewServer(append(xds.ServerOptions(),
-		// Envoy's bootstrap pings every 30s; allow that and detect clients
-		// that vanished without closing their connection.
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{
-			Time: 30 * time.Second, Timeout: 10 * time.Second,
-			MaxConnectionAge: o.MaxConnectionAge, MaxConnectionAgeGrace: o.MaxConnectionAgeGrace,
-		}),
-	)...)
-	xdsSrv.Register(gs)
-	httpSrv := &http.Server{
-		Handler:           admin.Handler(admin.Options{Pipeline: pipe, Proxies: tracker, Fleets: pub, Registry: reg, Metrics: met.Registry, Config: cfgSvc, Token: token, Identifier: o.Identifier, Version: o.Version}),
-		ReadHeaderTimeout: 10 * time.Second,
-	}
+	xdsSrv, gs := newXDS(o, sec, reg, pub, obs)
+	httpSrv := newAdminServer(admin.Handler(admin.Options{
+		Pipeline: pipe, Proxies: tracker, Fleets: pub, Registry: reg, Metrics: met.Registry, Config: cfgSvc,
+		Token: tokens.Token, ReadToken: tokens.ReadToken, TokenFile: tokens.TokenFile, ReadTokenFile: tokens.ReadTokenFile,
+		Identifier: o.Identifier, Version: o.Version,
+	}), o.AdminLimits, sec.adminTLS, log)
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
@@ -185,60 +215,173 @@ func Run(ctx context.Context, o Options) error {
 		}
 		return nil
 	})
-	g.Go(func() error {
-		if err := httpSrv.Serve(adminLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("admin server: %w", err)
-		}
-		return nil
-	})
-	if cfgSvc != nil {
-		updates := make(chan source.Update)
-		g.Go(func() error { return cfgSvc.Run(gctx, updates) })
-		g.Go(func() error { return pipe.Run(gctx, updates) })
-	}
-	if o.ConfigPath != "" {
-		updates := make(chan source.Update)
-		resync := o.Resync
-		if resync < 0 {
-			resync = 0
-		}
-		watcher := file.New(file.Options{
-			Path: o.ConfigPath, Quiet: o.DebounceQuiet, MaxWait: o.DebounceMax, Resync: resync, Logger: log,
-			OnEvent: met.SourceEvent, OnRead: met.Reload,
-		})
-		// Certificates the config names are watched too: a rotation
-		// reloads, and only the changed Secret is pushed.
-		pipe.OnFiles(watcher.Watch)
-		g.Go(func() error { return watcher.Run(gctx, updates) })
-		g.Go(func() error { return pipe.Run(gctx, updates) })
-	}
+	g.Go(func() error { return serveAdmin(httpSrv, adminLis, o.AdminLimits) })
+	runSources(gctx, g, o, pipe, cfgSvc, met, log)
 	g.Go(func() error {
 		<-gctx.Done()
-		log.Info("shutting down")
-		stopped := make(chan struct{})
-		go func() {
-			// GOAWAY to clients and no new streams; returns once the
-			// streams below have ended.
-			gs.GracefulStop()
-			close(stopped)
-		}()
-		xdsSrv.Shutdown()
-		timer := time.NewTimer(o.ShutdownGrace)
-		defer timer.Stop()
-		select {
-		case <-stopped:
-		case <-timer.C:
-			gs.Stop()
-			<-stopped
-		}
-		shutCtx, cancel := context.WithTimeout(context.Background(), o.ShutdownGrace)
-		defer cancel()
-		return httpSrv.Shutdown(shutCtx)
+		return shutdown(o, gs, xdsSrv, httpSrv, log)
 	})
 
-	log.Info("pylon serving", "xds", xdsLis.Addr().String(), "admin", adminLis.Addr().String(), "version", pipe.Status().Version)
+	log.Info("pylon serving", "xds", xdsLis.Addr().String(), "admin", adminLis.Addr().String(), "version", pipe.Status().Version,
+		"xds_tls", sec.xdsTLS != nil, "admin_tls", sec.adminTLS != nil)
 	if o.OnReady != nil {
 		o.OnReady(xdsLis.Addr().String(), adminLis.Addr().String())
 	}
 	return g.Wait()
+}
+
+// loadInitial opens the config source (the store, or the file) and applies
+// its config before anything listens: with no last good config to fall back
+// on, a bad one is a startup error, not a silent empty fleet. In store mode
+// it returns the config service; closeStore closes the store.
+func loadInitial(ctx context.Context, o Options, reg *xdstype.Registry, pipe *pipeline.Pipeline, read compile.ReadFile) (cfgSvc *configstore.Service, closeStore func(), err error) {
+	closeStore = func() {}
+	initial := source.Update{AcceptedAt: time.Now()}
+	if o.ConfigPath == "" {
+		st, err := openStore(ctx, o, reg, o.Logger)
+		if err != nil {
+			return nil, nil, err
+		}
+		closeStore = func() { st.Close() }
+		cfgSvc = configstore.New(configstore.Options{Store: st, Registry: reg, Read: read, Keep: o.HistoryLimit, Debounce: o.DebounceQuiet, Logger: o.Logger})
+		initial.Files, initial.Err = cfgSvc.Current(ctx)
+		o.Logger.Info("serving the config kept in the embedded store; change it with the admin API (pylon apply, pylon endpoints ...)", "data_dir", o.DataDir)
+	} else {
+		initial.Files, initial.Err = file.Read(o.ConfigPath)
+	}
+	if err := pipe.Apply(initial); err != nil {
+		closeStore()
+		return nil, nil, fmt.Errorf("initial config refused: %w", err)
+	}
+	return cfgSvc, closeStore, nil
+}
+
+// loadTokens reads the admin API's tokens, generating them on first start:
+// reads of status, dumps and stored config need one in both modes, and the
+// write token reads too.
+func loadTokens(o Options) (admin.Options, error) {
+	t := admin.Options{TokenFile: o.TokenFile, ReadTokenFile: o.ReadTokenFile}
+	var err error
+	if t.Token, err = adminToken(o.TokenFile); err != nil {
+		return t, err
+	}
+	t.ReadToken, err = adminToken(o.ReadTokenFile)
+	return t, err
+}
+
+// newXDS is the xDS server and the gRPC server it is registered on.
+func newXDS(o Options, sec *security, reg *xdstype.Registry, pub *snapshot.Publisher, obs *Observability) (*xds.Server, *grpc.Server) {
+	xdsSrv := xds.New(xds.Options{
+		Registry: reg, Fleets: pub, Identifier: o.Identifier, Logger: o.Logger,
+		SuppressDeltaNotFound: o.SuppressDeltaNotFound, HoldTimeout: o.HoldTimeout,
+		MaxInitialSends: o.MaxInitialSends, NewStreamsPerSecond: o.NewStreamsPerSecond,
+		Observer: obs.Observer,
+	})
+	gs := grpc.NewServer(grpcOptions(o, xdsSrv, sec)...)
+	xdsSrv.Register(gs)
+	return xdsSrv, gs
+}
+
+// grpcOptions are the xDS gRPC server's options: the xds package's own,
+// keepalive, and TLS when configured.
+func grpcOptions(o Options, xdsSrv *xds.Server, sec *security) []grpc.ServerOption {
+	opts := append(xds.ServerOptions(),
+		// Envoy's bootstrap pings every 30s; allow that and detect clients
+		// that vanished without closing their connection.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			Time: 30 * time.Second, Timeout: 10 * time.Second,
+			MaxConnectionAge: o.MaxConnectionAge, MaxConnectionAgeGrace: o.MaxConnectionAgeGrace,
+		}),
+	)
+	if sec.xdsTLS != nil {
+		// A handshake that does not finish cannot hold a connection for
+		// long (grpc's default is 120s).
+		opts = append(opts, grpc.Creds(credentials.NewTLS(sec.xdsTLS.Config())), grpc.ConnectionTimeout(10*time.Second))
+	}
+	return opts
+}
+
+// runSources starts what feeds the pipeline: the store's service, or the
+// config file watcher.
+func runSources(ctx context.Context, g *errgroup.Group, o Options, pipe *pipeline.Pipeline, cfgSvc *configstore.Service, met *metrics.Metrics, log *slog.Logger) {
+	updates := make(chan source.Update)
+	if cfgSvc != nil {
+		g.Go(func() error { return cfgSvc.Run(ctx, updates) })
+		g.Go(func() error { return pipe.Run(ctx, updates) })
+		return
+	}
+	resync := o.Resync
+	if resync < 0 {
+		resync = 0
+	}
+	watcher := file.New(file.Options{
+		Path: o.ConfigPath, Quiet: o.DebounceQuiet, MaxWait: o.DebounceMax, Resync: resync, Logger: log,
+		OnEvent: met.SourceEvent, OnRead: met.Reload,
+	})
+	// Certificates the config names are watched too: a rotation
+	// reloads, and only the changed Secret is pushed.
+	pipe.OnFiles(watcher.Watch)
+	g.Go(func() error { return watcher.Run(ctx, updates) })
+	g.Go(func() error { return pipe.Run(ctx, updates) })
+}
+
+// shutdown stops the xDS server gracefully within ShutdownGrace, then the
+// admin server.
+func shutdown(o Options, gs *grpc.Server, xdsSrv *xds.Server, httpSrv *http.Server, log *slog.Logger) error {
+	log.Info("shutting down")
+	stopped := make(chan struct{})
+	go func() {
+		// GOAWAY to clients and no new streams; returns once the
+		// streams below have ended.
+		gs.GracefulStop()
+		close(stopped)
+	}()
+	xdsSrv.Shutdown()
+	timer := time.NewTimer(o.ShutdownGrace)
+	defer timer.Stop()
+	select {
+	case <-stopped:
+	case <-timer.C:
+		gs.Stop()
+		<-stopped
+	}
+	shutCtx, cancel := context.WithTimeout(context.Background(), o.ShutdownGrace)
+	defer cancel()
+	return httpSrv.Shutdown(shutCtx)
+}
+
+// secretReader confines the files a config may name to the secret
+// directories; Pylon's own data, tokens and TLS keys are never read.
+func secretReader(o Options) (compile.ReadFile, error) {
+	dirs := o.SecretDirs
+	if len(dirs) == 0 {
+		dir, err := defaultSecretDir(o.ConfigPath)
+		if err != nil {
+			return nil, err
+		}
+		dirs = []string{dir}
+	}
+	deny := []string{o.DataDir, o.TokenFile, o.ReadTokenFile, o.XDSTLS.Key, o.AdminTLS.Key}
+	r, err := secretfile.New(dirs, deny)
+	if err != nil {
+		return nil, fmt.Errorf("--secret-dir: %w", err)
+	}
+	return r.Read, nil
+}
+
+// defaultSecretDir is the config's folder in file mode, the working
+// directory in store mode.
+func defaultSecretDir(configPath string) (string, error) {
+	if configPath == "" {
+		return os.Getwd()
+	}
+	fi, err := os.Stat(configPath)
+	if err != nil {
+		return "", fmt.Errorf("config: %w", err)
+	}
+	if fi.IsDir() {
+		return configPath, nil
+	}
+	return filepath.Dir(configPath), nil
 }

@@ -47,15 +47,15 @@ func openStore(ctx context.Context, o Options, reg *xdstype.Registry, log *slog.
 	return st, nil
 }
 
-// adminToken reads the write token, generating one (0600) on first start.
-// The token itself is never logged.
+// adminToken reads a token (the write token, the read token), generating
+// one (0600) on first start. The token itself is never logged.
 func adminToken(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	if err == nil {
 		if t := strings.TrimSpace(string(b)); t != "" {
 			return t, nil
 		}
-		return "", fmt.Errorf("admin token file %s is empty", path)
+		return "", fmt.Errorf("token file %s is empty", path)
 	}
 	if !errors.Is(err, os.ErrNotExist) {
 		return "", err
@@ -69,7 +69,7 @@ func adminToken(path string) (string, error) {
 		return "", err
 	}
 	if err := os.WriteFile(path, []byte(t+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("writing the admin token: %w", err)
+		return "", fmt.Errorf("writing the token file %s: %w", path, err)
 	}
 	return t, nil
 }

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"encoding/json"
-	"net/http"
 	"path/filepath"
 	"testing"
 
@@ -19,15 +18,10 @@ services:
 
 func (p *pylon) proxies(t *testing.T) []status.Stream {
 	t.Helper()
-	resp, err := http.Get("http://" + p.adminAddr + "/proxies")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var body struct {
 		Streams []status.Stream `json:"streams"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+	if err := json.Unmarshal([]byte(p.get(t, "/proxies")), &body); err != nil {
 		t.Fatal(err)
 	}
 	return body.Streams

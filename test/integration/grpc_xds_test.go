@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -119,6 +120,8 @@ func writeAtomically(t *testing.T, path, content string) {
 type pylon struct {
 	xdsAddr, adminAddr string
 	token              string // the admin API's write token (store mode)
+	dataDir            string
+	readToken          string // the admin API's read token
 }
 
 // startPylon runs the daemon in file mode on loopback ports until the test
@@ -136,6 +139,10 @@ func runPylon(t testing.TB, o daemon.Options) (p *pylon, stop func()) {
 	o.XDSAddr, o.AdminAddr = "127.0.0.1:0", "127.0.0.1:0"
 	o.DebounceQuiet, o.DebounceMax = 20*time.Millisecond, 200*time.Millisecond
 	o.Identifier = "pylon-e2e"
+	if o.DataDir == "" {
+		// The read token is generated there, in file mode too.
+		o.DataDir = t.TempDir()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan pylon, 1)
 	errc := make(chan error, 1)
@@ -155,6 +162,8 @@ func runPylon(t testing.TB, o daemon.Options) (p *pylon, stop func()) {
 	t.Cleanup(stop)
 	select {
 	case got := <-ready:
+		got.dataDir = o.DataDir
+		got.readToken = tokenIn(t, filepath.Join(o.DataDir, "read-token"))
 		return &got, stop
 	case err := <-errc:
 		stopped = true
@@ -167,18 +176,46 @@ func runPylon(t testing.TB, o daemon.Options) (p *pylon, stop func()) {
 
 func (p *pylon) status(t *testing.T) pipeline.Status {
 	t.Helper()
-	resp, err := http.Get("http://" + p.adminAddr + "/status")
+	var body struct {
+		Config pipeline.Status `json:"config"`
+	}
+	if err := json.Unmarshal([]byte(p.get(t, "/status")), &body); err != nil {
+		t.Fatal(err)
+	}
+	return body.Config
+}
+
+// get reads an admin API path with the read token and returns the body.
+func (p *pylon) get(t testing.TB, path string) string {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, "http://"+p.adminAddr+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+p.readToken)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var body struct {
-		Config pipeline.Status `json:"config"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return body.Config
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s: %s", path, resp.Status, b)
+	}
+	return string(b)
+}
+
+// tokenIn reads a token file.
+func tokenIn(t testing.TB, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // TestGRPCClientFollowsConfig is the end-to-end check of the core: grpc-go's

@@ -7,6 +7,7 @@ import (
 
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 
+	"github.com/pylon-xds/pylon/internal/daemon"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -35,7 +36,9 @@ func TestCertificateRotationPushesOnlySDS(t *testing.T) {
 	writeAtomically(t, filepath.Join(certs, "tls.key"), "-----BEGIN PRIVATE KEY-----\nFIRSTKEY\n-----END PRIVATE KEY-----\n")
 	cfg := filepath.Join(dir, "pylon.yaml")
 	writeAtomically(t, cfg, rotationConfig)
-	p := startPylon(t, cfg)
+	// A plaintext stream reads the Secret: it opts in to Secrets without
+	// a client certificate (the mTLS tests check that refusal).
+	p, _ := runPylon(t, daemon.Options{ConfigPath: cfg, InsecureServeSecrets: true})
 
 	s := xdstest.OpenADS(t, xdstest.Dial(t, p.xdsAddr), xdstest.Node("edge-1"))
 	subs := map[string][]string{

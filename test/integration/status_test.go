@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"io"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +14,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/pylon-xds/pylon/internal/cli"
+	"github.com/pylon-xds/pylon/internal/daemon"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -44,7 +43,10 @@ func statusPylon(t *testing.T) (*pylon, string) {
 	writeAtomically(t, filepath.Join(dir, "tls.key"), privateKey)
 	cfg := filepath.Join(dir, "pylon.yaml")
 	writeAtomically(t, cfg, strings.Replace(statusConfig, "%s", "1s", 1))
-	return startPylon(t, cfg), cfg
+	// The streams here are plaintext, and one reads a Secret to check the
+	// dumps redact it: they opt in to Secrets without a client certificate.
+	p, _ := runPylon(t, daemon.Options{ConfigPath: cfg, InsecureServeSecrets: true})
+	return p, cfg
 }
 
 // state waits until node's type reaches want in /proxies and returns it.
@@ -74,7 +76,8 @@ func (p *pylon) state(t *testing.T, node, typ, want string) *status.Type {
 func (p *pylon) cli(t *testing.T, args ...string) string {
 	t.Helper()
 	var out, errb bytes.Buffer
-	if code := cli.Execute(context.Background(), append(args, "--admin-addr", p.adminAddr), &out, &errb); code != 0 {
+	args = append(args, "--admin-addr", p.adminAddr, "--read-token-file", filepath.Join(p.dataDir, "read-token"))
+	if code := cli.Execute(context.Background(), args, &out, &errb); code != 0 {
 		t.Fatalf("pylon %v: exit %d: %s", args, code, errb.String())
 	}
 	return out.String()
@@ -170,7 +173,7 @@ func TestDumpsRedactPrivateKeys(t *testing.T) {
 	p.state(t, "edge-tls", "SDS", status.Synced)
 	b64 := base64.StdEncoding.EncodeToString([]byte(privateKey))
 	for _, path := range []string{"/proxies/edge-tls", "/config", "/proxies"} {
-		body := httpGet(t, "http://"+p.adminAddr+path)
+		body := p.get(t, path)
 		if strings.Contains(body, "TOPSECRETKEYMATERIAL") || strings.Contains(body, b64) || strings.Contains(body, b64[:40]) {
 			t.Errorf("%s leaks the private key", path)
 		}
@@ -185,27 +188,13 @@ func TestDumpsRedactPrivateKeys(t *testing.T) {
 	}
 }
 
-func httpGet(t testing.TB, url string) string {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 // scrape parses /metrics with Prometheus's own text parser.
 func scrape(t *testing.T, p *pylon) map[string]*dto.MetricFamily { return scrapeTB(t, p) }
 
 func scrapeTB(t testing.TB, p *pylon) map[string]*dto.MetricFamily {
 	t.Helper()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(strings.NewReader(httpGet(t, "http://"+p.adminAddr+"/metrics")))
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(p.get(t, "/metrics")))
 	if err != nil {
 		t.Fatal(err)
 	}

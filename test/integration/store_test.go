@@ -315,7 +315,7 @@ func TestFileModeAPIIsReadOnly(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "pylon.yaml")
 	writeAtomically(t, cfg, "resources: []\n")
 	p := startPylon(t, cfg)
-	p.token = "anything"
+	p.token = readToken(t, p.dataDir)
 	code, res := p.api(t, "PUT", "/v1/objects/services/web", map[string]any{"name": "web"})
 	if code != http.StatusMethodNotAllowed || !strings.Contains(fmt.Sprint(res["error"]), "read-only") {
 		t.Fatalf("a write in file mode: %d %v", code, res)
