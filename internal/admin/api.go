@@ -108,12 +108,39 @@ func pathRevision(r *http.Request) (int64, error) {
 	return n, nil
 }
 
-// redactObjects returns objects with their bodies redacted.
-func redactObjects(objs []store.Object) []store.Object {
-	out := make([]store.Object, len(objs))
+// object is a stored object as the API shows it: the body as JSON (what
+// was written, redacted), not the base64 a []byte would marshal to.
+type object struct {
+	store.Key
+	Body     json.RawMessage `json:"body"`
+	Revision int64           `json:"revision"`
+	Expires  time.Time       `json:"expires,omitzero"`
+}
+
+// entry is a history entry as the API shows it.
+type entry struct {
+	Revision int64     `json:"revision"`
+	At       time.Time `json:"at"`
+	Summary  string    `json:"summary"`
+	Version  string    `json:"version"`
+	Objects  []object  `json:"objects,omitempty"`
+}
+
+// view is o redacted, for the API.
+func view(o store.Object) object {
+	b := redact.JSON(o.Body)
+	if !json.Valid(b) {
+		// Written before bodies were checked: shown as text, scrubbed.
+		b, _ = json.Marshal(redact.String(string(o.Body)))
+	}
+	return object{Key: o.Key, Body: b, Revision: o.Revision, Expires: o.Expires}
+}
+
+// views redacts objects for the API.
+func views(objs []store.Object) []object {
+	out := make([]object, len(objs))
 	for i, o := range objs {
-		o.Body = redact.JSON(o.Body)
-		out[i] = o
+		out[i] = view(o)
 	}
 	return out
 }
@@ -161,7 +188,7 @@ func registerAPI(mux *http.ServeMux, g guard) {
 			fail(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"revision": rev, "objects": redactObjects(objs)})
+		writeJSON(w, http.StatusOK, map[string]any{"revision": rev, "objects": views(objs)})
 	}))
 	mux.HandleFunc("GET /v1/objects/{kind}/{name}", read(func(w http.ResponseWriter, r *http.Request) {
 		p, err := parse(r)
@@ -174,8 +201,7 @@ func registerAPI(mux *http.ServeMux, g guard) {
 			fail(w, err)
 			return
 		}
-		obj.Body = redact.JSON(obj.Body)
-		writeJSON(w, http.StatusOK, obj)
+		writeJSON(w, http.StatusOK, view(obj))
 	}))
 	// POST creates (409 if it exists); PUT replaces, at ?revision= when
 	// given (409 when stale); DELETE removes, likewise.
@@ -270,9 +296,7 @@ func registerAPI(mux *http.ServeMux, g guard) {
 			fail(w, err)
 			return
 		}
-		e.Summary = redact.String(e.Summary)
-		e.Objects = redactObjects(e.Objects)
-		writeJSON(w, http.StatusOK, e)
+		writeJSON(w, http.StatusOK, entry{Revision: e.Revision, At: e.At, Summary: redact.String(e.Summary), Version: e.Version, Objects: views(e.Objects)})
 	}))
 	mux.HandleFunc("POST /v1/rollback/{rev}", write(func(w http.ResponseWriter, r *http.Request) {
 		p, err := parse(r)

@@ -80,9 +80,13 @@ func TestStoredBodiesAreRedacted(t *testing.T) {
 			t.Errorf("%s: %d leaks the key: %.600s", path, code, body)
 		}
 	}
-	var obj store.Object
+	var obj object
 	_, body = h.do(t, "GET", "/v1/objects/resources.Secret/s", writeTok, nil)
 	decode(t, body, &obj)
+	var fields map[string]any
+	if err := json.Unmarshal(obj.Body, &fields); err != nil || fields["name"] != "s" {
+		t.Fatalf("the body should be shown as the JSON it is, not base64: %s", obj.Body)
+	}
 	if !strings.Contains(string(obj.Body), "[redacted]") || !strings.Contains(string(obj.Body), "CERT") {
 		t.Fatalf("the redacted body should keep the certificate and say what went: %s", obj.Body)
 	}
