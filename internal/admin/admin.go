@@ -107,7 +107,7 @@ func handler(o Options, l *limiter) http.Handler {
 			}
 		}
 		if len(out) == 0 {
-			writeJSON(w, http.StatusNotFound, map[string]string{"error": "no stream of node " + r.PathValue("id")})
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": "no stream of node " + redact.String(r.PathValue("id"))})
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"streams": out})
