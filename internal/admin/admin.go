@@ -97,11 +97,11 @@ func handler(o Options, l *limiter) http.Handler {
 		// Every stream with its node, group and per-type state; a node in
 		// no group shows "no matching group": it connects fine and
 		// receives nothing, the failure this page exists to make visible.
-		writeJSON(w, http.StatusOK, map[string]any{"streams": o.Proxies.Streams()})
+		writeJSON(w, http.StatusOK, map[string]any{"streams": scrubStreams(o.Proxies.Streams())})
 	}))
 	mux.HandleFunc("GET /proxies/{id}", g.read(func(w http.ResponseWriter, r *http.Request) {
 		var out []proxyDump
-		for _, s := range o.Proxies.Streams() {
+		for _, s := range scrubStreams(o.Proxies.Streams()) {
 			if s.Node == r.PathValue("id") {
 				out = append(out, dumpStream(o.Registry, s))
 			}
@@ -160,6 +160,31 @@ func configDump(w http.ResponseWriter, f *snapshot.Fleet, group string) {
 		out = append(out, gd)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"version": f.Version(), "groups": out})
+}
+
+// scrubStreams redacts what a proxy wrote into its NACKs: an Envoy error
+// detail may quote the config it refused. The tracker's types are shared
+// and read-only, so a changed one is copied.
+func scrubStreams(streams []status.Stream) []status.Stream {
+	for i, s := range streams {
+		var types []*status.Type
+		for j, t := range s.Types {
+			if t.LastNACK == nil || redact.String(t.LastNACK.Detail) == t.LastNACK.Detail {
+				continue
+			}
+			if types == nil {
+				types = append([]*status.Type(nil), s.Types...)
+			}
+			c, n := *t, *t.LastNACK
+			n.Detail = redact.String(n.Detail)
+			c.LastNACK = &n
+			types[j] = &c
+		}
+		if types != nil {
+			streams[i].Types = types
+		}
+	}
+	return streams
 }
 
 // redactStatus scrubs the last refusal's error: diagnostics render

@@ -34,6 +34,7 @@ const (
 // hold a request in flight.
 type sources struct {
 	status  pipeline.Status
+	streams []status.Stream
 	entered chan struct{} // told when Status is called, if not nil
 	release chan struct{} // Status waits on it, if not nil
 }
@@ -45,7 +46,7 @@ func (s *sources) Status() pipeline.Status {
 	}
 	return s.status
 }
-func (s *sources) Streams() []status.Stream { return nil }
+func (s *sources) Streams() []status.Stream { return s.streams }
 func (s *sources) Current() *snapshot.Fleet { return nil }
 
 // harness is the admin API over a real bolt store in t.TempDir().

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pylon-xds/pylon/internal/pipeline"
+	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/store"
 )
 
@@ -111,5 +113,25 @@ func TestRefusedWriteDoesNotEchoTheKey(t *testing.T) {
 		if code != http.StatusBadRequest || leaks(body) {
 			t.Errorf("POST %s: %d %.600s", path, code, body)
 		}
+	}
+}
+
+// TestStatusTextsAreScrubbed: texts that come from elsewhere and may quote
+// a config (a proxy's NACK detail, a refusal that is not a diagnostic
+// list) are scrubbed on the way out, and the sources' values are left
+// alone.
+func TestStatusTextsAreScrubbed(t *testing.T) {
+	h := newHarness(t, Options{Token: writeTok}, nil)
+	nack := &status.NACK{Version: "v1", Detail: "Failed to load private key: " + pemKey}
+	h.src.streams = []status.Stream{{Node: "edge-1", Types: []*status.Type{{Type: "LDS", LastNACK: nack}, {Type: "CDS"}}}}
+	h.src.status = pipeline.Status{Refused: &pipeline.Refusal{Error: "source: " + pemKey}}
+	for _, path := range []string{"/proxies", "/proxies/edge-1", "/status"} {
+		code, body := h.do(t, "GET", path, writeTok, nil)
+		if code != http.StatusOK || leaks(body) || !strings.Contains(body, "[redacted]") {
+			t.Errorf("%s: %d %.600s", path, code, body)
+		}
+	}
+	if !strings.Contains(nack.Detail, marker) || !strings.Contains(h.src.status.Refused.Error, marker) {
+		t.Fatal("scrubbing changed the tracker's or the pipeline's own values")
 	}
 }
