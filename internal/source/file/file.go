@@ -32,8 +32,10 @@ type Options struct {
 	// Zero disables it.
 	Resync time.Duration
 	Logger *slog.Logger
-	// OnEvent and OnRead, if set, are told of each file event and each
-	// read of the config (for metrics: events per read is the batching).
+	// OnEvent and OnRead, if set, are told of each relevant file event
+	// (one on a config file or a watched file; others are ignored) and
+	// each read of the config (for metrics: events per read is the
+	// batching).
 	OnEvent, OnRead func()
 }
 
@@ -87,15 +89,17 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 	defer w.Close()
 	// Watch the folder even for a single file: editors and deploy tools
 	// replace a file by renaming a new one over it, which ends a watch on
-	// the file itself. Events for other files cost one re-read, and
-	// unchanged content publishes nothing.
+	// the file itself. Events for other files in it are ignored (see
+	// relevant).
 	dir := s.opts.Path
+	isDir := true
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		dir = filepath.Dir(dir)
+		dir, isDir = filepath.Dir(dir), false
 	}
 	if err := w.Add(dir); err != nil {
 		return fmt.Errorf("watching %s: %w", dir, err)
 	}
+	rel := newRelevance(s.opts.Path, isDir)
 	watched := map[string]bool{}
 
 	send := func(at time.Time) bool {
@@ -137,6 +141,11 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 			if !ok {
 				return nil
 			}
+			if !rel.relevant(ev.Name) {
+				// Not even a debug line: a log file written in this
+				// folder would otherwise log its own writes forever.
+				continue
+			}
 			s.log.Debug("config event", "file", ev.Name, "op", ev.Op.String())
 			if s.opts.OnEvent != nil {
 				s.opts.OnEvent()
@@ -162,6 +171,7 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 				return nil
 			}
 		case paths := <-s.extra:
+			rel.watch(paths)
 			want := map[string]bool{}
 			for _, p := range paths {
 				if d := filepath.Dir(p); d != dir {
@@ -195,6 +205,82 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 			}
 		}
 	}
+}
+
+// relevance decides which file events can change what Run reads: a config
+// file (a *.yaml, *.yml or *.json file that Read would read; with a single
+// file, that file), a file given to Watch, or a Kubernetes volume swap.
+// Anything else in a watched folder (a log file, an editor's swap file) is
+// ignored: re-reading on it cannot change the config, and a log file there
+// would otherwise reload once per line it is written.
+type relevance struct {
+	// file is the config file, absolute; empty when the config is a folder.
+	file string
+	// dir is the config folder, absolute; empty for a single file.
+	dir string
+	// watched are the files given to Watch, absolute.
+	watched map[string]bool
+	// dirs are the folders of the config and the watched files: their
+	// Kubernetes volume swap is relevant.
+	dirs map[string]bool
+}
+
+// k8sData is the symlink a Kubernetes ConfigMap or Secret volume swaps
+// atomically on an update: the files in the volume are symlinks through
+// it, so their own names see no event.
+const k8sData = "..data"
+
+func newRelevance(path string, isDir bool) *relevance {
+	r := &relevance{watched: map[string]bool{}}
+	abs := absPath(path)
+	if isDir {
+		r.dir = abs
+	} else {
+		r.file = abs
+	}
+	r.watch(nil)
+	return r
+}
+
+// watch replaces the set of watched files.
+func (r *relevance) watch(paths []string) {
+	r.watched = map[string]bool{}
+	r.dirs = map[string]bool{}
+	if r.dir != "" {
+		r.dirs[r.dir] = true
+	} else {
+		r.dirs[filepath.Dir(r.file)] = true
+	}
+	for _, p := range paths {
+		p = absPath(p)
+		r.watched[p] = true
+		r.dirs[filepath.Dir(p)] = true
+	}
+}
+
+// relevant reports whether an event on name may change what Run reads.
+func (r *relevance) relevant(name string) bool {
+	name = absPath(name)
+	dir, base := filepath.Dir(name), filepath.Base(name)
+	switch {
+	case r.watched[name], name == r.file:
+		return true
+	case base == k8sData:
+		return r.dirs[dir]
+	case dir == r.dir:
+		return !strings.HasPrefix(base, ".") && isConfigName(base)
+	}
+	return false
+}
+
+// absPath is p cleaned and absolute, so that the names fsnotify reports
+// compare equal to the paths configured (p as it is if the working
+// directory is gone).
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return filepath.Clean(p)
 }
 
 // Read reads the configuration at path: the file, or every config file in

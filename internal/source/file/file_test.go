@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -182,5 +183,158 @@ func TestReadSetsAbsoluteDir(t *testing.T) {
 	files, err := Read("a.yaml")
 	if err != nil || len(files) != 1 || !filepath.IsAbs(files[0].Dir) {
 		t.Fatalf("Read: %v, %+v", err, files)
+	}
+}
+
+// counted starts a source with opts on path, counting its reads, and
+// returns its updates and the count; it stops with the test. A tiny
+// debounce makes every unrelated event that got through a read of its own.
+func counted(t *testing.T, opts Options) (*Source, <-chan source.Update, *atomic.Int64) {
+	t.Helper()
+	var reads atomic.Int64
+	opts.Quiet, opts.MaxWait = time.Millisecond, time.Millisecond
+	opts.OnRead = func() { reads.Add(1) }
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan source.Update, 1000)
+	done := make(chan error, 1)
+	s := New(opts)
+	go func() { done <- s.Run(ctx, out) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return s, out, &reads
+}
+
+// noise writes what a log file, an editor and a backup tool write next to
+// a config: files Read does not read.
+func noise(t *testing.T, dir string, n int) {
+	t.Helper()
+	logf, err := os.OpenFile(filepath.Join(dir, "pylon.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	for i := range n {
+		if _, err := fmt.Fprintf(logf, "line %d\n", i); err != nil {
+			t.Fatal(err)
+		}
+		write(t, filepath.Join(dir, fmt.Sprintf("notes-%d.txt", i%10)), "x")
+		write(t, filepath.Join(dir, ".pylon.yaml.swp"), "x")
+		write(t, filepath.Join(dir, "pylon.yaml~"), "x")
+	}
+	if err := os.Mkdir(filepath.Join(dir, "sub.yaml"), 0o755); err != nil && !os.IsExist(err) {
+		t.Fatal(err)
+	}
+}
+
+// Issue 13, item 3: writes to other files in the config folder (a log
+// file) do not reload the config; only a change of a config file does,
+// once.
+func TestUnrelatedFilesDoNotReload(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		folder bool
+	}{{"file", false}, {"folder", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := filepath.Join(dir, "pylon.yaml")
+			write(t, cfg, "v1")
+			path := cfg
+			if tc.folder {
+				path = dir
+			}
+			_, updates, reads := counted(t, Options{Path: path})
+			next(t, updates, has("pylon.yaml=v1;"))
+			noise(t, dir, 200)
+			// Events arrive in order: once v2 is read, every event of the
+			// noise before it has been seen.
+			write(t, cfg, "v2")
+			next(t, updates, has("pylon.yaml=v2;"))
+			// One write may be seen as two events (truncate, write) a
+			// debounce apart on a loaded machine: at most one read more.
+			if n := reads.Load(); n > 3 {
+				t.Fatalf("%d reads of the config, want 2 (the start and the one change): unrelated files reloaded it", n)
+			}
+			if n := len(updates); n != 0 {
+				t.Fatalf("%d more updates after the change", n)
+			}
+		})
+	}
+}
+
+// A watched file outside the config folder (a certificate) reloads the
+// config; other files in its folder do not.
+func TestWatchedFileReloadsOthersInItsFolderDoNot(t *testing.T) {
+	dir, certs := t.TempDir(), t.TempDir()
+	cfg, cert := filepath.Join(dir, "pylon.yaml"), filepath.Join(certs, "tls.crt")
+	write(t, cfg, "v1")
+	write(t, cert, "c1")
+	s, updates, reads := counted(t, Options{Path: cfg})
+	next(t, updates, has("pylon.yaml=v1;"))
+	s.Watch([]string{cert})
+	// Adding the watch reads once more (a change between the read and the
+	// watch would be lost otherwise).
+	waitFor(t, func() bool { return reads.Load() == 2 })
+	noise(t, certs, 200)
+	write(t, cert, "c2")
+	// The source reads the config, not the certificate: the read is the
+	// sign of the reload.
+	waitFor(t, func() bool { return reads.Load() >= 3 })
+	noise(t, dir, 200)
+	write(t, cfg, "v2")
+	next(t, updates, has("pylon.yaml=v2;"))
+	// Start, watch added, certificate, config; each write perhaps seen
+	// as two events a debounce apart on a loaded machine.
+	if n := reads.Load(); n > 6 {
+		t.Fatalf("%d reads, want 4 (start, watch added, certificate, config): unrelated files reloaded it", n)
+	}
+}
+
+// A Kubernetes ConfigMap volume updates by swapping its ..data symlink;
+// the config files are symlinks through it and see no event of their own.
+func TestKubernetesVolumeSwap(t *testing.T) {
+	dir := t.TempDir()
+	mk := func(name, data string) {
+		t.Helper()
+		if err := os.Mkdir(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		write(t, filepath.Join(dir, name, "pylon.yaml"), data)
+	}
+	mk("..2026_1", "v1")
+	if err := os.Symlink("..2026_1", filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("..data", "pylon.yaml"), filepath.Join(dir, "pylon.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	_, updates, _ := counted(t, Options{Path: dir})
+	next(t, updates, has("pylon.yaml=v1;"))
+	// What the kubelet's atomic writer does.
+	mk("..2026_2", "v2")
+	if err := os.Symlink("..2026_2", filepath.Join(dir, "..data_tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	next(t, updates, has("pylon.yaml=v2;"))
+}
+
+// waitFor waits for cond, within a bound.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.After(wait)
+	poll := time.NewTicker(time.Millisecond)
+	defer poll.Stop()
+	for !cond() {
+		select {
+		case <-poll.C:
+		case <-deadline:
+			t.Fatal("condition not met in time")
+		}
 	}
 }
