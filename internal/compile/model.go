@@ -80,6 +80,11 @@ func translateModel(reg *xdstype.Registry, m *model.Model, read ReadFile, dirs m
 		for _, t := range m.GRPC[i].To {
 			grpcServices[t.Service] = true
 		}
+		for _, r := range m.GRPC[i].Routes {
+			for _, t := range r.To {
+				grpcServices[t.Service] = true
+			}
+		}
 	}
 
 	c.duplicates(m)
@@ -118,7 +123,7 @@ func translateModel(reg *xdstype.Registry, m *model.Model, read ReadFile, dirs m
 	}
 	for i := range m.GRPC {
 		g := &m.GRPC[i]
-		c.targets(g.Source, "grpc target", g.Target, "to", g.To)
+		c.grpcTarget(g)
 		emit(g.Source, translate.GRPCListener(g))
 		emit(g.Source, translate.GRPCRoutes(g))
 	}
@@ -213,16 +218,16 @@ func (c *checker) table(rt *model.RouteTable) {
 
 // targets checks a list of services with weights.
 func (c *checker) targets(src model.Source, kind, name, field string, to []model.Target) {
-	total := uint32(0)
+	total := uint64(0)
 	for k, t := range to {
 		ref(c, src, kind, name, fmt.Sprintf("%s[%d].service", field, k), "service", t.Service, c.services)
-		total += t.Weight
+		total += uint64(t.Weight)
 	}
 	if len(to) > 1 && total == 0 {
 		c.add(src, kind, name, field, "a split needs weights, and not all zero")
 	}
-	if kind == "grpc target" && len(to) == 0 {
-		c.add(src, kind, name, field, "missing: the services the target sends RPCs to")
+	if msg := checkWeights(to); msg != "" {
+		c.add(src, kind, name, field, "%s", msg)
 	}
 }
 

@@ -218,11 +218,44 @@ type Secret struct {
 }
 
 // GRPCTarget exposes services to proxyless gRPC clients as xds:///Target.
+// Routes are tried in order, first match wins; To, when set, is the last
+// route and takes every RPC no earlier route took. Timeout and Retries are
+// the defaults of every route that sets none of its own.
 type GRPCTarget struct {
-	Target  string    `json:"target"`
-	To      []Target  `json:"to"`
-	Timeout *Duration `json:"timeout,omitempty"`
-	Source  Source    `json:"-"`
+	Target  string       `json:"target"`
+	To      []Target     `json:"to,omitempty"`
+	Routes  []GRPCRoute  `json:"routes,omitempty"`
+	Timeout *Duration    `json:"timeout,omitempty"`
+	Retries *GRPCRetries `json:"retries,omitempty"`
+	Source  Source       `json:"-"`
+}
+
+// GRPCRoute sends the RPCs it matches to its services.
+type GRPCRoute struct {
+	Match   GRPCMatch    `json:"match"`
+	To      []Target     `json:"to"`
+	Timeout *Duration    `json:"timeout,omitempty"`
+	Retries *GRPCRetries `json:"retries,omitempty"`
+}
+
+// GRPCMatch is the RPCs a route takes: by method path ("/pkg.Service/
+// Method"), one of Prefix, Path and Regex (default: every path), and by
+// request metadata.
+type GRPCMatch struct {
+	Prefix  *string       `json:"prefix,omitempty"`
+	Path    string        `json:"path,omitempty"`
+	Regex   string        `json:"regex,omitempty"`
+	Headers []HeaderMatch `json:"headers,omitempty"`
+}
+
+// GRPCRetries is a gRPC retry policy (gRFC A44): the status codes to
+// retry on, how many retries after the first attempt, and the exponential
+// backoff between them.
+type GRPCRetries struct {
+	On           []string  `json:"on"`
+	NumRetries   uint32    `json:"num_retries,omitempty"`   // default 1
+	BaseInterval *Duration `json:"base_interval,omitempty"` // default 25ms
+	MaxInterval  *Duration `json:"max_interval,omitempty"`  // default 10 x base
 }
 
 // Model is the high-level part of a config.

@@ -6,6 +6,7 @@ package translate
 
 import (
 	"sort"
+	"strings"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -480,23 +481,109 @@ func GRPCListener(g *model.GRPCTarget) *listenerv3.Listener {
 	}
 }
 
-// GRPCRoutes is the route configuration of a gRPC target: every RPC to the
-// target's services, split by weight.
+// GRPCRoutes is the route configuration of a gRPC target: its routes in
+// order, then, when the target has `to`, a last route taking every RPC. It
+// writes only what grpc-go's RDS parser reads (grpc-go v1.85.0,
+// internal/xds/xdsclient/xdsresource/unmarshal_rds.go, routesProtoToSlice
+// and generateRetryConfig): a path specifier on every match, header
+// matchers as StringMatcher or present_match, a cluster or weighted
+// clusters, max_stream_duration and retry_policy.
 func GRPCRoutes(g *model.GRPCTarget) *routev3.RouteConfiguration {
-	a := action(g.To)
-	if g.Timeout != nil {
-		a.MaxStreamDuration = &routev3.RouteAction_MaxStreamDuration{MaxStreamDuration: durationpb.New(g.Timeout.Std())}
-	}
-	return &routev3.RouteConfiguration{
+	vh := &routev3.VirtualHost{
 		Name: g.Target,
-		VirtualHosts: []*routev3.VirtualHost{{
-			Name:    g.Target,
-			Domains: []string{g.Target},
-			Routes: []*routev3.Route{{
-				// gRPC needs a path specifier on every match.
-				Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: ""}},
-				Action: &routev3.Route_Route{Route: a},
-			}},
-		}},
+		// grpc-go picks the virtual host whose domain matches the host of
+		// xds:///target (xdsresource.FindBestMatchingVirtualHost).
+		Domains: []string{g.Target},
+		// A route without a retry policy of its own takes the virtual
+		// host's (grpc-go internal/xds/resolver/serviceconfig.go,
+		// SelectConfig); so does Envoy.
+		RetryPolicy: grpcRetryPolicy(g.Retries),
 	}
+	for i := range g.Routes {
+		r := &g.Routes[i]
+		vh.Routes = append(vh.Routes, &routev3.Route{
+			Match:  grpcMatch(&r.Match),
+			Action: &routev3.Route_Route{Route: grpcAction(r.To, cmpOr(r.Timeout, g.Timeout), r.Retries)},
+		})
+	}
+	if len(g.To) > 0 {
+		vh.Routes = append(vh.Routes, &routev3.Route{
+			// gRPC needs a path specifier on every match; the empty prefix
+			// takes every method.
+			Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: ""}},
+			Action: &routev3.Route_Route{Route: grpcAction(g.To, g.Timeout, nil)},
+		})
+	}
+	return &routev3.RouteConfiguration{Name: g.Target, VirtualHosts: []*routev3.VirtualHost{vh}}
+}
+
+// cmpOr returns the first non-nil duration.
+func cmpOr(a, b *model.Duration) *model.Duration {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// grpcAction routes to the services with a timeout and a retry policy.
+//
+// The timeout is written as max_stream_duration.max_stream_duration:
+// grpc-go reads grpc_timeout_header_max first and max_stream_duration when
+// that is unset (unmarshal_rds.go, "Prefer grpc_timeout_header_max"), and
+// applies the result as the RPC's deadline cap (MethodConfig.Timeout, in
+// internal/xds/resolver/serviceconfig.go); a route without one takes the
+// listener's. Zero means no deadline from xDS.
+func grpcAction(to []model.Target, timeout *model.Duration, retries *model.GRPCRetries) *routev3.RouteAction {
+	a := action(to)
+	if timeout != nil {
+		a.MaxStreamDuration = &routev3.RouteAction_MaxStreamDuration{MaxStreamDuration: durationpb.New(timeout.Std())}
+	}
+	a.RetryPolicy = grpcRetryPolicy(retries)
+	return a
+}
+
+// DefaultGRPCRetryBase is gRFC A44's (and grpc-go's) default base backoff.
+const DefaultGRPCRetryBase = 25 * time.Millisecond
+
+// grpcRetryPolicy is a retry policy as grpc-go reads it (generateRetryConfig):
+// retry_on a comma-separated list of status code names, num_retries (unset:
+// 1), and retry_back_off, whose base_interval Envoy's validation requires
+// whenever the back-off is set.
+func grpcRetryPolicy(r *model.GRPCRetries) *routev3.RetryPolicy {
+	if r == nil {
+		return nil
+	}
+	rp := &routev3.RetryPolicy{RetryOn: strings.Join(r.On, ","), NumRetries: u32(r.NumRetries)}
+	if r.BaseInterval != nil || r.MaxInterval != nil {
+		rp.RetryBackOff = &routev3.RetryPolicy_RetryBackOff{
+			BaseInterval: dur(r.BaseInterval, DefaultGRPCRetryBase),
+			MaxInterval:  optDur(r.MaxInterval),
+		}
+	}
+	return rp
+}
+
+// grpcMatch is a route match on the method path and request metadata.
+// gRPC matches a header against its metadata keys, which are lowercase,
+// with binary (-bin) entries removed (compile refuses names that could never
+// match).
+func grpcMatch(m *model.GRPCMatch) *routev3.RouteMatch {
+	out := &routev3.RouteMatch{}
+	switch {
+	case m.Path != "":
+		out.PathSpecifier = &routev3.RouteMatch_Path{Path: m.Path}
+	case m.Regex != "":
+		out.PathSpecifier = &routev3.RouteMatch_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: m.Regex}}
+	case m.Prefix != nil:
+		out.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: *m.Prefix}
+	default:
+		out.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: ""}
+	}
+	for _, h := range m.Headers {
+		// Metadata keys are lowercase: grpc-go lowercases the name itself
+		// (unmarshal_rds.go), other clients may not.
+		h.Name = strings.ToLower(h.Name)
+		out.Headers = append(out.Headers, headerMatch(h))
+	}
+	return out
 }
