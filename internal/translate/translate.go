@@ -580,10 +580,33 @@ func grpcMatch(m *model.GRPCMatch) *routev3.RouteMatch {
 		out.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: ""}
 	}
 	for _, h := range m.Headers {
-		// Metadata keys are lowercase: grpc-go lowercases the name itself
-		// (unmarshal_rds.go), other clients may not.
-		h.Name = strings.ToLower(h.Name)
-		out.Headers = append(out.Headers, headerMatch(h))
+		out.Headers = append(out.Headers, grpcHeaderMatch(h))
 	}
 	return out
+}
+
+// grpcHeaderMatch matches a metadata key. It writes the header_match_specifier
+// fields every gRPC xDS client reads (exact_match, prefix_match,
+// safe_regex_match, present_match; gRFC A28), not string_match: clients
+// older than gRFC A63 (C-core before 1.56, e.g. Debian 12's grpcio 1.51)
+// NACK the whole RouteConfiguration on it ("Invalid route header matcher
+// specified"), and grpc-go reads both (unmarshal_rds.go turns the old
+// fields into a StringMatcher). The name is lowercase, as metadata keys
+// are: grpc-go lowercases it itself, other clients may not.
+func grpcHeaderMatch(h model.HeaderMatch) *routev3.HeaderMatcher {
+	hm := &routev3.HeaderMatcher{Name: strings.ToLower(h.Name)}
+	switch {
+	case h.Exact != "":
+		//lint:ignore SA1019 string_match breaks clients older than gRFC A63 (see above)
+		hm.HeaderMatchSpecifier = &routev3.HeaderMatcher_ExactMatch{ExactMatch: h.Exact}
+	case h.Prefix != "":
+		//lint:ignore SA1019 string_match breaks clients older than gRFC A63 (see above)
+		hm.HeaderMatchSpecifier = &routev3.HeaderMatcher_PrefixMatch{PrefixMatch: h.Prefix}
+	case h.Regex != "":
+		//lint:ignore SA1019 string_match breaks clients older than gRFC A63 (see above)
+		hm.HeaderMatchSpecifier = &routev3.HeaderMatcher_SafeRegexMatch{SafeRegexMatch: &matcherv3.RegexMatcher{Regex: h.Regex}}
+	default:
+		hm.HeaderMatchSpecifier = &routev3.HeaderMatcher_PresentMatch{PresentMatch: true}
+	}
+	return hm
 }
