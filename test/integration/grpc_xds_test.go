@@ -185,8 +185,19 @@ func (p *pylon) status(t *testing.T) pipeline.Status {
 	return body.Config
 }
 
-// get reads an admin API path with the read token and returns the body.
+// get reads an admin API path with the read token and returns the body;
+// anything but 200 fails the test.
 func (p *pylon) get(t testing.TB, path string) string {
+	t.Helper()
+	code, body := p.tryGet(t, path)
+	if code != http.StatusOK {
+		t.Fatalf("GET %s: %d: %s", path, code, body)
+	}
+	return body
+}
+
+// tryGet reads an admin API path with the read token.
+func (p *pylon) tryGet(t testing.TB, path string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, "http://"+p.adminAddr+path, nil)
 	if err != nil {
@@ -198,14 +209,11 @@ func (p *pylon) get(t testing.TB, path string) string {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s: %s", path, resp.Status, b)
-	}
-	return string(b)
+	return resp.StatusCode, string(b)
 }
 
 // tokenIn reads a token file.

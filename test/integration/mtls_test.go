@@ -166,7 +166,33 @@ func TestMTLSOtherNodesCertificateRefused(t *testing.T) {
 		t.Fatalf("RPC error %v, want the xDS client to report PermissionDenied", last)
 	}
 	t.Logf("the client's error: %v", last)
-	// TODO(refused): /proxies and the metric, once the xds server reports them.
+	refusedVisible(t, m.pylon, "app-2", "identity_mismatch")
+}
+
+// refusedVisible waits until Pylon's /proxies shows node's refused stream
+// with the reason, and a refusal metric counts the reason.
+func refusedVisible(t *testing.T, p *pylon, node, reason string) {
+	t.Helper()
+	var proxies, metric string
+	if !eventually(func() bool {
+		code, body := p.tryGet(t, "/proxies/"+node)
+		proxies = body
+		return code == http.StatusOK && strings.Contains(proxies, reason)
+	}) {
+		t.Errorf("/proxies/%s does not show the refusal (%s):\n%s", node, reason, proxies)
+	}
+	if !eventually(func() bool {
+		for _, l := range strings.Split(p.get(t, "/metrics"), "\n") {
+			if strings.Contains(l, "refused") && strings.Contains(l, `reason="`+reason+`"`) && !strings.HasSuffix(l, " 0") {
+				metric = l
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Errorf("no refusal metric counts reason %q", reason)
+	}
+	t.Logf("status: %s; metric: %s", proxies, metric)
 }
 
 // A client without a certificate gets no Secret, while one with a verified
