@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -29,11 +31,13 @@ func run(args ...string) (code int, stdout, stderr string) {
 // embedded quickstart over xDS, and stops cleanly on a signal.
 func TestServeEmbeddedDefault(t *testing.T) {
 	dataDir := t.TempDir()
+	readToken := filepath.Join(t.TempDir(), "reads")
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan int, 1)
 	go func() {
-		done <- Execute(ctx, []string{"serve", "--xds-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--data-dir", dataDir, "--log-format", "json", "--id", "cli-test"}, io.Discard, pw)
+		done <- Execute(ctx, []string{"serve", "--xds-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--data-dir", dataDir, "--log-format", "json", "--id", "cli-test",
+			"--read-token-file", readToken}, io.Discard, pw)
 		pw.Close()
 	}()
 	// The daemon logs its bound addresses; read them from the log.
@@ -67,6 +71,13 @@ func TestServeEmbeddedDefault(t *testing.T) {
 		t.Fatalf("readyz %d", r.StatusCode)
 	}
 	s.Close()
+	// Both tokens were generated, readable by Pylon's user alone; the read
+	// token where --read-token-file said.
+	for _, p := range []string{readToken, filepath.Join(dataDir, "admin-token")} {
+		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("token file %s: %v, %v", p, fi, err)
+		}
+	}
 
 	cancel()
 	select {
