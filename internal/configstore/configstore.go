@@ -60,6 +60,7 @@ type Service struct {
 	log    *slog.Logger
 	mu     sync.Mutex // one writer at a time: validate against what is stored
 	notify chan time.Time
+	leases leases
 }
 
 // New returns a service over opts.Store.
@@ -352,22 +353,14 @@ func splitKey(reg *xdstype.Registry, key string, val any, put func(kind, name, a
 			if t == nil {
 				return &ValidationError{Err: fmt.Errorf("%s: unknown @type %q", at, url)}
 			}
-			name, _ := m[t.NameField()].(string)
-			if name == "" {
-				name, _ = m["clusterName"].(string)
-			}
-			if err := put("resources."+t.Kind, name, at, m); err != nil {
+			if err := put("resources."+t.Kind, resourceName(t, m), at, m); err != nil {
 				return err
 			}
 		}
 	case contains(modelKinds, key):
 		for i, item := range list {
 			m, _ := item.(map[string]any)
-			name, _ := m["name"].(string)
-			if key == "grpc" {
-				name, _ = m["target"].(string)
-			}
-			if err := put(key, name, fmt.Sprintf("%s[%d]", key, i), m); err != nil {
+			if err := put(key, modelName(key, m), fmt.Sprintf("%s[%d]", key, i), m); err != nil {
 				return err
 			}
 		}

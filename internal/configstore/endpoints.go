@@ -6,7 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pylon-xds/pylon/internal/diag"
@@ -16,7 +20,7 @@ import (
 
 // endpointKey names a registered endpoint of a service.
 func endpointKey(service string, e model.Endpoint) store.Key {
-	return store.Key{Kind: "endpoints." + service, Name: fmt.Sprintf("%s:%d", e.Address, e.Port)}
+	return store.Key{Kind: "endpoints." + service, Name: net.JoinHostPort(e.Address, strconv.FormatUint(uint64(e.Port), 10))}
 }
 
 // Register adds an endpoint to a service without rewriting the service. With
@@ -31,6 +35,11 @@ func endpointKey(service string, e model.Endpoint) store.Key {
 // not fill the history, and a rollback leaves them in place.
 func (s *Service) Register(ctx context.Context, service string, e model.Endpoint, ttl time.Duration) (Result, error) {
 	svc, err := s.opts.Store.Get(ctx, store.Key{Kind: "services", Name: service})
+	if errors.Is(err, store.ErrNotFound) {
+		if _, rawErr := s.opts.Store.Get(ctx, store.Key{Kind: "resources.Cluster", Name: service}); rawErr == nil {
+			return Result{}, &ValidationError{Err: fmt.Errorf("service %s is a raw Cluster; endpoints can only be registered for model services (give the Cluster's endpoints in its load_assignment, or define it under services)", service)}
+		}
+	}
 	if err != nil {
 		return Result{}, fmt.Errorf("service %q: %w", service, err)
 	}
@@ -47,12 +56,17 @@ func (s *Service) Register(ctx context.Context, service string, e model.Endpoint
 	}
 	k := endpointKey(service, e)
 	if cur, err := s.opts.Store.Get(ctx, k); err == nil && bytes.Equal(cur.Body, body) && (ttl > 0) == !cur.Expires.IsZero() {
+		s.leases.registered(k, s.opts.Now())
 		if ttl > 0 {
 			return Result{Revision: cur.Revision}, s.opts.Store.Touch(ctx, k, expires)
 		}
 		return Result{Revision: cur.Revision}, nil
 	}
-	return s.commitRuntime(ctx, []store.Change{{Key: k, Body: body, Expires: expires}})
+	res, err := s.commitRuntime(ctx, []store.Change{{Key: k, Body: body, Expires: expires}})
+	if err == nil {
+		s.leases.registered(k, s.opts.Now())
+	}
+	return res, err
 }
 
 // commitRuntime stores endpoint changes without a history entry.
@@ -70,11 +84,15 @@ func (s *Service) commitRuntime(ctx context.Context, changes []store.Change) (Re
 // checkEndpoint applies the model's endpoint rules to one registration.
 func checkEndpoint(service string, serviceBody []byte, e model.Endpoint) error {
 	field := func(f, format string, args ...any) error {
-		return diag.List{{File: "endpoints." + service, Type: "endpoint", Name: fmt.Sprintf("%s:%d", e.Address, e.Port), Field: f, Message: fmt.Sprintf(format, args...)}}
+		return diag.List{{File: "endpoints." + service, Type: "endpoint", Name: endpointKey(service, e).Name, Field: f, Message: fmt.Sprintf(format, args...)}}
 	}
 	switch {
 	case e.Address == "":
 		return field("address", "missing")
+	case len(e.Address) > maxAddress:
+		return field("address", "longer than %d bytes", maxAddress)
+	case strings.Contains(e.Address, ":") && !isIPv6(e.Address):
+		return field("address", "%q is neither an IPv6 address nor a host name (give the port in port)", e.Address)
 	case e.Port == 0 || e.Port > 65535:
 		return field("port", "must be 1 to 65535")
 	}
@@ -100,7 +118,11 @@ func (s *Service) Deregister(ctx context.Context, service, address string, port 
 	if _, err := s.opts.Store.Get(ctx, k); err != nil {
 		return Result{}, fmt.Errorf("endpoint %s of %s: %w", k.Name, service, err)
 	}
-	return s.commitRuntime(ctx, []store.Change{{Key: k}})
+	res, err := s.commitRuntime(ctx, []store.Change{{Key: k}})
+	if err == nil {
+		s.leases.forget(k)
+	}
+	return res, err
 }
 
 // expire removes the leased endpoints whose time is up, in one commit.
@@ -116,6 +138,7 @@ func (s *Service) expire(ctx context.Context) error {
 			changes = append(changes, store.Change{Key: o.Key, Revision: o.Revision})
 		}
 	}
+	s.leases.keepOnly(objs)
 	if len(changes) == 0 {
 		return nil
 	}
@@ -123,7 +146,85 @@ func (s *Service) expire(ctx context.Context) error {
 	if errors.Is(err, store.ErrConflict) {
 		return nil // renewed meanwhile
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	for _, c := range changes {
+		s.logExpired(c.Key, now)
+	}
+	return nil
+}
+
+// logExpired says, at INFO, that a lease ran out: an endpoint that
+// vanished from EDS without a deregistration is the first thing an
+// operator looks for when traffic to an instance stops.
+func (s *Service) logExpired(k store.Key, now time.Time) {
+	attrs := []any{"service", strings.TrimPrefix(k.Kind, "endpoints."), "address", k.Name}
+	if since, ok := s.leases.forget(k); ok {
+		attrs = append(attrs, "registered_for", now.Sub(since).Round(time.Second).String())
+	} else {
+		attrs = append(attrs, "registered_for", "unknown (registered before this Pylon started)")
+	}
+	s.log.Info("endpoint lease expired", attrs...)
+}
+
+// maxAddress bounds an endpoint's address: a DNS name is at most 253
+// bytes.
+const maxAddress = 255
+
+// isIPv6 reports whether a is an IPv6 address (zone allowed).
+func isIPv6(a string) bool {
+	ip, err := netip.ParseAddr(a)
+	return err == nil && ip.Is6()
+}
+
+// leases remembers when each leased endpoint was first registered (in
+// this process), for the expiry's log line. It holds at most one entry
+// per stored endpoint: entries leave on deregistration, expiry, and when
+// the store no longer holds the endpoint.
+type leases struct {
+	mu    sync.Mutex
+	since map[store.Key]time.Time
+}
+
+// registered records a registration; a renewal keeps the first time.
+func (l *leases) registered(k store.Key, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.since == nil {
+		l.since = map[store.Key]time.Time{}
+	}
+	if _, ok := l.since[k]; !ok {
+		l.since[k] = now
+	}
+}
+
+// forget drops k and returns when it was registered.
+func (l *leases) forget(k store.Key) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t, ok := l.since[k]
+	delete(l.since, k)
+	return t, ok
+}
+
+// keepOnly drops the entries of endpoints no longer stored (removed by a
+// generic delete, say).
+func (l *leases) keepOnly(objs []store.Object) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.since) == 0 {
+		return
+	}
+	stored := make(map[store.Key]bool, len(objs))
+	for _, o := range objs {
+		stored[o.Key] = true
+	}
+	for k := range l.since {
+		if !stored[k] {
+			delete(l.since, k)
+		}
+	}
 }
 
 // Rollback republishes the configuration of revision rev as a new revision.
