@@ -6,6 +6,7 @@ package admin
 
 import (
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/pprof"
 
@@ -61,6 +62,16 @@ type Options struct {
 	Identifier string
 	// Version is the Pylon build version.
 	Version string
+	// Logger receives the audit line of every admin write ("admin write")
+	// and the lease expiries; nil discards them.
+	Logger *slog.Logger
+}
+
+func (o Options) logger() *slog.Logger {
+	if o.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return o.Logger
 }
 
 // statusBody is the JSON of GET /status.
@@ -137,7 +148,7 @@ func handler(o Options, l *limiter) http.Handler {
 	mux.HandleFunc("GET /debug/pprof/profile", g.read(pprof.Profile))
 	mux.HandleFunc("GET /debug/pprof/symbol", g.read(pprof.Symbol))
 	mux.HandleFunc("GET /debug/pprof/trace", g.read(pprof.Trace))
-	return bounded(l, mux)
+	return bounded(l, jsonErrors(mux))
 }
 
 // configDump writes the fleet's resources per group, redacted.

@@ -1,14 +1,14 @@
 package admin
 
 import (
-	"context"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/pylon-xds/pylon/internal/configstore"
@@ -41,17 +41,21 @@ func badRequest(format string, args ...any) error {
 // fail maps an error to its status: 400 for a config that does not
 // validate (with the same diagnostics a file gets), 409 for a stale
 // revision, 404 for what does not exist, 413 for a body over its bound,
-// 500 for a store that fails. The text is redacted: a decoding error may
-// quote the body, and the body may hold a key.
+// 415 for a body type the API does not read, 500 for a store that fails.
+// The text is redacted: a decoding error may quote the body, and the body
+// may hold a key.
 func fail(w http.ResponseWriter, err error) {
 	body := apiError{Error: redact.String(err.Error())}
 	code := http.StatusInternalServerError
 	var dl diag.List
 	var tooBig *http.MaxBytesError
+	var unsupported errUnsupportedType
 	switch {
 	case errors.As(err, &tooBig):
 		code = http.StatusRequestEntityTooLarge
 		body.Error = fmt.Sprintf("the body is limited to %d bytes", tooBig.Limit)
+	case errors.As(err, &unsupported):
+		code = http.StatusUnsupportedMediaType
 	case errors.Is(err, configstore.ErrInvalid):
 		code = http.StatusBadRequest
 		if errors.As(err, &dl) {
@@ -78,12 +82,9 @@ type params struct {
 func parse(r *http.Request) (params, error) {
 	var p params
 	q := r.URL.Query()
-	switch v := q.Get("dryRun"); v {
-	case "", "false":
-	case "true":
-		p.dryRun = true
-	default:
-		return p, badRequest("dryRun: %q is not true or false", v)
+	var err error
+	if p.dryRun, err = boolParam(r, "dryRun"); err != nil {
+		return p, err
 	}
 	if v := q.Get("revision"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -99,13 +100,31 @@ func parse(r *http.Request) (params, error) {
 	return p, nil
 }
 
-// pathRevision is the {rev} of a history or rollback path.
-func pathRevision(r *http.Request) (int64, error) {
-	n, err := strconv.ParseInt(r.PathValue("rev"), 10, 64)
+// boolParam is a query parameter that is true, false or absent.
+func boolParam(r *http.Request, name string) (bool, error) {
+	switch v := r.URL.Query().Get(name); v {
+	case "", "false":
+		return false, nil
+	case "true":
+		return true, nil
+	default:
+		return false, badRequest("%s: %q is not true or false", name, truncate(v))
+	}
+}
+
+// revisionOf is a revision number given as the {rev} path value or a
+// query parameter.
+func revisionOf(what, v string) (int64, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n <= 0 {
-		return 0, badRequest("%q is not a revision number", r.PathValue("rev"))
+		return 0, badRequest("%s: %q is not a revision number", what, truncate(v))
 	}
 	return n, nil
+}
+
+// pathRevision is the {rev} of a history or rollback path.
+func pathRevision(r *http.Request) (int64, error) {
+	return revisionOf("revision", r.PathValue("rev"))
 }
 
 // object is a stored object as the API shows it: the body as JSON (what
@@ -145,137 +164,71 @@ func views(objs []store.Object) []object {
 	return out
 }
 
-// registerAPI adds the /v1 config API. Reads need the read (or write)
-// token, writes the write token; in file mode (no config service) writes
-// are refused.
-func registerAPI(mux *http.ServeMux, g guard) {
-	o := g.o
-	read := func(h http.HandlerFunc) http.HandlerFunc {
-		return g.read(func(w http.ResponseWriter, r *http.Request) {
-			if o.Config == nil {
-				writeJSON(w, http.StatusNotFound, apiError{Error: "file mode: the config comes from --config; see GET /config"})
-				return
-			}
-			h(w, r)
-		})
-	}
-	writeLimited := func(limit int64, h http.HandlerFunc) http.HandlerFunc {
-		return g.write(func(w http.ResponseWriter, r *http.Request) {
-			if o.Config == nil {
-				writeJSON(w, http.StatusMethodNotAllowed, apiError{Error: "read-only: this Pylon serves the config files given with --config; change those files instead"})
-				return
-			}
-			r.Body = http.MaxBytesReader(w, r.Body, limit)
-			h(w, r)
-		})
-	}
-	write := func(h http.HandlerFunc) http.HandlerFunc { return writeLimited(maxBody, h) }
-	body := func(r *http.Request) ([]byte, error) {
-		b, err := io.ReadAll(r.Body)
-		if err != nil {
-			return nil, err
-		}
-		if !json.Valid(b) {
-			return nil, badRequest("the body must be a JSON object")
-		}
-		return b, nil
-	}
-	ctx := func(r *http.Request) context.Context { return r.Context() }
+// api serves /v1. Reads need the read (or write) token, writes the write
+// token and are audited; in file mode (no config service) writes are
+// refused.
+type api struct {
+	o Options
+	g guard
+}
 
-	mux.HandleFunc("GET /v1/objects", read(func(w http.ResponseWriter, r *http.Request) {
-		objs, rev, err := o.Config.Store().List(ctx(r))
+func (a api) cfg() *configstore.Service { return a.o.Config }
+
+// read guards a read.
+func (a api) read(h http.HandlerFunc) http.HandlerFunc {
+	return a.g.read(func(w http.ResponseWriter, r *http.Request) {
+		if a.o.Config == nil {
+			writeJSON(w, http.StatusNotFound, apiError{Error: "file mode: the config comes from --config; see GET /config"})
+			return
+		}
+		h(w, r)
+	})
+}
+
+// write guards a write, bounds its body and logs it as an audit line.
+func (a api) write(limit int64, h http.HandlerFunc) http.HandlerFunc {
+	return a.g.write(audited(a.o.logger(), func(w http.ResponseWriter, r *http.Request) {
+		if a.o.Config == nil {
+			writeJSON(w, http.StatusMethodNotAllowed, apiError{Error: "read-only: this Pylon serves the config files given with --config; change those files instead"})
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		h(w, r)
+	}))
+}
+
+// registerAPI adds the /v1 config API.
+func registerAPI(mux *http.ServeMux, g guard) {
+	a := api{o: g.o, g: g}
+	a.registerReads(mux)
+	a.registerObjectWrites(mux)
+	a.registerEndpoints(mux)
+}
+
+func (a api) registerReads(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/objects", a.read(func(w http.ResponseWriter, r *http.Request) {
+		objs, rev, err := a.cfg().Store().List(r.Context())
 		if err != nil {
 			fail(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"revision": rev, "objects": views(objs)})
+		respond(w, r, http.StatusOK, map[string]any{"revision": rev, "objects": views(objs)})
 	}))
-	mux.HandleFunc("GET /v1/objects/{kind}/{name}", read(func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET /v1/objects/{kind}/{name}", a.read(func(w http.ResponseWriter, r *http.Request) {
 		p, err := parse(r)
 		if err != nil {
 			fail(w, err)
 			return
 		}
-		obj, err := o.Config.Store().Get(ctx(r), p.key)
+		obj, err := a.cfg().Store().Get(r.Context(), p.key)
 		if err != nil {
 			fail(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, view(obj))
+		respond(w, r, http.StatusOK, view(obj))
 	}))
-	// POST creates (409 if it exists); PUT replaces, at ?revision= when
-	// given (409 when stale); DELETE removes, likewise.
-	commitOne := func(code int, verb string, withBody bool, revision func(params) int64) http.HandlerFunc {
-		return write(func(w http.ResponseWriter, r *http.Request) {
-			p, err := parse(r)
-			var b []byte
-			if err == nil && withBody {
-				b, err = body(r)
-			}
-			if err != nil {
-				fail(w, err)
-				return
-			}
-			res, err := o.Config.Commit(ctx(r), []store.Change{{Key: p.key, Body: b, Revision: revision(p)}}, verb+" "+p.key.Kind+"/"+p.key.Name, p.dryRun)
-			if err != nil {
-				fail(w, err)
-				return
-			}
-			writeJSON(w, code, res)
-		})
-	}
-	mux.HandleFunc("POST /v1/objects/{kind}/{name}", commitOne(http.StatusCreated, "create", true, func(params) int64 { return -1 }))
-	mux.HandleFunc("PUT /v1/objects/{kind}/{name}", commitOne(http.StatusOK, "replace", true, func(p params) int64 { return p.revision }))
-	mux.HandleFunc("DELETE /v1/objects/{kind}/{name}", commitOne(http.StatusOK, "delete", false, func(p params) int64 { return p.revision }))
-	mux.HandleFunc("POST /v1/apply", write(func(w http.ResponseWriter, r *http.Request) {
-		p, err := parse(r)
-		var b []byte
-		if err == nil {
-			b, err = io.ReadAll(r.Body)
-		}
-		var changes []store.Change
-		if err == nil {
-			changes, err = configstore.Objects(o.Registry, b)
-		}
-		var res configstore.Result
-		if err == nil {
-			res, err = o.Config.Commit(ctx(r), changes, "apply "+strconv.Itoa(len(changes))+" object(s)", p.dryRun)
-		}
-		if err != nil {
-			fail(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, res)
-	}))
-	mux.HandleFunc("POST /v1/services/{name}/endpoints", writeLimited(maxEndpointBody, func(w http.ResponseWriter, r *http.Request) {
-		req, ttl, err := endpointRequest(r)
-		if err != nil {
-			fail(w, err)
-			return
-		}
-		res, err := o.Config.Register(ctx(r), r.PathValue("name"), req, ttl)
-		if err != nil {
-			fail(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, res)
-	}))
-	mux.HandleFunc("DELETE /v1/services/{name}/endpoints/{addr}", write(func(w http.ResponseWriter, r *http.Request) {
-		host, portStr, ok := strings.Cut(r.PathValue("addr"), ":")
-		port, err := strconv.ParseUint(portStr, 10, 16)
-		if !ok || err != nil || len(host) > maxKey {
-			fail(w, badRequest("the endpoint is ADDRESS:PORT"))
-			return
-		}
-		res, err := o.Config.Deregister(ctx(r), r.PathValue("name"), host, uint32(port))
-		if err != nil {
-			fail(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, res)
-	}))
-	mux.HandleFunc("GET /v1/history", read(func(w http.ResponseWriter, r *http.Request) {
-		h, err := o.Config.Store().History(ctx(r))
+	mux.HandleFunc("GET /v1/history", a.read(func(w http.ResponseWriter, r *http.Request) {
+		h, err := a.cfg().Store().History(r.Context())
 		if err != nil {
 			fail(w, err)
 			return
@@ -283,22 +236,33 @@ func registerAPI(mux *http.ServeMux, g guard) {
 		for i := range h {
 			h[i].Summary = redact.String(h[i].Summary)
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"history": h})
+		respond(w, r, http.StatusOK, map[string]any{"history": h})
 	}))
-	mux.HandleFunc("GET /v1/history/{rev}", read(func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET /v1/history/{rev}", a.read(func(w http.ResponseWriter, r *http.Request) {
 		n, err := pathRevision(r)
 		if err != nil {
 			fail(w, err)
 			return
 		}
-		e, err := o.Config.Store().At(ctx(r), n)
+		e, err := a.cfg().Store().At(r.Context(), n)
 		if err != nil {
 			fail(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, entry{Revision: e.Revision, At: e.At, Summary: redact.String(e.Summary), Version: e.Version, Objects: views(e.Objects)})
+		respond(w, r, http.StatusOK, entry{Revision: e.Revision, At: e.At, Summary: redact.String(e.Summary), Version: e.Version, Objects: views(e.Objects)})
 	}))
-	mux.HandleFunc("POST /v1/rollback/{rev}", write(func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET /v1/diff", a.read(a.diff))
+}
+
+// registerObjectWrites adds the object writes: POST creates (409 if it
+// exists); PUT replaces, at ?revision= when given (409 when stale); DELETE
+// removes, likewise; apply writes a document; rollback a past revision.
+func (a api) registerObjectWrites(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/objects/{kind}/{name}", a.commitOne(http.StatusCreated, "create", true, func(params) int64 { return -1 }))
+	mux.HandleFunc("PUT /v1/objects/{kind}/{name}", a.commitOne(http.StatusOK, "replace", true, func(p params) int64 { return p.revision }))
+	mux.HandleFunc("DELETE /v1/objects/{kind}/{name}", a.commitOne(http.StatusOK, "delete", false, func(p params) int64 { return p.revision }))
+	mux.HandleFunc("POST /v1/apply", a.write(maxBody, a.apply))
+	mux.HandleFunc("POST /v1/rollback/{rev}", a.write(maxBody, func(w http.ResponseWriter, r *http.Request) {
 		p, err := parse(r)
 		var n int64
 		if err == nil {
@@ -306,39 +270,165 @@ func registerAPI(mux *http.ServeMux, g guard) {
 		}
 		var res configstore.Result
 		if err == nil {
-			res, err = o.Config.Rollback(ctx(r), n, p.dryRun)
+			noteChanges(r, fmt.Sprintf("rollback to revision %d", n))
+			res, err = a.cfg().Rollback(r.Context(), n, p.dryRun)
 		}
 		if err != nil {
 			fail(w, err)
 			return
 		}
+		noteResult(r, res)
 		writeJSON(w, http.StatusOK, res)
 	}))
 }
 
-// endpointRequest decodes an endpoint registration: one JSON object.
+// commitOne writes one object. A body must be one object of the path's
+// kind that names itself as the path does.
+func (a api) commitOne(code int, verb string, withBody bool, revision func(params) int64) http.HandlerFunc {
+	return a.write(maxBody, func(w http.ResponseWriter, r *http.Request) {
+		p, err := parse(r)
+		var b []byte
+		if err == nil && withBody {
+			if b, err = readBody(r, maxBody); err == nil {
+				err = configstore.CheckKey(a.o.Registry, p.key, b)
+			}
+		}
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		noteChanges(r, p.key.Kind+"/"+p.key.Name)
+		res, err := a.cfg().Commit(r.Context(), []store.Change{{Key: p.key, Body: b, Revision: revision(p)}}, verb+" "+p.key.Kind+"/"+p.key.Name, p.dryRun)
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		noteResult(r, res)
+		writeJSON(w, code, res)
+	})
+}
+
+// apply writes a config document. The document is read as YAML, which
+// JSON is a subset of, so both body types read the same; another type is
+// refused.
+func (a api) apply(w http.ResponseWriter, r *http.Request) {
+	p, err := parse(r)
+	if err == nil {
+		_, err = contentFormat(r)
+	}
+	var b []byte
+	if err == nil {
+		b, err = io.ReadAll(r.Body)
+	}
+	var changes []store.Change
+	if err == nil {
+		changes, err = configstore.Objects(a.o.Registry, b)
+	}
+	var res configstore.Result
+	if err == nil {
+		keys := make([]string, len(changes))
+		for i, c := range changes {
+			keys[i] = c.Kind + "/" + c.Name
+		}
+		noteChanges(r, keys...)
+		res, err = a.cfg().Commit(r.Context(), changes, "apply "+strconv.Itoa(len(changes))+" object(s)", p.dryRun)
+	}
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	noteResult(r, res)
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (a api) registerEndpoints(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/services/{name}/endpoints", a.write(maxEndpointBody, func(w http.ResponseWriter, r *http.Request) {
+		req, ttl, err := endpointRequest(r)
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		noteChanges(r, "endpoints."+r.PathValue("name")+"/"+net.JoinHostPort(req.Address, strconv.FormatUint(uint64(req.Port), 10)))
+		res, err := a.cfg().Register(r.Context(), r.PathValue("name"), req, ttl)
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		noteResult(r, res)
+		writeJSON(w, http.StatusOK, res)
+	}))
+	mux.HandleFunc("DELETE /v1/services/{name}/endpoints/{addr}", a.write(maxBody, func(w http.ResponseWriter, r *http.Request) {
+		host, port, err := hostPort(r.PathValue("addr"))
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		noteChanges(r, "endpoints."+r.PathValue("name")+"/"+r.PathValue("addr"))
+		res, err := a.cfg().Deregister(r.Context(), r.PathValue("name"), host, port)
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		noteResult(r, res)
+		writeJSON(w, http.StatusOK, res)
+	}))
+}
+
+// hostPort splits an endpoint written ADDRESS:PORT, an IPv6 address in
+// brackets ([::1]:8080).
+func hostPort(s string) (string, uint32, error) {
+	host, portStr, err := net.SplitHostPort(s)
+	var port uint64
+	if err == nil {
+		port, err = strconv.ParseUint(portStr, 10, 16)
+	}
+	if err != nil || host == "" || port == 0 || len(host) > maxKey {
+		return "", 0, badRequest("%q is not an endpoint: ADDRESS:PORT, an IPv6 address in brackets ([::1]:8080)", truncate(s))
+	}
+	return host, uint32(port), nil
+}
+
+// endpointRequest decodes an endpoint registration: one object, JSON or
+// YAML, with no field the API does not know ("tll" for "ttl" is refused,
+// not read as no lease). A permanent endpoint is registered by leaving ttl
+// out; a ttl must be positive. The address may carry the port
+// ("[::1]:8080", "10.0.0.1:80") when the port field is left out.
 func endpointRequest(r *http.Request) (model.Endpoint, time.Duration, error) {
 	var req struct {
 		model.Endpoint
-		TTL string `json:"ttl,omitempty"`
+		TTL *string `json:"ttl,omitempty"`
 	}
-	dec := json.NewDecoder(r.Body)
-	if err := dec.Decode(&req); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return model.Endpoint{}, 0, err
+	b, err := readBody(r, maxEndpointBody)
+	if err != nil {
+		return model.Endpoint{}, 0, err
+	}
+	if err := strictJSON(b, &req); err != nil {
+		return model.Endpoint{}, 0, badRequest("the body must be one endpoint (address, port, and optionally ttl, weight, health, region, zone, sub_zone, priority): %v", err)
+	}
+	if req.Port == 0 {
+		if host, port, err := hostPort(req.Address); err == nil {
+			req.Address, req.Port = host, port
 		}
-		return model.Endpoint{}, 0, badRequest("the body must be one endpoint as a JSON object: %v", err)
-	}
-	if dec.More() {
-		return model.Endpoint{}, 0, badRequest("the body must be one endpoint as a JSON object, with nothing after it")
 	}
 	var ttl time.Duration
-	if req.TTL != "" {
-		var err error
-		if ttl, err = time.ParseDuration(req.TTL); err != nil || ttl <= 0 || ttl > 24*time.Hour {
-			return model.Endpoint{}, 0, badRequest("ttl: a positive duration up to 24h such as \"30s\"")
+	if req.TTL != nil {
+		if ttl, err = time.ParseDuration(*req.TTL); err != nil || ttl <= 0 || ttl > 24*time.Hour {
+			return model.Endpoint{}, 0, badRequest("ttl: %q is not a positive duration up to 24h such as \"30s\" (leave ttl out for an endpoint without a lease)", truncate(*req.TTL))
 		}
 	}
 	return req.Endpoint, ttl, nil
+}
+
+// strictJSON decodes one JSON value into v, refusing unknown fields and
+// anything after the value.
+func strictJSON(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("something follows the object")
+	}
+	return nil
 }
