@@ -59,10 +59,10 @@ func CheckKey(reg *xdstype.Registry, k store.Key, body []byte) error {
 		url, _ := m["@type"].(string)
 		t := reg.Lookup(url)
 		if t == nil || t.Kind != kind {
-			return bad("@type", "%q is not the type URL of a %s", url, kind)
+			return bad("@type", "%q is not the type URL of a %s", short(url), kind)
 		}
 		if name := resourceName(t, m); name != k.Name {
-			return bad(t.NameField(), "%q is not the name in the path, %q", name, k.Name)
+			return bad(t.NameField(), "%q is not the name in the path, %q", short(name), k.Name)
 		}
 		return nil
 	}
@@ -74,7 +74,15 @@ func CheckKey(reg *xdstype.Registry, k store.Key, body []byte) error {
 		if k.Kind == "grpc" {
 			field = "target"
 		}
-		return bad(field, "%q is not the name in the path, %q", name, k.Name)
+		return bad(field, "%q is not the name in the path, %q", short(name), k.Name)
 	}
 	return nil
+}
+
+// short bounds what an error quotes of a body: a name may be megabytes.
+func short(s string) string {
+	if len(s) > 128 {
+		return s[:128] + "..."
+	}
+	return s
 }
