@@ -15,7 +15,7 @@ import (
 )
 
 // fuzzRoutes are the write routes that take a body, by the fuzzer's
-// route byte.
+// route byte (its low bits; its high bits pick a fuzzTypes Content-Type).
 var fuzzRoutes = []struct{ method, path string }{
 	{"POST", "/v1/apply"},
 	{"POST", "/v1/objects/{kind}/{name}"},
@@ -23,6 +23,10 @@ var fuzzRoutes = []struct{ method, path string }{
 	{"POST", "/v1/services/{name}/endpoints"},
 	{"DELETE", "/v1/objects/{kind}/{name}"},
 }
+
+// fuzzTypes are the Content-Types a body is sent with: none (JSON), and
+// each one the API reads.
+var fuzzTypes = []string{"", "application/json", "application/yaml", "text/plain"}
 
 // FuzzAdminAPI sends arbitrary bodies, names and queries to the admin
 // API's write routes over a real bolt store. Invariants: no panic; no 5xx
@@ -41,6 +45,9 @@ func FuzzAdminAPI(f *testing.F) {
 	f.Add(uint8(4), "services", "web", "revision=abc", []byte(nil))
 	f.Add(uint8(1), "resources.Secret", "s", "", []byte(`{"@type":"type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret","name":"s","tlsCertificate":{"privateKey":{"inlineBytes":"-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n"}}}`))
 	f.Add(uint8(0), "", "", "", []byte(`{"groups":[{"name":"g","nodes":{"id":"*"}}],"version":"1"}`))
+	f.Add(uint8(2<<4|2), "services", "web", "", []byte("name: web\nendpoints:\n- {address: 10.0.0.1, port: 80}\n"))
+	f.Add(uint8(2<<4|3), "", "web", "", []byte("address: '[::1]:8080'\nttl: 0s\n"))
+	f.Add(uint8(2<<4|1), "services", "new", "", []byte("name: other\n"))
 
 	h := newHarness(f, Options{Token: writeTok}, nil)
 	handler := h.srv.Config.Handler
@@ -58,6 +65,9 @@ func FuzzAdminAPI(f *testing.F) {
 			return // not a request a client can send
 		}
 		req.Header.Set("Authorization", "Bearer "+writeTok)
+		if ct := fuzzTypes[int(route>>4)%len(fuzzTypes)]; ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
 		before := snapshotStore(t, h.store)
 		rec := httptest.NewRecorder()
 		start := time.Now()
@@ -79,12 +89,12 @@ func FuzzAdminAPI(f *testing.F) {
 	})
 }
 
-// muxAnswer is a status the router gives in plain text before any admin
-// handler runs: a redirect to the cleaned path (an empty or dotted
-// segment), no such route or method.
+// muxAnswer is a status the router gives before any admin handler runs,
+// not as JSON: a redirect to the cleaned path (an empty or dotted
+// segment). No such route or method is answered as JSON, like every error.
 func muxAnswer(code int) bool {
 	switch code {
-	case http.StatusMovedPermanently, http.StatusTemporaryRedirect, http.StatusPermanentRedirect, http.StatusNotFound, http.StatusMethodNotAllowed:
+	case http.StatusMovedPermanently, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
 		return true
 	}
 	return false
