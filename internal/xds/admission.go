@@ -71,10 +71,13 @@ func (a *admission) admit(ctx context.Context) error {
 	}
 }
 
-// initialSend runs send holding one of the initial-send tokens.
-func (a *admission) initialSend(ctx context.Context, send func() error) error {
+// acquire takes one of the initial-send tokens, waiting within the bound,
+// and returns the function that gives it back (idempotent: the send
+// watchdog may give it back early, for a send that stalls). With no bound
+// it returns nil.
+func (a *admission) acquire(ctx context.Context) (func(), error) {
 	if a.initial == nil {
-		return send()
+		return nil, nil
 	}
 	select {
 	case a.initial <- struct{}{}:
@@ -85,17 +88,19 @@ func (a *admission) initialSend(ctx context.Context, send func() error) error {
 		select {
 		case a.initial <- struct{}{}:
 		case <-t.C:
-			return status.Errorf(codes.ResourceExhausted, "the server is busy sending initial configs; retry")
+			return nil, status.Errorf(codes.ResourceExhausted, "the server is busy sending initial configs; retry")
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 	}
 	n := a.inFlight.Add(1)
 	for p := a.peak.Load(); n > p && !a.peak.CompareAndSwap(p, n); p = a.peak.Load() {
 	}
-	defer func() {
-		a.inFlight.Add(-1)
-		<-a.initial
-	}()
-	return send()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			a.inFlight.Add(-1)
+			<-a.initial
+		})
+	}, nil
 }

@@ -27,6 +27,14 @@ func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
 	if err != nil || w == nil {
 		return err
 	}
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"resource_names_subscribe", len(req.GetResourceNamesSubscribe())}, {"resource_names_unsubscribe", len(req.GetResourceNamesUnsubscribe())}, {"initial_resource_versions", len(req.GetInitialResourceVersions())}} {
+		if err := st.checkNames(f.n, f.name, w.typ.URL); err != nil {
+			return err
+		}
+	}
 	t := w.typ
 	// A request may both answer a response and change the subscription
 	// (X28); one without a nonce is spontaneous.
@@ -36,6 +44,11 @@ func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
 		version = w.answered(nonce, nack)
 	}
 	owe := w.subscribe(req, st.snapshot().Set(t.URL))
+	// Delta subscriptions add up: bound what one type holds by name, as
+	// state of the world bounds each request.
+	if err := st.checkNames(len(w.names), "the stream's subscription", t.URL); err != nil {
+		return err
+	}
 	// Shared before the events go out, so that whoever waits for an ACK
 	// finds the node's other streams already aware of it.
 	st.publishView(&w.ledger, w.wildcard, w.names)

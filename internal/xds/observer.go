@@ -21,6 +21,15 @@ const (
 	NoGroup
 	// Subscribed: the stream's first request for TypeURL.
 	Subscribed
+	// StreamRefused: the server ends the stream on purpose, for Reason (one
+	// of the Refused constants: a bounded set, fit for a metric label),
+	// with Detail saying why. A stream refused at its first request was
+	// never opened: no StreamOpened or StreamClosed comes with it; one
+	// refused later is followed by its StreamClosed.
+	StreamRefused
+	// RequestIgnored: a request the server ignores, for Reason (one of the
+	// Ignored constants). Only counted: its content is the client's.
+	RequestIgnored
 )
 
 // Event is one thing that happened on a stream, reported to the Observer
@@ -49,10 +58,17 @@ type Event struct {
 	Peer string
 	// Heartbeat marks a ResponseSent that only refreshed TTLs.
 	Heartbeat bool
-	// Detail is the client's error_detail message, for RequestNACK, or the
-	// stream's end, for StreamClosed.
+	// Detail is the client's error_detail message, for RequestNACK (cut to
+	// 4 KiB), the stream's end, for StreamClosed, or why it was refused,
+	// for StreamRefused.
 	Detail string
-	At     time.Time
+	// Reason is a refusal's or an ignored request's reason, for
+	// StreamRefused and RequestIgnored.
+	Reason string
+	// Identity is what the connection's verified client certificate
+	// proves, "" without one.
+	Identity string
+	At       time.Time
 }
 
 // Observer receives stream events. It is called from stream loops and must

@@ -10,12 +10,14 @@ package xds
 import (
 	"context"
 	"log/slog"
+	"net"
 	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/grpc"
 
+	"github.com/pylon-xds/pylon/internal/identity"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -59,7 +61,39 @@ type Options struct {
 	// MaxRequestsPerSecond cuts off a stream flooding the server with
 	// requests (default 10,000 a second; negative: no limit).
 	MaxRequestsPerSecond int
+
+	// Identity, if set, binds node ids to client certificates: a stream
+	// whose connection has a verified client certificate must claim a node
+	// that certificate proves, or it ends with PERMISSION_DENIED. A
+	// connection without one may claim any node, but gets no Secrets
+	// (unless InsecureServeSecrets) and joins no group that declares
+	// identities; to refuse such connections, require client certificates
+	// in the TLS layer. Nil: node ids are not bound to certificates (the
+	// certificate's identity still decides groups and Secrets).
+	Identity *identity.Rule
+	// InsecureServeSecrets serves Secrets over connections without a
+	// verified client certificate (off by default: such streams get every
+	// resource but the Secrets). The secret policy still applies.
+	InsecureServeSecrets bool
+	// MaxResourceNames bounds the names in one request (resource_names;
+	// delta's subscribe, unsubscribe and initial_resource_versions, and
+	// what a delta stream subscribes to by name per type); default 10,000.
+	// A request over it ends the stream with RESOURCE_EXHAUSTED.
+	MaxResourceNames int
+	// MaxStreamsPerConnection bounds concurrent streams on one connection
+	// (gRPC's MaxConcurrentStreams, in GRPCOptions); default 100.
+	MaxStreamsPerConnection uint32
+	// SendStall bounds a send to a client that does not read: past it, the
+	// send gives its initial-send slot back; past three times it, the
+	// stream's connection is closed (if served on Listener) and the stream
+	// ends as refused. It also bounds each socket write of Listener's
+	// connections (at three times). Default 10s.
+	SendStall time.Duration
 }
+
+// maxRecvMsgSize bounds one request: ten thousand names of a hundred
+// bytes fit well, and a client cannot make the server buffer more.
+const maxRecvMsgSize = 4 << 20
 
 // Server serves xDS over gRPC.
 type Server struct {
@@ -76,6 +110,13 @@ type Server struct {
 	canons weakCache[canonKey, canon]
 	board  *board
 	logged *onceSet // log lines already written, by node and subject
+	// withheldSnaps are the group snapshots less the Secrets some streams
+	// may not have, shared by the streams with the same entitlement.
+	withheldSnaps weakCache[withheldKey, withheld]
+	// conns are the connections accepted by Listener; sendStall and
+	// evictAfter bound sends (sendwatch.go).
+	conns                 conns
+	sendStall, evictAfter time.Duration
 	// life ends every stream when cancelled by Shutdown.
 	life context.Context
 	stop context.CancelFunc
@@ -106,7 +147,18 @@ func New(opts Options) *Server {
 	if opts.MaxRequestsPerSecond == 0 {
 		opts.MaxRequestsPerSecond = 10000
 	}
+	if opts.MaxResourceNames <= 0 {
+		opts.MaxResourceNames = 10000
+	}
+	if opts.MaxStreamsPerConnection == 0 {
+		opts.MaxStreamsPerConnection = 100
+	}
+	if opts.SendStall <= 0 {
+		opts.SendStall = 10 * time.Second
+	}
 	return &Server{
+		sendStall:   opts.SendStall,
+		evictAfter:  3 * opts.SendStall,
 		holdTimeout: hold,
 		admission:   newAdmission(opts.MaxInitialSends, opts.NewStreamsPerSecond, opts.AdmissionWait),
 		board:       newBoard(),
@@ -124,6 +176,35 @@ func New(opts Options) *Server {
 // InitialSendsPeak is the most streams seen sending their first responses
 // at once: the admission bound at work.
 func (s *Server) InitialSendsPeak() int64 { return s.admission.peak.Load() }
+
+// GRPCOptions are the gRPC server options the xDS server wants: the codec
+// that shares encoded responses between streams (ServerOptions), a bound
+// on concurrent streams per connection and on the size of a request. The
+// daemon adds keepalive and transport credentials.
+func (s *Server) GRPCOptions() []grpc.ServerOption {
+	return append(ServerOptions(),
+		grpc.MaxConcurrentStreams(s.opts.MaxStreamsPerConnection),
+		grpc.MaxRecvMsgSize(maxRecvMsgSize),
+	)
+}
+
+// Listener wraps the xDS listener: the server tracks its connections, so
+// that it can close the connection of a stream whose sends stay blocked,
+// and bounds each write to their sockets. Serve gRPC on it.
+func (s *Server) Listener(l net.Listener) net.Listener {
+	return &trackedListener{Listener: l, reg: &s.conns, writeTimeout: s.evictAfter}
+}
+
+// evict closes the connection of a stream whose send stayed blocked past
+// the bound.
+func (s *Server) evict(k connKey) {
+	if s.conns.close(k) {
+		return
+	}
+	if s.logged.first("evict-untracked") {
+		s.log.Warn("a stream's send is stuck but its connection cannot be closed: serve gRPC on Server.Listener so stalled clients can be evicted", "peer", k.remote)
+	}
+}
 
 // Shutdown ends every open stream with UNAVAILABLE so that a graceful gRPC
 // stop can complete; clients reconnect to another replica or retry.

@@ -29,6 +29,9 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 	if err != nil || w == nil {
 		return err
 	}
+	if err := st.checkNames(len(req.GetResourceNames()), "resource_names", w.typ.URL); err != nil {
+		return err
+	}
 	t := w.typ
 	snap := st.snapshot()
 	kind, owe := w.onRequest(req, snap)

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pylon-xds/pylon/internal/identity"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -30,18 +31,36 @@ type stream struct {
 	delta   bool
 	log     *slog.Logger
 
-	node  *corev3.Node
-	peer  string // the client's address
+	node *corev3.Node
+	// claimed is the node of the first request, before it is accepted:
+	// what a refusal at stream open reports.
+	claimed *corev3.Node
+	peer    string  // the client's address
+	conn    connKey // the client's connection, for eviction
+	// ident is what the connection's verified client certificate proves.
+	ident identity.Identity
+	// boardKey is the node id and identity under which per-type streams
+	// of one node share their state: a client without the certificate of
+	// another cannot join that node's streams by claiming its id.
+	boardKey string
+	// watch bounds each send (sendwatch.go).
+	watch *sendWatch
 	fleet *snapshot.Fleet
 	group *snapshot.Group // the node's group in fleet; nil for none
+	// withheld is the group's snapshot less the Secrets the stream may not
+	// have; nil when it may have them all. withheldLogged is what was last
+	// logged about it.
+	withheld       *withheld
+	withheldLogged string
 	// noGroupLogged keeps the "no matching group" warning to one a stream.
 	noGroupLogged bool
 	nonces        uint64
 	// ttl is set when the client supports resource TTLs; wrap when it also
 	// unwraps Resource in state-of-the-world responses (X42).
 	ttl, wrap bool
-	// unknown remembers type URLs already logged as not served (X2).
-	unknown map[string]bool
+	// unknownLogged is set once a request for a type not served was
+	// logged (X2): once a stream, however many such requests come.
+	unknownLogged bool
 
 	// holdings returns a type's state on this stream, nil if the client
 	// has not asked for the type here.
@@ -85,7 +104,7 @@ func (st *stream) others(typeURL string) holdings {
 	if st.typeURL == "" || st.node == nil {
 		return nil
 	}
-	if v := st.srv.board.lookup(st.node.GetId(), typeURL); v != nil {
+	if v := st.srv.board.lookup(st.boardKey, typeURL); v != nil {
 		return v
 	}
 	return nil
@@ -99,7 +118,7 @@ func (st *stream) publishView(l *ledger, wildcard bool, names map[string]struct{
 	if st.typeURL == "" || st.node == nil {
 		return
 	}
-	st.srv.board.publish(st.node.GetId(), st.typeURL, freeze(l, wildcard, names), st.kick)
+	st.srv.board.publish(st.boardKey, st.typeURL, freeze(l, wildcard, names), st.kick)
 }
 
 // wakeAt arms the stream's one-shot timer to plan again at t (zero: never).
@@ -136,7 +155,11 @@ func (s *Server) serve(gs grpc.ServerStream, typeURL string, delta bool) error {
 	st.log = s.log.With("stream", st.id)
 	if p, ok := peer.FromContext(gs.Context()); ok {
 		st.peer = p.Addr.String()
+		st.conn = keyOf(p)
 	}
+	st.ident = identity.FromContext(gs.Context())
+	st.watch = &sendWatch{stall: s.sendStall, evict: s.evictAfter, onEvict: func() { s.evict(st.conn) }}
+	defer st.watch.stop()
 	notify, unsubscribe := s.opts.Fleets.Subscribe()
 	defer unsubscribe()
 
@@ -151,6 +174,10 @@ func (s *Server) serve(gs grpc.ServerStream, typeURL string, delta bool) error {
 	st.wakeAt(time.Time{})
 	if st.leave != nil {
 		st.leave()
+	}
+	var r *refusal
+	if errors.As(err, &r) {
+		st.refused(r)
 	}
 	if st.node != nil {
 		detail := ""
@@ -361,14 +388,7 @@ func open[W typeWatch](st *stream, node *corev3.Node, typeURL string, watches ma
 // not handled yet is pushed first, then the request is answered.
 func request[P any](st *stream, req P, onRequest func(P) error, onFleet func() error) error {
 	if st.flooding(time.Now()) {
-		id := "unknown"
-		if st.node != nil {
-			id = st.node.GetId()
-		}
-		if st.srv.logged.first("flood\x00" + id) {
-			st.log.Warn("cutting off a stream flooding the server with requests", "limit_per_second", st.srv.opts.MaxRequestsPerSecond)
-		}
-		return status.Errorf(codes.ResourceExhausted, "more than %d requests a second on one stream", st.srv.opts.MaxRequestsPerSecond)
+		return refuse(RefusedFlood, codes.ResourceExhausted, "more than %d requests a second on one stream", st.srv.opts.MaxRequestsPerSecond)
 	}
 	if st.node != nil {
 		prev := st.fleet
@@ -396,14 +416,22 @@ func (st *stream) identify(node *corev3.Node) error {
 	if node == nil {
 		return status.Error(codes.InvalidArgument, "the first request on a stream must carry node")
 	}
-	if err := st.srv.admission.admit(st.gs.Context()); err != nil {
+	st.claimed = node
+	if err := st.checkNode(node); err != nil {
 		return err
+	}
+	if err := st.srv.admission.admit(st.gs.Context()); err != nil {
+		return busy(err)
 	}
 	st.node = node
 	st.log = st.log.With("node", node.GetId())
+	if st.ident.Verified() {
+		st.log = st.log.With("identity", st.ident.String())
+	}
+	st.boardKey = node.GetId() + "\x00" + st.ident.String()
 	if st.typeURL != "" {
 		st.kick = make(chan struct{}, 1)
-		st.leave = st.srv.board.join(node.GetId(), st.kick)
+		st.leave = st.srv.board.join(st.boardKey, st.kick)
 	}
 	for _, f := range node.GetClientFeatures() {
 		switch f {
@@ -436,13 +464,13 @@ func (st *stream) resolveType(url string) (*xdstype.Type, error) {
 	}
 	t := st.srv.opts.Registry.Lookup(url)
 	if t == nil || (!st.delta && t.SotWMethod == "") || (st.delta && t.DeltaMethod == "") {
-		if !st.unknown[url] {
-			if st.unknown == nil {
-				st.unknown = map[string]bool{}
-			}
-			st.unknown[url] = true
-			st.log.Warn("ignoring request for a type Pylon does not serve on this kind of stream", "type_url", url, "delta", st.delta)
+		// Logged once a stream, counted every time: a client sending
+		// thousands of made-up type URLs must not grow the log by each.
+		if !st.unknownLogged {
+			st.unknownLogged = true
+			st.log.Warn("ignoring requests for a type Pylon does not serve on this kind of stream; later ones on this stream are only counted", "type_url", bounded(url, maxLogged), "delta", st.delta)
 		}
+		st.observe(Event{Kind: RequestIgnored, Reason: IgnoredUnknownType})
 		return nil, nil
 	}
 	return t, nil
@@ -461,13 +489,13 @@ func (st *stream) useFleet(f *snapshot.Fleet) {
 		return
 	}
 	st.fleet = f
-	g := f.Group(st.node, nil)
+	g := f.Group(st.node, st.ident.Names())
 	switch {
 	case g == nil && (st.group != nil || !st.noGroupLogged):
 		// The classic silent failure: a proxy that connects fine and gets
 		// nothing. Say it loudly, once per node and config.
 		st.noGroupLogged = true
-		if st.srv.logged.first("nogroup\x00" + st.node.GetId() + "\x00" + f.Version()) {
+		if st.srv.logged.first(onceKey("nogroup", st.node.GetId(), f.Version())) {
 			st.log.Warn("node matches no group: it receives nothing until a group takes it", "cluster", st.node.GetCluster())
 		}
 		st.observe(Event{Kind: NoGroup})
@@ -475,12 +503,19 @@ func (st *stream) useFleet(f *snapshot.Fleet) {
 		st.log.Debug("node group", "group", g.Name)
 	}
 	st.group = g
+	var why string
+	st.withheld, why = st.entitlement(f, g)
+	st.logWithheld(st.withheld, why)
 }
 
-// snapshot is what the stream's node should run, nil when it is in no group.
+// snapshot is what the stream's node should run, nil when it is in no
+// group: its group's, less the Secrets it may not have.
 func (st *stream) snapshot() *snapshot.Snapshot {
-	if st.group == nil {
+	switch {
+	case st.group == nil:
 		return nil
+	case st.withheld != nil:
+		return st.withheld.snap
 	}
 	return st.group.Snapshot
 }
@@ -494,12 +529,22 @@ func (st *stream) notFound() bool {
 // send writes a response and returns its encoded size. A type's first
 // response on a stream is the full-state one a reconnect storm multiplies:
 // it takes an admission token.
+//
+// Every send is watched: one that outlives SendStall gives its admission
+// token back, and one that outlives three times that gets the stream's
+// connection closed (sendwatch.go).
 func (st *stream) send(msg any, first bool) (int, error) {
-	var err error
+	var release func()
 	if first {
-		err = st.srv.admission.initialSend(st.gs.Context(), func() error { return st.gs.SendMsg(msg) })
-	} else {
-		err = st.gs.SendMsg(msg)
+		var err error
+		if release, err = st.srv.admission.acquire(st.gs.Context()); err != nil {
+			return 0, busy(err)
+		}
+	}
+	st.watch.begin(release)
+	err := st.gs.SendMsg(msg)
+	if st.watch.end() {
+		return 0, refuse(RefusedStalled, codes.Unavailable, "a response stayed unsent for %s because the client does not read it; its connection was closed", st.srv.evictAfter)
 	}
 	if err != nil {
 		return 0, err
@@ -538,6 +583,14 @@ func (st *stream) flooding(now time.Time) bool {
 // observe fills in the stream's fields and reports e.
 func (st *stream) observe(e Event) {
 	e.StreamID, e.Node, e.ADS, e.Delta, e.At, e.Peer = st.id, st.node, st.typeURL == "", st.delta, time.Now(), st.peer
+	if e.Node == nil {
+		e.Node = st.claimed
+	}
+	// Versions and nonces of requests are the client's strings.
+	e.Version, e.Nonce = bounded(e.Version, maxLogged), bounded(e.Nonce, maxLogged)
+	if st.ident.Verified() {
+		e.Identity = st.ident.String()
+	}
 	if st.group != nil {
 		e.Group = st.group.Name
 	}
@@ -548,9 +601,10 @@ func (st *stream) observe(e Event) {
 // rejected version. The version is not sent again (X12): the proxy keeps
 // running what it had until the config changes.
 func (st *stream) onNACK(t *xdstype.Type, rejected, running, nonce, msg string) {
+	msg = bounded(msg, maxDetail)
 	st.observe(Event{Kind: RequestNACK, TypeURL: t.URL, Version: rejected, Nonce: nonce, Detail: msg})
-	if !st.srv.logged.first("nack\x00" + st.node.GetId() + "\x00" + t.URL + "\x00" + rejected) {
+	if !st.srv.logged.first(onceKey("nack", st.node.GetId(), t.URL, rejected)) {
 		return
 	}
-	st.log.Warn("proxy rejected config", "type", t.Abbrev, "rejected_version", rejected, "running_version", running, "error_detail", msg)
+	st.log.Warn("proxy rejected config", "type", t.Abbrev, "rejected_version", rejected, "running_version", bounded(running, maxLogged), "error_detail", msg)
 }

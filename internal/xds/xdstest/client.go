@@ -5,6 +5,7 @@ package xdstest
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/pylon-xds/pylon/internal/snapshot"
@@ -41,6 +43,13 @@ type Server struct {
 // zero; Registry and Fleets are filled in.
 func Start(t testing.TB, opts xds.Options) *Server {
 	t.Helper()
+	return StartTLS(t, opts, nil)
+}
+
+// StartTLS is Start with TLS (nil: plaintext), served as the daemon serves
+// it: the server's gRPC options and tracked listener.
+func StartTLS(t testing.TB, opts xds.Options, tlsConfig *tls.Config) *Server {
+	t.Helper()
 	if opts.Registry == nil {
 		opts.Registry = xdstype.New()
 	}
@@ -56,12 +65,16 @@ func Start(t testing.TB, opts xds.Options) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(xds.ServerOptions()...)
+	gopts := srv.GRPCOptions()
+	if tlsConfig != nil {
+		gopts = append(gopts, grpc.Creds(credentials.NewTLS(tlsConfig)))
+	}
+	g := grpc.NewServer(gopts...)
 	srv.Register(g)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = g.Serve(lis)
+		_ = g.Serve(srv.Listener(lis))
 	}()
 	t.Cleanup(func() {
 		srv.Shutdown()
@@ -83,6 +96,17 @@ func (s *Server) Publish(t testing.TB, msgs ...any) *snapshot.Snapshot {
 func Dial(t testing.TB, addr string) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// DialTLS connects to addr over TLS with cfg until the test ends.
+func DialTLS(t testing.TB, addr string, cfg *tls.Config) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,118 @@
+package xds
+
+import (
+	"net"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/peer"
+)
+
+// conns tracks the xDS listener's connections by their address pair, so
+// that the server can close the connection of a stream whose sends stay
+// blocked: a client that stops reading leaves grpc-go's SendMsg waiting
+// for flow-control window it never grants, and closing the connection is
+// what reliably makes that SendMsg return.
+type conns struct {
+	mu sync.Mutex
+	m  map[connKey]*trackedConn
+}
+
+// connKey is a connection's local and remote address: unique among open
+// TCP connections, and what grpc's peer carries for a stream.
+type connKey struct{ local, remote string }
+
+func (c *conns) add(tc *trackedConn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[connKey]*trackedConn{}
+	}
+	c.m[tc.key] = tc
+}
+
+func (c *conns) remove(tc *trackedConn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m[tc.key] == tc {
+		delete(c.m, tc.key)
+	}
+}
+
+// close closes the connection with key k, reporting whether it was
+// tracked.
+func (c *conns) close(k connKey) bool {
+	c.mu.Lock()
+	tc := c.m[k]
+	c.mu.Unlock()
+	if tc == nil {
+		return false
+	}
+	_ = tc.Close()
+	return true
+}
+
+// count is the number of open tracked connections.
+func (c *conns) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m)
+}
+
+// keyOf returns the connection key of a stream's peer ("" addresses when
+// unknown).
+func keyOf(p *peer.Peer) connKey {
+	var k connKey
+	if p == nil {
+		return k
+	}
+	if p.Addr != nil {
+		k.remote = p.Addr.String()
+	}
+	if p.LocalAddr != nil {
+		k.local = p.LocalAddr.String()
+	}
+	return k
+}
+
+// trackedListener registers every connection it accepts.
+type trackedListener struct {
+	net.Listener
+	reg          *conns
+	writeTimeout time.Duration
+}
+
+func (l *trackedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	tc := &trackedConn{Conn: c, reg: l.reg, writeTimeout: l.writeTimeout,
+		key: connKey{local: c.LocalAddr().String(), remote: c.RemoteAddr().String()}}
+	l.reg.add(tc)
+	return tc, nil
+}
+
+// trackedConn bounds every write: a client that stops reading TCP
+// altogether fills its receive window and the kernel's buffers, and then a
+// write would block the connection's writer forever.
+type trackedConn struct {
+	net.Conn
+	reg          *conns
+	key          connKey
+	writeTimeout time.Duration
+}
+
+func (c *trackedConn) Write(b []byte) (int, error) {
+	if c.writeTimeout > 0 {
+		if err := c.Conn.SetWriteDeadline(time.Now().Add(c.writeTimeout)); err != nil {
+			return 0, err
+		}
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *trackedConn) Close() error {
+	c.reg.remove(c)
+	return c.Conn.Close()
+}

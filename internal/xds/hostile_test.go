@@ -1,0 +1,294 @@
+package xds_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	grpcstatus "google.golang.org/grpc/status"
+
+	"github.com/pylon-xds/pylon/internal/xds"
+	"github.com/pylon-xds/pylon/internal/xds/xdstest"
+)
+
+// openNonReaders opens n ADS streams over conns connections with small
+// flow-control windows, each asking for every cluster and listener and
+// then never reading: the server's sends to them block once the stream's
+// window is full.
+func openNonReaders(t *testing.T, addr string, conns, n int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	var cc []*grpc.ClientConn
+	for range conns {
+		c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		cc = append(cc, c)
+	}
+	for i := range n {
+		cs, err := cc[i%conns].NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, xdstest.ADSMethod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, url := range []string{cds, lds} {
+			req := &discoveryv3.DiscoveryRequest{TypeUrl: url}
+			if url == cds {
+				req.Node = xdstest.Node(fmt.Sprintf("hostile-%03d", i))
+			}
+			if err := cs.SendMsg(req); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// A well-behaved proxy gets its full config while 100 streams refuse to
+// read a config large enough to fill their flow-control windows: a stalled
+// send gives its initial-send slot back after SendStall, and the stalled
+// streams are evicted (their connections closed) after three times that.
+// Before sends were bounded, the 100 held every slot and the proxy was
+// turned away with RESOURCE_EXHAUSTED after AdmissionWait.
+func TestNonReadingStreamsDoNotStarveOthers(t *testing.T) {
+	rec := newRecorder()
+	srv := xdstest.Start(t, xds.Options{
+		Observer: rec, MaxInitialSends: 4, SendStall: 100 * time.Millisecond, AdmissionWait: 5 * time.Second,
+	})
+	world := bigClusters(0, 1000*1000) // 1,000 clusters of 1 kB
+	world = append(world, xdstest.APIListener("ingress", "routes"), xdstest.Route("routes", "c0000"))
+	srv.Publish(t, world...)
+
+	const hostile = 100
+	openNonReaders(t, srv.Addr, 10, hostile)
+	// Let them take every slot before the proxy comes.
+	waitFor(t, "the non-readers to fill every initial-send slot", func() bool { return srv.XDS.InitialSendsPeak() >= 4 })
+
+	p := xdstest.NewProxy(t, xdstest.Dial(t, srv.Addr), "good", false)
+	p.Settle()
+	if len(p.Clusters) != 1000 || len(p.Listeners) != 1 || len(p.Routes) != 1 {
+		t.Fatalf("the proxy got %d clusters, %d listeners, %d routes; want 1000, 1, 1", len(p.Clusters), len(p.Listeners), len(p.Routes))
+	}
+	noViolations(t, p)
+
+	// Every non-reader's stream ends: those stalled in a send are evicted
+	// (refused for stalling), which closes their connection, and so ends
+	// the others on it.
+	stalled := func(e xds.Event) bool {
+		return e.Kind == xds.StreamRefused && e.Reason == xds.RefusedStalled && strings.HasPrefix(e.Node.GetId(), "hostile-")
+	}
+	closed := func(e xds.Event) bool {
+		return e.Kind == xds.StreamClosed && strings.HasPrefix(e.Node.GetId(), "hostile-")
+	}
+	waitFor(t, "every non-reader's stream to end", func() bool { return rec.count(closed) == hostile })
+	if n := rec.count(stalled); n == 0 {
+		t.Fatal("no stream was refused for stalling")
+	}
+	if n := rec.count(func(e xds.Event) bool { return e.Kind == xds.StreamRefused && e.Node.GetId() == "good" }); n != 0 {
+		t.Fatalf("the good proxy's stream was refused %d times", n)
+	}
+}
+
+// waitFor waits, within a bound, for cond, checking it every few
+// milliseconds: for conditions no event announces.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(2 * xdstest.Timeout)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
+	}
+}
+
+// A client sending requests for thousands of made-up type URLs is logged
+// once and counted each time; the stream keeps working.
+func TestUnknownTypesCountedNotLogged(t *testing.T) {
+	var logs lockedBuffer
+	rec := newRecorder()
+	srv := xdstest.Start(t, xds.Options{Observer: rec, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	srv.Publish(t, base()...)
+	e := &env{srv: srv, conn: xdstest.Dial(t, srv.Addr), rec: rec}
+	s := e.ads(t, "n1")
+	s.Request(cds)
+	s.RecvType(cds)
+	const garbage = 500
+	for i := range garbage {
+		s.Send(&discoveryv3.DiscoveryRequest{TypeUrl: fmt.Sprintf("type.googleapis.com/garbage.%d", i)})
+	}
+	s.ExpectSilence()
+	ignored := func(ev xds.Event) bool { return ev.Kind == xds.RequestIgnored && ev.Reason == xds.IgnoredUnknownType }
+	if n := e.rec.count(ignored); n != garbage {
+		t.Fatalf("%d ignored requests reported, want %d", n, garbage)
+	}
+	if n := strings.Count(logs.String(), "ignoring requests for a type"); n != 1 {
+		t.Fatalf("%d log lines for %d garbage requests, want 1:\n%s", n, garbage, bounded(logs.String()))
+	}
+}
+
+// lockedBuffer is a log destination safe for the server's goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// bounded keeps a failure message readable.
+func bounded(s string) string {
+	if len(s) > 2000 {
+		return s[:2000] + "..."
+	}
+	return s
+}
+
+// A request naming more resources than MaxResourceNames ends the stream
+// with RESOURCE_EXHAUSTED naming the field; so does a delta subscription
+// growing past it.
+func TestMaxResourceNames(t *testing.T) {
+	many := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("c%d", i)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name  string
+		drive func(t *testing.T, e *env) error
+		want  string
+	}{
+		{name: "sotw", want: "names 11 resources in resource_names; Pylon accepts at most 10", drive: func(t *testing.T, e *env) error {
+			s := e.ads(t, "n1")
+			s.Request(eds, many(11)...)
+			return s.Err()
+		}},
+		{name: "sotw at the bound", want: "", drive: func(t *testing.T, e *env) error {
+			s := e.ads(t, "n1")
+			s.Request(cds, many(10)...)
+			s.RecvType(cds)
+			return nil
+		}},
+		{name: "delta subscribe", want: "names 11 resources in resource_names_subscribe", drive: func(t *testing.T, e *env) error {
+			s := e.delta(t, "n1")
+			s.Subscribe(eds, many(11)...)
+			return s.Err()
+		}},
+		{name: "delta initial versions", want: "names 11 resources in initial_resource_versions", drive: func(t *testing.T, e *env) error {
+			s := e.delta(t, "n1")
+			iv := map[string]string{}
+			for _, n := range many(11) {
+				iv[n] = "v"
+			}
+			s.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: eds, InitialResourceVersions: iv})
+			return s.Err()
+		}},
+		{name: "delta subscription adds up", want: "names 12 resources in the stream's subscription", drive: func(t *testing.T, e *env) error {
+			s := e.delta(t, "n1")
+			s.Subscribe(eds, many(6)...)
+			s.RecvType(eds)
+			s.Subscribe(eds, many(12)[6:]...)
+			return s.Err()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := newRecorder()
+			srv := xdstest.Start(t, xds.Options{Observer: rec, MaxResourceNames: 10})
+			srv.Publish(t, base()...)
+			e := &env{srv: srv, conn: xdstest.Dial(t, srv.Addr), rec: rec}
+			err := tc.drive(t, e)
+			if tc.want == "" {
+				return
+			}
+			if grpcstatus.Code(err) != codes.ResourceExhausted || !strings.Contains(grpcstatus.Convert(err).Message(), tc.want) {
+				t.Fatalf("stream ended with %v, want RESOURCE_EXHAUSTED containing %q", err, tc.want)
+			}
+			rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.StreamRefused && ev.Reason == xds.RefusedResourceNames })
+		})
+	}
+}
+
+// What a client writes is bounded where it is kept: a NACK's error_detail
+// of a megabyte reaches the observer (and so status) cut to 4 KiB.
+func TestNACKDetailBounded(t *testing.T) {
+	e := setup(t, base()...)
+	s := e.ads(t, "n1")
+	s.Request(cds)
+	r := s.RecvType(cds)
+	s.Send(&discoveryv3.DiscoveryRequest{TypeUrl: cds, ResponseNonce: r.Nonce, ErrorDetail: &status.Status{Code: 3, Message: strings.Repeat("x", 1<<20)}})
+	ev := e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.RequestNACK })
+	if len(ev.Detail) > 4<<10+64 || !strings.HasSuffix(ev.Detail, "(1048576 bytes in all)") {
+		t.Fatalf("NACK detail of %d bytes reported (ends %q)", len(ev.Detail), ev.Detail[max(0, len(ev.Detail)-40):])
+	}
+}
+
+// A node id too long to log is refused, and says so.
+func TestHugeNodeIDRefused(t *testing.T) {
+	e := setup(t, base()...)
+	s := xdstest.OpenADS(t, e.conn, xdstest.Node(strings.Repeat("n", 100000)))
+	s.Request(cds)
+	err := s.Err()
+	if grpcstatus.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "node.id is 100000 bytes; Pylon accepts at most 1024") {
+		t.Fatalf("stream ended with %v", err)
+	}
+	ev := e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.StreamRefused })
+	if ev.Reason != xds.RefusedBadNode {
+		t.Fatalf("refused for %q", ev.Reason)
+	}
+}
+
+// The per-connection stream bound is in the server's gRPC options: the
+// 3rd concurrent stream on a connection waits until one ends.
+func TestMaxStreamsPerConnection(t *testing.T) {
+	srv := xdstest.Start(t, xds.Options{MaxStreamsPerConnection: 2})
+	srv.Publish(t, base()...)
+	conn := xdstest.Dial(t, srv.Addr)
+	a := xdstest.OpenADS(t, conn, xdstest.Node("a"))
+	a.Request(cds)
+	a.RecvType(cds)
+	b := xdstest.OpenADS(t, conn, xdstest.Node("b"))
+	b.Request(cds)
+	b.RecvType(cds)
+	// A third stream cannot even open while a and b are: grpc's client
+	// waits for the server's stream quota. Once a ends, it opens.
+	opened := make(chan *xdstest.Stream, 1)
+	go func() { opened <- xdstest.OpenADS(t, conn, xdstest.Node("c")) }()
+	select {
+	case <-opened:
+		t.Fatal("a third stream opened on the connection while two were open")
+	case <-time.After(200 * time.Millisecond):
+	}
+	a.Close()
+	select {
+	case c := <-opened:
+		c.Request(cds)
+		c.RecvType(cds)
+	case <-time.After(xdstest.Timeout):
+		t.Fatal("the third stream did not open after the first ended")
+	}
+}

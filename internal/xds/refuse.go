@@ -1,0 +1,154 @@
+package xds
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"unicode/utf8"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Reasons a stream is refused: the bounded values of the refusal metric's
+// label and of Event.Reason.
+const (
+	// RefusedIdentity: the node's id or cluster is not what its verified
+	// client certificate proves (Options.Identity).
+	RefusedIdentity = "identity_mismatch"
+	// RefusedBadNode: the node's id or cluster is too long.
+	RefusedBadNode = "bad_node"
+	// RefusedResourceNames: a request named more resources than
+	// Options.MaxResourceNames.
+	RefusedResourceNames = "resource_names"
+	// RefusedStalled: a response stayed unsent past the send bound because
+	// the client does not read; its connection was closed.
+	RefusedStalled = "stalled"
+	// RefusedFlood: more requests a second than Options.MaxRequestsPerSecond.
+	RefusedFlood = "flood"
+	// RefusedBusy: no initial-send slot or new-stream turn within
+	// Options.AdmissionWait; the client should retry.
+	RefusedBusy = "busy"
+)
+
+// IgnoredUnknownType is the reason of a RequestIgnored event: a request
+// for a type Pylon does not serve on that kind of stream (X2).
+const IgnoredUnknownType = "unknown_type"
+
+// refusal is an error that ends a stream on purpose: the client gets code
+// and message; the server logs it once per node and reason, counts it and
+// shows it in status.
+type refusal struct {
+	reason string
+	st     *status.Status
+}
+
+func (r *refusal) Error() string              { return r.st.Message() }
+func (r *refusal) GRPCStatus() *status.Status { return r.st }
+
+func refuse(reason string, code codes.Code, format string, args ...any) error {
+	return &refusal{reason: reason, st: status.New(code, bounded(fmt.Sprintf(format, args...), maxDetail))}
+}
+
+// Bounds on what a client can make the server write per line: a NACK's
+// error_detail, a refusal's message, a node id or a type URL.
+const (
+	maxDetail = 4 << 10
+	maxLogged = 256
+	// maxNodeField bounds a node's id and cluster: they are in every log
+	// line and status entry of the stream.
+	maxNodeField = 1024
+)
+
+// bounded cuts s to at most limit bytes (on a rune boundary), saying how
+// long it was.
+func bounded(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... (%d bytes in all)", s[:cut], len(s))
+}
+
+// onceKey keeps log-deduplication keys small whatever a client sends: a
+// long key is replaced by its hash.
+func onceKey(parts ...string) string {
+	n := 0
+	for _, p := range parts {
+		n += len(p) + 1
+	}
+	if n <= maxLogged {
+		k := ""
+		for _, p := range parts {
+			k += p + "\x00"
+		}
+		return k
+	}
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return "#" + hex.EncodeToString(h.Sum(nil))
+}
+
+// busy turns the admission's RESOURCE_EXHAUSTED into a refusal, leaving
+// other errors (the client going away) as they are.
+func busy(err error) error {
+	if s, ok := status.FromError(err); ok && s.Code() == codes.ResourceExhausted {
+		return refuse(RefusedBusy, codes.ResourceExhausted, "%s", s.Message())
+	}
+	return err
+}
+
+// checkNode refuses a node whose id or cluster is too long to log, and,
+// under an identity rule, a node its verified certificate does not prove.
+// A connection without a verified certificate may still claim any node:
+// it gets no Secrets (unless InsecureServeSecrets) and joins no group that
+// declares identities; requiring certificates is the TLS layer's job.
+func (st *stream) checkNode(node *corev3.Node) error {
+	for _, f := range []struct{ name, v string }{{"id", node.GetId()}, {"cluster", node.GetCluster()}} {
+		if len(f.v) > maxNodeField {
+			return refuse(RefusedBadNode, codes.InvalidArgument, "node.%s is %d bytes; Pylon accepts at most %d", f.name, len(f.v), maxNodeField)
+		}
+	}
+	rule := st.srv.opts.Identity
+	switch {
+	case rule == nil:
+	case st.ident.Verified():
+		if err := rule.Check(st.ident, node.GetId(), node.GetCluster()); err != nil {
+			return refuse(RefusedIdentity, codes.PermissionDenied, "%s", err.Error())
+		}
+	case st.srv.logged.first(onceKey("nocert", node.GetId())):
+		st.log.Info("node connected without a verified client certificate: it gets no Secrets and joins no group that declares identities",
+			"node", node.GetId(), "insecure_serve_secrets", st.srv.opts.InsecureServeSecrets)
+	}
+	return nil
+}
+
+// checkNames refuses a request naming more resources than the server
+// accepts in one request (field is the request field, for the message).
+func (st *stream) checkNames(n int, field, typeURL string) error {
+	if limit := st.srv.opts.MaxResourceNames; n > limit {
+		return refuse(RefusedResourceNames, codes.ResourceExhausted, "a request for %s names %d resources in %s; Pylon accepts at most %d", bounded(typeURL, maxLogged), n, field, limit)
+	}
+	return nil
+}
+
+// refused reports a stream ended on purpose: logged once per node and
+// reason (bounded), and to the observer for metrics and status.
+func (st *stream) refused(r *refusal) {
+	node := st.node
+	if node == nil {
+		node = st.claimed
+	}
+	if st.srv.logged.first(onceKey("refused", r.reason, node.GetId())) {
+		st.log.Warn("refusing xDS stream", "reason", r.reason, "code", r.st.Code().String(), "detail", r.st.Message(),
+			"node", bounded(node.GetId(), maxLogged), "peer", st.peer, "identity", st.ident.String())
+	}
+	st.observe(Event{Kind: StreamRefused, Reason: r.reason, Detail: r.st.Message()})
+}

@@ -1,0 +1,101 @@
+package xds
+
+import (
+	"sync"
+	"time"
+)
+
+// sendWatch bounds a stream's sends. grpc-go's SendMsg returns once the
+// message is queued within the stream's flow-control window; a client that
+// never reads grants no more window, and the next SendMsg blocks for as
+// long as the client likes. The watch, armed for each send:
+//   - after stall, releases the send's initial-send admission slot (the
+//     send itself goes on), so that clients that do not read cannot hold
+//     every slot and turn well-behaved proxies away;
+//   - after evict, closes the stream's connection, which is what makes the
+//     blocked SendMsg return; the stream then ends as refused ("stalled").
+//
+// Its timer callback runs on its own goroutine and touches only the
+// watch's fields (under mu) and the server's connection registry, never
+// the stream's state, which its loop owns.
+type sendWatch struct {
+	stall, evict time.Duration
+	onEvict      func() // closes the stream's connection
+
+	mu      sync.Mutex
+	timer   *time.Timer
+	started time.Time // zero while no send is in flight
+	release func()    // the send's admission slot, nil once released
+	stalled bool      // the send in flight outlived stall
+	evicted bool
+}
+
+// begin arms the watch for a send holding release (nil: no slot).
+func (w *sendWatch) begin(release func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.started, w.release, w.stalled = time.Now(), release, false
+	if w.timer == nil {
+		w.timer = time.AfterFunc(w.stall, w.fire)
+	} else {
+		w.timer.Reset(w.stall)
+	}
+}
+
+// end disarms the watch after the send returned, releasing its slot if the
+// watch has not, and reports whether the stream was evicted meanwhile.
+func (w *sendWatch) end() (evicted bool) {
+	w.mu.Lock()
+	w.timer.Stop()
+	rel := w.release
+	w.started, w.release = time.Time{}, nil
+	evicted = w.evicted
+	w.mu.Unlock()
+	if rel != nil {
+		rel()
+	}
+	return evicted
+}
+
+// stop disarms the watch for good, when the stream ends.
+func (w *sendWatch) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	w.started = time.Time{}
+}
+
+// fire runs when the timer expires. A send may have ended and another
+// begun since the timer was set, so it decides by the elapsed time of the
+// send in flight, not by which timer this is.
+func (w *sendWatch) fire() {
+	w.mu.Lock()
+	if w.started.IsZero() || w.evicted {
+		w.mu.Unlock()
+		return
+	}
+	elapsed := time.Since(w.started)
+	switch {
+	case elapsed < w.stall:
+		w.timer.Reset(w.stall - elapsed)
+		w.mu.Unlock()
+	case !w.stalled:
+		w.stalled = true
+		rel := w.release
+		w.release = nil
+		w.timer.Reset(max(w.evict-elapsed, 0))
+		w.mu.Unlock()
+		if rel != nil {
+			rel()
+		}
+	case elapsed < w.evict:
+		w.timer.Reset(w.evict - elapsed)
+		w.mu.Unlock()
+	default:
+		w.evicted = true
+		w.mu.Unlock()
+		w.onEvict()
+	}
+}
