@@ -124,6 +124,8 @@ func TestUnknownRoutesAnswerJSON(t *testing.T) {
 	}
 }
 
+const webJSON = `{"name":"web","endpoints":[{"address":"10.0.0.1","port":80}]}`
+
 const webYAML = `name: web
 endpoints:
 - address: 10.0.0.1
@@ -201,7 +203,7 @@ func aliasBomb() string {
 // Cluster's name gets a refusal that says why.
 func TestEndpointRegistration(t *testing.T) {
 	h := newHarness(t, Options{Token: writeTok}, nil)
-	if code, _, body := h.doH(t, "PUT", "/v1/objects/services/web", []byte(webYAML), "Content-Type", "application/yaml"); code != http.StatusOK {
+	if code, _, body := h.doH(t, "PUT", "/v1/objects/services/web", []byte(webJSON)); code != http.StatusOK {
 		t.Fatalf("service: %d %s", code, body)
 	}
 	if code, _, body := h.doH(t, "PUT", "/v1/objects/resources.Cluster/raw", []byte(`{"@type":"`+clusterURL+`","name":"raw","connectTimeout":"1s"}`)); code != http.StatusOK {
@@ -275,7 +277,7 @@ func (l *logBuffer) lines(t *testing.T, msg string) []map[string]any {
 func TestWritesAudited(t *testing.T) {
 	var logs logBuffer
 	h := newHarness(t, Options{Token: writeTok, ReadToken: readTok, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}, nil)
-	if code, _, body := h.doH(t, "PUT", "/v1/objects/services/web", []byte(webYAML), "Content-Type", "application/yaml"); code != http.StatusOK {
+	if code, _, body := h.doH(t, "PUT", "/v1/objects/services/web", []byte(webJSON)); code != http.StatusOK {
 		t.Fatalf("PUT: %d %s", code, body)
 	}
 	h.doH(t, "PUT", "/v1/objects/services/new", []byte(`{"name":"other"}`))
@@ -308,7 +310,7 @@ func TestWritesAudited(t *testing.T) {
 // Item 5: objects and history read as YAML when asked, bodies as mappings.
 func TestReadsAsYAML(t *testing.T) {
 	h := newHarness(t, Options{Token: writeTok}, nil)
-	if code, _, body := h.doH(t, "PUT", "/v1/objects/services/web", []byte(webYAML), "Content-Type", "application/yaml"); code != http.StatusOK {
+	if code, _, body := h.doH(t, "PUT", "/v1/objects/services/web", []byte(webJSON)); code != http.StatusOK {
 		t.Fatalf("PUT: %d %s", code, body)
 	}
 	for _, c := range []struct{ path, accept string }{
@@ -342,12 +344,12 @@ func TestDiff(t *testing.T) {
 	h := newHarness(t, Options{Token: writeTok, ReadToken: readTok}, nil)
 	put := func(path, body string) {
 		t.Helper()
-		if code, _, resp := h.doH(t, "PUT", path, []byte(body), "Content-Type", "application/yaml"); code != http.StatusOK {
+		if code, _, resp := h.doH(t, "PUT", path, []byte(body)); code != http.StatusOK {
 			t.Fatalf("PUT %s: %d %s", path, code, resp)
 		}
 	}
-	put("/v1/objects/services/web", webYAML)                                   // revision 1
-	put("/v1/objects/services/web", strings.Replace(webYAML, "80", "8080", 1)) // 2
+	put("/v1/objects/services/web", webJSON)                                   // revision 1
+	put("/v1/objects/services/web", strings.Replace(webJSON, "80", "8080", 1)) // 2
 	if code, _, body := h.doH(t, "POST", "/v1/apply", []byte(keyDocument())); code != http.StatusOK {
 		t.Fatalf("apply keys: %d %s", code, body) // 3
 	}
