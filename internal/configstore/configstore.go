@@ -61,6 +61,8 @@ type Service struct {
 	mu     sync.Mutex // one writer at a time: validate against what is stored
 	notify chan time.Time
 	leases leases
+	// renewMu orders lease renewals against expiry (see renew).
+	renewMu sync.Mutex
 }
 
 // New returns a service over opts.Store.

@@ -55,18 +55,37 @@ func (s *Service) Register(ctx context.Context, service string, e model.Endpoint
 		expires = s.opts.Now().Add(ttl)
 	}
 	k := endpointKey(service, e)
-	if cur, err := s.opts.Store.Get(ctx, k); err == nil && bytes.Equal(cur.Body, body) && (ttl > 0) == !cur.Expires.IsZero() {
-		s.leases.registered(k, s.opts.Now())
-		if ttl > 0 {
-			return Result{Revision: cur.Revision}, s.opts.Store.Touch(ctx, k, expires)
-		}
-		return Result{Revision: cur.Revision}, nil
+	if res, renewed, err := s.renew(ctx, k, body, ttl > 0, expires); renewed || err != nil {
+		return res, err
 	}
 	res, err := s.commitRuntime(ctx, []store.Change{{Key: k, Body: body, Expires: expires}})
 	if err == nil {
 		s.leases.registered(k, s.opts.Now())
 	}
 	return res, err
+}
+
+// renew handles a registration of an endpoint already stored as it is:
+// only its lease is renewed (no new revision, nothing pushed). It holds
+// renewMu, as expire does from its read to its commit: a renewal between
+// them would otherwise be lost, the endpoint dropped just after its lease
+// was extended (a renewal changes no revision for expire's commit to
+// conflict on).
+func (s *Service) renew(ctx context.Context, k store.Key, body []byte, leased bool, expires time.Time) (Result, bool, error) {
+	s.renewMu.Lock()
+	defer s.renewMu.Unlock()
+	cur, err := s.opts.Store.Get(ctx, k)
+	if errors.Is(err, store.ErrNotFound) || err == nil && (!bytes.Equal(cur.Body, body) || leased != !cur.Expires.IsZero()) {
+		return Result{}, false, nil
+	}
+	if err != nil {
+		return Result{}, false, err
+	}
+	s.leases.registered(k, s.opts.Now())
+	if leased {
+		return Result{Revision: cur.Revision}, true, s.opts.Store.Touch(ctx, k, expires)
+	}
+	return Result{Revision: cur.Revision}, true, nil
 }
 
 // commitRuntime stores endpoint changes without a history entry.
@@ -127,6 +146,8 @@ func (s *Service) Deregister(ctx context.Context, service, address string, port 
 
 // expire removes the leased endpoints whose time is up, in one commit.
 func (s *Service) expire(ctx context.Context) error {
+	s.renewMu.Lock()
+	defer s.renewMu.Unlock()
 	objs, _, err := s.opts.Store.List(ctx)
 	if err != nil {
 		return err

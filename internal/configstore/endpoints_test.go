@@ -2,6 +2,7 @@ package configstore
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -123,3 +124,69 @@ func TestEndpointAddresses(t *testing.T) {
 }
 
 func asValidation(err error, target **ValidationError) bool { return errors.As(err, target) }
+
+// hookedStore runs onList (once armed) inside List, after reading: the
+// moment between expire's read of the leases and its commit.
+type hookedStore struct {
+	store.Store
+	onList func()
+}
+
+func (h *hookedStore) List(ctx context.Context) ([]store.Object, int64, error) {
+	objs, rev, err := h.Store.List(ctx)
+	if f := h.onList; f != nil {
+		h.onList = nil
+		f()
+	}
+	return objs, rev, err
+}
+
+// A renewal that lands while expiry is between its read and its commit is
+// not lost: the endpoint the client just renewed stays registered.
+func TestRenewalDuringExpiryKept(t *testing.T) {
+	st, err := bolt.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	hs := &hookedStore{Store: st}
+	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	s := New(Options{Store: hs, Registry: xdstype.New(), Now: clk.Now})
+	ctx := t.Context()
+	if _, err := s.Commit(ctx, []store.Change{{Key: store.Key{Kind: "services", Name: "web"}, Body: service("web", 80)}}, "web", false); err != nil {
+		t.Fatal(err)
+	}
+	ep := model.Endpoint{Address: "10.0.0.5", Port: 80}
+	if _, err := s.Register(ctx, "web", ep, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(10 * time.Second) // due now
+	renewed := make(chan error, 1)
+	hs.onList = func() {
+		go func() {
+			_, err := s.Register(ctx, "web", ep, 10*time.Second)
+			renewed <- err
+		}()
+		// Give the renewal the chance to land inside expiry. With expiry
+		// and renewals ordered it cannot: it waits, and this bound passes.
+		select {
+		case err := <-renewed:
+			renewed <- err
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	if err := s.expire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-renewed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the renewal never returned")
+	}
+	if _, err := st.Get(ctx, store.Key{Kind: "endpoints.web", Name: "10.0.0.5:80"}); err != nil {
+		t.Fatalf("an endpoint renewed during expiry was dropped: %v", err)
+	}
+}
