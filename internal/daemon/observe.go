@@ -83,7 +83,7 @@ func (o tracking) Observe(e xds.Event) {
 	human, label := o.kinds(e)
 	info := status.Info{
 		Node: e.Node.GetId(), Cluster: e.Node.GetCluster(), Peer: e.Peer, Kind: human,
-		Agent: e.Node.GetUserAgentName(), AgentVersion: e.Node.GetUserAgentVersion(),
+		Agent: e.Node.GetUserAgentName(), AgentVersion: e.Node.GetUserAgentVersion(), Identity: e.Identity,
 	}
 	typ := o.abbrev(e.TypeURL)
 	switch e.Kind {
@@ -109,6 +109,11 @@ func (o tracking) Observe(e xds.Event) {
 	case xds.RequestNACK:
 		o.m.NACK(typ)
 		o.t.NACKed(e.StreamID, info, e.TypeURL, status.NACK{Version: e.Version, Nonce: e.Nonce, Detail: e.Detail, At: e.At})
+	case xds.StreamRefused:
+		o.m.Refused(e.Reason)
+		o.t.Refused(e.StreamID, info, e.Reason, e.Detail, e.At)
+	case xds.RequestIgnored:
+		o.m.Ignored(e.Reason)
 	}
 }
 

@@ -25,6 +25,8 @@ type Metrics struct {
 	publishes *prometheus.CounterVec
 	events    prometheus.Counter
 	reloads   prometheus.Counter
+	refused   *prometheus.CounterVec
+	ignored   *prometheus.CounterVec
 }
 
 // New registers every metric; tracker supplies the proxies-by-state gauges.
@@ -61,8 +63,15 @@ func New(tracker *status.Tracker) *Metrics {
 		reloads: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "pylon_config_reloads_total", Help: "Config reads after debouncing (and resyncs): events per reload is the batching.",
 		}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pylon_xds_streams_refused_total",
+			Help: "xDS streams the server ended on purpose, by reason (identity_mismatch, bad_node, resource_names, stalled, flood, busy).",
+		}, []string{"reason"}),
+		ignored: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pylon_xds_requests_ignored_total", Help: "xDS requests ignored, by reason (unknown_type); logged once a stream.",
+		}, []string{"reason"}),
 	}
-	reg.MustRegister(m.streams, m.responses, m.bytes, m.acks, m.nacks, m.latency, m.publishes, m.events, m.reloads,
+	reg.MustRegister(m.streams, m.responses, m.bytes, m.acks, m.nacks, m.latency, m.publishes, m.events, m.reloads, m.refused, m.ignored,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, state := range []string{status.Synced, status.Stale, status.Nacked, status.NotSent} {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -105,3 +114,10 @@ func (m *Metrics) SourceEvent() { m.events.Inc() }
 
 // Reload counts a config read.
 func (m *Metrics) Reload() { m.reloads.Inc() }
+
+// Refused counts a stream the server ended on purpose. reason must come
+// from a small fixed set (the xds package's Refused constants).
+func (m *Metrics) Refused(reason string) { m.refused.WithLabelValues(reason).Inc() }
+
+// Ignored counts an ignored request, by a reason from a small fixed set.
+func (m *Metrics) Ignored(reason string) { m.ignored.WithLabelValues(reason).Inc() }

@@ -57,17 +57,34 @@ type Type struct {
 
 // Stream is one xDS stream of a proxy.
 type Stream struct {
-	ID      uint64     `json:"stream"`
-	Node    string     `json:"node"`
-	Cluster string     `json:"cluster,omitempty"`
-	Group   string     `json:"group"`
-	Peer    string     `json:"address,omitempty"`
-	Client  string     `json:"client,omitempty"`
-	Kind    string     `json:"kind"` // "ADS", "ADS delta", "CDS", "CDS delta", ...
-	Since   time.Time  `json:"connectedSince"`
-	Gone    *time.Time `json:"disconnectedAt,omitempty"`
-	Types   []*Type    `json:"types"`
+	ID      uint64 `json:"stream"`
+	Node    string `json:"node"`
+	Cluster string `json:"cluster,omitempty"`
+	Group   string `json:"group"`
+	Peer    string `json:"address,omitempty"`
+	Client  string `json:"client,omitempty"`
+	Kind    string `json:"kind"` // "ADS", "ADS delta", "CDS", "CDS delta", ...
+	// Identity is what the connection's verified client certificate
+	// proves ("" without one): who the proxy is, as opposed to what its
+	// node id claims.
+	Identity string     `json:"identity,omitempty"`
+	Since    time.Time  `json:"connectedSince"`
+	Gone     *time.Time `json:"disconnectedAt,omitempty"`
+	// Refused is set when the server ended the stream on purpose.
+	Refused *Refusal `json:"refused,omitempty"`
+	Types   []*Type  `json:"types"`
 }
+
+// Refusal is why the server ended a stream: a reason from a small set
+// (identity_mismatch, stalled, ...) and the message the client was given.
+type Refusal struct {
+	Reason string    `json:"reason"`
+	Detail string    `json:"detail"`
+	At     time.Time `json:"at"`
+}
+
+// maxDetail bounds the client-influenced text kept per entry.
+const maxDetail = 4 << 10
 
 // Options configures a Tracker.
 type Options struct {
@@ -144,13 +161,14 @@ func (t *Tracker) Published(versions map[string][]string, at time.Time) {
 type Info struct {
 	Node, Cluster, Peer, Kind string
 	Agent, AgentVersion       string
+	Identity                  string
 }
 
 // stream returns the entry of id, creating it from info.
 func (t *Tracker) stream(id uint64, info Info, at time.Time) *Stream {
 	s := t.streams[id]
 	if s == nil {
-		s = &Stream{ID: id, Node: info.Node, Cluster: info.Cluster, Peer: info.Peer, Client: info.Agent + " " + info.AgentVersion, Kind: info.Kind, Since: at, Group: NoGroup}
+		s = &Stream{ID: id, Node: info.Node, Cluster: info.Cluster, Peer: info.Peer, Client: info.Agent + " " + info.AgentVersion, Kind: info.Kind, Identity: info.Identity, Since: at, Group: NoGroup}
 		t.streams[id] = s
 	}
 	return s
@@ -210,9 +228,33 @@ func (t *Tracker) ACKed(id uint64, info Info, typeURL string, st Stamp) {
 
 // NACKed records a rejection.
 func (t *Tracker) NACKed(id uint64, info Info, typeURL string, n NACK) {
+	n.Detail = cut(n.Detail)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.stream(id, info, n.At).typ(typeURL, t.opts.Abbrev).LastNACK = &n
+}
+
+// Refused records that the server ended stream id on purpose, and marks it
+// gone like Closed: a stream refused at its first request shows up only
+// here, with the node it claimed.
+func (t *Tracker) Refused(id uint64, info Info, reason, detail string, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.stream(id, info, at)
+	s.Refused = &Refusal{Reason: reason, Detail: cut(detail), At: at}
+	if s.Gone == nil {
+		s.Gone = &at
+		t.gone = append(t.gone, id)
+	}
+	t.prune(at)
+}
+
+// cut bounds a client-influenced text.
+func cut(s string) string {
+	if len(s) <= maxDetail {
+		return s
+	}
+	return s[:maxDetail] + "..."
 }
 
 // Closed marks stream id gone; it stays visible for the retention.

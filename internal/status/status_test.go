@@ -73,3 +73,31 @@ func TestPushLatency(t *testing.T) {
 		t.Fatalf("latencies %v, want one of 150ms", got)
 	}
 }
+
+// A refused stream shows as gone with its reason, whether it was open
+// (then its Closed changes nothing) or refused at its first request; and
+// the kept detail is bounded.
+func TestRefused(t *testing.T) {
+	tr := NewTracker(Options{Retention: time.Hour})
+	now := time.Now()
+	open := Info{Node: "edge-1", Identity: "spiffe://example.org/ns/edge/sa/edge-1"}
+	tr.Seen(1, open, "edge", now)
+	tr.Refused(1, open, "stalled", "a response stayed unsent", now)
+	tr.Closed(1, now.Add(time.Second))
+	tr.Refused(2, Info{Node: "edge-1", Identity: "spiffe://example.org/ns/edge/sa/edge-2"}, "identity_mismatch", string(make([]byte, 1<<20)), now)
+
+	got := tr.Streams()
+	if len(got) != 2 {
+		t.Fatalf("%d streams, want 2", len(got))
+	}
+	a, b := got[0], got[1]
+	if a.Refused == nil || a.Refused.Reason != "stalled" || a.Gone == nil || !a.Gone.Equal(now) || a.Identity != open.Identity || a.Group != "edge" {
+		t.Fatalf("stream refused while open: %+v (refused %+v)", a, a.Refused)
+	}
+	if b.Refused == nil || b.Refused.Reason != "identity_mismatch" || b.Gone == nil || b.Group != NoGroup || len(b.Refused.Detail) > 5000 {
+		t.Fatalf("stream refused at open: refused %v, gone %v, group %q", b.Refused != nil, b.Gone, b.Group)
+	}
+	if n := tr.States(); n[Synced]+n[Stale]+n[Nacked]+n[NotSent] != 0 {
+		t.Fatalf("refused streams counted as open: %v", n)
+	}
+}
