@@ -41,7 +41,8 @@ func badRequest(format string, args ...any) error {
 // fail maps an error to its status: 400 for a config that does not
 // validate (with the same diagnostics a file gets), 409 for a stale
 // revision, 404 for what does not exist, 413 for a body over its bound,
-// 415 for a body type the API does not read, 500 for a store that fails.
+// 415 for a body type the API does not read, 503 for a store that cannot
+// be reached, 500 for a store that fails.
 // The text is redacted: a decoding error may quote the body, and the body
 // may hold a key.
 func fail(w http.ResponseWriter, err error) {
@@ -61,6 +62,11 @@ func fail(w http.ResponseWriter, err error) {
 		if errors.As(err, &dl) {
 			body.Diagnostics = dl
 		}
+	case errors.Is(err, store.ErrUnavailable):
+		// Nothing is wrong with the request: the store's backend cannot
+		// be reached now; a retry may succeed.
+		code = http.StatusServiceUnavailable
+		w.Header().Set("Retry-After", "1")
 	case errors.Is(err, store.ErrConflict):
 		code = http.StatusConflict
 	case errors.Is(err, store.ErrNotFound):

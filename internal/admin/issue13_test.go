@@ -2,17 +2,22 @@ package admin
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/pylon-xds/pylon/internal/configstore"
 	"github.com/pylon-xds/pylon/internal/store"
+	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
 // Tests of issue 13's admin API defects (items 5, 6, 7 and 11); each fails
@@ -396,6 +401,30 @@ func TestDiff(t *testing.T) {
 		code, hdr, body := h.doH(t, "GET", "/v1/diff?"+q, nil)
 		if code/100 != 4 || !isAPIError(hdr, body) {
 			t.Errorf("diff ?%s: %d %s", q, code, body)
+		}
+	}
+}
+
+// downStore is a store whose backend cannot be reached.
+type downStore struct{ store.Store }
+
+func (downStore) List(context.Context) ([]store.Object, int64, error) {
+	return nil, 0, fmt.Errorf("etcd unreachable: %w", store.ErrUnavailable)
+}
+
+// A store that cannot be reached answers 503 with Retry-After, as JSON:
+// nothing is wrong with the request.
+func TestStoreUnavailableIs503(t *testing.T) {
+	reg := xdstype.New()
+	src := &sources{}
+	srv := httptest.NewServer(Handler(Options{Token: writeTok, Pipeline: src, Proxies: src, Fleets: src, Registry: reg,
+		Config: configstore.New(configstore.Options{Store: downStore{}, Registry: reg})}))
+	t.Cleanup(srv.Close)
+	h := &harness{srv: srv}
+	for _, c := range [][2]string{{"GET", "/v1/objects"}, {"PUT", "/v1/objects/services/web"}} {
+		code, hdr, body := h.doH(t, c[0], c[1], []byte(webJSON))
+		if code != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" || !isAPIError(hdr, body) || !strings.Contains(body, "etcd unreachable") {
+			t.Errorf("%s %s: %d %v %s", c[0], c[1], code, hdr, body)
 		}
 	}
 }
