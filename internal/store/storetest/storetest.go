@@ -114,8 +114,42 @@ func Run(t *testing.T, open func(t *testing.T, reopen bool) store.Store) {
 		}
 	})
 
+	t.Run("touch_renews_without_a_new_revision", func(t *testing.T) { touchRenews(t, open(t, false)) })
 	t.Run("history_keeps_what_changed", func(t *testing.T) { historyKeepsWhatChanged(t, open(t, false)) })
 	t.Run("at_reads_every_kept_revision_across_pruning", func(t *testing.T) { atAcrossPruning(t, open) })
+}
+
+// touchRenews: renewing a lease with the TTL it was written with (what a
+// registrant does) keeps the object's revision and body, moves its expiry,
+// and writes no history; renewing a missing object is ErrNotFound. A
+// store shared by replicas renews through any of them, so the expiry must
+// be read back exactly, not only kept in one process.
+func touchRenews(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	k := store.Key{Kind: "endpoints.web", Name: "10.0.0.1:80"}
+	const ttl = time.Hour
+	rev, err := s.Commit(ctx, []store.Change{{Key: k, Body: []byte(`{"port":80}`), Expires: time.Now().Add(ttl)}}, nil, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := time.Now().Add(ttl)
+	if err := s.Touch(ctx, k, exp); err != nil {
+		t.Fatal(err)
+	}
+	o, err := s.Get(ctx, k)
+	if err != nil || o.Revision != rev || string(o.Body) != `{"port":80}` || !o.Expires.Equal(exp) {
+		t.Fatalf("after a renewal: %+v %v (want revision %d, expiry %v)", o, err, rev, exp)
+	}
+	objs, _, err := s.List(ctx)
+	if err != nil || len(objs) != 1 || !objs[0].Expires.Equal(exp) {
+		t.Fatalf("list after a renewal: %+v %v", objs, err)
+	}
+	if h, err := s.History(ctx); err != nil || len(h) != 0 {
+		t.Fatalf("a renewal wrote history: %+v %v", h, err)
+	}
+	if err := s.Touch(ctx, store.Key{Kind: "endpoints.web", Name: "none:1"}, exp); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("renewing a missing object: %v", err)
+	}
 }
 
 // historyKeepsWhatChanged: one large object, then many one-line writes to
