@@ -52,13 +52,6 @@ func (c *conns) close(k connKey) bool {
 	return true
 }
 
-// count is the number of open tracked connections.
-func (c *conns) count() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.m)
-}
-
 // keyOf returns the connection key of a stream's peer ("" addresses when
 // unknown).
 func keyOf(p *peer.Peer) connKey {
