@@ -210,7 +210,7 @@ func Run(ctx context.Context, o Options) error {
 	g.Go(func() error {
 		// A shutdown that comes before Serve starts makes it return
 		// ErrServerStopped: a clean stop like any other.
-		if err := gs.Serve(xdsLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		if err := gs.Serve(xdsSrv.Listener(xdsLis)); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			return fmt.Errorf("xds server: %w", err)
 		}
 		return nil
@@ -276,6 +276,8 @@ func newXDS(o Options, sec *security, reg *xdstype.Registry, pub *snapshot.Publi
 		SuppressDeltaNotFound: o.SuppressDeltaNotFound, HoldTimeout: o.HoldTimeout,
 		MaxInitialSends: o.MaxInitialSends, NewStreamsPerSecond: o.NewStreamsPerSecond,
 		Observer: obs.Observer,
+		Identity: sec.identity, InsecureServeSecrets: o.InsecureServeSecrets,
+		MaxResourceNames: o.MaxResourceNames, MaxStreamsPerConnection: o.MaxStreamsPerConnection, SendStall: o.SendStall,
 	})
 	gs := grpc.NewServer(grpcOptions(o, xdsSrv, sec)...)
 	xdsSrv.Register(gs)
@@ -285,7 +287,7 @@ func newXDS(o Options, sec *security, reg *xdstype.Registry, pub *snapshot.Publi
 // grpcOptions are the xDS gRPC server's options: the xds package's own,
 // keepalive, and TLS when configured.
 func grpcOptions(o Options, xdsSrv *xds.Server, sec *security) []grpc.ServerOption {
-	opts := append(xds.ServerOptions(),
+	opts := append(xdsSrv.GRPCOptions(),
 		// Envoy's bootstrap pings every 30s; allow that and detect clients
 		// that vanished without closing their connection.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
