@@ -186,9 +186,10 @@ func TestEndpointLeaseExpires(t *testing.T) {
 	p, _ := storePylon(t, t.TempDir())
 	wait := edsWatch(t, p, "backend") // the quickstart's service has one endpoint
 	wait(1)
-	if code, res := p.api(t, "POST", "/v1/services/backend/endpoints", map[string]any{"address": "127.0.0.2", "port": 8080, "ttl": "1s"}); code != http.StatusNotFound {
-		// "backend" is a raw Cluster in the quickstart, not a model service.
-		t.Fatalf("registering into a raw cluster: %d %v, want 404", code, res)
+	// "backend" is a raw Cluster in the quickstart, not a model service:
+	// refused, saying so.
+	if code, res := p.api(t, "POST", "/v1/services/backend/endpoints", map[string]any{"address": "127.0.0.2", "port": 8080, "ttl": "1s"}); code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(res["error"]), "raw Cluster") {
+		t.Fatalf("registering into a raw cluster: %d %v, want 400 naming the raw Cluster", code, res)
 	}
 	if code, res := p.api(t, "POST", "/v1/apply", "services:\n- { name: leased, endpoints: [{ address: 127.0.0.1, port: 9000 }] }\n"); code != http.StatusOK {
 		t.Fatalf("apply: %d %v", code, res)
