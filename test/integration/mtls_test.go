@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"net"
 	"net/http"
 	"os"
@@ -177,7 +178,21 @@ func refusedVisible(t *testing.T, p *pylon, node, reason string) {
 	if !eventually(func() bool {
 		code, body := p.tryGet(t, "/proxies/"+node)
 		proxies = body
-		return code == http.StatusOK && strings.Contains(proxies, reason)
+		var st struct {
+			Streams []struct {
+				Node    string
+				Refused *struct{ Reason, Detail string }
+			}
+		}
+		if code != http.StatusOK || json.Unmarshal([]byte(body), &st) != nil {
+			return false
+		}
+		for _, s := range st.Streams {
+			if s.Node == node && s.Refused != nil && s.Refused.Reason == reason && s.Refused.Detail != "" {
+				return true
+			}
+		}
+		return false
 	}) {
 		t.Errorf("/proxies/%s does not show the refusal (%s):\n%s", node, reason, proxies)
 	}
