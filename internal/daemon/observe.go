@@ -114,6 +114,8 @@ func (o tracking) Observe(e xds.Event) {
 		o.t.Refused(e.StreamID, info, e.Reason, e.Detail, e.At)
 	case xds.RequestIgnored:
 		o.m.Ignored(e.Reason)
+	case xds.ExpectedVersion:
+		o.t.Expect(e.StreamID, info, e.TypeURL, e.Version, e.At)
 	}
 }
 

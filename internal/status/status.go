@@ -73,6 +73,10 @@ type Stream struct {
 	// Refused is set when the server ended the stream on purpose.
 	Refused *Refusal `json:"refused,omitempty"`
 	Types   []*Type  `json:"types"`
+	// expected holds, per type URL, what this stream should hold rather
+	// than its group's version (some of the group's Secrets are withheld
+	// from it).
+	expected map[string]string
 }
 
 // Refusal is why the server ended a stream: a reason from a small set
@@ -279,9 +283,29 @@ func (t *Tracker) prune(now time.Time) {
 	}
 }
 
+// Expect records that stream id should hold version of typeURL rather
+// than its group's ("" : its group's again).
+func (t *Tracker) Expect(id uint64, info Info, typeURL, version string, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.stream(id, info, at)
+	switch {
+	case version != "":
+		if s.expected == nil {
+			s.expected = map[string]string{}
+		}
+		s.expected[typeURL] = version
+	case s.expected != nil:
+		delete(s.expected, typeURL)
+	}
+}
+
 // state is a type's state on a stream in group.
 func (t *Tracker) state(s *Stream, ty *Type) string {
-	expected := t.opts.Expected(s.Group, ty.url)
+	expected, own := s.expected[ty.url]
+	if !own {
+		expected = t.opts.Expected(s.Group, ty.url)
+	}
 	ty.Expected = expected
 	switch {
 	case s.Group == NoGroup || ty.Sent == nil:

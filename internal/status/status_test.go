@@ -101,3 +101,31 @@ func TestRefused(t *testing.T) {
 		t.Fatalf("refused streams counted as open: %v", n)
 	}
 }
+
+// A stream from which some Secrets are withheld is SYNCED when it holds
+// what it may have, not its group's version; STALE once that changes.
+func TestExpectedOverride(t *testing.T) {
+	tr := NewTracker(Options{Expected: func(g, u string) string { return "group-v" }})
+	now := time.Now()
+	info := Info{Node: "n"}
+	tr.Seen(1, info, "edge", now)
+	tr.Expect(1, info, "sds", "withheld-v", now)
+	tr.Sent(1, info, "sds", Stamp{Version: "withheld-v", At: now}, nil, nil)
+	tr.ACKed(1, info, "sds", Stamp{Version: "withheld-v", At: now})
+	tr.ACKed(1, info, "cds", Stamp{Version: "group-v", At: now})
+	tr.Sent(1, info, "cds", Stamp{Version: "group-v", At: now}, nil, nil)
+	states := func() map[string]string {
+		out := map[string]string{}
+		for _, ty := range tr.Streams()[0].Types {
+			out[ty.Type] = ty.State
+		}
+		return out
+	}
+	if got := states(); got["sds"] != Synced || got["cds"] != Synced {
+		t.Fatalf("states %v, want both SYNCED", got)
+	}
+	tr.Expect(1, info, "sds", "", now) // its group's again
+	if got := states(); got["sds"] != Stale {
+		t.Fatalf("sds %s once the group's version is expected, want STALE", got["sds"])
+	}
+}

@@ -30,6 +30,10 @@ const (
 	// RequestIgnored: a request the server ignores, for Reason (one of the
 	// Ignored constants). Only counted: its content is the client's.
 	RequestIgnored
+	// ExpectedVersion: Secrets are withheld from the stream, so what it
+	// should hold of TypeURL is Version rather than its group's version
+	// ("" when it is its group's again).
+	ExpectedVersion
 )
 
 // Event is one thing that happened on a stream, reported to the Observer

@@ -52,6 +52,9 @@ type stream struct {
 	// logged about it.
 	withheld       *withheld
 	withheldLogged string
+	// expectedSecrets is the Secret set version last reported as what the
+	// stream should hold, "" for its group's.
+	expectedSecrets string
 	// noGroupLogged keeps the "no matching group" warning to one a stream.
 	noGroupLogged bool
 	nonces        uint64
@@ -506,6 +509,21 @@ func (st *stream) useFleet(f *snapshot.Fleet) {
 	var why string
 	st.withheld, why = st.entitlement(f, g)
 	st.logWithheld(st.withheld, why)
+	st.reportExpected()
+}
+
+// reportExpected tells the observer when the version of Secrets the stream
+// should hold is not its group's, so that status does not show a stream
+// that holds all it may have as behind.
+func (st *stream) reportExpected() {
+	v := ""
+	if st.withheld != nil {
+		v = st.withheld.snap.Set(xdstype.SecretURL).Version()
+	}
+	if v != st.expectedSecrets {
+		st.expectedSecrets = v
+		st.observe(Event{Kind: ExpectedVersion, TypeURL: xdstype.SecretURL, Version: v})
+	}
 }
 
 // snapshot is what the stream's node should run, nil when it is in no
