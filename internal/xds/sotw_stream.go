@@ -40,7 +40,7 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 	st.publishView(&w.ledger, w.wildcard, w.names)
 	switch kind {
 	case reqStale:
-		st.log.Debug("ignoring request with stale nonce", "type", t.Abbrev, "nonce", req.GetResponseNonce(), "latest", w.nonce)
+		st.log.Debug("ignoring request with stale nonce", "type", t.Abbrev, "nonce", bounded(req.GetResponseNonce(), maxLogged), "latest", w.nonce)
 		return nil
 	case reqACK:
 		st.observe(Event{Kind: RequestACK, TypeURL: t.URL, Version: req.GetVersionInfo(), Nonce: req.GetResponseNonce()})
