@@ -342,3 +342,30 @@ func TestAdminOverTLS(t *testing.T) {
 		t.Fatalf("GET /status without a token: %d, want 401", resp.StatusCode)
 	}
 }
+
+// With --xds-require-client-cert a client without a certificate cannot
+// open a stream at all; with one it can.
+func TestMTLSRequireClientCert(t *testing.T) {
+	m := newMTLS(t)
+	m.start(t, greeterConfig("greeter-backends", []int{1}), daemon.Options{XDSRequireClientCert: true})
+	open := func(conn *grpc.ClientConn) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, xdstest.ADSMethod)
+		if err != nil {
+			return err
+		}
+		node := &corev3.Node{Id: "edge-1", Cluster: "e2e"}
+		if err := s.SendMsg(&discoveryv3.DiscoveryRequest{Node: node, TypeUrl: xdstype.ClusterURL}); err != nil {
+			return err
+		}
+		return s.RecvMsg(&discoveryv3.DiscoveryResponse{})
+	}
+	if err := open(m.xdsConn(t, nil)); err == nil {
+		t.Fatal("a client without a certificate got a response")
+	}
+	pair := m.ca.Issue(t, certstest.Client("spiffe://example.org/ns/e2e/sa/edge-1")).TLS(t)
+	if err := open(m.xdsConn(t, &pair)); err != nil {
+		t.Fatalf("a client with its certificate: %v", err)
+	}
+}
