@@ -305,12 +305,13 @@ func endpointCount(t *testing.T, r *discoveryv3.DiscoveryResponse) int {
 }
 
 // The admin API over TLS: the CLI reaches it with --admin-ca-file and the
-// read token; a plaintext request is refused; open probes need no token.
+// read token; a plaintext request is refused, and so is a client
+// certificate from another CA; open probes need no token.
 func TestAdminOverTLS(t *testing.T) {
 	m := newMTLS(t)
 	cfg := filepath.Join(m.dir, "pylon.yaml")
 	writeAtomically(t, cfg, "resources: []\n")
-	p, _ := runPylon(t, daemon.Options{ConfigPath: cfg, AdminTLS: daemon.TLSFiles{Cert: m.server.Cert, Key: m.server.Key}})
+	p, _ := runPylon(t, daemon.Options{ConfigPath: cfg, AdminTLS: daemon.TLSFiles{Cert: m.server.Cert, Key: m.server.Key, ClientCA: m.server.CA}})
 
 	out := p.cli(t, "status", "--admin-ca-file", m.server.CA)
 	if !strings.Contains(out, "NAME") {
@@ -331,6 +332,17 @@ func TestAdminOverTLS(t *testing.T) {
 		if resp.StatusCode == http.StatusOK {
 			t.Fatal("the admin API answered plaintext HTTP on its TLS port")
 		}
+	}
+	// --admin-client-ca: a client certificate, when given, must come from
+	// that CA.
+	foreign := certstest.NewCA(t, "foreign").Issue(t, certstest.Client("spiffe://example.org/ns/x/sa/y")).TLS(t)
+	stranger := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		RootCAs: certstest.Pool(m.ca), ServerName: "localhost",
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &foreign, nil },
+	}}}
+	if resp, err := stranger.Get("https://" + p.adminAddr + "/readyz"); err == nil {
+		resp.Body.Close()
+		t.Fatal("a client certificate from another CA was accepted by the admin API")
 	}
 	// Reads need a token even over TLS.
 	resp, err = client.Get("https://" + p.adminAddr + "/status")
