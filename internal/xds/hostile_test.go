@@ -101,6 +101,31 @@ func TestNonReadingStreamsDoNotStarveOthers(t *testing.T) {
 	}
 }
 
+// The same with the server's defaults (64 initial-send slots, a send
+// keeping its slot at most a second, AdmissionWait 10s): a hundred
+// non-readers, more than there are slots, delay a new proxy by about two
+// seconds, not past AdmissionWait.
+func TestNonReadingStreamsDoNotStarveOthersWithDefaults(t *testing.T) {
+	srv := xdstest.Start(t, xds.Options{})
+	world := bigClusters(0, 1000*1000)
+	world = append(world, xdstest.APIListener("ingress", "routes"), xdstest.Route("routes", "c0000"))
+	srv.Publish(t, world...)
+	openNonReaders(t, srv.Addr, 10, 100)
+	waitFor(t, "the non-readers to fill every initial-send slot", func() bool { return srv.XDS.InitialSendsPeak() >= 64 })
+	start := time.Now()
+	p := xdstest.NewProxy(t, xdstest.Dial(t, srv.Addr), "good", false)
+	p.Settle()
+	if len(p.Clusters) != 1000 || len(p.Listeners) != 1 || len(p.Routes) != 1 {
+		t.Fatalf("the proxy got %d clusters, %d listeners, %d routes; want 1000, 1, 1", len(p.Clusters), len(p.Listeners), len(p.Routes))
+	}
+	noViolations(t, p)
+	// About two seconds; anywhere near AdmissionWait means a newcomer
+	// behind a few more non-readers would be turned away.
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("the proxy was served after %v behind 100 non-readers", took.Round(time.Millisecond))
+	}
+}
+
 // waitFor waits, within a bound, for cond, checking it every few
 // milliseconds: for conditions no event announces.
 func waitFor(t *testing.T, what string, cond func() bool) {

@@ -9,9 +9,9 @@ import (
 // message is queued within the stream's flow-control window; a client that
 // never reads grants no more window, and the next SendMsg blocks for as
 // long as the client likes. The watch, armed for each send:
-//   - after stall, releases the send's initial-send admission slot (the
-//     send itself goes on), so that clients that do not read cannot hold
-//     every slot and turn well-behaved proxies away;
+//   - after stall (Options.MaxSlotHold), releases the send's initial-send
+//     admission slot (the send itself goes on), so that clients that do
+//     not read cannot hold every slot and turn well-behaved proxies away;
 //   - after evict, closes the stream's connection, which is what makes the
 //     blocked SendMsg return; the stream then ends as refused ("stalled").
 //

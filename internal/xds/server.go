@@ -84,11 +84,19 @@ type Options struct {
 	// (gRPC's MaxConcurrentStreams, in GRPCOptions); default 100.
 	MaxStreamsPerConnection uint32
 	// SendStall bounds a send to a client that does not read: past it, the
-	// send gives its initial-send slot back; past three times it, the
-	// stream's connection is closed (if served on Listener) and the stream
-	// ends as refused. It also bounds each socket write of Listener's
-	// connections (at three times). Default 10s.
+	// send gives its initial-send slot back (sooner: see MaxSlotHold);
+	// past three times it, the stream's connection is closed (if served on
+	// Listener) and the stream ends as refused. It also bounds each socket
+	// write of Listener's connections (at three times). Default 10s.
 	SendStall time.Duration
+	// MaxSlotHold is the longest a send keeps its initial-send slot
+	// (default 1s, at most SendStall). A send blocked on a client that
+	// does not read costs nothing while it waits (its bytes are encoded
+	// and shared), so it need not keep others waiting: with the default,
+	// N such streams delay a new proxy by about N/MaxInitialSends seconds,
+	// where SendStall alone would make it N/MaxInitialSends x SendStall,
+	// past AdmissionWait as soon as N exceeds MaxInitialSends.
+	MaxSlotHold time.Duration
 }
 
 // maxRecvMsgSize bounds one request: ten thousand names of a hundred
@@ -113,10 +121,10 @@ type Server struct {
 	// withheldSnaps are the group snapshots less the Secrets some streams
 	// may not have, shared by the streams with the same entitlement.
 	withheldSnaps weakCache[withheldKey, withheld]
-	// conns are the connections accepted by Listener; sendStall and
+	// conns are the connections accepted by Listener; slotHold and
 	// evictAfter bound sends (sendwatch.go).
-	conns                 conns
-	sendStall, evictAfter time.Duration
+	conns                conns
+	slotHold, evictAfter time.Duration
 	// life ends every stream when cancelled by Shutdown.
 	life context.Context
 	stop context.CancelFunc
@@ -156,8 +164,12 @@ func New(opts Options) *Server {
 	if opts.SendStall <= 0 {
 		opts.SendStall = 10 * time.Second
 	}
+	if opts.MaxSlotHold <= 0 {
+		opts.MaxSlotHold = time.Second
+	}
+	opts.MaxSlotHold = min(opts.MaxSlotHold, opts.SendStall)
 	return &Server{
-		sendStall:   opts.SendStall,
+		slotHold:    opts.MaxSlotHold,
 		evictAfter:  3 * opts.SendStall,
 		holdTimeout: hold,
 		admission:   newAdmission(opts.MaxInitialSends, opts.NewStreamsPerSecond, opts.AdmissionWait),

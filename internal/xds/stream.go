@@ -161,7 +161,7 @@ func (s *Server) serve(gs grpc.ServerStream, typeURL string, delta bool) error {
 		st.conn = keyOf(p)
 	}
 	st.ident = identity.FromContext(gs.Context())
-	st.watch = &sendWatch{stall: s.sendStall, evict: s.evictAfter, onEvict: func() { s.evict(st.conn) }}
+	st.watch = &sendWatch{stall: s.slotHold, evict: s.evictAfter, onEvict: func() { s.evict(st.conn) }}
 	defer st.watch.stop()
 	notify, unsubscribe := s.opts.Fleets.Subscribe()
 	defer unsubscribe()
@@ -548,9 +548,9 @@ func (st *stream) notFound() bool {
 // response on a stream is the full-state one a reconnect storm multiplies:
 // it takes an admission token.
 //
-// Every send is watched: one that outlives SendStall gives its admission
-// token back, and one that outlives three times that gets the stream's
-// connection closed (sendwatch.go).
+// Every send is watched: one that outlives MaxSlotHold gives its
+// admission token back, and one that outlives three times SendStall gets
+// the stream's connection closed (sendwatch.go).
 func (st *stream) send(msg any, first bool) (int, error) {
 	var release func()
 	if first {
