@@ -203,7 +203,7 @@ func Run(ctx context.Context, o Options) error {
 	httpSrv := newAdminServer(admin.Handler(admin.Options{
 		Pipeline: pipe, Proxies: tracker, Fleets: pub, Registry: reg, Metrics: met.Registry, Config: cfgSvc,
 		Token: tokens.Token, ReadToken: tokens.ReadToken, TokenFile: tokens.TokenFile, ReadTokenFile: tokens.ReadTokenFile,
-		Identifier: o.Identifier, Version: o.Version,
+		Identifier: o.Identifier, Version: o.Version, Logger: log,
 	}), o.AdminLimits, sec.adminTLS, log)
 
 	g, gctx := errgroup.WithContext(ctx)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/compile"
 	"github.com/pylon-xds/pylon/internal/diag"
+	"github.com/pylon-xds/pylon/internal/redact"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/source"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -131,10 +132,14 @@ func (p *Pipeline) Apply(u source.Update) error {
 	}
 	now := time.Now()
 	if err != nil {
+		// A diag list renders itself redacted; any other error (a source's
+		// read error, a reader's) may quote a file's content and is
+		// scrubbed of key material here.
+		msg := redact.String(err.Error())
 		p.mu.Lock()
-		repeat := p.status.Refused != nil && p.status.Refused.Error == err.Error()
+		repeat := p.status.Refused != nil && p.status.Refused.Error == msg
 		if !repeat {
-			r := &Refusal{At: now, Error: err.Error()}
+			r := &Refusal{At: now, Error: msg}
 			var dl diag.List
 			if errors.As(err, &dl) {
 				r.Diagnostics = dl
@@ -143,7 +148,7 @@ func (p *Pipeline) Apply(u source.Update) error {
 		}
 		p.mu.Unlock()
 		if !repeat {
-			p.log.Error("config refused; the previous config keeps serving", "err", err.Error())
+			p.log.Error("config refused; the previous config keeps serving", "err", msg)
 		}
 		p.result("refused", nil)
 		return err

@@ -136,3 +136,28 @@ func TestSetReaderConfinesSecretFiles(t *testing.T) {
 		t.Fatal("a refused config was published")
 	}
 }
+
+// An error that is not a diagnostic list (a source's read error) may quote
+// a key file: neither the status nor the log line shows the key, and a
+// resync that repeats it is still logged once.
+func TestNonDiagnosticRefusalScrubbed(t *testing.T) {
+	var logs bytes.Buffer
+	p := New(xdstype.New(), snapshot.NewPublisher(), slog.New(slog.NewTextHandler(&logs, nil)))
+	const key = "-----BEGIN PRIVATE KEY-----\nSEKRITBYTES\n-----END PRIVATE KEY-----\n"
+	bad := source.Update{Err: errors.New("reading tls.key: unexpected content " + key), AcceptedAt: time.Now()}
+	for range 2 {
+		if err := p.Apply(bad); err == nil {
+			t.Fatal("read error accepted")
+		}
+	}
+	st := p.Status()
+	if st.Refused == nil || strings.Contains(st.Refused.Error, "SEKRITBYTES") || !strings.Contains(st.Refused.Error, "tls.key") {
+		t.Fatalf("refusal not scrubbed: %+v", st.Refused)
+	}
+	if strings.Contains(logs.String(), "SEKRITBYTES") {
+		t.Fatalf("the log shows the key:\n%s", logs.String())
+	}
+	if n := strings.Count(logs.String(), "config refused"); n != 1 {
+		t.Fatalf("refusal logged %d times, want once:\n%s", n, logs.String())
+	}
+}
