@@ -119,26 +119,32 @@ func (p *pylon) set(w world) error {
 // and a control endpoint (POST /set?eds=G&route=R); it prints both
 // addresses on one line.
 func serve(impl string, clusters int) error {
-	opts := []grpc.ServerOption{
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.MaxConcurrentStreams(1 << 20),
-	}
-	if impl == "pylon" {
-		opts = append(opts, xds.ServerOptions()...)
-	}
-	g := grpc.NewServer(opts...)
-	var srv server
+	keep := grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true})
+	var (
+		g    *grpc.Server
+		srv  server
+		wrap = func(l net.Listener) net.Listener { return l }
+	)
 	switch impl {
 	case "pylon":
 		reg := xdstype.New()
 		pub := snapshot.NewPublisher()
-		// Status tracking and metrics as the daemon has them: Pylon as it
-		// runs, not a bare xDS server.
+		// Status tracking, metrics, gRPC options and the tracked listener
+		// as the daemon has them: Pylon as it runs, not a bare xDS server.
 		obs := daemon.NewObservability(reg, pub)
-		x := xds.New(xds.Options{Registry: reg, Fleets: pub, Identifier: "pylon-bench", MaxInitialSends: 256, MaxRequestsPerSecond: -1, Observer: obs.Observer})
+		// The simulator multiplexes hundreds of proxies on one connection
+		// (a real proxy opens one or a few streams on its own): lift the
+		// per-connection stream bound that guards against one client.
+		x := xds.New(xds.Options{
+			Registry: reg, Fleets: pub, Identifier: "pylon-bench", MaxInitialSends: 256, MaxRequestsPerSecond: -1,
+			MaxStreamsPerConnection: 1 << 20, Observer: obs.Observer,
+		})
+		g = grpc.NewServer(append(x.GRPCOptions(), keep)...)
 		x.Register(g)
+		wrap = x.Listener
 		srv = &pylon{reg: reg, pub: pub, obs: obs}
 	case "gcp":
+		g = grpc.NewServer(keep, grpc.MaxConcurrentStreams(1<<20))
 		c := cache.NewSnapshotCache(true, fleetHash{}, nil)
 		discoverygrpc.RegisterAggregatedDiscoveryServiceServer(g, gcpserver.NewServer(context.Background(), c, nil))
 		srv = &gcp{cache: c, prev: map[types.ResponseType]string{}}
@@ -148,10 +154,11 @@ func serve(impl string, clusters int) error {
 	if err := srv.set(makeWorld(clusters, 0, 0)); err != nil {
 		return err
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
+	lis := wrap(raw)
 	ctl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
