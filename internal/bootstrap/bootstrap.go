@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -20,6 +22,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 	"sigs.k8s.io/yaml"
 )
 
@@ -36,6 +39,102 @@ type Options struct {
 	AdminPort uint32
 	// TLS, if set, secures the connection to Pylon with mutual TLS.
 	TLS *TLS
+	// Locality is node.locality, which node groups match exactly.
+	Locality Locality
+	// Metadata are node.metadata's string values, which node groups match.
+	Metadata map[string]string
+}
+
+// Locality is where the node runs (node.locality); empty fields are unset.
+type Locality struct {
+	Region, Zone, SubZone string
+}
+
+func (l Locality) empty() bool { return l == Locality{} }
+
+// Bounds on what a bootstrap may claim about its node: Pylon logs and lists
+// these values, so it refuses longer ones from a client, and a bootstrap
+// that it would refuse is better refused here.
+const (
+	maxNodeField = 1024
+	maxMetadata  = 64
+)
+
+// ParseLocality reads "region[/zone[/sub_zone]]", as --locality takes it.
+// A field may be left empty ("/zone-a" has no region), but not all of them.
+func ParseLocality(s string) (Locality, error) {
+	parts := strings.Split(s, "/")
+	if len(parts) > 3 {
+		return Locality{}, fmt.Errorf("locality %q: want region[/zone[/sub_zone]], got %d fields", s, len(parts))
+	}
+	parts = append(parts, "", "")
+	l := Locality{Region: parts[0], Zone: parts[1], SubZone: parts[2]}
+	if l.empty() {
+		return Locality{}, fmt.Errorf("locality %q: want region[/zone[/sub_zone]], got no field", s)
+	}
+	return l, nil
+}
+
+// ParseMetadata reads "key=value" pairs, as --metadata takes them (the
+// value may itself contain "="). A key given twice is an error: one of the
+// two would be silently lost.
+func ParseMetadata(pairs []string) (map[string]string, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	m := make(map[string]string, len(pairs))
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("metadata %q: want key=value", shorten(p))
+		}
+		if _, dup := m[k]; dup {
+			return nil, fmt.Errorf("metadata %q: key %q given twice", shorten(p), shorten(k))
+		}
+		m[k] = v
+	}
+	return m, nil
+}
+
+// checkNode refuses node fields that Pylon would refuse from the client or
+// that cannot be written as JSON strings unchanged.
+func (o Options) checkNode() error {
+	if len(o.Metadata) > maxMetadata {
+		return fmt.Errorf("node metadata: %d keys; at most %d", len(o.Metadata), maxMetadata)
+	}
+	fields := []struct{ name, v string }{
+		{"id", o.NodeID}, {"cluster", o.NodeCluster},
+		{"locality.region", o.Locality.Region}, {"locality.zone", o.Locality.Zone}, {"locality.sub_zone", o.Locality.SubZone},
+	}
+	for k, v := range o.Metadata {
+		if k == "" {
+			return fmt.Errorf("node metadata: an empty key")
+		}
+		name := fmt.Sprintf("metadata[%q]", shorten(k))
+		fields = append(fields, struct{ name, v string }{name + " key", k}, struct{ name, v string }{name, v})
+	}
+	for _, f := range fields {
+		switch {
+		case len(f.v) > maxNodeField:
+			return fmt.Errorf("node %s: %d bytes; at most %d", f.name, len(f.v), maxNodeField)
+		case !utf8.ValidString(f.v):
+			return fmt.Errorf("node %s: not valid UTF-8", f.name)
+		}
+	}
+	return nil
+}
+
+// shorten keeps an error message short whatever the input.
+func shorten(s string) string {
+	const limit = 64
+	if len(s) <= limit {
+		return s
+	}
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }
 
 // TLS is how a data plane connects to Pylon over mutual TLS: the files it
@@ -97,6 +196,10 @@ func Envoy(o Options) (*bootstrapv3.Bootstrap, error) {
 	if o.NodeID == "" {
 		return nil, fmt.Errorf("a node id is required")
 	}
+	node, err := o.envoyNode()
+	if err != nil {
+		return nil, err
+	}
 	host, port, err := o.hostPort()
 	if err != nil {
 		return nil, err
@@ -135,7 +238,7 @@ func Envoy(o Options) (*bootstrapv3.Bootstrap, error) {
 		}
 	}
 	return &bootstrapv3.Bootstrap{
-		Node: &corev3.Node{Id: o.NodeID, Cluster: o.NodeCluster},
+		Node: node,
 		DynamicResources: &bootstrapv3.Bootstrap_DynamicResources{
 			AdsConfig: &corev3.ApiConfigSource{
 				ApiType:                   apiType,
@@ -172,6 +275,26 @@ func Envoy(o Options) (*bootstrapv3.Bootstrap, error) {
 		},
 		Admin: &bootstrapv3.Admin{Address: socketAddress("127.0.0.1", adminPort)},
 	}, nil
+}
+
+// envoyNode is the bootstrap's node: id, cluster, and the locality and
+// metadata when given.
+func (o Options) envoyNode() (*corev3.Node, error) {
+	if err := o.checkNode(); err != nil {
+		return nil, err
+	}
+	n := &corev3.Node{Id: o.NodeID, Cluster: o.NodeCluster}
+	if !o.Locality.empty() {
+		n.Locality = &corev3.Locality{Region: o.Locality.Region, Zone: o.Locality.Zone, SubZone: o.Locality.SubZone}
+	}
+	if len(o.Metadata) > 0 {
+		fields := make(map[string]*structpb.Value, len(o.Metadata))
+		for k, v := range o.Metadata {
+			fields[k] = structpb.NewStringValue(v)
+		}
+		n.Metadata = &structpb.Struct{Fields: fields}
+	}
+	return n, nil
 }
 
 // upstreamTLS is the xds_cluster's TLS: Pylon's certificate verified
@@ -238,8 +361,18 @@ func EnvoyYAML(o Options) ([]byte, error) {
 	return yaml.JSONToYAML(js)
 }
 
-// grpcBootstrap is the JSON bootstrap grpc-go, grpc-java and grpc-core read
-// from GRPC_XDS_BOOTSTRAP (gRFC A27).
+// grpcBootstrap is the JSON bootstrap grpc-go, grpc-java, C-core (and its
+// wrappers: Python, C++, Ruby, PHP) and grpc-js read from GRPC_XDS_BOOTSTRAP
+// (gRFC A27). What each requires, beyond A27's xds_servers and node.id:
+//   - grpc-js-xds refuses a node without a "locality" object ("locality field
+//     missing in node element"), so it is always written, empty if need be;
+//     the others take it as optional.
+//   - channel_creds is a list (all four); grpc-js knows only "insecure" and
+//     "google_default", so it cannot use the "tls" entry of a TLS bootstrap.
+//     A second, "insecure" entry would make it connect in plaintext: a
+//     silent downgrade, so there is none and grpc-js says why it refuses.
+//   - node.metadata is a JSON object (a google.protobuf.Struct); Pylon's
+//     groups match its string values.
 type grpcBootstrap struct {
 	XDSServers []grpcServer `json:"xds_servers"`
 	Node       grpcNode     `json:"node"`
@@ -252,9 +385,17 @@ type grpcServer struct {
 }
 
 type grpcNode struct {
-	ID       string         `json:"id"`
-	Cluster  string         `json:"cluster,omitempty"`
-	Locality map[string]any `json:"locality,omitempty"`
+	ID      string `json:"id"`
+	Cluster string `json:"cluster,omitempty"`
+	// Locality has no omitempty: grpc-js needs the object, even empty.
+	Locality grpcLocality      `json:"locality"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+type grpcLocality struct {
+	Region  string `json:"region,omitempty"`
+	Zone    string `json:"zone,omitempty"`
+	SubZone string `json:"sub_zone,omitempty"`
 }
 
 // GRPC is the JSON bootstrap of a proxyless gRPC client: plaintext, or with
@@ -263,6 +404,9 @@ type grpcNode struct {
 func GRPC(o Options) ([]byte, error) {
 	if o.NodeID == "" {
 		return nil, fmt.Errorf("a node id is required")
+	}
+	if err := o.checkNode(); err != nil {
+		return nil, err
 	}
 	host, port, err := o.hostPort()
 	if err != nil {
@@ -282,7 +426,10 @@ func GRPC(o Options) ([]byte, error) {
 			// speak v3; newer clients ignore it.
 			ServerFeatures: []string{"xds_v3"},
 		}},
-		Node: grpcNode{ID: o.NodeID, Cluster: o.NodeCluster},
+		Node: grpcNode{
+			ID: o.NodeID, Cluster: o.NodeCluster, Metadata: o.Metadata,
+			Locality: grpcLocality{Region: o.Locality.Region, Zone: o.Locality.Zone, SubZone: o.Locality.SubZone},
+		},
 	}
 	out, err := json.MarshalIndent(b, "", "  ")
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -206,6 +207,167 @@ func TestBootstrapTLSErrors(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %v, want it to mention %q", err, c.want)
+			}
+		})
+	}
+}
+
+// Issue 13 item 10: grpc-js-xds refuses a node without a "locality" object
+// ("locality field missing in node element"), so every gRPC bootstrap has
+// one, empty when no --locality is given. test/interop runs grpc-js on it.
+func TestGRPCBootstrapAlwaysHasLocality(t *testing.T) {
+	for _, o := range []Options{
+		{NodeID: "n1", XDSAddress: "127.0.0.1:18000"},
+		{NodeID: "n1", XDSAddress: "127.0.0.1:18000", TLS: &TLS{CAFile: "/ca.crt"}},
+	} {
+		out, err := GRPC(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b struct {
+			Node map[string]json.RawMessage `json:"node"`
+		}
+		if err := json.Unmarshal(out, &b); err != nil {
+			t.Fatal(err)
+		}
+		if loc, ok := b.Node["locality"]; !ok || string(loc) != "{}" {
+			t.Fatalf("node.locality = %q, want an empty object:\n%s", loc, out)
+		}
+		if _, ok := b.Node["metadata"]; ok {
+			t.Fatalf("node.metadata without --metadata:\n%s", out)
+		}
+	}
+}
+
+var nodeOpts = Options{
+	NodeID: "app-1", NodeCluster: "apps", XDSAddress: "127.0.0.1:18000",
+	Locality: Locality{Region: "eu-west1", Zone: "eu-west1-b", SubZone: "rack-7"},
+	Metadata: map[string]string{"mesh": "true", "team": "payments", "expr": "a=b"},
+}
+
+// The locality and metadata groups match on, in the gRPC bootstrap.
+func TestGRPCBootstrapNode(t *testing.T) {
+	out, err := GRPC(nodeOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, filepath.Join("testdata", "grpc-node.json"), string(out), *update)
+	// Only a zone: the other fields are left out, not written empty.
+	o := nodeOpts
+	o.Locality, o.Metadata = Locality{Zone: "z"}, nil
+	if out, err = GRPC(o); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), `"locality": {
+      "zone": "z"
+    }`) {
+		t.Fatalf("zone-only locality:\n%s", out)
+	}
+}
+
+// The same in Envoy's bootstrap, which must still pass Envoy's validation.
+func TestEnvoyBootstrapNode(t *testing.T) {
+	y, err := EnvoyYAML(nodeOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, filepath.Join("testdata", "envoy-node.yaml"), string(y), *update)
+	n := parseEnvoy(t, y).GetNode()
+	if l := n.GetLocality(); l.GetRegion() != "eu-west1" || l.GetZone() != "eu-west1-b" || l.GetSubZone() != "rack-7" {
+		t.Errorf("locality %v", l)
+	}
+	for k, v := range nodeOpts.Metadata {
+		if got := n.GetMetadata().GetFields()[k].GetStringValue(); got != v {
+			t.Errorf("metadata %q = %q, want %q", k, got, v)
+		}
+	}
+	// No --locality: no locality at all (Envoy does not need one).
+	y, err = EnvoyYAML(Options{NodeID: "n", XDSAddress: "127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := parseEnvoy(t, y).GetNode(); n.GetLocality() != nil || n.GetMetadata() != nil {
+		t.Errorf("node without --locality or --metadata: %v", n)
+	}
+}
+
+func TestParseLocality(t *testing.T) {
+	for in, want := range map[string]Locality{
+		"eu-west1":               {Region: "eu-west1"},
+		"eu-west1/eu-west1-b":    {Region: "eu-west1", Zone: "eu-west1-b"},
+		"eu-west1/eu-west1-b/r7": {Region: "eu-west1", Zone: "eu-west1-b", SubZone: "r7"},
+		"/zone-a":                {Zone: "zone-a"},
+		"//r7":                   {SubZone: "r7"},
+	} {
+		got, err := ParseLocality(in)
+		if err != nil || got != want {
+			t.Errorf("ParseLocality(%q) = %+v, %v; want %+v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "/", "//", "a/b/c/d"} {
+		if l, err := ParseLocality(in); err == nil || !strings.Contains(err.Error(), "region[/zone[/sub_zone]]") {
+			t.Errorf("ParseLocality(%q) = %+v, %v; want an error saying the form", in, l, err)
+		}
+	}
+}
+
+func TestParseMetadata(t *testing.T) {
+	got, err := ParseMetadata([]string{"mesh=true", "expr=a=b", "empty="})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"mesh": "true", "expr": "a=b", "empty": ""}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%q = %q, want %q", k, g, v)
+		}
+	}
+	if m, err := ParseMetadata(nil); m != nil || err != nil {
+		t.Errorf("no pairs: %v, %v", m, err)
+	}
+	for in, msg := range map[string]string{
+		"novalue":       "want key=value",
+		"=v":            "want key=value",
+		"mesh=a,mesh=b": `key "mesh" given twice`,
+		"empty=,empty=": `key "empty" given twice`,
+	} {
+		if _, err := ParseMetadata(strings.Split(in, ",")); err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("ParseMetadata(%q): %v, want %q", in, err, msg)
+		}
+	}
+}
+
+// Node fields that Pylon would refuse from the client, or that JSON would
+// silently change, are refused when the bootstrap is printed, in both forms.
+func TestBootstrapNodeErrors(t *testing.T) {
+	many := map[string]string{}
+	for i := range maxMetadata + 1 {
+		many[strconv.Itoa(i)] = "v"
+	}
+	long := strings.Repeat("x", maxNodeField+1)
+	for _, c := range []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"too many keys", Options{Metadata: many}, "65 keys; at most 64"},
+		{"long value", Options{Metadata: map[string]string{"k": long}}, `metadata["k"]: 1025 bytes`},
+		{"long key", Options{Metadata: map[string]string{long: "v"}}, "key: 1025 bytes"},
+		{"empty key", Options{Metadata: map[string]string{"": "v"}}, "empty key"},
+		{"bad utf-8", Options{Locality: Locality{Zone: "\xff"}}, "locality.zone: not valid UTF-8"},
+		{"long cluster", Options{NodeCluster: long}, "cluster: 1025 bytes"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := c.opts
+			o.NodeID, o.XDSAddress = "n", "127.0.0.1:18000"
+			if _, err := GRPC(o); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("gRPC: %v, want %q", err, c.want)
+			}
+			if _, err := EnvoyYAML(o); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Envoy: %v, want %q", err, c.want)
 			}
 		})
 	}
