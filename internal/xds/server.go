@@ -175,7 +175,7 @@ func New(opts Options) *Server {
 		admission:   newAdmission(opts.MaxInitialSends, opts.NewStreamsPerSecond, opts.AdmissionWait),
 		board:       newBoard(),
 		subs:        newSubscriptions(),
-		logged:      newOnceSet(4096),
+		logged:      newOnceSet(4096, log),
 		opts:        opts,
 		cp:          &corev3.ControlPlane{Identifier: opts.Identifier},
 		log:         log,
