@@ -113,50 +113,56 @@ func (s *Store) commitOnce(ctx context.Context, changes []store.Change, entry *s
 }
 
 // readForCommit reads P/meta, the history keys and each changed object at
-// one revision, in transactions of at most maxOps reads.
+// one revision: the first transaction fixes the revision, the objects that
+// do not fit in it (maxOps reads each) are read at that revision.
 func (s *Store) readForCommit(ctx context.Context, changes []store.Change) (snapshot, error) {
 	snap := snapshot{objects: map[string]*mvccpb.KeyValue{}}
+	keys := make([]string, len(changes))
+	for i, c := range changes {
+		keys[i] = s.objectKey(c.Key)
+	}
+	first := min(len(keys), max(s.maxOps-2, 1))
 	ops := []clientv3.Op{
 		clientv3.OpGet(s.metaKey()),
 		clientv3.OpGet(s.historyPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)),
 	}
-	var at int64
-	for i := 0; i < len(changes) || i == 0; {
-		for ; i < len(changes) && len(ops) < s.maxOps; i++ {
-			opts := []clientv3.OpOption{}
-			if at != 0 {
-				opts = append(opts, clientv3.WithRev(at))
-			}
-			ops = append(ops, clientv3.OpGet(s.objectKey(changes[i].Key), opts...))
+	for _, k := range keys[:first] {
+		ops = append(ops, clientv3.OpGet(k))
+	}
+	resp, err := s.read(ctx, "reading before a commit", ops...)
+	if err != nil {
+		return snap, err
+	}
+	if m := kvs(resp, 0); len(m) == 1 {
+		snap.meta = m[0].ModRevision
+	} else {
+		return snap, fmt.Errorf("etcd store at %s: %s is gone: the store was deleted under this Pylon", s.where, s.metaKey())
+	}
+	snap.at, snap.history = resp.Header.Revision, kvs(resp, 1)
+	s.addObjects(&snap, resp, 2)
+	for rest := keys[first:]; len(rest) > 0; {
+		n := min(len(rest), s.maxOps)
+		ops = ops[:0]
+		for _, k := range rest[:n] {
+			ops = append(ops, clientv3.OpGet(k, clientv3.WithRev(snap.at)))
 		}
 		resp, err := s.read(ctx, "reading before a commit", ops...)
 		if err != nil {
 			return snap, err
 		}
-		for j := range resp.Responses {
-			for _, kv := range kvs(resp, j) {
-				switch key := string(kv.Key); {
-				case key == s.metaKey():
-					snap.meta = kv.ModRevision
-				case at == 0 && j == 1:
-					snap.history = append(snap.history, kv)
-				default:
-					snap.objects[key] = kv
-				}
-			}
-		}
-		if at == 0 {
-			at, snap.at = resp.Header.Revision, resp.Header.Revision
-			if snap.meta == 0 {
-				return snap, fmt.Errorf("etcd store at %s: %s is gone: the store was deleted under this Pylon", s.where, s.metaKey())
-			}
-		}
-		ops = ops[:0]
-		if i == len(changes) {
-			break
-		}
+		s.addObjects(&snap, resp, 0)
+		rest = rest[n:]
 	}
 	return snap, nil
+}
+
+// addObjects records the objects read by resp's ranges from the from-th.
+func (s *Store) addObjects(snap *snapshot, resp *clientv3.TxnResponse, from int) {
+	for j := from; j < len(resp.Responses); j++ {
+		for _, kv := range kvs(resp, j) {
+			snap.objects[string(kv.Key)] = kv
+		}
+	}
 }
 
 // plan checks the changes against what was read and builds the

@@ -14,12 +14,11 @@ import (
 
 // member is one embedded etcd server on loopback.
 type member struct {
-	name       string
-	dir        string
-	peer, cli  string // host:port
-	etcd       *embed.Etcd
-	cluster    string
-	clusterNew bool
+	name      string
+	dir       string
+	peer, cli string // host:port
+	etcd      *embed.Etcd
+	cluster   string
 }
 
 // freePorts returns n distinct loopback ports nothing listens on now.

@@ -212,9 +212,10 @@ func TestLeasesExpireFleetWide(t *testing.T) {
 		t.Fatal(err)
 	}
 	events := b.Watch(ctx, rev)
-	// Renewed through b, with the same TTL, three times over more than
-	// the TTL: still there, at the same revision.
-	deadline := time.Now().Add(ttl + time.Second)
+	// Renewed through b, with the same TTL, for twice the TTL and more
+	// (etcd checks expiries every 500ms): still there, at the same
+	// revision.
+	deadline := time.Now().Add(2*ttl + 600*time.Millisecond)
 	for renewals := 0; renewals < 3 || time.Now().Before(deadline); renewals++ {
 		exp := time.Now().Add(ttl)
 		if err := b.Touch(ctx, k, exp); err != nil {
@@ -335,5 +336,48 @@ func TestPruningDropsVersions(t *testing.T) {
 	// Each kept entry but the newest reads at most one replaced version.
 	if resp.Count > keep {
 		t.Fatalf("%d past versions kept for %d entries", resp.Count, keep)
+	}
+	// Keeping one entry, the newest, no past version is ever read: none
+	// is left, not even one copied by the commit that prunes.
+	for i := range 10 {
+		k := store.Key{Kind: "services", Name: fmt.Sprint("s", i%4)}
+		if _, err := s.Commit(ctx, []store.Change{{Key: k, Body: fmt.Appendf(nil, `"one%d"`, i)}}, &store.Entry{}, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err = s.cli.Get(ctx, s.versionPrefix(), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || resp.Count != 0 {
+		t.Fatalf("keeping one entry: %d past versions left (%v)", resp.Count, err)
+	}
+}
+
+// TestReadsSplitToTheLimit: a commit whose reads do not fit in one
+// transaction reads the rest at the same revision, and checks them: the
+// last change is read in a second transaction.
+func TestReadsSplitToTheLimit(t *testing.T) {
+	ctx := context.Background()
+	ms := startCluster(t, 1)
+	s := open(t, ms, "/split", 0)
+	s.maxOps = 8
+	last := store.Key{Kind: "services", Name: "s6"}
+	rev, err := s.Commit(ctx, []store.Change{{Key: last, Body: []byte(`0`)}}, nil, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes := func(lastRev int64) []store.Change {
+		var out []store.Change
+		for i := range 6 {
+			out = append(out, store.Change{Key: store.Key{Kind: "services", Name: fmt.Sprint("s", i)}, Body: []byte(`1`)})
+		}
+		return append(out, store.Change{Key: last, Body: []byte(`1`), Revision: lastRev})
+	}
+	if _, err := s.Commit(ctx, changes(rev+1), nil, 10); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("a stale revision on the object read second: %v", err)
+	}
+	if _, err := s.Commit(ctx, changes(rev), nil, 10); err != nil {
+		t.Fatal(err)
+	}
+	if objs, _, err := s.List(ctx); err != nil || len(objs) != 7 {
+		t.Fatalf("%d objects, %v", len(objs), err)
 	}
 }

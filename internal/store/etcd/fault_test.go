@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/pylon-xds/pylon/internal/store"
 )
 
@@ -164,4 +166,85 @@ func leaderOf(t *testing.T, ms []*member) *member {
 		return false
 	})
 	return leader
+}
+
+// TestWatchResumesAcrossRestart: a replica's watch outlives etcd going
+// away; a commit made once etcd is back (through another replica)
+// reaches it, and its calls work again without reopening the store.
+func TestWatchResumesAcrossRestart(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ms := startCluster(t, 1)
+	a, b := open(t, ms, "/restart", time.Second), open(t, ms, "/restart", time.Second)
+	k := store.Key{Kind: "services", Name: "web"}
+	rev, err := a.Commit(ctx, []store.Change{{Key: k, Body: []byte(`1`)}}, nil, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := b.Watch(ctx, rev)
+	ms[0].stop()
+	if _, _, err := b.List(ctx); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("list with etcd down: %v", err)
+	}
+	ms[0].start(t, false)
+	ms[0].ready(t)
+	var again int64
+	waitFor(t, 10*time.Second, "a commit once etcd is back", func() bool {
+		again, err = a.Commit(ctx, []store.Change{{Key: k, Body: []byte(`2`)}}, nil, 10)
+		return err == nil
+	})
+	select {
+	case got := <-events:
+		if got != again {
+			t.Fatalf("watched revision %d, committed %d", got, again)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch did not resume after etcd restarted")
+	}
+	if o, err := b.Get(ctx, k); err != nil || string(o.Body) != "2" {
+		t.Fatalf("reading after the restart: %+v %v", o, err)
+	}
+}
+
+// TestWatchAfterCompaction: a watch from a revision etcd has compacted
+// away cannot replay it; it sends the current revision, so the receiver
+// re-reads the store, and goes on from there.
+func TestWatchAfterCompaction(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ms := startCluster(t, 1)
+	s := open(t, ms, "/compact", 0)
+	k := store.Key{Kind: "services", Name: "web"}
+	var last int64
+	for i := range 5 {
+		rev, err := s.Commit(ctx, []store.Change{{Key: k, Body: fmt.Appendf(nil, "%d", i)}}, nil, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = rev
+	}
+	if _, err := s.cli.Compact(ctx, last+s.Base(), clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	events := s.Watch(ctx, 1)
+	select {
+	case got := <-events:
+		if got < last {
+			t.Fatalf("after compaction the watch sent %d, before the current %d", got, last)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing sent for a compacted start")
+	}
+	next, err := s.Commit(ctx, []store.Change{{Key: k, Body: []byte(`"after"`)}}, nil, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the commit after compaction on the watch", func() bool {
+		select {
+		case got := <-events:
+			return got == next
+		default:
+			return false
+		}
+	})
 }

@@ -48,10 +48,14 @@ func (s *Store) watch(ctx context.Context, fromRev int64, out chan int64) {
 		ch := s.cli.Watch(wctx, s.objPrefix(), clientv3.WithPrefix(), clientv3.WithRev(next))
 		for resp := range ch {
 			if resp.CompactRevision != 0 {
-				// Changes between next and the compaction are gone:
-				// say the store changed, and go on from now.
-				next = resp.Header.Revision + 1
-				send(out, resp.Header.Revision-s.base)
+				// Changes between next and the compaction are gone
+				// (the response carries no current revision): say the
+				// store changed as of now, and go on from there.
+				if now, err := s.read(ctx, "watching", clientv3.OpGet(s.metaKey(), clientv3.WithCountOnly())); err == nil {
+					next = now.Header.Revision + 1
+					send(out, now.Header.Revision-s.base)
+					wait = 0
+				}
 				break
 			}
 			if resp.Err() != nil {
@@ -65,6 +69,9 @@ func (s *Store) watch(ctx context.Context, fromRev int64, out chan int64) {
 			}
 		}
 		cancel()
+		if ctx.Err() != nil {
+			return
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -72,6 +79,6 @@ func (s *Store) watch(ctx context.Context, fromRev int64, out chan int64) {
 			return
 		case <-t.C:
 		}
-		wait = min(2*wait, watchRetryMax)
+		wait = min(max(2*wait, watchRetryMin), watchRetryMax)
 	}
 }
