@@ -4,39 +4,71 @@ import (
 	"bytes"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/pylon-xds/pylon/internal/certs"
+	"github.com/pylon-xds/pylon/internal/diag"
+)
+
+// Environment variables the CLI reads (once, into flag defaults and token
+// lookups; never as feature switches).
+const (
+	envDataDir   = "PYLON_DATA_DIR"
+	envToken     = "PYLON_TOKEN"
+	envReadToken = "PYLON_READ_TOKEN"
 )
 
 // adminFlags are how the CLI reaches a running Pylon's admin API.
 type adminFlags struct {
 	addr string
+	// dataDir is Pylon's data folder: serve keeps its store and tokens
+	// there; the other commands find the tokens there.
+	dataDir string
 	// tokenFile holds the write token; readTokenFile the read token, which
-	// reads prefer (the least privilege that works).
+	// reads prefer (the least privilege that works). "" means: from the
+	// environment, else from dataDir.
 	tokenFile, readTokenFile string
 	// caFile, if set, verifies Pylon's admin certificate: the API is
 	// reached over https.
 	caFile string
+	getenv func(string) string
 }
 
-func (a *adminFlags) register(root *cobra.Command) {
+func (a *adminFlags) register(root *cobra.Command, getenv func(string) string) {
+	a.getenv = getenv
+	dataDir := getenv(envDataDir)
+	if dataDir == "" {
+		dataDir = "pylon-data"
+	}
 	f := root.PersistentFlags()
-	f.StringVar(&a.addr, "admin-addr", "127.0.0.1:19000", "Pylon's admin address (serve listens there; status and get talk to it)")
-	f.StringVar(&a.tokenFile, "token-file", "pylon-data/admin-token", "the admin API's write token")
-	f.StringVar(&a.readTokenFile, "read-token-file", "pylon-data/read-token", "the admin API's read token (serve: default DATA_DIR/read-token, generated on first start)")
+	f.StringVar(&a.addr, "admin-addr", "127.0.0.1:19000", "Pylon's admin address (serve listens there; the other commands talk to it)")
+	f.StringVar(&a.dataDir, "data-dir", dataDir, "Pylon's data folder: serve keeps the embedded store and the admin tokens there, the other commands read the tokens from it (default $"+envDataDir+", else ./pylon-data)")
+	f.StringVar(&a.tokenFile, "token-file", "", "the admin API's write token (default $"+envToken+", else DATA_DIR/admin-token)")
+	f.StringVar(&a.readTokenFile, "read-token-file", "", "the admin API's read token (default $"+envReadToken+", else DATA_DIR/read-token, else the write token)")
 	f.StringVar(&a.caFile, "admin-ca-file", "", "reach the admin API over https, verifying its certificate with this PEM CA bundle")
 }
 
 // client is the admin API client for the flags as parsed.
 func (a *adminFlags) client() adminClient { return adminClient{*a} }
+
+// dataPath is a file in the data folder, made absolute so that an error
+// says exactly where the CLI looked.
+func (a *adminFlags) dataPath(name string) string {
+	p := filepath.Join(a.dataDir, name)
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
+}
 
 // adminClient talks to a running Pylon's admin API.
 type adminClient struct{ f adminFlags }
@@ -51,18 +83,63 @@ func readTokenFile(path string) (string, error) {
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile))
+	if err == nil && len(bytes.TrimSpace(b)) == 0 {
+		err = fmt.Errorf("%s is empty", path)
+	}
 	return strings.TrimSpace(string(b)), err
 }
 
-// readToken is the read token, or the write token when there is no read
-// token file; "" when neither can be read (the server says which it wants).
-func (c adminClient) readToken() string {
-	for _, p := range []string{c.f.readTokenFile, c.f.tokenFile} {
-		if t, err := readTokenFile(p); err == nil && t != "" {
-			return t
+// tokenSource is one place a token may come from, named for errors.
+type tokenSource struct {
+	where string
+	get   func() (string, error)
+}
+
+func (c adminClient) fileSource(path string) tokenSource {
+	return tokenSource{where: path, get: func() (string, error) { return readTokenFile(path) }}
+}
+
+func (c adminClient) envSource(name string) tokenSource {
+	return tokenSource{where: "$" + name, get: func() (string, error) {
+		if t := strings.TrimSpace(c.f.getenv(name)); t != "" {
+			return t, nil
 		}
+		return "", errors.New("not set")
+	}}
+}
+
+// writeSources are where the write token is looked for, in order: a flag
+// given is the only place looked at.
+func (c adminClient) writeSources() []tokenSource {
+	if c.f.tokenFile != "" {
+		return []tokenSource{c.fileSource(c.f.tokenFile)}
 	}
-	return ""
+	return []tokenSource{c.envSource(envToken), c.fileSource(c.f.dataPath("admin-token"))}
+}
+
+// readSources: the read token, else the write token.
+func (c adminClient) readSources() []tokenSource {
+	var s []tokenSource
+	if c.f.readTokenFile != "" {
+		s = append(s, c.fileSource(c.f.readTokenFile))
+	} else {
+		s = append(s, c.envSource(envReadToken), c.fileSource(c.f.dataPath("read-token")))
+	}
+	return append(s, c.writeSources()...)
+}
+
+// token is the first token found, or an error naming every place looked.
+func token(sources []tokenSource) (string, error) {
+	var tried []string
+	for _, s := range sources {
+		t, err := s.get()
+		if err == nil {
+			return t, nil
+		}
+		tried = append(tried, s.where)
+	}
+	return "", fmt.Errorf("no token in %s (run where serve's data folder is, or give --data-dir, $%s, $%s or --token-file)",
+		strings.Join(tried, ", "), envDataDir, envToken)
 }
 
 func (c adminClient) http(timeout time.Duration) (*http.Client, string, error) {
@@ -77,41 +154,14 @@ func (c adminClient) http(timeout time.Duration) (*http.Client, string, error) {
 	return &http.Client{Timeout: timeout, Transport: tr}, "https://" + c.f.addr, nil
 }
 
-// get reads path with the read token and decodes its JSON into v.
-func (c adminClient) get(path string, v any) error {
-	client, base, err := c.http(10 * time.Second)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequest(http.MethodGet, base+path, nil)
-	if err != nil {
-		return err
-	}
-	if t := c.readToken(); t != "" {
-		req.Header.Set("Authorization", "Bearer "+t)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return fmt.Errorf("cannot reach Pylon's admin API at %s (is it running? --admin-addr): %w", c.f.addr, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s: %s", path, resp.Status, strings.TrimSpace(string(body)))
-	}
-	return json.Unmarshal(body, v)
-}
+// maxResponse bounds what the CLI reads of an answer.
+const maxResponse = 64 << 20
 
-// do sends an authorised write with the write token.
-func (c adminClient) do(method, path string, body []byte) (map[string]any, error) {
-	token, err := readTokenFile(c.f.tokenFile)
-	if err != nil {
-		return nil, fmt.Errorf("reading the admin token (--token-file): %w", err)
-	}
-	client, base, err := c.http(30 * time.Second)
+// send does one request and returns the answer's body; an answer that is
+// not a success becomes an error carrying the server's message and
+// diagnostics verbatim.
+func (c adminClient) send(method, path string, body []byte, header http.Header, tok string, timeout time.Duration) ([]byte, error) {
+	client, base, err := c.http(timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -119,40 +169,102 @@ func (c adminClient) do(method, path string, body []byte) (map[string]any, error
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach Pylon's admin API at %s: %w", c.f.addr, err)
+		return nil, fmt.Errorf("cannot reach Pylon's admin API at %s (is it running? --admin-addr): %w", c.f.addr, err)
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode >= 300 {
+		return raw, &apiError{Status: resp.Status, Code: resp.StatusCode, Body: raw}
+	}
+	return raw, nil
+}
+
+// getRaw reads path with the read token; accept, if set, asks for a
+// format.
+func (c adminClient) getRaw(path, accept string) ([]byte, error) {
+	tok, terr := token(c.readSources())
+	h := http.Header{}
+	if accept != "" {
+		h.Set("Accept", accept)
+	}
+	b, err := c.send(http.MethodGet, path, nil, h, tok, 10*time.Second)
+	var ae *apiError
+	if errors.As(err, &ae) && ae.Code == http.StatusUnauthorized && terr != nil {
+		return nil, fmt.Errorf("%w\n%v", err, terr)
+	}
+	return b, err
+}
+
+// get reads path with the read token and decodes its JSON into v.
+func (c adminClient) get(path string, v any) error {
+	b, err := c.getRaw(path, "")
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// do sends an authorised write with the write token; contentType is the
+// body's type ("" for none).
+func (c adminClient) do(method, path string, body []byte, contentType string) (map[string]any, error) {
+	tok, err := token(c.writeSources())
+	if err != nil {
+		return nil, fmt.Errorf("the write token: %w", err)
+	}
+	h := http.Header{}
+	if contentType != "" {
+		h.Set("Content-Type", contentType)
+	}
+	raw, err := c.send(method, path, body, h, tok, 30*time.Second)
 	if err != nil {
 		return nil, err
 	}
 	var out map[string]any
-	_ = json.Unmarshal(raw, &out)
-	if resp.StatusCode >= 300 {
-		return out, fmt.Errorf("%s (%s)", refusal(out), resp.Status)
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, fmt.Errorf("%s: the answer is not JSON: %w", path, err)
 	}
 	return out, nil
 }
 
-// refusal renders an admin API error body: its message, or its
-// diagnostics one per line.
-func refusal(out map[string]any) string {
-	msg, _ := out["error"].(string)
-	if diags, ok := out["diagnostics"].([]any); ok && len(diags) > 0 {
-		msg = "refused:"
-		for _, d := range diags {
-			b, _ := json.Marshal(d)
-			var dd struct {
-				File, Type, Name, Field, Message string
-				Line                             int
-			}
-			_ = json.Unmarshal(b, &dd)
-			msg += fmt.Sprintf("\n  %s: %s %q: %s: %s", dd.File, dd.Type, dd.Name, dd.Field, dd.Message)
-		}
+// apiError is an answer that is not a success: the server's error and
+// diagnostics, shown as the server wrote them (already redacted there).
+type apiError struct {
+	Status string
+	Code   int
+	Body   []byte
+}
+
+func (e *apiError) Error() string {
+	var body struct {
+		Error       string            `json:"error"`
+		Diagnostics []diag.Diagnostic `json:"diagnostics"`
 	}
-	return msg
+	if json.Unmarshal(e.Body, &body) != nil {
+		// Not the API's JSON (a proxy in between?): its text, bounded.
+		s := strings.TrimSpace(string(e.Body))
+		if len(s) > 512 {
+			s = s[:512] + "..."
+		}
+		return fmt.Sprintf("%s: %s", e.Status, s)
+	}
+	if len(body.Diagnostics) == 0 {
+		return fmt.Sprintf("%s (%s)", body.Error, e.Status)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "refused (%s), %d problem(s):", e.Status, len(body.Diagnostics))
+	for _, d := range body.Diagnostics {
+		b.WriteString("\n  " + d.String())
+	}
+	return b.String()
 }

@@ -1,26 +1,35 @@
-// Package cli holds Pylon's command line: serve, bootstrap, validate and
-// version.
+// Package cli holds Pylon's command line: serve, bootstrap, validate, the
+// admin API's reads (status, get, history, diff) and writes (apply, delete,
+// endpoints, rollback), and version.
 package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
 )
 
-// Version is Pylon's version, set at build time with
-// -ldflags "-X github.com/pylon-xds/pylon/internal/cli.Version=v1.2.3".
-var Version = "dev"
+// Version overrides the build info's module version when set at build
+// time with -ldflags "-X github.com/pylon-xds/pylon/internal/cli.Version=v1.2.3".
+var Version = ""
 
 // Execute runs the command line with args and returns the exit code.
 func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	root := newRoot(stdout, stderr)
+	return execute(ctx, args, stdout, stderr, os.Getenv)
+}
+
+// execute is Execute with the environment passed in (tests give their own).
+func execute(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	root := newRoot(stdout, stderr, getenv)
 	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(stderr, "pylon:", err)
@@ -34,7 +43,7 @@ type globals struct {
 	logFormat string
 }
 
-func newRoot(stdout, stderr io.Writer) *cobra.Command {
+func newRoot(stdout, stderr io.Writer, getenv func(string) string) *cobra.Command {
 	g := &globals{}
 	root := &cobra.Command{
 		Use:           "pylon",
@@ -47,7 +56,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "text", "log format: text or json")
 	admin := &adminFlags{}
-	admin.register(root)
+	admin.register(root, getenv)
 	root.AddCommand(newServe(g, admin), newBootstrap(), newValidate(), newVersion(), newStatus(admin), newGet(admin))
 	addWriteCommands(root, admin)
 	return root
@@ -78,14 +87,104 @@ func defaultIdentifier() string {
 	return fmt.Sprintf("pylon@%s", host)
 }
 
+// buildVersion is what this binary is: the -ldflags override, else the
+// main module's version from the build info (a tag, or Go's pseudo-version
+// from the VCS), with the VCS commit, its time and whether the tree had
+// uncommitted changes.
+func buildVersion(override string, info *debug.BuildInfo, ok bool) (version, detail string) {
+	if !ok || info == nil {
+		if override != "" {
+			return override, ""
+		}
+		return "unknown", "no build info in this binary"
+	}
+	version = override
+	if version == "" {
+		version = info.Main.Version
+	}
+	if version == "" || version == "(devel)" {
+		version = "(devel)"
+	}
+	s := map[string]string{}
+	for _, kv := range info.Settings {
+		s[kv.Key] = kv.Value
+	}
+	var parts []string
+	if rev := s["vcs.revision"]; rev != "" {
+		c := "commit " + rev
+		if s["vcs.time"] != "" {
+			c += " (" + s["vcs.time"] + ")"
+		}
+		if s["vcs.modified"] == "true" {
+			c += ", modified"
+		}
+		parts = append(parts, c)
+	} else {
+		parts = append(parts, "no VCS commit recorded")
+	}
+	parts = append(parts, info.GoVersion)
+	return version, strings.Join(parts, ", ")
+}
+
+// binaryVersion is this binary's version, for the daemon and `version`.
+func binaryVersion() (string, string) {
+	info, ok := debug.ReadBuildInfo()
+	return buildVersion(Version, info, ok)
+}
+
 func newVersion() *cobra.Command {
 	return &cobra.Command{
-		Use:   "version",
-		Short: "Print Pylon's version",
-		Args:  cobra.NoArgs,
+		Use:     "version",
+		Short:   "Print Pylon's version and the commit it was built from",
+		Example: "  pylon version",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintln(cmd.OutOrStdout(), Version)
+			v, d := binaryVersion()
+			fmt.Fprintf(cmd.OutOrStdout(), "pylon %s\n", v)
+			if d != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "  %s\n", d)
+			}
 			return nil
 		},
 	}
+}
+
+// output is a read command's -o flag: table (for people), json or yaml
+// (for scripts).
+type output struct{ format string }
+
+func (o *output) register(cmd *cobra.Command) {
+	cmd.Flags().StringVarP(&o.format, "output", "o", "table", "output format: table, json or yaml")
+}
+
+// check refuses an unknown format before any request is made.
+func (o output) check() error {
+	switch o.format {
+	case "table", "json", "yaml":
+		return nil
+	}
+	return fmt.Errorf("-o %q: want table, json or yaml", o.format)
+}
+
+func (o output) table() bool { return o.format == "table" }
+
+// render prints v as JSON or YAML (through JSON, so both have the same
+// field names).
+func render(w io.Writer, format string, v any) error {
+	js, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	switch format {
+	case "json":
+		_, err = fmt.Fprintln(w, string(js))
+	case "yaml":
+		var y []byte
+		if y, err = yaml.JSONToYAML(js); err == nil {
+			_, err = w.Write(y)
+		}
+	default:
+		err = fmt.Errorf("-o %q: want table, json or yaml", format)
+	}
+	return err
 }

@@ -39,8 +39,9 @@ Certificate files are re-read when they change; open streams stay up.`,
 				return err
 			}
 			o.Logger = log
-			o.Version = Version
+			o.Version, _ = binaryVersion()
 			o.AdminAddr = a.addr
+			o.DataDir = a.dataDir
 			if cmd.Flags().Changed("read-token-file") {
 				o.ReadTokenFile = a.readTokenFile
 			}
@@ -49,7 +50,6 @@ Certificate files are re-read when they change; open streams stay up.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.ConfigPath, "config", "", "serve a config file or folder of *.yaml/*.json files (file mode); without it, the config is kept in the embedded store in --data-dir")
-	f.StringVar(&o.DataDir, "data-dir", "pylon-data", "the embedded store's folder (seeded with the quickstart config when new)")
 	f.StringVar(&o.TokenFile, "admin-token-file", "", "the admin API's write token (default DATA_DIR/admin-token, generated on first start)")
 	f.IntVar(&o.HistoryLimit, "history-limit", 100, "stored config revisions kept for history and rollback")
 	f.StringVar(&o.XDSAddr, "xds-addr", ":18000", "address of the xDS gRPC server")

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/pylon-xds/pylon/internal/pipeline"
 	"github.com/pylon-xds/pylon/internal/status"
@@ -56,67 +55,128 @@ func rows(streams []status.Stream) []*proxyRow {
 }
 
 func newStatus(a *adminFlags) *cobra.Command {
+	var o output
 	cmd := &cobra.Command{
 		Use:   "status [PROXY]",
-		Short: "Show every proxy's sync state per type, or one proxy in detail",
-		Long: `Without an argument, a table of the connected proxies: per type SYNCED (ACKed
-the latest for its group), STALE (not yet ACKed), NACKED (rejected it; the
-reasons follow the table) or NOT SENT (nothing to send, or a proxy in no
-group). With a node id: its streams, per type what was sent, ACKed and
-rejected and when, and the difference between what it has and what it
-should run.`,
+		Short: "Show a refused config, then every proxy's sync state per type; or one proxy in detail",
+		Long: `Without an argument: first, if the last config change was refused, when and
+why (the previous config keeps serving); then a table of the connected
+proxies: per type SYNCED (holds the latest of what it subscribes to), STALE
+(not yet ACKed), NACKED (rejected it; the reasons follow the table) or
+NOT SENT (nothing to send, or a proxy in no group). With a node id: its
+streams, per type what was sent, ACKed and rejected and when, and the
+difference between what it has and what it should run.`,
+		Example: `  pylon status
+  pylon status edge-1
+  pylon status -o yaml`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.check(); err != nil {
+				return err
+			}
 			c := a.client()
 			out := cmd.OutOrStdout()
 			if len(args) == 1 {
-				return proxyDetail(c, out, args[0])
+				return proxyDetail(c, out, args[0], o)
 			}
-			var proxies struct {
-				Streams []status.Stream `json:"streams"`
-			}
-			if err := c.get("/proxies", &proxies); err != nil {
-				return err
-			}
-			var st struct {
-				Config pipeline.Status `json:"config"`
-			}
-			if err := c.get("/status", &st); err != nil {
-				return err
-			}
-			versions := map[string]string{}
-			for _, g := range st.Config.Groups {
-				versions[g.Name] = g.Version
-			}
-			tw := tabwriter.NewWriter(out, 0, 0, 3, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tGROUP\t"+strings.Join(statusTypes, "\t")+"\tVERSION")
-			var nacks []string
-			for _, r := range rows(proxies.Streams) {
-				cells := []string{r.node, r.group}
-				for _, t := range statusTypes {
-					s := r.states[t]
-					if s == "" || r.group == status.NoGroup {
-						s = status.NotSent
-					}
-					cells = append(cells, s)
-				}
-				cells = append(cells, versions[r.group])
-				fmt.Fprintln(tw, strings.Join(cells, "\t"))
-				nacks = append(nacks, r.nacks...)
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			if len(nacks) > 0 {
-				fmt.Fprintln(out)
-				for _, n := range nacks {
-					fmt.Fprintln(out, n)
-				}
-			}
-			return nil
+			return fleetStatus(c, out, o)
 		},
 	}
+	o.register(cmd)
 	return cmd
+}
+
+// statusBody is the part of GET /status the CLI reads.
+type statusBody struct {
+	Config pipeline.Status `json:"config"`
+}
+
+func fleetStatus(c adminClient, out io.Writer, o output) error {
+	var st statusBody
+	var rawStatus json.RawMessage
+	if err := c.get("/status", &rawStatus); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(rawStatus, &st); err != nil {
+		return fmt.Errorf("/status: %w", err)
+	}
+	var proxies struct {
+		Streams []status.Stream `json:"streams"`
+	}
+	var rawProxies struct {
+		Streams json.RawMessage `json:"streams"`
+	}
+	if err := c.get("/proxies", &rawProxies); err != nil {
+		return err
+	}
+	if !o.table() {
+		return render(out, o.format, map[string]json.RawMessage{"status": rawStatus, "streams": rawProxies.Streams})
+	}
+	if err := json.Unmarshal(rawProxies.Streams, &proxies.Streams); err != nil {
+		return fmt.Errorf("/proxies: %w", err)
+	}
+	writeRefusal(out, st.Config)
+	return proxyTable(out, st.Config, proxies.Streams)
+}
+
+// writeRefusal heads the status with a refused config, the one thing an
+// operator must not miss: the fleet still runs the previous config.
+func writeRefusal(out io.Writer, cfg pipeline.Status) {
+	r := cfg.Refused
+	if r == nil {
+		if cfg.Version == "" {
+			fmt.Fprintln(out, "No config published yet.")
+			fmt.Fprintln(out)
+		}
+		return
+	}
+	serving := "nothing (no config was ever published)"
+	if cfg.Version != "" {
+		serving = "the previous config, version " + cfg.Version
+	}
+	fmt.Fprintf(out, "CONFIG REFUSED at %s: still serving %s\n", r.At.Format(time.RFC3339), serving)
+	if len(r.Diagnostics) == 0 {
+		for _, l := range strings.Split(strings.TrimSpace(r.Error), "\n") {
+			fmt.Fprintf(out, "  %s\n", l)
+		}
+	}
+	for _, d := range r.Diagnostics {
+		fmt.Fprintf(out, "  %s\n", d)
+	}
+	fmt.Fprintln(out)
+}
+
+func proxyTable(out io.Writer, cfg pipeline.Status, streams []status.Stream) error {
+	versions := map[string]string{}
+	for _, g := range cfg.Groups {
+		versions[g.Name] = g.Version
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 3, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tGROUP\t"+strings.Join(statusTypes, "\t")+"\tVERSION")
+	var nacks []string
+	for _, r := range rows(streams) {
+		cells := []string{r.node, r.group}
+		for _, t := range statusTypes {
+			s := r.states[t]
+			if s == "" || r.group == status.NoGroup {
+				s = status.NotSent
+			}
+			cells = append(cells, s)
+		}
+		cells = append(cells, versions[r.group])
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+		nacks = append(nacks, r.nacks...)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(nacks) > 0 {
+		fmt.Fprintln(out)
+		for _, n := range nacks {
+			fmt.Fprintln(out, n)
+		}
+	}
+	return nil
 }
 
 // proxyDump mirrors the admin API's /proxies/{id}.
@@ -125,12 +185,19 @@ type proxyDump struct {
 	LastSent map[string][]json.RawMessage `json:"lastSent"`
 }
 
-func proxyDetail(c adminClient, out io.Writer, id string) error {
+func proxyDetail(c adminClient, out io.Writer, id string, o output) error {
 	var body struct {
 		Streams []proxyDump `json:"streams"`
 	}
-	if err := c.get("/proxies/"+url.PathEscape(id), &body); err != nil {
+	var raw json.RawMessage
+	if err := c.get("/proxies/"+url.PathEscape(id), &raw); err != nil {
 		return err
+	}
+	if !o.table() {
+		return render(out, o.format, raw)
+	}
+	if err := json.Unmarshal(raw, &body); err != nil {
+		return fmt.Errorf("/proxies/%s: %w", id, err)
 	}
 	for _, s := range body.Streams {
 		fmt.Fprintf(out, "%s  stream %d  %s  group %s\n", s.Node, s.ID, s.Kind, s.Group)
@@ -212,119 +279,4 @@ func diff(sent, want []json.RawMessage) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-func newGet(a *adminFlags) *cobra.Command {
-	var output, group string
-	cmd := &cobra.Command{
-		Use:   "get proxies|objects|clusters|listeners|routes|endpoints|secrets",
-		Short: "List proxies, the stored config objects, or the Envoy resources each group runs (secrets redacted)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c := a.client()
-			out := cmd.OutOrStdout()
-			if args[0] == "objects" {
-				var objs struct {
-					Objects []struct {
-						Kind     string          `json:"kind"`
-						Name     string          `json:"name"`
-						Revision int64           `json:"revision"`
-						Body     json.RawMessage `json:"body"`
-					} `json:"objects"`
-				}
-				if err := c.get("/v1/objects", &objs); err != nil {
-					return err
-				}
-				if output != "" {
-					return render(out, output, objs)
-				}
-				tw := tabwriter.NewWriter(out, 0, 0, 3, ' ', 0)
-				fmt.Fprintln(tw, "KIND\tNAME\tREVISION")
-				for _, o := range objs.Objects {
-					fmt.Fprintf(tw, "%s\t%s\t%d\n", o.Kind, o.Name, o.Revision)
-				}
-				return tw.Flush()
-			}
-			if args[0] == "proxies" {
-				var proxies struct {
-					Streams []status.Stream `json:"streams"`
-				}
-				if err := c.get("/proxies", &proxies); err != nil {
-					return err
-				}
-				if output != "" {
-					return render(out, output, proxies)
-				}
-				tw := tabwriter.NewWriter(out, 0, 0, 3, ' ', 0)
-				fmt.Fprintln(tw, "NAME\tKIND\tGROUP\tADDRESS\tCLIENT\tCONNECTED")
-				for _, s := range proxies.Streams {
-					since := s.Since.Format(time.RFC3339)
-					if s.Gone != nil {
-						since = "gone " + s.Gone.Format(time.RFC3339)
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Node, s.Kind, s.Group, s.Peer, s.Client, since)
-				}
-				return tw.Flush()
-			}
-			kind := map[string]string{"clusters": "Cluster", "listeners": "Listener", "routes": "RouteConfiguration", "endpoints": "ClusterLoadAssignment", "secrets": "Secret"}[args[0]]
-			if kind == "" {
-				return fmt.Errorf("unknown kind %q: proxies, objects, clusters, listeners, routes, endpoints or secrets", args[0])
-			}
-			q := ""
-			if group != "" {
-				q = "?group=" + url.QueryEscape(group)
-			}
-			var cfg struct {
-				Groups []struct {
-					Name      string                       `json:"name"`
-					Resources map[string][]json.RawMessage `json:"resources"`
-				} `json:"groups"`
-			}
-			if err := c.get("/config"+q, &cfg); err != nil {
-				return err
-			}
-			if output != "" {
-				sel := map[string][]json.RawMessage{}
-				for _, g := range cfg.Groups {
-					sel[g.Name] = g.Resources[kind]
-				}
-				return render(out, output, sel)
-			}
-			tw := tabwriter.NewWriter(out, 0, 0, 3, ' ', 0)
-			fmt.Fprintln(tw, "GROUP\tNAME")
-			for _, g := range cfg.Groups {
-				for _, r := range g.Resources[kind] {
-					var m struct {
-						Name        string `json:"name"`
-						ClusterName string `json:"cluster_name"`
-					}
-					_ = json.Unmarshal(r, &m)
-					fmt.Fprintf(tw, "%s\t%s%s\n", g.Name, m.Name, m.ClusterName)
-				}
-			}
-			return tw.Flush()
-		},
-	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "print whole resources: yaml or json")
-	cmd.Flags().StringVar(&group, "group", "", "only this node group")
-	return cmd
-}
-
-func render(w io.Writer, format string, v any) error {
-	js, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	switch format {
-	case "json":
-		_, err = fmt.Fprintln(w, string(js))
-	case "yaml":
-		var y []byte
-		if y, err = yaml.JSONToYAML(js); err == nil {
-			_, err = w.Write(y)
-		}
-	default:
-		err = fmt.Errorf("-o %q: want yaml or json", format)
-	}
-	return err
 }

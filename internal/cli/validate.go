@@ -13,14 +13,24 @@ import (
 func newValidate() *cobra.Command {
 	var path string
 	cmd := &cobra.Command{
-		Use:   "validate",
+		Use:   "validate FILE|FOLDER",
 		Short: "Check a config file or folder exactly as `serve` would, without serving it",
 		Long: `Check a config file or folder with the same decoding, proto validation,
 duplicate and reference checks that serve applies before publishing. Prints
 the snapshot version on success, every problem (file:line, type, name, field)
-on failure, and exits 1 then. Useful in CI before a config reaches the fleet.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+on failure, and exits 1 then. Useful in CI before a config reaches the fleet.
+The path is an argument or --config, as serve takes it.`,
+		Example: "  pylon validate examples/quickstart.yaml\n  pylon validate --config ./config/",
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case len(args) == 1 && path != "" && args[0] != path:
+				return fmt.Errorf("two configs given (%s and --config %s): give one", args[0], path)
+			case len(args) == 1:
+				path = args[0]
+			case path == "":
+				return fmt.Errorf("no config given: pylon validate FILE|FOLDER (or --config FILE|FOLDER)")
+			}
 			files, err := file.Read(path)
 			if err != nil {
 				return err
@@ -41,7 +51,6 @@ on failure, and exits 1 then. Useful in CI before a config reaches the fleet.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&path, "config", "", "config file or folder (required)")
-	_ = cmd.MarkFlagRequired("config")
+	cmd.Flags().StringVar(&path, "config", "", "config file or folder (or give it as the argument)")
 	return cmd
 }

@@ -3,14 +3,17 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/url"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 )
 
 func printResult(cmd *cobra.Command, res map[string]any) {
@@ -20,7 +23,7 @@ func printResult(cmd *cobra.Command, res map[string]any) {
 	} else if rev, ok := res["revision"].(float64); ok {
 		fmt.Fprintf(out, "stored as revision %d\n", int64(rev))
 	}
-	if v, ok := res["version"].(string); ok {
+	if v, ok := res["version"].(string); ok && v != "" {
 		fmt.Fprintf(out, "fleet version %s\n", v)
 	}
 	if changes, ok := res["changes"].(map[string]any); ok {
@@ -38,12 +41,17 @@ func addWriteCommands(root *cobra.Command, a *adminFlags) {
 	get := a.client
 
 	apply := &cobra.Command{
-		Use:   "apply -f FILE",
-		Short: "Create or replace the objects of a config document in the embedded store",
-		Args:  cobra.NoArgs,
+		Use:     "apply -f FILE",
+		Short:   "Create or replace the objects of a config document in the embedded store",
+		Example: "  pylon apply -f examples/edge-gateway.yaml --dry-run\n  pylon apply -f edge.json",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			path, _ := cmd.Flags().GetString("filename")
-			data, err := os.ReadFile(path)
+			ct, err := documentType(path)
+			if err != nil {
+				return err
+			}
+			data, err := readDocument(path)
 			if err != nil {
 				return err
 			}
@@ -51,7 +59,7 @@ func addWriteCommands(root *cobra.Command, a *adminFlags) {
 			if dry {
 				q = "?dryRun=true"
 			}
-			res, err := get().do("POST", "/v1/apply"+q, data)
+			res, err := get().do("POST", "/v1/apply"+q, data, ct)
 			if err != nil {
 				return err
 			}
@@ -64,11 +72,12 @@ func addWriteCommands(root *cobra.Command, a *adminFlags) {
 	_ = apply.MarkFlagRequired("filename")
 
 	del := &cobra.Command{
-		Use:   "delete KIND NAME",
-		Short: "Delete an object (services, routes, listeners, secrets, grpc, resources.Cluster, ...)",
-		Args:  cobra.ExactArgs(2),
+		Use:     "delete KIND NAME",
+		Example: "  pylon delete services api-canary\n  pylon delete resources.Cluster legacy",
+		Short:   "Delete an object (services, routes, listeners, secrets, grpc, resources.Cluster, ...)",
+		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			res, err := get().do("DELETE", "/v1/objects/"+url.PathEscape(args[0])+"/"+url.PathEscape(args[1]), nil)
+			res, err := get().do("DELETE", "/v1/objects/"+url.PathEscape(args[0])+"/"+url.PathEscape(args[1]), nil, "")
 			if err != nil {
 				return err
 			}
@@ -77,137 +86,19 @@ func addWriteCommands(root *cobra.Command, a *adminFlags) {
 		},
 	}
 
-	var ttl time.Duration
-	var weight uint32
-	endpoints := &cobra.Command{Use: "endpoints", Short: "Register or remove endpoints of a service"}
-	add := &cobra.Command{
-		Use:   "add SERVICE ADDRESS:PORT",
-		Short: "Register an endpoint; with --ttl it leaves EDS unless registered again in time",
-		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			host, port, ok := strings.Cut(args[1], ":")
-			if !ok {
-				return fmt.Errorf("the endpoint is ADDRESS:PORT")
-			}
-			body := fmt.Sprintf(`{"address":%q,"port":%s,"weight":%d}`, host, port, weight)
-			if ttl > 0 {
-				body = strings.TrimSuffix(body, "}") + fmt.Sprintf(`,"ttl":%q}`, ttl.String())
-			}
-			res, err := get().do("POST", "/v1/services/"+url.PathEscape(args[0])+"/endpoints", []byte(body))
-			if err != nil {
-				return err
-			}
-			printResult(cmd, res)
-			return nil
-		},
-	}
-	add.Flags().DurationVar(&ttl, "ttl", 0, "lease: the endpoint leaves unless registered again within this")
-	add.Flags().Uint32Var(&weight, "weight", 0, "load-balancing weight (default 1)")
-	remove := &cobra.Command{
-		Use:   "remove SERVICE ADDRESS:PORT",
-		Short: "Remove a registered endpoint",
-		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			res, err := get().do("DELETE", "/v1/services/"+url.PathEscape(args[0])+"/endpoints/"+url.PathEscape(args[1]), nil)
-			if err != nil {
-				return err
-			}
-			printResult(cmd, res)
-			return nil
-		},
-	}
-	endpoints.AddCommand(add, remove)
-
-	history := &cobra.Command{
-		Use:   "history",
-		Short: "List the stored config revisions",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var h struct {
-				History []struct {
-					Revision int64     `json:"revision"`
-					At       time.Time `json:"at"`
-					Summary  string    `json:"summary"`
-					Version  string    `json:"version"`
-				} `json:"history"`
-			}
-			if err := a.client().get("/v1/history", &h); err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 3, ' ', 0)
-			fmt.Fprintln(tw, "REVISION\tTIME\tVERSION\tCHANGE")
-			for _, e := range h.History {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", e.Revision, e.At.Format(time.RFC3339), e.Version, e.Summary)
-			}
-			return tw.Flush()
-		},
-	}
-
-	diffCmd := &cobra.Command{
-		Use:   "diff REV [REV]",
-		Short: "Show what changed between two stored revisions (the second defaults to the latest)",
-		Args:  cobra.RangeArgs(1, 2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c := a.client()
-			objects := func(rev string) (map[string]string, error) {
-				var e struct {
-					Objects []struct {
-						Kind, Name string
-						Body       json.RawMessage
-					} `json:"objects"`
-				}
-				path := "/v1/history/" + url.PathEscape(rev)
-				if rev == "" {
-					path = "/v1/objects"
-				}
-				if err := c.get(path, &e); err != nil {
-					return nil, err
-				}
-				out := map[string]string{}
-				for _, o := range e.Objects {
-					y, _ := yaml.JSONToYAML(o.Body)
-					out[o.Kind+"/"+o.Name] = string(y)
-				}
-				return out, nil
-			}
-			to := ""
-			if len(args) == 2 {
-				to = args[1]
-			}
-			a, err := objects(args[0])
-			if err != nil {
-				return err
-			}
-			b, err := objects(to)
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			for _, k := range sortedKeys(a, b) {
-				switch {
-				case a[k] == b[k]:
-				case a[k] == "":
-					fmt.Fprintf(out, "+ %s\n%s", k, indent(b[k], "+   "))
-				case b[k] == "":
-					fmt.Fprintf(out, "- %s\n", k)
-				default:
-					fmt.Fprintf(out, "~ %s\n%s%s", k, indent(a[k], "-   "), indent(b[k], "+   "))
-				}
-			}
-			return nil
-		},
-	}
+	root.AddCommand(newEndpoints(get))
 
 	rollback := &cobra.Command{
-		Use:   "rollback REV",
-		Short: "Publish the config of a stored revision again, as a new revision",
-		Args:  cobra.ExactArgs(1),
+		Use:     "rollback REV",
+		Example: "  pylon rollback 3 --dry-run\n  pylon rollback 3",
+		Short:   "Publish the config of a stored revision again, as a new revision",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			q := ""
 			if dry {
 				q = "?dryRun=true"
 			}
-			res, err := get().do("POST", "/v1/rollback/"+url.PathEscape(args[0])+q, nil)
+			res, err := get().do("POST", "/v1/rollback/"+url.PathEscape(args[0])+q, nil, "")
 			if err != nil {
 				return err
 			}
@@ -217,28 +108,200 @@ func addWriteCommands(root *cobra.Command, a *adminFlags) {
 	}
 	rollback.Flags().BoolVar(&dry, "dry-run", false, "show what would change, store nothing")
 
-	root.AddCommand(apply, del, endpoints, history, diffCmd, rollback)
+	root.AddCommand(apply, del, newHistory(a), newDiff(a), rollback)
 }
 
-func sortedKeys(ms ...map[string]string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, m := range ms {
-		for k := range m {
-			if !seen[k] {
-				seen[k] = true
-				out = append(out, k)
+// maxDocument bounds a document apply reads: the API's own bound.
+const maxDocument = 16 << 20
+
+// documentType is the Content-Type of a config document, by its file's
+// extension: the API reads YAML and JSON by Content-Type.
+func documentType(path string) (string, error) {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".yaml", ".yml":
+		return "application/yaml", nil
+	case ".json":
+		return "application/json", nil
+	}
+	return "", fmt.Errorf("%s: a config document is a .yaml, .yml or .json file", path)
+}
+
+func readDocument(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxDocument+1))
+	if err == nil && len(b) > maxDocument {
+		err = fmt.Errorf("%s: over %d MiB, the admin API's limit", path, maxDocument>>20)
+	}
+	return b, err
+}
+
+// endpointRequest is the body of POST /v1/services/{name}/endpoints,
+// marshalled (never formatted: an argument cannot add a field). TTL is
+// sent whenever --ttl is given, so that the server judges it (0s is
+// refused there, not turned into a permanent endpoint here).
+type endpointRequest struct {
+	Address string  `json:"address"`
+	Port    uint32  `json:"port"`
+	Weight  uint32  `json:"weight,omitempty"`
+	TTL     *string `json:"ttl,omitempty"`
+}
+
+// splitEndpoint splits ADDRESS:PORT, an IPv6 address in brackets.
+func splitEndpoint(s string) (string, uint32, error) {
+	host, portStr, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", 0, fmt.Errorf("endpoint %q: want ADDRESS:PORT, an IPv6 address in brackets ([::1]:8080): %w", s, err)
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil || port == 0 || host == "" {
+		return "", 0, fmt.Errorf("endpoint %q: want ADDRESS:PORT with a port from 1 to 65535", s)
+	}
+	return host, uint32(port), nil
+}
+
+func newEndpoints(client func() adminClient) *cobra.Command {
+	var ttl time.Duration
+	var weight uint32
+	endpoints := &cobra.Command{Use: "endpoints", Short: "Register or remove endpoints of a service"}
+	add := &cobra.Command{
+		Use:   "add SERVICE ADDRESS:PORT",
+		Short: "Register an endpoint; with --ttl it leaves EDS unless registered again in time",
+		Example: `  pylon endpoints add api 10.0.1.21:8080 --ttl 30s
+  pylon endpoints add api [2001:db8::7]:8080 --weight 3`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			host, port, err := splitEndpoint(args[1])
+			if err != nil {
+				return err
 			}
-		}
+			req := endpointRequest{Address: host, Port: port, Weight: weight}
+			if cmd.Flags().Changed("ttl") {
+				s := ttl.String()
+				req.TTL = &s
+			}
+			body, err := json.Marshal(req)
+			if err != nil {
+				return err
+			}
+			res, err := client().do("POST", "/v1/services/"+url.PathEscape(args[0])+"/endpoints", body, "application/json")
+			if err != nil {
+				return err
+			}
+			printResult(cmd, res)
+			return nil
+		},
 	}
-	sortStrings(out)
-	return out
+	add.Flags().DurationVar(&ttl, "ttl", 0, "lease: the endpoint leaves unless registered again within this (leave out for a permanent endpoint)")
+	add.Flags().Uint32Var(&weight, "weight", 0, "load-balancing weight (default 1)")
+	remove := &cobra.Command{
+		Use:     "remove SERVICE ADDRESS:PORT",
+		Short:   "Remove a registered endpoint",
+		Example: "  pylon endpoints remove api 10.0.1.21:8080\n  pylon endpoints remove api [::1]:8080",
+		Args:    cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			host, port, err := splitEndpoint(args[1])
+			if err != nil {
+				return err
+			}
+			addr := net.JoinHostPort(host, strconv.FormatUint(uint64(port), 10))
+			res, err := client().do("DELETE", "/v1/services/"+url.PathEscape(args[0])+"/endpoints/"+url.PathEscape(addr), nil, "")
+			if err != nil {
+				return err
+			}
+			printResult(cmd, res)
+			return nil
+		},
+	}
+	endpoints.AddCommand(add, remove)
+	return endpoints
 }
 
-func indent(s, prefix string) string {
-	var b strings.Builder
-	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
-		b.WriteString(prefix + l + "\n")
+func newHistory(a *adminFlags) *cobra.Command {
+	var o output
+	cmd := &cobra.Command{
+		Use:     "history",
+		Short:   "List the stored config revisions (endpoint registrations are runtime state, not listed)",
+		Example: "  pylon history\n  pylon history -o json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.check(); err != nil {
+				return err
+			}
+			var raw json.RawMessage
+			if err := a.client().get("/v1/history", &raw); err != nil {
+				return err
+			}
+			if !o.table() {
+				return render(cmd.OutOrStdout(), o.format, raw)
+			}
+			var h struct {
+				History []struct {
+					Revision int64     `json:"revision"`
+					At       time.Time `json:"at"`
+					Summary  string    `json:"summary"`
+					Version  string    `json:"version"`
+				} `json:"history"`
+			}
+			if err := json.Unmarshal(raw, &h); err != nil {
+				return fmt.Errorf("/v1/history: %w", err)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 3, ' ', 0)
+			fmt.Fprintln(tw, "REVISION\tTIME\tVERSION\tCHANGE")
+			for _, e := range h.History {
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", e.Revision, e.At.Format(time.RFC3339), e.Version, e.Summary)
+			}
+			return tw.Flush()
+		},
 	}
-	return b.String()
+	o.register(cmd)
+	return cmd
+}
+
+func newDiff(a *adminFlags) *cobra.Command {
+	var o output
+	var withEndpoints bool
+	cmd := &cobra.Command{
+		Use:   "diff REV [REV2]",
+		Short: "Show what changed between two stored revisions as a unified diff of YAML (REV2 defaults to the latest)",
+		Long: `Show what changed in the stored config between two revisions, as a unified
+diff of the objects as YAML (redacted), REV2 defaulting to the latest.
+Registered endpoints are runtime state and, as in the history, left out
+unless --endpoints. -o json or yaml prints the API's answer, the diff in it.`,
+		Example: "  pylon diff 3\n  pylon diff 3 5\n  pylon diff 3 --endpoints",
+		Args:    cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.check(); err != nil {
+				return err
+			}
+			q := url.Values{"from": {args[0]}}
+			if len(args) == 2 {
+				q.Set("to", args[1])
+			}
+			if withEndpoints {
+				q.Set("endpoints", "true")
+			}
+			var raw json.RawMessage
+			if err := a.client().get("/v1/diff?"+q.Encode(), &raw); err != nil {
+				return err
+			}
+			if !o.table() {
+				return render(cmd.OutOrStdout(), o.format, raw)
+			}
+			var d struct {
+				Diff string `json:"diff"`
+			}
+			if err := json.Unmarshal(raw, &d); err != nil {
+				return fmt.Errorf("/v1/diff: %w", err)
+			}
+			_, err := io.WriteString(cmd.OutOrStdout(), d.Diff)
+			return err
+		},
+	}
+	o.register(cmd)
+	cmd.Flags().BoolVar(&withEndpoints, "endpoints", false, "include registered endpoints")
+	return cmd
 }
