@@ -119,6 +119,18 @@ func (m *member) stop() {
 	}
 }
 
+// kill stops the member as a crash would, as far as the cluster sees it:
+// raft halts at once, without handing its leadership over (a graceful
+// stop transfers it first, and the others never hold an election), then
+// the listeners close.
+func (m *member) kill() {
+	if m.etcd != nil {
+		m.etcd.Server.HardStop()
+		m.etcd.Close()
+		m.etcd = nil
+	}
+}
+
 func endpoints(ms []*member) []string {
 	var out []string
 	for _, m := range ms {

@@ -69,10 +69,11 @@ func TestWriteOutcomeUnknownSaysSo(t *testing.T) {
 }
 
 // TestLeaderLoss: three members on loopback, a replica writing through
-// all three endpoints, and the leader stopped mid-stream. Writes go on
-// once a new leader is elected; each write either succeeds or fails with
-// store.ErrUnavailable; afterwards every acknowledged write is there, at
-// the revision it was acknowledged with, on a store opened anew.
+// all three endpoints, and the leader killed mid-stream (raft halted
+// without handing over leadership, so the others must notice and elect).
+// Each write either succeeds or fails with store.ErrUnavailable; writes go
+// on once a new leader is elected; afterwards every acknowledged write is
+// there, at the revision it was acknowledged with, on a store opened anew.
 func TestLeaderLoss(t *testing.T) {
 	ctx := context.Background()
 	ms := startCluster(t, 3)
@@ -97,7 +98,7 @@ func TestLeaderLoss(t *testing.T) {
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		leader.stop()
+		leader.kill()
 	}()
 	deadline := time.Now().Add(30 * time.Second)
 	var unavailable int
