@@ -162,10 +162,11 @@ func Run(ctx context.Context, o Options) error {
 	if err := checkExposure(o, sec, o.XDSAddr, o.AdminAddr, log); err != nil {
 		return err
 	}
-	read, err := secretReader(o)
+	secrets, err := secretReader(o)
 	if err != nil {
 		return err
 	}
+	read := secrets.Read
 	reg := xdstype.New()
 	pub := snapshot.NewPublisher()
 	pipe := pipeline.New(reg, pub, log)
@@ -216,7 +217,7 @@ func Run(ctx context.Context, o Options) error {
 		return nil
 	})
 	g.Go(func() error { return serveAdmin(httpSrv, adminLis, o.AdminLimits) })
-	runSources(gctx, g, o, pipe, cfgSvc, met, log)
+	runSources(gctx, g, o, pipe, cfgSvc, met, firstDir(secrets), log)
 	g.Go(func() error {
 		<-gctx.Done()
 		return shutdown(o, gs, xdsSrv, httpSrv, log)
@@ -305,27 +306,58 @@ func grpcOptions(o Options, xdsSrv *xds.Server, sec *security) []grpc.ServerOpti
 }
 
 // runSources starts what feeds the pipeline: the store's service, or the
-// config file watcher.
-func runSources(ctx context.Context, g *errgroup.Group, o Options, pipe *pipeline.Pipeline, cfgSvc *configstore.Service, met *metrics.Metrics, log *slog.Logger) {
+// config file watcher. In both modes the certificates and keys the config
+// names are watched: a rotation re-reads the config, and only the changed
+// Secret is pushed.
+func runSources(ctx context.Context, g *errgroup.Group, o Options, pipe *pipeline.Pipeline, cfgSvc *configstore.Service, met *metrics.Metrics, secretDir string, log *slog.Logger) {
 	updates := make(chan source.Update)
-	if cfgSvc != nil {
-		g.Go(func() error { return cfgSvc.Run(ctx, updates) })
-		g.Go(func() error { return pipe.Run(ctx, updates) })
-		return
-	}
 	resync := o.Resync
 	if resync < 0 {
 		resync = 0
+	}
+	if cfgSvc != nil {
+		// The stored config did not change on a rotation: the latest
+		// stored update is replayed, and the pipeline re-reads the files.
+		certs := file.NewFiles(file.FilesOptions{
+			Quiet: o.DebounceQuiet, MaxWait: o.DebounceMax, Resync: resync, Logger: log, OnEvent: met.SourceEvent,
+		})
+		pipe.OnFiles(func(paths []string) { certs.Watch(under(secretDir, paths)) })
+		stored := make(chan source.Update)
+		g.Go(func() error { return certs.Run(ctx) })
+		g.Go(func() error { return cfgSvc.Run(ctx, stored) })
+		g.Go(func() error { return source.Replay(ctx, stored, certs.Changed(), updates) })
+		g.Go(func() error { return pipe.Run(ctx, updates) })
+		return
 	}
 	watcher := file.New(file.Options{
 		Path: o.ConfigPath, Quiet: o.DebounceQuiet, MaxWait: o.DebounceMax, Resync: resync, Logger: log,
 		OnEvent: met.SourceEvent, OnRead: met.Reload,
 	})
-	// Certificates the config names are watched too: a rotation
-	// reloads, and only the changed Secret is pushed.
-	pipe.OnFiles(watcher.Watch)
+	pipe.OnFiles(func(paths []string) { watcher.Watch(under(secretDir, paths)) })
 	g.Go(func() error { return watcher.Run(ctx, updates) })
 	g.Go(func() error { return pipe.Run(ctx, updates) })
+}
+
+// firstDir is the secret directory relative secret paths are read under.
+func firstDir(r *secretfile.Reader) string {
+	if dirs := r.Dirs(); len(dirs) > 0 {
+		return dirs[0]
+	}
+	return ""
+}
+
+// under makes relative paths absolute under dir, as the secret reader reads
+// them (a store's config names certificates relative to the first secret
+// directory), so that the watch is on the file that is read.
+func under(dir string, paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		out[i] = p
+	}
+	return out
 }
 
 // shutdown stops the xDS server gracefully within ShutdownGrace, then the
@@ -355,7 +387,7 @@ func shutdown(o Options, gs *grpc.Server, xdsSrv *xds.Server, httpSrv *http.Serv
 
 // secretReader confines the files a config may name to the secret
 // directories; Pylon's own data, tokens and TLS keys are never read.
-func secretReader(o Options) (compile.ReadFile, error) {
+func secretReader(o Options) (*secretfile.Reader, error) {
 	dirs := o.SecretDirs
 	if len(dirs) == 0 {
 		dir, err := defaultSecretDir(o.ConfigPath)
@@ -369,7 +401,7 @@ func secretReader(o Options) (compile.ReadFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--secret-dir: %w", err)
 	}
-	return r.Read, nil
+	return r, nil
 }
 
 // defaultSecretDir is the config's folder in file mode, the working

@@ -3,6 +3,7 @@
 package source
 
 import (
+	"context"
 	"time"
 
 	"github.com/pylon-xds/pylon/internal/config"
@@ -69,4 +70,36 @@ func (d *Debouncer) Fire(now time.Time) bool {
 	}
 	d.pending = false
 	return true
+}
+
+// Replay forwards updates from in to out and, on each tick of again,
+// sends the latest update once more, stamped with the tick's time: the
+// pipeline re-reads the files that update names (certificates), which
+// changed while the config itself did not. A tick before the first update
+// sends nothing. It returns when ctx ends or in closes.
+func Replay(ctx context.Context, in <-chan Update, again <-chan time.Time, out chan<- Update) error {
+	var last *Update
+	for {
+		var u Update
+		select {
+		case <-ctx.Done():
+			return nil
+		case got, ok := <-in:
+			if !ok {
+				return nil
+			}
+			u, last = got, &got
+		case at := <-again:
+			if last == nil {
+				continue
+			}
+			u = *last
+			u.AcceptedAt = at
+		}
+		select {
+		case out <- u:
+		case <-ctx.Done():
+			return nil
+		}
+	}
 }

@@ -1,9 +1,16 @@
 package source
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/pylon-xds/pylon/internal/config"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestDebouncer(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -53,4 +60,46 @@ func TestDebouncer(t *testing.T) {
 			t.Fatalf("first %v", d.First())
 		}
 	})
+}
+
+// Replay forwards every update and re-sends the latest on a tick, with the
+// tick's time; a tick before any update sends nothing.
+func TestReplay(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	in, again, out := make(chan Update), make(chan time.Time), make(chan Update)
+	done := make(chan error, 1)
+	go func() { done <- Replay(ctx, in, again, out) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	recv := func() Update {
+		t.Helper()
+		select {
+		case u := <-out:
+			return u
+		case <-time.After(5 * time.Second):
+			t.Fatal("no update")
+		}
+		return Update{}
+	}
+	t0 := time.Unix(100, 0)
+	again <- t0 // before any update: nothing to replay
+	u1 := Update{Files: []config.File{{Path: "a", Data: []byte("1")}}, AcceptedAt: time.Unix(1, 0)}
+	in <- u1
+	if got := recv(); string(got.Files[0].Data) != "1" || !got.AcceptedAt.Equal(u1.AcceptedAt) {
+		t.Fatalf("forwarded %+v; the tick before it sent something", got)
+	}
+	again <- time.Unix(200, 0)
+	if got := recv(); string(got.Files[0].Data) != "1" || !got.AcceptedAt.Equal(time.Unix(200, 0)) {
+		t.Fatalf("replayed %+v, want the latest update at the tick's time", got)
+	}
+	in <- Update{Files: []config.File{{Path: "a", Data: []byte("2")}}, AcceptedAt: time.Unix(2, 0)}
+	recv()
+	again <- time.Unix(300, 0)
+	if got := recv(); string(got.Files[0].Data) != "2" {
+		t.Fatalf("replayed %+v, want the newest update", got)
+	}
 }

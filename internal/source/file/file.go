@@ -65,19 +65,7 @@ func New(opts Options) *Source {
 // replaced by rename is seen): a change there reloads the config, which
 // re-reads them. Each call replaces the previous set. Safe to call from any
 // goroutine.
-func (s *Source) Watch(paths []string) {
-	for {
-		select {
-		case s.extra <- paths:
-			return
-		default:
-		}
-		select {
-		case <-s.extra: // drop the older set
-		default:
-		}
-	}
-}
+func (s *Source) Watch(paths []string) { replaceLatest(s.extra, paths) }
 
 // Run sends the configuration to out once at the start and again after every
 // debounced burst of changes and every resync, until ctx ends.
@@ -172,32 +160,7 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 			}
 		case paths := <-s.extra:
 			rel.watch(paths)
-			want := map[string]bool{}
-			for _, p := range paths {
-				if d := filepath.Dir(p); d != dir {
-					want[d] = true
-				}
-			}
-			for d := range watched {
-				if !want[d] {
-					_ = w.Remove(d)
-					delete(watched, d)
-				}
-			}
-			added := false
-			for d := range want {
-				if watched[d] {
-					continue
-				}
-				if err := w.Add(d); err != nil {
-					// The resync still catches changes there.
-					s.log.Warn("cannot watch a folder the config reads from", "dir", d, "err", err)
-					continue
-				}
-				watched[d] = true
-				added = true
-			}
-			if added {
+			if syncDirs(w, watched, paths, absPath(dir), s.log) {
 				// A file may have changed between its read and the start of
 				// its watch: read once more.
 				deb.Event(time.Now())
@@ -248,7 +211,7 @@ func (r *relevance) watch(paths []string) {
 	r.dirs = map[string]bool{}
 	if r.dir != "" {
 		r.dirs[r.dir] = true
-	} else {
+	} else if r.file != "" {
 		r.dirs[filepath.Dir(r.file)] = true
 	}
 	for _, p := range paths {
