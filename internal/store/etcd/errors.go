@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -48,9 +49,20 @@ func isUnavailable(err error) bool {
 	case codes.Unavailable, codes.DeadlineExceeded:
 		return true
 	case codes.ResourceExhausted: // out of space (alarm) or too many requests: refused for now
-		return true
+		return !tooLarge(err)
 	}
 	return false
+}
+
+// tooLarge reports whether err refuses a request for its size: etcd's
+// --max-request-bytes, or the client's own send limit (gRPC says
+// ResourceExhausted for both that and an etcd out of space).
+func tooLarge(err error) bool {
+	if errors.Is(err, rpctypes.ErrRequestTooLarge) {
+		return true
+	}
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.ResourceExhausted && strings.Contains(st.Message(), "larger than max")
 }
 
 // fail turns an etcd error into the store's: unreachable (503), refused
@@ -70,8 +82,10 @@ func (s *Store) failWrite(op string, err error, write bool) error {
 		return err
 	case errors.Is(err, rpctypes.ErrTooManyOps):
 		return fmt.Errorf("etcd store at %s: %s: more operations in one transaction than etcd allows (its --max-txn-ops; this store was told %d): apply fewer objects at once, or raise both: %w", s.where, op, s.maxOps, err)
-	case errors.Is(err, rpctypes.ErrRequestTooLarge):
-		return fmt.Errorf("etcd store at %s: %s: the request is larger than etcd accepts (its --max-request-bytes, 1.5 MiB by default): %w", s.where, op, err)
+	case tooLarge(err):
+		return fmt.Errorf("etcd store at %s: %s: the request is larger than etcd accepts (its --max-request-bytes, 1.5 MiB by default; this client sends at most 2 MiB): apply fewer or smaller objects at once: %w", s.where, op, err)
+	case errors.Is(err, rpctypes.ErrNoSpace):
+		return &unreachable{where: s.where, op: op + " (etcd is out of space and refuses writes until an operator compacts, defragments and disarms the NOSPACE alarm)", err: err}
 	case isUnavailable(err):
 		return &unreachable{where: s.where, op: op, ambiguous: write, err: err}
 	}

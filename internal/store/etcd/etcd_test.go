@@ -381,3 +381,21 @@ func TestReadsSplitToTheLimit(t *testing.T) {
 		t.Fatalf("%d objects, %v", len(objs), err)
 	}
 }
+
+// TestTooLarge: a commit larger than etcd or its client takes is refused
+// as such, not as an unreachable etcd, and writes nothing.
+func TestTooLarge(t *testing.T) {
+	ctx := context.Background()
+	ms := startCluster(t, 1)
+	s := open(t, ms, "/large", 0)
+	for _, size := range []int{1600 << 10, 3 << 20} {
+		body := append(append([]byte(`"`), strings.Repeat("x", size)...), '"')
+		_, err := s.Commit(ctx, []store.Change{{Key: store.Key{Kind: "services", Name: "big"}, Body: body}}, &store.Entry{}, 10)
+		if err == nil || errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "larger than etcd accepts") {
+			t.Fatalf("a %d byte body: %v", size, err)
+		}
+	}
+	if objs, _, err := s.List(ctx); err != nil || len(objs) != 0 {
+		t.Fatalf("a refused commit wrote %d objects (%v)", len(objs), err)
+	}
+}
