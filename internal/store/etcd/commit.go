@@ -45,6 +45,17 @@ type plan struct {
 
 // Commit applies changes atomically at a new revision and records entry.
 func (s *Store) Commit(ctx context.Context, changes []store.Change, entry *store.Entry, keep int) (int64, error) {
+	return s.CommitSince(ctx, 0, changes, entry, keep)
+}
+
+// CommitSince is Commit on the condition that no commit was made after
+// revision since (a List's revision; 0: no condition), else ErrConflict.
+// Per-object revisions cannot protect a whole configuration validated at
+// one revision: two replicas validating at once, one deleting a service
+// and the other adding a route to it, would each pass. With replicas, the
+// config service commits what it validated at revision R with
+// CommitSince(R). Lease renewals and expiries do not count as commits.
+func (s *Store) CommitSince(ctx context.Context, since int64, changes []store.Change, entry *store.Entry, keep int) (int64, error) {
 	seen := make(map[store.Key]bool, len(changes))
 	for _, c := range changes {
 		if seen[c.Key] {
@@ -53,7 +64,7 @@ func (s *Store) Commit(ctx context.Context, changes []store.Change, entry *store
 		seen[c.Key] = true
 	}
 	for attempt := range maxAttempts {
-		rev, done, err := s.commitOnce(ctx, changes, entry, keep)
+		rev, done, err := s.commitOnce(ctx, since, changes, entry, keep)
 		if err != nil || done {
 			return rev, err
 		}
@@ -66,10 +77,15 @@ func (s *Store) Commit(ctx context.Context, changes []store.Change, entry *store
 
 // commitOnce reads, checks, and sends one transaction. done is false when
 // the store moved since the reads: plan again.
-func (s *Store) commitOnce(ctx context.Context, changes []store.Change, entry *store.Entry, keep int) (rev int64, done bool, err error) {
+func (s *Store) commitOnce(ctx context.Context, since int64, changes []store.Change, entry *store.Entry, keep int) (rev int64, done bool, err error) {
 	snap, err := s.readForCommit(ctx, changes)
 	if err != nil {
 		return 0, true, err
+	}
+	// The transaction compares P/meta with what was just read: this
+	// check covers the time before.
+	if since > 0 && snap.meta-s.base > since {
+		return 0, true, fmt.Errorf("%w: the store changed since revision %d (a commit at %d): validate again", store.ErrConflict, since, snap.meta-s.base)
 	}
 	if entry != nil && keep > 0 && len(snap.history)+1 > keep {
 		resp, err := s.read(ctx, "reading versions", clientv3.OpGet(s.versionPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithRev(snap.at)))

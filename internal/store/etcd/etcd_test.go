@@ -399,3 +399,41 @@ func TestTooLarge(t *testing.T) {
 		t.Fatalf("a refused commit wrote %d objects (%v)", len(objs), err)
 	}
 }
+
+// TestCommitSince: a commit conditioned on the revision its config was
+// validated at is refused once another replica committed after it, and
+// goes through when nothing did (lease renewals do not count).
+func TestCommitSince(t *testing.T) {
+	ctx := context.Background()
+	ms := startCluster(t, 1)
+	a, b := open(t, ms, "/since", 0), open(t, ms, "/since", 0)
+	ep := store.Key{Kind: "endpoints.web", Name: "10.0.0.1:80"}
+	if _, err := b.Commit(ctx, []store.Change{{Key: ep, Body: []byte(`1`), Expires: time.Now().Add(time.Hour)}}, nil, 10); err != nil {
+		t.Fatal(err)
+	}
+	_, validated, err := a.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Touch(ctx, ep, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	web := store.Key{Kind: "services", Name: "web"}
+	if _, err := a.CommitSince(ctx, validated, []store.Change{{Key: web, Body: []byte(`1`)}}, &store.Entry{}, 10); err != nil {
+		t.Fatalf("nothing committed since the validation, a renewal only: %v", err)
+	}
+	_, validated, err = a.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Commit(ctx, []store.Change{{Key: store.Key{Kind: "services", Name: "api"}, Body: []byte(`1`)}}, &store.Entry{}, 10); err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.CommitSince(ctx, validated, []store.Change{{Key: web, Body: nil}}, &store.Entry{}, 10)
+	if !errors.Is(err, store.ErrConflict) || !strings.Contains(err.Error(), "validate again") {
+		t.Fatalf("another replica committed after the validation: %v", err)
+	}
+	if _, err := a.Get(ctx, web); err != nil {
+		t.Fatalf("the refused commit deleted: %v", err)
+	}
+}
