@@ -53,6 +53,11 @@ type Type struct {
 	LastSent    []proto.Message `json:"-"`
 	LastRemoved []string        `json:"lastRemoved,omitempty"`
 	url         string
+	// counted is the state this type is counted under while its stream is
+	// open ("" when not counted); everSynced is set once it was SYNCED,
+	// so that the first sync is timed once.
+	counted    string
+	everSynced bool
 }
 
 // Stream is one xDS stream of a proxy.
@@ -101,9 +106,23 @@ type Options struct {
 	// proxy is seen; MaxGone bounds how many are kept.
 	Retention time.Duration
 	MaxGone   int
-	// OnLatency, if set, is told each first ACK of a version whose
-	// acceptance time is known: the push latency.
+	// OnLatency, if set, is told each first ACK on a stream of a version
+	// whose change was accepted after the stream opened: the push latency
+	// of a change. A new stream's initial config is not a push of a change
+	// (timed from the change, it would count how long ago the config last
+	// changed): it goes to OnFirstSync.
 	OnLatency func(typeURL string, d time.Duration)
+	// OnFirstSync, if set, is told once per stream and type the time from
+	// the stream's open to the type's first SYNCED state.
+	OnFirstSync func(typeURL string, d time.Duration)
+}
+
+// Count is how many types named Type (e.g. "CDS") of open streams are in
+// State.
+type Count struct {
+	Type  string
+	State string
+	N     int
 }
 
 // Tracker holds the streams. Memory is bounded: per open stream, one entry
@@ -116,7 +135,13 @@ type Tracker struct {
 	gone     []uint64
 	accepted map[string]time.Time // typeURL + version -> when the change was accepted
 	order    []string             // accepted's keys, oldest first
+	// counts holds, per type name and state, the open streams' types in
+	// it, kept as each changes state: a metrics scrape reads these, in
+	// O(types x states), never walking the streams.
+	counts map[countKey]int
 }
+
+type countKey struct{ typ, state string }
 
 // NewTracker returns an empty tracker.
 func NewTracker(opts Options) *Tracker {
@@ -132,17 +157,20 @@ func NewTracker(opts Options) *Tracker {
 	if opts.MaxGone == 0 {
 		opts.MaxGone = 1000
 	}
-	return &Tracker{opts: opts, streams: map[uint64]*Stream{}, accepted: map[string]time.Time{}}
+	return &Tracker{opts: opts, streams: map[uint64]*Stream{}, accepted: map[string]time.Time{}, counts: map[countKey]int{}}
 }
 
 // maxAccepted bounds the versions remembered for push latency.
 const maxAccepted = 4096
 
 // Published records that versions (type URL -> version) were accepted at
-// at, so that ACKs of them measure push latency.
+// at, so that ACKs of them measure push latency. Types whose expected
+// version comes from Options.Expected (no Expect for them) are recounted:
+// a publish changes what they should hold without an event of theirs.
 func (t *Tracker) Published(versions map[string][]string, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.recountImplicit()
 	for url, vs := range versions {
 		for _, v := range vs {
 			k := url + "\x00" + v
@@ -190,6 +218,64 @@ func (s *Stream) typ(url string, abbrev func(string) string) *Type {
 	return ty
 }
 
+// typ returns stream id's entry of typeURL, creating both as needed.
+func (t *Tracker) typ(id uint64, info Info, typeURL string, at time.Time) (*Stream, *Type) {
+	s := t.stream(id, info, at)
+	return s, s.typ(typeURL, t.opts.Abbrev)
+}
+
+// recount moves ty of s to the counter of its current state. It returns
+// the time from the stream's open to at when this is the type's first
+// SYNCED (zero otherwise), for the caller to report once unlocked.
+func (t *Tracker) recount(s *Stream, ty *Type, at time.Time) time.Duration {
+	state := t.state(s, ty)
+	if s.Gone == nil && state != ty.counted {
+		if ty.counted != "" {
+			t.counts[countKey{ty.Type, ty.counted}]--
+		}
+		t.counts[countKey{ty.Type, state}]++
+		ty.counted = state
+	}
+	if state != Synced || ty.everSynced {
+		return 0
+	}
+	ty.everSynced = true
+	return max(at.Sub(s.Since), time.Nanosecond)
+}
+
+// uncount takes a stream that is gone out of the counters.
+func (t *Tracker) uncount(s *Stream) {
+	for _, ty := range s.Types {
+		if ty.counted != "" {
+			t.counts[countKey{ty.Type, ty.counted}]--
+			ty.counted = ""
+		}
+	}
+}
+
+// recountImplicit recounts the open streams' types that have no expected
+// version of their own. The xds server reports one for every type it
+// serves, so this finds nothing to do in a running Pylon.
+func (t *Tracker) recountImplicit() {
+	for _, s := range t.streams {
+		if s.Gone != nil {
+			continue
+		}
+		for _, ty := range s.Types {
+			if _, own := s.expected[ty.url]; !own {
+				t.recount(s, ty, time.Now())
+			}
+		}
+	}
+}
+
+// firstSync reports a first sync measured by recount; call unlocked.
+func (t *Tracker) firstSync(typeURL string, d time.Duration) {
+	if d > 0 && t.opts.OnFirstSync != nil {
+		t.opts.OnFirstSync(typeURL, d)
+	}
+}
+
 // Seen records that stream id is open and in group ("" for none).
 func (t *Tracker) Seen(id uint64, info Info, group string, at time.Time) {
 	t.mu.Lock()
@@ -198,36 +284,50 @@ func (t *Tracker) Seen(id uint64, info Info, group string, at time.Time) {
 	if group == "" {
 		group = NoGroup
 	}
+	if s.Group == group {
+		return
+	}
 	s.Group = group
+	for _, ty := range s.Types {
+		// A stream in no group is NOT SENT whatever it holds; its first
+		// sync is timed when it is synced in a group.
+		t.recount(s, ty, at)
+	}
 }
 
 // Requested records that stream id asked for typeURL.
 func (t *Tracker) Requested(id uint64, info Info, typeURL string, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.stream(id, info, at).typ(typeURL, t.opts.Abbrev)
+	s, ty := t.typ(id, info, typeURL, at)
+	t.recount(s, ty, at)
 }
 
 // Sent records a response.
 func (t *Tracker) Sent(id uint64, info Info, typeURL string, st Stamp, sent []proto.Message, removed []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	ty := t.stream(id, info, st.At).typ(typeURL, t.opts.Abbrev)
+	s, ty := t.typ(id, info, typeURL, st.At)
 	ty.Sent, ty.LastSent, ty.LastRemoved = &st, sent, removed
+	t.recount(s, ty, st.At)
 }
 
-// ACKed records an ACK and reports push latency for a version's first ACK
-// on the stream.
+// ACKed records an ACK. A version's first ACK on the stream measures the
+// push latency of its change, if that change was accepted after the
+// stream opened; a type's first SYNCED measures the stream's first sync.
 func (t *Tracker) ACKed(id uint64, info Info, typeURL string, st Stamp) {
 	t.mu.Lock()
-	ty := t.stream(id, info, st.At).typ(typeURL, t.opts.Abbrev)
+	s, ty := t.typ(id, info, typeURL, st.At)
 	first := ty.ACKed == nil || ty.ACKed.Version != st.Version
 	ty.ACKed = &st
 	accepted, known := t.accepted[typeURL+"\x00"+st.Version]
+	push := first && known && accepted.After(s.Since)
+	synced := t.recount(s, ty, st.At)
 	t.mu.Unlock()
-	if first && known && t.opts.OnLatency != nil {
+	if push && t.opts.OnLatency != nil {
 		t.opts.OnLatency(typeURL, st.At.Sub(accepted))
 	}
+	t.firstSync(typeURL, synced)
 }
 
 // NACKed records a rejection.
@@ -235,7 +335,9 @@ func (t *Tracker) NACKed(id uint64, info Info, typeURL string, n NACK) {
 	n.Detail = cut(n.Detail)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.stream(id, info, n.At).typ(typeURL, t.opts.Abbrev).LastNACK = &n
+	s, ty := t.typ(id, info, typeURL, n.At)
+	ty.LastNACK = &n
+	t.recount(s, ty, n.At)
 }
 
 // Refused records that the server ended stream id on purpose, and marks it
@@ -247,6 +349,7 @@ func (t *Tracker) Refused(id uint64, info Info, reason, detail string, at time.T
 	s := t.stream(id, info, at)
 	s.Refused = &Refusal{Reason: reason, Detail: cut(detail), At: at}
 	if s.Gone == nil {
+		t.uncount(s)
 		s.Gone = &at
 		t.gone = append(t.gone, id)
 	}
@@ -266,6 +369,7 @@ func (t *Tracker) Closed(id uint64, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if s := t.streams[id]; s != nil && s.Gone == nil {
+		t.uncount(s)
 		s.Gone = &at
 		t.gone = append(t.gone, id)
 	}
@@ -284,10 +388,11 @@ func (t *Tracker) prune(now time.Time) {
 }
 
 // Expect records that stream id should hold version of typeURL rather
-// than its group's ("" : its group's again).
+// than its group's ("" : its group's again). The xds server says so for
+// every type a stream asks for, so that SYNCED means the proxy holds the
+// latest of every resource it subscribes to, not of its group's whole set.
 func (t *Tracker) Expect(id uint64, info Info, typeURL, version string, at time.Time) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	s := t.stream(id, info, at)
 	switch {
 	case version != "":
@@ -298,6 +403,14 @@ func (t *Tracker) Expect(id uint64, info Info, typeURL, version string, at time.
 	case s.expected != nil:
 		delete(s.expected, typeURL)
 	}
+	var synced time.Duration
+	for _, ty := range s.Types {
+		if ty.url == typeURL {
+			synced = t.recount(s, ty, at)
+		}
+	}
+	t.mu.Unlock()
+	t.firstSync(typeURL, synced)
 }
 
 // state is a type's state on a stream in group.
@@ -344,16 +457,30 @@ func (t *Tracker) Streams() []Stream {
 	return out
 }
 
-// States counts the open streams' types by state, for metrics.
+// States counts the open streams' types by state, in O(types x states).
 func (t *Tracker) States() map[string]int {
 	out := map[string]int{Synced: 0, Stale: 0, Nacked: 0, NotSent: 0}
-	for _, s := range t.Streams() {
-		if s.Gone != nil {
-			continue
-		}
-		for _, ty := range s.Types {
-			out[ty.State]++
-		}
+	for _, c := range t.Counts() {
+		out[c.State] += c.N
 	}
+	return out
+}
+
+// Counts returns the open streams' types by type name and state, from
+// counters kept as each changes state: O(types x states), whatever the
+// number of streams. Sorted by type, then state.
+func (t *Tracker) Counts() []Count {
+	t.mu.Lock()
+	out := make([]Count, 0, len(t.counts))
+	for k, n := range t.counts {
+		out = append(out, Count{Type: k.typ, State: k.state, N: n})
+	}
+	t.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Type != out[j].Type {
+			return out[i].Type < out[j].Type
+		}
+		return out[i].State < out[j].State
+	})
 	return out
 }

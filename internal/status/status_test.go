@@ -1,8 +1,12 @@
 package status
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestStates(t *testing.T) {
@@ -61,16 +65,147 @@ func TestClosedStreamsAreBounded(t *testing.T) {
 	}
 }
 
+// Push latency times changes accepted while the stream was open, from
+// their acceptance; a stream's initial config is not a push.
 func TestPushLatency(t *testing.T) {
 	var got []time.Duration
 	tr := NewTracker(Options{OnLatency: func(_ string, d time.Duration) { got = append(got, d) }})
 	t0 := time.Now()
+	tr.Seen(1, Info{Node: "n"}, "g", t0.Add(-time.Minute))
 	tr.Published(map[string][]string{"cds": {"v1"}}, t0)
 	tr.ACKed(1, Info{Node: "n"}, "cds", Stamp{Version: "v1", At: t0.Add(150 * time.Millisecond)})
 	tr.ACKed(1, Info{Node: "n"}, "cds", Stamp{Version: "v1", At: t0.Add(time.Second)}) // a repeat ACK
 	tr.ACKed(1, Info{Node: "n"}, "cds", Stamp{Version: "unknown", At: t0})
+	// A stream opened 30s after the change: its ACK is a first sync.
+	tr.Seen(2, Info{Node: "m"}, "g", t0.Add(30*time.Second))
+	tr.ACKed(2, Info{Node: "m"}, "cds", Stamp{Version: "v1", At: t0.Add(31 * time.Second)})
 	if len(got) != 1 || got[0] != 150*time.Millisecond {
 		t.Fatalf("latencies %v, want one of 150ms", got)
+	}
+}
+
+// A stream's first sync of a type is timed from the stream's open, once.
+func TestFirstSync(t *testing.T) {
+	type sample struct {
+		typ string
+		d   time.Duration
+	}
+	var got []sample
+	tr := NewTracker(Options{OnFirstSync: func(u string, d time.Duration) { got = append(got, sample{u, d}) }})
+	t0 := time.Now()
+	info := Info{Node: "n"}
+	tr.Seen(1, info, "g", t0)
+	tr.Sent(1, info, "cds", Stamp{Version: "v1", At: t0.Add(time.Second)}, nil, nil)
+	tr.Expect(1, info, "cds", "v1", t0.Add(time.Second))
+	tr.ACKed(1, info, "cds", Stamp{Version: "v1", At: t0.Add(2 * time.Second)})
+	tr.Sent(1, info, "cds", Stamp{Version: "v2", At: t0.Add(3 * time.Second)}, nil, nil)
+	tr.Expect(1, info, "cds", "v2", t0.Add(3*time.Second))
+	tr.ACKed(1, info, "cds", Stamp{Version: "v2", At: t0.Add(4 * time.Second)})
+	if len(got) != 1 || got[0] != (sample{"cds", 2 * time.Second}) {
+		t.Fatalf("first syncs %v, want cds after 2s, once", got)
+	}
+}
+
+// The per-(type, state) counters kept on each event agree with the states
+// computed from scratch, through every kind of event, for streams that
+// report their expected versions and for those that rely on their group's.
+func TestCountsFollowStreams(t *testing.T) {
+	group := map[string]string{}
+	tr := NewTracker(Options{Expected: func(g, u string) string { return group[u] }, MaxGone: 1})
+	rng := rand.New(rand.NewPCG(1, 2))
+	urls := []string{"cds", "eds", "lds"}
+	versions := []string{"v1", "v2", "v3"}
+	at := time.Now()
+	for step := range 5000 {
+		id := uint64(rng.IntN(20))
+		info := Info{Node: fmt.Sprint("n", id)}
+		u, v := urls[rng.IntN(len(urls))], versions[rng.IntN(len(versions))]
+		at = at.Add(time.Millisecond)
+		switch rng.IntN(9) {
+		case 0:
+			tr.Seen(id, info, []string{"", "a", "b"}[rng.IntN(3)], at)
+		case 1:
+			tr.Requested(id, info, u, at)
+		case 2:
+			tr.Sent(id, info, u, Stamp{Version: v, At: at}, nil, nil)
+		case 3:
+			tr.ACKed(id, info, u, Stamp{Version: v, At: at})
+		case 4:
+			tr.NACKed(id, info, u, NACK{Version: v, At: at})
+		case 5:
+			tr.Expect(id, info, u, []string{"", "v1", "v2"}[rng.IntN(3)], at)
+		case 6:
+			group[u] = v
+			tr.Published(map[string][]string{u: {v}}, at)
+		case 7:
+			tr.Closed(id, at)
+		case 8:
+			if rng.IntN(10) == 0 {
+				tr.Refused(id, info, "stalled", "", at)
+			}
+		}
+		want := map[string]int{}
+		for _, s := range tr.Streams() {
+			for _, ty := range s.Types {
+				if s.Gone == nil {
+					want[ty.Type+" "+ty.State]++
+				}
+			}
+		}
+		got := map[string]int{}
+		for _, c := range tr.Counts() {
+			if c.N != 0 {
+				got[c.Type+" "+c.State] = c.N
+			}
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("step %d: counts (-recomputed +kept):\n%s", step, diff)
+		}
+	}
+}
+
+// A metrics scrape reads counters: its cost does not grow with the number
+// of streams (it used to copy and sort every stream).
+func TestCountsIndependentOfStreams(t *testing.T) {
+	allocs := func(streams int) float64 {
+		tr := fill(streams)
+		return testing.AllocsPerRun(20, func() { tr.States() })
+	}
+	if few, many := allocs(10), allocs(10_000); few != many {
+		t.Fatalf("a scrape allocates %v times at 10 streams, %v at 10,000", few, many)
+	}
+}
+
+// fill returns a tracker with n open streams, each with three types in
+// various states.
+func fill(n int) *Tracker {
+	tr := NewTracker(Options{})
+	now := time.Now()
+	for i := range uint64(n) {
+		info := Info{Node: fmt.Sprint("n", i)}
+		tr.Seen(i, info, "g", now)
+		for j, u := range []string{"cds", "eds", "lds"} {
+			tr.Expect(i, info, u, "v1", now)
+			tr.Sent(i, info, u, Stamp{Version: "v1", At: now}, nil, nil)
+			if (int(i)+j)%3 != 0 {
+				tr.ACKed(i, info, u, Stamp{Version: "v1", At: now})
+			}
+		}
+	}
+	return tr
+}
+
+// BenchmarkScrape is what a metrics scrape costs the tracker at 100 and
+// 10,000 streams.
+func BenchmarkScrape(b *testing.B) {
+	for _, n := range []int{100, 10_000} {
+		b.Run(fmt.Sprint(n, "streams"), func(b *testing.B) {
+			tr := fill(n)
+			b.ReportAllocs()
+			for b.Loop() {
+				tr.Counts()
+			}
+		})
 	}
 }
 
