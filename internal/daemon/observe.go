@@ -45,6 +45,11 @@ func NewObservability(reg *xdstype.Registry, pub *snapshot.Publisher) *Observabi
 				met.Latency(t.Abbrev, d)
 			}
 		},
+		OnFirstSync: func(url string, d time.Duration) {
+			if t := reg.Lookup(url); t != nil {
+				met.FirstSync(t.Abbrev, d)
+			}
+		},
 	})
 	met = metrics.New(tracker)
 	return &Observability{Tracker: tracker, Metrics: met, Observer: tracking{reg: reg, t: tracker, m: met}}

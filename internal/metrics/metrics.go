@@ -4,6 +4,9 @@
 package metrics
 
 import (
+	"runtime"
+	"runtime/debug"
+	"sort"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,6 +18,8 @@ import (
 // Metrics are the server's metrics, registered on their own registry.
 type Metrics struct {
 	Registry *prometheus.Registry
+	// names are the families registered here, in order.
+	names []string
 
 	streams   *prometheus.GaugeVec
 	responses *prometheus.CounterVec
@@ -22,65 +27,160 @@ type Metrics struct {
 	acks      *prometheus.CounterVec
 	nacks     *prometheus.CounterVec
 	latency   *prometheus.HistogramVec
+	firstSync *prometheus.HistogramVec
 	publishes *prometheus.CounterVec
 	events    prometheus.Counter
 	reloads   prometheus.Counter
 	refused   *prometheus.CounterVec
 	ignored   *prometheus.CounterVec
+	// The last load's result, as Prometheus exports its own reloads.
+	reloadOK, reloadOKAt, configRefused prometheus.Gauge
 }
+
+// latencyBuckets cover a push from milliseconds to the 30 s a slow fleet
+// may take; first syncs use the same, so the two compare.
+var latencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
 
 // New registers every metric; tracker supplies the proxies-by-state gauges.
 func New(tracker *status.Tracker) *Metrics {
-	reg := prometheus.NewRegistry()
-	m := &Metrics{
-		Registry: reg,
-		streams: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "pylon_xds_streams", Help: "Open xDS streams by kind (ads, ads_delta, per_type, per_type_delta).",
-		}, []string{"kind"}),
-		responses: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "pylon_xds_responses_total", Help: "xDS responses sent, by resource type.",
-		}, []string{"type"}),
-		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "pylon_xds_response_bytes_total", Help: "Encoded bytes of xDS responses sent, by resource type.",
-		}, []string{"type"}),
-		acks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "pylon_xds_acks_total", Help: "ACKs received, by resource type.",
-		}, []string{"type"}),
-		nacks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "pylon_xds_nacks_total", Help: "NACKs received, by resource type.",
-		}, []string{"type"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "pylon_push_latency_seconds",
-			Help:    "From a config change's acceptance to a proxy's ACK of it, by resource type.",
-			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
-		}, []string{"type"}),
-		publishes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "pylon_config_publishes_total", Help: "Config loads by result: published, unchanged, refused.",
-		}, []string{"result"}),
-		events: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "pylon_config_source_events_total", Help: "File events seen by the config watcher, before debouncing.",
-		}),
-		reloads: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "pylon_config_reloads_total", Help: "Config reads after debouncing (and resyncs): events per reload is the batching.",
-		}),
-		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "pylon_xds_streams_refused_total",
-			Help: "xDS streams the server ended on purpose, by reason (identity_mismatch, bad_node, resource_names, stalled, flood, busy).",
-		}, []string{"reason"}),
-		ignored: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "pylon_xds_requests_ignored_total", Help: "xDS requests ignored, by reason (unknown_type); logged once a stream.",
-		}, []string{"reason"}),
-	}
-	reg.MustRegister(m.streams, m.responses, m.bytes, m.acks, m.nacks, m.latency, m.publishes, m.events, m.reloads, m.refused, m.ignored,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	for _, state := range []string{status.Synced, status.Stale, status.Nacked, status.NotSent} {
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name:        "pylon_proxy_types",
-			Help:        "Resource types of open streams by state (SYNCED, STALE, NACKED, NOT SENT).",
-			ConstLabels: prometheus.Labels{"state": state},
-		}, func() float64 { return float64(tracker.States()[state]) }))
-	}
+	m := &Metrics{Registry: prometheus.NewRegistry()}
+	m.streams = register(m, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "pylon_xds_streams", Help: "Open xDS streams by kind (ads, ads_delta, per_type, per_type_delta).",
+	}, []string{"kind"}), "pylon_xds_streams")
+	m.responses = register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pylon_xds_responses_total", Help: "xDS responses sent, by resource type.",
+	}, []string{"type"}), "pylon_xds_responses_total")
+	m.bytes = register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pylon_xds_response_bytes_total", Help: "Encoded bytes of xDS responses sent, by resource type.",
+	}, []string{"type"}), "pylon_xds_response_bytes_total")
+	m.acks = register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pylon_xds_acks_total", Help: "ACKs received, by resource type.",
+	}, []string{"type"}), "pylon_xds_acks_total")
+	m.nacks = register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pylon_xds_nacks_total", Help: "NACKs received, by resource type.",
+	}, []string{"type"}), "pylon_xds_nacks_total")
+	m.latency = register(m, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "pylon_push_latency_seconds",
+		Help: "From a config change's acceptance to a connected proxy's ACK of it, by resource type. " +
+			"Only changes accepted while the stream was open: a new stream's initial config is pylon_first_sync_seconds.",
+		Buckets: latencyBuckets,
+	}, []string{"type"}), "pylon_push_latency_seconds")
+	m.firstSync = register(m, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "pylon_first_sync_seconds",
+		Help:    "From a stream's open to its first SYNCED state of a resource type (its initial config ACKed), by type.",
+		Buckets: latencyBuckets,
+	}, []string{"type"}), "pylon_first_sync_seconds")
+	m.registerConfig()
+	m.refused = register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pylon_xds_streams_refused_total",
+		Help: "xDS streams the server ended on purpose, by reason (identity_mismatch, bad_node, resource_names, stalled, flood, busy).",
+	}, []string{"reason"}), "pylon_xds_streams_refused_total")
+	m.ignored = register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pylon_xds_requests_ignored_total", Help: "xDS requests ignored, by reason (unknown_type); logged once a stream.",
+	}, []string{"reason"}), "pylon_xds_requests_ignored_total")
+	register(m, &typeStates{tracker: tracker}, proxyTypes)
+	register(m, buildInfo(), "pylon_build_info")
+	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// registerConfig registers the config pipeline's metrics.
+func (m *Metrics) registerConfig() {
+	m.publishes = register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pylon_config_publishes_total", Help: "Config loads by result: published, unchanged, refused.",
+	}, []string{"result"}), "pylon_config_publishes_total")
+	m.events = register(m, prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pylon_config_source_events_total", Help: "File events seen by the config watcher, before debouncing.",
+	}), "pylon_config_source_events_total")
+	m.reloads = register(m, prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pylon_config_reloads_total", Help: "Config reads after debouncing (and resyncs): events per reload is the batching.",
+	}), "pylon_config_reloads_total")
+	m.reloadOK = register(m, prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "pylon_config_last_reload_successful", Help: "Whether the last config load was accepted (1) or refused (0).",
+	}), "pylon_config_last_reload_successful")
+	m.reloadOKAt = register(m, prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "pylon_config_last_reload_success_timestamp_seconds", Help: "When a config load was last accepted, in seconds since the epoch.",
+	}), "pylon_config_last_reload_success_timestamp_seconds")
+	m.configRefused = register(m, prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "pylon_config_refused", Help: "1 while the current config is refused (the last good one keeps serving), else 0.",
+	}), "pylon_config_refused")
+}
+
+// register registers c, which exports the family name, and returns it.
+// The name is given again here because a collector does not say its
+// names except in its descriptions' text.
+func register[C prometheus.Collector](m *Metrics, c C, name string) C {
+	m.Registry.MustRegister(c)
+	m.names = append(m.names, name)
+	return c
+}
+
+// Names returns the name of every metric family Pylon exports: its own,
+// and the Go runtime's and process's from their collectors. For checking
+// dashboards and alert rules against what exists.
+func (m *Metrics) Names() []string {
+	seen := map[string]bool{}
+	for _, n := range m.names {
+		seen[n] = true
+	}
+	// The runtime and process collectors always export every family they
+	// describe, so a gather lists them.
+	if families, err := m.Registry.Gather(); err == nil {
+		for _, f := range families {
+			seen[f.GetName()] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for n := range seen {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+const proxyTypes = "pylon_proxy_types"
+
+// stateLabels are the per-type states as metric label values: lower snake
+// case (the status API's "NOT SENT" has a space).
+var stateLabels = map[string]string{status.Synced: "synced", status.Stale: "stale", status.Nacked: "nacked", status.NotSent: "not_sent"}
+
+// typeStates exports the open streams' types by type and state from the
+// tracker's counters: a scrape costs O(types x states), whatever the
+// number of streams.
+type typeStates struct {
+	tracker *status.Tracker
+}
+
+var typeStatesDesc = prometheus.NewDesc(proxyTypes,
+	"Resource types of open streams, by type and state (synced, stale, nacked, not_sent).", []string{"type", "state"}, nil)
+
+func (c *typeStates) Describe(ch chan<- *prometheus.Desc) { ch <- typeStatesDesc }
+
+func (c *typeStates) Collect(ch chan<- prometheus.Metric) {
+	for _, n := range c.tracker.Counts() {
+		ch <- prometheus.MustNewConstMetric(typeStatesDesc, prometheus.GaugeValue, float64(n.N), n.Type, stateLabels[n.State])
+	}
+}
+
+// buildInfo is pylon_build_info: 1, labelled with the module version, the
+// VCS revision and the Go version the binary was built with.
+func buildInfo() prometheus.Gauge {
+	version, revision, goversion := "unknown", "unknown", runtime.Version()
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		version, goversion = bi.Main.Version, bi.GoVersion
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				revision = s.Value
+			}
+		}
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "pylon_build_info",
+		Help:        "Always 1; the labels say which Pylon build is running.",
+		ConstLabels: prometheus.Labels{"version": version, "revision": revision, "goversion": goversion},
+	})
+	g.Set(1)
+	return g
 }
 
 // StreamOpened and StreamClosed count open streams.
@@ -106,8 +206,31 @@ func (m *Metrics) Latency(typ string, d time.Duration) {
 	m.latency.WithLabelValues(typ).Observe(d.Seconds())
 }
 
-// Publish counts a config load's result.
-func (m *Metrics) Publish(result string) { m.publishes.WithLabelValues(result).Inc() }
+// FirstSync records a stream's first sync of typ.
+func (m *Metrics) FirstSync(typ string, d time.Duration) {
+	m.firstSync.WithLabelValues(typ).Observe(d.Seconds())
+}
+
+// Publish counts a config load's result ("published", "unchanged" or
+// "refused") and sets the last-reload gauges: a refused load leaves the
+// last good config serving, and the current one refused until a later load
+// is accepted.
+func (m *Metrics) Publish(result string) {
+	m.PublishAt(result, time.Now())
+}
+
+// PublishAt is Publish for a load that ended at at.
+func (m *Metrics) PublishAt(result string, at time.Time) {
+	m.publishes.WithLabelValues(result).Inc()
+	if result == "refused" {
+		m.reloadOK.Set(0)
+		m.configRefused.Set(1)
+		return
+	}
+	m.reloadOK.Set(1)
+	m.reloadOKAt.Set(float64(at.UnixNano()) / 1e9)
+	m.configRefused.Set(0)
+}
 
 // SourceEvent counts a file event; Reload a debounced read.
 func (m *Metrics) SourceEvent() { m.events.Inc() }
