@@ -9,14 +9,21 @@ import (
 	"github.com/pylon-xds/pylon/examples"
 	"github.com/pylon-xds/pylon/internal/compile"
 	"github.com/pylon-xds/pylon/internal/config"
+	"github.com/pylon-xds/pylon/internal/secretfile"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
-// Every example in this folder must be a config Pylon accepts.
+// Every example in this folder must be a config Pylon accepts, read as the
+// README applies it: to a `pylon serve` started in the repository's root,
+// whose first secret directory is that root (test/readme runs the flow).
 func TestExamplesCompile(t *testing.T) {
 	files, err := filepath.Glob("*.yaml")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no examples: %v", err)
+	}
+	secrets, err := secretfile.New([]string{".."}, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
 	reg := xdstype.New()
 	for _, f := range files {
@@ -24,7 +31,7 @@ func TestExamplesCompile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fleet, err := compile.Compile(reg, []config.File{{Path: f, Data: data}}, compile.LimitedReader)
+		fleet, err := compile.Compile(reg, []config.File{{Path: f, Data: data}}, secrets.Read)
 		if err != nil {
 			t.Errorf("%s: %v", f, err)
 			continue
