@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -19,6 +20,7 @@ type member struct {
 	peer, cli string // host:port
 	etcd      *embed.Etcd
 	cluster   string
+	tls       *transport.TLSInfo // clients must speak TLS (peers do not)
 }
 
 // freePorts returns n distinct loopback ports nothing listens on now.
@@ -80,6 +82,10 @@ func (m *member) start(t *testing.T, fresh bool) {
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	pu := url.URL{Scheme: "http", Host: m.peer}
 	cu := url.URL{Scheme: "http", Host: m.cli}
+	if m.tls != nil {
+		cu.Scheme = "https"
+		cfg.ClientTLSInfo = *m.tls
+	}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
 	cfg.InitialCluster = m.cluster

@@ -19,7 +19,8 @@ const (
 // ends it instead of going quiet, and it is opened again (on any
 // endpoint) from the last revision seen, so nothing is missed. When etcd
 // compacted past that revision, the current revision is sent: the
-// receiver re-reads everything anyway.
+// receiver re-reads everything anyway. Closing the store ends the watch
+// too.
 func (s *Store) Watch(ctx context.Context, fromRev int64) <-chan int64 {
 	out := make(chan int64, 1)
 	go func() {
@@ -69,8 +70,8 @@ func (s *Store) watch(ctx context.Context, fromRev int64, out chan int64) {
 			}
 		}
 		cancel()
-		if ctx.Err() != nil {
-			return
+		if ctx.Err() != nil || s.cli.Ctx().Err() != nil {
+			return // done, or the store was closed
 		}
 		t := time.NewTimer(wait)
 		select {
