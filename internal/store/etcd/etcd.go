@@ -50,7 +50,9 @@
 // commit by another replica, a lease expiring), the transaction fails and
 // the commit is planned again from fresh reads, a bounded number of times.
 // Commits are thus serialized across replicas, as the bbolt store
-// serializes them in one process.
+// serializes them in one process. CommitSince adds the condition a whole
+// validated configuration needs: no commit after the revision it was
+// validated at.
 //
 // Leases. An object written with Expires gets an etcd lease of its own,
 // with a TTL reaching its expiry; the object and its lease record are on
