@@ -367,10 +367,12 @@ func EnvoyYAML(o Options) ([]byte, error) {
 //   - grpc-js-xds refuses a node without a "locality" object ("locality field
 //     missing in node element"), so it is always written, empty if need be;
 //     the others take it as optional.
-//   - channel_creds is a list (all four); grpc-js knows only "insecure" and
-//     "google_default", so it cannot use the "tls" entry of a TLS bootstrap.
-//     A second, "insecure" entry would make it connect in plaintext: a
-//     silent downgrade, so there is none and grpc-js says why it refuses.
+//   - channel_creds is a list (all four). The "tls" type (gRFC A65) is read
+//     by grpc-go and grpc-java, but not by grpc-js 1.14 (only "insecure" and
+//     "google_default") nor by C-core before 1.57 (Debian 12's grpcio 1.51:
+//     "no known creds type found"): those cannot use a TLS bootstrap. A
+//     second, "insecure" entry would make them connect in plaintext, a
+//     silent downgrade, so there is none and they refuse it.
 //   - node.metadata is a JSON object (a google.protobuf.Struct); Pylon's
 //     groups match its string values.
 type grpcBootstrap struct {
