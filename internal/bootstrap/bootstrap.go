@@ -369,8 +369,8 @@ func EnvoyYAML(o Options) ([]byte, error) {
 //     the others take it as optional.
 //   - channel_creds is a list (all four). The "tls" type (gRFC A65) is read
 //     by grpc-go and grpc-java, but not by grpc-js 1.14 (only "insecure" and
-//     "google_default") nor by C-core before 1.57 (Debian 12's grpcio 1.51:
-//     "no known creds type found"): those cannot use a TLS bootstrap. A
+//     "google_default") nor by the C-core of Debian 12's grpcio 1.51 ("no
+//     known creds type found"): those cannot use a TLS bootstrap. A
 //     second, "insecure" entry would make them connect in plaintext, a
 //     silent downgrade, so there is none and they refuse it.
 //   - node.metadata is a JSON object (a google.protobuf.Struct); Pylon's
