@@ -25,10 +25,12 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
-// rpcTimeout is each RPC's deadline; a client's answer must come within it
-// plus answerSlack.
+// rpcTimeout is each RPC's deadline (waiting for ready: the first one
+// waits for the client's xDS configuration, slower on a loaded CI machine);
+// a client's answer must come within it plus answerSlack (a subprocess
+// loads its gRPC library first).
 const (
-	rpcTimeout  = 5 * time.Second
+	rpcTimeout  = 10 * time.Second
 	answerSlack = 5 * time.Second
 	// clientLife bounds a subprocess client's whole run.
 	clientLife = 60 * time.Second
