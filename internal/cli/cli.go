@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
-	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -76,8 +75,6 @@ func (g *globals) logger(w io.Writer) (*slog.Logger, error) {
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", g.logFormat)
 }
-
-func sortStrings(s []string) { sort.Strings(s) }
 
 func defaultIdentifier() string {
 	host, err := os.Hostname()

@@ -167,7 +167,7 @@ func TestReadCommandsOutputFormats(t *testing.T) {
 	d := startServe(t)
 	for _, args := range [][]string{
 		{"status"}, {"get", "proxies"}, {"get", "objects"}, {"get", "clusters"}, {"get", "listeners"},
-		{"get", "routes"}, {"get", "endpoints"}, {"get", "secrets"}, {"history"}, {"diff", "1"},
+		{"get", "routes"}, {"get", "endpoints"}, {"get", "secrets"}, {"history"}, {"diff", "1"}, {"endpoints", "list"},
 	} {
 		js := d.must(t, append(args, "-o", "json")...)
 		if !json.Valid([]byte(js)) {
@@ -447,6 +447,13 @@ func TestEndpointsAddRequest(t *testing.T) {
 	}
 	if len(seen) != 2 {
 		t.Fatalf("registered %v, want [::1]:8080 and 10.0.0.6:80", seen)
+	}
+	list := d.must(t, "endpoints", "list", "api")
+	if row(list, "api", "[::1]:8080", "1", "unknown", "never") == "" || !regexp.MustCompile(`(?m)^api\s+10\.0\.0\.6:80\s+3\s+unknown\s+20\d\d-`).MatchString(list) {
+		t.Errorf("endpoints list api:\n%s", list)
+	}
+	if other := d.must(t, "endpoints", "list", "web"); strings.Contains(other, "10.0.0.6") {
+		t.Errorf("endpoints list web shows api's endpoints:\n%s", other)
 	}
 	d.must(t, "endpoints", "remove", "api", "[::1]:8080")
 	if code, _, stderr := d.cli("endpoints", "remove", "api", "[::1]:8080"); code != 1 || !strings.Contains(stderr, "404") {

@@ -86,7 +86,9 @@ func addWriteCommands(root *cobra.Command, a *adminFlags) {
 		},
 	}
 
-	root.AddCommand(newEndpoints(get))
+	eps := newEndpoints(get)
+	eps.AddCommand(newEndpointsList(a))
+	root.AddCommand(eps)
 
 	rollback := &cobra.Command{
 		Use:     "rollback REV",
@@ -218,6 +220,72 @@ func newEndpoints(client func() adminClient) *cobra.Command {
 	}
 	endpoints.AddCommand(add, remove)
 	return endpoints
+}
+
+// registeredEndpoint is a registration as /v1/objects holds it: kind
+// "endpoints.SERVICE", name ADDRESS:PORT.
+type registeredEndpoint struct {
+	Kind     string `json:"kind"`
+	Name     string `json:"name"`
+	Revision int64  `json:"revision"`
+	Body     struct {
+		Weight uint32 `json:"weight"`
+		Health string `json:"health"`
+	} `json:"body"`
+	Expires time.Time `json:"expires"`
+}
+
+func newEndpointsList(a *adminFlags) *cobra.Command {
+	var o output
+	cmd := &cobra.Command{
+		Use:     "list [SERVICE]",
+		Short:   "List the registered endpoints (of one service), with their leases",
+		Example: "  pylon endpoints list\n  pylon endpoints list api -o json",
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.check(); err != nil {
+				return err
+			}
+			var objs struct {
+				Objects []registeredEndpoint `json:"objects"`
+			}
+			if err := a.client().get("/v1/objects", &objs); err != nil {
+				return err
+			}
+			var sel []registeredEndpoint
+			for _, e := range objs.Objects {
+				svc, ok := strings.CutPrefix(e.Kind, "endpoints.")
+				if ok && (len(args) == 0 || svc == args[0]) {
+					sel = append(sel, e)
+				}
+			}
+			if !o.table() {
+				return render(cmd.OutOrStdout(), o.format, map[string]any{"endpoints": sel})
+			}
+			return endpointTable(cmd.OutOrStdout(), sel)
+		},
+	}
+	o.register(cmd)
+	return cmd
+}
+
+func endpointTable(w io.Writer, eps []registeredEndpoint) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
+	fmt.Fprintln(tw, "SERVICE\tENDPOINT\tWEIGHT\tHEALTH\tEXPIRES\tREVISION")
+	for _, e := range eps {
+		weight, health, exp := "1", "unknown", "never"
+		if e.Body.Weight != 0 {
+			weight = strconv.FormatUint(uint64(e.Body.Weight), 10)
+		}
+		if e.Body.Health != "" {
+			health = e.Body.Health
+		}
+		if !e.Expires.IsZero() {
+			exp = e.Expires.Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", strings.TrimPrefix(e.Kind, "endpoints."), e.Name, weight, health, exp, e.Revision)
+	}
+	return tw.Flush()
 }
 
 func newHistory(a *adminFlags) *cobra.Command {
