@@ -17,6 +17,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/certs"
 	"github.com/pylon-xds/pylon/internal/diag"
+	"github.com/pylon-xds/pylon/internal/redact"
 )
 
 // Environment variables the CLI reads (once, into flag defaults and token
@@ -251,8 +252,9 @@ func (e *apiError) Error() string {
 		Diagnostics []diag.Diagnostic `json:"diagnostics"`
 	}
 	if json.Unmarshal(e.Body, &body) != nil {
-		// Not the API's JSON (a proxy in between?): its text, bounded.
-		s := strings.TrimSpace(string(e.Body))
+		// Not the API's JSON (a proxy in between?): its text, bounded
+		// and scrubbed of any key it might quote.
+		s := redact.String(strings.TrimSpace(string(e.Body)))
 		if len(s) > 512 {
 			s = s[:512] + "..."
 		}
