@@ -166,6 +166,12 @@ func (s *Server) entry(ty *status.Type) *statusv3.ClientConfig_GenericXdsConfig 
 		ConfigStatus: configStatus(ty.State),
 		ClientStatus: clientStatus(ty),
 	}
+	// CSDS's STALE is "sent, no ACK or NACK yet": a later response not yet
+	// answered is never SYNCED, even in the moment before the tracker
+	// learns that the stream should hold it.
+	if e.ConfigStatus == statusv3.ConfigStatus_SYNCED && e.ClientStatus != adminv3.ClientResourceStatus_ACKED {
+		e.ConfigStatus = statusv3.ConfigStatus_STALE
+	}
 	at := ty.Sent
 	if at != nil {
 		e.VersionInfo = at.Version

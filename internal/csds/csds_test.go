@@ -177,7 +177,7 @@ func TestSyncedACKed(t *testing.T) {
 	}
 }
 
-// TestStaleThenSynced: a proxy sent a newer version that it has not ACKed
+// TestStale: a proxy sent a newer version that it has not ACKed
 // yet shows STALE, with the version it was sent.
 func TestStale(t *testing.T) {
 	e := start(t, tokens(), nil, csds.Options{})
@@ -192,6 +192,7 @@ func TestStale(t *testing.T) {
 	})
 	e.publish(t, cl("c1"), cl("c3"))
 	r2 := s.RecvType(cds)
+	// Whatever the moment: sent and not answered is STALE, never SYNCED.
 	_, got := waitFor(t, conn, "n1", cds, "c3", func(*statusv3.ClientConfig_GenericXdsConfig) bool { return true })
 	if got.GetConfigStatus() != statusv3.ConfigStatus_STALE || got.GetClientStatus() != adminv3.ClientResourceStatus_REQUESTED || got.GetVersionInfo() != r2.GetVersionInfo() {
 		t.Fatalf("entry %v, want STALE/REQUESTED at %q", got, r2.GetVersionInfo())
@@ -383,4 +384,35 @@ func TestStream(t *testing.T) {
 // cl is an EDS cluster with its endpoints.
 func cl(name string) []proto.Message {
 	return []proto.Message{xdstest.Cluster(name), xdstest.Endpoints(name, 8080)}
+}
+
+// TestClosedStreamGone: a proxy that disconnected is no longer answered
+// for (the tracker keeps it for a while, for the status page only).
+func TestClosedStreamGone(t *testing.T) {
+	e := start(t, tokens(), nil, csds.Options{})
+	e.publish(t, cl("c1"))
+	conn := xdstest.Dial(t, e.addr)
+	s := xdstest.OpenADS(t, conn, xdstest.Node("n1"))
+	s.Request(cds)
+	s.ACK(s.RecvType(cds))
+	waitFor(t, conn, "n1", cds, "c1", func(g *statusv3.ClientConfig_GenericXdsConfig) bool {
+		return g.GetClientStatus() == adminv3.ClientResourceStatus_ACKED
+	})
+	s.Close()
+	deadline := time.Now().Add(xdstest.Timeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		resp, err := fetch(t, conn, withToken(context.Background(), readToken), &statusv3.ClientStatusRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.GetConfig()) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("closed stream's node still answered for: %v", resp)
+		}
+		<-tick.C
+	}
 }
