@@ -252,7 +252,14 @@ func TestMetricsCountACKsAndNACKs(t *testing.T) {
 	if streams != 2 {
 		t.Errorf("pylon_xds_streams sums to %v, want 2", streams)
 	}
-	if _, ok := after["pylon_push_latency_seconds"]; !ok {
-		t.Error("no push latency histogram")
+	// Both streams only synced for the first time: that is the first-sync
+	// histogram's, not push latency's, which times changes only.
+	if _, ok := after["pylon_first_sync_seconds"]; !ok {
+		t.Error("no first-sync histogram")
+	}
+	for _, m := range after["pylon_push_latency_seconds"].GetMetric() {
+		if n := m.GetHistogram().GetSampleCount(); n != 0 {
+			t.Errorf("first syncs recorded as push latency: %d samples", n)
+		}
 	}
 }

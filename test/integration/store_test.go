@@ -305,8 +305,9 @@ func TestRollbackOverTheWire(t *testing.T) {
 	if !strings.Contains(hist, fmt.Sprintf("rollback to revision %d", first)) {
 		t.Fatalf("pylon history:\n%s", hist)
 	}
+	// A unified diff of YAML: the rollback put the first port back.
 	diff := p.cli(t, "diff", fmt.Sprint(first+1))
-	if !strings.Contains(diff, "~ services/svc") {
+	if !strings.Contains(diff, "# services/svc") || !strings.Contains(diff, "\n-  port: 2000\n+  port: 1000\n") {
 		t.Fatalf("pylon diff:\n%s", diff)
 	}
 }
