@@ -52,7 +52,7 @@ func (a *adminFlags) register(root *cobra.Command, getenv func(string) string) {
 	}
 	f := root.PersistentFlags()
 	f.StringVar(&a.addr, "admin-addr", "127.0.0.1:19000", "Pylon's admin address (serve listens there; the other commands talk to it)")
-	f.StringVar(&a.dataDir, "data-dir", dataDir, "Pylon's data folder: serve keeps the embedded store and the admin tokens there, the other commands read the tokens from it (default $"+envDataDir+", else ./pylon-data)")
+	f.StringVar(&a.dataDir, "data-dir", dataDir, "Pylon's data folder: serve keeps the embedded store and the admin tokens there, the other commands read the tokens from it; $"+envDataDir+" sets the default")
 	f.StringVar(&a.tokenFile, "token-file", "", "the admin API's write token (default $"+envToken+", else DATA_DIR/admin-token)")
 	f.StringVar(&a.readTokenFile, "read-token-file", "", "the admin API's read token (default $"+envReadToken+", else DATA_DIR/read-token, else the write token)")
 	f.StringVar(&a.caFile, "admin-ca-file", "", "reach the admin API over https, verifying its certificate with this PEM CA bundle")

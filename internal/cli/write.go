@@ -168,7 +168,7 @@ func splitEndpoint(s string) (string, uint32, error) {
 func newEndpoints(client func() adminClient) *cobra.Command {
 	var ttl time.Duration
 	var weight uint32
-	endpoints := &cobra.Command{Use: "endpoints", Short: "Register or remove endpoints of a service"}
+	endpoints := &cobra.Command{Use: "endpoints", Short: "Register, remove or list the endpoints of a service"}
 	add := &cobra.Command{
 		Use:   "add SERVICE ADDRESS:PORT",
 		Short: "Register an endpoint; with --ttl it leaves EDS unless registered again in time",
