@@ -19,7 +19,9 @@ import (
 func TestEntryStates(t *testing.T) {
 	s := New(Options{Tracker: status.NewTracker(status.Options{}), Registry: xdstype.New(), Authorize: func(context.Context) error { return nil }})
 	at := time.Unix(1000, 0)
-	v := func(version string, sec int64) *status.Stamp { return &status.Stamp{Version: version, At: at.Add(time.Duration(sec) * time.Second)} }
+	v := func(version string, sec int64) *status.Stamp {
+		return &status.Stamp{Version: version, At: at.Add(time.Duration(sec) * time.Second)}
+	}
 	cases := []struct {
 		name   string
 		ty     status.Type
