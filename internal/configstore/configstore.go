@@ -21,7 +21,6 @@ import (
 	"github.com/pylon-xds/pylon/internal/diag"
 	"github.com/pylon-xds/pylon/internal/redact"
 	"github.com/pylon-xds/pylon/internal/snapshot"
-	"github.com/pylon-xds/pylon/internal/source"
 	"github.com/pylon-xds/pylon/internal/store"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -52,11 +51,33 @@ type Options struct {
 	Debounce time.Duration
 	Logger   *slog.Logger
 	Now      func() time.Time
+	// Probe is how often a shared store (one that implements
+	// store.Watcher: etcd) is checked while nothing else calls it, so
+	// that Degraded notices etcd going away, and how often the stored
+	// config is read again while it is away, so that this replica
+	// catches up as soon as it is back (default 1s).
+	Probe time.Duration
+}
+
+// sinceCommitter is a store that commits on the condition that nothing was
+// committed after a revision (etcd.Store.CommitSince): replicas validate
+// concurrently, and per-object revisions cannot keep two changes that are
+// each valid alone from breaking a reference together.
+type sinceCommitter interface {
+	CommitSince(ctx context.Context, since int64, changes []store.Change, entry *store.Entry, keep int) (int64, error)
+}
+
+// leaseExpirer is a store that drops leased objects itself when they run
+// out (etcd leases): the service then runs no expiry of its own.
+type leaseExpirer interface {
+	ExpiresLeases() bool
 }
 
 // Service validates and stores config changes and feeds the pipeline.
 type Service struct {
 	opts   Options
+	st     store.Store // opts.Store, every call's outcome observed by health
+	health health
 	log    *slog.Logger
 	mu     sync.Mutex // one writer at a time: validate against what is stored
 	notify chan time.Time
@@ -79,15 +100,22 @@ func New(opts Options) *Service {
 	if opts.Read == nil {
 		opts.Read = compile.LimitedReader
 	}
+	if opts.Probe <= 0 {
+		opts.Probe = time.Second
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{opts: opts, log: log, notify: make(chan time.Time, 1)}
+	s := &Service{opts: opts, log: log, notify: make(chan time.Time, 1)}
+	s.health = health{log: log, now: opts.Now}
+	s.st = observed{Store: opts.Store, h: &s.health}
+	return s
 }
 
-// Store returns the store the service writes to, for reads.
-func (s *Service) Store() store.Store { return s.opts.Store }
+// Store returns the store the service writes to, for reads; a read that
+// finds it unreachable shows in Degraded.
+func (s *Service) Store() store.Store { return s.st }
 
 // Result is what a write did, or with DryRun would do.
 type Result struct {
@@ -192,24 +220,67 @@ func (s *Service) compileObjects(objs []store.Object) (*snapshot.Fleet, error) {
 
 // Current returns the stored objects as config files, for the pipeline.
 func (s *Service) Current(ctx context.Context) ([]config.File, error) {
-	objs, _, err := s.opts.Store.List(ctx)
+	files, _, err := s.current(ctx)
+	return files, err
+}
+
+// current is Current and the store revision it read at.
+func (s *Service) current(ctx context.Context) ([]config.File, int64, error) {
+	objs, rev, err := s.st.List(ctx)
 	if err != nil {
-		return nil, scrub(err)
+		return nil, 0, scrub(err)
 	}
 	files, err := Files(objs, s.opts.Now())
-	return files, scrub(err)
+	return files, rev, scrub(err)
 }
 
 // Commit validates changes against what is stored and, unless dryRun,
 // stores them at a new revision with summary in the history. An invalid
 // result stores nothing.
 func (s *Service) Commit(ctx context.Context, changes []store.Change, summary string, dryRun bool) (Result, error) {
+	return s.commit(ctx, func([]store.Object) []store.Change { return changes }, summary, dryRun)
+}
+
+// maxRevalidations bounds how often a commit is validated again because
+// another replica committed between this one's read and its write.
+const maxRevalidations = 5
+
+// stale is a commit refused because the store changed after the read it
+// was validated against: validate again on a fresh read.
+type stale struct{ err error }
+
+func (e stale) Error() string { return e.err.Error() }
+func (e stale) Unwrap() error { return e.err }
+
+// commit validates the changes plan makes to the stored objects and
+// commits them, on a shared store only if nothing was committed since the
+// read they were validated against; otherwise it reads, plans and
+// validates again, a bounded number of times. A change that names a
+// revision the object no longer has is a conflict at once (409): the
+// caller decides, not a retry.
+func (s *Service) commit(ctx context.Context, plan func([]store.Object) []store.Change, summary string, dryRun bool) (Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	objs, _, err := s.opts.Store.List(ctx)
+	for attempt := 1; ; attempt++ {
+		res, err := s.commitOnce(ctx, plan, summary, dryRun)
+		var st stale
+		if !errors.As(err, &st) {
+			return res, err
+		}
+		if attempt == maxRevalidations {
+			return Result{}, fmt.Errorf("%w (validated %d times: other replicas kept committing meanwhile; retry)", st.err, attempt)
+		}
+		s.log.Debug("the store changed while a commit was validated; validating again", "attempt", attempt, "err", scrub(st.err))
+	}
+}
+
+// commitOnce reads, validates and commits once.
+func (s *Service) commitOnce(ctx context.Context, plan func([]store.Object) []store.Change, summary string, dryRun bool) (Result, error) {
+	objs, readRev, err := s.st.List(ctx)
 	if err != nil {
 		return Result{}, err
 	}
+	changes := plan(objs)
 	next, err := apply(objs, changes)
 	if err != nil {
 		return Result{}, err
@@ -227,7 +298,17 @@ func (s *Service) Commit(ctx context.Context, changes []store.Change, summary st
 		}
 		return res, nil
 	}
-	rev, err := s.opts.Store.Commit(ctx, changes, &store.Entry{At: s.opts.Now(), Summary: summary, Version: fleet.Version()}, s.opts.Keep)
+	entry := &store.Entry{At: s.opts.Now(), Summary: summary, Version: fleet.Version()}
+	var rev int64
+	if sc, ok := s.opts.Store.(sinceCommitter); ok {
+		rev, err = sc.CommitSince(ctx, readRev, changes, entry, s.opts.Keep)
+		s.health.observe(err)
+		if errors.Is(err, store.ErrConflict) {
+			return Result{}, stale{err}
+		}
+	} else {
+		rev, err = s.st.Commit(ctx, changes, entry, s.opts.Keep)
+	}
 	if err != nil {
 		return Result{}, err
 	}
@@ -379,57 +460,4 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// changed wakes Run to send the pipeline an update (coalesced).
-func (s *Service) changed() {
-	select {
-	case s.notify <- s.opts.Now():
-	default:
-	}
-}
-
-// Run sends the pipeline the stored config at the start, after every commit
-// (bursts batched by Debounce) and when a lease expires, until ctx ends.
-func (s *Service) Run(ctx context.Context, out chan<- source.Update) error {
-	send := func(at time.Time) bool {
-		files, err := s.Current(ctx)
-		select {
-		case out <- source.Update{Files: files, Err: err, AcceptedAt: at}:
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	}
-	if !send(s.opts.Now()) {
-		return nil
-	}
-	leases := time.NewTicker(time.Second)
-	defer leases.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case at := <-s.notify:
-			// Let a burst of writes land, then send them as one update.
-			timer := time.NewTimer(s.opts.Debounce)
-			select {
-			case <-ctx.Done():
-				timer.Stop()
-				return nil
-			case <-timer.C:
-			}
-			select {
-			case <-s.notify: // folded into this update
-			default:
-			}
-			if !send(at) {
-				return nil
-			}
-		case <-leases.C:
-			if err := s.expire(ctx); err != nil {
-				s.log.Warn("expiring endpoint leases", "err", scrub(err))
-			}
-		}
-	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,9 +35,9 @@ func endpointKey(service string, e model.Endpoint) store.Key {
 // config on every call. They are runtime state, not config history: they do
 // not fill the history, and a rollback leaves them in place.
 func (s *Service) Register(ctx context.Context, service string, e model.Endpoint, ttl time.Duration) (Result, error) {
-	svc, err := s.opts.Store.Get(ctx, store.Key{Kind: "services", Name: service})
+	svc, err := s.st.Get(ctx, store.Key{Kind: "services", Name: service})
 	if errors.Is(err, store.ErrNotFound) {
-		if _, rawErr := s.opts.Store.Get(ctx, store.Key{Kind: "resources.Cluster", Name: service}); rawErr == nil {
+		if _, rawErr := s.st.Get(ctx, store.Key{Kind: "resources.Cluster", Name: service}); rawErr == nil {
 			return Result{}, &ValidationError{Err: fmt.Errorf("service %s is a raw Cluster; endpoints can only be registered for model services (give the Cluster's endpoints in its load_assignment, or define it under services)", service)}
 		}
 	}
@@ -74,7 +75,7 @@ func (s *Service) Register(ctx context.Context, service string, e model.Endpoint
 func (s *Service) renew(ctx context.Context, k store.Key, body []byte, leased bool, expires time.Time) (Result, bool, error) {
 	s.renewMu.Lock()
 	defer s.renewMu.Unlock()
-	cur, err := s.opts.Store.Get(ctx, k)
+	cur, err := s.st.Get(ctx, k)
 	if errors.Is(err, store.ErrNotFound) || err == nil && (!bytes.Equal(cur.Body, body) || leased != !cur.Expires.IsZero()) {
 		return Result{}, false, nil
 	}
@@ -83,7 +84,7 @@ func (s *Service) renew(ctx context.Context, k store.Key, body []byte, leased bo
 	}
 	s.leases.registered(k, s.opts.Now())
 	if leased {
-		return Result{Revision: cur.Revision}, true, s.opts.Store.Touch(ctx, k, expires)
+		return Result{Revision: cur.Revision}, true, s.st.Touch(ctx, k, expires)
 	}
 	return Result{Revision: cur.Revision}, true, nil
 }
@@ -92,7 +93,7 @@ func (s *Service) renew(ctx context.Context, k store.Key, body []byte, leased bo
 func (s *Service) commitRuntime(ctx context.Context, changes []store.Change) (Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rev, err := s.opts.Store.Commit(ctx, changes, nil, s.opts.Keep)
+	rev, err := s.st.Commit(ctx, changes, nil, s.opts.Keep)
 	if err != nil {
 		return Result{}, err
 	}
@@ -134,7 +135,7 @@ func checkEndpoint(service string, serviceBody []byte, e model.Endpoint) error {
 // Deregister removes a registered endpoint.
 func (s *Service) Deregister(ctx context.Context, service, address string, port uint32) (Result, error) {
 	k := endpointKey(service, model.Endpoint{Address: address, Port: port})
-	if _, err := s.opts.Store.Get(ctx, k); err != nil {
+	if _, err := s.st.Get(ctx, k); err != nil {
 		return Result{}, fmt.Errorf("endpoint %s of %s: %w", k.Name, service, err)
 	}
 	res, err := s.commitRuntime(ctx, []store.Change{{Key: k}})
@@ -148,7 +149,7 @@ func (s *Service) Deregister(ctx context.Context, service, address string, port 
 func (s *Service) expire(ctx context.Context) error {
 	s.renewMu.Lock()
 	defer s.renewMu.Unlock()
-	objs, _, err := s.opts.Store.List(ctx)
+	objs, _, err := s.st.List(ctx)
 	if err != nil {
 		return err
 	}
@@ -249,32 +250,54 @@ func (l *leases) keepOnly(objs []store.Object) {
 }
 
 // Rollback republishes the configuration of revision rev as a new revision.
+// Only what differs from the stored config is written: a rollback on etcd
+// must fit in one transaction (128 operations, 1.5 MiB by default), and
+// what it leaves alone keeps its revision. The difference is taken again
+// from each read a commit validates, so a commit through another replica
+// meanwhile is rolled back too, not missed.
 func (s *Service) Rollback(ctx context.Context, rev int64, dryRun bool) (Result, error) {
-	entry, err := s.opts.Store.At(ctx, rev)
+	entry, err := s.st.At(ctx, rev)
 	if err != nil {
 		return Result{}, err
 	}
-	objs, _, err := s.opts.Store.List(ctx)
-	if err != nil {
-		return Result{}, err
-	}
-	// Registered endpoints are runtime state: a rollback of the config
-	// leaves them as they are.
+	plan := func(objs []store.Object) []store.Change { return rollbackChanges(entry.Objects, objs) }
+	return s.commit(ctx, plan, fmt.Sprintf("rollback to revision %d", rev), dryRun)
+}
+
+// rollbackChanges are the changes that turn the current objects into the
+// config objects of target. Registered endpoints are runtime state: a
+// rollback of the config leaves them as they are.
+func rollbackChanges(target, current []store.Object) []store.Change {
 	runtime := func(o store.Object) bool { return strings.HasPrefix(o.Kind, "endpoints.") }
 	want := map[store.Key]store.Object{}
-	for _, o := range entry.Objects {
+	for _, o := range target {
 		if !runtime(o) {
 			want[o.Key] = o
 		}
 	}
 	var changes []store.Change
-	for _, o := range objs {
-		if _, keep := want[o.Key]; !keep && !runtime(o) {
-			changes = append(changes, store.Change{Key: o.Key})
+	for _, o := range current {
+		if runtime(o) {
+			continue
 		}
+		w, keep := want[o.Key]
+		switch {
+		case !keep:
+			changes = append(changes, store.Change{Key: o.Key})
+		case bytes.Equal(w.Body, o.Body) && w.Expires.Equal(o.Expires):
+		default:
+			changes = append(changes, store.Change{Key: w.Key, Body: w.Body, Expires: w.Expires})
+		}
+		delete(want, o.Key)
 	}
-	for _, o := range want {
-		changes = append(changes, store.Change{Key: o.Key, Body: o.Body, Expires: o.Expires})
+	for _, w := range want {
+		changes = append(changes, store.Change{Key: w.Key, Body: w.Body, Expires: w.Expires})
 	}
-	return s.Commit(ctx, changes, fmt.Sprintf("rollback to revision %d", rev), dryRun)
+	sort.Slice(changes, func(i, j int) bool {
+		if changes[i].Kind != changes[j].Kind {
+			return changes[i].Kind < changes[j].Kind
+		}
+		return changes[i].Name < changes[j].Name
+	})
+	return changes
 }

@@ -1,0 +1,145 @@
+package configstore
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/pylon-xds/pylon/internal/source"
+	"github.com/pylon-xds/pylon/internal/store"
+)
+
+// changed wakes Run to send the pipeline an update (coalesced).
+func (s *Service) changed() {
+	select {
+	case s.notify <- s.opts.Now():
+	default:
+	}
+}
+
+// Run sends the pipeline the stored config at the start, after every commit
+// (bursts batched by Debounce) and when a lease expires, until ctx ends.
+//
+// On a shared store (one that implements store.Watcher: etcd) it also
+// watches the store, so that a commit through another replica, or a lease
+// etcd expired, reaches this replica's pipeline as its own commits do.
+// While the store is unreachable nothing is sent (the pipeline keeps the
+// last good config; an error update would only be refused) and the
+// stored config is read again every Probe until it answers.
+func (s *Service) Run(ctx context.Context, out chan<- source.Update) error {
+	r := &runner{s: s, out: out}
+	r.watcher, _ = s.opts.Store.(store.Watcher)
+	le, ok := s.opts.Store.(leaseExpirer)
+	r.expires = !ok || !le.ExpiresLeases()
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer func() {
+		// The watch's goroutine is this Run's: wait until it is gone.
+		stopWatch()
+		if r.events != nil {
+			for range r.events {
+			}
+		}
+	}()
+	if !r.sync(wctx, s.opts.Now()) {
+		return nil
+	}
+	tick := time.NewTicker(s.opts.Probe)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case at := <-s.notify:
+			if !r.debounced(wctx, at) {
+				return nil
+			}
+		case rev, ok := <-r.events:
+			if !ok {
+				// The watch ends with ctx, or when the store is
+				// closed under a running service.
+				if ctx.Err() != nil {
+					return nil
+				}
+				return errors.New("configstore: the store's watch ended while the service runs (store closed?)")
+			}
+			if rev > r.sent && !r.debounced(wctx, s.opts.Now()) {
+				return nil
+			}
+		case <-tick.C:
+			if !r.tick(wctx) {
+				return nil
+			}
+		}
+	}
+}
+
+// runner is Run's state, owned by its goroutine.
+type runner struct {
+	s       *Service
+	out     chan<- source.Update
+	watcher store.Watcher // nil: a store only this process writes
+	expires bool          // the service expires leases (the store does not)
+	events  <-chan int64  // the watch, once the first read succeeded
+	sent    int64         // the store revision of the last update sent
+	behind  bool          // the last read failed: read again on the next tick
+}
+
+// debounced lets a burst of writes land, then sends them as one update.
+func (r *runner) debounced(ctx context.Context, at time.Time) bool {
+	timer := time.NewTimer(r.s.opts.Debounce)
+	select {
+	case <-ctx.Done():
+		timer.Stop()
+		return false
+	case <-timer.C:
+	}
+	select {
+	case <-r.s.notify: // folded into this update
+	default:
+	}
+	return r.sync(ctx, at)
+}
+
+// tick runs the periodic work: catching up after a failed read, checking
+// that a shared store answers, expiring leases the store does not.
+func (r *runner) tick(ctx context.Context) bool {
+	if r.behind {
+		return r.sync(ctx, r.s.opts.Now())
+	}
+	if r.watcher != nil {
+		// A cheap read: its outcome is all Degraded needs. When it
+		// fails, the next tick reads the whole config again.
+		_, err := r.s.st.Get(ctx, GroupsKey)
+		r.behind = errors.Is(err, store.ErrUnavailable)
+	}
+	if r.expires && !r.behind {
+		if err := r.s.expire(ctx); err != nil && ctx.Err() == nil {
+			r.s.log.Warn("expiring endpoint leases", "err", scrub(err))
+		}
+	}
+	return true
+}
+
+// sync reads the stored config and sends it to the pipeline; it returns
+// false when ctx ended. A store that cannot be reached sends nothing: the
+// pipeline keeps serving the last good config, and the next tick reads
+// again. The first successful read starts the watch from its revision.
+func (r *runner) sync(ctx context.Context, at time.Time) bool {
+	files, rev, err := r.s.current(ctx)
+	r.behind = errors.Is(err, store.ErrUnavailable)
+	if r.behind || ctx.Err() != nil {
+		return ctx.Err() == nil
+	}
+	select {
+	case r.out <- source.Update{Files: files, Err: err, AcceptedAt: at}:
+	case <-ctx.Done():
+		return false
+	}
+	if err == nil {
+		r.sent = max(r.sent, rev)
+		if r.watcher != nil && r.events == nil {
+			r.events = r.watcher.Watch(ctx, rev)
+		}
+	}
+	return true
+}
