@@ -12,6 +12,8 @@ import (
 func newBootstrap() *cobra.Command {
 	var o bootstrap.Options
 	var grpcClient, useTLS bool
+	var locality string
+	var metadata []string
 	var t bootstrap.TLS
 	cmd := &cobra.Command{
 		Use:   "bootstrap",
@@ -24,10 +26,23 @@ binds to the node id (pylon serve --node-identity). The bootstrap names the
 files, never their contents; gRPC re-reads them every --refresh-interval.`,
 		Example: `  pylon bootstrap --node-id edge-1 --node-cluster edge > envoy.yaml && envoy -c envoy.yaml
   pylon bootstrap --grpc --node-id app-1 > xds-bootstrap.json && GRPC_XDS_BOOTSTRAP=xds-bootstrap.json ./app
+  pylon bootstrap --grpc --node-id app-1 --locality eu-west1/eu-west1-b --metadata mesh=true --metadata team=payments
   pylon bootstrap --grpc --tls --ca-file ca.crt --cert-file app-1.crt --key-file app-1.key \
     --node-id app-1 --node-cluster apps --xds-address pylon.internal:18000`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("locality") {
+				l, err := bootstrap.ParseLocality(locality)
+				if err != nil {
+					return fmt.Errorf("--locality: %w", err)
+				}
+				o.Locality = l
+			}
+			md, err := bootstrap.ParseMetadata(metadata)
+			if err != nil {
+				return fmt.Errorf("--metadata: %w", err)
+			}
+			o.Metadata = md
 			if useTLS {
 				o.TLS = &t
 			} else {
@@ -40,7 +55,6 @@ files, never their contents; gRPC re-reads them every --refresh-interval.`,
 				}
 			}
 			var out []byte
-			var err error
 			if grpcClient {
 				out, err = bootstrap.GRPC(o)
 			} else {
@@ -59,6 +73,9 @@ files, never their contents; gRPC re-reads them every --refresh-interval.`,
 	f.StringVar(&o.XDSAddress, "xds-address", "127.0.0.1:18000", "Pylon's xDS address as the node reaches it")
 	f.BoolVar(&o.Delta, "delta", false, "use incremental xDS (DELTA_GRPC) in the Envoy bootstrap")
 	f.Uint32Var(&o.AdminPort, "admin-port", 9901, "Envoy admin port, bound on 127.0.0.1")
+	f.StringVar(&locality, "locality", "", "the node's locality, region[/zone[/sub_zone]] (node.locality, which groups match)")
+	// StringArray, not StringSlice: a value may contain commas.
+	f.StringArrayVar(&metadata, "metadata", nil, "key=value in the node's metadata, repeatable (node.metadata, whose string values groups match)")
 	f.BoolVar(&grpcClient, "grpc", false, "print the JSON bootstrap of a proxyless gRPC client instead")
 	f.BoolVar(&useTLS, "tls", false, "connect to Pylon over TLS (needs --ca-file)")
 	f.StringVar(&t.CAFile, "ca-file", "", "with --tls: CA bundle that verifies Pylon's certificate")

@@ -116,6 +116,34 @@ func TestBootstrapCommand(t *testing.T) {
 	}
 }
 
+// Groups match on locality and metadata, so the bootstrap must carry both,
+// in both forms; a bad value is an error, not a bootstrap without it.
+func TestBootstrapLocalityAndMetadata(t *testing.T) {
+	code, out, stderr := run("bootstrap", "--grpc", "--node-id", "app-1", "--locality", "eu-west1/eu-west1-b", "--metadata", "team=pay=ments", "--metadata", "mesh=true")
+	var b struct {
+		Node struct {
+			Locality map[string]string `json:"locality"`
+			Metadata map[string]string `json:"metadata"`
+		} `json:"node"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &b) != nil {
+		t.Fatalf("grpc bootstrap: exit %d %s\n%s", code, stderr, out)
+	}
+	if b.Node.Locality["region"] != "eu-west1" || b.Node.Locality["zone"] != "eu-west1-b" || b.Node.Metadata["team"] != "pay=ments" || b.Node.Metadata["mesh"] != "true" {
+		t.Fatalf("node locality %v, metadata %v", b.Node.Locality, b.Node.Metadata)
+	}
+	code, out, stderr = run("bootstrap", "--node-id", "edge-1", "--locality", "eu-west1", "--metadata", "team=edge")
+	if code != 0 || !strings.Contains(out, "region: eu-west1") || !strings.Contains(out, "team: edge") {
+		t.Fatalf("envoy bootstrap: exit %d %s\n%s", code, stderr, out)
+	}
+	if code, out, stderr := run("bootstrap", "--grpc", "--node-id", "a", "--locality", "a/b/c/d"); code != 1 || out != "" || !strings.Contains(stderr, "--locality") {
+		t.Fatalf("bad --locality: exit %d, %q %q", code, out, stderr)
+	}
+	if code, _, stderr := run("bootstrap", "--grpc", "--node-id", "a", "--metadata", "novalue"); code != 1 || !strings.Contains(stderr, "--metadata") {
+		t.Fatalf("bad --metadata: exit %d, %q", code, stderr)
+	}
+}
+
 func TestBootstrapTLSFlags(t *testing.T) {
 	code, out, stderr := run("bootstrap", "--grpc", "--tls", "--ca-file", "/p/ca.crt", "--cert-file", "/p/app.crt", "--key-file", "/p/app.key", "--node-id", "app-1")
 	if code != 0 || !strings.Contains(out, `"type": "tls"`) || !strings.Contains(out, `"private_key_file": "/p/app.key"`) {

@@ -85,5 +85,5 @@ func addSecurityFlags(cmd *cobra.Command, o *daemon.Options) {
 	f.StringSliceVar(&o.SecretDirs, "secret-dir", nil, "a folder secret files named by the config may be read from (repeatable; default: the config's folder, or the working directory in store mode)")
 	f.IntVar(&o.MaxResourceNames, "max-resource-names", 0, "most resource names one xDS request may list (0: the default)")
 	f.Uint32Var(&o.MaxStreamsPerConnection, "max-streams-per-connection", 0, "most concurrent xDS streams per client connection (0: the default)")
-	f.DurationVar(&o.SendStall, "send-stall", 0, "evict an xDS stream whose client has not read a response for this long (0: the default)")
+	f.DurationVar(&o.SendStall, "send-stall", 0, "a send to an xDS client that does not read gives back its initial-send slot within 1s and, blocked 3x this long, has its connection closed (0: the default, 10s)")
 }
