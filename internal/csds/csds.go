@@ -75,9 +75,6 @@ type Server struct {
 	o     Options
 	urls  map[string]string // tracker type name ("CDS") -> type URL
 	slots chan struct{}
-	// logs bounds the log lines callers can cause (refusals, cut
-	// answers): anyone reaching the port can be refused in a loop.
-	logs *rate.Limiter
 }
 
 // New returns a CSDS server. It panics without Tracker, Registry or
@@ -103,7 +100,7 @@ func New(o Options) *Server {
 		urls[t.Abbrev] = t.URL
 		urls[t.URL] = t.URL
 	}
-	return &Server{o: o, urls: urls, slots: make(chan struct{}, o.MaxConcurrent), logs: rate.NewLimiter(1, 5)}
+	return &Server{o: o, urls: urls, slots: make(chan struct{}, o.MaxConcurrent)}
 }
 
 // Register adds the service to g (the xDS server's gRPC server).
@@ -114,7 +111,7 @@ func (s *Server) Register(g *grpc.Server) {
 // FetchClientStatus answers one request.
 func (s *Server) FetchClientStatus(ctx context.Context, req *statusv3.ClientStatusRequest) (*statusv3.ClientStatusResponse, error) {
 	if err := s.o.Authorize(ctx); err != nil {
-		s.refused("FetchClientStatus", err)
+		s.o.Logger.Info("CSDS call refused", "method", "FetchClientStatus", "error", err)
 		return nil, err
 	}
 	resp, omitted, err := s.answer(ctx, req)
@@ -132,7 +129,7 @@ func (s *Server) FetchClientStatus(ctx context.Context, req *statusv3.ClientStat
 func (s *Server) StreamClientStatus(stream grpc.BidiStreamingServer[statusv3.ClientStatusRequest, statusv3.ClientStatusResponse]) error {
 	ctx := stream.Context()
 	if err := s.o.Authorize(ctx); err != nil {
-		s.refused("StreamClientStatus", err)
+		s.o.Logger.Info("CSDS call refused", "method", "StreamClientStatus", "error", err)
 		return err
 	}
 	limit := rate.NewLimiter(rate.Limit(s.o.RequestsPerSecond), max(1, int(s.o.RequestsPerSecond)))
@@ -176,17 +173,10 @@ func (s *Server) answer(ctx context.Context, req *statusv3.ClientStatusRequest) 
 	}
 	defer func() { <-s.slots }()
 	resp, omitted := s.build(s.o.Tracker.Streams(), m, !req.GetExcludeResourceContents())
-	if omitted > 0 && s.logs.Allow() {
+	if omitted > 0 {
 		s.o.Logger.Info("CSDS answer cut at the node bound", "max_nodes", s.o.MaxNodes, "omitted", omitted)
 	}
 	return resp, omitted, nil
-}
-
-// refused logs a refused call, at most about once a second.
-func (s *Server) refused(method string, err error) {
-	if s.logs.Allow() {
-		s.o.Logger.Info("CSDS call refused", "method", method, "error", err)
-	}
 }
 
 func omittedMD(n int) metadata.MD {

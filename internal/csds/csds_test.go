@@ -175,6 +175,13 @@ func TestSyncedACKed(t *testing.T) {
 	if got.GetLastUpdated() == nil {
 		t.Fatal("no last_updated")
 	}
+	bare, err := fetch(t, conn, withToken(context.Background(), readToken), &statusv3.ClientStatusRequest{ExcludeResourceContents: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := entryOf(bare, "n1", cds, "c1"); e == nil || e.GetXdsConfig() != nil || e.GetVersionInfo() != r.GetVersionInfo() {
+		t.Fatalf("exclude_resource_contents: entry %v, want the status without xds_config", e)
+	}
 }
 
 // TestStale: a proxy sent a newer version that it has not ACKed
@@ -415,4 +422,34 @@ func TestClosedStreamGone(t *testing.T) {
 		}
 		<-tick.C
 	}
+}
+
+// TestStreamRateLimited: a stream's requests are answered at most
+// RequestsPerSecond a second (burst of the same), so a caller cannot make
+// the server copy the tracker in a loop.
+func TestStreamRateLimited(t *testing.T) {
+	e := start(t, tokens(), nil, csds.Options{RequestsPerSecond: 5})
+	conn := xdstest.Dial(t, e.addr)
+	ctx, cancel := context.WithTimeout(withToken(context.Background(), readToken), xdstest.Timeout)
+	defer cancel()
+	st, err := statusv3.NewClientStatusDiscoveryServiceClient(conn).StreamClientStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 10 // 5 at once, then 5 at 200 ms each: at least 1 s
+	begin := time.Now()
+	for range n {
+		if err := st.Send(&statusv3.ClientStatusRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		if _, err := st.Recv(); err != nil {
+			t.Fatalf("answer %d: %v", i, err)
+		}
+	}
+	if took := time.Since(begin); took < 900*time.Millisecond {
+		t.Fatalf("%d answers in %v: not rate limited to 5 a second", n, took)
+	}
+	_ = st.CloseSend()
 }
