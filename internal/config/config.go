@@ -15,7 +15,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -312,17 +314,9 @@ func decodeItems[T any](w *jsonWriter, path, kind string, val *yaml.Node, set fu
 			problems = append(problems, d)
 			continue
 		}
-		dec := json.NewDecoder(bytes.NewReader(js))
-		dec.DisallowUnknownFields()
-		var v T
-		if err := dec.Decode(&v); err != nil {
-			d.Field, d.Message = explainJSON(err)
-			if d.Field != "" {
-				if l := findKeyLine(item, lastField(d.Field)); l > 0 {
-					d.Line = l
-				}
-			}
-			problems = append(problems, d)
+		v, errs := decodeStrict[T](js, item, d)
+		if len(errs) > 0 {
+			problems = append(problems, errs...)
 			continue
 		}
 		name := set(&v, model.Source{File: path, Line: item.Line})
@@ -345,16 +339,173 @@ func decodeItems[T any](w *jsonWriter, path, kind string, val *yaml.Node, set fu
 	return out, problems
 }
 
-// explainJSON turns encoding/json's errors into a field and a message.
-func explainJSON(err error) (field, msg string) {
+// maxErrorsPerObject bounds the diagnostics one object can produce.
+const maxErrorsPerObject = 16
+
+// decodeStrict decodes one model object from its JSON form, refusing unknown
+// fields. encoding/json stops at the first error; to report every mistake
+// in the object at once, the offending field is dropped and the object
+// decoded again, up to maxErrorsPerObject times. Each diagnostic starts from
+// base and names the field and its line in item.
+func decodeStrict[T any](js []byte, item *yaml.Node, base diag.Diagnostic) (T, diag.List) {
+	var problems diag.List
+	for range maxErrorsPerObject {
+		var v T
+		dec := json.NewDecoder(bytes.NewReader(js))
+		dec.DisallowUnknownFields()
+		err := dec.Decode(&v)
+		if err == nil {
+			return v, problems
+		}
+		d := base
+		var drop func(any) bool
+		d.Field, d.Message, drop = explainJSON(err)
+		if d.Field == "" {
+			// A value's own error (a bad duration) quotes the value but
+			// not the field: find the value in the object.
+			if m := quotedValue.FindStringSubmatch(d.Message); m != nil {
+				if k, l := findValue(item, m[1]); l > 0 {
+					d.Field, d.Line = k, l
+					drop = dropWhere(func(key string, val any) bool { return key == k && val == m[1] })
+				}
+			}
+		} else if l := findKeyLine(item, lastField(d.Field)); l > 0 {
+			d.Line = l
+		}
+		problems = append(problems, d)
+		if drop == nil {
+			break
+		}
+		var raw any
+		if json.Unmarshal(js, &raw) != nil || !drop(raw) {
+			break // nothing dropped: decoding again would repeat the error
+		}
+		if js, err = json.Marshal(raw); err != nil {
+			break
+		}
+	}
+	// Re-encoding reorders keys: report in the file's order.
+	slices.SortStableFunc(problems, func(a, b diag.Diagnostic) int { return a.Line - b.Line })
+	var zero T
+	return zero, problems
+}
+
+// explainJSON turns encoding/json's errors into a field, a message in the
+// config's words (never a Go type name), and a function that drops the
+// offending field from the object's generic form (nil when it cannot).
+func explainJSON(err error) (field, msg string, drop func(any) bool) {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		return te.Field, fmt.Sprintf("expected %s, got %s", te.Type, te.Value)
+		return te.Field, fmt.Sprintf("expected %s, got %s", expects(te.Type), jsonKind(te.Value)), dropPath(te.Field)
 	}
 	if m := unknownJSONField.FindStringSubmatch(err.Error()); m != nil {
-		return m[1], fmt.Sprintf("unknown field %q", m[1])
+		return m[1], fmt.Sprintf("unknown field %q", m[1]), dropWhere(func(key string, _ any) bool { return key == m[1] })
 	}
-	return "", strings.TrimPrefix(err.Error(), "json: ")
+	return "", strings.TrimPrefix(err.Error(), "json: "), nil
+}
+
+var durationType = reflect.TypeFor[model.Duration]()
+
+// expects says what a field of Go type t takes, as a config author writes it.
+func expects(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case t == durationType:
+		return `a duration such as "1.5s"`
+	case t.Kind() == reflect.String:
+		return "a string"
+	case t.Kind() == reflect.Bool:
+		return "true or false"
+	case t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uint64:
+		return "a whole number, 0 or more"
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:
+		return "a whole number"
+	case t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64:
+		return "a number"
+	case t.Kind() == reflect.Slice || t.Kind() == reflect.Array:
+		return "a list"
+	case t.Kind() == reflect.Map || t.Kind() == reflect.Struct:
+		return "a mapping"
+	}
+	return "another kind of value"
+}
+
+// jsonKind names what encoding/json found ("array", "number -1", ...) in
+// the config's words.
+func jsonKind(v string) string {
+	switch {
+	case v == "array":
+		return "a list"
+	case v == "object":
+		return "a mapping"
+	case v == "string":
+		return "a string"
+	case v == "bool":
+		return "true or false"
+	case v == "number":
+		return "a number"
+	case strings.HasPrefix(v, "number "):
+		return "the number " + strings.TrimPrefix(v, "number ")
+	}
+	return v
+}
+
+// dropPath returns a function that deletes the field at a dotted path
+// ("endpoints.port") from a generic JSON value, in every element of the
+// lists on the way; it reports whether it deleted anything.
+func dropPath(path string) func(any) bool {
+	if path == "" {
+		return nil
+	}
+	keys := strings.Split(path, ".")
+	var walk func(v any, keys []string) bool
+	walk = func(v any, keys []string) bool {
+		switch x := v.(type) {
+		case []any:
+			dropped := false
+			for _, e := range x {
+				dropped = walk(e, keys) || dropped
+			}
+			return dropped
+		case map[string]any:
+			if len(keys) == 1 {
+				_, ok := x[keys[0]]
+				delete(x, keys[0])
+				return ok
+			}
+			return walk(x[keys[0]], keys[1:])
+		}
+		return false
+	}
+	return func(v any) bool { return walk(v, keys) }
+}
+
+// dropWhere returns a function that deletes, at any depth, every map entry
+// for which match is true; it reports whether it deleted anything.
+func dropWhere(match func(key string, val any) bool) func(any) bool {
+	var walk func(v any) bool
+	walk = func(v any) bool {
+		dropped := false
+		switch x := v.(type) {
+		case []any:
+			for _, e := range x {
+				dropped = walk(e) || dropped
+			}
+		case map[string]any:
+			for k, e := range x {
+				if match(k, e) {
+					delete(x, k)
+					dropped = true
+					continue
+				}
+				dropped = walk(e) || dropped
+			}
+		}
+		return dropped
+	}
+	return walk
 }
 
 func lastField(f string) string {

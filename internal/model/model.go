@@ -1,6 +1,9 @@
 package model
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Source is where an object was written, for diagnostics.
 type Source struct {
@@ -11,11 +14,12 @@ type Source struct {
 // Duration is a time.Duration written as "1.5s" in configs.
 type Duration time.Duration
 
-// UnmarshalText reads a Go duration string.
+// UnmarshalText reads a Go duration string. Its error quotes the value,
+// so that the decoder can find the field it was written under.
 func (d *Duration) UnmarshalText(b []byte) error {
 	v, err := time.ParseDuration(string(b))
 	if err != nil {
-		return err
+		return fmt.Errorf("value %q is not a duration (write it like \"1.5s\" or \"250ms\")", b)
 	}
 	*d = Duration(v)
 	return nil
