@@ -22,6 +22,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/admin"
 	"github.com/pylon-xds/pylon/internal/compile"
 	"github.com/pylon-xds/pylon/internal/configstore"
+	"github.com/pylon-xds/pylon/internal/csds"
 	"github.com/pylon-xds/pylon/internal/metrics"
 	"github.com/pylon-xds/pylon/internal/pipeline"
 	"github.com/pylon-xds/pylon/internal/secretfile"
@@ -89,6 +90,10 @@ type Options struct {
 	// InsecureServeSecrets serves Secrets over connections without a
 	// verified client certificate.
 	InsecureServeSecrets bool
+	// CSDSIdentities are the client certificate identities (globs, as in
+	// group identities) allowed to call CSDS on the xDS port without a
+	// token; callers presenting the admin read or write token always may.
+	CSDSIdentities []string
 	// AdminTLS serves the admin API over TLS. Without it the admin API
 	// refuses a non-loopback address unless AdminInsecure.
 	AdminTLS      TLSFiles
@@ -200,7 +205,7 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("admin listener: %w", err)
 	}
 
-	xdsSrv, gs := newXDS(o, sec, reg, pub, obs)
+	xdsSrv, gs := newXDS(o, sec, reg, pub, obs, tokens)
 	httpSrv := newAdminServer(admin.Handler(admin.Options{
 		Pipeline: pipe, Proxies: tracker, Fleets: pub, Registry: reg, Metrics: met.Registry, Config: cfgSvc,
 		Token: tokens.Token, ReadToken: tokens.ReadToken, TokenFile: tokens.TokenFile, ReadTokenFile: tokens.ReadTokenFile,
@@ -270,8 +275,10 @@ func loadTokens(o Options) (admin.Options, error) {
 	return t, err
 }
 
-// newXDS is the xDS server and the gRPC server it is registered on.
-func newXDS(o Options, sec *security, reg *xdstype.Registry, pub *snapshot.Publisher, obs *Observability) (*xds.Server, *grpc.Server) {
+// newXDS is the xDS server and the gRPC server it is registered on, which
+// serves CSDS too: standard tools read each proxy's status on the port they
+// already reach, with an admin token or an allowed client certificate.
+func newXDS(o Options, sec *security, reg *xdstype.Registry, pub *snapshot.Publisher, obs *Observability, tokens admin.Options) (*xds.Server, *grpc.Server) {
 	xdsSrv := xds.New(xds.Options{
 		Registry: reg, Fleets: pub, Identifier: o.Identifier, Logger: o.Logger,
 		SuppressDeltaNotFound: o.SuppressDeltaNotFound, HoldTimeout: o.HoldTimeout,
@@ -282,6 +289,10 @@ func newXDS(o Options, sec *security, reg *xdstype.Registry, pub *snapshot.Publi
 	})
 	gs := grpc.NewServer(grpcOptions(o, xdsSrv, sec)...)
 	xdsSrv.Register(gs)
+	csds.New(csds.Options{
+		Tracker: obs.Tracker, Registry: reg, Logger: o.Logger,
+		Authorize: csds.TokenOrIdentity(tokens.ReadToken, tokens.Token, o.CSDSIdentities),
+	}).Register(gs)
 	return xdsSrv, gs
 }
 
