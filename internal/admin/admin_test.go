@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -275,5 +276,18 @@ func decode(t testing.TB, body string, v any) {
 	t.Helper()
 	if err := json.Unmarshal([]byte(body), v); err != nil {
 		t.Fatalf("%v: %s", err, body)
+	}
+}
+
+// A 401 names the token file by its absolute path: the CLI that reads the
+// error usually runs in another folder than the server.
+func TestTokenFileNamedAbsolute(t *testing.T) {
+	h := newHarness(t, Options{Token: writeTok, ReadToken: readTok, TokenFile: "pylon-data/admin-token", ReadTokenFile: "pylon-data/read-token"}, nil)
+	abs, err := filepath.Abs("pylon-data/read-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, body := h.do(t, "GET", "/v1/objects", "", nil); code != http.StatusUnauthorized || !strings.Contains(body, abs) {
+		t.Fatalf("401 should name %s: %d %s", abs, code, body)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -81,9 +82,14 @@ func (g guard) refuse(w http.ResponseWriter, msg string) {
 	writeJSON(w, http.StatusUnauthorized, apiError{Error: msg})
 }
 
-// where names a token's file, or the default file in the data folder.
+// where names a token's file, or the default file in the data folder. The
+// path is made absolute: the reader of the error runs the CLI from another
+// folder than the server's.
 func where(file, def string) string {
 	if file != "" {
+		if abs, err := filepath.Abs(file); err == nil {
+			file = abs
+		}
 		return "in " + file
 	}
 	return "in the data folder's " + def + " file"
