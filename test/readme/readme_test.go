@@ -339,3 +339,15 @@ func copyDir(t *testing.T, src, dst string) {
 		t.Fatal(err)
 	}
 }
+
+// Only ```sh blocks count, comments are dropped, and other blocks (a YAML
+// example, a bare ``` block) are not commands.
+func TestShCommands(t *testing.T) {
+	md := "text\n```sh\ngo run ./cmd/pylon serve   # the server\n\n# a comment line\npylon status\n```\n" +
+		"```yaml\nservices: []\n```\n```\nnot a command\n```\n  ```sh\n  pylon history\n  ```\n"
+	got := shCommands(md)
+	want := []string{"go run ./cmd/pylon serve", "pylon status", "pylon history"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("shCommands = %q, want %q", got, want)
+	}
+}
