@@ -97,3 +97,66 @@ func TestObjectsRefusesDuplicates(t *testing.T) {
 		t.Fatalf("the same name in two kinds is fine: %v", err)
 	}
 }
+
+// countingStore records the changes of each commit.
+type countingStore struct {
+	store.Store
+	commits [][]store.Change
+}
+
+func (c *countingStore) Commit(ctx context.Context, changes []store.Change, entry *store.Entry, keep int) (int64, error) {
+	c.commits = append(c.commits, changes)
+	return c.Store.Commit(ctx, changes, entry, keep)
+}
+
+// TestRollbackWritesOnlyDifferences: a rollback writes the objects that
+// differ from the target revision, not every object (on etcd a rollback
+// must fit in one transaction); what it leaves alone keeps its revision.
+func TestRollbackWritesOnlyDifferences(t *testing.T) {
+	ctx := t.Context()
+	st, err := bolt.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	cs := &countingStore{Store: st}
+	s := New(Options{Store: cs, Registry: xdstype.New()})
+	var changes []store.Change
+	for i := range 20 {
+		name := fmt.Sprint("svc", i)
+		changes = append(changes, store.Change{Key: store.Key{Kind: "services", Name: name}, Body: service(name, 80)})
+	}
+	base, err := s.Commit(ctx, changes, "twenty services", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc3 := store.Key{Kind: "services", Name: "svc3"}
+	extra := store.Key{Kind: "services", Name: "extra"}
+	if _, err := s.Commit(ctx, []store.Change{{Key: svc3, Body: service("svc3", 90)}, {Key: extra, Body: service("extra", 91)}}, "svc3 moved, extra added", false); err != nil {
+		t.Fatal(err)
+	}
+	cs.commits = nil
+	if _, err := s.Rollback(ctx, base.Revision, false); err != nil {
+		t.Fatal(err)
+	}
+	if len(cs.commits) != 1 {
+		t.Fatalf("%d commits for one rollback", len(cs.commits))
+	}
+	got := cs.commits[0]
+	want := []store.Change{{Key: extra}, {Key: svc3, Body: service("svc3", 80)}}
+	if len(got) != len(want) {
+		var keys []string
+		for _, c := range got {
+			keys = append(keys, c.Kind+"/"+c.Name)
+		}
+		t.Fatalf("rollback wrote %d changes, want %d: %v", len(got), len(want), keys)
+	}
+	for i := range want {
+		if got[i].Key != want[i].Key || string(got[i].Body) != string(want[i].Body) {
+			t.Errorf("change %d: %s/%s %s, want %s/%s %s", i, got[i].Kind, got[i].Name, got[i].Body, want[i].Kind, want[i].Name, want[i].Body)
+		}
+	}
+	if o, err := st.Get(ctx, store.Key{Kind: "services", Name: "svc0"}); err != nil || o.Revision != base.Revision {
+		t.Fatalf("an object the rollback left alone was rewritten: %+v %v", o, err)
+	}
+}
