@@ -1,12 +1,12 @@
 package admin
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/pylon-xds/pylon/internal/token"
 )
 
 // Bounds of the admin API. An attacker who reaches the port can open many
@@ -25,17 +25,6 @@ const (
 // token, writes only the write token.
 type guard struct{ o Options }
 
-// sameToken compares a presented token with a configured one in constant
-// time, lengths included (both are hashed first). An empty configured
-// token matches nothing.
-func sameToken(got, want string) bool {
-	if want == "" {
-		return false
-	}
-	a, b := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
-	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
-}
-
 // bearer is the request's bearer token.
 func bearer(r *http.Request) string {
 	got, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -47,9 +36,9 @@ func (g guard) read(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		got := bearer(r)
 		// Both compared, always: the time taken says nothing of which.
-		okRead, okWrite := sameToken(got, g.o.ReadToken), sameToken(got, g.o.Token)
+		okRead, okWrite := token.Equal(got, g.o.ReadToken), token.Equal(got, g.o.Token)
 		if !okRead && !okWrite {
-			g.refuse(w, "reads need Authorization: Bearer <token>, the read token ("+where(g.o.ReadTokenFile, "admin-read-token")+") or the write token ("+where(g.o.TokenFile, "admin-token")+")")
+			g.refuse(w, "reads need Authorization: Bearer <token>, the read token ("+where(g.o.ReadTokenFile, "read-token")+") or the write token ("+where(g.o.TokenFile, "admin-token")+")")
 			return
 		}
 		h(w, r)
@@ -60,7 +49,7 @@ func (g guard) read(h http.HandlerFunc) http.HandlerFunc {
 func (g guard) write(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		got := bearer(r)
-		okRead, okWrite := sameToken(got, g.o.ReadToken), sameToken(got, g.o.Token)
+		okRead, okWrite := token.Equal(got, g.o.ReadToken), token.Equal(got, g.o.Token)
 		switch {
 		case okWrite:
 			h(w, r)
@@ -82,17 +71,15 @@ func (g guard) refuse(w http.ResponseWriter, msg string) {
 	writeJSON(w, http.StatusUnauthorized, apiError{Error: msg})
 }
 
-// where names a token's file, or the default file in the data folder. The
-// path is made absolute: the reader of the error runs the CLI from another
-// folder than the server's.
+// where names a token's file by its base name only: the 401 goes to
+// callers who proved nothing, and an absolute path would tell them the
+// server's layout (user, mount points). The operator knows where the data
+// folder is, and the --admin-*-token-file flags if they moved it.
 func where(file, def string) string {
 	if file != "" {
-		if abs, err := filepath.Abs(file); err == nil {
-			file = abs
-		}
-		return "in " + file
+		def = filepath.Base(file)
 	}
-	return "in the data folder's " + def + " file"
+	return "file " + def + " in the server's data folder"
 }
 
 // limiter holds the slots of requests in flight.
