@@ -76,6 +76,7 @@ func addSecurityFlags(cmd *cobra.Command, o *daemon.Options) {
 	f.BoolVar(&o.XDSRequireClientCert, "xds-require-client-cert", false, "refuse xDS clients without a verified client certificate")
 	f.StringVar(&o.NodeIdentity, "node-identity", "", "bind node ids to client certificates, e.g. 'spiffe://{trust_domain}/ns/{cluster}/sa/{id}' or '{id}.{cluster}.proxies.example.com' (DNS SAN)")
 	f.StringVar(&o.TrustDomain, "trust-domain", "", "the SPIFFE trust domain {trust_domain} stands for in --node-identity")
+	f.StringSliceVar(&o.CSDSIdentities, "csds-identity", nil, "client certificate identities (globs, e.g. spiffe://example.org/ns/ops/sa/*) allowed to read CSDS on the xDS port; needs --xds-client-ca")
 	f.BoolVar(&o.InsecureServeSecrets, "insecure-serve-secrets", false, "INSECURE: serve Secrets (private keys) to clients without a verified client certificate")
 	f.StringVar(&o.AdminTLS.Cert, "admin-tls-cert", "", "serve the admin API over TLS with this PEM certificate chain (re-read when it changes)")
 	f.StringVar(&o.AdminTLS.Key, "admin-tls-key", "", "the admin certificate's PEM private key")
