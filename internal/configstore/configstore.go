@@ -220,18 +220,12 @@ func (s *Service) compileObjects(objs []store.Object) (*snapshot.Fleet, error) {
 
 // Current returns the stored objects as config files, for the pipeline.
 func (s *Service) Current(ctx context.Context) ([]config.File, error) {
-	files, _, err := s.current(ctx)
-	return files, err
-}
-
-// current is Current and the store revision it read at.
-func (s *Service) current(ctx context.Context) ([]config.File, int64, error) {
-	objs, rev, err := s.st.List(ctx)
+	objs, _, err := s.st.List(ctx)
 	if err != nil {
-		return nil, 0, scrub(err)
+		return nil, scrub(err)
 	}
 	files, err := Files(objs, s.opts.Now())
-	return files, rev, scrub(err)
+	return files, scrub(err)
 }
 
 // Commit validates changes against what is stored and, unless dryRun,

@@ -84,7 +84,13 @@ func (s *Service) renew(ctx context.Context, k store.Key, body []byte, leased bo
 	}
 	s.leases.registered(k, s.opts.Now())
 	if leased {
-		return Result{Revision: cur.Revision}, true, s.st.Touch(ctx, k, expires)
+		err := s.st.Touch(ctx, k, expires)
+		if errors.Is(err, store.ErrNotFound) {
+			// It ran out between the read and the renewal (a store
+			// that expires leases itself): register it anew.
+			return Result{}, false, nil
+		}
+		return Result{Revision: cur.Revision}, true, err
 	}
 	return Result{Revision: cur.Revision}, true, nil
 }

@@ -1,9 +1,12 @@
 package configstore
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -58,6 +61,33 @@ type replica struct {
 	mu    sync.Mutex
 	last  source.Update
 	count int
+	logs  lockedBuffer
+}
+
+// lockedBuffer is a log sink the test reads while the service writes.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// lines returns the JSON log lines whose msg is msg.
+func (b *lockedBuffer) lines(msg string) []map[string]any {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []map[string]any
+	for _, l := range strings.Split(b.buf.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // startReplica runs a Service on prefix of srv until the test ends; a
@@ -66,7 +96,7 @@ func startReplica(t *testing.T, srv *etcdtest.Server, name, prefix string, timeo
 	t.Helper()
 	st := &shared{Store: srv.Open(t, prefix, timeout)}
 	r := &replica{name: name, st: st}
-	r.svc = New(Options{Store: st, Registry: xdstype.New(), Debounce: 20 * time.Millisecond, Probe: 50 * time.Millisecond})
+	r.svc = New(Options{Store: st, Registry: xdstype.New(), Debounce: 20 * time.Millisecond, Probe: 50 * time.Millisecond, Logger: slog.New(slog.NewJSONHandler(&r.logs, nil))})
 	ctx, cancel := context.WithCancel(context.Background())
 	out := make(chan source.Update)
 	done := make(chan error, 1)
@@ -253,6 +283,19 @@ func TestReplicaLeases(t *testing.T) {
 	waitFor(t, "the unrenewed endpoint leaves B's pipeline", func() bool { return !registered() })
 	if _, err := a.svc.Store().Get(ctx, endpointKey("web", ep)); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the expired endpoint is still stored: %v", err)
+	}
+	// Both replicas log the expiry etcd made (issue 13 item 7); A, the
+	// replica it was registered through, says for how long.
+	for _, r := range []*replica{a, b} {
+		waitFor(t, r.name+" logs the expiry", func() bool { return len(r.logs.lines("endpoint lease expired")) == 1 })
+		line := r.logs.lines("endpoint lease expired")[0]
+		if line["service"] != "web" || line["address"] != "10.0.0.7:8080" {
+			t.Errorf("%s logged %v", r.name, line)
+		}
+	}
+	line := a.logs.lines("endpoint lease expired")[0]
+	if d, err := time.ParseDuration(fmt.Sprint(line["registered_for"])); err != nil || d < 2*ttl {
+		t.Errorf("A says the endpoint was registered for %v", line["registered_for"])
 	}
 }
 

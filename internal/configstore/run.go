@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/pylon-xds/pylon/internal/config"
 	"github.com/pylon-xds/pylon/internal/source"
 	"github.com/pylon-xds/pylon/internal/store"
 )
@@ -82,6 +83,9 @@ type runner struct {
 	events  <-chan int64  // the watch, once the first read succeeded
 	sent    int64         // the store revision of the last update sent
 	behind  bool          // the last read failed: read again on the next tick
+	// leased is when each leased object of the last read expires, to
+	// log the leases a store that expires them itself dropped.
+	leased map[store.Key]time.Time
 }
 
 // debounced lets a burst of writes land, then sends them as one update.
@@ -125,13 +129,20 @@ func (r *runner) tick(ctx context.Context) bool {
 // pipeline keeps serving the last good config, and the next tick reads
 // again. The first successful read starts the watch from its revision.
 func (r *runner) sync(ctx context.Context, at time.Time) bool {
-	files, rev, err := r.s.current(ctx)
+	objs, rev, err := r.s.st.List(ctx)
 	r.behind = errors.Is(err, store.ErrUnavailable)
 	if r.behind || ctx.Err() != nil {
 		return ctx.Err() == nil
 	}
+	var files []config.File
+	if err == nil {
+		if !r.expires {
+			r.noteExpired(objs)
+		}
+		files, err = Files(objs, r.s.opts.Now())
+	}
 	select {
-	case r.out <- source.Update{Files: files, Err: err, AcceptedAt: at}:
+	case r.out <- source.Update{Files: files, Err: scrub(err), AcceptedAt: at}:
 	case <-ctx.Done():
 		return false
 	}
@@ -142,4 +153,28 @@ func (r *runner) sync(ctx context.Context, at time.Time) bool {
 		}
 	}
 	return true
+}
+
+// noteExpired logs the leases the store dropped since the last read
+// because they ran out. On a store that expires leases itself (etcd) the
+// service runs no expiry of its own to log them, and an endpoint that left
+// EDS without a deregistration is the first thing an operator looks for
+// when traffic to an instance stops. Every replica logs it: each says what
+// its own proxies lost. A lease removed before its time (a deregistration)
+// is not logged.
+func (r *runner) noteExpired(objs []store.Object) {
+	now := r.s.opts.Now()
+	next := make(map[store.Key]time.Time, len(r.leased))
+	for _, o := range objs {
+		if !o.Expires.IsZero() {
+			next[o.Key] = o.Expires
+		}
+	}
+	for k, expires := range r.leased {
+		if _, kept := next[k]; !kept && !expires.After(now) {
+			r.s.logExpired(k, now)
+		}
+	}
+	r.leased = next
+	r.s.leases.keepOnly(objs)
 }
