@@ -62,6 +62,11 @@ func New(dirs, deny []string) (*Reader, error) {
 		if err != nil {
 			return nil, fmt.Errorf("secret directory %s: %w", d, err)
 		}
+		if isRoot(abs) {
+			// Every file on the host is never what an operator means,
+			// and it would let whoever writes config serve any of them.
+			return nil, fmt.Errorf("secret directory %s is the file system's root, from which any file on the host could be served; name the folders holding certificates and keys instead (repeat --secret-dir for each)", d)
+		}
 		if fi, err := os.Stat(abs); err != nil {
 			return nil, fmt.Errorf("secret directory %s: %w", d, err)
 		} else if !fi.IsDir() {
@@ -90,6 +95,10 @@ func canonical(p string) (string, error) {
 	}
 	return abs, nil
 }
+
+// isRoot reports whether the canonical path p is a file system root
+// ("/", or a volume root such as C:\ elsewhere).
+func isRoot(p string) bool { return filepath.Dir(p) == p }
 
 // Dirs returns the secret directories, absolute, in order.
 func (r *Reader) Dirs() []string { return slices.Clone(r.dirs) }

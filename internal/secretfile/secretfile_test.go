@@ -134,6 +134,19 @@ func TestDataFolderInsideSecretDir(t *testing.T) {
 	}
 }
 
+// The file system's root is refused as a secret directory, named as "/" or
+// through a symlink to it, with an error naming the flag.
+func TestRootSecretDirRefused(t *testing.T) {
+	link := filepath.Join(t.TempDir(), "everything")
+	symlink(t, "/", link)
+	for _, d := range []string{"/", "/.", "/tmp/..", link} {
+		_, err := New([]string{d}, nil)
+		if err == nil || !strings.Contains(err.Error(), "file system's root") || !strings.Contains(err.Error(), "--secret-dir") {
+			t.Errorf("New(%s): %v, want a refusal of the root naming --secret-dir", d, err)
+		}
+	}
+}
+
 func TestNoSecretDirs(t *testing.T) {
 	r, err := New(nil, nil)
 	if err != nil {
