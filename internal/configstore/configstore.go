@@ -274,6 +274,20 @@ func (s *Service) commitOnce(ctx context.Context, plan func([]store.Object) []st
 	if err != nil {
 		return Result{}, err
 	}
+	sc, shared := s.opts.Store.(sinceCommitter)
+	if shared && readRev == 0 && !dryRun {
+		// CommitSince(0) sets no condition, so a commit validated on a
+		// store no one has written yet would go unguarded: two replicas'
+		// first commits, each valid alone (two listeners on one port),
+		// could both land. Move the store off revision 0 with an empty
+		// commit (once in its life), then read and validate again.
+		_, err := sc.CommitSince(ctx, 0, nil, nil, 0)
+		s.health.observe(err)
+		if err != nil {
+			return Result{}, err
+		}
+		return Result{}, stale{fmt.Errorf("%w: the store was new", store.ErrConflict)}
+	}
 	changes := plan(objs)
 	next, err := apply(objs, changes)
 	if err != nil {
@@ -294,7 +308,7 @@ func (s *Service) commitOnce(ctx context.Context, plan func([]store.Object) []st
 	}
 	entry := &store.Entry{At: s.opts.Now(), Summary: summary, Version: fleet.Version()}
 	var rev int64
-	if sc, ok := s.opts.Store.(sinceCommitter); ok {
+	if shared {
 		rev, err = sc.CommitSince(ctx, readRev, changes, entry, s.opts.Keep)
 		s.health.observe(err)
 		if errors.Is(err, store.ErrConflict) {

@@ -246,6 +246,53 @@ func TestReplicasConflictingWrites(t *testing.T) {
 	}
 }
 
+// rawListener is a Listener on 0.0.0.0:port.
+func rawListener(name string, port int) []byte {
+	return fmt.Appendf(nil, `{"@type":"type.googleapis.com/envoy.config.listener.v3.Listener","name":%q,"address":{"socketAddress":{"address":"0.0.0.0","portValue":%d}}}`, name, port)
+}
+
+// TestReplicasFirstCommitsConflict: on a store no one has written yet
+// (revision 0), two replicas' first commits, each valid alone but two
+// listeners on one port together, are guarded too: one is stored, the
+// other validated again and refused.
+func TestReplicasFirstCommitsConflict(t *testing.T) {
+	srv := etcdtest.Start(t)
+	a := startReplica(t, srv, "a", "/fresh", 0)
+	b := startReplica(t, srv, "b", "/fresh", 0)
+	ctx := t.Context()
+	waitFor(t, "both replicas read the empty store", func() bool { _, na := a.seen(); _, nb := b.seen(); return na > 0 && nb > 0 })
+	var read sync.WaitGroup
+	read.Add(2)
+	gate := func() { read.Done(); read.Wait() }
+	a.st.arm(gate)
+	b.st.arm(gate)
+	errs := make(chan error, 2)
+	for _, c := range []struct {
+		r    *replica
+		name string
+	}{{a, "l1"}, {b, "l2"}} {
+		go func() {
+			_, err := c.r.svc.Commit(ctx, []store.Change{{Key: store.Key{Kind: "resources.Listener", Name: c.name}, Body: rawListener(c.name, 8080)}}, c.name, false)
+			errs <- err
+		}()
+	}
+	var failed []error
+	for range 2 {
+		select {
+		case err := <-errs:
+			if err != nil {
+				failed = append(failed, err)
+			}
+		case <-time.After(waitBound):
+			t.Fatal("the commits did not return")
+		}
+	}
+	var ve *ValidationError
+	if len(failed) != 1 || !errors.As(failed[0], &ve) || !strings.Contains(failed[0].Error(), "also the address of Listener") {
+		t.Fatalf("want one commit refused for the listener clash, got %v", failed)
+	}
+}
+
 // TestReplicaLeases: an endpoint registered with a TTL through A and
 // renewed through B outlives its TTL; left alone, etcd expires it and B's
 // pipeline sees it go (neither service runs an expiry of its own here).
@@ -364,4 +411,43 @@ func sameFiles(a, b []config.File) bool {
 		}
 	}
 	return true
+}
+
+// TestRevalidationBounded: a commit that finds the store changed after
+// its read every time (another replica committing without pause) is
+// validated again a bounded number of times, then refused as a conflict
+// that says why; it never loops on.
+func TestRevalidationBounded(t *testing.T) {
+	srv := etcdtest.Start(t)
+	st := &shared{Store: srv.Open(t, "/busy", 0)}
+	other := srv.Open(t, "/busy", 0)
+	s := New(Options{Store: st, Registry: xdstype.New()})
+	ctx := t.Context()
+	reads := 0
+	var busy func()
+	busy = func() {
+		// The other replica commits between this read and the
+		// commit; it stops after twice the bound, so that an
+		// unbounded retry would end up succeeding (and fail this test).
+		reads++
+		if reads > 2*maxRevalidations {
+			return
+		}
+		k := store.Key{Kind: "services", Name: fmt.Sprint("other", reads)}
+		if _, err := other.Commit(ctx, []store.Change{{Key: k, Body: service(k.Name, 80)}}, nil, 0); err != nil {
+			t.Error(err)
+		}
+		st.arm(busy)
+	}
+	st.arm(busy)
+	_, err := s.Commit(ctx, []store.Change{{Key: web, Body: service("web", 80)}}, "web", false)
+	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), fmt.Sprintf("validated %d times", maxRevalidations)) {
+		t.Fatalf("a commit outpaced every time: %v", err)
+	}
+	if reads != maxRevalidations {
+		t.Fatalf("validated %d times, want %d", reads, maxRevalidations)
+	}
+	if _, err := st.Get(ctx, web); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the refused commit is stored: %v", err)
+	}
 }
