@@ -369,7 +369,7 @@ func decodeStrict[T any](js []byte, item *yaml.Node, base diag.Diagnostic) (T, d
 					drop = dropWhere(func(key string, val any) bool { return key == k && val == m[1] })
 				}
 			}
-		} else if l := findKeyLine(item, lastField(d.Field)); l > 0 {
+		} else if _, l := findKeyLine(item, lastField(d.Field)); l > 0 {
 			d.Line = l
 		}
 		problems = append(problems, d)
@@ -643,20 +643,35 @@ var (
 	protoJSONPrefix = regexp.MustCompile(`^proto:[\s\x{00a0}]*(\(line \d+:\d+\):[\s\x{00a0}]*)?`)
 	unknownField    = regexp.MustCompile(`unknown field "([^"]+)"`)
 	unresolvedType  = regexp.MustCompile(`unable to resolve "([^"]+)"`)
-	badValue        = regexp.MustCompile(`invalid value for [^ ]+ field ([A-Za-z_]+): (.*)`)
 	quotedValue     = regexp.MustCompile(`value "([^"]*)"`)
+
+	// protojson's messages that end with the refused value: the value is
+	// captured to find its line and to say what kind it was, never shown.
+	badValue     = regexp.MustCompile(`invalid value for ([a-z0-9]+) field ([A-Za-z0-9_]+): (.*)`)
+	badMapKey    = regexp.MustCompile(`invalid value for ([a-z0-9]+) key: (.*)`)
+	badWellKnown = regexp.MustCompile(`(?:invalid )?google\.protobuf\.(Duration|Timestamp|Value|FieldMask)(?: value| value out of range:|:| contains invalid path:)? (.*)`)
+	badToken     = regexp.MustCompile(`unexpected token (.*)`)
+	duplicate    = regexp.MustCompile(`duplicate (?:field|map key) (.*)`)
+	// jsonStringLit is a JSON string literal anywhere in a message.
+	jsonStringLit = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
 )
 
 // explainProtoJSON rewrites protojson's errors, whose line numbers refer to
 // the intermediate JSON rather than the user's file, into a field, a message
 // and a line in the user's file that an operator can act on.
+//
+// The message never quotes a value of the resource: a refused value may be
+// key material (an inline_bytes that is not base64, a private key where a
+// mapping belongs), and the message reaches GET /status, the log, `pylon
+// validate` and the API's 400. It says what is wrong instead; the field and
+// line say where.
 func explainProtoJSON(err error, node *yaml.Node) (field, msg string, line int) {
 	text := protoJSONPrefix.ReplaceAllString(err.Error(), "")
 	line = node.Line
 	if m := unknownField.FindStringSubmatch(text); m != nil {
 		field, msg = m[1], fmt.Sprintf("unknown field %q", m[1])
-		if l := findKeyLine(node, field); l > 0 {
-			line = l
+		if k, l := findKeyLine(node, field); l > 0 {
+			field, line = k, l
 		}
 		return field, msg, line
 	}
@@ -668,42 +683,151 @@ func explainProtoJSON(err error, node *yaml.Node) (field, msg string, line int) 
 		return "@type", msg, line
 	}
 	if m := badValue.FindStringSubmatch(text); m != nil {
-		if l := findKeyLine(node, m[1]); l > 0 {
-			line = l
-		}
-		return m[1], m[2], line
+		field, line = locate(node, m[2], m[3], line)
+		return field, badValueMessage(m[1], m[3]), line
 	}
-	// Messages such as `invalid google.protobuf.Duration value "soon"` name
-	// the value but not the field: find the value in the file.
-	if m := quotedValue.FindStringSubmatch(text); m != nil {
-		if k, l := findValue(node, m[1]); l > 0 {
-			return k, text, l
-		}
+	if field, msg, raw, ok := explainOther(text); ok {
+		k, l := locate(node, field, raw, line)
+		return k, msg, l
 	}
-	return "", text, line
+	// A message this code does not know: keep its words, not its values.
+	return "", scrubValues(text), line
 }
 
-// findKeyLine finds the first mapping key equal to key (in snake or camel
-// case) under n, depth first, and returns its line.
-func findKeyLine(n *yaml.Node, key string) int {
-	camel := lowerCamel(key)
-	var walk func(*yaml.Node) int
-	walk = func(n *yaml.Node) int {
+// explainOther explains protojson's messages other than a bad field value:
+// the field when it names one, the message, and the raw value (to find the
+// line, never to show).
+func explainOther(text string) (field, msg, raw string, ok bool) {
+	if m := badMapKey.FindStringSubmatch(text); m != nil {
+		return "", fmt.Sprintf("a map key is not a valid %s", m[1]), m[2], true
+	}
+	if m := badWellKnown.FindStringSubmatch(text); m != nil {
+		switch m[1] {
+		case "Duration":
+			msg = "not a valid duration (write it like \"1.5s\" or \"0.250s\", within about ±10000 years)"
+		case "Timestamp":
+			msg = "not a valid RFC 3339 timestamp (write it like \"2026-01-02T15:04:05Z\")"
+		case "FieldMask":
+			msg = "not a valid field mask path"
+		default:
+			msg = "not a valid JSON value"
+		}
+		return "", msg, m[2], true
+	}
+	if m := badToken.FindStringSubmatch(text); m != nil {
+		return "", fmt.Sprintf("got %s, which this field does not take (a mapping or a list is expected here)", tokenKind(m[1])), m[1], true
+	}
+	if m := duplicate.FindStringSubmatch(text); m != nil {
+		return strings.Trim(m[1], `"`), "set twice (also as its camelCase or snake_case spelling?)", "", true
+	}
+	return "", "", "", false
+}
+
+// locate finds the line of a bad value: by its field when protojson names
+// one (the wrapper types' inner "value" names nothing the user wrote), else
+// by the value itself. It returns the key as the user wrote it.
+func locate(node *yaml.Node, field, raw string, line int) (string, int) {
+	if field != "" && field != "value" {
+		if k, l := findKeyLine(node, field); l > 0 {
+			return k, l
+		}
+	}
+	if v, err := strconv.Unquote(raw); err == nil {
+		raw = v
+	}
+	if k, l := findValue(node, raw); l > 0 {
+		return k, l
+	}
+	return field, line
+}
+
+// badValueMessage says what a field of protobuf kind takes, and the kind
+// of value it got, without the value.
+func badValueMessage(kind, raw string) string {
+	got := tokenKind(raw)
+	switch kind {
+	case "bytes":
+		if got == "a string" {
+			return "not valid base64 (bytes fields take base64, standard or URL-safe)"
+		}
+		return "expected base64 text, got " + got
+	case "string":
+		return "expected a string, got " + got
+	case "bool":
+		return "expected true or false, got " + got
+	case "float", "double":
+		return "expected a number, got " + got
+	case "enum":
+		if got == "a string" {
+			return "not one of the enum's value names"
+		}
+		return "expected one of the enum's value names, got " + got
+	case "message", "group":
+		return "expected a mapping, got " + got
+	}
+	if strings.Contains(kind, "int") || strings.Contains(kind, "fixed") {
+		return fmt.Sprintf("expected a whole number that fits a %s, got %s", kind, got)
+	}
+	return fmt.Sprintf("not a valid %s, got %s", kind, got)
+}
+
+// tokenKind names the kind of a raw JSON token: "a string", "a list", ...
+func tokenKind(raw string) string {
+	raw = strings.TrimSpace(raw)
+	switch {
+	case raw == "":
+		return "nothing"
+	case raw[0] == '"':
+		return "a string"
+	case raw[0] == '[':
+		return "a list"
+	case raw[0] == '{':
+		return "a mapping"
+	case raw == "true" || raw == "false":
+		return "a boolean"
+	case raw == "null":
+		return "null"
+	case raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9'):
+		return "a number"
+	}
+	return "a value of another kind"
+}
+
+// scrubValues removes what may be a value from a message this code does not
+// recognise: every JSON string, and what follows the last colon.
+func scrubValues(text string) string {
+	text = jsonStringLit.ReplaceAllString(text, `"…"`)
+	if i := strings.LastIndex(text, ": "); i >= 0 {
+		text = text[:i]
+	}
+	return text
+}
+
+// findKeyLine finds the first mapping key under n, depth first, that is key
+// in snake or camel case (protojson names fields by their JSON name, the
+// file may use either), and returns the key as written and its line.
+func findKeyLine(n *yaml.Node, key string) (string, int) {
+	want := lowerCamel(key)
+	var walk func(*yaml.Node, int) (string, int)
+	walk = func(n *yaml.Node, depth int) (string, int) {
+		if depth > maxDepth {
+			return "", 0
+		}
 		if n.Kind == yaml.MappingNode {
 			for i := 0; i+1 < len(n.Content); i += 2 {
-				if k := n.Content[i].Value; k == key || k == camel {
-					return n.Content[i].Line
+				if k := n.Content[i].Value; lowerCamel(k) == want {
+					return k, n.Content[i].Line
 				}
 			}
 		}
 		for _, c := range n.Content {
-			if l := walk(c); l > 0 {
-				return l
+			if k, l := walk(c, depth+1); l > 0 {
+				return k, l
 			}
 		}
-		return 0
+		return "", 0
 	}
-	return walk(n)
+	return walk(n, 0)
 }
 
 // findValue finds the first mapping entry under n whose scalar value is v
