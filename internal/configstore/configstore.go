@@ -1,6 +1,14 @@
-// Package configstore is the embedded default's source of truth: config
-// objects kept in a store, changed through the admin API, validated exactly
-// like a config file before anything is stored, and history with rollback.
+// Package configstore is the source of truth in store mode: config objects
+// kept in a store, changed through the admin API, validated exactly like a
+// config file before anything is stored, and history with rollback.
+//
+// On a store shared by several replicas (etcd: a store.Watcher with
+// CommitSince) each replica's Service watches the store, so every write
+// and every lease etcd expires reaches every replica's pipeline; commits
+// are validated against one read and stored only if nothing was committed
+// since; and while the store cannot be reached the replica keeps serving
+// its last good config, refuses writes and registrations with
+// store.ErrUnavailable, and says so in Degraded.
 package configstore
 
 import (
