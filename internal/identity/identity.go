@@ -76,6 +76,12 @@ func (id Identity) Verified() bool { return id.verified }
 
 // Names returns the names the identity proves, SPIFFE first, then DNS: what
 // group and secret policies match against. Nil when unverified.
+//
+// Policies match every pattern against every name, so a DNS SAN that could
+// be mistaken for a URI is left out: x509 lets a dNSName hold any IA5 text,
+// and a CA that signs "spiffe://example.org/ns/payments/sa/gateway-1" as a
+// DNS name must not satisfy a SPIFFE policy. A real DNS name holds neither
+// ':' nor '/'.
 func (id Identity) Names() []string {
 	if !id.verified {
 		return nil
@@ -84,7 +90,12 @@ func (id Identity) Names() []string {
 	if id.SPIFFE != "" {
 		out = append(out, id.SPIFFE)
 	}
-	return append(out, id.DNS...)
+	for _, d := range id.DNS {
+		if !strings.ContainsAny(d, ":/") {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // maxShown bounds the DNS names String lists: a certificate may carry many.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/identity"
 	"github.com/pylon-xds/pylon/internal/identity/identitytest"
+	"github.com/pylon-xds/pylon/internal/model"
 )
 
 // handshake runs a real TLS handshake over an in-memory pipe and returns
@@ -154,6 +155,19 @@ func TestParseRule(t *testing.T) {
 		{template: "spiffe://example.org/sa/{id", err: "unmatched '{'"},
 		{template: "spiffe://example.org/sa/id}", err: "unmatched '}'"},
 		{template: "spiffe://{trust_domain}/sa/envoy", td: "example.org", err: "names neither {id} nor {cluster}"},
+		{template: "spiffe://example.org/{cluster}/{id}"},
+		{template: "{id}"},
+		{template: "{cluster}.{id}"},
+		// Placeholders that do not fill a whole segment or label let two
+		// claims make one name: (c, a.b) and (b.c, a) here.
+		{template: "spiffe://td/{cluster}.{id}", err: "{cluster} must be a whole path segment"},
+		{template: "spiffe://td/ns/{cluster}/sa/{id}.x", err: "{id} must be a whole path segment"},
+		{template: "spiffe://td/ns/{cluster}{id}", err: "must be a whole path segment"},
+		{template: "{id}{cluster}.x", err: "must be a whole DNS label"},
+		{template: "{id}-{cluster}.x", err: "must be a whole DNS label"},
+		{template: "x{id}.example.com", err: "{id} must be a whole DNS label"},
+		{template: "{id}/{cluster}.example.com", err: "must be a whole DNS label"},
+		{template: "{id}.proxies.example.com:443", err: "a DNS name has no ':' or '/'"},
 	} {
 		_, err := identity.ParseRule(tc.template, tc.td)
 		switch {
@@ -207,6 +221,10 @@ func TestRuleCheck(t *testing.T) {
 		{name: "dns match, any case", rule: dns, id: dnsEdge1, node: "edge-1", cluster: "edge"},
 		{name: "dns label shift", rule: dns, id: dnsEdge1, node: "edge-1.edge", cluster: "proxies",
 			err: `node id "edge-1.edge" cannot be bound to a certificate by the rule "{id}.{cluster}.proxies.example.com": it must be 1 to 63 letters, digits, '-' or '_'`},
+		{name: "dns upper-case id", rule: dns, id: dnsEdge1, node: "EDGE-1", cluster: "edge",
+			err: `node id "EDGE-1" cannot be bound to a certificate by the DNS rule "{id}.{cluster}.proxies.example.com": it must be lower case`},
+		{name: "dns upper-case cluster", rule: dns, id: dnsEdge1, node: "edge-1", cluster: "Edge", err: `node cluster "Edge" cannot be bound`},
+		{name: "spiffe keeps case", rule: spiffe, id: edge1, node: "EDGE-1", cluster: "edge", err: `this one proves spiffe://example.org/ns/edge/sa/edge-1`},
 		{name: "dns mismatch", rule: dns, id: edge1, node: "edge-1", cluster: "edge",
 			err: `node "edge-1" in cluster "edge" must present a certificate with DNS name edge-1.edge.proxies.example.com; this one proves spiffe://example.org/ns/edge/sa/edge-1`},
 		{name: "wildcard dns proves no node", rule: dns, id: wildcard, node: "edge-1", cluster: "edge",
@@ -229,5 +247,24 @@ func TestRuleCheck(t *testing.T) {
 				t.Errorf("message of %d bytes: client input must be bounded", len(err.Error()))
 			}
 		})
+	}
+}
+
+// A DNS SAN that reads as a URI never stands for one: x509 allows any IA5
+// text in a dNSName, and a CA that signs a SPIFFE ID as a DNS name must not
+// satisfy a SPIFFE policy (model.AnyMatch compares every pattern with every
+// name).
+func TestNamesLeaveOutURILikeDNS(t *testing.T) {
+	ca := identitytest.NewCA(t, "test CA")
+	leaf := ca.Issue(t, "", "spiffe://example.org/ns/payments/sa/gateway-1", "gw.example.org", "gw.example.org:443")
+	id := identity.FromState(handshake(t, ca.ServerConfig(t), ca.ClientConfig(&leaf)))
+	if !id.Verified() {
+		t.Fatal("certificate not verified")
+	}
+	if model.AnyMatch([]string{"spiffe://example.org/ns/payments/sa/*"}, id.Names()) {
+		t.Errorf("a DNS SAN spelled like a SPIFFE ID satisfied a SPIFFE policy: names %q", id.Names())
+	}
+	if diff := cmp.Diff([]string{"gw.example.org"}, id.Names()); diff != "" {
+		t.Errorf("Names (-want +got):\n%s", diff)
 	}
 }

@@ -84,7 +84,52 @@ func ParseRule(template, trustDomain string) (*Rule, error) {
 	if !binds {
 		return nil, fmt.Errorf("identity rule %q: names neither {id} nor {cluster}, so it would bind no node to its certificate", template)
 	}
+	if err := r.checkBounds(); err != nil {
+		return nil, err
+	}
 	return r, nil
+}
+
+// separator is what must bound each placeholder in the rule's names: "/"
+// between SPIFFE path segments, "." between DNS labels. checkValue refuses
+// it inside a value, so each value fills exactly one segment or label.
+func (r *Rule) separator() byte {
+	if r.spiffe {
+		return '/'
+	}
+	return '.'
+}
+
+// checkBounds requires each {id} and {cluster} to be a whole segment (or
+// label): bounded on both sides by the template's ends or the separator.
+// Otherwise two different claims can make one name:
+// "spiffe://td/{cluster}.{id}" gives spiffe://td/a.b.c for id "c" in
+// cluster "a.b" and for id "b.c" in cluster "a"; "{id}{cluster}.x" gives
+// ab.x for ("a", "b") and ("ab", "").
+func (r *Rule) checkBounds() error {
+	sep := r.separator()
+	for i, p := range r.parts {
+		if p.placeholder == "" {
+			continue
+		}
+		before := i == 0 || (r.parts[i-1].placeholder == "" && r.parts[i-1].literal[len(r.parts[i-1].literal)-1] == sep)
+		after := i == len(r.parts)-1 || (r.parts[i+1].placeholder == "" && r.parts[i+1].literal[0] == sep)
+		if !before || !after {
+			return fmt.Errorf("identity rule %q: {%s} must be a whole %s, with %q or the template's end on both sides; otherwise two different node claims could make the same name", r.template, p.placeholder, r.unit(), string(sep))
+		}
+	}
+	if !r.spiffe && strings.ContainsAny(r.template, ":/") {
+		return fmt.Errorf("identity rule %q: a DNS name has no ':' or '/'; a SPIFFE rule starts with spiffe://", r.template)
+	}
+	return nil
+}
+
+// unit names what a placeholder fills in the rule's names.
+func (r *Rule) unit() string {
+	if r.spiffe {
+		return "path segment"
+	}
+	return "DNS label"
 }
 
 func (r *Rule) literal(s string) {
@@ -157,6 +202,11 @@ func (r *Rule) checkValue(field, v string) error {
 	}
 	if bad {
 		return fmt.Errorf("node %s %s cannot be bound to a certificate by the rule %q: it must be 1 to %d %s", field, Quote(v), r.template, limit, allowed)
+	}
+	if !r.spiffe && strings.ToLower(v) != v {
+		// DNS names compare without regard to case while node ids do
+		// not: a certificate for edge-1 would prove EDGE-1 too.
+		return fmt.Errorf("node %s %s cannot be bound to a certificate by the DNS rule %q: it must be lower case, since DNS names compare without regard to case and a certificate for one spelling would prove every other", field, Quote(v), r.template)
 	}
 	return nil
 }
