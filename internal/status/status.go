@@ -425,7 +425,8 @@ func (t *Tracker) state(s *Stream, ty *Type) string {
 		return NotSent
 	case ty.LastNACK != nil && (ty.ACKed == nil || ty.LastNACK.At.After(ty.ACKed.At)):
 		return Nacked
-	case ty.ACKed != nil && ty.ACKed.Version == expected:
+	case ty.ACKed != nil && ty.ACKed.Version == expected && ty.ACKed.Version == ty.Sent.Version:
+		// What was sent last is what was ACKed: nothing is in flight.
 		return Synced
 	}
 	return Stale

@@ -37,7 +37,14 @@ func TestStates(t *testing.T) {
 	if tr.Streams()[0].Types[0].LastNACK == nil {
 		t.Fatal("the NACK left the history")
 	}
-	expected["edge/cds"] = "v3" // a new config
+	// A response in flight: STALE, even before anyone says what the
+	// stream should hold now.
+	tr.Sent(1, info, "cds", Stamp{Version: "v3", At: t0.Add(4 * time.Second)}, nil, nil)
+	if s := state(); s != Stale {
+		t.Fatalf("sent v3 after the ACK of v2: %s", s)
+	}
+	tr.ACKed(1, info, "cds", Stamp{Version: "v3", At: t0.Add(5 * time.Second)})
+	expected["edge/cds"] = "v4" // a new config
 	if s := state(); s != Stale {
 		t.Fatalf("behind the new config: %s", s)
 	}
