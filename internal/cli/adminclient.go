@@ -41,7 +41,10 @@ type adminFlags struct {
 	// caFile, if set, verifies Pylon's admin certificate: the API is
 	// reached over https.
 	caFile string
-	getenv func(string) string
+	// certFile and keyFile are the CLI's client certificate, for an
+	// admin port started with --admin-client-ca.
+	certFile, keyFile string
+	getenv            func(string) string
 }
 
 func (a *adminFlags) register(root *cobra.Command, getenv func(string) string) {
@@ -56,6 +59,8 @@ func (a *adminFlags) register(root *cobra.Command, getenv func(string) string) {
 	f.StringVar(&a.tokenFile, "token-file", "", "the admin API's write token (default $"+envToken+", else DATA_DIR/admin-token)")
 	f.StringVar(&a.readTokenFile, "read-token-file", "", "the admin API's read token (default $"+envReadToken+", else DATA_DIR/read-token, else the write token)")
 	f.StringVar(&a.caFile, "admin-ca-file", "", "reach the admin API over https, verifying its certificate with this PEM CA bundle")
+	f.StringVar(&a.certFile, "admin-cert-file", "", "with --admin-ca-file: present this PEM client certificate (for an admin port started with --admin-client-ca)")
+	f.StringVar(&a.keyFile, "admin-key-file", "", "the client certificate's PEM private key")
 }
 
 // client is the admin API client for the flags as parsed.
@@ -145,13 +150,25 @@ func token(sources []tokenSource) (string, error) {
 
 func (c adminClient) http(timeout time.Duration) (*http.Client, string, error) {
 	if c.f.caFile == "" {
+		if c.f.certFile != "" || c.f.keyFile != "" {
+			return nil, "", fmt.Errorf("--admin-cert-file needs --admin-ca-file (https)")
+		}
 		return &http.Client{Timeout: timeout}, "http://" + c.f.addr, nil
 	}
 	pool, err := certs.LoadPool(c.f.caFile)
 	if err != nil {
 		return nil, "", fmt.Errorf("--admin-ca-file: %w", err)
 	}
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	if c.f.certFile != "" || c.f.keyFile != "" {
+		cert, err := tls.LoadX509KeyPair(c.f.certFile, c.f.keyFile)
+		if err != nil {
+			// The error names the files; tls never quotes key bytes.
+			return nil, "", fmt.Errorf("--admin-cert-file, --admin-key-file: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	tr := &http.Transport{TLSClientConfig: cfg}
 	return &http.Client{Timeout: timeout, Transport: tr}, "https://" + c.f.addr, nil
 }
 

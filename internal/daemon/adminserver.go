@@ -26,7 +26,9 @@ type AdminLimits struct {
 	// WriteTimeout bounds a response (default 2m: a CPU profile takes
 	// 30s by default, and large dumps take a while on a slow link).
 	WriteTimeout time.Duration
-	// IdleTimeout closes idle keep-alive connections (default 1m).
+	// IdleTimeout closes idle keep-alive connections (default 5s): an idle
+	// connection holds one of the MaxConns slots, and the probes share
+	// them, so idling clients must not hold slots for long.
 	IdleTimeout time.Duration
 	// MaxHeaderBytes bounds request headers (default 64 KiB).
 	MaxHeaderBytes int
@@ -43,7 +45,7 @@ func (l *AdminLimits) defaults() {
 	def(&l.ReadHeaderTimeout, 5*time.Second)
 	def(&l.ReadTimeout, 30*time.Second)
 	def(&l.WriteTimeout, 2*time.Minute)
-	def(&l.IdleTimeout, time.Minute)
+	def(&l.IdleTimeout, 5*time.Second)
 	if l.MaxHeaderBytes <= 0 {
 		l.MaxHeaderBytes = 64 << 10
 	}

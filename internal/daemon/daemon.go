@@ -405,7 +405,11 @@ func secretReader(o Options) (*secretfile.Reader, error) {
 		if err != nil {
 			return nil, err
 		}
-		dirs = []string{dir}
+		if dir != "" {
+			dirs = []string{dir}
+		} else {
+			o.Logger.Warn("no secret directory: the default would be the file system's root, so secret files are refused until --secret-dir names a folder")
+		}
 	}
 	deny := []string{o.DataDir, o.TokenFile, o.ReadTokenFile, o.XDSTLS.Key, o.AdminTLS.Key}
 	r, err := secretfile.New(dirs, deny)
@@ -416,17 +420,27 @@ func secretReader(o Options) (*secretfile.Reader, error) {
 }
 
 // defaultSecretDir is the config's folder in file mode, the working
-// directory in store mode.
+// directory in store mode; "" when that is the file system's root (a
+// service started without a working directory): the root as a secret
+// directory would let whoever writes config serve any file on the host.
 func defaultSecretDir(configPath string) (string, error) {
+	dir := configPath
 	if configPath == "" {
-		return os.Getwd()
-	}
-	fi, err := os.Stat(configPath)
-	if err != nil {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", err
+		}
+		dir = wd
+	} else if fi, err := os.Stat(configPath); err != nil {
 		return "", fmt.Errorf("config: %w", err)
+	} else if !fi.IsDir() {
+		dir = filepath.Dir(configPath)
 	}
-	if fi.IsDir() {
-		return configPath, nil
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
 	}
-	return filepath.Dir(configPath), nil
+	if real, err := filepath.EvalSymlinks(dir); err == nil && real == string(filepath.Separator) {
+		return "", nil
+	}
+	return dir, nil
 }

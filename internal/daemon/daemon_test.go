@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -233,4 +234,102 @@ func (c *countedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() { c.l.open.Add(-1) })
 	return err
+}
+
+// A token file is created 0600 and only once; an existing one that others
+// can read, or a link planted at its path, is refused, not used.
+func TestTokenFiles(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "admin-token")
+	tok, err := adminToken(path)
+	if err != nil || len(tok) != 64 {
+		t.Fatalf("generated token %q, %v", tok, err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("token file mode: %v %v", fi.Mode(), err)
+	}
+	if again, err := adminToken(path); err != nil || again != tok {
+		t.Fatalf("second start read %q, %v; want the same token", again, err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adminToken(path); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("a world-readable token file was used: %v", err)
+	}
+	target := filepath.Join(dir, "elsewhere")
+	link := filepath.Join(dir, "read-token")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adminToken(link); err == nil {
+		t.Fatal("a token was written through a planted link")
+	}
+	if _, err := os.Stat(target); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the link's target was created: %v", err)
+	}
+}
+
+// The default secret directory is never the file system's root.
+func TestDefaultSecretDirNeverRoot(t *testing.T) {
+	if dir, err := defaultSecretDir("/"); err != nil || dir != "" {
+		t.Fatalf("config folder /: got %q, %v; want none", dir, err)
+	}
+	cfgDir := t.TempDir()
+	cfg := filepath.Join(cfgDir, "pylon.yaml")
+	if err := os.WriteFile(cfg, []byte("resources: []\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if dir, err := defaultSecretDir(cfg); err != nil || dir != cfgDir {
+		t.Fatalf("config file: got %q, %v; want %s", dir, err, cfgDir)
+	}
+	t.Chdir("/")
+	if dir, err := defaultSecretDir(""); err != nil || dir != "" {
+		t.Fatalf("store mode in /: got %q, %v; want none", dir, err)
+	}
+}
+
+// Idle keep-alive connections hold slots too: with the default idle
+// timeout, clients that make one request and then idle on every slot keep
+// a new client (a readiness probe) out only for seconds.
+func TestAdminServerIdleClientsLetGo(t *testing.T) {
+	limits := AdminLimits{MaxConns: 4}
+	limits.defaults()
+	srv := newAdminServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ok") }), limits, nil, slog.New(slog.DiscardHandler))
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- serveAdmin(srv, raw, limits) }()
+	defer func() {
+		if err := srv.Close(); err != nil {
+			t.Error(err)
+		}
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	addr := raw.Addr().String()
+	for range limits.MaxConns {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: pylon\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil {
+			t.Fatal(err)
+		}
+		// The connection now idles, keep-alive, holding its slot.
+	}
+	// Within 10s: the idle bound, not the minute it used to be.
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get("http://" + addr + "/healthz")
+	if err != nil {
+		t.Fatalf("a new client was kept out by idle ones: %v", err)
+	}
+	resp.Body.Close()
 }

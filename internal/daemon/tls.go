@@ -49,7 +49,11 @@ func loadSecurity(o Options) (*security, error) {
 	if o.AdminTLS.enabled() {
 		s.adminTLS, err = certs.New(certs.Options{
 			Name: "admin", CertFile: o.AdminTLS.Cert, KeyFile: o.AdminTLS.Key, ClientCAFile: o.AdminTLS.ClientCA,
-			NextProtos: []string{"http/1.1"}, CheckEvery: o.TLSCheckEvery, Logger: o.Logger,
+			// A client CA on the admin port is an access control: a
+			// client without a certificate is refused at the handshake,
+			// before any token is checked.
+			RequireClientCert: o.AdminTLS.ClientCA != "",
+			NextProtos:        []string{"http/1.1"}, CheckEvery: o.TLSCheckEvery, Logger: o.Logger,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("%w (--admin-tls-cert, --admin-tls-key, --admin-client-ca)", err)

@@ -313,11 +313,22 @@ func TestAdminOverTLS(t *testing.T) {
 	writeAtomically(t, cfg, "resources: []\n")
 	p, _ := runPylon(t, daemon.Options{ConfigPath: cfg, AdminTLS: daemon.TLSFiles{Cert: m.server.Cert, Key: m.server.Key, ClientCA: m.server.CA}})
 
-	out := p.cli(t, "status", "--admin-ca-file", m.server.CA)
+	op := m.clientCert(t, "operator", "ops")
+	out := p.cli(t, "status", "--admin-ca-file", m.server.CA, "--admin-cert-file", op.Cert, "--admin-key-file", op.Key)
 	if !strings.Contains(out, "NAME") {
 		t.Fatalf("pylon status over TLS:\n%s", out)
 	}
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: certstest.Pool(m.ca), ServerName: "localhost"}}}
+	opCert, err := tls.LoadX509KeyPair(op.Cert, op.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withCert := func(cert *tls.Certificate) *http.Client {
+		return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+			RootCAs: certstest.Pool(m.ca), ServerName: "localhost",
+			GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cert, nil },
+		}}}
+	}
+	client := withCert(&opCert)
 	resp, err := client.Get("https://" + p.adminAddr + "/readyz")
 	if err != nil {
 		t.Fatal(err)
@@ -333,16 +344,14 @@ func TestAdminOverTLS(t *testing.T) {
 			t.Fatal("the admin API answered plaintext HTTP on its TLS port")
 		}
 	}
-	// --admin-client-ca: a client certificate, when given, must come from
-	// that CA.
+	// --admin-client-ca is an access control: a client certificate from
+	// that CA is required, one from another CA or none is refused.
 	foreign := certstest.NewCA(t, "foreign").Issue(t, certstest.Client("spiffe://example.org/ns/x/sa/y")).TLS(t)
-	stranger := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
-		RootCAs: certstest.Pool(m.ca), ServerName: "localhost",
-		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &foreign, nil },
-	}}}
-	if resp, err := stranger.Get("https://" + p.adminAddr + "/readyz"); err == nil {
-		resp.Body.Close()
-		t.Fatal("a client certificate from another CA was accepted by the admin API")
+	for name, c := range map[string]*http.Client{"another CA's certificate": withCert(&foreign), "no certificate": withCert(&tls.Certificate{})} {
+		if resp, err := c.Get("https://" + p.adminAddr + "/readyz"); err == nil {
+			resp.Body.Close()
+			t.Fatalf("the admin API accepted a client with %s", name)
+		}
 	}
 	// Reads need a token even over TLS.
 	resp, err = client.Get("https://" + p.adminAddr + "/status")
