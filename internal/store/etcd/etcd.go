@@ -342,3 +342,9 @@ func (s *Store) object(kv *mvccpb.KeyValue, leases map[int64]leaseRecord) (store
 
 var _ store.Store = (*Store)(nil)
 var _ store.Watcher = (*Store)(nil)
+
+// ExpiresLeases reports that the store drops leased objects itself: etcd
+// deletes an object whose lease ran out, for every replica, so the config
+// service runs no expiry of its own (a replica that did would delete
+// registrations another replica just renewed).
+func (*Store) ExpiresLeases() bool { return true }
