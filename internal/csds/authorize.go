@@ -2,17 +2,20 @@ package csds
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"fmt"
+	"net"
+	"net/netip"
 	"strings"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/pylon-xds/pylon/internal/identity"
 	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/token"
 )
 
 // maxAuthValues bounds the authorization metadata values looked at: a
@@ -20,23 +23,33 @@ import (
 const maxAuthValues = 4
 
 // TokenOrIdentity returns an Authorize that lets a call through when it
-// carries "authorization: Bearer <token>" metadata with the admin read or
-// write token (compared in constant time), or comes over a connection whose
-// verified client certificate proves a name matching one of identities
-// (path.Match globs, "*" stopping at "/", as group identities are written:
-// "spiffe://example.org/ns/ops/sa/*"). Empty tokens and no identities match
-// nothing: with none configured, every call is refused.
+// carries "authorization: Bearer <token>" metadata with the admin read
+// token (compared in constant time) over TLS or from a loopback address,
+// or comes over a connection whose verified client certificate proves a
+// name matching one of identities (path.Match globs, "*" stopping at "/",
+// as group identities are written: "spiffe://example.org/ns/ops/sa/*").
+//
+// The second parameter is ignored and will be removed: CSDS only reads,
+// so the admin write token is never accepted (whoever holds it holds the
+// read token too). A token is refused over plaintext from another host:
+// it would cross the network in clear, to be replayed against the admin
+// API. An empty read token and no identities match nothing: with none
+// configured, every call is refused.
 //
 // Refusals are Unauthenticated when the caller proved nothing (no token,
-// no certificate) or presented a wrong token, PermissionDenied when its
-// certificate's identity is not allowed; messages never echo the token.
-func TokenOrIdentity(readToken, writeToken string, identities []string) func(ctx context.Context) error {
+// no certificate), presented a wrong token or presented one over
+// plaintext from another host; PermissionDenied when its certificate's
+// identity is not allowed. Messages never echo the token.
+func TokenOrIdentity(readToken, _ string, identities []string) func(ctx context.Context) error {
 	ids := append([]string(nil), identities...)
 	return func(ctx context.Context) error {
-		if readToken == "" && writeToken == "" && len(ids) == 0 {
-			return grpcstatus.Error(codes.PermissionDenied, "CSDS is disabled: configure an admin read or write token, or --csds-identity, to allow callers")
+		if readToken == "" && len(ids) == 0 {
+			return grpcstatus.Error(codes.PermissionDenied, "CSDS is disabled: configure an admin read token, or --csds-identity, to allow callers")
 		}
-		presented, ok := tokenOK(ctx, readToken, writeToken)
+		presented, ok := tokenOK(ctx, readToken)
+		if ok && !tokenSafe(ctx) {
+			return grpcstatus.Error(codes.Unauthenticated, "CSDS: a bearer token is accepted only over TLS or from a loopback address; this connection is plaintext from another host (use a client certificate matching --csds-identity, or serve xDS over TLS)")
+		}
 		if ok {
 			return nil
 		}
@@ -46,18 +59,17 @@ func TokenOrIdentity(readToken, writeToken string, identities []string) func(ctx
 		}
 		switch {
 		case presented:
-			return grpcstatus.Error(codes.Unauthenticated, "CSDS: the bearer token presented is neither the admin read token nor the write token")
+			return grpcstatus.Error(codes.Unauthenticated, "CSDS: the bearer token presented is not the admin read token")
 		case id.Verified():
 			return grpcstatus.Error(codes.PermissionDenied, fmt.Sprintf("CSDS: client certificate identity %s matches no --csds-identity pattern", id))
 		}
-		return grpcstatus.Error(codes.Unauthenticated, "CSDS needs \"authorization: Bearer <admin read or write token>\" metadata, or a client certificate whose identity matches --csds-identity")
+		return grpcstatus.Error(codes.Unauthenticated, "CSDS needs \"authorization: Bearer <admin read token>\" metadata, or a client certificate whose identity matches --csds-identity")
 	}
 }
 
 // tokenOK reports whether the call presented a bearer token, and whether
-// one of the first few matches a configured token. Both tokens are always
-// compared, so the time taken says nothing of which one matched.
-func tokenOK(ctx context.Context, readToken, writeToken string) (presented, ok bool) {
+// one of the first few is the read token.
+func tokenOK(ctx context.Context, readToken string) (presented, ok bool) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	vals := md.Get("authorization")
 	if len(vals) > maxAuthValues {
@@ -69,20 +81,37 @@ func tokenOK(ctx context.Context, readToken, writeToken string) (presented, ok b
 			continue
 		}
 		presented = true
-		r, w := sameToken(got, readToken), sameToken(got, writeToken)
-		if r || w {
+		if token.Equal(got, readToken) {
 			ok = true
 		}
 	}
 	return presented, ok
 }
 
-// sameToken compares in constant time, lengths included (both hashed). An
-// empty configured token matches nothing.
-func sameToken(got, want string) bool {
-	if want == "" {
+// tokenSafe reports whether a token sent on this connection was protected
+// on the way: the connection is TLS, or it comes from a loopback address
+// (the token never left the host). Anything else, including a peer with no
+// address, is not.
+func tokenSafe(ctx context.Context) bool {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
 		return false
 	}
-	a, b := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
-	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
+	switch p.AuthInfo.(type) {
+	case credentials.TLSInfo, *credentials.TLSInfo:
+		return true
+	}
+	return isLoopback(p.Addr)
+}
+
+// isLoopback reports whether addr is a TCP address on a loopback network.
+func isLoopback(addr net.Addr) bool {
+	if a, ok := addr.(*net.TCPAddr); ok {
+		return a.IP.IsLoopback()
+	}
+	if addr == nil {
+		return false
+	}
+	ap, err := netip.ParseAddrPort(addr.String())
+	return err == nil && ap.Addr().Unmap().IsLoopback()
 }

@@ -9,7 +9,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	statusv3 "github.com/envoyproxy/go-control-plane/envoy/service/status/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
-	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/pylon-xds/pylon/internal/redact"
@@ -103,35 +103,54 @@ func stringMatcher(sm *matcherv3.StringMatcher) (nodeMatch, error) {
 }
 
 // build answers for the open streams whose node matches, one ClientConfig
-// per node (a node's per-type streams merged), at most MaxNodes of them;
-// it returns how many matching nodes it left out.
+// per node (a node's per-type streams merged), in the order of the streams
+// (sorted by node, so stable), at most MaxNodes of them and no further node
+// once the answer holds MaxBytes; it returns how many matching nodes it
+// left out. Once a node is left out, every later one is too, so an answer
+// is always a prefix of the full one.
 func (s *Server) build(streams []status.Stream, match nodeMatch, contents bool) (*statusv3.ClientStatusResponse, int) {
 	resp := &statusv3.ClientStatusResponse{}
-	byNode := map[string]*statusv3.ClientConfig{}
-	omitted := 0
-	// Streams come sorted by node, so a node's streams are adjacent and
-	// the answer's order is stable.
+	order, byNode := nodesOf(streams, match)
+	size, omitted := 0, 0
+	for _, node := range order {
+		if omitted > 0 || len(resp.Config) >= s.o.MaxNodes || (len(resp.Config) > 0 && size >= s.o.MaxBytes) {
+			omitted++
+			continue
+		}
+		first := &streams[byNode[node][0]]
+		cc := &statusv3.ClientConfig{Node: &corev3.Node{Id: first.Node, Cluster: first.Cluster}}
+		for _, i := range byNode[node] {
+			for _, ty := range streams[i].Types {
+				cc.GenericXdsConfigs = append(cc.GenericXdsConfigs, s.configs(ty, contents)...)
+			}
+		}
+		n := proto.Size(cc)
+		if len(resp.Config) > 0 && size+n > s.o.MaxBytes {
+			omitted++
+			continue
+		}
+		size += n
+		resp.Config = append(resp.Config, cc)
+	}
+	return resp, omitted
+}
+
+// nodesOf groups the open streams whose node matches by node, nodes in
+// the order they first appear.
+func nodesOf(streams []status.Stream, match nodeMatch) ([]string, map[string][]int) {
+	var order []string
+	byNode := map[string][]int{}
 	for i := range streams {
 		st := &streams[i]
 		if st.Gone != nil || !match(st.Node) {
 			continue
 		}
-		cc := byNode[st.Node]
-		if cc == nil {
-			if len(resp.Config) >= s.o.MaxNodes {
-				omitted++
-				byNode[st.Node] = &statusv3.ClientConfig{} // counted once, dropped
-				continue
-			}
-			cc = &statusv3.ClientConfig{Node: &corev3.Node{Id: st.Node, Cluster: st.Cluster}}
-			byNode[st.Node] = cc
-			resp.Config = append(resp.Config, cc)
+		if _, seen := byNode[st.Node]; !seen {
+			order = append(order, st.Node)
 		}
-		for _, ty := range st.Types {
-			cc.GenericXdsConfigs = append(cc.GenericXdsConfigs, s.configs(ty, contents)...)
-		}
+		byNode[st.Node] = append(byNode[st.Node], i)
 	}
-	return resp, omitted
+	return order, byNode
 }
 
 // configs is one entry per resource the type's last response carried (one
@@ -148,9 +167,7 @@ func (s *Server) configs(ty *status.Type, contents bool) []*statusv3.ClientConfi
 		if contents {
 			// Redacted here, whatever the caller: the tracker holds the
 			// messages as sent, key material included.
-			if a, err := anypb.New(redact.Message(m)); err == nil {
-				e.XdsConfig = a
-			}
+			e.XdsConfig = s.redacted.get(m)
 		}
 		out = append(out, e)
 	}

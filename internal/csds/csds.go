@@ -35,6 +35,16 @@ const (
 	DefaultMaxNodes          = 1000
 	DefaultRequestsPerSecond = 2
 	DefaultMaxConcurrent     = 4
+	// DefaultMaxBytes stays under the 4 MiB that gRPC clients (grpcurl,
+	// grpcdebug) accept by default, with room for one more node.
+	DefaultMaxBytes = 3 << 20
+)
+
+// Bounds of the log lines callers can cause (refusals, cut answers):
+// anyone reaching the port can be refused in a loop.
+const (
+	logsPerSecond = 1
+	logsBurst     = 5
 )
 
 // maxMatchers bounds the node matchers of one request: each is tried on
@@ -61,6 +71,11 @@ type Options struct {
 	// MaxNodes bounds the nodes in one response (default 1000); the rest
 	// are left out and counted in OmittedHeader. Ask with node matchers.
 	MaxNodes int
+	// MaxBytes bounds a response's encoded size (default 3 MiB): once the
+	// nodes in it reach this, no further node is added and the rest are
+	// counted in OmittedHeader. A first node larger than it is still sent
+	// alone, or it could never be read.
+	MaxBytes int
 	// RequestsPerSecond bounds each StreamClientStatus stream's requests
 	// (default 2, burst of the same); past it the stream's requests wait.
 	RequestsPerSecond float64
@@ -75,6 +90,12 @@ type Server struct {
 	o     Options
 	urls  map[string]string // tracker type name ("CDS") -> type URL
 	slots chan struct{}
+	// logs bounds the log lines callers can cause.
+	logs *rate.Limiter
+	// redacted holds resources already redacted and packed, so that a
+	// resource sent to many proxies is redacted once, not once per node
+	// per call.
+	redacted *anyCache
 }
 
 // New returns a CSDS server. It panics without Tracker, Registry or
@@ -95,12 +116,19 @@ func New(o Options) *Server {
 	if o.MaxConcurrent <= 0 {
 		o.MaxConcurrent = DefaultMaxConcurrent
 	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = DefaultMaxBytes
+	}
 	urls := map[string]string{}
 	for _, t := range o.Registry.Ranked() {
 		urls[t.Abbrev] = t.URL
 		urls[t.URL] = t.URL
 	}
-	return &Server{o: o, urls: urls, slots: make(chan struct{}, o.MaxConcurrent)}
+	return &Server{
+		o: o, urls: urls, slots: make(chan struct{}, o.MaxConcurrent),
+		logs:     rate.NewLimiter(logsPerSecond, logsBurst),
+		redacted: newAnyCache(maxCachedResources),
+	}
 }
 
 // Register adds the service to g (the xDS server's gRPC server).
@@ -111,7 +139,7 @@ func (s *Server) Register(g *grpc.Server) {
 // FetchClientStatus answers one request.
 func (s *Server) FetchClientStatus(ctx context.Context, req *statusv3.ClientStatusRequest) (*statusv3.ClientStatusResponse, error) {
 	if err := s.o.Authorize(ctx); err != nil {
-		s.o.Logger.Info("CSDS call refused", "method", "FetchClientStatus", "error", err)
+		s.refused("FetchClientStatus", err)
 		return nil, err
 	}
 	resp, omitted, err := s.answer(ctx, req)
@@ -129,7 +157,7 @@ func (s *Server) FetchClientStatus(ctx context.Context, req *statusv3.ClientStat
 func (s *Server) StreamClientStatus(stream grpc.BidiStreamingServer[statusv3.ClientStatusRequest, statusv3.ClientStatusResponse]) error {
 	ctx := stream.Context()
 	if err := s.o.Authorize(ctx); err != nil {
-		s.o.Logger.Info("CSDS call refused", "method", "StreamClientStatus", "error", err)
+		s.refused("StreamClientStatus", err)
 		return err
 	}
 	limit := rate.NewLimiter(rate.Limit(s.o.RequestsPerSecond), max(1, int(s.o.RequestsPerSecond)))
@@ -173,10 +201,17 @@ func (s *Server) answer(ctx context.Context, req *statusv3.ClientStatusRequest) 
 	}
 	defer func() { <-s.slots }()
 	resp, omitted := s.build(s.o.Tracker.Streams(), m, !req.GetExcludeResourceContents())
-	if omitted > 0 {
-		s.o.Logger.Info("CSDS answer cut at the node bound", "max_nodes", s.o.MaxNodes, "omitted", omitted)
+	if omitted > 0 && s.logs.Allow() {
+		s.o.Logger.Info("CSDS answer cut at the node or size bound", "max_nodes", s.o.MaxNodes, "max_bytes", s.o.MaxBytes, "omitted", omitted)
 	}
 	return resp, omitted, nil
+}
+
+// refused logs a refused call, at most about once a second after a burst.
+func (s *Server) refused(method string, err error) {
+	if s.logs.Allow() {
+		s.o.Logger.Info("CSDS call refused", "method", method, "error", err)
+	}
 }
 
 func omittedMD(n int) metadata.MD {

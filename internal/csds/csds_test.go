@@ -351,6 +351,45 @@ func TestMaxNodes(t *testing.T) {
 	}
 }
 
+// TestMaxBytes: an answer stops adding nodes once it holds MaxBytes (the
+// first node always goes, or it could never be read) and counts the rest
+// in its trailer.
+func TestMaxBytes(t *testing.T) {
+	e := start(t, tokens(), nil, csds.Options{MaxBytes: 1})
+	e.publish(t, cl("c1"))
+	conn := xdstest.Dial(t, e.addr)
+	for _, id := range []string{"n1", "n2", "n3"} {
+		s := xdstest.OpenADS(t, conn, xdstest.Node(id))
+		s.Request(cds)
+		s.ACK(s.RecvType(cds))
+	}
+	deadline := time.Now().Add(xdstest.Timeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var trailer metadata.MD
+		ctx, cancel := context.WithTimeout(withToken(context.Background(), readToken), xdstest.Timeout)
+		resp, err := statusv3.NewClientStatusDiscoveryServiceClient(conn).FetchClientStatus(ctx, &statusv3.ClientStatusRequest{}, grpc.Trailer(&trailer))
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.GetConfig()) > 1 {
+			t.Fatalf("%d nodes in an answer bounded to 1 byte", len(resp.GetConfig()))
+		}
+		if got := trailer.Get(csds.OmittedHeader); len(got) == 1 && got[0] == "2" {
+			if nodes(resp) != "n1" || entryOf(resp, "n1", cds, "c1") == nil {
+				t.Fatalf("nodes %q, want n1 whole", nodes(resp))
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never saw %s: 2 (last: %v, nodes %q)", csds.OmittedHeader, trailer, nodes(resp))
+		}
+		<-tick.C
+	}
+}
+
 // TestStream: StreamClientStatus answers each request, authorized once.
 func TestStream(t *testing.T) {
 	e := start(t, tokens(), nil, csds.Options{})
@@ -362,7 +401,7 @@ func TestStream(t *testing.T) {
 	waitFor(t, conn, "n1", cds, "c1", func(g *statusv3.ClientConfig_GenericXdsConfig) bool {
 		return g.GetClientStatus() == adminv3.ClientResourceStatus_ACKED
 	})
-	ctx, cancel := context.WithTimeout(withToken(context.Background(), writeToken), xdstest.Timeout)
+	ctx, cancel := context.WithTimeout(withToken(context.Background(), readToken), xdstest.Timeout)
 	defer cancel()
 	st, err := statusv3.NewClientStatusDiscoveryServiceClient(conn).StreamClientStatus(ctx)
 	if err != nil {
