@@ -42,6 +42,10 @@ type deltaWatch struct {
 	settled string
 	// sentAny is set once a response of the type went out.
 	sentAny bool
+	// version is the set version the latest response (not a heartbeat)
+	// brought the client to, ackedVersion that of the latest response it
+	// ACKed, expected what status was last told it should hold (expect).
+	version, ackedVersion, expected string
 }
 
 // deltaSent is what one delta response changed.
@@ -91,6 +95,10 @@ func (w *deltaWatch) book() *ledger { return &w.ledger }
 func (w *deltaWatch) active() bool { return w.started }
 
 func (w *deltaWatch) settledAt() *string { return &w.settled }
+
+func (w *deltaWatch) sentVersion() string { return w.version }
+
+func (w *deltaWatch) expectedAt() *string { return &w.expected }
 
 func (w *deltaWatch) covers(name string) bool {
 	_, ok := w.names[name]
@@ -391,7 +399,11 @@ func (w *deltaWatch) heartbeats(set *snapshot.Set) []*discoveryv3.Resource {
 }
 
 // sentResponse records what a response gave the client.
-func (w *deltaWatch) sentResponse(nonce string, set *snapshot.Set, d deltaPlan, now time.Time) {
+//
+// version is what the response brings the client to, for status: the set's
+// version, or for a heartbeat, which changes nothing, the version the
+// client already had.
+func (w *deltaWatch) sentResponse(nonce, version string, set *snapshot.Set, d deltaPlan, now time.Time) {
 	counted := len(w.pending) > 0 || len(w.acked) > 0
 	if counted {
 		d.each(func(n string, _ *snapshot.Resource) { w.bump(n) })
@@ -426,7 +438,7 @@ func (w *deltaWatch) sentResponse(nonce string, set *snapshot.Set, d deltaPlan, 
 	if w.pending == nil {
 		w.pending = map[string]deltaSent{}
 	}
-	w.pending[nonce] = deltaSent{at: now, version: set.Version(), plan: d, counted: counted}
+	w.pending[nonce] = deltaSent{at: now, version: version, plan: d, counted: counted}
 	if w.inflight.IsZero() {
 		w.inflight = now
 	}
@@ -448,14 +460,15 @@ func (w *deltaWatch) settle(rec deltaSent) {
 }
 
 // answered applies the client's ACK or NACK of the response with nonce and
-// returns the version it carried ("" if unknown or too old). An ACKed
+// returns the version it carried; ok is false when the nonce is unknown
+// (never sent, already answered, or too old): then nothing is applied. An ACKed
 // response's changes are what the client now has; a NACKed one's resources
 // are what it rejected. Either way the sent versions stay recorded as held,
 // so rejected versions are not sent again until they change (X12).
-func (w *deltaWatch) answered(nonce string, nack bool) string {
+func (w *deltaWatch) answered(nonce string, nack bool) (version string, ok bool) {
 	rec, ok := w.pending[nonce]
 	if !ok {
-		return ""
+		return "", false
 	}
 	delete(w.pending, nonce)
 	if len(w.pending) == 0 {
@@ -463,6 +476,9 @@ func (w *deltaWatch) answered(nonce string, nack bool) string {
 	}
 	w.settle(rec)
 	w.synced = true
+	if !nack {
+		w.ackedVersion = rec.version
+	}
 	if d := rec.plan; !nack && d.step != nil && w.ackedAs == d.from && (d.from != nil || len(w.acked) == 0) && w.sub == d.step.to.sub {
 		// The client had exactly from and now has exactly step.to.
 		w.acked, w.ackedAs = d.step.to.held, d.step.to
@@ -506,5 +522,5 @@ func (w *deltaWatch) answered(nonce string, nack bool) string {
 			w.inflight = s.at
 		}
 	}
-	return rec.version
+	return rec.version, true
 }

@@ -39,9 +39,13 @@ func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
 	// A request may both answer a response and change the subscription
 	// (X28); one without a nonce is spontaneous.
 	nonce, nack := req.GetResponseNonce(), req.GetErrorDetail() != nil
+	// Only an answer to a response still on record is one: a nonce the
+	// stream never sent or already had answered is not reported as an ACK
+	// (of no version) or a NACK.
 	var version string
+	answered := false
 	if nonce != "" {
-		version = w.answered(nonce, nack)
+		version, answered = w.answered(nonce, nack)
 	}
 	owe := w.subscribe(req, st.snapshot().Set(t.URL))
 	// Delta subscriptions add up: bound what one type holds by name, as
@@ -52,10 +56,9 @@ func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
 	// Shared before the events go out, so that whoever waits for an ACK
 	// finds the node's other streams already aware of it.
 	st.publishView(&w.ledger, w.wildcard, w.names)
-	answered := nonce != ""
 	switch {
 	case answered && nack:
-		st.onNACK(t, version, "", nonce, req.GetErrorDetail().GetMessage())
+		st.onNACK(t, version, w.ackedVersion, nonce, req.GetErrorDetail().GetMessage())
 	case answered:
 		st.observe(Event{Kind: RequestACK, TypeURL: t.URL, Version: version, Nonce: nonce})
 	}
@@ -68,7 +71,12 @@ func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
 		if err := st.respond(p, w, snap, true); err != nil {
 			return err
 		}
+		// The plan covers the whole subscription: anything it held back
+		// is what the client still lacks.
+		expect(st.stream, w, t.URL, snap.Set(t.URL).Version(), p.flags() != [3]bool{})
 		p.done(false)
+	} else if !w.sentAny {
+		expect(st.stream, w, t.URL, snap.Set(t.URL).Version(), true)
 	}
 	if answered && st.holding {
 		// An answer may release what was held back for it.
@@ -108,7 +116,8 @@ func (st *deltaStream) respond(p *planner, w *deltaWatch, snap *snapshot.Snapsho
 		return err
 	}
 	w.sentAny = true
-	w.sentResponse(resp.Nonce, set, d, p.now)
+	w.version = set.Version()
+	w.sentResponse(resp.Nonce, w.version, set, d, p.now)
 	st.publishView(&w.ledger, w.wildcard, w.names)
 	var sent []proto.Message
 	switch {
@@ -153,8 +162,8 @@ func (st *deltaStream) onHeartbeat() error {
 		if err != nil {
 			return err
 		}
-		w.sentResponse(resp.Nonce, set, deltaPlan{}, now)
-		st.observe(Event{Kind: ResponseSent, TypeURL: t.URL, Version: set.Version(), Nonce: resp.Nonce, Resources: len(beats), Heartbeat: true, Bytes: size})
+		w.sentResponse(resp.Nonce, w.version, set, deltaPlan{}, now)
+		st.observe(Event{Kind: ResponseSent, TypeURL: t.URL, Version: w.version, Nonce: resp.Nonce, Resources: len(beats), Heartbeat: true, Bytes: size})
 	}
 	return nil
 }

@@ -139,8 +139,10 @@ func TestIdentityNoCertificateGetsNoSecrets(t *testing.T) {
 	s.ExpectSilence() // edge-ca exists in its group, but not for this stream
 	// Status is told what the stream should hold of Secrets: not its
 	// group's version, which it will never have.
-	ev := m.rec.wait(t, func(e xds.Event) bool { return e.Kind == xds.ExpectedVersion && e.Node.GetId() == "edge-1" })
-	if ev.TypeURL != sds || ev.Version == "" {
+	ev := m.rec.wait(t, func(e xds.Event) bool {
+		return e.Kind == xds.ExpectedVersion && e.Node.GetId() == "edge-1" && e.TypeURL == sds
+	})
+	if ev.Version == "" {
 		t.Fatalf("expected version reported as %q of %s", ev.Version, ev.TypeURL)
 	}
 

@@ -30,9 +30,12 @@ const (
 	// RequestIgnored: a request the server ignores, for Reason (one of the
 	// Ignored constants). Only counted: its content is the client's.
 	RequestIgnored
-	// ExpectedVersion: Secrets are withheld from the stream, so what it
-	// should hold of TypeURL is Version rather than its group's version
-	// ("" when it is its group's again).
+	// ExpectedVersion: what the stream's client should hold of TypeURL is
+	// Version, which may differ from its group's version of the type: with
+	// nothing pending for the type it is the version last sent (a change to
+	// names it does not subscribe to leaves it up to date), and Secrets
+	// withheld from the stream are not counted. Reported for each type the
+	// client asks for, and again whenever it changes.
 	ExpectedVersion
 )
 

@@ -275,8 +275,8 @@ func deltaRound(t *testing.T, st *stream, w *deltaWatch, snap *snapshot.Snapshot
 	t.Helper()
 	set := snap.Set(w.typ.URL)
 	d := w.plan(st.planner(), set, true, false)
-	w.sentResponse(nonce, set, d, time.Now())
-	if v := w.answered(nonce, false); v != set.Version() {
+	w.sentResponse(nonce, set.Version(), set, d, time.Now())
+	if v, _ := w.answered(nonce, false); v != set.Version() {
 		t.Fatalf("ACK of %s answered version %q, want %q", nonce, v, set.Version())
 	}
 	return d

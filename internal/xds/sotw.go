@@ -46,6 +46,10 @@ type watch struct {
 	nonce   string // latest nonce sent for the type; "" before the first response
 	version string // version_info of the latest response
 	sent    bool
+	// ackedVersion is the version of the response the client last ACKed:
+	// what it runs, for the NACK log line. expected is what status was
+	// last told the client should hold (expect).
+	ackedVersion, expected string
 
 	// warm is set on ADS when a response of the type this one warms (CDS for
 	// EDS, LDS for RDS) was sent: Envoy finishes warming only on a fresh
@@ -65,6 +69,10 @@ func (w *watch) book() *ledger { return &w.ledger }
 func (w *watch) active() bool { return w.started }
 
 func (w *watch) settledAt() *string { return &w.settled }
+
+func (w *watch) sentVersion() string { return w.version }
+
+func (w *watch) expectedAt() *string { return &w.expected }
 
 func (w *watch) covers(name string) bool {
 	_, ok := w.names[name]
@@ -110,6 +118,7 @@ func (w *watch) onRequest(req *discoveryv3.DiscoveryRequest, snap *snapshot.Snap
 		w.synced = true
 	default:
 		kind = reqACK
+		w.ackedVersion = w.version
 		w.acked, w.ackedAs = w.held, w.heldAs
 		w.nacked = nil
 		w.inflight = time.Time{}

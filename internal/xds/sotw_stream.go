@@ -45,7 +45,7 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 	case reqACK:
 		st.observe(Event{Kind: RequestACK, TypeURL: t.URL, Version: req.GetVersionInfo(), Nonce: req.GetResponseNonce()})
 	case reqNACK:
-		st.onNACK(t, w.version, req.GetVersionInfo(), req.GetResponseNonce(), req.GetErrorDetail().GetMessage())
+		st.onNACK(t, w.version, w.ackedVersion, req.GetResponseNonce(), req.GetErrorDetail().GetMessage())
 	}
 	if snap == nil {
 		return nil
@@ -59,7 +59,12 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 				return err
 			}
 		}
+		// The plan covers the whole subscription: anything it held back
+		// is what the client still lacks.
+		expect(st.stream, w, t.URL, snap.Set(t.URL).Version(), p.flags() != [3]bool{})
 		p.done(false)
+	} else if !w.sent {
+		expect(st.stream, w, t.URL, snap.Set(t.URL).Version(), true)
 	}
 	if (kind == reqACK || kind == reqNACK) && st.holding {
 		// An answer may release what was held back for it.

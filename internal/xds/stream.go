@@ -52,9 +52,8 @@ type stream struct {
 	// logged about it.
 	withheld       *withheld
 	withheldLogged string
-	// expectedSecrets is the Secret set version last reported as what the
-	// stream should hold, "" for its group's.
-	expectedSecrets string
+	// opened is when the stream was accepted, for its disconnect line.
+	opened time.Time
 	// noGroupLogged keeps the "no matching group" warning to one a stream.
 	noGroupLogged bool
 	nonces        uint64
@@ -187,6 +186,9 @@ func (s *Server) serve(gs grpc.ServerStream, typeURL string, delta bool) error {
 		if err != nil {
 			detail = err.Error()
 		}
+		// Logged before it is reported: whoever sees the event finds the
+		// line written.
+		st.logClosed(err)
 		st.observe(Event{Kind: StreamClosed, Detail: detail})
 	}
 	return err
@@ -321,6 +323,32 @@ type typeWatch interface {
 	// settledAt is the set version the client fully has with nothing held
 	// back ("" if none); a pass skips the type while its set stays there.
 	settledAt() *string
+	// sentVersion is the version of the type's latest response ("" before
+	// one), and expectedAt what was last reported as the version the client
+	// should hold (expect).
+	sentVersion() string
+	expectedAt() *string
+}
+
+// expect tells status which version the client should hold of typeURL, when
+// that changes. With nothing pending for the type (its plan against the
+// current snapshot sends nothing and holds nothing back), it is the version
+// last sent: a change to names the client does not subscribe to leaves it
+// up to date, as SYNCED means. With something pending it is the stream's
+// own snapshot's version (its group's, less withheld Secrets), which the
+// client lacks until the response that brings it there. The stream's plan
+// decides this for free on every pass, in O(changes) through the shared
+// transitions, and an event goes out only when the value changes: a
+// publish that leaves a stream's types alone reports nothing.
+func expect(st *stream, w typeWatch, typeURL, current string, pending bool) {
+	v := current
+	if sent := w.sentVersion(); !pending && sent != "" {
+		v = sent
+	}
+	if r := w.expectedAt(); *r != v {
+		*r = v
+		st.observe(Event{Kind: ExpectedVersion, TypeURL: typeURL, Version: v})
+	}
 }
 
 // pass brings the client toward the newest snapshot: every type in
@@ -350,6 +378,7 @@ func pass[W typeWatch](st *stream, watches map[string]W, push func(*planner, W, 
 		if p.flags() == before {
 			*settled = version
 		}
+		expect(st, w, t.URL, version, *settled == "")
 	}
 	p.done(true)
 	return nil
@@ -447,8 +476,9 @@ func (st *stream) identify(node *corev3.Node) error {
 		}
 	}
 	st.useFleet(st.srv.opts.Fleets.Current())
+	st.opened = time.Now()
+	st.logOpened()
 	st.observe(Event{Kind: StreamOpened})
-	st.log.Debug("stream opened", "ads", st.typeURL == "", "delta", st.delta, "type", st.typeURL)
 	return nil
 }
 
@@ -509,21 +539,6 @@ func (st *stream) useFleet(f *snapshot.Fleet) {
 	var why string
 	st.withheld, why = st.entitlement(f, g)
 	st.logWithheld(st.withheld, why)
-	st.reportExpected()
-}
-
-// reportExpected tells the observer when the version of Secrets the stream
-// should hold is not its group's, so that status does not show a stream
-// that holds all it may have as behind.
-func (st *stream) reportExpected() {
-	v := ""
-	if st.withheld != nil {
-		v = st.withheld.snap.Set(xdstype.SecretURL).Version()
-	}
-	if v != st.expectedSecrets {
-		st.expectedSecrets = v
-		st.observe(Event{Kind: ExpectedVersion, TypeURL: xdstype.SecretURL, Version: v})
-	}
 }
 
 // snapshot is what the stream's node should run, nil when it is in no
@@ -617,12 +632,17 @@ func (st *stream) observe(e Event) {
 
 // onNACK reports a rejected response; the log line comes once per type and
 // rejected version. The version is not sent again (X12): the proxy keeps
-// running what it had until the config changes.
+// running what it had until the config changes. running is the version the
+// proxy last ACKed of the type on this stream, as the server recorded it
+// (not what the request claims, and known in delta too); "" for none.
 func (st *stream) onNACK(t *xdstype.Type, rejected, running, nonce, msg string) {
 	msg = bounded(msg, maxDetail)
-	st.observe(Event{Kind: RequestNACK, TypeURL: t.URL, Version: rejected, Nonce: nonce, Detail: msg})
-	if !st.srv.logged.first(onceKey("nack", st.node.GetId(), t.URL, rejected)) {
-		return
+	// Logged before it is reported: whoever sees the event finds the line.
+	if st.srv.logged.first(onceKey("nack", st.node.GetId(), t.URL, rejected)) {
+		if running == "" {
+			running = "none"
+		}
+		st.log.Warn("proxy rejected config", "type", t.Abbrev, "rejected_version", rejected, "running_version", running, "error_detail", msg)
 	}
-	st.log.Warn("proxy rejected config", "type", t.Abbrev, "rejected_version", rejected, "running_version", bounded(running, maxLogged), "error_detail", msg)
+	st.observe(Event{Kind: RequestNACK, TypeURL: t.URL, Version: rejected, Nonce: nonce, Detail: msg})
 }

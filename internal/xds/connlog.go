@@ -1,0 +1,84 @@
+package xds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Why a stream ended, as its disconnect line says.
+const (
+	closedByClient   = "client_closed"
+	closedByShutdown = "server_shutdown"
+	closedEvicted    = "evicted"
+	closedRefused    = "refused"
+	closedError      = "error"
+)
+
+// kind names the stream for people: "ADS", "ADS delta", "CDS", "CDS delta".
+func (st *stream) kind() string {
+	k := "ADS"
+	if st.typeURL != "" {
+		k = st.typeURL
+		if t := st.srv.opts.Registry.Lookup(st.typeURL); t != nil {
+			k = t.Abbrev
+		}
+	}
+	if st.delta {
+		k += " delta"
+	}
+	return k
+}
+
+// logOpened says a proxy connected: one line per accepted stream, the
+// operator's answer to "is my proxy talking to Pylon, and as whom?". Every
+// client string in it is bounded (the node id and cluster by checkNode).
+func (st *stream) logOpened() {
+	group := "none"
+	if st.group != nil {
+		group = st.group.Name
+	}
+	client := st.node.GetUserAgentName()
+	if v := st.node.GetUserAgentVersion(); v != "" {
+		client += " " + v
+	} else if sv := st.node.GetUserAgentBuildVersion().GetVersion(); sv != nil {
+		// Envoy sends its version as numbers, not a string.
+		client += fmt.Sprintf(" %d.%d.%d", sv.GetMajorNumber(), sv.GetMinorNumber(), sv.GetPatch())
+	}
+	args := []any{"cluster", st.node.GetCluster(), "group", group, "client", bounded(client, maxLogged), "peer", st.peer, "kind", st.kind()}
+	if !st.ident.Verified() {
+		// A verified identity is on every line of the stream already.
+		args = append(args, "identity", "none")
+	}
+	st.log.Info("proxy connected", args...)
+}
+
+// logClosed says a proxy's stream ended, why, and how long it lasted.
+func (st *stream) logClosed(err error) {
+	reason := st.closedReason(err)
+	args := []any{"reason", reason, "connected_for", time.Since(st.opened).Round(time.Millisecond).String(), "kind", st.kind()}
+	if reason == closedError || reason == closedRefused {
+		args = append(args, "error", bounded(err.Error(), maxLogged))
+	}
+	st.log.Info("proxy disconnected", args...)
+}
+
+// closedReason classifies a stream's end.
+func (st *stream) closedReason(err error) string {
+	var r *refusal
+	switch {
+	case st.srv.life.Err() != nil:
+		return closedByShutdown
+	case errors.As(err, &r) && r.reason == RefusedStalled:
+		return closedEvicted
+	case errors.As(err, &r):
+		return closedRefused
+	case err == nil, errors.Is(err, context.Canceled), status.Code(err) == codes.Canceled:
+		return closedByClient
+	}
+	return closedError
+}
