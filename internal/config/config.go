@@ -542,7 +542,8 @@ func decodeResource(reg *xdstype.Registry, w *jsonWriter, path string, node *yam
 		var err error
 		if ttl, err = time.ParseDuration(v.Value); err != nil || ttl <= 0 || v.Kind != yaml.ScalarNode {
 			d.Field, d.Line = "@ttl", v.Line
-			d.Message = fmt.Sprintf("%s is not a positive duration such as \"30s\"", shortName(v.Value))
+			// Not quoted: a raw resource's values are never echoed.
+			d.Message = "not a positive duration such as \"30s\""
 			return Resource{}, d
 		}
 	}

@@ -31,6 +31,7 @@ func TestRefusedValueNeverQuoted(t *testing.T) {
 		{"nested typed_config", "resources:\n- \"@type\": type.googleapis.com/envoy.config.listener.v3.Listener\n  name: l1\n  address: {socket_address: {address: 127.0.0.1, port_value: 1}}\n  filter_chains:\n  - transport_socket:\n      name: tls\n      typed_config:\n        \"@type\": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext\n        common_tls_context:\n          tls_certificates:\n          - private_key: {inline_bytes: \"" + marker + "\"}\n", "", "base64", 0},
 		{"duration", "resources:\n- \"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\n  name: c1\n  connect_timeout: \"" + marker + "\"\n", "connect_timeout", "not a valid duration", 4},
 		{"enum", "resources:\n- \"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\n  name: c1\n  type: \"" + marker + "\"\n", "type", "not one of the enum's value names", 4},
+		{"@ttl", "resources:\n- \"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\n  name: c1\n  \"@ttl\": \"" + marker + "\"\n", "@ttl", "not a positive duration", 4},
 		{"wrapper", "resources:\n- \"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\n  name: c1\n  per_connection_buffer_limit_bytes: \"" + marker + "\"\n", "per_connection_buffer_limit_bytes", "whole number", 4},
 	} {
 		t.Run(c.name, func(t *testing.T) {
