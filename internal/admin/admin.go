@@ -60,11 +60,27 @@ type Options struct {
 	TokenFile, ReadTokenFile string
 	// Identifier names this Pylon replica.
 	Identifier string
+	// Degraded reports whether the config store is unreachable, and why
+	// (configstore.Service.Degraded); nil when it cannot be (file mode).
+	// Degraded, the replica still serves its last good config: /readyz
+	// stays 200 and says "degraded", /status carries the reason.
+	Degraded func() (bool, string)
 	// Version is the Pylon build version.
 	Version string
 	// Logger receives the audit line of every admin write ("admin write")
 	// and the lease expiries; nil discards them.
 	Logger *slog.Logger
+}
+
+// readyzDegraded is what the open /readyz says of an unreachable store.
+const readyzDegraded = "config store unreachable: serving the last good config, writes refused; the cause is in GET /status"
+
+// degraded is Degraded, false when there is none.
+func (o Options) degraded() (bool, string) {
+	if o.Degraded == nil {
+		return false, ""
+	}
+	return o.Degraded()
 }
 
 func (o Options) logger() *slog.Logger {
@@ -79,6 +95,10 @@ type statusBody struct {
 	Identifier string          `json:"identifier"`
 	Version    string          `json:"pylonVersion"`
 	Config     pipeline.Status `json:"config"`
+	// Degraded: the config store is unreachable (Reason says since when
+	// and why); the last good config keeps serving, writes are refused.
+	Degraded bool   `json:"degraded"`
+	Reason   string `json:"reason,omitempty"`
 	// Rollout counts, per group, the open streams holding the group's
 	// current config in every type they use, against all of them.
 	Rollout map[string]Rollout `json:"rollout"`
@@ -102,7 +122,9 @@ func handler(o Options, l *limiter) http.Handler {
 	mux := http.NewServeMux()
 	g := guard{o: o}
 	mux.HandleFunc("GET /status", g.read(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, statusBody{Identifier: o.Identifier, Version: o.Version, Config: redactStatus(o.Pipeline.Status()), Rollout: rollout(o.Proxies.Streams())})
+		body := statusBody{Identifier: o.Identifier, Version: o.Version, Config: redactStatus(o.Pipeline.Status()), Rollout: rollout(o.Proxies.Streams())}
+		body.Degraded, body.Reason = o.degraded()
+		writeJSON(w, http.StatusOK, body)
 	}))
 	mux.HandleFunc("GET /proxies", g.read(func(w http.ResponseWriter, r *http.Request) {
 		// Every stream with its node, group and per-type state; a node in
@@ -138,6 +160,16 @@ func handler(o Options, l *limiter) http.Handler {
 		// not make Pylon unready: the last good config is still served.
 		if o.Pipeline.Status().Version == "" {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "no config published yet"})
+			return
+		}
+		// An unreachable store does not either: proxies, new ones too,
+		// are best served the last good config, and with etcd down every
+		// replica is in the same state, so a 503 would only take the whole
+		// fleet out of its load balancer. The body says so; the cause,
+		// which names etcd's addresses, is for token holders (/status):
+		// this probe is open.
+		if bad, _ := o.degraded(); bad {
+			writeJSON(w, http.StatusOK, map[string]string{"status": "degraded", "reason": readyzDegraded})
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
