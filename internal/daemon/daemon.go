@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -29,6 +30,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/source"
 	"github.com/pylon-xds/pylon/internal/source/file"
+	"github.com/pylon-xds/pylon/internal/store/etcd"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -46,6 +48,11 @@ type Options struct {
 	// TokenFile holds the admin API's write token (default
 	// DataDir/admin-token, generated on first start).
 	TokenFile string
+	// Store is where the config is kept without ConfigPath: "bolt" (the
+	// default, in DataDir) or "etcd" (shared by several replicas; see
+	// Etcd). DataDir still holds the token files in etcd mode.
+	Store string
+	Etcd  EtcdOptions
 	// HistoryLimit bounds the stored config history (default 100).
 	HistoryLimit int
 	XDSAddr      string // default ":18000"
@@ -160,6 +167,9 @@ func Run(ctx context.Context, o Options) error {
 	// Certificates, the identity rule and what the addresses expose are
 	// checked first: a mistake there is a start-up error, before anything
 	// is read or bound.
+	if err := checkStore(o); err != nil {
+		return err
+	}
 	sec, err := loadSecurity(o)
 	if err != nil {
 		return err
@@ -206,11 +216,17 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	xdsSrv, gs := newXDS(o, sec, reg, pub, obs, tokens)
-	httpSrv := newAdminServer(admin.Handler(admin.Options{
+	adminOpts := admin.Options{
 		Pipeline: pipe, Proxies: tracker, Fleets: pub, Registry: reg, Metrics: met.Registry, Config: cfgSvc,
 		Token: tokens.Token, ReadToken: tokens.ReadToken, TokenFile: tokens.TokenFile, ReadTokenFile: tokens.ReadTokenFile,
 		Identifier: o.Identifier, Version: o.Version, Logger: log,
-	}), o.AdminLimits, sec.adminTLS, log)
+	}
+	if cfgSvc != nil {
+		// Only a shared store is ever away; the embedded one answers
+		// false.
+		adminOpts.Degraded = cfgSvc.Degraded
+	}
+	httpSrv := newAdminServer(admin.Handler(adminOpts), o.AdminLimits, sec.adminTLS, log)
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
@@ -249,9 +265,11 @@ func loadInitial(ctx context.Context, o Options, reg *xdstype.Registry, pipe *pi
 			return nil, nil, err
 		}
 		closeStore = func() { st.Close() }
-		cfgSvc = configstore.New(configstore.Options{Store: st, Registry: reg, Read: read, Keep: o.HistoryLimit, Debounce: o.DebounceQuiet, Logger: o.Logger})
+		cfgSvc = configstore.New(configstore.Options{
+			Store: st, Registry: reg, Read: read, Keep: o.HistoryLimit, Debounce: o.DebounceQuiet, Logger: o.Logger, Probe: o.Etcd.Probe,
+		})
 		initial.Files, initial.Err = cfgSvc.Current(ctx)
-		o.Logger.Info("serving the config kept in the embedded store; change it with the admin API (pylon apply, pylon endpoints ...)", "data_dir", o.DataDir)
+		logServing(o)
 	} else {
 		initial.Files, initial.Err = file.Read(o.ConfigPath)
 	}
@@ -260,6 +278,24 @@ func loadInitial(ctx context.Context, o Options, reg *xdstype.Registry, pipe *pi
 		return nil, nil, fmt.Errorf("initial config refused: %w", err)
 	}
 	return cfgSvc, closeStore, nil
+}
+
+// logServing says where the config served comes from and how to change it.
+func logServing(o Options) {
+	const how = "change it with the admin API of any replica (pylon apply, pylon endpoints ...)"
+	if o.Store == StoreEtcd {
+		o.Logger.Info("serving the config kept in etcd; "+how, "etcd_endpoints", strings.Join(o.Etcd.Endpoints, ","), "etcd_prefix", etcdPrefix(o.Etcd))
+		return
+	}
+	o.Logger.Info("serving the config kept in the embedded store; change it with the admin API (pylon apply, pylon endpoints ...)", "data_dir", o.DataDir)
+}
+
+// etcdPrefix is the prefix the store uses.
+func etcdPrefix(e EtcdOptions) string {
+	if e.Prefix == "" {
+		return etcd.DefaultPrefix
+	}
+	return e.Prefix
 }
 
 // loadTokens reads the admin API's tokens, generating them on first start:
@@ -411,7 +447,9 @@ func secretReader(o Options) (*secretfile.Reader, error) {
 			o.Logger.Warn("no secret directory: the default would be the file system's root, so secret files are refused until --secret-dir names a folder")
 		}
 	}
-	deny := []string{o.DataDir, o.TokenFile, o.ReadTokenFile, o.XDSTLS.Key, o.AdminTLS.Key}
+	// The etcd client key gives write access to every replica's config:
+	// a config naming it as a secret must not serve it to proxies.
+	deny := []string{o.DataDir, o.TokenFile, o.ReadTokenFile, o.XDSTLS.Key, o.AdminTLS.Key, o.Etcd.Key}
 	r, err := secretfile.New(dirs, deny)
 	if err != nil {
 		return nil, fmt.Errorf("--secret-dir: %w", err)

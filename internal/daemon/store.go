@@ -20,9 +20,12 @@ import (
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
-// openStore opens the embedded store, seeding a fresh one with the
-// quickstart config so that the first run serves something.
+// openStore opens the store (bolt in DataDir, or etcd), seeding a fresh
+// one with the quickstart config so that the first run serves something.
 func openStore(ctx context.Context, o Options, reg *xdstype.Registry, log *slog.Logger) (store.Store, error) {
+	if o.Store == StoreEtcd {
+		return openEtcd(ctx, o, reg, log)
+	}
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data folder: %w", err)
 	}
