@@ -140,7 +140,7 @@ func TestStatusShowsRefusedConfigFirst(t *testing.T) {
 	if !strings.HasPrefix(lines[0], "CONFIG REFUSED at ") || !strings.Contains(lines[0], "still serving the previous config, version ") {
 		t.Errorf("the refusal is not the first line:\n%s", out)
 	}
-	for _, want := range []string{`pylon.json:1: Cluster "c": conect_timeout: unknown field "conect_timeout"`, `pylon.json:1: Cluster "d": connect_timeout: invalid google.protobuf.Duration value "soon"`} {
+	for _, want := range []string{`pylon.json:1: Cluster "c": conect_timeout: unknown field "conect_timeout"`, `pylon.json:1: Cluster "d": connect_timeout: not a valid duration (write it like "1.5s" or "0.250s", within about ±10000 years)`} {
 		if !regexp.MustCompile(`(?m)^  /\S*/` + regexp.QuoteMeta(want) + `$`).MatchString(out) {
 			t.Errorf("status lacks the diagnostic %q:\n%s", want, out)
 		}
@@ -473,7 +473,7 @@ func TestValidateArgumentAndEveryDiagnostic(t *testing.T) {
 	}
 	for _, want := range []string{
 		`several_errors.yaml:5: service "web": conect_timeout: unknown field "conect_timeout"`,
-		`several_errors.yaml:10: Cluster "raw": connect_timeout: invalid google.protobuf.Duration value "soon"`,
+		`several_errors.yaml:10: Cluster "raw": connect_timeout: not a valid duration (write it like "1.5s" or "0.250s", within about ±10000 years)`,
 		`several_errors.yaml:13: Cluster "other": tipe: unknown field`,
 	} {
 		if !strings.Contains(stderr, want) {

@@ -350,7 +350,7 @@ func TestRefusedFileConfigDoesNotEchoTheKey(t *testing.T) {
 	}) {
 		t.Fatalf("the bad config was not refused: %s", status)
 	}
-	if leak(status) || !strings.Contains(status, "redacted") {
+	if leak(status) || !strings.Contains(status, "not valid base64") {
 		t.Errorf("/status: %.800s", status)
 	}
 	if !strings.Contains(logs.String(), "config refused") {
