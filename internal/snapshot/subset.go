@@ -63,3 +63,42 @@ func Subset(reg *xdstype.Registry, s *Snapshot, keep Names) *Snapshot {
 	}
 	return newSnapshot(reg, byType)
 }
+
+// Without returns s less the named resources of typeURL (names nil: less
+// every resource of the type). Every other type's *Set is s's own, shared:
+// only the one set is rebuilt, and whatever is keyed on a set (the xds
+// server's shared planning) is shared too between s and the result. Versions
+// are those a snapshot built from the remaining resources would have.
+func Without(s *Snapshot, typeURL string, names []string) *Snapshot {
+	old := s.Set(typeURL)
+	if old == nil {
+		return s
+	}
+	byName := make(map[string]*Resource, len(old.byName))
+	if names != nil {
+		drop := make(map[string]bool, len(names))
+		for _, n := range names {
+			drop[n] = true
+		}
+		for n, r := range old.byName {
+			if !drop[n] {
+				byName[n] = r
+			}
+		}
+	}
+	out := &Snapshot{sets: make(map[string]*Set, len(s.sets)), ranked: make([]*Set, 0, len(s.ranked))}
+	pairs := make([][2]string, 0, len(s.ranked))
+	for _, set := range s.ranked {
+		if set.typ.URL == typeURL {
+			set = newSet(set.typ, byName)
+		}
+		out.sets[set.typ.URL] = set
+		out.ranked = append(out.ranked, set)
+		pairs = append(pairs, [2]string{set.typ.URL, set.version})
+		if set.minTTL > 0 && (out.minTTL == 0 || set.minTTL < out.minTTL) {
+			out.minTTL = set.minTTL
+		}
+	}
+	out.version = hashPairs(pairs)
+	return out
+}

@@ -68,17 +68,10 @@ func (s *Server) withhold(from *snapshot.Snapshot, names []string) *withheld {
 		key.names = strings.Join(names, "\x00")
 	}
 	return s.withheldSnaps.get(key, func() *withheld {
-		keep := snapshot.Names{}
-		for _, set := range from.Sets() {
-			url := set.Type().URL
-			for _, n := range set.Names() {
-				if url == xdstype.SecretURL && (names == nil || slices.Contains(names, n)) {
-					continue
-				}
-				keep.Add(url, n)
-			}
-		}
-		return &withheld{snap: snapshot.Subset(s.opts.Registry, from, keep), names: names}
+		// Only the Secret set is rebuilt: every other set is the group's
+		// own, so the planning shared per set (canons, transitions) is
+		// shared with the streams that get every Secret.
+		return &withheld{snap: snapshot.Without(from, xdstype.SecretURL, names), names: names}
 	})
 }
 
