@@ -65,6 +65,7 @@ Certificate files are re-read when they change; open streams stay up.`,
 	f.DurationVar(&o.MaxConnectionAgeGrace, "max-connection-age-grace", 0, "extra time open streams get when a connection reaches its maximum age")
 	f.BoolVar(&o.SuppressDeltaNotFound, "delta-suppress-not-found", false, "do not list subscribed names that do not exist in delta removed_resources (for old Envoys that took it as an unsubscription)")
 	addSecurityFlags(cmd, &o)
+	addStoreFlags(cmd, &o)
 	return cmd
 }
 

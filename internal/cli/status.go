@@ -88,7 +88,9 @@ difference between what it has and what it should run.`,
 
 // statusBody is the part of GET /status the CLI reads.
 type statusBody struct {
-	Config pipeline.Status `json:"config"`
+	Config   pipeline.Status `json:"config"`
+	Degraded bool            `json:"degraded"`
+	Reason   string          `json:"reason"`
 }
 
 func fleetStatus(c adminClient, out io.Writer, o output) error {
@@ -114,6 +116,11 @@ func fleetStatus(c adminClient, out io.Writer, o output) error {
 	}
 	if err := json.Unmarshal(rawProxies.Streams, &proxies.Streams); err != nil {
 		return fmt.Errorf("/proxies: %w", err)
+	}
+	if st.Degraded {
+		// First: this replica cannot reach its store, so what it shows
+		// may be behind the fleet's config and writes are refused.
+		fmt.Fprintf(out, "DEGRADED: %s\n  still serving the last good config; writes are refused until the store is back\n", st.Reason)
 	}
 	writeRefusal(out, st.Config)
 	return proxyTable(out, st.Config, proxies.Streams)

@@ -1,0 +1,34 @@
+package cli
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/pylon-xds/pylon/internal/daemon"
+	"github.com/pylon-xds/pylon/internal/store/etcd"
+)
+
+// addStoreFlags registers where serve keeps its config: the embedded bolt
+// store (default) or etcd, shared by several replicas. The daemon checks
+// the combination (etcd without endpoints, half a key pair, etcd flags
+// without --store etcd) before it opens anything.
+func addStoreFlags(cmd *cobra.Command, o *daemon.Options) {
+	f := cmd.Flags()
+	f.StringVar(&o.Store, "store", daemon.StoreBolt, "where the config is kept without --config: bolt (embedded, in --data-dir) or etcd (shared by several replicas)")
+	f.StringSliceVar(&o.Etcd.Endpoints, "etcd-endpoints", nil, "etcd members, host:port or URLs, comma separated (required with --store etcd)")
+	f.StringVar(&o.Etcd.Prefix, "etcd-prefix", etcd.DefaultPrefix, "etcd key prefix of this fleet's config; fleets sharing one etcd use different prefixes")
+	f.StringVar(&o.Etcd.Cert, "etcd-cert", "", "client certificate (PEM) this replica presents to etcd; with --etcd-key")
+	f.StringVar(&o.Etcd.Key, "etcd-key", "", "the etcd client certificate's private key (PEM); never readable as a secret file")
+	f.StringVar(&o.Etcd.CA, "etcd-ca", "", "CA certificates (PEM) verifying etcd's servers; any --etcd-cert/--etcd-key/--etcd-ca turns TLS to etcd on")
+	prev := cmd.PreRunE
+	cmd.PreRunE = func(cmd *cobra.Command, args []string) error {
+		// The prefix's default is shown in the help, but only a prefix
+		// given counts as an etcd flag (refused with the bolt store).
+		if !cmd.Flags().Changed("etcd-prefix") {
+			o.Etcd.Prefix = ""
+		}
+		if prev != nil {
+			return prev(cmd, args)
+		}
+		return nil
+	}
+}

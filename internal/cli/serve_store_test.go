@@ -1,0 +1,68 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pylon-xds/pylon/internal/store/etcd/etcdtest"
+)
+
+// Store flags that cannot work stop serve before it opens anything.
+func TestServeStoreFlagErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--store", "etcd"}, "--store etcd needs --etcd-endpoints"},
+		{[]string{"--store", "zookeeper"}, `--store "zookeeper": must be bolt or etcd`},
+		{[]string{"--store", "etcd", "--etcd-endpoints", "127.0.0.1:1", "--etcd-cert", "/x/etcd.crt"}, "--etcd-cert and --etcd-key go together"},
+		{[]string{"--etcd-prefix", "/other"}, "only used with --store etcd"},
+		{[]string{"--etcd-endpoints", "127.0.0.1:1"}, "only used with --store etcd"},
+	} {
+		args := append([]string{"serve", "--xds-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--data-dir", t.TempDir()}, c.args...)
+		if code, _, stderr := run(args...); code != 1 || !strings.Contains(stderr, c.want) {
+			t.Errorf("serve %v: exit %d, %q; want an error mentioning %q", c.args, code, stderr, c.want)
+		}
+	}
+}
+
+// serve --store etcd serves the config kept in etcd under the prefix
+// given, and `pylon status` heads with DEGRADED and the cause while etcd
+// is away, and without it once etcd is back.
+func TestServeOnEtcdStatusDegraded(t *testing.T) {
+	srv := etcdtest.Start(t)
+	d := startServe(t, "--store", "etcd", "--etcd-endpoints", srv.Endpoint(), "--etcd-prefix", "/cli-test")
+	out := d.must(t, "status")
+	if strings.Contains(out, "DEGRADED") {
+		t.Fatalf("status with etcd up:\n%s", out)
+	}
+	if out := d.must(t, "get", "listeners"); !strings.Contains(out, "http") {
+		t.Fatalf("the seeded quickstart is not served from etcd:\n%s", out)
+	}
+	srv.Stop()
+	waitStatus(t, d, func(out string) bool {
+		return strings.HasPrefix(out, "DEGRADED: store unreachable since ") && strings.Contains(out, srv.Endpoint()) && strings.Contains(out, "writes are refused")
+	})
+	srv.Restart()
+	waitStatus(t, d, func(out string) bool { return !strings.Contains(out, "DEGRADED") })
+}
+
+// waitStatus runs `pylon status` until its output satisfies ok, for at
+// most 30s.
+func waitStatus(t *testing.T, d *testPylon, ok func(string) bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var out string
+	for attempt := 0; attempt < 1000; attempt++ {
+		out = d.must(t, "status")
+		if ok(out) {
+			return
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("status never as expected; last:\n%s", out)
+}
