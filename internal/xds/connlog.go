@@ -73,7 +73,8 @@ func (st *stream) closedReason(err error) string {
 	switch {
 	case st.srv.life.Err() != nil:
 		return closedByShutdown
-	case errors.As(err, &r) && r.reason == RefusedStalled:
+	case errors.As(err, &r) && r.reason == RefusedStalled, st.tconn != nil && st.tconn.evicted.Load():
+		// The stream stalled, or another on its connection did.
 		return closedEvicted
 	case errors.As(err, &r):
 		return closedRefused

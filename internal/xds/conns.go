@@ -3,6 +3,7 @@ package xds
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/peer"
@@ -39,17 +40,23 @@ func (c *conns) remove(tc *trackedConn) {
 	}
 }
 
-// close closes the connection with key k, reporting whether it was
-// tracked.
+// close closes the connection with key k as evicted, reporting whether it
+// was tracked.
 func (c *conns) close(k connKey) bool {
-	c.mu.Lock()
-	tc := c.m[k]
-	c.mu.Unlock()
+	tc := c.get(k)
 	if tc == nil {
 		return false
 	}
+	tc.evicted.Store(true)
 	_ = tc.Close()
 	return true
+}
+
+// get returns the tracked connection with key k, nil if none.
+func (c *conns) get(k connKey) *trackedConn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[k]
 }
 
 // keyOf returns the connection key of a stream's peer ("" addresses when
@@ -94,6 +101,9 @@ type trackedConn struct {
 	reg          *conns
 	key          connKey
 	writeTimeout time.Duration
+	// evicted is set when the server closed the connection because a
+	// stream on it stopped reading: every stream on it ends evicted.
+	evicted atomic.Bool
 }
 
 func (c *trackedConn) Write(b []byte) (int, error) {

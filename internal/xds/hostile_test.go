@@ -64,8 +64,10 @@ func openNonReaders(t *testing.T, addr string, conns, n int) {
 // turned away with RESOURCE_EXHAUSTED after AdmissionWait.
 func TestNonReadingStreamsDoNotStarveOthers(t *testing.T) {
 	rec := newRecorder()
+	logs := &jsonLogs{buf: &lockedBuffer{}}
 	srv := xdstest.Start(t, xds.Options{
 		Observer: rec, MaxInitialSends: 4, SendStall: 100 * time.Millisecond, AdmissionWait: 5 * time.Second,
+		Logger: slog.New(slog.NewJSONHandler(logs.buf, nil)),
 	})
 	world := bigClusters(0, 1000*1000) // 1,000 clusters of 1 kB
 	world = append(world, xdstest.APIListener("ingress", "routes"), xdstest.Route("routes", "c0000"))
@@ -98,6 +100,17 @@ func TestNonReadingStreamsDoNotStarveOthers(t *testing.T) {
 	}
 	if n := rec.count(func(e xds.Event) bool { return e.Kind == xds.StreamRefused && e.Node.GetId() == "good" }); n != 0 {
 		t.Fatalf("the good proxy's stream was refused %d times", n)
+	}
+	// Each says why it ended: evicted, whether it stalled itself or was on
+	// a connection closed for another that did.
+	reasons := map[any]int{}
+	for _, l := range logs.lines(t, "proxy disconnected") {
+		if strings.HasPrefix(l["node"].(string), "hostile-") {
+			reasons[l["reason"]]++
+		}
+	}
+	if reasons["evicted"] != hostile {
+		t.Fatalf("hostile streams ended for %v; want all %d evicted", reasons, hostile)
 	}
 }
 

@@ -37,6 +37,9 @@ type stream struct {
 	claimed *corev3.Node
 	peer    string  // the client's address
 	conn    connKey // the client's connection, for eviction
+	// tconn is that connection when the server tracks it (nil otherwise),
+	// to tell an eviction from a client leaving.
+	tconn *trackedConn
 	// ident is what the connection's verified client certificate proves.
 	ident identity.Identity
 	// boardKey is the node id and identity under which per-type streams
@@ -158,6 +161,7 @@ func (s *Server) serve(gs grpc.ServerStream, typeURL string, delta bool) error {
 	if p, ok := peer.FromContext(gs.Context()); ok {
 		st.peer = p.Addr.String()
 		st.conn = keyOf(p)
+		st.tconn = s.conns.get(st.conn)
 	}
 	st.ident = identity.FromContext(gs.Context())
 	st.watch = &sendWatch{stall: s.slotHold, evict: s.evictAfter, onEvict: func() { s.evict(st.conn) }}
