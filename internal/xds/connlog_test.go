@@ -159,3 +159,18 @@ func wantNACKLine(t *testing.T, l *jsonLogs, running, rejected string) {
 		t.Fatalf("NACK lines %v; want running_version %s, rejected_version %s", lines, running, rejected)
 	}
 }
+
+// Over mTLS the connect line names the identity the client certificate
+// proves, and the group that identity and node joined.
+func TestConnectionLoggedIdentity(t *testing.T) {
+	buf := &lockedBuffer{}
+	m := startMTLS(t, xds.Options{Logger: slog.New(slog.NewJSONHandler(buf, nil))})
+	s := xdstest.OpenADS(t, m.dial(t, edgeSA+"edge-1"), edgeNode("edge-1"))
+	s.Request(cds)
+	s.RecvType(cds)
+	l := &jsonLogs{buf: buf}
+	o := l.lines(t, "proxy connected")
+	if len(o) != 1 || o[0]["identity"] != edgeSA+"edge-1" || o[0]["group"] != "secure" || o[0]["node"] != "edge-1" {
+		t.Fatalf("connect lines: %v", o)
+	}
+}
