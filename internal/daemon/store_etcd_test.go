@@ -202,3 +202,14 @@ func TestSecretReaderDeniesEtcdKey(t *testing.T) {
 		t.Fatalf("the etcd client key was read (%d bytes)", len(b))
 	}
 }
+
+// TestEtcdTLSFilesChecked: any etcd TLS flag turns TLS on, and a file that
+// cannot be read fails at once, naming it (no retrying for StartTimeout).
+func TestEtcdTLSFilesChecked(t *testing.T) {
+	o := Options{Store: StoreEtcd, Etcd: EtcdOptions{Endpoints: []string{"127.0.0.1:1"}, CA: filepath.Join(t.TempDir(), "missing-ca.pem"), StartTimeout: time.Minute}}
+	began := time.Now()
+	_, err := openStore(t.Context(), o, xdstype.New(), slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "missing-ca.pem") || time.Since(began) > 5*time.Second {
+		t.Fatalf("an unreadable --etcd-ca: %v after %v", err, time.Since(began))
+	}
+}
