@@ -29,9 +29,8 @@ const maxAuthValues = 4
 // name matching one of identities (path.Match globs, "*" stopping at "/",
 // as group identities are written: "spiffe://example.org/ns/ops/sa/*").
 //
-// The second parameter is ignored and will be removed: CSDS only reads,
-// so the admin write token is never accepted (whoever holds it holds the
-// read token too). A token is refused over plaintext from another host:
+// CSDS only reads, so the admin write token is never accepted (whoever
+// holds it holds the read token too). A token is refused over plaintext from another host:
 // it would cross the network in clear, to be replayed against the admin
 // API. An empty read token and no identities match nothing: with none
 // configured, every call is refused.
@@ -40,7 +39,7 @@ const maxAuthValues = 4
 // no certificate), presented a wrong token or presented one over
 // plaintext from another host; PermissionDenied when its certificate's
 // identity is not allowed. Messages never echo the token.
-func TokenOrIdentity(readToken, _ string, identities []string) func(ctx context.Context) error {
+func TokenOrIdentity(readToken string, identities []string) func(ctx context.Context) error {
 	ids := append([]string(nil), identities...)
 	return func(ctx context.Context) error {
 		if readToken == "" && len(ids) == 0 {

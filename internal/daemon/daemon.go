@@ -327,7 +327,7 @@ func newXDS(o Options, sec *security, reg *xdstype.Registry, pub *snapshot.Publi
 	xdsSrv.Register(gs)
 	csds.New(csds.Options{
 		Tracker: obs.Tracker, Registry: reg, Logger: o.Logger,
-		Authorize: csds.TokenOrIdentity(tokens.ReadToken, tokens.Token, o.CSDSIdentities),
+		Authorize: csds.TokenOrIdentity(tokens.ReadToken, o.CSDSIdentities),
 	}).Register(gs)
 	return xdsSrv, gs
 }
