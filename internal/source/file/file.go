@@ -88,7 +88,6 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 		return fmt.Errorf("watching %s: %w", dir, err)
 	}
 	rel := newRelevance(s.opts.Path, isDir)
-	watched := map[string]bool{}
 
 	send := func(at time.Time) bool {
 		if s.opts.OnRead != nil {
@@ -106,68 +105,11 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 		return nil
 	}
 
-	var resync <-chan time.Time
-	if s.opts.Resync > 0 {
-		t := time.NewTicker(s.opts.Resync)
-		defer t.Stop()
-		resync = t.C
+	l := &loop{
+		w: w, rel: rel, keep: absPath(dir), paths: s.extra, what: "config", log: s.log, onEvent: s.opts.OnEvent,
+		quiet: s.opts.Quiet, maxWait: s.opts.MaxWait, resync: s.opts.Resync,
 	}
-	deb := source.Debouncer{Quiet: s.opts.Quiet, MaxWait: s.opts.MaxWait}
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	arm := func() {
-		if due, ok := deb.Due(); ok {
-			timer.Reset(time.Until(due))
-		}
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-w.Events:
-			if !ok {
-				return nil
-			}
-			if !rel.relevant(ev.Name) {
-				// Not even a debug line: a log file written in this
-				// folder would otherwise log its own writes forever.
-				continue
-			}
-			s.log.Debug("config event", "file", ev.Name, "op", ev.Op.String())
-			if s.opts.OnEvent != nil {
-				s.opts.OnEvent()
-			}
-			deb.Event(time.Now())
-			arm()
-		case err, ok := <-w.Errors:
-			if !ok {
-				return nil
-			}
-			// An overflow loses events; the resync catches up.
-			s.log.Warn("config watch error", "err", err)
-		case now := <-timer.C:
-			if deb.Fire(now) {
-				if !send(deb.First()) {
-					return nil
-				}
-			} else {
-				arm()
-			}
-		case now := <-resync:
-			if !send(now) {
-				return nil
-			}
-		case paths := <-s.extra:
-			rel.watch(paths)
-			if syncDirs(w, watched, paths, absPath(dir), s.log) {
-				// A file may have changed between its read and the start of
-				// its watch: read once more.
-				deb.Event(time.Now())
-				arm()
-			}
-		}
-	}
+	return l.run(ctx, send, send)
 }
 
 // relevance decides which file events can change what Run reads: a config

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
-
-	"github.com/pylon-xds/pylon/internal/source"
 )
 
 // FilesOptions configures a Files watcher.
@@ -63,64 +61,17 @@ func (f *Files) Run(ctx context.Context) error {
 	defer w.Close()
 	rel := &relevance{}
 	rel.watch(nil)
-	watched := map[string]bool{}
-	var resync <-chan time.Time
-	if f.opts.Resync > 0 {
-		t := time.NewTicker(f.opts.Resync)
-		defer t.Stop()
-		resync = t.C
+	l := &loop{
+		w: w, rel: rel, paths: f.paths, what: "secret file", log: f.log, onEvent: f.opts.OnEvent,
+		quiet: f.opts.Quiet, maxWait: f.opts.MaxWait, resync: f.opts.Resync,
 	}
-	deb := source.Debouncer{Quiet: f.opts.Quiet, MaxWait: f.opts.MaxWait}
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	arm := func() {
-		if due, ok := deb.Due(); ok {
-			timer.Reset(time.Until(due))
+	notify := func(at time.Time) bool { f.notify(at); return true }
+	return l.run(ctx, notify, func(now time.Time) bool {
+		if len(l.watched) > 0 {
+			f.notify(now)
 		}
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-w.Events:
-			if !ok {
-				return nil
-			}
-			if !rel.relevant(ev.Name) {
-				continue // other files in a certificate folder
-			}
-			f.log.Debug("secret file event", "file", ev.Name, "op", ev.Op.String())
-			if f.opts.OnEvent != nil {
-				f.opts.OnEvent()
-			}
-			deb.Event(time.Now())
-			arm()
-		case err, ok := <-w.Errors:
-			if !ok {
-				return nil
-			}
-			f.log.Warn("secret file watch error", "err", err)
-		case now := <-timer.C:
-			if deb.Fire(now) {
-				f.notify(deb.First())
-			} else {
-				arm()
-			}
-		case now := <-resync:
-			if len(watched) > 0 {
-				f.notify(now)
-			}
-		case paths := <-f.paths:
-			rel.watch(paths)
-			if syncDirs(w, watched, paths, "", f.log) {
-				// A file may have changed between its read and the
-				// start of its watch: read once more.
-				deb.Event(time.Now())
-				arm()
-			}
-		}
-	}
+		return true
+	})
 }
 
 // notify leaves one pending change; one already pending covers this one.

@@ -1,0 +1,98 @@
+package file
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/pylon-xds/pylon/internal/source"
+)
+
+// loop is the event loop Source and Files share: relevant file events,
+// debounced into one fire per burst; a periodic resync in case an event
+// was lost; and changes to the set of other files watched (the
+// certificates a config names).
+type loop struct {
+	w   *fsnotify.Watcher
+	rel *relevance
+	// keep is a folder watched for the config itself, never dropped when
+	// the set of other files changes ("" for none).
+	keep  string
+	paths <-chan []string
+	// watched are the folders watched for paths (syncDirs).
+	watched map[string]bool
+
+	quiet, maxWait, resync time.Duration
+	onEvent                func()
+	log                    *slog.Logger
+	what                   string // "config" or "secret file", for logs
+}
+
+// run calls fire after each debounced burst, with when it began, and
+// resync on each resync tick; either returning false ends the loop. It
+// returns when ctx ends or the watcher closes.
+func (l *loop) run(ctx context.Context, fire, resync func(time.Time) bool) error {
+	l.watched = map[string]bool{}
+	var tick <-chan time.Time
+	if l.resync > 0 {
+		t := time.NewTicker(l.resync)
+		defer t.Stop()
+		tick = t.C
+	}
+	deb := source.Debouncer{Quiet: l.quiet, MaxWait: l.maxWait}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	arm := func() {
+		if due, ok := deb.Due(); ok {
+			timer.Reset(time.Until(due))
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-l.w.Events:
+			if !ok {
+				return nil
+			}
+			if !l.rel.relevant(ev.Name) {
+				// Not even a debug line: a log file written in a watched
+				// folder would otherwise log its own writes forever.
+				continue
+			}
+			l.log.Debug(l.what+" event", "file", ev.Name, "op", ev.Op.String())
+			if l.onEvent != nil {
+				l.onEvent()
+			}
+			deb.Event(time.Now())
+			arm()
+		case err, ok := <-l.w.Errors:
+			if !ok {
+				return nil
+			}
+			// An overflow loses events; the resync catches up.
+			l.log.Warn(l.what+" watch error", "err", err)
+		case now := <-timer.C:
+			if !deb.Fire(now) {
+				arm()
+			} else if !fire(deb.First()) {
+				return nil
+			}
+		case now := <-tick:
+			if !resync(now) {
+				return nil
+			}
+		case paths := <-l.paths:
+			l.rel.watch(paths)
+			if syncDirs(l.w, l.watched, paths, l.keep, l.log) {
+				// A file may have changed between its read and the start
+				// of its watch: read once more.
+				deb.Event(time.Now())
+				arm()
+			}
+		}
+	}
+}
