@@ -53,3 +53,18 @@ func TestModelDecodingErrors(t *testing.T) {
 		}
 	}
 }
+
+// A merge key that reaches the mapping it is written in would recurse
+// forever (the fuzzer found it overflowing the stack): it is refused.
+func TestSelfMergeRefused(t *testing.T) {
+	for _, src := range []string{
+		"resources:\n- &r {\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster, <<: *r, name: me}\n",
+		"resources:\n- &a {\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster, name: a, b: &b {<<: *a}}\n",
+		"services:\n- &s {name: web, endpoints: [], <<: [*s]}\n",
+	} {
+		_, err := Load(xdstype.New(), []File{{Path: "t.yaml", Data: []byte(src)}})
+		if err == nil || !strings.Contains(err.Error(), "includes the mapping it is in") {
+			t.Errorf("%q: got %v", src, err)
+		}
+	}
+}

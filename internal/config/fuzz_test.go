@@ -25,6 +25,10 @@ func FuzzLoad(f *testing.F) {
 		"a: &a [x, x]\nb: &b [*a, *a]\nresources: [*b]\n",
 		"resources:\n- &r {\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster, name: a}\n- {<<: *r, name: b}\n",
 		"version: [1]\n---\nversion: 2\n",
+		// A merge that includes the mapping it is in (found by fuzzing: it
+		// overflowed the stack).
+		"resources:\n- &r {\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster, <<: *r, name: me}\n",
+		"resources:\n- &a {\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster, name: a, b: &b {<<: *a}}\n",
 		"groups:\n- {name: g, identities: ['spiffe://td/[']}\n",
 		"\xef\xbb\xbf{\"resources\": [1, \"x\", null, {}]}",
 		"resources: [{\"@type\": type.googleapis.com/envoy.config.listener.v3.Listener, name: l, \"@ttl\": 5s}]",

@@ -25,6 +25,9 @@ var errBudget = errors.New("aliases expand to far more than the file holds (an a
 type jsonWriter struct {
 	buf    bytes.Buffer
 	budget int
+	// merging are the mappings whose merge is being written, to refuse a
+	// merge that includes itself.
+	merging map[*yaml.Node]bool
 }
 
 // newJSONWriter returns a writer allowed to produce limit bytes in all.
@@ -141,10 +144,24 @@ func (w *jsonWriter) entry(first *bool, key string, v *yaml.Node, depth int) err
 
 // merge writes the entries of the mapping (or list of mappings) m that
 // are not in seen.
+//
+// A merge is bounded like any nesting, and one that reaches the mapping it
+// is written in ("&r {<<: *r}") is an error: it would recurse forever.
 func (w *jsonWriter) merge(m *yaml.Node, seen map[string]bool, first *bool, depth int) error {
+	if depth > maxDepth {
+		return fmt.Errorf("line %d: merges (<<) nested more than %d levels deep", m.Line, maxDepth)
+	}
 	for m.Kind == yaml.AliasNode {
 		m = m.Alias
 	}
+	if w.merging[m] {
+		return fmt.Errorf("line %d: a merge (<<) includes the mapping it is in", m.Line)
+	}
+	if w.merging == nil {
+		w.merging = map[*yaml.Node]bool{}
+	}
+	w.merging[m] = true
+	defer delete(w.merging, m)
 	switch m.Kind {
 	case yaml.SequenceNode:
 		for _, c := range m.Content {
