@@ -58,6 +58,8 @@ type Leaf struct {
 	IPs        []net.IP
 	URIs       []string // e.g. spiffe://example.org/ns/edge/sa/edge-1
 	Client     bool     // client auth usage (default: server auth)
+	// Both gives the certificate client and server auth usage.
+	Both bool
 }
 
 // Server names 127.0.0.1, ::1 and localhost.
@@ -88,9 +90,12 @@ func (p Pair) TLS(t testing.TB) tls.Certificate {
 func (ca *CA) Issue(t testing.TB, l Leaf) Pair {
 	t.Helper()
 	key := newKey(t)
-	usage := x509.ExtKeyUsageServerAuth
-	if l.Client {
-		usage = x509.ExtKeyUsageClientAuth
+	usages := []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	switch {
+	case l.Both:
+		usages = append(usages, x509.ExtKeyUsageClientAuth)
+	case l.Client:
+		usages = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(t),
@@ -98,7 +103,7 @@ func (ca *CA) Issue(t testing.TB, l Leaf) Pair {
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+		ExtKeyUsage:  usages,
 		DNSNames:     l.DNS,
 		IPAddresses:  l.IPs,
 	}
