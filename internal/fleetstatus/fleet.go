@@ -1,0 +1,225 @@
+package fleetstatus
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pylon-xds/pylon/internal/status"
+	"github.com/pylon-xds/pylon/internal/store/etcd"
+)
+
+// Defaults.
+const (
+	DefaultPeriod = 5 * time.Second
+	// Partial heads /proxies when the other replicas' proxies could not
+	// be read: those shown are as of the last read, or none.
+	Partial = "fleet status partial: etcd unreachable"
+)
+
+// Board is this replica's area in etcd (etcd.Board).
+type Board interface {
+	Put(ctx context.Context, shards [][]byte) error
+	KeepAlive(ctx context.Context) (bool, error)
+	Revoke(ctx context.Context) error
+}
+
+// Reader reads every replica's area (etcd.Store).
+type Reader interface {
+	Boards(ctx context.Context) (map[string][][]byte, error)
+}
+
+// Options configures a Fleet.
+type Options struct {
+	// Replica is this replica's id (control_plane.identifier).
+	Replica string
+	// Store is the etcd store the replicas share.
+	Store *etcd.Store
+	// Local lists this replica's streams (status.Tracker.Streams).
+	Local func() []status.Stream
+	// Period is how often the summary is published when it changed, the
+	// lease renewed and the others' summaries read (default 5s).
+	Period time.Duration
+	// TTL is the summary's lease: how long a dead replica's proxies stay
+	// listed (default 3 x Period).
+	TTL time.Duration
+	// MaxProxies bounds the streams published (default 20,000).
+	MaxProxies int
+	// Logger receives etcd trouble, once per change of state.
+	Logger *slog.Logger
+}
+
+// Fleet publishes this replica's summary and keeps the others'.
+type Fleet struct {
+	opts   Options
+	board  Board
+	reader Reader
+
+	mu      sync.Mutex
+	remote  []Remote
+	partial string
+}
+
+// Remote is a proxy stream served by another replica.
+type Remote struct {
+	Replica string
+	Proxy
+}
+
+// New returns a Fleet; Run publishes and reads.
+func New(o Options) *Fleet {
+	if o.Period <= 0 {
+		o.Period = DefaultPeriod
+	}
+	if o.TTL <= 0 {
+		o.TTL = 3 * o.Period
+	}
+	if o.MaxProxies <= 0 {
+		o.MaxProxies = DefaultMaxProxies
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Fleet{opts: o, board: o.Store.Board(o.Replica, o.TTL), reader: o.Store}
+}
+
+// Remote returns the other replicas' proxies as last read, by node, and
+// when they could not all be read, why ("" when they could).
+func (f *Fleet) Remote() ([]Remote, string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.remote, f.partial
+}
+
+// Run publishes and reads every Period until ctx ends, then revokes the
+// lease so that this replica's proxies leave the others' lists at once.
+// etcd trouble is never fatal: local status keeps being served, and the
+// next period tries again.
+func (f *Fleet) Run(ctx context.Context) error {
+	t := time.NewTicker(f.opts.Period)
+	defer t.Stop()
+	p := publisher{f: f}
+	for {
+		p.publish(ctx)
+		f.refresh(ctx)
+		select {
+		case <-ctx.Done():
+			f.withdraw(ctx)
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// withdraw revokes the lease, in a bounded call of its own: ctx is over.
+func (f *Fleet) withdraw(ctx context.Context) {
+	stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.opts.Period)
+	defer cancel()
+	if err := f.board.Revoke(stop); err != nil {
+		f.opts.Logger.Warn("fleet status: could not withdraw this replica's summary; it leaves when its lease expires", "ttl", f.opts.TTL.String(), "err", err)
+	}
+}
+
+// publisher is the state of the publishing loop.
+type publisher struct {
+	f    *Fleet
+	gen  uint64
+	hash [32]byte
+	bad  bool // the last attempt failed (logged once)
+}
+
+// publish writes the summary when it changed or etcd lost it, and renews
+// the lease otherwise.
+func (p *publisher) publish(ctx context.Context) {
+	f := p.f
+	proxies, omitted := Summarize(f.opts.Local(), f.opts.MaxProxies)
+	b, _ := json.Marshal(struct {
+		P []Proxy
+		O int
+	}{proxies, omitted})
+	h := sha256.Sum256(b)
+	alive, err := f.board.KeepAlive(ctx)
+	if err == nil && (!alive || h != p.hash) {
+		err = p.put(ctx, proxies, omitted, h)
+	}
+	p.report(err, omitted)
+}
+
+func (p *publisher) put(ctx context.Context, proxies []Proxy, omitted int, h [32]byte) error {
+	p.gen++
+	shards, err := Encode(p.gen, proxies, omitted, etcd.MaxBoardValue)
+	if err != nil {
+		return err
+	}
+	if err := p.f.board.Put(ctx, shards); err != nil {
+		p.hash = [32]byte{} // written in part: write all again
+		return err
+	}
+	p.hash = h
+	return nil
+}
+
+func (p *publisher) report(err error, omitted int) {
+	log := p.f.opts.Logger
+	switch {
+	case err != nil && !p.bad && ctxAlive(err):
+		log.Warn("fleet status: cannot publish this replica's proxies: other replicas do not list them until etcd is back", "err", err)
+	case err == nil && p.bad:
+		log.Info("fleet status: this replica's proxies are published again")
+	}
+	p.bad = err != nil
+	if omitted > 0 && err == nil {
+		log.Warn("fleet status: too many streams: some are not shown on the other replicas", "published", p.f.opts.MaxProxies, "omitted", omitted)
+	}
+}
+
+func ctxAlive(err error) bool { return !errors.Is(err, context.Canceled) }
+
+// refresh reads the other replicas' summaries. When etcd cannot be read,
+// the last ones read are kept and the list says it is partial.
+func (f *Fleet) refresh(ctx context.Context) {
+	boards, err := f.reader.Boards(ctx)
+	if err != nil {
+		f.mu.Lock()
+		f.partial = fmt.Sprintf("%s (%v); other replicas' proxies as last read", Partial, err)
+		f.mu.Unlock()
+		return
+	}
+	var remote []Remote
+	var problems []string
+	for replica, shards := range boards {
+		if replica == f.opts.Replica {
+			continue
+		}
+		proxies, omitted, err := Decode(shards)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("replica %s: %v", replica, err))
+		}
+		if omitted > 0 {
+			problems = append(problems, fmt.Sprintf("replica %s: %d streams not published (too many)", replica, omitted))
+		}
+		for _, p := range proxies {
+			remote = append(remote, Remote{Replica: replica, Proxy: p})
+		}
+	}
+	sort.Slice(remote, func(i, j int) bool {
+		if remote[i].Node != remote[j].Node {
+			return remote[i].Node < remote[j].Node
+		}
+		return remote[i].Replica < remote[j].Replica
+	})
+	sort.Strings(problems)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.remote, f.partial = remote, ""
+	if len(problems) > 0 {
+		f.partial = "fleet status partial: " + strings.Join(problems, "; ")
+	}
+}
