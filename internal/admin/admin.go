@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pylon-xds/pylon/internal/configstore"
+	"github.com/pylon-xds/pylon/internal/fleetstatus"
 	"github.com/pylon-xds/pylon/internal/pipeline"
 	"github.com/pylon-xds/pylon/internal/redact"
 	"github.com/pylon-xds/pylon/internal/snapshot"
@@ -31,6 +32,12 @@ type StatusSource interface {
 // ProxySource lists the connected proxies.
 type ProxySource interface {
 	Streams() []status.Stream
+}
+
+// FleetView lists the proxies of the other replicas sharing the etcd
+// store (fleetstatus.Fleet), and why the list is partial ("" when whole).
+type FleetView interface {
+	Remote() ([]fleetstatus.Remote, string)
 }
 
 // FleetSource is the fleet being served.
@@ -58,8 +65,12 @@ type Options struct {
 	// TokenFile and ReadTokenFile say where the tokens live, for the
 	// message of a refused request (never the token itself).
 	TokenFile, ReadTokenFile string
-	// Identifier names this Pylon replica.
+	// Identifier names this Pylon replica: the replica of its own
+	// proxies in /proxies.
 	Identifier string
+	// Fleet, with the etcd store, adds the other replicas' proxies to
+	// /proxies and /proxies/{id}; nil lists this replica's only.
+	Fleet FleetView
 	// Degraded reports whether the config store is unreachable, and why
 	// (configstore.Service.Degraded); nil when it cannot be (file mode).
 	// Degraded, the replica still serves its last good config: /readyz
@@ -130,20 +141,21 @@ func handler(o Options, l *limiter) http.Handler {
 		// Every stream with its node, group and per-type state; a node in
 		// no group shows "no matching group": it connects fine and
 		// receives nothing, the failure this page exists to make visible.
-		writeJSON(w, http.StatusOK, map[string]any{"streams": scrubStreams(o.Proxies.Streams())})
+		// With replicas, every replica's, each naming its replica.
+		streams, partial := o.proxies("")
+		writeJSON(w, http.StatusOK, proxiesBody{Streams: streams, Partial: partial})
 	}))
 	mux.HandleFunc("GET /proxies/{id}", g.read(func(w http.ResponseWriter, r *http.Request) {
 		var out []proxyDump
-		for _, s := range scrubStreams(o.Proxies.Streams()) {
-			if s.Node == r.PathValue("id") {
-				out = append(out, dumpStream(o.Registry, s))
-			}
+		streams, partial := o.proxies(r.PathValue("id"))
+		for _, s := range streams {
+			out = append(out, dumpStream(o.Registry, s))
 		}
 		if len(out) == 0 {
 			writeJSON(w, http.StatusNotFound, map[string]string{"error": "no stream of node " + redact.String(r.PathValue("id"))})
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"streams": out})
+		writeJSON(w, http.StatusOK, proxiesBody{Streams: out, Partial: partial})
 	}))
 	mux.HandleFunc("GET /config", g.read(func(w http.ResponseWriter, r *http.Request) {
 		configDump(w, o.Fleets.Current(), r.URL.Query().Get("group"))
@@ -271,12 +283,12 @@ type groupDump struct {
 // proxyDump is a stream's status and exactly what it was last sent, per
 // type, redacted.
 type proxyDump struct {
-	status.Stream
+	proxyEntry
 	LastSent map[string][]json.RawMessage `json:"lastSent"`
 }
 
-func dumpStream(reg *xdstype.Registry, s status.Stream) proxyDump {
-	d := proxyDump{Stream: s, LastSent: map[string][]json.RawMessage{}}
+func dumpStream(reg *xdstype.Registry, s proxyEntry) proxyDump {
+	d := proxyDump{proxyEntry: s, LastSent: map[string][]json.RawMessage{}}
 	for _, t := range s.Types {
 		for _, m := range t.LastSent {
 			d.LastSent[t.Type] = append(d.LastSent[t.Type], dump(m))

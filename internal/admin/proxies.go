@@ -1,0 +1,52 @@
+package admin
+
+import (
+	"sort"
+
+	"github.com/pylon-xds/pylon/internal/status"
+)
+
+// proxyEntry is a stream of /proxies: the tracker's, or another replica's
+// summary of one (no stream id, address, client or what was last sent:
+// those stay on the replica serving it), with the replica serving it.
+type proxyEntry struct {
+	Replica string `json:"replica"`
+	status.Stream
+}
+
+// proxiesBody is the JSON of /proxies and /proxies/{id}. Partial says why
+// the other replicas' proxies may be missing or out of date.
+type proxiesBody struct {
+	Streams any    `json:"streams"`
+	Partial string `json:"partial,omitempty"`
+}
+
+// proxies merges this replica's streams (fresh, redacted) with the other
+// replicas' (redacted when published), all of them or node's only.
+func (o Options) proxies(node string) ([]proxyEntry, string) {
+	out := []proxyEntry{}
+	for _, s := range scrubStreams(o.Proxies.Streams()) {
+		if node == "" || s.Node == node {
+			out = append(out, proxyEntry{Replica: o.Identifier, Stream: s})
+		}
+	}
+	if o.Fleet == nil {
+		return out, ""
+	}
+	remote, partial := o.Fleet.Remote()
+	var streams []status.Stream
+	var replicas []string
+	for _, r := range remote {
+		if node == "" || r.Node == node {
+			streams = append(streams, r.Stream())
+			replicas = append(replicas, r.Replica)
+		}
+	}
+	// Published redacted; scrubbed again: etcd is shared, and what
+	// another writer put there is read here.
+	for i, s := range scrubStreams(streams) {
+		out = append(out, proxyEntry{Replica: replicas[i], Stream: s})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Node < out[j].Node })
+	return out, partial
+}
