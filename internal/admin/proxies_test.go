@@ -69,4 +69,3 @@ func TestProxiesSingleReplica(t *testing.T) {
 		t.Errorf("/proxies: %d %s", code, body)
 	}
 }
-
