@@ -24,12 +24,14 @@ import (
 	"github.com/pylon-xds/pylon/internal/compile"
 	"github.com/pylon-xds/pylon/internal/configstore"
 	"github.com/pylon-xds/pylon/internal/csds"
+	"github.com/pylon-xds/pylon/internal/fleetstatus"
 	"github.com/pylon-xds/pylon/internal/metrics"
 	"github.com/pylon-xds/pylon/internal/pipeline"
 	"github.com/pylon-xds/pylon/internal/secretfile"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/source"
 	"github.com/pylon-xds/pylon/internal/source/file"
+	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/store/etcd"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -53,6 +55,10 @@ type Options struct {
 	// Etcd). DataDir still holds the token files in etcd mode.
 	Store string
 	Etcd  EtcdOptions
+	// FleetStatusPeriod and FleetStatusTTL: how often this replica
+	// publishes its proxies' summary to etcd, and how long it outlives
+	// the replica (see fleetstatus.Options; defaults 5s and 3 periods).
+	FleetStatusPeriod, FleetStatusTTL time.Duration
 	// HistoryLimit bounds the stored config history (default 100).
 	HistoryLimit int
 	XDSAddr      string // default ":18000"
@@ -226,9 +232,16 @@ func Run(ctx context.Context, o Options) error {
 		// false.
 		adminOpts.Degraded = cfgSvc.Degraded
 	}
+	fleet := newFleetStatus(o, cfgSvc, tracker, log)
+	if fleet != nil {
+		adminOpts.Fleet = fleet
+	}
 	httpSrv := newAdminServer(admin.Handler(adminOpts), o.AdminLimits, sec.adminTLS, log)
 
 	g, gctx := errgroup.WithContext(ctx)
+	if fleet != nil {
+		g.Go(func() error { return fleet.Run(gctx) })
+	}
 	g.Go(func() error {
 		// A shutdown that comes before Serve starts makes it return
 		// ErrServerStopped: a clean stop like any other.
@@ -250,6 +263,22 @@ func Run(ctx context.Context, o Options) error {
 		o.OnReady(xdsLis.Addr().String(), adminLis.Addr().String())
 	}
 	return g.Wait()
+}
+
+// newFleetStatus is, on the etcd store, what publishes this replica's
+// proxies and reads the others' (nil otherwise: one replica, no merge).
+func newFleetStatus(o Options, cfgSvc *configstore.Service, tracker *status.Tracker, log *slog.Logger) *fleetstatus.Fleet {
+	if cfgSvc == nil {
+		return nil
+	}
+	st, ok := cfgSvc.Store().(*etcd.Store)
+	if !ok {
+		return nil
+	}
+	return fleetstatus.New(fleetstatus.Options{
+		Replica: o.Identifier, Store: st, Local: tracker.Streams,
+		Period: o.FleetStatusPeriod, TTL: o.FleetStatusTTL, Logger: log,
+	})
 }
 
 // loadInitial opens the config source (the store, or the file) and applies
