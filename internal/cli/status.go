@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -22,11 +23,19 @@ var statusTypes = []string{"CDS", "LDS", "EDS", "RDS", "SDS"}
 // proxyRow merges a node's open streams into one row.
 type proxyRow struct {
 	node, group string
+	replicas    []string // serving its streams, in order met
 	states      map[string]string
 	nacks       []string
 }
 
-func rows(streams []status.Stream) []*proxyRow {
+// fleetStream is a stream of /proxies with the replica serving it (with
+// several replicas on etcd, /proxies on any lists every replica's).
+type fleetStream struct {
+	Replica string `json:"replica"`
+	status.Stream
+}
+
+func rows(streams []fleetStream) []*proxyRow {
 	byNode := map[string]*proxyRow{}
 	var order []string
 	for _, s := range streams {
@@ -38,6 +47,9 @@ func rows(streams []status.Stream) []*proxyRow {
 			r = &proxyRow{node: s.Node, group: s.Group, states: map[string]string{}}
 			byNode[s.Node] = r
 			order = append(order, s.Node)
+		}
+		if !slices.Contains(r.replicas, s.Replica) {
+			r.replicas = append(r.replicas, s.Replica)
 		}
 		for _, t := range s.Types {
 			r.states[t.Type] = t.State
@@ -103,16 +115,21 @@ func fleetStatus(c adminClient, out io.Writer, o output) error {
 		return fmt.Errorf("/status: %w", err)
 	}
 	var proxies struct {
-		Streams []status.Stream `json:"streams"`
+		Streams []fleetStream `json:"streams"`
 	}
 	var rawProxies struct {
 		Streams json.RawMessage `json:"streams"`
+		Partial string          `json:"partial"`
 	}
 	if err := c.get("/proxies", &rawProxies); err != nil {
 		return err
 	}
 	if !o.table() {
-		return render(out, o.format, map[string]json.RawMessage{"status": rawStatus, "streams": rawProxies.Streams})
+		v := map[string]any{"status": rawStatus, "streams": rawProxies.Streams}
+		if rawProxies.Partial != "" {
+			v["partial"] = rawProxies.Partial
+		}
+		return render(out, o.format, v)
 	}
 	if err := json.Unmarshal(rawProxies.Streams, &proxies.Streams); err != nil {
 		return fmt.Errorf("/proxies: %w", err)
@@ -123,6 +140,10 @@ func fleetStatus(c adminClient, out io.Writer, o output) error {
 		fmt.Fprintf(out, "DEGRADED: %s\n  still serving the last good config; writes are refused until the store is back\n", st.Reason)
 	}
 	writeRefusal(out, st.Config)
+	if rawProxies.Partial != "" {
+		// Proxies of other replicas may be missing or out of date.
+		fmt.Fprintf(out, "PARTIAL: %s\n\n", rawProxies.Partial)
+	}
 	return proxyTable(out, st.Config, proxies.Streams)
 }
 
@@ -153,13 +174,13 @@ func writeRefusal(out io.Writer, cfg pipeline.Status) {
 	fmt.Fprintln(out)
 }
 
-func proxyTable(out io.Writer, cfg pipeline.Status, streams []status.Stream) error {
+func proxyTable(out io.Writer, cfg pipeline.Status, streams []fleetStream) error {
 	versions := map[string]string{}
 	for _, g := range cfg.Groups {
 		versions[g.Name] = g.Version
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 3, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tGROUP\t"+strings.Join(statusTypes, "\t")+"\tVERSION")
+	fmt.Fprintln(tw, "NAME\tGROUP\t"+strings.Join(statusTypes, "\t")+"\tREPLICA\tVERSION")
 	var nacks []string
 	for _, r := range rows(streams) {
 		cells := []string{r.node, r.group}
@@ -170,7 +191,7 @@ func proxyTable(out io.Writer, cfg pipeline.Status, streams []status.Stream) err
 			}
 			cells = append(cells, s)
 		}
-		cells = append(cells, versions[r.group])
+		cells = append(cells, strings.Join(r.replicas, ","), versions[r.group])
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 		nacks = append(nacks, r.nacks...)
 	}
@@ -188,7 +209,7 @@ func proxyTable(out io.Writer, cfg pipeline.Status, streams []status.Stream) err
 
 // proxyDump mirrors the admin API's /proxies/{id}.
 type proxyDump struct {
-	status.Stream
+	fleetStream
 	LastSent map[string][]json.RawMessage `json:"lastSent"`
 }
 
@@ -207,7 +228,7 @@ func proxyDetail(c adminClient, out io.Writer, id string, o output) error {
 		return fmt.Errorf("/proxies/%s: %w", id, err)
 	}
 	for _, s := range body.Streams {
-		fmt.Fprintf(out, "%s  stream %d  %s  group %s\n", s.Node, s.ID, s.Kind, s.Group)
+		fmt.Fprintf(out, "%s  stream %d  %s  group %s  replica %s\n", s.Node, s.ID, s.Kind, s.Group, s.Replica)
 		fmt.Fprintf(out, "  address %s  client %s  connected %s\n", s.Peer, s.Client, s.Since.Format(time.RFC3339))
 		if s.Gone != nil {
 			fmt.Fprintf(out, "  disconnected %s\n", s.Gone.Format(time.RFC3339))
