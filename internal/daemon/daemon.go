@@ -32,6 +32,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/source"
 	"github.com/pylon-xds/pylon/internal/source/file"
 	"github.com/pylon-xds/pylon/internal/status"
+	"github.com/pylon-xds/pylon/internal/store"
 	"github.com/pylon-xds/pylon/internal/store/etcd"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -201,7 +202,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 	})
 
-	cfgSvc, closeStore, err := loadInitial(ctx, o, reg, pipe, read)
+	cfgSvc, st, closeStore, err := loadInitial(ctx, o, reg, pipe, read)
 	if err != nil {
 		return err
 	}
@@ -232,7 +233,7 @@ func Run(ctx context.Context, o Options) error {
 		// false.
 		adminOpts.Degraded = cfgSvc.Degraded
 	}
-	fleet := newFleetStatus(o, cfgSvc, tracker, log)
+	fleet := newFleetStatus(o, st, tracker, log)
 	if fleet != nil {
 		adminOpts.Fleet = fleet
 	}
@@ -267,16 +268,13 @@ func Run(ctx context.Context, o Options) error {
 
 // newFleetStatus is, on the etcd store, what publishes this replica's
 // proxies and reads the others' (nil otherwise: one replica, no merge).
-func newFleetStatus(o Options, cfgSvc *configstore.Service, tracker *status.Tracker, log *slog.Logger) *fleetstatus.Fleet {
-	if cfgSvc == nil {
-		return nil
-	}
-	st, ok := cfgSvc.Store().(*etcd.Store)
+func newFleetStatus(o Options, st store.Store, tracker *status.Tracker, log *slog.Logger) *fleetstatus.Fleet {
+	es, ok := st.(*etcd.Store)
 	if !ok {
 		return nil
 	}
 	return fleetstatus.New(fleetstatus.Options{
-		Replica: o.Identifier, Store: st, Local: tracker.Streams,
+		Replica: o.Identifier, Store: es, Local: tracker.Streams,
 		Period: o.FleetStatusPeriod, TTL: o.FleetStatusTTL, Logger: log,
 	})
 }
@@ -284,14 +282,15 @@ func newFleetStatus(o Options, cfgSvc *configstore.Service, tracker *status.Trac
 // loadInitial opens the config source (the store, or the file) and applies
 // its config before anything listens: with no last good config to fall back
 // on, a bad one is a startup error, not a silent empty fleet. In store mode
-// it returns the config service; closeStore closes the store.
-func loadInitial(ctx context.Context, o Options, reg *xdstype.Registry, pipe *pipeline.Pipeline, read compile.ReadFile) (cfgSvc *configstore.Service, closeStore func(), err error) {
+// it returns the config service and the store it opened; closeStore closes
+// the store.
+func loadInitial(ctx context.Context, o Options, reg *xdstype.Registry, pipe *pipeline.Pipeline, read compile.ReadFile) (cfgSvc *configstore.Service, st store.Store, closeStore func(), err error) {
 	closeStore = func() {}
 	initial := source.Update{AcceptedAt: time.Now()}
 	if o.ConfigPath == "" {
-		st, err := openStore(ctx, o, reg, o.Logger)
+		st, err = openStore(ctx, o, reg, o.Logger)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		closeStore = func() { st.Close() }
 		cfgSvc = configstore.New(configstore.Options{
@@ -304,9 +303,9 @@ func loadInitial(ctx context.Context, o Options, reg *xdstype.Registry, pipe *pi
 	}
 	if err := pipe.Apply(initial); err != nil {
 		closeStore()
-		return nil, nil, fmt.Errorf("initial config refused: %w", err)
+		return nil, nil, nil, fmt.Errorf("initial config refused: %w", err)
 	}
-	return cfgSvc, closeStore, nil
+	return cfgSvc, st, closeStore, nil
 }
 
 // logServing says where the config served comes from and how to change it.
