@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -44,7 +45,10 @@ type adminFlags struct {
 	// certFile and keyFile are the CLI's client certificate, for an
 	// admin port started with --admin-client-ca.
 	certFile, keyFile string
-	getenv            func(string) string
+	// insecure lets tokens go over plaintext HTTP to an admin address
+	// beyond loopback (as serve --admin-insecure serves it).
+	insecure bool
+	getenv   func(string) string
 }
 
 func (a *adminFlags) register(root *cobra.Command, getenv func(string) string) {
@@ -61,6 +65,7 @@ func (a *adminFlags) register(root *cobra.Command, getenv func(string) string) {
 	f.StringVar(&a.caFile, "admin-ca-file", "", "reach the admin API over https, verifying its certificate with this PEM CA bundle")
 	f.StringVar(&a.certFile, "admin-cert-file", "", "with --admin-ca-file: present this PEM client certificate (for an admin port started with --admin-client-ca)")
 	f.StringVar(&a.keyFile, "admin-key-file", "", "the client certificate's PEM private key")
+	f.BoolVar(&a.insecure, "admin-insecure", false, "with serve: allow the admin API beyond loopback without TLS; other commands: send tokens over plaintext HTTP to such an address (anyone on the path can read them)")
 }
 
 // client is the admin API client for the flags as parsed.
@@ -123,7 +128,9 @@ func (c adminClient) writeSources() []tokenSource {
 	return []tokenSource{c.envSource(envToken), c.fileSource(c.f.dataPath("admin-token"))}
 }
 
-// readSources: the read token, else the write token.
+// readSources: the read token, else the write token; but never the write
+// token for a read over plaintext beyond loopback (--admin-insecure): a
+// read should not expose the most privileged token.
 func (c adminClient) readSources() []tokenSource {
 	var s []tokenSource
 	if c.f.readTokenFile != "" {
@@ -131,7 +138,23 @@ func (c adminClient) readSources() []tokenSource {
 	} else {
 		s = append(s, c.envSource(envReadToken), c.fileSource(c.f.dataPath("read-token")))
 	}
+	if c.f.caFile == "" && !loopbackAddr(c.f.addr) {
+		return s
+	}
 	return append(s, c.writeSources()...)
+}
+
+// loopbackAddr reports whether host:port names this machine.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // token is the first token found, or an error naming every place looked.
@@ -152,6 +175,11 @@ func (c adminClient) http(timeout time.Duration) (*http.Client, string, error) {
 	if c.f.caFile == "" {
 		if c.f.certFile != "" || c.f.keyFile != "" {
 			return nil, "", fmt.Errorf("--admin-cert-file needs --admin-ca-file (https)")
+		}
+		// A token over plaintext to another host can be read on the way
+		// and replayed: only on loopback, unless the operator says so.
+		if !loopbackAddr(c.f.addr) && !c.f.insecure {
+			return nil, "", fmt.Errorf("--admin-addr %s is not loopback: reach it over https with --admin-ca-file, or pass --admin-insecure to send tokens in clear", c.f.addr)
 		}
 		return &http.Client{Timeout: timeout}, "http://" + c.f.addr, nil
 	}

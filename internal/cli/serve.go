@@ -42,6 +42,7 @@ Certificate files are re-read when they change; open streams stay up.`,
 			o.Version, _ = binaryVersion()
 			o.AdminAddr = a.addr
 			o.DataDir = a.dataDir
+			o.AdminInsecure = a.insecure
 			if cmd.Flags().Changed("read-token-file") {
 				o.ReadTokenFile = a.readTokenFile
 			}
@@ -82,7 +83,6 @@ func addSecurityFlags(cmd *cobra.Command, o *daemon.Options) {
 	f.StringVar(&o.AdminTLS.Cert, "admin-tls-cert", "", "serve the admin API over TLS with this PEM certificate chain (re-read when it changes)")
 	f.StringVar(&o.AdminTLS.Key, "admin-tls-key", "", "the admin certificate's PEM private key")
 	f.StringVar(&o.AdminTLS.ClientCA, "admin-client-ca", "", "verify admin client certificates, when given, against these PEM CAs")
-	f.BoolVar(&o.AdminInsecure, "admin-insecure", false, "allow the admin API on a non-loopback address without TLS (tokens cross the network in clear)")
 	f.IntVar(&o.AdminLimits.MaxConns, "admin-max-conns", 128, "admin API connections served at once")
 	f.StringSliceVar(&o.SecretDirs, "secret-dir", nil, "a folder secret files named by the config may be read from (repeatable; default: the config's folder, or the working directory in store mode)")
 	f.IntVar(&o.MaxResourceNames, "max-resource-names", 0, "most resource names one xDS request may list (0: the default)")
