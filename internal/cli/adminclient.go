@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pylon-xds/pylon/internal/certs"
+	"github.com/pylon-xds/pylon/internal/daemon"
 	"github.com/pylon-xds/pylon/internal/diag"
 	"github.com/pylon-xds/pylon/internal/redact"
 )
@@ -138,23 +138,10 @@ func (c adminClient) readSources() []tokenSource {
 	} else {
 		s = append(s, c.envSource(envReadToken), c.fileSource(c.f.dataPath("read-token")))
 	}
-	if c.f.caFile == "" && !loopbackAddr(c.f.addr) {
+	if c.f.caFile == "" && !daemon.Loopback(c.f.addr) {
 		return s
 	}
 	return append(s, c.writeSources()...)
-}
-
-// loopbackAddr reports whether host:port names this machine.
-func loopbackAddr(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // token is the first token found, or an error naming every place looked.
@@ -178,7 +165,7 @@ func (c adminClient) http(timeout time.Duration) (*http.Client, string, error) {
 		}
 		// A token over plaintext to another host can be read on the way
 		// and replayed: only on loopback, unless the operator says so.
-		if !loopbackAddr(c.f.addr) && !c.f.insecure {
+		if !daemon.Loopback(c.f.addr) && !c.f.insecure {
 			return nil, "", fmt.Errorf("--admin-addr %s is not loopback: reach it over https with --admin-ca-file, or pass --admin-insecure to send tokens in clear", c.f.addr)
 		}
 		return &http.Client{Timeout: timeout}, "http://" + c.f.addr, nil

@@ -39,8 +39,8 @@ func TestLoopback(t *testing.T) {
 		"[::1]:19000":      true,
 		"no-port":          false,
 	} {
-		if got := loopback(addr); got != want {
-			t.Errorf("loopback(%q) = %v, want %v", addr, got, want)
+		if got := Loopback(addr); got != want {
+			t.Errorf("Loopback(%q) = %v, want %v", addr, got, want)
 		}
 	}
 }

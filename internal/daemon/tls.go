@@ -79,19 +79,23 @@ func loadSecurity(o Options) (*security, error) {
 // plaintext xDS beyond this host, Secrets to unverified clients, and an
 // admin API reachable from the network without TLS.
 func checkExposure(o Options, s *security, xdsAddr, adminAddr string, log *slog.Logger) error {
-	if !loopback(adminAddr) && s.adminTLS == nil {
+	if !Loopback(adminAddr) && s.adminTLS == nil {
 		if !o.AdminInsecure {
 			return fmt.Errorf("the admin API would listen on %s, beyond this host, without TLS: its tokens and the config would cross the network in clear. "+
 				"Give --admin-tls-cert and --admin-tls-key, bind --admin-addr to 127.0.0.1, or accept the risk with --admin-insecure", adminAddr)
 		}
 		log.Warn("admin API in plaintext beyond this host (--admin-insecure): tokens and config cross the network in clear", "admin", adminAddr)
 	}
-	if !loopback(xdsAddr) && s.xdsTLS == nil {
+	if !Loopback(xdsAddr) && s.xdsTLS == nil {
 		log.Warn("xDS in plaintext beyond this host: any client that reaches this port can claim any node id and read its config, "+
 			"and no client can prove who it is, so no Secret is served; use --xds-tls-cert, --xds-tls-key and --xds-client-ca", "xds", xdsAddr)
 	}
 	if s.xdsTLS != nil && o.XDSTLS.ClientCA == "" {
 		log.Warn("xDS over TLS without --xds-client-ca: clients are not authenticated, node ids are not bound and no Secret is served", "xds", xdsAddr)
+	}
+	if o.XDSTLS.ClientCA != "" && o.NodeIdentity == "" {
+		log.Warn("client certificates are verified but node ids are not bound to them (no --node-identity): "+
+			"any certificate from the CA can claim any node id and receive the Secrets of that node's group that no secret policy restricts", "xds", xdsAddr)
 	}
 	if o.InsecureServeSecrets {
 		log.Warn("INSECURE: --insecure-serve-secrets serves Secrets, private keys included, to clients without a verified client certificate: "+
@@ -100,10 +104,10 @@ func checkExposure(o Options, s *security, xdsAddr, adminAddr string, log *slog.
 	return nil
 }
 
-// loopback reports whether a listener's address (host:port) is reachable
+// Loopback reports whether a listener's address (host:port) is reachable
 // only from this host. An empty host (":18000"), 0.0.0.0 and [::] are every
 // interface; a name other than localhost is not trusted to stay local.
-func loopback(addr string) bool {
+func Loopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return false
