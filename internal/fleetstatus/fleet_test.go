@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
 
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/store/etcd"
@@ -164,4 +166,36 @@ func TestEtcdAwayMakesTheListPartial(t *testing.T) {
 		_, partial := a.Remote()
 		return partial == "" && nodes(a) == "b/b-1=NACKED"
 	})
+}
+
+// A lease etcd no longer knows (it expired while etcd was away from this
+// replica) is replaced: the summary is published again on a new one.
+func TestLostLeaseIsReplaced(t *testing.T) {
+	srv := etcdtest.Start(t)
+	la, lb := &local{}, &local{}
+	lb.set(stream("b-1", "x"))
+	a, _ := run(t, srv.Open(t, "/fleet", time.Second), "a", la, 10*time.Second)
+	run(t, srv.Open(t, "/fleet", time.Second), "b", lb, 10*time.Second)
+	waitFor(t, "a lists b's proxy", func() bool { return nodes(a) == "b/b-1=NACKED" })
+
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.Endpoint()}, DialTimeout: time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	resp, err := cli.Get(ctx, "/fleet/s/b/", clientv3.WithPrefix())
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("b's summary in etcd: %v, %v", resp, err)
+	}
+	lease := clientv3.LeaseID(resp.Kvs[0].Lease)
+	if _, err := cli.Revoke(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b publishes again on a new lease", func() bool {
+		resp, err := cli.Get(ctx, "/fleet/s/b/", clientv3.WithPrefix())
+		return err == nil && len(resp.Kvs) == 1 && clientv3.LeaseID(resp.Kvs[0].Lease) != lease && resp.Kvs[0].Lease != 0
+	})
+	waitFor(t, "a lists b's proxy again", func() bool { return nodes(a) == "b/b-1=NACKED" })
 }
