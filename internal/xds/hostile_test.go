@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
@@ -328,5 +329,51 @@ func TestMaxStreamsPerConnection(t *testing.T) {
 		c.RecvType(cds)
 	case <-time.After(xdstest.Timeout):
 		t.Fatal("the third stream did not open after the first ended")
+	}
+}
+
+// What the status tracker keeps of a client's strings is bounded: a 3 MiB
+// node id, cluster, user agent name or version is refused as bad_node,
+// and the refused stream (kept after it is gone, and shown in /proxies)
+// holds at most a KiB or so of each, not the strings as sent.
+func TestHugeNodeStringsNotKept(t *testing.T) {
+	huge := strings.Repeat("x", 3<<20)
+	cases := map[string]func(n *corev3.Node){
+		"id":                 func(n *corev3.Node) { n.Id = huge },
+		"cluster":            func(n *corev3.Node) { n.Cluster = huge },
+		"user_agent_name":    func(n *corev3.Node) { n.UserAgentName = huge },
+		"user_agent_version": func(n *corev3.Node) { n.UserAgentVersionType = &corev3.Node_UserAgentVersion{UserAgentVersion: huge} },
+	}
+	for field, set := range cases {
+		t.Run(field, func(t *testing.T) {
+			var srv *xdstest.Server
+			obs := newTracked(func() *xdstest.Server { return srv })
+			srv = xdstest.Start(t, xds.Options{Observer: obs})
+			srv.Publish(t, base()...)
+			node := xdstest.Node("n1")
+			set(node)
+			s := xdstest.OpenADS(t, xdstest.Dial(t, srv.Addr), node)
+			s.Request(cds)
+			if err := s.Err(); grpcstatus.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "node."+field+" is 3145728 bytes") {
+				t.Fatalf("stream ended with %v", bounded(fmt.Sprint(err)))
+			}
+			ev := obs.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.StreamRefused })
+			if ev.Reason != xds.RefusedBadNode {
+				t.Fatalf("refused for %q", ev.Reason)
+			}
+			streams := obs.tracker.Streams()
+			if len(streams) != 1 {
+				t.Fatalf("tracker keeps %d streams, want the refused one", len(streams))
+			}
+			st := streams[0]
+			for name, v := range map[string]string{"Node": st.Node, "Cluster": st.Cluster, "Client": st.Client} {
+				if len(v) > 2<<10 {
+					t.Errorf("the tracker keeps %d bytes of %s", len(v), name)
+				}
+			}
+			if !strings.Contains(st.Node+st.Cluster+st.Client, "(3145728 bytes in all)") {
+				t.Errorf("the kept node does not say how long the field was: %q %q %q", bounded(st.Node), bounded(st.Cluster), bounded(st.Client))
+			}
+		})
 	}
 }

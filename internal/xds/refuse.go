@@ -17,7 +17,8 @@ const (
 	// RefusedIdentity: the node's id or cluster is not what its verified
 	// client certificate proves (Options.Identity).
 	RefusedIdentity = "identity_mismatch"
-	// RefusedBadNode: the node's id or cluster is too long.
+	// RefusedBadNode: the node's id, cluster, user_agent_name or
+	// user_agent_version is too long.
 	RefusedBadNode = "bad_node"
 	// RefusedResourceNames: a request named more resources than
 	// Options.MaxResourceNames.
@@ -56,8 +57,9 @@ func refuse(reason string, code codes.Code, format string, args ...any) error {
 const (
 	maxDetail = 4 << 10
 	maxLogged = 256
-	// maxNodeField bounds a node's id and cluster: they are in every log
-	// line and status entry of the stream.
+	// maxNodeField bounds a node's id, cluster and user agent name and
+	// version: they are in every log line and status entry of the stream,
+	// and the status tracker keeps them after the stream ends.
 	maxNodeField = 1024
 )
 
@@ -105,13 +107,17 @@ func busy(err error) error {
 	return err
 }
 
-// checkNode refuses a node whose id or cluster is too long to log, and,
+// checkNode refuses a node whose id, cluster or user agent is too long to
+// log or keep, and,
 // under an identity rule, a node its verified certificate does not prove.
 // A connection without a verified certificate may still claim any node:
 // it gets no Secrets (unless InsecureServeSecrets) and joins no group that
 // declares identities; requiring certificates is the TLS layer's job.
 func (st *stream) checkNode(node *corev3.Node) error {
-	for _, f := range []struct{ name, v string }{{"id", node.GetId()}, {"cluster", node.GetCluster()}} {
+	for _, f := range []struct{ name, v string }{
+		{"id", node.GetId()}, {"cluster", node.GetCluster()},
+		{"user_agent_name", node.GetUserAgentName()}, {"user_agent_version", node.GetUserAgentVersion()},
+	} {
 		if len(f.v) > maxNodeField {
 			return refuse(RefusedBadNode, codes.InvalidArgument, "node.%s is %d bytes; Pylon accepts at most %d", f.name, len(f.v), maxNodeField)
 		}
@@ -128,6 +134,22 @@ func (st *stream) checkNode(node *corev3.Node) error {
 			"node", node.GetId(), "insecure_serve_secrets", st.srv.opts.InsecureServeSecrets)
 	}
 	return nil
+}
+
+// claimedNode is what the stream keeps and reports of a node before it is
+// accepted: the fields people read (id, cluster, user agent), each bounded.
+// A refused stream's event carries it and the status tracker keeps it
+// after the stream is gone, so the node as sent (up to a 4 MiB request)
+// must not be what stays.
+func claimedNode(node *corev3.Node) *corev3.Node {
+	return &corev3.Node{
+		Id:      bounded(node.GetId(), maxNodeField),
+		Cluster: bounded(node.GetCluster(), maxNodeField),
+		// Only the name and the string version: the rest of the node
+		// (metadata, build version, extensions) is not reported.
+		UserAgentName:        bounded(node.GetUserAgentName(), maxNodeField),
+		UserAgentVersionType: &corev3.Node_UserAgentVersion{UserAgentVersion: bounded(node.GetUserAgentVersion(), maxNodeField)},
+	}
 }
 
 // checkNames refuses a request naming more resources than the server

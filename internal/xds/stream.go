@@ -32,8 +32,9 @@ type stream struct {
 	log     *slog.Logger
 
 	node *corev3.Node
-	// claimed is the node of the first request, before it is accepted:
-	// what a refusal at stream open reports.
+	// claimed is the node of the first request, before it is accepted,
+	// cut to the bounded fields people read (claimedNode): what a refusal
+	// at stream open reports.
 	claimed *corev3.Node
 	peer    string  // the client's address
 	conn    connKey // the client's connection, for eviction
@@ -452,7 +453,7 @@ func (st *stream) identify(node *corev3.Node) error {
 	if node == nil {
 		return status.Error(codes.InvalidArgument, "the first request on a stream must carry node")
 	}
-	st.claimed = node
+	st.claimed = claimedNode(node)
 	if err := st.checkNode(node); err != nil {
 		return err
 	}

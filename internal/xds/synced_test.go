@@ -34,8 +34,13 @@ func newTracked(srv func() *xdstest.Server) *tracked {
 }
 
 func (o *tracked) Observe(e xds.Event) {
-	info := status.Info{Node: e.Node.GetId()}
+	info := status.Info{
+		Node: e.Node.GetId(), Cluster: e.Node.GetCluster(),
+		Agent: e.Node.GetUserAgentName(), AgentVersion: e.Node.GetUserAgentVersion(),
+	}
 	switch e.Kind {
+	case xds.StreamRefused:
+		o.tracker.Refused(e.StreamID, info, e.Reason, e.Detail, e.At)
 	case xds.StreamOpened, xds.ResponseSent:
 		o.tracker.Seen(e.StreamID, info, e.Group, e.At)
 		if e.Kind == xds.ResponseSent && !e.Heartbeat {
