@@ -160,4 +160,18 @@ func TestFleetStatusAcrossReplicas(t *testing.T) {
 			t.Fatalf("/proxies on %s after edge-b moved: %q, want %q", r.id, got, moved)
 		}
 	}
+
+	// etcd away: A still lists its own proxy, live, and says the rest is
+	// partial, in /proxies and in pylon status.
+	srv.Stop()
+	var partial string
+	if !eventually(func() bool { got, partial = fleetProxies(t, a); return strings.HasPrefix(partial, "fleet status partial: etcd unreachable") }) {
+		t.Fatalf("/proxies on pylon-a with etcd stopped: %q, partial %q", got, partial)
+	}
+	if !strings.Contains(got, "edge-a@pylon-a:SYNCED") {
+		t.Errorf("/proxies on pylon-a with etcd stopped lost its own proxy: %q", got)
+	}
+	if out := a.cli(t, "status"); !strings.Contains(out, "PARTIAL: fleet status partial: etcd unreachable") {
+		t.Errorf("pylon status with etcd stopped does not say the list is partial:\n%s", out)
+	}
 }
