@@ -165,7 +165,10 @@ func TestFleetStatusAcrossReplicas(t *testing.T) {
 	// partial, in /proxies and in pylon status.
 	srv.Stop()
 	var partial string
-	if !eventually(func() bool { got, partial = fleetProxies(t, a); return strings.HasPrefix(partial, "fleet status partial: etcd unreachable") }) {
+	if !eventually(func() bool {
+		got, partial = fleetProxies(t, a)
+		return strings.HasPrefix(partial, "fleet status partial: etcd unreachable")
+	}) {
 		t.Fatalf("/proxies on pylon-a with etcd stopped: %q, partial %q", got, partial)
 	}
 	if !strings.Contains(got, "edge-a@pylon-a:SYNCED") {
