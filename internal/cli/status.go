@@ -7,9 +7,11 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -20,9 +22,12 @@ import (
 // The columns of `pylon status`, in istioctl proxy-status order.
 var statusTypes = []string{"CDS", "LDS", "EDS", "RDS", "SDS"}
 
-// proxyRow merges a node's open streams into one row.
+// proxyRow merges a node's open streams into one row: the streams of one
+// node id and one verified identity (a stream without a certificate that
+// claims a certified node's id gets its own row, not the node's states).
 type proxyRow struct {
 	node, group string
+	identity    string
 	replicas    []string // serving its streams, in order met
 	states      map[string]string
 	nacks       []string
@@ -42,11 +47,12 @@ func rows(streams []fleetStream) []*proxyRow {
 		if s.Gone != nil {
 			continue
 		}
-		r := byNode[s.Node]
+		key := s.Node + "\x00" + s.Identity
+		r := byNode[key]
 		if r == nil {
-			r = &proxyRow{node: s.Node, group: s.Group, states: map[string]string{}}
-			byNode[s.Node] = r
-			order = append(order, s.Node)
+			r = &proxyRow{node: s.Node, group: s.Group, identity: s.Identity, states: map[string]string{}}
+			byNode[key] = r
+			order = append(order, key)
 		}
 		if !slices.Contains(r.replicas, s.Replica) {
 			r.replicas = append(r.replicas, s.Replica)
@@ -54,7 +60,7 @@ func rows(streams []fleetStream) []*proxyRow {
 		for _, t := range s.Types {
 			r.states[t.Type] = t.State
 			if t.State == status.Nacked && t.LastNACK != nil {
-				r.nacks = append(r.nacks, fmt.Sprintf("%s %s rejected version %s: %s", s.Node, t.Type, t.LastNACK.Version, t.LastNACK.Detail))
+				r.nacks = append(r.nacks, fmt.Sprintf("%s %s rejected version %s: %s", printable(s.Node), t.Type, t.LastNACK.Version, printable(t.LastNACK.Detail)))
 			}
 		}
 	}
@@ -183,7 +189,11 @@ func proxyTable(out io.Writer, cfg pipeline.Status, streams []fleetStream) error
 	fmt.Fprintln(tw, "NAME\tGROUP\t"+strings.Join(statusTypes, "\t")+"\tREPLICA\tVERSION")
 	var nacks []string
 	for _, r := range rows(streams) {
-		cells := []string{r.node, r.group}
+		name := printable(r.node)
+		if r.identity != "" {
+			name += " (" + printable(r.identity) + ")"
+		}
+		cells := []string{name, r.group}
 		for _, t := range statusTypes {
 			s := r.states[t]
 			if s == "" || r.group == status.NoGroup {
@@ -204,7 +214,35 @@ func proxyTable(out io.Writer, cfg pipeline.Status, streams []fleetStream) error
 			fmt.Fprintln(out, n)
 		}
 	}
+	refusedStreams(out, streams)
 	return nil
+}
+
+// refusedStreams lists the streams Pylon ended on purpose (a certificate
+// for another node, a stalled client, a flood), which the table of open
+// streams would otherwise hide.
+func refusedStreams(out io.Writer, streams []fleetStream) {
+	first := true
+	for _, s := range streams {
+		if s.Refused == nil {
+			continue
+		}
+		if first {
+			fmt.Fprintln(out)
+			first = false
+		}
+		fmt.Fprintf(out, "%s refused at %s (%s): %s\n", printable(s.Node), s.Refused.At.Format(time.RFC3339), s.Refused.Reason, printable(s.Refused.Detail))
+	}
+}
+
+// printable escapes what a terminal would interpret (control characters,
+// escape sequences) in text a client chose: node ids, NACK details.
+func printable(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) < 0 {
+		return s
+	}
+	q := strconv.QuoteToGraphic(s)
+	return q[1 : len(q)-1]
 }
 
 // proxyDump mirrors the admin API's /proxies/{id}.
@@ -228,10 +266,17 @@ func proxyDetail(c adminClient, out io.Writer, id string, o output) error {
 		return fmt.Errorf("/proxies/%s: %w", id, err)
 	}
 	for _, s := range body.Streams {
-		fmt.Fprintf(out, "%s  stream %d  %s  group %s  replica %s\n", s.Node, s.ID, s.Kind, s.Group, s.Replica)
-		fmt.Fprintf(out, "  address %s  client %s  connected %s\n", s.Peer, s.Client, s.Since.Format(time.RFC3339))
+		fmt.Fprintf(out, "%s  stream %d  %s  group %s  replica %s\n", printable(s.Node), s.ID, s.Kind, s.Group, s.Replica)
+		identity := s.Identity
+		if identity == "" {
+			identity = "none (no verified client certificate)"
+		}
+		fmt.Fprintf(out, "  address %s  client %s  identity %s  connected %s\n", s.Peer, printable(s.Client), printable(identity), s.Since.Format(time.RFC3339))
 		if s.Gone != nil {
 			fmt.Fprintf(out, "  disconnected %s\n", s.Gone.Format(time.RFC3339))
+		}
+		if s.Refused != nil {
+			fmt.Fprintf(out, "  refused (%s): %s\n", s.Refused.Reason, printable(s.Refused.Detail))
 		}
 		var cfg struct {
 			Groups []struct {
@@ -257,10 +302,10 @@ func proxyDetail(c adminClient, out io.Writer, id string, o output) error {
 			}
 			fmt.Fprintln(out)
 			if n := t.LastNACK; n != nil {
-				fmt.Fprintf(out, "       last NACK of %s at %s: %s\n", n.Version, n.At.Format(time.TimeOnly), n.Detail)
+				fmt.Fprintf(out, "       last NACK of %s at %s: %s\n", n.Version, n.At.Format(time.TimeOnly), printable(n.Detail))
 			}
 			if t.State != status.Synced && len(cfg.Groups) == 1 {
-				for _, line := range diff(s.LastSent[t.Type], cfg.Groups[0].Resources[kindOf(t.Type)]) {
+				for _, line := range diff(s.LastSent[t.Type], cfg.Groups[0].Resources[kindOf(t.Type)], fullState[t.Type]) {
 					fmt.Fprintf(out, "       %s\n", line)
 				}
 			}
@@ -276,10 +321,16 @@ var kinds = map[string]string{
 
 func kindOf(abbrev string) string { return kinds[abbrev] }
 
+// fullState are the types a proxy takes whole (Listeners and Clusters);
+// the others it asks for by name, so a resource it was never sent may be
+// one it does not want.
+var fullState = map[string]bool{"CDS": true, "LDS": true}
+
 // diff compares what a proxy was last sent with what its group should run,
-// by resource name: "+" it lacks, "~" differs. (Names it holds that are
-// gone are not shown: a delta response lists only what changed.)
-func diff(sent, want []json.RawMessage) []string {
+// by resource name: "+" it lacks (only for full-state types), "~" differs.
+// (Names it holds that are gone are not shown: a delta response lists only
+// what changed.)
+func diff(sent, want []json.RawMessage, full bool) []string {
 	name := func(raw json.RawMessage) string {
 		var m struct {
 			Name        string `json:"name"`
@@ -299,8 +350,9 @@ func diff(sent, want []json.RawMessage) []string {
 	for _, r := range want {
 		n := name(r)
 		switch got, ok := have[n]; {
-		case !ok:
+		case !ok && full:
 			out = append(out, "+ "+n+" (not yet sent)")
+		case !ok:
 		case got != string(r):
 			out = append(out, "~ "+n+" (differs from what was sent)")
 		}
