@@ -117,6 +117,13 @@ func (st *deltaStream) respond(p *planner, w *deltaWatch, snap *snapshot.Snapsho
 	}
 	w.sentAny = true
 	w.version = set.Version()
+	if p.flags() != [3]bool{} {
+		// Something of the type is held back (a new resource waits for
+		// its cluster, a removed one stays): the client is not brought to
+		// the set's version, and its ACK must not say so. The planner's
+		// flags are this type's alone (pass clears them per type).
+		w.version = "partial-" + w.version
+	}
 	w.sentResponse(resp.Nonce, w.version, set, d, p.now)
 	st.publishView(&w.ledger, w.wildcard, w.names)
 	var sent []proto.Message
@@ -132,7 +139,7 @@ func (st *deltaStream) respond(p *planner, w *deltaWatch, snap *snapshot.Snapsho
 			}
 		})
 	}
-	st.observe(Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: set.Version(), Nonce: resp.Nonce, Resources: len(resources), Sent: sent, Removed: removed, Bytes: size})
+	st.observe(Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: w.version, Nonce: resp.Nonce, Resources: len(resources), Sent: sent, Removed: removed, Bytes: size})
 	st.log.Debug("sent", "type", w.typ.Abbrev, "system_version", resp.SystemVersionInfo, "nonce", resp.Nonce, "resources", len(resources), "removed", len(removed))
 	return nil
 }

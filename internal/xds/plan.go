@@ -221,6 +221,22 @@ func (p *planner) arrived(l *ledger, name string) (ok, nacked bool) {
 // held anything back.
 func (p *planner) flags() [3]bool { return [3]bool{p.held, p.rejected, p.waiting} }
 
+// clearFlags clears the outcome before planning one type of a pass and
+// returns the pass's outcome so far, for mergeFlags.
+func (p *planner) clearFlags() [3]bool {
+	f := p.flags()
+	p.held, p.rejected, p.waiting = false, false, false
+	return f
+}
+
+// mergeFlags reports whether the type planned since clearFlags held
+// anything back, and adds the pass's earlier outcome back.
+func (p *planner) mergeFlags(before [3]bool) bool {
+	own := p.flags() != [3]bool{}
+	p.held, p.rejected, p.waiting = p.held || before[0], p.rejected || before[1], p.waiting || before[2]
+	return own
+}
+
 // keep reports whether a resource gone from the snapshot must stay with the
 // client for now: something the client holds or was sent still names it
 // (make-before-break; the client's ACK of the change that stops naming it

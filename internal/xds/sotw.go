@@ -268,6 +268,10 @@ type outcome struct {
 	// step is set when next was reached from the held canon by the group's
 	// shared transition: what changed is listed there.
 	step *transition
+	// missing is set when a name the client subscribes to is in the set
+	// but not in next (held back): next is then not the set's version of
+	// the subscription, whatever it holds.
+	missing bool
 }
 
 // plan returns what the client should hold of the type after the next
@@ -281,6 +285,7 @@ func (w *watch) plan(p *planner, set *snapshot.Set) (outcome, bool) {
 		return o, changed
 	}
 	next := make(map[string]*snapshot.Resource, max(len(w.held), len(w.names)))
+	missing := false
 	consider := func(n string) {
 		if _, done := next[n]; done || !w.covers(n) {
 			return
@@ -299,6 +304,10 @@ func (w *watch) plan(p *planner, set *snapshot.Set) (outcome, bool) {
 			next[n] = r
 		case cur != nil:
 			next[n] = cur
+		default:
+			// A new resource held back: the client lacks a name of the
+			// set it subscribes to.
+			missing = true
 		}
 	}
 	if w.wildcard {
@@ -312,7 +321,7 @@ func (w *watch) plan(p *planner, set *snapshot.Set) (outcome, bool) {
 	for n := range w.held {
 		consider(n)
 	}
-	o := outcome{next: next}
+	o := outcome{next: next, missing: missing}
 	if c := w.shared.canonOf(next, set, w.sub); c != nil {
 		// The client gets exactly the set: share the group's copy, and let
 		// the next push take the shared transition.
@@ -367,7 +376,8 @@ func (w *watch) planShared(p *planner, set *snapshot.Set) (o outcome, changed, o
 // response builds the response giving the client o.next, each resource
 // encoded once in the snapshot and shared here (X8: names are unique, from
 // a map). The version is the type's version when next is exactly the
-// snapshot's, and otherwise a hash of what it holds.
+// snapshot's within the subscription (nothing changed held at its old
+// version, nothing new held back), and otherwise a hash of what it holds.
 //
 // For Listener and Cluster the response holds every resource the client
 // should have. For the other types it holds only what is new or changed
@@ -382,7 +392,7 @@ func (w *watch) response(o outcome, set *snapshot.Set, nonce string, ttl bool, n
 		names = o.as.names
 	} else {
 		names = make([]string, 0, len(next))
-		current = true
+		current = !o.missing
 		for n, r := range next {
 			names = append(names, n)
 			current = current && set.Get(n) == r

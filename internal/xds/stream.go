@@ -375,12 +375,16 @@ func pass[W typeWatch](st *stream, watches map[string]W, push func(*planner, W, 
 		if !st.holding && *settled != "" && *settled == version {
 			continue
 		}
-		before := p.flags()
+		// Whether this type held anything back is its own: a flag another
+		// type set earlier in the pass must not hide that this one holds
+		// back for the same reason (it would be marked settled and its
+		// client reported holding the version it lacks).
+		before := p.clearFlags()
 		if err := push(p, w, snap); err != nil {
 			return err
 		}
 		*settled = ""
-		if p.flags() == before {
+		if !p.mergeFlags(before) {
 			*settled = version
 		}
 		expect(st, w, t.URL, version, *settled == "")

@@ -4,7 +4,10 @@ import (
 	"testing"
 	"time"
 
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds"
@@ -197,5 +200,131 @@ func TestSyncedMeansSubscribedNamesLatestDelta(t *testing.T) {
 	}
 	if n := obs.count(func(e xds.Event) bool { return e.Kind == xds.RequestACK }); n != 2 {
 		t.Fatalf("%d ACKs reported, want 2: a repeated nonce is not an ACK", n)
+	}
+}
+
+// tcpListener is a listener proxying TCP to cluster: a Listener that must
+// wait for its cluster, as a route does.
+func tcpListener(name, cluster string, port uint32) *listenerv3.Listener {
+	l := ingress(name, "unused", port)
+	tcp, err := anypb.New(&tcpproxyv3.TcpProxy{StatPrefix: name, ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cluster}})
+	if err != nil {
+		panic(err)
+	}
+	l.FilterChains[0].Filters[0] = &listenerv3.Filter{Name: "tcp", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: tcp}}
+	return l
+}
+
+// A new route held back for a cluster the client has not ACKed is missing
+// from what the client holds: its type is STALE, not SYNCED, even when a
+// response of the type went out (another route changed) and was ACKed, and
+// when a type planned before it in the same pass (a Listener waiting for
+// the same cluster) held something back too. It is SYNCED once the route
+// is sent and ACKed.
+func TestHeldBackRouteNotSynced(t *testing.T) {
+	var srv *xdstest.Server
+	obs := newTracked(func() *xdstest.Server { return srv })
+	srv = xdstest.Start(t, xds.Options{Observer: obs, HoldTimeout: time.Minute})
+	srv.Publish(t, base()...)
+	s := xdstest.OpenADS(t, xdstest.Dial(t, srv.Addr), xdstest.Node("n1"))
+	for _, req := range []struct {
+		url   string
+		names []string
+	}{{cds, nil}, {lds, nil}, {rds, []string{"r1", "r2"}}} {
+		s.Request(req.url, req.names...)
+		r := s.RecvType(req.url)
+		s.ACK(r, req.names...)
+		obs.acked(t, "n1", r.Nonce)
+	}
+	if st := obs.state("n1", rds); st != status.Synced {
+		t.Fatalf("after its first config: RDS %s, want SYNCED", st)
+	}
+
+	// r1 changes (to a cluster the client has), r2 appears naming the new
+	// cluster c, and so does a new listener l2.
+	world := base()
+	world[5] = xdstest.Route("r1", "b")
+	world = append(world, xdstest.Cluster("c"), xdstest.Endpoints("c", 1003), tcpListener("l2", "c", 10001), xdstest.Route("r2", "c"))
+	srv.Publish(t, world...)
+	c := s.RecvType(cds) // not ACKed yet: l2 and r2 wait for it
+	r := s.RecvType(rds)
+	if got := names(t, r); len(got) != 1 || got[0] != "r1" {
+		t.Fatalf("routes %v sent before their cluster was ACKed, want [r1]", got)
+	}
+	s.ACK(r, "r1", "r2")
+	obs.acked(t, "n1", r.Nonce)
+	for _, url := range []string{lds, rds} {
+		if st := obs.state("n1", url); st != status.Stale {
+			t.Errorf("%s with a new resource held back, the response ACKed: %s, want STALE", url, st)
+		}
+	}
+
+	s.ACK(c)
+	l := s.RecvType(lds)
+	s.ACK(l)
+	obs.acked(t, "n1", l.Nonce)
+	r = s.RecvType(rds)
+	wantNames(t, r, "r1", "r2")
+	s.ACK(r, "r1", "r2")
+	obs.acked(t, "n1", r.Nonce)
+	for _, url := range []string{cds, lds, rds} {
+		if st := obs.state("n1", url); st != status.Synced {
+			t.Errorf("%s after everything is sent and ACKed: %s, want SYNCED", url, st)
+		}
+	}
+}
+
+// The same over delta: the response that changed r1 while r2 waits does
+// not bring the client to the set's version.
+func TestHeldBackRouteNotSyncedDelta(t *testing.T) {
+	var srv *xdstest.Server
+	obs := newTracked(func() *xdstest.Server { return srv })
+	srv = xdstest.Start(t, xds.Options{Observer: obs, HoldTimeout: time.Minute})
+	srv.Publish(t, base()...)
+	d := xdstest.OpenDeltaADS(t, xdstest.Dial(t, srv.Addr), xdstest.Node("n1"))
+	for _, req := range []struct {
+		url   string
+		names []string
+	}{{cds, nil}, {lds, nil}, {rds, []string{"r1", "r2"}}} {
+		d.Subscribe(req.url, req.names...)
+		r := d.RecvType(req.url)
+		d.ACK(r)
+		obs.acked(t, "n1", r.Nonce)
+	}
+	if st := obs.state("n1", rds); st != status.Synced {
+		t.Fatalf("after its first config: RDS %s, want SYNCED", st)
+	}
+
+	world := base()
+	world[5] = xdstest.Route("r1", "b")
+	world = append(world, xdstest.Cluster("c"), xdstest.Endpoints("c", 1003), tcpListener("l2", "c", 10001), xdstest.Route("r2", "c"))
+	srv.Publish(t, world...)
+	c := d.RecvType(cds)
+	r := d.RecvType(rds)
+	if len(r.Resources) != 1 || r.Resources[0].Name != "r1" {
+		t.Fatalf("%d routes sent before their cluster was ACKed, want r1 alone", len(r.Resources))
+	}
+	d.ACK(r)
+	obs.acked(t, "n1", r.Nonce)
+	for _, url := range []string{lds, rds} {
+		if st := obs.state("n1", url); st != status.Stale {
+			t.Errorf("%s with a new resource held back, the response ACKed: %s, want STALE", url, st)
+		}
+	}
+
+	d.ACK(c)
+	l := d.RecvType(lds)
+	d.ACK(l)
+	obs.acked(t, "n1", l.Nonce)
+	r = d.RecvType(rds)
+	if len(r.Resources) != 1 || r.Resources[0].Name != "r2" {
+		t.Fatalf("%d routes sent once the cluster was ACKed, want r2 alone", len(r.Resources))
+	}
+	d.ACK(r)
+	obs.acked(t, "n1", r.Nonce)
+	for _, url := range []string{cds, lds, rds} {
+		if st := obs.state("n1", url); st != status.Synced {
+			t.Errorf("%s after everything is sent and ACKed: %s, want SYNCED", url, st)
+		}
 	}
 }
