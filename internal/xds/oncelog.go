@@ -45,13 +45,30 @@ func newOnceSet(size int, log *slog.Logger) *onceSet {
 	}
 }
 
-// first reports whether key is new, and remembers it, and whether the rate
-// limit lets its line through.
+// first reports whether key is new and the rate limit lets its line
+// through, and then remembers it. A key whose line the limit drops is not
+// remembered: its next occurrence may still be logged, rather than lost
+// until the ring forgets it. The line about dropped lines is written after
+// the lock is released: a slow log sink must not hold up every stream.
 func (o *onceSet) first(key string) bool {
+	dropped, ok := o.admit(key)
+	if dropped > 0 {
+		o.log.Warn("log lines about clients were dropped by the rate limit; the metrics and /proxies still count every event", "dropped", dropped, "limit_per_second", logLinesPerSecond)
+	}
+	return ok
+}
+
+// admit is first under the lock; dropped is the count of lines dropped
+// since the last one let through, to be said now (0 for nothing to say).
+func (o *onceSet) admit(key string) (dropped int, ok bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if _, ok := o.seen[key]; ok {
-		return false
+	if _, seen := o.seen[key]; seen {
+		return 0, false
+	}
+	if !o.limit.Allow() {
+		o.suppressed++
+		return 0, false
 	}
 	if old := o.ring[o.next]; old != "" {
 		delete(o.seen, old)
@@ -59,13 +76,6 @@ func (o *onceSet) first(key string) bool {
 	o.ring[o.next] = key
 	o.next = (o.next + 1) % len(o.ring)
 	o.seen[key] = struct{}{}
-	if !o.limit.Allow() {
-		o.suppressed++
-		return false
-	}
-	if o.suppressed > 0 {
-		o.log.Warn("log lines about clients were dropped by the rate limit; the metrics and /proxies still count every event", "dropped", o.suppressed, "limit_per_second", logLinesPerSecond)
-		o.suppressed = 0
-	}
-	return true
+	dropped, o.suppressed = o.suppressed, 0
+	return dropped, true
 }

@@ -2,6 +2,7 @@ package xds
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -52,4 +53,51 @@ func TestOnceSetRateLimitsNewKeys(t *testing.T) {
 	if !strings.Contains(buf.String(), "dropped=") {
 		t.Fatalf("no line says how many were dropped: %q", buf.String())
 	}
+}
+
+// A key whose line the rate limit dropped is not remembered: once the
+// limiter refills, its next occurrence is logged. The line saying what was
+// dropped is written without the set's lock held.
+func TestOnceSetDroppedKeyLoggedLater(t *testing.T) {
+	h := &lockProbe{}
+	o := newOnceSet(100, slog.New(h))
+	h.o = o
+	o.limit.SetBurst(1)
+	o.limit.SetLimit(0)
+	if !o.first("a") {
+		t.Fatal("the first key was dropped")
+	}
+	if o.first("b") {
+		t.Fatal("the limiter let a second line through")
+	}
+	o.limit.SetLimit(1e9)
+	o.limit.SetBurst(10)
+	if !o.first("b") {
+		t.Fatal("a key dropped by the rate limit stays unlogged after the limiter refilled")
+	}
+	if o.first("b") {
+		t.Fatal("a logged key is new again")
+	}
+	if h.lines != 1 || h.locked != 0 {
+		t.Fatalf("%d dropped-lines lines, %d written under the lock; want 1, 0", h.lines, h.locked)
+	}
+}
+
+// lockProbe is a log handler noting whether o's lock is held as it writes.
+type lockProbe struct {
+	o             *onceSet
+	lines, locked int
+}
+
+func (h *lockProbe) Enabled(context.Context, slog.Level) bool { return true }
+func (h *lockProbe) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *lockProbe) WithGroup(string) slog.Handler            { return h }
+func (h *lockProbe) Handle(context.Context, slog.Record) error {
+	h.lines++
+	if h.o.mu.TryLock() {
+		h.o.mu.Unlock()
+	} else {
+		h.locked++
+	}
+	return nil
 }
