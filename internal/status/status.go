@@ -82,6 +82,9 @@ type Stream struct {
 	// than its group's version (some of the group's Secrets are withheld
 	// from it).
 	expected map[string]string
+	// implicit is how many of Types have no entry in expected, while the
+	// stream is open: its share of Tracker.implicit.
+	implicit int
 }
 
 // Refusal is why the server ended a stream: a reason from a small set
@@ -139,6 +142,10 @@ type Tracker struct {
 	// it, kept as each changes state: a metrics scrape reads these, in
 	// O(types x states), never walking the streams.
 	counts map[countKey]int
+	// implicit counts the open streams' types without an expected version
+	// of their own (Expect), which a publish must recount: with none, as
+	// in a running Pylon, a publish walks no stream.
+	implicit int
 }
 
 type countKey struct{ typ, state string }
@@ -200,7 +207,13 @@ type Info struct {
 func (t *Tracker) stream(id uint64, info Info, at time.Time) *Stream {
 	s := t.streams[id]
 	if s == nil {
-		s = &Stream{ID: id, Node: info.Node, Cluster: info.Cluster, Peer: info.Peer, Client: info.Agent + " " + info.AgentVersion, Kind: info.Kind, Identity: info.Identity, Since: at, Group: NoGroup}
+		// The strings are the client's and stay after the stream is gone:
+		// bounded here too, whatever the feeder already did.
+		s = &Stream{
+			ID: id, Node: cut(info.Node), Cluster: cut(info.Cluster), Peer: cut(info.Peer),
+			Client: cut(info.Agent + " " + info.AgentVersion), Kind: info.Kind, Identity: cut(info.Identity),
+			Since: at, Group: NoGroup,
+		}
 		t.streams[id] = s
 	}
 	return s
@@ -221,7 +234,28 @@ func (s *Stream) typ(url string, abbrev func(string) string) *Type {
 // typ returns stream id's entry of typeURL, creating both as needed.
 func (t *Tracker) typ(id uint64, info Info, typeURL string, at time.Time) (*Stream, *Type) {
 	s := t.stream(id, info, at)
-	return s, s.typ(typeURL, t.opts.Abbrev)
+	n := len(s.Types)
+	ty := s.typ(typeURL, t.opts.Abbrev)
+	if len(s.Types) != n {
+		t.reimplicit(s)
+	}
+	return s, ty
+}
+
+// reimplicit recomputes s's count of types without their own expected
+// version (zero once it is gone) and the tracker's total; call it whenever
+// s's types, expectations or openness change.
+func (t *Tracker) reimplicit(s *Stream) {
+	n := 0
+	if s.Gone == nil {
+		for _, ty := range s.Types {
+			if _, own := s.expected[ty.url]; !own {
+				n++
+			}
+		}
+	}
+	t.implicit += n - s.implicit
+	s.implicit = n
 }
 
 // recount moves ty of s to the counter of its current state. It returns
@@ -255,8 +289,11 @@ func (t *Tracker) uncount(s *Stream) {
 
 // recountImplicit recounts the open streams' types that have no expected
 // version of their own. The xds server reports one for every type it
-// serves, so this finds nothing to do in a running Pylon.
+// serves, so in a running Pylon there are none and nothing is walked.
 func (t *Tracker) recountImplicit() {
+	if t.implicit == 0 {
+		return
+	}
 	for _, s := range t.streams {
 		if s.Gone != nil {
 			continue
@@ -351,6 +388,7 @@ func (t *Tracker) Refused(id uint64, info Info, reason, detail string, at time.T
 	if s.Gone == nil {
 		t.uncount(s)
 		s.Gone = &at
+		t.reimplicit(s)
 		t.gone = append(t.gone, id)
 	}
 	t.prune(at)
@@ -371,6 +409,7 @@ func (t *Tracker) Closed(id uint64, at time.Time) {
 	if s := t.streams[id]; s != nil && s.Gone == nil {
 		t.uncount(s)
 		s.Gone = &at
+		t.reimplicit(s)
 		t.gone = append(t.gone, id)
 	}
 	t.prune(at)
@@ -403,6 +442,7 @@ func (t *Tracker) Expect(id uint64, info Info, typeURL, version string, at time.
 	case s.expected != nil:
 		delete(s.expected, typeURL)
 	}
+	t.reimplicit(s)
 	var synced time.Duration
 	for _, ty := range s.Types {
 		if ty.url == typeURL {

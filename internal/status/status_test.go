@@ -152,12 +152,19 @@ func TestCountsFollowStreams(t *testing.T) {
 			}
 		}
 		want := map[string]int{}
+		implicit := 0
 		for _, s := range tr.Streams() {
 			for _, ty := range s.Types {
 				if s.Gone == nil {
 					want[ty.Type+" "+ty.State]++
+					if _, own := s.expected[ty.url]; !own {
+						implicit++
+					}
 				}
 			}
+		}
+		if tr.implicit != implicit {
+			t.Fatalf("step %d: %d types without their own expected version kept, %d recomputed", step, tr.implicit, implicit)
 		}
 		got := map[string]int{}
 		for _, c := range tr.Counts() {
@@ -202,6 +209,25 @@ func fill(n int) *Tracker {
 	return tr
 }
 
+// A publish walks no stream when every open stream's types have their
+// own expected version, as the xds server reports for each.
+func TestPublishedWalksNothingWhenAllExpected(t *testing.T) {
+	tr := fill(1000)
+	if tr.implicit != 0 {
+		t.Fatalf("%d types without their own expected version, want 0", tr.implicit)
+	}
+	info := Info{Node: "late"}
+	tr.Seen(5000, info, "g", time.Now())
+	tr.Requested(5000, info, "cds", time.Now())
+	if tr.implicit != 1 {
+		t.Fatalf("%d types without their own expected version, want 1", tr.implicit)
+	}
+	tr.Closed(5000, time.Now())
+	if tr.implicit != 0 {
+		t.Fatalf("%d types without their own expected version once the stream is gone, want 0", tr.implicit)
+	}
+}
+
 // BenchmarkScrape is what a metrics scrape costs the tracker at 100 and
 // 10,000 streams.
 func BenchmarkScrape(b *testing.B) {
@@ -241,6 +267,15 @@ func TestRefused(t *testing.T) {
 	}
 	if n := tr.States(); n[Synced]+n[Stale]+n[Nacked]+n[NotSent] != 0 {
 		t.Fatalf("refused streams counted as open: %v", n)
+	}
+
+	// What a client sent is kept bounded, whatever the feeder passed on.
+	huge := string(make([]byte, 3<<20))
+	tr.Refused(3, Info{Node: huge, Cluster: huge, Agent: huge, AgentVersion: huge}, "bad_node", "", now)
+	for _, s := range tr.Streams() {
+		if s.ID == 3 && (len(s.Node) > 5000 || len(s.Cluster) > 5000 || len(s.Client) > 5000) {
+			t.Fatalf("kept %d, %d and %d bytes of a refused node's id, cluster and client", len(s.Node), len(s.Cluster), len(s.Client))
+		}
 	}
 }
 
