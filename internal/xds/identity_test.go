@@ -1,11 +1,14 @@
 package xds_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
@@ -16,6 +19,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
+	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
 const edgeSA = "spiffe://example.org/ns/edge/sa/"
@@ -179,4 +183,68 @@ func TestIdentityInsecureServeSecrets(t *testing.T) {
 	s := xdstest.OpenADS(t, m.dial(t, ""), xdstest.Node("anyone"))
 	s.Request(sds, "edge-1-key", "edge-ca")
 	wantNames(t, s.RecvType(sds), "edge-ca")
+}
+
+// Two certificates that differ only past the fourth DNS name (where
+// Identity.String stops listing them) are two identities: per-type streams
+// claiming the same node id under the other certificate do not share the
+// first one's make-before-break state, so its ACKs cannot release the
+// first client's route before that client has the cluster.
+func TestBoardKeyedOnEveryCertificateName(t *testing.T) {
+	ca := identitytest.NewCA(t, "pylon test CA")
+	rec := newRecorder()
+	srv := xdstest.StartTLS(t, xds.Options{Observer: rec, HoldTimeout: time.Minute}, ca.ServerConfig(t))
+	e := &env{srv: srv, rec: rec}
+	world := func(v int) []any { return append(payments(v), routeTable("other", "/", "web")) }
+	srv.Publish(t, world(1)...)
+	dial := func(last string) *grpc.ClientConn {
+		leaf := ca.Issue(t, "", "a.example", "b.example", "c.example", "d.example", last)
+		return xdstest.DialTLS(t, srv.Addr, ca.ClientConfig(&leaf))
+	}
+	// sotwType opens a per-type stream for names and ACKs its first
+	// response (a repeated request carries its nonce), returning it.
+	sotwType := func(conn *grpc.ClientConn, url string, names ...string) *xdstest.Stream {
+		s := xdstest.OpenType(t, conn, srv.Registry.Lookup(url), xdstest.Node("split"))
+		s.Request(url, names...)
+		s.RecvType(url)
+		s.Request(url, names...)
+		return s
+	}
+	mine := dial("e1.example")
+	c := sotwType(mine, cds)
+	sotwType(mine, eds, "payments-v1", "web")
+	rt := sotwType(mine, rds, "routes")
+	e.waitACKs(t, "split", cds, eds, rds)
+
+	// The other certificate's client claims the same node id and ACKs
+	// the new clusters and their endpoints at once.
+	theirs := dial("e2.example")
+	oc := sotwType(theirs, cds)
+	oe := sotwType(theirs, eds, "payments-v1", "web")
+	srv.Publish(t, world(2)...)
+	c.RecvType(cds) // not ACKed: "routes" must wait for it
+	acked := func(url string, r *discoveryv3.DiscoveryResponse) {
+		rec.wait(t, func(ev xds.Event) bool {
+			return ev.Kind == xds.RequestACK && ev.TypeURL == url && ev.Version == r.VersionInfo
+		})
+	}
+	cr := oc.RecvType(cds)
+	oc.Request(cds)
+	acked(cds, cr)
+	oe.Request(eds, "payments-v1", "payments-v2", "web")
+	er := oe.RecvType(eds)
+	oe.Request(eds, "payments-v1", "payments-v2", "web")
+	acked(eds, er)
+
+	// The answer to one more route shows where "routes" stands.
+	rt.Request(rds, "routes", "other")
+	for _, a := range rt.RecvType(rds).Resources {
+		m, err := a.UnmarshalNew()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if xdstype.NameOf(m) == "routes" && !slices.Contains(xdstest.Refs(m), "payments-v1") {
+			t.Fatalf("route shifted to %v on another certificate's ACKs", xdstest.Refs(m))
+		}
+	}
 }

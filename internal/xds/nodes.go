@@ -1,8 +1,12 @@
 package xds
 
 import (
+	"fmt"
 	"maps"
+	"strings"
 	"sync"
+
+	"github.com/pylon-xds/pylon/internal/identity"
 )
 
 // board lets the per-type streams of one node coordinate make-before-break:
@@ -37,6 +41,36 @@ func (v *view) book() *ledger { return &v.ledger }
 func (v *view) covers(name string) bool {
 	_, ok := v.names[name]
 	return ok || v.wildcard
+}
+
+// nodeBoardKey is the board entry of a node's per-type streams: its id and
+// everything its verified certificate proves (every name, not the shortened
+// text of Identity.String, which two certificates can share), each part
+// length-prefixed so that no choice of id and names can spell another's.
+// A client without the certificate of another cannot join that node's
+// streams by claiming its id.
+//
+// Streams without a verified certificate share one entry per node id: an
+// uncertified client claiming another uncertified node's id joins its
+// board and can feed its make-before-break false holdings (a route sent
+// before its cluster arrived, or held until HoldTimeout). That is kept on
+// purpose: per-type streams (gRPC's and Envoy's non-ADS modes) need the
+// board for make-before-break at all, and a deployment without client
+// certificates has already let anyone claim any node id and receive its
+// config; requiring certificates (the identity rule) is what closes both.
+func nodeBoardKey(id string, ident identity.Identity) string {
+	var b strings.Builder
+	part := func(s string) { fmt.Fprintf(&b, "%d:%s", len(s), s) }
+	part(id)
+	if !ident.Verified() {
+		return b.String() + "u"
+	}
+	b.WriteString("v")
+	part(ident.SPIFFE)
+	for _, n := range ident.DNS {
+		part(n) // all of them: Names leaves some out
+	}
+	return b.String()
 }
 
 func newBoard() *board { return &board{nodes: map[string]*nodeEntry{}} }

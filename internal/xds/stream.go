@@ -44,8 +44,7 @@ type stream struct {
 	// ident is what the connection's verified client certificate proves.
 	ident identity.Identity
 	// boardKey is the node id and identity under which per-type streams
-	// of one node share their state: a client without the certificate of
-	// another cannot join that node's streams by claiming its id.
+	// of one node share their state (nodeBoardKey).
 	boardKey string
 	// watch bounds each send (sendwatch.go).
 	watch *sendWatch
@@ -469,7 +468,7 @@ func (st *stream) identify(node *corev3.Node) error {
 	if st.ident.Verified() {
 		st.log = st.log.With("identity", st.ident.String())
 	}
-	st.boardKey = node.GetId() + "\x00" + st.ident.String()
+	st.boardKey = nodeBoardKey(node.GetId(), st.ident)
 	if st.typeURL != "" {
 		st.kick = make(chan struct{}, 1)
 		st.leave = st.srv.board.join(st.boardKey, st.kick)
