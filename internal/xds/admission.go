@@ -10,13 +10,16 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// admission protects the server from reconnect storms: it bounds how many
-// streams send their first, full-state responses at once, and how many new
-// streams start per second. Excess streams wait, up to maxWait (well under
+// admission protects the server from reconnect storms: it bounds the
+// slots for sending first, full-state responses, and how many new streams
+// start per second. A send holds its slot at most MaxSlotHold (the send
+// watch gives it back early, sendwatch.go), so with the default 1s the
+// slots bound initial sends started per second, not those in flight: a
+// client that does not read cannot keep a slot. Excess streams wait, up to maxWait (well under
 // the clients' 15 s does-not-exist timer); past it they are told to retry
 // with RESOURCE_EXHAUSTED rather than all being served slowly.
 type admission struct {
-	initial        chan struct{} // one token per concurrent initial send
+	initial        chan struct{} // one token per initial-send slot held
 	inFlight, peak atomic.Int64
 
 	mu      sync.Mutex

@@ -28,6 +28,9 @@ type sendWatch struct {
 	release func()    // the send's admission slot, nil once released
 	stalled bool      // the send in flight outlived stall
 	evicted bool
+	// stopped is set when the stream ended: a timer firing late, or a
+	// send begun after (a bug), never evicts a connection then.
+	stopped bool
 }
 
 // begin arms the watch for a send holding release (nil: no slot).
@@ -35,6 +38,9 @@ func (w *sendWatch) begin(release func()) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.started, w.release, w.stalled = time.Now(), release, false
+	if w.stopped {
+		return
+	}
 	if w.timer == nil {
 		w.timer = time.AfterFunc(w.stall, w.fire)
 	} else {
@@ -46,7 +52,9 @@ func (w *sendWatch) begin(release func()) {
 // watch has not, and reports whether the stream was evicted meanwhile.
 func (w *sendWatch) end() (evicted bool) {
 	w.mu.Lock()
-	w.timer.Stop()
+	if w.timer != nil { // nil for a send begun after stop
+		w.timer.Stop()
+	}
 	rel := w.release
 	w.started, w.release = time.Time{}, nil
 	evicted = w.evicted
@@ -64,7 +72,7 @@ func (w *sendWatch) stop() {
 	if w.timer != nil {
 		w.timer.Stop()
 	}
-	w.started = time.Time{}
+	w.started, w.stopped = time.Time{}, true
 }
 
 // fire runs when the timer expires. A send may have ended and another
@@ -72,7 +80,7 @@ func (w *sendWatch) stop() {
 // send in flight, not by which timer this is.
 func (w *sendWatch) fire() {
 	w.mu.Lock()
-	if w.started.IsZero() || w.evicted {
+	if w.started.IsZero() || w.evicted || w.stopped {
 		w.mu.Unlock()
 		return
 	}

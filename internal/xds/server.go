@@ -50,8 +50,12 @@ type Options struct {
 	// does not ACK cannot stall its stream. Default 15s, Envoy's initial
 	// fetch timeout.
 	HoldTimeout time.Duration
-	// MaxInitialSends bounds the streams sending their first, full-state
-	// responses at once (default 64; negative: no bound). NewStreamsPerSecond
+	// MaxInitialSends bounds the initial-send slots: a stream takes one to
+	// send its first, full-state response of a type (default 64; negative:
+	// no bound). A send keeps its slot at most MaxSlotHold, then gives it
+	// back even if it is still blocked on a client that does not read, so
+	// with the default 1s this bounds the initial sends started per second
+	// rather than those in flight. NewStreamsPerSecond
 	// bounds new streams (default 0: no bound). Waiting streams give up with
 	// RESOURCE_EXHAUSTED after AdmissionWait (default 10s, under the
 	// clients' 15s does-not-exist timer).
@@ -185,8 +189,10 @@ func New(opts Options) *Server {
 	}
 }
 
-// InitialSendsPeak is the most streams seen sending their first responses
-// at once: the admission bound at work.
+// InitialSendsPeak is the most initial-send slots seen held at once: the
+// admission bound at work. A send that outlives MaxSlotHold has given its
+// slot back and is no longer counted, so more first responses than this
+// may be in flight.
 func (s *Server) InitialSendsPeak() int64 { return s.admission.peak.Load() }
 
 // GRPCOptions are the gRPC server options the xDS server wants: the codec
@@ -208,7 +214,11 @@ func (s *Server) Listener(l net.Listener) net.Listener {
 }
 
 // evict closes the connection of a stream whose send stayed blocked past
-// the bound.
+// the bound. Only a connection accepted through Listener can be closed:
+// gRPC gives a handler no way to abort its own blocked SendMsg (cancelling
+// the stream's context is the transport's, not the handler's), so without
+// Listener the send stays blocked until the client reads or the connection
+// dies, and this only warns, once.
 func (s *Server) evict(k connKey) {
 	if s.conns.close(k) {
 		return
