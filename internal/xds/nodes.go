@@ -3,7 +3,6 @@ package xds
 import (
 	"fmt"
 	"maps"
-	"strings"
 	"sync"
 
 	"github.com/pylon-xds/pylon/internal/identity"
@@ -43,11 +42,9 @@ func (v *view) covers(name string) bool {
 	return ok || v.wildcard
 }
 
-// nodeBoardKey is the board entry of a node's per-type streams: its id and
-// everything its verified certificate proves (every name, not the shortened
-// text of Identity.String, which two certificates can share), each part
-// length-prefixed so that no choice of id and names can spell another's.
-// A client without the certificate of another cannot join that node's
+// nodeBoardKey is the board entry of a node's per-type streams: its id
+// (length-prefixed) and everything its verified certificate proves
+// (identityKey). A client without the certificate of another cannot join that node's
 // streams by claiming its id.
 //
 // Streams without a verified certificate share one entry per node id: an
@@ -59,18 +56,7 @@ func (v *view) covers(name string) bool {
 // certificates has already let anyone claim any node id and receive its
 // config; requiring certificates (the identity rule) is what closes both.
 func nodeBoardKey(id string, ident identity.Identity) string {
-	var b strings.Builder
-	part := func(s string) { fmt.Fprintf(&b, "%d:%s", len(s), s) }
-	part(id)
-	if !ident.Verified() {
-		return b.String() + "u"
-	}
-	b.WriteString("v")
-	part(ident.SPIFFE)
-	for _, n := range ident.DNS {
-		part(n) // all of them: Names leaves some out
-	}
-	return b.String()
+	return fmt.Sprintf("%d:%s", len(id), id) + identityKey(ident)
 }
 
 func newBoard() *board { return &board{nodes: map[string]*nodeEntry{}} }

@@ -125,6 +125,9 @@ type Server struct {
 	// withheldSnaps are the group snapshots less the Secrets some streams
 	// may not have, shared by the streams with the same entitlement.
 	withheldSnaps weakCache[withheldKey, withheld]
+	// entitlements are what each identity may have of each group
+	// snapshot, worked out once per fleet (entitle.go).
+	entitlements weakCache[entitledKey, entitled]
 	// conns are the connections accepted by Listener; slotHold and
 	// evictAfter bound sends (sendwatch.go).
 	conns                conns

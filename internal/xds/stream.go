@@ -55,6 +55,9 @@ type stream struct {
 	// logged about it.
 	withheld       *withheld
 	withheldLogged string
+	// entitled is where withheld comes from, shared with the streams of
+	// the same identity and group; held so the shared entry lives.
+	entitled *entitled
 	// opened is when the stream was accepted, for its disconnect line.
 	opened time.Time
 	// noGroupLogged keeps the "no matching group" warning to one a stream.
@@ -545,7 +548,11 @@ func (st *stream) useFleet(f *snapshot.Fleet) {
 	}
 	st.group = g
 	var why string
-	st.withheld, why = st.entitlement(f, g)
+	st.entitled = st.entitlement(f, g)
+	st.withheld = nil
+	if st.entitled != nil {
+		st.withheld, why = st.entitled.w, st.entitled.why
+	}
 	st.logWithheld(st.withheld, why)
 }
 
