@@ -314,18 +314,25 @@ func action(to []model.Target) *routev3.RouteAction {
 	return &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_WeightedClusters{WeightedClusters: wc}}
 }
 
-func match(m *model.RouteMatch) *routev3.RouteMatch {
+// pathMatch is a route match on the path: exact, regex or prefix, in that
+// order of precedence, else the prefix def.
+func pathMatch(path, regex string, prefix *string, def string) *routev3.RouteMatch {
 	out := &routev3.RouteMatch{}
 	switch {
-	case m.Path != "":
-		out.PathSpecifier = &routev3.RouteMatch_Path{Path: m.Path}
-	case m.Regex != "":
-		out.PathSpecifier = &routev3.RouteMatch_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: m.Regex}}
-	case m.Prefix != nil:
-		out.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: *m.Prefix}
+	case path != "":
+		out.PathSpecifier = &routev3.RouteMatch_Path{Path: path}
+	case regex != "":
+		out.PathSpecifier = &routev3.RouteMatch_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: regex}}
+	case prefix != nil:
+		out.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: *prefix}
 	default:
-		out.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: "/"}
+		out.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: def}
 	}
+	return out
+}
+
+func match(m *model.RouteMatch) *routev3.RouteMatch {
+	out := pathMatch(m.Path, m.Regex, m.Prefix, "/")
 	for _, h := range m.Headers {
 		out.Headers = append(out.Headers, headerMatch(h))
 	}
@@ -568,17 +575,9 @@ func grpcRetryPolicy(r *model.GRPCRetries) *routev3.RetryPolicy {
 // with binary (-bin) entries removed (compile refuses names that could never
 // match).
 func grpcMatch(m *model.GRPCMatch) *routev3.RouteMatch {
-	out := &routev3.RouteMatch{}
-	switch {
-	case m.Path != "":
-		out.PathSpecifier = &routev3.RouteMatch_Path{Path: m.Path}
-	case m.Regex != "":
-		out.PathSpecifier = &routev3.RouteMatch_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: m.Regex}}
-	case m.Prefix != nil:
-		out.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: *m.Prefix}
-	default:
-		out.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: ""}
-	}
+	// Without a path match every method: gRPC's paths all start with "/",
+	// but "" is how gRPC's own configs write the catch-all.
+	out := pathMatch(m.Path, m.Regex, m.Prefix, "")
 	for _, h := range m.Headers {
 		out.Headers = append(out.Headers, grpcHeaderMatch(h))
 	}
