@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"regexp"
@@ -24,7 +23,6 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/model"
-	"google.golang.org/grpc"
 	"sigs.k8s.io/yaml"
 
 	"github.com/pylon-xds/pylon/examples"
@@ -290,27 +288,11 @@ func drive(t *testing.T, reg *xdstype.Registry, pub *snapshot.Publisher, obs *da
 	waitGathered(t, obs, "pylon_push_latency_seconds", "pylon_first_sync_seconds", "pylon_xds_nacks_total", "pylon_xds_requests_ignored_total")
 }
 
-// serve runs a real xDS server reporting to obs on 127.0.0.1:0.
+// serve runs a real xDS server reporting to obs on 127.0.0.1:0, as
+// xdstest starts it (the daemon's gRPC options and tracked listener).
 func serve(t *testing.T, reg *xdstype.Registry, pub *snapshot.Publisher, obs *daemon.Observability) string {
 	t.Helper()
-	srv := xds.New(xds.Options{Registry: reg, Fleets: pub, Observer: obs.Observer, Identifier: "deploy-test"})
-	g := grpc.NewServer(srv.GRPCOptions()...)
-	srv.Register(g)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = g.Serve(srv.Listener(lis))
-	}()
-	t.Cleanup(func() {
-		srv.Shutdown()
-		g.Stop()
-		<-done
-	})
-	return lis.Addr().String()
+	return xdstest.Start(t, xds.Options{Registry: reg, Fleets: pub, Observer: obs.Observer, Identifier: "deploy-test"}).Addr
 }
 
 // waitGathered waits (bounded) until each named family has a series: the
