@@ -76,6 +76,10 @@ type Options struct {
 	// Degraded, the replica still serves its last good config: /readyz
 	// stays 200 and says "degraded", /status carries the reason.
 	Degraded func() (bool, string)
+	// Draining reports whether this replica is handing its proxies over to
+	// the others (a graceful stop): /readyz answers 503 so that load
+	// balancers and new proxies go elsewhere. Nil: never.
+	Draining func() bool
 	// Version is the Pylon build version.
 	Version string
 	// Logger receives the audit line of every admin write ("admin write")
@@ -85,6 +89,9 @@ type Options struct {
 
 // readyzDegraded is what the open /readyz says of an unreachable store.
 const readyzDegraded = "config store unreachable: serving the last good config, writes refused; the cause is in GET /status"
+
+// readyzDraining is what /readyz says of a replica in its graceful stop.
+const readyzDraining = "stopping: handing its proxies over to the other replicas"
 
 // degraded is Degraded, false when there is none.
 func (o Options) degraded() (bool, string) {
@@ -168,6 +175,12 @@ func handler(o Options, l *limiter) http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		// A draining replica is on its way out whatever else holds: new
+		// proxies belong on the others.
+		if o.Draining != nil && o.Draining() {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining", "reason": readyzDraining})
+			return
+		}
 		// Ready once a config is being served. A refused later change does
 		// not make Pylon unready: the last good config is still served.
 		if o.Pipeline.Status().Version == "" {

@@ -78,3 +78,26 @@ func TestReadyzNoDegradedSource(t *testing.T) {
 		t.Fatalf("/status: %d %s (%v)", code, body, err)
 	}
 }
+
+// TestReadyzDraining: a draining replica answers 503 "draining" even while
+// it still serves a config and its store is reachable, so that load
+// balancers stop sending it new proxies; before and after it is ready.
+func TestReadyzDraining(t *testing.T) {
+	var draining atomic.Bool
+	h := newHarness(t, Options{Token: writeTok, ReadToken: readTok, Draining: draining.Load}, nil)
+	h.src.status = pipeline.Status{Version: "v1"}
+	check := func(wantCode int, want map[string]string) {
+		t.Helper()
+		code, body := h.do(t, "GET", "/readyz", "", nil)
+		var got map[string]string
+		if err := json.Unmarshal([]byte(body), &got); err != nil || code != wantCode {
+			t.Fatalf("/readyz: %d %s (%v), want %d", code, body, err, wantCode)
+		}
+		if len(got) != len(want) || got["status"] != want["status"] || got["reason"] != want["reason"] {
+			t.Fatalf("/readyz: %v, want %v", got, want)
+		}
+	}
+	check(http.StatusOK, map[string]string{"status": "ready"})
+	draining.Store(true)
+	check(http.StatusServiceUnavailable, map[string]string{"status": "draining", "reason": readyzDraining})
+}

@@ -8,6 +8,19 @@ import (
 	"github.com/pylon-xds/pylon/internal/daemon"
 )
 
+// defaultDrainPeriod is --drain-period's default where other replicas
+// may take the proxies over.
+const defaultDrainPeriod = 30 * time.Second
+
+// drainDefault turns the drain off with the embedded store unless it was
+// asked for: that store is one replica's alone, so its proxies have nowhere
+// to go, and the next process cannot open the store until this one stops.
+func drainDefault(o *daemon.Options, set bool) {
+	if !set && o.ConfigPath == "" && o.Store != daemon.StoreEtcd {
+		o.DrainPeriod = 0
+	}
+}
+
 func newServe(g *globals, a *adminFlags) *cobra.Command {
 	var o daemon.Options
 	cmd := &cobra.Command{
@@ -43,6 +56,7 @@ Certificate files are re-read when they change; open streams stay up.`,
 			o.AdminAddr = a.addr
 			o.DataDir = a.dataDir
 			o.AdminInsecure = a.insecure
+			drainDefault(&o, cmd.Flags().Changed("drain-period"))
 			if cmd.Flags().Changed("read-token-file") {
 				o.ReadTokenFile = a.readTokenFile
 			}
@@ -57,13 +71,14 @@ Certificate files are re-read when they change; open streams stay up.`,
 	f.DurationVar(&o.DebounceQuiet, "debounce", 100*time.Millisecond, "reload once config files have been quiet this long")
 	f.DurationVar(&o.DebounceMax, "debounce-max", time.Second, "reload at most this long after the first change of a burst")
 	f.DurationVar(&o.Resync, "resync", 30*time.Second, "re-read the config this often even without file events (negative: never)")
-	f.DurationVar(&o.ShutdownGrace, "shutdown-grace", 10*time.Second, "how long a graceful stop may take")
+	f.DurationVar(&o.ShutdownGrace, "shutdown-grace", 10*time.Second, "how long a graceful stop may take after the drain")
+	f.DurationVar(&o.DrainPeriod, "drain-period", defaultDrainPeriod, "on SIGTERM or SIGINT: report not ready, take no new streams and end the open ones spread over this long, so proxies move to the other replicas as a trickle; a second signal stops at once (0 with the embedded bolt store unless set: no other replica can exist)")
 	f.StringVar(&o.Identifier, "id", defaultIdentifier(), "this replica's name, sent as control_plane.identifier")
 	f.DurationVar(&o.HoldTimeout, "hold-timeout", 15*time.Second, "longest a stream holds back a route for a client to ACK the clusters it names (make-before-break)")
 	f.IntVar(&o.MaxInitialSends, "max-initial-sends", 64, "streams sending their first, full-state responses at once (reconnect storms; negative: no bound)")
 	f.Float64Var(&o.NewStreamsPerSecond, "new-streams-per-second", 0, "new xDS streams admitted per second, excess waiting up to 10s then told to retry (0: no bound)")
 	f.DurationVar(&o.MaxConnectionAge, "max-connection-age", 0, "close client connections after this long so load rebalances across replicas (0: never)")
-	f.DurationVar(&o.MaxConnectionAgeGrace, "max-connection-age-grace", 0, "extra time open streams get when a connection reaches its maximum age")
+	f.DurationVar(&o.MaxConnectionAgeGrace, "max-connection-age-grace", 0, "extra time open streams get when a connection reaches its maximum age (0: the default)")
 	f.BoolVar(&o.SuppressDeltaNotFound, "delta-suppress-not-found", false, "do not list subscribed names that do not exist in delta removed_resources (for old Envoys that took it as an unsubscription)")
 	addSecurityFlags(cmd, &o)
 	addStoreFlags(cmd, &o)

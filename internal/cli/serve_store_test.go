@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pylon-xds/pylon/internal/daemon"
 	"github.com/pylon-xds/pylon/internal/store/etcd/etcdtest"
 )
 
@@ -65,4 +66,28 @@ func waitStatus(t *testing.T, d *testPylon, ok func(string) bool) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("status never as expected; last:\n%s", out)
+}
+
+// --drain-period defaults to 30s where other replicas can take the proxies
+// over (etcd, file mode) and to none with the embedded store, unless given.
+func TestDrainPeriodDefault(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		o      daemon.Options
+		set    bool
+		period time.Duration
+		want   time.Duration
+	}{
+		{"bolt", daemon.Options{Store: daemon.StoreBolt}, false, defaultDrainPeriod, 0},
+		{"bolt, set", daemon.Options{Store: daemon.StoreBolt}, true, 5 * time.Second, 5 * time.Second},
+		{"etcd", daemon.Options{Store: daemon.StoreEtcd}, false, defaultDrainPeriod, defaultDrainPeriod},
+		{"file mode", daemon.Options{Store: daemon.StoreBolt, ConfigPath: "pylon.yaml"}, false, defaultDrainPeriod, defaultDrainPeriod},
+	} {
+		o := c.o
+		o.DrainPeriod = c.period
+		drainDefault(&o, c.set)
+		if o.DrainPeriod != c.want {
+			t.Errorf("%s: drain period %v, want %v", c.name, o.DrainPeriod, c.want)
+		}
+	}
 }

@@ -71,8 +71,14 @@ type Options struct {
 	// Resync re-reads the config this often (default 30s; negative
 	// disables).
 	Resync time.Duration
-	// ShutdownGrace bounds a graceful stop (default 10s).
+	// ShutdownGrace bounds a graceful stop (default 10s) after the drain.
 	ShutdownGrace time.Duration
+	// DrainPeriod is how long a graceful stop spends handing the proxies
+	// over to other replicas before it stops (see xds.Server.Drain): not
+	// ready at once, no new streams, the open ones ended spread over the
+	// period. Zero: no drain (the CLI's default is 30s, but 0 with the
+	// embedded bolt store, where no other replica can exist).
+	DrainPeriod time.Duration
 	// Identifier names this replica in xDS responses and the admin API.
 	Identifier string
 	// SuppressDeltaNotFound, HoldTimeout, MaxInitialSends and
