@@ -37,6 +37,11 @@ const (
 	// withheld from the stream are not counted. Reported for each type the
 	// client asks for, and again whenever it changes.
 	ExpectedVersion
+	// ResponseSpared: a SotW client reconnecting with version_info Version
+	// of TypeURL already holds exactly what the server would send (X24), so
+	// nothing is sent: treat it as sent and ACKed at Version. Resources and
+	// Bytes are what the spared response would have carried.
+	ResponseSpared
 )
 
 // Event is one thing that happened on a stream, reported to the Observer
