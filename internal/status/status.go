@@ -58,6 +58,10 @@ type Type struct {
 	// so that the first sync is timed once.
 	counted    string
 	everSynced bool
+	// ackedSince is when the version in ACKed was first ACKed on the
+	// stream (a later ACK of the same version does not move it): when the
+	// proxy took the change, for the rollout.
+	ackedSince time.Time
 }
 
 // Stream is one xDS stream of a proxy.
@@ -146,6 +150,10 @@ type Tracker struct {
 	// of their own (Expect), which a publish must recount: with none, as
 	// in a running Pylon, a publish walks no stream.
 	implicit int
+	// latency keeps the newest push latencies per type name; change is
+	// the newest change, for Rollout.
+	latency map[string]*ring
+	change  rolloutState
 }
 
 type countKey struct{ typ, state string }
@@ -164,7 +172,7 @@ func NewTracker(opts Options) *Tracker {
 	if opts.MaxGone == 0 {
 		opts.MaxGone = 1000
 	}
-	return &Tracker{opts: opts, streams: map[uint64]*Stream{}, accepted: map[string]time.Time{}, counts: map[countKey]int{}}
+	return &Tracker{opts: opts, streams: map[uint64]*Stream{}, accepted: map[string]time.Time{}, counts: map[countKey]int{}, latency: map[string]*ring{}}
 }
 
 // maxAccepted bounds the versions remembered for push latency.
@@ -178,6 +186,7 @@ func (t *Tracker) Published(versions map[string][]string, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.recountImplicit()
+	t.noteChange(versions, at)
 	for url, vs := range versions {
 		for _, v := range vs {
 			k := url + "\x00" + v
@@ -356,9 +365,20 @@ func (t *Tracker) ACKed(id uint64, info Info, typeURL string, st Stamp) {
 	t.mu.Lock()
 	s, ty := t.typ(id, info, typeURL, st.At)
 	first := ty.ACKed == nil || ty.ACKed.Version != st.Version
+	if first {
+		ty.ackedSince = st.At
+	}
 	ty.ACKed = &st
 	accepted, known := t.accepted[typeURL+"\x00"+st.Version]
 	push := first && known && accepted.After(s.Since)
+	if push {
+		r := t.latency[ty.Type]
+		if r == nil {
+			r = &ring{}
+			t.latency[ty.Type] = r
+		}
+		r.add(st.At.Sub(accepted))
+	}
 	synced := t.recount(s, ty, st.At)
 	t.mu.Unlock()
 	if push && t.opts.OnLatency != nil {

@@ -1,0 +1,213 @@
+package status
+
+import (
+	"slices"
+	"sort"
+	"time"
+)
+
+// What the dashboard reads besides the streams: recent push latencies per
+// type, and how far the newest change has got. Both are kept bounded.
+
+// latencySamples is how many recent push latencies are kept per type: a
+// fixed window, so that percentiles describe the last few changes and the
+// memory does not grow with the fleet's history.
+const latencySamples = 1024
+
+// ring holds the newest latencySamples durations.
+type ring struct {
+	d    []time.Duration
+	next int
+	n    uint64 // every sample ever added
+}
+
+func (r *ring) add(d time.Duration) {
+	r.n++
+	if len(r.d) < latencySamples {
+		r.d = append(r.d, d)
+		return
+	}
+	r.d[r.next] = d
+	r.next = (r.next + 1) % latencySamples
+}
+
+// Latency is the push latency of changes to one type, over the newest
+// Window samples: the time from a change's acceptance to each proxy's
+// first ACK of it.
+type Latency struct {
+	Type   string        `json:"type"`
+	Window int           `json:"window"` // samples the percentiles are over
+	Total  uint64        `json:"total"`  // samples since start
+	P50    time.Duration `json:"p50"`
+	P90    time.Duration `json:"p90"`
+	P99    time.Duration `json:"p99"`
+	Max    time.Duration `json:"max"`
+}
+
+// Latencies returns the push latency percentiles per type name, sorted by
+// type; types without a push yet are left out.
+func (t *Tracker) Latencies() []Latency {
+	t.mu.Lock()
+	samples := make(map[string][]time.Duration, len(t.latency))
+	totals := make(map[string]uint64, len(t.latency))
+	for typ, r := range t.latency {
+		samples[typ] = slices.Clone(r.d)
+		totals[typ] = r.n
+	}
+	t.mu.Unlock()
+	out := make([]Latency, 0, len(samples))
+	for typ, d := range samples {
+		slices.Sort(d)
+		out = append(out, Latency{
+			Type: typ, Window: len(d), Total: totals[typ],
+			P50: quantile(d, 0.50), P90: quantile(d, 0.90), P99: quantile(d, 0.99), Max: d[len(d)-1],
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
+	return out
+}
+
+// quantile is the nearest-rank q-quantile of sorted, non-empty d.
+func quantile(d []time.Duration, q float64) time.Duration {
+	i := int(q*float64(len(d))+0.999999) - 1
+	return d[min(max(i, 0), len(d)-1)]
+}
+
+// rolloutState is the newest change: when it was accepted and the type
+// versions it introduced (type URL + "\x00" + version), bounded by the
+// types times the groups of one fleet.
+type rolloutState struct {
+	at   time.Time
+	keys map[string]bool
+}
+
+// maxPending bounds the streams a rollout lists as not done yet; the rest
+// are counted.
+const maxPending = 100
+
+// Rollout is how far the newest change has got, per group, on this
+// tracker's open streams.
+type Rollout struct {
+	// At is when the change was accepted (zero before the first).
+	At     time.Time      `json:"at,omitzero"`
+	Groups []GroupRollout `json:"groups"`
+}
+
+// GroupRollout is one group's progress. A stream takes part when it should
+// hold a type version the change introduced; it is done once it has ACKed
+// every such version, at the time of the last of those first ACKs.
+type GroupRollout struct {
+	Group string `json:"group"`
+	// Total counts the streams taking part, Done those that are done.
+	Total int `json:"total"`
+	Done  int `json:"done"`
+	// DoneAfter is, sorted, how long after At each done stream finished
+	// (a stream that connected after At finishes when it ACKs).
+	DoneAfter []time.Duration `json:"-"`
+	// Pending lists streams not done yet (at most maxPending; PendingTotal
+	// counts them all).
+	Pending      []PendingStream `json:"pending"`
+	PendingTotal int             `json:"pendingTotal"`
+}
+
+// PendingStream is a stream that has not ACKed the newest change, and the
+// states of its types.
+type PendingStream struct {
+	Stream uint64            `json:"stream"`
+	Node   string            `json:"node"`
+	States map[string]string `json:"states"`
+}
+
+// noteChange records the type versions of a publish that were new, as the
+// newest change. A publish that introduced nothing new (the same content
+// again) leaves the newest change as it was. Called locked, with the
+// accepted set not yet updated.
+func (t *Tracker) noteChange(versions map[string][]string, at time.Time) {
+	keys := map[string]bool{}
+	for url, vs := range versions {
+		for _, v := range vs {
+			if k := url + "\x00" + v; v != "" {
+				if _, known := t.accepted[k]; !known {
+					keys[k] = true
+				}
+			}
+		}
+	}
+	if len(keys) > 0 {
+		t.change = rolloutState{at: at, keys: keys}
+	}
+}
+
+// Rollout reports, per group, which open streams have ACKed the newest
+// change and when. It walks the open streams: call it per page view, not
+// per event.
+func (t *Tracker) Rollout() Rollout {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := Rollout{At: t.change.at, Groups: []GroupRollout{}}
+	if len(t.change.keys) == 0 {
+		return out
+	}
+	byGroup := map[string]*GroupRollout{}
+	for _, s := range t.streams {
+		if s.Gone != nil || s.Group == NoGroup {
+			continue
+		}
+		part, done, at := t.progress(s)
+		if !part {
+			continue
+		}
+		g := byGroup[s.Group]
+		if g == nil {
+			g = &GroupRollout{Group: s.Group, Pending: []PendingStream{}}
+			byGroup[s.Group] = g
+		}
+		g.Total++
+		if done {
+			g.Done++
+			g.DoneAfter = append(g.DoneAfter, max(at.Sub(t.change.at), 0))
+			continue
+		}
+		g.PendingTotal++
+		g.Pending = append(g.Pending, t.pending(s))
+	}
+	for _, g := range byGroup {
+		slices.Sort(g.DoneAfter)
+		sort.Slice(g.Pending, func(i, j int) bool { return g.Pending[i].Node < g.Pending[j].Node })
+		if len(g.Pending) > maxPending {
+			g.Pending = g.Pending[:maxPending]
+		}
+		out.Groups = append(out.Groups, *g)
+	}
+	sort.Slice(out.Groups, func(i, j int) bool { return out.Groups[i].Group < out.Groups[j].Group })
+	return out
+}
+
+// progress says whether s takes part in the newest change, whether it is
+// done, and when it finished.
+func (t *Tracker) progress(s *Stream) (part, done bool, at time.Time) {
+	done = true
+	for _, ty := range s.Types {
+		t.state(s, ty) // sets ty.Expected
+		if !t.change.keys[ty.url+"\x00"+ty.Expected] {
+			continue
+		}
+		part = true
+		if ty.ACKed == nil || ty.ACKed.Version != ty.Expected {
+			done = false
+			continue
+		}
+		if ty.ackedSince.After(at) {
+			at = ty.ackedSince
+		}
+	}
+	return part, done, at
+}
+
+func (t *Tracker) pending(s *Stream) PendingStream {
+	p := PendingStream{Stream: s.ID, Node: s.Node, States: map[string]string{}}
+	for _, ty := range s.Types {
+		p.States[ty.Type] = t.state(s, ty)
+	}
+	return p
+}
