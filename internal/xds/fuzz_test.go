@@ -2,9 +2,14 @@ package xds_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,12 +49,14 @@ func fuzzWorlds(t testing.TB, reg *xdstype.Registry) []*snapshot.Snapshot {
 type published struct {
 	setVersions map[string]map[string]bool
 	encodings   map[string]map[string]bool // type -> name + "\x00" + bytes
-	versions    map[string]map[string]bool // type -> name + "\x00" + version
-	total       int
+	// encoded is the version of each encoding: type -> name + "\x00" + bytes.
+	encoded  map[string]map[string]string
+	versions map[string]map[string]bool // type -> name + "\x00" + version
+	total    int
 }
 
 func publishedOf(snaps []*snapshot.Snapshot) *published {
-	p := &published{setVersions: map[string]map[string]bool{}, encodings: map[string]map[string]bool{}, versions: map[string]map[string]bool{}}
+	p := &published{setVersions: map[string]map[string]bool{}, encodings: map[string]map[string]bool{}, versions: map[string]map[string]bool{}, encoded: map[string]map[string]string{}}
 	add := func(m map[string]map[string]bool, k1, k2 string) {
 		if m[k1] == nil {
 			m[k1] = map[string]bool{}
@@ -63,6 +70,10 @@ func publishedOf(snaps []*snapshot.Snapshot) *published {
 			for _, n := range set.Names() {
 				r := set.Get(n)
 				add(p.encodings, url, n+"\x00"+string(r.Any.GetValue()))
+				if p.encoded[url] == nil {
+					p.encoded[url] = map[string]string{}
+				}
+				p.encoded[url][n+"\x00"+string(r.Any.GetValue())] = r.Version
 				add(p.versions, url, n+"\x00"+r.Version)
 				p.total++
 			}
@@ -173,8 +184,15 @@ func (fs *fuzzStream) checkResponse(t *testing.T, reg *xdstype.Registry, pub *pu
 	case *discoveryv3.DiscoveryResponse:
 		typeURL = r.TypeUrl
 		fs.nonces[typeURL], fs.versions[typeURL] = r.Nonce, r.VersionInfo
-		if !pub.setVersions[typeURL][r.VersionInfo] && !strings.HasPrefix(r.VersionInfo, "partial-") {
-			t.Fatalf("%s response at version %q, never published", typeURL, r.VersionInfo)
+		if !pub.setVersions[typeURL][r.VersionInfo] && !heldVersionRE.MatchString(r.VersionInfo) {
+			t.Fatalf("%s response at version %q, neither a set's version nor a hash of what the client holds", typeURL, r.VersionInfo)
+		}
+		if typ := reg.Lookup(typeURL); typ != nil && typ.FullState {
+			// A full-state response is all the client holds: its version
+			// must be the hash of exactly its resources (X24).
+			if want := responseVersion(pub, r); r.VersionInfo != want && r.VersionInfo != "partial-"+want {
+				t.Fatalf("%s response at version %q, want the hash %q of what it holds", typeURL, r.VersionInfo, want)
+			}
 		}
 		for _, a := range r.Resources {
 			m, err := a.UnmarshalNew()
@@ -222,6 +240,37 @@ func (fs *fuzzStream) checkResponse(t *testing.T, reg *xdstype.Registry, pub *pu
 			t.Fatalf("%s response names %q, which the stream never subscribed to (asked %v)", typeURL, n, fs.asked[typeURL])
 		}
 	}
+}
+
+// heldVersionRE is what a SotW version that is not a set's looks like: a
+// hash of what the client holds, "partial-" when make-before-break holds
+// something back.
+var heldVersionRE = regexp.MustCompile(`^(partial-)?[0-9a-f]{16}$`)
+
+// responseVersion is the version a SotW response holding exactly its
+// resources should carry: the hash of their (name, version) pairs in name
+// order, each string length-prefixed, as a set's version is computed.
+func responseVersion(pub *published, r *discoveryv3.DiscoveryResponse) string {
+	pairs := map[string]string{}
+	var names []string
+	for _, a := range r.Resources {
+		m, err := a.UnmarshalNew()
+		if err != nil {
+			return ""
+		}
+		n := xdstype.NameOf(m)
+		names = append(names, n)
+		pairs[n] = pub.encoded[r.TypeUrl][n+"\x00"+string(a.GetValue())]
+	}
+	slices.Sort(names)
+	h := sha256.New()
+	for _, n := range names {
+		for _, s := range []string{n, pairs[n]} {
+			h.Write(binary.LittleEndian.AppendUint64(nil, uint64(len(s))))
+			h.Write([]byte(s))
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 // FuzzStreamRequests drives a stream of either variant with requests

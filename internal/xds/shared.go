@@ -1,6 +1,9 @@
 package xds
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"hash/maphash"
 	"maps"
 	"runtime"
@@ -192,14 +195,24 @@ type canon struct {
 	names []string
 	// missing counts the subscription's explicit names not in the set.
 	missing int
+	// version is the version_info of a SotW response leaving a client
+	// with exactly this canon: it identifies what the client holds, so
+	// that a reconnecting client's version says what it has (X24).
+	version string
 
 	mu sync.Mutex
 	// step is the latest transition computed from here: a push moves every
 	// stream of a group from the same canon to the same next one. initial
 	// is the transition to here from nothing.
 	step, initial *transition
-	// all is every resource, wrapped for a response.
-	all wrapped
+	// all is every resource, wrapped for a response; sizes are the
+	// encoded sizes of a SotW response holding them (without and with
+	// TTLs), for what a spared resend saved (X24).
+	all   wrapped
+	sizes [2]struct {
+		once sync.Once
+		n    int
+	}
 	// types are the type URLs the resources refer to, sorted; ready
 	// memoizes, per resource that must follow these ones and per state of
 	// the client's ledgers of types, whether everything it names arrived.
@@ -329,6 +342,17 @@ func (c *canon) messages() []proto.Message { return c.all.forStatus(c.names, c.h
 // sotw is every resource of the canon for a response.
 func (c *canon) sotw(ttl bool) []*anypb.Any { return c.all.forSotW(c.names, c.held, ttl) }
 
+// sotwSize is the encoded size of the SotW response of typeURL holding
+// every resource of the canon at its version (the nonce and control plane
+// left out), measured once.
+func (c *canon) sotwSize(typeURL string, ttl bool) int {
+	l := &c.sizes[variant(ttl)]
+	l.once.Do(func() {
+		l.n = proto.Size(&discoveryv3.DiscoveryResponse{VersionInfo: c.version, Resources: c.sotw(ttl), TypeUrl: typeURL})
+	})
+	return l.n
+}
+
 // canon returns the shared canon of set within sub.
 func (s *Server) canon(set *snapshot.Set, sub *subscription) *canon {
 	return s.canons.get(canonKey{set, sub}, func() *canon {
@@ -360,8 +384,37 @@ func (s *Server) canon(set *snapshot.Set, sub *subscription) *canon {
 			}
 		}
 		slices.Sort(c.types)
+		// The canon's version identifies its content: the set's own when
+		// it is the whole set (the names are the set's), else the hash of
+		// its (name, version) pairs, computed once here for every stream
+		// in this state.
+		c.version = set.Version()
+		if len(c.names) != set.Len() {
+			c.version = contentVersion(c.names, c.held)
+		}
 		return c
 	})
+}
+
+// contentVersion hashes the (name, version) pairs of held in the order of
+// names (sorted), with the snapshot package's encoding of a set's version
+// (each string length-prefixed, SHA-256, the first 8 bytes in hex): no two
+// different contents share an encoding, the whole of a set hashes to the
+// set's version, and the same content gets the same version on every
+// replica and every restart.
+func contentVersion(names []string, held map[string]*snapshot.Resource) string {
+	h := sha256.New()
+	var n [8]byte
+	write := func(s string) {
+		binary.LittleEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
+	for _, name := range names {
+		write(name)
+		write(held[name].Version)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 // fromNothing is the transition to the canon of set within sub for a

@@ -1,8 +1,6 @@
 package xds
 
 import (
-	"encoding/hex"
-	"hash/fnv"
 	"slices"
 	"sort"
 	"time"
@@ -375,27 +373,23 @@ func (w *watch) planShared(p *planner, set *snapshot.Set) (o outcome, changed, o
 
 // response builds the response giving the client o.next, each resource
 // encoded once in the snapshot and shared here (X8: names are unique, from
-// a map). The version is the type's version when next is exactly the
-// snapshot's within the subscription (nothing changed held at its old
-// version, nothing new held back), and otherwise a hash of what it holds.
+// a map). Its version identifies what the client holds after it
+// (heldVersion).
 //
 // For Listener and Cluster the response holds every resource the client
 // should have. For the other types it holds only what is new or changed
 // (and names just subscribed to): the client keeps the rest (X22), so one
 // changed assignment among a thousand costs one assignment on the wire. A
 // response that warms a cluster or listener (X38) holds them all.
-func (w *watch) response(o outcome, set *snapshot.Set, nonce string, ttl bool, now time.Time) *discoveryv3.DiscoveryResponse {
+func (w *watch) response(o outcome, nonce string, ttl bool, now time.Time) *discoveryv3.DiscoveryResponse {
 	next := o.next
 	var names []string
-	current := o.as != nil
-	if current {
+	if o.as != nil {
 		names = o.as.names
 	} else {
 		names = make([]string, 0, len(next))
-		current = !o.missing
-		for n, r := range next {
+		for n := range next {
 			names = append(names, n)
-			current = current && set.Get(n) == r
 		}
 		sort.Strings(names)
 	}
@@ -417,14 +411,7 @@ func (w *watch) response(o outcome, set *snapshot.Set, nonce string, ttl bool, n
 			}
 		}
 	}
-	version := set.Version()
-	if !current {
-		h := fnv.New64a()
-		for _, n := range names {
-			h.Write([]byte(n + "\x00" + next[n].Version + "\x00"))
-		}
-		version = "partial-" + hex.EncodeToString(h.Sum(nil))
-	}
+	version := heldVersion(o, names)
 	// Only a name the client has ACKed needs counting as in flight: the
 	// others have not arrived anyway, and in state of the world acked
 	// changes only by an answer to the latest response, which ends every
@@ -461,6 +448,39 @@ func (w *watch) response(o outcome, set *snapshot.Set, nonce string, ttl bool, n
 		TypeUrl:     w.typ.URL,
 		Nonce:       nonce,
 	}
+}
+
+// heldVersion is the version_info of a response leaving the client with
+// o.next (names: its names, sorted): one that identifies exactly what the
+// client holds of the type, so that a client reconnecting with it can be
+// spared what it has (X24). Where the outcome is a shared canon (exactly
+// the set within the subscription) it is the canon's, computed once for
+// every stream in that state: the set's version for the whole set. Any
+// other outcome holds something back or keeps something gone for
+// make-before-break; it is hashed here, per stream, and marked "partial-"
+// so that it never equals a version the set itself gives a subscription
+// (nor, then, one a reconnect is spared for).
+func heldVersion(o outcome, names []string) string {
+	if o.as != nil {
+		return o.as.version
+	}
+	return "partial-" + contentVersion(names, o.next)
+}
+
+// adopt records o, a canon, as the client's latest response and ACKed:
+// what a reconnecting client spared the resend already has (X24). The
+// nonce stays "": nothing was sent on this stream, so the client's next
+// request of the type carries none and reads as an ACK of this, not as a
+// stale request. The client's holdings count as settled, so that make-
+// before-break holds back for it what it would for a client that ACKed.
+func (w *watch) adopt(o outcome) {
+	w.held, w.heldAs = o.next, o.as
+	w.acked, w.ackedAs = o.next, o.as
+	w.version, w.ackedVersion = o.as.version, o.as.version
+	w.nonce, w.sent = "", true
+	w.synced = true
+	w.force, w.warm = nil, false
+	w.moving, w.nacked, w.inflight = nil, nil, time.Time{}
 }
 
 func (w *watch) bumpAcked(n string) {

@@ -16,6 +16,10 @@ import (
 type sotwStream struct {
 	*stream
 	watches map[string]*watch
+	// warmNext holds the types (EDS, RDS) a response warmed on ADS before
+	// the client first asked for them on this stream: their first request
+	// is answered even if the client claims to hold the version (X24, X38).
+	warmNext map[string]bool
 }
 
 func newSotWStream(st *stream) *sotwStream {
@@ -50,11 +54,18 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 	if snap == nil {
 		return nil
 	}
+	if kind == reqInitial {
+		defer delete(st.warmNext, t.URL)
+	}
 	if owe {
 		p := st.planner()
-		// What the request asked for may be held back; a per-resource type
-		// then has nothing to say yet (X22).
-		if next, _ := w.plan(p, snap.Set(t.URL)); w.typ.FullState || len(next.next) > 0 {
+		next, _ := w.plan(p, snap.Set(t.URL))
+		switch {
+		case kind == reqInitial && st.spares(req, w, next, p, snap.Set(t.URL)):
+			st.spare(w, next)
+		case w.typ.FullState || len(next.next) > 0:
+			// What the request asked for may be held back; a per-resource
+			// type then has nothing to say yet (X22).
 			if err := st.respond(w, next, snap, p.now); err != nil {
 				return err
 			}
@@ -89,7 +100,7 @@ func (st *sotwStream) respond(w *watch, next outcome, snap *snapshot.Snapshot, n
 	first := !w.sent
 	set := snap.Set(w.typ.URL)
 	ttl := st.ttl && st.wrap
-	resp := w.response(next, set, st.nextNonce(), ttl, now)
+	resp := w.response(next, st.nextNonce(), ttl, now)
 	resp.ControlPlane = st.srv.cp
 	size, err := st.send(st.srv.shareable(set, ttl, resp), first)
 	if err != nil {
@@ -100,12 +111,7 @@ func (st *sotwStream) respond(w *watch, next outcome, snap *snapshot.Snapshot, n
 		// Envoy warms a cluster or listener until it gets a fresh assignment
 		// or route configuration, so on ADS the next request for those is
 		// answered even if unchanged (X38).
-		switch w.typ.URL {
-		case xdstype.ClusterURL:
-			st.markWarm(xdstype.EndpointURL)
-		case xdstype.ListenerURL:
-			st.markWarm(xdstype.RouteURL)
-		}
+		st.markWarm(warms(w.typ.URL))
 	}
 	var sent []proto.Message
 	switch {
@@ -124,9 +130,90 @@ func (st *sotwStream) respond(w *watch, next outcome, snap *snapshot.Snapshot, n
 }
 
 func (st *sotwStream) markWarm(typeURL string) {
+	if typeURL == "" {
+		return
+	}
 	if w := st.watches[typeURL]; w != nil && w.started {
 		w.warm = true
+		return
 	}
+	// Not asked for yet on this stream (a reconnecting Envoy asks for
+	// clusters before their assignments): its first request must be
+	// answered, not spared.
+	if st.warmNext == nil {
+		st.warmNext = map[string]bool{}
+	}
+	st.warmNext[typeURL] = true
+}
+
+// warms is the type whose resources Envoy waits for after a response of
+// typeURL (X38): a cluster warms until it gets a fresh assignment, a
+// listener until it gets a fresh route configuration. "" for none.
+func warms(typeURL string) string {
+	switch typeURL {
+	case xdstype.ClusterURL:
+		return xdstype.EndpointURL
+	case xdstype.ListenerURL:
+		return xdstype.RouteURL
+	}
+	return ""
+}
+
+// warmed reports whether typeURL is one a response of another type warms.
+func warmed(typeURL string) bool {
+	return typeURL == warms(xdstype.ClusterURL) || typeURL == warms(xdstype.ListenerURL)
+}
+
+// spares reports whether the response o planned for a type's first request
+// on this stream can be left unsent because the client already holds it
+// (X24): a reconnecting client's first request carries the version_info
+// of the last response it accepted, and no response_nonce (nothing was
+// sent on this stream). Versions identify exactly what a client holds
+// (heldVersion), so an equal version means equal content, on this replica
+// or any other. Not spared, because the client may need the response all
+// the same:
+//   - a request carrying error_detail: the client rejected something and
+//     may hold part of it, which its version does not say;
+//   - a plan that holds anything back or keeps anything for
+//     make-before-break (not a canon, or a flag set): the client must end
+//     up with what the plan says, and gets it on the way out of the hold;
+//   - a type a response warmed on this stream (X38: after clusters are
+//     resent, Envoy waits for fresh assignments), and on per-type streams
+//     the warmed types (EDS, RDS) always, since the stream cannot see
+//     whether the node's clusters or listeners were resent on another;
+//   - resources with a TTL for a client that uses them: the resend is what
+//     refreshes the TTL the client counts down, and the first heartbeat
+//     would come only half a TTL later.
+func (st *sotwStream) spares(req *discoveryv3.DiscoveryRequest, w *watch, o outcome, p *planner, set *snapshot.Set) bool {
+	v := req.GetVersionInfo()
+	switch {
+	case v == "" || req.GetResponseNonce() != "" || req.GetErrorDetail() != nil:
+		return false
+	case o.as == nil || o.missing || p.flags() != [3]bool{} || v != o.as.version:
+		return false
+	case w.warm || st.warmNext[w.typ.URL] || st.typeURL != "" && warmed(w.typ.URL):
+		return false
+	case st.ttl && st.wrap:
+		for _, n := range set.TTLNames() {
+			if o.next[n] != nil {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// spare records that the client holds o, what its first request of the
+// type would have been answered with, without sending it (X24), and
+// reports it: status shows the type sent and ACKed at its version.
+func (st *sotwStream) spare(w *watch, o outcome) {
+	w.adopt(o)
+	// Shared like a response: the node's other per-type streams hold back
+	// nothing for what this client already has.
+	st.publishView(&w.ledger, w.wildcard, w.names)
+	ttl := st.ttl && st.wrap
+	st.log.Debug("spared a resend: the reconnecting client holds this version", "type", w.typ.Abbrev, "version", w.version, "resources", len(o.as.names))
+	st.observe(Event{Kind: ResponseSpared, TypeURL: w.typ.URL, Version: w.version, Resources: len(o.as.names), Bytes: o.as.sotwSize(w.typ.URL, ttl)})
 }
 
 // onHeartbeat refreshes the TTLs of what the client holds.

@@ -270,8 +270,12 @@ func TestSotW(t *testing.T) {
 		s.Request(eds, "a")
 		e1 := s.RecvType(eds)
 		snap := e.srv.Publisher.Current().For(nil)
-		if c1.VersionInfo != snap.Set(cds).Version() || e1.VersionInfo != snap.Set(eds).Version() || c1.VersionInfo == e1.VersionInfo {
-			t.Fatalf("versions cds=%s eds=%s, want the type versions %s and %s", c1.VersionInfo, e1.VersionInfo, snap.Set(cds).Version(), snap.Set(eds).Version())
+		// The version identifies what the client holds (X24): the type's
+		// version for all of it, else the same hash over just what it
+		// holds, as if the set held only that.
+		onlyA := xdstest.Snapshot(t, e.srv.Registry, xdstest.Endpoints("a", 1001)).Set(eds).Version()
+		if c1.VersionInfo != snap.Set(cds).Version() || e1.VersionInfo != onlyA || onlyA == snap.Set(eds).Version() {
+			t.Fatalf("versions cds=%s eds=%s, want %s (all clusters) and %s (assignment a alone)", c1.VersionInfo, e1.VersionInfo, snap.Set(cds).Version(), onlyA)
 		}
 		s.Request(cds)
 		s.Request(eds, "a")
@@ -355,14 +359,17 @@ func TestSotW(t *testing.T) {
 		s.ACK(r1, "a")
 		s.ACK(r1, "a", "b")
 		r2 := s.RecvType(eds)
-		if r2.VersionInfo != r1.VersionInfo {
-			t.Fatalf("same snapshot, version changed %s -> %s", r1.VersionInfo, r2.VersionInfo)
+		// Same snapshot, but the version says what the client holds (X24):
+		// now both assignments, the whole set.
+		if want := e.srv.Publisher.Current().For(nil).Set(eds).Version(); r2.VersionInfo != want || r1.VersionInfo == want {
+			t.Fatalf("versions %s for a, %s for a and b; want the set's %s only for a and b", r1.VersionInfo, r2.VersionInfo, want)
 		}
-		// The client rejects the newly subscribed "b" but keeps the version.
+		// The client rejects the newly subscribed "b" and keeps the version
+		// it runs.
 		s.NACK(r2, r1.VersionInfo, "b is bad", "a", "b")
 		ev := e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.RequestNACK })
-		if ev.Version != r1.VersionInfo {
-			t.Fatalf("NACK version %q", ev.Version)
+		if ev.Version != r2.VersionInfo {
+			t.Fatalf("NACK event version %q, want the rejected %q", ev.Version, r2.VersionInfo)
 		}
 		s.ExpectSilence()
 	})

@@ -49,6 +49,13 @@ func (o *tracked) Observe(e xds.Event) {
 		if e.Kind == xds.ResponseSent && !e.Heartbeat {
 			o.tracker.Sent(e.StreamID, info, e.TypeURL, status.Stamp{Version: e.Version, Nonce: e.Nonce, At: e.At}, nil, nil)
 		}
+	case xds.ResponseSpared:
+		// As the daemon maps it: sent and ACKed at the version the
+		// reconnecting client holds (X24).
+		o.tracker.Seen(e.StreamID, info, e.Group, e.At)
+		stamp := status.Stamp{Version: e.Version, At: e.At}
+		o.tracker.Sent(e.StreamID, info, e.TypeURL, stamp, nil, nil)
+		o.tracker.ACKed(e.StreamID, info, e.TypeURL, stamp)
 	case xds.StreamClosed:
 		o.tracker.Closed(e.StreamID, e.At)
 	case xds.Subscribed:

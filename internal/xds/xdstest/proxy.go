@@ -83,6 +83,35 @@ func NewProxy(t testing.TB, conn *grpc.ClientConn, id string, delta bool) *Proxy
 	return p
 }
 
+// Reconnect ends the proxy's stream and opens a new one on conn for the
+// same node, as Envoy does when its stream to a replica dies: it keeps
+// what it holds and asks again for every type it subscribes to (clusters,
+// their assignments, listeners, their routes, in Envoy's order), each with
+// the version it last accepted and no nonce, since nothing was received
+// on the new stream (X24). Later requests carry those versions too. ACKs
+// kept back for slow types are lost with the old stream. State of the
+// world only.
+func (p *Proxy) Reconnect(conn *grpc.ClientConn) {
+	p.t.Helper()
+	if p.sotw == nil {
+		p.t.Fatal("Reconnect: the model reconnects state-of-the-world streams only")
+	}
+	node := p.sotw.node
+	p.sotw.Close()
+	p.delayed = nil
+	clear(p.Slow)
+	p.probes = 0
+	p.sotw = OpenADS(p.t, conn, node)
+	for _, url := range []string{xdstype.ClusterURL, xdstype.EndpointURL, xdstype.ListenerURL, xdstype.RouteURL} {
+		names := p.names(url)
+		if (url == xdstype.EndpointURL || url == xdstype.RouteURL) && len(names) == 0 {
+			continue
+		}
+		p.sotw.Version[url] = p.accepted[url]
+		p.sotw.Send(&discoveryv3.DiscoveryRequest{TypeUrl: url, ResourceNames: names, VersionInfo: p.accepted[url]})
+	}
+}
+
 // response is one response of either variant, as the model applies it.
 type response struct {
 	typeURL   string
