@@ -56,6 +56,10 @@ func Compile(reg *xdstype.Registry, files []config.File, read ReadFile) (*snapsh
 	// Raw Secrets under `resources` have no policy of their own: the
 	// identities of the groups that hold them govern them.
 	fleet.RestrictSecrets(policy)
+	// Route tests run last, on exactly what would be served.
+	if err := routeTests(fleet, doc.Tests).Err(); err != nil {
+		return nil, err
+	}
 	return fleet, nil
 }
 

@@ -110,6 +110,9 @@ type Document struct {
 	Resources []Resource
 	Groups    []Group
 	model.Model
+	// Tests are the route tests every change must pass (see
+	// docs/route-tests.md).
+	Tests []RouteTest
 }
 
 // Group is a node group as written (see docs/config.md).
@@ -153,6 +156,11 @@ func Load(reg *xdstype.Registry, files []File) (*Document, error) {
 	for _, f := range files {
 		errs := loadFile(reg, f, doc)
 		problems = append(problems, errs...)
+	}
+	if len(doc.Tests) > MaxRouteTests {
+		t := doc.Tests[MaxRouteTests]
+		problems = append(problems, diag.Diagnostic{File: t.File, Line: t.Line, Type: "route test", Name: shortName(t.Name),
+			Message: fmt.Sprintf("%d route tests, over the limit of %d", len(doc.Tests), MaxRouteTests)})
 	}
 	if err := problems.Err(); err != nil {
 		return nil, err
@@ -262,8 +270,11 @@ func loadKey(reg *xdstype.Registry, w *jsonWriter, path string, key, val *yaml.N
 	case "grpc":
 		items, errs := decodeItems(w, path, "grpc target", val, func(v *model.GRPCTarget, src model.Source) string { v.Source = src; return v.Target })
 		doc.GRPC, problems = append(doc.GRPC, items...), append(problems, errs...)
+	case "tests":
+		items, errs := decodeItems(w, path, "route test", val, func(v *RouteTest, src model.Source) string { v.File, v.Line = src.File, src.Line; return v.Name })
+		doc.Tests, problems = append(doc.Tests, items...), append(problems, errs...)
 	default:
-		problems = append(problems, diag.Diagnostic{File: path, Line: key.Line, Field: shortName(key.Value), Message: "unknown top-level key (version 1 knows version, resources, groups, services, routes, listeners, secrets and grpc)"})
+		problems = append(problems, diag.Diagnostic{File: path, Line: key.Line, Field: shortName(key.Value), Message: "unknown top-level key (version 1 knows version, resources, groups, services, routes, listeners, secrets, grpc and tests)"})
 	}
 	return problems
 }

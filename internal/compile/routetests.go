@@ -1,0 +1,250 @@
+package compile
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/pylon-xds/pylon/internal/config"
+	"github.com/pylon-xds/pylon/internal/diag"
+	"github.com/pylon-xds/pylon/internal/route"
+	"github.com/pylon-xds/pylon/internal/snapshot"
+)
+
+// routeTests runs the config's route tests against the fleet it builds:
+// each request through the route engine on its node's group snapshot, what
+// happened compared with what the test expects. A failing test is a
+// diagnostic naming the test, the expectation and what matched instead,
+// so a change that breaks one is refused like an invalid one.
+func routeTests(fleet *snapshot.Fleet, tests []config.RouteTest) diag.List {
+	var problems diag.List
+	seen := map[string]config.RouteTest{}
+	indexed := map[*snapshot.Snapshot]*route.Resources{}
+	for _, t := range tests {
+		bad := func(field, format string, args ...any) {
+			problems = append(problems, diag.Diagnostic{File: t.File, Line: t.Line, Type: "route test", Name: t.Name, Field: field, Message: fmt.Sprintf(format, args...)})
+		}
+		if prev, dup := seen[t.Name]; dup {
+			bad("name", "duplicate route test name: already defined at %s:%d", prev.File, prev.Line)
+			continue
+		}
+		seen[t.Name] = t
+		g, field, err := testGroup(fleet, t)
+		if err != nil {
+			bad(field, "%v", err)
+			continue
+		}
+		req, err := TestRequest(t.Request)
+		if err != nil {
+			bad("request", "%v", err)
+			continue
+		}
+		if isEmpty(t.Expect) {
+			bad("expect", "nothing to check: set listener, filter_chain, virtual_host, route, cluster, clusters, redirect, status, grpc_status or unreachable")
+			continue
+		}
+		res := indexed[g.Snapshot]
+		if res == nil {
+			res = route.FromSnapshot(g.Snapshot)
+			indexed[g.Snapshot] = res
+		}
+		r, err := route.Explain(res, req)
+		for _, m := range compare(t.Expect, r, err) {
+			field := "request"
+			if m.field != "" {
+				field = "expect." + m.field
+			}
+			bad(field, "%s (group %s)", m.message, g.Name)
+		}
+	}
+	return problems
+}
+
+func isEmpty(e config.TestExpect) bool {
+	return e.Listener == "" && e.FilterChain == "" && e.VirtualHost == "" && e.Route == "" && e.Cluster == "" &&
+		len(e.Clusters) == 0 && e.Redirect == "" && e.Status == 0 && e.GRPCStatus == "" && !e.Unreachable
+}
+
+// TestRequest is the engine's request for a route test's request.
+func TestRequest(tr config.TestRequest) (route.Request, error) {
+	r, err := route.NewRequest(tr.Method, tr.URL)
+	if err != nil {
+		return r, err
+	}
+	if len(tr.Headers) > route.MaxHeaders {
+		return r, fmt.Errorf("%d headers, over the limit of %d", len(tr.Headers), route.MaxHeaders)
+	}
+	names := make([]string, 0, len(tr.Headers))
+	for k := range tr.Headers {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if err := r.AddHeader(k, tr.Headers[k]); err != nil {
+			return r, err
+		}
+	}
+	r.Port, r.Listener, r.SNI = tr.Port, tr.Listener, tr.SNI
+	return r, nil
+}
+
+// testGroup is the group a test's request is sent in: its node's, by the
+// fleet's group rules (exactly as a stream resolves its node), or the named
+// one. It returns the field to blame on error.
+func testGroup(fleet *snapshot.Fleet, t config.RouteTest) (*snapshot.Group, string, error) {
+	groups := fleet.Groups()
+	switch {
+	case t.Node != nil && t.Group != "":
+		return nil, "group", fmt.Errorf("give node or group, not both")
+	case t.Node != nil:
+		g := fleet.Group(NodeProto(t.Node), nil)
+		if g == nil {
+			return nil, "node", fmt.Errorf("node %q is in no group: it would receive nothing", t.Node.ID)
+		}
+		return g, "", nil
+	case t.Group != "":
+		for _, g := range groups {
+			if g.Name == t.Group {
+				return g, "", nil
+			}
+		}
+		return nil, "group", fmt.Errorf("no group %q (the groups are %s)", t.Group, groupNames(groups))
+	case len(groups) == 1:
+		return groups[0], "", nil
+	}
+	return nil, "node", fmt.Errorf("the config has several groups (%s): give the test a node or a group", groupNames(groups))
+}
+
+func groupNames(groups []*snapshot.Group) string {
+	names := make([]string, len(groups))
+	for i, g := range groups {
+		names[i] = g.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// NodeProto is the xDS node a test node describes, as a proxy would send
+// it: what the group rules match on.
+func NodeProto(n *config.TestNode) *corev3.Node {
+	out := &corev3.Node{Id: n.ID, Cluster: n.Cluster}
+	if n.Region != "" || n.Zone != "" || n.SubZone != "" {
+		out.Locality = &corev3.Locality{Region: n.Region, Zone: n.Zone, SubZone: n.SubZone}
+	}
+	if len(n.Metadata) > 0 {
+		out.Metadata = &structpb.Struct{Fields: map[string]*structpb.Value{}}
+		for k, v := range n.Metadata {
+			out.Metadata.Fields[k] = structpb.NewStringValue(v)
+		}
+	}
+	return out
+}
+
+// mismatch is an expectation a result does not meet.
+type mismatch struct{ field, message string }
+
+// compare checks every expectation set against the result (or the error
+// of a request that never reached HTTP routing).
+func compare(e config.TestExpect, r *route.Result, err error) []mismatch {
+	if err != nil {
+		if e.Unreachable {
+			return nil
+		}
+		return []mismatch{{"", fmt.Sprintf("the request is not routed: %v", err)}}
+	}
+	var out []mismatch
+	got := matched(r)
+	check := func(field, want, have string) {
+		if want != "" && want != have {
+			out = append(out, mismatch{field, fmt.Sprintf("want %s %q; got %s", strings.ReplaceAll(field, "_", " "), want, got)})
+		}
+	}
+	if e.Unreachable {
+		out = append(out, mismatch{"unreachable", "want the request unreachable; got " + got})
+	}
+	if l := r.Listener; l != nil {
+		check("listener", e.Listener, l.Name)
+		check("filter_chain", e.FilterChain, l.FilterChain)
+	}
+	vh := ""
+	if r.VirtualHost != nil {
+		vh = r.VirtualHost.Name
+	}
+	check("virtual_host", e.VirtualHost, vh)
+	if e.Route != "" && (r.Route == nil || (e.Route != r.Route.ID && e.Route != r.Route.Name && e.Route != fmt.Sprintf("#%d", r.Route.Index))) {
+		out = append(out, mismatch{"route", fmt.Sprintf("want route %q; got %s", e.Route, got)})
+	}
+	if e.Cluster != "" && (len(r.Clusters) != 1 || r.Clusters[0].Name != e.Cluster) {
+		out = append(out, mismatch{"cluster", fmt.Sprintf("want cluster %q alone; got %s", e.Cluster, got)})
+	}
+	if len(e.Clusters) > 0 && !sameShares(e.Clusters, r.Clusters) {
+		out = append(out, mismatch{"clusters", fmt.Sprintf("want the split %s; got %s", shares(e.Clusters), got)})
+	}
+	redirect := ""
+	if r.Redirect != nil {
+		redirect = r.Redirect.Location
+	}
+	check("redirect", e.Redirect, redirect)
+	if e.Status != 0 && e.Status != r.Status {
+		out = append(out, mismatch{"status", fmt.Sprintf("want status %d; got %s", e.Status, got)})
+	}
+	check("grpc_status", e.GRPCStatus, r.GRPCStatus)
+	return out
+}
+
+// matched says in a line what the request matched, for a failing test.
+func matched(r *route.Result) string {
+	var parts []string
+	if l := r.Listener; l != nil {
+		parts = append(parts, fmt.Sprintf("listener %q", l.Name))
+		if l.FilterChain != "" {
+			parts = append(parts, fmt.Sprintf("filter chain %q", l.FilterChain))
+		}
+	}
+	if v := r.VirtualHost; v != nil {
+		parts = append(parts, fmt.Sprintf("virtual host %q", v.Name))
+	}
+	if rt := r.Route; rt != nil {
+		parts = append(parts, fmt.Sprintf("route %q", rt.ID))
+	}
+	return strings.Join(parts, ", ") + ": " + r.Outcome
+}
+
+// sameShares compares a split by shares (weights normalised). Both sides'
+// shares sum to 1, so when every wanted share is met no other cluster can
+// take any traffic.
+func sameShares(want map[string]uint32, got []route.ClusterShare) bool {
+	var total uint64
+	for _, w := range want {
+		total += uint64(w)
+	}
+	if total == 0 {
+		return false
+	}
+	have := map[string]float64{}
+	for _, c := range got {
+		have[c.Name] += c.Share
+	}
+	for name, w := range want {
+		if math.Abs(have[name]-float64(w)/float64(total)) > 1e-9 {
+			return false
+		}
+	}
+	return true
+}
+
+func shares(m map[string]uint32) string {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, k := range names {
+		parts[i] = fmt.Sprintf("%s: %d", k, m[k])
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}
