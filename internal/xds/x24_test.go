@@ -147,7 +147,9 @@ func TestSotWReconnect(t *testing.T) {
 		e.srv.Publish(t, with(xdstest.Cluster("c"), xdstest.Endpoints("c", 1003))...)
 		r := s2.RecvType(cds)
 		wantNames(t, r, "a", "b", "c")
-		e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.ResponseSent && ev.Nonce == r.Nonce && ev.Node.GetId() == "split" })
+		e.rec.wait(t, func(ev xds.Event) bool {
+			return ev.Kind == xds.ResponseSent && ev.Nonce == r.Nonce && ev.Node.GetId() == "split"
+		})
 		if n := sentOf(e.rec, "split", cds); n != 2 {
 			t.Fatalf("%d CDS responses sent, want 2 (first stream, the change)", n)
 		}
