@@ -5,11 +5,9 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -87,9 +85,22 @@ type Options struct {
 	HoldTimeout           time.Duration
 	MaxInitialSends       int
 	NewStreamsPerSecond   float64
-	// MaxConnectionAge, when set, closes client connections after that
-	// long (plus MaxConnectionAgeGrace for open streams), so that load
-	// rebalances across replicas. Off by default: one replica gains nothing.
+	// MaxConnectionAge, when set, ends client connections after about that
+	// long so that long-lived streams rebalance across replicas (after a
+	// scale-up, say). Off by default: one replica gains nothing. gRPC
+	// (grpc-go's server transport) adds a random jitter of up to ±10% to
+	// the age of each connection, so that connections opened together do
+	// not all end together: at the age it sends GOAWAY (no new streams on
+	// the connection), and MaxConnectionAgeGrace later it closes the
+	// connection, ending the streams still open on it; their clients
+	// reconnect, to this replica or another. An xDS stream never ends by
+	// itself, so the grace only delays its end: gRPC's own default grace
+	// (forever) would leave every ADS stream on its old connection and
+	// rebalance nothing. Zero grace with an age set is
+	// DefaultMaxConnectionAgeGrace. A connection's streams end between
+	// 0.9*age+grace and 1.1*age+grace+1s after it opened (once the grace
+	// is over, gRPC waits up to a second for the client to close the
+	// connection before it closes it itself).
 	MaxConnectionAge      time.Duration
 	MaxConnectionAgeGrace time.Duration
 	// MaxResourceNames, MaxStreamsPerConnection and SendStall: see
@@ -138,6 +149,12 @@ type Options struct {
 	OnReady func(xdsAddr, adminAddr string)
 }
 
+// DefaultMaxConnectionAgeGrace is the grace a connection gets past its
+// maximum age when none is set: long enough for a response being written
+// to reach even a slow client, short enough that the rebalance happens
+// about when the age says.
+const DefaultMaxConnectionAgeGrace = 10 * time.Second
+
 func (o *Options) defaults() {
 	if o.XDSAddr == "" {
 		o.XDSAddr = ":18000"
@@ -153,6 +170,9 @@ func (o *Options) defaults() {
 	}
 	if o.Resync == 0 {
 		o.Resync = 30 * time.Second
+	}
+	if o.MaxConnectionAge > 0 && o.MaxConnectionAgeGrace <= 0 {
+		o.MaxConnectionAgeGrace = DefaultMaxConnectionAgeGrace
 	}
 	if o.ShutdownGrace == 0 {
 		o.ShutdownGrace = 10 * time.Second
@@ -195,18 +215,8 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	read := secrets.Read
-	reg := xdstype.New()
-	pub := snapshot.NewPublisher()
-	pipe := pipeline.New(reg, pub, log)
-	pipe.SetReader(read)
-	obs := NewObservability(reg, pub)
+	reg, pub, pipe, obs := newPipeline(read, log)
 	tracker, met := obs.Tracker, obs.Metrics
-	pipe.OnResult(func(result string, f *snapshot.Fleet) {
-		met.Publish(result)
-		if f != nil {
-			obs.Published(f)
-		}
-	})
 
 	cfgSvc, st, closeStore, err := loadInitial(ctx, o, reg, pipe, read)
 	if err != nil {
@@ -218,50 +228,47 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 
-	xdsLis, err := net.Listen("tcp", o.XDSAddr)
+	xdsLis, adminLis, err := listen(o)
 	if err != nil {
-		return fmt.Errorf("xds listener: %w", err)
-	}
-	adminLis, err := net.Listen("tcp", o.AdminAddr)
-	if err != nil {
-		xdsLis.Close()
-		return fmt.Errorf("admin listener: %w", err)
+		return err
 	}
 
 	xdsSrv, gs := newXDS(o, sec, reg, pub, obs, tokens)
-	adminOpts := admin.Options{
-		Pipeline: pipe, Proxies: tracker, Fleets: pub, Registry: reg, Metrics: met.Registry, Config: cfgSvc,
-		Token: tokens.Token, ReadToken: tokens.ReadToken, TokenFile: tokens.TokenFile, ReadTokenFile: tokens.ReadTokenFile,
-		Identifier: o.Identifier, Version: o.Version, Logger: log,
-	}
+	adminOpts := tokens
+	adminOpts.Pipeline, adminOpts.Proxies, adminOpts.Fleets, adminOpts.Registry = pipe, tracker, pub, reg
+	adminOpts.Metrics, adminOpts.Identifier, adminOpts.Version, adminOpts.Logger = met.Registry, o.Identifier, o.Version, log
 	if cfgSvc != nil {
 		// Only a shared store is ever away; the embedded one answers
 		// false.
-		adminOpts.Degraded = cfgSvc.Degraded
+		adminOpts.Config, adminOpts.Degraded = cfgSvc, cfgSvc.Degraded
 	}
 	fleet := newFleetStatus(o, st, tracker, log)
 	if fleet != nil {
 		adminOpts.Fleet = fleet
 	}
-	httpSrv := newAdminServer(admin.Handler(adminOpts), o.AdminLimits, sec.adminTLS, log)
+	stop := &stopper{
+		period: o.DrainPeriod, grace: o.ShutdownGrace, log: log, gs: gs, xds: xdsSrv, lis: xdsLis,
+		now: StopNow(ctx), streams: func() int { return openStreams(tracker) },
+	}
+	adminOpts.Draining = stop.Draining
+	stop.http = newAdminServer(admin.Handler(adminOpts), o.AdminLimits, sec.adminTLS, log)
 
-	g, gctx := errgroup.WithContext(ctx)
+	// The components outlive ctx by the drain: the config keeps flowing
+	// to the streams not yet handed over, and the fleet status keeps
+	// publishing, so that the other replicas see this one's proxies leave.
+	runCtx, endRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer endRun()
+	g, gctx := errgroup.WithContext(runCtx)
 	if fleet != nil {
 		g.Go(func() error { return fleet.Run(gctx) })
 	}
-	g.Go(func() error {
-		// A shutdown that comes before Serve starts makes it return
-		// ErrServerStopped: a clean stop like any other.
-		if err := gs.Serve(xdsSrv.Listener(xdsLis)); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			return fmt.Errorf("xds server: %w", err)
-		}
-		return nil
-	})
-	g.Go(func() error { return serveAdmin(httpSrv, adminLis, o.AdminLimits) })
+	g.Go(func() error { return stop.serveXDS(xdsSrv.Listener(xdsLis)) })
+	g.Go(func() error { return serveAdmin(stop.http, adminLis, o.AdminLimits) })
 	runSources(gctx, g, o, pipe, cfgSvc, met, firstDir(secrets), log)
 	g.Go(func() error {
-		<-gctx.Done()
-		return shutdown(o, gs, xdsSrv, httpSrv, log)
+		stop.run(ctx, gctx)
+		endRun()
+		return stop.shutdown()
 	})
 
 	log.Info("pylon serving", "xds", xdsLis.Addr().String(), "admin", adminLis.Addr().String(), "version", pipe.Status().Version,
@@ -270,6 +277,37 @@ func Run(ctx context.Context, o Options) error {
 		o.OnReady(xdsLis.Addr().String(), adminLis.Addr().String())
 	}
 	return g.Wait()
+}
+
+// newPipeline is the config pipeline, publishing to pub, with its results
+// reported to obs.
+func newPipeline(read compile.ReadFile, log *slog.Logger) (*xdstype.Registry, *snapshot.Publisher, *pipeline.Pipeline, *Observability) {
+	reg := xdstype.New()
+	pub := snapshot.NewPublisher()
+	pipe := pipeline.New(reg, pub, log)
+	pipe.SetReader(read)
+	obs := NewObservability(reg, pub)
+	pipe.OnResult(func(result string, f *snapshot.Fleet) {
+		obs.Metrics.Publish(result)
+		if f != nil {
+			obs.Published(f)
+		}
+	})
+	return reg, pub, pipe, obs
+}
+
+// listen opens the xDS and admin listeners.
+func listen(o Options) (xdsLis, adminLis net.Listener, err error) {
+	xdsLis, err = net.Listen("tcp", o.XDSAddr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("xds listener: %w", err)
+	}
+	adminLis, err = net.Listen("tcp", o.AdminAddr)
+	if err != nil {
+		xdsLis.Close()
+		return nil, nil, fmt.Errorf("admin listener: %w", err)
+	}
+	return xdsLis, adminLis, nil
 }
 
 // newFleetStatus is, on the etcd store, what publishes this replica's
@@ -439,31 +477,6 @@ func under(dir string, paths []string) []string {
 		out[i] = p
 	}
 	return out
-}
-
-// shutdown stops the xDS server gracefully within ShutdownGrace, then the
-// admin server.
-func shutdown(o Options, gs *grpc.Server, xdsSrv *xds.Server, httpSrv *http.Server, log *slog.Logger) error {
-	log.Info("shutting down")
-	stopped := make(chan struct{})
-	go func() {
-		// GOAWAY to clients and no new streams; returns once the
-		// streams below have ended.
-		gs.GracefulStop()
-		close(stopped)
-	}()
-	xdsSrv.Shutdown()
-	timer := time.NewTimer(o.ShutdownGrace)
-	defer timer.Stop()
-	select {
-	case <-stopped:
-	case <-timer.C:
-		gs.Stop()
-		<-stopped
-	}
-	shutCtx, cancel := context.WithTimeout(context.Background(), o.ShutdownGrace)
-	defer cancel()
-	return httpSrv.Shutdown(shutCtx)
 }
 
 // secretReader confines the files a config may name to the secret

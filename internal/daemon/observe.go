@@ -108,6 +108,8 @@ func (o tracking) Observe(e xds.Event) {
 		if !e.Heartbeat {
 			o.t.Sent(e.StreamID, info, e.TypeURL, status.Stamp{Version: e.Version, Nonce: e.Nonce, At: e.At, Resources: e.Resources}, e.Sent, e.Removed)
 		}
+	case xds.ResponseSpared:
+		o.spared(e, info, typ)
 	case xds.RequestACK:
 		o.m.ACK(typ)
 		o.t.ACKed(e.StreamID, info, e.TypeURL, status.Stamp{Version: e.Version, Nonce: e.Nonce, At: e.At})
@@ -124,6 +126,16 @@ func (o tracking) Observe(e xds.Event) {
 	}
 }
 
+// spared records a response the client already held (X24): nothing was
+// sent, and the type stands as sent and ACKed at the version the client
+// reconnected with, so that it shows SYNCED.
+func (o tracking) spared(e xds.Event, info status.Info, typ string) {
+	o.m.Spared(typ, e.Bytes)
+	o.t.Seen(e.StreamID, info, e.Group, e.At)
+	o.t.Sent(e.StreamID, info, e.TypeURL, status.Stamp{Version: e.Version, At: e.At, Resources: e.Resources}, e.Sent, nil)
+	o.t.ACKed(e.StreamID, info, e.TypeURL, status.Stamp{Version: e.Version, At: e.At})
+}
+
 // published tells the tracker which type versions a published fleet
 // introduced and when the change was accepted, for push latency.
 func published(t *status.Tracker, f *snapshot.Fleet) {
@@ -138,4 +150,15 @@ func published(t *status.Tracker, f *snapshot.Fleet) {
 		at = time.Now()
 	}
 	t.Published(versions, at)
+}
+
+// openStreams counts the streams open now.
+func openStreams(t *status.Tracker) int {
+	n := 0
+	for _, s := range t.Streams() {
+		if s.Gone == nil {
+			n++
+		}
+	}
+	return n
 }

@@ -33,6 +33,9 @@ type Metrics struct {
 	reloads   prometheus.Counter
 	refused   *prometheus.CounterVec
 	ignored   *prometheus.CounterVec
+	// spared and sparedBytes count the responses a reconnecting client
+	// already held, and so was not sent (X24).
+	spared, sparedBytes *prometheus.CounterVec
 	// The last load's result, as Prometheus exports its own reloads.
 	reloadOK, reloadOKAt, configRefused prometheus.Gauge
 }
@@ -78,6 +81,14 @@ func New(tracker *status.Tracker) *Metrics {
 	m.ignored = register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pylon_xds_requests_ignored_total", Help: "xDS requests ignored, by reason (unknown_type); logged once a stream.",
 	}, []string{"reason"}), "pylon_xds_requests_ignored_total")
+	m.spared = register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pylon_xds_resends_spared_total",
+		Help: "Responses not sent because a reconnecting state-of-the-world client already held exactly their content (its version_info matched), by resource type.",
+	}, []string{"type"}), "pylon_xds_resends_spared_total")
+	m.sparedBytes = register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pylon_xds_resend_bytes_spared_total",
+		Help: "Encoded bytes of the responses counted by pylon_xds_resends_spared_total, by resource type.",
+	}, []string{"type"}), "pylon_xds_resend_bytes_spared_total")
 	register(m, &typeStates{tracker: tracker}, proxyTypes)
 	register(m, buildInfo(), "pylon_build_info")
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -193,6 +204,13 @@ func (m *Metrics) StreamClosed(kind string) { m.streams.WithLabelValues(kind).De
 func (m *Metrics) Sent(typ string, bytes int) {
 	m.responses.WithLabelValues(typ).Inc()
 	m.bytes.WithLabelValues(typ).Add(float64(bytes))
+}
+
+// Spared counts a response of typ that was not sent because the client
+// already held its content (X24), and the bytes it would have had.
+func (m *Metrics) Spared(typ string, bytes int) {
+	m.spared.WithLabelValues(typ).Inc()
+	m.sparedBytes.WithLabelValues(typ).Add(float64(bytes))
 }
 
 // ACK counts an ACK of typ.

@@ -160,6 +160,7 @@ func TestNames(t *testing.T) {
 	m.Reload()
 	m.Refused("stalled")
 	m.Ignored("unknown_type")
+	m.Spared("CDS", 10)
 	families, err := m.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
