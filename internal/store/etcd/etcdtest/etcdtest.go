@@ -1,43 +1,104 @@
 // Package etcdtest starts a real etcd (the embed package, in process, on
 // loopback) for the tests of packages that run on the etcd store: one
-// member that can be stopped and started again on the same data and ports,
-// to test what a replica does while etcd is away. It is for tests only;
-// nothing outside _test files imports it.
+// member, or a cluster of several, that can be stopped, killed and started
+// again on the same data and ports, to test what a replica does while etcd
+// or its leader is away. It is for tests only; nothing outside _test files
+// imports it.
 package etcdtest
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
 	"github.com/pylon-xds/pylon/internal/store/etcd"
 )
 
-// readyTimeout bounds how long a member may take to serve.
+// readyTimeout bounds how long a member may take to serve, and how long
+// Leader waits for an election.
 const readyTimeout = 20 * time.Second
+
+// LeakOptions are the goleak options a package starting a cluster of
+// several members needs: etcd's peer transport (rafthttp) leaves the
+// keep-alive HTTP connections between the members of a stopped cluster
+// open, the pooled client halves (persistConn's loops) and the server
+// halves serving them. They are etcd's, between its own members; a package
+// using them must close its own HTTP clients' idle connections itself,
+// since these frames are then ignored for every HTTP connection.
+func LeakOptions() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*conn).serve"),
+		goleak.IgnoreAnyFunction("net/http.(*connReader).backgroundRead"),
+	}
+}
 
 // Server is one embedded etcd member on loopback.
 type Server struct {
 	t            testing.TB
+	name         string
 	dir          string
 	peer, client string // host:port
-	e            *embed.Etcd
+	// cluster is the initial cluster, "name=http://peer,...": every
+	// member names all of them.
+	cluster string
+	e       *embed.Etcd
 }
 
 // Start starts a single-member etcd in t.TempDir, waits until it serves,
 // and stops it when t ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	ports := freePorts(t, 2)
-	s := &Server{t: t, dir: t.TempDir(), peer: ports[0], client: ports[1]}
-	s.start()
-	t.Cleanup(s.Stop)
-	return s
+	return StartCluster(t, 1).Members[0]
+}
+
+// Cluster is several members of one etcd cluster on loopback.
+type Cluster struct {
+	t       testing.TB
+	Members []*Server
+}
+
+// StartCluster starts n members on loopback, each in its own t.TempDir,
+// waits until they all serve, and stops them when t ends. Heartbeat and
+// election are short (20ms, 200ms), so that a new leader is elected within
+// a fraction of a second of the old one's loss; the defaults (100ms, 1s)
+// would only make the tests slower.
+func StartCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	ports := freePorts(t, 2*n)
+	c := &Cluster{t: t, Members: make([]*Server, n)}
+	var initial []string
+	for i := range c.Members {
+		s := &Server{t: t, name: fmt.Sprintf("m%d", i), dir: t.TempDir(), peer: ports[2*i], client: ports[2*i+1]}
+		c.Members[i] = s
+		initial = append(initial, s.name+"=http://"+s.peer)
+	}
+	for _, s := range c.Members {
+		s.cluster = strings.Join(initial, ",")
+	}
+	t.Cleanup(func() {
+		for _, s := range c.Members {
+			s.Stop()
+		}
+	})
+	// The members of a new cluster wait for each other before any
+	// serves: launch them all, then wait for each.
+	for _, s := range c.Members {
+		s.launch()
+	}
+	for _, s := range c.Members {
+		s.ready()
+	}
+	return c
 }
 
 // freePorts returns n distinct loopback ports nothing listens on now: held
@@ -57,43 +118,57 @@ func freePorts(t testing.TB, n int) []string {
 	return out
 }
 
-func (s *Server) start() {
+// launch starts the member without waiting for it to serve. On a data
+// folder that already holds the member's log, etcd ignores the initial
+// cluster and rejoins with what it logged: a restart is a launch too.
+func (s *Server) launch() {
 	s.t.Helper()
 	cfg := embed.NewConfig()
-	cfg.Name = "m0"
+	cfg.Name = s.name
 	cfg.Dir = s.dir
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	pu := url.URL{Scheme: "http", Host: s.peer}
 	cu := url.URL{Scheme: "http", Host: s.client}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
-	cfg.InitialCluster = "m0=" + pu.String()
+	cfg.InitialCluster = s.cluster
 	cfg.InitialClusterToken = "pylon-etcdtest"
-	// Short ticks: a restarted member elects itself within a fraction of
-	// a second (the defaults would only make the tests slower).
+	// Short ticks: a restarted member, or the survivors of a lost
+	// leader, elect within a fraction of a second.
 	cfg.TickMs, cfg.ElectionMs = 20, 200
 	cfg.EnableGRPCGateway = false
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
-		s.t.Fatalf("starting etcd: %v", err)
-	}
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		e.Close()
-		s.t.Fatalf("etcd: %v", err)
-	case <-time.After(readyTimeout):
-		e.Close()
-		s.t.Fatalf("etcd not ready after %v", readyTimeout)
+		s.t.Fatalf("starting etcd %s: %v", s.name, err)
 	}
 	s.e = e
 }
 
+// ready waits, bounded, until the launched member serves.
+func (s *Server) ready() {
+	s.t.Helper()
+	select {
+	case <-s.e.Server.ReadyNotify():
+	case err := <-s.e.Err():
+		s.Stop()
+		s.t.Fatalf("etcd %s: %v", s.name, err)
+	case <-time.After(readyTimeout):
+		s.Stop()
+		s.t.Fatalf("etcd %s not ready after %v", s.name, readyTimeout)
+	}
+}
+
+// Name is the member's name (m0, m1, ...).
+func (s *Server) Name() string { return s.name }
+
 // Endpoint is the member's client address, host:port.
 func (s *Server) Endpoint() string { return s.client }
 
+// Running reports whether the member is started (not stopped or killed).
+func (s *Server) Running() bool { return s.e != nil }
+
 // Stop stops the member (a no-op when stopped): its clients see etcd
-// unreachable.
+// unreachable. A leader stopping this way hands its leadership over first.
 func (s *Server) Stop() {
 	if s.e != nil {
 		s.e.Close()
@@ -101,20 +176,85 @@ func (s *Server) Stop() {
 	}
 }
 
+// Kill stops the member as a crash would, as far as the cluster sees it:
+// raft halts at once, without handing leadership over (Stop transfers it
+// first, and the others never hold an election), then the listeners close.
+func (s *Server) Kill() {
+	if s.e != nil {
+		s.e.Server.HardStop()
+		s.e.Close()
+		s.e = nil
+	}
+}
+
 // Restart starts a stopped member again on the same data and address, and
-// waits until it serves.
+// waits until it serves (in a cluster: until it has rejoined).
 func (s *Server) Restart() {
 	s.t.Helper()
 	if s.e == nil {
-		s.start()
+		s.launch()
+		s.ready()
 	}
+}
+
+// isLeader reports whether the running member leads its cluster now.
+func (s *Server) isLeader() bool {
+	return s.e != nil && s.e.Server.Leader() == s.e.Server.MemberID()
 }
 
 // Open opens an etcd store on the member under prefix, with timeout per
 // call (0: the store's default), closed when t ends.
 func (s *Server) Open(t testing.TB, prefix string, timeout time.Duration) *etcd.Store {
 	t.Helper()
-	st, err := etcd.Open(context.Background(), etcd.Options{Endpoints: []string{s.client}, Prefix: prefix, Timeout: timeout})
+	return open(t, []string{s.client}, prefix, timeout)
+}
+
+// Endpoints are every member's client address, running or not, as a
+// replica is configured with them.
+func (c *Cluster) Endpoints() []string {
+	out := make([]string, len(c.Members))
+	for i, s := range c.Members {
+		out[i] = s.client
+	}
+	return out
+}
+
+// Leader returns the member that leads, once one does (an election after
+// a leader's loss takes a few hundred milliseconds), within a bound.
+func (c *Cluster) Leader() *Server {
+	c.t.Helper()
+	deadline := time.Now().Add(readyTimeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for _, s := range c.Members {
+			if s.isLeader() {
+				return s
+			}
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("no etcd leader within %v", readyTimeout)
+		}
+		<-tick.C
+	}
+}
+
+// Open opens an etcd store on the cluster's running members under prefix,
+// with timeout per call (0: the store's default), closed when t ends.
+func (c *Cluster) Open(t testing.TB, prefix string, timeout time.Duration) *etcd.Store {
+	t.Helper()
+	var live []string
+	for _, s := range c.Members {
+		if s.Running() {
+			live = append(live, s.client)
+		}
+	}
+	return open(t, live, prefix, timeout)
+}
+
+func open(t testing.TB, endpoints []string, prefix string, timeout time.Duration) *etcd.Store {
+	t.Helper()
+	st, err := etcd.Open(context.Background(), etcd.Options{Endpoints: endpoints, Prefix: prefix, Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
