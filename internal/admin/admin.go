@@ -80,6 +80,9 @@ type Options struct {
 	// the others (a graceful stop): /readyz answers 503 so that load
 	// balancers and new proxies go elsewhere. Nil: never.
 	Draining func() bool
+	// ConfigPath is, in file mode, the --config path: the dashboard names
+	// it in its read-only notice. Empty: not named.
+	ConfigPath string
 	// Version is the Pylon build version.
 	Version string
 	// Logger receives the audit line of every admin write ("admin write")
@@ -149,14 +152,27 @@ func handler(o Options, l *limiter) http.Handler {
 		// no group shows "no matching group": it connects fine and
 		// receives nothing, the failure this page exists to make visible.
 		// With replicas, every replica's, each naming its replica.
+		// With paging parameters, one page of the filtered, sorted list.
 		streams, partial := o.proxies("")
+		if paged(r) {
+			p, err := parsePage(r)
+			if err != nil {
+				fail(w, err)
+				return
+			}
+			b := page(streams, p)
+			b.Partial = partial
+			writeJSON(w, http.StatusOK, b)
+			return
+		}
 		writeJSON(w, http.StatusOK, proxiesBody{Streams: streams, Partial: partial})
 	}))
 	mux.HandleFunc("GET /proxies/{id}", g.read(func(w http.ResponseWriter, r *http.Request) {
 		var out []proxyDump
 		streams, partial := o.proxies(r.PathValue("id"))
+		f := o.Fleets.Current()
 		for _, s := range streams {
-			out = append(out, dumpStream(o.Registry, s))
+			out = append(out, dumpStream(o.Registry, f, s))
 		}
 		if len(out) == 0 {
 			writeJSON(w, http.StatusNotFound, map[string]string{"error": "no stream of node " + redact.String(r.PathValue("id"))})
@@ -167,7 +183,8 @@ func handler(o Options, l *limiter) http.Handler {
 	mux.HandleFunc("GET /config", g.read(func(w http.ResponseWriter, r *http.Request) {
 		configDump(w, o.Fleets.Current(), r.URL.Query().Get("group"))
 	}))
-	registerAPI(mux, g)
+	registerAPI(mux, g, newAuthors())
+	registerDashboard(mux, g)
 	if o.Metrics != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(o.Metrics, promhttp.HandlerOpts{}))
 	}
@@ -298,10 +315,12 @@ type groupDump struct {
 type proxyDump struct {
 	proxyEntry
 	LastSent map[string][]json.RawMessage `json:"lastSent"`
+	// Drift is, per type, what the proxy runs against what it should.
+	Drift []typeDrift `json:"drift"`
 }
 
-func dumpStream(reg *xdstype.Registry, s proxyEntry) proxyDump {
-	d := proxyDump{proxyEntry: s, LastSent: map[string][]json.RawMessage{}}
+func dumpStream(reg *xdstype.Registry, f *snapshot.Fleet, s proxyEntry) proxyDump {
+	d := proxyDump{proxyEntry: s, LastSent: map[string][]json.RawMessage{}, Drift: drift(reg, f, s.Stream)}
 	for _, t := range s.Types {
 		for _, m := range t.LastSent {
 			d.LastSent[t.Type] = append(d.LastSent[t.Type], dump(m))

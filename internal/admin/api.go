@@ -151,6 +151,13 @@ type entry struct {
 	Objects  []object  `json:"objects,omitempty"`
 }
 
+// historyEntry is a history entry with who wrote it, when this replica
+// knows (written through it since it started).
+type historyEntry struct {
+	store.Entry
+	By string `json:"by,omitempty"`
+}
+
 // view is o redacted, for the API.
 func view(o store.Object) object {
 	b := redact.JSON(o.Body)
@@ -174,8 +181,9 @@ func views(objs []store.Object) []object {
 // token and are audited; in file mode (no config service) writes are
 // refused.
 type api struct {
-	o Options
-	g guard
+	o   Options
+	g   guard
+	who *authors
 }
 
 func (a api) cfg() *configstore.Service { return a.o.Config }
@@ -193,7 +201,7 @@ func (a api) read(h http.HandlerFunc) http.HandlerFunc {
 
 // write guards a write, bounds its body and logs it as an audit line.
 func (a api) write(limit int64, h http.HandlerFunc) http.HandlerFunc {
-	return a.g.write(audited(a.o.logger(), func(w http.ResponseWriter, r *http.Request) {
+	return a.g.write(audited(a.o.logger(), a.who, func(w http.ResponseWriter, r *http.Request) {
 		if a.o.Config == nil {
 			writeJSON(w, http.StatusMethodNotAllowed, apiError{Error: "read-only: this Pylon serves the config files given with --config; change those files instead"})
 			return
@@ -204,8 +212,8 @@ func (a api) write(limit int64, h http.HandlerFunc) http.HandlerFunc {
 }
 
 // registerAPI adds the /v1 config API.
-func registerAPI(mux *http.ServeMux, g guard) {
-	a := api{o: g.o, g: g}
+func registerAPI(mux *http.ServeMux, g guard, who *authors) {
+	a := api{o: g.o, g: g, who: who}
 	a.registerReads(mux)
 	a.registerObjectWrites(mux)
 	a.registerEndpoints(mux)
@@ -239,10 +247,12 @@ func (a api) registerReads(mux *http.ServeMux) {
 			fail(w, err)
 			return
 		}
-		for i := range h {
-			h[i].Summary = redact.String(h[i].Summary)
+		out := make([]historyEntry, len(h))
+		for i, e := range h {
+			e.Summary = redact.String(e.Summary)
+			out[i] = historyEntry{Entry: e, By: a.who.get(e.Revision)}
 		}
-		respond(w, r, http.StatusOK, map[string]any{"history": h})
+		respond(w, r, http.StatusOK, map[string]any{"history": out})
 	}))
 	mux.HandleFunc("GET /v1/history/{rev}", a.read(func(w http.ResponseWriter, r *http.Request) {
 		n, err := pathRevision(r)

@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pylon-xds/pylon/internal/configstore"
@@ -80,12 +82,15 @@ func tokenID(token string) string {
 // the new revision, the outcome, and the client's address (the connection's,
 // not a header a client can set). Refused writes are logged too: an
 // attempt is part of the audit trail.
-func audited(log *slog.Logger, h http.HandlerFunc) http.HandlerFunc {
+func audited(log *slog.Logger, who *authors, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &auditRecord{}
 		sw := &statusWriter{ResponseWriter: w}
 		h(sw, r.WithContext(context.WithValue(r.Context(), auditKey{}, rec)))
+		if rec.revision != 0 && !rec.dryRun && sw.code < 300 {
+			who.note(rec.revision, author(r))
+		}
 		attrs := []any{
 			"token", "write", "token_id", tokenID(bearer(r)),
 			"method", r.Method, "path", redact.String(r.URL.Path),
@@ -107,4 +112,47 @@ func audited(log *slog.Logger, h http.HandlerFunc) http.HandlerFunc {
 		}
 		log.Info("admin write", attrs...)
 	}
+}
+
+// maxAuthors bounds the revisions whose writer is remembered.
+const maxAuthors = 1000
+
+// authors remembers who made the revisions written through this replica
+// since it started, for the history's "by": the store's history has no
+// author. Bounded: the oldest are forgotten first.
+type authors struct {
+	mu    sync.Mutex
+	by    map[int64]string
+	order []int64
+}
+
+func newAuthors() *authors { return &authors{by: map[int64]string{}} }
+
+// author names a write's token (by its id, as the audit line does) and the
+// connection's address, without its port.
+func author(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return "write token " + tokenID(bearer(r)) + " from " + host
+}
+
+func (a *authors) note(rev int64, who string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.by[rev]; !ok {
+		a.order = append(a.order, rev)
+	}
+	a.by[rev] = who
+	for len(a.order) > maxAuthors {
+		delete(a.by, a.order[0])
+		a.order = a.order[1:]
+	}
+}
+
+func (a *authors) get(rev int64) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.by[rev]
 }
