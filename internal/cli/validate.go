@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pylon-xds/pylon/internal/compile"
+	"github.com/pylon-xds/pylon/internal/config"
 	"github.com/pylon-xds/pylon/internal/source/file"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -16,7 +17,8 @@ func newValidate() *cobra.Command {
 		Use:   "validate FILE|FOLDER",
 		Short: "Check a config file or folder exactly as `serve` would, without serving it",
 		Long: `Check a config file or folder with the same decoding, proto validation,
-duplicate and reference checks that serve applies before publishing. Prints
+duplicate and reference checks that serve applies before publishing, and run
+its route tests (tests:, see docs/route-tests.md). Prints
 the snapshot version on success, every problem (file:line, type, name, field)
 on failure, and exits 1 then. Useful in CI before a config reaches the fleet.
 The path is an argument or --config, as serve takes it.`,
@@ -47,6 +49,10 @@ The path is an argument or --config, as serve takes it.`,
 					n += s.Len()
 				}
 				fmt.Fprintf(out, "  group %s: %d resources, version %s\n", g.Name, n, g.Snapshot.Version())
+			}
+			// The compile ran them; a second decode only counts them.
+			if doc, err := config.Load(xdstype.New(), files); err == nil && len(doc.Tests) > 0 {
+				fmt.Fprintf(out, "  route tests: %d passed\n", len(doc.Tests))
 			}
 			return nil
 		},

@@ -33,7 +33,7 @@ func routeTests(fleet *snapshot.Fleet, tests []config.RouteTest) diag.List {
 			continue
 		}
 		seen[t.Name] = t
-		g, field, err := testGroup(fleet, t)
+		g, field, err := GroupOf(fleet, t.Node, t.Group)
 		if err != nil {
 			bad(field, "%v", err)
 			continue
@@ -92,31 +92,32 @@ func TestRequest(tr config.TestRequest) (route.Request, error) {
 	return r, nil
 }
 
-// testGroup is the group a test's request is sent in: its node's, by the
-// fleet's group rules (exactly as a stream resolves its node), or the named
-// one. It returns the field to blame on error.
-func testGroup(fleet *snapshot.Fleet, t config.RouteTest) (*snapshot.Group, string, error) {
+// GroupOf is the group a node is in, by the fleet's group rules (exactly
+// as the xDS server resolves a stream's node, with the node's verified
+// identities), or the group named. With neither, the fleet must have one
+// group. On error it returns the field to blame: node or group.
+func GroupOf(fleet *snapshot.Fleet, node *config.TestNode, group string) (*snapshot.Group, string, error) {
 	groups := fleet.Groups()
 	switch {
-	case t.Node != nil && t.Group != "":
-		return nil, "group", fmt.Errorf("give node or group, not both")
-	case t.Node != nil:
-		g := fleet.Group(NodeProto(t.Node), nil)
+	case node != nil && group != "":
+		return nil, "group", fmt.Errorf("give a node or a group, not both")
+	case node != nil:
+		g := fleet.Group(NodeProto(node), node.Identities)
 		if g == nil {
-			return nil, "node", fmt.Errorf("node %q is in no group: it would receive nothing", t.Node.ID)
+			return nil, "node", fmt.Errorf("node %q is in no group: it would receive nothing", node.ID)
 		}
 		return g, "", nil
-	case t.Group != "":
+	case group != "":
 		for _, g := range groups {
-			if g.Name == t.Group {
+			if g.Name == group {
 				return g, "", nil
 			}
 		}
-		return nil, "group", fmt.Errorf("no group %q (the groups are %s)", t.Group, groupNames(groups))
+		return nil, "group", fmt.Errorf("no group %q (the groups are %s)", group, groupNames(groups))
 	case len(groups) == 1:
 		return groups[0], "", nil
 	}
-	return nil, "node", fmt.Errorf("the config has several groups (%s): give the test a node or a group", groupNames(groups))
+	return nil, "node", fmt.Errorf("the config has several groups (%s): give a node or a group", groupNames(groups))
 }
 
 func groupNames(groups []*snapshot.Group) string {

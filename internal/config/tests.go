@@ -30,6 +30,9 @@ type TestNode struct {
 	Region   string            `json:"region,omitempty"`
 	Zone     string            `json:"zone,omitempty"`
 	SubZone  string            `json:"sub_zone,omitempty"`
+	// Identities are what the node's verified client certificate proves
+	// (SPIFFE ID, DNS SANs), for groups that admit by identity.
+	Identities []string `json:"identities,omitempty"`
 }
 
 // TestRequest is the request: a URL (http://, https:// or, for proxyless

@@ -87,10 +87,7 @@ func writeClusters(w io.Writer, cs []ClusterShare) {
 			fmt.Fprintln(tw, "  ENDPOINT\tLOCALITY\tPRIORITY\tHEALTH\tWEIGHT\tSERVING")
 		}
 		for _, e := range c.Endpoints {
-			loc := strings.Trim(strings.Join([]string{e.Region, e.Zone, e.SubZone}, "/"), "/")
-			if loc == "" {
-				loc = "-"
-			}
+			loc := locality(e)
 			serving := "no"
 			if e.Serving {
 				serving = "yes"
@@ -117,4 +114,19 @@ func shortBody(s string) string {
 		return s[:80] + "..."
 	}
 	return s
+}
+
+// locality is region/zone/sub_zone, "-" for a part not set, without the
+// trailing parts not set ("-" alone: none).
+func locality(e Endpoint) string {
+	parts := []string{e.Region, e.Zone, e.SubZone}
+	for len(parts) > 1 && parts[len(parts)-1] == "" {
+		parts = parts[:len(parts)-1]
+	}
+	for i, p := range parts {
+		if p == "" {
+			parts[i] = "-"
+		}
+	}
+	return strings.Join(parts, "/")
 }

@@ -1,0 +1,218 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pylon-xds/pylon/internal/bootstrap"
+	"github.com/pylon-xds/pylon/internal/compile"
+	"github.com/pylon-xds/pylon/internal/config"
+	"github.com/pylon-xds/pylon/internal/configstore"
+	"github.com/pylon-xds/pylon/internal/route"
+	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/source/file"
+	"github.com/pylon-xds/pylon/internal/store"
+	"github.com/pylon-xds/pylon/internal/xdstype"
+)
+
+// explainFlags are `pylon explain`'s flags.
+type explainFlags struct {
+	out        output
+	config     string
+	node       config.TestNode
+	group      string
+	locality   string
+	metadata   []string
+	headers    []string
+	port       uint32
+	listener   string
+	sni        string
+	identities []string
+}
+
+func newExplain(a *adminFlags) *cobra.Command {
+	f := &explainFlags{}
+	cmd := &cobra.Command{
+		Use:   "explain [METHOD] URL",
+		Short: "Say where a request would go on a node: listener, filter chain, virtual host, route, clusters and endpoints",
+		Long: `Say where a request would go on a node: which listener and filter chain
+take it, which virtual host and route match, which cluster or clusters (with
+each one's share of a weighted split), the redirect or direct response, and
+the endpoints with their locality, priority, health and weight. It follows
+Envoy's documented matching rules; for a proxyless gRPC call
+(xds:///target/pkg.Service/Method) the api_listener of the target. What it
+does not simulate (runtime values, filters that rewrite, ...) is listed as
+"not simulated".
+
+The node is put in its group by the config's group rules, exactly as the
+server does (--node, --cluster, --locality, --metadata, --identity), or the
+group is named (--group). The config is the stored one of a running Pylon
+(read with the read token and compiled here with the server's code), or
+files (--config FILE|FOLDER). Secret files are not read. The route tests of
+the config are not run, so a config whose tests fail can be explained.`,
+		Example: `  pylon explain --node edge-1 'GET https://shop.example.com/api/cart' -H 'x-canary: 1'
+  pylon explain --config ./config/ --group edge http://shop.example.com/ --port 8080 -o json
+  pylon explain --node app-1 xds:///greeter/helloworld.Greeter/SayHello -H 'x-user: beta'`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := f.out.check(); err != nil {
+				return err
+			}
+			return runExplain(cmd, a, f, args)
+		},
+	}
+	f.out.register(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&f.config, "config", "", "explain on these config files (file or folder) instead of a running Pylon's stored config")
+	fl.StringVar(&f.node.ID, "node", "", "the node id the request reaches (its group by the group rules)")
+	fl.StringVar(&f.node.Cluster, "cluster", "", "the node's cluster")
+	fl.StringVar(&f.locality, "locality", "", "the node's locality, region[/zone[/sub_zone]]")
+	fl.StringArrayVar(&f.metadata, "metadata", nil, "key=value in the node's metadata, repeatable")
+	fl.StringArrayVar(&f.identities, "identity", nil, "an identity the node's certificate proves (SPIFFE ID, DNS SAN), repeatable")
+	fl.StringVar(&f.group, "group", "", "the node group, instead of a node")
+	fl.StringArrayVarP(&f.headers, "header", "H", nil, `a request header, "name: value", repeatable`)
+	fl.Uint32Var(&f.port, "port", 0, "the destination port the connection reaches (default: the URL's port, else 80 or 443)")
+	fl.StringVar(&f.listener, "listener", "", "the listener by name, instead of by port")
+	fl.StringVar(&f.sni, "sni", "", "the TLS server name (default: the URL's host, for https)")
+	return cmd
+}
+
+// explanation is what -o json and yaml print.
+type explanation struct {
+	Node   string        `json:"node,omitempty"`
+	Group  string        `json:"group"`
+	Config string        `json:"config"`
+	Result *route.Result `json:"result"`
+}
+
+func runExplain(cmd *cobra.Command, a *adminFlags, f *explainFlags, args []string) error {
+	req, err := route.ParseRequest(strings.Join(args, " "), f.headers)
+	if err != nil {
+		return err
+	}
+	req.Port, req.Listener, req.SNI = f.port, f.listener, f.sni
+	node, err := f.nodeOf(cmd)
+	if err != nil {
+		return err
+	}
+	fleet, where, err := explainFleet(a, f.config)
+	if err != nil {
+		return err
+	}
+	g, _, err := compile.GroupOf(fleet, node, f.group)
+	if err != nil {
+		return err
+	}
+	res, err := route.Explain(route.FromSnapshot(g.Snapshot), req)
+	if err != nil {
+		return fmt.Errorf("%s (group %s): %w", req, g.Name, err)
+	}
+	out := cmd.OutOrStdout()
+	if !f.out.table() {
+		return render(out, f.out.format, explanation{Node: f.node.ID, Group: g.Name, Config: where, Result: res})
+	}
+	return explainText(out, f.node.ID, g.Name, where, res)
+}
+
+// nodeOf is the node the flags describe, nil when none is given.
+func (f *explainFlags) nodeOf(cmd *cobra.Command) (*config.TestNode, error) {
+	given := f.node.ID != "" || f.node.Cluster != "" || f.locality != "" || len(f.metadata) > 0 || len(f.identities) > 0
+	if !given {
+		return nil, nil
+	}
+	if f.node.ID == "" {
+		return nil, fmt.Errorf("--cluster, --locality, --metadata and --identity describe a node: give its --node id too")
+	}
+	n := f.node
+	if cmd.Flags().Changed("locality") {
+		l, err := bootstrap.ParseLocality(f.locality)
+		if err != nil {
+			return nil, fmt.Errorf("--locality: %w", err)
+		}
+		n.Region, n.Zone, n.SubZone = l.Region, l.Zone, l.SubZone
+	}
+	md, err := bootstrap.ParseMetadata(f.metadata)
+	if err != nil {
+		return nil, fmt.Errorf("--metadata: %w", err)
+	}
+	n.Metadata, n.Identities = md, f.identities
+	return &n, nil
+}
+
+func explainText(w io.Writer, node, group, where string, res *route.Result) error {
+	if node != "" {
+		fmt.Fprintf(w, "node          %q in group %q\n", node, group)
+	} else {
+		fmt.Fprintf(w, "group         %q\n", group)
+	}
+	fmt.Fprintf(w, "config        %s\n", where)
+	return route.WriteText(w, res)
+}
+
+// placeholder stands for the contents of a secret file: explain needs the
+// secret to exist, never its key material.
+func placeholder(string) ([]byte, error) { return []byte("not read by pylon explain"), nil }
+
+// explainFleet compiles the config to explain on: the files given, or the
+// stored objects of the running Pylon. It says which in a line.
+func explainFleet(a *adminFlags, path string) (*snapshot.Fleet, string, error) {
+	reg := xdstype.New()
+	if path != "" {
+		files, err := file.Read(path)
+		if err != nil {
+			return nil, "", err
+		}
+		fleet, err := compile.CompileSkippingTests(reg, files, placeholder)
+		if err != nil {
+			return nil, "", fmt.Errorf("config refused:\n%w", err)
+		}
+		return fleet, "files " + path, nil
+	}
+	objs, rev, err := storedObjects(a.client())
+	if err != nil {
+		return nil, "", err
+	}
+	files, err := configstore.Files(objs, time.Now())
+	if err != nil {
+		return nil, "", err
+	}
+	fleet, err := compile.CompileSkippingTests(reg, files, placeholder)
+	if err != nil {
+		return nil, "", fmt.Errorf("the stored config (revision %d) does not compile here:\n%w", rev, err)
+	}
+	return fleet, fmt.Sprintf("stored revision %d at %s", rev, a.addr), nil
+}
+
+// storedObjects reads the stored objects over the admin API. Raw Secrets
+// come redacted (their key material no longer decodes): each is replaced
+// with an empty Secret of its name, which is all routing needs of it.
+func storedObjects(c adminClient) ([]store.Object, int64, error) {
+	var list struct {
+		Revision int64 `json:"revision"`
+		Objects  []struct {
+			store.Key
+			Body    json.RawMessage `json:"body"`
+			Expires time.Time       `json:"expires"`
+		} `json:"objects"`
+	}
+	if err := c.get("/v1/objects", &list); err != nil {
+		if strings.Contains(err.Error(), "file mode") {
+			return nil, 0, fmt.Errorf("%w\nthis Pylon serves config files: give them with --config", err)
+		}
+		return nil, 0, err
+	}
+	objs := make([]store.Object, 0, len(list.Objects))
+	for _, o := range list.Objects {
+		body := []byte(o.Body)
+		if o.Kind == "resources.Secret" {
+			body, _ = json.Marshal(map[string]string{"@type": xdstype.SecretURL, "name": o.Name})
+		}
+		objs = append(objs, store.Object{Key: o.Key, Body: body, Expires: o.Expires})
+	}
+	return objs, list.Revision, nil
+}
