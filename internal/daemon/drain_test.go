@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -503,4 +504,35 @@ func TestStopperCutShort(t *testing.T) {
 			}
 		})
 	}
+}
+
+// metrics returns the /metrics text.
+func (r *running) metrics(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get("http://" + r.adminAddr + "/metrics")
+	if err != nil {
+		t.Fatalf("metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// metric returns the value of the series named exactly (name{labels}), 0
+// when absent.
+func (r *running) metric(t *testing.T, series string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(r.metrics(t), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	return 0
 }

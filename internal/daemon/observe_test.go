@@ -1,8 +1,11 @@
 package daemon
 
 import (
+	"slices"
 	"testing"
 	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -88,4 +91,40 @@ func label(m *dto.Metric, name string) string {
 		}
 	}
 	return ""
+}
+
+// X24_reconnect_spared_in_daemon: through the whole daemon, a SotW proxy
+// that reconnects with the Cluster version it holds is sent no Clusters;
+// /metrics counts the spared response and its bytes (and no second
+// response sent), and /proxies shows the new stream SYNCED on CDS.
+func TestX24_reconnect_spared_in_daemon(t *testing.T) {
+	r := startDaemon(t, Options{})
+	p := connect(t, r.xdsAddr, "x24")
+	held := p.st.Version[xdstype.ClusterURL]
+	sent := r.metric(t, `pylon_xds_responses_total{type="CDS"}`)
+	if held == "" || sent != 1 {
+		t.Fatalf("before the reconnect: CDS version %q, %v responses sent", held, sent)
+	}
+	p.st.Close()
+	if !waitUntil(10*time.Second, func() bool {
+		return slices.ContainsFunc(r.proxies(t), func(s proxyStream) bool { return s.Node == "x24" && s.Gone != nil })
+	}) {
+		t.Fatal("the server did not see the first stream end")
+	}
+	again := xdstest.OpenADS(t, p.conn, xdstest.Node("x24"))
+	again.Send(&discoveryv3.DiscoveryRequest{TypeUrl: xdstype.ClusterURL, VersionInfo: held})
+	if !waitUntil(10*time.Second, func() bool { return r.metric(t, `pylon_xds_resends_spared_total{type="CDS"}`) == 1 }) {
+		t.Fatalf("no spared CDS resend counted:\n%s", r.metrics(t))
+	}
+	if b := r.metric(t, `pylon_xds_resend_bytes_spared_total{type="CDS"}`); b <= 0 {
+		t.Errorf("spared bytes %v, want the size of the Clusters response", b)
+	}
+	if n := r.metric(t, `pylon_xds_responses_total{type="CDS"}`); n != 1 {
+		t.Errorf("%v CDS responses sent in all, want only the first stream's", n)
+	}
+	if !waitUntil(5*time.Second, func() bool {
+		return slices.ContainsFunc(r.proxies(t), func(s proxyStream) bool { return s.Node == "x24" && s.Gone == nil && cdsSynced(s) })
+	}) {
+		t.Fatalf("the new stream is not SYNCED on CDS: %+v", r.proxies(t))
+	}
 }
