@@ -95,11 +95,12 @@ func (h *harness) do(t testing.TB, method, path, token string, body []byte) (int
 }
 
 var (
-	openRoutes = [][2]string{{"GET", "/healthz"}, {"GET", "/readyz"}}
+	openRoutes = [][2]string{{"GET", "/healthz"}, {"GET", "/readyz"}, {"GET", "/ui/"}, {"GET", "/ui/app.js"}}
 	readRoutes = [][2]string{
 		{"GET", "/status"}, {"GET", "/proxies"}, {"GET", "/proxies/n1"}, {"GET", "/config"},
 		{"GET", "/v1/objects"}, {"GET", "/v1/objects/services/web"}, {"GET", "/v1/history"}, {"GET", "/v1/history/1"},
 		{"GET", "/debug/pprof/"}, {"GET", "/debug/pprof/cmdline"}, {"GET", "/debug/pprof/symbol"},
+		{"GET", "/summary"}, {"GET", "/rollout"},
 	}
 	writeRoutes = [][2]string{
 		{"POST", "/v1/apply"}, {"POST", "/v1/objects/services/web"}, {"PUT", "/v1/objects/services/web"},
