@@ -15,11 +15,9 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"flag"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -28,17 +26,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
-
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
-
-	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
 func main() {
@@ -49,13 +38,20 @@ func main() {
 	delta := flag.Bool("delta", false, "simulated Envoys speak delta xDS (go-control-plane is measured in SotW only)")
 	perConn := flag.Int("streams-per-conn", 200, "streams multiplexed on one gRPC connection")
 	profile := flag.String("profile", "", "write the servers' heap profile (after the first full config) and CPU profiles (3s around the EDS change, the first 10s of the reconnect) into this folder")
+	watch := flag.Bool("watch", false, "internal: with -serve, report when each proxy is SYNCED (the failover scenario)")
+	failover := flag.Bool("failover", false, "measure a failover instead: the proxies reach their config on server A, A is killed (SIGKILL) and they move to B")
+	present := flag.String("present", "yes,no", "with -failover: whether reconnecting proxies present what they hold (yes), or not (no: the baseline), or both")
 	flag.Parse()
 	if *serveImpl != "" {
 		c, _ := strconv.Atoi(*cs)
-		if err := serve(*serveImpl, c); err != nil {
+		if err := serve(*serveImpl, c, *watch); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
+		return
+	}
+	if *failover {
+		measureFailover(*ns, *cs, *impls, *present, *delta, *perConn)
 		return
 	}
 	fmt.Printf("| server | N | clusters | first full config | EDS change p50 / p99 / max | bytes per proxy per EDS change | server CPU per EDS change | route change max | RSS per proxy (idle / after GC) | reconnect of all N (max wait; CPU server / proxies) |\n")
@@ -69,6 +65,26 @@ func main() {
 					continue
 				}
 				fmt.Println(r)
+			}
+		}
+	}
+}
+
+// measureFailover prints the failover table: a row per cluster count,
+// proxy count, server and choice of presenting what the proxies hold.
+func measureFailover(ns, cs, impls, present string, delta bool, perConn int) {
+	fmt.Println(failoverHeader)
+	for _, c := range ints(cs) {
+		for _, n := range ints(ns) {
+			for _, impl := range strings.Split(impls, ",") {
+				for _, pr := range strings.Split(present, ",") {
+					r, err := failover(impl, n, c, delta && impl == "pylon", pr == "yes", perConn)
+					if err != nil {
+						fmt.Fprintf(os.Stderr, "failover %s n=%d clusters=%d present=%s: %v\n", impl, n, c, pr, err)
+						continue
+					}
+					fmt.Println(r)
+				}
 			}
 		}
 	}
@@ -89,11 +105,16 @@ func ints(s string) []int {
 type child struct {
 	cmd      *exec.Cmd
 	xds, ctl string
+	once     sync.Once
 }
 
-func startChild(impl string, clusters int) (*child, error) {
-	cmd := exec.Command(os.Args[0], "-serve", impl, "-clusters", strconv.Itoa(clusters))
+// startChild starts a server process; extra are more flags for it.
+func startChild(impl string, clusters int, extra ...string) (*child, error) {
+	cmd := exec.Command(os.Args[0], append([]string{"-serve", impl, "-clusters", strconv.Itoa(clusters)}, extra...)...)
 	cmd.Stderr = os.Stderr
+	// A driver that dies (a panic, a timeout's signal) takes its servers
+	// with it rather than leaving them to hold the terminal's pipes.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -110,7 +131,13 @@ func startChild(impl string, clusters int) (*child, error) {
 	return &child{cmd: cmd, xds: f[0], ctl: f[1]}, nil
 }
 
-func (c *child) stop() { c.cmd.Process.Kill(); c.cmd.Wait() }
+// stop kills the process with SIGKILL (once) and reaps it.
+func (c *child) stop() {
+	c.once.Do(func() {
+		_ = c.cmd.Process.Kill()
+		_ = c.cmd.Wait()
+	})
+}
 
 // cpu is the child's user+system CPU seconds so far.
 func (c *child) cpu() float64 { return procCPU(strconv.Itoa(c.cmd.Process.Pid)) }
@@ -159,219 +186,6 @@ func (c *child) post(path string) (string, error) {
 	return string(b), err
 }
 
-// fleet is the simulated proxies and what they have seen.
-type fleet struct {
-	n, clusters int
-	delta       bool
-	names       []string
-	conns       []*grpc.ClientConn
-	proxies     []*proxy
-
-	ready   atomic.Int64 // proxies with a full config
-	epoch   atomic.Int64 // the change being measured
-	edsSeen atomic.Int64 // proxies that got the change's EDS response
-	rdsSeen atomic.Int64
-	bytes   atomic.Int64
-	mu      sync.Mutex
-	lat     []time.Duration
-	started time.Time
-	waitMax atomic.Int64 // longest open-to-ready, ns
-	retries atomic.Int64 // streams the server ended and the proxy retried
-}
-
-type proxy struct {
-	f      *fleet
-	id     int
-	cs     grpc.ClientStream
-	cancel context.CancelFunc
-	done   chan struct{} // closed when run returns
-	// versions, in delta, is what the proxy holds per type and name: like
-	// Envoy, it sends them as initial_resource_versions on reconnect.
-	versions map[string]map[string]string
-	have     int // bit per type
-	sent     map[string]bool
-	edsEpoch int64
-	rdsEpoch int64
-	opened   time.Time
-}
-
-const (
-	hasCDS = 1 << iota
-	hasEDS
-	hasLDS
-	hasRDS
-)
-
-func (f *fleet) open(addr string, perConn int) error {
-	for len(f.conns)*perConn < f.n {
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)))
-		if err != nil {
-			return err
-		}
-		f.conns = append(f.conns, conn)
-	}
-	f.proxies = make([]*proxy, f.n)
-	var wg sync.WaitGroup
-	errc := make(chan error, f.n)
-	for i := range f.n {
-		p := &proxy{f: f, id: i, done: make(chan struct{})}
-		f.proxies[i] = p
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := p.run(f.conns[i/perConn]); err != nil {
-				errc <- err
-			}
-		}()
-	}
-	go func() { wg.Wait(); close(errc) }()
-	return nil
-}
-
-// run keeps the proxy connected until cancelled. Like Envoy, a stream the
-// server ends (RESOURCE_EXHAUSTED from an admission bound, UNAVAILABLE) is
-// retried after a jittered backoff; the wait counts from the first try.
-func (p *proxy) run(conn *grpc.ClientConn) error {
-	defer close(p.done)
-	ctx, cancel := context.WithCancel(context.Background())
-	p.cancel = cancel
-	p.opened = time.Now()
-	for try := 0; ; try++ {
-		err := p.stream(ctx, conn)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if c := status.Code(err); (c != codes.ResourceExhausted && c != codes.Unavailable) || try == 20 {
-			return err
-		}
-		p.f.retries.Add(1)
-		select {
-		case <-time.After(250*time.Millisecond + time.Duration(rand.Int64N(int64(750*time.Millisecond)))):
-		case <-ctx.Done():
-			return nil
-		}
-	}
-}
-
-// stream runs one xDS stream until it fails.
-func (p *proxy) stream(ctx context.Context, conn *grpc.ClientConn) error {
-	method := "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources"
-	if p.f.delta {
-		method = "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources"
-	}
-	cs, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, method)
-	if err != nil {
-		return err
-	}
-	p.cs, p.have, p.sent = cs, 0, map[string]bool{}
-	node := &corev3.Node{Id: fmt.Sprintf("envoy-%d", p.id), Cluster: "bench"}
-	if p.f.delta {
-		if p.versions == nil {
-			p.versions = map[string]map[string]string{}
-		}
-		p.sendDelta(&discoveryv3.DeltaDiscoveryRequest{Node: node, TypeUrl: xdstype.ClusterURL, InitialResourceVersions: p.versions[xdstype.ClusterURL]})
-		p.sendDelta(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdstype.ListenerURL, InitialResourceVersions: p.versions[xdstype.ListenerURL]})
-	} else {
-		p.sendSotW(&discoveryv3.DiscoveryRequest{Node: node, TypeUrl: xdstype.ClusterURL})
-		p.sendSotW(&discoveryv3.DiscoveryRequest{TypeUrl: xdstype.ListenerURL})
-	}
-	for {
-		if p.f.delta {
-			r := &discoveryv3.DeltaDiscoveryResponse{}
-			if err := cs.RecvMsg(r); err != nil {
-				return err
-			}
-			p.f.bytes.Add(int64(proto.Size(r)))
-			held := p.versions[r.TypeUrl]
-			if held == nil {
-				held = map[string]string{}
-				p.versions[r.TypeUrl] = held
-			}
-			for _, res := range r.Resources {
-				held[res.Name] = res.Version
-			}
-			for _, n := range r.RemovedResources {
-				delete(held, n)
-			}
-			p.onResponse(r.TypeUrl)
-			p.sendDelta(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: r.TypeUrl, ResponseNonce: r.Nonce})
-			continue
-		}
-		r := &discoveryv3.DiscoveryResponse{}
-		if err := cs.RecvMsg(r); err != nil {
-			return err
-		}
-		p.f.bytes.Add(int64(proto.Size(r)))
-		p.onResponse(r.TypeUrl)
-		p.sendSotW(&discoveryv3.DiscoveryRequest{TypeUrl: r.TypeUrl, ResponseNonce: r.Nonce, VersionInfo: r.VersionInfo, ResourceNames: p.names(r.TypeUrl)})
-	}
-}
-
-func (p *proxy) names(url string) []string {
-	switch url {
-	case xdstype.EndpointURL:
-		return p.f.names
-	case xdstype.RouteURL:
-		return []string{"main"}
-	}
-	return nil
-}
-
-func (p *proxy) sendSotW(r *discoveryv3.DiscoveryRequest)       { _ = p.cs.SendMsg(r) }
-func (p *proxy) sendDelta(r *discoveryv3.DeltaDiscoveryRequest) { _ = p.cs.SendMsg(r) }
-
-// onResponse records what a proxy got, and subscribes like Envoy: EDS for
-// its clusters after CDS, RDS for its listener's routes after LDS.
-func (p *proxy) onResponse(url string) {
-	f := p.f
-	switch url {
-	case xdstype.ClusterURL:
-		p.have |= hasCDS
-		if !p.sent["eds"] {
-			p.sent["eds"] = true
-			if f.delta {
-				p.sendDelta(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdstype.EndpointURL, ResourceNamesSubscribe: f.names, InitialResourceVersions: p.versions[xdstype.EndpointURL]})
-			} else {
-				p.sendSotW(&discoveryv3.DiscoveryRequest{TypeUrl: xdstype.EndpointURL, ResourceNames: f.names})
-			}
-		}
-	case xdstype.ListenerURL:
-		p.have |= hasLDS
-		if !p.sent["rds"] {
-			p.sent["rds"] = true
-			if f.delta {
-				p.sendDelta(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdstype.RouteURL, ResourceNamesSubscribe: []string{"main"}, InitialResourceVersions: p.versions[xdstype.RouteURL]})
-			} else {
-				p.sendSotW(&discoveryv3.DiscoveryRequest{TypeUrl: xdstype.RouteURL, ResourceNames: []string{"main"}})
-			}
-		}
-	case xdstype.EndpointURL:
-		p.have |= hasEDS
-		if e := f.epoch.Load(); p.edsEpoch < e && p.have == hasCDS|hasEDS|hasLDS|hasRDS {
-			p.edsEpoch = e
-			f.edsSeen.Add(1)
-			f.mu.Lock()
-			f.lat = append(f.lat, time.Since(f.started))
-			f.mu.Unlock()
-		}
-	case xdstype.RouteURL:
-		p.have |= hasRDS
-		if e := f.epoch.Load(); p.rdsEpoch < e && p.have == hasCDS|hasEDS|hasLDS|hasRDS {
-			p.rdsEpoch = e
-			f.rdsSeen.Add(1)
-		}
-	}
-	if p.have == hasCDS|hasEDS|hasLDS|hasRDS && !p.sent["ready"] {
-		p.sent["ready"] = true
-		p.edsEpoch, p.rdsEpoch = f.epoch.Load(), f.epoch.Load()
-		f.ready.Add(1)
-		if w := time.Since(p.opened).Nanoseconds(); w > f.waitMax.Load() {
-			f.waitMax.Store(w)
-		}
-	}
-}
-
 func waitFor(counter *atomic.Int64, want int64, limit time.Duration) (time.Duration, error) {
 	start := time.Now()
 	for counter.Load() < want {
@@ -416,15 +230,14 @@ func run(impl string, n, clusters int, delta bool, perConn int, profile string) 
 		return "", err
 	}
 	defer c.stop()
-	f := &fleet{n: n, clusters: clusters, delta: delta}
-	for i := range clusters {
-		f.names = append(f.names, clusterName(i))
-	}
-	rss0 := c.rss()
-	start := time.Now()
-	if err := f.open(c.xds, perConn); err != nil {
+	f := newFleet(n, clusters, delta, perConn)
+	if err := f.dial(c.xds); err != nil {
 		return "", err
 	}
+	defer f.close()
+	rss0 := c.rss()
+	start := time.Now()
+	f.open(nil)
 	if _, err := waitFor(&f.ready, int64(n), 10*time.Minute); err != nil {
 		return "", fmt.Errorf("first config: %w", err)
 	}
@@ -480,11 +293,8 @@ func run(impl string, n, clusters int, delta bool, perConn int, profile string) 
 
 	// Everyone reconnects at once, keeping what they hold (which only a
 	// delta client can tell the server).
-	for _, p := range f.proxies {
-		p.cancel()
-	}
-	for _, p := range f.proxies {
-		<-p.done
+	if err := f.stop(); err != nil {
+		return "", err
 	}
 	f.ready.Store(0)
 	f.waitMax.Store(0)
@@ -497,24 +307,18 @@ func run(impl string, n, clusters int, delta bool, perConn int, profile string) 
 			fetch(c, "/debug/pprof/profile?seconds=10", fmt.Sprintf("%s/%s-%d-%d.reconnect.cpu", profile, impl, n, clusters))
 		}()
 	}
-	old := f.proxies
-	f.proxies = make([]*proxy, len(old))
-	for i := range old {
-		p := &proxy{f: f, id: i, done: make(chan struct{}), versions: old[i].versions}
-		f.proxies[i] = p
-		go func() { _ = p.run(f.conns[i/perConn]) }()
-	}
+	f.open(f.proxies)
 	if _, err := waitFor(&f.ready, int64(n), 10*time.Minute); err != nil {
 		return "", fmt.Errorf("reconnect: %w", err)
 	}
 	re := time.Since(reStart)
 	cpuRe, selfRe := c.cpu()-cpuRe0, procCPU("self")-self0
 	profiled.Wait()
-	for _, p := range f.proxies {
-		p.cancel()
+	if err := f.stop(); err != nil {
+		return "", err
 	}
-	for _, conn := range f.conns {
-		conn.Close()
+	if e := f.failures(); e != "" {
+		fmt.Fprintf(os.Stderr, "%s n=%d clusters=%d: %s\n", impl, n, clusters, e)
 	}
 	if r := f.retries.Load(); r > 0 {
 		fmt.Fprintf(os.Stderr, "%s n=%d clusters=%d: %d streams ended by the server and retried\n", impl, n, clusters, r)

@@ -117,8 +117,9 @@ func (p *pylon) set(w world) error {
 
 // serve runs impl ("pylon" or "gcp") until killed: xDS on a loopback port
 // and a control endpoint (POST /set?eds=G&route=R); it prints both
-// addresses on one line.
-func serve(impl string, clusters int) error {
+// addresses on one line. With watch, Pylon also reports when each proxy is
+// SYNCED and what it was sent (POST /mark, GET /synced: syncWatch).
+func serve(impl string, clusters int, watch bool) error {
 	keep := grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true})
 	var (
 		g    *grpc.Server
@@ -132,12 +133,18 @@ func serve(impl string, clusters int) error {
 		// Status tracking, metrics, gRPC options and the tracked listener
 		// as the daemon has them: Pylon as it runs, not a bare xDS server.
 		obs := daemon.NewObservability(reg, pub)
+		var observer xds.Observer = obs.Observer
+		if watch {
+			sw := newSyncWatch(obs.Observer, 4, groupVersion(pub), obs.Tracker.States)
+			sw.handle(http.DefaultServeMux)
+			observer = sw
+		}
 		// The simulator multiplexes hundreds of proxies on one connection
 		// (a real proxy opens one or a few streams on its own): lift the
 		// per-connection stream bound that guards against one client.
 		x := xds.New(xds.Options{
 			Registry: reg, Fleets: pub, Identifier: "pylon-bench", MaxInitialSends: 256, MaxRequestsPerSecond: -1,
-			MaxStreamsPerConnection: 1 << 20, Observer: obs.Observer,
+			MaxStreamsPerConnection: 1 << 20, Observer: observer,
 		})
 		g = grpc.NewServer(append(x.GRPCOptions(), keep)...)
 		x.Register(g)
@@ -186,6 +193,21 @@ func serve(impl string, clusters int) error {
 	go func() { _ = http.Serve(ctl, nil) }()
 	fmt.Printf("%s %s\n", lis.Addr(), ctl.Addr())
 	return g.Serve(lis)
+}
+
+// groupVersion returns the version a group's current snapshot has of a
+// type, as the daemon's status tracker reads it.
+func groupVersion(pub *snapshot.Publisher) func(group, typeURL string) string {
+	return func(group, typeURL string) string {
+		if f := pub.Current(); f != nil {
+			for _, g := range f.Groups() {
+				if g.Name == group {
+					return g.Snapshot.Set(typeURL).Version()
+				}
+			}
+		}
+		return ""
+	}
 }
 
 var _ = resource.ClusterType

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pylon-xds/pylon/internal/xdstype"
+)
+
+// failoverHeader is the failover table's head.
+const failoverHeader = "| server | N | clusters | proxies present what they hold | all SYNCED on B after the kill: p50 / p99 / max | B sent per proxy: resources (CDS / EDS / LDS / RDS) | B sent per proxy: bytes | spared by X24 per proxy: resources / bytes | B CPU over the failover | B RSS after |\n" +
+	"| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+
+// failover measures a replica killed under its proxies. Two servers A and
+// B serve the same world (as two replicas on one etcd do: the same store
+// revision gives byte-identical resources and versions); every proxy
+// reaches its full config on A and ACKs it (A reports all of them
+// SYNCED); A is killed with SIGKILL; each proxy's stream ends UNAVAILABLE,
+// it waits Envoy's backoff and opens a stream to B, presenting what it
+// holds if present says so. Measured on B: when each proxy is SYNCED
+// again, what B sent, B's CPU from the kill until the last is SYNCED, and
+// B's RSS then.
+func failover(impl string, n, clusters int, delta, present bool, perConn int) (string, error) {
+	if impl != "pylon" {
+		return "", fmt.Errorf("failover: only Pylon reports when each proxy is SYNCED; %s is not measured", impl)
+	}
+	a, err := startChild(impl, clusters, "-watch")
+	if err != nil {
+		return "", err
+	}
+	defer a.stop()
+	b, err := startChild(impl, clusters, "-watch")
+	if err != nil {
+		return "", err
+	}
+	defer b.stop()
+	f := newFleet(n, clusters, delta, perConn)
+	f.present = present
+	if err := f.dial(a.xds, b.xds); err != nil {
+		return "", err
+	}
+	defer f.close()
+	r, kill, cpu, err := killA(f, a, b)
+	if stopErr := f.stop(); err == nil {
+		err = stopErr
+	}
+	if err != nil {
+		return "", err
+	}
+	if e := f.failures(); e != "" {
+		fmt.Fprintf(os.Stderr, "failover %s n=%d clusters=%d: %s\n", impl, n, clusters, e)
+	}
+	fmt.Fprintf(os.Stderr, "failover %s n=%d clusters=%d present=%v: proxies received %.0f resources, %.0f B each; %d streams retried; status tracker on B: %s\n",
+		impl, n, clusters, present, float64(f.resources.Load())/float64(n), float64(f.bytes.Load())/float64(n), f.retries.Load(), states(r.States))
+	return failoverRow(impl, delta, present, n, clusters, r, kill, cpu, b.rss()), nil
+}
+
+// killA brings the fleet up on A, kills A and waits until B reports every
+// proxy SYNCED. It returns B's report, the time of the kill and B's CPU
+// seconds from the kill to the report.
+func killA(f *fleet, a, b *child) (syncReport, time.Time, float64, error) {
+	f.open(nil)
+	if _, err := waitFor(&f.ready, int64(f.n), 10*time.Minute); err != nil {
+		return syncReport{}, time.Time{}, 0, fmt.Errorf("first config on A: %w", err)
+	}
+	// Every ACK in: A reports each proxy SYNCED.
+	if r, err := a.synced(f.n, time.Minute); err != nil || len(r.Synced) < f.n {
+		return syncReport{}, time.Time{}, 0, fmt.Errorf("A: %d of %d proxies SYNCED (%v)", len(r.Synced), f.n, err)
+	}
+	if _, err := b.post("/mark"); err != nil {
+		return syncReport{}, time.Time{}, 0, err
+	}
+	f.bytes.Store(0)
+	f.resources.Store(0)
+	f.retries.Store(0)
+	cpu0 := b.cpu()
+	kill := time.Now()
+	a.stop() // SIGKILL
+	r, err := b.synced(f.n, 10*time.Minute)
+	cpu := b.cpu() - cpu0
+	if err == nil && len(r.Synced) < f.n {
+		err = fmt.Errorf("B: %d of %d proxies SYNCED after 10 minutes; status tracker: %s", len(r.Synced), f.n, states(r.States))
+	}
+	return r, kill, cpu, err
+}
+
+// synced waits, at most limit, until the server reports n proxies SYNCED
+// since its last mark, and returns its report.
+func (c *child) synced(n int, limit time.Duration) (syncReport, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), limit+30*time.Second)
+	defer cancel()
+	url := fmt.Sprintf("http://%s/synced?n=%d&wait=%s", c.ctl, n, limit)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return syncReport{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return syncReport{}, err
+	}
+	defer resp.Body.Close()
+	var r syncReport
+	if resp.StatusCode != http.StatusOK {
+		return r, fmt.Errorf("GET /synced: %s", resp.Status)
+	}
+	return r, json.NewDecoder(resp.Body).Decode(&r)
+}
+
+func failoverRow(impl string, delta, present bool, n, clusters int, r syncReport, kill time.Time, cpu, rss float64) string {
+	lat := make([]time.Duration, 0, len(r.Synced))
+	for _, at := range r.Synced {
+		lat = append(lat, time.Duration(at-kill.UnixNano()))
+	}
+	reg := xdstype.New()
+	var total sentCount
+	perType := map[string]float64{}
+	for url, c := range r.Sent {
+		total.Resources += c.Resources
+		total.Bytes += c.Bytes
+		total.SparedResources += c.SparedResources
+		total.SparedBytes += c.SparedBytes
+		if t := reg.Lookup(url); t != nil {
+			perType[t.Abbrev] = float64(c.Resources) / float64(n)
+		}
+	}
+	mode, yes := "SotW", "no (baseline)"
+	if delta {
+		mode = "delta"
+	}
+	if present {
+		yes = "yes"
+	}
+	per := func(v int64) float64 { return float64(v) / float64(n) }
+	return fmt.Sprintf("| %s (%s) | %d | %d | %s | %s / %s / %s | %.1f (%.1f / %.1f / %.1f / %.1f) | %.0f B | %.1f / %.0f B | %.2f s | %.0f MB |",
+		impl, mode, n, clusters, yes,
+		ms(percentile(lat, 0.5)), ms(percentile(lat, 0.99)), ms(percentile(lat, 1)),
+		per(total.Resources), perType["CDS"], perType["EDS"], perType["LDS"], perType["RDS"],
+		per(total.Bytes), per(total.SparedResources), per(total.SparedBytes), cpu, rss/(1<<20))
+}
+
+// states prints the status tracker's counts of types by state.
+func states(m map[string]int) string {
+	var out []string
+	for s, n := range m {
+		if n > 0 {
+			out = append(out, fmt.Sprintf("%s %d", s, n))
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
+}
