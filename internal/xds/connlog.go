@@ -16,6 +16,7 @@ const (
 	closedByShutdown = "server_shutdown"
 	closedEvicted    = "evicted"
 	closedRefused    = "refused"
+	closedDraining   = "draining"
 	closedError      = "error"
 )
 
@@ -73,6 +74,9 @@ func (st *stream) closedReason(err error) string {
 	switch {
 	case st.srv.life.Err() != nil:
 		return closedByShutdown
+	case errors.Is(err, errDrained):
+		// Drain ended it: the replica hands its proxies to others.
+		return closedDraining
 	case errors.As(err, &r) && r.reason == RefusedStalled, st.tconn != nil && st.tconn.evicted.Load():
 		// The stream stalled, or another on its connection did.
 		return closedEvicted

@@ -136,8 +136,12 @@ type Server struct {
 	life context.Context
 	stop context.CancelFunc
 	ids  atomic.Uint64
-	// draining is set by Drain.
-	draining atomic.Bool
+	// draining is set by Drain; open are the open streams it ends, and
+	// drainClock, when a test sets it, replaces time in Drain's schedule
+	// (a channel firing at an offset from the drain's start).
+	draining   atomic.Bool
+	open       openStreams
+	drainClock func(offset time.Duration) <-chan time.Time
 }
 
 // New returns a server.
@@ -236,24 +240,6 @@ func (s *Server) evict(k connKey) {
 // Shutdown ends every open stream with UNAVAILABLE so that a graceful gRPC
 // stop can complete; clients reconnect to another replica or retry.
 func (s *Server) Shutdown() { s.stop() }
-
-// Drain hands the server's proxies over to other replicas: from the call
-// on, new streams are refused with UNAVAILABLE, and the open ones end with
-// UNAVAILABLE spread evenly over period, connection by connection (each
-// connection closed once its streams have ended, so that its client
-// reconnects elsewhere), so that the other replicas see a trickle, not a
-// storm. It returns once every stream has ended, or when ctx is done (the
-// rest are then left to Shutdown). A period <= 0 ends them all at once.
-//
-// TODO(drain): contract only; the spread is being built.
-func (s *Server) Drain(ctx context.Context, period time.Duration) error {
-	s.draining.Store(true)
-	s.stop()
-	return nil
-}
-
-// Draining reports whether Drain was called.
-func (s *Server) Draining() bool { return s.draining.Load() }
 
 // handlerType satisfies grpc's check that a service implementation has the
 // service's interface: the descriptors below are built from the registry

@@ -73,6 +73,13 @@ func (r *recorder) wait(t *testing.T, ok func(xds.Event) bool) xds.Event {
 	}
 }
 
+// all returns a copy of the events so far.
+func (r *recorder) all() []xds.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]xds.Event(nil), r.events...)
+}
+
 func (r *recorder) count(ok func(xds.Event) bool) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()

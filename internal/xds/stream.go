@@ -153,6 +153,9 @@ func (st *stream) wakeAt(t time.Time) {
 func (s *Server) serve(gs grpc.ServerStream, typeURL string, delta bool) error {
 	ctx, cancel := s.streamContext(gs.Context())
 	defer cancel()
+	// Drain ends the stream through its own cause.
+	ctx, end := context.WithCancelCause(ctx)
+	defer end(nil)
 	st := &stream{
 		srv:     s,
 		gs:      gs,
@@ -166,6 +169,11 @@ func (s *Server) serve(gs grpc.ServerStream, typeURL string, delta bool) error {
 		st.conn = keyOf(p)
 		st.tconn = s.conns.get(st.conn)
 	}
+	reg, ok := s.open.add(st.conn, st.tconn, end)
+	if !ok {
+		return s.refuseDraining(st)
+	}
+	defer s.open.remove(reg)
 	st.ident = identity.FromContext(gs.Context())
 	st.watch = &sendWatch{stall: s.slotHold, evict: s.evictAfter, onEvict: func() { s.evict(st.conn) }}
 	defer st.watch.stop()
@@ -278,6 +286,9 @@ func run[Req any, P interface {
 		case <-ctx.Done():
 			if st.srv.life.Err() != nil {
 				return status.Error(codes.Unavailable, "pylon is shutting down")
+			}
+			if errors.Is(context.Cause(ctx), errDrained) {
+				return errDrained
 			}
 			return ctx.Err()
 		}

@@ -1,0 +1,317 @@
+package xds
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// RefusedDraining: the replica is draining (Server.Drain) and takes no new
+// streams; the client should connect to another replica.
+const RefusedDraining = "draining"
+
+// drainMessage is what a client is told when Drain ends its stream or
+// refuses a new one.
+const drainMessage = "replica draining: reconnect to another"
+
+// errDrained ends a stream that Drain ended: UNAVAILABLE, so that the
+// client reconnects (to another replica, its connection being closed).
+var errDrained = status.Error(codes.Unavailable, drainMessage)
+
+// drainFlush is how long a drained connection stays open after its
+// streams have ended, so that gRPC writes their UNAVAILABLE status before
+// the connection closes (a client that misses it sees the connection
+// close, also UNAVAILABLE, without the reason).
+const drainFlush = 200 * time.Millisecond
+
+// openStreams are the server's open streams, for Drain: registered when a
+// stream starts, under the same lock as the draining flag, so that a
+// stream either is refused or is one Drain ends.
+type openStreams struct {
+	mu       sync.Mutex
+	m        map[*openStream]struct{}
+	seq      uint64
+	draining bool
+	// ended is woken when a stream ends during a drain.
+	ended chan struct{}
+}
+
+// openStream is one stream as Drain sees it.
+type openStream struct {
+	seq   uint64 // registration order: older streams first
+	conn  connKey
+	tconn *trackedConn // nil when the connection is not tracked
+	end   context.CancelCauseFunc
+	done  chan struct{} // closed when the stream's handler is done
+}
+
+// add registers a stream, or reports false when the server is draining.
+func (o *openStreams) add(conn connKey, tconn *trackedConn, end context.CancelCauseFunc) (*openStream, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.draining {
+		return nil, false
+	}
+	if o.m == nil {
+		o.m = map[*openStream]struct{}{}
+	}
+	o.seq++
+	s := &openStream{seq: o.seq, conn: conn, tconn: tconn, end: end, done: make(chan struct{})}
+	o.m[s] = struct{}{}
+	return s, true
+}
+
+// remove unregisters a stream whose handler is done.
+func (o *openStreams) remove(s *openStream) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.m, s)
+	close(s.done)
+	if o.ended != nil {
+		select {
+		case o.ended <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// drainGroup is one connection's streams, ended together.
+type drainGroup struct {
+	conn    connKey
+	tconn   *trackedConn
+	oldest  uint64
+	streams []*openStream
+	// flushAt is when the connection closes, once its streams ended.
+	flushAt time.Time
+}
+
+// startDrain marks the server draining and returns its open streams by
+// connection, the connection of the oldest stream first, with the
+// tracked connections that have no stream last (by address, to be
+// deterministic): they are closed in their turn, so that their clients
+// too reconnect elsewhere.
+func (o *openStreams) startDrain(tracked []*trackedConn) ([]*drainGroup, int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.draining = true
+	o.ended = make(chan struct{}, 1)
+	byConn := map[connKey]*drainGroup{}
+	var groups []*drainGroup
+	for s := range o.m {
+		g := byConn[s.conn]
+		if g == nil {
+			g = &drainGroup{conn: s.conn, tconn: s.tconn, oldest: s.seq}
+			byConn[s.conn] = g
+			groups = append(groups, g)
+		}
+		g.oldest = min(g.oldest, s.seq)
+		g.streams = append(g.streams, s)
+	}
+	slices.SortFunc(groups, func(a, b *drainGroup) int { return compareUint(a.oldest, b.oldest) })
+	slices.SortFunc(tracked, func(a, b *trackedConn) int { return compareKey(a.key, b.key) })
+	for _, tc := range tracked {
+		if byConn[tc.key] == nil {
+			groups = append(groups, &drainGroup{conn: tc.key, tconn: tc})
+		}
+	}
+	return groups, len(o.m)
+}
+
+func compareUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func compareKey(a, b connKey) int {
+	switch {
+	case a.remote != b.remote:
+		if a.remote < b.remote {
+			return -1
+		}
+		return 1
+	case a.local < b.local:
+		return -1
+	case a.local > b.local:
+		return 1
+	}
+	return 0
+}
+
+// all returns the tracked connections.
+func (c *conns) all() []*trackedConn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*trackedConn, 0, len(c.m))
+	for _, tc := range c.m {
+		out = append(out, tc)
+	}
+	return out
+}
+
+// drainer is one Drain's schedule: group i's streams end at start plus
+// i/len(groups) of the period, and its connection closes drainFlush after
+// they have ended.
+type drainer struct {
+	srv    *Server
+	groups []*drainGroup
+	period time.Duration
+	// at returns a channel that fires at offset from the drain's start
+	// (the server's drainClock; time itself unless a test injects one).
+	at func(offset time.Duration) <-chan time.Time
+	// next is the next group to end; ending are the groups ended whose
+	// connections are not closed yet, in order.
+	next   int
+	ending []*drainGroup
+}
+
+// offset is when group i ends, from the drain's start: evenly spread, the
+// first at once, the last one group's share before the period ends.
+func (d *drainer) offset(i int) time.Duration {
+	if d.period <= 0 {
+		return 0
+	}
+	return time.Duration(int64(d.period) * int64(i) / int64(len(d.groups)))
+}
+
+// run ends the groups on schedule until all are ended and their
+// connections closed, or ctx is done.
+func (d *drainer) run(ctx context.Context) error {
+	var due <-chan time.Time
+	flush := time.NewTimer(time.Hour)
+	flush.Stop()
+	defer flush.Stop()
+	ended := d.srv.open.ended
+	for d.next < len(d.groups) || len(d.ending) > 0 {
+		if due == nil && d.next < len(d.groups) {
+			due = d.at(d.offset(d.next))
+		}
+		d.armFlush(flush, time.Now())
+		select {
+		case <-due:
+			due = nil
+			d.end(d.groups[d.next])
+			d.next++
+		case <-ended:
+		case <-flush.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		d.closeDue(time.Now())
+	}
+	return nil
+}
+
+// end ends a group's streams with UNAVAILABLE; its connection is closed
+// once they are done.
+func (d *drainer) end(g *drainGroup) {
+	for _, s := range g.streams {
+		s.end(errDrained)
+	}
+	d.ending = append(d.ending, g)
+}
+
+// armFlush sets flush to fire when the first ending group whose streams
+// are all done may close its connection.
+func (d *drainer) armFlush(flush *time.Timer, now time.Time) {
+	var first time.Time
+	for _, g := range d.ending {
+		if g.flushAt.IsZero() && streamsDone(g) {
+			g.flushAt = now.Add(drainFlush)
+		}
+		if !g.flushAt.IsZero() && (first.IsZero() || g.flushAt.Before(first)) {
+			first = g.flushAt
+		}
+	}
+	if first.IsZero() {
+		flush.Stop()
+		return
+	}
+	flush.Reset(max(first.Sub(now), 0))
+}
+
+// closeDue closes the connections of the groups whose flush time passed.
+func (d *drainer) closeDue(now time.Time) {
+	left := d.ending[:0]
+	for _, g := range d.ending {
+		if g.flushAt.IsZero() || now.Before(g.flushAt) {
+			left = append(left, g)
+			continue
+		}
+		if g.tconn != nil {
+			_ = g.tconn.Close()
+		}
+	}
+	clear(d.ending[len(left):])
+	d.ending = left
+}
+
+func streamsDone(g *drainGroup) bool {
+	for _, s := range g.streams {
+		select {
+		case <-s.done:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Drain hands the server's proxies over to other replicas, so that they
+// see a trickle of reconnects, not a storm. From the call on, new streams
+// are refused with UNAVAILABLE ("replica draining: reconnect to another",
+// refusal reason "draining"). The open streams end with UNAVAILABLE
+// spread evenly over period, connection by connection, the connection of
+// the oldest stream first: a connection's streams end together, at
+// i/n of the period for the i-th of n connections, and a connection
+// served on Listener is closed once they have (after a moment for their
+// status to go out), so that its client's reconnect goes to another
+// replica rather than back over the same HTTP/2 connection. Listener's
+// connections without a stream are closed in their turn too; streams on
+// an untracked connection just end. A period <= 0 ends them all at once.
+//
+// Drain returns nil once every stream open at the call has ended and
+// their connections are closed, or ctx's error when ctx is done first
+// (the rest are then left to Shutdown). Its work is one goroutine, the
+// caller's. Draining reports the call.
+func (s *Server) Drain(ctx context.Context, period time.Duration) error {
+	s.draining.Store(true)
+	start := time.Now()
+	groups, n := s.open.startDrain(s.conns.all())
+	s.log.Info("draining: ending xDS streams connection by connection, spread over the period", "streams", n, "connections", len(groups), "period", period.String())
+	clock := s.drainClock
+	if clock == nil {
+		clock = func(offset time.Duration) <-chan time.Time { return time.After(time.Until(start.Add(offset))) }
+	}
+	d := &drainer{srv: s, groups: groups, period: period, at: clock}
+	if err := d.run(ctx); err != nil {
+		s.log.Warn("drain stopped before every stream ended: shutdown ends the rest", "connections_left", len(groups)-d.next+len(d.ending), "error", err.Error())
+		return err
+	}
+	s.log.Info("drained: every xDS stream ended", "streams", n, "connections", len(groups), "took", time.Since(start).Round(time.Millisecond).String())
+	return nil
+}
+
+// Draining reports whether Drain was called.
+func (s *Server) Draining() bool { return s.draining.Load() }
+
+// refuseDraining refuses a new stream while the server drains, and closes
+// its connection when the server tracks it (after a moment for the status
+// to go out): the client then reconnects, to another replica, rather than
+// retrying over the same connection.
+func (s *Server) refuseDraining(st *stream) error {
+	r := &refusal{reason: RefusedDraining, st: status.New(codes.Unavailable, drainMessage)}
+	st.refused(r)
+	if tc := st.tconn; tc != nil {
+		time.AfterFunc(drainFlush, func() { _ = tc.Close() })
+	}
+	return r
+}
