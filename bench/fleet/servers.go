@@ -153,7 +153,13 @@ func serve(impl string, clusters int, watch bool) error {
 	case "gcp":
 		g = grpc.NewServer(keep, grpc.MaxConcurrentStreams(1<<20))
 		c := cache.NewSnapshotCache(true, fleetHash{}, nil)
-		discoverygrpc.RegisterAggregatedDiscoveryServiceServer(g, gcpserver.NewServer(context.Background(), c, nil))
+		var callbacks gcpserver.Callbacks
+		if watch {
+			sw := newSyncWatch(nopObserver{}, 4, gcpVersion(c), func() map[string]int { return nil })
+			sw.handle(http.DefaultServeMux)
+			callbacks = (&gcpFeed{w: sw, nodes: map[int64]*corev3.Node{}}).callbacks()
+		}
+		discoverygrpc.RegisterAggregatedDiscoveryServiceServer(g, gcpserver.NewServer(context.Background(), c, callbacks))
 		srv = &gcp{cache: c, prev: map[types.ResponseType]string{}}
 	default:
 		return fmt.Errorf("unknown implementation %q", impl)
@@ -209,5 +215,9 @@ func groupVersion(pub *snapshot.Publisher) func(group, typeURL string) string {
 		return ""
 	}
 }
+
+type nopObserver struct{}
+
+func (nopObserver) Observe(xds.Event) {}
 
 var _ = resource.ClusterType

@@ -30,12 +30,16 @@ type syncWatch struct {
 	mu      sync.Mutex
 	streams map[uint64]*watchedStream
 	synced  map[string]time.Time // node -> first time SYNCED since the mark
-	sent    map[string]*sentCount
-	notify  chan struct{} // one slot: a node became SYNCED
+	// took holds, per node, the time from its stream's first event to
+	// that SYNCED: the server's part, without the client's backoff.
+	took   map[string]time.Duration
+	sent   map[string]*sentCount
+	notify chan struct{} // one slot: a node became SYNCED
 }
 
 type watchedStream struct {
 	node, group string
+	since       time.Time // the stream's first event
 	types       map[string]*watchedType
 	done        bool // recorded as SYNCED since the mark
 }
@@ -52,7 +56,7 @@ type sentCount struct {
 func newSyncWatch(next xds.Observer, types int, group func(string, string) string, states func() map[string]int) *syncWatch {
 	return &syncWatch{
 		next: next, types: types, group: group, states: states,
-		streams: map[uint64]*watchedStream{}, synced: map[string]time.Time{}, sent: map[string]*sentCount{},
+		streams: map[uint64]*watchedStream{}, synced: map[string]time.Time{}, took: map[string]time.Duration{}, sent: map[string]*sentCount{},
 		notify: make(chan struct{}, 1),
 	}
 }
@@ -67,10 +71,13 @@ func (w *syncWatch) Observe(e xds.Event) {
 	}
 	s := w.streams[e.StreamID]
 	if s == nil {
-		s = &watchedStream{node: e.Node.GetId(), types: map[string]*watchedType{}}
+		s = &watchedStream{node: e.Node.GetId(), since: e.At, types: map[string]*watchedType{}}
 		w.streams[e.StreamID] = s
 	}
 	s.group = e.Group
+	if s.node == "" {
+		s.node = e.Node.GetId()
+	}
 	if e.TypeURL == "" {
 		return
 	}
@@ -83,7 +90,7 @@ func (w *syncWatch) Observe(e xds.Event) {
 	if !s.done && w.isSynced(s) {
 		s.done = true
 		if _, ok := w.synced[s.node]; !ok {
-			w.synced[s.node] = e.At
+			w.synced[s.node], w.took[s.node] = e.At, e.At.Sub(s.since)
 			select {
 			case w.notify <- struct{}{}:
 			default:
@@ -139,7 +146,7 @@ func (w *syncWatch) isSynced(s *watchedStream) bool {
 func (w *syncWatch) mark() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.synced, w.sent = map[string]time.Time{}, map[string]*sentCount{}
+	w.synced, w.took, w.sent = map[string]time.Time{}, map[string]time.Duration{}, map[string]*sentCount{}
 	for _, s := range w.streams {
 		s.done = false
 	}
@@ -148,7 +155,10 @@ func (w *syncWatch) mark() {
 // syncReport is what the driver reads back.
 type syncReport struct {
 	// Synced holds, per node, when it became SYNCED (Unix ns).
-	Synced map[string]int64      `json:"synced"`
+	Synced map[string]int64 `json:"synced"`
+	// Took holds, per node, the time from its stream's first event on
+	// this server to SYNCED (ns).
+	Took   map[string]int64      `json:"took"`
 	Sent   map[string]*sentCount `json:"sent"`
 	States map[string]int        `json:"states"`
 }
@@ -176,9 +186,9 @@ func (w *syncWatch) count() int {
 
 func (w *syncWatch) report() syncReport {
 	w.mu.Lock()
-	r := syncReport{Synced: make(map[string]int64, len(w.synced)), Sent: map[string]*sentCount{}}
+	r := syncReport{Synced: make(map[string]int64, len(w.synced)), Took: make(map[string]int64, len(w.took)), Sent: map[string]*sentCount{}}
 	for n, at := range w.synced {
-		r.Synced[n] = at.UnixNano()
+		r.Synced[n], r.Took[n] = at.UnixNano(), int64(w.took[n])
 	}
 	for u, c := range w.sent {
 		cc := *c
