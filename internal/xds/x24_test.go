@@ -384,6 +384,34 @@ func TestSotWReconnect(t *testing.T) {
 		wantClusters(t, p, "payments-v3", "web")
 	})
 
+	t.Run("X24_X41_ttl_resources_resent_others_spared", func(t *testing.T) {
+		// A client using TTLs counts them down; the resend is what
+		// refreshes them after the gap of a reconnect, so a type holding
+		// one is resent. The others are spared, and heartbeats go on.
+		e := setup(t, ttlWorld(200*time.Millisecond)...)
+		node := nodeWith("envoy", featTTL, featWrap)
+		s := xdstest.OpenADS(t, e.conn, node)
+		vc := fetch(t, s, cds).VersionInfo
+		vr := fetch(t, s, rtds, "flag").VersionInfo
+		hangUp(t, e.rec, s, "envoy")
+		s2 := xdstest.OpenADS(t, e.conn, node)
+		firstRequest(s2, cds, vc)
+		firstRequest(s2, rtds, vr, "flag")
+		r := s2.RecvType(rtds)
+		var res discoveryv3.Resource
+		if err := r.Resources[0].UnmarshalTo(&res); err != nil || r.VersionInfo != vr || res.Resource == nil || res.Ttl == nil {
+			t.Fatalf("resend of a TTL resource at %q: %v (%v)", r.VersionInfo, &res, err)
+		}
+		s2.ACK(r, "flag")
+		hb := s2.RecvType(rtds)
+		if err := hb.Resources[0].UnmarshalTo(&res); err != nil || hb.VersionInfo != vr || res.Resource != nil || res.Ttl == nil {
+			t.Fatalf("heartbeat after the reconnect at %q: %v (%v)", hb.VersionInfo, &res, err)
+		}
+		if n := sparedOf(e.rec, "envoy", cds); n != 1 {
+			t.Fatalf("CDS spared %d times, want 1", n)
+		}
+	})
+
 	t.Run("X24_replica_spares_what_another_sent", func(t *testing.T) {
 		// Two servers built from the same config, as two replicas publish
 		// the same store revision: a client of the first that fails over
