@@ -14,7 +14,18 @@ import (
 	"github.com/pylon-xds/pylon/internal/daemon"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// childEnv, set to "1", makes this test binary run main() with its
+// arguments instead of the tests: the serve tests signal such a child as
+// an operator signals pylon.
+const childEnv = "PYLON_MAIN_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		main()
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // stopNow is the stop-now channel ctx carries.
 func stopNow(t *testing.T, ctx context.Context) <-chan struct{} {
