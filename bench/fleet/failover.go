@@ -68,7 +68,7 @@ func killA(f *fleet, a, b *child) (syncReport, time.Time, float64, error) {
 	}
 	// Every ACK in: A reports each proxy SYNCED.
 	if r, err := a.synced(f.n, time.Minute); err != nil || len(r.Synced) < f.n {
-		return syncReport{}, time.Time{}, 0, fmt.Errorf("A: %d of %d proxies SYNCED (%v)", len(r.Synced), f.n, err)
+		return syncReport{}, time.Time{}, 0, fmt.Errorf("server A: %d of %d proxies SYNCED (%v)", len(r.Synced), f.n, err)
 	}
 	if _, err := b.post("/mark"); err != nil {
 		return syncReport{}, time.Time{}, 0, err
@@ -82,7 +82,7 @@ func killA(f *fleet, a, b *child) (syncReport, time.Time, float64, error) {
 	r, err := b.synced(f.n, 10*time.Minute)
 	cpu := b.cpu() - cpu0
 	if err == nil && len(r.Synced) < f.n {
-		err = fmt.Errorf("B: %d of %d proxies SYNCED after 10 minutes; status tracker: %s", len(r.Synced), f.n, states(r.States))
+		err = fmt.Errorf("server B: %d of %d proxies SYNCED after 10 minutes; status tracker: %s", len(r.Synced), f.n, states(r.States))
 	}
 	return r, kill, cpu, err
 }

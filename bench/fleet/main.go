@@ -224,6 +224,15 @@ func fetch(c *child, path, file string) {
 	_, _ = io.Copy(out, resp.Body)
 }
 
+// result is what one run of the fleet scenario measured.
+type result struct {
+	first, routeMax, reconnect time.Duration
+	rssPer, rssGC              float64 // bytes per proxy, idle and after a GC
+	lat                        []time.Duration
+	bytesPer, cpu              float64 // per EDS change
+	cpuRe, selfRe              float64 // reconnect: server's and proxies' CPU
+}
+
 func run(impl string, n, clusters int, delta bool, perConn int, profile string) (string, error) {
 	c, err := startChild(impl, clusters)
 	if err != nil {
@@ -235,86 +244,33 @@ func run(impl string, n, clusters int, delta bool, perConn int, profile string) 
 		return "", err
 	}
 	defer f.close()
-	rss0 := c.rss()
-	start := time.Now()
-	f.open(nil)
-	if _, err := waitFor(&f.ready, int64(n), 10*time.Minute); err != nil {
-		return "", fmt.Errorf("first config: %w", err)
-	}
-	first := time.Since(start)
-	time.Sleep(500 * time.Millisecond) // let ACKs settle
-	rssPer := (c.rss() - rss0) / float64(n)
-	mem, err := c.post("/gc")
-	if err != nil {
+	var r result
+	var profiled sync.WaitGroup
+	base := fmt.Sprintf("%s/%s-%d-%d", profile, impl, n, clusters)
+	if err := firstConfig(c, f, &r, impl, profile != ""); err != nil {
 		return "", err
 	}
 	if profile != "" {
-		fmt.Fprintf(os.Stderr, "%s n=%d clusters=%d after GC: %s\n", impl, n, clusters, mem)
-	}
-	rssGC := (c.rss() - rss0) / float64(n)
-	var profiled sync.WaitGroup
-	if profile != "" {
-		base := fmt.Sprintf("%s/%s-%d-%d", profile, impl, n, clusters)
 		fetch(c, "/debug/pprof/heap", base+".heap")
 		profiled.Add(1)
 		go func() { defer profiled.Done(); fetch(c, "/debug/pprof/profile?seconds=3", base+".cpu") }()
 		time.Sleep(100 * time.Millisecond)
 	}
-
-	// An EDS change: one endpoint of one cluster.
-	f.epoch.Add(1)
-	f.bytes.Store(0)
-	cpu0 := c.cpu()
-	f.started = time.Now()
-	if err := c.set(1, 0); err != nil {
-		return "", err
-	}
-	if _, err := waitFor(&f.edsSeen, int64(n), 5*time.Minute); err != nil {
-		return "", fmt.Errorf("EDS change: %w", err)
-	}
-	time.Sleep(200 * time.Millisecond) // ACKs in
-	cpu := c.cpu() - cpu0
+	err = edsChange(c, f, &r)
 	profiled.Wait()
-	bytesPer := float64(f.bytes.Load()) / float64(n)
-	f.mu.Lock()
-	lat := append([]time.Duration(nil), f.lat...)
-	f.mu.Unlock()
-
-	// A route change.
-	f.epoch.Add(1)
-	routeStart := time.Now()
-	if err := c.set(1, 1); err != nil {
+	if err != nil {
 		return "", err
 	}
-	if _, err := waitFor(&f.rdsSeen, int64(n), 5*time.Minute); err != nil {
-		return "", fmt.Errorf("route change: %w", err)
-	}
-	routeMax := time.Since(routeStart)
-
-	// Everyone reconnects at once, keeping what they hold (which only a
-	// delta client can tell the server).
-	if err := f.stop(); err != nil {
+	if err := routeChange(c, f, &r); err != nil {
 		return "", err
 	}
-	f.ready.Store(0)
-	f.waitMax.Store(0)
-	reStart := time.Now()
-	cpuRe0, self0 := c.cpu(), procCPU("self")
 	if profile != "" {
 		profiled.Add(1)
-		go func() {
-			defer profiled.Done()
-			fetch(c, "/debug/pprof/profile?seconds=10", fmt.Sprintf("%s/%s-%d-%d.reconnect.cpu", profile, impl, n, clusters))
-		}()
+		go func() { defer profiled.Done(); fetch(c, "/debug/pprof/profile?seconds=10", base+".reconnect.cpu") }()
 	}
-	f.open(f.proxies)
-	if _, err := waitFor(&f.ready, int64(n), 10*time.Minute); err != nil {
-		return "", fmt.Errorf("reconnect: %w", err)
-	}
-	re := time.Since(reStart)
-	cpuRe, selfRe := c.cpu()-cpuRe0, procCPU("self")-self0
+	err = reconnectAll(c, f, &r)
 	profiled.Wait()
-	if err := f.stop(); err != nil {
+	if err != nil {
 		return "", err
 	}
 	if e := f.failures(); e != "" {
@@ -328,7 +284,86 @@ func run(impl string, n, clusters int, delta bool, perConn int, profile string) 
 		mode = "delta"
 	}
 	return fmt.Sprintf("| %s (%s) | %d | %d | %s | %s / %s / %s | %.0f B | %.3f s | %s | %.1f / %.1f KB | %s (%s; %.1f / %.1f s) |",
-		impl, mode, n, clusters, ms(first),
-		ms(percentile(lat, 0.5)), ms(percentile(lat, 0.99)), ms(percentile(lat, 1)),
-		bytesPer, cpu, ms(routeMax), rssPer/1024, rssGC/1024, ms(re), ms(time.Duration(f.waitMax.Load())), cpuRe, selfRe), nil
+		impl, mode, n, clusters, ms(r.first),
+		ms(percentile(r.lat, 0.5)), ms(percentile(r.lat, 0.99)), ms(percentile(r.lat, 1)),
+		r.bytesPer, r.cpu, ms(r.routeMax), r.rssPer/1024, r.rssGC/1024, ms(r.reconnect), ms(time.Duration(f.waitMax.Load())), r.cpuRe, r.selfRe), nil
+}
+
+// firstConfig opens the fleet and measures the time until every proxy has
+// its full config, and the server's memory per proxy then.
+func firstConfig(c *child, f *fleet, r *result, impl string, verbose bool) error {
+	rss0 := c.rss()
+	start := time.Now()
+	f.open(nil)
+	if _, err := waitFor(&f.ready, int64(f.n), 10*time.Minute); err != nil {
+		return fmt.Errorf("first config: %w", err)
+	}
+	r.first = time.Since(start)
+	time.Sleep(500 * time.Millisecond) // let ACKs settle
+	r.rssPer = (c.rss() - rss0) / float64(f.n)
+	mem, err := c.post("/gc")
+	if err != nil {
+		return err
+	}
+	if verbose {
+		fmt.Fprintf(os.Stderr, "%s n=%d clusters=%d after GC: %s\n", impl, f.n, f.clusters, mem)
+	}
+	r.rssGC = (c.rss() - rss0) / float64(f.n)
+	return nil
+}
+
+// edsChange measures an EDS change (one endpoint of one cluster) reaching
+// every proxy.
+func edsChange(c *child, f *fleet, r *result) error {
+	f.epoch.Add(1)
+	f.bytes.Store(0)
+	cpu0 := c.cpu()
+	f.started = time.Now()
+	if err := c.set(1, 0); err != nil {
+		return err
+	}
+	if _, err := waitFor(&f.edsSeen, int64(f.n), 5*time.Minute); err != nil {
+		return fmt.Errorf("EDS change: %w", err)
+	}
+	time.Sleep(200 * time.Millisecond) // ACKs in
+	r.cpu = c.cpu() - cpu0
+	r.bytesPer = float64(f.bytes.Load()) / float64(f.n)
+	f.mu.Lock()
+	r.lat = append([]time.Duration(nil), f.lat...)
+	f.mu.Unlock()
+	return nil
+}
+
+// routeChange measures a route change reaching every proxy.
+func routeChange(c *child, f *fleet, r *result) error {
+	f.epoch.Add(1)
+	routeStart := time.Now()
+	if err := c.set(1, 1); err != nil {
+		return err
+	}
+	if _, err := waitFor(&f.rdsSeen, int64(f.n), 5*time.Minute); err != nil {
+		return fmt.Errorf("route change: %w", err)
+	}
+	r.routeMax = time.Since(routeStart)
+	return nil
+}
+
+// reconnectAll ends every proxy and starts them again at once, as after a
+// restart of the proxies' side: new processes that keep what they hold
+// (delta versions; a SotW proxy here starts without versions).
+func reconnectAll(c *child, f *fleet, r *result) error {
+	if err := f.stop(); err != nil {
+		return err
+	}
+	f.ready.Store(0)
+	f.waitMax.Store(0)
+	start := time.Now()
+	cpu0, self0 := c.cpu(), procCPU("self")
+	f.open(f.proxies)
+	if _, err := waitFor(&f.ready, int64(f.n), 10*time.Minute); err != nil {
+		return fmt.Errorf("reconnect: %w", err)
+	}
+	r.reconnect = time.Since(start)
+	r.cpuRe, r.selfRe = c.cpu()-cpu0, procCPU("self")-self0
+	return f.stop()
 }
