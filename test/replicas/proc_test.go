@@ -196,11 +196,16 @@ func (r *replica) exitText() string {
 // token. A transport error (the replica is dead, the request timed out) is
 // returned, not fatal: a writer racing a kill expects them.
 func (r *replica) do(method, path, body string, write bool) (int, []byte, error) {
+	return r.doCtx(context.Background(), method, path, body, write)
+}
+
+// doCtx is do within ctx.
+func (r *replica) doCtx(ctx context.Context, method, path, body string, write bool) (int, []byte, error) {
 	tok := r.f.readToken
 	if write {
 		tok = r.f.token
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.f.http.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, r.f.http.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, "http://"+r.adminAddr+path, strings.NewReader(body))
 	if err != nil {
