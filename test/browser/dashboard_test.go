@@ -43,7 +43,12 @@ func document(billing bool) string {
 }`
 }
 
-const nackReason = "cluster api: upstream TLS context refused by this test's proxy (simulated)"
+// nackReason and strayNode carry markup: text from proxies is shown as
+// text, never run (window.__pwned stays unset).
+const (
+	nackReason = "cluster api: upstream TLS context refused <img src=x onerror=window.__pwned=1> (simulated)"
+	strayNode  = "stray-<svg onload=window.__pwned=2>"
+)
 
 // fleetUnderTest is the running Pylon, its clients and the browser tab.
 type fleetUnderTest struct {
@@ -68,7 +73,7 @@ func TestDashboard(t *testing.T) {
 		proxies[id] = xdstest.NewProxy(t, conn, id, id == "edge-3")
 	}
 	// A proxy in no group: connected, asking, receiving nothing.
-	xdstest.OpenADS(t, conn, xdstest.Node("stray-1")).Request(xdstype.ClusterURL)
+	xdstest.OpenADS(t, conn, xdstest.Node(strayNode)).Request(xdstype.ClusterURL)
 	// edge-2 refuses the api cluster: its CDS is NACKED with the reason.
 	proxies["edge-2"].Reject = func(m proto.Message) string {
 		if c, ok := m.(*clusterv3.Cluster); ok && c.GetName() == "api" {
@@ -122,13 +127,13 @@ func (f *fleetUnderTest) overviewCounts(t *testing.T, version string) {
 	}
 	waitJS(t, ctx, "5 streams", `document.querySelector('#stream-count').textContent === '5'`)
 	waitJS(t, ctx, "NACKED total", `[...document.querySelectorAll('#totals .badge')].some(b => b.textContent === 'NACKED 1')`)
-	screenshot(t, ctx, "overview")
 }
 
 func (f *fleetUnderTest) nackedProxy(t *testing.T) {
 	ctx := f.ctx
 	goTo(t, ctx, "#/proxy/edge-2")
 	waitJS(t, ctx, "the NACK reason", `[...document.querySelectorAll('tr[data-type="CDS"] .nack-detail')].some(e => e.textContent === `+jsString(nackReason)+`)`)
+	waitJS(t, ctx, "the reason as text, not markup", `!document.querySelector('.nack-detail img') && window.__pwned === undefined`)
 	waitJS(t, ctx, "CDS NACKED", `!!document.querySelector('table.types tr[data-type="CDS"] .badge[data-state="NACKED"]')`)
 	// The drift: it runs nothing of CDS (never ACKed) and should run the
 	// group's version.
@@ -153,7 +158,8 @@ func (f *fleetUnderTest) proxiesFilter(t *testing.T) {
 	waitJS(t, ctx, "only edge-2", rows+` === 1 && document.querySelector('#proxies tbody tr').dataset.node === 'edge-2'`)
 	// Sorting by node, descending, on the server.
 	goTo(t, ctx, "#/proxies?sort=-node")
-	waitJS(t, ctx, "sorted descending", `[...document.querySelectorAll('#proxies tbody tr')].map(r => r.dataset.node).join(',') === 'stray-1,edge-3,edge-2,edge-1,canary-1'`)
+	waitJS(t, ctx, "sorted descending", `[...document.querySelectorAll('#proxies tbody tr')].map(r => r.dataset.node).join(',') === `+jsString(strayNode+",edge-3,edge-2,edge-1,canary-1"))
+	waitJS(t, ctx, "the stray's id as text", `[...document.querySelectorAll('#proxies tbody a')].some(a => a.textContent === `+jsString(strayNode)+`) && !document.querySelector('#proxies svg') && window.__pwned === undefined`)
 }
 
 func (f *fleetUnderTest) changeLive(t *testing.T) {
@@ -163,14 +169,15 @@ func (f *fleetUnderTest) changeLive(t *testing.T) {
 	// A reload would lose this.
 	run(t, ctx, "mark the page", eval(`window.__noReload = 42`))
 	_, v2 := f.p.apply(t, document(true))
-	waitJS(t, ctx, "the new version, live", `document.querySelector('#config-version').title === `+jsString(v2))
 	settle(t, f.proxies)
+	waitJS(t, ctx, "the new version, live", `document.querySelector('#config-version').title === `+jsString(v2))
 	if f.proxies["edge-1"].Clusters["billing"] == nil {
 		t.Fatal("edge-1 did not receive the billing cluster")
 	}
 	waitJS(t, ctx, "edge CDS counts after the change", cell("edge", "CDS", "SYNCED")+` === 2 && `+cell("edge", "CDS", "NACKED")+` === 1`)
 	waitJS(t, ctx, "push latency shown", `!!document.querySelector('#latency tr td')`)
 	waitJS(t, ctx, "no reload", `window.__noReload === 42`)
+	screenshot(t, ctx, "overview")
 }
 
 func (f *fleetUnderTest) rollout(t *testing.T) {

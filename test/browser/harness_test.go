@@ -309,3 +309,5 @@ func js(v any) string {
 	}
 	return string(b)
 }
+
+func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }

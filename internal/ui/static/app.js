@@ -70,6 +70,7 @@
   function version(v) { return el('span', { class: 'mono', title: v || '' }, short(v)); }
   function fmtMs(x) { return x < 1 ? x.toFixed(2) + ' ms' : x < 1000 ? x.toFixed(1) + ' ms' : (x / 1000).toFixed(2) + ' s'; }
   function num(n) { return Number(n || 0).toLocaleString('en-US'); }
+  function plural(n, word) { return num(n) + ' ' + word + (n === 1 ? '' : 's'); }
   function badge(state, text) {
     return el('span', { class: 'badge ' + state.replace(' ', '-'), 'data-state': state }, text === undefined ? state : text);
   }
@@ -204,6 +205,7 @@
       el('td', { class: 'num' }, num(g.streams)),
       types.map((t) => el('td', { 'data-type': t }, stateCounts(g.name, t, (g.states || {})[t] || {})))));
     return el('div', { class: 'card' }, el('h2', {}, 'Proxies by group and state'),
+      el('p', { class: 'muted legend' }, 'Streams per resource type in each state:', STATES.map((st) => badge(st))),
       rows.length ? el('table', { id: 'groups' }, el('thead', {}, head), el('tbody', {}, rows)) : el('p', { class: 'empty' }, 'No group yet.'));
   }
 
@@ -360,7 +362,7 @@
     const rows = (s.types || []).map((t) => el('tr', { 'data-type': t.type },
       el('td', {}, el('strong', {}, t.type)),
       el('td', {}, badge(t.state)),
-      el('td', {}, t.sent ? [version(t.sent.version), ' ', when(t.sent.at), el('div', { class: 'muted' }, (t.sent.resources || 0) + ' resources')] : el('span', { class: 'muted' }, 'nothing yet')),
+      el('td', {}, t.sent ? [version(t.sent.version), ' ', when(t.sent.at), el('div', { class: 'muted' }, plural(t.sent.resources || 0, 'resource'))] : el('span', { class: 'muted' }, 'nothing yet')),
       el('td', {}, t.acked ? [version(t.acked.version), ' ', when(t.acked.at)] : el('span', { class: 'muted' }, '—')),
       el('td', {}, version(t.expectedVersion)),
       el('td', { class: 'nack' }, t.lastNack ? [el('div', {}, 'version ', version(t.lastNack.version), ' ', when(t.lastNack.at)), el('div', { class: 'error-text nack-detail' }, t.lastNack.errorDetail)] : el('span', { class: 'muted' }, 'none'))));
@@ -370,21 +372,31 @@
       el('dl', { class: 'kv' }, facts.map(([k, v]) => [el('dt', {}, k), el('dd', {}, String(v))])),
       el('h3', {}, 'Per type'),
       el('table', { class: 'types' }, el('thead', {}, el('tr', {}, ['Type', 'State', 'Last sent', 'ACKed (runs)', 'Should run', 'Last NACK'].map((h) => el('th', {}, h)))), el('tbody', {}, rows)),
-      el('h3', {}, 'What it runs against what it should'), renderDrift(s.drift || []),
+      el('h3', {}, 'What it runs against what it should'), renderDrift(s),
       sent.length ? [el('h3', {}, 'Last sent, per type'), sent] : null);
   }
 
-  function renderDrift(list) {
+  // renderDrift says, per type, whether the proxy runs what it should and,
+  // when not, what differs: the resources of the last response that
+  // changed or left the group since, those not sent yet, or a refusal.
+  function renderDrift(s) {
+    const list = s.drift || [];
     if (!list.length) return el('p', { class: 'muted' }, 'Nothing to compare (not kept for another replica\'s proxies: ask that replica).');
-    return el('table', { class: 'drift' }, el('thead', {}, el('tr', {}, ['Type', 'Runs', 'Should', '', 'Difference'].map((h) => el('th', {}, h)))),
+    const states = {};
+    for (const t of s.types || []) states[t.type] = t;
+    return el('table', { class: 'drift' }, el('thead', {}, el('tr', {}, ['Type', 'Runs (ACKed)', 'Should run', '', 'Difference'].map((h) => el('th', {}, h)))),
       el('tbody', {}, list.map((d) => {
+        const t = states[d.type] || {};
         const diffs = [];
         const names = (label, xs) => xs && xs.length ? diffs.push(el('div', { class: 'names' }, label + ': ', xs.map((n) => el('span', { class: 'mono' }, n)))) : null;
+        if (t.state === 'NACKED' && t.lastNack) diffs.push(el('div', { class: 'error-text' }, 'refused version ', version(t.lastNack.version), ': see its last NACK above'));
+        else if (!d.runs && !d.inSync) diffs.push(el('div', {}, t.sent ? 'has not ACKed what it was sent yet' : 'nothing sent yet'));
+        else if (!d.inSync && t.sent && t.sent.version !== d.runs) diffs.push(el('div', {}, 'version ', version(t.sent.version), ' sent, not ACKed yet'));
         names('changed since sent', d.changed);
         names('no longer in the group', d.removed);
         names('not sent yet', d.missing);
         if (d.more) diffs.push(el('div', { class: 'muted' }, '… and ' + d.more + ' more'));
-        if (!diffs.length) diffs.push(el('span', { class: 'muted' }, 'none in the last response (' + d.carried + ' of the group\'s ' + d.groupHas + ')'));
+        if (!diffs.length) diffs.push(el('span', { class: 'muted' }, d.inSync ? 'none: the last response (' + plural(d.carried, 'resource') + ') is what the group has' : 'the version differs; the last response\'s resources match the group\'s'));
         return el('tr', { 'data-type': d.type }, el('td', {}, d.type), el('td', {}, version(d.runs)), el('td', {}, version(d.should)),
           el('td', {}, d.inSync ? badge('SYNCED', 'in sync') : badge('STALE', 'behind')), el('td', {}, diffs));
       })));
