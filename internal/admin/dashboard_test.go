@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pylon-xds/pylon/internal/fleetstatus"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
@@ -235,5 +236,29 @@ func TestDrift(t *testing.T) {
 	s.Kind = "ADS delta"
 	if got := drift(reg, f, s); len(got[0].Missing) != 0 {
 		t.Errorf("a delta stream's last response is not its whole set, yet missing %v", got[0].Missing)
+	}
+}
+
+// With replicas, the summary counts each one's streams and /proxies
+// filters by replica.
+func TestSummaryReplicas(t *testing.T) {
+	fleet := otherReplicas{remote: []fleetstatus.Remote{
+		{Replica: "r2", Proxy: fleetstatus.Proxy{Node: "x", Group: "a", Kind: "ADS", Types: []fleetstatus.Type{{Type: "CDS", State: status.Nacked}}}},
+		{Replica: "r2", Proxy: fleetstatus.Proxy{Node: "y", Group: "a", Kind: "ADS"}},
+		{Replica: "r3", Proxy: fleetstatus.Proxy{Node: "z", Group: "b", Kind: "ADS"}},
+	}}
+	h := dashHarness(t, trackerFleet(3), Options{Token: writeTok, Identifier: "r1", Fleet: fleet})
+	_, body := h.do(t, "GET", "/summary", writeTok, nil)
+	var s summaryBody
+	decode(t, body, &s)
+	want := []replicaCount{{"r1", 2}, {"r2", 2}, {"r3", 1}}
+	if d := cmp.Diff(want, s.Replicas); d != "" || s.Groups[0].States["CDS"][status.Nacked] != 1 {
+		t.Errorf("replicas (-want +got):\n%s\ngroups %+v", d, s.Groups)
+	}
+	_, body = h.do(t, "GET", "/proxies?replica=r2&sort=-node", writeTok, nil)
+	var b pageBody
+	decode(t, body, &b)
+	if !slices.Equal(nodes(b.Streams), []string{"y", "x"}) || b.Streams[0].Replica != "r2" {
+		t.Errorf("replica=r2: %v", nodes(b.Streams))
 	}
 }

