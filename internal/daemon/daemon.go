@@ -74,8 +74,11 @@ type Options struct {
 	// DrainPeriod is how long a graceful stop spends handing the proxies
 	// over to other replicas before it stops (see xds.Server.Drain): not
 	// ready at once, no new streams, the open ones ended spread over the
-	// period. Zero: no drain (the CLI's default is 30s, but 0 with the
-	// embedded bolt store, where no other replica can exist).
+	// period. The admin API, the config sources and the fleet status
+	// keep running meanwhile. The drain takes at most the period and a
+	// tenth of it (at least 1s); a stop-now (WithStopNow) cuts it short.
+	// Zero: no drain (the CLI's default is 30s, but 0 with the embedded
+	// bolt store, where no other replica can exist).
 	DrainPeriod time.Duration
 	// Identifier names this replica in xDS responses and the admin API.
 	Identifier string

@@ -127,11 +127,11 @@ func (s *stopper) drain(gctx context.Context) {
 	bound := ctx.Err() != nil
 	cancel()
 	<-watched
-	s.logDrained(time.Since(start), err, bound, gctx)
+	s.logDrained(gctx, time.Since(start), err, bound)
 }
 
 // logDrained says how the drain ended.
-func (s *stopper) logDrained(took time.Duration, err error, bound bool, gctx context.Context) {
+func (s *stopper) logDrained(gctx context.Context, took time.Duration, err error, bound bool) {
 	t := took.Round(time.Millisecond).String()
 	switch {
 	case s.stopNow():
