@@ -170,9 +170,10 @@ func (f *fleetUnderTest) changeLive(t *testing.T) {
 	waitJS(t, ctx, "the overview", `!!document.querySelector('#groups')`)
 	// A reload would lose this.
 	run(t, ctx, "mark the page", eval(`window.__noReload = 42`))
-	_, v2 := f.p.apply(t, document(true))
+	rev2, v2 := f.p.apply(t, document(true))
 	settle(t, f.proxies)
 	waitJS(t, ctx, "the new version, live", `document.querySelector('#config-version').title === `+jsString(v2))
+	waitJS(t, ctx, "its revision", `document.querySelector('#config-revision').textContent.startsWith('revision `+strconv.FormatInt(rev2, 10)+` ')`)
 	if f.proxies["edge-1"].Clusters["billing"] == nil {
 		t.Fatal("edge-1 did not receive the billing cluster")
 	}

@@ -151,10 +151,21 @@
 
   // ---- overview ----
   function overviewView(root) {
+    // The store revision of the running version, looked up in the history
+    // only when the version changes (a history read is a store read).
+    const rev = { version: null, revision: null };
     return {
       poll: async () => {
         const s = await api('/summary');
         $('replica').textContent = s.identifier ? 'replica ' + s.identifier : '';
+        const v = (s.config || {}).version;
+        if (s.mode === 'store' && v && v !== rev.version) {
+          const h = await api('/v1/history');
+          const e = (h.history || []).find((x) => x.version === v);
+          rev.version = v;
+          rev.revision = e ? e.revision : null;
+        }
+        s.revision = s.mode === 'store' && rev.version === v ? rev.revision : null;
         root.replaceChildren(renderOverview(s));
       },
     };
@@ -167,7 +178,7 @@
     const cards = el('div', { class: 'grid cols-4' },
       el('div', { class: 'card stat' }, el('div', { class: 'label' }, 'Running config'),
         el('div', { class: 'value mono', id: 'config-version', title: cfg.version || '' }, short(cfg.version)),
-        el('div', { class: 'sub' }, 'published ', when(cfg.publishedAt), s.mode === 'file' ? ' · file mode' : ' · store mode')),
+        el('div', { class: 'sub', id: 'config-revision' }, s.revision ? 'revision ' + s.revision + ' · ' : '', 'published ', when(cfg.publishedAt), s.mode === 'file' ? ' · file mode' : ' · store mode')),
       el('div', { class: 'card stat' }, el('div', { class: 'label' }, 'Proxy streams'),
         el('div', { class: 'value', id: 'stream-count' }, num(s.streams)),
         el('div', { class: 'sub' }, num(s.nodes) + ' nodes · ' + num(s.gone) + ' recently closed')),
