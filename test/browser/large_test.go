@@ -14,6 +14,7 @@ import (
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/heapprofiler"
+	"github.com/chromedp/cdproto/performance"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -119,7 +120,9 @@ func timed(t *testing.T, ctx context.Context, what string, act func(), ready str
 	return time.Since(start)
 }
 
-// jsHeap is the tab's used JavaScript heap after a garbage collection.
+// jsHeap is the tab's used JavaScript heap after a garbage collection; it
+// logs Chromium's own performance metrics of the page too (DOM nodes and
+// heap).
 func jsHeap(t *testing.T, ctx context.Context) int64 {
 	t.Helper()
 	c, cancel := context.WithTimeout(ctx, bound)
@@ -131,6 +134,19 @@ func jsHeap(t *testing.T, ctx context.Context) int64 {
 	if err != nil {
 		t.Fatalf("heap usage: %v", err)
 	}
+	if _, err := chromedp.Call(c, performance.Enable, performance.EnableParams{}); err != nil {
+		t.Fatalf("performance metrics: %v", err)
+	}
+	m, err := chromedp.Call(c, performance.GetMetrics, cdp.Empty{})
+	if err != nil {
+		t.Fatalf("performance metrics: %v", err)
+	}
+	got := map[string]float64{}
+	for _, x := range m.Metrics {
+		got[x.Name] = x.Value
+	}
+	t.Logf("chromium metrics: Nodes %.0f, JSHeapUsedSize %.1f MiB, JSHeapTotalSize %.1f MiB",
+		got["Nodes"], got["JSHeapUsedSize"]/(1<<20), got["JSHeapTotalSize"]/(1<<20))
 	return int64(u.UsedSize)
 }
 
