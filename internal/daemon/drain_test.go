@@ -56,21 +56,26 @@ type running struct {
 	done  bool
 }
 
-// startDaemon runs the daemon with o (addresses, config and data folder
-// filled in) until the test ends; the context it runs under carries a
+// startDaemon runs the daemon with o (addresses, data folder and, but on
+// etcd, the config file filled in) until the test ends; the context it runs under carries a
 // stop-now channel (stopNow).
 func startDaemon(t *testing.T, o Options) *running {
 	t.Helper()
 	dir := t.TempDir()
-	o.ConfigPath = filepath.Join(dir, "pylon.yaml")
-	if err := os.WriteFile(o.ConfigPath, examples.Quickstart(), 0o600); err != nil {
-		t.Fatal(err)
+	if o.Store != StoreEtcd {
+		o.ConfigPath = filepath.Join(dir, "pylon.yaml")
+		if err := os.WriteFile(o.ConfigPath, examples.Quickstart(), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	o.DataDir = filepath.Join(dir, "data")
 	if err := os.Mkdir(o.DataDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	o.XDSAddr, o.AdminAddr, o.Resync, o.Identifier = "127.0.0.1:0", "127.0.0.1:0", -1, "drain-test"
+	o.XDSAddr, o.AdminAddr, o.Resync = "127.0.0.1:0", "127.0.0.1:0", -1
+	if o.Identifier == "" {
+		o.Identifier = "drain-test"
+	}
 	r := &running{config: o.ConfigPath, out: &lines{}, now: make(chan struct{}), errc: make(chan error, 1)}
 	o.Logger = slog.New(slog.NewTextHandler(r.out, nil))
 	ready := make(chan [2]string, 1)
@@ -137,6 +142,7 @@ func (r *running) readyz(t *testing.T) (int, string) {
 
 // proxyStream is /proxies' view of a stream.
 type proxyStream struct {
+	Replica string
 	Node    string
 	Address string
 	Gone    *time.Time `json:"disconnectedAt"`
