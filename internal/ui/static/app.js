@@ -8,9 +8,10 @@
 
 (function () {
   const TOKEN_KEY = 'pylon.token';
-  // Polling: every POLL_MS while the tab is visible, HIDDEN_MS when it is
-  // not; on errors the interval doubles up to MAX_BACKOFF_MS.
-  const POLL_MS = 2000, HIDDEN_MS = 15000, MAX_BACKOFF_MS = 30000;
+  // Polling: every POLL_MS while the tab is visible (SLOW_MS for pages whose
+  // reads are heavier: a proxy's dump, the store's history), HIDDEN_MS when
+  // it is not; on errors the interval doubles up to MAX_BACKOFF_MS.
+  const POLL_MS = 2000, SLOW_MS = 5000, HIDDEN_MS = 15000, MAX_BACKOFF_MS = 30000;
   const STATES = ['SYNCED', 'STALE', 'NACKED', 'NOT SENT'];
 
   const $ = (id) => document.getElementById(id);
@@ -86,7 +87,7 @@
 
   function schedule() {
     clearTimeout(live.timer);
-    const base = document.hidden ? HIDDEN_MS : POLL_MS;
+    const base = document.hidden ? HIDDEN_MS : (live.view && live.view.interval) || POLL_MS;
     const delay = live.failures ? Math.min(MAX_BACKOFF_MS, base * Math.pow(2, live.failures)) : base;
     live.timer = setTimeout(refresh, delay);
   }
@@ -330,6 +331,7 @@
     const node = decodeURIComponent(r.arg);
     let configShown = null;
     return {
+      interval: SLOW_MS,
       poll: async () => {
         let d;
         try {
@@ -420,6 +422,7 @@
     let lastHist = '';
     let notice = el('div', { id: 'rollback-result' });
     return {
+      interval: SLOW_MS,
       poll: async () => {
         const sum = await api('/summary');
         if (sum.mode === 'file') {
@@ -508,7 +511,11 @@
           root.replaceChildren(el('h1', {}, 'Rollout'), el('p', { class: 'empty' }, 'No change published since this replica started.'));
           return;
         }
-        const horizon = Math.max(1, r.elapsedSeconds);
+        // The chart spans the change's age while some proxies are still
+        // pending, and a little past the last ACK once none are.
+        const pending = groups.reduce((n, g) => n + g.pendingTotal, 0);
+        const last = Math.max(0, ...groups.map((g) => g.series.length ? g.series[g.series.length - 1][0] : 0));
+        const horizon = Math.max(1, pending ? r.elapsedSeconds : Math.min(r.elapsedSeconds, last * 1.25 + 1));
         root.replaceChildren(el('h1', {}, 'Rollout of the newest change'),
           el('p', { class: 'muted' }, 'Accepted ', when(r.at), '. ', r.note, '.'),
           el('div', { class: 'grid cols-2' },
