@@ -19,13 +19,6 @@ import (
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
-// drainSpreadLanded: see the daemon package's constant of that name.
-//
-// TODO(drain): xds.Server.Drain is still the contract's stub, which ends
-// every stream at once, so a first signal already stops serve at once;
-// set this true when the real drain lands.
-const drainSpreadLanded = false
-
 // serve is `pylon serve` (file mode, the quickstart) run by main in a
 // child process, with its output.
 type serve struct {
@@ -140,18 +133,6 @@ func TestServeSecondSIGTERMStopsNow(t *testing.T) {
 		st.ACK(st.RecvType(xdstype.ClusterURL))
 	}
 	s.signal(t, syscall.SIGTERM)
-	if !drainSpreadLanded {
-		// The stub Drain ends every stream at once, so serve may be gone
-		// before a second signal.
-		t.Log("TODO(drain): the drain's assertions wait for xds.Server.Drain's real implementation")
-		if !s.exited(2 * time.Second) {
-			_ = s.cmd.Process.Signal(syscall.SIGTERM)
-		}
-		if !s.exited(10 * time.Second) {
-			t.Fatalf("serve did not stop:\n%s", s.out)
-		}
-		return
-	}
 	deadline := time.Now().Add(5 * time.Second)
 	for !strings.Contains(s.out.String(), "draining: not ready") {
 		if time.Now().After(deadline) || s.exited(10*time.Millisecond) {

@@ -30,15 +30,6 @@ import (
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
-// drainSpreadLanded turns on the assertions that need xds.Server.Drain to
-// end the streams spread over the period rather than all at once.
-//
-// TODO(drain): Drain is still the contract's stub (internal/xds/server.go);
-// set this true when its real implementation lands. Against the stub,
-// TestDrain fails on the spread and TestDrainStopNow on the drain being
-// cut short (it ended before the stop-now).
-const drainSpreadLanded = false
-
 // running is a daemon serving the quickstart config in file mode on
 // loopback, started by startDaemon.
 type running struct {
@@ -345,10 +336,6 @@ func TestDrain(t *testing.T) {
 	if !strings.Contains(out, `msg="drain ended: every stream handed over" took=`) {
 		t.Errorf("no drain end line in the log:\n%s", out)
 	}
-	if !drainSpreadLanded {
-		t.Log("TODO(drain): the spread's assertions wait for xds.Server.Drain's real implementation")
-		return
-	}
 	// Not ready and no new connections before the streams end, and the
 	// open connections go on when the listener closes.
 	if !notReady.Before(last) {
@@ -370,9 +357,6 @@ func TestDrain(t *testing.T) {
 // a change made once the drain has begun reaches a stream not yet handed
 // over.
 func TestDrainConfigStillFlows(t *testing.T) {
-	if !drainSpreadLanded {
-		t.Skip("TODO(drain): the stub Drain ends every stream at once: none outlives the drain's start")
-	}
 	const period = 4 * time.Second
 	r := startDaemon(t, Options{DrainPeriod: period, ShutdownGrace: 2 * time.Second})
 	proxies := []*proxy{connect(t, r.xdsAddr, "flow-a"), connect(t, r.xdsAddr, "flow-b")}
@@ -467,10 +451,6 @@ func TestDrainStopNow(t *testing.T) {
 	collect(t, ends, n)
 	if took := r.ended.Sub(now); took > 2*time.Second {
 		t.Errorf("Run returned %v after the stop-now, want at once", took)
-	}
-	if !drainSpreadLanded {
-		t.Log("TODO(drain): the stub Drain ends at once, before the stop-now")
-		return
 	}
 	if out := r.out.String(); !strings.Contains(out, "drain cut short: stopping now") {
 		t.Errorf("the log does not say the drain was cut short:\n%s", out)

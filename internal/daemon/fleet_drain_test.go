@@ -12,9 +12,6 @@ import (
 // few at a time during the drain, not all at once at its end; once it has
 // stopped, its entry is removed at once (not left to its lease).
 func TestDrainFleetStatus(t *testing.T) {
-	if !drainSpreadLanded {
-		t.Skip("TODO(drain): the stub Drain ends every stream at once")
-	}
 	srv := etcdtest.Start(t)
 	base := etcdOptions(srv, "/drainfleet")
 	// A lease far longer than the test's bound on the entry's removal:
