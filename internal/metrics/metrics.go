@@ -76,7 +76,7 @@ func New(tracker *status.Tracker) *Metrics {
 	m.registerConfig()
 	m.refused = register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pylon_xds_streams_refused_total",
-		Help: "xDS streams the server ended on purpose, by reason (identity_mismatch, bad_node, resource_names, stalled, flood, busy).",
+		Help: "xDS streams the server ended on purpose, by reason (identity_mismatch, bad_node, resource_names, stalled, flood, busy, draining).",
 	}, []string{"reason"}), "pylon_xds_streams_refused_total")
 	m.ignored = register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pylon_xds_requests_ignored_total", Help: "xDS requests ignored, by reason (unknown_type); logged once a stream.",
