@@ -36,8 +36,10 @@ type openStreams struct {
 	m        map[*openStream]struct{}
 	seq      uint64
 	draining bool
-	// ended is woken when a stream ends during a drain.
-	ended chan struct{}
+	// finished are the drain's groups whose streams have all ended, not
+	// yet taken by the drain; wake is woken when one is added.
+	finished []*drainGroup
+	wake     chan struct{}
 }
 
 // openStream is one stream as Drain sees it.
@@ -46,7 +48,7 @@ type openStream struct {
 	conn  connKey
 	tconn *trackedConn // nil when the connection is not tracked
 	end   context.CancelCauseFunc
-	done  chan struct{} // closed when the stream's handler is done
+	group *drainGroup // set when a drain starts
 }
 
 // add registers a stream, or reports false when the server is draining.
@@ -60,23 +62,38 @@ func (o *openStreams) add(conn connKey, tconn *trackedConn, end context.CancelCa
 		o.m = map[*openStream]struct{}{}
 	}
 	o.seq++
-	s := &openStream{seq: o.seq, conn: conn, tconn: tconn, end: end, done: make(chan struct{})}
+	s := &openStream{seq: o.seq, conn: conn, tconn: tconn, end: end}
 	o.m[s] = struct{}{}
 	return s, true
 }
 
-// remove unregisters a stream whose handler is done.
+// remove unregisters a stream whose handler is done; the last of a
+// drained connection's streams tells the drain.
 func (o *openStreams) remove(s *openStream) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	delete(o.m, s)
-	close(s.done)
-	if o.ended != nil {
+	g := s.group
+	if g == nil {
+		return
+	}
+	if g.left--; g.left == 0 {
+		o.finished = append(o.finished, g)
 		select {
-		case o.ended <- struct{}{}:
+		case o.wake <- struct{}{}:
 		default:
 		}
 	}
+}
+
+// takeFinished returns the groups whose streams all ended since the last
+// call.
+func (o *openStreams) takeFinished() []*drainGroup {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := o.finished
+	o.finished = nil
+	return out
 }
 
 // drainGroup is one connection's streams, ended together.
@@ -85,8 +102,10 @@ type drainGroup struct {
 	tconn   *trackedConn
 	oldest  uint64
 	streams []*openStream
-	// flushAt is when the connection closes, once its streams ended.
-	flushAt time.Time
+	left    int // streams not ended yet; guarded by openStreams.mu
+	// ended is set at the group's turn, finished once its streams are all
+	// done (at once for a connection without streams); both the drain's.
+	ended, finished bool
 }
 
 // startDrain marks the server draining and returns its open streams by
@@ -98,7 +117,7 @@ func (o *openStreams) startDrain(tracked []*trackedConn) ([]*drainGroup, int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.draining = true
-	o.ended = make(chan struct{}, 1)
+	o.wake = make(chan struct{}, 1)
 	byConn := map[connKey]*drainGroup{}
 	var groups []*drainGroup
 	for s := range o.m {
@@ -110,12 +129,14 @@ func (o *openStreams) startDrain(tracked []*trackedConn) ([]*drainGroup, int) {
 		}
 		g.oldest = min(g.oldest, s.seq)
 		g.streams = append(g.streams, s)
+		g.left++
+		s.group = g
 	}
 	slices.SortFunc(groups, func(a, b *drainGroup) int { return compareUint(a.oldest, b.oldest) })
 	slices.SortFunc(tracked, func(a, b *trackedConn) int { return compareKey(a.key, b.key) })
 	for _, tc := range tracked {
 		if byConn[tc.key] == nil {
-			groups = append(groups, &drainGroup{conn: tc.key, tconn: tc})
+			groups = append(groups, &drainGroup{conn: tc.key, tconn: tc, finished: true})
 		}
 	}
 	return groups, len(o.m)
@@ -159,7 +180,7 @@ func (c *conns) all() []*trackedConn {
 
 // drainer is one Drain's schedule: group i's streams end at start plus
 // i/len(groups) of the period, and its connection closes drainFlush after
-// they have ended.
+// they have ended. Each step costs O(1) per stream or connection.
 type drainer struct {
 	srv    *Server
 	groups []*drainGroup
@@ -167,10 +188,17 @@ type drainer struct {
 	// at returns a channel that fires at offset from the drain's start
 	// (the server's drainClock; time itself unless a test injects one).
 	at func(offset time.Duration) <-chan time.Time
-	// next is the next group to end; ending are the groups ended whose
-	// connections are not closed yet, in order.
-	next   int
-	ending []*drainGroup
+	// next is the next group to end; unfinished counts the groups whose
+	// streams have not all ended; flushing are the connections to close,
+	// in order of their closing time.
+	next       int
+	unfinished int
+	flushing   []flushing
+}
+
+type flushing struct {
+	tconn *trackedConn
+	at    time.Time
 }
 
 // offset is when group i ends, from the drain's start: evenly spread, the
@@ -185,84 +213,91 @@ func (d *drainer) offset(i int) time.Duration {
 // run ends the groups on schedule until all are ended and their
 // connections closed, or ctx is done.
 func (d *drainer) run(ctx context.Context) error {
+	for _, g := range d.groups {
+		if !g.finished {
+			d.unfinished++
+		}
+	}
 	var due <-chan time.Time
 	flush := time.NewTimer(time.Hour)
 	flush.Stop()
 	defer flush.Stop()
-	ended := d.srv.open.ended
-	for d.next < len(d.groups) || len(d.ending) > 0 {
+	wake := d.srv.open.wake
+	for {
+		now := time.Now()
+		d.collect(now)
+		if d.unfinished == 0 {
+			// Every stream ended (Shutdown, or the clients left): the
+			// remaining turns have nothing to spread.
+			for d.next < len(d.groups) {
+				d.end(d.groups[d.next], now)
+				d.next++
+			}
+			due = nil
+		}
+		d.closeDue(now)
+		if d.next == len(d.groups) && d.unfinished == 0 && len(d.flushing) == 0 {
+			return nil
+		}
 		if due == nil && d.next < len(d.groups) {
 			due = d.at(d.offset(d.next))
 		}
-		d.armFlush(flush, time.Now())
+		if len(d.flushing) > 0 {
+			flush.Reset(max(d.flushing[0].at.Sub(now), 0))
+		}
 		select {
 		case <-due:
 			due = nil
-			d.end(d.groups[d.next])
+			d.end(d.groups[d.next], time.Now())
 			d.next++
-		case <-ended:
+		case <-wake:
 		case <-flush.C:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		d.closeDue(time.Now())
 	}
-	return nil
 }
 
-// end ends a group's streams with UNAVAILABLE; its connection is closed
-// once they are done.
-func (d *drainer) end(g *drainGroup) {
+// end ends a group's streams with UNAVAILABLE at its turn; its connection
+// is closed once they are done.
+func (d *drainer) end(g *drainGroup, now time.Time) {
+	g.ended = true
 	for _, s := range g.streams {
 		s.end(errDrained)
 	}
-	d.ending = append(d.ending, g)
+	if g.finished && g.tconn != nil {
+		// Nothing of it was left to end (a connection without streams, or
+		// whose clients left): it closes like the others.
+		d.flushing = append(d.flushing, flushing{tconn: g.tconn, at: now.Add(drainFlush)})
+	}
 }
 
-// armFlush sets flush to fire when the first ending group whose streams
-// are all done may close its connection.
-func (d *drainer) armFlush(flush *time.Timer, now time.Time) {
-	var first time.Time
-	for _, g := range d.ending {
-		if g.flushAt.IsZero() && streamsDone(g) {
-			g.flushAt = now.Add(drainFlush)
-		}
-		if !g.flushAt.IsZero() && (first.IsZero() || g.flushAt.Before(first)) {
-			first = g.flushAt
+// collect takes the groups whose streams have all ended: an ended one's
+// connection closes after drainFlush, for their status to go out.
+func (d *drainer) collect(now time.Time) {
+	for _, g := range d.srv.open.takeFinished() {
+		g.finished = true
+		d.unfinished--
+		if g.ended && g.tconn != nil {
+			d.flushing = append(d.flushing, flushing{tconn: g.tconn, at: now.Add(drainFlush)})
 		}
 	}
-	if first.IsZero() {
-		flush.Stop()
-		return
-	}
-	flush.Reset(max(first.Sub(now), 0))
 }
 
-// closeDue closes the connections of the groups whose flush time passed.
+// closeDue closes the connections whose time came. Closing times only
+// grow (now plus a constant, with now from the monotonic clock), so the
+// first not due ends it.
 func (d *drainer) closeDue(now time.Time) {
-	left := d.ending[:0]
-	for _, g := range d.ending {
-		if g.flushAt.IsZero() || now.Before(g.flushAt) {
-			left = append(left, g)
-			continue
+	n := 0
+	for _, f := range d.flushing {
+		if now.Before(f.at) {
+			break
 		}
-		if g.tconn != nil {
-			_ = g.tconn.Close()
-		}
+		_ = f.tconn.Close()
+		n++
 	}
-	clear(d.ending[len(left):])
-	d.ending = left
-}
-
-func streamsDone(g *drainGroup) bool {
-	for _, s := range g.streams {
-		select {
-		case <-s.done:
-		default:
-			return false
-		}
-	}
-	return true
+	clear(d.flushing[:n])
+	d.flushing = d.flushing[n:]
 }
 
 // Drain hands the server's proxies over to other replicas, so that they
@@ -293,7 +328,7 @@ func (s *Server) Drain(ctx context.Context, period time.Duration) error {
 	}
 	d := &drainer{srv: s, groups: groups, period: period, at: clock}
 	if err := d.run(ctx); err != nil {
-		s.log.Warn("drain stopped before every stream ended: shutdown ends the rest", "connections_left", len(groups)-d.next+len(d.ending), "error", err.Error())
+		s.log.Warn("drain stopped before every stream ended: shutdown ends the rest", "turns_left", len(groups)-d.next, "error", err.Error())
 		return err
 	}
 	s.log.Info("drained: every xDS stream ended", "streams", n, "connections", len(groups), "took", time.Since(start).Round(time.Millisecond).String())

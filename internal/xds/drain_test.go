@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
@@ -134,7 +135,8 @@ func TestDrain(t *testing.T) {
 				// A new stream during the drain is refused, on a new
 				// connection as on an old one.
 				fresh := xdstest.OpenADS(t, xdstest.Dial(t, srv.Addr), xdstest.Node("late"))
-				fresh.Request(cds)
+				// Refused at once: the send may already find it ended.
+				_ = fresh.TrySend(&discoveryv3.DiscoveryRequest{TypeUrl: cds})
 				err := fresh.Err()
 				if status.Code(err) != codes.Unavailable || !strings.Contains(status.Convert(err).Message(), "draining") {
 					t.Fatalf("a new stream during the drain ended with %v, want UNAVAILABLE saying the replica drains", err)
@@ -240,6 +242,57 @@ func TestDrain(t *testing.T) {
 		}
 		// What Drain left is Shutdown's: the stream is still served.
 		alive(t, conns[1].streams[0])
+	})
+
+	t.Run("shutdown_during_drain_ends_it", func(t *testing.T) {
+		// Shutdown ends what Drain has not: Drain then returns without
+		// waiting for the remaining turns.
+		srv := xdstest.Start(t, xds.Options{})
+		srv.Publish(t, base()...)
+		clock := newStepClock()
+		xds.SetDrainClock(srv.XDS, clock.at)
+		conns := openDrainConns(t, srv, 3)
+		done := drainAsync(srv, context.Background(), time.Hour)
+		clock.next(t).fire <- time.Now()
+		wantUnavailable(t, conns[0].streams[0], "the first connection's stream")
+		clock.next(t) // the second connection's turn, never fired
+		srv.XDS.Shutdown()
+		if err := waitDrain(t, done); err != nil {
+			t.Fatalf("Drain after Shutdown: %v", err)
+		}
+		wantUnavailable(t, conns[2].streams[1], "the last connection's stream")
+	})
+
+	t.Run("idle_connection_closed_after_the_streams", func(t *testing.T) {
+		// A connection without streams has nothing to spread: it closes
+		// once every stream has ended, so its client too reconnects
+		// elsewhere when it next needs the control plane.
+		srv := xdstest.Start(t, xds.Options{})
+		srv.Publish(t, base()...)
+		clock := newStepClock()
+		xds.SetDrainClock(srv.XDS, clock.at)
+		conns := openDrainConns(t, srv, 1)
+		idle := xdstest.Dial(t, srv.Addr)
+		idle.Connect()
+		ctx, cancel := context.WithTimeout(context.Background(), xdstest.Timeout)
+		defer cancel()
+		for idle.GetState() != connectivity.Ready {
+			if !idle.WaitForStateChange(ctx, idle.GetState()) {
+				t.Fatal("the idle connection never connected")
+			}
+		}
+		done := drainAsync(srv, context.Background(), time.Hour)
+		tr := clock.next(t)
+		alive(t, conns[0].streams[0])
+		if idle.GetState() != connectivity.Ready {
+			t.Fatal("the idle connection closed before the streams' turn")
+		}
+		tr.fire <- time.Now()
+		wantUnavailable(t, conns[0].streams[0], "the stream")
+		closed(t, idle)
+		if err := waitDrain(t, done); err != nil {
+			t.Fatalf("Drain: %v", err)
+		}
 	})
 
 	t.Run("nothing_open", func(t *testing.T) {
