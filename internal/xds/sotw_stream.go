@@ -51,11 +51,11 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 	case reqNACK:
 		st.onNACK(t, w.version, w.ackedVersion, req.GetResponseNonce(), req.GetErrorDetail().GetMessage())
 	}
-	if snap == nil {
-		return nil
-	}
 	if kind == reqInitial {
 		defer delete(st.warmNext, t.URL)
+	}
+	if snap == nil {
+		return nil
 	}
 	if owe {
 		p := st.planner()
