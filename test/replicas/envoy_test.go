@@ -77,7 +77,8 @@ type streamStats struct {
 	responses, resources, bytes int
 	// identifier is the control_plane.identifier of the last response.
 	identifier string
-	err        error // why it ended; nil while open
+	err        error     // why it ended; nil while open
+	ended      time.Time // when it ended; zero while open
 }
 
 // dialEnvoy connects to addr (a replica or the forwarder) with a short
@@ -127,8 +128,8 @@ func (e *envoy) run(ctx context.Context) {
 			err = e.sotwStream(ctx)
 		}
 		e.mu.Lock()
-		if n := len(e.streams); n > 0 && e.streams[n-1].err == nil {
-			e.streams[n-1].err = err
+		if n := len(e.streams); n > 0 && e.streams[n-1].ended.IsZero() {
+			e.streams[n-1].err, e.streams[n-1].ended = err, time.Now()
 		}
 		e.changed()
 		e.mu.Unlock()
@@ -519,6 +520,19 @@ func (e *envoy) streamCount() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return len(e.streams)
+}
+
+// endedAfter is when the first stream that ended after t ended (zero if
+// none has).
+func (e *envoy) endedAfter(t time.Time) time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, s := range e.streams {
+		if s.ended.After(t) {
+			return s.ended
+		}
+	}
+	return time.Time{}
 }
 
 // identifier is the control_plane.identifier of the last response.

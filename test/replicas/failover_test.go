@@ -8,15 +8,11 @@ import (
 	"github.com/pylon-xds/pylon/internal/store/etcd/etcdtest"
 )
 
-// sotwResendSpared says whether the xDS server spares a reconnecting SotW
-// client what it already holds (PROTOCOL.md X24). Until it does, the SotW
-// failover logs what it resent instead of requiring zero; delta (X35) is
-// required to resend nothing either way.
-const sotwResendSpared = false
-
 // Issue 14 item 5 and "Must show": proxies connected to replica A through
 // a load balancer; A dies with SIGKILL; each proxy reconnects to B, ends
-// SYNCED there with every type, and is resent nothing it holds. A's
+// SYNCED there with every type, and is resent nothing it holds: delta by
+// initial_resource_versions (X35), SotW by the version_info it presents
+// per type (X24). A's
 // proxies leave the fleet-wide /proxies once A's lease expires, and show
 // under B on every replica. grpc-go's RPCs keep working throughout.
 func TestFailoverSIGKILL(t *testing.T) {
@@ -74,11 +70,11 @@ func failover(t *testing.T, srv *etcdtest.Server, delta bool) {
 		n, bytes = n-before[i][0], bytes-before[i][1]
 		resent += n
 		resentBytes += bytes
-		if n > 0 && (delta || sotwResendSpared) {
+		if n > 0 {
 			t.Errorf("%s was resent %d resources (%d bytes) on its new stream to %s, want 0: it presented what it holds\n%v", e.node, n, bytes, b.id, e)
 		}
 	}
-	t.Logf("%s: %d resources, %d bytes resent to %d Envoys on their new streams (sotwResendSpared=%v)", kind, resent, resentBytes, len(envoys), sotwResendSpared)
+	t.Logf("%s: %d resources, %d bytes resent to %d Envoys on their new streams", kind, resent, resentBytes, len(envoys))
 
 	// A's summary leaves the fleet-wide list when its lease expires:
 	// every replica then shows the proxies under B only.
