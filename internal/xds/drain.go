@@ -34,6 +34,7 @@ const drainFlush = 200 * time.Millisecond
 type openStreams struct {
 	mu       sync.Mutex
 	m        map[*openStream]struct{}
+	perConn  map[connKey]int // open streams per connection
 	seq      uint64
 	draining bool
 	// finished are the drain's groups whose streams have all ended, not
@@ -60,11 +61,20 @@ func (o *openStreams) add(conn connKey, tconn *trackedConn, end context.CancelCa
 	}
 	if o.m == nil {
 		o.m = map[*openStream]struct{}{}
+		o.perConn = map[connKey]int{}
 	}
 	o.seq++
 	s := &openStream{seq: o.seq, conn: conn, tconn: tconn, end: end}
 	o.m[s] = struct{}{}
+	o.perConn[conn]++
 	return s, true
+}
+
+// onConn reports whether connection k has open streams.
+func (o *openStreams) onConn(k connKey) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.perConn[k] > 0
 }
 
 // remove unregisters a stream whose handler is done; the last of a
@@ -73,6 +83,9 @@ func (o *openStreams) remove(s *openStream) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	delete(o.m, s)
+	if o.perConn[s.conn]--; o.perConn[s.conn] <= 0 {
+		delete(o.perConn, s.conn)
+	}
 	g := s.group
 	if g == nil {
 		return
@@ -339,14 +352,19 @@ func (s *Server) Drain(ctx context.Context, period time.Duration) error {
 func (s *Server) Draining() bool { return s.draining.Load() }
 
 // refuseDraining refuses a new stream while the server drains, and closes
-// its connection when the server tracks it (after a moment for the status
-// to go out): the client then reconnects, to another replica, rather than
+// its connection when the server tracks it and no stream open before the
+// drain is on it (those keep their turn), after a moment for the status to
+// go out: the client then reconnects, to another replica, rather than
 // retrying over the same connection.
 func (s *Server) refuseDraining(st *stream) error {
 	r := &refusal{reason: RefusedDraining, st: status.New(codes.Unavailable, drainMessage)}
 	st.refused(r)
 	if tc := st.tconn; tc != nil {
-		time.AfterFunc(drainFlush, func() { _ = tc.Close() })
+		time.AfterFunc(drainFlush, func() {
+			if !s.open.onConn(tc.key) {
+				_ = tc.Close()
+			}
+		})
 	}
 	return r
 }

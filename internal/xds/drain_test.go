@@ -142,6 +142,13 @@ func TestDrain(t *testing.T) {
 					t.Fatalf("a new stream during the drain ended with %v, want UNAVAILABLE saying the replica drains", err)
 				}
 				rec.wait(t, func(e xds.Event) bool { return e.Kind == xds.StreamRefused && e.Reason == xds.RefusedDraining })
+				// A stream refused on a connection whose streams wait for
+				// their turn leaves them alone.
+				again := xdstest.OpenADS(t, conns[3].conn, xdstest.Node("late"))
+				_ = again.TrySend(&discoveryv3.DiscoveryRequest{TypeUrl: cds})
+				if err := again.Err(); status.Code(err) != codes.Unavailable {
+					t.Fatalf("a new stream on an old connection during the drain ended with %v, want UNAVAILABLE", err)
+				}
 			}
 			tr.fire <- time.Now()
 			for j, s := range c.streams {
