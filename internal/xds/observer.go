@@ -40,7 +40,9 @@ const (
 	// ResponseSpared: a SotW client reconnecting with version_info Version
 	// of TypeURL already holds exactly what the server would send (X24), so
 	// nothing is sent: treat it as sent and ACKed at Version. Resources and
-	// Bytes are what the spared response would have carried.
+	// Bytes are what the spared response would have carried (its encoded
+	// size without nonce and control plane); Sent is what the client
+	// holds, as a ResponseSent's (for CSDS and drift).
 	ResponseSpared
 )
 
@@ -58,13 +60,16 @@ type Event struct {
 	TypeURL string
 	Version string
 	Nonce   string
-	// Resources is the count sent, for ResponseSent.
+	// Resources is the count sent, for ResponseSent (not sent, for
+	// ResponseSpared).
 	Resources int
-	// Sent is what a ResponseSent carried, decoded (shared with the
-	// snapshot: read-only); Removed the names it removed (delta).
+	// Sent is what a ResponseSent carried, or what the client of a
+	// ResponseSpared holds, decoded (shared with the snapshot:
+	// read-only); Removed the names it removed (delta).
 	Sent    []proto.Message
 	Removed []string
-	// Bytes is the encoded size of the response, for ResponseSent.
+	// Bytes is the encoded size of the response, for ResponseSent and
+	// ResponseSpared.
 	Bytes int
 	// Peer is the client's address.
 	Peer string

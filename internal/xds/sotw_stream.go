@@ -212,8 +212,12 @@ func (st *sotwStream) spare(w *watch, o outcome) {
 	// nothing for what this client already has.
 	st.publishView(&w.ledger, w.wildcard, w.names)
 	ttl := st.ttl && st.wrap
+	var held []proto.Message
+	if st.observing() {
+		held = o.as.messages() // shared by every stream in this state
+	}
 	st.log.Debug("spared a resend: the reconnecting client holds this version", "type", w.typ.Abbrev, "version", w.version, "resources", len(o.as.names))
-	st.observe(Event{Kind: ResponseSpared, TypeURL: w.typ.URL, Version: w.version, Resources: len(o.as.names), Bytes: o.as.sotwSize(w.typ.URL, ttl)})
+	st.observe(Event{Kind: ResponseSpared, TypeURL: w.typ.URL, Version: w.version, Resources: len(o.as.names), Sent: held, Bytes: o.as.sotwSize(w.typ.URL, ttl)})
 }
 
 // onHeartbeat refreshes the TTLs of what the client holds.

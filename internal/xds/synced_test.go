@@ -54,7 +54,7 @@ func (o *tracked) Observe(e xds.Event) {
 		// reconnecting client holds (X24).
 		o.tracker.Seen(e.StreamID, info, e.Group, e.At)
 		stamp := status.Stamp{Version: e.Version, At: e.At}
-		o.tracker.Sent(e.StreamID, info, e.TypeURL, stamp, nil, nil)
+		o.tracker.Sent(e.StreamID, info, e.TypeURL, stamp, e.Sent, nil)
 		o.tracker.ACKed(e.StreamID, info, e.TypeURL, stamp)
 	case xds.StreamClosed:
 		o.tracker.Closed(e.StreamID, e.At)

@@ -105,8 +105,14 @@ func TestSotWReconnect(t *testing.T) {
 		s2.ExpectSilence()
 		for _, want := range []*discoveryv3.DiscoveryResponse{c, l} {
 			ev := obs.wait(t, func(e xds.Event) bool { return e.Kind == xds.ResponseSpared && e.TypeURL == want.TypeUrl })
-			if ev.Version != want.VersionInfo || ev.Resources != len(want.Resources) || ev.Bytes != bodySize(want) {
-				t.Fatalf("spared %s: version %q, %d resources, %d bytes; want %q, %d, %d", want.TypeUrl, ev.Version, ev.Resources, ev.Bytes, want.VersionInfo, len(want.Resources), bodySize(want))
+			if ev.Version != want.VersionInfo || ev.Resources != len(want.Resources) || ev.Bytes != bodySize(want) || len(ev.Sent) != len(want.Resources) {
+				t.Fatalf("spared %s: version %q, %d resources (%d held), %d bytes; want %q, %d, %d", want.TypeUrl, ev.Version, ev.Resources, len(ev.Sent), ev.Bytes, want.VersionInfo, len(want.Resources), bodySize(want))
+			}
+			for i, m := range ev.Sent {
+				got, err := want.Resources[i].UnmarshalNew()
+				if err != nil || !proto.Equal(got, m) {
+					t.Fatalf("spared %s: holds %v, the response held %v (%v)", want.TypeUrl, m, got, err)
+				}
 			}
 			if st := obs.state("envoy-1", want.TypeUrl); st != status.Synced {
 				t.Fatalf("%s is %s after a spared resend, want %s", want.TypeUrl, st, status.Synced)
