@@ -2,6 +2,7 @@ package xds
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -323,15 +324,19 @@ func (d *drainer) closeDue(now time.Time) {
 // served on Listener is closed once they have (after a moment for their
 // status to go out), so that its client's reconnect goes to another
 // replica rather than back over the same HTTP/2 connection. Listener's
-// connections without a stream are closed in their turn too; streams on
-// an untracked connection just end. A period <= 0 ends them all at once.
+// connections without a stream are closed once every stream has ended;
+// streams on an untracked connection just end. A period <= 0 ends them
+// all at once.
 //
 // Drain returns nil once every stream open at the call has ended and
 // their connections are closed, or ctx's error when ctx is done first
 // (the rest are then left to Shutdown). Its work is one goroutine, the
-// caller's. Draining reports the call.
+// caller's. Draining reports the call. A server drains once: a second
+// call returns an error at once.
 func (s *Server) Drain(ctx context.Context, period time.Duration) error {
-	s.draining.Store(true)
+	if s.draining.Swap(true) {
+		return errors.New("xds: the server is already draining")
+	}
 	start := time.Now()
 	groups, n := s.open.startDrain(s.conns.all())
 	s.log.Info("draining: ending xDS streams connection by connection, spread over the period", "streams", n, "connections", len(groups), "period", period.String())

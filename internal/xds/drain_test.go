@@ -166,6 +166,9 @@ func TestDrain(t *testing.T) {
 		if !srv.XDS.Draining() {
 			t.Fatal("Draining() is false after Drain")
 		}
+		if err := srv.XDS.Drain(context.Background(), 0); err == nil {
+			t.Fatal("a second Drain returned nil, want an error")
+		}
 	})
 
 	t.Run("real_clock_ends_are_spread_and_ordered", func(t *testing.T) {
