@@ -174,6 +174,9 @@ func warmed(typeURL string) bool {
 // the same:
 //   - a request carrying error_detail: the client rejected something and
 //     may hold part of it, which its version does not say;
+//   - a Listener or Cluster subscription naming something the set lacks:
+//     the response is how the client learns at once that it does not
+//     exist (X22), rather than when its does-not-exist timer fires;
 //   - a plan that holds anything back or keeps anything for
 //     make-before-break (not a canon, or a flag set): the client must end
 //     up with what the plan says, and gets it on the way out of the hold;
@@ -190,6 +193,10 @@ func (st *sotwStream) spares(req *discoveryv3.DiscoveryRequest, w *watch, o outc
 	case v == "" || req.GetResponseNonce() != "" || req.GetErrorDetail() != nil:
 		return false
 	case o.as == nil || o.missing || p.flags() != [3]bool{} || v != o.as.version:
+		return false
+	case w.typ.FullState && o.as.missing > 0:
+		// The response would tell the client that the names it asks for
+		// and the set lacks do not exist; it may not know yet.
 		return false
 	case w.warm || st.warmNext[w.typ.URL] || st.typeURL != "" && warmed(w.typ.URL):
 		return false

@@ -219,7 +219,20 @@ func TestSotWReconnect(t *testing.T) {
 		s4 := e.ads(t, "grpc")
 		firstRequest(s4, cds, vc, "a", "b")
 		wantNames(t, s4.RecvType(cds), "a", "b")
-		if n := sparedOf(e.rec, "n1", eds) + sparedOf(e.rec, "grpc", cds); n != 0 {
+		// A name added that does not exist: the version of what the client
+		// holds is unchanged, but the response tells it at once that the
+		// name does not exist (a full-state type's absence, X22).
+		s5 := e.ads(t, "grpc-2")
+		vc = fetch(t, s5, cds, "a").VersionInfo
+		hangUp(t, e.rec, s5, "grpc-2")
+		s6 := e.ads(t, "grpc-2")
+		firstRequest(s6, cds, vc, "a", "nope")
+		r = s6.RecvType(cds)
+		wantNames(t, r, "a")
+		if r.VersionInfo != vc {
+			t.Fatalf("version %q, want the unchanged %q", r.VersionInfo, vc)
+		}
+		if n := sparedOf(e.rec, "n1", eds) + sparedOf(e.rec, "grpc", cds) + sparedOf(e.rec, "grpc-2", cds); n != 0 {
 			t.Fatalf("%d spared resends, want none", n)
 		}
 	})
