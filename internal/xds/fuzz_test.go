@@ -118,6 +118,9 @@ type fuzzStream struct {
 	// nonces and versions are the latest per type, for plausible ACKs.
 	nonces, versions map[string]string
 	requests         int
+	// reconnect holds, per type, the set versions of the worlds: what a
+	// reconnecting client presents (X24).
+	reconnect map[string][]string
 }
 
 func (fs *fuzzStream) ask(typeURL string, names ...string) {
@@ -141,6 +144,11 @@ func (fs *fuzzStream) sotwRequest(in *fuzzInput, first bool) *discoveryv3.Discov
 		req.ResponseNonce, req.VersionInfo = fs.nonces[req.TypeUrl], fs.versions[req.TypeUrl]
 	case 2:
 		req.ResponseNonce, req.VersionInfo = "999", "garbage-version"
+	case 3:
+		// A reconnect: a version of a world's set, no nonce (X24).
+		if vs := fs.reconnect[req.TypeUrl]; len(vs) > 0 {
+			req.VersionInfo = vs[int(in.next())%len(vs)]
+		}
 	}
 	if flags&8 != 0 {
 		req.ErrorDetail = &rpcstatus.Status{Code: 3, Message: strings.Repeat("nack ", int(flags>>4))}
@@ -288,6 +296,12 @@ func FuzzStreamRequests(f *testing.F) {
 	pub := publishedOf(worlds)
 	srv.Publisher.Publish(snapshot.NewFleet(worlds[0], time.Now()))
 	conn := xdstest.Dial(f, srv.Addr)
+	reconnect := map[string][]string{}
+	for _, w := range worlds {
+		for _, set := range w.Sets() {
+			reconnect[set.Type().URL] = append(reconnect[set.Type().URL], set.Version())
+		}
+	}
 	for _, seed := range [][]byte{
 		{0, 0, 0, 1, 2, 0},                 // SotW: CDS wildcard
 		{0, 0, 2, 2, 1, 0, 2, 1, 1, 2, 3},  // SotW: EDS c0 c1, ACK
@@ -298,12 +312,13 @@ func FuzzStreamRequests(f *testing.F) {
 		{1, 0, 4, 2, 5, 6, 0, 1, 1, 4, 3},  // delta: SDS (withheld), publish
 		{1, 0, 2, 1, 0, 1, 0, 6, 0, 2, 7},  // delta: initial versions
 		{0, 0, 2, 4, 0, 1, 2, 7, 3, 1, 10}, // SotW: names incl. "*" and missing
+		{0, 0, 0, 0, 6, 0, 0, 2, 6, 0},     // SotW: reconnect at CDS's version (spared), then EDS c0
 	} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := &fuzzInput{data: data}
-		fs := &fuzzStream{delta: in.next()&1 == 1, asked: map[string]map[string]bool{}, nonces: map[string]string{}, versions: map[string]string{}}
+		fs := &fuzzStream{delta: in.next()&1 == 1, asked: map[string]map[string]bool{}, nonces: map[string]string{}, versions: map[string]string{}, reconnect: reconnect}
 		fuzzOne(t, conn, srv, worlds, pub, fs, in)
 	})
 }
