@@ -59,7 +59,14 @@ type Event struct {
 	Delta   bool
 	TypeURL string
 	Version string
-	Nonce   string
+	// SetVersion, for a SotW stream's ResponseSent, ResponseSpared and
+	// RequestACK, is the version of the type's whole set in the snapshot
+	// the response was planned from: the version a publish introduced,
+	// for push latency. Version identifies what this client holds, which
+	// for a subscription to part of the set is a version of its own
+	// (X24). Empty on delta streams, whose Version is the set's.
+	SetVersion string
+	Nonce      string
 	// Resources is the count sent, for ResponseSent (not sent, for
 	// ResponseSpared).
 	Resources int

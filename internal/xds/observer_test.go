@@ -44,3 +44,28 @@ func TestResponseSentBytes(t *testing.T) {
 		}
 	})
 }
+
+// TestSetVersionOfNamedSubscription: a client subscribed by name to part of
+// a set holds a version of its own (X24), but its ResponseSent and ACK
+// events carry the set's version, which is what a publish introduced and
+// what push latency is measured against (without it, every gRPC client's
+// push latency went unmeasured).
+func TestSetVersionOfNamedSubscription(t *testing.T) {
+	e := setup(t, base()...)
+	s := e.ads(t, "n1")
+	s.Request(eds, "a")
+	r := s.RecvType(eds)
+	setVersion := e.srv.Publisher.Current().For(nil).Set(eds).Version()
+	if r.VersionInfo == setVersion {
+		t.Fatalf("a subscription to part of the set got the set's version %s", setVersion)
+	}
+	sent := e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.ResponseSent && ev.Nonce == r.Nonce })
+	if sent.Version != r.VersionInfo || sent.SetVersion != setVersion {
+		t.Fatalf("ResponseSent: version %q set version %q, want %q and %q", sent.Version, sent.SetVersion, r.VersionInfo, setVersion)
+	}
+	s.ACK(r, "a")
+	acked := e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.RequestACK && ev.Nonce == r.Nonce })
+	if acked.Version != r.VersionInfo || acked.SetVersion != setVersion {
+		t.Fatalf("RequestACK: version %q set version %q, want %q and %q", acked.Version, acked.SetVersion, r.VersionInfo, setVersion)
+	}
+}

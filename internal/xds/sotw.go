@@ -48,6 +48,12 @@ type watch struct {
 	// what it runs, for the NACK log line. expected is what status was
 	// last told the client should hold (expect).
 	ackedVersion, expected string
+	// setVersion is the version of the type's whole set that the latest
+	// response was planned from, ackedSet that of the latest one ACKed:
+	// the version a publish introduced, which push latency is measured
+	// against (a subscription to part of the set has a version of its
+	// own, see heldVersion).
+	setVersion, ackedSet string
 
 	// warm is set on ADS when a response of the type this one warms (CDS for
 	// EDS, LDS for RDS) was sent: Envoy finishes warming only on a fresh
@@ -116,7 +122,7 @@ func (w *watch) onRequest(req *discoveryv3.DiscoveryRequest, snap *snapshot.Snap
 		w.synced = true
 	default:
 		kind = reqACK
-		w.ackedVersion = w.version
+		w.ackedVersion, w.ackedSet = w.version, w.setVersion
 		w.acked, w.ackedAs = w.held, w.heldAs
 		w.nacked = nil
 		w.inflight = time.Time{}
@@ -473,10 +479,11 @@ func heldVersion(o outcome, names []string) string {
 // request of the type carries none and reads as an ACK of this, not as a
 // stale request. The client's holdings count as settled, so that make-
 // before-break holds back for it what it would for a client that ACKed.
-func (w *watch) adopt(o outcome) {
+func (w *watch) adopt(o outcome, set *snapshot.Set) {
 	w.held, w.heldAs = o.next, o.as
 	w.acked, w.ackedAs = o.next, o.as
 	w.version, w.ackedVersion = o.as.version, o.as.version
+	w.setVersion, w.ackedSet = set.Version(), set.Version()
 	w.nonce, w.sent = "", true
 	w.synced = true
 	w.force, w.warm = nil, false

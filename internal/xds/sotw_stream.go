@@ -47,7 +47,7 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 		st.log.Debug("ignoring request with stale nonce", "type", t.Abbrev, "nonce", bounded(req.GetResponseNonce(), maxLogged), "latest", w.nonce)
 		return nil
 	case reqACK:
-		st.observe(Event{Kind: RequestACK, TypeURL: t.URL, Version: req.GetVersionInfo(), Nonce: req.GetResponseNonce()})
+		st.observe(Event{Kind: RequestACK, TypeURL: t.URL, Version: req.GetVersionInfo(), SetVersion: w.ackedSet, Nonce: req.GetResponseNonce()})
 	case reqNACK:
 		st.onNACK(t, w.version, w.ackedVersion, req.GetResponseNonce(), req.GetErrorDetail().GetMessage())
 	}
@@ -62,7 +62,7 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 		next, _ := w.plan(p, snap.Set(t.URL))
 		switch {
 		case kind == reqInitial && st.spares(req, w, next, p, snap.Set(t.URL)):
-			st.spare(w, next)
+			st.spare(w, next, snap.Set(t.URL))
 		case w.typ.FullState || len(next.next) > 0:
 			// What the request asked for may be held back; a per-resource
 			// type then has nothing to say yet (X22).
@@ -101,6 +101,7 @@ func (st *sotwStream) respond(w *watch, next outcome, snap *snapshot.Snapshot, n
 	set := snap.Set(w.typ.URL)
 	ttl := st.ttl && st.wrap
 	resp := w.response(next, st.nextNonce(), ttl, now)
+	w.setVersion = set.Version()
 	resp.ControlPlane = st.srv.cp
 	size, err := st.send(st.srv.shareable(set, ttl, resp), first)
 	if err != nil {
@@ -124,7 +125,7 @@ func (st *sotwStream) respond(w *watch, next outcome, snap *snapshot.Snapshot, n
 			sent = append(sent, r.Message)
 		}
 	}
-	st.observe(Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: resp.VersionInfo, Nonce: resp.Nonce, Resources: len(resp.Resources), Sent: sent, Bytes: size})
+	st.observe(Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: resp.VersionInfo, SetVersion: w.setVersion, Nonce: resp.Nonce, Resources: len(resp.Resources), Sent: sent, Bytes: size})
 	st.log.Debug("sent", "type", w.typ.Abbrev, "version", resp.VersionInfo, "nonce", resp.Nonce, "resources", len(resp.Resources))
 	return nil
 }
@@ -213,8 +214,8 @@ func (st *sotwStream) spares(req *discoveryv3.DiscoveryRequest, w *watch, o outc
 // spare records that the client holds o, what its first request of the
 // type would have been answered with, without sending it (X24), and
 // reports it: status shows the type sent and ACKed at its version.
-func (st *sotwStream) spare(w *watch, o outcome) {
-	w.adopt(o)
+func (st *sotwStream) spare(w *watch, o outcome, set *snapshot.Set) {
+	w.adopt(o, set)
 	// Shared like a response: the node's other per-type streams hold back
 	// nothing for what this client already has.
 	st.publishView(&w.ledger, w.wildcard, w.names)
@@ -224,7 +225,7 @@ func (st *sotwStream) spare(w *watch, o outcome) {
 		held = o.as.messages() // shared by every stream in this state
 	}
 	st.log.Debug("spared a resend: the reconnecting client holds this version", "type", w.typ.Abbrev, "version", w.version, "resources", len(o.as.names))
-	st.observe(Event{Kind: ResponseSpared, TypeURL: w.typ.URL, Version: w.version, Resources: len(o.as.names), Sent: held, Bytes: o.as.sotwSize(w.typ.URL, ttl)})
+	st.observe(Event{Kind: ResponseSpared, TypeURL: w.typ.URL, Version: w.version, SetVersion: w.setVersion, Resources: len(o.as.names), Sent: held, Bytes: o.as.sotwSize(w.typ.URL, ttl)})
 }
 
 // onHeartbeat refreshes the TTLs of what the client holds.
