@@ -118,6 +118,11 @@ func (o tracking) Observe(e xds.Event) {
 		o.t.NACKed(e.StreamID, info, e.TypeURL, status.NACK{Version: e.Version, Nonce: e.Nonce, Detail: e.Detail, At: e.At})
 	case xds.StreamRefused:
 		o.m.Refused(e.Reason)
+		if e.Reason == xds.RefusedDraining && info.Node == "" {
+			// A draining replica turns reconnects away before they say
+			// who they are: nothing to show per proxy, only the count.
+			break
+		}
 		o.t.Refused(e.StreamID, info, e.Reason, e.Detail, e.At)
 	case xds.RequestIgnored:
 		o.m.Ignored(e.Reason)

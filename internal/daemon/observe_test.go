@@ -128,3 +128,33 @@ func TestX24_reconnect_spared_in_daemon(t *testing.T) {
 		t.Fatalf("the new stream is not SYNCED on CDS: %+v", r.proxies(t))
 	}
 }
+
+// A draining replica turns reconnecting streams away before they name
+// their node: the refusal is counted, but no nameless proxy is listed.
+// A refusal of a named node is still listed, with its reason.
+func TestDrainingRefusalNotListed(t *testing.T) {
+	reg := xdstype.New()
+	obs := NewObservability(reg, snapshot.NewPublisher())
+	at := time.Now()
+	obs.Observer.Observe(xds.Event{Kind: xds.StreamRefused, StreamID: 1, Reason: xds.RefusedDraining, Detail: "replica draining", At: at})
+	obs.Observer.Observe(xds.Event{Kind: xds.StreamRefused, StreamID: 2, Node: xdstest.Node("named"), Reason: xds.RefusedDraining, Detail: "replica draining", At: at})
+	streams := obs.Tracker.Streams()
+	if len(streams) != 1 || streams[0].Node != "named" || streams[0].Refused == nil || streams[0].Refused.Reason != xds.RefusedDraining {
+		t.Fatalf("streams listed: %+v; want only the named node, refused for draining", streams)
+	}
+	families, err := obs.Metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "pylon_xds_streams_refused_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if label(m, "reason") == xds.RefusedDraining && m.GetCounter().GetValue() == 2 {
+				return
+			}
+		}
+	}
+	t.Fatal("pylon_xds_streams_refused_total{reason=draining} is not 2")
+}
