@@ -117,8 +117,8 @@ func TestRefs(t *testing.T) {
 	}, {
 		name: "EDS cluster by its own name, upstream TLS and transport socket matches",
 		msg: &clusterv3.Cluster{Name: "a", ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
-			EdsClusterConfig: &clusterv3.Cluster_EdsClusterConfig{EdsConfig: ads},
-			TransportSocket:  &corev3.TransportSocket{Name: "tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: anyOf(t, &tlsv3.UpstreamTlsContext{CommonTlsContext: tlsContext("client-cert", "server-ca")})}},
+			EdsClusterConfig:       &clusterv3.Cluster_EdsClusterConfig{EdsConfig: ads},
+			TransportSocket:        &corev3.TransportSocket{Name: "tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: anyOf(t, &tlsv3.UpstreamTlsContext{CommonTlsContext: tlsContext("client-cert", "server-ca")})}},
 			TransportSocketMatches: []*clusterv3.Cluster_TransportSocketMatch{{Name: "m", TransportSocket: &corev3.TransportSocket{Name: "tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: anyOf(t, &tlsv3.UpstreamTlsContext{CommonTlsContext: tlsContext("m-cert", "m-ca")})}}}},
 		},
 		want: []xdstype.Ref{
