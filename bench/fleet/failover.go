@@ -8,6 +8,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -26,7 +27,8 @@ const failoverHeader = "| server | N | clusters | proxies present what they hold
 // holds if present says so. Measured on B: when each proxy is SYNCED
 // again, what B sent, B's CPU from the kill until the last is SYNCED, and
 // B's RSS then.
-func failover(impl string, n, clusters int, delta, present bool, perConn int) (string, error) {
+func failover(fc failoverCase) (string, error) {
+	impl, n, clusters := fc.impl, fc.n, fc.clusters
 	a, err := startChild(impl, clusters, "-watch")
 	if err != nil {
 		return "", err
@@ -37,13 +39,17 @@ func failover(impl string, n, clusters int, delta, present bool, perConn int) (s
 		return "", err
 	}
 	defer b.stop()
-	f := newFleet(n, clusters, delta, perConn)
-	f.present = present
+	f := newFleet(n, clusters, fc.delta, fc.perConn)
+	f.present = fc.present
 	if err := f.dial(a.xds, b.xds); err != nil {
 		return "", err
 	}
 	defer f.close()
-	r, kill, cpu, err := killA(f, a, b)
+	profile := ""
+	if fc.profile != "" {
+		profile = fmt.Sprintf("%s/failover-%s-%s-%d-%d-present=%v.cpu", fc.profile, impl, fc.mode(), n, clusters, fc.present)
+	}
+	r, kill, cpu, err := killA(f, a, b, profile)
 	if stopErr := f.stop(); err == nil {
 		err = stopErr
 	}
@@ -54,14 +60,32 @@ func failover(impl string, n, clusters int, delta, present bool, perConn int) (s
 		fmt.Fprintf(os.Stderr, "failover %s n=%d clusters=%d: %s\n", impl, n, clusters, e)
 	}
 	fmt.Fprintf(os.Stderr, "failover %s n=%d clusters=%d present=%v: proxies received %.0f resources, %.0f B each; %d streams retried; status tracker on B: %s\n",
-		impl, n, clusters, present, float64(f.resources.Load())/float64(n), float64(f.bytes.Load())/float64(n), f.retries.Load(), states(r.States))
-	return failoverRow(impl, delta, present, n, clusters, r, kill, cpu, b.rss()), nil
+		impl, n, clusters, fc.present, float64(f.resources.Load())/float64(n), float64(f.bytes.Load())/float64(n), f.retries.Load(), states(r.States))
+	return failoverRow(fc, r, kill, cpu, b.rss()), nil
+}
+
+// failoverCase is one row of the failover table.
+type failoverCase struct {
+	impl                 string
+	n, clusters, perConn int
+	delta, present       bool
+	// profile, if set, is a folder for B's CPU profile over the first 3 s
+	// after the kill.
+	profile string
+}
+
+func (fc failoverCase) mode() string {
+	if fc.delta {
+		return "delta"
+	}
+	return "SotW"
 }
 
 // killA brings the fleet up on A, kills A and waits until B reports every
 // proxy SYNCED. It returns B's report, the time of the kill and B's CPU
-// seconds from the kill to the report.
-func killA(f *fleet, a, b *child) (syncReport, time.Time, float64, error) {
+// seconds from the kill to the report. With profile, B's CPU profile of
+// the 3 s from the kill is written there.
+func killA(f *fleet, a, b *child, profile string) (syncReport, time.Time, float64, error) {
 	f.open(nil)
 	if _, err := waitFor(&f.ready, int64(f.n), 10*time.Minute); err != nil {
 		return syncReport{}, time.Time{}, 0, fmt.Errorf("first config on A: %w", err)
@@ -76,11 +100,17 @@ func killA(f *fleet, a, b *child) (syncReport, time.Time, float64, error) {
 	f.bytes.Store(0)
 	f.resources.Store(0)
 	f.retries.Store(0)
+	var profiled sync.WaitGroup
+	if profile != "" {
+		profiled.Go(func() { fetch(b, "/debug/pprof/profile?seconds=3", profile) })
+		time.Sleep(50 * time.Millisecond) // the profile has started
+	}
 	cpu0 := b.cpu()
 	kill := time.Now()
 	a.stop() // SIGKILL
 	r, err := b.synced(f.n, 10*time.Minute)
 	cpu := b.cpu() - cpu0
+	profiled.Wait()
 	if err == nil && len(r.Synced) < f.n {
 		err = fmt.Errorf("server B: %d of %d proxies SYNCED after 10 minutes; status tracker: %s", len(r.Synced), f.n, states(r.States))
 	}
@@ -109,7 +139,8 @@ func (c *child) synced(n int, limit time.Duration) (syncReport, error) {
 	return r, json.NewDecoder(resp.Body).Decode(&r)
 }
 
-func failoverRow(impl string, delta, present bool, n, clusters int, r syncReport, kill time.Time, cpu, rss float64) string {
+func failoverRow(fc failoverCase, r syncReport, kill time.Time, cpu, rss float64) string {
+	n := fc.n
 	lat := make([]time.Duration, 0, len(r.Synced))
 	took := make([]time.Duration, 0, len(r.Took))
 	for node, at := range r.Synced {
@@ -128,16 +159,13 @@ func failoverRow(impl string, delta, present bool, n, clusters int, r syncReport
 			perType[t.Abbrev] = float64(c.Resources) / float64(n)
 		}
 	}
-	mode, yes := "SotW", "no (baseline)"
-	if delta {
-		mode = "delta"
-	}
-	if present {
+	yes := "no (baseline)"
+	if fc.present {
 		yes = "yes"
 	}
 	per := func(v int64) float64 { return float64(v) / float64(n) }
 	return fmt.Sprintf("| %s (%s) | %d | %d | %s | %s / %s / %s | %s / %s / %s | %.1f (%.1f / %.1f / %.1f / %.1f) | %.0f B | %.1f / %.0f B | %.2f s | %.0f MB |",
-		impl, mode, n, clusters, yes,
+		fc.impl, fc.mode(), n, fc.clusters, yes,
 		ms(percentile(lat, 0.5)), ms(percentile(lat, 0.99)), ms(percentile(lat, 1)),
 		ms(percentile(took, 0.5)), ms(percentile(took, 0.99)), ms(percentile(took, 1)),
 		per(total.Resources), perType["CDS"], perType["EDS"], perType["LDS"], perType["RDS"],

@@ -37,7 +37,7 @@ func main() {
 	impls := flag.String("impl", "pylon,gcp", "servers to measure")
 	delta := flag.Bool("delta", false, "simulated Envoys speak delta xDS (go-control-plane is measured in SotW only)")
 	perConn := flag.Int("streams-per-conn", 200, "streams multiplexed on one gRPC connection")
-	profile := flag.String("profile", "", "write the servers' heap profile (after the first full config) and CPU profiles (3s around the EDS change, the first 10s of the reconnect) into this folder")
+	profile := flag.String("profile", "", "write the servers' heap profile (after the first full config) and CPU profiles (3s around the EDS change, the first 10s of the reconnect; with -failover, B's first 3s after the kill) into this folder")
 	watch := flag.Bool("watch", false, "internal: with -serve, report when each proxy is SYNCED (the failover scenario)")
 	failover := flag.Bool("failover", false, "measure a failover instead: the proxies reach their config on server A, A is killed (SIGKILL) and they move to B")
 	present := flag.String("present", "yes,no", "with -failover: whether reconnecting proxies present what they hold (yes), or not (no: the baseline), or both")
@@ -51,7 +51,7 @@ func main() {
 		return
 	}
 	if *failover {
-		measureFailover(*ns, *cs, *impls, *present, *delta, *perConn)
+		measureFailover(*ns, *cs, *impls, *present, failoverCase{delta: *delta, perConn: *perConn, profile: *profile})
 		return
 	}
 	fmt.Printf("| server | N | clusters | first full config | EDS change p50 / p99 / max | bytes per proxy per EDS change | server CPU per EDS change | route change max | RSS per proxy (idle / after GC) | reconnect of all N (max wait; CPU server / proxies) |\n")
@@ -71,14 +71,18 @@ func main() {
 }
 
 // measureFailover prints the failover table: a row per cluster count,
-// proxy count, server and choice of presenting what the proxies hold.
-func measureFailover(ns, cs, impls, present string, delta bool, perConn int) {
+// proxy count, server and choice of presenting what the proxies hold; fc
+// has the options common to every row.
+func measureFailover(ns, cs, impls, present string, fc failoverCase) {
 	fmt.Println(failoverHeader)
 	for _, c := range ints(cs) {
 		for _, n := range ints(ns) {
 			for _, impl := range strings.Split(impls, ",") {
 				for _, pr := range strings.Split(present, ",") {
-					r, err := failover(impl, n, c, delta && impl == "pylon", pr == "yes", perConn)
+					row := fc
+					row.impl, row.n, row.clusters, row.present = impl, n, c, pr == "yes"
+					row.delta = fc.delta && impl == "pylon"
+					r, err := failover(row)
 					if err != nil {
 						fmt.Fprintf(os.Stderr, "failover %s n=%d clusters=%d present=%s: %v\n", impl, n, c, pr, err)
 						continue
