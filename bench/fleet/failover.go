@@ -15,7 +15,7 @@ import (
 )
 
 // failoverHeader is the failover table's head.
-const failoverHeader = "| server | N | clusters | proxies present what they hold | all SYNCED on B after the kill: p50 / p99 / max | of which after the stream opened on B: p50 / p99 / max | B sent per proxy: resources (CDS / EDS / LDS / RDS) | B sent per proxy: bytes | spared by X24 per proxy: resources / bytes | B CPU over the failover | B RSS after |\n" +
+const failoverHeader = "| server | N | clusters | proxies present what they hold | all SYNCED on B after the kill: p50 / p99 / max | of which after the stream opened on B: p50 / p99 / max | B sent per proxy: resources (CDS / EDS / LDS / RDS) | B sent per proxy: bytes | spared by X24 per proxy: resources / bytes | CPU over the failover: B (the proxies) | B RSS after |\n" +
 	"| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 
 // failover measures a replica killed under its proxies. Two servers A and
@@ -83,19 +83,20 @@ func (fc failoverCase) mode() string {
 
 // killA brings the fleet up on A, kills A and waits until B reports every
 // proxy SYNCED. It returns B's report, the time of the kill and B's CPU
-// seconds from the kill to the report. With profile, B's CPU profile of
+// seconds and the proxies' (this process's) from the kill to the report,
+// B's first. With profile, B's CPU profile of
 // the 3 s from the kill is written there.
-func killA(f *fleet, a, b *child, profile string) (syncReport, time.Time, float64, error) {
+func killA(f *fleet, a, b *child, profile string) (syncReport, time.Time, [2]float64, error) {
 	f.open(nil)
 	if _, err := waitFor(&f.ready, int64(f.n), 10*time.Minute); err != nil {
-		return syncReport{}, time.Time{}, 0, fmt.Errorf("first config on A: %w", err)
+		return syncReport{}, time.Time{}, [2]float64{}, fmt.Errorf("first config on A: %w", err)
 	}
 	// Every ACK in: A reports each proxy SYNCED.
 	if r, err := a.synced(f.n, time.Minute); err != nil || len(r.Synced) < f.n {
-		return syncReport{}, time.Time{}, 0, fmt.Errorf("server A: %d of %d proxies SYNCED (%v)", len(r.Synced), f.n, err)
+		return syncReport{}, time.Time{}, [2]float64{}, fmt.Errorf("server A: %d of %d proxies SYNCED (%v)", len(r.Synced), f.n, err)
 	}
 	if _, err := b.post("/mark"); err != nil {
-		return syncReport{}, time.Time{}, 0, err
+		return syncReport{}, time.Time{}, [2]float64{}, err
 	}
 	f.bytes.Store(0)
 	f.resources.Store(0)
@@ -105,11 +106,11 @@ func killA(f *fleet, a, b *child, profile string) (syncReport, time.Time, float6
 		profiled.Go(func() { fetch(b, "/debug/pprof/profile?seconds=3", profile) })
 		time.Sleep(50 * time.Millisecond) // the profile has started
 	}
-	cpu0 := b.cpu()
+	cpu0, self0 := b.cpu(), procCPU("self")
 	kill := time.Now()
 	a.stop() // SIGKILL
 	r, err := b.synced(f.n, 10*time.Minute)
-	cpu := b.cpu() - cpu0
+	cpu := [2]float64{b.cpu() - cpu0, procCPU("self") - self0}
 	profiled.Wait()
 	if err == nil && len(r.Synced) < f.n {
 		err = fmt.Errorf("server B: %d of %d proxies SYNCED after 10 minutes; status tracker: %s", len(r.Synced), f.n, states(r.States))
@@ -139,7 +140,7 @@ func (c *child) synced(n int, limit time.Duration) (syncReport, error) {
 	return r, json.NewDecoder(resp.Body).Decode(&r)
 }
 
-func failoverRow(fc failoverCase, r syncReport, kill time.Time, cpu, rss float64) string {
+func failoverRow(fc failoverCase, r syncReport, kill time.Time, cpu [2]float64, rss float64) string {
 	n := fc.n
 	lat := make([]time.Duration, 0, len(r.Synced))
 	took := make([]time.Duration, 0, len(r.Took))
@@ -164,12 +165,12 @@ func failoverRow(fc failoverCase, r syncReport, kill time.Time, cpu, rss float64
 		yes = "yes"
 	}
 	per := func(v int64) float64 { return float64(v) / float64(n) }
-	return fmt.Sprintf("| %s (%s) | %d | %d | %s | %s / %s / %s | %s / %s / %s | %.1f (%.1f / %.1f / %.1f / %.1f) | %.0f B | %.1f / %.0f B | %.2f s | %.0f MB |",
+	return fmt.Sprintf("| %s (%s) | %d | %d | %s | %s / %s / %s | %s / %s / %s | %.1f (%.1f / %.1f / %.1f / %.1f) | %.0f B | %.1f / %.0f B | %.2f s (%.2f s) | %.0f MB |",
 		fc.impl, fc.mode(), n, fc.clusters, yes,
 		ms(percentile(lat, 0.5)), ms(percentile(lat, 0.99)), ms(percentile(lat, 1)),
 		ms(percentile(took, 0.5)), ms(percentile(took, 0.99)), ms(percentile(took, 1)),
 		per(total.Resources), perType["CDS"], perType["EDS"], perType["LDS"], perType["RDS"],
-		per(total.Bytes), per(total.SparedResources), per(total.SparedBytes), cpu, rss/(1<<20))
+		per(total.Bytes), per(total.SparedResources), per(total.SparedBytes), cpu[0], cpu[1], rss/(1<<20))
 }
 
 // states prints the status tracker's counts of types by state.
