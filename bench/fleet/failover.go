@@ -49,7 +49,7 @@ func failover(fc failoverCase) (string, error) {
 	if fc.profile != "" {
 		profile = fmt.Sprintf("%s/failover-%s-%s-%d-%d-present=%v.cpu", fc.profile, impl, fc.mode(), n, clusters, fc.present)
 	}
-	r, kill, cpu, err := killA(f, a, b, profile)
+	r, err := killA(f, a, b, profile)
 	if stopErr := f.stop(); err == nil {
 		err = stopErr
 	}
@@ -61,7 +61,7 @@ func failover(fc failoverCase) (string, error) {
 	}
 	fmt.Fprintf(os.Stderr, "failover %s n=%d clusters=%d present=%v: proxies received %.0f resources, %.0f B each; %d streams retried; status tracker on B: %s\n",
 		impl, n, clusters, fc.present, float64(f.resources.Load())/float64(n), float64(f.bytes.Load())/float64(n), f.retries.Load(), states(r.States))
-	return failoverRow(fc, r, kill, cpu, b.rss()), nil
+	return failoverRow(fc, r), nil
 }
 
 // failoverCase is one row of the failover table.
@@ -81,22 +81,30 @@ func (fc failoverCase) mode() string {
 	return "SotW"
 }
 
+// failoverResult is what one failover measured.
+type failoverResult struct {
+	syncReport           // B's
+	kill       time.Time // when A was killed
+	// cpuB and cpuProxies are B's and the simulated proxies' (this
+	// process's) CPU seconds from the kill to the last SYNCED; rss is B's
+	// resident memory then.
+	cpuB, cpuProxies, rss float64
+}
+
 // killA brings the fleet up on A, kills A and waits until B reports every
-// proxy SYNCED. It returns B's report, the time of the kill and B's CPU
-// seconds and the proxies' (this process's) from the kill to the report,
-// B's first. With profile, B's CPU profile of
-// the 3 s from the kill is written there.
-func killA(f *fleet, a, b *child, profile string) (syncReport, time.Time, [2]float64, error) {
+// proxy SYNCED. With profile, B's CPU profile of the 3 s from the kill is
+// written there.
+func killA(f *fleet, a, b *child, profile string) (failoverResult, error) {
 	f.open(nil)
 	if _, err := waitFor(&f.ready, int64(f.n), 10*time.Minute); err != nil {
-		return syncReport{}, time.Time{}, [2]float64{}, fmt.Errorf("first config on A: %w", err)
+		return failoverResult{}, fmt.Errorf("first config on A: %w", err)
 	}
 	// Every ACK in: A reports each proxy SYNCED.
 	if r, err := a.synced(f.n, time.Minute); err != nil || len(r.Synced) < f.n {
-		return syncReport{}, time.Time{}, [2]float64{}, fmt.Errorf("server A: %d of %d proxies SYNCED (%v)", len(r.Synced), f.n, err)
+		return failoverResult{}, fmt.Errorf("server A: %d of %d proxies SYNCED (%v)", len(r.Synced), f.n, err)
 	}
 	if _, err := b.post("/mark"); err != nil {
-		return syncReport{}, time.Time{}, [2]float64{}, err
+		return failoverResult{}, err
 	}
 	f.bytes.Store(0)
 	f.resources.Store(0)
@@ -107,15 +115,16 @@ func killA(f *fleet, a, b *child, profile string) (syncReport, time.Time, [2]flo
 		time.Sleep(50 * time.Millisecond) // the profile has started
 	}
 	cpu0, self0 := b.cpu(), procCPU("self")
-	kill := time.Now()
+	r := failoverResult{kill: time.Now()}
 	a.stop() // SIGKILL
-	r, err := b.synced(f.n, 10*time.Minute)
-	cpu := [2]float64{b.cpu() - cpu0, procCPU("self") - self0}
+	var err error
+	r.syncReport, err = b.synced(f.n, 10*time.Minute)
+	r.cpuB, r.cpuProxies, r.rss = b.cpu()-cpu0, procCPU("self")-self0, b.rss()
 	profiled.Wait()
 	if err == nil && len(r.Synced) < f.n {
 		err = fmt.Errorf("server B: %d of %d proxies SYNCED after 10 minutes; status tracker: %s", len(r.Synced), f.n, states(r.States))
 	}
-	return r, kill, cpu, err
+	return r, err
 }
 
 // synced waits, at most limit, until the server reports n proxies SYNCED
@@ -140,12 +149,12 @@ func (c *child) synced(n int, limit time.Duration) (syncReport, error) {
 	return r, json.NewDecoder(resp.Body).Decode(&r)
 }
 
-func failoverRow(fc failoverCase, r syncReport, kill time.Time, cpu [2]float64, rss float64) string {
+func failoverRow(fc failoverCase, r failoverResult) string {
 	n := fc.n
 	lat := make([]time.Duration, 0, len(r.Synced))
 	took := make([]time.Duration, 0, len(r.Took))
 	for node, at := range r.Synced {
-		lat = append(lat, time.Duration(at-kill.UnixNano()))
+		lat = append(lat, time.Duration(at-r.kill.UnixNano()))
 		took = append(took, time.Duration(r.Took[node]))
 	}
 	reg := xdstype.New()
@@ -170,7 +179,7 @@ func failoverRow(fc failoverCase, r syncReport, kill time.Time, cpu [2]float64, 
 		ms(percentile(lat, 0.5)), ms(percentile(lat, 0.99)), ms(percentile(lat, 1)),
 		ms(percentile(took, 0.5)), ms(percentile(took, 0.99)), ms(percentile(took, 1)),
 		per(total.Resources), perType["CDS"], perType["EDS"], perType["LDS"], perType["RDS"],
-		per(total.Bytes), per(total.SparedResources), per(total.SparedBytes), cpu[0], cpu[1], rss/(1<<20))
+		per(total.Bytes), per(total.SparedResources), per(total.SparedBytes), r.cpuB, r.cpuProxies, r.rss/(1<<20))
 }
 
 // states prints the status tracker's counts of types by state.
