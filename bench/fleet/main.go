@@ -51,6 +51,12 @@ func main() {
 		return
 	}
 	if *failover {
+		for _, pr := range strings.Split(*present, ",") {
+			if pr != "yes" && pr != "no" {
+				fmt.Fprintf(os.Stderr, "-present: %q is neither yes nor no\n", pr)
+				os.Exit(2)
+			}
+		}
 		measureFailover(*ns, *cs, *impls, *present, failoverCase{delta: *delta, perConn: *perConn, profile: *profile})
 		return
 	}
