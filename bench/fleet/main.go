@@ -11,6 +11,14 @@
 // the bytes each proxy received per change, the server's CPU seconds per
 // change, its resident memory per connected proxy, and a reconnect of all N
 // at once.
+//
+//	go run ./bench/fleet -failover [-delta] -n 5000 -clusters 100
+//
+// measures instead a failover: two servers A and B serve the same world,
+// the proxies reach their config on A, A is killed with SIGKILL and they
+// move to B, presenting what they hold (-present yes) or not (no, the
+// baseline); B reports when each proxy is SYNCED again and what it sent
+// (failover.go, syncwatch.go).
 package main
 
 import (
