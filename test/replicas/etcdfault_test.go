@@ -113,44 +113,9 @@ func TestEtcdRestartWithClients(t *testing.T) {
 		api[i] = e.holding()[xdstype.EndpointURL]["api"]
 	}
 
-	start := time.Now()
-	srv.Stop()
-	t.Logf("etcd stopped in %v", time.Since(start).Round(time.Millisecond))
-	waitAll(t, all, "degraded", func(r *replica) bool {
-		code, word := r.readyz()
-		st := r.status()
-		return code == http.StatusOK && word == "degraded" && st.Degraded &&
-			strings.HasPrefix(st.Reason, "store unreachable since ") && strings.Contains(st.Reason, srv.Endpoint())
-	})
-	t.Logf("every replica degraded %v after etcd began stopping", time.Since(start).Round(time.Millisecond))
-	out, code := a.cli("status")
-	if code != 0 || !strings.Contains(out, "DEGRADED: store unreachable since ") || !strings.Contains(out, srv.Endpoint()) {
-		t.Errorf("pylon status with etcd stopped: exit %d, want DEGRADED with the reason naming %s:\n%s", code, srv.Endpoint(), out)
-	}
-	refused := func(r *replica, what, method, path, body string) {
-		t.Helper()
-		code, b, err := r.do(method, path, body, true)
-		if err != nil || code != http.StatusServiceUnavailable || !strings.Contains(string(b), "etcd unreachable at "+srv.Endpoint()) {
-			t.Errorf("%s through %s with etcd stopped: %d %v %s, want 503 saying etcd is unreachable", what, r.id, code, err, b)
-		}
-	}
-	refused(a, "a write", "POST", "/v1/apply", serviceDoc("during-outage", 2))
 	const registration = `{"address": "10.9.9.9", "port": 8080, "ttl": "30s"}`
-	refused(b, "an endpoint registration", "POST", "/v1/services/api/endpoints", registration)
-
-	start = time.Now()
-	srv.Restart()
-	t.Logf("etcd restarted in %v", time.Since(start).Round(time.Millisecond))
-	waitAll(t, all, "no longer degraded", func(r *replica) bool {
-		code, word := r.readyz()
-		return code == http.StatusOK && word == "ready" && !r.status().Degraded
-	})
-	t.Logf("no replica degraded %v after etcd began restarting", time.Since(start).Round(time.Millisecond))
-	for _, r := range all {
-		if r.exited() {
-			t.Fatalf("%s exited during the outage (%s)", r.id, r.exitText())
-		}
-	}
+	stopEtcd(t, srv, all, registration)
+	restartEtcd(t, srv, all)
 	objs, _ := c.storedObjects()
 	if _, ok := objs["services/during-outage"]; ok {
 		t.Errorf("the write refused during the outage is in the store")
@@ -183,4 +148,54 @@ func TestEtcdRestartWithClients(t *testing.T) {
 		v := a.status().Config.Version
 		return v != "" && b.status().Config.Version == v && c.status().Config.Version == v
 	})
+}
+
+// stopEtcd stops etcd under the replicas and checks what they do: every
+// replica degraded, and says why (/readyz 200 "degraded", /status, `pylon
+// status` DEGRADED naming etcd); a write and the registration refused with
+// 503 naming etcd.
+func stopEtcd(t *testing.T, srv *etcdtest.Server, all []*replica, registration string) {
+	t.Helper()
+	start := time.Now()
+	srv.Stop()
+	t.Logf("etcd stopped in %v", time.Since(start).Round(time.Millisecond))
+	waitAll(t, all, "degraded", func(r *replica) bool {
+		code, word := r.readyz()
+		st := r.status()
+		return code == http.StatusOK && word == "degraded" && st.Degraded &&
+			strings.HasPrefix(st.Reason, "store unreachable since ") && strings.Contains(st.Reason, srv.Endpoint())
+	})
+	t.Logf("every replica degraded %v after etcd began stopping", time.Since(start).Round(time.Millisecond))
+	out, code := all[0].cli("status")
+	if code != 0 || !strings.Contains(out, "DEGRADED: store unreachable since ") || !strings.Contains(out, srv.Endpoint()) {
+		t.Errorf("pylon status with etcd stopped: exit %d, want DEGRADED with the reason naming %s:\n%s", code, srv.Endpoint(), out)
+	}
+	refused := func(r *replica, what, method, path, body string) {
+		t.Helper()
+		code, b, err := r.do(method, path, body, true)
+		if err != nil || code != http.StatusServiceUnavailable || !strings.Contains(string(b), "etcd unreachable at "+srv.Endpoint()) {
+			t.Errorf("%s through %s with etcd stopped: %d %v %s, want 503 saying etcd is unreachable", what, r.id, code, err, b)
+		}
+	}
+	refused(all[0], "a write", "POST", "/v1/apply", serviceDoc("during-outage", 2))
+	refused(all[1], "an endpoint registration", "POST", "/v1/services/api/endpoints", registration)
+}
+
+// restartEtcd restarts etcd and waits for every replica to say ready
+// again, none of them restarted.
+func restartEtcd(t *testing.T, srv *etcdtest.Server, all []*replica) {
+	t.Helper()
+	start := time.Now()
+	srv.Restart()
+	t.Logf("etcd restarted in %v", time.Since(start).Round(time.Millisecond))
+	waitAll(t, all, "no longer degraded", func(r *replica) bool {
+		code, word := r.readyz()
+		return code == http.StatusOK && word == "ready" && !r.status().Degraded
+	})
+	t.Logf("no replica degraded %v after etcd began restarting", time.Since(start).Round(time.Millisecond))
+	for _, r := range all {
+		if r.exited() {
+			t.Fatalf("%s exited during the outage (%s)", r.id, r.exitText())
+		}
+	}
 }

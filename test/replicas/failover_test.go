@@ -58,23 +58,10 @@ func failover(t *testing.T, srv *etcdtest.Server, delta bool) {
 
 	// Every proxy on B, SYNCED with every type, as B itself sees them.
 	// An ACK comes after what it acknowledges was counted: whatever B
-	// sent before SYNCED is in the counts below.
+	// sent before SYNCED is in the counts checked next.
 	waitRows(b, b.id, allSynced(b.id, withGRPC...), withGRPC...)
 	t.Logf("%s: %d proxies SYNCED on %s %v after %s's SIGKILL", kind, len(withGRPC), b.id, time.Since(killed).Round(time.Millisecond), a.id)
-	var resent, resentBytes int
-	for i, e := range envoys {
-		if e.streamCount() <= streams[i] {
-			t.Fatalf("%s is SYNCED on %s without a new stream:\n%v", e.node, b.id, e)
-		}
-		n, bytes := e.received()
-		n, bytes = n-before[i][0], bytes-before[i][1]
-		resent += n
-		resentBytes += bytes
-		if n > 0 {
-			t.Errorf("%s was resent %d resources (%d bytes) on its new stream to %s, want 0: it presented what it holds\n%v", e.node, n, bytes, b.id, e)
-		}
-	}
-	t.Logf("%s: %d resources, %d bytes resent to %d Envoys on their new streams", kind, resent, resentBytes, len(envoys))
+	checkNothingResent(t, envoys, before, streams, b.id)
 
 	// A's summary leaves the fleet-wide list when its lease expires:
 	// every replica then shows the proxies under B only.
@@ -93,4 +80,25 @@ func failover(t *testing.T, srv *etcdtest.Server, delta bool) {
 			t.Errorf("%s's last response came from %q, want %s", e.node, id, b.id)
 		}
 	}
+}
+
+// checkNothingResent requires every proxy to be on a new stream and to
+// have received nothing since before (resources and bytes) and streams
+// (streams opened) were taken.
+func checkNothingResent(t *testing.T, envoys []*envoy, before [][2]int, streams []int, to string) {
+	t.Helper()
+	var resent, resentBytes int
+	for i, e := range envoys {
+		if e.streamCount() <= streams[i] {
+			t.Fatalf("%s is SYNCED on %s without a new stream:\n%v", e.node, to, e)
+		}
+		n, bytes := e.received()
+		n, bytes = n-before[i][0], bytes-before[i][1]
+		resent += n
+		resentBytes += bytes
+		if n > 0 {
+			t.Errorf("%s was resent %d resources (%d bytes) on its new stream to %s, want 0: it presented what it holds\n%v", e.node, n, bytes, to, e)
+		}
+	}
+	t.Logf("%d resources, %d bytes resent to %d Envoys on their new streams", resent, resentBytes, len(envoys))
 }
