@@ -1,5 +1,7 @@
 package route
 
+//lint:file-ignore SA1019 the older header_match_specifier fields (exact_match, prefix_match, ...) are still valid Envoy config, and what Pylon writes for gRPC clients older than gRFC A63 (translate.grpcHeaderMatch): the engine must read them
+
 import (
 	"fmt"
 	"net"
@@ -81,7 +83,7 @@ func forward(res *Resources, a *routev3.RouteAction, req *Request, n *notes, out
 	noteRewrites(a, n)
 	switch cs := a.GetClusterSpecifier().(type) {
 	case *routev3.RouteAction_Cluster:
-		out.Clusters = []ClusterShare{clusterShare(res, cs.Cluster, 0, 1, n)}
+		out.Clusters = []ClusterShare{clusterShare(res, cs.Cluster, 0, 1, req.GRPC, n)}
 	case *routev3.RouteAction_WeightedClusters:
 		var total uint64
 		for _, c := range cs.WeightedClusters.GetClusters() {
@@ -96,7 +98,7 @@ func forward(res *Resources, a *routev3.RouteAction, req *Request, n *notes, out
 				n.add("a weighted cluster named by header %q (cluster_header; not simulated)", c.GetClusterHeader())
 			}
 			w := c.GetWeight().GetValue()
-			out.Clusters = append(out.Clusters, clusterShare(res, name, w, share(w, total), n))
+			out.Clusters = append(out.Clusters, clusterShare(res, name, w, share(w, total), req.GRPC, n))
 		}
 	case *routev3.RouteAction_ClusterHeader:
 		v, ok := req.header(strings.ToLower(cs.ClusterHeader))
@@ -174,7 +176,7 @@ func percent(s float64) string {
 }
 
 // clusterShare is a cluster with its share and endpoints.
-func clusterShare(res *Resources, name string, weight uint32, sh float64, n *notes) ClusterShare {
+func clusterShare(res *Resources, name string, weight uint32, sh float64, grpc bool, n *notes) ClusterShare {
 	cs := ClusterShare{Name: name, Weight: weight, Share: sh, ServingPriority: -1}
 	c := res.Clusters[name]
 	if c == nil {
@@ -201,17 +203,32 @@ func clusterShare(res *Resources, name string, weight uint32, sh float64, n *not
 		cs.Type = t.ClusterType.GetName()
 		n.add("cluster type %s of cluster %s (endpoints not simulated)", t.ClusterType.GetName(), name)
 	}
-	cs.Endpoints, cs.ServingPriority = endpoints(cla)
+	cs.Endpoints, cs.ServingPriority = endpoints(cla, grpc)
+	if grpc && dropped(cla) {
+		n.add("cluster %s has localities without load_balancing_weight: gRPC clients drop them (shown as not serving)", name)
+	}
 	return cs
+}
+
+// dropped reports whether an assignment has a locality without a weight.
+func dropped(cla *endpointv3.ClusterLoadAssignment) bool {
+	for _, le := range cla.GetEndpoints() {
+		if le.GetLoadBalancingWeight().GetValue() == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // endpoints lists an assignment's endpoints and marks those traffic goes
 // to: healthy or unknown health, at the lowest priority that has any
 // (priority spill-over by the overprovisioning factor is not simulated).
-func endpoints(cla *endpointv3.ClusterLoadAssignment) ([]Endpoint, int) {
+// For gRPC, a locality without a weight takes nothing (grpc-go drops it).
+func endpoints(cla *endpointv3.ClusterLoadAssignment, grpc bool) ([]Endpoint, int) {
 	var out []Endpoint
 	serving := -1
 	for _, le := range cla.GetEndpoints() {
+		gone := grpc && le.GetLoadBalancingWeight().GetValue() == 0
 		for _, e := range le.GetLbEndpoints() {
 			ep := Endpoint{
 				Address: address(e.GetEndpoint().GetAddress()), Priority: le.GetPriority(),
@@ -219,14 +236,16 @@ func endpoints(cla *endpointv3.ClusterLoadAssignment) ([]Endpoint, int) {
 				Health: e.GetHealthStatus().String(), Weight: max(e.GetLoadBalancingWeight().GetValue(), 1),
 				LocalityWeight: le.GetLoadBalancingWeight().GetValue(),
 			}
-			if healthy(e.GetHealthStatus()) && (serving < 0 || int(le.GetPriority()) < serving) {
+			if !gone && healthy(e.GetHealthStatus()) && (serving < 0 || int(le.GetPriority()) < serving) {
 				serving = int(le.GetPriority())
 			}
 			out = append(out, ep)
 		}
 	}
 	for i := range out {
-		out[i].Serving = int(out[i].Priority) == serving && healthy(corev3.HealthStatus(corev3.HealthStatus_value[out[i].Health]))
+		e := &out[i]
+		gone := grpc && e.LocalityWeight == 0
+		e.Serving = !gone && int(e.Priority) == serving && healthy(corev3.HealthStatus(corev3.HealthStatus_value[e.Health]))
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Priority < out[j].Priority })
 	return out, serving

@@ -98,10 +98,10 @@ func explainTCP(res *Resources, tp *tcpproxyv3.TcpProxy, out *Result, n *notes) 
 			total += uint64(c.GetWeight())
 		}
 		for _, c := range wc.GetClusters() {
-			out.Clusters = append(out.Clusters, clusterShare(res, c.GetName(), c.GetWeight(), share(c.GetWeight(), total), n))
+			out.Clusters = append(out.Clusters, clusterShare(res, c.GetName(), c.GetWeight(), share(c.GetWeight(), total), false, n))
 		}
 	} else {
-		out.Clusters = []ClusterShare{clusterShare(res, tp.GetCluster(), 0, 1, n)}
+		out.Clusters = []ClusterShare{clusterShare(res, tp.GetCluster(), 0, 1, false, n)}
 	}
 	out.Outcome = "TCP proxy to " + clusterList(out.Clusters)
 }

@@ -1,5 +1,7 @@
 package route
 
+//lint:file-ignore SA1019 the older header_match_specifier fields (exact_match, prefix_match, ...) are still valid Envoy config, and what Pylon writes for gRPC clients older than gRFC A63 (translate.grpcHeaderMatch): the engine must read them
+
 import (
 	"strings"
 	"testing"

@@ -91,7 +91,8 @@ func TestExplainAgreesWithGRPCOnModelRoutes(t *testing.T) {
 // target "greeter" matches the suffix wildcard "*eter" before the prefix
 // wildcard "greet*" and "*"), and routes with matchers the model does not
 // write: a case-insensitive prefix, an inverted regex, a range, a suffix,
-// a three-way split.
+// a three-way split; and c0 has a second locality without a weight, which
+// gRPC clients drop.
 func rawConfig(p []int) string {
 	var b strings.Builder
 	b.WriteString(`resources:
@@ -151,6 +152,13 @@ func rawConfig(p []int) string {
     load_balancing_weight: 1
     lb_endpoints: [{ endpoint: { address: { socket_address: { address: 127.0.0.1, port_value: %[2]d } } } }]
 `, i, port)
+		if i == 0 {
+			// A locality without a weight: gRPC drops it, so c0's calls
+			// never reach the last backend.
+			fmt.Fprintf(&b, `  - locality: { region: unweighted }
+    lb_endpoints: [{ endpoint: { address: { socket_address: { address: 127.0.0.1, port_value: %d } } } }]
+`, p[len(p)-1])
+		}
 	}
 	return b.String()
 }
