@@ -209,3 +209,43 @@ func TestValidateRunsRouteTests(t *testing.T) {
 		t.Errorf("exit %d, %q, %q", code, out, stderr)
 	}
 }
+
+// serve --config: an edit that breaks a route test is refused, shown first
+// in pylon status with the test named, and the previous version keeps
+// serving.
+func TestServeRefusesEditBreakingRouteTest(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "pylon.yaml")
+	good := strings.Replace(explainConfig, "expect: { cluster: cart }", "expect: { status: 404 }", 1)
+	writeFile(t, cfg, good)
+	d := startServe(t, "--config", cfg)
+	version := func() string {
+		var st struct {
+			Status struct {
+				Config struct{ Version string } `json:"config"`
+			} `json:"status"`
+		}
+		if err := json.Unmarshal([]byte(d.must(t, "status", "-o", "json")), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Status.Config.Version
+	}
+	before := version()
+	if before == "" {
+		t.Fatal("no version served")
+	}
+	// A catch-all route added first: valid Envoy, but "/" now answers.
+	writeFile(t, cfg, strings.Replace(good, "    routes:\n    - match: { prefix: /api/cart",
+		"    routes:\n    - to: [{ service: cart }]\n    - match: { prefix: /api/cart", 1))
+	var out string
+	eventually(t, "the refusal in pylon status", func() bool {
+		out = d.must(t, "status")
+		return strings.Contains(out, "REFUSED")
+	})
+	want := `route test "broken on purpose": expect.status: want status 404; got listener "http", filter chain "#0", virtual host "shop", route "#0": forwarded to cart (group edge)`
+	if !strings.Contains(out, want) || !strings.Contains(out, "still serving the previous config, version "+before) {
+		t.Errorf("status:\n%s\nwant %q and version %s", out, want, before)
+	}
+	if v := version(); v != before {
+		t.Errorf("serving version %s after the refusal, want %s", v, before)
+	}
+}
