@@ -58,6 +58,9 @@ func TestDrainSIGTERM(t *testing.T) {
 
 	waitRows(b, b.id, allSynced(b.id, nodes...), nodes...)
 	checkNothingResent(t, envoys, before, streams, b.id)
+	if n := fwd.routedTo(b.xdsAddr); n < len(envoys) {
+		t.Errorf("the balancer sent %d connections to %s, want one per proxy (%d) at least", n, b.id, len(envoys))
+	}
 	var ends []time.Duration
 	for _, e := range envoys {
 		end := e.endedAfter(signalled)

@@ -62,6 +62,9 @@ func failover(t *testing.T, srv *etcdtest.Server, delta bool) {
 	waitRows(b, b.id, allSynced(b.id, withGRPC...), withGRPC...)
 	t.Logf("%s: %d proxies SYNCED on %s %v after %s's SIGKILL", kind, len(withGRPC), b.id, time.Since(killed).Round(time.Millisecond), a.id)
 	checkNothingResent(t, envoys, before, streams, b.id)
+	if n := fwd.routedTo(b.xdsAddr); n < len(withGRPC) {
+		t.Errorf("the balancer sent %d connections to %s, want one per proxy (%d) at least", n, b.id, len(withGRPC))
+	}
 
 	// A's summary leaves the fleet-wide list when its lease expires:
 	// every replica then shows the proxies under B only.

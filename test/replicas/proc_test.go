@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -351,6 +352,23 @@ func sameVersion(t *testing.T, rs []*replica, version string) {
 	})
 }
 
+// agree waits until every replica publishes one config version and
+// returns it: for the end of a run whose last write's version no client
+// was told (a write abandoned in flight may still land, a registration
+// answers its revision only).
+func agree(t *testing.T, rs []*replica) string {
+	t.Helper()
+	var versions []string
+	waitShow(t, "every replica at one config version", func() bool {
+		versions = versions[:0]
+		for _, r := range rs {
+			versions = append(versions, r.status().Config.Version)
+		}
+		return versions[0] != "" && slices.Equal(versions[1:], slices.Repeat(versions[:1], len(rs)-1))
+	}, func() string { return "versions: " + strings.Join(versions, " ") })
+	return versions[0]
+}
+
 // procLog keeps a child's output (bounded) and reports the addresses of
 // its "pylon serving" line.
 type procLog struct {
@@ -404,11 +422,4 @@ func (l *procLog) tail(n int) string {
 		b = b[len(b)-n:]
 	}
 	return string(b)
-}
-
-// contains reports whether the output holds s.
-func (l *procLog) contains(s string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return bytes.Contains(l.buf.Bytes(), []byte(s))
 }
