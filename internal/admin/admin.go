@@ -147,39 +147,8 @@ func handler(o Options, l *limiter) http.Handler {
 		body.Degraded, body.Reason = o.degraded()
 		writeJSON(w, http.StatusOK, body)
 	}))
-	mux.HandleFunc("GET /proxies", g.read(func(w http.ResponseWriter, r *http.Request) {
-		// Every stream with its node, group and per-type state; a node in
-		// no group shows "no matching group": it connects fine and
-		// receives nothing, the failure this page exists to make visible.
-		// With replicas, every replica's, each naming its replica.
-		// With paging parameters, one page of the filtered, sorted list.
-		streams, partial := o.proxies("")
-		if paged(r) {
-			p, err := parsePage(r)
-			if err != nil {
-				fail(w, err)
-				return
-			}
-			b := page(streams, p)
-			b.Partial = partial
-			writeJSON(w, http.StatusOK, b)
-			return
-		}
-		writeJSON(w, http.StatusOK, proxiesBody{Streams: streams, Partial: partial})
-	}))
-	mux.HandleFunc("GET /proxies/{id}", g.read(func(w http.ResponseWriter, r *http.Request) {
-		var out []proxyDump
-		streams, partial := o.proxies(r.PathValue("id"))
-		f := o.Fleets.Current()
-		for _, s := range streams {
-			out = append(out, dumpStream(o.Registry, f, s))
-		}
-		if len(out) == 0 {
-			writeJSON(w, http.StatusNotFound, map[string]string{"error": "no stream of node " + redact.String(r.PathValue("id"))})
-			return
-		}
-		writeJSON(w, http.StatusOK, proxiesBody{Streams: out, Partial: partial})
-	}))
+	mux.HandleFunc("GET /proxies", g.read(o.listProxies))
+	mux.HandleFunc("GET /proxies/{id}", g.read(o.proxy))
 	mux.HandleFunc("GET /config", g.read(func(w http.ResponseWriter, r *http.Request) {
 		configDump(w, o.Fleets.Current(), r.URL.Query().Get("group"))
 	}))
@@ -223,6 +192,43 @@ func handler(o Options, l *limiter) http.Handler {
 	mux.HandleFunc("GET /debug/pprof/symbol", g.read(pprof.Symbol))
 	mux.HandleFunc("GET /debug/pprof/trace", g.read(pprof.Trace))
 	return bounded(l, jsonErrors(mux))
+}
+
+// listProxies answers GET /proxies: every stream with its node, group and
+// per-type state; a node in no group shows "no matching group": it connects
+// fine and receives nothing, the failure this page exists to make visible.
+// With replicas, every replica's, each naming its replica. With paging
+// parameters, one page of the filtered, sorted list.
+func (o Options) listProxies(w http.ResponseWriter, r *http.Request) {
+	streams, partial := o.proxies("")
+	if !paged(r) {
+		writeJSON(w, http.StatusOK, proxiesBody{Streams: streams, Partial: partial})
+		return
+	}
+	p, err := parsePage(r)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	b := page(streams, p)
+	b.Partial = partial
+	writeJSON(w, http.StatusOK, b)
+}
+
+// proxy answers GET /proxies/{id}: the node's streams, what each was last
+// sent, and how that differs from what it should run.
+func (o Options) proxy(w http.ResponseWriter, r *http.Request) {
+	var out []proxyDump
+	streams, partial := o.proxies(r.PathValue("id"))
+	f := o.Fleets.Current()
+	for _, s := range streams {
+		out = append(out, dumpStream(o.Registry, f, s))
+	}
+	if len(out) == 0 {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no stream of node " + redact.String(r.PathValue("id"))})
+		return
+	}
+	writeJSON(w, http.StatusOK, proxiesBody{Streams: out, Partial: partial})
 }
 
 // configDump writes the fleet's resources per group, redacted.
