@@ -132,4 +132,3 @@ func TestBuildRefuses(t *testing.T) {
 		}
 	})
 }
-
