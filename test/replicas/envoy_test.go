@@ -374,7 +374,7 @@ func (e *envoy) follow(typ string, msgs []proto.Message, removed []string) []str
 			c := m.(*clusterv3.Cluster)
 			e.edsOf[c.GetName()] = ""
 			if c.GetType() == clusterv3.Cluster_EDS {
-				e.edsOf[c.GetName()] = cmp(c.GetEdsClusterConfig().GetServiceName(), c.GetName())
+				e.edsOf[c.GetName()] = orElse(c.GetEdsClusterConfig().GetServiceName(), c.GetName())
 			}
 		}
 		for _, n := range removed {
@@ -447,7 +447,7 @@ func diff(old, next []string) (add, drop []string) {
 	return add, drop
 }
 
-func cmp(a, b string) string {
+func orElse(a, b string) string {
 	if a != "" {
 		return a
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"sync"
 	"testing"
 	"time"
 
@@ -114,4 +115,38 @@ func (g greeter) reaches(id string) {
 		}
 		return got == id
 	})
+}
+
+// callsDuring makes an RPC every 20ms (at most 5,000) until the returned
+// stop is called, which reports how many succeeded and the errors of those
+// that failed: the data plane must not notice what its control plane goes
+// through.
+func (g greeter) callsDuring() (stop func() (ok int, failed []error)) {
+	done, quit := make(chan struct{}), make(chan struct{})
+	var ok int
+	var failed []error
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for range 5000 {
+			if _, err := g.call(); err != nil {
+				failed = append(failed, err)
+			} else {
+				ok++
+			}
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	var once sync.Once
+	stop = func() (int, []error) {
+		once.Do(func() { close(quit); <-done })
+		return ok, failed
+	}
+	g.t.Cleanup(func() { stop() })
+	return stop
 }

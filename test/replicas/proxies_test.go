@@ -50,7 +50,7 @@ func (p proxyRow) text() string {
 	}
 	parts := []string{p.Node + "@" + p.Replica}
 	for _, typ := range xdsTypes() {
-		parts = append(parts, typ+":"+cmp(states[typ], "-"))
+		parts = append(parts, typ+":"+orElse(states[typ], "-"))
 	}
 	return strings.Join(parts, " ")
 }
