@@ -1,7 +1,9 @@
 package xds
 
 import (
+	"errors"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,7 +50,7 @@ func (c *conns) close(k connKey) bool {
 		return false
 	}
 	tc.evicted.Store(true)
-	_ = tc.Close()
+	tc.closeAs(ConnEvicted)
 	return true
 }
 
@@ -75,11 +77,14 @@ func keyOf(p *peer.Peer) connKey {
 	return k
 }
 
-// trackedListener registers every connection it accepts.
+// trackedListener registers every connection it accepts. report, if set,
+// hears how each connection ended and each stream the transport refused
+// (connwatch.go).
 type trackedListener struct {
 	net.Listener
 	reg          *conns
 	writeTimeout time.Duration
+	report       connReporter
 }
 
 func (l *trackedListener) Accept() (net.Conn, error) {
@@ -87,7 +92,7 @@ func (l *trackedListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	tc := &trackedConn{Conn: c, reg: l.reg, writeTimeout: l.writeTimeout,
+	tc := &trackedConn{Conn: c, reg: l.reg, writeTimeout: l.writeTimeout, report: l.report, opened: time.Now(),
 		key: connKey{local: c.LocalAddr().String(), remote: c.RemoteAddr().String()}}
 	l.reg.add(tc)
 	return tc, nil
@@ -104,6 +109,12 @@ type trackedConn struct {
 	// evicted is set when the server closed the connection because a
 	// stream on it stopped reading: every stream on it ends evicted.
 	evicted atomic.Bool
+	report  connReporter
+	opened  time.Time
+	end     connEnd
+	// frames follows what gRPC writes; only its writer (one at a time)
+	// touches it.
+	frames frameWatch
 }
 
 func (c *trackedConn) Write(b []byte) (int, error) {
@@ -112,10 +123,38 @@ func (c *trackedConn) Write(b []byte) (int, error) {
 			return 0, err
 		}
 	}
-	return c.Conn.Write(b)
+	n, err := c.Conn.Write(b)
+	c.frames.feed(b[:n], c.onFrame)
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		c.end.set(ConnWriteDeadline)
+	}
+	return n, err
 }
 
+func (c *trackedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if err != nil && !c.end.closing.Load() {
+		// The client closed or reset it: gRPC's reader saw it first.
+		c.end.set(ConnClientClosed)
+	}
+	return n, err
+}
+
+// closeAs closes the connection for reason, unless it ended otherwise
+// first.
+func (c *trackedConn) closeAs(reason string) {
+	c.end.set(reason)
+	_ = c.Close()
+}
+
+// Close closes the connection (gRPC's transport calls it too, once it is
+// done with it) and reports, once, why it ended.
 func (c *trackedConn) Close() error {
+	c.end.closing.Store(true)
 	c.reg.remove(c)
-	return c.Conn.Close()
+	err := c.Conn.Close()
+	if c.end.reported.CompareAndSwap(false, true) && c.report != nil {
+		c.report.connClosed(c, c.end.reason())
+	}
+	return err
 }

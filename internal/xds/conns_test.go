@@ -2,8 +2,11 @@ package xds
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +22,8 @@ func TestTrackedConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	var reg conns
-	tl := &trackedListener{Listener: lis, reg: &reg, writeTimeout: 200 * time.Millisecond}
+	rep := &reports{}
+	tl := &trackedListener{Listener: lis, reg: &reg, writeTimeout: 200 * time.Millisecond, report: rep}
 	defer tl.Close()
 	client, err := net.Dial("tcp", lis.Addr().String())
 	if err != nil {
@@ -74,6 +78,67 @@ func TestTrackedConnections(t *testing.T) {
 				t.Fatal("the client's connection stayed open")
 			}
 			break
+		}
+	}
+	// It ended because a write blocked past the bound, whoever closed it
+	// then, and that is said once.
+	server.Close()
+	if got := rep.get(); len(got) != 1 || got[0] != ConnWriteDeadline {
+		t.Fatalf("reported %v, want one %s", got, ConnWriteDeadline)
+	}
+}
+
+// reports records what a trackedListener reports.
+type reports struct {
+	mu      sync.Mutex
+	reasons []string
+	refused int
+}
+
+func (r *reports) connClosed(_ *trackedConn, reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reasons = append(r.reasons, reason)
+}
+
+func (r *reports) transportRefused(*trackedConn) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.refused++
+}
+
+func (r *reports) get() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.reasons...)
+}
+
+// The frame watch finds every RST_STREAM's and GOAWAY's error code however
+// gRPC's writes cut the frames, and nothing in the payloads of others.
+func TestFrameWatchAcrossWrites(t *testing.T) {
+	frame := func(typ byte, payload ...byte) []byte {
+		n := len(payload)
+		return append([]byte{byte(n >> 16), byte(n >> 8), byte(n), typ, 0, 0, 0, 0, 1}, payload...)
+	}
+	// A DATA frame whose payload looks like a GOAWAY header must be skipped.
+	decoy := frame(0x0, frame(frameGoAway, 0, 0, 0, 1, 0, 0, 0, codeEnhanceYourCalm)...)
+	var wire []byte
+	wire = append(wire, frame(0x4)...) // SETTINGS, empty
+	wire = append(wire, decoy...)
+	wire = append(wire, frame(frameRSTStream, 0, 0, 0, codeRefusedStream)...)
+	wire = append(wire, frame(0x6, 1, 2, 3, 4, 5, 6, 7, 8)...) // PING
+	wire = append(wire, frame(frameGoAway, 0, 0, 0, 3, 0, 0, 0, codeEnhanceYourCalm, 't', 'o', 'o')...)
+	want := []string{"3:7", "7:11"}
+	for cut := 1; cut <= len(wire); cut++ {
+		var f frameWatch
+		var got []string
+		for b := wire; len(b) > 0; {
+			n := min(cut, len(b))
+			f.feed(b[:n], func(typ byte, code uint32) { got = append(got, fmt.Sprintf("%d:%d", typ, code)) })
+			b = b[n:]
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("writes of %d bytes: saw %v, want %v", cut, got, want)
 		}
 	}
 }

@@ -307,7 +307,7 @@ func (d *drainer) closeDue(now time.Time) {
 		if now.Before(f.at) {
 			break
 		}
-		_ = f.tconn.Close()
+		f.tconn.closeAs(ConnDrained)
 		n++
 	}
 	clear(d.flushing[:n])
@@ -367,7 +367,7 @@ func (s *Server) refuseDraining(st *stream) error {
 	if tc := st.tconn; tc != nil {
 		time.AfterFunc(drainFlush, func() {
 			if !s.open.onConn(tc.key) {
-				_ = tc.Close()
+				tc.closeAs(ConnDrained)
 			}
 		})
 	}

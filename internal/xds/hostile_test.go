@@ -113,6 +113,20 @@ func TestNonReadingStreamsDoNotStarveOthers(t *testing.T) {
 	if reasons["evicted"] != hostile {
 		t.Fatalf("hostile streams ended for %v; want all %d evicted", reasons, hostile)
 	}
+	// And each of their 10 connections is reported closed as evicted, the
+	// good proxy's not at all.
+	conns := map[string]int{}
+	waitFor(t, "the non-readers' 10 connections to be reported closed", func() bool {
+		return rec.count(func(e xds.Event) bool { return e.Kind == xds.ConnectionClosed }) >= 10
+	})
+	for _, e := range rec.all() {
+		if e.Kind == xds.ConnectionClosed {
+			conns[e.Reason]++
+		}
+	}
+	if conns[xds.ConnEvicted] != 10 || len(conns) != 1 {
+		t.Fatalf("connections reported closed: %v; want 10 %s", conns, xds.ConnEvicted)
+	}
 }
 
 // The same with the server's defaults (64 initial-send slots, a send

@@ -44,6 +44,16 @@ const (
 	// size without nonce and control plane); Sent is what the client
 	// holds, as a ResponseSent's (for CSDS and drift).
 	ResponseSpared
+	// ConnectionClosed: a connection served on Server.Listener ended, for
+	// Reason (one of the Conn constants: a bounded set, fit for a metric
+	// label); Peer is the client's address. Not a stream's event:
+	// StreamID is 0 and Node nil. Every reason but ConnClientClosed is the
+	// server ending every stream on the connection.
+	ConnectionClosed
+	// TransportRefused: gRPC refused a new stream on a connection served
+	// on Server.Listener before Pylon saw it, for Reason
+	// (TransportRefusedStreams). StreamID is 0 and Node nil.
+	TransportRefused
 )
 
 // Event is one thing that happened on a stream, reported to the Observer
@@ -87,7 +97,8 @@ type Event struct {
 	// for StreamRefused.
 	Detail string
 	// Reason is a refusal's or an ignored request's reason, for
-	// StreamRefused and RequestIgnored.
+	// StreamRefused and RequestIgnored; why a connection ended, for
+	// ConnectionClosed; why gRPC refused a stream, for TransportRefused.
 	Reason string
 	// Identity is what the connection's verified client certificate
 	// proves, "" without one.

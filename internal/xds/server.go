@@ -217,9 +217,11 @@ func (s *Server) GRPCOptions() []grpc.ServerOption {
 
 // Listener wraps the xDS listener: the server tracks its connections, so
 // that it can close the connection of a stream whose sends stay blocked,
-// and bounds each write to their sockets. Serve gRPC on it.
+// and bounds each write to their sockets. It logs and reports
+// (ConnectionClosed) how each connection ends, and each stream gRPC
+// refuses on one (TransportRefused). Serve gRPC on it.
 func (s *Server) Listener(l net.Listener) net.Listener {
-	return &trackedListener{Listener: l, reg: &s.conns, writeTimeout: s.evictAfter}
+	return &trackedListener{Listener: l, reg: &s.conns, writeTimeout: s.evictAfter, report: s}
 }
 
 // evict closes the connection of a stream whose send stayed blocked past

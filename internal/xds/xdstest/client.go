@@ -50,6 +50,13 @@ func Start(t testing.TB, opts xds.Options) *Server {
 // it: the server's gRPC options and tracked listener.
 func StartTLS(t testing.TB, opts xds.Options, tlsConfig *tls.Config) *Server {
 	t.Helper()
+	return StartGRPC(t, opts, tlsConfig)
+}
+
+// StartGRPC is StartTLS with more gRPC server options after the server's
+// own (keepalive, as the daemon adds it).
+func StartGRPC(t testing.TB, opts xds.Options, tlsConfig *tls.Config, extra ...grpc.ServerOption) *Server {
+	t.Helper()
 	if opts.Registry == nil {
 		opts.Registry = xdstype.New()
 	}
@@ -65,7 +72,7 @@ func StartTLS(t testing.TB, opts xds.Options, tlsConfig *tls.Config) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gopts := srv.GRPCOptions()
+	gopts := append(srv.GRPCOptions(), extra...)
 	if tlsConfig != nil {
 		gopts = append(gopts, grpc.Creds(credentials.NewTLS(tlsConfig)))
 	}
