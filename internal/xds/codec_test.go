@@ -1,0 +1,157 @@
+package xds
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/xdstype"
+)
+
+// countingCodec is the proto codec, counting the responses with resources
+// it is asked to encode: each is a response encoded for one stream.
+type countingCodec struct {
+	encoding.CodecV2
+	mu        sync.Mutex
+	perStream map[string]int // by type URL
+}
+
+func (c *countingCodec) Marshal(v any) (mem.BufferSlice, error) {
+	var resp *discoverygrpc.DiscoveryResponse
+	switch m := v.(type) {
+	case *encoded:
+		resp, _ = m.Message.(*discoverygrpc.DiscoveryResponse)
+	case *discoverygrpc.DiscoveryResponse:
+		resp = m
+	}
+	if resp != nil && len(resp.Resources) > 0 {
+		c.mu.Lock()
+		c.perStream[resp.TypeUrl]++
+		c.mu.Unlock()
+	}
+	return c.CodecV2.Marshal(v)
+}
+
+func (c *countingCodec) count() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range c.perStream {
+		out[k] = v
+	}
+	return out
+}
+
+// Streams sent the same whole set get one encoding of it, shared: the
+// proto codec never encodes a response with resources for a stream, so
+// neither the send path (shareable) nor the server's codec (ServerOptions)
+// can fall back to encoding per stream unnoticed. Ten streams get every
+// cluster and every assignment of a world of 200.
+func TestWholeSetResponsesAreNotEncodedPerStream(t *testing.T) {
+	// The codec every gRPC server and client in this process looks up by
+	// name, counting; restored after the test.
+	orig := encoding.GetCodecV2("proto")
+	cc := &countingCodec{CodecV2: orig, perStream: map[string]int{}}
+	encoding.RegisterCodecV2(cc)
+	defer encoding.RegisterCodecV2(orig)
+
+	reg := xdstype.New()
+	pub := snapshot.NewPublisher()
+	snap := world(t, reg, 200, 1000, "c0")
+	pub.Publish(snapshot.NewFleet(snap, time.Now()))
+	srv := New(Options{Registry: reg, Fleets: pub})
+	g := grpc.NewServer(srv.GRPCOptions()...)
+	srv.Register(g)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = g.Serve(srv.Listener(lis)) }()
+	defer func() { srv.Shutdown(); g.Stop(); <-done }()
+
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	all := snap.Set(xdstype.EndpointURL).Names()
+	const streams = 10
+	for i := range streams {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		s, err := discoverygrpc.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		node := &corev3.Node{Id: fmt.Sprint("n", i)}
+		for _, req := range []*discoverygrpc.DiscoveryRequest{
+			{Node: node, TypeUrl: xdstype.ClusterURL},
+			{TypeUrl: xdstype.EndpointURL, ResourceNames: all},
+		} {
+			if err := s.Send(req); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := s.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.TypeUrl != req.TypeUrl || len(resp.Resources) != 200 || resp.Nonce == "" || resp.VersionInfo != snap.Set(req.TypeUrl).Version() {
+				t.Fatalf("stream %d got %s with %d resources, nonce %q, version %q; want %s, 200, a nonce, %s",
+					i, resp.TypeUrl, len(resp.Resources), resp.Nonce, resp.VersionInfo, req.TypeUrl, snap.Set(req.TypeUrl).Version())
+			}
+		}
+		cancel()
+	}
+	if got := cc.count(); len(got) != 0 {
+		t.Fatalf("responses encoded per stream by the codec: %v; want none (every stream shares one encoding per set)", got)
+	}
+}
+
+// The encoding shared by streams is one: every stream's response holding
+// the whole set gets the same bytes for its body (the same memory, not a
+// copy), and only its own nonce is encoded for it.
+func TestWholeSetBodyIsOneEncoding(t *testing.T) {
+	reg := xdstype.New()
+	snap := world(t, reg, 50, 1000, "c0")
+	srv := New(Options{Registry: reg, Fleets: snapshot.NewPublisher()})
+	set := snap.Set(xdstype.ClusterURL)
+	var first *byte
+	for i := range 3 {
+		b := newBareStream(srv)
+		resp := b.request(t, snap, xdstype.ClusterURL, "", "")
+		if resp == nil || len(resp.Resources) != set.Len() {
+			t.Fatalf("stream %d: no whole-set response", i)
+		}
+		enc, ok := srv.shareable(set, false, resp).(*encoded)
+		if !ok {
+			t.Fatalf("stream %d: the whole set's response is not sent as the shared encoding", i)
+		}
+		if i == 0 {
+			first = unsafe.SliceData(enc.body)
+		} else if unsafe.SliceData(enc.body) != first {
+			t.Fatalf("stream %d: its body is a new encoding, not the one shared", i)
+		}
+		// Body then tail is the stream's own response, nonce included.
+		var got discoverygrpc.DiscoveryResponse
+		if err := proto.Unmarshal(append(append([]byte(nil), enc.body...), enc.tail...), &got); err != nil {
+			t.Fatal(err)
+		}
+		resp.ControlPlane = nil // not set on the bare stream's response
+		if !proto.Equal(&got, resp) {
+			t.Fatalf("stream %d: body and tail decode to a different response", i)
+		}
+	}
+}
