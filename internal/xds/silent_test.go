@@ -1,0 +1,108 @@
+package xds_test
+
+import (
+	"testing"
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+
+	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/xds"
+	"github.com/pylon-xds/pylon/internal/xds/xdstest"
+)
+
+// These tests each guard a behaviour that could be broken without any
+// other test noticing (issue 15, item 5); each names the breakage it
+// catches.
+
+// quietFleets serves the publisher's newest fleet but never wakes a
+// stream: a publish stays unpushed until something else makes the stream
+// look, as when a request arrives before the stream's wake-up is handled.
+type quietFleets struct{ pub *snapshot.Publisher }
+
+func (q quietFleets) Current() *snapshot.Fleet { return q.pub.Current() }
+
+func (q quietFleets) Subscribe() (<-chan struct{}, func()) { return nil, func() {} }
+
+// Breakage caught: request() answering from the newest fleet without first
+// pushing what that fleet changed in the types the client already holds.
+func TestSotW_X40_publish_not_pushed_goes_before_a_later_answer(t *testing.T) {
+	pub := snapshot.NewPublisher()
+	srv := xdstest.Start(t, xds.Options{Fleets: quietFleets{pub}})
+	publish := func(msgs ...any) {
+		pub.Publish(snapshot.NewFleet(xdstest.Snapshot(t, srv.Registry, msgs...), time.Now()))
+	}
+	publish(base()...)
+	s := xdstest.OpenADS(t, xdstest.Dial(t, srv.Addr), xdstest.Node("n1"))
+	s.Request(cds)
+	s.ACK(s.RecvType(cds))
+	s.ExpectSilence()
+	// Cluster c is published; the stream is not woken for it. The next
+	// request, for another type, must not be answered before c is pushed.
+	publish(with(xdstest.Cluster("c"), xdstest.Endpoints("c", 1003))...)
+	s.Request(lds, "l1")
+	first := s.Recv()
+	if first.TypeUrl != cds {
+		t.Fatalf("the answer for %s overtook the publish of cluster c: first response %s", lds, first.TypeUrl)
+	}
+	wantNames(t, first, "a", "b", "c")
+	wantNames(t, s.RecvType(lds), "l1")
+}
+
+// Breakage caught: the forced resend of a newly named resource dropped
+// (subscribe() no longer marking it, or response() ignoring the mark). The
+// client holds r1 through the wildcard; naming it is a new subscription to
+// it, answered with it (X17), not with an empty response (X22).
+func TestSotW_X17_named_after_wildcard_is_sent(t *testing.T) {
+	e := setup(t, base()...)
+	s := e.ads(t, "n1")
+	s.Request(rds, "*")
+	r := s.RecvType(rds)
+	wantNames(t, r, "r1")
+	s.ACK(r, "r1") // the wildcard dropped, r1 named
+	again := s.RecvType(rds)
+	wantNames(t, again, "r1")
+	if again.VersionInfo == "" || again.Nonce == r.Nonce {
+		t.Fatalf("response %v", again)
+	}
+}
+
+// Breakage caught: subscribe() no longer dropping an unsubscribed name
+// from what the stream believes the client holds. The client dropped "b"
+// (X16); the server must not go on refreshing its TTL as if the client
+// held it: a heartbeat names only what the client holds (X41). (With the
+// filtering gone, X17's resend still works through the forced resend: this
+// is what catches it.)
+func TestSotW_X17_X41_unsubscribed_name_no_longer_held(t *testing.T) {
+	e := setup(t, with(xdstest.TTL{Message: xdstest.Runtime("flag", "k", 1), TTL: 200 * time.Millisecond},
+		xdstest.TTL{Message: xdstest.Runtime("flag2", "k", 2), TTL: 200 * time.Millisecond})...)
+	s := xdstest.OpenADS(t, e.conn, nodeWith("envoy", featTTL, featWrap))
+	s.Request(rtds, "flag", "flag2")
+	r := s.RecvType(rtds)
+	if len(r.Resources) != 2 {
+		t.Fatalf("%d resources, want flag and flag2", len(r.Resources))
+	}
+	s.ACK(r, "flag") // flag2 unsubscribed: no response owed for a per-resource type
+	for i := range 3 {
+		hb := s.RecvType(rtds)
+		if got := heartbeatNames(t, hb); len(got) != 1 || got[0] != "flag" {
+			t.Fatalf("heartbeat %d refreshes %v; want only flag, which the client holds", i, got)
+		}
+		s.ACK(hb, "flag")
+	}
+}
+
+// heartbeatNames returns the names in a SotW heartbeat (Resource-wrapped,
+// without payload), failing on anything else.
+func heartbeatNames(t *testing.T, resp *discoveryv3.DiscoveryResponse) []string {
+	t.Helper()
+	var out []string
+	for _, a := range resp.Resources {
+		var res discoveryv3.Resource
+		if err := a.UnmarshalTo(&res); err != nil || res.Resource != nil || res.Ttl == nil {
+			t.Fatalf("not a heartbeat: %v (%v)", a, err)
+		}
+		out = append(out, res.Name)
+	}
+	return out
+}
