@@ -391,7 +391,10 @@ func (w *deltaWatch) planEach(p *planner, set *snapshot.Set, notFound, ttl bool)
 func (w *deltaWatch) heartbeats(set *snapshot.Set) []*discoveryv3.Resource {
 	var out []*discoveryv3.Resource
 	for _, n := range set.TTLNames() {
-		if r := set.Get(n); sameVersion(w.held[n], r) {
+		// Only at the version the client ACKed: after a NACK it runs
+		// what it had, and a heartbeat at another version reads to Envoy
+		// as an update without its resource.
+		if r := set.Get(n); sameVersion(w.held[n], r) && sameVersion(w.acked[n], r) {
 			out = append(out, r.Heartbeat())
 		}
 	}

@@ -106,3 +106,115 @@ func heartbeatNames(t *testing.T, resp *discoveryv3.DiscoveryResponse) []string 
 	}
 	return out
 }
+
+// Breakage caught: heartbeat() refreshing a TTL without checking that the
+// client holds the set's version of the resource: one it does not
+// subscribe to, or one whose current version it rejected. A heartbeat
+// names the version the client holds (X41); Envoy takes a payload-less
+// resource at another version as an update without its resource, not as
+// a refresh.
+func TestSotW_X41_heartbeats_only_for_versions_held(t *testing.T) {
+	flag := func(v float64) xdstest.TTL {
+		return xdstest.TTL{Message: xdstest.Runtime("flag", "k", v), TTL: 200 * time.Millisecond}
+	}
+	other := xdstest.TTL{Message: xdstest.Runtime("other", "k", 1), TTL: 200 * time.Millisecond}
+	e := setup(t, with(flag(1), other)...)
+	s := xdstest.OpenADS(t, e.conn, nodeWith("envoy", featTTL, featWrap))
+	s.Request(rtds, "flag")
+	v1 := s.RecvType(rtds)
+	s.ACK(v1, "flag")
+	hb := s.RecvType(rtds)
+	if got := heartbeatNames(t, hb); len(got) != 1 || got[0] != "flag" || hb.VersionInfo != v1.VersionInfo {
+		t.Fatalf("heartbeat refreshes %v at %q; want flag at %q (not other, which the client does not subscribe to)", got, hb.VersionInfo, v1.VersionInfo)
+	}
+	s.ACK(hb, "flag")
+	// The client rejects flag's next version: it keeps running v1.
+	e.srv.Publish(t, with(flag(2), other)...)
+	v2 := s.RecvType(rtds)
+	s.NACK(v2, v1.VersionInfo, "rejected", "flag")
+	// No heartbeat claims v2; within three TTL periods, none at all or
+	// only v1's.
+	deadline := time.Now().Add(600 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		r, err := s.NextWithin(deadline.Sub(time.Now()))
+		if err != nil {
+			break
+		}
+		if r.VersionInfo == v2.VersionInfo {
+			t.Fatalf("heartbeat for version %s, which the client rejected (it holds %s)", v2.VersionInfo, v1.VersionInfo)
+		}
+		s.ACK(r, "flag")
+	}
+}
+
+// The same for delta: heartbeats() refreshing a TTL at a version the
+// client does not hold (never subscribed, or rejected).
+func TestDelta_X41_heartbeats_only_for_versions_held(t *testing.T) {
+	flag := func(v float64) xdstest.TTL {
+		return xdstest.TTL{Message: xdstest.Runtime("flag", "k", v), TTL: 200 * time.Millisecond}
+	}
+	other := xdstest.TTL{Message: xdstest.Runtime("other", "k", 1), TTL: 200 * time.Millisecond}
+	e := setup(t, with(flag(1), other)...)
+	s := xdstest.OpenDeltaADS(t, e.conn, nodeWith("envoy", featTTL))
+	s.Subscribe(rtds, "flag")
+	v1 := s.RecvType(rtds)
+	s.ACK(v1)
+	hb := s.RecvType(rtds)
+	if len(hb.Resources) != 1 || hb.Resources[0].Name != "flag" || hb.Resources[0].Version != versions(v1)["flag"] || hb.Resources[0].Resource != nil {
+		t.Fatalf("heartbeat %v; want flag at %s, without payload (not other, which the client does not subscribe to)", hb.Resources, versions(v1)["flag"])
+	}
+	s.ACK(hb)
+	e.srv.Publish(t, with(flag(2), other)...)
+	v2 := s.RecvType(rtds)
+	s.NACK(v2, "rejected")
+	deadline := time.Now().Add(600 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		r, err := s.NextWithin(time.Until(deadline))
+		if err != nil {
+			break
+		}
+		for _, res := range r.Resources {
+			if res.Resource == nil && res.Version == versions(v2)["flag"] {
+				t.Fatalf("heartbeat for version %s, which the client rejected (it holds %s)", res.Version, versions(v1)["flag"])
+			}
+		}
+		s.ACK(r)
+	}
+}
+
+// Breakage caught: a delta wildcard client's unsubscription of a name it
+// still has through "*" making the server forget it holds it (X31), or
+// subscribing to a name ending an explicit wildcard (X32, only the legacy
+// one ends): either way the next change brings back what the client
+// already has, or nothing.
+func TestDelta_X31_X32_wildcard_keeps_what_it_holds(t *testing.T) {
+	bChanged := func() []any {
+		b := xdstest.Cluster("b")
+		b.ConnectTimeout.Seconds = 7
+		return []any{xdstest.Cluster("a"), b, xdstest.Endpoints("a", 1001), xdstest.Endpoints("b", 1002), xdstest.APIListener("l1", "r1"), xdstest.Route("r1", "a")}
+	}
+	t.Run("X31_unsubscribed_name_still_held", func(t *testing.T) {
+		e := setup(t, base()...)
+		s := e.delta(t, "n1")
+		s.Subscribe(cds, "*", "a")
+		s.ACK(s.RecvType(cds))
+		s.Unsubscribe(cds, "a")
+		s.ExpectSilence()
+		// Only b changes: the response holds b alone; a, unchanged and
+		// held through the wildcard, is not resent.
+		e.srv.Publish(t, bChanged()...)
+		wantDelta(t, s.RecvType(cds), []string{"b"}, nil)
+	})
+	t.Run("X32_name_added_to_explicit_wildcard", func(t *testing.T) {
+		e := setup(t, base()...)
+		s := e.delta(t, "n1")
+		s.Subscribe(cds, "*")
+		s.ACK(s.RecvType(cds))
+		s.Subscribe(cds, "a")
+		r := s.RecvType(cds)
+		wantDelta(t, r, []string{"a"}, nil) // answered even if held (X29)
+		s.ACK(r)
+		e.srv.Publish(t, bChanged()...)
+		wantDelta(t, s.RecvType(cds), []string{"b"}, nil)
+	})
+}

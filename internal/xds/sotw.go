@@ -499,13 +499,20 @@ func (w *watch) bumpAcked(n string) {
 // heartbeat builds a response refreshing the TTL of every resource with one
 // that the client holds at its current version, or returns nil if there is
 // none (X41). Heartbeats are not updates: what the client holds is unchanged.
+//
+// Only what the client ACKed is held: after a NACK it still runs what it
+// had, and a heartbeat naming the version it rejected is, to Envoy, an
+// update without its resource rather than a refresh. Until it ACKs the
+// type's latest response nothing is refreshed (the response carries the
+// TTLs itself); an ACK of a heartbeat sent meanwhile would otherwise read
+// as an ACK of everything sent.
 func (w *watch) heartbeat(set *snapshot.Set, nonce string) *discoveryv3.DiscoveryResponse {
-	if !w.sent {
+	if !w.sent || w.ackedVersion != w.version {
 		return nil
 	}
 	var resources []*anypb.Any
 	for _, n := range set.TTLNames() {
-		if r := set.Get(n); sameVersion(w.held[n], r) {
+		if r := set.Get(n); sameVersion(w.held[n], r) && sameVersion(w.acked[n], r) {
 			resources = append(resources, r.HeartbeatSotW())
 		}
 	}

@@ -190,15 +190,18 @@ func (b *base[Resp]) sendMsg(m any) {
 	}
 }
 
-func (b *base[Resp]) recv() (*Resp, error) {
+func (b *base[Resp]) recv() (*Resp, error) { return b.recvWithin(Timeout) }
+
+// recvWithin is recv waiting at most d.
+func (b *base[Resp]) recvWithin(d time.Duration) (*Resp, error) {
 	select {
 	case resp := <-b.resps:
 		return resp, nil
 	case err := <-b.errc:
 		b.errc <- err
 		return nil, err
-	case <-time.After(Timeout):
-		return nil, fmt.Errorf("no response within %v", Timeout)
+	case <-time.After(d):
+		return nil, fmt.Errorf("no response within %v", d)
 	}
 }
 
@@ -304,6 +307,12 @@ func (s *Stream) Recv() *discoveryv3.DiscoveryResponse {
 
 // Next returns the next response or the error that ended the stream.
 func (s *Stream) Next() (*discoveryv3.DiscoveryResponse, error) { return s.recv() }
+
+// NextWithin is Next waiting at most d: for a test that a response does
+// not come within a bounded time.
+func (s *Stream) NextWithin(d time.Duration) (*discoveryv3.DiscoveryResponse, error) {
+	return s.recvWithin(d)
+}
 
 // RecvType returns the next response and fails unless it is of typeURL.
 func (s *Stream) RecvType(typeURL string) *discoveryv3.DiscoveryResponse {

@@ -2,6 +2,7 @@ package xdstest
 
 import (
 	"testing"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -75,6 +76,12 @@ func (s *DeltaStream) Recv() *discoveryv3.DeltaDiscoveryResponse {
 		s.t.Fatalf("recv: %v", err)
 	}
 	return resp
+}
+
+// NextWithin returns the next response, or an error if none comes within
+// d: for a test that a response does not come within a bounded time.
+func (s *DeltaStream) NextWithin(d time.Duration) (*discoveryv3.DeltaDiscoveryResponse, error) {
+	return s.recvWithin(d)
 }
 
 // RecvType returns the next response and fails unless it is of typeURL.
