@@ -112,7 +112,7 @@ func (o tracking) Observe(e xds.Event) {
 		o.spared(e, info, typ)
 	case xds.RequestACK:
 		o.m.ACK(typ)
-		o.t.ACKed(e.StreamID, info, e.TypeURL, status.Stamp{Version: e.Version, Nonce: e.Nonce, At: e.At})
+		o.t.ACKed(e.StreamID, info, e.TypeURL, status.Stamp{Version: e.Version, Set: e.SetVersion, Nonce: e.Nonce, At: e.At})
 	case xds.RequestNACK:
 		o.m.NACK(typ)
 		o.t.NACKed(e.StreamID, info, e.TypeURL, status.NACK{Version: e.Version, Nonce: e.Nonce, Detail: e.Detail, At: e.At})
@@ -127,7 +127,7 @@ func (o tracking) Observe(e xds.Event) {
 	case xds.RequestIgnored:
 		o.m.Ignored(e.Reason)
 	case xds.ExpectedVersion:
-		o.t.Expect(e.StreamID, info, e.TypeURL, e.Version, e.At)
+		o.t.ExpectOf(e.StreamID, info, e.TypeURL, e.Version, e.SetVersion, e.At)
 	}
 }
 
@@ -138,7 +138,7 @@ func (o tracking) spared(e xds.Event, info status.Info, typ string) {
 	o.m.Spared(typ, e.Bytes)
 	o.t.Seen(e.StreamID, info, e.Group, e.At)
 	o.t.Sent(e.StreamID, info, e.TypeURL, status.Stamp{Version: e.Version, At: e.At, Resources: e.Resources}, e.Sent, nil)
-	o.t.ACKed(e.StreamID, info, e.TypeURL, status.Stamp{Version: e.Version, At: e.At})
+	o.t.ACKed(e.StreamID, info, e.TypeURL, status.Stamp{Version: e.Version, Set: e.SetVersion, At: e.At})
 }
 
 // published tells the tracker which type versions a published fleet

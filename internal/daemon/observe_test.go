@@ -158,3 +158,53 @@ func TestDrainingRefusalNotListed(t *testing.T) {
 	}
 	t.Fatal("pylon_xds_streams_refused_total{reason=draining} is not 2")
 }
+
+// A client subscribed by name to part of a set (every gRPC type, Envoy's
+// EDS) holds a version of its own (X24); its ACK of a change still measures
+// the change's push latency, and it counts in the change's rollout, since
+// the events carry the set version the response was planned from.
+func TestNamedSubscriptionPushLatencyAndRollout(t *testing.T) {
+	reg := xdstype.New()
+	pub := snapshot.NewPublisher()
+	obs := NewObservability(reg, pub)
+	srv := xdstest.Start(t, xds.Options{Registry: reg, Fleets: pub, Observer: obs.Observer})
+	publish := func(port uint32) {
+		f := snapshot.NewFleet(xdstest.Snapshot(t, reg, xdstest.Cluster("a"), xdstest.Endpoints("a", port), xdstest.Cluster("b"), xdstest.Endpoints("b", 2)), time.Now())
+		obs.Published(f)
+		pub.Publish(f)
+	}
+	publish(1)
+	s := xdstest.OpenADS(t, xdstest.Dial(t, srv.Addr), xdstest.Node("grpc"))
+	s.Request(xdstype.EndpointURL, "a")
+	s.ACK(s.RecvType(xdstype.EndpointURL), "a")
+	publish(11) // a change to the assignment the client holds
+	r := s.RecvType(xdstype.EndpointURL)
+	s.ACK(r, "a")
+	if !waitUntil(10*time.Second, func() bool {
+		ro := obs.Tracker.Rollout()
+		return len(ro.Groups) == 1 && ro.Groups[0].Done == 1 && ro.Groups[0].Total == 1
+	}) {
+		t.Fatalf("the ACK of the change is not in its rollout: %+v", obs.Tracker.Rollout())
+	}
+	if n := histogramCount(t, obs.Metrics.Registry, "pylon_push_latency_seconds"); n != 1 {
+		t.Fatalf("push latency observed %d times, want once (the change's ACK)", n)
+	}
+}
+
+// histogramCount is the sample count of every series of histogram name.
+func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, f := range families {
+		if f.GetName() == name {
+			for _, m := range f.GetMetric() {
+				n += m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return n
+}

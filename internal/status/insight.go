@@ -189,7 +189,11 @@ func (t *Tracker) progress(s *Stream) (part, done bool, at time.Time) {
 	done = true
 	for _, ty := range s.Types {
 		t.state(s, ty) // sets ty.Expected
-		if !t.change.keys[ty.url+"\x00"+ty.Expected] {
+		set, own := s.expectedSet[ty.url]
+		if !own {
+			set = ty.Expected
+		}
+		if !t.change.keys[ty.url+"\x00"+set] {
 			continue
 		}
 		part = true

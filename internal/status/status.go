@@ -29,6 +29,10 @@ type Stamp struct {
 	Nonce     string    `json:"nonce,omitempty"`
 	At        time.Time `json:"at"`
 	Resources int       `json:"resources,omitempty"`
+	// Set, when Version is the stream's own (a subscription to part of a
+	// set: X24), is the version of the group's whole set that Version was
+	// planned from: what a publish introduced, for push latency.
+	Set string `json:"-"`
 }
 
 // NACK is a rejection, with the proxy's reason.
@@ -86,6 +90,10 @@ type Stream struct {
 	// than its group's version (some of the group's Secrets are withheld
 	// from it).
 	expected map[string]string
+	// expectedSet holds, per type URL, the version of the group's set the
+	// expected version was planned from, where the two differ: which
+	// change the stream takes part in, for the rollout.
+	expectedSet map[string]string
 	// implicit is how many of Types have no entry in expected, while the
 	// stream is open: its share of Tracker.implicit.
 	implicit int
@@ -369,7 +377,11 @@ func (t *Tracker) ACKed(id uint64, info Info, typeURL string, st Stamp) {
 		ty.ackedSince = st.At
 	}
 	ty.ACKed = &st
-	accepted, known := t.accepted[typeURL+"\x00"+st.Version]
+	key := st.Version
+	if st.Set != "" {
+		key = st.Set
+	}
+	accepted, known := t.accepted[typeURL+"\x00"+key]
 	push := first && known && accepted.After(s.Since)
 	if push {
 		r := t.latency[ty.Type]
@@ -451,6 +463,14 @@ func (t *Tracker) prune(now time.Time) {
 // every type a stream asks for, so that SYNCED means the proxy holds the
 // latest of every resource it subscribes to, not of its group's whole set.
 func (t *Tracker) Expect(id uint64, info Info, typeURL, version string, at time.Time) {
+	t.ExpectOf(id, info, typeURL, version, "", at)
+}
+
+// ExpectOf is Expect where version is the stream's own, planned from set,
+// the version of the group's whole set of the type (a subscription to part
+// of a set has a version of its own: X24); set says which published change
+// the stream takes part in.
+func (t *Tracker) ExpectOf(id uint64, info Info, typeURL, version, set string, at time.Time) {
 	t.mu.Lock()
 	s := t.stream(id, info, at)
 	switch {
@@ -461,6 +481,15 @@ func (t *Tracker) Expect(id uint64, info Info, typeURL, version string, at time.
 		s.expected[typeURL] = version
 	case s.expected != nil:
 		delete(s.expected, typeURL)
+	}
+	switch {
+	case version != "" && set != "" && set != version:
+		if s.expectedSet == nil {
+			s.expectedSet = map[string]string{}
+		}
+		s.expectedSet[typeURL] = set
+	case s.expectedSet != nil:
+		delete(s.expectedSet, typeURL)
 	}
 	t.reimplicit(s)
 	var synced time.Duration

@@ -69,8 +69,8 @@ type Event struct {
 	Delta   bool
 	TypeURL string
 	Version string
-	// SetVersion, for a SotW stream's ResponseSent, ResponseSpared and
-	// RequestACK, is the version of the type's whole set in the snapshot
+	// SetVersion, for ExpectedVersion and for a SotW stream's
+	// ResponseSent, ResponseSpared and RequestACK, is the version of the type's whole set in the snapshot
 	// the response was planned from: the version a publish introduced,
 	// for push latency. Version identifies what this client holds, which
 	// for a subscription to part of the set is a version of its own

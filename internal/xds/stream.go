@@ -365,7 +365,7 @@ func expect(st *stream, w typeWatch, typeURL, current string, pending bool) {
 	}
 	if r := w.expectedAt(); *r != v {
 		*r = v
-		st.observe(Event{Kind: ExpectedVersion, TypeURL: typeURL, Version: v})
+		st.observe(Event{Kind: ExpectedVersion, TypeURL: typeURL, Version: v, SetVersion: current})
 	}
 }
 
