@@ -35,7 +35,9 @@ import (
 
 // Model kinds; raw resources are "resources.<Kind>", registered endpoints
 // "endpoints.<service>".
-var modelKinds = []string{"services", "routes", "listeners", "secrets", "grpc"}
+// "tests" are route tests: stored like model objects, every write compiled
+// with them, so a write that breaks one is refused.
+var modelKinds = []string{"services", "routes", "listeners", "secrets", "grpc", "tests"}
 
 // GroupsKey holds the node groups, one list: their order matters.
 var GroupsKey = store.Key{Kind: "groups", Name: "groups"}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -159,4 +160,53 @@ func TestRollbackWritesOnlyDifferences(t *testing.T) {
 	if o, err := st.Get(ctx, store.Key{Kind: "services", Name: "svc0"}); err != nil || o.Revision != base.Revision {
 		t.Fatalf("an object the rollback left alone was rewritten: %+v %v", o, err)
 	}
+}
+
+// TestRouteTestsGateWrites: route tests are stored objects (tests/NAME),
+// and every later write is compiled with them: a write that breaks one is
+// refused, naming the test, and nothing is stored.
+func TestRouteTestsGateWrites(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t, 10)
+	table := store.Key{Kind: "routes", Name: "all"}
+	// As pylon apply sends it: a document, split into objects.
+	doc := fmt.Sprintf(`{"services":[%s],"routes":[%s],"listeners":[{"name":"http","port":10000,"routes":"all"}],
+		"tests":[{"name":"web-reachable","request":{"url":"http://any.example.com/","port":10000},"expect":{"cluster":"web"}}]}`,
+		service("web", 8080), routesTo("web"))
+	changes, err := Objects(xdstype.New(), []byte(doc))
+	if err != nil {
+		t.Fatalf("a document with tests: %v", err)
+	}
+	test := store.Key{Kind: "tests", Name: "web-reachable"}
+	if !slices.ContainsFunc(changes, func(c store.Change) bool { return c.Key == test }) {
+		t.Fatalf("the route test is not an object of its own: %v", changes)
+	}
+	if err := CheckKey(xdstype.New(), test, []byte(`{"name":"web-reachable"}`)); err != nil {
+		t.Fatalf("PUT /v1/objects/tests/web-reachable: %v", err)
+	}
+	if _, err := s.Commit(ctx, changes, "web with a route test", false); err != nil {
+		t.Fatalf("a config whose route test passes: %v", err)
+	}
+	other := routesTo("other")
+	_, err = s.Commit(ctx, []store.Change{
+		{Key: store.Key{Kind: "services", Name: "other"}, Body: service("other", 8081)},
+		{Key: table, Body: other},
+	}, "send everything elsewhere", false)
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `route test "web-reachable"`) {
+		t.Fatalf("a write breaking the route test: %v; want it refused as invalid, naming the test", err)
+	}
+	objs, _, err := s.Store().List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if o.Kind == "routes" && string(o.Body) == string(other) || o.Name == "other" {
+			t.Fatalf("the refused write was stored: %s/%s", o.Kind, o.Name)
+		}
+	}
+}
+
+// routesTo is a route table sending every request to service.
+func routesTo(service string) []byte {
+	return fmt.Appendf(nil, `{"name":"all","virtual_hosts":[{"name":"any","domains":["*"],"routes":[{"to":[{"service":%q}]}]}]}`, service)
 }
