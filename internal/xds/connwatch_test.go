@@ -182,3 +182,22 @@ func TestConnectionClosedByClient(t *testing.T) {
 		t.Fatalf("a client's close logged as the server's:\n%s", logs.String())
 	}
 }
+
+// A client that stops answering the server's keepalive pings has its
+// connection closed by gRPC without GOAWAY: reported as "transport" and
+// logged as the server's doing, not taken for the client's close.
+func TestConnectionClosedForUnansweredKeepalive(t *testing.T) {
+	rec := newRecorder()
+	var logs syncBuffer
+	srv := xdstest.StartGRPC(t, xds.Options{Observer: rec, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, nil,
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 100 * time.Millisecond, Timeout: 100 * time.Millisecond}))
+	c := dialRaw(t, srv.Addr)
+	// Read nothing, answer nothing: the server's ping goes unacknowledged.
+	e := rec.wait(t, func(e xds.Event) bool { return e.Kind == xds.ConnectionClosed })
+	if e.Reason != xds.ConnTransport || e.Peer != c.conn.LocalAddr().String() {
+		t.Fatalf("ConnectionClosed reason %q peer %q, want %q", e.Reason, e.Peer, xds.ConnTransport)
+	}
+	if !strings.Contains(logs.String(), "reason="+xds.ConnTransport) {
+		t.Fatalf("no line with reason=%s in the log:\n%s", xds.ConnTransport, logs.String())
+	}
+}
