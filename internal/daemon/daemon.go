@@ -254,6 +254,7 @@ func Run(ctx context.Context, o Options) error {
 		now: StopNow(ctx), streams: func() int { return openStreams(tracker) },
 	}
 	adminOpts.Draining = stop.Draining
+	adminOpts.ConfigPath = o.ConfigPath
 	stop.http = newAdminServer(admin.Handler(adminOpts), o.AdminLimits, sec.adminTLS, log)
 
 	// The components outlive ctx by the drain: the config keeps flowing

@@ -281,9 +281,7 @@ func TestFileModeReadOnly(t *testing.T) {
 	waitJS(t, ctx, "no rollback", `!document.querySelector('button.rollback')`)
 	text := get(t, ctx, "the notice", chromedp.Evaluate[string](`document.querySelector('#read-only').textContent`))
 	if !strings.Contains(text, cfg) {
-		// The daemon passes the path as admin.Options.ConfigPath; until it
-		// does, the notice says "(given with --config)".
-		t.Logf("the notice does not name %s yet: %q", cfg, text)
+		t.Errorf("the read-only notice does not name the config %s: %q", cfg, text)
 	}
 	screenshot(t, ctx, "changes-file-mode")
 }
