@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sort"
 	"strings"
 	"sync"
@@ -247,7 +248,16 @@ func (s *Service) Commit(ctx context.Context, changes []store.Change, summary st
 
 // maxRevalidations bounds how often a commit is validated again because
 // another replica committed between this one's read and its write.
-const maxRevalidations = 5
+// Between attempts a commit waits a random while, up to maxRevalidateWait
+// and growing from revalidateWait: two replicas writing back to back
+// otherwise validate in lockstep and keep outpacing each other (seen: 409s
+// for writes that asked for no revision, a few per hundred, with two
+// writers). Worst case about a second before the 409.
+const (
+	maxRevalidations  = 10
+	revalidateWait    = 5 * time.Millisecond
+	maxRevalidateWait = 250 * time.Millisecond
+)
 
 // stale is a commit refused because the store changed after the read it
 // was validated against: validate again on a fresh read.
@@ -275,6 +285,23 @@ func (s *Service) commit(ctx context.Context, plan func([]store.Object) []store.
 			return Result{}, fmt.Errorf("%w (validated %d times: other replicas kept committing meanwhile; retry)", st.err, attempt)
 		}
 		s.log.Debug("the store changed while a commit was validated; validating again", "attempt", attempt, "err", scrub(st.err))
+		if err := pause(ctx, attempt); err != nil {
+			return Result{}, err
+		}
+	}
+}
+
+// pause waits a random while before attempt+1, longer the more attempts
+// were outpaced (full jitter), or until ctx ends.
+func pause(ctx context.Context, attempt int) error {
+	limit := min(revalidateWait<<attempt, maxRevalidateWait)
+	t := time.NewTimer(rand.N(limit))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

@@ -451,3 +451,42 @@ func TestRevalidationBounded(t *testing.T) {
 		t.Fatalf("the refused commit is stored: %v", err)
 	}
 }
+
+// TestReplicasWritingBackToBack: two replicas committing unconditional
+// writes as fast as they can (as two operators' scripts would) each keep
+// outpacing the other's validation; with the random wait between
+// revalidations every write lands, none is refused as a conflict.
+func TestReplicasWritingBackToBack(t *testing.T) {
+	srv := etcdtest.Start(t)
+	a := startReplica(t, srv, "a", "/busy2", 0)
+	b := startReplica(t, srv, "b", "/busy2", 0)
+	ctx := t.Context()
+	const writes = 40
+	errs := make(chan error, 2*writes)
+	var wg sync.WaitGroup
+	for _, r := range []*replica{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range writes {
+				k := store.Key{Kind: "services", Name: fmt.Sprintf("%s-%d", r.name, i)}
+				_, err := r.svc.Commit(ctx, []store.Change{{Key: k, Body: service(k.Name, 80)}}, k.Name, false)
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	conflicts := 0
+	for err := range errs {
+		switch {
+		case errors.Is(err, ErrConflict):
+			conflicts++
+		case err != nil:
+			t.Fatal(err)
+		}
+	}
+	if conflicts > 0 {
+		t.Fatalf("%d of %d unconditional writes refused as conflicts", conflicts, 2*writes)
+	}
+}
