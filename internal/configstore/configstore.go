@@ -252,7 +252,9 @@ func (s *Service) Commit(ctx context.Context, changes []store.Change, summary st
 // and growing from revalidateWait: two replicas writing back to back
 // otherwise validate in lockstep and keep outpacing each other (seen: 409s
 // for writes that asked for no revision, a few per hundred, with two
-// writers). Worst case about a second before the 409.
+// writers). Worst case about a second before the 409. A writer that
+// never pauses (it always wins) can still starve another now and then;
+// only a lock shared by every writer would close that.
 const (
 	maxRevalidations  = 10
 	revalidateWait    = 5 * time.Millisecond
