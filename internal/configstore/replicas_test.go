@@ -457,7 +457,7 @@ func TestRevalidationBounded(t *testing.T) {
 // outpacing each other's validation. Without the random wait between
 // revalidations 8 to 10 of 80 writes were refused as conflicts; with it,
 // at most one has been seen (a writer that never pauses can still starve
-// the other: only a lock would close that, see the package note), so the
+// the other: only a lock would close that, see maxRevalidations), so the
 // bound here is 3.
 func TestReplicasWritingBackToBack(t *testing.T) {
 	srv := etcdtest.Start(t)
