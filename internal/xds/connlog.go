@@ -10,14 +10,23 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Why a stream ended, as its disconnect line says.
+// Why a stream ended, as its disconnect line says and its StreamClosed
+// event's Reason (a bounded set, fit for a metric label).
 const (
-	closedByClient   = "client_closed"
-	closedByShutdown = "server_shutdown"
-	closedEvicted    = "evicted"
-	closedRefused    = "refused"
-	closedDraining   = "draining"
-	closedError      = "error"
+	// ClosedByClient: the client ended the stream or its connection.
+	ClosedByClient = "client_closed"
+	// ClosedByShutdown: the server shut down (Server.Shutdown).
+	ClosedByShutdown = "server_shutdown"
+	// ClosedEvicted: the stream, or another on its connection, left a
+	// response unread past the send bound; the connection was closed.
+	ClosedEvicted = "evicted"
+	// ClosedRefused: the server refused the stream (StreamRefused says
+	// why).
+	ClosedRefused = "refused"
+	// ClosedDraining: Drain handed the stream over to another replica.
+	ClosedDraining = "draining"
+	// ClosedError: anything else, such as a failed send.
+	ClosedError = "error"
 )
 
 // kind names the stream for people: "ADS", "ADS delta", "CDS", "CDS delta".
@@ -62,7 +71,7 @@ func (st *stream) logOpened() {
 func (st *stream) logClosed(err error) {
 	reason := st.closedReason(err)
 	args := []any{"reason", reason, "connected_for", time.Since(st.opened).Round(time.Millisecond).String(), "kind", st.kind()}
-	if reason == closedError || reason == closedRefused {
+	if reason == ClosedError || reason == ClosedRefused {
 		args = append(args, "error", bounded(err.Error(), maxLogged))
 	}
 	st.log.Info("proxy disconnected", args...)
@@ -73,17 +82,17 @@ func (st *stream) closedReason(err error) string {
 	var r *refusal
 	switch {
 	case st.srv.life.Err() != nil:
-		return closedByShutdown
+		return ClosedByShutdown
 	case errors.Is(err, errDrained):
 		// Drain ended it: the replica hands its proxies to others.
-		return closedDraining
+		return ClosedDraining
 	case errors.As(err, &r) && r.reason == RefusedStalled, st.tconn != nil && st.tconn.evicted.Load():
 		// The stream stalled, or another on its connection did.
-		return closedEvicted
+		return ClosedEvicted
 	case errors.As(err, &r):
-		return closedRefused
+		return ClosedRefused
 	case err == nil, errors.Is(err, context.Canceled), status.Code(err) == codes.Canceled:
-		return closedByClient
+		return ClosedByClient
 	}
-	return closedError
+	return ClosedError
 }

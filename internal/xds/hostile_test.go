@@ -113,6 +113,10 @@ func TestNonReadingStreamsDoNotStarveOthers(t *testing.T) {
 	if reasons["evicted"] != hostile {
 		t.Fatalf("hostile streams ended for %v; want all %d evicted", reasons, hostile)
 	}
+	// Their StreamClosed events say the same, for the metrics.
+	if n := rec.count(func(e xds.Event) bool { return closed(e) && e.Reason == xds.ClosedEvicted }); n != hostile {
+		t.Fatalf("%d hostile StreamClosed events with reason %s, want %d", n, xds.ClosedEvicted, hostile)
+	}
 	// And each of their 10 connections is reported closed as evicted, the
 	// good proxy's not at all.
 	conns := map[string]int{}

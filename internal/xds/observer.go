@@ -97,8 +97,10 @@ type Event struct {
 	// for StreamRefused.
 	Detail string
 	// Reason is a refusal's or an ignored request's reason, for
-	// StreamRefused and RequestIgnored; why a connection ended, for
-	// ConnectionClosed; why gRPC refused a stream, for TransportRefused.
+	// StreamRefused and RequestIgnored; why a stream ended, for
+	// StreamClosed (one of the Closed constants); why a connection ended,
+	// for ConnectionClosed; why gRPC refused a stream, for
+	// TransportRefused.
 	Reason string
 	// Identity is what the connection's verified client certificate
 	// proves, "" without one.

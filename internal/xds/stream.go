@@ -204,7 +204,7 @@ func (s *Server) serve(gs grpc.ServerStream, typeURL string, delta bool) error {
 		// Logged before it is reported: whoever sees the event finds the
 		// line written.
 		st.logClosed(err)
-		st.observe(Event{Kind: StreamClosed, Detail: detail})
+		st.observe(Event{Kind: StreamClosed, Detail: detail, Reason: st.closedReason(err)})
 	}
 	return err
 }
