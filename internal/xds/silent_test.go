@@ -136,7 +136,7 @@ func TestSotW_X41_heartbeats_only_for_versions_held(t *testing.T) {
 	// only v1's.
 	deadline := time.Now().Add(600 * time.Millisecond)
 	for time.Now().Before(deadline) {
-		r, err := s.NextWithin(deadline.Sub(time.Now()))
+		r, err := s.NextWithin(time.Until(deadline))
 		if err != nil {
 			break
 		}
