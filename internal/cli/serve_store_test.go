@@ -20,6 +20,9 @@ func TestServeStoreFlagErrors(t *testing.T) {
 		{[]string{"--store", "etcd", "--etcd-endpoints", "127.0.0.1:1", "--etcd-cert", "/x/etcd.crt"}, "--etcd-cert and --etcd-key go together"},
 		{[]string{"--etcd-prefix", "/other"}, "only used with --store etcd"},
 		{[]string{"--etcd-endpoints", "127.0.0.1:1"}, "only used with --store etcd"},
+		{[]string{"--etcd-timeout", "2s"}, "only used with --store etcd"},
+		{[]string{"--store", "etcd", "--etcd-endpoints", "127.0.0.1:1", "--etcd-probe", "-1s"}, "--etcd-probe: between 0"},
+		{[]string{"--store", "etcd", "--etcd-endpoints", "127.0.0.1:1", "--etcd-timeout", "2h"}, "--etcd-timeout and --etcd-probe: between 0"},
 	} {
 		args := append([]string{"serve", "--xds-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--data-dir", t.TempDir()}, c.args...)
 		if code, _, stderr := run(args...); code != 1 || !strings.Contains(stderr, c.want) {

@@ -43,12 +43,18 @@ type EtcdOptions struct {
 // of members, and each endpoint is a connection attempt.
 const maxEtcdEndpoints = 16
 
+// maxEtcdWait bounds --etcd-timeout and --etcd-probe: beyond it a replica
+// would take minutes to notice etcd gone or back, and a refused write would
+// hold its client as long.
+const maxEtcdWait = time.Minute
+
 // checkStore refuses a store selection that cannot work, before anything
 // is opened: an unknown backend, etcd without endpoints, etcd flags that
 // would be silently ignored, half a client key pair.
 func checkStore(o Options) error {
 	e := o.Etcd
-	etcdSet := len(e.Endpoints) > 0 || e.Cert != "" || e.Key != "" || e.CA != "" || e.Prefix != ""
+	etcdSet := len(e.Endpoints) > 0 || e.Cert != "" || e.Key != "" || e.CA != "" || e.Prefix != "" ||
+		e.Timeout != 0 || e.Probe != 0
 	switch o.Store {
 	case "", StoreBolt:
 		if etcdSet {
@@ -72,6 +78,9 @@ func checkStore(o Options) error {
 		if strings.TrimSpace(ep) == "" {
 			return errors.New("--etcd-endpoints: an empty endpoint")
 		}
+	}
+	if e.Timeout < 0 || e.Probe < 0 || e.Timeout > maxEtcdWait || e.Probe > maxEtcdWait {
+		return fmt.Errorf("--etcd-timeout and --etcd-probe: between 0 (the default) and %v", maxEtcdWait)
 	}
 	if (e.Cert == "") != (e.Key == "") {
 		return errors.New("--etcd-cert and --etcd-key go together: give both or neither")
