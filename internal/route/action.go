@@ -370,17 +370,10 @@ func describeHeader(h *routev3.HeaderMatcher) string {
 		not = "not "
 	}
 	var what string
+	if sm := legacyString(h); sm != nil {
+		return h.GetName() + " " + not + describeString(sm)
+	}
 	switch s := h.GetHeaderMatchSpecifier().(type) {
-	case *routev3.HeaderMatcher_ExactMatch:
-		what = fmt.Sprintf("= %q", s.ExactMatch)
-	case *routev3.HeaderMatcher_PrefixMatch:
-		what = fmt.Sprintf("prefix %q", s.PrefixMatch)
-	case *routev3.HeaderMatcher_SuffixMatch:
-		what = fmt.Sprintf("suffix %q", s.SuffixMatch)
-	case *routev3.HeaderMatcher_ContainsMatch:
-		what = fmt.Sprintf("contains %q", s.ContainsMatch)
-	case *routev3.HeaderMatcher_SafeRegexMatch:
-		what = fmt.Sprintf("regex %q", s.SafeRegexMatch.GetRegex())
 	case *routev3.HeaderMatcher_RangeMatch:
 		what = fmt.Sprintf("in [%d,%d)", s.RangeMatch.GetStart(), s.RangeMatch.GetEnd())
 	case *routev3.HeaderMatcher_PresentMatch:

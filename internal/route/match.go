@@ -103,22 +103,15 @@ func (m *matcher) headerMatch(h *routev3.HeaderMatcher, r *Request) (bool, error
 
 // headerValue applies a header matcher's specifier to a present value.
 func (m *matcher) headerValue(h *routev3.HeaderMatcher, v string, present bool) (bool, error) {
+	if sm := legacyString(h); sm != nil {
+		return m.stringMatch(sm, v)
+	}
 	switch s := h.GetHeaderMatchSpecifier().(type) {
-	case *routev3.HeaderMatcher_ExactMatch:
-		return v == s.ExactMatch, nil
-	case *routev3.HeaderMatcher_SafeRegexMatch:
-		return m.fullMatch(s.SafeRegexMatch.GetRegex(), v)
 	case *routev3.HeaderMatcher_RangeMatch:
 		n, err := strconv.ParseInt(v, 10, 64)
 		return err == nil && n >= s.RangeMatch.GetStart() && n < s.RangeMatch.GetEnd(), nil
 	case *routev3.HeaderMatcher_PresentMatch:
 		return present == s.PresentMatch, nil
-	case *routev3.HeaderMatcher_PrefixMatch:
-		return strings.HasPrefix(v, s.PrefixMatch), nil
-	case *routev3.HeaderMatcher_SuffixMatch:
-		return strings.HasSuffix(v, s.SuffixMatch), nil
-	case *routev3.HeaderMatcher_ContainsMatch:
-		return strings.Contains(v, s.ContainsMatch), nil
 	case *routev3.HeaderMatcher_StringMatch:
 		return m.stringMatch(s.StringMatch, v)
 	case nil:
@@ -126,6 +119,26 @@ func (m *matcher) headerValue(h *routev3.HeaderMatcher, v string, present bool) 
 		return present, nil
 	}
 	return false, fmt.Errorf("header matcher %q: unknown specifier", h.GetName())
+}
+
+// legacyString is the string matcher a header matcher's older specifier
+// (exact_match, prefix_match, suffix_match, contains_match,
+// safe_regex_match) means, case-sensitive as Envoy applies them, or nil for
+// the others.
+func legacyString(h *routev3.HeaderMatcher) *matcherv3.StringMatcher {
+	switch s := h.GetHeaderMatchSpecifier().(type) {
+	case *routev3.HeaderMatcher_ExactMatch:
+		return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: s.ExactMatch}}
+	case *routev3.HeaderMatcher_PrefixMatch:
+		return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: s.PrefixMatch}}
+	case *routev3.HeaderMatcher_SuffixMatch:
+		return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Suffix{Suffix: s.SuffixMatch}}
+	case *routev3.HeaderMatcher_ContainsMatch:
+		return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Contains{Contains: s.ContainsMatch}}
+	case *routev3.HeaderMatcher_SafeRegexMatch:
+		return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: s.SafeRegexMatch}}
+	}
+	return nil
 }
 
 // queryMatch applies a query parameter matcher to the first value of the
