@@ -285,6 +285,10 @@ func drive(t *testing.T, reg *xdstype.Registry, pub *snapshot.Publisher, obs *da
 	for _, reason := range []string{xds.RefusedIdentity, xds.RefusedBadNode, xds.RefusedResourceNames, xds.RefusedStalled, xds.RefusedFlood, xds.RefusedBusy, xds.RefusedDraining} {
 		obs.Observer.Observe(xds.Event{Kind: xds.StreamRefused, StreamID: 1 << 40, Node: xdstest.Node("hostile"), Reason: reason, Detail: "test", At: time.Now()})
 	}
+	// Connections the server closed, and a stream over the per-connection
+	// bound, as the tracked listener reports them.
+	obs.Observer.Observe(xds.Event{Kind: xds.ConnectionClosed, Reason: "evicted", At: time.Now()})
+	obs.Observer.Observe(xds.Event{Kind: xds.TransportRefused, Reason: xds.TransportRefusedStreams, At: time.Now()})
 	// A reconnect spared its resend (X24): what a failover looks like.
 	obs.Observer.Observe(xds.Event{Kind: xds.ResponseSpared, StreamID: 1 << 41, Node: xdstest.Node("moved"), TypeURL: xdstype.ClusterURL,
 		Version: "v1", Resources: 1, Bytes: 100, At: time.Now()})

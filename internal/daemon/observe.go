@@ -126,6 +126,11 @@ func (o tracking) Observe(e xds.Event) {
 		o.t.Refused(e.StreamID, info, e.Reason, e.Detail, e.At)
 	case xds.RequestIgnored:
 		o.m.Ignored(e.Reason)
+	case xds.ConnectionClosed:
+		// No node, no stream: a count, and the xds server's log line.
+		o.m.ConnectionClosed(e.Reason)
+	case xds.TransportRefused:
+		o.m.Refused(e.Reason)
 	case xds.ExpectedVersion:
 		o.t.ExpectOf(e.StreamID, info, e.TypeURL, e.Version, e.SetVersion, e.At)
 	}

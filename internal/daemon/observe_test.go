@@ -208,3 +208,43 @@ func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 
 	}
 	return n
 }
+
+// Connections the server ends and streams gRPC refuses at the per-connection
+// bound have no node: they are counted by reason, never listed as proxies.
+func TestConnectionEventsCounted(t *testing.T) {
+	obs := NewObservability(xdstype.New(), snapshot.NewPublisher())
+	at := time.Now()
+	obs.Observer.Observe(xds.Event{Kind: xds.ConnectionClosed, Reason: "evicted", At: at})
+	obs.Observer.Observe(xds.Event{Kind: xds.ConnectionClosed, Reason: "evicted", At: at})
+	obs.Observer.Observe(xds.Event{Kind: xds.TransportRefused, Reason: xds.TransportRefusedStreams, At: at})
+	if streams := obs.Tracker.Streams(); len(streams) != 0 {
+		t.Fatalf("connection events listed as proxies: %+v", streams)
+	}
+	for series, want := range map[[2]string]float64{
+		{"pylon_xds_connections_closed_total", "evicted"}:                2,
+		{"pylon_xds_streams_refused_total", xds.TransportRefusedStreams}: 1,
+	} {
+		if got := labelled(t, obs.Metrics.Registry, series[0], "reason", series[1]); got != want {
+			t.Errorf("%s{reason=%s} = %v, want %v", series[0], series[1], got, want)
+		}
+	}
+}
+
+// labelled is the value of counter name{label=value} (0 if absent).
+func labelled(t *testing.T, reg *prometheus.Registry, name, lbl, value string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name {
+			for _, m := range f.GetMetric() {
+				if label(m, lbl) == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}

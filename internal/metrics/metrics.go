@@ -33,6 +33,8 @@ type Metrics struct {
 	reloads   prometheus.Counter
 	refused   *prometheus.CounterVec
 	ignored   *prometheus.CounterVec
+	// connsClosed counts the xDS connections that ended, by how.
+	connsClosed *prometheus.CounterVec
 	// spared and sparedBytes count the responses a reconnecting client
 	// already held, and so was not sent (X24).
 	spared, sparedBytes *prometheus.CounterVec
@@ -76,8 +78,12 @@ func New(tracker *status.Tracker) *Metrics {
 	m.registerConfig()
 	m.refused = register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pylon_xds_streams_refused_total",
-		Help: "xDS streams the server ended on purpose, by reason (identity_mismatch, bad_node, resource_names, stalled, flood, busy, draining).",
+		Help: "xDS streams the server ended on purpose or refused, by reason (identity_mismatch, bad_node, resource_names, stalled, flood, busy, draining, max_streams: over --max-streams-per-connection).",
 	}, []string{"reason"}), "pylon_xds_streams_refused_total")
+	m.connsClosed = register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pylon_xds_connections_closed_total",
+		Help: "xDS client connections that ended, by reason: client_closed, or closed by the server: evicted, write_deadline, too_many_pings, goaway_error, goaway (maximum age or stop), drained, transport (keepalive unanswered, read or write error).",
+	}, []string{"reason"}), "pylon_xds_connections_closed_total")
 	m.ignored = register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pylon_xds_requests_ignored_total", Help: "xDS requests ignored, by reason (unknown_type); logged once a stream.",
 	}, []string{"reason"}), "pylon_xds_requests_ignored_total")
@@ -259,6 +265,10 @@ func (m *Metrics) Reload() { m.reloads.Inc() }
 // Refused counts a stream the server ended on purpose. reason must come
 // from a small fixed set (the xds package's Refused constants).
 func (m *Metrics) Refused(reason string) { m.refused.WithLabelValues(reason).Inc() }
+
+// ConnectionClosed counts an xDS connection that ended, by a reason from a
+// small fixed set (xds.ConnectionClosed events).
+func (m *Metrics) ConnectionClosed(reason string) { m.connsClosed.WithLabelValues(reason).Inc() }
 
 // Ignored counts an ignored request, by a reason from a small fixed set.
 func (m *Metrics) Ignored(reason string) { m.ignored.WithLabelValues(reason).Inc() }
