@@ -22,6 +22,7 @@ func TestRefusedAndIgnored(t *testing.T) {
 	m.Refused("stalled")
 	for range 3 {
 		m.Ignored("unknown_type")
+	m.ConnectionClosed("evicted")
 	}
 	families, err := m.Registry.Gather()
 	if err != nil {
