@@ -22,7 +22,6 @@ func TestRefusedAndIgnored(t *testing.T) {
 	m.Refused("stalled")
 	for range 3 {
 		m.Ignored("unknown_type")
-	m.ConnectionClosed("evicted")
 	}
 	families, err := m.Registry.Gather()
 	if err != nil {
@@ -161,6 +160,7 @@ func TestNames(t *testing.T) {
 	m.Reload()
 	m.Refused("stalled")
 	m.Ignored("unknown_type")
+	m.ConnectionClosed("evicted")
 	m.Spared("CDS", 10)
 	families, err := m.Registry.Gather()
 	if err != nil {
