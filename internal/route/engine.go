@@ -132,7 +132,7 @@ func explainHTTP(res *Resources, l *listenerv3.Listener, req *Request, hcm *hcmv
 		(hcm.GetStripMatchingHostPort() && out.Listener.Port == port)) {
 		host, _ = req.host()
 	}
-	m := newMatcher(n, req.GRPC)
+	m := newMatcher(n, req.GRPC, res.regex)
 	return routeIn(res, rc, host, req, m, out)
 }
 

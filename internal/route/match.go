@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
@@ -16,35 +17,62 @@ import (
 // matching is linear in the input, so only the pattern needs a bound.
 const maxRegexBytes = 32 << 10
 
-// matcher evaluates Envoy matchers against one request. It caches compiled
-// regexes (one engine run compiles each pattern once) and collects what it
-// could not simulate.
+// matcher evaluates Envoy matchers against one request, with the compiled
+// regexes of its Resources, and collects what it could not simulate.
 type matcher struct {
-	regex map[string]*regexp.Regexp
+	regex *regexes
 	notes *notes
 	// grpc: the request is a proxyless gRPC call (matched as grpc-go does
 	// where that differs from Envoy).
 	grpc bool
 }
 
-func newMatcher(n *notes, grpc bool) *matcher {
-	return &matcher{regex: map[string]*regexp.Regexp{}, notes: n, grpc: grpc}
+// newMatcher returns a matcher compiling into cache (nil: a cache of its
+// own).
+func newMatcher(n *notes, grpc bool, cache *regexes) *matcher {
+	if cache == nil {
+		cache = &regexes{}
+	}
+	return &matcher{regex: cache, notes: n, grpc: grpc}
+}
+
+// regexes are compiled patterns kept for every request explained against
+// the same Resources: route tests run hundreds of requests on one
+// snapshot, and compiling each route's regex per request made a thousand
+// regex-heavy tests take minutes per config change.
+type regexes struct {
+	mu sync.Mutex
+	m  map[string]*regexp.Regexp
+}
+
+// compile returns pattern compiled to match whole strings.
+func (c *regexes) compile(pattern string) (*regexp.Regexp, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if re, ok := c.m[pattern]; ok {
+		return re, nil
+	}
+	if len(pattern) > maxRegexBytes {
+		return nil, fmt.Errorf("regex of %d bytes, over the %d byte limit", len(pattern), maxRegexBytes)
+	}
+	re, err := regexp.Compile(`^(?:` + pattern + `)$`)
+	if err != nil {
+		return nil, fmt.Errorf("regex %q: %v", short(pattern), err)
+	}
+	if c.m == nil {
+		c.m = map[string]*regexp.Regexp{}
+	}
+	c.m[pattern] = re
+	return re, nil
 }
 
 // fullMatch reports whether pattern (RE2, as Envoy's safe_regex and
 // grpc-go use it) matches all of v. A pattern Go cannot compile is an
 // error: Envoy would have refused the config.
 func (m *matcher) fullMatch(pattern, v string) (bool, error) {
-	re, ok := m.regex[pattern]
-	if !ok {
-		if len(pattern) > maxRegexBytes {
-			return false, fmt.Errorf("regex of %d bytes, over the %d byte limit", len(pattern), maxRegexBytes)
-		}
-		var err error
-		if re, err = regexp.Compile(`^(?:` + pattern + `)$`); err != nil {
-			return false, fmt.Errorf("regex %q: %v", short(pattern), err)
-		}
-		m.regex[pattern] = re
+	re, err := m.regex.compile(pattern)
+	if err != nil {
+		return false, err
 	}
 	return re.MatchString(v), nil
 }

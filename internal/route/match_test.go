@@ -10,6 +10,9 @@ import (
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/pylon-xds/pylon/internal/xds/xdstest"
+	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
 func req(t *testing.T, line string, headers ...string) Request {
@@ -28,7 +31,7 @@ func sm(s *matcherv3.StringMatcher) *routev3.HeaderMatcher_StringMatch {
 // Each StringMatcher pattern, with and without ignore_case, and a regex
 // that must match the whole value.
 func TestStringMatch(t *testing.T) {
-	m := newMatcher(&notes{}, false)
+	m := newMatcher(&notes{}, false, nil)
 	cases := []struct {
 		sm    *matcherv3.StringMatcher
 		value string
@@ -68,7 +71,7 @@ func TestStringMatch(t *testing.T) {
 // present_match: false, or inverted true, matches it),
 // treat_missing_header_as_empty, pseudo headers, repeated headers joined.
 func TestHeaderMatch(t *testing.T) {
-	m := newMatcher(&notes{}, false)
+	m := newMatcher(&notes{}, false, nil)
 	r := req(t, "POST https://shop.example.com:8443/cart?x=1", "x-a: 15", "x-b: one", "x-b: two", "x-empty:")
 	cases := []struct {
 		name string
@@ -112,10 +115,10 @@ func TestHeaderMatch(t *testing.T) {
 func TestHeaderMatchGRPCBinary(t *testing.T) {
 	r := req(t, "GRPC xds:///greeter/pkg.S/M", "x-id-bin: AAEC")
 	h := &routev3.HeaderMatcher{Name: "x-id-bin", HeaderMatchSpecifier: &routev3.HeaderMatcher_PresentMatch{PresentMatch: true}}
-	if ok, _ := newMatcher(&notes{}, true).headerMatch(h, &r); ok {
+	if ok, _ := newMatcher(&notes{}, true, nil).headerMatch(h, &r); ok {
 		t.Error("gRPC matched a -bin header")
 	}
-	if ok, _ := newMatcher(&notes{}, false).headerMatch(h, &r); !ok {
+	if ok, _ := newMatcher(&notes{}, false, nil).headerMatch(h, &r); !ok {
 		t.Error("Envoy did not match a present -bin header")
 	}
 }
@@ -124,7 +127,7 @@ func TestHeaderMatchGRPCBinary(t *testing.T) {
 // case_sensitive applies to prefix and path; path_separated_prefix needs a
 // "/" or the end after the prefix.
 func TestPathMatch(t *testing.T) {
-	m := newMatcher(&notes{}, false)
+	m := newMatcher(&notes{}, false, nil)
 	insensitive := wrapperspb.Bool(false)
 	cases := []struct {
 		rm   *routev3.RouteMatch
@@ -158,7 +161,7 @@ func TestPathMatch(t *testing.T) {
 
 // Query parameters: present, the first value, decoded.
 func TestQueryMatch(t *testing.T) {
-	m := newMatcher(&notes{}, false)
+	m := newMatcher(&notes{}, false, nil)
 	r := req(t, "GET http://x/?a=1&a=2&b=x%20y&flag")
 	exact := func(name, v string) *routev3.QueryParameterMatcher {
 		return &routev3.QueryParameterMatcher{Name: name, QueryParameterMatchSpecifier: &routev3.QueryParameterMatcher_StringMatch{
@@ -241,5 +244,25 @@ func TestParseRequest(t *testing.T) {
 	}
 	if _, err := ParseRequest("GET http://x/", many); err == nil {
 		t.Error("too many headers: no error")
+	}
+}
+
+// Every matcher on the same Resources compiles a pattern once: route tests
+// explain hundreds of requests against one snapshot.
+func TestRegexesCompiledOncePerResources(t *testing.T) {
+	cache := &regexes{}
+	a, b := newMatcher(&notes{}, false, cache), newMatcher(&notes{}, true, cache)
+	for _, m := range []*matcher{a, b} {
+		if ok, err := m.fullMatch(`/api/v[0-9]+`, "/api/v2"); !ok || err != nil {
+			t.Fatalf("fullMatch: %v %v", ok, err)
+		}
+	}
+	re1, _ := cache.compile(`/api/v[0-9]+`)
+	re2, _ := cache.compile(`/api/v[0-9]+`)
+	if len(cache.m) != 1 || re1 != re2 {
+		t.Fatalf("patterns compiled: %d, same value twice: %v; want one, shared", len(cache.m), re1 == re2)
+	}
+	if FromSnapshot(xdstest.Snapshot(t, xdstype.New(), xdstest.Cluster("a"), xdstest.Endpoints("a", 1))).regex == nil {
+		t.Fatal("resources from a snapshot carry no shared regex cache")
 	}
 }

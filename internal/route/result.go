@@ -18,6 +18,9 @@ type Resources struct {
 	Routes    map[string]*routev3.RouteConfiguration
 	Clusters  map[string]*clusterv3.Cluster
 	Endpoints map[string]*endpointv3.ClusterLoadAssignment
+	// regex is shared by every Explain on these resources (FromSnapshot
+	// sets it; nil: each Explain compiles its own).
+	regex *regexes
 }
 
 // FromSnapshot indexes a group snapshot's resources (shared, not copied).
@@ -27,6 +30,7 @@ func FromSnapshot(s *snapshot.Snapshot) *Resources {
 		Routes:    map[string]*routev3.RouteConfiguration{},
 		Clusters:  map[string]*clusterv3.Cluster{},
 		Endpoints: map[string]*endpointv3.ClusterLoadAssignment{},
+		regex:     &regexes{},
 	}
 	index(s, xdstype.ListenerURL, r.Listeners)
 	index(s, xdstype.RouteURL, r.Routes)
