@@ -218,4 +218,3 @@ func groupVersion(pub *snapshot.Publisher) func(group, typeURL string) string {
 type nopObserver struct{}
 
 func (nopObserver) Observe(xds.Event) {}
-
