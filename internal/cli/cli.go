@@ -56,7 +56,8 @@ func newRoot(stdout, stderr io.Writer, getenv func(string) string) *cobra.Comman
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "text", "log format: text or json")
 	admin := &adminFlags{}
 	admin.register(root, getenv)
-	root.AddCommand(newServe(g, admin), newBootstrap(), newValidate(), newVersion(), newStatus(admin), newGet(admin), newExplain(admin))
+	root.AddCommand(newServe(g, admin), newBootstrap(), newValidate(), newVersion(), newStatus(admin), newGet(admin), newExplain(admin),
+		newRender(g), newRollout(admin))
 	addWriteCommands(root, admin)
 	return root
 }

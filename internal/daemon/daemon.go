@@ -268,6 +268,11 @@ func Run(ctx context.Context, o Options) error {
 	}
 	g.Go(func() error { return stop.serveXDS(xdsSrv.Listener(xdsLis)) })
 	g.Go(func() error { return serveAdmin(stop.http, adminLis, o.AdminLimits) })
+	if err := serveREST(gctx, g, o, sec, xdsSrv, log); err != nil {
+		endRun()
+		_ = g.Wait()
+		return err
+	}
 	runSources(gctx, g, o, pipe, cfgSvc, met, firstDir(secrets), log)
 	g.Go(func() error {
 		stop.run(ctx, gctx)

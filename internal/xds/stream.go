@@ -149,6 +149,14 @@ func (st *stream) wakeAt(t time.Time) {
 	st.wakeC = st.wake.C
 }
 
+// ServeStream runs one stream of either variant over gs until it ends, with
+// the same protocol core as the gRPC methods: typeURL is "" for ADS. It is
+// how other transports (REST polling) reuse the core; gs.Context() must
+// carry the caller's peer (google.golang.org/grpc/peer) for identity.
+func (s *Server) ServeStream(gs grpc.ServerStream, typeURL string, delta bool) error {
+	return s.serve(gs, typeURL, delta)
+}
+
 // serve runs one stream of either variant until it ends.
 func (s *Server) serve(gs grpc.ServerStream, typeURL string, delta bool) error {
 	ctx, cancel := s.streamContext(gs.Context())
