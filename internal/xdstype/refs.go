@@ -2,6 +2,7 @@ package xdstype
 
 import (
 	"fmt"
+	"sort"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -10,9 +11,11 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 )
 
 // servedHere reports whether a config source points at an xDS server (Pylon)
@@ -42,12 +45,17 @@ func unpack[T proto.Message](a *anypb.Any, m T) (T, bool) {
 func listenerRefs(m proto.Message) []Ref {
 	l := m.(*listenerv3.Listener)
 	var refs []Ref
+	for i, lf := range l.GetListenerFilters() {
+		refs = append(refs, extensionRef(fmt.Sprintf("listener_filters[%d]", i), lf.GetName(), lf.GetConfigDiscovery())...)
+	}
 	chain := func(path string, fc *listenerv3.FilterChain) {
 		if fc == nil {
 			return
 		}
 		for j, f := range fc.GetFilters() {
-			refs = append(refs, networkFilterRefs(fmt.Sprintf("%s.filters[%d].typed_config", path, j), f.GetTypedConfig())...)
+			fp := fmt.Sprintf("%s.filters[%d]", path, j)
+			refs = append(refs, extensionRef(fp, f.GetName(), f.GetConfigDiscovery())...)
+			refs = append(refs, networkFilterRefs(fp+".typed_config", f.GetTypedConfig())...)
 		}
 		if ts := fc.GetTransportSocket(); ts != nil {
 			if tc, ok := unpack(ts.GetTypedConfig(), &tlsv3.DownstreamTlsContext{}); ok {
@@ -65,17 +73,36 @@ func listenerRefs(m proto.Message) []Ref {
 	return refs
 }
 
+// extensionRef is the ECDS reference a filter with config_discovery makes
+// (listener, network, HTTP and upstream filters): Envoy subscribes to the
+// TypedExtensionConfig named like the filter. The reference carries the
+// config_discovery.type_urls, which the config must match.
+//
+// A filter with a default_config and apply_default_config_without_warming
+// is served by Envoy from the default at once, without waiting for ECDS,
+// and again when the resource is removed, so its reference is Optional. A
+// default alone does not make it so: Envoy still warms the listener until
+// the resource arrives, or the initial fetch times out (15 s by default),
+// so a missing resource stalls every listener update (Envoy's
+// ExtensionConfigSource docs; FilterConfigSubscription in
+// source/common/filter/config_discovery_impl.cc).
+func extensionRef(path, name string, cd *corev3.ExtensionConfigSource) []Ref {
+	if cd == nil || !servedHere(cd.GetConfigSource()) {
+		return nil
+	}
+	return []Ref{{
+		TypeURL: ExtensionConfURL, Name: name, Field: path + ".name",
+		Accept: cd.GetTypeUrls(), AcceptField: path + ".config_discovery.type_urls",
+		Optional: cd.GetDefaultConfig() != nil && cd.GetApplyDefaultConfigWithoutWarming(),
+	}}
+}
+
 // networkFilterRefs follows the network filters that name other resources:
-// the HTTP connection manager (routes) and the TCP proxy (clusters).
+// the HTTP connection manager (routes, scoped routes' routes, ECDS HTTP
+// filters) and the TCP proxy (clusters).
 func networkFilterRefs(path string, cfg *anypb.Any) []Ref {
 	if hcm, ok := unpack(cfg, &hcmv3.HttpConnectionManager{}); ok {
-		if rds := hcm.GetRds(); rds != nil && servedHere(rds.GetConfigSource()) {
-			return []Ref{{TypeURL: RouteURL, Name: rds.GetRouteConfigName(), Field: path + ".rds.route_config_name"}}
-		}
-		if rc := hcm.GetRouteConfig(); rc != nil {
-			return virtualHostsRefs(path+".route_config", rc.GetVirtualHosts())
-		}
-		return nil
+		return hcmRefs(path, hcm)
 	}
 	if tp, ok := unpack(cfg, &tcpproxyv3.TcpProxy{}); ok {
 		if c := tp.GetCluster(); c != "" {
@@ -90,6 +117,45 @@ func networkFilterRefs(path string, cfg *anypb.Any) []Ref {
 	return nil
 }
 
+func hcmRefs(path string, hcm *hcmv3.HttpConnectionManager) []Ref {
+	var refs []Ref
+	switch {
+	case hcm.GetRds() != nil:
+		if rds := hcm.GetRds(); servedHere(rds.GetConfigSource()) {
+			refs = append(refs, Ref{TypeURL: RouteURL, Name: rds.GetRouteConfigName(), Field: path + ".rds.route_config_name"})
+		}
+	case hcm.GetRouteConfig() != nil:
+		refs = append(refs, virtualHostsRefs(path+".route_config", hcm.GetRouteConfig().GetVirtualHosts())...)
+	case hcm.GetScopedRoutes() != nil:
+		// With scoped_rds, Envoy subscribes to every ScopedRouteConfiguration
+		// (SRDS is a wildcard type): they name no one resource here, and
+		// each is checked for the route configuration it names. Inline
+		// scopes name theirs here, fetched from rds_config_source.
+		sr := hcm.GetScopedRoutes()
+		if servedHere(sr.GetRdsConfigSource()) {
+			for i, s := range sr.GetScopedRouteConfigurationsList().GetScopedRouteConfigurations() {
+				refs = append(refs, scopeRefs(fmt.Sprintf("%s.scoped_routes.scoped_route_configurations_list.scoped_route_configurations[%d]", path, i), s)...)
+			}
+		}
+	}
+	refs = append(refs, httpFiltersRefs(path+".http_filters", hcm.GetHttpFilters())...)
+	return refs
+}
+
+// httpFiltersRefs lists the ECDS references of a chain of HTTP filters,
+// and of the router's upstream HTTP filters.
+func httpFiltersRefs(path string, filters []*hcmv3.HttpFilter) []Ref {
+	var refs []Ref
+	for k, hf := range filters {
+		fp := fmt.Sprintf("%s[%d]", path, k)
+		refs = append(refs, extensionRef(fp, hf.GetName(), hf.GetConfigDiscovery())...)
+		if r, ok := unpack(hf.GetTypedConfig(), &routerv3.Router{}); ok {
+			refs = append(refs, httpFiltersRefs(fp+".typed_config.upstream_http_filters", r.GetUpstreamHttpFilters())...)
+		}
+	}
+	return refs
+}
+
 func routeConfigRefs(m proto.Message) []Ref {
 	return virtualHostsRefs("", m.(*routev3.RouteConfiguration).GetVirtualHosts())
 }
@@ -99,11 +165,19 @@ func virtualHostRefs(m proto.Message) []Ref {
 }
 
 func scopedRouteRefs(m proto.Message) []Ref {
-	s := m.(*routev3.ScopedRouteConfiguration)
+	return scopeRefs("", m.(*routev3.ScopedRouteConfiguration))
+}
+
+// scopeRefs: a scope names its route configuration (fetched by RDS, on
+// demand or not: either way it must exist), or carries one inline.
+func scopeRefs(prefix string, s *routev3.ScopedRouteConfiguration) []Ref {
+	if rc := s.GetRouteConfiguration(); rc != nil {
+		return virtualHostsRefs(join(prefix, "route_configuration"), rc.GetVirtualHosts())
+	}
 	if s.GetRouteConfigurationName() == "" {
 		return nil
 	}
-	return []Ref{{TypeURL: RouteURL, Name: s.GetRouteConfigurationName(), Field: "route_configuration_name"}}
+	return []Ref{{TypeURL: RouteURL, Name: s.GetRouteConfigurationName(), Field: join(prefix, "route_configuration_name")}}
 }
 
 func virtualHostsRefs(prefix string, vhs []*routev3.VirtualHost) []Ref {
@@ -158,6 +232,21 @@ func clusterRefs(m proto.Message) []Ref {
 	}
 	for i, tm := range c.GetTransportSocketMatches() {
 		upstream(fmt.Sprintf("transport_socket_matches[%d].transport_socket", i), tm.GetTransportSocket())
+	}
+	// Upstream network filters and upstream HTTP filters take ECDS too.
+	for i, f := range c.GetFilters() {
+		refs = append(refs, extensionRef(fmt.Sprintf("filters[%d]", i), f.GetName(), f.GetConfigDiscovery())...)
+	}
+	opts := c.GetTypedExtensionProtocolOptions()
+	keys := make([]string, 0, len(opts))
+	for k := range opts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if po, ok := unpack(opts[k], &upstreamhttpv3.HttpProtocolOptions{}); ok {
+			refs = append(refs, httpFiltersRefs(fmt.Sprintf("typed_extension_protocol_options[%s].http_filters", k), po.GetHttpFilters())...)
+		}
 	}
 	return refs
 }

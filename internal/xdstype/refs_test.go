@@ -11,9 +11,12 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -58,6 +61,28 @@ func tlsContext(cert, ca string) *tlsv3.CommonTlsContext {
 	}
 }
 
+const (
+	faultURL = "type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault"
+)
+
+// discovered is a config_discovery from Pylon accepting the fault filter.
+func discovered(t *testing.T, dflt, withoutWarming bool) *corev3.ExtensionConfigSource {
+	cd := &corev3.ExtensionConfigSource{ConfigSource: ads, TypeUrls: []string{faultURL}, ApplyDefaultConfigWithoutWarming: withoutWarming}
+	if dflt {
+		cd.DefaultConfig = anyOf(t, &faultv3.HTTPFault{})
+	}
+	return cd
+}
+
+func httpFilter(name string, cd *corev3.ExtensionConfigSource) *hcmv3.HttpFilter {
+	return &hcmv3.HttpFilter{Name: name, ConfigType: &hcmv3.HttpFilter_ConfigDiscovery{ConfigDiscovery: cd}}
+}
+
+func ecdsRef(name, path string, optional bool) xdstype.Ref {
+	return xdstype.Ref{TypeURL: xdstype.ExtensionConfURL, Name: name, Field: path + ".name",
+		Accept: []string{faultURL}, AcceptField: path + ".config_discovery.type_urls", Optional: optional}
+}
+
 func hcm(t *testing.T, h *hcmv3.HttpConnectionManager) *listenerv3.Filter {
 	return &listenerv3.Filter{Name: "hcm", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: anyOf(t, h)}}
 }
@@ -90,6 +115,49 @@ func TestRefs(t *testing.T) {
 			{TypeURL: xdstype.ClusterURL, Name: "t2", Field: "default_filter_chain.filters[0].typed_config.weighted_clusters.clusters[1].name"},
 		},
 	}, {
+		name: "listener: ECDS listener, network and HTTP filters (router's upstream filters too), scoped routes",
+		msg: &listenerv3.Listener{Name: "l",
+			ListenerFilters: []*listenerv3.ListenerFilter{{Name: "lf", ConfigType: &listenerv3.ListenerFilter_ConfigDiscovery{ConfigDiscovery: discovered(t, false, false)}}},
+			FilterChains: []*listenerv3.FilterChain{
+				{Filters: []*listenerv3.Filter{
+					{Name: "nf", ConfigType: &listenerv3.Filter_ConfigDiscovery{ConfigDiscovery: discovered(t, false, false)}},
+					hcm(t, &hcmv3.HttpConnectionManager{
+						RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{RouteConfigName: "r1", ConfigSource: ads}},
+						HttpFilters: []*hcmv3.HttpFilter{
+							httpFilter("warm", discovered(t, true, false)),
+							httpFilter("unwarmed", discovered(t, true, true)),
+							httpFilter("on-disk", &corev3.ExtensionConfigSource{ConfigSource: fromFile, TypeUrls: []string{faultURL}}),
+							{Name: "router", ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: anyOf(t, &routerv3.Router{
+								UpstreamHttpFilters: []*hcmv3.HttpFilter{httpFilter("up", discovered(t, false, false))}})}},
+						}})}},
+				{Filters: []*listenerv3.Filter{hcm(t, &hcmv3.HttpConnectionManager{RouteSpecifier: &hcmv3.HttpConnectionManager_ScopedRoutes{ScopedRoutes: &hcmv3.ScopedRoutes{
+					RdsConfigSource: ads,
+					ConfigSpecifier: &hcmv3.ScopedRoutes_ScopedRouteConfigurationsList{ScopedRouteConfigurationsList: &hcmv3.ScopedRouteConfigurationsList{
+						ScopedRouteConfigurations: []*routev3.ScopedRouteConfiguration{{Name: "s", RouteConfigurationName: "scoped-r"}}}}}}})}},
+				{Filters: []*listenerv3.Filter{hcm(t, &hcmv3.HttpConnectionManager{RouteSpecifier: &hcmv3.HttpConnectionManager_ScopedRoutes{ScopedRoutes: &hcmv3.ScopedRoutes{
+					RdsConfigSource: ads,
+					ConfigSpecifier: &hcmv3.ScopedRoutes_ScopedRds{ScopedRds: &hcmv3.ScopedRds{ScopedRdsConfigSource: ads}}}}})}},
+			}},
+		want: []xdstype.Ref{
+			ecdsRef("lf", "listener_filters[0]", false),
+			ecdsRef("nf", "filter_chains[0].filters[0]", false),
+			{TypeURL: xdstype.RouteURL, Name: "r1", Field: "filter_chains[0].filters[1].typed_config.rds.route_config_name"},
+			ecdsRef("warm", "filter_chains[0].filters[1].typed_config.http_filters[0]", false),
+			ecdsRef("unwarmed", "filter_chains[0].filters[1].typed_config.http_filters[1]", true),
+			ecdsRef("up", "filter_chains[0].filters[1].typed_config.http_filters[3].typed_config.upstream_http_filters[0]", false),
+			{TypeURL: xdstype.RouteURL, Name: "scoped-r", Field: "filter_chains[1].filters[0].typed_config.scoped_routes.scoped_route_configurations_list.scoped_route_configurations[0].route_configuration_name"},
+		},
+	}, {
+		name: "cluster: ECDS upstream network and upstream HTTP filters",
+		msg: &clusterv3.Cluster{Name: "c",
+			Filters: []*clusterv3.Filter{{Name: "unf", ConfigDiscovery: discovered(t, false, false)}},
+			TypedExtensionProtocolOptions: map[string]*anypb.Any{"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": anyOf(t, &upstreamhttpv3.HttpProtocolOptions{
+				HttpFilters: []*hcmv3.HttpFilter{httpFilter("uhf", discovered(t, false, false))}})}},
+		want: []xdstype.Ref{
+			ecdsRef("unf", "filters[0]", false),
+			ecdsRef("uhf", "typed_extension_protocol_options[envoy.extensions.upstreams.http.v3.HttpProtocolOptions].http_filters[0]", false),
+		},
+	}, {
 		name: "gRPC API listener",
 		msg: &listenerv3.Listener{Name: "svc", ApiListener: &listenerv3.ApiListener{ApiListener: anyOf(t, &hcmv3.HttpConnectionManager{
 			RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{RouteConfigName: "svc-routes", ConfigSource: ads}}})}},
@@ -114,6 +182,11 @@ func TestRefs(t *testing.T) {
 		name: "scoped route",
 		msg:  &routev3.ScopedRouteConfiguration{Name: "s", RouteConfigurationName: "r"},
 		want: []xdstype.Ref{{TypeURL: xdstype.RouteURL, Name: "r", Field: "route_configuration_name"}},
+	}, {
+		name: "scoped route with its route configuration inline",
+		msg: &routev3.ScopedRouteConfiguration{Name: "s", RouteConfiguration: &routev3.RouteConfiguration{
+			VirtualHosts: []*routev3.VirtualHost{{Routes: []*routev3.Route{routeTo("a")}}}}},
+		want: []xdstype.Ref{{TypeURL: xdstype.ClusterURL, Name: "a", Field: "route_configuration.virtual_hosts[0].routes[0].route.cluster"}},
 	}, {
 		name: "EDS cluster by its own name, upstream TLS and transport socket matches",
 		msg: &clusterv3.Cluster{Name: "a", ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},

@@ -41,6 +41,15 @@ type Ref struct {
 	TypeURL string
 	Name    string
 	Field   string // path inside the referring resource, e.g. "virtual_hosts[0].routes[2].route.cluster"
+	// Accept, when set, lists the types the referred resource's payload
+	// may have: for a TypedExtensionConfig, the referring filter's
+	// config_discovery.type_urls, found at AcceptField. Envoy rejects an
+	// extension config of any other type.
+	Accept      []string
+	AcceptField string
+	// Optional is set when the client does not need the resource to
+	// exist: an ECDS filter with a default it applies without warming.
+	Optional bool
 }
 
 // Type describes one xDS resource type.
@@ -131,6 +140,10 @@ func New() *Registry {
 			Service: "envoy.service.endpoint.v3.EndpointDiscoveryService", SotWMethod: "StreamEndpoints", DeltaMethod: "DeltaEndpoints",
 		},
 		{
+			// ECDS before the listeners (and clusters' filters) naming it:
+			// a listener warms until its filter configs arrive, and one
+			// already subscribed gets the new config before the listener
+			// that needs it. Not MustPrecede: nothing uses it unwarmed.
 			URL: ExtensionConfURL, Kind: "TypedExtensionConfig", Plural: "extension_configs", Abbrev: "ECDS", Rank: 4,
 			New:     func() proto.Message { return &corev3.TypedExtensionConfig{} },
 			Service: "envoy.service.extension.v3.ExtensionConfigDiscoveryService", SotWMethod: "StreamExtensionConfigs", DeltaMethod: "DeltaExtensionConfigs",
@@ -141,14 +154,21 @@ func New() *Registry {
 			Service: "envoy.service.listener.v3.ListenerDiscoveryService", SotWMethod: "StreamListeners", DeltaMethod: "DeltaListeners",
 		},
 		{
-			URL: RouteURL, Kind: "RouteConfiguration", Plural: "routes", Abbrev: "RDS", Rank: 6,
-			New: func() proto.Message { return &routev3.RouteConfiguration{} }, Refs: routeConfigRefs,
-			Service: "envoy.service.route.v3.RouteDiscoveryService", SotWMethod: "StreamRoutes", DeltaMethod: "DeltaRoutes",
-		},
-		{
-			URL: ScopedRouteURL, Kind: "ScopedRouteConfiguration", Plural: "scoped_routes", Abbrev: "SRDS", Rank: 7, Wildcard: true,
+			// SRDS comes after the listeners that use it and before the
+			// route configurations its scopes name, as RDS after LDS: the
+			// listener warms on its scopes, the scopes on their routes.
+			// Envoy subscribes to every scope (wildcard) and, in state of
+			// the world, drops each scope a response leaves out
+			// (ScopedRdsConfigSubscription::onConfigUpdate in
+			// source/common/router/scoped_rds.cc): full state, like LDS.
+			URL: ScopedRouteURL, Kind: "ScopedRouteConfiguration", Plural: "scoped_routes", Abbrev: "SRDS", Rank: 6, Wildcard: true, FullState: true,
 			New: func() proto.Message { return &routev3.ScopedRouteConfiguration{} }, Refs: scopedRouteRefs,
 			Service: "envoy.service.route.v3.ScopedRoutesDiscoveryService", SotWMethod: "StreamScopedRoutes", DeltaMethod: "DeltaScopedRoutes",
+		},
+		{
+			URL: RouteURL, Kind: "RouteConfiguration", Plural: "routes", Abbrev: "RDS", Rank: 7,
+			New: func() proto.Message { return &routev3.RouteConfiguration{} }, Refs: routeConfigRefs,
+			Service: "envoy.service.route.v3.RouteDiscoveryService", SotWMethod: "StreamRoutes", DeltaMethod: "DeltaRoutes",
 		},
 		{
 			URL: VirtualHostURL, Kind: "VirtualHost", Plural: "virtual_hosts", Abbrev: "VHDS", Rank: 8,

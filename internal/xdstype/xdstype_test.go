@@ -77,15 +77,18 @@ func checkService(t *testing.T, typ *xdstype.Type) {
 }
 
 // The make-before-break order (X37): secrets before what names them,
-// clusters, their assignments, listeners, routes, virtual hosts; only
-// Listener and Cluster are full-state and legacy-wildcard types among
-// those; only clusters are used without warming (X39).
+// clusters, their assignments, extension configs (ECDS) before the
+// listeners naming them, listeners, scoped routes (SRDS), then the routes
+// they name, virtual hosts. Listener, Cluster and ScopedRouteConfiguration
+// are full-state (Envoy drops a scope a state-of-the-world response leaves
+// out); only clusters are used without warming (X39).
 func TestRegistryOrder(t *testing.T) {
 	reg := xdstype.New()
 	var order []string
 	for _, typ := range reg.Ranked() {
 		order = append(order, typ.Abbrev)
-		if full := typ.URL == xdstype.ListenerURL || typ.URL == xdstype.ClusterURL; typ.FullState != full {
+		full := typ.URL == xdstype.ListenerURL || typ.URL == xdstype.ClusterURL || typ.URL == xdstype.ScopedRouteURL
+		if typ.FullState != full {
 			t.Errorf("%s: FullState %v", typ.Abbrev, typ.FullState)
 		}
 		if typ.MustPrecede != (typ.URL == xdstype.ClusterURL) {
@@ -95,7 +98,7 @@ func TestRegistryOrder(t *testing.T) {
 			t.Errorf("%s: Sensitive %v", typ.Abbrev, typ.Sensitive)
 		}
 	}
-	want := []string{"RTDS", "SDS", "CDS", "EDS", "ECDS", "LDS", "RDS", "SRDS", "VHDS"}
+	want := []string{"RTDS", "SDS", "CDS", "EDS", "ECDS", "LDS", "SRDS", "RDS", "VHDS"}
 	if diff := cmp.Diff(want, order); diff != "" {
 		t.Errorf("ranked order (-want +got):\n%s", diff)
 	}

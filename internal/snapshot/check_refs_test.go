@@ -1,0 +1,83 @@
+package snapshot
+
+import (
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
+	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/pylon-xds/pylon/internal/diag"
+	"github.com/pylon-xds/pylon/internal/xdstype"
+)
+
+const faultURL = "type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault"
+
+func extensionConfig(t *testing.T, name string, a *anypb.Any) *Resource {
+	t.Helper()
+	return &Resource{Name: name, Message: &corev3.TypedExtensionConfig{Name: name, TypedConfig: a}}
+}
+
+// typedStruct encodes a TypedStruct carrying inner as its type_url, by
+// hand: the container's Go package is not a dependency.
+func typedStruct(url, inner string) *anypb.Any {
+	b := protowire.AppendTag(nil, 1, protowire.BytesType)
+	b = protowire.AppendString(b, inner)
+	return &anypb.Any{TypeUrl: url, Value: b}
+}
+
+// References from a filter's config_discovery: the named extension config
+// must exist unless the filter applies its default without warming, and
+// its type must be one the filter accepts (Envoy compares message names,
+// a TypedStruct by the type it carries).
+func TestRefProblems(t *testing.T) {
+	reg := xdstype.New()
+	fault, err := anypb.New(&faultv3.HTTPFault{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rbac, err := anypb.New(&rbacv3.RBAC{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byType := map[string]map[string]*Resource{xdstype.ExtensionConfURL: {
+		"fault":       extensionConfig(t, "fault", fault),
+		"rbac":        extensionConfig(t, "rbac", rbac),
+		"xds-struct":  extensionConfig(t, "xds-struct", typedStruct("type.googleapis.com/xds.type.v3.TypedStruct", "other.prefix/envoy.extensions.filters.http.fault.v3.HTTPFault")),
+		"udpa-struct": extensionConfig(t, "udpa-struct", typedStruct("type.googleapis.com/udpa.type.v1.TypedStruct", "type.googleapis.com/envoy.extensions.filters.http.rbac.v3.RBAC")),
+	}}
+	ref := func(name string, optional bool) xdstype.Ref {
+		return xdstype.Ref{TypeURL: xdstype.ExtensionConfURL, Name: name, Field: "http_filters[0].name",
+			Accept: []string{faultURL}, AcceptField: "http_filters[0].config_discovery.type_urls", Optional: optional}
+	}
+	in := &Input{Type: reg.Lookup(xdstype.ListenerURL), Name: "l", File: "a.yaml", Line: 3}
+	d := func(field, msg string) diag.Diagnostic {
+		return diag.Diagnostic{File: "a.yaml", Line: 3, Type: "Listener", Name: "l", Field: field, Message: msg}
+	}
+	cases := []struct {
+		name string
+		ref  xdstype.Ref
+		want diag.List
+	}{
+		{"accepted type", ref("fault", false), nil},
+		{"accepted type in an xds TypedStruct", ref("xds-struct", false), nil},
+		{"missing", ref("nope", false), diag.List{d("http_filters[0].name", `names TypedExtensionConfig "nope", which does not exist`)}},
+		{"missing but applied from the default without warming", ref("nope", true), nil},
+		{"other type", ref("rbac", false), diag.List{d("http_filters[0].config_discovery.type_urls",
+			`accepts `+faultURL+`, but TypedExtensionConfig "rbac" holds a envoy.extensions.filters.http.rbac.v3.RBAC; Envoy would reject it`)}},
+		{"other type in a udpa TypedStruct, optional or not", ref("udpa-struct", true), diag.List{d("http_filters[0].config_discovery.type_urls",
+			`accepts `+faultURL+`, but TypedExtensionConfig "udpa-struct" holds a envoy.extensions.filters.http.rbac.v3.RBAC; Envoy would reject it`)}},
+		{"no constraint", xdstype.Ref{TypeURL: xdstype.ExtensionConfURL, Name: "rbac", Field: "f"}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := refProblems(reg, in, []xdstype.Ref{c.ref}, byType)
+			if diff := cmp.Diff(c.want, got); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
