@@ -218,10 +218,10 @@ func TestSecretsNeedTheFlag(t *testing.T) {
 func TestUnsafeNamesAreHashed(t *testing.T) {
 	n := &names{dir: envoyDir, byFile: map[string]string{}}
 	for name, want := range map[string]string{
-		"cart":                    "eds-cart.yaml",
-		"../etc/passwd":           "eds-___etc_passwd-",
-		"xdstp://a/b/c":           "eds-xdstp___a_b_c-",
-		"a..b":                    "eds-a__b-",
+		"cart":                   "eds-cart.yaml",
+		"../etc/passwd":          "eds-___etc_passwd-",
+		"xdstp://a/b/c":          "eds-xdstp___a_b_c-",
+		"a..b":                   "eds-a__b-",
 		strings.Repeat("x", 101): "eds-" + strings.Repeat("x", 60) + "-",
 	} {
 		got := n.perName(edsURL, name)
