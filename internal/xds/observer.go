@@ -92,6 +92,12 @@ type Event struct {
 	Peer string
 	// Heartbeat marks a ResponseSent that only refreshed TTLs.
 	Heartbeat bool
+	// Greeting marks a ResponseSent that changes nothing the client holds:
+	// the one message a reconnecting SotW client whose resends were all
+	// spared (X24) gets on its new stream, so that it resets its
+	// reconnect backoff. Its Resources (one, for a per-resource type) are
+	// resent at the version the client holds.
+	Greeting bool
 	// Detail is the client's error_detail message, for RequestNACK (cut to
 	// 4 KiB), the stream's end, for StreamClosed, or why it was refused,
 	// for StreamRefused.

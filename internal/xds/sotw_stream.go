@@ -20,6 +20,10 @@ type sotwStream struct {
 	// the client first asked for them on this stream: their first request
 	// is answered even if the client claims to hold the version (X24, X38).
 	warmNext map[string]bool
+	// owed are the Listener and Cluster watches whose resend was spared
+	// while the stream had sent nothing: one may still have to go out as
+	// the stream's first message (greet.go).
+	owed []*watch
 }
 
 func newSotWStream(st *stream) *sotwStream {
@@ -63,6 +67,9 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 		switch {
 		case kind == reqInitial && st.spares(req, w, next, p, snap.Set(t.URL)):
 			st.spare(w, next, snap.Set(t.URL))
+			if err := st.greet(w); err != nil {
+				return err
+			}
 		case w.typ.FullState || len(next.next) > 0:
 			// What the request asked for may be held back; a per-resource
 			// type then has nothing to say yet (X22).
@@ -187,7 +194,9 @@ func warmed(typeURL string) bool {
 //     whether the node's clusters or listeners were resent on another;
 //   - resources with a TTL for a client that uses them: the resend is what
 //     refreshes the TTL the client counts down, and the first heartbeat
-//     would come only half a TTL later.
+//     would come only half a TTL later;
+//   - a Listener or Cluster request on a per-type stream: the response is
+//     the stream's one message, which every stream gets (greet.go).
 func (st *sotwStream) spares(req *discoveryv3.DiscoveryRequest, w *watch, o outcome, p *planner, set *snapshot.Set) bool {
 	v := req.GetVersionInfo()
 	switch {
@@ -200,6 +209,10 @@ func (st *sotwStream) spares(req *discoveryv3.DiscoveryRequest, w *watch, o outc
 		// and the set lacks do not exist; it may not know yet.
 		return false
 	case w.warm || st.warmNext[w.typ.URL] || st.typeURL != "" && warmed(w.typ.URL):
+		return false
+	case st.typeURL != "" && w.typ.FullState:
+		// The stream's first message (greet.go): a Listener or Cluster
+		// response is whole or wrong, and the stream has no other type.
 		return false
 	case st.ttl && st.wrap:
 		for _, n := range set.TTLNames() {

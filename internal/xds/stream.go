@@ -79,6 +79,12 @@ type stream struct {
 	holdSince time.Time
 	wake      *time.Timer
 	wakeC     <-chan time.Time
+	// greetC fires when a state-of-the-world stream whose resends were
+	// all spared still owes its client a first message (greet.go);
+	// onGreet sends it.
+	greetTimer *time.Timer
+	greetC     <-chan time.Time
+	onGreet    func() error
 	// kick is woken when another per-type stream of the same node
 	// publishes what its client ACKed; leave unregisters from the board.
 	kick  chan struct{}
@@ -197,6 +203,9 @@ func (s *Server) serve(gs grpc.ServerStream, typeURL string, delta bool) error {
 		err = run(ctx, st, notify, w.onRequest, w.onFleet, w.onHeartbeat)
 	}
 	st.wakeAt(time.Time{})
+	if st.greetTimer != nil {
+		st.greetTimer.Stop()
+	}
 	if st.leave != nil {
 		st.leave()
 	}
@@ -284,6 +293,11 @@ func run[Req any, P interface {
 			// A hold for a slow client reached its bound.
 			st.wakeC = nil
 			if err := onFleet(); err != nil {
+				return err
+			}
+		case <-st.greetC:
+			st.greetC = nil
+			if err := st.onGreet(); err != nil {
 				return err
 			}
 		case err := <-recvErr:

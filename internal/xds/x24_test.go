@@ -9,6 +9,7 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
@@ -66,6 +67,34 @@ func sparedOf(r *recorder, node, typeURL string) int {
 	})
 }
 
+// greeting receives the one response a stream whose resends were all
+// spared still gets (X24, greet.go): of typeURL, at version (what the
+// client holds), with want resources, each one the client holds as held
+// (a response of it, by name) says.
+func greeting(t *testing.T, s *xdstest.Stream, typeURL, version string, want int, held *discoveryv3.DiscoveryResponse) *discoveryv3.DiscoveryResponse {
+	t.Helper()
+	r := s.Recv()
+	if r.TypeUrl != typeURL || r.VersionInfo != version || len(r.Resources) != want || r.Nonce == "" {
+		t.Fatalf("first message: %s at %q with %d resources (nonce %q); want %s at %q with %d", r.TypeUrl, r.VersionInfo, len(r.Resources), r.Nonce, typeURL, version, want)
+	}
+	if held == nil {
+		return r
+	}
+	for _, a := range r.Resources {
+		if !slices.ContainsFunc(held.Resources, func(b *anypb.Any) bool { return proto.Equal(a, b) }) {
+			t.Fatalf("first message carries %s, which the client did not hold", a.TypeUrl)
+		}
+	}
+	return r
+}
+
+// greetings counts the greetings sent to node.
+func greetings(r *recorder, node string) int {
+	return r.count(func(e xds.Event) bool {
+		return e.Kind == xds.ResponseSent && e.Greeting && e.Node.GetId() == node
+	})
+}
+
 // bodySize is the size of a response without its per-stream fields: what
 // a spared resend of it saves.
 func bodySize(r *discoveryv3.DiscoveryResponse) int {
@@ -102,6 +131,14 @@ func TestSotWReconnect(t *testing.T) {
 		s2 := xdstest.OpenADS(t, conn, xdstest.Node("envoy-1"))
 		firstRequest(s2, cds, c.VersionInfo)
 		firstRequest(s2, lds, l.VersionInfo)
+		// Only full-state types, all spared: the smaller set is resent
+		// whole, once, as the stream's first message.
+		small := c
+		if bodySize(l) < bodySize(c) {
+			small = l
+		}
+		g := greeting(t, s2, small.TypeUrl, small.VersionInfo, len(small.Resources), small)
+		s2.ACK(g)
 		s2.ExpectSilence()
 		for _, want := range []*discoveryv3.DiscoveryResponse{c, l} {
 			ev := obs.wait(t, func(e xds.Event) bool { return e.Kind == xds.ResponseSpared && e.TypeURL == want.TypeUrl })
@@ -117,8 +154,12 @@ func TestSotWReconnect(t *testing.T) {
 			if st := obs.state("envoy-1", want.TypeUrl); st != status.Synced {
 				t.Fatalf("%s is %s after a spared resend, want %s", want.TypeUrl, st, status.Synced)
 			}
-			if n := sentOf(obs.recorder, "envoy-1", want.TypeUrl); n != 1 {
-				t.Fatalf("%d responses of %s sent to envoy-1 in all, want only the first stream's", n, want.TypeUrl)
+			wantSent := 1
+			if want == small {
+				wantSent = 2 // and the greeting
+			}
+			if n := sentOf(obs.recorder, "envoy-1", want.TypeUrl); n != wantSent {
+				t.Fatalf("%d responses of %s sent to envoy-1 in all, want %d", n, want.TypeUrl, wantSent)
 			}
 		}
 
@@ -140,24 +181,37 @@ func TestSotWReconnect(t *testing.T) {
 	})
 
 	t.Run("X24_per_type_stream_spared", func(t *testing.T) {
-		e := setup(t, base()...)
-		typ := e.srv.Registry.Lookup(cds)
+		// A per-resource type's stream is spared all but one resource,
+		// sent unchanged as the stream's one message.
+		e := setup(t, with(xdstest.Runtime("flag", "fault.abort", 100), xdstest.Runtime("flag-2", "fault.delay", 50))...)
+		typ := e.srv.Registry.Lookup(rtds)
 		s := xdstest.OpenType(t, e.conn, typ, xdstest.Node("split"))
-		c := fetch(t, s, cds)
+		held := fetch(t, s, rtds, "flag", "flag-2")
 		hangUp(t, e.rec, s, "split")
 		s2 := xdstest.OpenType(t, e.conn, typ, xdstest.Node("split"))
-		firstRequest(s2, cds, c.VersionInfo)
-		e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.ResponseSpared && ev.Version == c.VersionInfo })
-		// The per-type stream has no probe: a change proves the loop
-		// plans from the adopted state (only the change, with its set).
-		e.srv.Publish(t, with(xdstest.Cluster("c"), xdstest.Endpoints("c", 1003))...)
-		r := s2.RecvType(cds)
-		wantNames(t, r, "a", "b", "c")
-		e.rec.wait(t, func(ev xds.Event) bool {
-			return ev.Kind == xds.ResponseSent && ev.Nonce == r.Nonce && ev.Node.GetId() == "split"
-		})
-		if n := sentOf(e.rec, "split", cds); n != 2 {
-			t.Fatalf("%d CDS responses sent, want 2 (first stream, the change)", n)
+		firstRequest(s2, rtds, held.VersionInfo, "flag", "flag-2")
+		g := greeting(t, s2, rtds, held.VersionInfo, 1, held)
+		s2.ACK(g, "flag", "flag-2")
+		e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.ResponseSpared && ev.Version == held.VersionInfo })
+		// A change proves the loop plans from the adopted state: only
+		// the change is sent.
+		e.srv.Publish(t, with(xdstest.Runtime("flag", "fault.abort", 100), xdstest.Runtime("flag-2", "fault.delay", 60))...)
+		wantNames(t, s2.RecvType(rtds), "flag-2")
+
+		// A Listener or Cluster stream has no cheaper message: its
+		// first request is answered in full, at the version it holds.
+		ctyp := e.srv.Registry.Lookup(cds)
+		c1 := xdstest.OpenType(t, e.conn, ctyp, xdstest.Node("split-cds"))
+		c := fetch(t, c1, cds)
+		hangUp(t, e.rec, c1, "split-cds")
+		c2 := xdstest.OpenType(t, e.conn, ctyp, xdstest.Node("split-cds"))
+		firstRequest(c2, cds, c.VersionInfo)
+		r := c2.RecvType(cds)
+		if r.VersionInfo != c.VersionInfo || !proto.Equal(&discoveryv3.DiscoveryResponse{Resources: r.Resources}, &discoveryv3.DiscoveryResponse{Resources: c.Resources}) {
+			t.Fatalf("per-type CDS on reconnect: %q %v, want the held %q %v", r.VersionInfo, names(t, r), c.VersionInfo, names(t, c))
+		}
+		if n := sparedOf(e.rec, "split-cds", cds); n != 0 {
+			t.Fatalf("per-type CDS spared %d times, want 0", n)
 		}
 	})
 
@@ -246,6 +300,7 @@ func TestSotWReconnect(t *testing.T) {
 		s2 := e.ads(t, "grpc")
 		firstRequest(s2, cds, vc, "a")
 		firstRequest(s2, eds, va, "a")
+		s2.ACK(greeting(t, s2, eds, va, 1, nil), "a")
 		s2.ExpectSilence()
 		for _, url := range []string{cds, eds} {
 			if n := sparedOf(e.rec, "grpc", url); n != 1 {
@@ -294,6 +349,7 @@ func TestSotWReconnect(t *testing.T) {
 		s3 := e.ads(t, "envoy-2")
 		firstRequest(s3, eds, ve, "a", "b")
 		firstRequest(s3, cds, vc)
+		s3.ACK(greeting(t, s3, eds, ve, 1, nil), "a", "b")
 		c := s3.RecvType(cds)
 		s3.ACK(c)
 		s3.Request(eds, "a", "b")
@@ -371,13 +427,14 @@ func TestSotWReconnect(t *testing.T) {
 		p.Settle()
 		e.waitACKs(t, "envoy", cds, eds, lds, rds)
 
-		// Nothing changed: every type is spared, nothing is applied.
+		// Nothing changed: every type is spared; one assignment comes
+		// back unchanged, the stream's one message.
 		before := p.Messages
 		p.Reconnect(e.conn)
 		p.Settle()
 		noViolations(t, p)
-		if p.Messages != before {
-			t.Fatalf("%d responses applied after a reconnect with nothing changed, want 0", p.Messages-before)
+		if p.Messages != before+1 || greetings(e.rec, "envoy") != 1 {
+			t.Fatalf("%d responses applied after a reconnect with nothing changed (%d greetings), want the greeting alone", p.Messages-before, greetings(e.rec, "envoy"))
 		}
 		for _, url := range []string{cds, eds, lds, rds} {
 			if n := sparedOf(e.rec, "envoy", url); n != 1 {
@@ -452,6 +509,7 @@ func TestSotWReconnect(t *testing.T) {
 		firstRequest(s2, eds, held[eds].VersionInfo, "a", "b")
 		firstRequest(s2, lds, held[lds].VersionInfo)
 		firstRequest(s2, rds, held[rds].VersionInfo, "r1")
+		s2.ACK(greeting(t, s2, eds, held[eds].VersionInfo, 1, held[eds]), "a", "b")
 		s2.ExpectSilence()
 		saved := 0
 		for url, r := range held {
@@ -461,11 +519,95 @@ func TestSotWReconnect(t *testing.T) {
 			}
 			saved += ev.Bytes
 		}
-		if n := b.rec.count(func(e xds.Event) bool { return e.Kind == xds.ResponseSent && e.TypeURL != xdstype.RuntimeURL }); n != 0 {
-			t.Fatalf("the replica sent %d responses, want none", n)
+		if n := b.rec.count(func(e xds.Event) bool {
+			return e.Kind == xds.ResponseSent && e.TypeURL != xdstype.RuntimeURL && !e.Greeting
+		}); n != 0 {
+			t.Fatalf("the replica sent %d responses besides the greeting, want none", n)
 		}
 		if saved == 0 {
 			t.Fatal("spared resends report no bytes saved")
+		}
+	})
+}
+
+// TestX24Greeting: a reconnecting client whose resends are all spared still
+// gets one message on its new stream, the cheapest that changes nothing,
+// since Envoy and grpc-go reset their reconnect backoff only on a message.
+func TestX24Greeting(t *testing.T) {
+	t.Run("X24_fully_spared_ads_reconnect_gets_one_smallest_assignment", func(t *testing.T) {
+		world := func() []any {
+			return []any{
+				xdstest.Cluster("a"), xdstest.Cluster("b"),
+				xdstest.Endpoints("a", 1001, 1002, 1003), xdstest.Endpoints("b", 1004),
+				xdstest.APIListener("l1", "r1"), xdstest.Route("r1", "a"),
+			}
+		}
+		e := setup(t, world()...)
+		s := e.ads(t, "envoy")
+		held := map[string]*discoveryv3.DiscoveryResponse{
+			cds: fetch(t, s, cds),
+			eds: fetch(t, s, eds, "a", "b"),
+			lds: fetch(t, s, lds),
+			rds: fetch(t, s, rds, "r1"),
+		}
+		hangUp(t, e.rec, s, "envoy")
+		// grpc-go sends its types in map order: the listeners and
+		// clusters may come first, as here.
+		s2 := e.ads(t, "envoy")
+		firstRequest(s2, lds, held[lds].VersionInfo)
+		firstRequest(s2, cds, held[cds].VersionInfo)
+		firstRequest(s2, rds, held[rds].VersionInfo, "r1")
+		firstRequest(s2, eds, held[eds].VersionInfo, "a", "b")
+		// RDS is the first per-resource type asked for: its one route.
+		g := greeting(t, s2, rds, held[rds].VersionInfo, 1, held[rds])
+		s2.ACK(g, "r1")
+		s2.ExpectSilence()
+		for url := range held {
+			if n := sparedOf(e.rec, "envoy", url); n != 1 {
+				t.Fatalf("%s spared %d times, want 1", url, n)
+			}
+		}
+		if n := greetings(e.rec, "envoy"); n != 1 {
+			t.Fatalf("%d greetings, want 1", n)
+		}
+		e.rec.wait(t, func(ev xds.Event) bool {
+			return ev.Kind == xds.RequestACK && ev.TypeURL == rds && ev.Nonce == g.Nonce && ev.Version == held[rds].VersionInfo
+		})
+
+		// Envoy's order: clusters, then assignments: the smaller
+		// assignment, b (one endpoint), unchanged.
+		hangUp(t, e.rec, s2, "envoy")
+		s3 := e.ads(t, "envoy")
+		firstRequest(s3, cds, held[cds].VersionInfo)
+		firstRequest(s3, eds, held[eds].VersionInfo, "a", "b")
+		firstRequest(s3, lds, held[lds].VersionInfo)
+		firstRequest(s3, rds, held[rds].VersionInfo, "r1")
+		g = greeting(t, s3, eds, held[eds].VersionInfo, 1, held[eds])
+		wantNames(t, g, "b")
+		s3.ACK(g, "a", "b")
+		s3.ExpectSilence()
+		if n := greetings(e.rec, "envoy"); n != 2 {
+			t.Fatalf("%d greetings after two reconnects, want 2", n)
+		}
+	})
+
+	t.Run("X24_no_greeting_when_something_is_sent", func(t *testing.T) {
+		e := setup(t, base()...)
+		s := e.ads(t, "envoy")
+		vc := fetch(t, s, cds).VersionInfo
+		ve := fetch(t, s, eds, "a", "b").VersionInfo
+		hangUp(t, e.rec, s, "envoy")
+		e.srv.Publish(t, with(xdstest.Cluster("c"), xdstest.Endpoints("c", 1003))...)
+		// The clusters changed: their resend is the stream's first
+		// message, and the assignments (warmed, X38) follow in full.
+		s2 := e.ads(t, "envoy")
+		firstRequest(s2, cds, vc)
+		firstRequest(s2, eds, ve, "a", "b")
+		wantNames(t, s2.RecvType(cds), "a", "b", "c")
+		wantNames(t, s2.RecvType(eds), "a", "b")
+		s2.ExpectSilence()
+		if n := greetings(e.rec, "envoy"); n != 0 {
+			t.Fatalf("%d greetings on a stream that was sent changes, want 0", n)
 		}
 	})
 }

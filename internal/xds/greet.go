@@ -1,0 +1,130 @@
+package xds
+
+import (
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/pylon-xds/pylon/internal/snapshot"
+)
+
+// greetAfter is how long an ADS stream whose only spared types are
+// Listener or Cluster waits for a cheaper first message before it resends
+// the smaller of them. Envoy and grpc-go send every type's first request
+// back to back when a stream opens, so a per-resource type spared after
+// them arrives well within it.
+const greetAfter = time.Second
+
+// Every new stream gets at least one response, even when a reconnecting
+// client holds everything it would be sent (X24). Its clients reset their
+// reconnect backoff only when a stream receives a message:
+//   - Envoy, source/extensions/config_subscription/grpc/grpc_stream.h,
+//     GrpcStream::onReceiveMessage: "Reset here so that it starts with
+//     fresh backoff interval on next disconnect" (backoff_strategy_->reset()
+//     is called nowhere else);
+//   - grpc-go, internal/xds/clients/xdsclient/ads_stream.go, runner:
+//     "Backoff state is reset upon successful receipt of at least one
+//     message from the server" (recv reports whether one came).
+//
+// A stream that sends nothing therefore leaves the backoff of its previous
+// failure in place, and every drain, connection-age rotation or failover
+// the client survives silently makes its next reconnect wait longer. The
+// message is the cheapest one that changes nothing for the client:
+//   - a per-resource type (EDS, RDS, SDS...) spared: one resource the
+//     client holds, the smallest, at its version; a client keeps what a
+//     response of these types leaves out (X22), and its own versions
+//     (Envoy's RDS hash, grpc-go's comparison with its cache) see no change;
+//   - otherwise, on ADS, a per-resource type may still come: the spared
+//     Listener or Cluster set waits greetAfter, and goes out in full (the
+//     only correct response of those types; an empty one deletes
+//     everything) if nothing else did, the smaller of the two;
+//   - a per-type stream of Listener or Cluster has no other type: its
+//     first request is not spared at all (spares).
+
+// greet is called after a type's resend was spared on this stream: it
+// sends or schedules the stream's one message if none went out yet.
+func (st *sotwStream) greet(w *watch) error {
+	switch {
+	case st.nonces > 0:
+		// Something went out already (nonces count every response).
+		return nil
+	case !w.typ.FullState:
+		return st.touch(w)
+	}
+	st.owed = append(st.owed, w)
+	if st.greetTimer == nil {
+		st.greetTimer = time.NewTimer(greetAfter)
+		st.greetC = st.greetTimer.C
+		st.onGreet = st.greetNow
+	}
+	return nil
+}
+
+// greetNow resends the smallest spared Listener or Cluster set if the
+// stream has still sent nothing.
+func (st *sotwStream) greetNow() error {
+	owed := st.owed
+	st.owed = nil
+	snap := st.snapshot()
+	if st.nonces > 0 || snap == nil {
+		return nil
+	}
+	var pick *watch
+	size := 0
+	ttl := st.ttl && st.wrap
+	for _, w := range owed {
+		if w.heldAs == nil {
+			continue
+		}
+		if n := w.heldAs.sotwSize(w.typ.URL, ttl); pick == nil || n < size {
+			pick, size = w, n
+		}
+	}
+	if pick == nil {
+		return nil
+	}
+	p := st.planner()
+	set := snap.Set(pick.typ.URL)
+	next, _ := pick.plan(p, set)
+	if err := st.respond(pick, next, snap, p.now); err != nil {
+		return err
+	}
+	expect(st.stream, pick, pick.typ.URL, set.Version(), p.flags() != [3]bool{})
+	p.done(false)
+	return nil
+}
+
+// touch sends w's client one resource it holds, the smallest, at the
+// version it holds: a response that changes nothing (see above).
+func (st *sotwStream) touch(w *watch) error {
+	var pick *snapshot.Resource
+	for _, r := range w.held {
+		if pick == nil || len(r.Any.GetValue()) < len(pick.Any.GetValue()) ||
+			len(r.Any.GetValue()) == len(pick.Any.GetValue()) && r.Name < pick.Name {
+			pick = r
+		}
+	}
+	if pick == nil {
+		return nil
+	}
+	w.nonce = st.nextNonce()
+	resp := &discoveryv3.DiscoveryResponse{
+		VersionInfo:  w.version,
+		Resources:    []*anypb.Any{pick.ForSotW(st.ttl && st.wrap)},
+		TypeUrl:      w.typ.URL,
+		Nonce:        w.nonce,
+		ControlPlane: st.srv.cp,
+	}
+	size, err := st.send(resp, false)
+	if err != nil {
+		return err
+	}
+	e := Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: w.version, SetVersion: w.setVersion, Nonce: w.nonce, Resources: 1, Bytes: size, Greeting: true}
+	if st.observing() && w.heldAs != nil {
+		e.Sent = w.heldAs.messages() // what the client holds after it
+	}
+	st.observe(e)
+	st.log.Debug("sent one held resource unchanged: the stream's first message", "type", w.typ.Abbrev, "version", w.version, "resource", pick.Name)
+	return nil
+}
