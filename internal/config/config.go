@@ -136,6 +136,9 @@ type Group struct {
 	// Identities, when set, are glob patterns of the verified client
 	// identities (SPIFFE IDs, DNS SANs) that may join the group.
 	Identities []string `json:"identities,omitempty"`
+	// Rollout stages each change of the group across its nodes
+	// (docs/rollouts.md); checked by checkRollout.
+	Rollout *model.Rollout `json:"rollout,omitempty"`
 
 	File string `json:"-"`
 	Line int    `json:"-"`
@@ -254,6 +257,9 @@ func loadKey(reg *xdstype.Registry, w *jsonWriter, path string, key, val *yaml.N
 		}
 	case "groups":
 		items, errs := decodeItems(w, path, "group", val, func(g *Group, src model.Source) string { g.File, g.Line = src.File, src.Line; return g.Name })
+		for _, g := range items {
+			errs = append(errs, checkRollout(g)...)
+		}
 		doc.Groups, problems = append(doc.Groups, items...), append(problems, errs...)
 	case "services":
 		items, errs := decodeItems(w, path, "service", val, func(v *model.Service, src model.Source) string { v.Source = src; return v.Name })

@@ -162,6 +162,8 @@ func TestNames(t *testing.T) {
 	m.Ignored("unknown_type")
 	m.ConnectionClosed("evicted")
 	m.Spared("CDS", 10)
+	m.RolloutStage("edge", 2)
+	m.RolloutHalt("edge", "nack")
 	families, err := m.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -75,6 +75,9 @@ type Group struct {
 	// them is not taken, whatever its id or metadata claim, and falls
 	// through to the next rule. Empty: any node, verified or not.
 	Identities []string `json:"identities,omitempty"`
+	// Rollout, when set, stages each change of the group's snapshot
+	// across its nodes (see Rollout); nil: every node gets it at once.
+	Rollout *Rollout `json:"rollout,omitempty"`
 }
 
 // Groups are the group rules in order: the first whose Match matches wins,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pylon-xds/pylon/internal/compile"
+	"github.com/pylon-xds/pylon/internal/config"
 	"github.com/pylon-xds/pylon/internal/diag"
 	"github.com/pylon-xds/pylon/internal/redact"
 	"github.com/pylon-xds/pylon/internal/snapshot"
@@ -59,6 +60,12 @@ type Pipeline struct {
 	// read reads the files the config names; compile.LimitedReader unless
 	// SetReader confines it.
 	read compile.ReadFile
+	// publish publishes a good fleet (the publisher's Publish unless
+	// SetPublish replaced it); an error refuses the change.
+	publish func(*snapshot.Fleet, []config.File) (bool, error)
+	// retry asks Run to apply the last update again (Retry); last is it.
+	retry chan struct{}
+	last  *source.Update
 
 	mu     sync.Mutex
 	status Status
@@ -69,7 +76,24 @@ func New(reg *xdstype.Registry, pub *snapshot.Publisher, log *slog.Logger) *Pipe
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Pipeline{reg: reg, pub: pub, log: log, read: compile.LimitedReader}
+	p := &Pipeline{reg: reg, pub: pub, log: log, read: compile.LimitedReader, retry: make(chan struct{}, 1)}
+	p.publish = func(f *snapshot.Fleet, _ []config.File) (bool, error) { return pub.Publish(f), nil }
+	return p
+}
+
+// SetPublish replaces how a good fleet is published: the rollout
+// controller stages it (rollout.Controller.Publish), and may refuse it
+// (a change while a rollout is halted), which the pipeline reports like
+// an invalid config. Call before Run.
+func (p *Pipeline) SetPublish(f func(*snapshot.Fleet, []config.File) (bool, error)) { p.publish = f }
+
+// Retry makes Run apply the last update again, as when what refused it
+// changed (a halted rollout superseded). It never blocks.
+func (p *Pipeline) Retry() {
+	select {
+	case p.retry <- struct{}{}:
+	default:
+	}
 }
 
 // SetReader sets how the pipeline reads the files a config names
@@ -109,7 +133,12 @@ func (p *Pipeline) Run(ctx context.Context, in <-chan source.Update) error {
 			if !ok {
 				return nil
 			}
+			p.last = &u
 			_ = p.Apply(u)
+		case <-p.retry:
+			if p.last != nil {
+				_ = p.Apply(*p.last)
+			}
 		}
 	}
 }
@@ -132,33 +161,17 @@ func (p *Pipeline) Apply(u source.Update) error {
 	}
 	now := time.Now()
 	if err != nil {
-		// A diag list renders itself redacted; any other error (a source's
-		// read error, a reader's) may quote a file's content and is
-		// scrubbed of key material here.
-		msg := redact.String(err.Error())
-		p.mu.Lock()
-		repeat := p.status.Refused != nil && p.status.Refused.Error == msg
-		if !repeat {
-			r := &Refusal{At: now, Error: msg}
-			var dl diag.List
-			if errors.As(err, &dl) {
-				r.Diagnostics = dl
-			}
-			p.status.Refused = r
-		}
-		p.mu.Unlock()
-		if !repeat {
-			p.log.Error("config refused; the previous config keeps serving", "err", msg)
-		}
-		p.result("refused", nil)
-		return err
+		return p.refuse(err, now)
 	}
 	p.files = read
 	if p.onFiles != nil {
 		p.onFiles(read)
 	}
 	fleet.AcceptedAt = u.AcceptedAt
-	published := p.pub.Publish(fleet)
+	published, err := p.publish(fleet, u.Files)
+	if err != nil {
+		return p.refuse(err, now)
+	}
 	p.mu.Lock()
 	if p.status.Refused != nil && !published {
 		p.log.Info("config restored to the version being served", "version", fleet.Version())
@@ -188,6 +201,30 @@ func (p *Pipeline) Apply(u source.Update) error {
 		p.result("unchanged", nil)
 	}
 	return nil
+}
+
+// refuse records and logs a refused change (once while it repeats).
+func (p *Pipeline) refuse(err error, now time.Time) error {
+	// A diag list renders itself redacted; any other error (a source's
+	// read error, a reader's) may quote a file's content and is
+	// scrubbed of key material here.
+	msg := redact.String(err.Error())
+	p.mu.Lock()
+	repeat := p.status.Refused != nil && p.status.Refused.Error == msg
+	if !repeat {
+		r := &Refusal{At: now, Error: msg}
+		var dl diag.List
+		if errors.As(err, &dl) {
+			r.Diagnostics = dl
+		}
+		p.status.Refused = r
+	}
+	p.mu.Unlock()
+	if !repeat {
+		p.log.Error("config refused; the previous config keeps serving", "err", msg)
+	}
+	p.result("refused", nil)
+	return err
 }
 
 // Status returns a copy of the pipeline's status.

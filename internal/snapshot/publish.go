@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"encoding/json"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,6 +38,17 @@ type Fleet struct {
 	// secrets restricts Secrets by name to verified identities (see
 	// RestrictSecrets).
 	secrets map[string][]string
+	// staged holds, by rule index, the groups in a staged rollout: their
+	// nodes not yet in the rollout's stage get the previous snapshot.
+	staged map[int]*staged
+}
+
+// staged is one group's rollout as a fleet serves it: both groups are
+// built once and shared by every stream.
+type staged struct {
+	prev   *Group
+	stage  int
+	policy *model.Rollout
 }
 
 // NewFleet returns a fleet in which every node receives s.
@@ -70,9 +82,60 @@ func (f *Fleet) Group(node *corev3.Node, identities []string) *Group {
 	n := modelNode(node)
 	n.Identities = identities
 	if i := f.rules.Resolve(n); i >= 0 {
+		if s := f.staged[i]; s != nil && !s.policy.Takes(s.stage, n) {
+			return s.prev
+		}
 		return f.groups[i]
 	}
 	return nil
+}
+
+// Staged returns a copy of f in which the nodes of group that its rollout
+// policy does not take at stage (model.Rollout.Takes) get prev instead of
+// the group's snapshot. Both snapshots are shared, not copied. The
+// copy's version differs from f's and from any other stage's, so streams
+// move between the two snapshots as the stage changes. It returns f when
+// the group does not exist or has no rollout policy.
+func (f *Fleet) Staged(group string, prev *Snapshot, stage int) *Fleet {
+	i := f.index(group)
+	if i < 0 || f.rules[i].Rollout == nil || prev == nil {
+		return f
+	}
+	c := *f
+	c.staged = make(map[int]*staged, len(f.staged)+1)
+	for k, v := range f.staged {
+		c.staged[k] = v
+	}
+	g := f.groups[i]
+	c.staged[i] = &staged{prev: &Group{Name: g.Name, Snapshot: prev, SuppressDeltaNotFound: g.SuppressDeltaNotFound}, stage: stage, policy: f.rules[i].Rollout}
+	c.version = hashPairs([][2]string{{"fleet", f.version}, {"staged", group}, {"previous", prev.Version()}, {"stage", strconv.Itoa(stage)}})
+	return &c
+}
+
+// Previous returns, for a group in a staged rollout, the snapshot the nodes
+// outside the stage get and the stage; nil and 0 otherwise.
+func (f *Fleet) Previous(group string) (*Snapshot, int) {
+	if s := f.staged[f.index(group)]; s != nil {
+		return s.prev.Snapshot, s.stage
+	}
+	return nil, 0
+}
+
+// Lookup returns the named group and its rule, or nil.
+func (f *Fleet) Lookup(group string) (*Group, *model.Group) {
+	if i := f.index(group); i >= 0 {
+		return f.groups[i], &f.rules[i]
+	}
+	return nil, nil
+}
+
+func (f *Fleet) index(group string) int {
+	for i, g := range f.groups {
+		if g.Name == group {
+			return i
+		}
+	}
+	return -1
 }
 
 // For returns the snapshot a node without a verified identity should run,
@@ -118,6 +181,9 @@ func (f *Fleet) Groups() []*Group { return f.groups }
 
 // Version identifies the fleet's content and rules.
 func (f *Fleet) Version() string { return f.version }
+
+// ModelNode is what group rules and rollout stages match on in n.
+func ModelNode(n *corev3.Node) model.Node { return modelNode(n) }
 
 // modelNode extracts what group rules match on.
 func modelNode(n *corev3.Node) model.Node {

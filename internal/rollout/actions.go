@@ -1,0 +1,170 @@
+package rollout
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/xds"
+)
+
+// ErrNoRollout is wrapped by an action on a group with no rollout.
+var ErrNoRollout = errors.New("no rollout")
+
+// ErrState is wrapped by an action the rollout's state does not allow
+// (promoting a halted rollout, resuming a running one).
+var ErrState = errors.New("not allowed in the rollout's state")
+
+// Promote starts the rollout's next stage now, without waiting for the
+// bake; promoting the last stage completes it.
+func (c *Controller) Promote(group string) (Status, error) {
+	return c.act(group, func(r *run, now time.Time) error {
+		if r.Halted != "" {
+			return fmt.Errorf("group %q: %w: the rollout is halted (%s); resume it first", group, ErrState, r.Halted)
+		}
+		c.o.Logger.Info("rollout promoted by an operator", "group", group, "from_stage", r.Stage)
+		c.enter(r, r.Stage+1, now)
+		return nil
+	})
+}
+
+// Halt stops the rollout and rolls its stage back, as a NACK would.
+func (c *Controller) Halt(group string) (Status, error) {
+	return c.act(group, func(r *run, now time.Time) error {
+		if r.Halted != "" {
+			return fmt.Errorf("group %q: %w: the rollout is already halted (%s)", group, ErrState, r.Halted)
+		}
+		c.halt(r, ReasonOperator, "halted through the admin API", now)
+		return nil
+	})
+}
+
+// Resume restarts a halted rollout at the stage it halted at, its bake
+// time counted again.
+func (c *Controller) Resume(group string) (Status, error) {
+	return c.act(group, func(r *run, now time.Time) error {
+		if r.Halted == "" {
+			return fmt.Errorf("group %q: %w: the rollout is not halted", group, ErrState)
+		}
+		stage := max(r.HaltedStage, 1)
+		c.o.Logger.Info("rollout resumed by an operator", "group", group, "stage", stage, "was_halted", r.Halted)
+		r.Halted, r.HaltedAt, r.HaltedStage, r.Detail, r.Supersede = "", time.Time{}, 0, "", false
+		c.enter(r, stage, now)
+		return nil
+	})
+}
+
+// Supersede lets the next change of the group replace its halted rollout.
+func (c *Controller) Supersede(group string) (Status, error) {
+	return c.act(group, func(r *run, _ time.Time) error {
+		if r.Halted == "" {
+			return fmt.Errorf("group %q: %w: only a halted rollout is superseded (a running one is replaced by any change)", group, ErrState)
+		}
+		r.Supersede = true
+		if c.o.OnSupersede != nil {
+			c.o.OnSupersede()
+		}
+		return nil
+	})
+}
+
+// SupersedeAll marks every halted rollout superseded and returns their
+// groups: an admin write that says it supersedes them.
+func (c *Controller) SupersedeAll() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, n := range c.names() {
+		if r := c.runs[n]; r.Halted != "" {
+			r.Supersede = true
+			out = append(out, n)
+		}
+	}
+	if len(out) > 0 {
+		c.save()
+	}
+	return out
+}
+
+// Halted returns the groups whose rollout is halted and not superseded.
+func (c *Controller) Halted() []Status {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []Status
+	for _, n := range c.names() {
+		if r := c.runs[n]; r.Halted != "" && !r.Supersede {
+			out = append(out, r.Status)
+		}
+	}
+	return out
+}
+
+// act applies f to the group's rollout, then persists and publishes.
+func (c *Controller) act(group string, f func(*run, time.Time) error) (Status, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.runs[group]
+	if r == nil {
+		return Status{}, fmt.Errorf("group %q: %w in progress or halted", group, ErrNoRollout)
+	}
+	if err := f(r, c.o.Now()); err != nil {
+		return r.Status, err
+	}
+	c.save()
+	c.publishLocked()
+	c.poke() // the next timer may have moved
+	if r := c.runs[group]; r != nil {
+		return r.Status, nil
+	}
+	return Status{Group: group}, nil
+}
+
+// Observe takes the xDS stream events: a NACK by a node of the stage halts
+// the rollout (applied by Run), and responses of the new version not ACKed
+// in time count toward the not_acked condition. It never blocks for long.
+func (c *Controller) Observe(e xds.Event) {
+	switch e.Kind {
+	case xds.RequestNACK, xds.RequestACK, xds.ResponseSent, xds.StreamClosed:
+	default:
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e.Kind == xds.StreamClosed {
+		for _, r := range c.runs {
+			r.late.closed(e.StreamID)
+		}
+		return
+	}
+	r := c.runs[e.Group]
+	if r == nil || r.Halted != "" || r.haltReq != nil || !r.policy.Takes(r.Stage, snapshot.ModelNode(e.Node)) {
+		return
+	}
+	key := lateKey{stream: e.StreamID, typ: e.TypeURL}
+	switch e.Kind {
+	case xds.RequestNACK:
+		if r.policy.Halt.HaltsOnNACK() {
+			r.haltReq = &haltReq{reason: ReasonNACK, detail: fmt.Sprintf("node %q rejected %s version %s: %s", e.Node.GetId(), e.TypeURL, e.Version, e.Detail)}
+			c.poke()
+		}
+	case xds.ResponseSent:
+		if r.policy.Halt.NotACKed != nil && !e.Heartbeat && c.introduced(r, e) {
+			r.late.sent(key, e.Node.GetId(), c.o.Now())
+			c.poke()
+		}
+	case xds.RequestACK:
+		r.late.acked(key)
+	}
+}
+
+// introduced reports whether a response carried a type version the
+// rollout's change introduced.
+func (c *Controller) introduced(r *run, e xds.Event) bool {
+	v := e.SetVersion
+	if v == "" {
+		v = e.Version
+	}
+	next := r.next.Set(e.TypeURL).Version()
+	return v == next && next != r.prev.Set(e.TypeURL).Version()
+}
