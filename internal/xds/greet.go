@@ -46,7 +46,7 @@ const greetAfter = time.Second
 // sends or schedules the stream's one message if none went out yet.
 func (st *sotwStream) greet(w *watch) error {
 	switch {
-	case st.nonces > 0:
+	case st.quiet || st.nonces > 0:
 		// Something went out already (nonces count every response).
 		return nil
 	case !w.typ.FullState:

@@ -210,7 +210,7 @@ func (st *sotwStream) spares(req *discoveryv3.DiscoveryRequest, w *watch, o outc
 		return false
 	case w.warm || st.warmNext[w.typ.URL] || st.typeURL != "" && warmed(w.typ.URL):
 		return false
-	case st.typeURL != "" && w.typ.FullState:
+	case st.typeURL != "" && w.typ.FullState && !st.quiet:
 		// The stream's first message (greet.go): a Listener or Cluster
 		// response is whole or wrong, and the stream has no other type.
 		return false

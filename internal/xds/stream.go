@@ -82,6 +82,8 @@ type stream struct {
 	// greetC fires when a state-of-the-world stream whose resends were
 	// all spared still owes its client a first message (greet.go);
 	// onGreet sends it.
+	// quiet is set for a transport that needs no first message (REST).
+	quiet      bool
 	greetTimer *time.Timer
 	greetC     <-chan time.Time
 	onGreet    func() error
@@ -160,23 +162,35 @@ func (st *stream) wakeAt(t time.Time) {
 // how other transports (REST polling) reuse the core; gs.Context() must
 // carry the caller's peer (google.golang.org/grpc/peer) for identity.
 func (s *Server) ServeStream(gs grpc.ServerStream, typeURL string, delta bool) error {
-	return s.serve(gs, typeURL, delta)
+	st := s.newStream(gs, typeURL, delta)
+	// A transport without streams (REST polling) has no reconnect
+	// backoff to reset: no first message is owed (greet.go).
+	st.quiet = true
+	return s.serveStream(st)
 }
 
 // serve runs one stream of either variant until it ends.
 func (s *Server) serve(gs grpc.ServerStream, typeURL string, delta bool) error {
-	ctx, cancel := s.streamContext(gs.Context())
-	defer cancel()
-	// Drain ends the stream through its own cause.
-	ctx, end := context.WithCancelCause(ctx)
-	defer end(nil)
-	st := &stream{
+	return s.serveStream(s.newStream(gs, typeURL, delta))
+}
+
+func (s *Server) newStream(gs grpc.ServerStream, typeURL string, delta bool) *stream {
+	return &stream{
 		srv:     s,
 		gs:      gs,
 		id:      s.ids.Add(1),
 		typeURL: typeURL,
 		delta:   delta,
 	}
+}
+
+func (s *Server) serveStream(st *stream) error {
+	gs, delta := st.gs, st.delta
+	ctx, cancel := s.streamContext(gs.Context())
+	defer cancel()
+	// Drain ends the stream through its own cause.
+	ctx, end := context.WithCancelCause(ctx)
+	defer end(nil)
 	st.log = s.log.With("stream", st.id)
 	if p, ok := peer.FromContext(gs.Context()); ok {
 		st.peer = p.Addr.String()
