@@ -57,8 +57,10 @@ type Options struct {
 	Read     compile.ReadFile
 	// Keep bounds the history (default 100).
 	Keep int
-	// Debounce batches bursts of writes (endpoint registrations) into one
-	// update of the pipeline (default 100ms).
+	// Debounce is the least time between two updates of the pipeline:
+	// bursts of writes (endpoint registrations) within it are batched
+	// into one update; a write after a quiet spell goes out at once
+	// (default 100ms).
 	Debounce time.Duration
 	Logger   *slog.Logger
 	Now      func() time.Time
@@ -93,8 +95,12 @@ type Service struct {
 	mu     sync.Mutex // one writer at a time: validate against what is stored
 	notify chan time.Time
 	leases leases
-	// renewMu orders lease renewals against expiry (see renew).
-	renewMu sync.Mutex
+	// renewMu orders lease renewals against expiry (see renew):
+	// renewals share it (each touches its own endpoint), expiry holds it
+	// alone.
+	renewMu sync.RWMutex
+	// group gathers concurrent registrations into one commit.
+	group group
 }
 
 // New returns a service over opts.Store.
@@ -136,6 +142,11 @@ type Result struct {
 	// Changes lists, per group, the Envoy resources that change.
 	Changes map[string][]string `json:"changes"`
 	DryRun  bool                `json:"dryRun,omitempty"`
+	// Recorded says the write made a history entry. Registrations and
+	// expiries are runtime state with a revision but no entry: whoever
+	// notes a history entry's author (the admin API's "by") notes it
+	// only for these, or registrations crowd real entries out.
+	Recorded bool `json:"-"`
 }
 
 // ValidationError carries the same diagnostics a config file would get.
@@ -359,7 +370,7 @@ func (s *Service) commitOnce(ctx context.Context, plan func([]store.Object) []st
 	if err != nil {
 		return Result{}, err
 	}
-	res.Revision = rev
+	res.Revision, res.Recorded = rev, true
 	s.log.Info("config stored", "revision", rev, "summary", summary, "version", fleet.Version())
 	s.changed()
 	return res, nil

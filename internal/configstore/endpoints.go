@@ -73,8 +73,8 @@ func (s *Service) Register(ctx context.Context, service string, e model.Endpoint
 // was extended (a renewal changes no revision for expire's commit to
 // conflict on).
 func (s *Service) renew(ctx context.Context, k store.Key, body []byte, leased bool, expires time.Time) (Result, bool, error) {
-	s.renewMu.Lock()
-	defer s.renewMu.Unlock()
+	s.renewMu.RLock()
+	defer s.renewMu.RUnlock()
 	cur, err := s.st.Get(ctx, k)
 	if errors.Is(err, store.ErrNotFound) || err == nil && (!bytes.Equal(cur.Body, body) || leased != !cur.Expires.IsZero()) {
 		return Result{}, false, nil
@@ -93,18 +93,6 @@ func (s *Service) renew(ctx context.Context, k store.Key, body []byte, leased bo
 		return Result{Revision: cur.Revision}, true, err
 	}
 	return Result{Revision: cur.Revision}, true, nil
-}
-
-// commitRuntime stores endpoint changes without a history entry.
-func (s *Service) commitRuntime(ctx context.Context, changes []store.Change) (Result, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	rev, err := s.st.Commit(ctx, changes, nil, s.opts.Keep)
-	if err != nil {
-		return Result{}, err
-	}
-	s.changed()
-	return Result{Revision: rev}, nil
 }
 
 // checkEndpoint applies the model's endpoint rules to one registration.

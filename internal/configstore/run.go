@@ -19,7 +19,8 @@ func (s *Service) changed() {
 }
 
 // Run sends the pipeline the stored config at the start, after every commit
-// (bursts batched by Debounce) and when a lease expires, until ctx ends.
+// (bursts batched at a pace that follows the pipeline's cost: see pace)
+// and when a lease expires, until ctx ends.
 //
 // On a shared store (one that implements store.Watcher: etcd) it also
 // watches the store, so that a commit through another replica, or a lease
@@ -28,7 +29,7 @@ func (s *Service) changed() {
 // last good config; an error update would only be refused) and the
 // stored config is read again every Probe until it answers.
 func (s *Service) Run(ctx context.Context, out chan<- source.Update) error {
-	r := &runner{s: s, out: out}
+	r := &runner{s: s, out: out, pace: pace{min: s.opts.Debounce}}
 	r.watcher, _ = s.opts.Store.(store.Watcher)
 	le, ok := s.opts.Store.(leaseExpirer)
 	r.expires = !ok || !le.ExpiresLeases()
@@ -86,22 +87,67 @@ type runner struct {
 	// leased is when each leased object of the last read expires, to
 	// log the leases a store that expires them itself dropped.
 	leased map[store.Key]time.Time
+	pace   pace
+	// started: the update at start was sent.
+	started bool
 }
 
-// debounced lets a burst of writes land, then sends them as one update.
+// debounced sends the writes so far as one update: at once when the
+// pipeline has been idle for a while (a lone registration is not held
+// back), otherwise when the pace allows (see pace), folding every write
+// that lands meanwhile into the one update.
 func (r *runner) debounced(ctx context.Context, at time.Time) bool {
-	timer := time.NewTimer(r.s.opts.Debounce)
-	select {
-	case <-ctx.Done():
-		timer.Stop()
-		return false
-	case <-timer.C:
-	}
-	select {
-	case <-r.s.notify: // folded into this update
-	default:
+	if wait := r.pace.next().Sub(r.s.opts.Now()); wait > 0 {
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return false
+		case <-timer.C:
+		}
 	}
 	return r.sync(ctx, at)
+}
+
+// maxPace bounds the spacing between updates, whatever the pipeline's
+// cost seemed to be.
+const maxPace = 5 * time.Second
+
+// pace spaces the updates sent to the pipeline so that, under sustained
+// churn, their rate follows the pipeline's own cost: the pipeline takes
+// an update only when it finished the previous one (the channel has no
+// buffer), so a send that had to wait measures how long the pipeline
+// spent on the previous update. The next read of the store is timed to
+// when the pipeline is expected to be free again, so that what it
+// compiles is as fresh as it can be (latest wins) and no stale update
+// queues behind a running compile. Updates are at least min apart
+// (Options.Debounce), at most one per min while the pipeline is cheap;
+// a write after a quiet spell goes out at once.
+type pace struct {
+	min  time.Duration
+	cost time.Duration // the pipeline's time per update, as last seen
+	done time.Time     // when the last update was handed over
+}
+
+// next is the earliest time the next update may be read.
+func (p *pace) next() time.Time {
+	if p.done.IsZero() {
+		return time.Time{}
+	}
+	return p.done.Add(max(p.min, p.cost))
+}
+
+// handed records a handoff: the send began at start and the pipeline
+// took the update at now. A send that waited (more than a millisecond)
+// found the pipeline busy with the previous update since done; one that
+// did not says the pipeline keeps up, and the estimate decays.
+func (p *pace) handed(start, now time.Time) {
+	if now.Sub(start) > time.Millisecond && !p.done.IsZero() {
+		p.cost = min(now.Sub(p.done), maxPace)
+	} else {
+		p.cost /= 2
+	}
+	p.done = now
 }
 
 // tick runs the periodic work: catching up after a failed read, checking
@@ -129,6 +175,10 @@ func (r *runner) tick(ctx context.Context) bool {
 // pipeline keeps serving the last good config, and the next tick reads
 // again. The first successful read starts the watch from its revision.
 func (r *runner) sync(ctx context.Context, at time.Time) bool {
+	select {
+	case <-r.s.notify: // a write before this read: it is in this update
+	default:
+	}
 	objs, rev, err := r.s.st.List(ctx)
 	r.behind = errors.Is(err, store.ErrUnavailable)
 	if r.behind || ctx.Err() != nil {
@@ -141,11 +191,18 @@ func (r *runner) sync(ctx context.Context, at time.Time) bool {
 		}
 		files, err = Files(objs, r.s.opts.Now())
 	}
+	start := r.s.opts.Now()
 	select {
 	case r.out <- source.Update{Files: files, Err: scrub(err), AcceptedAt: at}:
 	case <-ctx.Done():
 		return false
 	}
+	if r.started {
+		r.pace.handed(start, r.s.opts.Now())
+	}
+	// The update at start paces nothing: the first write after it
+	// goes out at once.
+	r.started = true
 	if err == nil {
 		r.sent = max(r.sent, rev)
 		if r.watcher != nil && r.events == nil {
