@@ -184,6 +184,7 @@ func groups(reg *xdstype.Registry, specs []config.Group, all *snapshot.Snapshot,
 			},
 			SuppressDeltaNotFound: g.DeltaNotFound != nil && !*g.DeltaNotFound,
 			Identities:            g.Identities,
+			Rollout:               g.Rollout,
 		}
 		if len(g.Scope) > 0 {
 			rule.Scope = map[string][]string{}

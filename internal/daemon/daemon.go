@@ -61,7 +61,10 @@ type Options struct {
 	// HistoryLimit bounds the stored config history (default 100).
 	HistoryLimit int
 	XDSAddr      string // default ":18000"
-	AdminAddr    string // default "127.0.0.1:19000"
+	// REST serves xDS as REST-JSON polling (rule X44) on its own listener;
+	// off unless REST.Addr is set (see RESTOptions in rest.go, docs/rest.md).
+	REST      RESTOptions
+	AdminAddr string // default "127.0.0.1:19000"
 	// DebounceQuiet and DebounceMax batch bursts of file events
 	// (defaults 100ms and 1s).
 	DebounceQuiet time.Duration

@@ -83,16 +83,7 @@ func Build(reg *xdstype.Registry, inputs []Input) (*Snapshot, error) {
 				}
 			}
 		}
-		for _, ref := range refs {
-			if _, ok := byType[ref.TypeURL][ref.Name]; ok {
-				continue
-			}
-			kind := ref.TypeURL
-			if t := reg.Lookup(ref.TypeURL); t != nil {
-				kind = t.Kind
-			}
-			problems = append(problems, in.diag(ref.Field, "names %s %q, which does not exist", kind, ref.Name))
-		}
+		problems = append(problems, refProblems(reg, in, refs, byType)...)
 	}
 	if err := problems.Err(); err != nil {
 		return nil, err
