@@ -20,6 +20,7 @@ const (
 	edsURL  = xdstype.EndpointURL
 	sdsURL  = xdstype.SecretURL
 	rtdsURL = xdstype.RuntimeURL
+	ecdsURL = xdstype.ExtensionConfURL
 )
 
 // The files render writes: one per type for the listeners and clusters
@@ -32,11 +33,11 @@ const (
 )
 
 // prefixes are the per-name files' prefixes by type.
-var prefixes = map[string]string{rdsURL: "rds-", edsURL: "eds-", sdsURL: "sds-", rtdsURL: "rtds-"}
+var prefixes = map[string]string{rdsURL: "rds-", edsURL: "eds-", sdsURL: "sds-", rtdsURL: "rtds-", ecdsURL: "ecds-"}
 
 // ownName matches the files render writes and so may remove when their
 // resource is gone; anything else in the folder is left alone.
-var ownName = regexp.MustCompile(`^(?:(?:rds|eds|sds|rtds)-.+|lds|cds|bootstrap)\.yaml$`)
+var ownName = regexp.MustCompile(`^(?:(?:rds|eds|sds|rtds|ecds)-.+|lds|cds|bootstrap)\.yaml$`)
 
 // safeName is a resource name kept as it is in a file name: also a valid
 // Kubernetes ConfigMap key, so the folder can be shipped as one.

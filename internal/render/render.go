@@ -5,9 +5,9 @@
 // Envoy reads each file as a DiscoveryResponse (YAML here, by its
 // extension) when a file is moved into the watched folder; RDS, EDS and
 // SDS subscriptions take one resource of the subscribed name per file, so
-// those get a file per name, and the ADS config sources Pylon translates
-// (a cluster's EDS, a listener's RDS, a TLS context's SDS) are rewritten
-// to point at them. Write replaces each file atomically, in
+// those (and ECDS) get a file per name, and the ADS config sources in the
+// resources (a cluster's EDS, a listener's RDS, a TLS context's SDS, a
+// filter's ECDS) are rewritten to point at them. Write replaces each file atomically, in
 // make-before-break order.
 package render
 
@@ -53,17 +53,15 @@ type File struct {
 }
 
 // unsupported are the types a proxy cannot receive through files: VHDS is
-// incremental only, scoped routes name route configurations through one
-// config source (one file could hold only one), and ECDS subscribes by a
-// filter's name, which render does not rewrite yet.
+// incremental only, and scoped routes name route configurations through
+// one config source, while a file can hold only one of them.
 var unsupported = map[string]string{
-	xdstype.VirtualHostURL:   "VHDS is incremental xDS only",
-	xdstype.ScopedRouteURL:   "scoped routes subscribe to every route configuration through one config source",
-	xdstype.ExtensionConfURL: "extension configs (ECDS) are not rendered to files yet",
+	xdstype.VirtualHostURL: "VHDS is incremental xDS only",
+	xdstype.ScopedRouteURL: "scoped routes subscribe to every route configuration through one config source",
 }
 
 // Render returns the files of snap, in the order to write them: Secrets,
-// endpoints and runtimes, then clusters, then route configurations, then
+// endpoints, runtimes and extension configs, then clusters, then route configurations, then
 // listeners (make-before-break: what a resource names is in place before
 // it), and the bootstrap last.
 func Render(snap *snapshot.Snapshot, o Options) ([]File, error) {
@@ -101,6 +99,10 @@ func Render(snap *snapshot.Snapshot, o Options) ([]File, error) {
 	if err != nil {
 		return nil, err
 	}
+	ecds, err := w.each(snap.Set(ecdsURL))
+	if err != nil {
+		return nil, err
+	}
 	boot, err := bootstrapFile(o, w.files, snap.Set(rtdsURL).Names())
 	if err != nil {
 		return nil, err
@@ -111,8 +113,8 @@ func Render(snap *snapshot.Snapshot, o Options) ([]File, error) {
 	// A per-name file a resource points at must exist when Envoy loads the
 	// config source: a name the snapshot lacks gets an empty response (as
 	// a management server would answer it: nothing of that name).
-	missing := w.missing(slices.Concat(sds, eds, rds))
-	return slices.Concat(sds, eds, rtds, missing, []File{cds}, rds, []File{lds, boot}), nil
+	missing := w.missing(slices.Concat(sds, eds, rds, ecds))
+	return slices.Concat(sds, eds, rtds, ecds, missing, []File{cds}, rds, []File{lds, boot}), nil
 }
 
 // check refuses the types files cannot deliver and, unless allowed, any
@@ -197,7 +199,7 @@ func (w *rewriter) missing(files []File) []File {
 		have[f.Name] = true
 	}
 	var out []File
-	for _, typeURL := range []string{sdsURL, edsURL, rdsURL} {
+	for _, typeURL := range []string{sdsURL, edsURL, ecdsURL, rdsURL} {
 		names := make([]string, 0, len(w.need[typeURL]))
 		for n := range w.need[typeURL] {
 			names = append(names, n)

@@ -264,3 +264,60 @@ func TestRewriteLeavesTheSnapshotAlone(t *testing.T) {
 		t.Fatal("Render changed the snapshot's cluster")
 	}
 }
+
+// ecdsConfig is a raw listener whose HTTP filter takes its config over
+// ECDS, by the filter's name.
+const ecdsConfig = `
+resources:
+- "@type": type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig
+  name: lua
+  typed_config:
+    "@type": type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua
+    default_source_code: { inline_string: "function envoy_on_request(h) end" }
+- "@type": type.googleapis.com/envoy.config.listener.v3.Listener
+  name: raw
+  address: { socket_address: { address: 0.0.0.0, port_value: 9000 } }
+  filter_chains:
+  - filters:
+    - name: envoy.filters.network.http_connection_manager
+      typed_config:
+        "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+        stat_prefix: raw
+        route_config: { name: local }
+        http_filters:
+        - name: lua
+          config_discovery:
+            config_source: { ads: {}, resource_api_version: V3 }
+            type_urls: [type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua]
+        - name: envoy.filters.http.router
+          typed_config: { "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router }
+`
+
+// TestExtensionConfigByFilterName: a filter's ECDS config source points at
+// the file of the extension config named as the filter, which holds it.
+func TestExtensionConfigByFilterName(t *testing.T) {
+	files, err := Render(compiled(t, ecdsConfig), opts(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lds, ecds *File
+	for i := range files {
+		switch files[i].Name {
+		case LDSFile:
+			lds = &files[i]
+		case "ecds-lua.yaml":
+			ecds = &files[i]
+		}
+	}
+	if lds == nil || ecds == nil {
+		t.Fatalf("files %v", files)
+	}
+	if r := parse(t, *ecds); r.TypeUrl != xdstype.ExtensionConfURL || len(r.Resources) != 1 {
+		t.Fatalf("ecds-lua.yaml: %v", r)
+	}
+	var refs []*corev3.ConfigSource
+	sources(t, parse(t, *lds).ProtoReflect(), &refs)
+	if len(refs) != 1 || refs[0].GetPathConfigSource().GetPath() != envoyDir+"/ecds-lua.yaml" {
+		t.Fatalf("the listener's config sources: %v", refs)
+	}
+}

@@ -5,6 +5,7 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"google.golang.org/protobuf/proto"
@@ -106,7 +107,7 @@ func (w *rewriter) walkAny(a *anypb.Any, path string, depth int) (bool, error) {
 	if err != nil {
 		return false, nil
 	}
-	changed, err := w.walk(inner.ProtoReflect(), path+".typed_config", depth+1)
+	changed, err := w.walk(inner.ProtoReflect(), path, depth+1)
 	if err != nil || !changed {
 		return false, err
 	}
@@ -146,12 +147,28 @@ func (w *rewriter) visit(m proto.Message, path string) (bool, error) {
 		}
 		v.SdsConfig = w.source(sdsURL, v.GetName())
 		return true, nil
+	case *hcmv3.HttpFilter:
+		return w.extension(v.GetConfigDiscovery(), v.GetName()), nil
+	case *listenerv3.Filter:
+		return w.extension(v.GetConfigDiscovery(), v.GetName()), nil
+	case *listenerv3.ListenerFilter:
+		return w.extension(v.GetConfigDiscovery(), v.GetName()), nil
 	case *corev3.ConfigSource:
 		if remote(v) {
 			return false, fmt.Errorf("%s: a config source that reaches a management server (%s), which render cannot deliver through files", orRoot(path), kind(v))
 		}
 	}
 	return false, nil
+}
+
+// extension rewrites a filter's extension config source (ECDS): it
+// subscribes to the extension config named as the filter.
+func (w *rewriter) extension(ecs *corev3.ExtensionConfigSource, name string) bool {
+	if ecs == nil || !remote(ecs.GetConfigSource()) {
+		return false
+	}
+	ecs.ConfigSource = w.source(ecdsURL, name)
+	return true
 }
 
 // remote reports whether a config source subscribes through a management
