@@ -249,3 +249,41 @@ func TestRenderWatch(t *testing.T) {
 		t.Fatalf("temporary files left: %v", es)
 	}
 }
+
+// TestRenderWatchFollowsCertificateRotation: with --watch, a rotated
+// certificate (the config unchanged) reaches its Secret's file: render
+// watches the files the config names, as serve does.
+func TestRenderWatchFollowsCertificateRotation(t *testing.T) {
+	dir := t.TempDir()
+	cfg, out := filepath.Join(dir, "config.yaml"), filepath.Join(dir, "out")
+	ca := certstest.NewCA(t, "ca")
+	ca.Issue(t, certstest.Server("edge")).Write(t, ca, dir, "edge")
+	replaceConfig(t, cfg, strings.Replace(renderConfig, "routes: site }", "routes: site, tls: { secret: edge-cert } }", 1)+
+		"secrets:\n- { name: edge-cert, cert_file: edge.crt, key_file: edge.key }\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Execute(ctx, []string{"render", "--config", cfg, "--node-id", "edge-1", "--out", out, "--include-secrets", "--watch", "--debounce", "10ms", "--log-level", "warn"}, &stdout, &stderr)
+	}()
+	sds := filepath.Join(out, "sds-edge-cert.yaml")
+	read := func() string { b, _ := os.ReadFile(sds); return string(b) }
+	waitRender(t, "the first render", func() bool { return read() != "" })
+	first := read()
+
+	ca.Issue(t, certstest.Server("edge")).Write(t, ca, dir, "edge")
+	waitRender(t, "the rotated certificate rendered", func() bool { return read() != first })
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("render --watch did not stop")
+	}
+	if strings.Contains(stdout.String()+stderr.String(), "PRIVATE KEY") {
+		t.Fatal("key material printed")
+	}
+}

@@ -117,12 +117,12 @@ func sources(t *testing.T, m protoreflect.Message, out *[]*corev3.ConfigSource) 
 	})
 }
 
-// TestRenderedFilesAreWhatEnvoyLoads: every file parses as a
+// TestX43_RenderedFilesAreWhatEnvoyLoads: every file parses as a
 // DiscoveryResponse of its type, every resource passes Envoy's proto
 // validation, the bootstrap is a valid Bootstrap reading lds.yaml and
 // cds.yaml, and every config source left points at a rendered file in the
 // folder Envoy reads and watches it: nothing reaches for ADS.
-func TestRenderedFilesAreWhatEnvoyLoads(t *testing.T) {
+func TestX43_RenderedFilesAreWhatEnvoyLoads(t *testing.T) {
 	files, err := Render(compiled(t, tlsConfig), opts(true))
 	if err != nil {
 		t.Fatal(err)
@@ -319,5 +319,24 @@ func TestExtensionConfigByFilterName(t *testing.T) {
 	sources(t, parse(t, *lds).ProtoReflect(), &refs)
 	if len(refs) != 1 || refs[0].GetPathConfigSource().GetPath() != envoyDir+"/ecds-lua.yaml" {
 		t.Fatalf("the listener's config sources: %v", refs)
+	}
+}
+
+// TestUndeliverableTypesRefused: scoped routes cannot be fed through files
+// (one config source for every route configuration they name); render
+// says so, naming the resource, rather than write what Envoy rejects.
+func TestUndeliverableTypesRefused(t *testing.T) {
+	doc := `
+resources:
+- "@type": type.googleapis.com/envoy.config.route.v3.RouteConfiguration
+  name: r1
+- "@type": type.googleapis.com/envoy.config.route.v3.ScopedRouteConfiguration
+  name: scope-a
+  route_configuration_name: r1
+  key: { fragments: [{ string_key: a }] }
+`
+	_, err := Render(compiled(t, doc), opts(false))
+	if err == nil || !strings.Contains(err.Error(), `ScopedRouteConfiguration "scope-a": cannot be delivered through files`) {
+		t.Fatalf("got %v", err)
 	}
 }
