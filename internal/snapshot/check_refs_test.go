@@ -1,11 +1,15 @@
 package snapshot
 
 import (
+	"slices"
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
 	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -79,5 +83,54 @@ func TestRefProblems(t *testing.T) {
 				t.Errorf("problems (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// A filter's config_discovery is refused where Envoy refuses the listener:
+// a default applied without warming but missing, or a default of a type
+// the filter does not accept (inside an HCM's typed_config too).
+func TestExtensionSourceChecks(t *testing.T) {
+	reg := xdstype.New()
+	fault, err := anypb.New(&faultv3.HTTPFault{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rbac, err := anypb.New(&rbacv3.RBAC{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ads := &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}}}
+	cd := func(dflt *anypb.Any, withoutWarming bool) *corev3.ExtensionConfigSource {
+		return &corev3.ExtensionConfigSource{ConfigSource: ads, TypeUrls: []string{faultURL}, DefaultConfig: dflt, ApplyDefaultConfigWithoutWarming: withoutWarming}
+	}
+	hcm, err := anypb.New(&hcmv3.HttpConnectionManager{StatPrefix: "h",
+		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{}},
+		HttpFilters: []*hcmv3.HttpFilter{
+			{Name: "f", ConfigType: &hcmv3.HttpFilter_ConfigDiscovery{ConfigDiscovery: cd(rbac, false)}},
+			{Name: "f", ConfigType: &hcmv3.HttpFilter_ConfigDiscovery{ConfigDiscovery: cd(fault, true)}},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &listenerv3.Listener{Name: "l",
+		ListenerFilters: []*listenerv3.ListenerFilter{{Name: "f", ConfigType: &listenerv3.ListenerFilter_ConfigDiscovery{ConfigDiscovery: cd(nil, true)}}},
+		FilterChains:    []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{{Name: "hcm", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: hcm}}}}},
+	}
+	_, err = Build(reg, []Input{
+		{Type: reg.Lookup(xdstype.ExtensionConfURL), Name: "f", Message: &corev3.TypedExtensionConfig{Name: "f", TypedConfig: fault}},
+		{Type: reg.Lookup(xdstype.ListenerURL), Name: "l", Message: l},
+	})
+	list, _ := err.(diag.List)
+	var got []string
+	for _, d := range list {
+		got = append(got, d.Field+": "+d.Message)
+	}
+	want := []string{
+		"filter_chains[0].filters[0].typed_config.http_filters[0].config_discovery.default_config: is a envoy.extensions.filters.http.rbac.v3.RBAC, not one of type_urls (" + faultURL + "); Envoy rejects it",
+		"listener_filters[0].config_discovery.apply_default_config_without_warming: set without a default_config; Envoy rejects it",
+	}
+	slices.Sort(got)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
 	}
 }

@@ -3,6 +3,9 @@ package snapshot
 import (
 	"fmt"
 	"regexp/syntax"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -45,8 +48,9 @@ func RegexProblem(re string) string {
 }
 
 const (
-	regexMatcherName protoreflect.FullName = "envoy.type.matcher.v3.RegexMatcher"
-	durationName     protoreflect.FullName = "google.protobuf.Duration"
+	regexMatcherName    protoreflect.FullName = "envoy.type.matcher.v3.RegexMatcher"
+	durationName        protoreflect.FullName = "google.protobuf.Duration"
+	extensionSourceName protoreflect.FullName = "envoy.config.core.v3.ExtensionConfigSource"
 )
 
 // checkValues finds what ValidateAll does not: regular expressions Envoy
@@ -68,8 +72,36 @@ func checkValues(m protoreflect.Message) []fieldError {
 			if s < 0 || n < 0 {
 				out = append(out, fieldError{p, "negative duration; Envoy rejects it"})
 			}
+		case extensionSourceName:
+			if cs, ok := v.Interface().(*corev3.ExtensionConfigSource); ok {
+				out = append(out, extensionSourceProblems(p, cs)...)
+			}
 		}
 	})
+	return out
+}
+
+// extensionSourceProblems finds what Envoy refuses in a filter's
+// config_discovery when it loads the listener (or cluster): a default
+// applied without warming needs a default, and the default must be of a
+// type the filter accepts (FilterConfigProviderManagerImplBase in
+// source/common/filter/config_discovery_impl.cc and the listener's
+// createDynamicFilterConfigProvider).
+func extensionSourceProblems(path string, cs *corev3.ExtensionConfigSource) []fieldError {
+	var out []fieldError
+	if cs.GetApplyDefaultConfigWithoutWarming() && cs.GetDefaultConfig() == nil {
+		out = append(out, fieldError{joinPath(path, "apply_default_config_without_warming"), "set without a default_config; Envoy rejects it"})
+	}
+	if dc := cs.GetDefaultConfig(); dc != nil && len(cs.GetTypeUrls()) > 0 {
+		got := factoryType(dc)
+		ok := false
+		for _, a := range cs.GetTypeUrls() {
+			ok = ok || messageName(a) == got
+		}
+		if !ok {
+			out = append(out, fieldError{joinPath(path, "default_config"), fmt.Sprintf("is a %s, not one of type_urls (%s); Envoy rejects it", got, strings.Join(cs.GetTypeUrls(), ", "))})
+		}
+	}
 	return out
 }
 

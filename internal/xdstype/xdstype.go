@@ -68,7 +68,8 @@ type Type struct {
 	// legacy wildcard) means "everything" for this type.
 	Wildcard bool
 	// FullState is true when a state-of-the-world response must carry every
-	// subscribed resource, absence meaning deletion (Listener and Cluster).
+	// subscribed resource, absence meaning deletion: Listener and Cluster
+	// (xDS spec), and ScopedRouteConfiguration (Envoy's SRDS client).
 	FullState bool
 	// Rank orders types on ADS for make-before-break: lower ranks are sent
 	// first, removals go in reverse.
