@@ -113,8 +113,14 @@ type trackedConn struct {
 	opened  time.Time
 	end     connEnd
 	// frames follows what gRPC writes; only its writer (one at a time)
-	// touches it.
+	// touches it. above is set when gRPC writes through TLS to this
+	// connection (Server.Credentials): the watch then reads the plaintext
+	// above it, and this connection's writes are TLS records.
 	frames frameWatch
+	above  atomic.Bool
+	// handshaking is set while TLS's handshake runs on the connection: a
+	// close meanwhile is the handshake failing.
+	handshaking atomic.Bool
 }
 
 func (c *trackedConn) Write(b []byte) (int, error) {
@@ -124,7 +130,9 @@ func (c *trackedConn) Write(b []byte) (int, error) {
 		}
 	}
 	n, err := c.Conn.Write(b)
-	c.frames.feed(b[:n], c.onFrame)
+	if !c.above.Load() {
+		c.frames.feed(b[:n], c.onFrame)
+	}
 	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
 		c.end.set(ConnWriteDeadline)
 	}
@@ -133,8 +141,9 @@ func (c *trackedConn) Write(b []byte) (int, error) {
 
 func (c *trackedConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
-	if err != nil && !c.end.closing.Load() {
-		// The client closed or reset it: gRPC's reader saw it first.
+	if err != nil && !c.end.closing.Load() && !errors.Is(err, os.ErrDeadlineExceeded) {
+		// The client closed or reset it: gRPC's reader saw it first. (A
+		// deadline is the server's own: gRPC's handshake timeout.)
 		c.end.set(ConnClientClosed)
 	}
 	return n, err
@@ -150,6 +159,9 @@ func (c *trackedConn) closeAs(reason string) {
 // Close closes the connection (gRPC's transport calls it too, once it is
 // done with it) and reports, once, why it ended.
 func (c *trackedConn) Close() error {
+	if c.handshaking.Load() {
+		c.end.set(ConnHandshake)
+	}
 	c.end.closing.Store(true)
 	c.reg.remove(c)
 	err := c.Conn.Close()

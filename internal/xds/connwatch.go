@@ -119,6 +119,11 @@ func (e *connEnd) reason() string {
 // the wire are the only record. A server connection's bytes are frames
 // from the first (the server's preface is a SETTINGS frame).
 type frameWatch struct {
+	// started is set by the first write; off when that write was TLS
+	// (credentials not wrapped by Server.Credentials): ciphertext has no
+	// frames to read, and guessing at them would invent reasons.
+	started, off bool
+
 	hdr  [9]byte
 	nhdr int
 	// left is what remains of the current frame's payload; code collects
@@ -133,7 +138,10 @@ type frameWatch struct {
 // feed reads b, the next bytes written, calling on with each RST_STREAM's
 // and GOAWAY's type and error code.
 func (f *frameWatch) feed(b []byte, on func(typ byte, code uint32)) {
-	for len(b) > 0 {
+	if !f.started && len(b) > 0 {
+		f.started, f.off = true, b[0] == tlsRecordHandshake
+	}
+	for len(b) > 0 && !f.off {
 		if f.nhdr < len(f.hdr) {
 			n := copy(f.hdr[f.nhdr:], b)
 			f.nhdr += n
@@ -231,6 +239,8 @@ func connReasonText(reason string) string {
 		return "gRPC sent a graceful GOAWAY: maximum connection age, or the server stopping"
 	case ConnDrained:
 		return "the replica is draining: its streams were handed over"
+	case ConnHandshake:
+		return "the TLS handshake failed: a missing or rejected client certificate, no common protocol, or no TLS at all"
 	}
 	return "gRPC's transport closed it without GOAWAY: a keepalive ping unanswered within its timeout, or a read or write error"
 }

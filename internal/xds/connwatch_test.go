@@ -2,6 +2,7 @@ package xds_test
 
 import (
 	"bytes"
+	"crypto/tls"
 	"log/slog"
 	"net"
 	"strings"
@@ -12,8 +13,10 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/pylon-xds/pylon/internal/identity/identitytest"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 )
@@ -47,7 +50,22 @@ type rawClient struct {
 
 func dialRaw(t *testing.T, addr string) *rawClient {
 	t.Helper()
-	conn, err := net.Dial("tcp", addr)
+	return dialRawTLS(t, addr, nil)
+}
+
+// dialRawTLS is dialRaw over TLS with cfg (nil: plaintext), negotiating h2
+// as gRPC does.
+func dialRawTLS(t *testing.T, addr string, cfg *tls.Config) *rawClient {
+	t.Helper()
+	var conn net.Conn
+	var err error
+	if cfg == nil {
+		conn, err = net.Dial("tcp", addr)
+	} else {
+		cfg = cfg.Clone()
+		cfg.NextProtos = []string{"h2"}
+		conn, err = tls.DialWithDialer(&net.Dialer{Timeout: xdstest.Timeout}, "tcp", addr, cfg)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,18 +116,42 @@ func (c *rawClient) until(t *testing.T, what string, ok func(http2.Frame) bool) 
 	return nil
 }
 
+// transport is a way to serve and reach the xDS server: every connection
+// watch test runs over each, since under TLS the frames the watch reads
+// are encrypted on the socket (Server.Credentials reads them above TLS).
+type transport struct {
+	name   string
+	server func(t *testing.T) *tls.Config // nil config: plaintext
+	client func(t *testing.T) *tls.Config
+}
+
+// transports returns plaintext and TLS, sharing one test CA.
+func transports(t *testing.T) []transport {
+	ca := identitytest.NewCA(t, "connwatch test CA")
+	return []transport{
+		{name: "plaintext", server: func(*testing.T) *tls.Config { return nil }, client: func(*testing.T) *tls.Config { return nil }},
+		{name: "tls", server: func(t *testing.T) *tls.Config { return ca.ServerConfig(t) }, client: func(*testing.T) *tls.Config { return ca.ClientConfig(nil) }},
+	}
+}
+
 // A client pinging faster than the keepalive policy allows gets GOAWAY
 // ENHANCE_YOUR_CALM from gRPC and its connection closed, every stream on
 // it with it: Pylon logs it and reports it (ConnectionClosed,
 // too_many_pings). Before, nothing in Pylon's log or metrics said why a
 // whole connection of proxies had gone.
 func TestConnectionClosedForTooManyPings(t *testing.T) {
+	for _, tr := range transports(t) {
+		t.Run(tr.name, func(t *testing.T) { tooManyPings(t, tr) })
+	}
+}
+
+func tooManyPings(t *testing.T, tr transport) {
 	rec := newRecorder()
 	var logs syncBuffer
-	srv := xdstest.StartGRPC(t, xds.Options{Observer: rec, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, nil,
+	srv := xdstest.StartGRPC(t, xds.Options{Observer: rec, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, tr.server(t),
 		// The daemon's policy.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}))
-	c := dialRaw(t, srv.Addr)
+	c := dialRawTLS(t, srv.Addr, tr.client(t))
 	for i := range 4 {
 		if err := c.fr.WritePing(false, [8]byte{byte(i)}); err != nil {
 			t.Fatal(err)
@@ -133,10 +175,16 @@ func TestConnectionClosedForTooManyPings(t *testing.T) {
 // (RST_STREAM REFUSED_STREAM), before Pylon's handler runs: Pylon reports
 // it (TransportRefused) and logs it, once per connection.
 func TestStreamRefusedByTransportIsReported(t *testing.T) {
+	for _, tr := range transports(t) {
+		t.Run(tr.name, func(t *testing.T) { refusedByTransport(t, tr) })
+	}
+}
+
+func refusedByTransport(t *testing.T, tr transport) {
 	rec := newRecorder()
 	var logs syncBuffer
-	srv := xdstest.Start(t, xds.Options{Observer: rec, MaxStreamsPerConnection: 1, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	c := dialRaw(t, srv.Addr)
+	srv := xdstest.StartTLS(t, xds.Options{Observer: rec, MaxStreamsPerConnection: 1, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, tr.server(t))
+	c := dialRawTLS(t, srv.Addr, tr.client(t))
 	c.openADS(t, 1)
 	c.openADS(t, 3)
 	c.openADS(t, 5)
@@ -168,10 +216,16 @@ func TestStreamRefusedByTransportIsReported(t *testing.T) {
 // A client closing its connection is counted as its own doing, and not
 // logged as the server's.
 func TestConnectionClosedByClient(t *testing.T) {
+	for _, tr := range transports(t) {
+		t.Run(tr.name, func(t *testing.T) { closedByClient(t, tr) })
+	}
+}
+
+func closedByClient(t *testing.T, tr transport) {
 	rec := newRecorder()
 	var logs syncBuffer
-	srv := xdstest.Start(t, xds.Options{Observer: rec, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	c := dialRaw(t, srv.Addr)
+	srv := xdstest.StartTLS(t, xds.Options{Observer: rec, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, tr.server(t))
+	c := dialRawTLS(t, srv.Addr, tr.client(t))
 	c.until(t, "SETTINGS", func(f http2.Frame) bool { _, ok := f.(*http2.SettingsFrame); return ok })
 	c.conn.Close()
 	e := rec.wait(t, func(e xds.Event) bool { return e.Kind == xds.ConnectionClosed })
@@ -187,11 +241,17 @@ func TestConnectionClosedByClient(t *testing.T) {
 // connection closed by gRPC without GOAWAY: reported as "transport" and
 // logged as the server's doing, not taken for the client's close.
 func TestConnectionClosedForUnansweredKeepalive(t *testing.T) {
+	for _, tr := range transports(t) {
+		t.Run(tr.name, func(t *testing.T) { unansweredKeepalive(t, tr) })
+	}
+}
+
+func unansweredKeepalive(t *testing.T, tr transport) {
 	rec := newRecorder()
 	var logs syncBuffer
-	srv := xdstest.StartGRPC(t, xds.Options{Observer: rec, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, nil,
+	srv := xdstest.StartGRPC(t, xds.Options{Observer: rec, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, tr.server(t),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 100 * time.Millisecond, Timeout: 100 * time.Millisecond}))
-	c := dialRaw(t, srv.Addr)
+	c := dialRawTLS(t, srv.Addr, tr.client(t))
 	// Read nothing, answer nothing: the server's ping goes unacknowledged.
 	e := rec.wait(t, func(e xds.Event) bool { return e.Kind == xds.ConnectionClosed })
 	if e.Reason != xds.ConnTransport || e.Peer != c.conn.LocalAddr().String() {
@@ -199,5 +259,52 @@ func TestConnectionClosedForUnansweredKeepalive(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "reason="+xds.ConnTransport) {
 		t.Fatalf("no line with reason=%s in the log:\n%s", xds.ConnTransport, logs.String())
+	}
+}
+
+// A TLS handshake that fails (here: a client that does not trust the
+// server's certificate) ends the connection as tls_handshake, logged as
+// the server's doing, not as the client's close.
+func TestConnectionClosedForTLSHandshake(t *testing.T) {
+	rec := newRecorder()
+	var logs syncBuffer
+	ca, other := identitytest.NewCA(t, "server CA"), identitytest.NewCA(t, "another CA")
+	srv := xdstest.StartTLS(t, xds.Options{Observer: rec, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, ca.ServerConfig(t))
+	cfg := other.ClientConfig(nil)
+	cfg.NextProtos = []string{"h2"}
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: xdstest.Timeout}, "tcp", srv.Addr, cfg)
+	if err == nil {
+		conn.Close()
+		t.Fatal("the handshake succeeded with a client trusting another CA")
+	}
+	e := rec.wait(t, func(e xds.Event) bool { return e.Kind == xds.ConnectionClosed })
+	if e.Reason != xds.ConnHandshake {
+		t.Fatalf("ConnectionClosed reason %q, want %q", e.Reason, xds.ConnHandshake)
+	}
+	if !strings.Contains(logs.String(), "reason="+xds.ConnHandshake) {
+		t.Fatalf("no line with reason=%s in the log:\n%s", xds.ConnHandshake, logs.String())
+	}
+}
+
+// TLS credentials not wrapped by Server.Credentials leave the watch only
+// ciphertext: it reads no frames from it rather than guess, so gRPC's
+// GOAWAY for too many pings is reported as transport (what the socket
+// shows), never as a reason made up from encrypted bytes.
+func TestConnectionWatchOffUnderUnwrappedTLS(t *testing.T) {
+	rec := newRecorder()
+	ca := identitytest.NewCA(t, "connwatch test CA")
+	srv := xdstest.StartGRPC(t, xds.Options{Observer: rec}, nil,
+		grpc.Creds(credentials.NewTLS(ca.ServerConfig(t))),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}))
+	c := dialRawTLS(t, srv.Addr, ca.ClientConfig(nil))
+	for i := range 4 {
+		if err := c.fr.WritePing(false, [8]byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.until(t, "GOAWAY", func(f http2.Frame) bool { _, ok := f.(*http2.GoAwayFrame); return ok })
+	e := rec.wait(t, func(e xds.Event) bool { return e.Kind == xds.ConnectionClosed })
+	if e.Reason != xds.ConnTransport {
+		t.Fatalf("ConnectionClosed reason %q under unwrapped TLS, want %q", e.Reason, xds.ConnTransport)
 	}
 }

@@ -74,7 +74,7 @@ func StartGRPC(t testing.TB, opts xds.Options, tlsConfig *tls.Config, extra ...g
 	}
 	gopts := append(srv.GRPCOptions(), extra...)
 	if tlsConfig != nil {
-		gopts = append(gopts, grpc.Creds(credentials.NewTLS(tlsConfig)))
+		gopts = append(gopts, grpc.Creds(srv.Credentials(credentials.NewTLS(tlsConfig))))
 	}
 	g := grpc.NewServer(gopts...)
 	srv.Register(g)
