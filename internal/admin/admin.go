@@ -19,6 +19,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/fleetstatus"
 	"github.com/pylon-xds/pylon/internal/pipeline"
 	"github.com/pylon-xds/pylon/internal/redact"
+	rolloutctl "github.com/pylon-xds/pylon/internal/rollout"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -80,6 +81,8 @@ type Options struct {
 	// the others (a graceful stop): /readyz answers 503 so that load
 	// balancers and new proxies go elsewhere. Nil: never.
 	Draining func() bool
+	// Rollouts drives the staged rollouts (/v1/rollouts); nil: none.
+	Rollouts Rollouts
 	// ConfigPath is, in file mode, the --config path: the dashboard names
 	// it in its read-only notice. Empty: not named.
 	ConfigPath string
@@ -123,6 +126,9 @@ type statusBody struct {
 	// Rollout counts, per group, the open streams holding the group's
 	// current config in every type they use, against all of them.
 	Rollout map[string]Rollout `json:"rollout"`
+	// Staged are the staged rollouts in progress or halted
+	// (GET /v1/rollouts).
+	Staged []rolloutctl.Status `json:"stagedRollouts,omitempty"`
 }
 
 // Rollout is a group's progress toward its current config.
@@ -144,6 +150,9 @@ func handler(o Options, l *limiter) http.Handler {
 	g := guard{o: o}
 	mux.HandleFunc("GET /status", g.read(func(w http.ResponseWriter, r *http.Request) {
 		body := statusBody{Identifier: o.Identifier, Version: o.Version, Config: redactStatus(o.Pipeline.Status()), Rollout: rollout(o.Proxies.Streams())}
+		if o.Rollouts != nil {
+			body.Staged = o.Rollouts.Status()
+		}
 		body.Degraded, body.Reason = o.degraded()
 		writeJSON(w, http.StatusOK, body)
 	}))
@@ -152,7 +161,9 @@ func handler(o Options, l *limiter) http.Handler {
 	mux.HandleFunc("GET /config", g.read(func(w http.ResponseWriter, r *http.Request) {
 		configDump(w, o.Fleets.Current(), r.URL.Query().Get("group"))
 	}))
-	registerAPI(mux, g, newAuthors())
+	who := newAuthors()
+	registerAPI(mux, g, who)
+	registerRollouts(mux, g, who)
 	registerDashboard(mux, g)
 	if o.Metrics != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(o.Metrics, promhttp.HandlerOpts{}))

@@ -206,6 +206,9 @@ func (a api) write(limit int64, h http.HandlerFunc) http.HandlerFunc {
 			writeJSON(w, http.StatusMethodNotAllowed, apiError{Error: "read-only: this Pylon serves the config files given with --config; change those files instead"})
 			return
 		}
+		if !a.haltedGate(w, r) {
+			return
+		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		h(w, r)
 	}))

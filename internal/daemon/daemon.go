@@ -223,6 +223,10 @@ func Run(ctx context.Context, o Options) error {
 	read := secrets.Read
 	reg, pub, pipe, obs := newPipeline(read, log)
 	tracker, met := obs.Tracker, obs.Metrics
+	rollouts, err := newRollouts(o, reg, pub, pipe, obs, read, log)
+	if err != nil {
+		return err
+	}
 
 	cfgSvc, st, closeStore, err := loadInitial(ctx, o, reg, pipe, read)
 	if err != nil {
@@ -257,6 +261,7 @@ func Run(ctx context.Context, o Options) error {
 		now: StopNow(ctx), streams: func() int { return openStreams(tracker) },
 	}
 	adminOpts.Draining = stop.Draining
+	adminOpts.Rollouts = rollouts
 	adminOpts.ConfigPath = o.ConfigPath
 	stop.http = newAdminServer(admin.Handler(adminOpts), o.AdminLimits, sec.adminTLS, log)
 
@@ -269,6 +274,7 @@ func Run(ctx context.Context, o Options) error {
 	if fleet != nil {
 		g.Go(func() error { return fleet.Run(gctx) })
 	}
+	g.Go(func() error { return rollouts.Run(gctx) })
 	g.Go(func() error { return stop.serveXDS(xdsSrv.Listener(xdsLis)) })
 	g.Go(func() error { return serveAdmin(stop.http, adminLis, o.AdminLimits) })
 	if err := serveREST(gctx, g, o, sec, xdsSrv, log); err != nil {

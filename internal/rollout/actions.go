@@ -129,6 +129,9 @@ func (c *Controller) Observe(e xds.Event) {
 	default:
 		return
 	}
+	if c.active.Load() == 0 {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e.Kind == xds.StreamClosed {

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pylon-xds/pylon/internal/config"
@@ -100,6 +101,9 @@ type haltReq struct{ reason, detail string }
 type Controller struct {
 	o    Options
 	wake chan struct{}
+	// active is how many rollouts there are: the stream events skip the
+	// lock when there are none, the usual case.
+	active atomic.Int32
 
 	mu    sync.Mutex
 	base  *snapshot.Fleet // the newest fleet published, unstaged
@@ -262,6 +266,7 @@ func (c *Controller) halt(r *run, reason, detail string, now time.Time) {
 
 // publishLocked publishes the base fleet with every rollout's stage.
 func (c *Controller) publishLocked() bool {
+	c.active.Store(int32(len(c.runs)))
 	if c.base == nil {
 		return false
 	}

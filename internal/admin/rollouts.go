@@ -1,0 +1,90 @@
+package admin
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	rolloutctl "github.com/pylon-xds/pylon/internal/rollout"
+)
+
+// Rollouts drives the staged rollouts (rolloutctl.Controller).
+type Rollouts interface {
+	Status() []rolloutctl.Status
+	Promote(group string) (rolloutctl.Status, error)
+	Halt(group string) (rolloutctl.Status, error)
+	Resume(group string) (rolloutctl.Status, error)
+	Supersede(group string) (rolloutctl.Status, error)
+	Halted() []rolloutctl.Status
+	SupersedeAll() []string
+}
+
+// rolloutsBody is GET /v1/rollouts.
+type rolloutsBody struct {
+	Rollouts []rolloutctl.Status `json:"rollouts"`
+}
+
+// registerRollouts adds GET /v1/rollouts and POST
+// /v1/rollouts/{group}/{promote|halt|resume|supersede}. They serve in both
+// modes: a rollout is the served config's, whichever its source. Actions
+// need the write token and are audited.
+func registerRollouts(mux *http.ServeMux, g guard, who *authors) {
+	rs := g.o.Rollouts
+	if rs == nil {
+		return
+	}
+	mux.HandleFunc("GET /v1/rollouts", g.read(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, rolloutsBody{Rollouts: rs.Status()})
+	}))
+	actions := map[string]func(string) (rolloutctl.Status, error){
+		"promote": rs.Promote, "halt": rs.Halt, "resume": rs.Resume, "supersede": rs.Supersede,
+	}
+	mux.HandleFunc("POST /v1/rollouts/{group}/{action}", g.write(audited(g.o.logger(), who, func(w http.ResponseWriter, r *http.Request) {
+		group, action := r.PathValue("group"), r.PathValue("action")
+		act, ok := actions[action]
+		if !ok || len(group) > maxKey {
+			writeJSON(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("unknown rollout action %q: promote, halt, resume or supersede", truncate(action))})
+			return
+		}
+		noteChanges(r, "rollout "+action+" "+group)
+		s, err := act(group)
+		switch {
+		case errors.Is(err, rolloutctl.ErrNoRollout):
+			writeJSON(w, http.StatusNotFound, apiError{Error: err.Error()})
+		case err != nil:
+			writeJSON(w, http.StatusConflict, apiError{Error: err.Error()})
+		default:
+			writeJSON(w, http.StatusOK, s)
+		}
+	})))
+}
+
+// haltedGate refuses a config write while a rollout is halted, unless the
+// request says ?supersede=true: the halted rollouts are then replaced by
+// the change. Dry runs pass: they change nothing. It answers and returns
+// false when it refuses.
+func (a api) haltedGate(w http.ResponseWriter, r *http.Request) bool {
+	rs := a.o.Rollouts
+	if rs == nil {
+		return true
+	}
+	if dry, _ := boolParam(r, "dryRun"); dry {
+		return true
+	}
+	halted := rs.Halted()
+	if len(halted) == 0 {
+		return true
+	}
+	if sup, err := boolParam(r, "supersede"); err == nil && sup {
+		a.o.logger().Warn("a config write supersedes halted rollouts", "groups", strings.Join(rs.SupersedeAll(), ","))
+		return true
+	}
+	var names []string
+	for _, s := range halted {
+		names = append(names, fmt.Sprintf("%q (halted at stage %d: %s)", s.Group, s.HaltedStage, s.Halted))
+	}
+	writeJSON(w, http.StatusConflict, apiError{Error: "the rollout of group " + strings.Join(names, ", ") +
+		" is halted: a new change must supersede it (?supersede=true), or resume it first (pylon rollout resume GROUP)"})
+	return false
+}

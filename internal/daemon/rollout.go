@@ -1,0 +1,56 @@
+package daemon
+
+import (
+	"log/slog"
+	"path/filepath"
+
+	"github.com/pylon-xds/pylon/internal/compile"
+	"github.com/pylon-xds/pylon/internal/config"
+	"github.com/pylon-xds/pylon/internal/pipeline"
+	"github.com/pylon-xds/pylon/internal/rollout"
+	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/xds"
+	"github.com/pylon-xds/pylon/internal/xdstype"
+)
+
+// RolloutStateFile is the file in the data directory the rollouts are kept
+// in, so that a restart resumes them.
+const RolloutStateFile = "rollouts.json"
+
+// newRollouts is the rollout controller between the pipeline and the
+// publisher: every fleet the pipeline builds is staged by it, and the xDS
+// stream events reach it through obs. Its state is kept in the data
+// directory, in both modes: with several replicas on etcd each replica
+// drives its own copy of a rollout (the stages' members are the same on
+// every replica, being a hash of the node id; the timers and halts are
+// each replica's own).
+func newRollouts(o Options, reg *xdstype.Registry, pub *snapshot.Publisher, pipe *pipeline.Pipeline, obs *Observability, read compile.ReadFile, log *slog.Logger) (*rollout.Controller, error) {
+	ctrl, err := rollout.New(rollout.Options{
+		Publisher: pub,
+		StatePath: filepath.Join(o.DataDir, RolloutStateFile),
+		Compile: func(files []config.File) (*snapshot.Fleet, error) {
+			// The previous version's route tests passed when it was
+			// served: they are not what a resume decides on.
+			return compile.CompileSkippingTests(reg, files, read)
+		},
+		OnStage:     obs.Metrics.RolloutStage,
+		OnHalt:      obs.Metrics.RolloutHalt,
+		OnSupersede: pipe.Retry,
+		Logger:      log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	pipe.SetPublish(ctrl.Publish)
+	obs.Observer = observers{obs.Observer, ctrl}
+	return ctrl, nil
+}
+
+// observers passes each event to every observer in turn.
+type observers []xds.Observer
+
+func (os observers) Observe(e xds.Event) {
+	for _, o := range os {
+		o.Observe(e)
+	}
+}
