@@ -137,9 +137,10 @@ func (f *renderFlags) options(cmd *cobra.Command) (filerender.Options, error) {
 }
 
 // renderFiles compiles files as serve would (route tests included),
-// picks the node's group and writes its files. It returns what it did, and
-// the certificate and key files the config read, for --watch to watch.
-func renderFiles(f *renderFlags, o filerender.Options, files []config.File) (rendered, []string, error) {
+// picks the node's group and writes its files. Once the config compiles,
+// it tells watch (if set) the certificate and key files it read, before
+// writing: a rotation seen after the files change is not missed.
+func renderFiles(f *renderFlags, o filerender.Options, files []config.File, watch func([]string)) (rendered, error) {
 	var read []string
 	reader := func(p string) ([]byte, error) {
 		read = append(read, p)
@@ -147,7 +148,10 @@ func renderFiles(f *renderFlags, o filerender.Options, files []config.File) (ren
 	}
 	fleet, err := compile.Compile(xdstype.New(), files, reader)
 	if err != nil {
-		return rendered{}, nil, fmt.Errorf("config refused:\n%w", err)
+		return rendered{}, fmt.Errorf("config refused:\n%w", err)
+	}
+	if watch != nil {
+		watch(read)
 	}
 	node := &f.node
 	if f.group != "" {
@@ -155,17 +159,17 @@ func renderFiles(f *renderFlags, o filerender.Options, files []config.File) (ren
 	}
 	g, _, err := compile.GroupOf(fleet, node, f.group)
 	if err != nil {
-		return rendered{}, nil, err
+		return rendered{}, err
 	}
 	out, err := filerender.Render(g.Snapshot, o)
 	if err != nil {
-		return rendered{}, nil, fmt.Errorf("group %s: %w", g.Name, err)
+		return rendered{}, fmt.Errorf("group %s: %w", g.Name, err)
 	}
 	res, err := filerender.Write(f.out, out, f.includeSecrets)
 	if err != nil {
-		return rendered{}, nil, err
+		return rendered{}, err
 	}
-	return rendered{group: g.Name, version: g.Snapshot.Version(), Result: res}, read, nil
+	return rendered{group: g.Name, version: g.Snapshot.Version(), Result: res}, nil
 }
 
 // rendered is one render's outcome.
@@ -192,7 +196,7 @@ func renderOnce(w io.Writer, f *renderFlags, o filerender.Options) error {
 	if err != nil {
 		return err
 	}
-	r, _, err := renderFiles(f, o, files)
+	r, err := renderFiles(f, o, files, nil)
 	if err != nil {
 		return err
 	}
@@ -218,10 +222,9 @@ func renderWatch(ctx context.Context, stdout, stderr io.Writer, f *renderFlags, 
 				return nil
 			case u = <-updates:
 			}
-			r, read, err := watchStep(f, o, u)
+			r, err := watchStep(f, o, u, watcher.Watch)
 			switch {
 			case err == nil:
-				watcher.Watch(read)
 				// A resync that changed nothing says nothing.
 				if first || len(r.Written)+len(r.Removed) > 0 {
 					r.print(stdout, f)
@@ -241,9 +244,9 @@ func renderWatch(ctx context.Context, stdout, stderr io.Writer, f *renderFlags, 
 	return g.Wait()
 }
 
-func watchStep(f *renderFlags, o filerender.Options, u source.Update) (rendered, []string, error) {
+func watchStep(f *renderFlags, o filerender.Options, u source.Update, watch func([]string)) (rendered, error) {
 	if u.Err != nil {
-		return rendered{}, nil, u.Err
+		return rendered{}, u.Err
 	}
-	return renderFiles(f, o, u.Files)
+	return renderFiles(f, o, u.Files, watch)
 }
