@@ -340,3 +340,46 @@ resources:
 		t.Fatalf("got %v", err)
 	}
 }
+
+// TestRuntimeLayers: a Runtime gets its file and a layer of the bootstrap
+// reading it (Envoy subscribes to RTDS only from the bootstrap), and the
+// admin layer stays.
+func TestRuntimeLayers(t *testing.T) {
+	doc := `
+resources:
+- "@type": type.googleapis.com/envoy.service.runtime.v3.Runtime
+  name: flags
+  layer: { health_check.min_interval: 10 }
+`
+	files, err := Render(compiled(t, doc), opts(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var boot *File
+	names := map[string]bool{}
+	for i := range files {
+		names[files[i].Name] = true
+		if files[i].Name == BootstrapFile {
+			boot = &files[i]
+		}
+	}
+	if !names["rtds-flags.yaml"] || boot == nil {
+		t.Fatalf("files %v", names)
+	}
+	js, err := yaml.YAMLToJSON(boot.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &bootstrapv3.Bootstrap{}
+	if err := protojson.Unmarshal(js, b); err != nil {
+		t.Fatal(err)
+	}
+	layers := b.GetLayeredRuntime().GetLayers()
+	if len(layers) != 2 || layers[0].GetRtdsLayer().GetName() != "flags" ||
+		layers[0].GetRtdsLayer().GetRtdsConfig().GetPathConfigSource().GetPath() != envoyDir+"/rtds-flags.yaml" || layers[1].GetAdminLayer() == nil {
+		t.Fatalf("layers %v", layers)
+	}
+	if err := b.ValidateAll(); err != nil {
+		t.Fatal(err)
+	}
+}
