@@ -1,6 +1,7 @@
 package surface
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -114,4 +115,52 @@ func TestECDS_type_mismatch_refused(t *testing.T) {
 	if v := p.status(t).Version; v != before {
 		t.Errorf("serving %s after a refused change, want %s", v, before)
 	}
+}
+
+// inlineScopes is a listener whose HTTP connection manager holds its
+// scopes inline, each naming a route configuration fetched from Pylon.
+func inlineScopes(name string, routes ...string) string {
+	var scopes strings.Builder
+	for i, r := range routes {
+		fmt.Fprintf(&scopes, `
+            - name: s%d
+              route_configuration_name: %s
+              key: { fragments: [{ string_key: k%d }] }`, i, r, i)
+	}
+	return fmt.Sprintf(`
+- "@type": type.googleapis.com/envoy.config.listener.v3.Listener
+  name: %s
+  address: { socket_address: { address: 127.0.0.1, port_value: 10002 } }
+  filter_chains:
+  - filters:
+    - name: envoy.filters.network.http_connection_manager
+      typed_config:
+        "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+        stat_prefix: %[1]s
+        scoped_routes:
+          name: %[1]s
+          scope_key_builder: { fragments: [{ header_value_extractor: { name: x-tenant } }] }
+          rds_config_source: { ads: {}, resource_api_version: V3 }
+          scoped_route_configurations_list:
+            scoped_route_configurations:%[2]s
+        http_filters:
+        - name: envoy.filters.http.router
+          typed_config: { "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router }
+`, name, scopes.String())
+}
+
+// An HTTP connection manager whose inline scope names a route
+// configuration that does not exist is refused with the scope's field.
+func TestSRDS_inline_scope_missing_route_refused(t *testing.T) {
+	p := start(t, config(route("r1", "one"), inlineScopes("l", "r1")))
+	st := xdstest.OpenADS(t, xdstest.Dial(t, p.xdsAddr), xdstest.Node("n"))
+	st.Request(xdstype.ListenerURL)
+	resp := st.RecvType(xdstype.ListenerURL)
+	st.ACK(resp)
+
+	p.write(t, config(route("r1", "one"), inlineScopes("l", "r1", "nope")))
+	refusedWith(t, p, "Listener", "l", "filter_chains[0].filters[0].typed_config.scoped_routes.scoped_route_configurations_list.scoped_route_configurations[1].route_configuration_name",
+		`names RouteConfiguration "nope", which does not exist`)
+	st.ExpectSilence()
+	stillServes(t, p, xdstype.ListenerURL, resp.GetVersionInfo())
 }
