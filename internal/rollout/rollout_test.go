@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -286,5 +287,56 @@ func TestRestartResumes(t *testing.T) {
 	}
 	if n := onNew(pub, v2.Groups()[0].Snapshot); n < 430 || n > 570 {
 		t.Fatalf("resumed at stage 2: %d nodes on the new version", n)
+	}
+}
+
+// A node of the stage that does not ACK the new version within the bound
+// counts toward not_acked; one that ACKs in time does not. More late nodes
+// than allowed halt the rollout.
+func TestNotACKedHalts(t *testing.T) {
+	slow := &model.Rollout{
+		Stages: []model.Stage{{Share: 0.1, Bake: model.Duration(time.Hour)}},
+		Halt:   model.Halt{NotACKed: &model.NotACKed{Count: 0, Within: model.Duration(time.Minute)}},
+	}
+	clk, pub := newClock(), snapshot.NewPublisher()
+	c, _ := New(Options{Publisher: pub, Now: clk.Now, After: clk.After})
+	v1, v2 := fleet(t, time.Second, slow), fleet(t, 2*time.Second, slow)
+	c.Publish(v1, files("1"))
+	start(t, c)
+	c.Publish(v2, files("2"))
+	in, _ := stageNodes()
+	set := v2.Groups()[0].Snapshot.Set(xdstype.ClusterURL).Version()
+	sent := func(stream uint64) xds.Event {
+		return xds.Event{Kind: xds.ResponseSent, StreamID: stream, Group: "edge", Node: &corev3.Node{Id: in}, TypeURL: xdstype.ClusterURL, Version: set, SetVersion: set}
+	}
+	// Stream 1 ACKs in time; stream 2 never does.
+	c.Observe(sent(1))
+	ack := sent(1)
+	ack.Kind = xds.RequestACK
+	c.Observe(ack)
+	clk.waitTimer(t)
+	clk.Advance(2 * time.Minute)
+	if s := c.Status()[0]; s.Halted != "" {
+		t.Fatalf("halted though the node ACKed: %+v", s)
+	}
+	c.Observe(sent(2))
+	waitFor(t, "the late-ACK timer", func() bool {
+		clk.mu.Lock()
+		defer clk.mu.Unlock()
+		for _, tm := range clk.timers {
+			if tm.at.Equal(clk.now.Add(time.Minute)) {
+				return true
+			}
+		}
+		return false
+	})
+	clk.Advance(59 * time.Second)
+	if s := c.Status()[0]; s.Halted != "" {
+		t.Fatalf("halted before the bound: %+v", s)
+	}
+	clk.Advance(time.Second)
+	waitFor(t, "the not_acked halt", func() bool { return c.Status()[0].Halted == ReasonNotACKed })
+	if s := c.Status()[0]; !strings.Contains(s.Detail, in) {
+		t.Fatalf("the halt does not name the late node: %+v", s)
 	}
 }
