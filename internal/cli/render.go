@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -110,6 +111,11 @@ func (f *renderFlags) options(cmd *cobra.Command) (filerender.Options, error) {
 	case f.resync < 0:
 		return o, fmt.Errorf("--resync %s: want 0 (never) or more", f.resync)
 	}
+	// The rendered files are YAML: in the config folder they would be read
+	// back as config.
+	if fi, err := os.Stat(f.config); err == nil && fi.IsDir() && sameDir(f.config, f.out) {
+		return o, fmt.Errorf("--out %s is the config folder: the files would be read as config; write them elsewhere", f.out)
+	}
 	dir := f.envoyDir
 	if dir == "" {
 		abs, err := filepath.Abs(f.out)
@@ -134,6 +140,16 @@ func (f *renderFlags) options(cmd *cobra.Command) (filerender.Options, error) {
 	}
 	o.Node.Metadata, f.node.Metadata = md, md
 	return o, nil
+}
+
+// sameDir reports whether a and b name one folder.
+func sameDir(a, b string) bool {
+	fa, errA := os.Stat(a)
+	fb, errB := os.Stat(b)
+	if errA != nil || errB != nil {
+		return false
+	}
+	return os.SameFile(fa, fb)
 }
 
 // renderFiles compiles files as serve would (route tests included),

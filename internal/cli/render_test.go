@@ -143,6 +143,7 @@ func TestRenderRefusals(t *testing.T) {
 		{[]string{"--config", cfg, "--out", out}, "--node-id is required"},
 		{[]string{"--config", cfg, "--node-id", "n", "--out", out, "--locality", "a/b/c/d"}, "--locality"},
 		{[]string{"--config", cfg, "--node-id", "n", "--out", out, "--envoy-dir", "relative"}, "must be an absolute path"},
+		{[]string{"--config", dir, "--node-id", "n", "--out", dir}, "is the config folder"},
 		{[]string{"--config", cfg, "--node-id", "n", "--out", out}, `Secret "edge-cert" holds private key material`},
 	} {
 		code, _, stderr := run(append([]string{"render"}, c.args...)...)

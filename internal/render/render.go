@@ -184,6 +184,13 @@ func (w *rewriter) resource(set *snapshot.Set, name string) (*anypb.Any, error) 
 	if err != nil {
 		return nil, fmt.Errorf("%s %q: %w", set.Type().Kind, name, err)
 	}
+	// The output gate again, on what is written: Envoy rejects a file
+	// whose resource fails its proto validation.
+	if v, ok := m.(interface{ ValidateAll() error }); ok {
+		if err := v.ValidateAll(); err != nil {
+			return nil, fmt.Errorf("%s %q as rendered: %w", set.Type().Kind, name, err)
+		}
+	}
 	a, err := anypb.New(m)
 	if err != nil {
 		return nil, fmt.Errorf("%s %q: %w", set.Type().Kind, name, err)
