@@ -195,7 +195,10 @@ func (c *Controller) start(f *snapshot.Fleet, now time.Time) {
 		}
 		r := c.runs[g.Name]
 		if r != nil && r.To == g.Snapshot.Version() {
-			r.policy, r.next = rule.Rollout, g.Snapshot
+			// The same change, perhaps under an edited policy: the
+			// stage stays, within the policy's stages.
+			r.policy, r.next, r.Stages = rule.Rollout, g.Snapshot, len(rule.Rollout.Stages)
+			r.Stage, r.HaltedStage = min(r.Stage, r.Stages), min(r.HaltedStage, r.Stages)
 			continue
 		}
 		prev, files := c.stable(g.Name, r)

@@ -146,6 +146,9 @@ func (c *Controller) save() {
 }
 
 func writeFile(path string, b []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".rollouts-*")
 	if err != nil {
 		return err
