@@ -10,9 +10,11 @@ import (
 	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
 	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	runtimev3 "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/pylon-xds/pylon/internal/diag"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -132,5 +134,32 @@ func TestExtensionSourceChecks(t *testing.T) {
 	slices.Sort(got)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+}
+
+// A runtime layer holding a list or a null is refused, naming the runtime
+// key as Envoy does; nested objects are key prefixes, fractional percents
+// and empty objects are values.
+func TestRuntimeLayerChecks(t *testing.T) {
+	reg := xdstype.New()
+	layer, err := structpb.NewStruct(map[string]any{
+		"ok":   1,
+		"flag": true,
+		"pct":  map[string]any{"numerator": 5, "denominator": "HUNDRED"},
+		"none": map[string]any{},
+		"deep": map[string]any{"er": map[string]any{"list": []any{1}, "fine": "x"}},
+		"nil":  nil,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Build(reg, []Input{{Type: reg.Lookup(xdstype.RuntimeURL), Name: "r", Message: &runtimev3.Runtime{Name: "r", Layer: layer}}})
+	list, _ := err.(diag.List)
+	var got []string
+	for _, d := range list {
+		got = append(got, d.Field)
+	}
+	if want := []string{"layer.deep.er.list", "layer.nil"}; !slices.Equal(got, want) {
+		t.Errorf("refused fields %v, want %v (%v)", got, want, err)
 	}
 }

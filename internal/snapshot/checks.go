@@ -3,9 +3,12 @@ package snapshot
 import (
 	"fmt"
 	"regexp/syntax"
+	"sort"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	runtimev3 "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -59,6 +62,9 @@ const (
 // message inside it, but not inside an Any: validate recurses into those.
 func checkValues(m protoreflect.Message) []fieldError {
 	var out []fieldError
+	if rt, ok := m.Interface().(*runtimev3.Runtime); ok {
+		out = append(out, runtimeProblems("", rt.GetLayer())...)
+	}
 	walkMessages(m, "", func(p string, v protoreflect.Message) {
 		d := v.Descriptor()
 		switch d.FullName() {
@@ -100,6 +106,37 @@ func extensionSourceProblems(path string, cs *corev3.ExtensionConfigSource) []fi
 		}
 		if !ok {
 			out = append(out, fieldError{joinPath(path, "default_config"), fmt.Sprintf("is a %s, not one of type_urls (%s); Envoy rejects it", got, strings.Join(cs.GetTypeUrls(), ", "))})
+		}
+	}
+	return out
+}
+
+// runtimeProblems finds the values Envoy refuses in a runtime layer: a
+// list, a null or an unset value ("Invalid runtime entry value for KEY",
+// ProtoLayer::walkProtoValue in source/common/runtime/runtime_impl.cc),
+// which makes it reject the whole RTDS update. A nested object is a
+// prefix of keys, except one with numerator or denominator (a fractional
+// percent) or an empty one, which are values. Fields are named by the
+// runtime key, as Envoy names them: "layer.a.b".
+func runtimeProblems(prefix string, layer *structpb.Struct) []fieldError {
+	var out []fieldError
+	keys := make([]string, 0, len(layer.GetFields()))
+	for k := range layer.GetFields() {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		key := joinPath(prefix, k)
+		switch v := layer.GetFields()[k]; v.GetKind().(type) {
+		case *structpb.Value_ListValue, *structpb.Value_NullValue, nil:
+			out = append(out, fieldError{"layer." + key, "a runtime value must be a number, string, boolean or fractional percent, not a list or null; Envoy rejects the layer"})
+		case *structpb.Value_StructValue:
+			f := v.GetStructValue().GetFields()
+			_, num := f["numerator"]
+			_, den := f["denominator"]
+			if len(f) > 0 && !num && !den {
+				out = append(out, runtimeProblems(key, v.GetStructValue())...)
+			}
 		}
 	}
 	return out
