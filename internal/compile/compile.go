@@ -60,7 +60,7 @@ func compile(reg *xdstype.Registry, files []config.File, read ReadFile, runTests
 	if err != nil {
 		return nil, err
 	}
-	fleet, err := group(reg, doc, all, listenerInputs(inputs))
+	fleet, err := group(reg, doc, all, inputsOf(inputs, xdstype.ListenerURL), inputsOf(inputs, xdstype.ScopedRouteURL))
 	if err != nil {
 		return nil, err
 	}
@@ -79,11 +79,15 @@ func compile(reg *xdstype.Registry, files []config.File, read ReadFile, runTests
 
 // group builds the fleet: one snapshot for every node without groups, else
 // each group's scoped snapshot. A snapshot with two listeners on one
-// address is refused.
-func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, listeners map[string]*snapshot.Input) (*snapshot.Fleet, error) {
-	reported := map[[2]string]bool{}
+// address, or two route scopes with one key, is refused.
+func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, listeners, scopes map[string]*snapshot.Input) (*snapshot.Fleet, error) {
+	reported, reportedScopes := map[[2]string]bool{}, map[[2]string]bool{}
+	clashes := func(s *snapshot.Snapshot, group string) diag.List {
+		problems := listenerClashes(s, group, listeners, reported)
+		return append(problems, snapshot.ScopeKeyClashes(s, group, func(name string) *snapshot.Input { return scopes[name] }, reportedScopes)...)
+	}
 	if len(doc.Groups) == 0 {
-		if err := listenerClashes(all, "", listeners, reported).Err(); err != nil {
+		if err := clashes(all, "").Err(); err != nil {
 			return nil, err
 		}
 		return snapshot.NewFleet(all, time.Time{}), nil
@@ -95,7 +99,7 @@ func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, 
 	snaps := make([]*snapshot.Snapshot, len(rules))
 	for i, g := range rules {
 		snaps[i] = scoped(reg, all, g)
-		problems = append(problems, listenerClashes(snaps[i], g.Name, listeners, reported)...)
+		problems = append(problems, clashes(snaps[i], g.Name)...)
 	}
 	if err := problems.Err(); err != nil {
 		return nil, err
@@ -104,10 +108,10 @@ func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, 
 }
 
 // listenerInputs indexes the Listener inputs by name, for diagnostics.
-func listenerInputs(inputs []snapshot.Input) map[string]*snapshot.Input {
+func inputsOf(inputs []snapshot.Input, typeURL string) map[string]*snapshot.Input {
 	out := map[string]*snapshot.Input{}
 	for i := range inputs {
-		if inputs[i].Type.URL == xdstype.ListenerURL {
+		if inputs[i].Type.URL == typeURL {
 			out[inputs[i].Name] = &inputs[i]
 		}
 	}
