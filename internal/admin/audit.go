@@ -26,6 +26,9 @@ type auditRecord struct {
 	count    int
 	revision int64
 	dryRun   bool
+	// recorded: the write made a history entry (registrations and
+	// renewals do not), the only writes whose author history shows.
+	recorded bool
 }
 
 type auditKey struct{}
@@ -45,7 +48,7 @@ func noteChanges(r *http.Request, keys ...string) {
 // noteResult records what a write did.
 func noteResult(r *http.Request, res configstore.Result) {
 	if rec, ok := r.Context().Value(auditKey{}).(*auditRecord); ok {
-		rec.revision, rec.dryRun = res.Revision, res.DryRun
+		rec.revision, rec.dryRun, rec.recorded = res.Revision, res.DryRun, res.Recorded
 	}
 }
 
@@ -88,7 +91,7 @@ func audited(log *slog.Logger, who *authors, h http.HandlerFunc) http.HandlerFun
 		rec := &auditRecord{}
 		sw := &statusWriter{ResponseWriter: w}
 		h(sw, r.WithContext(context.WithValue(r.Context(), auditKey{}, rec)))
-		if rec.revision != 0 && !rec.dryRun && sw.code < 300 {
+		if rec.recorded && sw.code < 300 {
 			who.note(rec.revision, author(r))
 		}
 		attrs := []any{

@@ -262,3 +262,27 @@ func TestSummaryReplicas(t *testing.T) {
 		t.Errorf("replica=r2: %v", nodes(b.Streams))
 	}
 }
+
+// Endpoint registrations make no history entry, so they do not take the
+// history's "by" slots: after more registrations than the slots, the
+// apply before them still says who wrote it.
+func TestHistoryByOutlivesRegistrations(t *testing.T) {
+	h := newHarness(t, Options{Token: writeTok, ReadToken: readTok}, nil)
+	doc := []byte(`{"services": [{"name": "web", "connect_timeout": "1s", "endpoints": [{"address": "127.0.0.1", "port": 80}]}]}`)
+	if code, body := h.do(t, "POST", "/v1/apply", writeTok, doc); code != http.StatusOK {
+		t.Fatalf("apply: %d %s", code, body)
+	}
+	for i := range maxAuthors + 1 {
+		ep := fmt.Appendf(nil, `{"address":"10.0.%d.%d","port":80}`, i/250, i%250+1)
+		if code, body := h.do(t, "POST", "/v1/services/web/endpoints", writeTok, ep); code >= 300 {
+			t.Fatalf("registration %d: %d %s", i, code, body)
+		}
+	}
+	_, body := h.do(t, "GET", "/v1/history", readTok, nil)
+	var got struct{ History []historyEntry }
+	decode(t, body, &got)
+	want := "write token " + tokenID(writeTok) + " from 127.0.0.1"
+	if len(got.History) != 1 || got.History[0].By != want {
+		t.Fatalf("history %+v, want one entry by %q", got.History, want)
+	}
+}

@@ -391,7 +391,10 @@ func prune(tx *bbolt.Tx, oldest int64) error {
 
 // Touch renews a lease in place: the record changes, not the version.
 func (s *Store) Touch(ctx context.Context, k store.Key, expires time.Time) error {
-	return s.db.Update(func(tx *bbolt.Tx) error {
+	// Batch: concurrent renewals share one transaction and one fsync (bbolt
+	// retries a failing function alone); the function is idempotent, as
+	// Batch requires, since it may run twice.
+	return s.db.Batch(func(tx *bbolt.Tx) error {
 		m, ok, err := current(tx, k)
 		if err != nil {
 			return err
