@@ -94,7 +94,10 @@ func failover(t *testing.T, srv *etcdtest.Server, delta bool) {
 
 // checkNothingResent requires every proxy to be on a new stream and to
 // have received nothing since before (resources and bytes) and streams
-// (streams opened) were taken.
+// (streams opened) were taken, but the greeting: a state-of-the-world
+// stream whose resends are all spared still gets one response of one
+// unchanged resource, since Envoy and grpc-go reset their reconnect
+// backoff only on a received message (docs/protocol.md, X24).
 func checkNothingResent(t *testing.T, envoys []*envoy, before [][2]int, streams []int, to string) {
 	t.Helper()
 	var resent, resentBytes int
@@ -106,8 +109,8 @@ func checkNothingResent(t *testing.T, envoys []*envoy, before [][2]int, streams 
 		n, bytes = n-before[i][0], bytes-before[i][1]
 		resent += n
 		resentBytes += bytes
-		if n > 0 {
-			t.Errorf("%s was resent %d resources (%d bytes) on its new stream to %s, want 0: it presented what it holds\n%v", e.node, n, bytes, to, e)
+		if n > 1 {
+			t.Errorf("%s was resent %d resources (%d bytes) on its new stream to %s, want at most the greeting's one: it presented what it holds\n%v", e.node, n, bytes, to, e)
 		}
 	}
 	t.Logf("%d resources, %d bytes resent to %d Envoys on their new streams", resent, resentBytes, len(envoys))
