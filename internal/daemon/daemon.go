@@ -437,7 +437,7 @@ func grpcOptions(o Options, xdsSrv *xds.Server, sec *security) []grpc.ServerOpti
 	if sec.xdsTLS != nil {
 		// A handshake that does not finish cannot hold a connection for
 		// long (grpc's default is 120s).
-		opts = append(opts, grpc.Creds(credentials.NewTLS(sec.xdsTLS.Config())), grpc.ConnectionTimeout(10*time.Second))
+		opts = append(opts, grpc.Creds(xdsSrv.Credentials(credentials.NewTLS(sec.xdsTLS.Config()))), grpc.ConnectionTimeout(10*time.Second))
 	}
 	return opts
 }
