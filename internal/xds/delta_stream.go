@@ -35,6 +35,10 @@ func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
 			return err
 		}
 	}
+	// Context parameters in any order name one resource (X46).
+	req.ResourceNamesSubscribe = canonicalNames(req.ResourceNamesSubscribe)
+	req.ResourceNamesUnsubscribe = canonicalNames(req.ResourceNamesUnsubscribe)
+	req.InitialResourceVersions = canonicalVersions(req.InitialResourceVersions)
 	t := w.typ
 	// A request may both answer a response and change the subscription
 	// (X28); one without a nonce is spontaneous.

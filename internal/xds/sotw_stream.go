@@ -40,6 +40,8 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 	if err := st.checkNames(len(req.GetResourceNames()), "resource_names", w.typ.URL); err != nil {
 		return err
 	}
+	// Context parameters in any order name one resource (X46).
+	req.ResourceNames = canonicalNames(req.ResourceNames)
 	t := w.typ
 	snap := st.snapshot()
 	kind, owe := w.onRequest(req, snap)
