@@ -216,6 +216,9 @@ func Run(ctx context.Context, o Options) error {
 	if err := checkExposure(o, sec, o.XDSAddr, o.AdminAddr, log); err != nil {
 		return err
 	}
+	if err := checkREST(o, sec, log); err != nil {
+		return err
+	}
 	secrets, err := secretReader(o)
 	if err != nil {
 		return err
@@ -240,6 +243,12 @@ func Run(ctx context.Context, o Options) error {
 
 	xdsLis, adminLis, err := listen(o)
 	if err != nil {
+		return err
+	}
+	restLis, err := listenREST(o)
+	if err != nil {
+		xdsLis.Close()
+		adminLis.Close()
 		return err
 	}
 
@@ -277,11 +286,7 @@ func Run(ctx context.Context, o Options) error {
 	g.Go(func() error { return rollouts.Run(gctx) })
 	g.Go(func() error { return stop.serveXDS(xdsSrv.Listener(xdsLis)) })
 	g.Go(func() error { return serveAdmin(stop.http, adminLis, o.AdminLimits) })
-	if err := serveREST(gctx, g, o, sec, xdsSrv, log); err != nil {
-		endRun()
-		_ = g.Wait()
-		return err
-	}
+	serveREST(gctx, g, o, restLis, sec, xdsSrv, log)
 	runSources(gctx, g, o, pipe, cfgSvc, met, firstDir(secrets), log)
 	g.Go(func() error {
 		stop.run(ctx, gctx)

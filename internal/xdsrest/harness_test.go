@@ -44,12 +44,6 @@ func (r *recorder) Observe(e xds.Event) {
 	}
 }
 
-// wait returns the first event matching ok, failing after a bound.
-func (r *recorder) wait(t *testing.T, ok func(xds.Event) bool) xds.Event {
-	t.Helper()
-	return r.waitNth(t, 1, ok)
-}
-
 // waitNth returns the nth event matching ok, failing after a bound.
 func (r *recorder) waitNth(t *testing.T, n int, ok func(xds.Event) bool) xds.Event {
 	t.Helper()

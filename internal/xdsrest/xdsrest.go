@@ -64,6 +64,9 @@ type Options struct {
 // long as it waits.
 const MaxWait = 5 * time.Minute
 
+// DefaultMaxPolls is Options.MaxPolls when none is given.
+const DefaultMaxPolls = 1024
+
 // Handler serves the REST-JSON xDS endpoints.
 type Handler struct {
 	o     Options
@@ -76,7 +79,7 @@ type Handler struct {
 // New returns a handler.
 func New(o Options) *Handler {
 	if o.MaxPolls <= 0 {
-		o.MaxPolls = 1024
+		o.MaxPolls = DefaultMaxPolls
 	}
 	if o.MaxBody <= 0 {
 		o.MaxBody = 1 << 20
