@@ -1,10 +1,12 @@
 package compile
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sort"
 	"strings"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -15,53 +17,111 @@ import (
 	"github.com/pylon-xds/pylon/internal/snapshot"
 )
 
+// TestBudget bounds the wall-clock time of a config's route tests, which
+// run on every change (a file change, a resync, an admin write): past it
+// the change is refused, naming the test that was running. The most tests
+// a config may hold (a thousand) over two thousand regex routes take about
+// 20 ms on 2 vCPUs (BenchmarkRouteTestsRegexHeavy, docs/route-tests.md);
+// only a config written to be slow gets near the budget.
+const TestBudget = 5 * time.Second
+
+// testBudget is how a route test run is bounded: a time budget on a clock
+// (injected by tests).
+type testBudget struct {
+	budget time.Duration
+	now    func() time.Time
+}
+
 // routeTests runs the config's route tests against the fleet it builds:
 // each request through the route engine on its node's group snapshot, what
 // happened compared with what the test expects. A failing test is a
 // diagnostic naming the test, the expectation and what matched instead,
 // so a change that breaks one is refused like an invalid one.
 func routeTests(fleet *snapshot.Fleet, tests []config.RouteTest) diag.List {
-	var problems diag.List
-	seen := map[string]config.RouteTest{}
-	indexed := map[*snapshot.Snapshot]*route.Resources{}
-	for _, t := range tests {
-		bad := func(field, format string, args ...any) {
-			problems = append(problems, diag.Diagnostic{File: t.File, Line: t.Line, Type: "route test", Name: t.Name, Field: field, Message: fmt.Sprintf(format, args...)})
+	return runRouteTests(context.Background(), fleet, tests, testBudget{TestBudget, time.Now})
+}
+
+// runRouteTests is routeTests within b: the clock is read between tests,
+// and ctx (given b's budget in real time) stops a test that walks too many
+// routes. Past the budget the run stops with a diagnostic naming the test
+// being run; what failed before it is reported too.
+func runRouteTests(ctx context.Context, fleet *snapshot.Fleet, tests []config.RouteTest, b testBudget) diag.List {
+	if len(tests) > config.MaxRouteTests {
+		// config.Load refuses these already; the bound is kept here for
+		// any other caller.
+		t := tests[config.MaxRouteTests]
+		return diag.List{{File: t.File, Line: t.Line, Type: "route test", Name: t.Name,
+			Message: fmt.Sprintf("%d route tests, over the limit of %d", len(tests), config.MaxRouteTests)}}
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.budget)
+	defer cancel()
+	deadline := b.now().Add(b.budget)
+	r := testRun{fleet: fleet, seen: map[string]config.RouteTest{}, indexed: map[*snapshot.Snapshot]*route.Resources{}}
+	for i, t := range tests {
+		err := r.run(ctx, t)
+		if err == nil && b.now().After(deadline) {
+			err = context.DeadlineExceeded
 		}
-		if prev, dup := seen[t.Name]; dup {
-			bad("name", "duplicate route test name: already defined at %s:%d", prev.File, prev.Line)
-			continue
-		}
-		seen[t.Name] = t
-		g, field, err := GroupOf(fleet, t.Node, t.Group)
 		if err != nil {
-			bad(field, "%v", err)
-			continue
-		}
-		req, err := TestRequest(t.Request)
-		if err != nil {
-			bad("request", "%v", err)
-			continue
-		}
-		if isEmpty(t.Expect) {
-			bad("expect", "nothing to check: set listener, filter_chain, virtual_host, route, cluster, clusters, redirect, status, grpc_status or unreachable")
-			continue
-		}
-		res := indexed[g.Snapshot]
-		if res == nil {
-			res = route.FromSnapshot(g.Snapshot)
-			indexed[g.Snapshot] = res
-		}
-		r, err := route.Explain(res, req)
-		for _, m := range compare(t.Expect, r, err) {
-			field := "request"
-			if m.field != "" {
-				field = "expect." + m.field
-			}
-			bad(field, "%s (group %s)", m.message, g.Name)
+			r.problems = append(r.problems, diag.Diagnostic{File: t.File, Line: t.Line, Type: "route test", Name: t.Name,
+				Message: fmt.Sprintf("the route tests ran over their time budget of %v while running this one (test %d of %d); "+
+					"every change runs them: test fewer requests, or put fewer regex routes before the ones tested", b.budget, i+1, len(tests))})
+			break
 		}
 	}
-	return problems
+	return r.problems
+}
+
+// testRun is the state of one run of route tests.
+type testRun struct {
+	fleet    *snapshot.Fleet
+	problems diag.List
+	seen     map[string]config.RouteTest
+	indexed  map[*snapshot.Snapshot]*route.Resources
+}
+
+// run runs one test, adding its failures to the run's problems. The error
+// is ctx's when the test was cut short.
+func (r *testRun) run(ctx context.Context, t config.RouteTest) error {
+	bad := func(field, format string, args ...any) {
+		r.problems = append(r.problems, diag.Diagnostic{File: t.File, Line: t.Line, Type: "route test", Name: t.Name, Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+	if prev, dup := r.seen[t.Name]; dup {
+		bad("name", "duplicate route test name: already defined at %s:%d", prev.File, prev.Line)
+		return nil
+	}
+	r.seen[t.Name] = t
+	g, field, err := GroupOf(r.fleet, t.Node, t.Group)
+	if err != nil {
+		bad(field, "%v", err)
+		return nil
+	}
+	req, err := TestRequest(t.Request)
+	if err != nil {
+		bad("request", "%v", err)
+		return nil
+	}
+	if isEmpty(t.Expect) {
+		bad("expect", "nothing to check: set listener, filter_chain, virtual_host, route, cluster, clusters, redirect, status, grpc_status or unreachable")
+		return nil
+	}
+	res := r.indexed[g.Snapshot]
+	if res == nil {
+		res = route.FromSnapshot(g.Snapshot)
+		r.indexed[g.Snapshot] = res
+	}
+	result, err := route.ExplainContext(ctx, res, req)
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	for _, m := range compare(t.Expect, result, err) {
+		field := "request"
+		if m.field != "" {
+			field = "expect." + m.field
+		}
+		bad(field, "%s (group %s)", m.message, g.Name)
+	}
+	return nil
 }
 
 func isEmpty(e config.TestExpect) bool {

@@ -1,6 +1,7 @@
 package route
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -21,6 +22,21 @@ const (
 // (Envoy closes the connection), a route configuration the node does not
 // have, or a matcher Envoy would have refused.
 func Explain(res *Resources, req Request) (*Result, error) {
+	return ExplainContext(context.Background(), res, req)
+}
+
+// ctxEvery is how many routes are tried between two looks at the context:
+// often enough to stop within a few milliseconds on thousands of regex
+// routes, rarely enough to cost nothing.
+const ctxEvery = 32
+
+// ExplainContext is Explain that gives up once ctx is done, with an error
+// wrapping ctx's: route tests run under a time budget, and one request
+// walking thousands of regex routes must not outlast it.
+func ExplainContext(ctx context.Context, res *Resources, req Request) (*Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	n := &notes{}
 	out := &Result{Request: req}
 	l, lm, err := findListener(res, &req)
@@ -39,7 +55,7 @@ func Explain(res *Resources, req Request) (*Result, error) {
 		lm.FilterChain, lm.ChainMatch = ch.label, why
 		filters = ch.fc.GetFilters()
 	}
-	if err := explainFilters(res, l, &req, filters, out, n); err != nil {
+	if err := explainFilters(ctx, res, l, &req, filters, out, n); err != nil {
 		return nil, err
 	}
 	out.NotSimulated = n.list
@@ -65,7 +81,7 @@ func chainInputOf(l *listenerv3.Listener, req *Request) chainInput {
 
 // explainFilters follows the network filters to the one that decides: the
 // HTTP connection manager or a TCP proxy.
-func explainFilters(res *Resources, l *listenerv3.Listener, req *Request, filters []*listenerv3.Filter, out *Result, n *notes) error {
+func explainFilters(ctx context.Context, res *Resources, l *listenerv3.Listener, req *Request, filters []*listenerv3.Filter, out *Result, n *notes) error {
 	for _, f := range filters {
 		tc := f.GetTypedConfig()
 		switch {
@@ -74,7 +90,7 @@ func explainFilters(res *Resources, l *listenerv3.Listener, req *Request, filter
 			if err := tc.UnmarshalTo(hcm); err != nil {
 				return fmt.Errorf("listener %q: http_connection_manager: %v", l.GetName(), err)
 			}
-			return explainHTTP(res, l, req, hcm, out, n)
+			return explainHTTP(ctx, res, l, req, hcm, out, n)
 		case f.GetName() == tcpProxyName || strings.HasSuffix(tc.GetTypeUrl(), ".TcpProxy"):
 			tp := &tcpproxyv3.TcpProxy{}
 			if err := tc.UnmarshalTo(tp); err != nil {
@@ -107,7 +123,7 @@ func explainTCP(res *Resources, tp *tcpproxyv3.TcpProxy, out *Result, n *notes) 
 }
 
 // explainHTTP routes the request with the connection manager's routes.
-func explainHTTP(res *Resources, l *listenerv3.Listener, req *Request, hcm *hcmv3.HttpConnectionManager, out *Result, n *notes) error {
+func explainHTTP(ctx context.Context, res *Resources, l *listenerv3.Listener, req *Request, hcm *hcmv3.HttpConnectionManager, out *Result, n *notes) error {
 	for _, f := range hcm.GetHttpFilters() {
 		if f.GetName() != routerName && !strings.HasSuffix(f.GetTypedConfig().GetTypeUrl(), ".router.v3.Router") {
 			n.add("HTTP filter %s (may rewrite or answer the request; passed through)", f.GetName())
@@ -133,11 +149,11 @@ func explainHTTP(res *Resources, l *listenerv3.Listener, req *Request, hcm *hcmv
 		host, _ = req.host()
 	}
 	m := newMatcher(n, req.GRPC, res.regex)
-	return routeIn(res, rc, host, req, m, out)
+	return routeIn(ctx, res, rc, host, req, m, out)
 }
 
 // routeIn finds the virtual host and the first route that matches.
-func routeIn(res *Resources, rc *routev3.RouteConfiguration, host string, req *Request, m *matcher, out *Result) error {
+func routeIn(ctx context.Context, res *Resources, rc *routev3.RouteConfiguration, host string, req *Request, m *matcher, out *Result) error {
 	vh, vm := findVirtualHost(rc, host)
 	if vh == nil {
 		out.Action = "none"
@@ -145,6 +161,9 @@ func routeIn(res *Resources, rc *routev3.RouteConfiguration, host string, req *R
 	}
 	out.VirtualHost = vm
 	for i, r := range vh.GetRoutes() {
+		if i%ctxEvery == ctxEvery-1 && ctx.Err() != nil {
+			return fmt.Errorf("stopped at route %s of virtual host %s: %w", routeID(r, i), vh.GetName(), ctx.Err())
+		}
 		if req.GRPC && len(r.GetMatch().GetQueryParameters()) > 0 {
 			m.notes.add("a route with query_parameters (gRPC clients skip such routes, gRFC A28)")
 			continue
