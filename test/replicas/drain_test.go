@@ -50,8 +50,13 @@ func TestDrainSIGTERM(t *testing.T) {
 		code, word := a.readyz()
 		return code == http.StatusServiceUnavailable && word == "draining"
 	})
-	if took := time.Since(signalled); took > period/4 {
-		t.Errorf("/readyz said draining %v after SIGTERM, want at once (well within the %v drain)", took, period)
+	// At once: before most of the drain has passed (a fixed fraction of a
+	// second failed on a loaded 2-core machine); a readiness that turns
+	// only at the drain's end fails this, and the order is checked against
+	// the streams' ends below.
+	notReady := time.Since(signalled)
+	if notReady > period*3/4 {
+		t.Errorf("/readyz said draining %v after SIGTERM, want at once (well within the %v drain)", notReady, period)
 	}
 	// The balancer takes A out on its readiness.
 	fwd.markDead(a.xdsAddr)
@@ -70,7 +75,10 @@ func TestDrainSIGTERM(t *testing.T) {
 		ends = append(ends, end.Sub(signalled))
 	}
 	slices.Sort(ends)
-	t.Logf("streams ended by the drain at %v after SIGTERM", ends)
+	t.Logf("streams ended by the drain at %v after SIGTERM; not ready after %v", ends, notReady)
+	if last := ends[len(ends)-1]; notReady >= last {
+		t.Errorf("/readyz said draining %v after SIGTERM, after the last stream ended (%v): the balancer would keep sending proxies to %s", notReady, last, a.id)
+	}
 	// Spread: not a storm of reconnections at the start, nor all at the
 	// end, and within the period and a little.
 	if spread := ends[len(ends)-1] - ends[0]; spread < period/2 {
