@@ -36,9 +36,10 @@ var marshal = proto.MarshalOptions{Deterministic: true}
 
 // Build validates the inputs and returns the snapshot they make. It checks,
 // and refuses the whole set on, any of: a proto constraint violated (Envoy's
-// generated ValidateAll, including inside nested typed_config), two resources
-// of one type with one name, and a reference to a resource that is not in the
-// set. The error is a diag.List naming every problem.
+// generated ValidateAll, including inside nested typed_config), an xdstp://
+// name not in canonical form (XdstpProblem), two resources of one type with
+// one name, and a reference to a resource that is not in the set. The error
+// is a diag.List naming every problem.
 func Build(reg *xdstype.Registry, inputs []Input) (*Snapshot, error) {
 	var problems diag.List
 	byType := map[string]map[string]*Resource{}
@@ -54,6 +55,9 @@ func Build(reg *xdstype.Registry, inputs []Input) (*Snapshot, error) {
 			continue
 		}
 		firstSeen[in.Type.URL][in.Name] = in
+		if msg := XdstpProblem(in.Name, string(in.Message.ProtoReflect().Descriptor().FullName())); msg != "" {
+			problems = append(problems, in.diag(in.Type.NameField(), "%s", msg))
+		}
 		for _, fe := range validate(in.Message) {
 			problems = append(problems, in.diag(fe.field, "%s", fe.reason))
 		}

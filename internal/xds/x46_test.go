@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
@@ -15,10 +16,21 @@ const (
 	fedCluster   = "xdstp://pylon.example/envoy.config.cluster.v3.Cluster/greeter?a=1&b=2"
 	fedUnsorted  = "xdstp://pylon.example/envoy.config.cluster.v3.Cluster/greeter?b=2&a=1"
 	fedOtherVals = "xdstp://pylon.example/envoy.config.cluster.v3.Cluster/greeter?a=1&b=3"
+	// An xdstp:// cluster's assignment has a name of its own type (the
+	// snapshot refuses a type segment that is not the resource's).
+	fedEDS         = "xdstp://pylon.example/envoy.config.endpoint.v3.ClusterLoadAssignment/greeter?a=1&b=2"
+	fedEDSUnsorted = "xdstp://pylon.example/envoy.config.endpoint.v3.ClusterLoadAssignment/greeter?b=2&a=1"
 )
 
+// fedClusterNamed is a cluster named name whose assignment is fedEDS.
+func fedClusterNamed(name string) *clusterv3.Cluster {
+	c := xdstest.Cluster(name)
+	c.EdsClusterConfig.ServiceName = fedEDS
+	return c
+}
+
 func fedWorld() []any {
-	return with(xdstest.Cluster(fedCluster), xdstest.Endpoints(fedCluster, 2001))
+	return with(fedClusterNamed(fedCluster), xdstest.Endpoints(fedEDS, 2001))
 }
 
 // TestX46_context_parameters_in_any_order: a name whose context parameters
@@ -36,8 +48,8 @@ func TestX46_context_parameters_in_any_order(t *testing.T) {
 	// subscription, nothing owed.
 	s.ExpectSilence()
 
-	s.Request(eds, fedUnsorted)
-	wantNames(t, s.RecvType(eds), fedCluster)
+	s.Request(eds, fedEDSUnsorted)
+	wantNames(t, s.RecvType(eds), fedEDS)
 }
 
 // TestX46_names_are_opaque_otherwise: other parameter values, or another
