@@ -50,7 +50,10 @@ var (
 const format = 2
 
 // Store is a store.Store on bbolt.
-type Store struct{ db *bbolt.DB }
+type Store struct {
+	db      *bbolt.DB
+	touches toucher
+}
 
 // Open opens (creating) the store in dir, migrating an older layout.
 func Open(dir string) (*Store, error) {
@@ -387,28 +390,6 @@ func prune(tx *bbolt.Tx, oldest int64) error {
 		}
 	}
 	return nil
-}
-
-// Touch renews a lease in place: the record changes, not the version.
-func (s *Store) Touch(ctx context.Context, k store.Key, expires time.Time) error {
-	// Batch: concurrent renewals share one transaction and one fsync (bbolt
-	// retries a failing function alone); the function is idempotent, as
-	// Batch requires, since it may run twice.
-	return s.db.Batch(func(tx *bbolt.Tx) error {
-		m, ok, err := current(tx, k)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return store.ErrNotFound
-		}
-		m.Expires = expires
-		v, err := json.Marshal(m)
-		if err != nil {
-			return err
-		}
-		return tx.Bucket(objectsBucket).Put(objectKey(k), v)
-	})
 }
 
 // History returns the entries, newest first, without objects.
