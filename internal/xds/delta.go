@@ -102,7 +102,13 @@ func (w *deltaWatch) expectedAt() *string { return &w.expected }
 
 func (w *deltaWatch) covers(name string) bool {
 	_, ok := w.names[name]
-	return ok || w.wildcard
+	return ok || w.wildcard || w.sub.inCollection(name)
+}
+
+// inBulk reports whether the client has name through its wildcard or a
+// glob collection, whatever it names explicitly.
+func (w *deltaWatch) inBulk(name string) bool {
+	return w.wildcard || w.sub.inCollection(name)
 }
 
 // subscribe applies a request's subscription changes and reports whether a
@@ -139,6 +145,10 @@ func (w *deltaWatch) subscribe(req *discoveryv3.DeltaDiscoveryRequest, set *snap
 	maps.Copy(names, w.names)
 	w.names = names
 	star, named := false, false
+	// drop is set when the client loses a wildcard or a glob collection:
+	// it drops what it no longer subscribes to, once the new subscription
+	// is known; dropped are the names it unsubscribed from.
+	drop, dropped := false, []string(nil)
 	for _, n := range req.GetResourceNamesSubscribe() {
 		if n == wildcardName {
 			star = true
@@ -165,7 +175,7 @@ func (w *deltaWatch) subscribe(req *discoveryv3.DeltaDiscoveryRequest, set *snap
 		// Subscribing to a name ends the legacy wildcard; a client that
 		// wants both subscribes to "*" explicitly.
 		w.wildcard, w.legacy = false, false
-		w.dropUnnamed()
+		drop = true
 	}
 	if named {
 		owe = true
@@ -174,7 +184,7 @@ func (w *deltaWatch) subscribe(req *discoveryv3.DeltaDiscoveryRequest, set *snap
 		if n == wildcardName {
 			if w.wildcard {
 				w.wildcard, w.legacy = false, false
-				w.dropUnnamed()
+				drop = true
 			}
 			continue
 		}
@@ -184,14 +194,21 @@ func (w *deltaWatch) subscribe(req *discoveryv3.DeltaDiscoveryRequest, set *snap
 		}
 		delete(w.names, n)
 		delete(w.force, n)
-		if !w.wildcard || w.held[n] == nil {
-			// The client drops it, unless it still has it through the
-			// wildcard (X31).
-			w.forget(n)
-		}
+		dropped = append(dropped, n)
+		drop = drop || w.sub.isGlob(n)
 	}
 	w.sub = w.shared.subs.get(w.wildcard, slices.Collect(maps.Keys(w.names)))
 	w.names = w.sub.names
+	for _, n := range dropped {
+		if w.held[n] == nil || !w.covers(n) {
+			// The client drops it, unless it still has it through the
+			// wildcard (X31) or a glob collection.
+			w.forget(n)
+		}
+	}
+	if drop {
+		w.dropUncovered()
+	}
 	if first {
 		w.adopt(req.GetInitialResourceVersions(), set)
 	}
@@ -252,11 +269,11 @@ func (w *deltaWatch) forget(n string) {
 	delete(w.nacked, n)
 }
 
-// dropUnnamed forgets resources the client held only through a wildcard
-// that has ended: it drops them itself.
-func (w *deltaWatch) dropUnnamed() {
+// dropUncovered forgets resources the client held only through a wildcard
+// or a glob collection that has ended: it drops them itself.
+func (w *deltaWatch) dropUncovered() {
 	for n := range w.held {
-		if _, ok := w.names[n]; !ok {
+		if !w.covers(n) {
 			w.forget(n)
 		}
 	}
@@ -359,25 +376,29 @@ func (w *deltaWatch) planEach(p *planner, set *snapshot.Set, notFound, ttl bool)
 				removed = append(removed, n) // deleted since the client got it
 				changes = append(changes, change{n, nil})
 			}
-		case named && notFound && (forced || !has):
+		case named && notFound && (forced || !has) && !w.sub.isGlob(n):
+			// A glob is not a resource: it is never "not found".
 			removed = append(removed, n) // does not exist
 			changes = append(changes, change{n, nil})
 		}
 	}
-	// Each name once: the set's names under a wildcard, then explicit names
-	// not already seen, then held names not already seen.
+	// Each name once: the set's names under a wildcard (or the members of
+	// the glob collections), then explicit names not already seen, then
+	// held names not already seen.
 	if w.wildcard {
 		for _, n := range set.Names() {
 			consider(n)
 		}
+	} else {
+		w.sub.eachMember(set, consider)
 	}
 	for n := range w.names {
-		if !w.wildcard || set.Get(n) == nil {
+		if set.Get(n) == nil || !w.inBulk(n) {
 			consider(n)
 		}
 	}
 	for n := range w.held {
-		if _, named := w.names[n]; !named && (!w.wildcard || set.Get(n) == nil) {
+		if _, named := w.names[n]; !named && (set.Get(n) == nil || !w.inBulk(n)) {
 			consider(n)
 		}
 	}

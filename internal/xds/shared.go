@@ -72,6 +72,59 @@ func (c *weakCache[K, V]) size() int {
 type subscription struct {
 	wildcard bool
 	names    map[string]struct{} // never "*"; read-only
+	// globs are the names that are xdstp:// glob collections (X46), by
+	// name; nil when there are none, as nearly always.
+	globs map[string]collection
+}
+
+// inCollection reports whether name is a member of one of the
+// subscription's glob collections.
+func (s *subscription) inCollection(name string) bool {
+	if s == nil {
+		return false
+	}
+	for _, c := range s.globs {
+		if c.contains(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// isGlob reports whether name is one of the subscription's glob
+// collections.
+func (s *subscription) isGlob(name string) bool {
+	if s == nil {
+		return false
+	}
+	_, ok := s.globs[name]
+	return ok
+}
+
+// eachMember calls fn for every member of the subscription's glob
+// collections in set, each once (a name is in one collection at most: its
+// prefix and parameters are those of one glob).
+func (s *subscription) eachMember(set *snapshot.Set, fn func(string)) {
+	if s == nil {
+		return
+	}
+	for _, c := range s.globs {
+		c.each(set, fn)
+	}
+}
+
+// newSubscription is the subscription to the distinct names set.
+func newSubscription(wildcard bool, set map[string]struct{}) *subscription {
+	s := &subscription{wildcard: wildcard, names: set}
+	for n := range set {
+		if c, ok := parseCollection(n); ok {
+			if s.globs == nil {
+				s.globs = map[string]collection{}
+			}
+			s.globs[n] = c
+		}
+	}
+	return s
 }
 
 // subscriptions interns subscriptions by an order-independent hash of
@@ -129,7 +182,7 @@ func (c *subscriptions) get(wildcard bool, names []string) *subscription {
 			return s
 		}
 	}
-	s := &subscription{wildcard: wildcard, names: set}
+	s := newSubscription(wildcard, set)
 	c.m[k] = append(c.m[k], weak.Make(s))
 	runtime.AddCleanup(s, c.drop, k)
 	return s
@@ -366,10 +419,16 @@ func (s *Server) canon(set *snapshot.Set, sub *subscription) *canon {
 					c.names = append(c.names, n)
 				}
 			}
+			sub.eachMember(set, func(n string) {
+				if _, named := sub.names[n]; !named {
+					c.names = append(c.names, n)
+				}
+			})
 			slices.Sort(c.names)
 		}
 		for n := range sub.names {
-			if set.Get(n) == nil {
+			// A glob is not a resource: it is never missing.
+			if _, glob := sub.globs[n]; !glob && set.Get(n) == nil {
 				c.missing++
 			}
 		}

@@ -80,7 +80,7 @@ func (w *watch) expectedAt() *string { return &w.expected }
 
 func (w *watch) covers(name string) bool {
 	_, ok := w.names[name]
-	return ok || w.wildcard
+	return ok || w.wildcard || w.sub.inCollection(name)
 }
 
 // requestKind says what a request meant for its type.
@@ -259,7 +259,9 @@ func (w *watch) hasAny(set *snapshot.Set) bool {
 			return true
 		}
 	}
-	return false
+	found := false
+	w.sub.eachMember(set, func(string) { found = true })
+	return found
 }
 
 // outcome is a plan: what the client should hold of the type after the next
@@ -318,6 +320,8 @@ func (w *watch) plan(p *planner, set *snapshot.Set) (outcome, bool) {
 		for _, n := range set.Names() {
 			consider(n)
 		}
+	} else {
+		w.sub.eachMember(set, consider)
 	}
 	for n := range w.names {
 		consider(n)

@@ -2,6 +2,7 @@ package xds_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -95,5 +96,148 @@ func TestX46_delta_context_parameters_in_any_order(t *testing.T) {
 	}
 	if slices.Contains(r.RemovedResources, fedUnsorted) {
 		t.Fatal("the unsorted name reported as not found")
+	}
+}
+
+// Glob collections (TP1): the members of mesh/*?region=x are the clusters
+// one segment below mesh/ with exactly the parameters region=x.
+const (
+	fedCDS   = "xdstp://pylon.example/envoy.config.cluster.v3.Cluster/"
+	fedGlob  = fedCDS + "mesh/*?region=x"
+	memberA  = fedCDS + "mesh/a?region=x"
+	memberB  = fedCDS + "mesh/b?region=x"
+	memberG  = fedCDS + "mesh/g?region=x"
+	otherReg = fedCDS + "mesh/c?region=y"
+	tooDeep  = fedCDS + "mesh/deep/d?region=x"
+	noParams = fedCDS + "mesh/f"
+	otherAut = "xdstp://other.example/envoy.config.cluster.v3.Cluster/mesh/e?region=x"
+)
+
+// fedMember is an xdstp:// cluster with its assignment, named by the same
+// id under the assignment's type.
+func fedMember(name string, port uint32) []any {
+	eds := strings.Replace(name, "envoy.config.cluster.v3.Cluster", "envoy.config.endpoint.v3.ClusterLoadAssignment", 1)
+	c := xdstest.Cluster(name)
+	c.EdsClusterConfig.ServiceName = eds
+	return []any{c, xdstest.Endpoints(eds, port)}
+}
+
+// globWorld is base plus clusters in and around the collection.
+func globWorld(names ...string) []any {
+	out := base()
+	for i, n := range names {
+		out = append(out, fedMember(n, uint32(3000+i))...)
+	}
+	return out
+}
+
+// deltaNames is what a delta response sends and removes, sorted.
+func deltaNames(r *discoveryv3.DeltaDiscoveryResponse) (sent, removed []string) {
+	for _, res := range r.Resources {
+		sent = append(sent, res.Name)
+	}
+	slices.Sort(sent)
+	removed = slices.Sorted(slices.Values(r.RemovedResources))
+	return sent, removed
+}
+
+// TestX46_sotw_glob_collection_of_clusters: a SotW subscription to a glob
+// gets the collection's members, kept current as clusters come and go; no
+// other authority, parameters or depth is a member.
+func TestX46_sotw_glob_collection_of_clusters(t *testing.T) {
+	e := setup(t, globWorld(memberA, memberB, otherReg, tooDeep, noParams, otherAut)...)
+	s := e.ads(t, "grpc")
+	s.Request(cds, fedGlob)
+	r := s.RecvType(cds)
+	wantNames(t, r, memberA, memberB)
+	s.ACK(r, fedGlob)
+	s.ExpectSilence()
+
+	e.srv.Publish(t, globWorld(memberA, memberG, otherReg, tooDeep, noParams, otherAut)...)
+	r = s.RecvType(cds)
+	// Full state: b's absence deletes it (X22).
+	wantNames(t, r, memberA, memberG)
+	s.ACK(r, fedGlob)
+	// Another region's cluster changes nothing the client holds; a new
+	// member is sent with the rest.
+	e.srv.Publish(t, globWorld(memberA, memberG, fedCDS+"mesh/b?region=xx", otherAut)...)
+	s.ExpectSilence()
+	e.srv.Publish(t, globWorld(memberA, memberG, fedCDS+"mesh/bx?region=x", otherAut)...)
+	r = s.RecvType(cds)
+	wantNames(t, r, memberA, fedCDS+"mesh/bx?region=x", memberG)
+}
+
+// TestX46_sotw_glob_with_a_member_named_and_unsorted: a glob whose
+// parameters come unsorted is the same collection, and a member also named
+// explicitly is sent once (X8); a listener glob works alike.
+func TestX46_sotw_glob_with_a_member_named_and_unsorted(t *testing.T) {
+	const (
+		ldsGlob = "xdstp://pylon.example/envoy.config.listener.v3.Listener/*"
+		l1      = "xdstp://pylon.example/envoy.config.listener.v3.Listener/l1"
+	)
+	world := append(globWorld(memberA+"&zone=1", memberB+"&zone=1", memberG), xdstest.APIListener(l1, "r1"))
+	e := setup(t, world...)
+	s := e.ads(t, "grpc")
+	s.Request(cds, fedCDS+"mesh/*?zone=1&region=x", memberA+"&zone=1")
+	r := s.RecvType(cds)
+	if len(r.Resources) != 2 {
+		t.Fatalf("response holds %d resources, want 2 (each member once)", len(r.Resources))
+	}
+	wantNames(t, r, memberA+"&zone=1", memberB+"&zone=1")
+	s.Request(lds, ldsGlob)
+	wantNames(t, s.RecvType(lds), l1)
+}
+
+// TestX46_delta_glob_collection_of_clusters: a delta subscription to a
+// glob gets the members, never the glob itself as "not found" (X33 is for
+// resources), additions and removals as the set changes (X34); after
+// unsubscribing the glob, nothing of it is sent.
+func TestX46_delta_glob_collection_of_clusters(t *testing.T) {
+	e := setup(t, globWorld(memberA, memberB, otherReg, tooDeep, noParams, otherAut)...)
+	d := xdstest.OpenDeltaADS(t, e.conn, xdstest.Node("grpc"))
+	missing := fedCDS + "mesh/zz?region=x"
+	d.Subscribe(cds, fedGlob, missing)
+	r := d.RecvType(cds)
+	sent, removed := deltaNames(r)
+	if !slices.Equal(sent, []string{memberA, memberB}) || !slices.Equal(removed, []string{missing}) {
+		t.Fatalf("delta response sent %v, removed %v; want %v and [%s] (not found)", sent, removed, []string{memberA, memberB}, missing)
+	}
+	d.ACK(r)
+	d.Unsubscribe(cds, missing)
+
+	e.srv.Publish(t, globWorld(memberA, memberG, otherReg, tooDeep, noParams, otherAut)...)
+	r = d.RecvType(cds)
+	sent, removed = deltaNames(r)
+	if !slices.Equal(sent, []string{memberG}) || !slices.Equal(removed, []string{memberB}) {
+		t.Fatalf("after b left and g came: sent %v, removed %v; want [%s] and [%s]", sent, removed, memberG, memberB)
+	}
+	d.ACK(r)
+
+	// Named as well, then unnamed: a is still had through the glob.
+	d.Subscribe(cds, memberA)
+	r = d.RecvType(cds)
+	if sent, removed = deltaNames(r); !slices.Equal(sent, []string{memberA}) || len(removed) != 0 {
+		t.Fatalf("subscribing to member a as well: sent %v, removed %v; want [%s] once (X29, X8)", sent, removed, memberA)
+	}
+	d.ACK(r)
+	d.Unsubscribe(cds, memberA)
+	d.ExpectSilence()
+	e.srv.Publish(t, globWorld(memberA, memberG, memberB)...)
+	r = d.RecvType(cds)
+	if sent, removed = deltaNames(r); !slices.Equal(sent, []string{memberB}) || len(removed) != 0 {
+		t.Fatalf("after b came back: sent %v, removed %v; want [%s]", sent, removed, memberB)
+	}
+	d.ACK(r)
+
+	d.Unsubscribe(cds, fedGlob)
+	d.ExpectSilence()
+	e.srv.Publish(t, globWorld(memberA, memberG)...)
+	d.ExpectSilence()
+	// The client dropped the members with the glob: subscribing again
+	// sends them again.
+	d.Subscribe(cds, fedGlob)
+	r = d.RecvType(cds)
+	if sent, removed = deltaNames(r); !slices.Equal(sent, []string{memberA, memberG}) || len(removed) != 0 {
+		t.Fatalf("subscribing to the glob again: sent %v, removed %v; want [%s %s]", sent, removed, memberA, memberG)
 	}
 }
