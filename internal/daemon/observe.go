@@ -97,6 +97,11 @@ func (o tracking) Observe(e xds.Event) {
 		o.t.Seen(e.StreamID, info, e.Group, e.At)
 	case xds.StreamClosed:
 		o.m.StreamClosed(label)
+		if e.Poll {
+			// A REST poll answered: the proxy has not left.
+			o.t.Forget(e.StreamID)
+			break
+		}
 		o.t.Closed(e.StreamID, e.At)
 	case xds.NoGroup:
 		o.t.Seen(e.StreamID, info, "", e.At)

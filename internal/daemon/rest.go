@@ -37,12 +37,13 @@ type RESTOptions struct {
 }
 
 // Bounds of the REST server beyond the handler's own: a client that sends
-// half a request is cut off, and idle keep-alive connections (Envoy polls
-// every refresh_delay on one) are closed after a while.
+// half a request is cut off, and idle keep-alive connections are closed
+// after 30s (Envoy polls every refresh_delay, 1s by default, on one; an
+// idle connection holds one of restMaxConns).
 const (
 	restReadHeaderTimeout = 5 * time.Second
 	restReadTimeout       = 10 * time.Second
-	restIdleTimeout       = 2 * time.Minute
+	restIdleTimeout       = 30 * time.Second
 	restMaxHeaderBytes    = 64 << 10
 	// restMaxConns bounds the connections held at once; more wait in the
 	// kernel's accept queue.
@@ -65,7 +66,11 @@ func checkREST(o Options, sec *security, log *slog.Logger) error {
 	if ro.MaxPolls < 0 {
 		return fmt.Errorf("--xds-rest-max-polls is %d; it must be 0 (the default, %d) or more", ro.MaxPolls, xdsrest.DefaultMaxPolls)
 	}
-	if !Loopback(ro.Addr) && sec.xdsTLS == nil {
+	switch {
+	case o.InsecureServeSecrets:
+		log.Warn("INSECURE: --insecure-serve-secrets serves Secrets, private keys included, to REST polls without a verified client certificate too: "+
+			"anyone who reaches the REST port can read every key of the group it claims", "xds_rest", ro.Addr, "tls", sec.xdsTLS != nil)
+	case !Loopback(ro.Addr) && sec.xdsTLS == nil:
 		log.Warn("REST-JSON xDS in plaintext beyond this host: any client that reaches this port can claim any node id and read its config, "+
 			"and no client can prove who it is, so no Secret is served; use --xds-tls-cert, --xds-tls-key and --xds-client-ca", "xds_rest", ro.Addr)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -64,7 +65,7 @@ func (st *stream) logOpened() {
 		// A verified identity is on every line of the stream already.
 		args = append(args, "identity", "none")
 	}
-	st.log.Info("proxy connected", args...)
+	st.logAt(slog.LevelInfo, "proxy connected", args...)
 }
 
 // logClosed says a proxy's stream ended, why, and how long it lasted.
@@ -74,7 +75,18 @@ func (st *stream) logClosed(err error) {
 	if reason == ClosedError || reason == ClosedRefused {
 		args = append(args, "error", bounded(err.Error(), maxLogged))
 	}
-	st.log.Info("proxy disconnected", args...)
+	st.logAt(slog.LevelInfo, "proxy disconnected", args...)
+}
+
+// logAt logs at level, or at debug level for a REST poll: a poll is a
+// stream of its own, and an Envoy polls every type every second or so, so
+// a line per poll would fill the log (and anyone who reaches the port
+// could make it).
+func (st *stream) logAt(level slog.Level, msg string, args ...any) {
+	if st.quiet {
+		level = slog.LevelDebug
+	}
+	st.log.Log(context.Background(), level, msg, args...)
 }
 
 // closedReason classifies a stream's end.

@@ -111,7 +111,11 @@ type Event struct {
 	// Identity is what the connection's verified client certificate
 	// proves, "" without one.
 	Identity string
-	At       time.Time
+	// Poll marks the events of a stream that is one REST poll
+	// (ServeStream): it ends with its answer, and the next poll is a
+	// stream of its own.
+	Poll bool
+	At   time.Time
 }
 
 // Observer receives stream events. It is called from stream loops and must

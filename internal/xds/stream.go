@@ -82,7 +82,10 @@ type stream struct {
 	// greetC fires when a state-of-the-world stream whose resends were
 	// all spared still owes its client a first message (greet.go);
 	// onGreet sends it.
-	// quiet is set for a transport that needs no first message (REST).
+	// quiet is set for a stream that is one REST poll (ServeStream): it
+	// owes no first message (greet.go), its start and end are logged at
+	// debug level (an Envoy polls every second or so), and its events say
+	// Poll.
 	quiet      bool
 	greetTimer *time.Timer
 	greetC     <-chan time.Time
@@ -677,7 +680,7 @@ func (st *stream) flooding(now time.Time) bool {
 
 // observe fills in the stream's fields and reports e.
 func (st *stream) observe(e Event) {
-	e.StreamID, e.Node, e.ADS, e.Delta, e.At, e.Peer = st.id, st.node, st.typeURL == "", st.delta, time.Now(), st.peer
+	e.StreamID, e.Node, e.ADS, e.Delta, e.At, e.Peer, e.Poll = st.id, st.node, st.typeURL == "", st.delta, time.Now(), st.peer, st.quiet
 	if e.Node == nil {
 		e.Node = st.claimed
 	}

@@ -1,8 +1,12 @@
 package xdsrest_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -257,5 +261,35 @@ func TestX44_ShutdownEndsPolls(t *testing.T) {
 		rep.want(t, http.StatusServiceUnavailable)
 	case <-time.After(xdstest.Timeout):
 		t.Fatal("shutdown did not end the parked poll")
+	}
+}
+
+// A client that sends its headers and then trickles its body holds no poll
+// slot: a real poll is served meanwhile with a single slot, and the slow
+// body is cut off (its connection closed) within the body timeout.
+func TestX44_SlowBodyHoldsNoSlot(t *testing.T) {
+	r := start(t, xds.Options{}, xdsrest.Options{MaxPolls: 1}, nil)
+	r.xds.Publish(t, cluster("web"))
+	conn, err := net.Dial("tcp", r.http.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{", cdsPath); err != nil {
+		t.Fatal(err)
+	}
+	p := r.poller(t, cdsPath, xdstest.Node("proxy-1"), xdstype.ClusterURL)
+	if names := p.poll().want(t, http.StatusOK).names(t); len(names) != 1 {
+		t.Fatalf("the poll beside a slow body got %v", names)
+	}
+	// The slow client is answered (400: its body never came) and its
+	// connection ends, within the body timeout and a margin.
+	_ = conn.SetReadDeadline(time.Now().Add(xdstest.Timeout))
+	answer, err := io.ReadAll(conn)
+	if err != nil {
+		t.Fatalf("the slow body's connection was not ended: %v", err)
+	}
+	if !bytes.HasPrefix(answer, []byte("HTTP/1.1 400")) {
+		t.Fatalf("the slow body was answered %q", answer)
 	}
 }

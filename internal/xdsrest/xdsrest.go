@@ -64,6 +64,10 @@ type Options struct {
 // long as it waits.
 const MaxWait = 5 * time.Minute
 
+// bodyTimeout bounds the reading of a poll's body (at most MaxBody); Envoy
+// sends a DiscoveryRequest of a few hundred bytes at once.
+const bodyTimeout = 2 * time.Second
+
 // DefaultMaxPolls is Options.MaxPolls when none is given.
 const DefaultMaxPolls = 1024
 
@@ -128,17 +132,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusUnsupportedMediaType, "the body must be a DiscoveryRequest in JSON, with Content-Type: application/json")
 		return
 	}
+	// The body is read before a poll slot is taken, within bodyTimeout:
+	// a client trickling its body holds a connection, not one of the
+	// slots real polls need.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyTimeout))
+	req, code, msg := h.decode(w, r, t)
+	if req == nil {
+		h.fail(w, r, code, msg)
+		return
+	}
 	select {
 	case h.polls <- struct{}{}:
 		defer func() { <-h.polls }()
 	default:
 		w.Header().Set("Retry-After", "1")
 		h.fail(w, r, http.StatusServiceUnavailable, fmt.Sprintf("more than %d polls at once; poll again later", h.o.MaxPolls))
-		return
-	}
-	req, code, msg := h.decode(w, r, t)
-	if req == nil {
-		h.fail(w, r, code, msg)
 		return
 	}
 	h.poll(w, r, t, req)
@@ -219,7 +227,16 @@ func (h *Handler) poll(w http.ResponseWriter, r *http.Request, t *xdstype.Type, 
 			return
 		case err := <-done:
 			ended = true
-			h.refused(w, r, err)
+			switch {
+			case r.Context().Err() != nil:
+				// The client is gone: nobody to answer.
+			case err == nil:
+				// The core saw the poll's request stream end with nothing
+				// new to send.
+				notModified(w)
+			default:
+				h.refused(w, r, err)
+			}
 			return
 		case <-r.Context().Done():
 			return

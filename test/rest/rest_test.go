@@ -7,12 +7,15 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -61,7 +64,27 @@ func config(clusters ...string) string {
 // pylon is the daemon under test.
 type pylon struct {
 	dir, config, rest string
+	data, admin       string
 	ca                *certstest.CA
+	log               *syncBuffer
+}
+
+// syncBuffer is the daemon's log, written by its goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // start runs the daemon in file mode with xDS and REST over mutual TLS and
@@ -74,7 +97,9 @@ func start(t *testing.T, o daemon.Options, clusters ...string) *pylon {
 	if err := os.WriteFile(p.config, []byte(config(clusters...)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	o.ConfigPath, o.DataDir = p.config, t.TempDir()
+	p.data, p.log = t.TempDir(), &syncBuffer{}
+	o.ConfigPath, o.DataDir = p.config, p.data
+	o.Logger = slog.New(slog.NewTextHandler(p.log, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	o.XDSAddr, o.AdminAddr = "127.0.0.1:0", "127.0.0.1:0"
 	o.DebounceQuiet, o.DebounceMax = 20*time.Millisecond, 200*time.Millisecond
 	o.XDSTLS = daemon.TLSFiles{Cert: server.Cert, Key: server.Key, ClientCA: server.CA}
@@ -82,8 +107,8 @@ func start(t *testing.T, o daemon.Options, clusters ...string) *pylon {
 	o.REST.Addr = "127.0.0.1:0"
 	listening := make(chan string, 1)
 	o.REST.OnListen = func(addr string) { listening <- addr }
-	ready := make(chan struct{}, 1)
-	o.OnReady = func(string, string) { ready <- struct{}{} }
+	ready := make(chan string, 1)
+	o.OnReady = func(_, admin string) { ready <- admin }
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- daemon.Run(ctx, o) }()
@@ -96,7 +121,7 @@ func start(t *testing.T, o daemon.Options, clusters ...string) *pylon {
 	for range 2 {
 		select {
 		case p.rest = <-listening:
-		case <-ready:
+		case p.admin = <-ready:
 		case err := <-errc:
 			t.Fatalf("daemon did not start: %v", err)
 		case <-time.After(bound):
@@ -149,44 +174,53 @@ func (p *pylon) poller(c *http.Client, path, id, cluster string, names ...string
 // keeps the version as Envoy does.
 func (pl *poller) poll(t *testing.T) (int, string, []string) {
 	t.Helper()
-	body, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(pl.req)
+	code, body, names, err := pl.try()
 	if err != nil {
 		t.Fatal(err)
+	}
+	return code, body, names
+}
+
+// try is poll for any goroutine: errors are returned, not fatal.
+func (pl *poller) try() (int, string, []string, error) {
+	body, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(pl.req)
+	if err != nil {
+		return 0, "", nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, pl.url, bytes.NewReader(body))
 	if err != nil {
-		t.Fatal(err)
+		return 0, "", nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := pl.c.Do(req)
 	if err != nil {
-		t.Fatalf("poll %s: %v", pl.url, err)
+		return 0, "", nil, fmt.Errorf("poll %s: %w", pl.url, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatal(err)
+		return 0, "", nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return resp.StatusCode, string(b), nil
+		return resp.StatusCode, string(b), nil, nil
 	}
 	dr := &discoveryv3.DiscoveryResponse{}
 	if err := protojson.Unmarshal(b, dr); err != nil {
-		t.Fatalf("200 with a body that is not a DiscoveryResponse: %v\n%s", err, b)
+		return 0, "", nil, fmt.Errorf("200 with a body that is not a DiscoveryResponse: %v\n%s", err, b)
 	}
 	pl.req.VersionInfo = dr.GetVersionInfo()
 	var names []string
 	for _, a := range dr.GetResources() {
 		m, err := a.UnmarshalNew()
 		if err != nil {
-			t.Fatal(err)
+			return 0, "", nil, err
 		}
 		names = append(names, xdstype.NameOf(m))
 	}
 	slices.Sort(names)
-	return resp.StatusCode, string(b), names
+	return resp.StatusCode, string(b), names, nil
 }
 
 // The daemon serves REST over its xDS TLS to HTTP/1.1 and h2 clients, with
@@ -215,9 +249,9 @@ func TestX44_DaemonOverMutualTLS(t *testing.T) {
 	// file brings.
 	done := make(chan []string, 1)
 	go func() {
-		code, body, names := other.poll(t)
-		if code != http.StatusOK {
-			t.Errorf("long poll: %d %s", code, body)
+		code, body, names, err := other.try()
+		if err != nil || code != http.StatusOK {
+			t.Errorf("long poll: %d %s %v", code, body, err)
 		}
 		done <- names
 	}()
@@ -251,5 +285,37 @@ func TestX44_DaemonRefusesTooLongWait(t *testing.T) {
 	err := daemon.Run(ctx, o)
 	if err == nil || !strings.Contains(err.Error(), "--xds-rest-wait is 1h0m0s; it must be between 0 and 5m0s") {
 		t.Fatalf("Run: %v", err)
+	}
+}
+
+// Every REST poll is a stream of the core, and an Envoy polls each type
+// every second or so: a poll's start and end are not logged at info level,
+// and an answered poll is not kept among the proxies' closed streams, where
+// it would push real disconnects out.
+func TestX44_PollsDoNotFloodLogOrStatus(t *testing.T) {
+	p := start(t, daemon.Options{}, "backend", "edge-web")
+	pl := p.poller(p.client(t, "app-1", "apps", false), "/v3/discovery:clusters", "app-1", "apps")
+	for range 20 {
+		if code, body, _ := pl.poll(t); code != http.StatusOK && code != http.StatusNotModified {
+			t.Fatalf("poll: %d %s", code, body)
+		}
+	}
+	if n := strings.Count(p.log.String(), "proxy connected") + strings.Count(p.log.String(), "proxy disconnected"); n != 0 {
+		t.Fatalf("20 polls logged %d connect/disconnect lines at info level:\n%s", n, p.log)
+	}
+	tok, err := os.ReadFile(filepath.Join(p.data, "admin-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", "http://"+p.admin+"/proxies", nil)
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK || strings.Contains(string(b), "app-1") {
+		t.Fatalf("GET /proxies after the polls: %d %s", resp.StatusCode, b)
 	}
 }

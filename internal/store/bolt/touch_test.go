@@ -25,7 +25,9 @@ func TestConcurrentTouches(t *testing.T) {
 	const registrants, renewals = 200, 20
 	base := time.Now().Truncate(time.Second)
 	var changes []store.Change
-	key := func(r int) store.Key { return store.Key{Kind: "endpoints.web", Name: fmt.Sprintf("10.0.%d.%d:80", r/250, r%250)} }
+	key := func(r int) store.Key {
+		return store.Key{Kind: "endpoints.web", Name: fmt.Sprintf("10.0.%d.%d:80", r/250, r%250)}
+	}
 	for r := range registrants {
 		if r%2 == 0 {
 			changes = append(changes, store.Change{Key: key(r), Body: []byte(`{"port":80}`), Expires: base})
