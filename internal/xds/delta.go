@@ -209,6 +209,7 @@ func (w *deltaWatch) subscribe(req *discoveryv3.DeltaDiscoveryRequest, set *snap
 	if drop {
 		w.dropUncovered()
 	}
+	w.forceMembers(subscribe, set)
 	if first {
 		w.adopt(req.GetInitialResourceVersions(), set)
 	}
@@ -267,6 +268,26 @@ func (w *deltaWatch) forget(n string) {
 		delete(w.acked, n)
 	}
 	delete(w.nacked, n)
+}
+
+// forceMembers answers a glob collection just subscribed to with all its
+// members, those the client already holds included (X29 for a glob: the
+// client's new watch waits for them).
+func (w *deltaWatch) forceMembers(subscribe []string, set *snapshot.Set) {
+	for _, n := range subscribe {
+		c, ok := w.sub.globs[n]
+		if !ok {
+			continue
+		}
+		c.each(set, func(m string) {
+			if _, has := w.held[m]; has {
+				if w.force == nil {
+					w.force = map[string]struct{}{}
+				}
+				w.force[m] = struct{}{}
+			}
+		})
+	}
 }
 
 // dropUncovered forgets resources the client held only through a wildcard

@@ -229,6 +229,15 @@ func TestX46_delta_glob_collection_of_clusters(t *testing.T) {
 	}
 	d.ACK(r)
 
+	// Subscribing to the glob again while holding it: its members are
+	// answered (X29), though the client has them.
+	d.Subscribe(cds, fedGlob)
+	r = d.RecvType(cds)
+	if sent, removed = deltaNames(r); !slices.Equal(sent, []string{memberA, memberB, memberG}) || len(removed) != 0 {
+		t.Fatalf("subscribing to the glob it has: sent %v, removed %v; want [%s %s %s]", sent, removed, memberA, memberB, memberG)
+	}
+	d.ACK(r)
+
 	d.Unsubscribe(cds, fedGlob)
 	d.ExpectSilence()
 	e.srv.Publish(t, globWorld(memberA, memberG)...)
