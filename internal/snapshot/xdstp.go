@@ -52,6 +52,23 @@ func paramKey(p string) string {
 	return k
 }
 
+// javaOrderClash finds two keys of params (sorted by key) that grpc-java
+// would put in the other order: it sorts whole "key=value" strings, so a
+// key followed by a longer key continuing with a character below '='
+// ('-', '.', a digit) comes after it. No order of such a name is canonical
+// for every client.
+func javaOrderClash(params []string) (string, string) {
+	for i, p := range params {
+		k := paramKey(p)
+		for _, q := range params[i+1:] {
+			if l := paramKey(q); strings.HasPrefix(l, k) && len(l) > len(k) && l[len(k)] < '=' {
+				return k, l
+			}
+		}
+	}
+	return "", ""
+}
+
 // xdstpSafe reports whether every character of s is one no client
 // percent-encodes or decodes: grpc-go re-encodes a name through net/url and
 // Envoy through its own encoder, so a name using any other character may
@@ -102,6 +119,9 @@ func XdstpProblem(name, typeName string) string {
 		if paramKey(sorted[i]) == paramKey(sorted[i-1]) {
 			return fmt.Sprintf("xdstp:// name %q repeats context parameter %q", name, paramKey(sorted[i]))
 		}
+	}
+	if a, b := javaOrderClash(sorted); a != "" {
+		return fmt.Sprintf("xdstp:// name %q has context parameter keys %q and %q, which grpc-java orders otherwise than grpc-go and Envoy (it sorts key=value, they sort keys): rename one so neither is the other plus '-', '.' or a digit", name, a, b)
 	}
 	if !slices.Equal(sorted, n.Params) {
 		want := name[:strings.IndexByte(name, '?')] + "?" + strings.Join(sorted, "&")

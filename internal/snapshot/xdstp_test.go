@@ -44,6 +44,8 @@ func TestX46_xdstp_names_refused_unless_canonical(t *testing.T) {
 			`xdstp:// name "xdstp://a.example/` + cdsType + `/c?a=1&a=2" repeats context parameter "a"`},
 		{"empty parameter", "xdstp://a.example/" + cdsType + "/c?",
 			`xdstp:// name "xdstp://a.example/` + cdsType + `/c?" has context parameter ""; want key=value with a non-empty key, both of letters, digits and -._~`},
+		{"keys clients order differently", "xdstp://a.example/" + cdsType + "/c?zone=a&zone2=b",
+			`xdstp:// name "xdstp://a.example/` + cdsType + `/c?zone=a&zone2=b" has context parameter keys "zone" and "zone2", which grpc-java orders otherwise than grpc-go and Envoy (it sorts key=value, they sort keys): rename one so neither is the other plus '-', '.' or a digit`},
 		{"directive", "xdstp://a.example/" + cdsType + "/c#alt=x",
 			`xdstp:// name "xdstp://a.example/` + cdsType + `/c#alt=x" has a processing directive (#alt=x); a resource's own name carries none`},
 		{"escaped", "xdstp://a.example/" + cdsType + "/a b",
@@ -62,6 +64,7 @@ func TestX46_canonical_xdstp_names_accepted(t *testing.T) {
 	reg := xdstype.New()
 	names := []string{
 		"xdstp://a.example/" + cdsType + "/ns/c?a=1&b=2",
+		"xdstp://a.example/" + cdsType + "/c?zone=a&zone_b=b&zoneb=c",
 		"xdstp:///" + cdsType + "/c",
 		"xdstp://a.example:443/" + cdsType + "/c?k=",
 		"plain",
