@@ -18,12 +18,14 @@ const xdstpScheme = "xdstp://"
 // "Normalization"). Responses carry the sorted name, not the order the
 // client sent: that is the form real clients match on. grpc-go sorts every
 // name it subscribes to and every name it reads back
-// (xdsresource.Name.String, applied in its xdsclient's channel.go), and
-// Envoy does the same (encodeUrn with sort_context_params_ in GrpcMuxImpl
-// and WatchMap::watchesInterestedIn). Any other name, and an xdstp:// name
-// with fewer than two parameters, is returned as it is, without
-// allocating. Names are the server's keys, so snapshots must hold xdstp://
-// names in this form too (snapshot.XdstpProblem refuses others).
+// (xdsresource.Name.String, applied in its xdsclient's channel.go); Envoy
+// does the same (encodeUrn with sort_context_params_ in GrpcMuxImpl and
+// WatchMap::watchesInterestedIn); grpc-java subscribes sorted and drops a
+// response whose name is not sorted (XdsClient.canonifyResourceName).
+// Any other name, and an xdstp:// name with fewer than two parameters, is
+// returned as it is, without allocating. Names are the server's keys, so
+// snapshots must hold xdstp:// names in this form too
+// (snapshot.XdstpProblem refuses others).
 func canonicalName(name string) string {
 	if !strings.HasPrefix(name, xdstpScheme) {
 		return name
