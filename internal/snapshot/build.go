@@ -38,8 +38,9 @@ var marshal = proto.MarshalOptions{Deterministic: true}
 // and refuses the whole set on, any of: a proto constraint violated (Envoy's
 // generated ValidateAll, including inside nested typed_config), an xdstp://
 // name not in canonical form (XdstpProblem), two resources of one type with
-// one name, and a reference to a resource that is not in the set. The error
-// is a diag.List naming every problem.
+// one name, a reference to a resource that is not in the set, and a
+// VirtualHost that its route configuration cannot serve by VHDS
+// (vhdsProblems). The error is a diag.List naming every problem.
 func Build(reg *xdstype.Registry, inputs []Input) (*Snapshot, error) {
 	var problems diag.List
 	byType := map[string]map[string]*Resource{}
@@ -89,6 +90,7 @@ func Build(reg *xdstype.Registry, inputs []Input) (*Snapshot, error) {
 		}
 		problems = append(problems, refProblems(reg, in, refs, byType)...)
 	}
+	problems = append(problems, vhdsProblems(inputs, firstSeen, byType)...)
 	if err := problems.Err(); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,8 @@
 package snapshot
 
 import (
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -17,7 +19,7 @@ func (n Names) Add(typeURL, name string) {
 
 // Closure returns roots and everything they name, transitively: a listener
 // brings its routes and secrets, a route its clusters, a cluster its
-// assignment and secrets.
+// assignment and secrets, a route configuration with vhds its VirtualHosts.
 func Closure(s *Snapshot, roots Names) Names {
 	out := Names{}
 	type item struct{ typeURL, name string }
@@ -40,6 +42,14 @@ func Closure(s *Snapshot, roots Names) Names {
 		out.Add(it.typeURL, it.name)
 		for _, ref := range r.Refs {
 			queue = append(queue, item{ref.TypeURL, ref.Name})
+		}
+		if rc, ok := r.Message.(*routev3.RouteConfiguration); ok && rc.GetVhds() != nil {
+			// Nothing names a virtual host served by VHDS: its route
+			// configuration brings those of its namespace, which its
+			// clients ask for.
+			for _, n := range VirtualHostsOf(s.Set(xdstype.VirtualHostURL), it.name) {
+				queue = append(queue, item{xdstype.VirtualHostURL, n})
+			}
 		}
 	}
 	return out
