@@ -32,6 +32,9 @@ type Debouncer struct {
 
 	pending     bool
 	first, last time.Time
+	// whole: every event of the pending burst brought a whole file
+	// (Whole), so there is nothing to wait for.
+	whole bool
 }
 
 // Event records an event at now.
@@ -39,8 +42,19 @@ func (d *Debouncer) Event(now time.Time) {
 	if !d.pending {
 		d.pending = true
 		d.first = now
+		d.whole = true
 	}
 	d.last = now
+	d.whole = false
+}
+
+// Whole records an event at now that brought a whole file, such as one
+// renamed into place: a burst made only of those is due at once, since the
+// quiet period protects readers from files still being written in place.
+func (d *Debouncer) Whole(now time.Time) {
+	whole := !d.pending || d.whole
+	d.Event(now)
+	d.whole = whole
 }
 
 // Pending reports whether events are waiting to fire.
@@ -54,6 +68,9 @@ func (d *Debouncer) First() time.Time { return d.first }
 func (d *Debouncer) Due() (due time.Time, ok bool) {
 	if !d.pending {
 		return time.Time{}, false
+	}
+	if d.whole {
+		return d.last, true
 	}
 	due = d.last.Add(d.Quiet)
 	if limit := d.first.Add(d.MaxWait); d.MaxWait > 0 && limit.Before(due) {

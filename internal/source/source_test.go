@@ -103,3 +103,30 @@ func TestReplay(t *testing.T) {
 		t.Fatalf("replayed %+v, want the newest update", got)
 	}
 }
+
+// A burst made only of whole files is due at once; one event written in
+// place makes the burst wait for quiet again.
+func TestDebouncerWhole(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	d := Debouncer{Quiet: time.Second, MaxWait: time.Minute}
+	d.Whole(t0)
+	if due, ok := d.Due(); !ok || !due.Equal(t0) {
+		t.Fatalf("a whole file: due %v %v, want at once (%v)", due, ok, t0)
+	}
+	d.Whole(t0.Add(time.Millisecond))
+	if !d.Fire(t0.Add(time.Millisecond)) {
+		t.Fatal("two whole files did not fire at once")
+	}
+	d.Event(t0.Add(2 * time.Second))
+	d.Whole(t0.Add(2*time.Second + time.Millisecond))
+	if due, _ := d.Due(); !due.Equal(t0.Add(3*time.Second + time.Millisecond)) {
+		t.Fatalf("a burst with a write in place is due %v, want after the quiet period", due)
+	}
+	if !d.Fire(t0.Add(4 * time.Second)) {
+		t.Fatal("did not fire after the quiet period")
+	}
+	d.Event(t0.Add(5 * time.Second))
+	if due, _ := d.Due(); !due.Equal(t0.Add(6 * time.Second)) {
+		t.Fatalf("a new burst after a whole one is due %v, want after quiet", due)
+	}
+}

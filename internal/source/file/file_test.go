@@ -338,3 +338,62 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 	}
 }
+
+// runWith starts a source with the given debounce and returns its updates.
+func runWith(t *testing.T, path string, quiet, maxWait time.Duration) <-chan source.Update {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan source.Update, 10)
+	done := make(chan error, 1)
+	s := New(Options{Path: path, Quiet: quiet, MaxWait: maxWait})
+	go func() { done <- s.Run(ctx, out) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return out
+}
+
+// A config written aside and renamed into place is whole when it appears:
+// it is read at once, not after the quiet period that protects readers
+// from files being written in place (an hour here).
+func TestRenameIntoPlaceReadAtOnce(t *testing.T) {
+	for _, folder := range []bool{false, true} {
+		t.Run(fmt.Sprintf("folder=%v", folder), func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "pylon.yaml")
+			write(t, path, "v1")
+			watched := path
+			if folder {
+				watched = dir
+			}
+			updates := runWith(t, watched, time.Hour, time.Hour)
+			next(t, updates, has("pylon.yaml=v1;"))
+			tmp := filepath.Join(dir, ".pylon.yaml.tmp")
+			write(t, tmp, "v2")
+			if err := os.Rename(tmp, path); err != nil {
+				t.Fatal(err)
+			}
+			next(t, updates, has("pylon.yaml=v2;"))
+		})
+	}
+}
+
+// A write in place still waits out the quiet period: the file may be
+// half-written when its first event comes.
+func TestWriteInPlaceWaitsQuiet(t *testing.T) {
+	const quiet = 300 * time.Millisecond
+	dir := t.TempDir()
+	path := filepath.Join(dir, "pylon.yaml")
+	write(t, path, "v1")
+	updates := runWith(t, path, quiet, time.Hour)
+	next(t, updates, has("pylon.yaml=v1;"))
+	wrote := time.Now()
+	write(t, path, "v2")
+	next(t, updates, has("pylon.yaml=v2;"))
+	if took := time.Since(wrote); took < quiet {
+		t.Fatalf("an in-place write was read %v after it, before the %v quiet period", took, quiet)
+	}
+}

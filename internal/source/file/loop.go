@@ -50,6 +50,12 @@ func (l *loop) run(ctx context.Context, fire, resync func(time.Time) bool) error
 			timer.Reset(time.Until(due))
 		}
 	}
+	// afterRename: the previous event, relevant or not, renamed a file
+	// away. A Create right after it is that file renamed into place
+	// (inotify reports the two halves of a rename back to back): the
+	// file is whole, as written aside by a deploy tool or swapped in by
+	// Kubernetes, so its burst need not wait out the quiet period.
+	afterRename := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -58,6 +64,8 @@ func (l *loop) run(ctx context.Context, fire, resync func(time.Time) bool) error
 			if !ok {
 				return nil
 			}
+			renamedIn := afterRename && ev.Has(fsnotify.Create)
+			afterRename = ev.Has(fsnotify.Rename)
 			if !l.rel.relevant(ev.Name) {
 				// Not even a debug line: a log file written in a watched
 				// folder would otherwise log its own writes forever.
@@ -67,7 +75,11 @@ func (l *loop) run(ctx context.Context, fire, resync func(time.Time) bool) error
 			if l.onEvent != nil {
 				l.onEvent()
 			}
-			deb.Event(time.Now())
+			if renamedIn {
+				deb.Whole(time.Now())
+			} else {
+				deb.Event(time.Now())
+			}
 			arm()
 		case err, ok := <-l.w.Errors:
 			if !ok {
