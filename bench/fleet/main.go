@@ -19,6 +19,13 @@
 // move to B, presenting what they hold (-present yes) or not (no, the
 // baseline); B reports when each proxy is SYNCED again and what it sent
 // (failover.go, syncwatch.go).
+//
+//	go run ./bench/fleet -churn 10,100,1000 -n 5000 -clusters 1000 [-via api,file] [-delta] [-duration 1m]
+//
+// measures sustained endpoint churn instead: changes at each rate for the
+// duration, through the admin API or the config file (Pylon's whole
+// daemon) and into go-control-plane's cache; a change has converged when
+// every proxy subscribed to its service holds it (churn.go).
 package main
 
 import (
@@ -49,13 +56,37 @@ func main() {
 	watch := flag.Bool("watch", false, "internal: with -serve, report when each proxy is SYNCED (the failover scenario)")
 	failover := flag.Bool("failover", false, "measure a failover instead: the proxies reach their config on server A, A is killed (SIGKILL) and they move to B")
 	present := flag.String("present", "yes,no", "with -failover: whether reconnecting proxies present what they hold (yes), or not (no: the baseline), or both")
+	churnRates := flag.String("churn", "", "measure sustained endpoint churn instead, at these rates (changes per second, comma-separated, e.g. 10,100,1000): see churn.go")
+	via := flag.String("via", "api,file", "with -churn: how changes reach Pylon: api (registrations and deregistrations through the admin API, embedded store) and/or file (the config file rewritten and renamed into place); go-control-plane takes them into its snapshot cache")
+	duration := flag.Duration("duration", time.Minute, "with -churn: how long changes are issued at each rate (then at most 30s more for the last to converge)")
+	subs := flag.Int("subs", 10, "with -churn: services each proxy subscribes to over EDS (all proxies get every Cluster)")
+	dir := flag.String("dir", "", "internal: the churn server's folder (store or config file)")
 	flag.Parse()
 	if *serveImpl != "" {
 		c, _ := strconv.Atoi(*cs)
-		if err := serve(*serveImpl, c, *watch); err != nil {
+		var err error
+		switch *serveImpl {
+		case "pylon-api", "pylon-file":
+			err = serveDaemon(*serveImpl, c, *dir)
+		case "gcp-churn":
+			err = serveGCPChurn(c)
+		default:
+			err = serve(*serveImpl, c, *watch)
+		}
+		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
+		return
+	}
+	if *churnRates != "" {
+		if *duration <= 0 || *duration > time.Hour {
+			fmt.Fprintln(os.Stderr, "-duration: between 1s and 1h")
+			os.Exit(2)
+		}
+		measureChurn(*ns, *churnRates, *impls, *via, churnCase{
+			clusters: ints(*cs)[0], subs: *subs, duration: *duration, delta: *delta, perConn: *perConn, profile: *profile,
+		})
 		return
 	}
 	if *failover {
@@ -123,6 +154,7 @@ func ints(s string) []int {
 type child struct {
 	cmd      *exec.Cmd
 	xds, ctl string
+	pprof    string // the daemon child's pprof address, when not ctl
 	once     sync.Once
 }
 
@@ -146,7 +178,15 @@ func startChild(impl string, clusters int, extra ...string) (*child, error) {
 		return nil, fmt.Errorf("server did not start: %w", err)
 	}
 	f := strings.Fields(line)
-	return &child{cmd: cmd, xds: f[0], ctl: f[1]}, nil
+	if len(f) < 2 {
+		cmd.Process.Kill()
+		return nil, fmt.Errorf("server did not start: %q", line)
+	}
+	c := &child{cmd: cmd, xds: f[0], ctl: f[1]}
+	if len(f) > 2 {
+		c.pprof = f[2]
+	}
+	return c, nil
 }
 
 // stop kills the process with SIGKILL (once) and reaps it.

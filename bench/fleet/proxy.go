@@ -46,10 +46,12 @@ type fleet struct {
 	mu        sync.Mutex
 	lat       []time.Duration
 	started   time.Time
-	waitMax   atomic.Int64 // longest open-to-ready, ns
-	retries   atomic.Int64 // streams that ended and were retried
-	failed    atomic.Int64 // proxies that gave up
-	firstErr  atomic.Pointer[error]
+	// churn, in the churn scenario, follows each change to each proxy.
+	churn    *churnTracker
+	waitMax  atomic.Int64 // longest open-to-ready, ns
+	retries  atomic.Int64 // streams that ended and were retried
+	failed   atomic.Int64 // proxies that gave up
+	firstErr atomic.Pointer[error]
 }
 
 func newFleet(n, clusters int, delta bool, perConn int) *fleet {
@@ -154,6 +156,11 @@ type proxy struct {
 	edsEpoch int64
 	rdsEpoch int64
 	opened   time.Time
+	// churn: what the proxy holds of each service it subscribes to;
+	// edsNames: those services (the churn scenario's proxies subscribe
+	// to a few, as a sidecar does).
+	churn    map[int]held
+	edsNames []string
 }
 
 const (
@@ -298,6 +305,12 @@ func (p *proxy) receive() (string, error) {
 		for _, n := range r.RemovedResources {
 			delete(held, n)
 		}
+		if f.churn != nil && r.TypeUrl == xdstype.EndpointURL {
+			f.churn.edsResponses.Add(1)
+			for _, res := range r.Resources {
+				f.churn.saw(p, res.Resource)
+			}
+		}
 		_ = p.cs.SendMsg(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: r.TypeUrl, ResponseNonce: r.Nonce})
 		return r.TypeUrl, nil
 	}
@@ -308,6 +321,12 @@ func (p *proxy) receive() (string, error) {
 	f.bytes.Add(int64(proto.Size(r)))
 	f.resources.Add(int64(len(r.Resources)))
 	p.acked[r.TypeUrl] = r.VersionInfo
+	if f.churn != nil && r.TypeUrl == xdstype.EndpointURL {
+		f.churn.edsResponses.Add(1)
+		for _, res := range r.Resources {
+			f.churn.saw(p, res)
+		}
+	}
 	_ = p.cs.SendMsg(&discoveryv3.DiscoveryRequest{TypeUrl: r.TypeUrl, ResponseNonce: r.Nonce, VersionInfo: r.VersionInfo, ResourceNames: p.names(r.TypeUrl)})
 	return r.TypeUrl, nil
 }
@@ -315,7 +334,15 @@ func (p *proxy) receive() (string, error) {
 func (p *proxy) names(url string) []string {
 	switch url {
 	case xdstype.EndpointURL:
-		return p.f.names
+		if p.f.churn == nil {
+			return p.f.names
+		}
+		if p.edsNames == nil {
+			for _, c := range p.f.churn.subsOf(p.id) {
+				p.edsNames = append(p.edsNames, clusterName(c))
+			}
+		}
+		return p.edsNames
 	case xdstype.RouteURL:
 		return []string{"main"}
 	}

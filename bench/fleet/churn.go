@@ -1,0 +1,301 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// churnCase is one row of the churn table.
+type churnCase struct {
+	impl     string // "pylon" or "gcp"
+	via      string // pylon: "api" or "file"
+	n        int
+	clusters int
+	rate     int // changes per second asked
+	subs     int // services each proxy subscribes to over EDS
+	duration time.Duration
+	delta    bool
+	perConn  int
+	profile  string
+}
+
+const churnHeader = "| server (way in) | N | services (per proxy) | changes/s asked (issued) | changes | convergence p50 / p99 / max | not converged | server CPU (cores) | RSS | EDS responses per proxy per s | bytes per proxy per s | load (1 min) |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+
+// measureChurn prints the churn table: a row per rate, proxy count,
+// server and way in.
+func measureChurn(ns, rates, impls, vias string, cc churnCase) {
+	fmt.Println(churnHeader)
+	for _, rate := range ints(rates) {
+		for _, n := range ints(ns) {
+			for _, impl := range strings.Split(impls, ",") {
+				ways := strings.Split(vias, ",")
+				if impl == "gcp" {
+					ways = []string{"cache"}
+				}
+				for _, via := range ways {
+					row := cc
+					row.impl, row.via, row.n, row.rate = impl, via, n, rate
+					row.delta = cc.delta && impl == "pylon"
+					r, err := runChurn(row)
+					if err != nil {
+						fmt.Fprintf(os.Stderr, "churn %s/%s n=%d rate=%d: %v\n", impl, via, n, rate, err)
+						continue
+					}
+					fmt.Println(r)
+				}
+			}
+		}
+	}
+}
+
+// runChurn runs one churn row: the server in its own process with the
+// world, the fleet connected and configured, then the schedule's changes
+// issued at the rate for the duration; then up to 30s for the last ones
+// to reach every subscribed proxy.
+func runChurn(cc churnCase) (string, error) {
+	dir, err := os.MkdirTemp("", "pylon-churn-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	serveAs := "gcp-churn"
+	switch {
+	case cc.impl == "gcp":
+	case cc.via == "api":
+		serveAs = "pylon-api"
+	case cc.via == "file":
+		serveAs = "pylon-file"
+		if err := writeChurnFile(dir, cc.clusters, nil); err != nil {
+			return "", err
+		}
+	default:
+		return "", fmt.Errorf("-via: %q is neither api nor file", cc.via)
+	}
+	c, err := startChild(serveAs, cc.clusters, "-dir", dir)
+	if err != nil {
+		return "", err
+	}
+	defer c.stop()
+	total := cc.rate * int(cc.duration/time.Second)
+	f := newFleet(cc.n, cc.clusters, cc.delta, cc.perConn)
+	f.churn = newChurnTracker(cc.n, cc.clusters, cc.subs, total)
+	if err := f.dial(c.xds); err != nil {
+		return "", err
+	}
+	defer f.close()
+	f.open(nil)
+	if _, err := waitFor(&f.ready, int64(f.n), 10*time.Minute); err != nil {
+		return "", fmt.Errorf("first config: %w", err)
+	}
+	time.Sleep(time.Second) // let ACKs settle before the clock starts
+	issue, err := churnIssuer(serveAs, c, dir, cc.clusters)
+	if err != nil {
+		return "", err
+	}
+	f.bytes.Store(0)
+	cpu0, start := c.cpu(), time.Now()
+	var stopProfile func()
+	if cc.profile != "" && cc.impl == "pylon" {
+		stopProfile = churnProfile(c, fmt.Sprintf("%s/churn-%s-%d-%d", cc.profile, cc.via, cc.n, cc.rate))
+	}
+	failures := drive(f.churn, start, total, cc, issue, serveAs == "pylon-api")
+	elapsed := time.Since(start)
+	cpu, rss := c.cpu()-cpu0, c.rss()
+	load := loadAvg()
+	bytes, eds := f.bytes.Load(), f.churn.edsResponses.Load()
+	if stopProfile != nil {
+		stopProfile()
+	}
+	grace := time.Now().Add(30 * time.Second)
+	for f.churn.pending() > 0 && time.Now().Before(grace) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	lat := f.churn.latencies()
+	pending := f.churn.pending()
+	if failures > 0 {
+		fmt.Fprintf(os.Stderr, "churn %s/%s n=%d rate=%d: %d changes refused or failed\n", cc.impl, cc.via, cc.n, cc.rate, failures)
+	}
+	if e := f.failures(); e != "" {
+		fmt.Fprintf(os.Stderr, "churn %s/%s n=%d rate=%d: %s\n", cc.impl, cc.via, cc.n, cc.rate, e)
+	}
+	mode := "SotW"
+	if cc.delta {
+		mode = "delta"
+	}
+	secs := elapsed.Seconds()
+	return fmt.Sprintf("| %s (%s, %s) | %d | %d (%d) | %d (%.0f) | %d | %s / %s / %s | %d | %.2f | %.0f MB | %.1f | %.0f B | %s |",
+		cc.impl, cc.via, mode, cc.n, cc.clusters, f.churn.subs, cc.rate, float64(f.churn.issuedN.Load())/secs, f.churn.issuedN.Load(),
+		ms(percentile(lat, 0.5)), ms(percentile(lat, 0.99)), ms(percentile(lat, 1)), pending,
+		cpu/secs, rss/(1<<20), float64(eds)/float64(cc.n)/secs, float64(bytes)/float64(cc.n)/secs, load), nil
+}
+
+// churnIssuer is how change k reaches the server: a registration or
+// deregistration through the admin API (one call per change), the config
+// file rewritten with every change up to k, or go-control-plane's control
+// endpoint told how many are due.
+func churnIssuer(serveAs string, c *child, dir string, clusters int) (func(k int, at time.Time) error, error) {
+	switch serveAs {
+	case "pylon-api":
+		api, err := newChurnAPI(c.ctl, dir, clusters)
+		if err != nil {
+			return nil, err
+		}
+		return api.issue, nil
+	case "pylon-file":
+		fw := &churnFile{dir: dir, st: newChurnState(clusters)}
+		return func(k int, _ time.Time) error { return fw.upto(k + 1) }, nil
+	}
+	return func(k int, _ time.Time) error { _, err := c.post(fmt.Sprintf("/churn?upto=%d", k+1)); return err }, nil
+}
+
+// drive issues the schedule's changes at cc.rate for cc.duration: change
+// k is due at begin + k/rate. Through the API, 64 workers make the calls
+// (a call is issued when it starts; workers that fall behind lower the
+// rate issued, which the table shows); otherwise one goroutine issues
+// every change due so far, each stamped with when it was due. It returns
+// how many changes failed.
+func drive(t *churnTracker, begin time.Time, total int, cc churnCase, issue func(int, time.Time) error, concurrent bool) int64 {
+	var failed atomic.Int64
+	due := func(k int) time.Time { return begin.Add(time.Duration(k) * time.Second / time.Duration(cc.rate)) }
+	if !concurrent {
+		for k := 0; k < total; {
+			now := time.Now()
+			last := k
+			for last < total && !due(last).After(now) {
+				t.issue(last, due(last))
+				last++
+			}
+			if last > k {
+				if err := issue(last-1, now); err != nil {
+					failed.Add(int64(last - k))
+				}
+				k = last
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return failed.Load()
+	}
+	jobs := make(chan int, 64)
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			for k := range jobs {
+				t.issue(k, time.Now())
+				if err := issue(k, time.Now()); err != nil {
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	for k := range total {
+		time.Sleep(time.Until(due(k)))
+		jobs <- k
+	}
+	close(jobs)
+	wg.Wait()
+	return failed.Load()
+}
+
+// churnAPI makes the changes as registrations and deregistrations
+// through the admin API, with the write token of the server's data
+// folder.
+type churnAPI struct {
+	base, token string
+	clusters    int
+	client      *http.Client
+}
+
+func newChurnAPI(admin, dir string, clusters int) (*churnAPI, error) {
+	tok, err := os.ReadFile(filepath.Join(dir, "data", "admin-token"))
+	if err != nil {
+		return nil, err
+	}
+	return &churnAPI{
+		base: "http://" + admin, token: strings.TrimSpace(string(tok)), clusters: clusters,
+		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 64}},
+	}, nil
+}
+
+func (a *churnAPI) issue(k int, _ time.Time) error {
+	c := churnAt(k, a.clusters)
+	svc := clusterName(c.cluster)
+	var req *http.Request
+	var err error
+	if c.dereg {
+		req, err = http.NewRequest(http.MethodDelete, fmt.Sprintf("%s/v1/services/%s/endpoints/%s:8080", a.base, svc, seqAddr(c.seq)), nil)
+	} else {
+		body := fmt.Sprintf(`{"address":%q,"port":8080}`, seqAddr(c.seq))
+		req, err = http.NewRequest(http.MethodPost, fmt.Sprintf("%s/v1/services/%s/endpoints", a.base, svc), strings.NewReader(body))
+	}
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+a.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s %s: %d %s", req.Method, req.URL.Path, resp.StatusCode, b)
+	}
+	return nil
+}
+
+// churnFile makes the changes by rewriting the config file as a deploy
+// tool does: written aside, then renamed into place.
+type churnFile struct {
+	dir string
+	st  *churnState
+}
+
+func (w *churnFile) upto(k int) error {
+	w.st.advance(k)
+	return writeChurnFile(w.dir, w.st.clusters, w.st)
+}
+
+func writeChurnFile(dir string, clusters int, st *churnState) error {
+	doc, err := churnDoc(clusters, st)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, ".config.json.tmp")
+	if err := os.WriteFile(tmp, doc, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, "config.json"))
+}
+
+// churnProfile takes a CPU profile of the daemon over the first 10s of
+// the churn, from the pprof address the daemon child serves besides the
+// admin API (whose pprof needs the read token).
+func churnProfile(c *child, file string) func() {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if c.pprof == "" {
+			return
+		}
+		fetch(&child{ctl: c.pprof}, "/debug/pprof/profile?seconds=10", file+".cpu")
+	}()
+	return func() { <-done }
+}
+
+// loadAvg is the machine's 1-minute load average, for the table: other
+// work on the two cores changes every figure.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Fields(string(b))[0]
+}
