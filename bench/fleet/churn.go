@@ -105,7 +105,7 @@ func runChurn(cc churnCase) (string, error) {
 	if cc.profile != "" && cc.impl == "pylon" {
 		stopProfile = churnProfile(c, fmt.Sprintf("%s/churn-%s-%d-%d", cc.profile, cc.via, cc.n, cc.rate))
 	}
-	failures := drive(f.churn, start, total, cc, issue, serveAs == "pylon-api")
+	failures, firstErr := drive(f.churn, start, total, cc, issue, serveAs == "pylon-api")
 	elapsed := time.Since(start)
 	cpu, rss := c.cpu()-cpu0, c.rss()
 	load := loadAvg()
@@ -120,7 +120,7 @@ func runChurn(cc churnCase) (string, error) {
 	lat := f.churn.latencies()
 	pending := f.churn.pending()
 	if failures > 0 {
-		fmt.Fprintf(os.Stderr, "churn %s/%s n=%d rate=%d: %d changes refused or failed\n", cc.impl, cc.via, cc.n, cc.rate, failures)
+		fmt.Fprintf(os.Stderr, "churn %s/%s n=%d rate=%d: %d changes refused or failed, the first with: %v\n", cc.impl, cc.via, cc.n, cc.rate, failures, firstErr)
 	}
 	if e := f.failures(); e != "" {
 		fmt.Fprintf(os.Stderr, "churn %s/%s n=%d rate=%d: %s\n", cc.impl, cc.via, cc.n, cc.rate, e)
@@ -160,9 +160,20 @@ func churnIssuer(serveAs string, c *child, dir string, clusters int) (func(k int
 // (a call is issued when it starts; workers that fall behind lower the
 // rate issued, which the table shows); otherwise one goroutine issues
 // every change due so far, each stamped with when it was due. It returns
-// how many changes failed.
-func drive(t *churnTracker, begin time.Time, total int, cc churnCase, issue func(int, time.Time) error, concurrent bool) int64 {
+// how many changes failed, and the first failure.
+func drive(t *churnTracker, begin time.Time, total int, cc churnCase, issue func(int, time.Time) error, concurrent bool) (int64, error) {
 	var failed atomic.Int64
+	var first atomic.Pointer[error]
+	fail := func(n int, err error) {
+		failed.Add(int64(n))
+		first.CompareAndSwap(nil, &err)
+	}
+	firstErr := func() error {
+		if e := first.Load(); e != nil {
+			return *e
+		}
+		return nil
+	}
 	due := func(k int) time.Time { return begin.Add(time.Duration(k) * time.Second / time.Duration(cc.rate)) }
 	if !concurrent {
 		for k := 0; k < total; {
@@ -174,13 +185,13 @@ func drive(t *churnTracker, begin time.Time, total int, cc churnCase, issue func
 			}
 			if last > k {
 				if err := issue(last-1, now); err != nil {
-					failed.Add(int64(last - k))
+					fail(last-k, err)
 				}
 				k = last
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		return failed.Load()
+		return failed.Load(), firstErr()
 	}
 	jobs := make(chan int, 64)
 	var wg sync.WaitGroup
@@ -189,7 +200,7 @@ func drive(t *churnTracker, begin time.Time, total int, cc churnCase, issue func
 			for k := range jobs {
 				t.issue(k, time.Now())
 				if err := issue(k, time.Now()); err != nil {
-					failed.Add(1)
+					fail(1, err)
 				}
 			}
 		})
@@ -200,7 +211,7 @@ func drive(t *churnTracker, begin time.Time, total int, cc churnCase, issue func
 	}
 	close(jobs)
 	wg.Wait()
-	return failed.Load()
+	return failed.Load(), firstErr()
 }
 
 // churnAPI makes the changes as registrations and deregistrations
