@@ -46,6 +46,8 @@ type deltaWatch struct {
 	// brought the client to, ackedVersion that of the latest response it
 	// ACKed, expected what status was last told it should hold (expect).
 	version, ackedVersion, expected string
+	// vhds is set for VirtualHost watches: VHDS on demand (vhds.go).
+	vhds *vhdsState
 }
 
 // deltaSent is what one delta response changed.
@@ -70,7 +72,11 @@ type change struct {
 const maxOutstanding = 64
 
 func newDeltaWatch(t *xdstype.Type, shared *Server) *deltaWatch {
-	return &deltaWatch{typ: t, shared: shared}
+	w := &deltaWatch{typ: t, shared: shared}
+	if t.URL == xdstype.VirtualHostURL {
+		w.vhds = &vhdsState{}
+	}
+	return w
 }
 
 // ownHeld and ownAcked make held and acked the watch's own before a write.
@@ -101,6 +107,9 @@ func (w *deltaWatch) sentVersion() string { return w.version }
 func (w *deltaWatch) expectedAt() *string { return &w.expected }
 
 func (w *deltaWatch) covers(name string) bool {
+	if w.vhds != nil {
+		return w.vhdsCovers(name)
+	}
 	_, ok := w.names[name]
 	return ok || w.wildcard || w.sub.inCollection(name)
 }
@@ -120,6 +129,7 @@ func (w *deltaWatch) subscribe(req *discoveryv3.DeltaDiscoveryRequest, set *snap
 	if !first && len(subscribe) == 0 && len(unsubscribe) == 0 {
 		return false
 	}
+	w.vhds.again(subscribe)
 	w.settled = ""
 	if first {
 		// The first request is always answered, even when the client
@@ -213,7 +223,7 @@ func (w *deltaWatch) subscribe(req *discoveryv3.DeltaDiscoveryRequest, set *snap
 	if first {
 		w.adopt(req.GetInitialResourceVersions(), set)
 	}
-	if w.heldAs == nil && w.ackedAs == nil && len(w.held) > 0 {
+	if w.heldAs == nil && w.ackedAs == nil && len(w.held) > 0 && w.vhds == nil {
 		// A client left holding exactly the shared set joins it.
 		if c := w.shared.canonOf(w.held, set, w.sub); c != nil && w.shared.canonOf(w.acked, set, w.sub) == c {
 			w.held, w.heldAs, w.acked, w.ackedAs = c.held, c, c.held, c
@@ -231,7 +241,7 @@ func (w *deltaWatch) adopt(initial map[string]string, set *snapshot.Set) {
 		return
 	}
 	w.synced = true
-	if c := w.shared.canon(set, w.sub); len(c.held) == len(initial) {
+	if c := w.shared.canon(set, w.sub); w.vhds == nil && len(c.held) == len(initial) {
 		same := true
 		for n, v := range initial {
 			if r := c.held[n]; r == nil || r.Version != v {
@@ -248,6 +258,9 @@ func (w *deltaWatch) adopt(initial map[string]string, set *snapshot.Set) {
 	for n, v := range initial {
 		if !w.covers(n) {
 			continue // unsubscribed in the same request: dropped
+		}
+		if _, named := w.names[n]; named && w.vhds != nil {
+			continue // an alias or a namespace, answered afresh: not a virtual host
 		}
 		r := set.Get(n)
 		if r == nil || r.Version != v {
@@ -323,6 +336,9 @@ type deltaPlan struct {
 	// canon the client holds, from.
 	step *transition
 	from *canon
+	// answers are, for VHDS, what the plan answers each alias with: a
+	// virtual host's name, or "" for not found.
+	answers map[string]string
 }
 
 // planShared is plan in O(changes) for a client holding exactly the
@@ -465,9 +481,12 @@ func (w *deltaWatch) sentResponse(nonce, version string, set *snapshot.Set, d de
 			}
 			w.held[n] = r // nil: still subscribed, told it does not exist
 		})
-		if c := w.shared.canonOf(w.held, set, w.sub); c != nil {
+		if c := w.shared.canonOf(w.held, set, w.sub); c != nil && w.vhds == nil {
 			w.held, w.heldAs = c.held, c
 		}
+	}
+	if w.vhds != nil {
+		w.vhds.recordAnswers(d.answers)
 	}
 	w.force = nil
 	if len(w.pending) >= maxOutstanding {

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
 // deltaStream is the incremental half of a stream: a thin encoder over the
@@ -102,7 +103,12 @@ func (st *deltaStream) onFleet() error {
 // sends nothing when nothing is lacking.
 func (st *deltaStream) respond(p *planner, w *deltaWatch, snap *snapshot.Snapshot, always bool) error {
 	set := snap.Set(w.typ.URL)
-	d := w.plan(p, set, st.notFound(), st.ttl)
+	var d deltaPlan
+	if w.vhds != nil {
+		d = w.planVHDS(p, set, snap.Set(xdstype.RouteURL), st.ttl)
+	} else {
+		d = w.plan(p, set, st.notFound(), st.ttl)
+	}
 	resources, removed := d.resources, d.removed
 	if !always && len(resources) == 0 && len(removed) == 0 {
 		return nil
@@ -115,7 +121,12 @@ func (st *deltaStream) respond(p *planner, w *deltaWatch, snap *snapshot.Snapsho
 		Nonce:             st.nextNonce(),
 		ControlPlane:      st.srv.cp,
 	}
-	size, err := st.send(st.srv.shareableDelta(set, st.ttl, resp), !w.sentAny)
+	var msg any = resp
+	if w.vhds == nil {
+		// VHDS responses carry each stream's own aliases: never shared.
+		msg = st.srv.shareableDelta(set, st.ttl, resp)
+	}
+	size, err := st.send(msg, !w.sentAny)
 	if err != nil {
 		return err
 	}

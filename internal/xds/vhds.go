@@ -1,0 +1,210 @@
+package xds
+
+import (
+	"slices"
+	"strings"
+
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+
+	"github.com/pylon-xds/pylon/internal/snapshot"
+)
+
+// VHDS on demand. Envoy subscribes (delta only) to a route configuration's
+// name, a namespace standing for the virtual hosts named
+// "<route configuration>/...", and, when a request's host matches none of
+// the virtual hosts it has, to the alias "<route configuration>/<host>"
+// (the on_demand filter). It is answered with the virtual host serving that
+// host, under the virtual host's own name with the alias in `aliases`, or,
+// when none does, with an empty resource named by the alias (Envoy then
+// answers 404 rather than wait). What a client holds is keyed by virtual
+// host names, so the ledger, make-before-break and removals work as for
+// any type; which alias was answered with what is the watch's own
+// (vhdsState). A VirtualHost watch never takes the shared-plan path
+// (planShared, canons): its subscription is of aliases, not of the names
+// it is sent, and each stream answers its own aliases.
+
+// vhdsState is what a VirtualHost watch answered each alias with.
+type vhdsState struct {
+	// answered maps each alias answered to the virtual host's name it was
+	// sent with, or to "" when it was answered as not found.
+	answered map[string]string
+}
+
+// vhdsCovers is covers for a VirtualHost watch: a name subscribed, a
+// virtual host the client holds or ACKed, or one of a namespace it
+// subscribes to (what a reconnecting client says it holds).
+func (w *deltaWatch) vhdsCovers(name string) bool {
+	if _, ok := w.names[name]; ok {
+		return true
+	}
+	if _, ok := w.held[name]; ok {
+		return true
+	}
+	if _, ok := w.acked[name]; ok {
+		return true
+	}
+	rc, _, ok := snapshot.VirtualHostNamespace(name)
+	_, named := w.names[rc]
+	return ok && named
+}
+
+// aliasOf reads a subscribed name as the alias "<route configuration>/<host>";
+// ok is false for a namespace (a route configuration's own name, which
+// sends nothing by itself: the base virtual hosts are the route
+// configuration's inline ones) and for a name without a "/".
+func aliasOf(name string, routes *snapshot.Set) (rc, host string, ok bool) {
+	if routes.Get(name) != nil {
+		return "", "", false
+	}
+	return snapshot.VirtualHostNamespace(name)
+}
+
+// resolveAlias returns the virtual host of rc's namespace that serves host,
+// as Envoy picks one (findVirtualHost in source/common/router/config_impl.cc):
+// an exact domain, else the longest suffix wildcard ("*.example.com",
+// "*-bar.example.com"), else the longest prefix wildcard ("foo.*"), else
+// "*". Domains compare without case; a wildcard never matches an empty
+// part. The config refuses a domain served twice, so the pick is unique.
+func resolveAlias(set *snapshot.Set, rc, host string) *snapshot.Resource {
+	host = strings.ToLower(host)
+	var suffix, prefix, star *snapshot.Resource
+	suffixLen, prefixLen := 0, 0
+	for _, n := range snapshot.VirtualHostsOf(set, rc) {
+		r := set.Get(n)
+		vh, _ := r.Message.(*routev3.VirtualHost)
+		for _, d := range vh.GetDomains() {
+			d = strings.ToLower(d)
+			switch {
+			case d == host:
+				return r
+			case d == "*":
+				star = r
+			case strings.HasPrefix(d, "*") && len(host) > len(d)-1 && strings.HasSuffix(host, d[1:]) && len(d) > suffixLen:
+				suffix, suffixLen = r, len(d)
+			case strings.HasSuffix(d, "*") && len(host) > len(d)-1 && strings.HasPrefix(host, d[:len(d)-1]) && len(d) > prefixLen:
+				prefix, prefixLen = r, len(d)
+			}
+		}
+	}
+	for _, r := range []*snapshot.Resource{suffix, prefix, star} {
+		if r != nil {
+			return r
+		}
+	}
+	return nil
+}
+
+// planVHDS is plan for a VirtualHost watch: each alias not yet answered
+// (or subscribed again, or whose virtual host changed) is answered with
+// the virtual host serving it, carrying every alias of the stream that
+// resolves to it, or as not found; a virtual host the client holds is
+// sent again when it changes and removed when it is gone. A virtual host
+// naming a cluster the client lacks waits, as any route does.
+func (w *deltaWatch) planVHDS(p *planner, set, routes *snapshot.Set, ttl bool) deltaPlan {
+	v := w.vhds
+	for a := range v.answered {
+		if _, ok := w.names[a]; !ok {
+			delete(v.answered, a) // unsubscribed: answered afresh if it comes back
+		}
+	}
+	send := map[string]*snapshot.Resource{}
+	carried := map[string][]string{} // per virtual host, the aliases it serves
+	var missing []string
+	for a := range w.names {
+		rc, host, ok := aliasOf(a, routes)
+		if !ok {
+			continue
+		}
+		r := resolveAlias(set, rc, host)
+		prev, done := v.answered[a]
+		switch {
+		case r == nil:
+			if !done || prev != "" {
+				missing = append(missing, a)
+			}
+		default:
+			carried[r.Name] = append(carried[r.Name], a)
+			if (!done || prev != r.Name) && !p.mustWait(r) {
+				send[r.Name] = r
+			}
+		}
+	}
+	var d deltaPlan
+	for n, cur := range w.held {
+		switch r := set.Get(n); {
+		case cur == nil:
+			// A subscribed name told it does not exist: not a virtual host.
+		case r == nil:
+			d.removed = append(d.removed, n)
+			d.changes = append(d.changes, change{n, nil})
+		case !sameVersion(cur, r) && send[n] == nil && !p.mustWait(r):
+			send[n] = r
+		}
+	}
+	w.vhdsResources(&d, set, send, carried, missing, ttl)
+	return d
+}
+
+// vhdsResources fills d with the virtual hosts to send, each with the
+// aliases it serves, and the empty aliased resources of the aliases no
+// virtual host serves; it records in d.answers what each alias is answered
+// with.
+func (w *deltaWatch) vhdsResources(d *deltaPlan, set *snapshot.Set, send map[string]*snapshot.Resource, carried map[string][]string, missing []string, ttl bool) {
+	d.answers = map[string]string{}
+	for n, r := range send {
+		aliases := carried[n]
+		slices.Sort(aliases)
+		d.resources = append(d.resources, withAliases(r.ForDelta(ttl), aliases))
+		d.changes = append(d.changes, change{n, r})
+		for _, a := range aliases {
+			d.answers[a] = n
+		}
+	}
+	for _, a := range missing {
+		d.answers[a] = ""
+		if send[a] != nil {
+			// A virtual host of the alias's very name goes out in this
+			// response: its name is in the update, and a name is never
+			// twice in one response (X8).
+			continue
+		}
+		d.resources = append(d.resources, &discoveryv3.Resource{Name: a, Version: set.Version(), Aliases: []string{a}})
+	}
+	slices.SortFunc(d.resources, func(a, b *discoveryv3.Resource) int { return strings.Compare(a.Name, b.Name) })
+	slices.Sort(d.removed)
+}
+
+// withAliases is r with aliases, sharing r's encoded resource: r itself is
+// shared by every stream and never written.
+func withAliases(r *discoveryv3.Resource, aliases []string) *discoveryv3.Resource {
+	if len(aliases) == 0 {
+		return r
+	}
+	return &discoveryv3.Resource{Name: r.Name, Version: r.Version, Resource: r.Resource, Ttl: r.Ttl, CacheControl: r.CacheControl, Metadata: r.Metadata, Aliases: aliases}
+}
+
+// again forgets what the aliases just subscribed were answered with: an
+// alias subscribed again is answered again (X29). v may be nil (not a
+// VirtualHost watch).
+func (v *vhdsState) again(subscribe []string) {
+	if v == nil {
+		return
+	}
+	for _, n := range subscribe {
+		delete(v.answered, n)
+	}
+}
+
+// recordAnswers notes what a response sent answered each alias with.
+func (v *vhdsState) recordAnswers(answers map[string]string) {
+	if len(answers) == 0 {
+		return
+	}
+	if v.answered == nil {
+		v.answered = map[string]string{}
+	}
+	for a, n := range answers {
+		v.answered[a] = n
+	}
+}
