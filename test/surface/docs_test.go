@@ -48,7 +48,7 @@ func TestDocsTypesExamples(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"ECDS", "RTDS", "SRDS"} {
+	for _, want := range []string{"ECDS", "RTDS", "SRDS", "VHDS"} {
 		if !seen[want] {
 			t.Errorf("docs/types.md has no %s example", want)
 		}
