@@ -199,18 +199,37 @@ func (a api) read(h http.HandlerFunc) http.HandlerFunc {
 	})
 }
 
-// write guards a write, bounds its body and logs it as an audit line.
+// write guards a config write, bounds its body and logs it as an audit
+// line. While a rollout is halted it is refused unless it supersedes it.
 func (a api) write(limit int64, h http.HandlerFunc) http.HandlerFunc {
+	return a.writing(limit, true, h)
+}
+
+// writeEndpoints is write for endpoint registrations, renewals and
+// removals: runtime state, not rolled out (every node gets the current
+// endpoints whatever its stage), so a halted rollout does not hold them
+// up; a lease must be renewable while the rollout waits for an operator.
+func (a api) writeEndpoints(limit int64, h http.HandlerFunc) http.HandlerFunc {
+	return a.writing(limit, false, h)
+}
+
+func (a api) writing(limit int64, gated bool, h http.HandlerFunc) http.HandlerFunc {
 	return a.g.write(audited(a.o.logger(), a.who, func(w http.ResponseWriter, r *http.Request) {
 		if a.o.Config == nil {
 			writeJSON(w, http.StatusMethodNotAllowed, apiError{Error: "read-only: this Pylon serves the config files given with --config; change those files instead"})
 			return
 		}
-		if !a.haltedGate(w, r) {
-			return
+		var superseded []string
+		if gated {
+			var ok bool
+			if superseded, ok = a.haltedGate(w, r); !ok {
+				return
+			}
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
-		h(w, r)
+		sw := &statusWriter{ResponseWriter: w}
+		h(sw, r)
+		a.supersedeFailed(superseded, sw.code)
 	}))
 }
 
@@ -361,7 +380,7 @@ func (a api) apply(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a api) registerEndpoints(mux *http.ServeMux) {
-	mux.HandleFunc("POST /v1/services/{name}/endpoints", a.write(maxEndpointBody, func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST /v1/services/{name}/endpoints", a.writeEndpoints(maxEndpointBody, func(w http.ResponseWriter, r *http.Request) {
 		req, ttl, err := endpointRequest(r)
 		if err != nil {
 			fail(w, err)
@@ -376,7 +395,7 @@ func (a api) registerEndpoints(mux *http.ServeMux) {
 		noteResult(r, res)
 		writeJSON(w, http.StatusOK, res)
 	}))
-	mux.HandleFunc("DELETE /v1/services/{name}/endpoints/{addr}", a.write(maxBody, func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("DELETE /v1/services/{name}/endpoints/{addr}", a.writeEndpoints(maxBody, func(w http.ResponseWriter, r *http.Request) {
 		host, port, err := hostPort(r.PathValue("addr"))
 		if err != nil {
 			fail(w, err)

@@ -18,6 +18,7 @@ type Rollouts interface {
 	Supersede(group string) (rolloutctl.Status, error)
 	Halted() []rolloutctl.Status
 	SupersedeAll() []string
+	Unsupersede(groups []string)
 }
 
 // rolloutsBody is GET /v1/rollouts.
@@ -62,23 +63,25 @@ func registerRollouts(mux *http.ServeMux, g guard, who *authors) {
 
 // haltedGate refuses a config write while a rollout is halted, unless the
 // request says ?supersede=true: the halted rollouts are then replaced by
-// the change. Dry runs pass: they change nothing. It answers and returns
-// false when it refuses.
-func (a api) haltedGate(w http.ResponseWriter, r *http.Request) bool {
+// the change (superseded names the groups marked, for supersedeFailed).
+// Dry runs pass: they change nothing. It answers and returns false when it
+// refuses.
+func (a api) haltedGate(w http.ResponseWriter, r *http.Request) (superseded []string, ok bool) {
 	rs := a.o.Rollouts
 	if rs == nil {
-		return true
+		return nil, true
 	}
 	if dry, _ := boolParam(r, "dryRun"); dry {
-		return true
+		return nil, true
 	}
 	halted := rs.Halted()
 	if len(halted) == 0 {
-		return true
+		return nil, true
 	}
 	if sup, err := boolParam(r, "supersede"); err == nil && sup {
-		a.o.logger().Warn("a config write supersedes halted rollouts", "groups", strings.Join(rs.SupersedeAll(), ","))
-		return true
+		superseded = rs.SupersedeAll()
+		a.o.logger().Warn("a config write supersedes halted rollouts", "groups", strings.Join(superseded, ","))
+		return superseded, true
 	}
 	var names []string
 	for _, s := range halted {
@@ -86,5 +89,16 @@ func (a api) haltedGate(w http.ResponseWriter, r *http.Request) bool {
 	}
 	writeJSON(w, http.StatusConflict, apiError{Error: "the rollout of group " + strings.Join(names, ", ") +
 		" is halted: a new change must supersede it (?supersede=true), or resume it first (pylon rollout resume GROUP)"})
-	return false
+	return nil, false
+}
+
+// supersedeFailed takes back the supersede marks of a write that was
+// refused: the rollouts it would have superseded stay halted, and the next
+// change is refused as before.
+func (a api) supersedeFailed(groups []string, code int) {
+	if len(groups) == 0 || code < 300 {
+		return
+	}
+	a.o.Rollouts.Unsupersede(groups)
+	a.o.logger().Warn("the superseding config write was refused: the rollouts stay halted", "groups", strings.Join(groups, ","), "status", code)
 }

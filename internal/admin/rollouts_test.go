@@ -92,6 +92,29 @@ func TestWritesRefusedWhileHalted(t *testing.T) {
 	if code, body := h.do(t, "POST", "/v1/apply?dryRun=true", writeTok, doc); code != http.StatusOK {
 		t.Fatalf("dry run while halted: %d %s", code, body)
 	}
+	// Endpoints are not rolled out: registering, renewing and removing
+	// one goes on while a rollout is halted.
+	ep := []byte(`{"address": "10.0.0.2", "port": 80, "ttl": "30s"}`)
+	for range 2 {
+		if code, body := h.do(t, "POST", "/v1/services/web/endpoints", writeTok, ep); code != http.StatusOK {
+			t.Fatalf("endpoint registration while halted: %d %s", code, body)
+		}
+	}
+	if code, body := h.do(t, "DELETE", "/v1/services/web/endpoints/10.0.0.2:80", writeTok, nil); code != http.StatusOK {
+		t.Fatalf("endpoint removal while halted: %d %s", code, body)
+	}
+	// A superseding write that is refused supersedes nothing: the next
+	// plain write is still refused.
+	bad := []byte(`{"services": [{"name": "web", "endpoints": [{"address": "10.0.0.9", "port": 70000}]}]}`)
+	if code, body := h.do(t, "POST", "/v1/apply?supersede=true", writeTok, bad); code != http.StatusBadRequest {
+		t.Fatalf("an invalid superseding apply: %d %s, want 400", code, body)
+	}
+	if s := ctrl.Status(); len(s) != 1 || s[0].Supersede || len(ctrl.Halted()) != 1 {
+		t.Fatalf("after a refused superseding write: %+v, want still halted, not superseded", s)
+	}
+	if code, body := h.do(t, "POST", "/v1/apply", writeTok, doc); code != http.StatusConflict {
+		t.Fatalf("a plain write after a refused superseding one: %d %s, want 409", code, body)
+	}
 	if code, body := h.do(t, "POST", "/v1/apply?supersede=true", writeTok, doc); code != http.StatusOK {
 		t.Fatalf("superseding apply: %d %s", code, body)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xds"
+	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
 // ErrNoRollout is wrapped by an action on a group with no rollout.
@@ -69,14 +70,15 @@ func (c *Controller) Supersede(group string) (Status, error) {
 	})
 }
 
-// SupersedeAll marks every halted rollout superseded and returns their
-// groups: an admin write that says it supersedes them.
+// SupersedeAll marks every halted rollout not yet superseded superseded,
+// and returns their groups: an admin write that says it supersedes them.
+// If the write then fails, Unsupersede takes the marks back.
 func (c *Controller) SupersedeAll() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []string
 	for _, n := range c.names() {
-		if r := c.runs[n]; r.Halted != "" {
+		if r := c.runs[n]; r.Halted != "" && !r.Supersede {
 			r.Supersede = true
 			out = append(out, n)
 		}
@@ -85,6 +87,22 @@ func (c *Controller) SupersedeAll() []string {
 		c.save()
 	}
 	return out
+}
+
+// Unsupersede takes back SupersedeAll's marks on groups, for a write that
+// said it supersedes the halted rollouts and was refused: they stay halted.
+func (c *Controller) Unsupersede(groups []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	changed := false
+	for _, n := range groups {
+		if r := c.runs[n]; r != nil && r.Halted != "" && r.Supersede {
+			r.Supersede, changed = false, true
+		}
+	}
+	if changed {
+		c.save()
+	}
 }
 
 // Halted returns the groups whose rollout is halted and not superseded.
@@ -147,18 +165,28 @@ func (c *Controller) Observe(e xds.Event) {
 	key := lateKey{stream: e.StreamID, typ: e.TypeURL}
 	switch e.Kind {
 	case xds.RequestNACK:
-		if r.policy.Halt.HaltsOnNACK() {
+		if r.policy.Halt.HaltsOnNACK() && changed(r, e.TypeURL) {
 			r.haltReq = &haltReq{reason: ReasonNACK, detail: fmt.Sprintf("node %q rejected %s version %s: %s", e.Node.GetId(), e.TypeURL, e.Version, e.Detail)}
 			c.poke()
 		}
 	case xds.ResponseSent:
 		if r.policy.Halt.NotACKed != nil && !e.Heartbeat && c.introduced(r, e) {
-			r.late.sent(key, e.Node.GetId(), c.o.Now())
+			if r.late.sent(key, e.Node.GetId(), c.o.Now()) {
+				c.o.Logger.Warn("rollout: more responses awaiting an ACK than tracked; the not_acked condition sees part of the stage", "group", r.Group, "tracked", maxLate)
+			}
 			c.poke()
 		}
 	case xds.RequestACK:
 		r.late.acked(key)
 	}
+}
+
+// changed reports whether the rollout's change touched the type: only a
+// NACK of such a type halts it. A proxy that rejects a type the change
+// left alone (or an endpoint assignment, which is not rolled out) rejects
+// what every node already runs, not the change.
+func changed(r *run, typeURL string) bool {
+	return typeURL != xdstype.EndpointURL && r.next.Set(typeURL).Version() != r.prev.Set(typeURL).Version()
 }
 
 // introduced reports whether a response carried a type version the

@@ -60,8 +60,11 @@ type Options struct {
 // Status is one group's rollout, as the admin API shows it.
 type Status struct {
 	Group string `json:"group"`
-	// From and To are the group's snapshot versions: the one every node
-	// ran before, and the one being rolled out.
+	// From and To are the group's config versions (its snapshot's
+	// version leaving out endpoints, snapshot.ConfigVersion): the one
+	// every node ran before, and the one being rolled out. Endpoints are
+	// not rolled out: every node gets the current ones whatever its
+	// stage, and a change of endpoints alone starts no rollout.
 	From string `json:"from"`
 	To   string `json:"to"`
 	// Stage is how many of the policy's Stages are in effect: 0 none
@@ -166,7 +169,7 @@ func (c *Controller) refuseHalted(f *snapshot.Fleet) error {
 	for _, name := range c.names() {
 		r := c.runs[name]
 		g, _ := f.Lookup(name)
-		if r.Halted == "" || r.Supersede || g == nil || g.Snapshot.Version() == r.To || g.Snapshot.Version() == r.From {
+		if r.Halted == "" || r.Supersede || g == nil || g.Snapshot.ConfigVersion() == r.To || g.Snapshot.ConfigVersion() == r.From {
 			continue
 		}
 		return fmt.Errorf("group %q: %w at stage %d (%s): a new change must supersede it (admin API ?supersede=true, or `pylon rollout supersede %s` then the change), or resume it", name, ErrHalted, r.HaltedStage, r.Halted, name)
@@ -180,7 +183,7 @@ func (c *Controller) start(f *snapshot.Fleet, now time.Time) {
 		if g, rule := f.Lookup(name); g == nil || rule.Rollout == nil {
 			c.o.Logger.Info("rollout ended: the group or its policy is gone", "group", name)
 			c.end(name)
-		} else if v := g.Snapshot.Version(); v == r.From {
+		} else if v := g.Snapshot.ConfigVersion(); v == r.From {
 			c.o.Logger.Info("rollout ended: the change was reverted", "group", name, "version", v)
 			c.end(name)
 		}
@@ -194,22 +197,23 @@ func (c *Controller) start(f *snapshot.Fleet, now time.Time) {
 			continue
 		}
 		r := c.runs[g.Name]
-		if r != nil && r.To == g.Snapshot.Version() {
-			// The same change, perhaps under an edited policy: the
-			// stage stays, within the policy's stages.
+		if r != nil && r.To == g.Snapshot.ConfigVersion() {
+			// The same change, perhaps under an edited policy or with
+			// other endpoints: the stage stays, within the policy's
+			// stages.
 			r.policy, r.next, r.Stages = rule.Rollout, g.Snapshot, len(rule.Rollout.Stages)
 			r.Stage, r.HaltedStage = min(r.Stage, r.Stages), min(r.HaltedStage, r.Stages)
 			continue
 		}
 		prev, files := c.stable(g.Name, r)
-		if prev == nil || prev.Version() == g.Snapshot.Version() {
+		if prev == nil || prev.ConfigVersion() == g.Snapshot.ConfigVersion() {
 			continue
 		}
 		c.runs[g.Name] = &run{
-			Status: Status{Group: g.Name, From: prev.Version(), To: g.Snapshot.Version(), Stages: len(rule.Rollout.Stages)},
+			Status: Status{Group: g.Name, From: prev.ConfigVersion(), To: g.Snapshot.ConfigVersion(), Stages: len(rule.Rollout.Stages)},
 			prev:   prev, next: g.Snapshot, policy: rule.Rollout, files: files,
 		}
-		c.o.Logger.Info("rollout started", "group", g.Name, "from", prev.Version(), "to", g.Snapshot.Version(), "stages", len(rule.Rollout.Stages))
+		c.o.Logger.Info("rollout started", "group", g.Name, "from", prev.ConfigVersion(), "to", g.Snapshot.ConfigVersion(), "stages", len(rule.Rollout.Stages))
 		c.enter(c.runs[g.Name], 1, now)
 	}
 }
@@ -276,7 +280,13 @@ func (c *Controller) publishLocked() bool {
 	f := c.base
 	for _, name := range c.names() {
 		r := c.runs[name]
-		f = f.Staged(name, r.prev, r.Stage)
+		// The nodes outside the stage run the previous config with the
+		// current endpoints.
+		prev := r.prev
+		if g, _ := f.Lookup(name); g != nil {
+			prev = prev.WithEndpointsOf(g.Snapshot)
+		}
+		f = f.Staged(name, prev, r.Stage)
 	}
 	return c.o.Publisher.Publish(f)
 }

@@ -165,8 +165,10 @@ func TestStagesAdvanceWithBake(t *testing.T) {
 	}
 }
 
-func nack(node string) xds.Event {
-	return xds.Event{Kind: xds.RequestNACK, Group: "edge", Node: &corev3.Node{Id: node}, TypeURL: xdstype.ClusterURL, Version: "x", Detail: "bad"}
+func nack(node string) xds.Event { return nackOf(node, xdstype.ClusterURL) }
+
+func nackOf(node, typeURL string) xds.Event {
+	return xds.Event{Kind: xds.RequestNACK, Group: "edge", Node: &corev3.Node{Id: node}, TypeURL: typeURL, Version: "x", Detail: "bad"}
 }
 
 // stageNode is a node of 1000 the first stage takes, and one it does not.
@@ -197,12 +199,17 @@ func TestNACKHaltsAndRollsBack(t *testing.T) {
 	start(t, c)
 	c.Publish(v2, files("2"))
 	in, out := stageNodes()
+	// Neither a NACK by a node outside the stage nor one of a type the
+	// change left alone (the Runtime, assignments) halts: the halt that
+	// comes names the stage node's NACK of the clusters.
 	c.Observe(nack(out))
-	if s := c.Status(); s[0].Halted != "" {
-		t.Fatal("a NACK by a node outside the stage halted the rollout")
-	}
+	c.Observe(nackOf(in, xdstype.RuntimeURL))
+	c.Observe(nackOf(in, xdstype.EndpointURL))
 	c.Observe(nack(in))
 	waitFor(t, "the halt", func() bool { s := c.Status(); return len(s) == 1 && s[0].Halted == ReasonNACK })
+	if d := c.Status()[0].Detail; !strings.Contains(d, fmt.Sprintf("node %q rejected %s", in, xdstype.ClusterURL)) {
+		t.Fatalf("halted for %q: want the stage node's NACK of the clusters", d)
+	}
 	if n := onNew(pub, v2.Groups()[0].Snapshot); n != 0 {
 		t.Fatalf("halted: %d nodes still on the new version", n)
 	}
@@ -222,7 +229,7 @@ func TestNACKHaltsAndRollsBack(t *testing.T) {
 	if _, err := c.Publish(v3, files("3")); err != nil {
 		t.Fatal(err)
 	}
-	if s := c.Status()[0]; s.From != v1.Groups()[0].Snapshot.Version() || s.To != v3.Groups()[0].Snapshot.Version() || s.Stage != 1 {
+	if s := c.Status()[0]; s.From != v1.Groups()[0].Snapshot.ConfigVersion() || s.To != v3.Groups()[0].Snapshot.ConfigVersion() || s.Stage != 1 {
 		t.Fatalf("the superseding rollout: %+v", s)
 	}
 }

@@ -29,26 +29,61 @@ type lateEntry struct {
 }
 
 // lateness tracks the responses of the new version sent to the stage's
-// nodes and not ACKed yet.
-type lateness struct{ pending map[lateKey]lateEntry }
-
-func (l *lateness) sent(k lateKey, node string, at time.Time) {
-	if l.pending == nil {
-		l.pending = map[lateKey]lateEntry{}
-	}
-	if _, ok := l.pending[k]; !ok && len(l.pending) < maxLate {
-		l.pending[k] = lateEntry{node: node, at: at}
-	}
+// nodes and not ACKed yet, by stream then type: a stream that ends drops
+// its entries at once, however many others are pending.
+type lateness struct {
+	pending map[uint64]map[string]lateEntry
+	n       int
+	// full is set once an entry was not tracked for the bound: the
+	// not_acked condition then sees only part of the stage.
+	full bool
 }
 
-func (l *lateness) acked(k lateKey) { delete(l.pending, k) }
+// sent tracks a response; it reports true the first time the bound makes
+// it leave one out, for the caller to say so.
+func (l *lateness) sent(k lateKey, node string, at time.Time) (overflowed bool) {
+	if _, ok := l.pending[k.stream][k.typ]; ok {
+		return false
+	}
+	if l.n >= maxLate {
+		overflowed, l.full = !l.full, true
+		return overflowed
+	}
+	if l.pending == nil {
+		l.pending = map[uint64]map[string]lateEntry{}
+	}
+	if l.pending[k.stream] == nil {
+		l.pending[k.stream] = map[string]lateEntry{}
+	}
+	l.pending[k.stream][k.typ] = lateEntry{node: node, at: at}
+	l.n++
+	return false
+}
+
+func (l *lateness) acked(k lateKey) {
+	byType := l.pending[k.stream]
+	if _, ok := byType[k.typ]; !ok {
+		return
+	}
+	delete(byType, k.typ)
+	l.n--
+	if len(byType) == 0 {
+		delete(l.pending, k.stream)
+	}
+}
 
 // closed forgets a stream that ended: its node reconnects and is sent
 // the version again, or is gone.
 func (l *lateness) closed(stream uint64) {
-	for k := range l.pending {
-		if k.stream == stream {
-			delete(l.pending, k)
+	l.n -= len(l.pending[stream])
+	delete(l.pending, stream)
+}
+
+// each calls fn for every pending response.
+func (l *lateness) each(fn func(lateEntry)) {
+	for _, byType := range l.pending {
+		for _, e := range byType {
+			fn(e)
 		}
 	}
 }
@@ -58,25 +93,25 @@ func (l *lateness) closed(stream uint64) {
 func (l *lateness) count(now time.Time, within time.Duration) (int, string) {
 	nodes := map[string]bool{}
 	example := ""
-	for _, e := range l.pending {
+	l.each(func(e lateEntry) {
 		if !now.Before(e.at.Add(within)) {
 			nodes[e.node] = true
 			if example == "" || e.node < example {
 				example = e.node
 			}
 		}
-	}
+	})
 	return len(nodes), example
 }
 
 // due is when the oldest pending response becomes late; zero for none.
 func (l *lateness) due(within time.Duration) time.Time {
 	var t time.Time
-	for _, e := range l.pending {
+	l.each(func(e lateEntry) {
 		if d := e.at.Add(within); t.IsZero() || d.Before(t) {
 			t = d
 		}
-	}
+	})
 	return t
 }
 
@@ -84,9 +119,20 @@ func (l *lateness) due(within time.Duration) time.Time {
 // their previous versions (by content hash), to compile them again on
 // start. It holds config, as the store does: the file is written 0600.
 type state struct {
+	// Format is the layout's version: a newer one is refused rather than
+	// half read.
+	Format   int                      `json:"format"`
 	Rollouts []Status                 `json:"rollouts"`
 	Files    map[string][]config.File `json:"files,omitempty"`
 }
+
+// stateFormat is the layout this code writes; 0 (before the field) reads
+// the same.
+const stateFormat = 1
+
+// maxSavedRollouts bounds the rollouts a state file may hold: one per
+// group at most.
+const maxSavedRollouts = 10_000
 
 // maxStateBytes bounds the state file read on start.
 const maxStateBytes = 4*config.MaxTotalBytes + 1<<20
@@ -111,9 +157,42 @@ func load(path string) (*state, error) {
 	}
 	var st state
 	if err := json.Unmarshal(b, &st); err != nil {
-		return nil, fmt.Errorf("rollout state %s: %w (remove the file to start without the saved rollouts)", path, err)
+		return nil, fmt.Errorf("rollout state %s: %w%s", path, err, removeAdvice)
+	}
+	if err := st.check(); err != nil {
+		return nil, fmt.Errorf("rollout state %s: %w%s", path, err, removeAdvice)
 	}
 	return &st, nil
+}
+
+// removeAdvice says what removing a state file Pylon cannot read does.
+const removeAdvice = " (removing the file starts without the saved rollouts: every node then gets the current config, a halted change included)"
+
+// check refuses a state no Pylon wrote: a newer format, or values out of
+// their range, which would otherwise fail later, inside the rollouts.
+func (st *state) check() error {
+	if st.Format > stateFormat {
+		return fmt.Errorf("format %d, written by a newer Pylon (this one reads up to %d)", st.Format, stateFormat)
+	}
+	if len(st.Rollouts) > maxSavedRollouts {
+		return fmt.Errorf("%d rollouts, over the limit of %d", len(st.Rollouts), maxSavedRollouts)
+	}
+	for i, s := range st.Rollouts {
+		field := fmt.Sprintf("rollouts[%d]", i)
+		switch {
+		case s.Group == "":
+			return fmt.Errorf("%s.group is empty", field)
+		case s.Stage < 0 || s.Stage > config.MaxRolloutStages:
+			return fmt.Errorf("%s.stage is %d; it must be between 0 and %d", field, s.Stage, config.MaxRolloutStages)
+		case s.HaltedStage < 0 || s.HaltedStage > config.MaxRolloutStages:
+			return fmt.Errorf("%s.haltedStage is %d; it must be between 0 and %d", field, s.HaltedStage, config.MaxRolloutStages)
+		case s.Halted != "" && s.Halted != ReasonNACK && s.Halted != ReasonNotACKed && s.Halted != ReasonOperator:
+			return fmt.Errorf("%s.halted is %q; it must be %s, %s or %s", field, s.Halted, ReasonNACK, ReasonNotACKed, ReasonOperator)
+		case st.Files[s.FromFiles] == nil:
+			return fmt.Errorf("%s.fromFiles names no saved config", field)
+		}
+	}
+	return nil
 }
 
 // save writes the rollouts to StatePath (atomically: a temporary file
@@ -129,7 +208,7 @@ func (c *Controller) save() {
 		}
 		return
 	}
-	st := state{Files: map[string][]config.File{}}
+	st := state{Format: stateFormat, Files: map[string][]config.File{}}
 	for _, n := range c.names() {
 		r := c.runs[n]
 		r.FromFiles = filesKey(r.files)
@@ -155,6 +234,12 @@ func writeFile(path string, b []byte) error {
 	}
 	defer os.Remove(tmp.Name())
 	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	// On disk before the rename: a crash must leave the old state or
+	// the new, never an empty file.
+	if err := tmp.Sync(); err != nil {
 		tmp.Close()
 		return err
 	}
@@ -190,20 +275,30 @@ func (c *Controller) resume(f *snapshot.Fleet) {
 		if err == nil {
 			prev, _ = old.Lookup(s.Group)
 		}
-		if prev == nil || prev.Snapshot.Version() != s.From {
-			c.o.Logger.Warn("saved rollout not resumed: its previous version does not compile to the same snapshot", "group", s.Group, "err", err)
+		switch {
+		case prev == nil:
+			c.o.Logger.Error("saved rollout cannot be resumed: its previous config no longer compiles; every node of the group gets the current config",
+				"group", s.Group, "halted", s.Halted, "err", err)
 			continue
+		case prev.Snapshot.ConfigVersion() != s.From:
+			// A file it names (a certificate) changed while Pylon was
+			// stopped, or Pylon itself: the previous config is still the
+			// one the nodes outside the stage ran, now compiled anew. The
+			// rollout goes on from it; a halted one stays halted.
+			c.o.Logger.Warn("saved rollout resumed from its previous config compiled again to another version (a file it names, or Pylon, changed while stopped)",
+				"group", s.Group, "saved_from", s.From, "from", prev.Snapshot.ConfigVersion(), "halted", s.Halted)
+			s.From = prev.Snapshot.ConfigVersion()
 		}
 		r := &run{Status: s, prev: prev.Snapshot, next: g.Snapshot, policy: rule.Rollout, files: files}
 		r.Stages = len(rule.Rollout.Stages)
 		c.runs[s.Group] = r
-		if g.Snapshot.Version() == s.To && s.Stage <= r.Stages && s.HaltedStage <= r.Stages {
+		if g.Snapshot.ConfigVersion() == s.To && s.Stage <= r.Stages && s.HaltedStage <= r.Stages {
 			c.o.Logger.Info("rollout resumed after a restart", "group", s.Group, "stage", s.Stage, "halted", s.Halted, "version", s.To)
 			c.report(s.Group, s.Stage)
 			continue
 		}
-		c.o.Logger.Warn("the group changed while Pylon was stopped: a new rollout starts from the saved previous version", "group", s.Group, "from", s.From, "to", g.Snapshot.Version(), "was_halted", s.Halted)
-		r.Status = Status{Group: s.Group, From: s.From, To: g.Snapshot.Version(), Stages: r.Stages}
+		c.o.Logger.Warn("the group changed while Pylon was stopped: a new rollout starts from the saved previous version", "group", s.Group, "from", s.From, "to", g.Snapshot.ConfigVersion(), "was_halted", s.Halted)
+		r.Status = Status{Group: s.Group, From: s.From, To: g.Snapshot.ConfigVersion(), Stages: r.Stages}
 		c.enter(r, 1, c.o.Now())
 	}
 }

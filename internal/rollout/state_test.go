@@ -1,0 +1,68 @@
+package rollout
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pylon-xds/pylon/internal/config"
+	"github.com/pylon-xds/pylon/internal/snapshot"
+)
+
+// A state file no Pylon wrote (values out of range, a newer format, a
+// rollout naming no saved config) is refused at start with the file and
+// the field named, rather than failing inside the rollouts later.
+func TestStateFileChecked(t *testing.T) {
+	cases := map[string]string{
+		`{"rollouts":[{"group":"edge","stage":-3,"fromFiles":"k"}],"files":{"k":[{"Path":"c.yaml"}]}}`:       "rollouts[0].stage is -3",
+		`{"rollouts":[{"group":"edge","haltedStage":99,"fromFiles":"k"}],"files":{"k":[{"Path":"c.yaml"}]}}`: "rollouts[0].haltedStage is 99",
+		`{"rollouts":[{"group":"edge","halted":"bored","fromFiles":"k"}],"files":{"k":[{"Path":"c.yaml"}]}}`: `rollouts[0].halted is "bored"`,
+		`{"rollouts":[{"group":"","fromFiles":"k"}],"files":{"k":[{"Path":"c.yaml"}]}}`:                      "rollouts[0].group is empty",
+		`{"rollouts":[{"group":"edge","fromFiles":"nope"}]}`:                                                 "rollouts[0].fromFiles names no saved config",
+		`{"format":2,"rollouts":[]}`: "format 2, written by a newer Pylon",
+	}
+	for body, want := range cases {
+		path := filepath.Join(t.TempDir(), "rollouts.json")
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := New(Options{Publisher: snapshot.NewPublisher(), StatePath: path})
+		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), want) {
+			t.Errorf("state %s: %v, want an error naming %s and %q", body, err, path, want)
+		}
+	}
+}
+
+// A halted rollout whose previous config compiles to another version after
+// a restart (a certificate it names changed meanwhile) stays halted, from
+// that version: the nodes never get the rejected change.
+func TestRestartKeepsHaltedRolloutWhosePreviousChanged(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rollouts.json")
+	v1, v2, v1b := fleet(t, time.Second, policy), fleet(t, 2*time.Second, policy), fleet(t, 1500*time.Millisecond, policy)
+	byFile := map[string]*snapshot.Fleet{"1": v1, "2": v2}
+	compile := func(fs []config.File) (*snapshot.Fleet, error) { return byFile[string(fs[0].Data)], nil }
+	clk := newClock()
+	c, _ := New(Options{Publisher: snapshot.NewPublisher(), StatePath: path, Compile: compile, Now: clk.Now, After: clk.After})
+	c.Publish(v1, files("1"))
+	c.Publish(v2, files("2"))
+	if _, err := c.Halt("edge"); err != nil {
+		t.Fatal(err)
+	}
+	// While stopped, what config 1 names changed: it now compiles to v1b.
+	byFile["1"] = v1b
+	pub := snapshot.NewPublisher()
+	c2, err := New(Options{Publisher: pub, StatePath: path, Compile: compile, Now: clk.Now, After: clk.After})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2.Publish(fleet(t, 2*time.Second, policy), files("2"))
+	s := c2.Status()
+	if len(s) != 1 || s[0].Halted != ReasonOperator || s[0].From != v1b.Groups()[0].Snapshot.ConfigVersion() {
+		t.Fatalf("after a restart: %+v, want still halted, from the recompiled previous version", s)
+	}
+	if n := onNew(pub, v2.Groups()[0].Snapshot); n != 0 {
+		t.Fatalf("%d of 1000 nodes got the halted change after the restart", n)
+	}
+}

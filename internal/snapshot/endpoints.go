@@ -1,0 +1,59 @@
+package snapshot
+
+import (
+	"maps"
+
+	"github.com/pylon-xds/pylon/internal/xdstype"
+)
+
+// ConfigVersion is the snapshot's version leaving out its
+// ClusterLoadAssignments: what a staged rollout rolls out. Endpoints are
+// runtime state (registrations, leases, health) that every node gets
+// current whatever its stage, so a change of endpoints alone is no change
+// to roll out.
+func (s *Snapshot) ConfigVersion() string {
+	if s == nil {
+		return ""
+	}
+	pairs := make([][2]string, 0, len(s.ranked))
+	for _, set := range s.ranked {
+		if set.typ.URL != xdstype.EndpointURL {
+			pairs = append(pairs, [2]string{set.typ.URL, set.version})
+		}
+	}
+	return hashPairs(pairs)
+}
+
+// WithEndpointsOf returns s with the assignments of cur: every assignment
+// cur has, and s's own for the clusters cur has none for (a cluster the
+// new config dropped, which the nodes running s still use). Everything else
+// is s's, shared. It returns s itself when the assignments are the same.
+func (s *Snapshot) WithEndpointsOf(cur *Snapshot) *Snapshot {
+	mine, theirs := s.Set(xdstype.EndpointURL), cur.Set(xdstype.EndpointURL)
+	if mine == nil || theirs == nil || mine.version == theirs.version {
+		return s
+	}
+	t := mine.typ
+	byName := make(map[string]*Resource, len(mine.byName)+len(theirs.byName))
+	maps.Copy(byName, mine.byName)
+	maps.Copy(byName, theirs.byName)
+	merged := newSet(t, byName)
+	if merged.version == mine.Version() {
+		return s
+	}
+	out := &Snapshot{sets: maps.Clone(s.sets), ranked: make([]*Set, len(s.ranked))}
+	pairs := make([][2]string, 0, len(s.ranked))
+	for i, set := range s.ranked {
+		if set.typ.URL == xdstype.EndpointURL {
+			set = merged
+			out.sets[set.typ.URL] = set
+		}
+		out.ranked[i] = set
+		pairs = append(pairs, [2]string{set.typ.URL, set.version})
+		if set.minTTL > 0 && (out.minTTL == 0 || set.minTTL < out.minTTL) {
+			out.minTTL = set.minTTL
+		}
+	}
+	out.version = hashPairs(pairs)
+	return out
+}
