@@ -171,6 +171,9 @@ func servedSotW(t *testing.T, p *pylon, s surface, st *xdstest.Stream, ads bool)
 	}
 	st.ACK(resp, s.names...)
 
+	// Read before the write: the daemon may publish v3 before a read
+	// after it (a file renamed into place is read at once).
+	served := p.status(t).Version
 	p.write(t, s.v3)
 	if s.removedInSotW {
 		// Full state: absence is removal (X22).
@@ -183,18 +186,17 @@ func servedSotW(t *testing.T, p *pylon, s surface, st *xdstest.Stream, ads bool)
 	// Per resource: a response carries what changed, and a removal of a
 	// named resource has nothing to carry (X22). Wait for the publish,
 	// then prove nothing of the type was sent.
-	waitVersionChange(t, p)
+	waitVersionChange(t, p, served)
 	if ads {
 		st.ExpectSilence()
 	}
 }
 
 // waitVersionChange waits until the daemon has published a config other
-// than the one it serves now.
-func waitVersionChange(t *testing.T, p *pylon) {
+// than before, the version it served before the change was written.
+func waitVersionChange(t *testing.T, p *pylon, before string) {
 	t.Helper()
 	// The status names the version being served; v3 differs from v2.
-	before := p.status(t).Version
 	if !eventually(func() bool { return p.status(t).Version != before }) {
 		t.Fatal("the change was not published")
 	}
