@@ -22,18 +22,7 @@ const wait = 10 * time.Second
 // run starts a source on path and returns its updates; it stops with the test.
 func run(t *testing.T, path string) <-chan source.Update {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	out := make(chan source.Update)
-	done := make(chan error, 1)
-	s := New(Options{Path: path, Quiet: 20 * time.Millisecond, MaxWait: 200 * time.Millisecond})
-	go func() { done <- s.Run(ctx, out) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	return out
+	return runWith(t, path, 20*time.Millisecond, 200*time.Millisecond)
 }
 
 // next returns the next update whose files satisfy ok, within a bound.
@@ -343,7 +332,7 @@ func waitFor(t *testing.T, cond func() bool) {
 func runWith(t *testing.T, path string, quiet, maxWait time.Duration) <-chan source.Update {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out := make(chan source.Update, 10)
+	out := make(chan source.Update)
 	done := make(chan error, 1)
 	s := New(Options{Path: path, Quiet: quiet, MaxWait: maxWait})
 	go func() { done <- s.Run(ctx, out) }()
