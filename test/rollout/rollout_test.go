@@ -27,6 +27,22 @@ func split(t *testing.T, ps []*proxy) (in, out []*proxy) {
 	return in, out
 }
 
+// onV1 serves configFor(1) (hour-long bakes) from a fresh config file in
+// data, to twelve proxies that all receive and ACK it; it returns the file,
+// the daemon and the proxies, split by the first stage.
+func onV1(t *testing.T, data string) (cfg string, p *pylon, ps, in, out []*proxy) {
+	t.Helper()
+	cfg = filepath.Join(t.TempDir(), "pylon.yaml")
+	writeConfig(t, cfg, configFor(1, time.Hour))
+	p = start(t, cfg, data)
+	ps = p.proxies(12)
+	for _, x := range ps {
+		x.recv(t, 1)
+	}
+	in, out = split(t, ps)
+	return cfg, p, ps, in, out
+}
+
 func one(t *testing.T, rs []rollout.Status) rollout.Status {
 	t.Helper()
 	if len(rs) != 1 || rs[0].Group != "edge" {
@@ -40,14 +56,7 @@ func one(t *testing.T, rs []rollout.Status) rollout.Status {
 // previous version back. A later change is refused until it supersedes the
 // halted rollout.
 func TestNACKInFirstStageHalts(t *testing.T) {
-	cfg := filepath.Join(t.TempDir(), "pylon.yaml")
-	writeConfig(t, cfg, configFor(1, time.Hour))
-	p := start(t, cfg, t.TempDir())
-	ps := p.proxies(12)
-	for _, x := range ps {
-		x.recv(t, 1)
-	}
-	in, out := split(t, ps)
+	cfg, p, ps, in, out := onV1(t, t.TempDir())
 
 	writeConfig(t, cfg, configFor(2, time.Hour))
 	// The stage's first proxy rejects v2, the others accept it.
@@ -144,15 +153,8 @@ func TestCleanRolloutStageByStage(t *testing.T) {
 // reconnecting proxies of the stage get the new version, the others the
 // previous one, and the rollout goes on from there.
 func TestRestartResumes(t *testing.T) {
-	cfg := filepath.Join(t.TempDir(), "pylon.yaml")
 	data := t.TempDir()
-	writeConfig(t, cfg, configFor(1, time.Hour))
-	p := start(t, cfg, data)
-	ps := p.proxies(12)
-	for _, x := range ps {
-		x.recv(t, 1)
-	}
-	in, out := split(t, ps)
+	cfg, p, ps, in, out := onV1(t, data)
 	writeConfig(t, cfg, configFor(2, time.Hour))
 	for _, x := range in {
 		x.recv(t, 2)

@@ -3,7 +3,6 @@ package rollout_test
 import (
 	"encoding/json"
 	"net/http"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -35,14 +34,7 @@ func (p *pylon) cdsStates() map[string][2]string {
 // previous version, not STALE against the new one; the stage's proxies
 // are SYNCED at the new one.
 func TestStatusDuringRollout(t *testing.T) {
-	cfg := filepath.Join(t.TempDir(), "pylon.yaml")
-	writeConfig(t, cfg, configFor(1, time.Hour))
-	p := start(t, cfg, t.TempDir())
-	ps := p.proxies(12)
-	for _, x := range ps {
-		x.recv(t, 1)
-	}
-	in, out := split(t, ps)
+	cfg, p, ps, in, out := onV1(t, t.TempDir())
 	v1 := in[0].acked
 	writeConfig(t, cfg, configFor(2, time.Hour))
 	for _, x := range in {
