@@ -336,9 +336,10 @@ type deltaPlan struct {
 	// canon the client holds, from.
 	step *transition
 	from *canon
-	// answers are, for VHDS, what the plan answers each alias with: a
-	// virtual host's name, or "" for not found.
-	answers map[string]string
+	// answers are, for VHDS, what the plan answers each alias with, as
+	// resolved against answersAt (contentAt).
+	answers   map[string]vhdsAnswer
+	answersAt string
 }
 
 // planShared is plan in O(changes) for a client holding exactly the

@@ -26,9 +26,21 @@ import (
 
 // vhdsState is what a VirtualHost watch answered each alias with.
 type vhdsState struct {
-	// answered maps each alias answered to the virtual host's name it was
-	// sent with, or to "" when it was answered as not found.
-	answered map[string]string
+	answered map[string]vhdsAnswer
+}
+
+// vhdsAnswer is what an alias was answered with: the virtual host's name,
+// or "" for not found; at is the content it was last resolved against
+// (contentAt), so that an alias is resolved again only when the config
+// changed, not on every request of a client that asked for thousands.
+type vhdsAnswer struct {
+	vhost, at string
+}
+
+// contentAt identifies what resolving an alias reads: the virtual hosts
+// and the route configurations' names. Versions are content hashes.
+func contentAt(set, routes *snapshot.Set) string {
+	return set.Version() + "/" + routes.Version()
 }
 
 // vhdsCovers is covers for a VirtualHost watch: a name subscribed, a
@@ -111,26 +123,38 @@ func (w *deltaWatch) planVHDS(p *planner, set, routes *snapshot.Set, ttl bool) d
 	send := map[string]*snapshot.Resource{}
 	carried := map[string][]string{} // per virtual host, the aliases it serves
 	var missing []string
+	at := contentAt(set, routes)
 	for a := range w.names {
+		prev, done := v.answered[a]
+		if done && prev.at == at {
+			// Resolved against this very content: the answer stands.
+			if prev.vhost != "" {
+				carried[prev.vhost] = append(carried[prev.vhost], a)
+			}
+			continue
+		}
 		rc, host, ok := aliasOf(a, routes)
 		if !ok {
 			continue
 		}
 		r := resolveAlias(set, rc, host)
-		prev, done := v.answered[a]
+		name := ""
+		if r != nil {
+			name = r.Name
+			carried[name] = append(carried[name], a)
+		}
 		switch {
+		case done && prev.vhost == name:
+			// The same answer at new content: nothing to send for the
+			// alias (a change of its virtual host is sent below).
+			v.answered[a] = vhdsAnswer{name, at}
 		case r == nil:
-			if !done || prev != "" {
-				missing = append(missing, a)
-			}
-		default:
-			carried[r.Name] = append(carried[r.Name], a)
-			if (!done || prev != r.Name) && !p.mustWait(r) {
-				send[r.Name] = r
-			}
+			missing = append(missing, a)
+		case !p.mustWait(r):
+			send[name] = r
 		}
 	}
-	var d deltaPlan
+	d := deltaPlan{answersAt: at}
 	for n, cur := range w.held {
 		switch r := set.Get(n); {
 		case cur == nil:
@@ -151,18 +175,18 @@ func (w *deltaWatch) planVHDS(p *planner, set, routes *snapshot.Set, ttl bool) d
 // virtual host serves; it records in d.answers what each alias is answered
 // with.
 func (w *deltaWatch) vhdsResources(d *deltaPlan, set *snapshot.Set, send map[string]*snapshot.Resource, carried map[string][]string, missing []string, ttl bool) {
-	d.answers = map[string]string{}
+	d.answers = map[string]vhdsAnswer{}
 	for n, r := range send {
 		aliases := carried[n]
 		slices.Sort(aliases)
 		d.resources = append(d.resources, withAliases(r.ForDelta(ttl), aliases))
 		d.changes = append(d.changes, change{n, r})
 		for _, a := range aliases {
-			d.answers[a] = n
+			d.answers[a] = vhdsAnswer{n, d.answersAt}
 		}
 	}
 	for _, a := range missing {
-		d.answers[a] = ""
+		d.answers[a] = vhdsAnswer{"", d.answersAt}
 		if send[a] != nil {
 			// A virtual host of the alias's very name goes out in this
 			// response: its name is in the update, and a name is never
@@ -197,12 +221,12 @@ func (v *vhdsState) again(subscribe []string) {
 }
 
 // recordAnswers notes what a response sent answered each alias with.
-func (v *vhdsState) recordAnswers(answers map[string]string) {
+func (v *vhdsState) recordAnswers(answers map[string]vhdsAnswer) {
 	if len(answers) == 0 {
 		return
 	}
 	if v.answered == nil {
-		v.answered = map[string]string{}
+		v.answered = map[string]vhdsAnswer{}
 	}
 	for a, n := range answers {
 		v.answered[a] = n

@@ -126,6 +126,11 @@ func TestDelta_VHDS_alias_resolves_to_matching_vhost(t *testing.T) {
 		{vhRC + "/exact", []string{alias("q.apps.example.com")}, true},
 		{vhRC + "/wild", []string{alias("X.apps.example.com"), alias("y.apps.example.com")}, true},
 	}, nil)
+	// A virtual host sent for a new alias carries those it already served.
+	s.Subscribe(vhds, alias("w.apps.example.com"))
+	wantVHDS(t, e, s.RecvType(vhds), []vhWant{
+		{vhRC + "/wild", []string{alias("X.apps.example.com"), alias("w.apps.example.com"), alias("y.apps.example.com")}, true},
+	}, nil)
 
 	// The per-type service (DeltaVirtualHosts) answers alike, namespace
 	// and alias in one first request.
