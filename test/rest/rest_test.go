@@ -27,6 +27,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/certs/certstest"
 	"github.com/pylon-xds/pylon/internal/daemon"
+	"github.com/pylon-xds/pylon/internal/daemon/daemontest"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -107,27 +108,9 @@ func start(t *testing.T, o daemon.Options, clusters ...string) *pylon {
 	o.REST.Addr = "127.0.0.1:0"
 	listening := make(chan string, 1)
 	o.REST.OnListen = func(addr string) { listening <- addr }
-	ready := make(chan string, 1)
-	o.OnReady = func(_, admin string) { ready <- admin }
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- daemon.Run(ctx, o) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
-	})
-	for range 2 {
-		select {
-		case p.rest = <-listening:
-		case p.admin = <-ready:
-		case err := <-errc:
-			t.Fatalf("daemon did not start: %v", err)
-		case <-time.After(bound):
-			t.Fatal("daemon did not start")
-		}
-	}
+	p.admin = daemontest.Start(t, o).Admin
+	// The REST listener is bound before the first config is served.
+	p.rest = <-listening
 	return p
 }
 
