@@ -39,6 +39,7 @@ type deltaWatch struct {
 	pending map[string]deltaSent
 	// settled is the set version the client fully has, nothing held back:
 	// a publish that leaves the type's set at that version needs no plan.
+	// (For VirtualHosts, with the route configurations' version: contentAt.)
 	settled string
 	// sentAny is set once a response of the type went out.
 	sentAny bool

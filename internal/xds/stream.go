@@ -423,8 +423,14 @@ func pass[W typeWatch](st *stream, watches map[string]W, push func(*planner, W, 
 			continue
 		}
 		version := snap.Set(t.URL).Version()
+		key := version
+		if t.URL == xdstype.VirtualHostURL {
+			// What a VHDS alias is answered with reads the route
+			// configurations' names too (aliasOf).
+			key = contentAt(snap.Set(t.URL), snap.Set(xdstype.RouteURL))
+		}
 		settled := w.settledAt()
-		if !st.holding && *settled != "" && *settled == version {
+		if !st.holding && *settled != "" && *settled == key {
 			continue
 		}
 		// Whether this type held anything back is its own: a flag another
@@ -437,7 +443,7 @@ func pass[W typeWatch](st *stream, watches map[string]W, push func(*planner, W, 
 		}
 		*settled = ""
 		if !p.mergeFlags(before) {
-			*settled = version
+			*settled = key
 		}
 		expect(st, w, t.URL, version, *settled == "")
 	}

@@ -283,3 +283,32 @@ func TestDelta_VHDS_reconnect_with_initial_versions(t *testing.T) {
 	})
 	wantVHDS(t, e, s.RecvType(vhds), []vhWant{{vhRC + "/api", []string{api}, true}}, []string{vhRC + "/old"})
 }
+
+// A name is a namespace while a route configuration has it, else an alias:
+// a change to the route configurations alone (the virtual hosts
+// unchanged) answers a name that became an alias, even for a client
+// settled at those virtual hosts.
+func TestDelta_VHDS_namespace_gone_answers_the_alias(t *testing.T) {
+	other := xdstest.Route(alias("other"), "a")
+	e := setup(t, vhdsWorld(vhost("any", "a", "other"), other)...)
+	s := vhdsStart(t, e)
+	s.Subscribe(cds)
+	s.ACK(s.RecvType(cds))
+	s.Subscribe(vhds, alias("other"))
+	resp := s.RecvType(vhds)
+	wantVHDS(t, e, resp, nil, nil) // a namespace: nothing
+	s.ACK(resp)
+
+	// A push of something else settles the client's virtual hosts.
+	slow := xdstest.Cluster("a")
+	slow.ConnectTimeout.Seconds = 9
+	world := vhdsWorld(vhost("any", "a", "other"), other)
+	world[0] = slow // vhdsWorld's cluster a
+	e.srv.Publish(t, world...)
+	c := s.RecvType(cds)
+	wantDelta(t, c, []string{"a"}, nil)
+	s.ACK(c)
+
+	e.srv.Publish(t, world[:len(world)-1]...) // without the route configuration "other"
+	wantVHDS(t, e, s.RecvType(vhds), []vhWant{{vhRC + "/any", []string{alias("other")}, true}}, nil)
+}
