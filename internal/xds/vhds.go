@@ -2,6 +2,7 @@ package xds
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
@@ -77,8 +78,13 @@ func aliasOf(name string, routes *snapshot.Set) (rc, host string, ok bool) {
 // an exact domain, else the longest suffix wildcard ("*.example.com",
 // "*-bar.example.com"), else the longest prefix wildcard ("foo.*"), else
 // "*". Domains compare without case; a wildcard never matches an empty
-// part. The config refuses a domain served twice, so the pick is unique.
-func resolveAlias(set *snapshot.Set, rc, host string) *snapshot.Resource {
+// part; the port is left out when the route configuration says
+// ignore_port_in_host_matching. The config refuses a domain served twice,
+// so the pick is unique.
+func resolveAlias(set, routes *snapshot.Set, rc, host string) *snapshot.Resource {
+	if r := routes.Get(rc); r != nil && r.Message.(*routev3.RouteConfiguration).GetIgnorePortInHostMatching() {
+		host = withoutPort(host)
+	}
 	host = strings.ToLower(host)
 	var suffix, prefix, star *snapshot.Resource
 	suffixLen, prefixLen := 0, 0
@@ -105,6 +111,20 @@ func resolveAlias(set *snapshot.Set, rc, host string) *snapshot.Resource {
 		}
 	}
 	return nil
+}
+
+// withoutPort is host without a trailing ":port", as Envoy's
+// HeaderUtility::getPortStart reads one: a number after the last ":" (an
+// IPv6 address in brackets, "[::1]", ends in "]" and is never cut).
+func withoutPort(host string) string {
+	i := strings.LastIndexByte(host, ':')
+	if i < 0 {
+		return host
+	}
+	if _, err := strconv.ParseUint(host[i+1:], 10, 32); err != nil {
+		return host
+	}
+	return host[:i]
 }
 
 // planVHDS is plan for a VirtualHost watch: each alias not yet answered
@@ -137,7 +157,7 @@ func (w *deltaWatch) planVHDS(p *planner, set, routes *snapshot.Set, ttl bool) d
 		if !ok {
 			continue
 		}
-		r := resolveAlias(set, rc, host)
+		r := resolveAlias(set, routes, rc, host)
 		name := ""
 		if r != nil {
 			name = r.Name

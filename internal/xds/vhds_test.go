@@ -312,3 +312,24 @@ func TestDelta_VHDS_namespace_gone_answers_the_alias(t *testing.T) {
 	e.srv.Publish(t, world[:len(world)-1]...) // without the route configuration "other"
 	wantVHDS(t, e, s.RecvType(vhds), []vhWant{{vhRC + "/any", []string{alias("other")}, true}}, nil)
 }
+
+// The port is part of the host unless the route configuration says
+// ignore_port_in_host_matching, as in Envoy's own matching; an IPv6
+// address is not cut at its colons.
+func TestDelta_VHDS_port_ignored_when_the_route_configuration_says_so(t *testing.T) {
+	api, v6 := alias("api.example.com:8443"), alias("[::1]")
+	for _, ignore := range []bool{false, true} {
+		rc := vhdsRoutes()
+		rc.IgnorePortInHostMatching = ignore
+		world := vhdsWorld(vhost("v6", "a", "[::1]"))
+		world[4] = rc // vhdsWorld's route configuration
+		e := setup(t, world...)
+		s := vhdsStart(t, e)
+		s.Subscribe(vhds, api, v6)
+		want := []vhWant{{api, []string{api}, false}, {vhRC + "/v6", []string{v6}, true}}
+		if ignore {
+			want[0] = vhWant{vhRC + "/api", []string{api}, true}
+		}
+		wantVHDS(t, e, s.RecvType(vhds), want, nil)
+	}
+}
