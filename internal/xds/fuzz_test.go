@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
@@ -29,18 +30,37 @@ import (
 // resource names (present in one world or the other, absent, wildcard).
 var (
 	fuzzTypes = []string{cds, eds, lds, rds, sds, xdstype.RuntimeURL, "", "type.googleapis.com/garbage.Thing",
-		"type.googleapis.com/envoy.config.cluster.v3.Clusterx", xdstype.ScopedRouteURL}
-	fuzzNames = []string{"c0", "c1", "c2", "l0", "r0", "s0", "s1", "missing", "*", "", xdstest.ProbeName}
+		"type.googleapis.com/envoy.config.cluster.v3.Clusterx", xdstype.ScopedRouteURL, vhds}
+	fuzzNames = []string{"c0", "c1", "c2", "l0", "r0", "s0", "s1", "missing", "*", "", xdstest.ProbeName,
+		"vr", "vr/api.example.com", "vr/none.example.com", "vr/api"}
 )
+
+// fuzzVHDS is the route configuration "vr" with VHDS and its virtual hosts
+// (names "vr/..."), sending to cluster.
+func fuzzVHDS(cluster string, hosts ...string) []proto.Message {
+	rc := xdstest.Route("vr", cluster)
+	rc.VirtualHosts[0].Domains = []string{"www.example.com"}
+	rc.Vhds = &routev3.Vhds{ConfigSource: xdstest.ADS()}
+	out := []proto.Message{rc}
+	for _, h := range hosts {
+		vh := xdstest.Route("vr/"+h, cluster).VirtualHosts[0]
+		vh.Domains = []string{h + ".example.com"}
+		if h == "all" {
+			vh.Domains = []string{"*"}
+		}
+		out = append(out, vh)
+	}
+	return out
+}
 
 // fuzzWorlds are the two snapshots the fuzzer switches between: every
 // type changes between them, and both hold Secrets that an unverified
 // stream must never receive.
 func fuzzWorlds(t testing.TB, reg *xdstype.Registry) []*snapshot.Snapshot {
 	a := xdstest.Snapshot(t, reg, xdstest.Cluster("c0"), xdstest.Cluster("c1"), xdstest.Endpoints("c0", 1), xdstest.Endpoints("c1", 2),
-		xdstest.APIListener("l0", "r0"), xdstest.Route("r0", "c0"), secret("s0"))
+		xdstest.APIListener("l0", "r0"), xdstest.Route("r0", "c0"), secret("s0"), fuzzVHDS("c0", "api"))
 	b := xdstest.Snapshot(t, reg, xdstest.Cluster("c1"), xdstest.Cluster("c2"), xdstest.Endpoints("c1", 3), xdstest.Endpoints("c2", 4),
-		xdstest.APIListener("l0", "r0"), xdstest.Route("r0", "c2"), secret("s0-b"), secret("s1"))
+		xdstest.APIListener("l0", "r0"), xdstest.Route("r0", "c2"), secret("s0-b"), secret("s1"), fuzzVHDS("c2", "api", "all"))
 	return []*snapshot.Snapshot{a, b, xdstest.Snapshot(t, reg)}
 }
 
@@ -218,7 +238,9 @@ func (fs *fuzzStream) checkResponse(t *testing.T, reg *xdstype.Registry, pub *pu
 		typeURL = r.TypeUrl
 		fs.nonces[typeURL] = r.Nonce
 		for _, res := range r.Resources {
-			if !pub.versions[typeURL][res.Name+"\x00"+res.Version] {
+			if typeURL == vhds {
+				fs.checkVHDS(t, pub, res)
+			} else if !pub.versions[typeURL][res.Name+"\x00"+res.Version] {
 				t.Fatalf("%s delta response holds %q at version %q, never published", typeURL, res.Name, res.Version)
 			}
 			names = append(names, res.Name)
@@ -244,10 +266,46 @@ func (fs *fuzzStream) checkResponse(t *testing.T, reg *xdstype.Registry, pub *pu
 		return
 	}
 	for _, n := range names {
-		if !fs.asked[typeURL][n] {
+		if !fs.asked[typeURL][n] && !(typeURL == vhds && fs.askedNamespace(n)) {
 			t.Fatalf("%s response names %q, which the stream never subscribed to (asked %v)", typeURL, n, fs.asked[typeURL])
 		}
 	}
+}
+
+// checkVHDS checks one resource of a VHDS response: a virtual host at a
+// published version, or an alias answered as not found (no payload, named
+// by the alias, at a set's version); every alias one the stream asked for.
+func (fs *fuzzStream) checkVHDS(t *testing.T, pub *published, res *discoveryv3.Resource) {
+	t.Helper()
+	for _, a := range res.Aliases {
+		if !fs.asked[vhds][a] {
+			t.Fatalf("VHDS resource %q carries alias %q, which the stream never subscribed to", res.Name, a)
+		}
+	}
+	switch {
+	case res.Resource != nil:
+		if !pub.versions[vhds][res.Name+"\x00"+res.Version] {
+			t.Fatalf("VHDS response holds %q at version %q, never published", res.Name, res.Version)
+		}
+	case !slices.Equal(res.Aliases, []string{res.Name}) || !pub.setVersions[vhds][res.Version]:
+		t.Fatalf("VHDS resource %q without payload: aliases %v, version %q; want itself, at a set's version", res.Name, res.Aliases, res.Version)
+	}
+}
+
+// askedNamespace reports whether the stream asked for a VHDS name in the
+// namespace of name (a route configuration's name, or an alias of it): the
+// virtual hosts of that namespace may be sent and removed.
+func (fs *fuzzStream) askedNamespace(name string) bool {
+	rc, _, ok := snapshot.VirtualHostNamespace(name)
+	if !ok {
+		return false
+	}
+	for n := range fs.asked[vhds] {
+		if n == rc || strings.HasPrefix(n, rc+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // heldVersionRE is what a SotW version that is not a set's looks like: a
@@ -303,16 +361,18 @@ func FuzzStreamRequests(f *testing.F) {
 		}
 	}
 	for _, seed := range [][]byte{
-		{0, 0, 0, 1, 2, 0},                 // SotW: CDS wildcard
-		{0, 0, 2, 2, 1, 0, 2, 1, 1, 2, 3},  // SotW: EDS c0 c1, ACK
-		{0, 0, 0, 1, 2, 1, 0, 1, 3, 1, 4},  // SotW: CDS, publish, LDS
-		{0, 0, 4, 2, 5, 6, 1, 0, 4, 1, 5},  // SotW: SDS s0 s1 (withheld)
-		{0, 0, 7, 0, 1, 0, 8, 0, 0},        // SotW: garbage type URLs
-		{1, 0, 0, 0, 0, 1, 0, 2, 2, 0, 1},  // delta: CDS, EDS c0
-		{1, 0, 4, 2, 5, 6, 0, 1, 1, 4, 3},  // delta: SDS (withheld), publish
-		{1, 0, 2, 1, 0, 1, 0, 6, 0, 2, 7},  // delta: initial versions
-		{0, 0, 2, 4, 0, 1, 2, 7, 3, 1, 10}, // SotW: names incl. "*" and missing
-		{0, 0, 0, 0, 6, 0, 0, 2, 6, 0},     // SotW: reconnect at CDS's version (spared), then EDS c0
+		{0, 0, 0, 1, 2, 0},                                    // SotW: CDS wildcard
+		{0, 0, 2, 2, 1, 0, 2, 1, 1, 2, 3},                     // SotW: EDS c0 c1, ACK
+		{0, 0, 0, 1, 2, 1, 0, 1, 3, 1, 4},                     // SotW: CDS, publish, LDS
+		{0, 0, 4, 2, 5, 6, 1, 0, 4, 1, 5},                     // SotW: SDS s0 s1 (withheld)
+		{0, 0, 7, 0, 1, 0, 8, 0, 0},                           // SotW: garbage type URLs
+		{1, 0, 0, 0, 0, 1, 0, 2, 2, 0, 1},                     // delta: CDS, EDS c0
+		{1, 0, 4, 2, 5, 6, 0, 1, 1, 4, 3},                     // delta: SDS (withheld), publish
+		{1, 0, 2, 1, 0, 1, 0, 6, 0, 2, 7},                     // delta: initial versions
+		{0, 0, 2, 4, 0, 1, 2, 7, 3, 1, 10},                    // SotW: names incl. "*" and missing
+		{0, 0, 0, 0, 6, 0, 0, 2, 6, 0},                        // SotW: reconnect at CDS's version (spared), then EDS c0
+		{1, 1, 0, 0, 10, 3, 11, 12, 13, 0, 0},                 // delta: world a, VHDS namespace, aliases found and not
+		{1, 0, 10, 3, 11, 12, 13, 0, 0, 1, 1, 0, 10, 0, 0, 2}, // delta: VHDS namespace and aliases, publish, ACK
 	} {
 		f.Add(seed)
 	}

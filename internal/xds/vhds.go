@@ -82,8 +82,10 @@ func aliasOf(name string, routes *snapshot.Set) (rc, host string, ok bool) {
 // ignore_port_in_host_matching. The config refuses a domain served twice,
 // so the pick is unique.
 func resolveAlias(set, routes *snapshot.Set, rc, host string) *snapshot.Resource {
-	if r := routes.Get(rc); r != nil && r.Message.(*routev3.RouteConfiguration).GetIgnorePortInHostMatching() {
-		host = withoutPort(host)
+	if r := routes.Get(rc); r != nil {
+		if cfg, _ := r.Message.(*routev3.RouteConfiguration); cfg.GetIgnorePortInHostMatching() {
+			host = withoutPort(host)
+		}
 	}
 	host = strings.ToLower(host)
 	var suffix, prefix, star *snapshot.Resource
