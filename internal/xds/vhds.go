@@ -25,7 +25,8 @@ import (
 // (planShared, canons): its subscription is of aliases, not of the names
 // it is sent, and each stream answers its own aliases.
 
-// vhdsState is what a VirtualHost watch answered each alias with.
+// vhdsState is what a VirtualHost watch answered each alias with, by
+// alias; an alias leaves it when unsubscribed or subscribed again.
 type vhdsState struct {
 	answered map[string]vhdsAnswer
 }
@@ -38,8 +39,9 @@ type vhdsAnswer struct {
 	vhost, at string
 }
 
-// contentAt identifies what resolving an alias reads: the virtual hosts
-// and the route configurations' names. Versions are content hashes.
+// contentAt identifies what resolving an alias reads: the virtual hosts,
+// and the route configurations (which names are namespaces, and whether
+// the port counts). Versions are content hashes.
 func contentAt(set, routes *snapshot.Set) string {
 	return set.Version() + "/" + routes.Version()
 }
