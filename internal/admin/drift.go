@@ -25,9 +25,10 @@ type typeDrift struct {
 	InSync bool   `json:"inSync"`
 	// Changed: carried by the last response with content that differs
 	// from the group's now; Removed: carried, and the group no longer has
-	// them; Missing: the group has them and the last response did not
-	// carry them (only for state-of-the-world Listeners and Clusters,
-	// whose responses carry the whole set).
+	// them; Missing: the group has them, the stream subscribes to them
+	// (by the wildcard or by name) and the last response did not carry
+	// them (only for state-of-the-world Listeners and Clusters, whose
+	// responses carry the whole subscribed set).
 	Changed []string `json:"changed"`
 	Removed []string `json:"removed"`
 	Missing []string `json:"missing"`
@@ -105,7 +106,7 @@ func (d *typeDrift) compare(t *status.Type, set *snapshot.Set, full bool) {
 		}
 	}
 	if full && set != nil {
-		for _, n := range set.Names() {
+		for _, n := range subscribed(t.Subscription, set) {
 			if !sent[n] {
 				d.add(&d.Missing, n)
 			}
@@ -113,6 +114,24 @@ func (d *typeDrift) compare(t *status.Type, set *snapshot.Set, full bool) {
 	}
 	sort.Strings(d.Changed)
 	sort.Strings(d.Removed)
+}
+
+// subscribed is what of set the stream should hold by its subscription,
+// sorted: the whole set for the wildcard (and for a stream whose
+// subscription status was not told), else the names it subscribes to that
+// the group has. A proxyless gRPC client asks for its own listeners and
+// clusters by name: the group's others are not missing from it.
+func subscribed(sub *status.Subscription, set *snapshot.Set) []string {
+	if sub == nil || sub.Wildcard {
+		return set.Names()
+	}
+	var out []string
+	for _, n := range sub.Names {
+		if set.Get(n) != nil {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 func (d *typeDrift) add(list *[]string, name string) {

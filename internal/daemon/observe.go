@@ -107,6 +107,8 @@ func (o tracking) Observe(e xds.Event) {
 		o.t.Seen(e.StreamID, info, "", e.At)
 	case xds.Subscribed:
 		o.t.Requested(e.StreamID, info, e.TypeURL, e.At)
+	case xds.SubscriptionChanged:
+		o.t.Subscribed(e.StreamID, info, e.TypeURL, e.Wildcard, e.Names, e.At)
 	case xds.ResponseSent:
 		o.m.Sent(typ, e.Bytes)
 		o.t.Seen(e.StreamID, info, e.Group, e.At)

@@ -248,3 +248,26 @@ func labelled(t *testing.T, reg *prometheus.Registry, name, lbl, value string) f
 	}
 	return 0
 }
+
+// A stream's subscription reaches its status: what drift compares a
+// state-of-the-world set with (a named gRPC client does not miss the
+// clusters it never asked for).
+func TestSubscriptionReachesStatus(t *testing.T) {
+	reg := xdstype.New()
+	obs := NewObservability(reg, snapshot.NewPublisher())
+	ev := xds.Event{StreamID: 9, Node: xdstest.Node("grpc"), Group: snapshot.DefaultGroup, ADS: true, TypeURL: xdstype.ClusterURL, At: time.Now()}
+	for _, k := range []xds.EventKind{xds.StreamOpened, xds.Subscribed} {
+		ev.Kind = k
+		obs.Observer.Observe(ev)
+	}
+	ev.Kind, ev.Names = xds.SubscriptionChanged, []string{"a", "b"}
+	obs.Observer.Observe(ev)
+	streams := obs.Tracker.Streams()
+	if len(streams) != 1 || len(streams[0].Types) != 1 {
+		t.Fatalf("streams: %+v", streams)
+	}
+	sub := streams[0].Types[0].Subscription
+	if sub == nil || sub.Wildcard || !slices.Equal(sub.Names, []string{"a", "b"}) {
+		t.Fatalf("subscription in status: %+v, want names a, b", sub)
+	}
+}

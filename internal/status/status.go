@@ -56,7 +56,10 @@ type Type struct {
 	// and LastRemoved what it removed.
 	LastSent    []proto.Message `json:"-"`
 	LastRemoved []string        `json:"lastRemoved,omitempty"`
-	url         string
+	// Subscription is what the stream subscribes to of the type (nil: not
+	// told), shared and read-only: replaced, never written.
+	Subscription *Subscription `json:"subscription,omitempty"`
+	url          string
 	// counted is the state this type is counted under while its stream is
 	// open ("" when not counted); everSynced is set once it was SYNCED,
 	// so that the first sync is timed once.
@@ -67,6 +70,25 @@ type Type struct {
 	// proxy took the change, for the rollout.
 	ackedSince time.Time
 }
+
+// Subscription is what a stream subscribes to of one type: the wildcard
+// (everything its group has), names, or both. Knowing it, a state-of-the-
+// world Listener or Cluster set the proxy lacks a resource of can be told
+// from a proxy that never asked for it (proxyless gRPC subscribes by name).
+type Subscription struct {
+	Wildcard bool `json:"wildcard,omitempty"`
+	// Names are the explicit names, sorted, at most MaxSubscribedNames of
+	// them, each at most maxNameBytes; Dropped counts those left out.
+	Names   []string `json:"names,omitempty"`
+	Dropped int      `json:"dropped,omitempty"`
+}
+
+// Bounds on a subscription kept per stream and type: the names are the
+// client's. A name longer than any Pylon accepts is no resource's.
+const (
+	MaxSubscribedNames = 10000
+	maxNameBytes       = 1024
+)
 
 // Stream is one xDS stream of a proxy.
 type Stream struct {
@@ -354,6 +376,26 @@ func (t *Tracker) Requested(id uint64, info Info, typeURL string, at time.Time) 
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s, ty := t.typ(id, info, typeURL, at)
+	t.recount(s, ty, at)
+}
+
+// Subscribed records what stream id subscribes to of typeURL: the
+// wildcard, the names, or both. Call it on every change of the
+// subscription; names are copied, bounded and sorted.
+func (t *Tracker) Subscribed(id uint64, info Info, typeURL string, wildcard bool, names []string, at time.Time) {
+	sub := &Subscription{Wildcard: wildcard}
+	for _, n := range names {
+		if len(sub.Names) >= MaxSubscribedNames || len(n) > maxNameBytes {
+			sub.Dropped++
+			continue
+		}
+		sub.Names = append(sub.Names, n)
+	}
+	sort.Strings(sub.Names)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, ty := t.typ(id, info, typeURL, at)
+	ty.Subscription = sub
 	t.recount(s, ty, at)
 }
 

@@ -26,6 +26,8 @@ type deltaWatch struct {
 	// names are its explicit names, never "*". Both are read-only.
 	sub   *subscription
 	names map[string]struct{}
+	// reported is the subscription last reported (SubscriptionChanged).
+	reported *subscription
 	// force holds names the client just subscribed to: they are answered on
 	// the next response even if the client seems to hold them (X29).
 	force map[string]struct{}

@@ -61,6 +61,7 @@ func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
 	// Shared before the events go out, so that whoever waits for an ACK
 	// finds the node's other streams already aware of it.
 	st.publishView(&w.ledger, w.wildcard, w.names)
+	st.subscribed(t, w.sub, &w.reported)
 	switch {
 	case answered && nack:
 		st.onNACK(t, version, w.ackedVersion, nonce, req.GetErrorDetail().GetMessage())

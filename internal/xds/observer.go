@@ -21,6 +21,12 @@ const (
 	NoGroup
 	// Subscribed: the stream's first request for TypeURL.
 	Subscribed
+	// SubscriptionChanged: what the stream subscribes to of TypeURL, a
+	// full-state type (Listener, Cluster, scopes), changed (its first
+	// subscription included): Wildcard, and the explicit Names. Not
+	// reported for a request that leaves it as it is (an ACK repeating
+	// its names).
+	SubscriptionChanged
 	// StreamRefused: the server ends the stream on purpose, for Reason (one
 	// of the Refused constants: a bounded set, fit for a metric label),
 	// with Detail saying why. A stream refused at its first request was
@@ -111,6 +117,10 @@ type Event struct {
 	// Identity is what the connection's verified client certificate
 	// proves, "" without one.
 	Identity string
+	// Wildcard and Names are the subscription, for SubscriptionChanged:
+	// Names sorted, shared by every stream subscribed alike (read-only).
+	Wildcard bool
+	Names    []string
 	// Poll marks the events of a stream that is one REST poll
 	// (ServeStream): it ends with its answer, and the next poll is a
 	// stream of its own.

@@ -75,6 +75,18 @@ type subscription struct {
 	// globs are the names that are xdstp:// glob collections (X46), by
 	// name; nil when there are none, as nearly always.
 	globs map[string]collection
+	// sorted is names sorted, made once on first use (status reports).
+	sortOnce sync.Once
+	sorted   []string
+}
+
+// sortedNames returns the explicit names, sorted; shared, read-only.
+func (s *subscription) sortedNames() []string {
+	if s == nil {
+		return nil
+	}
+	s.sortOnce.Do(func() { s.sorted = slices.Sorted(maps.Keys(s.names)) })
+	return s.sorted
 }
 
 // inCollection reports whether name is a member of one of the

@@ -29,8 +29,10 @@ type watch struct {
 	legacyWildcard bool // wildcard by an empty first request, not by "*"
 	// sub is the subscription, shared with every stream subscribed alike;
 	// names are its explicit names, never "*". Both are read-only.
-	sub   *subscription
-	names map[string]struct{}
+	sub *subscription
+	// reported is the subscription last reported (SubscriptionChanged).
+	reported *subscription
+	names    map[string]struct{}
 	// force holds names just added to the subscription: the response to
 	// the request that added them carries them even if unchanged (X17).
 	force map[string]struct{}

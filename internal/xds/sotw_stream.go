@@ -48,6 +48,7 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 	// Shared before the events go out, so that whoever waits for an ACK
 	// finds the node's other streams already aware of it.
 	st.publishView(&w.ledger, w.wildcard, w.names)
+	st.subscribed(t, w.sub, &w.reported)
 	switch kind {
 	case reqStale:
 		st.log.Debug("ignoring request with stale nonce", "type", t.Abbrev, "nonce", bounded(req.GetResponseNonce(), maxLogged), "latest", w.nonce)

@@ -701,6 +701,21 @@ func (st *stream) observe(e Event) {
 	st.srv.obs.Observe(e)
 }
 
+// subscribed reports the stream's subscription to a full-state type
+// (Listener, Cluster, scopes) when it is not the one last reported
+// (*last): status compares what such a proxy holds with what it asked
+// for, by name or everything its group has. The per-resource types are
+// not reported: a response of theirs carries what changed, never the
+// whole set, so nothing is compared, and an Envoy's assignments by name
+// would cost every stream a list.
+func (st *stream) subscribed(t *xdstype.Type, sub *subscription, last **subscription) {
+	if !t.FullState || sub == nil || sub == *last {
+		return
+	}
+	*last = sub
+	st.observe(Event{Kind: SubscriptionChanged, TypeURL: t.URL, Wildcard: sub.wildcard, Names: sub.sortedNames()})
+}
+
 // onNACK reports a rejected response; the log line comes once per type and
 // rejected version. The version is not sent again (X12): the proxy keeps
 // running what it had until the config changes. running is the version the
