@@ -59,7 +59,7 @@ func main() {
 	churnRates := flag.String("churn", "", "measure sustained endpoint churn instead, at these rates (changes per second, comma-separated, e.g. 10,100,1000): see churn.go")
 	via := flag.String("via", "api,file", "with -churn: how changes reach Pylon: api (registrations and deregistrations through the admin API, embedded store) and/or file (the config file rewritten and renamed into place); go-control-plane takes them into its snapshot cache")
 	duration := flag.Duration("duration", time.Minute, "with -churn: how long changes are issued at each rate (then at most 30s more for the last to converge)")
-	subs := flag.Int("subs", 10, "with -churn: services each proxy subscribes to over EDS (all proxies get every Cluster)")
+	subs := flag.Int("subs", 10, "with -churn: services each proxy subscribes to over EDS (all proxies get every Cluster; below -clusters, unlike Envoy, which asks for every EDS cluster's assignment, so Pylon holds the route table back until its hold timeout, 15s: at the cold start in SotW, once more after it in delta)")
 	dir := flag.String("dir", "", "internal: the churn server's folder (store or config file)")
 	flag.Parse()
 	if *serveImpl != "" {
