@@ -239,12 +239,20 @@ func (w *deltaWatch) subscribe(req *discoveryv3.DeltaDiscoveryRequest, set *snap
 // request for the type. A client holding exactly the shared set joins it
 // without a map of its own; otherwise a stand-in carries each version that
 // is not the set's, and never equals a resource at another version.
+func (w *deltaWatch) canonUnlessVHDS(set *snapshot.Set) *canon {
+	if w.vhds != nil {
+		return nil
+	}
+	return w.shared.canon(set, w.sub)
+}
+
 func (w *deltaWatch) adopt(initial map[string]string, set *snapshot.Set) {
 	if len(initial) == 0 {
 		return
 	}
 	w.synced = true
-	if c := w.shared.canon(set, w.sub); w.vhds == nil && len(c.held) == len(initial) {
+	// A VirtualHost watch never shares a canon (vhds.go): not built for it.
+	if c := w.canonUnlessVHDS(set); c != nil && len(c.held) == len(initial) {
 		same := true
 		for n, v := range initial {
 			if r := c.held[n]; r == nil || r.Version != v {

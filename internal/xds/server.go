@@ -116,6 +116,9 @@ type Server struct {
 	holdTimeout time.Duration
 	admission   *admission
 	bodies      bodies
+	// vhdsIndexes are the VHDS alias indexes of recent contents, shared
+	// by every stream answering aliases.
+	vhdsIndexes vhdsIndexes
 	// subs and canons are the subscriptions and held contents that streams
 	// in the same state share (shared.go).
 	subs   *subscriptions

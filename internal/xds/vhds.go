@@ -2,10 +2,8 @@ package xds
 
 import (
 	"slices"
-	"strconv"
 	"strings"
 
-	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/pylon-xds/pylon/internal/snapshot"
@@ -75,57 +73,12 @@ func aliasOf(name string, routes *snapshot.Set) (rc, host string, ok bool) {
 	return snapshot.VirtualHostNamespace(name)
 }
 
-// resolveAlias returns the virtual host of rc's namespace that serves host,
-// as Envoy picks one (findVirtualHost in source/common/router/config_impl.cc):
-// an exact domain, else the longest suffix wildcard ("*.example.com",
-// "*-bar.example.com"), else the longest prefix wildcard ("foo.*"), else
-// "*". Domains compare without case; a wildcard never matches an empty
-// part; the port is left out when the route configuration says
-// ignore_port_in_host_matching. The config refuses a domain served twice,
-// so the pick is unique.
-func resolveAlias(set, routes *snapshot.Set, rc, host string) *snapshot.Resource {
-	if r := routes.Get(rc); r != nil {
-		if cfg, _ := r.Message.(*routev3.RouteConfiguration); cfg.GetIgnorePortInHostMatching() {
-			host = withoutPort(host)
-		}
-	}
-	host = strings.ToLower(host)
-	var suffix, prefix, star *snapshot.Resource
-	suffixLen, prefixLen := 0, 0
-	for _, n := range snapshot.VirtualHostsOf(set, rc) {
-		r := set.Get(n)
-		vh, _ := r.Message.(*routev3.VirtualHost)
-		for _, d := range vh.GetDomains() {
-			d = strings.ToLower(d)
-			switch {
-			case d == host:
-				return r
-			case d == "*":
-				star = r
-			case strings.HasPrefix(d, "*") && len(host) > len(d)-1 && strings.HasSuffix(host, d[1:]) && len(d) > suffixLen:
-				suffix, suffixLen = r, len(d)
-			case strings.HasSuffix(d, "*") && len(host) > len(d)-1 && strings.HasPrefix(host, d[:len(d)-1]) && len(d) > prefixLen:
-				prefix, prefixLen = r, len(d)
-			}
-		}
-	}
-	for _, r := range []*snapshot.Resource{suffix, prefix, star} {
-		if r != nil {
-			return r
-		}
-	}
-	return nil
-}
-
-// withoutPort is host without a trailing ":port", as Envoy's
-// HeaderUtility::getPortStart reads one: a number after the last ":" (an
-// IPv6 address in brackets, "[::1]", ends in "]" and is never cut).
+// withoutPort is host without its port, as Envoy's
+// HeaderUtility::getPortStart cuts one: everything from the last ":",
+// unless a "]" comes after it (an IPv6 address in brackets, "[::1]").
 func withoutPort(host string) string {
 	i := strings.LastIndexByte(host, ':')
-	if i < 0 {
-		return host
-	}
-	if _, err := strconv.ParseUint(host[i+1:], 10, 32); err != nil {
+	if i < 0 || strings.LastIndexByte(host, ']') > i {
 		return host
 	}
 	return host[:i]
@@ -148,6 +101,7 @@ func (w *deltaWatch) planVHDS(p *planner, set, routes *snapshot.Set, ttl bool) d
 	carried := map[string][]string{} // per virtual host, the aliases it serves
 	var missing []string
 	at := contentAt(set, routes)
+	idx := w.shared.vhdsIndexes.get(at, set, routes)
 	for a := range w.names {
 		prev, done := v.answered[a]
 		if done && prev.at == at {
@@ -161,7 +115,7 @@ func (w *deltaWatch) planVHDS(p *planner, set, routes *snapshot.Set, ttl bool) d
 		if !ok {
 			continue
 		}
-		r := resolveAlias(set, routes, rc, host)
+		r := idx.resolve(rc, host)
 		name := ""
 		if r != nil {
 			name = r.Name
