@@ -28,13 +28,8 @@ func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
 	if err != nil || w == nil {
 		return err
 	}
-	for _, f := range []struct {
-		name string
-		n    int
-	}{{"resource_names_subscribe", len(req.GetResourceNamesSubscribe())}, {"resource_names_unsubscribe", len(req.GetResourceNamesUnsubscribe())}, {"initial_resource_versions", len(req.GetInitialResourceVersions())}} {
-		if err := st.checkNames(f.n, f.name, w.typ.URL); err != nil {
-			return err
-		}
+	if err := st.checkRequest(req, w.typ.URL); err != nil {
+		return err
 	}
 	// Context parameters in any order name one resource (X46).
 	req.ResourceNamesSubscribe = canonicalNames(req.ResourceNamesSubscribe)
@@ -56,6 +51,9 @@ func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
 	// Delta subscriptions add up: bound what one type holds by name, as
 	// state of the world bounds each request.
 	if err := st.checkNames(len(w.names), "the stream's subscription", t.URL); err != nil {
+		return err
+	}
+	if err := st.checkGlobs(w.sub, t.URL); err != nil {
 		return err
 	}
 	// Shared before the events go out, so that whoever waits for an ACK
@@ -187,6 +185,31 @@ func (st *deltaStream) onHeartbeat() error {
 		}
 		w.sentResponse(resp.Nonce, w.version, set, deltaPlan{}, now)
 		st.observe(Event{Kind: ResponseSent, TypeURL: t.URL, Version: w.version, Nonce: resp.Nonce, Resources: len(beats), Heartbeat: true, Bytes: size})
+	}
+	return nil
+}
+
+// checkRequest bounds a request's names: how many in each field, and how
+// long each.
+func (st *deltaStream) checkRequest(req *discoveryv3.DeltaDiscoveryRequest, typeURL string) error {
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"resource_names_subscribe", len(req.GetResourceNamesSubscribe())}, {"resource_names_unsubscribe", len(req.GetResourceNamesUnsubscribe())}, {"initial_resource_versions", len(req.GetInitialResourceVersions())}} {
+		if err := st.checkNames(f.n, f.name, typeURL); err != nil {
+			return err
+		}
+	}
+	if err := st.checkNameBytes(req.GetResourceNamesSubscribe(), "resource_names_subscribe", typeURL); err != nil {
+		return err
+	}
+	if err := st.checkNameBytes(req.GetResourceNamesUnsubscribe(), "resource_names_unsubscribe", typeURL); err != nil {
+		return err
+	}
+	for n := range req.GetInitialResourceVersions() {
+		if err := st.checkNameBytes([]string{n}, "initial_resource_versions", typeURL); err != nil {
+			return err
+		}
 	}
 	return nil
 }

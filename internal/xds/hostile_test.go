@@ -224,9 +224,19 @@ func bounded(s string) string {
 	return s
 }
 
+// globs returns n distinct xdstp:// glob collections of clusters.
+func globs(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("xdstp://pylon.example/envoy.config.cluster.v3.Cluster/g%d/*", i)
+	}
+	return out
+}
+
 // A request naming more resources than MaxResourceNames ends the stream
 // with RESOURCE_EXHAUSTED naming the field; so does a delta subscription
-// growing past it.
+// growing past it, a name longer than any resource's, and more glob
+// collections than a client needs.
 func TestMaxResourceNames(t *testing.T) {
 	many := func(n int) []string {
 		out := make([]string, n)
@@ -240,42 +250,75 @@ func TestMaxResourceNames(t *testing.T) {
 		drive func(t *testing.T, e *env) error
 		want  string
 	}{
-		{name: "sotw", want: "names 11 resources in resource_names; Pylon accepts at most 10", drive: func(t *testing.T, e *env) error {
+		{name: "sotw", want: "names 101 resources in resource_names; Pylon accepts at most 100", drive: func(t *testing.T, e *env) error {
 			s := e.ads(t, "n1")
-			s.Request(eds, many(11)...)
+			s.Request(eds, many(101)...)
 			return s.Err()
 		}},
 		{name: "sotw at the bound", want: "", drive: func(t *testing.T, e *env) error {
 			s := e.ads(t, "n1")
-			s.Request(cds, many(10)...)
+			s.Request(cds, many(100)...)
 			s.RecvType(cds)
 			return nil
 		}},
-		{name: "delta subscribe", want: "names 11 resources in resource_names_subscribe", drive: func(t *testing.T, e *env) error {
+		{name: "delta subscribe", want: "names 101 resources in resource_names_subscribe", drive: func(t *testing.T, e *env) error {
 			s := e.delta(t, "n1")
-			s.Subscribe(eds, many(11)...)
+			s.Subscribe(eds, many(101)...)
 			return s.Err()
 		}},
-		{name: "delta initial versions", want: "names 11 resources in initial_resource_versions", drive: func(t *testing.T, e *env) error {
+		{name: "delta initial versions", want: "names 101 resources in initial_resource_versions", drive: func(t *testing.T, e *env) error {
 			s := e.delta(t, "n1")
 			iv := map[string]string{}
-			for _, n := range many(11) {
+			for _, n := range many(101) {
 				iv[n] = "v"
 			}
 			s.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: eds, InitialResourceVersions: iv})
 			return s.Err()
 		}},
-		{name: "delta subscription adds up", want: "names 12 resources in the stream's subscription", drive: func(t *testing.T, e *env) error {
+		{name: "sotw long name", want: "names a resource of 4097 bytes in resource_names; Pylon accepts names of at most 4096 bytes", drive: func(t *testing.T, e *env) error {
+			s := e.ads(t, "n1")
+			s.Request(cds, "a", strings.Repeat("x", 4097))
+			return s.Err()
+		}},
+		{name: "sotw name at the bound", want: "", drive: func(t *testing.T, e *env) error {
+			s := e.ads(t, "n1")
+			s.Request(cds, "a", strings.Repeat("x", 4096))
+			s.RecvType(cds)
+			return nil
+		}},
+		{name: "delta long alias", want: "names a resource of 4097 bytes in resource_names_subscribe", drive: func(t *testing.T, e *env) error {
 			s := e.delta(t, "n1")
-			s.Subscribe(eds, many(6)...)
+			s.Subscribe(vhds, "rc/"+strings.Repeat("h", 4094))
+			return s.Err()
+		}},
+		{name: "delta long initial version", want: "names a resource of 4097 bytes in initial_resource_versions", drive: func(t *testing.T, e *env) error {
+			s := e.delta(t, "n1")
+			s.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: eds, InitialResourceVersions: map[string]string{strings.Repeat("x", 4097): "v"}})
+			return s.Err()
+		}},
+		{name: "sotw too many globs", want: "holds 65 xdstp:// glob collections; Pylon accepts at most 64", drive: func(t *testing.T, e *env) error {
+			s := e.ads(t, "n1")
+			s.Request(cds, globs(65)...)
+			return s.Err()
+		}},
+		{name: "delta globs add up", want: "holds 65 xdstp:// glob collections", drive: func(t *testing.T, e *env) error {
+			s := e.delta(t, "n1")
+			s.Subscribe(cds, globs(64)...)
+			s.RecvType(cds)
+			s.Subscribe(cds, "xdstp://pylon.example/envoy.config.cluster.v3.Cluster/extra/*")
+			return s.Err()
+		}},
+		{name: "delta subscription adds up", want: "names 102 resources in the stream's subscription", drive: func(t *testing.T, e *env) error {
+			s := e.delta(t, "n1")
+			s.Subscribe(eds, many(60)...)
 			s.RecvType(eds)
-			s.Subscribe(eds, many(12)[6:]...)
+			s.Subscribe(eds, many(102)[60:]...)
 			return s.Err()
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := newRecorder()
-			srv := xdstest.Start(t, xds.Options{Observer: rec, MaxResourceNames: 10})
+			srv := xdstest.Start(t, xds.Options{Observer: rec, MaxResourceNames: 100})
 			srv.Publish(t, base()...)
 			e := &env{srv: srv, conn: xdstest.Dial(t, srv.Addr), rec: rec}
 			err := tc.drive(t, e)

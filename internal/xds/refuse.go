@@ -154,6 +154,37 @@ func claimedNode(node *corev3.Node) *corev3.Node {
 
 // checkNames refuses a request naming more resources than the server
 // accepts in one request (field is the request field, for the message).
+// maxNameBytes bounds one resource name a client sends. Pylon's own names
+// are at most 512 bytes (the config's bound) and a VHDS alias adds a host
+// (at most 255 bytes and a port): a longer name is no resource's, and
+// would only be held, and echoed (a VHDS alias answered as not found),
+// for as long as the stream lasts.
+const maxNameBytes = 4096
+
+// maxGlobs bounds the xdstp:// glob collections one subscription to a
+// type holds (X46): each is matched against the type's resources as the
+// config changes. A client names a handful.
+const maxGlobs = 64
+
+// checkNameBytes refuses a request naming a resource longer than any.
+func (st *stream) checkNameBytes(names []string, field, typeURL string) error {
+	for _, n := range names {
+		if len(n) > maxNameBytes {
+			return refuse(RefusedResourceNames, codes.ResourceExhausted, "a request for %s names a resource of %d bytes in %s; Pylon accepts names of at most %d bytes", bounded(typeURL, maxLogged), len(n), field, maxNameBytes)
+		}
+	}
+	return nil
+}
+
+// checkGlobs refuses a subscription holding more glob collections than
+// maxGlobs.
+func (st *stream) checkGlobs(sub *subscription, typeURL string) error {
+	if sub != nil && len(sub.globs) > maxGlobs {
+		return refuse(RefusedResourceNames, codes.ResourceExhausted, "a subscription to %s holds %d xdstp:// glob collections; Pylon accepts at most %d", bounded(typeURL, maxLogged), len(sub.globs), maxGlobs)
+	}
+	return nil
+}
+
 func (st *stream) checkNames(n int, field, typeURL string) error {
 	if limit := st.srv.opts.MaxResourceNames; n > limit {
 		return refuse(RefusedResourceNames, codes.ResourceExhausted, "a request for %s names %d resources in %s; Pylon accepts at most %d", bounded(typeURL, maxLogged), n, field, limit)

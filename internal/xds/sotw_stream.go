@@ -40,11 +40,17 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 	if err := st.checkNames(len(req.GetResourceNames()), "resource_names", w.typ.URL); err != nil {
 		return err
 	}
+	if err := st.checkNameBytes(req.GetResourceNames(), "resource_names", w.typ.URL); err != nil {
+		return err
+	}
 	// Context parameters in any order name one resource (X46).
 	req.ResourceNames = canonicalNames(req.ResourceNames)
 	t := w.typ
 	snap := st.snapshot()
 	kind, owe := w.onRequest(req, snap)
+	if err := st.checkGlobs(w.sub, t.URL); err != nil {
+		return err
+	}
 	// Shared before the events go out, so that whoever waits for an ACK
 	// finds the node's other streams already aware of it.
 	st.publishView(&w.ledger, w.wildcard, w.names)
