@@ -214,7 +214,9 @@ func renderOnce(w io.Writer, f *renderFlags, o filerender.Options) error {
 	}
 	r, err := renderFiles(f, o, files, nil)
 	if err != nil {
-		return err
+		// Redacted as a later refusal under --watch is: an error may
+		// quote the config.
+		return errors.New(redact.String(err.Error()))
 	}
 	r.print(w, f)
 	return nil
@@ -247,7 +249,7 @@ func renderWatch(ctx context.Context, stdout, stderr io.Writer, f *renderFlags, 
 				}
 				lastErr = ""
 			case first:
-				return err
+				return errors.New(redact.String(err.Error()))
 			case redact.String(err.Error()) != lastErr:
 				// A resync repeats a refusal: it is said once.
 				lastErr = redact.String(err.Error())

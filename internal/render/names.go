@@ -47,7 +47,9 @@ var safeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
 // (under dir) and as render writes them (the base name).
 type names struct {
 	dir string
-	// byFile detects two names mapped to one file.
+	// byFile detects two names mapped to one file, by the file name
+	// lowercased: on a case-insensitive filesystem (macOS, Windows)
+	// "eds-Cart.yaml" and "eds-cart.yaml" are one file.
 	byFile map[string]string
 	err    error
 }
@@ -72,10 +74,11 @@ func (n *names) perName(typeURL, name string) string {
 	}
 	file := prefixes[typeURL] + base + ".yaml"
 	key := typeURL + "\x00" + name
-	if prev, ok := n.byFile[file]; ok && prev != key && n.err == nil {
-		n.err = fmt.Errorf("two resources map to the file %s: rename one", file)
+	folded := strings.ToLower(file)
+	if prev, ok := n.byFile[folded]; ok && prev != key && n.err == nil {
+		n.err = fmt.Errorf("two resources map to the file %s (names differing only in case are one file on a case-insensitive filesystem): rename one", file)
 	}
-	n.byFile[file] = key
+	n.byFile[folded] = key
 	return file
 }
 

@@ -383,3 +383,18 @@ resources:
 		t.Fatal(err)
 	}
 }
+
+// TestNamesDifferingInCaseRefused: two resources whose files differ only
+// in case would be one file on a case-insensitive filesystem, the second
+// written over the first: refused, naming the file.
+func TestNamesDifferingInCaseRefused(t *testing.T) {
+	n := &names{dir: envoyDir, byFile: map[string]string{}}
+	n.perName(edsURL, "Cart")
+	if n.err != nil {
+		t.Fatal(n.err)
+	}
+	n.perName(edsURL, "cart")
+	if n.err == nil || !strings.Contains(n.err.Error(), "two resources map to the file eds-cart.yaml") {
+		t.Fatalf("Cart and cart: %v, want a refusal naming the file", n.err)
+	}
+}
