@@ -66,17 +66,17 @@ func vhdsProblems(inputs []Input, firstSeen map[string]map[string]*Input, byType
 			seen = map[string]string{}
 			for _, inline := range rc.GetVirtualHosts() {
 				for _, d := range inline.GetDomains() {
-					seen[strings.ToLower(d)] = fmt.Sprintf("RouteConfiguration %q's virtual host %q", rcName, inline.GetName())
+					seen[asciiLower(d)] = fmt.Sprintf("RouteConfiguration %q's virtual host %q", rcName, inline.GetName())
 				}
 			}
 			domains[rcName] = seen
 		}
 		for j, d := range vh.GetDomains() {
-			if other, dup := seen[strings.ToLower(d)]; dup {
+			if other, dup := seen[asciiLower(d)]; dup {
 				out = append(out, in.diag(fmt.Sprintf("domains[%d]", j), "domain %q is served by %s too: Envoy rejects a route configuration with a duplicate domain", d, other))
 				continue
 			}
-			seen[strings.ToLower(d)] = fmt.Sprintf("VirtualHost %q", in.Name)
+			seen[asciiLower(d)] = fmt.Sprintf("VirtualHost %q", in.Name)
 		}
 	}
 	return out
@@ -95,4 +95,18 @@ func VirtualHostsOf(set *Set, rc string) []string {
 		}
 	}
 	return out
+}
+
+// asciiLower lowercases A-Z only, as Envoy compares domains
+// (absl::AsciiStrToLower): strings.ToLower would also fold other
+// letters (the Kelvin sign into "k") and call two domains one that Envoy
+// keeps apart.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }
