@@ -38,15 +38,12 @@ func canonicalName(name string) string {
 	if h := strings.IndexByte(query, '#'); h >= 0 {
 		query, fragment = query[:h], query[h:]
 	}
-	if !strings.Contains(query, "&") {
+	if !strings.Contains(query, "&") || keysSorted(query) {
+		// What grpc-go and Envoy send: as it is, without allocating.
 		return name
 	}
 	params := strings.Split(query, "&")
 	key := func(p string) string { k, _, _ := strings.Cut(p, "="); return k }
-	sorted := slices.IsSortedFunc(params, func(a, b string) int { return strings.Compare(key(a), key(b)) })
-	if sorted {
-		return name
-	}
 	slices.SortStableFunc(params, func(a, b string) int { return strings.Compare(key(a), key(b)) })
 	return name[:q+1] + strings.Join(params, "&") + fragment
 }
@@ -141,5 +138,22 @@ func (c collection) each(set *snapshot.Set, fn func(string)) {
 		if c.contains(names[i]) {
 			fn(names[i])
 		}
+	}
+}
+
+// keysSorted reports whether the parameters of query ("k1=v1&k2=v2...")
+// come in key order, walking it without splitting.
+func keysSorted(query string) bool {
+	prev := ""
+	for first := true; ; first = false {
+		param, rest, more := strings.Cut(query, "&")
+		key, _, _ := strings.Cut(param, "=")
+		if !first && key < prev {
+			return false
+		}
+		if !more {
+			return true
+		}
+		prev, query = key, rest
 	}
 }
