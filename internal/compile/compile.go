@@ -23,17 +23,28 @@ import (
 // snapshot shares the encodings. read reads the files the model names
 // (certificates); nil reads none. The error is a diag.List.
 func Compile(reg *xdstype.Registry, files []config.File, read ReadFile) (*snapshot.Fleet, error) {
-	return compile(reg, files, read, true)
+	return compile(reg, files, read, true, nil)
+}
+
+// Cache is what one compile leaves for the next of the same stream of
+// changes: which resources passed validation (snapshot.Validated), so that
+// a change validates only the resources it changed. The pipeline keeps one;
+// the zero value is ready.
+type Cache struct{ valid snapshot.Validated }
+
+// Compile is Compile reusing and updating c.
+func (c *Cache) Compile(reg *xdstype.Registry, files []config.File, read ReadFile) (*snapshot.Fleet, error) {
+	return compile(reg, files, read, true, &c.valid)
 }
 
 // CompileSkippingTests is Compile without running the config's route
 // tests (they are still decoded and checked for form): `pylon explain`
 // shows where requests go on a config whose tests fail, to say why.
 func CompileSkippingTests(reg *xdstype.Registry, files []config.File, read ReadFile) (*snapshot.Fleet, error) {
-	return compile(reg, files, read, false)
+	return compile(reg, files, read, false, nil)
 }
 
-func compile(reg *xdstype.Registry, files []config.File, read ReadFile, runTests bool) (*snapshot.Fleet, error) {
+func compile(reg *xdstype.Registry, files []config.File, read ReadFile, runTests bool, valid *snapshot.Validated) (*snapshot.Fleet, error) {
 	doc, err := config.Load(reg, files)
 	if err != nil {
 		return nil, err
@@ -56,7 +67,7 @@ func compile(reg *xdstype.Registry, files []config.File, read ReadFile, runTests
 		return nil, err
 	}
 	inputs = append(inputs, translated...)
-	all, err := snapshot.Build(reg, inputs)
+	all, err := snapshot.BuildValidated(reg, inputs, valid)
 	if err != nil {
 		return nil, err
 	}

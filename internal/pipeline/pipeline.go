@@ -47,9 +47,12 @@ type Refusal struct {
 
 // Pipeline publishes updates from a source.
 type Pipeline struct {
-	reg *xdstype.Registry
-	pub *snapshot.Publisher
-	log *slog.Logger
+	// compiled carries what one compile leaves for the next (resources
+	// already validated); safe for concurrent Applies.
+	compiled compile.Cache
+	reg      *xdstype.Registry
+	pub      *snapshot.Publisher
+	log      *slog.Logger
 	// onFiles is told, after each good compile, the files the config named
 	// (certificates), so that the source watches them too.
 	onFiles func([]string)
@@ -157,7 +160,7 @@ func (p *Pipeline) Apply(u source.Update) error {
 	err := u.Err
 	var fleet *snapshot.Fleet
 	if err == nil {
-		fleet, err = compile.Compile(p.reg, u.Files, reader)
+		fleet, err = p.compiled.Compile(p.reg, u.Files, reader)
 	}
 	now := time.Now()
 	if err != nil {

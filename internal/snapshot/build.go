@@ -42,6 +42,13 @@ var marshal = proto.MarshalOptions{Deterministic: true}
 // VirtualHost that its route configuration cannot serve by VHDS
 // (vhdsProblems). The error is a diag.List naming every problem.
 func Build(reg *xdstype.Registry, inputs []Input) (*Snapshot, error) {
+	return BuildValidated(reg, inputs, nil)
+}
+
+// BuildValidated is Build that skips validating the resources v saw pass
+// in its previous builds (nil: validates everything).
+func BuildValidated(reg *xdstype.Registry, inputs []Input, v *Validated) (*Snapshot, error) {
+	defer v.done()
 	var problems diag.List
 	byType := map[string]map[string]*Resource{}
 	firstSeen := map[string]map[string]*Input{}
@@ -59,14 +66,14 @@ func Build(reg *xdstype.Registry, inputs []Input) (*Snapshot, error) {
 		if msg := XdstpProblem(in.Name, string(in.Message.ProtoReflect().Descriptor().FullName())); msg != "" {
 			problems = append(problems, in.diag(in.Type.NameField(), "%s", msg))
 		}
-		for _, fe := range validate(in.Message) {
-			problems = append(problems, in.diag(fe.field, "%s", fe.reason))
-		}
 		b, err := marshal.Marshal(in.Message)
 		if err != nil {
 			problems = append(problems, in.diag("", "cannot encode: %v", err))
 			continue
 		}
+		// An invalid resource still goes in the set: what names it is not
+		// also reported as dangling.
+		validOnce(in, b, v, &problems)
 		r, err := newResource(in, b)
 		if err != nil {
 			problems = append(problems, in.diag("", "cannot encode: %v", err))
@@ -95,6 +102,25 @@ func Build(reg *xdstype.Registry, inputs []Input) (*Snapshot, error) {
 		return nil, err
 	}
 	return newSnapshot(reg, byType), nil
+}
+
+// validOnce validates in (encoded as b) unless v saw it pass before,
+// adding its problems.
+func validOnce(in *Input, b []byte, v *Validated, problems *diag.List) {
+	var k [32]byte
+	if v != nil {
+		k = validatedKey(in.Type.URL, b)
+		if v.seen(k) {
+			return
+		}
+	}
+	fes := validate(in.Message)
+	for _, fe := range fes {
+		*problems = append(*problems, in.diag(fe.field, "%s", fe.reason))
+	}
+	if len(fes) == 0 {
+		v.passed(k)
+	}
 }
 
 // newResource builds the encoded forms of a resource whose deterministic
