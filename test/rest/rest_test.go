@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -67,25 +66,7 @@ type pylon struct {
 	dir, config, rest string
 	data, admin       string
 	ca                *certstest.CA
-	log               *syncBuffer
-}
-
-// syncBuffer is the daemon's log, written by its goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	log               *daemontest.LogBuffer
 }
 
 // start runs the daemon in file mode with xDS and REST over mutual TLS and
@@ -98,7 +79,7 @@ func start(t *testing.T, o daemon.Options, clusters ...string) *pylon {
 	if err := os.WriteFile(p.config, []byte(config(clusters...)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p.data, p.log = t.TempDir(), &syncBuffer{}
+	p.data, p.log = t.TempDir(), &daemontest.LogBuffer{}
 	o.ConfigPath, o.DataDir = p.config, p.data
 	o.Logger = slog.New(slog.NewTextHandler(p.log, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	o.XDSAddr, o.AdminAddr = "127.0.0.1:0", "127.0.0.1:0"

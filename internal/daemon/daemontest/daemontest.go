@@ -3,7 +3,9 @@
 package daemontest
 
 import (
+	"bytes"
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,4 +65,22 @@ func (d *Daemon) Stop(t testing.TB) {
 	if err := <-d.errc; err != nil {
 		t.Errorf("daemon: %v", err)
 	}
+}
+
+// LogBuffer is a log destination a test reads while the daemon writes.
+type LogBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *LogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *LogBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
