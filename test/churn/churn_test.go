@@ -260,13 +260,7 @@ func converge(t *testing.T, proxies []*xdstest.Proxy, want map[string][]string) 
 	for {
 		behind := 0
 		for _, p := range proxies {
-			for range 64 {
-				n := p.Messages
-				p.StepIfReady()
-				if p.Messages == n {
-					break
-				}
-			}
+			step(p)
 			if !holds(p, want) {
 				behind++
 			}
@@ -335,16 +329,7 @@ func follow(t *testing.T, proxies []*xdstest.Proxy, done <-chan struct{}) int {
 	for {
 		round := 0
 		for _, p := range proxies {
-			// At most 64 a proxy a round (the stream's buffer), so no
-			// proxy starves the others.
-			for range 64 {
-				n := p.Messages
-				p.StepIfReady()
-				if p.Messages == n {
-					break
-				}
-				round++
-			}
+			round += step(p)
 		}
 		applied += round
 		if round > 0 {
@@ -358,6 +343,20 @@ func follow(t *testing.T, proxies []*xdstest.Proxy, done <-chan struct{}) int {
 		case <-time.After(time.Millisecond):
 		}
 	}
+}
+
+// step applies what the proxy has received, at most 64 messages (the
+// stream's buffer) so that no proxy starves the others; it returns how
+// many it applied.
+func step(p *xdstest.Proxy) int {
+	for i := range 64 {
+		n := p.Messages
+		p.StepIfReady()
+		if p.Messages == n {
+			return i
+		}
+	}
+	return 64
 }
 
 // held is the endpoints the proxy holds for svc, as ADDRESS:PORT, sorted.
