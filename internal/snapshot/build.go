@@ -1,6 +1,8 @@
 package snapshot
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"time"
@@ -71,10 +73,11 @@ func BuildValidated(reg *xdstype.Registry, inputs []Input, v *Validated) (*Snaps
 			problems = append(problems, in.diag("", "cannot encode: %v", err))
 			continue
 		}
+		sum := sha256.Sum256(b)
 		// An invalid resource still goes in the set: what names it is not
 		// also reported as dangling.
-		validOnce(in, b, v, &problems)
-		r, err := newResource(in, b)
+		validOnce(in, validKey{in.Type.URL, sum}, v, &problems)
+		r, err := newResource(in, b, sum)
 		if err != nil {
 			problems = append(problems, in.diag("", "cannot encode: %v", err))
 			continue
@@ -104,15 +107,11 @@ func BuildValidated(reg *xdstype.Registry, inputs []Input, v *Validated) (*Snaps
 	return newSnapshot(reg, byType), nil
 }
 
-// validOnce validates in (encoded as b) unless v saw it pass before,
-// adding its problems.
-func validOnce(in *Input, b []byte, v *Validated, problems *diag.List) {
-	var k [32]byte
-	if v != nil {
-		k = validatedKey(in.Type.URL, b)
-		if v.seen(k) {
-			return
-		}
+// validOnce validates in (its key k) unless v saw it pass before, adding
+// its problems.
+func validOnce(in *Input, k validKey, v *Validated, problems *diag.List) {
+	if v.seen(k) {
+		return
 	}
 	fes := validate(in.Message)
 	for _, fe := range fes {
@@ -124,13 +123,14 @@ func validOnce(in *Input, b []byte, v *Validated, problems *diag.List) {
 }
 
 // newResource builds the encoded forms of a resource whose deterministic
-// encoding is b. A TTL is part of what the client receives, so it is part of
-// the version: adding, changing or dropping it resends the resource.
-func newResource(in *Input, b []byte) (*Resource, error) {
+// encoding is b, of SHA-256 sum. A TTL is part of what the client receives,
+// so it is part of the version: adding, changing or dropping it resends the
+// resource.
+func newResource(in *Input, b []byte, sum [sha256.Size]byte) (*Resource, error) {
 	enc := &anypb.Any{TypeUrl: in.Type.URL, Value: b}
 	r := &Resource{Name: in.Name, Any: enc, Message: in.Message}
 	if in.TTL <= 0 {
-		r.Version = hashBytes(b)
+		r.Version = hex.EncodeToString(sum[:8]) // as hashBytes(b)
 		r.Delta = &discoveryv3.Resource{Name: in.Name, Version: r.Version, Resource: enc}
 		return r, nil
 	}

@@ -14,22 +14,19 @@ import (
 // follows the config, not its history. Safe for concurrent builds.
 type Validated struct {
 	mu        sync.Mutex
-	cur, prev map[[sha256.Size]byte]struct{}
+	cur, prev map[validKey]struct{}
 }
 
-func validatedKey(typeURL string, b []byte) [sha256.Size]byte {
-	h := sha256.New()
-	h.Write([]byte(typeURL))
-	h.Write([]byte{0})
-	h.Write(b)
-	var k [sha256.Size]byte
-	h.Sum(k[:0])
-	return k
+// validKey is a resource's type and the SHA-256 of its encoding (the hash
+// its version is cut from: computed once per resource).
+type validKey struct {
+	typeURL string
+	sum     [sha256.Size]byte
 }
 
 // seen reports whether k passed in the last two builds, keeping it for
 // the next.
-func (v *Validated) seen(k [sha256.Size]byte) bool {
+func (v *Validated) seen(k validKey) bool {
 	if v == nil {
 		return false
 	}
@@ -46,7 +43,7 @@ func (v *Validated) seen(k [sha256.Size]byte) bool {
 }
 
 // passed records that k passed validation in this build.
-func (v *Validated) passed(k [sha256.Size]byte) {
+func (v *Validated) passed(k validKey) {
 	if v == nil {
 		return
 	}
@@ -55,9 +52,9 @@ func (v *Validated) passed(k [sha256.Size]byte) {
 	v.keep(k)
 }
 
-func (v *Validated) keep(k [sha256.Size]byte) {
+func (v *Validated) keep(k validKey) {
 	if v.cur == nil {
-		v.cur = map[[sha256.Size]byte]struct{}{}
+		v.cur = map[validKey]struct{}{}
 	}
 	v.cur[k] = struct{}{}
 }
