@@ -381,22 +381,41 @@ func (t *Tracker) Requested(id uint64, info Info, typeURL string, at time.Time) 
 
 // Subscribed records what stream id subscribes to of typeURL: the
 // wildcard, the names, or both. Call it on every change of the
-// subscription; names are copied, bounded and sorted.
+// subscription. names is kept as given when within the bounds (the xds
+// server passes one sorted, read-only slice for every stream subscribed
+// alike); otherwise a bounded, sorted copy.
 func (t *Tracker) Subscribed(id uint64, info Info, typeURL string, wildcard bool, names []string, at time.Time) {
-	sub := &Subscription{Wildcard: wildcard}
-	for _, n := range names {
-		if len(sub.Names) >= MaxSubscribedNames || len(n) > maxNameBytes {
-			sub.Dropped++
-			continue
+	sub := &Subscription{Wildcard: wildcard, Names: names}
+	if !withinBounds(names) {
+		sub.Names = nil
+		for _, n := range names {
+			if len(sub.Names) >= MaxSubscribedNames || len(n) > maxNameBytes {
+				sub.Dropped++
+				continue
+			}
+			sub.Names = append(sub.Names, n)
 		}
-		sub.Names = append(sub.Names, n)
+		sort.Strings(sub.Names)
 	}
-	sort.Strings(sub.Names)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s, ty := t.typ(id, info, typeURL, at)
 	ty.Subscription = sub
 	t.recount(s, ty, at)
+}
+
+// withinBounds reports whether names can be kept as they are: sorted, at
+// most MaxSubscribedNames, each at most maxNameBytes.
+func withinBounds(names []string) bool {
+	if len(names) > MaxSubscribedNames || !sort.StringsAreSorted(names) {
+		return false
+	}
+	for _, n := range names {
+		if len(n) > maxNameBytes {
+			return false
+		}
+	}
+	return true
 }
 
 // Sent records a response.
