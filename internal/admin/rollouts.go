@@ -93,10 +93,12 @@ func (a api) haltedGate(w http.ResponseWriter, r *http.Request) (superseded []st
 }
 
 // supersedeFailed takes back the supersede marks of a write that was
-// refused: the rollouts it would have superseded stay halted, and the next
-// change is refused as before.
+// refused (4xx: refused before anything was stored): the rollouts it would
+// have superseded stay halted, and the next change is refused as before. A
+// 5xx may come after the change was stored, which the marks must then let
+// through: they stay.
 func (a api) supersedeFailed(groups []string, code int) {
-	if len(groups) == 0 || code < 300 {
+	if len(groups) == 0 || code < 400 || code >= 500 {
 		return
 	}
 	a.o.Rollouts.Unsupersede(groups)

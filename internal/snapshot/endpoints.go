@@ -15,13 +15,7 @@ func (s *Snapshot) ConfigVersion() string {
 	if s == nil {
 		return ""
 	}
-	pairs := make([][2]string, 0, len(s.ranked))
-	for _, set := range s.ranked {
-		if set.typ.URL != xdstype.EndpointURL {
-			pairs = append(pairs, [2]string{set.typ.URL, set.version})
-		}
-	}
-	return hashPairs(pairs)
+	return s.configVersion
 }
 
 // WithEndpointsOf returns s with the assignments of cur: every assignment
@@ -41,19 +35,5 @@ func (s *Snapshot) WithEndpointsOf(cur *Snapshot) *Snapshot {
 	if merged.version == mine.Version() {
 		return s
 	}
-	out := &Snapshot{sets: maps.Clone(s.sets), ranked: make([]*Set, len(s.ranked))}
-	pairs := make([][2]string, 0, len(s.ranked))
-	for i, set := range s.ranked {
-		if set.typ.URL == xdstype.EndpointURL {
-			set = merged
-			out.sets[set.typ.URL] = set
-		}
-		out.ranked[i] = set
-		pairs = append(pairs, [2]string{set.typ.URL, set.version})
-		if set.minTTL > 0 && (out.minTTL == 0 || set.minTTL < out.minTTL) {
-			out.minTTL = set.minTTL
-		}
-	}
-	out.version = hashPairs(pairs)
-	return out
+	return s.withSet(merged)
 }

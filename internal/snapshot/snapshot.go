@@ -11,6 +11,7 @@ package snapshot
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 	"sort"
 	"time"
 
@@ -138,9 +139,11 @@ func (s *Set) Names() []string {
 // Snapshot is an immutable set of resources of every registered type.
 type Snapshot struct {
 	version string
-	sets    map[string]*Set
-	ranked  []*Set
-	minTTL  time.Duration
+	// configVersion is version leaving out the endpoints (ConfigVersion).
+	configVersion string
+	sets          map[string]*Set
+	ranked        []*Set
+	minTTL        time.Duration
 }
 
 // MinTTL is the shortest TTL of any resource in the snapshot, zero if none
@@ -213,17 +216,41 @@ func newSet(t *xdstype.Type, byName map[string]*Resource) *Set {
 }
 
 func newSnapshot(reg *xdstype.Registry, byType map[string]map[string]*Resource) *Snapshot {
-	s := &Snapshot{sets: map[string]*Set{}}
-	var pairs [][2]string
+	var ranked []*Set
 	for _, t := range reg.Ranked() {
-		set := newSet(t, byType[t.URL])
-		s.sets[t.URL] = set
-		s.ranked = append(s.ranked, set)
-		pairs = append(pairs, [2]string{t.URL, set.version})
+		ranked = append(ranked, newSet(t, byType[t.URL]))
+	}
+	return fromRanked(ranked)
+}
+
+// fromRanked is the snapshot of the sets, in make-before-break order: its
+// versions (with and without the endpoints) and shortest TTL.
+func fromRanked(ranked []*Set) *Snapshot {
+	s := &Snapshot{sets: make(map[string]*Set, len(ranked)), ranked: ranked}
+	pairs := make([][2]string, 0, len(ranked))
+	config := make([][2]string, 0, len(ranked))
+	for _, set := range ranked {
+		s.sets[set.typ.URL] = set
+		pairs = append(pairs, [2]string{set.typ.URL, set.version})
+		if set.typ.URL != xdstype.EndpointURL {
+			config = append(config, [2]string{set.typ.URL, set.version})
+		}
 		if set.minTTL > 0 && (s.minTTL == 0 || set.minTTL < s.minTTL) {
 			s.minTTL = set.minTTL
 		}
 	}
-	s.version = hashPairs(pairs)
+	s.version, s.configVersion = hashPairs(pairs), hashPairs(config)
 	return s
+}
+
+// withSet is s with set in place of its set of the same type; the others
+// are s's, shared.
+func (s *Snapshot) withSet(set *Set) *Snapshot {
+	ranked := slices.Clone(s.ranked)
+	for i, old := range ranked {
+		if old.typ.URL == set.typ.URL {
+			ranked[i] = set
+		}
+	}
+	return fromRanked(ranked)
 }

@@ -96,19 +96,5 @@ func Without(s *Snapshot, typeURL string, names []string) *Snapshot {
 			}
 		}
 	}
-	out := &Snapshot{sets: make(map[string]*Set, len(s.sets)), ranked: make([]*Set, 0, len(s.ranked))}
-	pairs := make([][2]string, 0, len(s.ranked))
-	for _, set := range s.ranked {
-		if set.typ.URL == typeURL {
-			set = newSet(set.typ, byName)
-		}
-		out.sets[set.typ.URL] = set
-		out.ranked = append(out.ranked, set)
-		pairs = append(pairs, [2]string{set.typ.URL, set.version})
-		if set.minTTL > 0 && (out.minTTL == 0 || set.minTTL < out.minTTL) {
-			out.minTTL = set.minTTL
-		}
-	}
-	out.version = hashPairs(pairs)
-	return out
+	return s.withSet(newSet(old.typ, byName))
 }

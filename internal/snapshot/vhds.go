@@ -66,17 +66,18 @@ func vhdsProblems(inputs []Input, firstSeen map[string]map[string]*Input, byType
 			seen = map[string]string{}
 			for _, inline := range rc.GetVirtualHosts() {
 				for _, d := range inline.GetDomains() {
-					seen[asciiLower(d)] = fmt.Sprintf("RouteConfiguration %q's virtual host %q", rcName, inline.GetName())
+					seen[ASCIILower(d)] = fmt.Sprintf("RouteConfiguration %q's virtual host %q", rcName, inline.GetName())
 				}
 			}
 			domains[rcName] = seen
 		}
 		for j, d := range vh.GetDomains() {
-			if other, dup := seen[asciiLower(d)]; dup {
+			lower := ASCIILower(d)
+			if other, dup := seen[lower]; dup {
 				out = append(out, in.diag(fmt.Sprintf("domains[%d]", j), "domain %q is served by %s too: Envoy rejects a route configuration with a duplicate domain", d, other))
 				continue
 			}
-			seen[asciiLower(d)] = fmt.Sprintf("VirtualHost %q", in.Name)
+			seen[lower] = fmt.Sprintf("VirtualHost %q", in.Name)
 		}
 	}
 	return out
@@ -84,7 +85,7 @@ func vhdsProblems(inputs []Input, firstSeen map[string]map[string]*Input, byType
 
 // VirtualHostsOf returns the names in set (of VirtualHosts) in the
 // namespace of the route configuration rc, sorted: a binary search in the
-// set's sorted names, as the xds server does per request.
+// set's sorted names.
 func VirtualHostsOf(set *Set, rc string) []string {
 	names := set.Names()
 	prefix := rc + "/"
@@ -97,16 +98,21 @@ func VirtualHostsOf(set *Set, rc string) []string {
 	return out
 }
 
-// asciiLower lowercases A-Z only, as Envoy compares domains
-// (absl::AsciiStrToLower): strings.ToLower would also fold other
-// letters (the Kelvin sign into "k") and call two domains one that Envoy
-// keeps apart.
-func asciiLower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
+// ASCIILower lowercases A-Z only, as Envoy compares domains
+// (absl::AsciiStrToLower): strings.ToLower would also fold other letters
+// (the Kelvin sign into "k") and call two domains one that Envoy keeps
+// apart. It allocates only when something changes.
+func ASCIILower(s string) string {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; 'A' <= c && c <= 'Z' {
+			b := []byte(s)
+			for j := i; j < len(b); j++ {
+				if 'A' <= b[j] && b[j] <= 'Z' {
+					b[j] += 'a' - 'A'
+				}
+			}
+			return string(b)
 		}
 	}
-	return string(b)
+	return s
 }

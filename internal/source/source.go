@@ -42,7 +42,6 @@ func (d *Debouncer) Event(now time.Time) {
 	if !d.pending {
 		d.pending = true
 		d.first = now
-		d.whole = true
 	}
 	d.last = now
 	d.whole = false

@@ -15,9 +15,8 @@ func (t *Tracker) Forget(id uint64) {
 		return
 	}
 	if s.Gone == nil {
-		t.uncount(s)
-		s.Gone = new(time.Time)
-		t.reimplicit(s)
+		t.end(s, time.Time{})
 	}
+	// A closed one's id left in t.gone goes with the next prune.
 	delete(t.streams, id)
 }

@@ -500,12 +500,17 @@ func (t *Tracker) Closed(id uint64, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if s := t.streams[id]; s != nil && s.Gone == nil {
-		t.uncount(s)
-		s.Gone = &at
-		t.reimplicit(s)
+		t.end(s, at)
 		t.gone = append(t.gone, id)
 	}
 	t.prune(at)
+}
+
+// end takes an open stream out of the counts as it closes at at.
+func (t *Tracker) end(s *Stream, at time.Time) {
+	t.uncount(s)
+	s.Gone = &at
+	t.reimplicit(s)
 }
 
 func (t *Tracker) prune(now time.Time) {

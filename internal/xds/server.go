@@ -116,9 +116,10 @@ type Server struct {
 	holdTimeout time.Duration
 	admission   *admission
 	bodies      bodies
-	// vhdsIndexes are the VHDS alias indexes of recent contents, shared
-	// by every stream answering aliases.
-	vhdsIndexes vhdsIndexes
+	// vhdsIndexes are the VHDS alias indexes by content (contentAt),
+	// shared by every stream answering aliases against it, kept while one
+	// does (vhdsState holds its index).
+	vhdsIndexes weakCache[string, vhdsIndex]
 	// subs and canons are the subscriptions and held contents that streams
 	// in the same state share (shared.go).
 	subs   *subscriptions

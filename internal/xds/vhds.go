@@ -27,6 +27,21 @@ import (
 // alias; an alias leaves it when unsubscribed or subscribed again.
 type vhdsState struct {
 	answered map[string]vhdsAnswer
+	// idx is the alias index of the content at idxAt, held so that the
+	// shared cache keeps it while this stream answers against it.
+	idx   *vhdsIndex
+	idxAt string
+}
+
+// index returns the alias index of the content at, shared by every stream
+// answering against that content.
+func (w *deltaWatch) index(at string, set, routes *snapshot.Set) *vhdsIndex {
+	v := w.vhds
+	if v.idx == nil || v.idxAt != at {
+		v.idx = w.shared.vhdsIndexes.get(at, func() *vhdsIndex { return newVHDSIndex(set, routes) })
+		v.idxAt = at
+	}
+	return v.idx
 }
 
 // vhdsAnswer is what an alias was answered with: the virtual host's name,
@@ -101,7 +116,7 @@ func (w *deltaWatch) planVHDS(p *planner, set, routes *snapshot.Set, ttl bool) d
 	carried := map[string][]string{} // per virtual host, the aliases it serves
 	var missing []string
 	at := contentAt(set, routes)
-	idx := w.shared.vhdsIndexes.get(at, set, routes)
+	idx := w.index(at, set, routes)
 	for a := range w.names {
 		prev, done := v.answered[a]
 		if done && prev.at == at {

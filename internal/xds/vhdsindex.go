@@ -2,7 +2,6 @@ package xds
 
 import (
 	"slices"
-	"sync"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 
@@ -52,7 +51,7 @@ func newVHDSIndex(set, routes *snapshot.Set) *vhdsIndex {
 		r := set.Get(n)
 		vh, _ := r.Message.(*routev3.VirtualHost)
 		for _, d := range vh.GetDomains() {
-			ns.add(asciiLower(d), r)
+			ns.add(snapshot.ASCIILower(d), r)
 		}
 	}
 	for _, ns := range idx.byRC {
@@ -107,7 +106,7 @@ func (idx *vhdsIndex) resolve(rc, host string) *snapshot.Resource {
 	if ns.ignorePort {
 		host = withoutPort(host)
 	}
-	host = asciiLower(host)
+	host = snapshot.ASCIILower(host)
 	if r := ns.exact[host]; r != nil {
 		return r
 	}
@@ -126,54 +125,4 @@ func (idx *vhdsIndex) resolve(rc, host string) *snapshot.Resource {
 		}
 	}
 	return ns.star
-}
-
-// asciiLower lowercases A-Z only, as Envoy's absl::AsciiStrToLower does
-// (strings.ToLower would also fold other letters, the Kelvin sign into
-// "k"); it allocates only when something changes.
-func asciiLower(s string) string {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; 'A' <= c && c <= 'Z' {
-			b := []byte(s)
-			for j := i; j < len(b); j++ {
-				if 'A' <= b[j] && b[j] <= 'Z' {
-					b[j] += 'a' - 'A'
-				}
-			}
-			return string(b)
-		}
-	}
-	return s
-}
-
-// vhdsIndexes caches the index of the newest contents: streams answer
-// aliases against the fleet they run, which moves from one publish to the
-// next, so a few recent contents are kept.
-type vhdsIndexes struct {
-	mu    sync.Mutex
-	m     map[string]*vhdsIndex
-	order []string
-}
-
-const maxVHDSIndexes = 8
-
-// get returns the index of the virtual hosts and route configurations
-// at, building it once.
-func (c *vhdsIndexes) get(at string, set, routes *snapshot.Set) *vhdsIndex {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if idx := c.m[at]; idx != nil {
-		return idx
-	}
-	idx := newVHDSIndex(set, routes)
-	if c.m == nil {
-		c.m = map[string]*vhdsIndex{}
-	}
-	if len(c.order) >= maxVHDSIndexes {
-		delete(c.m, c.order[0])
-		c.order = c.order[1:]
-	}
-	c.m[at] = idx
-	c.order = append(c.order, at)
-	return idx
 }
