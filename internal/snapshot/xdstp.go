@@ -129,3 +129,55 @@ func XdstpProblem(name, typeName string) string {
 	}
 	return ""
 }
+
+// CanonicalXdstp returns name with its context parameters sorted by key (X46).
+// xdstp:// names are opaque cache keys, except that two names differing
+// only in the order of their context parameters are the same resource (TP1,
+// "Normalization"). Responses carry the sorted name, not the order the
+// client sent: that is the form real clients match on. grpc-go sorts every
+// name it subscribes to and every name it reads back
+// (xdsresource.Name.String, applied in its xdsclient's channel.go); Envoy
+// does the same (encodeUrn with sort_context_params_ in GrpcMuxImpl and
+// WatchMap::watchesInterestedIn); grpc-java subscribes sorted and drops a
+// response whose name is not sorted (XdsClient.canonifyResourceName).
+// Any other name, and an xdstp:// name with fewer than two parameters, is
+// returned as it is, without allocating. Names are the server's keys, so
+// snapshots must hold xdstp:// names in this form too (XdstpProblem
+// refuses others).
+func CanonicalXdstp(name string) string {
+	if !strings.HasPrefix(name, XdstpScheme) {
+		return name
+	}
+	q := strings.IndexByte(name, '?')
+	if q < 0 {
+		return name
+	}
+	query, fragment := name[q+1:], ""
+	if h := strings.IndexByte(query, '#'); h >= 0 {
+		query, fragment = query[:h], query[h:]
+	}
+	if !strings.Contains(query, "&") || keysSorted(query) {
+		// What grpc-go and Envoy send: as it is, without allocating.
+		return name
+	}
+	params := strings.Split(query, "&")
+	slices.SortStableFunc(params, func(a, b string) int { return strings.Compare(paramKey(a), paramKey(b)) })
+	return name[:q+1] + strings.Join(params, "&") + fragment
+}
+
+// keysSorted reports whether the parameters of query ("k1=v1&k2=v2...")
+// come in key order, walking it without splitting.
+func keysSorted(query string) bool {
+	prev := ""
+	for first := true; ; first = false {
+		param, rest, more := strings.Cut(query, "&")
+		key, _, _ := strings.Cut(param, "=")
+		if !first && key < prev {
+			return false
+		}
+		if !more {
+			return true
+		}
+		prev, query = key, rest
+	}
+}

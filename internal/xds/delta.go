@@ -235,10 +235,8 @@ func (w *deltaWatch) subscribe(req *discoveryv3.DeltaDiscoveryRequest, set *snap
 	return owe
 }
 
-// adopt takes what a reconnecting client says it holds (X35), on the first
-// request for the type. A client holding exactly the shared set joins it
-// without a map of its own; otherwise a stand-in carries each version that
-// is not the set's, and never equals a resource at another version.
+// canonUnlessVHDS is the shared canon of the set within the subscription,
+// nil for a VirtualHost watch, which never shares one (vhds.go).
 func (w *deltaWatch) canonUnlessVHDS(set *snapshot.Set) *canon {
 	if w.vhds != nil {
 		return nil
@@ -246,12 +244,15 @@ func (w *deltaWatch) canonUnlessVHDS(set *snapshot.Set) *canon {
 	return w.shared.canon(set, w.sub)
 }
 
+// adopt takes what a reconnecting client says it holds (X35), on the first
+// request for the type. A client holding exactly the shared set joins it
+// without a map of its own; otherwise a stand-in carries each version that
+// is not the set's, and never equals a resource at another version.
 func (w *deltaWatch) adopt(initial map[string]string, set *snapshot.Set) {
 	if len(initial) == 0 {
 		return
 	}
 	w.synced = true
-	// A VirtualHost watch never shares a canon (vhds.go): not built for it.
 	if c := w.canonUnlessVHDS(set); c != nil && len(c.held) == len(initial) {
 		same := true
 		for n, v := range initial {
@@ -493,8 +494,10 @@ func (w *deltaWatch) sentResponse(nonce, version string, set *snapshot.Set, d de
 			}
 			w.held[n] = r // nil: still subscribed, told it does not exist
 		})
-		if c := w.shared.canonOf(w.held, set, w.sub); c != nil && w.vhds == nil {
-			w.held, w.heldAs = c.held, c
+		if w.vhds == nil {
+			if c := w.shared.canonOf(w.held, set, w.sub); c != nil {
+				w.held, w.heldAs = c.held, c
+			}
 		}
 	}
 	if w.vhds != nil {

@@ -207,7 +207,7 @@ func (st *deltaStream) checkRequest(req *discoveryv3.DeltaDiscoveryRequest, type
 		return err
 	}
 	for n := range req.GetInitialResourceVersions() {
-		if err := st.checkNameBytes([]string{n}, "initial_resource_versions", typeURL); err != nil {
+		if err := checkNameLen(n, "initial_resource_versions", typeURL); err != nil {
 			return err
 		}
 	}

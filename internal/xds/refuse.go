@@ -152,8 +152,6 @@ func claimedNode(node *corev3.Node) *corev3.Node {
 	}
 }
 
-// checkNames refuses a request naming more resources than the server
-// accepts in one request (field is the request field, for the message).
 // maxNameBytes bounds one resource name a client sends. Pylon's own names
 // are at most 512 bytes (the config's bound) and a VHDS alias adds a host
 // (at most 255 bytes and a port): a longer name is no resource's, and
@@ -169,9 +167,17 @@ const maxGlobs = 64
 // checkNameBytes refuses a request naming a resource longer than any.
 func (st *stream) checkNameBytes(names []string, field, typeURL string) error {
 	for _, n := range names {
-		if len(n) > maxNameBytes {
-			return refuse(RefusedResourceNames, codes.ResourceExhausted, "a request for %s names a resource of %d bytes in %s; Pylon accepts names of at most %d bytes", bounded(typeURL, maxLogged), len(n), field, maxNameBytes)
+		if err := checkNameLen(n, field, typeURL); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// checkNameLen is checkNameBytes for one name.
+func checkNameLen(name, field, typeURL string) error {
+	if len(name) > maxNameBytes {
+		return refuse(RefusedResourceNames, codes.ResourceExhausted, "a request for %s names a resource of %d bytes in %s; Pylon accepts names of at most %d bytes", bounded(typeURL, maxLogged), len(name), field, maxNameBytes)
 	}
 	return nil
 }
@@ -185,6 +191,8 @@ func (st *stream) checkGlobs(sub *subscription, typeURL string) error {
 	return nil
 }
 
+// checkNames refuses a request naming more resources than the server
+// accepts in one request (field is the request field, for the message).
 func (st *stream) checkNames(n int, field, typeURL string) error {
 	if limit := st.srv.opts.MaxResourceNames; n > limit {
 		return refuse(RefusedResourceNames, codes.ResourceExhausted, "a request for %s names %d resources in %s; Pylon accepts at most %d", bounded(typeURL, maxLogged), n, field, limit)

@@ -8,52 +8,12 @@ import (
 	"github.com/pylon-xds/pylon/internal/snapshot"
 )
 
-// xdstpScheme starts a structured resource name (xDS TP1, gRPC A47):
-// xdstp://[authority]/{resource type}/{id/*}?{context parameters}#{directive}.
-const xdstpScheme = "xdstp://"
-
-// canonicalName returns name with its context parameters sorted by key (X46).
-// xdstp:// names are opaque cache keys, except that two names differing
-// only in the order of their context parameters are the same resource (TP1,
-// "Normalization"). Responses carry the sorted name, not the order the
-// client sent: that is the form real clients match on. grpc-go sorts every
-// name it subscribes to and every name it reads back
-// (xdsresource.Name.String, applied in its xdsclient's channel.go); Envoy
-// does the same (encodeUrn with sort_context_params_ in GrpcMuxImpl and
-// WatchMap::watchesInterestedIn); grpc-java subscribes sorted and drops a
-// response whose name is not sorted (XdsClient.canonifyResourceName).
-// Any other name, and an xdstp:// name with fewer than two parameters, is
-// returned as it is, without allocating. Names are the server's keys, so
-// snapshots must hold xdstp:// names in this form too
-// (snapshot.XdstpProblem refuses others).
-func canonicalName(name string) string {
-	if !strings.HasPrefix(name, xdstpScheme) {
-		return name
-	}
-	q := strings.IndexByte(name, '?')
-	if q < 0 {
-		return name
-	}
-	query, fragment := name[q+1:], ""
-	if h := strings.IndexByte(query, '#'); h >= 0 {
-		query, fragment = query[:h], query[h:]
-	}
-	if !strings.Contains(query, "&") || keysSorted(query) {
-		// What grpc-go and Envoy send: as it is, without allocating.
-		return name
-	}
-	params := strings.Split(query, "&")
-	key := func(p string) string { k, _, _ := strings.Cut(p, "="); return k }
-	slices.SortStableFunc(params, func(a, b string) int { return strings.Compare(key(a), key(b)) })
-	return name[:q+1] + strings.Join(params, "&") + fragment
-}
-
-// canonicalNames applies canonicalName to names, copying the slice only
+// canonicalNames applies snapshot.CanonicalXdstp to names (X46), copying the slice only
 // when a name changes.
 func canonicalNames(names []string) []string {
 	var out []string
 	for i, n := range names {
-		c := canonicalName(n)
+		c := snapshot.CanonicalXdstp(n)
 		if c != n && out == nil {
 			out = slices.Clone(names)
 		}
@@ -71,7 +31,7 @@ func canonicalNames(names []string) []string {
 func canonicalVersions(m map[string]string) map[string]string {
 	var out map[string]string
 	for n := range m {
-		if canonicalName(n) != n {
+		if snapshot.CanonicalXdstp(n) != n {
 			out = make(map[string]string, len(m))
 			break
 		}
@@ -80,7 +40,7 @@ func canonicalVersions(m map[string]string) map[string]string {
 		return m
 	}
 	for n, v := range m {
-		out[canonicalName(n)] = v
+		out[snapshot.CanonicalXdstp(n)] = v
 	}
 	return out
 }
@@ -105,7 +65,7 @@ type collection struct {
 // other name. name is canonical (canonicalName), so its parameters are
 // those a member's name carries.
 func parseCollection(name string) (c collection, ok bool) {
-	if !strings.HasPrefix(name, xdstpScheme) || !strings.Contains(name, "*") {
+	if !strings.HasPrefix(name, snapshot.XdstpScheme) || !strings.Contains(name, "*") {
 		return c, false
 	}
 	n, ok, err := snapshot.ParseXdstp(name)
@@ -138,22 +98,5 @@ func (c collection) each(set *snapshot.Set, fn func(string)) {
 		if c.contains(names[i]) {
 			fn(names[i])
 		}
-	}
-}
-
-// keysSorted reports whether the parameters of query ("k1=v1&k2=v2...")
-// come in key order, walking it without splitting.
-func keysSorted(query string) bool {
-	prev := ""
-	for first := true; ; first = false {
-		param, rest, more := strings.Cut(query, "&")
-		key, _, _ := strings.Cut(param, "=")
-		if !first && key < prev {
-			return false
-		}
-		if !more {
-			return true
-		}
-		prev, query = key, rest
 	}
 }
