@@ -156,7 +156,12 @@ func sameDir(a, b string) bool {
 // picks the node's group and writes its files. Once the config compiles,
 // it tells watch (if set) the certificate and key files it read, before
 // writing: a rotation seen after the files change is not missed.
-func renderFiles(f *renderFlags, o filerender.Options, files []config.File, watch func([]string)) (rendered, error) {
+func renderFiles(f *renderFlags, o filerender.Options, files []config.File, watch func([]string)) (r rendered, err error) {
+	defer func() {
+		if err != nil {
+			err = redacted(err)
+		}
+	}()
 	var read []string
 	reader := func(p string) ([]byte, error) {
 		read = append(read, p)
@@ -214,9 +219,7 @@ func renderOnce(w io.Writer, f *renderFlags, o filerender.Options) error {
 	}
 	r, err := renderFiles(f, o, files, nil)
 	if err != nil {
-		// Redacted as a later refusal under --watch is: an error may
-		// quote the config.
-		return errors.New(redact.String(err.Error()))
+		return err
 	}
 	r.print(w, f)
 	return nil
@@ -249,10 +252,10 @@ func renderWatch(ctx context.Context, stdout, stderr io.Writer, f *renderFlags, 
 				}
 				lastErr = ""
 			case first:
-				return errors.New(redact.String(err.Error()))
-			case redact.String(err.Error()) != lastErr:
+				return err
+			case err.Error() != lastErr:
 				// A resync repeats a refusal: it is said once.
-				lastErr = redact.String(err.Error())
+				lastErr = err.Error()
 				fmt.Fprintf(stderr, "pylon: render refused, the previous files stay: %s\n", lastErr)
 			}
 			first = false
@@ -264,7 +267,11 @@ func renderWatch(ctx context.Context, stdout, stderr io.Writer, f *renderFlags, 
 
 func watchStep(f *renderFlags, o filerender.Options, u source.Update, watch func([]string)) (rendered, error) {
 	if u.Err != nil {
-		return rendered{}, u.Err
+		return rendered{}, redacted(u.Err)
 	}
 	return renderFiles(f, o, u.Files, watch)
 }
+
+// redacted is err with any key material in its text redacted: what render
+// prints, once or under --watch, may quote the config.
+func redacted(err error) error { return errors.New(redact.String(err.Error())) }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/configstore"
 	"github.com/pylon-xds/pylon/internal/daemon"
+	"github.com/pylon-xds/pylon/internal/daemon/daemontest"
 	"github.com/pylon-xds/pylon/internal/store/bolt"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -131,29 +132,10 @@ type daemonAddrs struct{ xds, admin, token string }
 // start runs the daemon on the seeded store in dataDir until the test ends.
 func start(t *testing.T, dataDir string) daemonAddrs {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan daemonAddrs, 1)
-	errc := make(chan error, 1)
-	o := daemon.Options{
+	d := daemontest.Start(t, daemon.Options{
 		DataDir: dataDir, XDSAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", Identifier: "pylon-churn", Resync: -1,
-		OnReady: func(x, a string) { ready <- daemonAddrs{xds: x, admin: a} },
-	}
-	go func() { errc <- daemon.Run(ctx, o) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
 	})
-	var a daemonAddrs
-	select {
-	case a = <-ready:
-	case err := <-errc:
-		errc <- err
-		t.Fatalf("daemon did not start: %v", err)
-	case <-time.After(bound):
-		t.Fatal("daemon did not start")
-	}
+	a := daemonAddrs{xds: d.XDS, admin: d.Admin}
 	tok, err := os.ReadFile(filepath.Join(dataDir, "admin-token"))
 	if err != nil {
 		t.Fatal(err)
