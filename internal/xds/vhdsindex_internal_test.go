@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"fmt"
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -13,7 +14,7 @@ import (
 
 // vhdsSnapshot builds route configuration rc (with VHDS) and the virtual
 // hosts, whose routes answer directly (no cluster to name).
-func vhdsSnapshot(t *testing.T, rc *routev3.RouteConfiguration, vhosts ...*routev3.VirtualHost) *snapshot.Snapshot {
+func vhdsSnapshot(t testing.TB, rc *routev3.RouteConfiguration, vhosts ...*routev3.VirtualHost) *snapshot.Snapshot {
 	t.Helper()
 	reg := xdstype.New()
 	in := []snapshot.Input{{Type: reg.Lookup(xdstype.RouteURL), Name: rc.GetName(), Message: rc}}
@@ -92,4 +93,39 @@ func TestVHDSIndexMatchesLikeEnvoy(t *testing.T) {
 			t.Errorf("a route configuration without virtual hosts resolved to %s", r.Name)
 		}
 	}
+}
+
+// BenchmarkVHDSAliases resolves 10,000 aliases against 2,000 virtual hosts
+// of three domains each (exact, suffix and prefix wildcards), none matching:
+// the worst case, a lookup per alias and domain length, where a walk of
+// the namespace per alias took 2.4 s in review. Index is the cost of
+// building the index, once per content for every stream.
+func BenchmarkVHDSAliases(b *testing.B) {
+	rc := &routev3.RouteConfiguration{Name: "rc", Vhds: &routev3.Vhds{ConfigSource: &corev3.ConfigSource{
+		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}}, ResourceApiVersion: corev3.ApiVersion_V3}}}
+	var vhosts []*routev3.VirtualHost
+	for i := range 2000 {
+		vhosts = append(vhosts, directVHost(fmt.Sprintf("rc/v%d", i), fmt.Sprintf("h%d.example.com", i), fmt.Sprintf("*.s%d.example.com", i), fmt.Sprintf("p%d.*", i)))
+	}
+	snap := vhdsSnapshot(b, rc, vhosts...)
+	set, routes := snap.Set(xdstype.VirtualHostURL), snap.Set(xdstype.RouteURL)
+	b.Run("Index", func(b *testing.B) {
+		for b.Loop() {
+			newVHDSIndex(set, routes)
+		}
+	})
+	idx := newVHDSIndex(set, routes)
+	hosts := make([]string, 10000)
+	for i := range hosts {
+		hosts[i] = fmt.Sprintf("nothing-%d.other.org", i)
+	}
+	b.Run("Resolve10000", func(b *testing.B) {
+		for b.Loop() {
+			for _, h := range hosts {
+				if idx.resolve("rc", h) != nil {
+					b.Fatal("matched")
+				}
+			}
+		}
+	})
 }
