@@ -27,14 +27,19 @@ func Compile(reg *xdstype.Registry, files []config.File, read ReadFile) (*snapsh
 }
 
 // Cache is what one compile leaves for the next of the same stream of
-// changes: which resources passed validation (snapshot.Validated), so that
-// a change validates only the resources it changed. The pipeline keeps one;
-// the zero value is ready.
-type Cache struct{ valid snapshot.Validated }
+// changes: the items decoded from the files (config.Cache) and which
+// resources passed validation (snapshot.Validated), so that a change
+// decodes and validates only what it changed. The pipeline keeps one; the
+// zero value is ready.
+type Cache struct {
+	load     config.Cache
+	services translations
+	valid    snapshot.Validated
+}
 
 // Compile is Compile reusing and updating c.
 func (c *Cache) Compile(reg *xdstype.Registry, files []config.File, read ReadFile) (*snapshot.Fleet, error) {
-	return compile(reg, files, read, true, &c.valid)
+	return compile(reg, files, read, true, c)
 }
 
 // CompileSkippingTests is Compile without running the config's route
@@ -44,8 +49,15 @@ func CompileSkippingTests(reg *xdstype.Registry, files []config.File, read ReadF
 	return compile(reg, files, read, false, nil)
 }
 
-func compile(reg *xdstype.Registry, files []config.File, read ReadFile, runTests bool, valid *snapshot.Validated) (*snapshot.Fleet, error) {
-	doc, err := config.Load(reg, files)
+// compile compiles files, through c when it is not nil.
+func compile(reg *xdstype.Registry, files []config.File, read ReadFile, runTests bool, c *Cache) (*snapshot.Fleet, error) {
+	var load *config.Cache
+	var services *translations
+	var valid *snapshot.Validated
+	if c != nil {
+		load, services, valid = &c.load, &c.services, &c.valid
+	}
+	doc, err := load.Load(reg, files)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +72,9 @@ func compile(reg *xdstype.Registry, files []config.File, read ReadFile, runTests
 	for _, f := range files {
 		dirs[f.Path] = f.Dir
 	}
-	translated, problems := translateModel(reg, &doc.Model, read, dirs)
+	st := services.begin()
+	translated, problems := translateModel(reg, &doc.Model, read, dirs, st)
+	st.done()
 	policy, policyProblems := secretPolicy(doc.Secrets)
 	problems = append(problems, policyProblems...)
 	if err := problems.Err(); err != nil {

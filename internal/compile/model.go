@@ -64,7 +64,7 @@ func oneOf(c *checker, src model.Source, kind, name, field, value string, allowe
 
 // translateModel checks the model and translates it into inputs for the
 // snapshot builder, reading the secret files it names.
-func translateModel(reg *xdstype.Registry, m *model.Model, read ReadFile, dirs map[string]string) ([]snapshot.Input, diag.List) {
+func translateModel(reg *xdstype.Registry, m *model.Model, read ReadFile, dirs map[string]string, services *serviceTranslator) ([]snapshot.Input, diag.List) {
 	c := &checker{services: map[string]*model.Service{}, tables: map[string]*model.RouteTable{}, secrets: map[string]*model.Secret{}, dirs: dirs}
 	for i := range m.Services {
 		c.services[m.Services[i].Name] = &m.Services[i]
@@ -99,8 +99,9 @@ func translateModel(reg *xdstype.Registry, m *model.Model, read ReadFile, dirs m
 	for i := range m.Services {
 		s := &m.Services[i]
 		c.service(s, grpcServices[s.Name])
-		emit(s.Source, translate.Cluster(s))
-		emit(s.Source, translate.Endpoints(s))
+		cluster, assignment := services.translate(s)
+		emit(s.Source, cluster)
+		emit(s.Source, assignment)
 	}
 	rateLimited := map[string]bool{}
 	for i := range m.Routes {
@@ -134,21 +135,29 @@ func (c *checker) service(s *model.Service, grpc bool) {
 	const kind = "service"
 	oneOf(c, s.Source, kind, s.Name, "protocol", s.Protocol, translate.Protocols())
 	oneOf(c, s.Source, kind, s.Name, "lb", s.LB, translate.LBPolicies())
-	seen := map[string]int{}
+	type hostPort struct {
+		address string
+		port    uint32
+	}
+	seen := make(map[hostPort]int, len(s.Endpoints))
+	// Fields are named only for a problem: this runs for every endpoint
+	// on every publish.
+	field := func(i int, sub string) string { return fmt.Sprintf("endpoints[%d]%s", i, sub) }
 	for i, e := range s.Endpoints {
-		field := fmt.Sprintf("endpoints[%d]", i)
-		oneOf(c, s.Source, kind, s.Name, field+".health", e.Health, translate.HealthStatuses())
+		if e.Health != "" {
+			oneOf(c, s.Source, kind, s.Name, field(i, ".health"), e.Health, translate.HealthStatuses())
+		}
 		if e.Address == "" {
-			c.add(s.Source, kind, s.Name, field+".address", "missing")
+			c.add(s.Source, kind, s.Name, field(i, ".address"), "missing")
 		}
 		if e.Port == 0 || e.Port > 65535 {
-			c.add(s.Source, kind, s.Name, field+".port", "must be 1 to 65535")
+			c.add(s.Source, kind, s.Name, field(i, ".port"), "must be 1 to 65535")
 		}
-		key := fmt.Sprintf("%s:%d", e.Address, e.Port)
+		key := hostPort{e.Address, e.Port}
 		if j, dup := seen[key]; dup {
 			// gRPC rejects the whole assignment for it; Envoy would
 			// double the endpoint's share.
-			c.add(s.Source, kind, s.Name, field, "%s is already endpoints[%d]", key, j)
+			c.add(s.Source, kind, s.Name, field(i, ""), "%s:%d is already endpoints[%d]", e.Address, e.Port, j)
 		}
 		seen[key] = i
 	}

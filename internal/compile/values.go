@@ -49,9 +49,67 @@ func joinField(a, b string) string {
 	return a + "." + b
 }
 
+// anyNegative reports whether v holds a negative model.Duration: the walk
+// of negativeDurations without building a path for every field, which
+// under churn (every object checked on every publish) was most of it.
+// Types that cannot hold a duration (an endpoint, a header match) are
+// not walked at all: holds remembers, per type, whether one can.
+func anyNegative(v reflect.Value, holds map[reflect.Type]bool) bool {
+	if !canHoldDuration(v.Type(), holds) {
+		return false
+	}
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		return !v.IsNil() && anyNegative(v.Elem(), holds)
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() && anyNegative(v.Field(i), holds) {
+				return true
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			if anyNegative(v.Index(i), holds) {
+				return true
+			}
+		}
+	case reflect.Int64:
+		return v.Type() == durationType && v.Int() < 0
+	}
+	return false
+}
+
+// canHoldDuration reports whether a value of type t can hold a
+// model.Duration, memoized in holds. An interface is assumed to.
+func canHoldDuration(t reflect.Type, holds map[reflect.Type]bool) bool {
+	if h, ok := holds[t]; ok {
+		return h
+	}
+	holds[t] = true // a recursive type: assume so while looking
+	h := false
+	switch t.Kind() {
+	case reflect.Interface:
+		h = true
+	case reflect.Pointer, reflect.Slice, reflect.Array:
+		h = canHoldDuration(t.Elem(), holds)
+	case reflect.Struct:
+		for i := 0; i < t.NumField() && !h; i++ {
+			h = t.Field(i).IsExported() && canHoldDuration(t.Field(i).Type, holds)
+		}
+	case reflect.Int64:
+		h = t == durationType
+	}
+	holds[t] = h
+	return h
+}
+
 // durations refuses negative durations in every model object.
 func (c *checker) durations(m *model.Model) {
+	holds := map[reflect.Type]bool{}
 	check := func(src model.Source, kind, name string, obj any) {
+		if !anyNegative(reflect.ValueOf(obj), holds) {
+			return
+		}
 		negativeDurations(reflect.ValueOf(obj), "", func(field string) {
 			c.add(src, kind, name, field, "negative duration; Envoy rejects it")
 		})

@@ -147,6 +147,13 @@ type Group struct {
 // Load decodes every file. It returns the document, or a diag.List naming
 // every problem found; a caller must refuse the whole set on error.
 func Load(reg *xdstype.Registry, files []File) (*Document, error) {
+	return (*Cache)(nil).Load(reg, files)
+}
+
+// Load is Load reusing what the last loads decoded (see Cache); c may be
+// nil.
+func (c *Cache) Load(reg *xdstype.Registry, files []File) (*Document, error) {
+	defer c.done()
 	doc := &Document{}
 	total := 0
 	for _, f := range files {
@@ -157,7 +164,7 @@ func Load(reg *xdstype.Registry, files []File) (*Document, error) {
 	}
 	var problems diag.List
 	for _, f := range files {
-		errs := loadFile(reg, f, doc)
+		errs := loadFile(reg, f, doc, c)
 		problems = append(problems, errs...)
 	}
 	if len(doc.Tests) > MaxRouteTests {
@@ -171,7 +178,7 @@ func Load(reg *xdstype.Registry, files []File) (*Document, error) {
 	return doc, nil
 }
 
-func loadFile(reg *xdstype.Registry, f File, doc *Document) diag.List {
+func loadFile(reg *xdstype.Registry, f File, doc *Document, c *Cache) diag.List {
 	at := func(line int, format string, args ...any) diag.List {
 		return diag.List{{File: f.Path, Line: line, Message: fmt.Sprintf(format, args...)}}
 	}
@@ -180,8 +187,8 @@ func loadFile(reg *xdstype.Registry, f File, doc *Document) diag.List {
 	}
 	// Aliases may expand a file, but not without bound.
 	w := newJSONWriter(4*len(f.Data) + 1<<20)
-	if looksLikeJSON(f.Data) {
-		return loadJSON(reg, w, f, doc)
+	if c.looksLikeJSON(f.Data) {
+		return loadJSON(reg, w, f, doc, c)
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(f.Data))
 	var problems diag.List
@@ -207,7 +214,7 @@ func loadFile(reg *xdstype.Registry, f File, doc *Document) diag.List {
 			continue
 		}
 		docs++
-		problems = append(problems, loadDocument(reg, w, f.Path, node.Content[0], doc)...)
+		problems = append(problems, loadDocument(reg, w, f.Path, node.Content[0], doc, nil)...)
 	}
 	if docs == 0 {
 		// An empty file is what an editor or a deploy tool leaves mid-write;
@@ -217,19 +224,20 @@ func loadFile(reg *xdstype.Registry, f File, doc *Document) diag.List {
 	return problems
 }
 
-func loadDocument(reg *xdstype.Registry, w *jsonWriter, path string, root *yaml.Node, doc *Document) diag.List {
+func loadDocument(reg *xdstype.Registry, w *jsonWriter, path string, root *yaml.Node, doc *Document, c *Cache) diag.List {
 	if root.Kind != yaml.MappingNode {
 		return diag.List{{File: path, Line: root.Line, Message: "a config document must be a mapping with a `resources` list"}}
 	}
 	var problems diag.List
 	for i := 0; i+1 < len(root.Content); i += 2 {
-		problems = append(problems, loadKey(reg, w, path, root.Content[i], root.Content[i+1], doc)...)
+		problems = append(problems, loadKey(reg, w, path, root.Content[i], root.Content[i+1], doc, c)...)
 	}
 	return problems
 }
 
-// loadKey decodes one top-level entry of a document.
-func loadKey(reg *xdstype.Registry, w *jsonWriter, path string, key, val *yaml.Node, doc *Document) diag.List {
+// loadKey decodes one top-level entry of a document. A list of model
+// objects may hold raw JSON elements (see rawItems), decoded through c.
+func loadKey(reg *xdstype.Registry, w *jsonWriter, path string, key, val *yaml.Node, doc *Document, c *Cache) diag.List {
 	var problems diag.List
 	switch key.Value {
 	case "version":
@@ -256,28 +264,28 @@ func loadKey(reg *xdstype.Registry, w *jsonWriter, path string, key, val *yaml.N
 			doc.Resources = append(doc.Resources, r)
 		}
 	case "groups":
-		items, errs := decodeItems(w, path, "group", val, func(g *Group, src model.Source) string { g.File, g.Line = src.File, src.Line; return g.Name })
+		items, errs := decodeItems(w, c, path, "group", val, func(g *Group, src model.Source) string { g.File, g.Line = src.File, src.Line; return g.Name })
 		for _, g := range items {
 			errs = append(errs, checkRollout(g)...)
 		}
 		doc.Groups, problems = append(doc.Groups, items...), append(problems, errs...)
 	case "services":
-		items, errs := decodeItems(w, path, "service", val, func(v *model.Service, src model.Source) string { v.Source = src; return v.Name })
+		items, errs := decodeItems(w, c, path, "service", val, func(v *model.Service, src model.Source) string { v.Source = src; return v.Name })
 		doc.Services, problems = append(doc.Services, items...), append(problems, errs...)
 	case "routes":
-		items, errs := decodeItems(w, path, "route table", val, func(v *model.RouteTable, src model.Source) string { v.Source = src; return v.Name })
+		items, errs := decodeItems(w, c, path, "route table", val, func(v *model.RouteTable, src model.Source) string { v.Source = src; return v.Name })
 		doc.Routes, problems = append(doc.Routes, items...), append(problems, errs...)
 	case "listeners":
-		items, errs := decodeItems(w, path, "listener", val, func(v *model.Listener, src model.Source) string { v.Source = src; return v.Name })
+		items, errs := decodeItems(w, c, path, "listener", val, func(v *model.Listener, src model.Source) string { v.Source = src; return v.Name })
 		doc.Listeners, problems = append(doc.Listeners, items...), append(problems, errs...)
 	case "secrets":
-		items, errs := decodeItems(w, path, "secret", val, func(v *model.Secret, src model.Source) string { v.Source = src; return v.Name })
+		items, errs := decodeItems(w, c, path, "secret", val, func(v *model.Secret, src model.Source) string { v.Source = src; return v.Name })
 		doc.Secrets, problems = append(doc.Secrets, items...), append(problems, errs...)
 	case "grpc":
-		items, errs := decodeItems(w, path, "grpc target", val, func(v *model.GRPCTarget, src model.Source) string { v.Source = src; return v.Target })
+		items, errs := decodeItems(w, c, path, "grpc target", val, func(v *model.GRPCTarget, src model.Source) string { v.Source = src; return v.Target })
 		doc.GRPC, problems = append(doc.GRPC, items...), append(problems, errs...)
 	case "tests":
-		items, errs := decodeItems(w, path, "route test", val, func(v *RouteTest, src model.Source) string { v.File, v.Line = src.File, src.Line; return v.Name })
+		items, errs := decodeItems(w, c, path, "route test", val, func(v *RouteTest, src model.Source) string { v.File, v.Line = src.File, src.Line; return v.Name })
 		doc.Tests, problems = append(doc.Tests, items...), append(problems, errs...)
 	default:
 		problems = append(problems, diag.Diagnostic{File: path, Line: key.Line, Field: shortName(key.Value), Message: "unknown top-level key (version 1 knows version, resources, groups, services, routes, listeners, secrets, grpc and tests)"})
@@ -303,8 +311,9 @@ var unknownJSONField = regexp.MustCompile(`unknown field "([^"]+)"`)
 
 // decodeItems decodes a list of model objects strictly: an unknown field or
 // a value of the wrong type is an error naming the object and the field.
-// set records each object's source and returns its name.
-func decodeItems[T any](w *jsonWriter, path, kind string, val *yaml.Node, set func(*T, model.Source) string) ([]T, diag.List) {
+// set records each object's source and returns its name. An item that is
+// raw JSON (rawItems) is looked up in c before it is parsed.
+func decodeItems[T any](w *jsonWriter, c *Cache, path, kind string, val *yaml.Node, set func(*T, model.Source) string) ([]T, diag.List) {
 	if val.Kind == yaml.ScalarNode && val.Tag == "!!null" {
 		return nil, nil
 	}
@@ -314,46 +323,70 @@ func decodeItems[T any](w *jsonWriter, path, kind string, val *yaml.Node, set fu
 	var out []T
 	var problems diag.List
 	for i, item := range val.Content {
-		d := diag.Diagnostic{File: path, Line: item.Line, Type: kind, Name: fmt.Sprintf("#%d", i)}
-		if item.Kind != yaml.MappingNode {
-			d.Message = "must be a mapping"
-			problems = append(problems, d)
-			continue
-		}
-		for _, k := range []string{"name", "target"} {
-			if n := stringValue(item, k); n != "" {
-				d.Name = shortName(n)
+		raw := ""
+		if item.Tag == rawJSONTag {
+			raw = item.Value
+			if v, ok := cached[T](c, kind, raw); ok {
+				set(&v, model.Source{File: path, Line: item.Line})
+				out = append(out, v)
+				continue
 			}
+			full, err := yamlOf([]byte(raw), item.Line)
+			if err != nil {
+				problems = append(problems, diag.Diagnostic{File: path, Line: item.Line, Type: kind, Name: fmt.Sprintf("#%d", i), Message: err.Error()})
+				continue
+			}
+			item = full
 		}
-		js, err := w.encode(item)
-		if err != nil {
-			d.Message = err.Error()
-			problems = append(problems, d)
-			continue
-		}
-		v, errs := decodeStrict[T](js, item, d)
+		v, errs := decodeItem(w, path, kind, i, item, set)
 		if len(errs) > 0 {
 			problems = append(problems, errs...)
 			continue
 		}
-		name := set(&v, model.Source{File: path, Line: item.Line})
-		d.Field = "name"
-		if kind == "grpc target" {
-			d.Field = "target"
-		}
-		if name == "" {
-			d.Message = "missing"
-			problems = append(problems, d)
-			continue
-		}
-		if msg := nameProblem(name); msg != "" {
-			d.Name, d.Message = shortName(name), msg
-			problems = append(problems, d)
-			continue
+		if raw != "" {
+			c.put(kind, raw, v)
 		}
 		out = append(out, v)
 	}
 	return out, problems
+}
+
+// decodeItem decodes the i-th object of a list.
+func decodeItem[T any](w *jsonWriter, path, kind string, i int, item *yaml.Node, set func(*T, model.Source) string) (T, diag.List) {
+	var zero T
+	d := diag.Diagnostic{File: path, Line: item.Line, Type: kind, Name: fmt.Sprintf("#%d", i)}
+	if item.Kind != yaml.MappingNode {
+		d.Message = "must be a mapping"
+		return zero, diag.List{d}
+	}
+	for _, k := range []string{"name", "target"} {
+		if n := stringValue(item, k); n != "" {
+			d.Name = shortName(n)
+		}
+	}
+	js, err := w.encode(item)
+	if err != nil {
+		d.Message = err.Error()
+		return zero, diag.List{d}
+	}
+	v, errs := decodeStrict[T](js, item, d)
+	if len(errs) > 0 {
+		return zero, errs
+	}
+	name := set(&v, model.Source{File: path, Line: item.Line})
+	d.Field = "name"
+	if kind == "grpc target" {
+		d.Field = "target"
+	}
+	if name == "" {
+		d.Message = "missing"
+		return zero, diag.List{d}
+	}
+	if msg := nameProblem(name); msg != "" {
+		d.Name, d.Message = shortName(name), msg
+		return zero, diag.List{d}
+	}
+	return v, nil
 }
 
 // maxErrorsPerObject bounds the diagnostics one object can produce.

@@ -23,7 +23,7 @@ const rawJSONTag = "!pylon/rawjson"
 // message, so memory follows the output, not a tree many times the
 // input's size. data has passed json.Valid, so the scanner below can skip
 // values without re-checking their syntax.
-func loadJSON(reg *xdstype.Registry, w *jsonWriter, f File, doc *Document) diag.List {
+func loadJSON(reg *xdstype.Registry, w *jsonWriter, f File, doc *Document, c *Cache) diag.List {
 	lc := &lineCounter{data: f.Data, line: 1}
 	text := string(f.Data) // one copy; every value below is a substring of it
 	start := valueStart(f.Data, 0)
@@ -34,33 +34,67 @@ func loadJSON(reg *xdstype.Registry, w *jsonWriter, f File, doc *Document) diag.
 	for _, e := range objectEntries(text, start) {
 		keyLine := lc.at(e.keyAt)
 		if e.key == "resources" && text[e.valAt] == '[' {
-			problems = append(problems, loadJSONResources(reg, w, f.Path, text, e.valAt, lc, doc)...)
+			problems = append(problems, loadJSONResources(reg, w, f.Path, text, e.valAt, lc, doc, c)...)
 			continue
 		}
-		val, err := yamlOf([]byte(text[e.valAt:e.valEnd]), lc.at(e.valAt))
-		if err != nil {
-			problems = append(problems, diag.Diagnostic{File: f.Path, Line: keyLine, Field: shortName(e.key), Message: err.Error()})
-			continue
+		var val *yaml.Node
+		if text[e.valAt] == '[' && isItemsKey(e.key) {
+			val = rawItems(text, e.valAt, lc)
+		} else {
+			var err error
+			if val, err = yamlOf([]byte(text[e.valAt:e.valEnd]), lc.at(e.valAt)); err != nil {
+				problems = append(problems, diag.Diagnostic{File: f.Path, Line: keyLine, Field: shortName(e.key), Message: err.Error()})
+				continue
+			}
 		}
-		problems = append(problems, loadKey(reg, w, f.Path, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: e.key, Line: keyLine}, val, doc)...)
+		problems = append(problems, loadKey(reg, w, f.Path, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: e.key, Line: keyLine}, val, doc, c)...)
 	}
 	return problems
 }
 
 // loadJSONResources walks the resources list at text[at]: one element
-// turned into its message at a time.
-func loadJSONResources(reg *xdstype.Registry, w *jsonWriter, path, text string, at int, lc *lineCounter, doc *Document) diag.List {
+// turned into its message at a time, unless c holds it already.
+func loadJSONResources(reg *xdstype.Registry, w *jsonWriter, path, text string, at int, lc *lineCounter, doc *Document, c *Cache) diag.List {
 	var problems diag.List
 	for _, el := range arrayElements(text, at) {
-		node := shallowNode(text, el[0], el[1], lc.at(el[0]))
-		r, d := decodeResource(reg, w, path, node)
+		raw, line := text[el[0]:el[1]], lc.at(el[0])
+		if r, ok := cached[Resource](c, "resource", raw); ok {
+			r.File, r.Line = path, line
+			doc.Resources = append(doc.Resources, r)
+			continue
+		}
+		r, d := decodeResource(reg, w, path, shallowNode(text, el[0], el[1], line))
 		if d != nil {
 			problems = append(problems, *d)
 			continue
 		}
+		c.put("resource", raw, r)
 		doc.Resources = append(doc.Resources, r)
 	}
 	return problems
+}
+
+// isItemsKey reports whether a top-level key holds a list of model objects.
+func isItemsKey(key string) bool {
+	switch key {
+	case "groups", "services", "routes", "listeners", "secrets", "grpc", "tests":
+		return true
+	}
+	return false
+}
+
+// rawItems is a sequence node of the elements of the JSON array at
+// text[at], each a scalar holding its raw JSON (tagged rawJSONTag):
+// decodeItems parses only those the cache does not hold.
+func rawItems(text string, at int, lc *lineCounter) *yaml.Node {
+	els := arrayElements(text, at)
+	n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Line: lc.at(at), Content: make([]*yaml.Node, len(els))}
+	nodes := make([]yaml.Node, len(els)) // one allocation for all
+	for i, el := range els {
+		nodes[i] = yaml.Node{Kind: yaml.ScalarNode, Tag: rawJSONTag, Value: text[el[0]:el[1]], Line: lc.at(el[0])}
+		n.Content[i] = &nodes[i]
+	}
+	return n
 }
 
 // shallowNode is a mapping node of the top-level fields of the JSON value

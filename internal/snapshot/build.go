@@ -68,12 +68,11 @@ func BuildValidated(reg *xdstype.Registry, inputs []Input, v *Validated) (*Snaps
 		if msg := XdstpProblem(in.Name, string(in.Message.ProtoReflect().Descriptor().FullName())); msg != "" {
 			problems = append(problems, in.diag(in.Type.NameField(), "%s", msg))
 		}
-		b, err := marshal.Marshal(in.Message)
+		b, sum, err := v.encode(in.Message)
 		if err != nil {
 			problems = append(problems, in.diag("", "cannot encode: %v", err))
 			continue
 		}
-		sum := sha256.Sum256(b)
 		// An invalid resource still goes in the set: what names it is not
 		// also reported as dangling.
 		validOnce(in, validKey{in.Type.URL, sum}, v, &problems)

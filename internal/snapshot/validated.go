@@ -3,6 +3,8 @@ package snapshot
 import (
 	"crypto/sha256"
 	"sync"
+
+	"google.golang.org/protobuf/proto"
 )
 
 // Validated remembers which resources passed validation in the previous
@@ -12,9 +14,61 @@ import (
 // one deterministic encoding are one message, so they validate alike. Only
 // successes are kept, and only those of the last two builds: memory
 // follows the config, not its history. Safe for concurrent builds.
+//
+// It also keeps each input message's encoding for the next build, by the
+// message's identity: a compile that hands the same message again (a raw
+// resource or a service's translation reused because its text did not
+// change) is not encoded and hashed again. So a message given to a build
+// through a Validated must not be modified afterwards, which holds for
+// every message a build is given: the snapshot serves them as they are.
 type Validated struct {
 	mu        sync.Mutex
 	cur, prev map[validKey]struct{}
+	// encCur, encPrev: the encodings of this build's and the previous
+	// build's messages.
+	encCur, encPrev map[proto.Message]encoding
+}
+
+// encoding is a message's deterministic encoding and its SHA-256.
+type encoding struct {
+	b   []byte
+	sum [sha256.Size]byte
+}
+
+// encode returns m's deterministic encoding and its hash, from the
+// previous build when it encoded m.
+func (v *Validated) encode(m proto.Message) ([]byte, [sha256.Size]byte, error) {
+	if v != nil {
+		v.mu.Lock()
+		e, ok := v.encCur[m]
+		if !ok {
+			e, ok = v.encPrev[m]
+		}
+		v.mu.Unlock()
+		if ok {
+			v.keepEncoding(m, e)
+			return e.b, e.sum, nil
+		}
+	}
+	b, err := marshal.Marshal(m)
+	if err != nil {
+		return nil, [sha256.Size]byte{}, err
+	}
+	e := encoding{b, sha256.Sum256(b)}
+	v.keepEncoding(m, e)
+	return e.b, e.sum, nil
+}
+
+func (v *Validated) keepEncoding(m proto.Message, e encoding) {
+	if v == nil {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.encCur == nil {
+		v.encCur = map[proto.Message]encoding{}
+	}
+	v.encCur[m] = e
 }
 
 // validKey is a resource's type and the SHA-256 of its encoding (the hash
@@ -67,4 +121,5 @@ func (v *Validated) done() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.prev, v.cur = v.cur, nil
+	v.encPrev, v.encCur = v.encCur, nil
 }

@@ -1,0 +1,116 @@
+package config
+
+import (
+	"crypto/sha256"
+	"strings"
+	"sync"
+)
+
+// Cache remembers what the previous loads decoded from JSON files, item by
+// item (each raw resource, service, route table, listener, secret, gRPC
+// target, group and route test), keyed by the item's exact text. Under
+// endpoint churn a publish reads the same thousand items again with one
+// changed (the store renders every object as a JSON file, and a generated
+// config file is JSON): with the cache only the changed item is parsed and
+// decoded. A hit is the same decoded value with the file and line of this
+// load, so a load with the cache returns what one without it would.
+//
+// Only successes are kept (a broken item is decoded again, for its
+// diagnostics), and only for the load after the one that used them, so
+// memory follows the config, not its history. YAML files are not cached: their
+// items have no text of their own before the whole file is parsed. The
+// decoded values are shared between loads and must not be modified. Safe
+// for concurrent loads; the zero value is ready.
+type Cache struct {
+	mu        sync.Mutex
+	cur, prev map[cacheKey]any
+	// jsonCur, jsonPrev: the SHA-256 of the files found to be JSON, whose
+	// check (json.Valid, a full scan) need not run again.
+	jsonCur, jsonPrev map[[sha256.Size]byte]struct{}
+}
+
+// looksLikeJSON is the package's looksLikeJSON, remembered by content.
+func (c *Cache) looksLikeJSON(data []byte) bool {
+	if c == nil {
+		return looksLikeJSON(data)
+	}
+	sum := sha256.Sum256(data)
+	c.mu.Lock()
+	_, ok := c.jsonCur[sum]
+	if !ok {
+		_, ok = c.jsonPrev[sum]
+	}
+	c.mu.Unlock()
+	if !ok && !looksLikeJSON(data) {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.jsonCur == nil {
+		c.jsonCur = map[[sha256.Size]byte]struct{}{}
+	}
+	c.jsonCur[sum] = struct{}{}
+	return true
+}
+
+// cacheKey is an item's kind ("resource", "service", ...) and its text.
+type cacheKey struct{ kind, text string }
+
+// get returns the value decoded from text as kind by one of the last two
+// loads, keeping it for the next.
+func (c *Cache) get(kind, text string) (any, bool) {
+	if c == nil {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := cacheKey{kind, text}
+	if v, ok := c.cur[k]; ok {
+		return v, true
+	}
+	v, ok := c.prev[k]
+	if ok {
+		c.keep(k, v)
+	}
+	return v, ok
+}
+
+// put records the value text decoded to. The text is copied: it is a
+// piece of a file whose bytes the cache must not keep alive.
+func (c *Cache) put(kind, text string, v any) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.keep(cacheKey{kind, strings.Clone(text)}, v)
+}
+
+func (c *Cache) keep(k cacheKey, v any) {
+	if c.cur == nil {
+		c.cur = map[cacheKey]any{}
+	}
+	c.cur[k] = v
+}
+
+// done ends a load: what it did not use is forgotten after the next.
+func (c *Cache) done() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.prev, c.cur = c.cur, nil
+	c.jsonPrev, c.jsonCur = c.jsonCur, nil
+}
+
+// cached returns the value of type T cached for text, if any.
+func cached[T any](c *Cache, kind, text string) (T, bool) {
+	v, ok := c.get(kind, text)
+	if !ok {
+		var zero T
+		return zero, false
+	}
+	t, ok := v.(T)
+	return t, ok
+}
