@@ -12,6 +12,7 @@
 package configstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -177,7 +178,43 @@ func scrub(err error) error {
 // that a diagnostic names the object; registered endpoints join their
 // service, leases past expiry left out.
 func Files(objs []store.Object, now time.Time) ([]config.File, error) {
-	eps := map[string][]json.RawMessage{}
+	return (*rendered)(nil).files(objs, now)
+}
+
+// rendered remembers the file each object rendered to in the last files
+// call, so that under endpoint churn (a thousand services, one changed per
+// write) only the changed service's file is built again: a service with
+// registered endpoints is decoded and encoded again to join them. The
+// runner owns one; nil renders everything.
+type rendered struct {
+	last map[store.Key]renderedFile
+}
+
+type renderedFile struct {
+	body []byte   // the object's
+	eps  [][]byte // the endpoints joined to it
+	file config.File
+}
+
+// reuse returns the file o rendered to last time with the same endpoints.
+func (r *rendered) reuse(o store.Object, eps [][]byte) (config.File, bool) {
+	if r == nil {
+		return config.File{}, false
+	}
+	prev, ok := r.last[o.Key]
+	if !ok || !bytes.Equal(prev.body, o.Body) || len(prev.eps) != len(eps) {
+		return config.File{}, false
+	}
+	for i := range eps {
+		if !bytes.Equal(prev.eps[i], eps[i]) {
+			return config.File{}, false
+		}
+	}
+	return prev.file, true
+}
+
+func (r *rendered) files(objs []store.Object, now time.Time) ([]config.File, error) {
+	eps := map[string][][]byte{}
 	for _, o := range objs {
 		if svc, ok := strings.CutPrefix(o.Kind, "endpoints."); ok && (o.Expires.IsZero() || o.Expires.After(now)) {
 			eps[svc] = append(eps[svc], o.Body)
@@ -189,46 +226,71 @@ func Files(objs []store.Object, now time.Time) ([]config.File, error) {
 		}
 		return objs[i].Name < objs[j].Name
 	})
+	var next map[store.Key]renderedFile
+	if r != nil {
+		next = make(map[store.Key]renderedFile, len(objs))
+	}
 	var files []config.File
 	for _, o := range objs {
-		var doc map[string]any
-		switch {
-		case strings.HasPrefix(o.Kind, "endpoints."):
+		if strings.HasPrefix(o.Kind, "endpoints.") {
 			continue
-		case o.Key == GroupsKey:
-			var groups []any
-			if err := json.Unmarshal(o.Body, &groups); err != nil {
+		}
+		var joined [][]byte
+		if o.Kind == "services" {
+			joined = eps[o.Name]
+		}
+		f, ok := r.reuse(o, joined)
+		if !ok {
+			data, err := render(o, joined)
+			if err != nil {
 				return nil, err
 			}
-			doc = map[string]any{"groups": groups}
-		case strings.HasPrefix(o.Kind, "resources."):
-			doc = map[string]any{"resources": []json.RawMessage{o.Body}}
-		case o.Kind == "services" && len(eps[o.Name]) > 0:
-			var svc map[string]any
-			if err := json.Unmarshal(o.Body, &svc); err != nil {
-				return nil, err
-			}
-			list, _ := svc["endpoints"].([]any)
-			for _, e := range eps[o.Name] {
-				var m any
-				_ = json.Unmarshal(e, &m)
-				list = append(list, m)
-			}
-			svc["endpoints"] = list
-			doc = map[string]any{"services": []any{svc}}
-		default:
-			doc = map[string]any{o.Kind: []json.RawMessage{o.Body}}
+			f = config.File{Path: o.Kind + "/" + o.Name, Data: data}
 		}
-		data, err := json.Marshal(doc)
-		if err != nil {
-			return nil, err
+		if next != nil {
+			next[o.Key] = renderedFile{body: o.Body, eps: joined, file: f}
 		}
-		files = append(files, config.File{Path: o.Kind + "/" + o.Name, Data: data})
+		files = append(files, f)
+	}
+	if r != nil {
+		r.last = next
 	}
 	if len(files) == 0 {
 		files = []config.File{{Path: "store", Data: []byte(`{"resources": []}`)}}
 	}
 	return files, nil
+}
+
+// render is one object's config file, with the endpoints registered to it
+// when it is a service.
+func render(o store.Object, eps [][]byte) ([]byte, error) {
+	var doc map[string]any
+	switch {
+	case o.Key == GroupsKey:
+		var groups []any
+		if err := json.Unmarshal(o.Body, &groups); err != nil {
+			return nil, err
+		}
+		doc = map[string]any{"groups": groups}
+	case strings.HasPrefix(o.Kind, "resources."):
+		doc = map[string]any{"resources": []json.RawMessage{o.Body}}
+	case o.Kind == "services" && len(eps) > 0:
+		var svc map[string]any
+		if err := json.Unmarshal(o.Body, &svc); err != nil {
+			return nil, err
+		}
+		list, _ := svc["endpoints"].([]any)
+		for _, e := range eps {
+			var m any
+			_ = json.Unmarshal(e, &m)
+			list = append(list, m)
+		}
+		svc["endpoints"] = list
+		doc = map[string]any{"services": []any{svc}}
+	default:
+		doc = map[string]any{o.Kind: []json.RawMessage{o.Body}}
+	}
+	return json.Marshal(doc)
 }
 
 // compileObjects validates a would-be object set.

@@ -90,6 +90,8 @@ type runner struct {
 	pace   pace
 	// started: the update at start was sent.
 	started bool
+	// rendered keeps the objects' files for the next read.
+	rendered rendered
 }
 
 // debounced sends the writes so far as one update: at once when the
@@ -189,7 +191,7 @@ func (r *runner) sync(ctx context.Context, at time.Time) bool {
 		if !r.expires {
 			r.noteExpired(objs)
 		}
-		files, err = Files(objs, r.s.opts.Now())
+		files, err = r.rendered.files(objs, r.s.opts.Now())
 	}
 	start := r.s.opts.Now()
 	select {
