@@ -61,6 +61,9 @@ func compile(reg *xdstype.Registry, files []config.File, read ReadFile, runTests
 	if err != nil {
 		return nil, err
 	}
+	// An endpoint of no service is reported with the model's problems
+	// (the services' checks see the endpoints that did join).
+	joinProblems := doc.JoinEndpoints()
 	inputs := make([]snapshot.Input, len(doc.Resources))
 	for i, r := range doc.Resources {
 		inputs[i] = snapshot.Input{Type: r.Type, Name: r.Name, Message: r.Message, TTL: r.TTL, File: r.File, Line: r.Line}
@@ -73,8 +76,9 @@ func compile(reg *xdstype.Registry, files []config.File, read ReadFile, runTests
 		dirs[f.Path] = f.Dir
 	}
 	st := services.begin()
-	translated, problems := translateModel(reg, &doc.Model, read, dirs, st)
+	translated, problems := translateModel(reg, &doc.Model, doc.Joined, read, dirs, st)
 	st.done()
+	problems = append(joinProblems, problems...)
 	policy, policyProblems := secretPolicy(doc.Secrets)
 	problems = append(problems, policyProblems...)
 	if err := problems.Err(); err != nil {

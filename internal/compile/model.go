@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -33,6 +34,33 @@ type checker struct {
 	secrets  map[string]*model.Secret
 	// dirs maps a config file's path to its Dir (config.File.Dir).
 	dirs map[string]string
+	// joined: where the endpoints that end each service's list were
+	// written (config.Document.Joined).
+	joined map[string][]model.Source
+}
+
+// endpointProblem reports a problem of s's i-th endpoint (sub: the field
+// under it, ".port"), at the service for its own endpoints and at the
+// endpoints list's item for one that joined it.
+func (c *checker) endpointProblem(s *model.Service, i int, sub, format string, args ...any) {
+	joined := c.joined[s.Name]
+	own := len(s.Endpoints) - len(joined)
+	if i < own {
+		c.add(s.Source, "service", s.Name, fmt.Sprintf("endpoints[%d]%s", i, sub), format, args...)
+		return
+	}
+	c.add(joined[i-own], "endpoint", s.Name, strings.TrimPrefix(sub, "."), format, args...)
+}
+
+// endpointName names s's i-th endpoint for a message.
+func (c *checker) endpointName(s *model.Service, i int) string {
+	joined := c.joined[s.Name]
+	own := len(s.Endpoints) - len(joined)
+	if i < own {
+		return fmt.Sprintf("endpoints[%d] of the service", i)
+	}
+	src := joined[i-own]
+	return fmt.Sprintf("the endpoint at %s:%d", src.File, src.Line)
 }
 
 func (c *checker) add(src model.Source, kind, name, field, format string, args ...any) {
@@ -64,8 +92,8 @@ func oneOf(c *checker, src model.Source, kind, name, field, value string, allowe
 
 // translateModel checks the model and translates it into inputs for the
 // snapshot builder, reading the secret files it names.
-func translateModel(reg *xdstype.Registry, m *model.Model, read ReadFile, dirs map[string]string, services *serviceTranslator) ([]snapshot.Input, diag.List) {
-	c := &checker{services: map[string]*model.Service{}, tables: map[string]*model.RouteTable{}, secrets: map[string]*model.Secret{}, dirs: dirs}
+func translateModel(reg *xdstype.Registry, m *model.Model, joined map[string][]model.Source, read ReadFile, dirs map[string]string, services *serviceTranslator) ([]snapshot.Input, diag.List) {
+	c := &checker{services: map[string]*model.Service{}, tables: map[string]*model.RouteTable{}, secrets: map[string]*model.Secret{}, dirs: dirs, joined: joined}
 	for i := range m.Services {
 		c.services[m.Services[i].Name] = &m.Services[i]
 	}
@@ -142,22 +170,21 @@ func (c *checker) service(s *model.Service, grpc bool) {
 	seen := make(map[hostPort]int, len(s.Endpoints))
 	// Fields are named only for a problem: this runs for every endpoint
 	// on every publish.
-	field := func(i int, sub string) string { return fmt.Sprintf("endpoints[%d]%s", i, sub) }
 	for i, e := range s.Endpoints {
-		if e.Health != "" {
-			oneOf(c, s.Source, kind, s.Name, field(i, ".health"), e.Health, translate.HealthStatuses())
+		if e.Health != "" && !slices.Contains(translate.HealthStatuses(), e.Health) {
+			c.endpointProblem(s, i, ".health", "%q is not one of %v", e.Health, translate.HealthStatuses())
 		}
 		if e.Address == "" {
-			c.add(s.Source, kind, s.Name, field(i, ".address"), "missing")
+			c.endpointProblem(s, i, ".address", "missing")
 		}
 		if e.Port == 0 || e.Port > 65535 {
-			c.add(s.Source, kind, s.Name, field(i, ".port"), "must be 1 to 65535")
+			c.endpointProblem(s, i, ".port", "must be 1 to 65535")
 		}
 		key := hostPort{e.Address, e.Port}
 		if j, dup := seen[key]; dup {
 			// gRPC rejects the whole assignment for it; Envoy would
 			// double the endpoint's share.
-			c.add(s.Source, kind, s.Name, field(i, ""), "%s:%d is already endpoints[%d]", e.Address, e.Port, j)
+			c.endpointProblem(s, i, "", "%s:%d is already %s", e.Address, e.Port, c.endpointName(s, j))
 		}
 		seen[key] = i
 	}

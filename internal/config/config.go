@@ -113,6 +113,53 @@ type Document struct {
 	// Tests are the route tests every change must pass (see
 	// docs/route-tests.md).
 	Tests []RouteTest
+	// Endpoints join services defined in any file (JoinEndpoints): how
+	// the store renders the endpoints registered through the API, each an
+	// item of its own, so that one more registration decodes one more
+	// endpoint rather than its service's whole list again.
+	Endpoints []Endpoint
+	// Joined is, by service, where each endpoint JoinEndpoints appended
+	// to it was written (they end its list, in this order): a problem of
+	// one is reported there.
+	Joined map[string][]model.Source
+}
+
+// Endpoint is an endpoint of the top-level endpoints list: one of a
+// service's endpoints, written apart from the service.
+type Endpoint struct {
+	Service string `json:"service"`
+	model.Endpoint
+	File string `json:"-"`
+	Line int    `json:"-"`
+}
+
+// JoinEndpoints appends each endpoint of the top-level list to its
+// service's, in file order after the service's own; an endpoint naming no
+// service is a problem. The services' lists are copied, never extended in
+// place: a loaded document's values may be shared with a Cache.
+func (d *Document) JoinEndpoints() diag.List {
+	if len(d.Endpoints) == 0 {
+		return nil
+	}
+	byName := make(map[string]*model.Service, len(d.Services))
+	for i := range d.Services {
+		byName[d.Services[i].Name] = &d.Services[i]
+	}
+	var problems diag.List
+	for _, e := range d.Endpoints {
+		s := byName[e.Service]
+		if s == nil {
+			problems = append(problems, diag.Diagnostic{File: e.File, Line: e.Line, Type: "endpoint", Name: shortName(e.Service), Field: "service",
+				Message: fmt.Sprintf("no service %q is defined", shortName(e.Service))})
+			continue
+		}
+		s.Endpoints = append(slices.Clip(s.Endpoints), e.Endpoint)
+		if d.Joined == nil {
+			d.Joined = map[string][]model.Source{}
+		}
+		d.Joined[s.Name] = append(d.Joined[s.Name], model.Source{File: e.File, Line: e.Line})
+	}
+	return problems
 }
 
 // Group is a node group as written (see docs/config.md).
@@ -284,11 +331,14 @@ func loadKey(reg *xdstype.Registry, w *jsonWriter, path string, key, val *yaml.N
 	case "grpc":
 		items, errs := decodeItems(w, c, path, "grpc target", val, func(v *model.GRPCTarget, src model.Source) string { v.Source = src; return v.Target })
 		doc.GRPC, problems = append(doc.GRPC, items...), append(problems, errs...)
+	case "endpoints":
+		items, errs := decodeItems(w, c, path, "endpoint", val, func(v *Endpoint, src model.Source) string { v.File, v.Line = src.File, src.Line; return v.Service })
+		doc.Endpoints, problems = append(doc.Endpoints, items...), append(problems, errs...)
 	case "tests":
 		items, errs := decodeItems(w, c, path, "route test", val, func(v *RouteTest, src model.Source) string { v.File, v.Line = src.File, src.Line; return v.Name })
 		doc.Tests, problems = append(doc.Tests, items...), append(problems, errs...)
 	default:
-		problems = append(problems, diag.Diagnostic{File: path, Line: key.Line, Field: shortName(key.Value), Message: "unknown top-level key (version 1 knows version, resources, groups, services, routes, listeners, secrets, grpc and tests)"})
+		problems = append(problems, diag.Diagnostic{File: path, Line: key.Line, Field: shortName(key.Value), Message: "unknown top-level key (version 1 knows version, resources, groups, services, endpoints, routes, listeners, secrets, grpc and tests)"})
 	}
 	return problems
 }
@@ -375,8 +425,11 @@ func decodeItem[T any](w *jsonWriter, path, kind string, i int, item *yaml.Node,
 	}
 	name := set(&v, model.Source{File: path, Line: item.Line})
 	d.Field = "name"
-	if kind == "grpc target" {
+	switch kind {
+	case "grpc target":
 		d.Field = "target"
+	case "endpoint":
+		d.Field = "service"
 	}
 	if name == "" {
 		d.Message = "missing"

@@ -77,7 +77,7 @@ func loadJSONResources(reg *xdstype.Registry, w *jsonWriter, path, text string, 
 // isItemsKey reports whether a top-level key holds a list of model objects.
 func isItemsKey(key string) bool {
 	switch key {
-	case "groups", "services", "routes", "listeners", "secrets", "grpc", "tests":
+	case "groups", "services", "endpoints", "routes", "listeners", "secrets", "grpc", "tests":
 		return true
 	}
 	return false

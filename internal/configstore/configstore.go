@@ -175,42 +175,41 @@ func scrub(err error) error {
 }
 
 // Files renders objects as config files, one per object, named kind/name so
-// that a diagnostic names the object; registered endpoints join their
-// service, leases past expiry left out.
+// that a diagnostic names the object; the endpoints registered to a service
+// follow it in a file of their own (endpoints/<service>, the config's
+// top-level endpoints list), leases past expiry left out.
 func Files(objs []store.Object, now time.Time) ([]config.File, error) {
 	return (*rendered)(nil).files(objs, now)
 }
 
-// rendered remembers the file each object rendered to in the last files
-// call, so that under endpoint churn (a thousand services, one changed per
-// write) only the changed service's file is built again: a service with
-// registered endpoints is decoded and encoded again to join them. The
-// runner owns one; nil renders everything.
+// rendered remembers the files of the last files call, so that under
+// endpoint churn (a thousand services, one changed per write) only what
+// changed is rendered again: an object's file while its body is the same,
+// a service's endpoints file while its endpoints are, and each endpoint's
+// item. The runner owns one; nil renders everything.
 type rendered struct {
-	last map[store.Key]renderedFile
+	objects   map[store.Key]renderedFile
+	endpoints map[string]renderedFile // by service
+	items     map[string][]byte       // an endpoint's item, by service and body
 }
 
 type renderedFile struct {
 	body []byte   // the object's
-	eps  [][]byte // the endpoints joined to it
+	eps  [][]byte // the endpoints' bodies
 	file config.File
 }
 
-// reuse returns the file o rendered to last time with the same endpoints.
-func (r *rendered) reuse(o store.Object, eps [][]byte) (config.File, bool) {
-	if r == nil {
-		return config.File{}, false
-	}
-	prev, ok := r.last[o.Key]
-	if !ok || !bytes.Equal(prev.body, o.Body) || len(prev.eps) != len(eps) {
-		return config.File{}, false
+// same reports whether f was rendered from body and eps.
+func (f renderedFile) same(body []byte, eps [][]byte) bool {
+	if !bytes.Equal(f.body, body) || len(f.eps) != len(eps) {
+		return false
 	}
 	for i := range eps {
-		if !bytes.Equal(prev.eps[i], eps[i]) {
-			return config.File{}, false
+		if !bytes.Equal(f.eps[i], eps[i]) {
+			return false
 		}
 	}
-	return prev.file, true
+	return true
 }
 
 func (r *rendered) files(objs []store.Object, now time.Time) ([]config.File, error) {
@@ -226,34 +225,27 @@ func (r *rendered) files(objs []store.Object, now time.Time) ([]config.File, err
 		}
 		return objs[i].Name < objs[j].Name
 	})
-	var next map[store.Key]renderedFile
-	if r != nil {
-		next = make(map[store.Key]renderedFile, len(objs))
-	}
+	next := &rendered{objects: map[store.Key]renderedFile{}, endpoints: map[string]renderedFile{}, items: map[string][]byte{}}
 	var files []config.File
 	for _, o := range objs {
 		if strings.HasPrefix(o.Kind, "endpoints.") {
 			continue
 		}
-		var joined [][]byte
-		if o.Kind == "services" {
-			joined = eps[o.Name]
+		f, err := r.object(o, next)
+		if err != nil {
+			return nil, err
 		}
-		f, ok := r.reuse(o, joined)
-		if !ok {
-			data, err := render(o, joined)
+		files = append(files, f)
+		if o.Kind == "services" && len(eps[o.Name]) > 0 {
+			f, err := r.endpointsFile(o.Name, eps[o.Name], next)
 			if err != nil {
 				return nil, err
 			}
-			f = config.File{Path: o.Kind + "/" + o.Name, Data: data}
+			files = append(files, f)
 		}
-		if next != nil {
-			next[o.Key] = renderedFile{body: o.Body, eps: joined, file: f}
-		}
-		files = append(files, f)
 	}
 	if r != nil {
-		r.last = next
+		*r = *next
 	}
 	if len(files) == 0 {
 		files = []config.File{{Path: "store", Data: []byte(`{"resources": []}`)}}
@@ -261,36 +253,75 @@ func (r *rendered) files(objs []store.Object, now time.Time) ([]config.File, err
 	return files, nil
 }
 
-// render is one object's config file, with the endpoints registered to it
-// when it is a service.
-func render(o store.Object, eps [][]byte) ([]byte, error) {
+// object is o's file, kept in next.
+func (r *rendered) object(o store.Object, next *rendered) (config.File, error) {
+	if r != nil {
+		if prev, ok := r.objects[o.Key]; ok && prev.same(o.Body, nil) {
+			next.objects[o.Key] = prev
+			return prev.file, nil
+		}
+	}
 	var doc map[string]any
 	switch {
 	case o.Key == GroupsKey:
 		var groups []any
 		if err := json.Unmarshal(o.Body, &groups); err != nil {
-			return nil, err
+			return config.File{}, err
 		}
 		doc = map[string]any{"groups": groups}
 	case strings.HasPrefix(o.Kind, "resources."):
 		doc = map[string]any{"resources": []json.RawMessage{o.Body}}
-	case o.Kind == "services" && len(eps) > 0:
-		var svc map[string]any
-		if err := json.Unmarshal(o.Body, &svc); err != nil {
-			return nil, err
-		}
-		list, _ := svc["endpoints"].([]any)
-		for _, e := range eps {
-			var m any
-			_ = json.Unmarshal(e, &m)
-			list = append(list, m)
-		}
-		svc["endpoints"] = list
-		doc = map[string]any{"services": []any{svc}}
 	default:
 		doc = map[string]any{o.Kind: []json.RawMessage{o.Body}}
 	}
-	return json.Marshal(doc)
+	data, err := json.Marshal(doc)
+	f := config.File{Path: o.Kind + "/" + o.Name, Data: data}
+	next.objects[o.Key] = renderedFile{body: o.Body, file: f}
+	return f, err
+}
+
+// endpointsFile is the file of the endpoints registered to service, kept
+// in next: {"endpoints": [{"service": ..., "address": ..., ...}, ...]}.
+func (r *rendered) endpointsFile(service string, eps [][]byte, next *rendered) (config.File, error) {
+	if r != nil {
+		if prev, ok := r.endpoints[service]; ok && prev.same(nil, eps) {
+			next.endpoints[service] = prev
+			for _, b := range eps {
+				k := service + "\x00" + string(b)
+				next.items[k] = r.items[k]
+			}
+			return prev.file, nil
+		}
+	}
+	var data bytes.Buffer
+	data.WriteString(`{"endpoints": [`)
+	for i, b := range eps {
+		k := service + "\x00" + string(b)
+		item, ok := []byte(nil), false
+		if r != nil {
+			item, ok = r.items[k]
+		}
+		if !ok {
+			var e config.Endpoint
+			if err := json.Unmarshal(b, &e.Endpoint); err != nil {
+				return config.File{}, fmt.Errorf("endpoint of service %s: %w", service, err)
+			}
+			e.Service = service
+			var err error
+			if item, err = json.Marshal(e); err != nil {
+				return config.File{}, err
+			}
+		}
+		next.items[k] = item
+		if i > 0 {
+			data.WriteString(",\n")
+		}
+		data.Write(item)
+	}
+	data.WriteString("]}")
+	f := config.File{Path: "endpoints/" + service, Data: data.Bytes()}
+	next.endpoints[service] = renderedFile{eps: eps, file: f}
+	return f, nil
 }
 
 // compileObjects validates a would-be object set.
@@ -567,6 +598,8 @@ func splitKey(reg *xdstype.Registry, key string, val any, put func(kind, name, a
 				return err
 			}
 		}
+	case key == "endpoints":
+		return &ValidationError{Err: fmt.Errorf("endpoints: register them one at a time (POST /v1/services/NAME/endpoints, or pylon endpoints add); apply takes the services they join")}
 	default:
 		return &ValidationError{Err: fmt.Errorf("unknown top-level key %q", key)}
 	}

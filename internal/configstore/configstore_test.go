@@ -210,3 +210,13 @@ func TestRouteTestsGateWrites(t *testing.T) {
 func routesTo(service string) []byte {
 	return fmt.Appendf(nil, `{"name":"all","virtual_hosts":[{"name":"any","domains":["*"],"routes":[{"to":[{"service":%q}]}]}]}`, service)
 }
+
+// TestObjectsRefusesEndpointsList: apply stores objects, and registered
+// endpoints are runtime state with leases: a document's top-level
+// endpoints list is refused with where to register them instead.
+func TestObjectsRefusesEndpointsList(t *testing.T) {
+	_, err := Objects(xdstype.New(), []byte(`{"services":[{"name":"a"}],"endpoints":[{"service":"a","address":"10.0.0.1","port":80}]}`))
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "POST /v1/services/NAME/endpoints") {
+		t.Fatalf("an endpoints list through apply: %v", err)
+	}
+}

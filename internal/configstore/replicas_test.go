@@ -310,7 +310,7 @@ func TestReplicaLeases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	registered := func() bool { f, _ := b.file("services/web"); return strings.Contains(f, "10.0.0.7") }
+	registered := func() bool { f, _ := b.file("endpoints/web"); return strings.Contains(f, "10.0.0.7") }
 	waitFor(t, "B's pipeline gets the registration made through A", registered)
 	// Renewed through B for more than twice the TTL: it stays.
 	start := time.Now()
