@@ -146,18 +146,28 @@ func (d *Document) JoinEndpoints() diag.List {
 		byName[d.Services[i].Name] = &d.Services[i]
 	}
 	var problems diag.List
+	count := map[string]int{}
 	for _, e := range d.Endpoints {
-		s := byName[e.Service]
-		if s == nil {
+		if byName[e.Service] == nil {
 			problems = append(problems, diag.Diagnostic{File: e.File, Line: e.Line, Type: "endpoint", Name: shortName(e.Service), Field: "service",
 				Message: fmt.Sprintf("no service %q is defined", shortName(e.Service))})
 			continue
 		}
-		s.Endpoints = append(slices.Clip(s.Endpoints), e.Endpoint)
-		if d.Joined == nil {
-			d.Joined = map[string][]model.Source{}
+		count[e.Service]++
+	}
+	// Each service's list copied once, at its final size: a hot service
+	// has tens of thousands of registered endpoints.
+	d.Joined = make(map[string][]model.Source, len(count))
+	for name, n := range count {
+		s := byName[name]
+		s.Endpoints = append(make([]model.Endpoint, 0, len(s.Endpoints)+n), s.Endpoints...)
+		d.Joined[name] = make([]model.Source, 0, n)
+	}
+	for _, e := range d.Endpoints {
+		if s := byName[e.Service]; s != nil {
+			s.Endpoints = append(s.Endpoints, e.Endpoint)
+			d.Joined[e.Service] = append(d.Joined[e.Service], model.Source{File: e.File, Line: e.Line})
 		}
-		d.Joined[s.Name] = append(d.Joined[s.Name], model.Source{File: e.File, Line: e.Line})
 	}
 	return problems
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	runtimev3 "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -173,32 +174,31 @@ func validate(m proto.Message) []fieldError {
 			out = flatten("", err)
 		}
 	}
-	out = append(out, checkValues(m.ProtoReflect())...)
-	walkAny(m.ProtoReflect(), "", func(path string, a *anypb.Any) {
+	if rt, ok := m.(*runtimev3.Runtime); ok {
+		out = append(out, runtimeProblems("", rt.GetLayer())...)
+	}
+	// One walk over what m holds (an Any's content is validated on its
+	// own, with the Any's path in front).
+	w := newWalker()
+	w.walk(m.ProtoReflect(), func(v protoreflect.Message) {
+		a, ok := v.Interface().(*anypb.Any)
+		if !ok {
+			out = append(out, valueProblems(w, v)...)
+			return
+		}
 		inner, err := a.UnmarshalNew()
 		if err != nil {
-			out = append(out, fieldError{path, fmt.Sprintf("cannot decode %s: %v", a.GetTypeUrl(), err)})
+			out = append(out, fieldError{w.path(), fmt.Sprintf("cannot decode %s: %v", a.GetTypeUrl(), err)})
 			return
 		}
 		for _, fe := range validate(inner) {
-			out = append(out, fieldError{joinPath(path, fe.field), fe.reason})
+			out = append(out, fieldError{joinPath(w.path(), fe.field), fe.reason})
 		}
 	})
 	return out
 }
 
 var anyName = (&anypb.Any{}).ProtoReflect().Descriptor().FullName()
-
-// walkAny calls fn for every Any set anywhere inside m (not inside the Any).
-func walkAny(m protoreflect.Message, path string, fn func(string, *anypb.Any)) {
-	walkMessages(m, path, func(p string, v protoreflect.Message) {
-		if v.Descriptor().FullName() == anyName {
-			if a, ok := v.Interface().(*anypb.Any); ok {
-				fn(p, a)
-			}
-		}
-	})
-}
 
 // pgvError is the shape of every protoc-gen-validate error.
 type pgvError interface {

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	runtimev3 "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -56,35 +55,30 @@ const (
 	extensionSourceName protoreflect.FullName = "envoy.config.core.v3.ExtensionConfigSource"
 )
 
-// checkValues finds what ValidateAll does not: regular expressions Envoy
-// would reject and negative durations (Envoy rejects them where it reads
-// them, often only when the resource is used). It covers m and every
-// message inside it, but not inside an Any: validate recurses into those.
-func checkValues(m protoreflect.Message) []fieldError {
-	var out []fieldError
-	if rt, ok := m.Interface().(*runtimev3.Runtime); ok {
-		out = append(out, runtimeProblems("", rt.GetLayer())...)
-	}
-	walkMessages(m, "", func(p string, v protoreflect.Message) {
-		d := v.Descriptor()
-		switch d.FullName() {
-		case regexMatcherName:
-			re := v.Get(d.Fields().ByName("regex")).String()
-			if msg := RegexProblem(re); msg != "" {
-				out = append(out, fieldError{joinPath(p, "regex"), msg})
-			}
-		case durationName:
-			s, n := v.Get(d.Fields().ByName("seconds")).Int(), v.Get(d.Fields().ByName("nanos")).Int()
-			if s < 0 || n < 0 {
-				out = append(out, fieldError{p, "negative duration; Envoy rejects it"})
-			}
-		case extensionSourceName:
-			if cs, ok := v.Interface().(*corev3.ExtensionConfigSource); ok {
-				out = append(out, extensionSourceProblems(p, cs)...)
-			}
+// valueProblems finds what ValidateAll does not, in one watched message v
+// at w's path: regular expressions Envoy would reject and negative
+// durations (Envoy rejects them where it reads them, often only when the
+// resource is used), and what Envoy refuses in an extension config
+// source.
+func valueProblems(w *walker, v protoreflect.Message) []fieldError {
+	d := v.Descriptor()
+	switch d.FullName() {
+	case regexMatcherName:
+		re := v.Get(d.Fields().ByName("regex")).String()
+		if msg := RegexProblem(re); msg != "" {
+			return []fieldError{{joinPath(w.path(), "regex"), msg}}
 		}
-	})
-	return out
+	case durationName:
+		s, n := v.Get(d.Fields().ByName("seconds")).Int(), v.Get(d.Fields().ByName("nanos")).Int()
+		if s < 0 || n < 0 {
+			return []fieldError{{w.path(), "negative duration; Envoy rejects it"}}
+		}
+	case extensionSourceName:
+		if cs, ok := v.Interface().(*corev3.ExtensionConfigSource); ok {
+			return extensionSourceProblems(w.path(), cs)
+		}
+	}
+	return nil
 }
 
 // extensionSourceProblems finds what Envoy refuses in a filter's
@@ -140,40 +134,4 @@ func runtimeProblems(prefix string, layer *structpb.Struct) []fieldError {
 		}
 	}
 	return out
-}
-
-// walkMessages calls fn for every message set anywhere inside m, m
-// excluded, with its field path; it does not look inside an Any.
-func walkMessages(m protoreflect.Message, path string, fn func(string, protoreflect.Message)) {
-	visit := func(p string, v protoreflect.Message) {
-		fn(p, v)
-		if v.Descriptor().FullName() != anyName {
-			walkMessages(v, p, fn)
-		}
-	}
-	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		isMsg := fd.Kind() == protoreflect.MessageKind || fd.Kind() == protoreflect.GroupKind
-		if fd.IsMap() {
-			isMsg = fd.MapValue().Message() != nil
-		}
-		if !isMsg {
-			return true
-		}
-		p := joinPath(path, string(fd.Name()))
-		switch {
-		case fd.IsList():
-			l := v.List()
-			for i := 0; i < l.Len(); i++ {
-				visit(fmt.Sprintf("%s[%d]", p, i), l.Get(i).Message())
-			}
-		case fd.IsMap():
-			v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
-				visit(fmt.Sprintf("%s[%v]", p, k.Interface()), mv.Message())
-				return true
-			})
-		default:
-			visit(p, v.Message())
-		}
-		return true
-	})
 }
