@@ -42,7 +42,16 @@ func (c sharedCodec) Marshal(v any) (mem.BufferSlice, error) {
 	return c.proto.Marshal(v)
 }
 
-func (c sharedCodec) Unmarshal(data mem.BufferSlice, v any) error { return c.proto.Unmarshal(data, v) }
+// Unmarshal decodes a DeltaDiscoveryRequest with unmarshalDelta, and
+// anything else with the proto codec.
+func (c sharedCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if r, ok := v.(*discoveryv3.DeltaDiscoveryRequest); ok {
+		buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+		defer buf.Free()
+		return unmarshalDelta(buf.ReadOnlyData(), r)
+	}
+	return c.proto.Unmarshal(data, v)
+}
 
 func (c sharedCodec) Name() string { return "proto" }
 
