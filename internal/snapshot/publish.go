@@ -215,11 +215,12 @@ type Publisher struct {
 	cur  atomic.Pointer[Fleet]
 	mu   sync.Mutex
 	subs map[chan struct{}]struct{}
+	fns  map[*func()]struct{}
 }
 
 // NewPublisher returns a publisher with nothing published.
 func NewPublisher() *Publisher {
-	return &Publisher{subs: map[chan struct{}]struct{}{}}
+	return &Publisher{subs: map[chan struct{}]struct{}{}, fns: map[*func()]struct{}{}}
 }
 
 // Current returns the newest fleet, or nil before the first publish.
@@ -240,7 +241,26 @@ func (p *Publisher) Publish(f *Fleet) bool {
 		default:
 		}
 	}
+	for f := range p.fns {
+		(*f)()
+	}
 	return true
+}
+
+// Notify calls f after each publish, and returns a function that stops
+// the calls. f runs on the publishing goroutine under the publisher's
+// lock: it must return at once and must not publish. Unlike Subscribe it
+// needs no goroutine waiting on a channel: what f starts ends when done.
+func (p *Publisher) Notify(f func()) func() {
+	k := &f
+	p.mu.Lock()
+	p.fns[k] = struct{}{}
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		delete(p.fns, k)
+		p.mu.Unlock()
+	}
 }
 
 // Subscribe returns a channel that receives a value after each publish

@@ -136,3 +136,22 @@ func TestPublisher(t *testing.T) {
 	default:
 	}
 }
+
+// Notify calls back after each publish that changes the fleet, on the
+// publishing goroutine, until stopped.
+func TestPublisherNotify(t *testing.T) {
+	reg := xdstype.New()
+	p := snapshot.NewPublisher()
+	calls := 0
+	stop := p.Notify(func() { calls++ })
+	p.Publish(snapshot.NewFleet(build(t, reg, cluster("a", time.Second)), time.Now()))
+	p.Publish(snapshot.NewFleet(build(t, reg, cluster("a", time.Second)), time.Now()))
+	if calls != 1 {
+		t.Fatalf("%d calls after a publish and the same content again, want 1", calls)
+	}
+	stop()
+	p.Publish(snapshot.NewFleet(build(t, reg, cluster("b", time.Second)), time.Now()))
+	if calls != 1 {
+		t.Fatalf("%d calls after stop, want 1", calls)
+	}
+}

@@ -54,8 +54,9 @@ func (st *sotwStream) greet(w *watch) error {
 	}
 	st.owed = append(st.owed, w)
 	if st.greetTimer == nil {
-		st.greetTimer = time.NewTimer(greetAfter)
-		st.greetC = st.greetTimer.C
+		ev := st.ev
+		st.greetTimer = time.AfterFunc(greetAfter, func() { ev.post(wakeGreet) })
+		st.greetDue = true
 		st.onGreet = st.greetNow
 	}
 	return nil

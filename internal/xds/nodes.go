@@ -24,7 +24,7 @@ type board struct {
 type nodeEntry struct {
 	streams int
 	views   map[string]*view // by type URL, published by per-type streams
-	kicks   map[chan struct{}]struct{}
+	kicks   map[*wakeups]struct{}
 }
 
 // view is a frozen copy of one type's ledger and subscription on a node's
@@ -63,12 +63,12 @@ func newBoard() *board { return &board{nodes: map[string]*nodeEntry{}} }
 
 // join registers a per-type stream of node id; kick is woken when another
 // stream of the node publishes. The returned func leaves.
-func (b *board) join(id string, kick chan struct{}) func() {
+func (b *board) join(id string, kick *wakeups) func() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.nodes[id]
 	if e == nil {
-		e = &nodeEntry{views: map[string]*view{}, kicks: map[chan struct{}]struct{}{}}
+		e = &nodeEntry{views: map[string]*view{}, kicks: map[*wakeups]struct{}{}}
 		b.nodes[id] = e
 	}
 	e.streams++
@@ -85,7 +85,7 @@ func (b *board) join(id string, kick chan struct{}) func() {
 }
 
 // publish replaces the node's view of typeURL and wakes its other streams.
-func (b *board) publish(id, typeURL string, v *view, self chan struct{}) {
+func (b *board) publish(id, typeURL string, v *view, self *wakeups) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.nodes[id]
@@ -97,10 +97,7 @@ func (b *board) publish(id, typeURL string, v *view, self chan struct{}) {
 		if k == self {
 			continue
 		}
-		select {
-		case k <- struct{}{}:
-		default:
-		}
+		k.post(wakeKick)
 	}
 }
 

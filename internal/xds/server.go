@@ -2,9 +2,11 @@
 //
 // It serves the aggregated stream (ADS) and one service per resource type,
 // registered from the xdstype registry, so a new type needs no change here.
-// Each stream has one goroutine blocked in Recv and one loop that owns the
-// stream's state, answers requests before pushes, and reads the newest Fleet
-// when woken, skipping versions it was too slow to send.
+// Each stream keeps one goroutine, gRPC's handler, which reads requests and
+// answers each; a publish, or a timer of the stream, wakes it through a
+// short-lived goroutine that pushes the newest Fleet, skipping versions it
+// was too slow to send (wakeups.go). Both hold the stream's mutex, so its
+// state has one owner at a time and its sends stay in order.
 package xds
 
 import (
@@ -27,6 +29,9 @@ type Fleets interface {
 	// Current returns the newest fleet, or nil before the first publish.
 	Current() *snapshot.Fleet
 	// Subscribe returns a channel woken after each publish and a cancel func.
+	// Fleets that also have Notify(func()) func() (snapshot.Publisher)
+	// are called back instead, which spares each stream a goroutine
+	// waiting on the channel.
 	Subscribe() (<-chan struct{}, func())
 }
 

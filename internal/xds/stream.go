@@ -3,9 +3,9 @@ package xds
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -24,6 +24,16 @@ import (
 // fleet it serves from, nonces, and the bookkeeping that keeps logs quiet.
 // The state-of-the-world and delta halves embed it.
 type stream struct {
+	// mu is held while the stream handles a request or a wakeup
+	// (wakeups.go): one at a time, as one loop would.
+	mu sync.Mutex
+	// ev is what wakes the stream besides its requests; hb its TTL
+	// heartbeats.
+	ev *wakeups
+	hb heartbeats
+	// closing ends the stream (serveStream); nil once it ran. It runs
+	// before the stream's status goes out.
+	closing func(err error)
 	srv     *Server
 	gs      grpc.ServerStream
 	id      uint64
@@ -77,10 +87,13 @@ type stream struct {
 	// holdSince is when a hold for a slow client began, for its bound.
 	holding   bool
 	holdSince time.Time
-	wake      *time.Timer
-	wakeC     <-chan time.Time
-	// greetC fires when a state-of-the-world stream whose resends were
-	// all spared still owes its client a first message (greet.go);
+	// wake wakes the stream (wakeHold) at wakeDue, when a hold reaches
+	// its bound; zero: not armed.
+	wake    *time.Timer
+	wakeDue time.Time
+	// greetTimer wakes the stream (wakeGreet) when a state-of-the-world
+	// stream whose resends were all spared still owes its client a first
+	// message (greet.go): greetDue is set until it is handled, and
 	// onGreet sends it.
 	// quiet is set for a stream that is one REST poll (ServeStream): it
 	// owes no first message (greet.go), its start and end are logged at
@@ -88,11 +101,11 @@ type stream struct {
 	// Poll.
 	quiet      bool
 	greetTimer *time.Timer
-	greetC     <-chan time.Time
+	greetDue   bool
 	onGreet    func() error
-	// kick is woken when another per-type stream of the same node
-	// publishes what its client ACKed; leave unregisters from the board.
-	kick  chan struct{}
+	// leave unregisters from the board, where another per-type stream of
+	// the same node wakes this one (wakeKick) when it publishes what its
+	// client ACKed.
 	leave func()
 	// heldLogged remembers the resource versions already logged as held
 	// back for a rejected dependency.
@@ -137,27 +150,29 @@ func (st *stream) publishView(l *ledger, wildcard bool, names map[string]struct{
 	if st.typeURL == "" || st.node == nil {
 		return
 	}
-	st.srv.board.publish(st.boardKey, st.typeURL, freeze(l, wildcard, names), st.kick)
+	st.srv.board.publish(st.boardKey, st.typeURL, freeze(l, wildcard, names), st.ev)
 }
 
 // wakeAt arms the stream's one-shot timer to plan again at t (zero: never).
+// A timer that fired for an earlier t is ignored (woken).
 func (st *stream) wakeAt(t time.Time) {
-	if st.wake != nil {
-		st.wake.Stop()
-	}
+	st.wakeDue = t
 	if t.IsZero() {
 		// Holds are brief and rare: no need to keep a stopped timer on
 		// every stream that ever had one.
-		st.wake, st.wakeC = nil, nil
+		if st.wake != nil {
+			st.wake.Stop()
+		}
+		st.wake = nil
 		return
 	}
 	d := max(time.Until(t), 0)
 	if st.wake == nil {
-		st.wake = time.NewTimer(d)
+		ev := st.ev
+		st.wake = time.AfterFunc(d, func() { ev.post(wakeHold) })
 	} else {
 		st.wake.Reset(d)
 	}
-	st.wakeC = st.wake.C
 }
 
 // ServeStream runs one stream of either variant over gs until it ends, with
@@ -204,21 +219,42 @@ func (s *Server) serveStream(st *stream) error {
 	if !ok {
 		return s.refuseDraining(st)
 	}
-	defer s.open.remove(reg)
 	st.ident = identity.FromContext(gs.Context())
 	st.watch = &sendWatch{stall: s.slotHold, evict: s.evictAfter, onEvict: func() { s.evict(st.conn) }}
-	defer st.watch.stop()
-	notify, unsubscribe := s.opts.Fleets.Subscribe()
-	defer unsubscribe()
+	st.closing = func(err error) {
+		st.closed(err)
+		st.watch.stop()
+		s.open.remove(reg)
+	}
 
 	var err error
 	if delta {
 		d := newDeltaStream(st)
-		err = run(ctx, st, notify, d.onRequest, d.onFleet, d.onHeartbeat)
+		err = run(ctx, st, d.onRequest, d.onFleet, d.onHeartbeat)
 	} else {
 		w := newSotWStream(st)
-		err = run(ctx, st, notify, w.onRequest, w.onFleet, w.onHeartbeat)
+		err = run(ctx, st, w.onRequest, w.onFleet, w.onHeartbeat)
 	}
+	// Unless the stream was ended while it waited for a request.
+	st.mu.Lock()
+	st.close(err)
+	st.mu.Unlock()
+	return err
+}
+
+// close ends the stream with err, once: called with mu held, by whichever
+// goroutine ends it, before its status goes out.
+func (st *stream) close(err error) {
+	if st.closing != nil {
+		f := st.closing
+		st.closing = nil
+		f(err)
+	}
+}
+
+// closed is the end of a stream that was served: what it holds is let go,
+// and its end logged and reported.
+func (st *stream) closed(err error) {
 	st.wakeAt(time.Time{})
 	if st.greetTimer != nil {
 		st.greetTimer.Stop()
@@ -240,98 +276,6 @@ func (s *Server) serveStream(st *stream) error {
 		st.logClosed(err)
 		st.observe(Event{Kind: StreamClosed, Detail: detail, Reason: st.closedReason(err)})
 	}
-	return err
-}
-
-// run is the stream's loop. One goroutine reads requests; this loop owns
-// all of the stream's state, answers requests before pushes (X40) and, when
-// woken by a publish, serves the newest fleet.
-func run[Req any, P interface {
-	*Req
-}](ctx context.Context, st *stream, notify <-chan struct{}, onRequest func(P) error, onFleet, onHeartbeat func() error) error {
-	reqs := make(chan P)
-	recvErr := make(chan error, 1)
-	go func() {
-		// The only reader of the stream. It ends when RecvMsg fails, which
-		// it does once the handler returns.
-		for {
-			req := P(new(Req))
-			if err := st.gs.RecvMsg(req); err != nil {
-				recvErr <- err
-				return
-			}
-			select {
-			case reqs <- req:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	var hb heartbeats
-	defer hb.stop()
-	for {
-		select {
-		case req := <-reqs:
-			if err := request(st, req, onRequest, onFleet); err != nil {
-				return err
-			}
-			hb.arm(st.heartbeatInterval())
-			continue
-		default:
-		}
-		select {
-		case req := <-reqs:
-			if err := request(st, req, onRequest, onFleet); err != nil {
-				return err
-			}
-			hb.arm(st.heartbeatInterval())
-		case <-notify:
-			if st.node == nil {
-				continue
-			}
-			st.useFleet(st.srv.opts.Fleets.Current())
-			if err := onFleet(); err != nil {
-				return err
-			}
-			hb.arm(st.heartbeatInterval())
-		case <-hb.c:
-			if err := onHeartbeat(); err != nil {
-				return err
-			}
-		case <-st.kick:
-			// Another per-type stream of this node moved on: what was held
-			// back here for it may go now.
-			if st.holding {
-				if err := onFleet(); err != nil {
-					return err
-				}
-			}
-		case <-st.wakeC:
-			// A hold for a slow client reached its bound.
-			st.wakeC = nil
-			if err := onFleet(); err != nil {
-				return err
-			}
-		case <-st.greetC:
-			st.greetC = nil
-			if err := st.onGreet(); err != nil {
-				return err
-			}
-		case err := <-recvErr:
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
-		case <-ctx.Done():
-			if st.srv.life.Err() != nil {
-				return status.Error(codes.Unavailable, "pylon is shutting down")
-			}
-			if errors.Is(context.Cause(ctx), errDrained) {
-				return errDrained
-			}
-			return ctx.Err()
-		}
-	}
 }
 
 // heartbeatInterval is how often TTL resources are refreshed on this
@@ -342,35 +286,6 @@ func (st *stream) heartbeatInterval() time.Duration {
 		return 0
 	}
 	return st.snapshot().MinTTL() / 2
-}
-
-// heartbeats is a stream's TTL refresh ticker, running only while the
-// stream's snapshot has resources with a TTL.
-type heartbeats struct {
-	t     *time.Ticker
-	every time.Duration
-	c     <-chan time.Time
-}
-
-func (h *heartbeats) arm(every time.Duration) {
-	switch {
-	case every == h.every:
-	case every <= 0:
-		h.stop()
-	case h.t == nil:
-		h.t = time.NewTicker(every)
-		h.c = h.t.C
-	default:
-		h.t.Reset(every)
-	}
-	h.every = max(every, 0)
-}
-
-func (h *heartbeats) stop() {
-	if h.t != nil {
-		h.t.Stop()
-	}
-	h.t, h.c, h.every = nil, nil, 0
 }
 
 // typeWatch is what both variants' per-type watches have in common.
@@ -529,8 +444,7 @@ func (st *stream) identify(node *corev3.Node) error {
 	}
 	st.boardKey = nodeBoardKey(node.GetId(), st.ident)
 	if st.typeURL != "" {
-		st.kick = make(chan struct{}, 1)
-		st.leave = st.srv.board.join(st.boardKey, st.kick)
+		st.leave = st.srv.board.join(st.boardKey, st.ev)
 	}
 	for _, f := range node.GetClientFeatures() {
 		switch f {

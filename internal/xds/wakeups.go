@@ -1,0 +1,418 @@
+package xds
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// A stream keeps one goroutine for as long as it lives: gRPC's handler
+// goroutine, which reads the stream's requests and answers each in turn.
+// Everything else a stream reacts to (a publish, another per-type stream of
+// its node moving on, the bound of a hold, its first message, a heartbeat)
+// wakes it through wakeups: a short-lived goroutine, started when the
+// event fires, handles what is pending and exits. Requests and wakeups are
+// handled under the stream's mutex, one at a time, as one loop would, so
+// sends stay serialized and the stream's state has one owner at a time.
+//
+// A second goroutine per stream (one blocked in Recv, one in a select over
+// the stream's channels) costs a stack of its own, about 4 KB for each
+// proxy. What this costs instead: a goroutine start per event that reaches
+// a stream, and a way to end the stream while its one goroutine waits in
+// RecvMsg (cutter).
+
+// What wakes a stream, besides its requests.
+const (
+	wakeFleet uint8 = 1 << iota // a publish
+	wakeKick                    // another per-type stream of the node published
+	wakeHold                    // a bounded hold reached its bound (wakeAt)
+	wakeGreet                   // the stream's first message is due (greet.go)
+	wakeBeat                    // a TTL heartbeat is due
+)
+
+// wakeups runs what wakes a stream and settles how the stream ends, as one
+// loop would: what is being handled (a request or a wakeup) finishes first,
+// and its error, if any, is the outcome; otherwise the first cause from
+// outside (the stream's context) or the end of the client's requests.
+type wakeups struct {
+	mu      sync.Mutex
+	pending uint8
+	// running is set while a goroutine handles pending wakeups.
+	running bool
+	// busy is set while the reader handles a request; done once the
+	// reader will not call RecvMsg again.
+	busy, done bool
+	// cause is why the stream is to end, from outside, once what is being
+	// handled is (hasCause).
+	hasCause bool
+	cause    error
+	// stopped is set with the stream's outcome, err (nil: it ended well).
+	stopped bool
+	err     error
+	wg      sync.WaitGroup
+	// handle handles pending wakeups under the stream's mutex; cut ends
+	// the stream while its reader waits in RecvMsg, making RecvMsg return.
+	handle func(bits uint8) error
+	cut    func()
+}
+
+// settle decides the outcome, with mu held, once nothing is being handled
+// or what was returned err.
+func (w *wakeups) settle(err error) {
+	switch {
+	case w.stopped:
+	case err != nil:
+		w.stopped, w.err = true, err
+	case w.hasCause:
+		w.stopped, w.err = true, w.cause
+	}
+}
+
+// post records bits and starts a goroutine to handle them unless one is
+// running. It never blocks: publishers and other streams call it.
+func (w *wakeups) post(bits uint8) {
+	w.mu.Lock()
+	if w.stopped || w.hasCause || w.done {
+		w.mu.Unlock()
+		return
+	}
+	w.pending |= bits
+	if w.running {
+		w.mu.Unlock()
+		return
+	}
+	w.running = true
+	w.wg.Add(1)
+	w.mu.Unlock()
+	go w.drain()
+}
+
+// drain handles what is pending until nothing is, then exits; when the
+// stream ended meanwhile and its reader waits in RecvMsg, it cuts it off.
+func (w *wakeups) drain() {
+	defer w.wg.Done()
+	var err error
+	for {
+		w.mu.Lock()
+		if err != nil || w.hasCause {
+			w.settle(err)
+		}
+		bits := w.pending
+		w.pending = 0
+		if w.stopped || w.done || bits == 0 {
+			w.running = false
+			cut := w.stopped && !w.busy && !w.done
+			w.mu.Unlock()
+			if cut {
+				w.cut()
+			}
+			return
+		}
+		w.mu.Unlock()
+		err = w.handle(bits)
+	}
+}
+
+// stop ends the stream for cause, from outside, unless it is ending
+// already: at once when nothing is being handled, or else once that is
+// (a send under way finishes first, as it would in one loop).
+func (w *wakeups) stop(cause error) {
+	w.mu.Lock()
+	if w.stopped || w.hasCause {
+		w.mu.Unlock()
+		return
+	}
+	w.hasCause, w.cause = true, cause
+	idle := !w.running && !w.busy && !w.done
+	if idle {
+		w.settle(nil)
+		// finish waits for the cut too.
+		w.wg.Add(1)
+	}
+	w.mu.Unlock()
+	if idle {
+		defer w.wg.Done()
+		w.cut()
+	}
+}
+
+// outcome is how the stream ended, once it did.
+func (w *wakeups) outcome() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// begin reports whether the reader may handle the request it read.
+func (w *wakeups) begin() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped || w.hasCause {
+		// finish settles, after the wakeup being handled if any.
+		w.done = true
+		return false
+	}
+	w.busy = true
+	return true
+}
+
+// end records the outcome of a request and reports whether the reader
+// reads on.
+func (w *wakeups) end(err error) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.busy = false
+	w.settle(err)
+	if w.stopped {
+		w.done = true
+	}
+	return !w.stopped
+}
+
+// finish is the reader's last word, err the end of its requests (nil: the
+// client closed its side): it waits for the wakeup being handled, then
+// returns the stream's outcome.
+func (w *wakeups) finish(err error) error {
+	w.mu.Lock()
+	w.done = true
+	w.mu.Unlock()
+	w.wg.Wait()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.settle(nil)
+	if !w.stopped {
+		w.stopped, w.err = true, err
+	}
+	return w.err
+}
+
+// run is the stream's loop: the calling goroutine reads requests and
+// answers each (request); wakeups handle the rest. It returns once the
+// stream ends, when nothing of the stream runs any more.
+func run[Req any, P interface {
+	*Req
+}](ctx context.Context, st *stream, onRequest func(P) error, onFleet, onHeartbeat func() error) error {
+	w := &wakeups{}
+	var cutC chan struct{}
+	if ts := cutter(st.gs); ts != nil {
+		// The stream ends here, then its status goes out: that ends the
+		// RecvMsg its goroutine waits in (the status it would write then
+		// is not sent: the stream has one already).
+		w.cut = func() {
+			err := w.outcome()
+			st.mu.Lock()
+			st.close(err)
+			st.mu.Unlock()
+			_ = ts.WriteStatus(statusOf(err))
+		}
+	} else {
+		// A transport whose RecvMsg this stream cannot end (ServeStream):
+		// the reading moves to a goroutine of its own, and this one
+		// waits for either.
+		cutC = make(chan struct{})
+		w.cut = sync.OnceFunc(func() { close(cutC) })
+	}
+	w.handle = func(bits uint8) error {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.woken(bits, onFleet, onHeartbeat)
+	}
+	st.ev = w
+	st.hb.fire = func() { w.post(wakeBeat) }
+	defer st.hb.stop()
+	unnotify := st.srv.notify(func() { w.post(wakeFleet) })
+	defer unnotify()
+	unwatch := context.AfterFunc(ctx, func() { w.stop(st.ended(ctx)) })
+	defer unwatch()
+
+	read := func() error {
+		for {
+			req := P(new(Req))
+			if err := st.gs.RecvMsg(req); err != nil {
+				if errors.Is(err, io.EOF) {
+					err = nil
+				}
+				return w.finish(err)
+			}
+			if !w.begin() {
+				return w.finish(nil)
+			}
+			st.mu.Lock()
+			err := request(st, req, onRequest, onFleet)
+			if err == nil {
+				st.hb.arm(st.heartbeatInterval())
+			}
+			st.mu.Unlock()
+			if !w.end(err) {
+				return w.finish(nil)
+			}
+		}
+	}
+	if cutC == nil {
+		return read()
+	}
+	res := make(chan error, 1)
+	go func() { res <- read() }()
+	select {
+	case err := <-res:
+		return err
+	case <-cutC:
+		return w.finish(nil)
+	}
+}
+
+// ended is why ctx ended the stream.
+func (st *stream) ended(ctx context.Context) error {
+	if st.srv.life.Err() != nil {
+		return status.Error(codes.Unavailable, "pylon is shutting down")
+	}
+	if errors.Is(context.Cause(ctx), errDrained) {
+		return errDrained
+	}
+	return ctx.Err()
+}
+
+// woken handles what woke the stream, under its mutex.
+func (st *stream) woken(bits uint8, onFleet, onHeartbeat func() error) error {
+	if bits&wakeFleet != 0 && st.node != nil {
+		st.useFleet(st.srv.opts.Fleets.Current())
+		if err := onFleet(); err != nil {
+			return err
+		}
+		st.hb.arm(st.heartbeatInterval())
+	}
+	if bits&wakeKick != 0 && st.holding {
+		// Another per-type stream of this node moved on: what was held
+		// back here for it may go now.
+		if err := onFleet(); err != nil {
+			return err
+		}
+	}
+	if bits&wakeHold != 0 && !st.wakeDue.IsZero() && !time.Now().Before(st.wakeDue) {
+		// A hold for a slow client reached its bound.
+		st.wakeDue = time.Time{}
+		if err := onFleet(); err != nil {
+			return err
+		}
+	}
+	if bits&wakeGreet != 0 && st.greetDue {
+		st.greetDue = false
+		if err := st.onGreet(); err != nil {
+			return err
+		}
+	}
+	if bits&wakeBeat != 0 && st.hb.due(time.Now()) {
+		if err := onHeartbeat(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// heartbeats is a stream's TTL refresh timer, running only while the
+// stream's snapshot has resources with a TTL.
+type heartbeats struct {
+	t     *time.Timer
+	every time.Duration
+	next  time.Time
+	fire  func()
+}
+
+func (h *heartbeats) arm(every time.Duration) {
+	switch {
+	case every == h.every:
+	case every <= 0:
+		h.stop()
+	default:
+		h.next = time.Now().Add(every)
+		if h.t == nil {
+			h.t = time.AfterFunc(every, h.fire)
+		} else {
+			h.t.Reset(every)
+		}
+	}
+	h.every = max(every, 0)
+}
+
+// due reports whether a heartbeat is due at now and, if so, schedules the
+// next one: a timer that fired before a change of interval is ignored.
+func (h *heartbeats) due(now time.Time) bool {
+	if h.every <= 0 || now.Before(h.next) {
+		return false
+	}
+	h.next = h.next.Add(h.every)
+	if !h.next.After(now) {
+		h.next = now.Add(h.every)
+	}
+	h.t.Reset(h.next.Sub(now))
+	return true
+}
+
+func (h *heartbeats) stop() {
+	if h.t != nil {
+		h.t.Stop()
+	}
+	h.t, h.every = nil, 0
+}
+
+// notify calls f after each publish until the returned func is called.
+func (s *Server) notify(f func()) func() {
+	if n, ok := s.opts.Fleets.(interface{ Notify(func()) func() }); ok {
+		return n.Notify(f)
+	}
+	// Fleets that only have a channel: a goroutine waits on it.
+	ch, unsubscribe := s.opts.Fleets.Subscribe()
+	if ch == nil {
+		return unsubscribe
+	}
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ch:
+				f()
+			case <-quit:
+				return
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+		unsubscribe()
+	}
+}
+
+// statusWriter is gRPC's server transport stream, which writes a stream's
+// final status: gRPC's own handler does so after the handler returns.
+type statusWriter interface {
+	WriteStatus(*status.Status) error
+}
+
+// cutter returns what writes gs's status, nil for a stream other than
+// gRPC's (ServeStream). Writing the status ends the stream, and with it
+// a RecvMsg under way: the only way to end one from the handler's side.
+func cutter(gs grpc.ServerStream) statusWriter {
+	if ts, ok := grpc.ServerTransportStreamFromContext(gs.Context()).(statusWriter); ok {
+		return ts
+	}
+	return nil
+}
+
+// statusOf is the status gRPC writes when a handler returns err.
+func statusOf(err error) *status.Status {
+	if err == nil {
+		return status.New(codes.OK, "")
+	}
+	if s, ok := status.FromError(err); ok {
+		return s
+	}
+	return status.FromContextError(err)
+}
