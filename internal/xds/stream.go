@@ -1,7 +1,6 @@
 package xds
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"strconv"
@@ -204,10 +203,7 @@ func (s *Server) newStream(gs grpc.ServerStream, typeURL string, delta bool) *st
 
 func (s *Server) serveStream(st *stream) error {
 	gs, delta := st.gs, st.delta
-	ctx, cancel := s.streamContext(gs.Context())
-	defer cancel()
-	// Drain ends the stream through its own cause.
-	ctx, end := context.WithCancelCause(ctx)
+	ctx, end := s.streamContext(gs.Context())
 	defer end(nil)
 	st.log = s.log.With("stream", st.id)
 	if p, ok := peer.FromContext(gs.Context()); ok {
