@@ -26,8 +26,13 @@ func unmarshalDelta(b []byte, r *discoveryv3.DeltaDiscoveryRequest) error {
 	if !ok {
 		return proto.Unmarshal(b, r)
 	}
-	if err := proto.Unmarshal(rest, r); err != nil {
-		return err
+	// The other fields, in their order, without copying them together:
+	// proto3 decoding merges field by field, so pieces decode as the whole.
+	merge := proto.UnmarshalOptions{Merge: true}
+	for _, seg := range rest {
+		if err := merge.Unmarshal(b[seg[0]:seg[1]], r); err != nil {
+			return err
+		}
 	}
 	if len(pairs) == 0 {
 		return nil
@@ -54,10 +59,11 @@ func unmarshalDelta(b []byte, r *discoveryv3.DeltaDiscoveryRequest) error {
 }
 
 // splitVersions reads the fields of b: the version entries' keys and
-// values (pointing into b; size, their bytes together) and the other
-// fields' bytes, or ok false when anything is not as the fast path
-// expects.
-func splitVersions(b []byte) (pairs [][2][]byte, size int, rest []byte, ok bool) {
+// values (pointing into b; size, their bytes together) and where the other
+// fields are (runs of b, in order), or ok false when anything is not as
+// the fast path expects.
+func splitVersions(b []byte) (pairs [][2][]byte, size int, rest [][2]int, ok bool) {
+	entries := 0
 	for i := 0; i < len(b); {
 		num, typ, n := protowire.ConsumeTag(b[i:])
 		if n < 0 {
@@ -67,31 +73,35 @@ func splitVersions(b []byte) (pairs [][2][]byte, size int, rest []byte, ok bool)
 		if m < 0 {
 			return nil, 0, nil, false
 		}
-		field := b[i : i+n+m]
+		if num == initialVersionsField {
+			entries++
+		}
+		i += n + m
+	}
+	pairs = make([][2][]byte, 0, entries)
+	for i := 0; i < len(b); {
+		num, typ, n := protowire.ConsumeTag(b[i:])
+		m := protowire.ConsumeFieldValue(num, typ, b[i+n:])
+		start := i
 		i += n + m
 		if num != initialVersionsField {
-			if pairs != nil {
-				rest = append(rest, field...)
+			if k := len(rest) - 1; k >= 0 && rest[k][1] == start {
+				rest[k][1] = i // the run goes on
+			} else {
+				rest = append(rest, [2]int{start, i})
 			}
 			continue
 		}
 		if typ != protowire.BytesType {
 			return nil, 0, nil, false
 		}
-		v, _ := protowire.ConsumeBytes(field[n:])
+		v, _ := protowire.ConsumeBytes(b[start+n:])
 		key, val, ok := versionEntry(v)
 		if !ok {
 			return nil, 0, nil, false
 		}
-		if pairs == nil {
-			// The fields before the first entry: b up to it.
-			rest = append(make([]byte, 0, len(b)), b[:i-n-m]...)
-		}
 		pairs = append(pairs, [2][]byte{key, val})
 		size += len(key) + len(val)
-	}
-	if pairs == nil {
-		rest = b // no entries at all
 	}
 	return pairs, size, rest, true
 }
