@@ -99,7 +99,7 @@ func main() {
 		measureFailover(*ns, *cs, *impls, *present, failoverCase{delta: *delta, perConn: *perConn, profile: *profile})
 		return
 	}
-	fmt.Printf("| server | N | clusters | first full config | EDS change p50 / p99 / max | bytes per proxy per EDS change | server CPU per EDS change | route change max | RSS per proxy (idle / after GC) | reconnect of all N (max wait; CPU server / proxies) |\n")
+	fmt.Printf("| server | N | clusters | first full config | EDS change p50 / p99 / max | bytes per proxy per EDS change | server CPU per EDS change | route change max (CPU server / proxies) | RSS per proxy (idle / after GC) | reconnect of all N (max wait; CPU server / proxies) |\n")
 	fmt.Printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, c := range ints(*cs) {
 		for _, n := range ints(*ns) {
@@ -288,6 +288,7 @@ type result struct {
 	rssPer, rssGC              float64 // bytes per proxy, idle and after a GC
 	lat                        []time.Duration
 	bytesPer, cpu              float64 // per EDS change
+	cpuRoute, selfRoute        float64 // route change: server's and proxies' CPU
 	cpuRe, selfRe              float64 // reconnect: server's and proxies' CPU
 }
 
@@ -341,10 +342,10 @@ func run(impl string, n, clusters int, delta bool, perConn int, profile string) 
 	if delta {
 		mode = "delta"
 	}
-	return fmt.Sprintf("| %s (%s) | %d | %d | %s | %s / %s / %s | %.0f B | %.3f s | %s | %.1f / %.1f KB | %s (%s; %.1f / %.1f s) |",
+	return fmt.Sprintf("| %s (%s) | %d | %d | %s | %s / %s / %s | %.0f B | %.3f s | %s (%.3f / %.3f s) | %.1f / %.1f KB | %s (%s; %.1f / %.1f s) |",
 		impl, mode, n, clusters, ms(r.first),
 		ms(percentile(r.lat, 0.5)), ms(percentile(r.lat, 0.99)), ms(percentile(r.lat, 1)),
-		r.bytesPer, r.cpu, ms(r.routeMax), r.rssPer/1024, r.rssGC/1024, ms(r.reconnect), ms(time.Duration(f.waitMax.Load())), r.cpuRe, r.selfRe), nil
+		r.bytesPer, r.cpu, ms(r.routeMax), r.cpuRoute, r.selfRoute, r.rssPer/1024, r.rssGC/1024, ms(r.reconnect), ms(time.Duration(f.waitMax.Load())), r.cpuRe, r.selfRe), nil
 }
 
 // firstConfig opens the fleet and measures the time until every proxy has
@@ -395,6 +396,7 @@ func edsChange(c *child, f *fleet, r *result) error {
 // routeChange measures a route change reaching every proxy.
 func routeChange(c *child, f *fleet, r *result) error {
 	f.epoch.Add(1)
+	cpu0, self0 := c.cpu(), procCPU("self")
 	routeStart := time.Now()
 	if err := c.set(1, 1); err != nil {
 		return err
@@ -403,6 +405,8 @@ func routeChange(c *child, f *fleet, r *result) error {
 		return fmt.Errorf("route change: %w", err)
 	}
 	r.routeMax = time.Since(routeStart)
+	time.Sleep(200 * time.Millisecond) // ACKs in
+	r.cpuRoute, r.selfRoute = c.cpu()-cpu0, procCPU("self")-self0
 	return nil
 }
 
