@@ -13,6 +13,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
@@ -69,7 +70,7 @@ func (f *fleet) dial(addrs ...string) error {
 		var conns []*grpc.ClientConn
 		for len(conns)*f.perConn < f.n {
 			conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-				grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)))
+				grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20), grpc.ForceCodecV2(proxyCodec{encoding.GetCodecV2("proto")})))
 			if err != nil {
 				return err
 			}
@@ -273,7 +274,9 @@ func (p *proxy) ask(url string) {
 		if p.f.present {
 			r.InitialResourceVersions = p.versions[url]
 		}
-		_ = p.cs.SendMsg(r)
+		if e, err := encodeDelta(r); err == nil {
+			_ = p.cs.SendMsg(e)
+		}
 		return
 	}
 	r := &discoveryv3.DiscoveryRequest{Node: node, TypeUrl: url, ResourceNames: p.names(url)}
