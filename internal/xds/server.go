@@ -304,13 +304,3 @@ func (s *Server) deltaHandler(typeURL string) grpc.StreamHandler {
 		return s.serve(stream, typeURL, true)
 	}
 }
-
-// streamContext ends when the client goes away, when the server shuts
-// down, and when end is called (a drain ends the stream through its own
-// cause, errDrained). One context a stream, not one for each way it can
-// end: each level of cancellation costs every stream a few hundred bytes.
-func (s *Server) streamContext(parent context.Context) (context.Context, context.CancelCauseFunc) {
-	ctx, cancel := context.WithCancelCause(parent)
-	unhook := context.AfterFunc(s.life, func() { cancel(context.Canceled) })
-	return ctx, func(cause error) { unhook(); cancel(cause) }
-}

@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"strconv"
@@ -203,8 +204,13 @@ func (s *Server) newStream(gs grpc.ServerStream, typeURL string, delta bool) *st
 
 func (s *Server) serveStream(st *stream) error {
 	gs, delta := st.gs, st.delta
-	ctx, end := s.streamContext(gs.Context())
-	defer end(nil)
+	// What ends the stream from outside: a drain (errDrained) and the
+	// server's shutdown. No context of its own: each level of
+	// cancellation costs every stream a few hundred bytes.
+	w, cutC := newWakeups(st)
+	end := func(cause error) { w.stop(s.ended(cause)) }
+	unhook := context.AfterFunc(s.life, func() { end(context.Canceled) })
+	defer unhook()
 	st.log = s.log.With("stream", st.id)
 	if p, ok := peer.FromContext(gs.Context()); ok {
 		st.peer = p.Addr.String()
@@ -226,10 +232,10 @@ func (s *Server) serveStream(st *stream) error {
 	var err error
 	if delta {
 		d := newDeltaStream(st)
-		err = run(ctx, st, d.onRequest, d.onFleet, d.onHeartbeat)
+		err = run(w, cutC, st, d.onRequest, d.onFleet, d.onHeartbeat)
 	} else {
-		w := newSotWStream(st)
-		err = run(ctx, st, w.onRequest, w.onFleet, w.onHeartbeat)
+		ss := newSotWStream(st)
+		err = run(w, cutC, st, ss.onRequest, ss.onFleet, ss.onHeartbeat)
 	}
 	// Unless the stream was ended while it waited for a request.
 	st.mu.Lock()

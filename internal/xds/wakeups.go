@@ -52,6 +52,9 @@ type wakeups struct {
 	// handled is (hasCause).
 	hasCause bool
 	cause    error
+	// armed is set once the stream runs (arm): a cause from outside
+	// before then is only recorded, and acted on by arm.
+	armed bool
 	// stopped is set with the stream's outcome, err (nil: it ended well).
 	stopped bool
 	err     error
@@ -129,10 +132,27 @@ func (w *wakeups) stop(cause error) {
 		return
 	}
 	w.hasCause, w.cause = true, cause
-	idle := !w.running && !w.busy && !w.done
+	idle := w.armed && !w.running && !w.busy && !w.done
 	if idle {
 		w.settle(nil)
 		// finish waits for the cut too.
+		w.wg.Add(1)
+	}
+	w.mu.Unlock()
+	if idle {
+		defer w.wg.Done()
+		w.cut()
+	}
+}
+
+// arm marks the stream running: a cause recorded before (stop) ends it
+// now.
+func (w *wakeups) arm() {
+	w.mu.Lock()
+	w.armed = true
+	idle := w.hasCause && !w.stopped && !w.running && !w.busy && !w.done
+	if idle {
+		w.settle(nil)
 		w.wg.Add(1)
 	}
 	w.mu.Unlock()
@@ -192,14 +212,11 @@ func (w *wakeups) finish(err error) error {
 	return w.err
 }
 
-// run is the stream's loop: the calling goroutine reads requests and
-// answers each (request); wakeups handle the rest. It returns once the
-// stream ends, when nothing of the stream runs any more.
-func run[Req any, P interface {
-	*Req
-}](ctx context.Context, st *stream, onRequest func(P) error, onFleet, onHeartbeat func() error) error {
-	w := &wakeups{}
-	var cutC chan struct{}
+// newWakeups makes a stream's wakeups, ready to be stopped (w.stop) from
+// the moment it exists: a drain or a shutdown may come before the stream
+// runs. cutC is set for a stream other than gRPC's (see run).
+func newWakeups(st *stream) (w *wakeups, cutC chan struct{}) {
+	w = &wakeups{}
 	if ts := cutter(st.gs); ts != nil {
 		// The stream ends here, then its status goes out: that ends the
 		// RecvMsg its goroutine waits in (the status it would write then
@@ -211,13 +228,23 @@ func run[Req any, P interface {
 			st.mu.Unlock()
 			_ = ts.WriteStatus(statusOf(err))
 		}
-	} else {
-		// A transport whose RecvMsg this stream cannot end (ServeStream):
-		// the reading moves to a goroutine of its own, and this one
-		// waits for either.
-		cutC = make(chan struct{})
-		w.cut = sync.OnceFunc(func() { close(cutC) })
+		return w, nil
 	}
+	// A transport whose RecvMsg this stream cannot end (ServeStream): the
+	// reading moves to a goroutine of its own, and run waits for either.
+	cutC = make(chan struct{})
+	w.cut = sync.OnceFunc(func() { close(cutC) })
+	return w, cutC
+}
+
+// run is the stream's loop: the calling goroutine reads requests and
+// answers each (request); wakeups handle the rest. It returns once the
+// stream ends, when nothing of the stream runs any more. What ends it from
+// outside calls w.stop (serveStream); the client going away ends its
+// RecvMsg.
+func run[Req any, P interface {
+	*Req
+}](w *wakeups, cutC chan struct{}, st *stream, onRequest func(P) error, onFleet, onHeartbeat func() error) error {
 	w.handle = func(bits uint8) error {
 		st.mu.Lock()
 		defer st.mu.Unlock()
@@ -228,8 +255,13 @@ func run[Req any, P interface {
 	defer st.hb.stop()
 	unnotify := st.srv.notify(func() { w.post(wakeFleet) })
 	defer unnotify()
-	unwatch := context.AfterFunc(ctx, func() { w.stop(st.ended(ctx)) })
-	defer unwatch()
+	if cutC != nil {
+		// Such a transport's RecvMsg may not end with its context.
+		ctx := st.gs.Context()
+		unwatch := context.AfterFunc(ctx, func() { w.stop(ctx.Err()) })
+		defer unwatch()
+	}
+	w.arm()
 
 	read := func() error {
 		for {
@@ -267,15 +299,13 @@ func run[Req any, P interface {
 	}
 }
 
-// ended is why ctx ended the stream.
-func (st *stream) ended(ctx context.Context) error {
-	if st.srv.life.Err() != nil {
+// ended is how a stream ends when cause ends it from outside (a drain's
+// errDrained): as the server shutting down, if it is.
+func (s *Server) ended(cause error) error {
+	if s.life.Err() != nil {
 		return status.Error(codes.Unavailable, "pylon is shutting down")
 	}
-	if errors.Is(context.Cause(ctx), errDrained) {
-		return errDrained
-	}
-	return ctx.Err()
+	return cause
 }
 
 // woken handles what woke the stream, under its mutex.
