@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
@@ -19,7 +20,9 @@ type sotwStream struct {
 	// warmNext holds the types (EDS, RDS) a response warmed on ADS before
 	// the client first asked for them on this stream: their first request
 	// is answered even if the client claims to hold the version (X24, X38).
-	warmNext map[string]bool
+	// At most two: a slice, nil once empty, not a map kept for the
+	// stream's life.
+	warmNext []string
 	// owed are the Listener and Cluster watches whose resend was spared
 	// while the stream had sent nothing: one may still have to go out as
 	// the stream's first message (greet.go).
@@ -65,7 +68,7 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 		st.onNACK(t, w.version, w.ackedVersion, req.GetResponseNonce(), req.GetErrorDetail().GetMessage())
 	}
 	if kind == reqInitial {
-		defer delete(st.warmNext, t.URL)
+		defer st.warmed(t.URL)
 	}
 	if snap == nil {
 		return nil
@@ -157,10 +160,17 @@ func (st *sotwStream) markWarm(typeURL string) {
 	// Not asked for yet on this stream (a reconnecting Envoy asks for
 	// clusters before their assignments): its first request must be
 	// answered, not spared.
-	if st.warmNext == nil {
-		st.warmNext = map[string]bool{}
+	if !slices.Contains(st.warmNext, typeURL) {
+		st.warmNext = append(st.warmNext, typeURL)
 	}
-	st.warmNext[typeURL] = true
+}
+
+// warmed forgets that typeURL's first request is owed an answer.
+func (st *sotwStream) warmed(typeURL string) {
+	st.warmNext = slices.DeleteFunc(st.warmNext, func(u string) bool { return u == typeURL })
+	if len(st.warmNext) == 0 {
+		st.warmNext = nil
+	}
 }
 
 // warms is the type whose resources Envoy waits for after a response of
@@ -217,7 +227,7 @@ func (st *sotwStream) spares(req *discoveryv3.DiscoveryRequest, w *watch, o outc
 		// The response would tell the client that the names it asks for
 		// and the set lacks do not exist; it may not know yet.
 		return false
-	case w.warm || st.warmNext[w.typ.URL] || st.typeURL != "" && warmed(w.typ.URL):
+	case w.warm || slices.Contains(st.warmNext, w.typ.URL) || st.typeURL != "" && warmed(w.typ.URL):
 		return false
 	case st.typeURL != "" && w.typ.FullState && !st.quiet:
 		// The stream's first message (greet.go): a Listener or Cluster
