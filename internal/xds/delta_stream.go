@@ -14,11 +14,11 @@ import (
 // per-type delta watches in delta.go.
 type deltaStream struct {
 	*stream
-	watches map[string]*deltaWatch
+	watches *byType[*deltaWatch]
 }
 
 func newDeltaStream(st *stream) *deltaStream {
-	d := &deltaStream{stream: st, watches: map[string]*deltaWatch{}}
+	d := &deltaStream{stream: st, watches: &byType[*deltaWatch]{}}
 	useWatches(st, d.watches)
 	return d
 }
@@ -163,7 +163,7 @@ func (st *deltaStream) onHeartbeat() error {
 	snap := st.snapshot()
 	now := time.Now()
 	for _, t := range st.srv.opts.Registry.Ranked() {
-		w := st.watches[t.URL]
+		w := st.watches.at(t.URL)
 		if w == nil {
 			continue
 		}

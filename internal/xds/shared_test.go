@@ -71,12 +71,12 @@ func world(t *testing.T, reg *xdstype.Registry, n int, base uint32, route string
 // requests and plan responses directly.
 type bareStream struct {
 	st      *stream
-	watches map[string]*watch
+	watches *byType[*watch]
 	nonce   int
 }
 
 func newBareStream(srv *Server) *bareStream {
-	b := &bareStream{st: &stream{srv: srv}, watches: map[string]*watch{}}
+	b := &bareStream{st: &stream{srv: srv}, watches: &byType[*watch]{}}
 	useWatches(b.st, b.watches)
 	return b
 }
@@ -85,10 +85,10 @@ func newBareStream(srv *Server) *bareStream {
 // owed, or nil.
 func (b *bareStream) request(t *testing.T, snap *snapshot.Snapshot, typeURL, nonce, version string, names ...string) *discoveryv3.DiscoveryResponse {
 	t.Helper()
-	w := b.watches[typeURL]
+	w := b.watches.at(typeURL)
 	if w == nil {
 		w = newWatch(b.st.srv.opts.Registry.Lookup(typeURL), b.st.srv)
-		b.watches[typeURL] = w
+		b.watches.put(typeURL, w)
 	}
 	_, owe := w.onRequest(&discoveryv3.DiscoveryRequest{TypeUrl: typeURL, ResponseNonce: nonce, VersionInfo: version, ResourceNames: names}, snap)
 	if !owe {
@@ -101,7 +101,7 @@ func (b *bareStream) request(t *testing.T, snap *snapshot.Snapshot, typeURL, non
 // push plans typeURL for snap as a publish does, and returns the response,
 // nil when nothing changed, and the plan.
 func (b *bareStream) push(snap *snapshot.Snapshot, typeURL string) (*discoveryv3.DiscoveryResponse, outcome) {
-	w := b.watches[typeURL]
+	w := b.watches.at(typeURL)
 	o, changed := w.plan(b.st.planner(), snap.Set(typeURL))
 	if !changed {
 		return nil, o
@@ -145,13 +145,13 @@ func TestSharedStateAcrossStreams(t *testing.T) {
 	}
 	a, b := streams[0].watches, streams[1].watches
 	for _, url := range []string{xdstype.ClusterURL, xdstype.EndpointURL} {
-		if a[url].heldAs == nil || a[url].heldAs != b[url].heldAs {
-			t.Fatalf("%s: streams holding the same set do not share it (%p, %p)", url, a[url].heldAs, b[url].heldAs)
+		if a.at(url).heldAs == nil || a.at(url).heldAs != b.at(url).heldAs {
+			t.Fatalf("%s: streams holding the same set do not share it (%p, %p)", url, a.at(url).heldAs, b.at(url).heldAs)
 		}
-		if !samePointer(a[url].held, b[url].held) || !samePointer(a[url].acked, b[url].acked) {
+		if !samePointer(a.at(url).held, b.at(url).held) || !samePointer(a.at(url).acked, b.at(url).acked) {
 			t.Fatalf("%s: held or acked maps are per stream", url)
 		}
-		if a[url].sub != b[url].sub {
+		if a.at(url).sub != b.at(url).sub {
 			t.Fatalf("%s: one subscription, two copies", url)
 		}
 	}
@@ -235,7 +235,7 @@ func TestSharedTransitionDeclinesHolds(t *testing.T) {
 	if !sameVersion(o.next["main"], v1.Set(xdstype.RouteURL).Get("main")) {
 		t.Fatal("the planned route is not the one the client has")
 	}
-	if s.watches[xdstype.RouteURL].heldAs == nil {
+	if s.watches.at(xdstype.RouteURL).heldAs == nil {
 		t.Fatal("the stream did not hold the shared route set: nothing was declined")
 	}
 }
@@ -294,7 +294,9 @@ func TestDeltaSharedStateAcrossStreams(t *testing.T) {
 	for range 3 {
 		st := &stream{srv: srv}
 		w := newDeltaWatch(reg.Lookup(xdstype.EndpointURL), srv)
-		useWatches(st, map[string]*deltaWatch{xdstype.EndpointURL: w})
+		ws := &byType[*deltaWatch]{}
+		ws.put(xdstype.EndpointURL, w)
+		useWatches(st, ws)
 		w.subscribe(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdstype.EndpointURL, ResourceNamesSubscribe: names}, v1.Set(xdstype.EndpointURL))
 		if d := deltaRound(t, st, w, v1, "1"); len(d.resources) != 4 {
 			t.Fatalf("first response: %d assignments, want 4", len(d.resources))
@@ -349,8 +351,8 @@ func TestArrivalCheckShared(t *testing.T) {
 		s.ack(t, v1, s.request(t, v1, xdstype.RouteURL, "", "", "main"), "main")
 		streams = append(streams, s)
 	}
-	clusters := streams[0].watches[xdstype.ClusterURL].ackedAs
-	if clusters == nil || clusters != streams[1].watches[xdstype.ClusterURL].ackedAs {
+	clusters := streams[0].watches.at(xdstype.ClusterURL).ackedAs
+	if clusters == nil || clusters != streams[1].watches.at(xdstype.ClusterURL).ackedAs {
 		t.Fatal("the streams do not share the clusters they ACKed")
 	}
 
@@ -367,7 +369,7 @@ func TestArrivalCheckShared(t *testing.T) {
 	if n := len(clusters.ready) - before; n != 1 {
 		t.Fatalf("%d arrival checks memoized for the new route, want 1 for both streams", n)
 	}
-	key := arrivalKey{r: v2.Set(xdstype.RouteURL).Get("main"), deps: [4]*canon{streams[0].watches[xdstype.EndpointURL].ackedAs}}
+	key := arrivalKey{r: v2.Set(xdstype.RouteURL).Get("main"), deps: [4]*canon{streams[0].watches.at(xdstype.EndpointURL).ackedAs}}
 	if ok, known := clusters.ready[key]; !ok || !known {
 		t.Fatalf("memo for the new route: %v (known %v), want true", ok, known)
 	}
@@ -380,7 +382,7 @@ func TestArrivalCheckShared(t *testing.T) {
 			t.Fatal("a route to a cluster the client lacks went out")
 		}
 	}
-	if ok, known := clusters.ready[arrivalKey{r: v3.Set(xdstype.RouteURL).Get("main"), deps: [4]*canon{streams[0].watches[xdstype.EndpointURL].ackedAs}}]; !known || ok {
+	if ok, known := clusters.ready[arrivalKey{r: v3.Set(xdstype.RouteURL).Get("main"), deps: [4]*canon{streams[0].watches.at(xdstype.EndpointURL).ackedAs}}]; !known || ok {
 		t.Fatalf("memo for a route to a missing cluster: %v (known %v), want false", ok, known)
 	}
 }

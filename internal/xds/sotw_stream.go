@@ -16,7 +16,7 @@ import (
 // over the per-type watches in sotw.go.
 type sotwStream struct {
 	*stream
-	watches map[string]*watch
+	watches *byType[*watch]
 	// warmNext holds the types (EDS, RDS) a response warmed on ADS before
 	// the client first asked for them on this stream: their first request
 	// is answered even if the client claims to hold the version (X24, X38).
@@ -30,7 +30,7 @@ type sotwStream struct {
 }
 
 func newSotWStream(st *stream) *sotwStream {
-	s := &sotwStream{stream: st, watches: map[string]*watch{}}
+	s := &sotwStream{stream: st, watches: &byType[*watch]{}}
 	useWatches(st, s.watches)
 	return s
 }
@@ -153,7 +153,7 @@ func (st *sotwStream) markWarm(typeURL string) {
 	if typeURL == "" {
 		return
 	}
-	if w := st.watches[typeURL]; w != nil && w.started {
+	if w := st.watches.at(typeURL); w != nil && w.started {
 		w.warm = true
 		return
 	}
@@ -264,7 +264,7 @@ func (st *sotwStream) spare(w *watch, o outcome, set *snapshot.Set) {
 func (st *sotwStream) onHeartbeat() error {
 	snap := st.snapshot()
 	for _, t := range st.srv.opts.Registry.Ranked() {
-		w := st.watches[t.URL]
+		w := st.watches.at(t.URL)
 		if w == nil {
 			continue
 		}

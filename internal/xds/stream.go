@@ -328,14 +328,14 @@ func expect(st *stream, w typeWatch, typeURL, current string, pending bool) {
 // pass brings the client toward the newest snapshot: every type in
 // make-before-break order, skipping those whose set is unchanged and
 // settled; push plans and sends one type.
-func pass[W typeWatch](st *stream, watches map[string]W, push func(*planner, W, *snapshot.Snapshot) error) error {
+func pass[W typeWatch](st *stream, watches *byType[W], push func(*planner, W, *snapshot.Snapshot) error) error {
 	snap := st.snapshot()
 	if snap == nil {
 		return nil
 	}
 	p := st.planner()
 	for _, t := range st.srv.opts.Registry.Ranked() {
-		w, ok := watches[t.URL]
+		w, ok := watches.get(t.URL)
 		if !ok || !w.active() {
 			continue
 		}
@@ -370,9 +370,9 @@ func pass[W typeWatch](st *stream, watches map[string]W, push func(*planner, W, 
 
 // useWatches makes the stream's make-before-break lookups read watches,
 // falling back to the node's other per-type streams.
-func useWatches[W typeWatch](st *stream, watches map[string]W) {
+func useWatches[W typeWatch](st *stream, watches *byType[W]) {
 	st.holdings = func(url string) holdings {
-		if w, ok := watches[url]; ok && w.active() {
+		if w, ok := watches.get(url); ok && w.active() {
 			return w
 		}
 		return st.others(url)
@@ -382,7 +382,7 @@ func useWatches[W typeWatch](st *stream, watches map[string]W) {
 // open identifies the stream from a request, resolves the request's type
 // and returns that type's watch, creating it. A zero watch with a nil error
 // means the request is ignored.
-func open[W typeWatch](st *stream, node *corev3.Node, typeURL string, watches map[string]W, create func(*xdstype.Type, *Server) W) (W, error) {
+func open[W typeWatch](st *stream, node *corev3.Node, typeURL string, watches *byType[W], create func(*xdstype.Type, *Server) W) (W, error) {
 	var zero W
 	if err := st.identify(node); err != nil {
 		return zero, err
@@ -391,10 +391,10 @@ func open[W typeWatch](st *stream, node *corev3.Node, typeURL string, watches ma
 	if err != nil || t == nil {
 		return zero, err
 	}
-	w, ok := watches[t.URL]
+	w, ok := watches.get(t.URL)
 	if !ok {
 		w = create(t, st.srv)
-		watches[t.URL] = w
+		watches.put(t.URL, w)
 		st.observe(Event{Kind: Subscribed, TypeURL: t.URL})
 	}
 	return w, nil
