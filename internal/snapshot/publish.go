@@ -79,8 +79,15 @@ func NewGroupedFleet(rules model.Groups, snaps []*Snapshot) *Fleet {
 // identities are what the connection's verified client certificate proves
 // (nil without one): groups that declare identities take only those.
 func (f *Fleet) Group(node *corev3.Node, identities []string) *Group {
-	n := modelNode(node)
+	n := ModelNode(node)
 	n.Identities = identities
+	return f.GroupOf(n)
+}
+
+// GroupOf is Group for a node already in the model's terms (ModelNode,
+// with its identities): a stream converts its node once, not on every
+// publish.
+func (f *Fleet) GroupOf(n model.Node) *Group {
 	if i := f.rules.Resolve(n); i >= 0 {
 		if s := f.staged[i]; s != nil && !s.policy.Takes(s.stage, n) {
 			return s.prev
@@ -183,10 +190,7 @@ func (f *Fleet) Groups() []*Group { return f.groups }
 func (f *Fleet) Version() string { return f.version }
 
 // ModelNode is what group rules and rollout stages match on in n.
-func ModelNode(n *corev3.Node) model.Node { return modelNode(n) }
-
-// modelNode extracts what group rules match on.
-func modelNode(n *corev3.Node) model.Node {
+func ModelNode(n *corev3.Node) model.Node {
 	out := model.Node{
 		ID:      n.GetId(),
 		Cluster: n.GetCluster(),

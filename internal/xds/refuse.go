@@ -152,6 +152,23 @@ func claimedNode(node *corev3.Node) *corev3.Node {
 	}
 }
 
+// keptNode is what a stream keeps of its node once identified: the fields
+// that are logged and reported (id, cluster, locality, user agent). Group
+// rules read the node's metadata once, through snapshot.ModelNode.
+func keptNode(node *corev3.Node) *corev3.Node {
+	kept := &corev3.Node{Id: node.GetId(), Cluster: node.GetCluster(), UserAgentName: node.GetUserAgentName()}
+	if l := node.GetLocality(); l != nil {
+		kept.Locality = &corev3.Locality{Region: l.GetRegion(), Zone: l.GetZone(), SubZone: l.GetSubZone()}
+	}
+	switch v := node.GetUserAgentVersionType().(type) {
+	case *corev3.Node_UserAgentVersion:
+		kept.UserAgentVersionType = v
+	case *corev3.Node_UserAgentBuildVersion:
+		kept.UserAgentVersionType = &corev3.Node_UserAgentBuildVersion{UserAgentBuildVersion: &corev3.BuildVersion{Version: v.UserAgentBuildVersion.GetVersion()}}
+	}
+	return kept
+}
+
 // maxNameBytes bounds one resource name a client sends. Pylon's own names
 // are at most 512 bytes (the config's bound) and a VHDS alias adds a host
 // (at most 255 bytes and a port): a longer name is no resource's, and

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pylon-xds/pylon/internal/identity"
+	"github.com/pylon-xds/pylon/internal/model"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -41,7 +42,10 @@ type stream struct {
 	delta   bool
 	log     *slog.Logger
 
-	node *corev3.Node
+	// node is what the stream keeps of its node once identified
+	// (keptNode), mnode the node in the group rules' terms.
+	node  *corev3.Node
+	mnode model.Node
 	// claimed is the node of the first request, before it is accepted,
 	// cut to the bounded fields people read (claimedNode): what a refusal
 	// at stream open reports.
@@ -439,7 +443,12 @@ func (st *stream) identify(node *corev3.Node) error {
 	if err := st.srv.admission.admit(st.gs.Context()); err != nil {
 		return busy(err)
 	}
-	st.node = node
+	// What the stream keeps of the node: its group's terms, converted
+	// once, and the fields reported; not the node as sent, whose
+	// extensions and metadata run to kilobytes for every Envoy.
+	st.mnode = snapshot.ModelNode(node)
+	st.mnode.Identities = st.ident.Names()
+	st.node, st.claimed = keptNode(node), nil
 	st.log = st.log.With("node", node.GetId())
 	if st.ident.Verified() {
 		st.log = st.log.With("identity", st.ident.String())
@@ -505,7 +514,7 @@ func (st *stream) useFleet(f *snapshot.Fleet) {
 		return
 	}
 	st.fleet = f
-	g := f.Group(st.node, st.ident.Names())
+	g := f.GroupOf(st.mnode)
 	switch {
 	case g == nil && (st.group != nil || !st.noGroupLogged):
 		// The classic silent failure: a proxy that connects fine and gets
