@@ -14,7 +14,7 @@ func (t *Tracker) Forget(id uint64) {
 	if s == nil {
 		return
 	}
-	if s.Gone == nil {
+	if s.gone == nil {
 		t.end(s, time.Time{})
 	}
 	// A closed one's id left in t.gone goes with the next prune.

@@ -150,17 +150,17 @@ func (t *Tracker) Rollout() Rollout {
 	}
 	byGroup := map[string]*GroupRollout{}
 	for _, s := range t.streams {
-		if s.Gone != nil || s.Group == NoGroup {
+		if s.gone != nil || s.group == NoGroup {
 			continue
 		}
 		part, done, at := t.progress(s)
 		if !part {
 			continue
 		}
-		g := byGroup[s.Group]
+		g := byGroup[s.group]
 		if g == nil {
-			g = &GroupRollout{Group: s.Group, Pending: []PendingStream{}}
-			byGroup[s.Group] = g
+			g = &GroupRollout{Group: s.group, Pending: []PendingStream{}}
+			byGroup[s.group] = g
 		}
 		g.Total++
 		if done {
@@ -185,33 +185,35 @@ func (t *Tracker) Rollout() Rollout {
 
 // progress says whether s takes part in the newest change, whether it is
 // done, and when it finished.
-func (t *Tracker) progress(s *Stream) (part, done bool, at time.Time) {
+func (t *Tracker) progress(s *stream) (part, done bool, at time.Time) {
 	done = true
-	for _, ty := range s.Types {
-		t.state(s, ty) // sets ty.Expected
-		set, own := s.expectedSet[ty.url]
-		if !own {
-			set = ty.Expected
+	for i := range s.types {
+		e := &s.types[i]
+		_, expected := t.state(s, e)
+		set := expected
+		if e.more != nil && e.more.expectedSet != "" {
+			set = e.more.expectedSet
 		}
-		if !t.change.keys[ty.url+"\x00"+set] {
+		if !t.change.keys[e.kind.url+"\x00"+set] {
 			continue
 		}
 		part = true
-		if ty.ACKed == nil || ty.ACKed.Version != ty.Expected {
+		if e.flags&hasACKed == 0 || e.ackedVersion != expected {
 			done = false
 			continue
 		}
-		if ty.ackedSince.After(at) {
-			at = ty.ackedSince
+		if e.ackedSince.After(at) {
+			at = e.ackedSince
 		}
 	}
 	return part, done, at
 }
 
-func (t *Tracker) pending(s *Stream) PendingStream {
-	p := PendingStream{Stream: s.ID, Node: s.Node, States: map[string]string{}}
-	for _, ty := range s.Types {
-		p.States[ty.Type] = t.state(s, ty)
+func (t *Tracker) pending(s *stream) PendingStream {
+	p := PendingStream{Stream: s.id, Node: s.node, States: map[string]string{}}
+	for i := range s.types {
+		state, _ := t.state(s, &s.types[i])
+		p.States[s.types[i].kind.name] = stateNames[state]
 	}
 	return p
 }

@@ -5,6 +5,7 @@
 package status
 
 import (
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -43,7 +44,7 @@ type NACK struct {
 	At      time.Time `json:"at"`
 }
 
-// Type is a stream's state for one resource type.
+// Type is a stream's state for one resource type, as Streams returns it.
 type Type struct {
 	Type     string `json:"type"` // e.g. "CDS"
 	State    string `json:"state"`
@@ -60,15 +61,6 @@ type Type struct {
 	// told), shared and read-only: replaced, never written.
 	Subscription *Subscription `json:"subscription,omitempty"`
 	url          string
-	// counted is the state this type is counted under while its stream is
-	// open ("" when not counted); everSynced is set once it was SYNCED,
-	// so that the first sync is timed once.
-	counted    string
-	everSynced bool
-	// ackedSince is when the version in ACKed was first ACKed on the
-	// stream (a later ACK of the same version does not move it): when the
-	// proxy took the change, for the rollout.
-	ackedSince time.Time
 }
 
 // Subscription is what a stream subscribes to of one type: the wildcard
@@ -90,7 +82,7 @@ const (
 	maxNameBytes       = 1024
 )
 
-// Stream is one xDS stream of a proxy.
+// Stream is one xDS stream of a proxy, as Streams returns it.
 type Stream struct {
 	ID      uint64 `json:"stream"`
 	Node    string `json:"node"`
@@ -112,13 +104,6 @@ type Stream struct {
 	// than its group's version (some of the group's Secrets are withheld
 	// from it).
 	expected map[string]string
-	// expectedSet holds, per type URL, the version of the group's set the
-	// expected version was planned from, where the two differ: which
-	// change the stream takes part in, for the rollout.
-	expectedSet map[string]string
-	// implicit is how many of Types have no entry in expected, while the
-	// stream is open: its share of Tracker.implicit.
-	implicit int
 }
 
 // Refusal is why the server ended a stream: a reason from a small set
@@ -168,7 +153,7 @@ type Tracker struct {
 	opts Options
 
 	mu       sync.Mutex
-	streams  map[uint64]*Stream
+	streams  map[uint64]*stream
 	gone     []uint64
 	accepted map[string]time.Time // typeURL + version -> when the change was accepted
 	order    []string             // accepted's keys, oldest first
@@ -184,9 +169,118 @@ type Tracker struct {
 	// the newest change, for Rollout.
 	latency map[string]*ring
 	change  rolloutState
+	// kinds holds the type URLs and names the entries share, clients the
+	// client names the streams share (a fleet runs a few versions).
+	kinds   map[string]*kind
+	clients map[string]string
 }
 
 type countKey struct{ typ, state string }
+
+// What the tracker keeps is laid out for a fleet of streams: every stream
+// has an entry per type, so an entry is one value in its stream's slice,
+// holding its stamps by value and sharing its type's URL and name, and
+// what few entries have (a NACK, removals, set versions apart from the
+// version) hangs off a pointer that most leave nil. Streams turns them
+// into Streams and Types.
+
+// stream is the tracker's entry of one stream.
+type stream struct {
+	id                                              uint64
+	node, cluster, group, peer, client, kind, ident string
+	since                                           time.Time
+	gone                                            *time.Time
+	types                                           []entry // sorted by name
+	// implicit is how many of types have no expected version of their
+	// own, while the stream is open: its share of Tracker.implicit.
+	implicit int
+	more     *streamMore
+}
+
+// streamMore is what few streams have.
+type streamMore struct {
+	refused *Refusal
+	// early holds the expected versions of types the stream has no
+	// entry of yet.
+	early []early
+}
+
+type early struct{ url, version, set string }
+
+// kind is a type URL and its name, shared by the entries of the type.
+type kind struct{ url, name string }
+
+// maxKinds and maxClients bound the kinds and client names a tracker
+// shares.
+const (
+	maxKinds   = 256
+	maxClients = 64
+)
+
+// entry is a stream's state for one type.
+type entry struct {
+	kind *kind
+	// expected is the version this stream should hold rather than its
+	// group's ("": its group's).
+	expected                 string
+	sentVersion, sentNonce   string
+	sentAt                   time.Time
+	ackedVersion, ackedNonce string
+	ackedAt                  time.Time
+	// ackedSince is when ackedVersion was first ACKed on the stream (a
+	// later ACK of the same version does not move it): when the proxy
+	// took the change, for the rollout.
+	ackedSince    time.Time
+	lastSent      []proto.Message
+	sub           *Subscription
+	more          *entryMore
+	sentResources int
+	// counted is the state this type is counted under while its stream
+	// is open (0 when not counted).
+	counted state
+	flags   uint8
+}
+
+// entryMore is what few entries have.
+type entryMore struct {
+	lastNACK    *NACK
+	lastRemoved []string
+	// ackedResources is the ACK's Resources (a count of the response's,
+	// where a feeder gives one).
+	ackedResources int
+	// expectedSet is the version of the group's set the expected version
+	// was planned from, where the two differ: which change the stream
+	// takes part in, for the rollout. sentSet and ackedSet are the Set of
+	// the stamps, where ackedSet is neither "" nor the ACKed version.
+	expectedSet, sentSet, ackedSet string
+}
+
+const (
+	hasSent    uint8 = 1 << iota
+	hasACKed         // ackedVersion and the rest are an ACK's
+	everSynced       // it was SYNCED once: its first sync is timed once
+	ackedSetIsVersion
+	ackedSetMore // the ACK's Set is in more.ackedSet
+)
+
+// state is a state's index in stateNames.
+type state uint8
+
+var stateNames = [...]string{"", NotSent, Stale, Nacked, Synced}
+
+const (
+	notSent state = iota + 1
+	stale
+	nacked
+	synced
+)
+
+func (e *entry) moreOf() *entryMore {
+	if e.more == nil {
+		e.more = &entryMore{}
+	}
+	return e.more
+}
 
 // NewTracker returns an empty tracker.
 func NewTracker(opts Options) *Tracker {
@@ -202,7 +296,7 @@ func NewTracker(opts Options) *Tracker {
 	if opts.MaxGone == 0 {
 		opts.MaxGone = 1000
 	}
-	return &Tracker{opts: opts, streams: map[uint64]*Stream{}, accepted: map[string]time.Time{}, counts: map[countKey]int{}, latency: map[string]*ring{}}
+	return &Tracker{opts: opts, streams: map[uint64]*stream{}, accepted: map[string]time.Time{}, counts: map[countKey]int{}, latency: map[string]*ring{}, kinds: map[string]*kind{}, clients: map[string]string{}}
 }
 
 // maxAccepted bounds the versions remembered for push latency.
@@ -243,52 +337,102 @@ type Info struct {
 }
 
 // stream returns the entry of id, creating it from info.
-func (t *Tracker) stream(id uint64, info Info, at time.Time) *Stream {
+func (t *Tracker) stream(id uint64, info Info, at time.Time) *stream {
 	s := t.streams[id]
 	if s == nil {
 		// The strings are the client's and stay after the stream is gone:
 		// bounded here too, whatever the feeder already did.
-		s = &Stream{
-			ID: id, Node: cut(info.Node), Cluster: cut(info.Cluster), Peer: cut(info.Peer),
-			Client: cut(info.Agent + " " + info.AgentVersion), Kind: info.Kind, Identity: cut(info.Identity),
-			Since: at, Group: NoGroup,
+		s = &stream{
+			id: id, node: cut(info.Node), cluster: cut(info.Cluster), peer: cut(info.Peer),
+			client: t.client(info), kind: info.Kind, ident: cut(info.Identity),
+			since: at, group: NoGroup,
 		}
 		t.streams[id] = s
 	}
 	return s
 }
 
-func (s *Stream) typ(url string, abbrev func(string) string) *Type {
-	for _, ty := range s.Types {
-		if ty.url == url {
-			return ty
-		}
+// client is info's client name, shared with the streams of the same.
+func (t *Tracker) client(info Info) string {
+	if c, ok := t.clients[info.Agent+" "+info.AgentVersion]; ok {
+		return c
 	}
-	ty := &Type{Type: abbrev(url), url: url}
-	s.Types = append(s.Types, ty)
-	sort.Slice(s.Types, func(i, j int) bool { return s.Types[i].Type < s.Types[j].Type })
-	return ty
+	c := cut(info.Agent + " " + info.AgentVersion)
+	if len(t.clients) < maxClients && len(c) <= 64 {
+		t.clients[c] = c
+	}
+	return c
 }
 
-// typ returns stream id's entry of typeURL, creating both as needed.
-func (t *Tracker) typ(id uint64, info Info, typeURL string, at time.Time) (*Stream, *Type) {
-	s := t.stream(id, info, at)
-	n := len(s.Types)
-	ty := s.typ(typeURL, t.opts.Abbrev)
-	if len(s.Types) != n {
-		t.reimplicit(s)
+// entryOf returns s's entry of url, or nil.
+func (s *stream) entryOf(url string) *entry {
+	for i := range s.types {
+		if s.types[i].kind.url == url {
+			return &s.types[i]
+		}
 	}
-	return s, ty
+	return nil
+}
+
+// kindOf returns the kind of url named name, shared when it can be.
+func (t *Tracker) kindOf(url, name string) *kind {
+	if k := t.kinds[url]; k != nil && k.name == name {
+		return k
+	}
+	k := &kind{url: url, name: name}
+	if _, known := t.kinds[url]; known || len(t.kinds) < maxKinds {
+		t.kinds[url] = k
+	}
+	return k
+}
+
+// typ returns stream id's entry of typeURL, creating both as needed. The
+// entry is valid until the stream's next new type.
+func (t *Tracker) typ(id uint64, info Info, typeURL string, at time.Time) (*stream, *entry) {
+	s := t.stream(id, info, at)
+	if e := s.entryOf(typeURL); e != nil {
+		return s, e
+	}
+	k := t.kindOf(typeURL, t.opts.Abbrev(typeURL))
+	// After every entry of the same name or less: the order of Types.
+	i := 0
+	for i < len(s.types) && s.types[i].kind.name <= k.name {
+		i++
+	}
+	if s.types == nil {
+		// An ADS stream's types come one at a time: room for the usual
+		// four at once.
+		s.types = make([]entry, 0, 4)
+	}
+	s.types = slices.Insert(s.types, i, entry{kind: k})
+	e := &s.types[i]
+	if m := s.more; m != nil {
+		for j, x := range m.early {
+			if x.url == typeURL {
+				e.expected = x.version
+				if x.set != "" {
+					e.moreOf().expectedSet = x.set
+				}
+				m.early = slices.Delete(m.early, j, j+1)
+				if len(m.early) == 0 {
+					m.early = nil
+				}
+				break
+			}
+		}
+	}
+	t.reimplicit(s)
+	return s, e
 }
 
 // reimplicit recomputes s's count of types without their own expected
 // version (zero once it is gone) and the tracker's total; call it whenever
 // s's types, expectations or openness change.
-func (t *Tracker) reimplicit(s *Stream) {
+func (t *Tracker) reimplicit(s *stream) {
 	n := 0
-	if s.Gone == nil {
-		for _, ty := range s.Types {
-			if _, own := s.expected[ty.url]; !own {
+	if s.gone == nil {
+		for i := range s.types {
+			if s.types[i].expected == "" {
 				n++
 			}
 		}
@@ -297,31 +441,32 @@ func (t *Tracker) reimplicit(s *Stream) {
 	s.implicit = n
 }
 
-// recount moves ty of s to the counter of its current state. It returns
+// recount moves e of s to the counter of its current state. It returns
 // the time from the stream's open to at when this is the type's first
 // SYNCED (zero otherwise), for the caller to report once unlocked.
-func (t *Tracker) recount(s *Stream, ty *Type, at time.Time) time.Duration {
-	state := t.state(s, ty)
-	if s.Gone == nil && state != ty.counted {
-		if ty.counted != "" {
-			t.counts[countKey{ty.Type, ty.counted}]--
+func (t *Tracker) recount(s *stream, e *entry, at time.Time) time.Duration {
+	state, _ := t.state(s, e)
+	if s.gone == nil && state != e.counted {
+		if e.counted != 0 {
+			t.counts[countKey{e.kind.name, stateNames[e.counted]}]--
 		}
-		t.counts[countKey{ty.Type, state}]++
-		ty.counted = state
+		t.counts[countKey{e.kind.name, stateNames[state]}]++
+		e.counted = state
 	}
-	if state != Synced || ty.everSynced {
+	if state != synced || e.flags&everSynced != 0 {
 		return 0
 	}
-	ty.everSynced = true
-	return max(at.Sub(s.Since), time.Nanosecond)
+	e.flags |= everSynced
+	return max(at.Sub(s.since), time.Nanosecond)
 }
 
 // uncount takes a stream that is gone out of the counters.
-func (t *Tracker) uncount(s *Stream) {
-	for _, ty := range s.Types {
-		if ty.counted != "" {
-			t.counts[countKey{ty.Type, ty.counted}]--
-			ty.counted = ""
+func (t *Tracker) uncount(s *stream) {
+	for i := range s.types {
+		e := &s.types[i]
+		if e.counted != 0 {
+			t.counts[countKey{e.kind.name, stateNames[e.counted]}]--
+			e.counted = 0
 		}
 	}
 }
@@ -334,12 +479,12 @@ func (t *Tracker) recountImplicit() {
 		return
 	}
 	for _, s := range t.streams {
-		if s.Gone != nil {
+		if s.gone != nil {
 			continue
 		}
-		for _, ty := range s.Types {
-			if _, own := s.expected[ty.url]; !own {
-				t.recount(s, ty, time.Now())
+		for i := range s.types {
+			if s.types[i].expected == "" {
+				t.recount(s, &s.types[i], time.Now())
 			}
 		}
 	}
@@ -360,14 +505,14 @@ func (t *Tracker) Seen(id uint64, info Info, group string, at time.Time) {
 	if group == "" {
 		group = NoGroup
 	}
-	if s.Group == group {
+	if s.group == group {
 		return
 	}
-	s.Group = group
-	for _, ty := range s.Types {
+	s.group = group
+	for i := range s.types {
 		// A stream in no group is NOT SENT whatever it holds; its first
 		// sync is timed when it is synced in a group.
-		t.recount(s, ty, at)
+		t.recount(s, &s.types[i], at)
 	}
 }
 
@@ -375,9 +520,16 @@ func (t *Tracker) Seen(id uint64, info Info, group string, at time.Time) {
 func (t *Tracker) Requested(id uint64, info Info, typeURL string, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s, ty := t.typ(id, info, typeURL, at)
-	t.recount(s, ty, at)
+	s, e := t.typ(id, info, typeURL, at)
+	t.recount(s, e, at)
 }
+
+// The subscriptions most streams have, shared (read-only, as every kept
+// Subscription is).
+var (
+	wildcardOnly = &Subscription{Wildcard: true}
+	noNames      = &Subscription{}
+)
 
 // Subscribed records what stream id subscribes to of typeURL: the
 // wildcard, the names, or both. Call it on every change of the
@@ -385,9 +537,16 @@ func (t *Tracker) Requested(id uint64, info Info, typeURL string, at time.Time) 
 // server passes one sorted, read-only slice for every stream subscribed
 // alike); otherwise a bounded, sorted copy.
 func (t *Tracker) Subscribed(id uint64, info Info, typeURL string, wildcard bool, names []string, at time.Time) {
-	sub := &Subscription{Wildcard: wildcard, Names: names}
-	if !withinBounds(names) {
-		sub.Names = nil
+	var sub *Subscription
+	switch {
+	case names == nil && wildcard:
+		sub = wildcardOnly
+	case names == nil:
+		sub = noNames
+	case withinBounds(names):
+		sub = &Subscription{Wildcard: wildcard, Names: names}
+	default:
+		sub = &Subscription{Wildcard: wildcard}
 		for _, n := range names {
 			if len(sub.Names) >= MaxSubscribedNames || len(n) > maxNameBytes {
 				sub.Dropped++
@@ -399,9 +558,9 @@ func (t *Tracker) Subscribed(id uint64, info Info, typeURL string, wildcard bool
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s, ty := t.typ(id, info, typeURL, at)
-	ty.Subscription = sub
-	t.recount(s, ty, at)
+	s, e := t.typ(id, info, typeURL, at)
+	e.sub = sub
+	t.recount(s, e, at)
 }
 
 // withinBounds reports whether names can be kept as they are: sorted, at
@@ -422,9 +581,15 @@ func withinBounds(names []string) bool {
 func (t *Tracker) Sent(id uint64, info Info, typeURL string, st Stamp, sent []proto.Message, removed []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s, ty := t.typ(id, info, typeURL, st.At)
-	ty.Sent, ty.LastSent, ty.LastRemoved = &st, sent, removed
-	t.recount(s, ty, st.At)
+	s, e := t.typ(id, info, typeURL, st.At)
+	e.sentVersion, e.sentNonce, e.sentAt, e.sentResources = st.Version, st.Nonce, st.At, st.Resources
+	e.flags |= hasSent
+	e.lastSent = sent
+	if st.Set != "" || removed != nil || e.more != nil {
+		m := e.moreOf()
+		m.sentSet, m.lastRemoved = st.Set, removed
+	}
+	t.recount(s, e, st.At)
 }
 
 // ACKed records an ACK. A version's first ACK on the stream measures the
@@ -432,27 +597,55 @@ func (t *Tracker) Sent(id uint64, info Info, typeURL string, st Stamp, sent []pr
 // stream opened; a type's first SYNCED measures the stream's first sync.
 func (t *Tracker) ACKed(id uint64, info Info, typeURL string, st Stamp) {
 	t.mu.Lock()
-	s, ty := t.typ(id, info, typeURL, st.At)
-	first := ty.ACKed == nil || ty.ACKed.Version != st.Version
-	if first {
-		ty.ackedSince = st.At
+	s, e := t.typ(id, info, typeURL, st.At)
+	// An ACK's version and nonce are the client's, fresh from its
+	// request: the equal strings already kept are kept instead.
+	switch st.Version {
+	case e.sentVersion:
+		st.Version = e.sentVersion
+	case e.ackedVersion:
+		st.Version = e.ackedVersion
 	}
-	ty.ACKed = &st
+	if st.Nonce == e.sentNonce {
+		st.Nonce = e.sentNonce
+	}
+	first := e.flags&hasACKed == 0 || e.ackedVersion != st.Version
+	if first {
+		e.ackedSince = st.At
+	}
+	e.ackedVersion, e.ackedNonce, e.ackedAt = st.Version, st.Nonce, st.At
+	if st.Resources != 0 || e.more != nil {
+		e.moreOf().ackedResources = st.Resources
+	}
+	e.flags = e.flags&^(ackedSetIsVersion|ackedSetMore) | hasACKed
+	switch st.Set {
+	case "":
+	case st.Version:
+		e.flags |= ackedSetIsVersion
+	default:
+		e.flags |= ackedSetMore
+		if m := e.moreOf(); m.ackedSet != st.Set {
+			m.ackedSet = st.Set
+		}
+	}
+	if e.flags&ackedSetMore == 0 && e.more != nil {
+		e.more.ackedSet = ""
+	}
 	key := st.Version
 	if st.Set != "" {
 		key = st.Set
 	}
 	accepted, known := t.accepted[typeURL+"\x00"+key]
-	push := first && known && accepted.After(s.Since)
+	push := first && known && accepted.After(s.since)
 	if push {
-		r := t.latency[ty.Type]
+		r := t.latency[e.kind.name]
 		if r == nil {
 			r = &ring{}
-			t.latency[ty.Type] = r
+			t.latency[e.kind.name] = r
 		}
 		r.add(st.At.Sub(accepted))
 	}
-	synced := t.recount(s, ty, st.At)
+	synced := t.recount(s, e, st.At)
 	t.mu.Unlock()
 	if push && t.opts.OnLatency != nil {
 		t.opts.OnLatency(typeURL, st.At.Sub(accepted))
@@ -465,9 +658,9 @@ func (t *Tracker) NACKed(id uint64, info Info, typeURL string, n NACK) {
 	n.Detail = cut(n.Detail)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s, ty := t.typ(id, info, typeURL, n.At)
-	ty.LastNACK = &n
-	t.recount(s, ty, n.At)
+	s, e := t.typ(id, info, typeURL, n.At)
+	e.moreOf().lastNACK = &n
+	t.recount(s, e, n.At)
 }
 
 // Refused records that the server ended stream id on purpose, and marks it
@@ -477,10 +670,13 @@ func (t *Tracker) Refused(id uint64, info Info, reason, detail string, at time.T
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.stream(id, info, at)
-	s.Refused = &Refusal{Reason: reason, Detail: cut(detail), At: at}
-	if s.Gone == nil {
+	if s.more == nil {
+		s.more = &streamMore{}
+	}
+	s.more.refused = &Refusal{Reason: reason, Detail: cut(detail), At: at}
+	if s.gone == nil {
 		t.uncount(s)
-		s.Gone = &at
+		s.gone = &at
 		t.reimplicit(s)
 		t.gone = append(t.gone, id)
 	}
@@ -499,7 +695,7 @@ func cut(s string) string {
 func (t *Tracker) Closed(id uint64, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if s := t.streams[id]; s != nil && s.Gone == nil {
+	if s := t.streams[id]; s != nil && s.gone == nil {
 		t.end(s, at)
 		t.gone = append(t.gone, id)
 	}
@@ -507,16 +703,16 @@ func (t *Tracker) Closed(id uint64, at time.Time) {
 }
 
 // end takes an open stream out of the counts as it closes at at.
-func (t *Tracker) end(s *Stream, at time.Time) {
+func (t *Tracker) end(s *stream, at time.Time) {
 	t.uncount(s)
-	s.Gone = &at
+	s.gone = &at
 	t.reimplicit(s)
 }
 
 func (t *Tracker) prune(now time.Time) {
 	for len(t.gone) > 0 {
 		s := t.streams[t.gone[0]]
-		if s != nil && len(t.gone) <= t.opts.MaxGone && now.Sub(*s.Gone) < t.opts.Retention {
+		if s != nil && len(t.gone) <= t.opts.MaxGone && now.Sub(*s.gone) < t.opts.Retention {
 			return
 		}
 		delete(t.streams, t.gone[0])
@@ -537,54 +733,72 @@ func (t *Tracker) Expect(id uint64, info Info, typeURL, version string, at time.
 // of a set has a version of its own: X24); set says which published change
 // the stream takes part in.
 func (t *Tracker) ExpectOf(id uint64, info Info, typeURL, version, set string, at time.Time) {
+	if version == "" || set == version {
+		set = ""
+	}
 	t.mu.Lock()
 	s := t.stream(id, info, at)
-	switch {
-	case version != "":
-		if s.expected == nil {
-			s.expected = map[string]string{}
-		}
-		s.expected[typeURL] = version
-	case s.expected != nil:
-		delete(s.expected, typeURL)
-	}
-	switch {
-	case version != "" && set != "" && set != version:
-		if s.expectedSet == nil {
-			s.expectedSet = map[string]string{}
-		}
-		s.expectedSet[typeURL] = set
-	case s.expectedSet != nil:
-		delete(s.expectedSet, typeURL)
-	}
-	t.reimplicit(s)
 	var synced time.Duration
-	for _, ty := range s.Types {
-		if ty.url == typeURL {
-			synced = t.recount(s, ty, at)
+	if e := s.entryOf(typeURL); e != nil {
+		e.expected = version
+		if set != "" || e.more != nil {
+			e.moreOf().expectedSet = set
 		}
+		t.reimplicit(s)
+		synced = t.recount(s, e, at)
+	} else {
+		s.expectEarly(typeURL, version, set)
 	}
 	t.mu.Unlock()
 	t.firstSync(typeURL, synced)
 }
 
-// state is a type's state on a stream in group.
-func (t *Tracker) state(s *Stream, ty *Type) string {
-	expected, own := s.expected[ty.url]
-	if !own {
-		expected = t.opts.Expected(s.Group, ty.url)
+// expectEarly keeps the expected version of a type s has no entry of yet,
+// for the entry ("" drops it).
+func (s *stream) expectEarly(url, version, set string) {
+	if s.more != nil {
+		for i, x := range s.more.early {
+			if x.url != url {
+				continue
+			}
+			if version == "" {
+				s.more.early = slices.Delete(s.more.early, i, i+1)
+			} else {
+				s.more.early[i] = early{url, version, set}
+			}
+			return
+		}
 	}
-	ty.Expected = expected
+	if version == "" {
+		return
+	}
+	if s.more == nil {
+		s.more = &streamMore{}
+	}
+	s.more.early = append(s.more.early, early{url, version, set})
+}
+
+// state is the state of e on stream s, and the version s should hold.
+func (t *Tracker) state(s *stream, e *entry) (state, string) {
+	expected := e.expected
+	if expected == "" {
+		expected = t.opts.Expected(s.group, e.kind.url)
+	}
+	var nack *NACK
+	if e.more != nil {
+		nack = e.more.lastNACK
+	}
+	acked := e.flags&hasACKed != 0
 	switch {
-	case s.Group == NoGroup || ty.Sent == nil:
-		return NotSent
-	case ty.LastNACK != nil && (ty.ACKed == nil || ty.LastNACK.At.After(ty.ACKed.At)):
-		return Nacked
-	case ty.ACKed != nil && ty.ACKed.Version == expected && ty.ACKed.Version == ty.Sent.Version:
+	case s.group == NoGroup || e.flags&hasSent == 0:
+		return notSent, expected
+	case nack != nil && (!acked || nack.At.After(e.ackedAt)):
+		return nacked, expected
+	case acked && e.ackedVersion == expected && e.ackedVersion == e.sentVersion:
 		// What was sent last is what was ACKed: nothing is in flight.
-		return Synced
+		return synced, expected
 	}
-	return Stale
+	return stale, expected
 }
 
 // Streams returns copies of every stream, open and recently closed, by node
@@ -595,14 +809,7 @@ func (t *Tracker) Streams() []Stream {
 	t.prune(time.Now())
 	out := make([]Stream, 0, len(t.streams))
 	for _, s := range t.streams {
-		c := *s
-		c.Types = make([]*Type, len(s.Types))
-		for i, ty := range s.Types {
-			tc := *ty
-			tc.State = t.state(s, &tc)
-			c.Types[i] = &tc
-		}
-		out = append(out, c)
+		out = append(out, t.export(s))
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Node != out[j].Node {
@@ -611,6 +818,64 @@ func (t *Tracker) Streams() []Stream {
 		return out[i].ID < out[j].ID
 	})
 	return out
+}
+
+// export is a copy of s as a Stream, its states computed now.
+func (t *Tracker) export(s *stream) Stream {
+	c := Stream{
+		ID: s.id, Node: s.node, Cluster: s.cluster, Group: s.group, Peer: s.peer, Client: s.client, Kind: s.kind,
+		Identity: s.ident, Since: s.since, Gone: s.gone, Types: make([]*Type, len(s.types)),
+	}
+	types := make([]Type, len(s.types))
+	var stamps []Stamp
+	for i := range s.types {
+		e, ty := &s.types[i], &types[i]
+		state, expected := t.state(s, e)
+		*ty = Type{Type: e.kind.name, State: stateNames[state], Expected: expected, LastSent: e.lastSent, Subscription: e.sub, url: e.kind.url}
+		if e.more != nil {
+			ty.LastNACK, ty.LastRemoved = e.more.lastNACK, e.more.lastRemoved
+		}
+		if e.flags&(hasSent|hasACKed) != 0 && stamps == nil {
+			stamps = make([]Stamp, 2*len(s.types))
+		}
+		if e.flags&hasSent != 0 {
+			ty.Sent = &stamps[2*i]
+			*ty.Sent = Stamp{Version: e.sentVersion, Nonce: e.sentNonce, At: e.sentAt, Resources: e.sentResources}
+			if e.more != nil {
+				ty.Sent.Set = e.more.sentSet
+			}
+		}
+		if e.flags&hasACKed != 0 {
+			ty.ACKed = &stamps[2*i+1]
+			*ty.ACKed = Stamp{Version: e.ackedVersion, Nonce: e.ackedNonce, At: e.ackedAt}
+			if e.more != nil {
+				ty.ACKed.Resources = e.more.ackedResources
+			}
+			switch {
+			case e.flags&ackedSetIsVersion != 0:
+				ty.ACKed.Set = e.ackedVersion
+			case e.flags&ackedSetMore != 0:
+				ty.ACKed.Set = e.more.ackedSet
+			}
+		}
+		if e.expected != "" {
+			if c.expected == nil {
+				c.expected = make(map[string]string, len(s.types))
+			}
+			c.expected[e.kind.url] = e.expected
+		}
+		c.Types[i] = ty
+	}
+	if m := s.more; m != nil {
+		c.Refused = m.refused
+		for _, x := range m.early {
+			if c.expected == nil {
+				c.expected = map[string]string{}
+			}
+			c.expected[x.url] = x.version
+		}
+	}
+	return c
 }
 
 // States counts the open streams' types by state, in O(types x states).
