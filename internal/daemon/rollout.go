@@ -42,7 +42,12 @@ func newRollouts(o Options, reg *xdstype.Registry, pub *snapshot.Publisher, pipe
 		return nil, err
 	}
 	pipe.SetPublish(ctrl.Publish)
-	obs.Observer = observers{obs.Observer, ctrl}
+	if t, ok := obs.Observer.(tracking); ok {
+		t.then = ctrl
+		obs.Observer = t
+	} else {
+		obs.Observer = observers{obs.Observer, ctrl}
+	}
 	return ctrl, nil
 }
 

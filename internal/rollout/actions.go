@@ -150,6 +150,13 @@ func (c *Controller) Observe(e xds.Event) {
 	if c.active.Load() == 0 {
 		return
 	}
+	c.observe(&e)
+}
+
+// observe is Observe while a rollout runs. Apart, so that the usual case
+// (no rollout) does not take its frame on the xDS stream's goroutine,
+// whose stack must stay within 8 KB (see internal/xds serveStream).
+func (c *Controller) observe(e *xds.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e.Kind == xds.StreamClosed {
@@ -170,7 +177,7 @@ func (c *Controller) Observe(e xds.Event) {
 			c.poke()
 		}
 	case xds.ResponseSent:
-		if r.policy.Halt.NotACKed != nil && !e.Heartbeat && c.introduced(r, e) {
+		if r.policy.Halt.NotACKed != nil && !e.Heartbeat && c.introduced(r, *e) {
 			if r.late.sent(key, e.Node.GetId(), c.o.Now()) {
 				c.o.Logger.Warn("rollout: more responses awaiting an ACK than tracked; the not_acked condition sees part of the stage", "group", r.Group, "tracked", maxLate)
 			}

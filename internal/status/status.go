@@ -404,7 +404,7 @@ func (t *Tracker) typ(id uint64, info Info, typeURL string, at time.Time) (*stre
 		// four at once.
 		s.types = make([]entry, 0, 4)
 	}
-	s.types = slices.Insert(s.types, i, entry{kind: k})
+	s.types = insertEntry(s.types, i, k)
 	e := &s.types[i]
 	if m := s.more; m != nil {
 		for j, x := range m.early {
@@ -423,6 +423,18 @@ func (t *Tracker) typ(id uint64, info Info, typeURL string, at time.Time) (*stre
 	}
 	t.reimplicit(s)
 	return s, e
+}
+
+// insertEntry inserts a new entry of kind k at i. Not slices.Insert: its
+// rotation of 216-byte values takes a 760-byte frame, and this runs on
+// the xDS stream's goroutine, whose stack must stay within 8 KB (a stack
+// that grows to 16 KB once never shrinks back while the stream waits for
+// a request: 8 KB more for every proxy).
+func insertEntry(types []entry, i int, k *kind) []entry {
+	types = append(types, entry{})
+	copy(types[i+1:], types[i:])
+	types[i] = entry{kind: k}
+	return types
 }
 
 // reimplicit recomputes s's count of types without their own expected

@@ -207,14 +207,41 @@ func (s *Server) newStream(gs grpc.ServerStream, typeURL string, delta bool) *st
 }
 
 func (s *Server) serveStream(st *stream) error {
-	gs, delta := st.gs, st.delta
-	// What ends the stream from outside: a drain (errDrained) and the
-	// server's shutdown. No context of its own: each level of
-	// cancellation costs every stream a few hundred bytes.
-	w, cutC := newWakeups(st)
-	end := func(cause error) { w.stop(s.ended(cause)) }
-	unhook := context.AfterFunc(s.life, func() { end(context.Canceled) })
+	w, cutC, unhook, refused := s.setUp(st)
 	defer unhook()
+	if refused != nil {
+		return refused
+	}
+	var err error
+	if st.delta {
+		err = runDelta(w, cutC, st)
+	} else {
+		err = runSotW(w, cutC, st)
+	}
+	// Unless the stream was ended while it waited for a request.
+	st.mu.Lock()
+	st.close(err)
+	st.mu.Unlock()
+	return err
+}
+
+// The stream's goroutine spends its life under serveStream, its frame
+// and run's on the stack: they are kept small, the setting up in setUp and
+// the variants' own in runDelta and runSotW, whose frames are gone by
+// then or small. A stack that grows past 8 KB once stays at 16 KB while
+// the stream waits for a request, for every proxy (gRPC's frames under the
+// handler already take about 1.5 KB of the 8).
+
+// setUp readies st to run: what ends it from outside (a drain, the
+// server's shutdown: no context of its own, as each level of cancellation
+// costs every stream a few hundred bytes), its peer and connection, its
+// place among the open streams. refused is the error to end it with at
+// once (Pylon is draining).
+func (s *Server) setUp(st *stream) (w *wakeups, cutC chan struct{}, unhook func() bool, refused error) {
+	gs := st.gs
+	w, cutC = newWakeups(st)
+	end := func(cause error) { w.stop(s.ended(cause)) }
+	unhook = context.AfterFunc(s.life, func() { end(context.Canceled) })
 	st.log = s.log.With("stream", st.id)
 	if p, ok := peer.FromContext(gs.Context()); ok {
 		st.peer = p.Addr.String()
@@ -223,7 +250,7 @@ func (s *Server) serveStream(st *stream) error {
 	}
 	reg, ok := s.open.add(st.conn, st.tconn, end)
 	if !ok {
-		return s.refuseDraining(st)
+		return w, cutC, unhook, s.refuseDraining(st)
 	}
 	st.ident = identity.FromContext(gs.Context())
 	st.watch = &sendWatch{stall: s.slotHold, evict: s.evictAfter, onEvict: func() { s.evict(st.conn) }}
@@ -232,20 +259,19 @@ func (s *Server) serveStream(st *stream) error {
 		st.watch.stop()
 		s.open.remove(reg)
 	}
+	return w, cutC, unhook, nil
+}
 
-	var err error
-	if delta {
-		d := newDeltaStream(st)
-		err = run(w, cutC, st, d.onRequest, d.onFleet, d.onHeartbeat)
-	} else {
-		ss := newSotWStream(st)
-		err = run(w, cutC, st, ss.onRequest, ss.onFleet, ss.onHeartbeat)
-	}
-	// Unless the stream was ended while it waited for a request.
-	st.mu.Lock()
-	st.close(err)
-	st.mu.Unlock()
-	return err
+//go:noinline
+func runDelta(w *wakeups, cutC chan struct{}, st *stream) error {
+	d := newDeltaStream(st)
+	return run(w, cutC, st, d.onRequest, d.onFleet, d.onHeartbeat)
+}
+
+//go:noinline
+func runSotW(w *wakeups, cutC chan struct{}, st *stream) error {
+	ss := newSotWStream(st)
+	return run(w, cutC, st, ss.onRequest, ss.onFleet, ss.onHeartbeat)
 }
 
 // close ends the stream with err, once: called with mu held, by whichever

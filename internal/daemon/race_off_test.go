@@ -1,0 +1,6 @@
+//go:build !race
+
+package daemon_test
+
+// raceEnabled: built with -race, whose instrumentation enlarges frames.
+const raceEnabled = false
