@@ -52,7 +52,7 @@ func NewObservability(reg *xdstype.Registry, pub *snapshot.Publisher) *Observabi
 		},
 	})
 	met = metrics.New(tracker)
-	return &Observability{Tracker: tracker, Metrics: met, Observer: tracking{reg: reg, t: tracker, m: met}}
+	return &Observability{Tracker: tracker, Metrics: met, Observer: &tracking{reg: reg, t: tracker, m: met}}
 }
 
 // Published tells the tracker about a published fleet, for push latency.
@@ -69,7 +69,7 @@ type tracking struct {
 	then xds.Observer
 }
 
-func (o tracking) abbrev(url string) string {
+func (o *tracking) abbrev(url string) string {
 	if t := o.reg.Lookup(url); t != nil {
 		return t.Abbrev
 	}
@@ -77,7 +77,7 @@ func (o tracking) abbrev(url string) string {
 }
 
 // kinds name a stream for people (status) and for metrics labels.
-func (o tracking) kinds(e *xds.Event) (human, label string) {
+func (o *tracking) kinds(e *xds.Event) (human, label string) {
 	human, label = "ADS", "ads"
 	if !e.ADS {
 		human, label = "per-type", "per_type"
@@ -92,15 +92,21 @@ func (o tracking) kinds(e *xds.Event) (human, label string) {
 // observeType): this runs on the xDS stream's goroutine, whose stack must
 // stay within 8 KB (see internal/xds serveStream), and one function of
 // every case took a frame of almost a kilobyte.
-func (o tracking) Observe(e xds.Event) {
+func (o *tracking) Observe(e xds.Event) {
 	o.track(&e)
 	if o.then != nil {
-		o.then.Observe(e)
+		o.next(&e)
 	}
 }
 
+// next passes e on to then: apart, so that Observe's frame holds no copy
+// of the event while the tracker runs.
+//
+//go:noinline
+func (o *tracking) next(e *xds.Event) { o.then.Observe(*e) }
+
 // track is Observe's own part.
-func (o tracking) track(e *xds.Event) {
+func (o *tracking) track(e *xds.Event) {
 	switch e.Kind {
 	case xds.StreamOpened, xds.StreamClosed, xds.NoGroup, xds.StreamRefused:
 		o.observeStream(e)
@@ -117,7 +123,7 @@ func (o tracking) track(e *xds.Event) {
 }
 
 // info is what the tracker keeps of e's stream.
-func (o tracking) info(e *xds.Event) status.Info {
+func (o *tracking) info(e *xds.Event) status.Info {
 	human, _ := o.kinds(e)
 	return status.Info{
 		Node: e.Node.GetId(), Cluster: e.Node.GetCluster(), Peer: e.Peer, Kind: human,
@@ -126,7 +132,7 @@ func (o tracking) info(e *xds.Event) status.Info {
 }
 
 // observeStream records a stream's opening, end or refusal.
-func (o tracking) observeStream(e *xds.Event) {
+func (o *tracking) observeStream(e *xds.Event) {
 	_, label := o.kinds(e)
 	switch e.Kind {
 	case xds.StreamOpened:
@@ -155,7 +161,7 @@ func (o tracking) observeStream(e *xds.Event) {
 
 // observeType records what happened to one type of a stream: a function a
 // kind, for the frames' sake (see Observe).
-func (o tracking) observeType(e *xds.Event) {
+func (o *tracking) observeType(e *xds.Event) {
 	switch e.Kind {
 	case xds.Subscribed:
 		o.t.Requested(e.StreamID, o.info(e), e.TypeURL, e.At)
@@ -174,7 +180,7 @@ func (o tracking) observeType(e *xds.Event) {
 	}
 }
 
-func (o tracking) sent(e *xds.Event) {
+func (o *tracking) sent(e *xds.Event) {
 	o.m.Sent(o.abbrev(e.TypeURL), e.Bytes)
 	info := o.info(e)
 	o.t.Seen(e.StreamID, info, e.Group, e.At)
@@ -183,12 +189,12 @@ func (o tracking) sent(e *xds.Event) {
 	}
 }
 
-func (o tracking) acked(e *xds.Event) {
+func (o *tracking) acked(e *xds.Event) {
 	o.m.ACK(o.abbrev(e.TypeURL))
 	o.t.ACKed(e.StreamID, o.info(e), e.TypeURL, status.Stamp{Version: e.Version, Set: e.SetVersion, Nonce: e.Nonce, At: e.At})
 }
 
-func (o tracking) nacked(e *xds.Event) {
+func (o *tracking) nacked(e *xds.Event) {
 	o.m.NACK(o.abbrev(e.TypeURL))
 	o.t.NACKed(e.StreamID, o.info(e), e.TypeURL, status.NACK{Version: e.Version, Nonce: e.Nonce, Detail: e.Detail, At: e.At})
 }
@@ -196,7 +202,7 @@ func (o tracking) nacked(e *xds.Event) {
 // spared records a response the client already held (X24): nothing was
 // sent, and the type stands as sent and ACKed at the version the client
 // reconnected with, so that it shows SYNCED.
-func (o tracking) spared(e *xds.Event) {
+func (o *tracking) spared(e *xds.Event) {
 	o.m.Spared(o.abbrev(e.TypeURL), e.Bytes)
 	info := o.info(e)
 	o.t.Seen(e.StreamID, info, e.Group, e.At)

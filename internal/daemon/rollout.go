@@ -42,9 +42,8 @@ func newRollouts(o Options, reg *xdstype.Registry, pub *snapshot.Publisher, pipe
 		return nil, err
 	}
 	pipe.SetPublish(ctrl.Publish)
-	if t, ok := obs.Observer.(tracking); ok {
+	if t, ok := obs.Observer.(*tracking); ok {
 		t.then = ctrl
-		obs.Observer = t
 	} else {
 		obs.Observer = observers{obs.Observer, ctrl}
 	}

@@ -83,8 +83,9 @@ func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
 		expect(st.stream, w, t.URL, snap.Set(t.URL).Version(), true)
 	}
 	if answered && st.holding {
-		// An answer may release what was held back for it.
-		return st.onFleet()
+		// An answer may release what was held back for it: request
+		// pushes once this frame is gone (stack depth, see serveStream).
+		st.releaseAfter = true
 	}
 	return nil
 }

@@ -97,8 +97,9 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 		expect(st.stream, w, t.URL, snap.Set(t.URL).Version(), true)
 	}
 	if (kind == reqACK || kind == reqNACK) && st.holding {
-		// An answer may release what was held back for it.
-		return st.onFleet()
+		// An answer may release what was held back for it: request
+		// pushes once this frame is gone (stack depth, see serveStream).
+		st.releaseAfter = true
 	}
 	return nil
 }
@@ -144,9 +145,18 @@ func (st *sotwStream) respond(w *watch, next outcome, snap *snapshot.Snapshot, n
 			sent = append(sent, r.Message)
 		}
 	}
+	st.sentEvent(w, resp, sent, size)
+	return nil
+}
+
+// sentEvent reports and logs a response sent. Apart from respond, so that
+// the event and the log's arguments are on the stack only while they are
+// reported, not under the send (stack depth, see serveStream).
+//
+//go:noinline
+func (st *sotwStream) sentEvent(w *watch, resp *discoveryv3.DiscoveryResponse, sent []proto.Message, size int) {
 	st.observe(Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: resp.VersionInfo, SetVersion: w.setVersion, Nonce: resp.Nonce, Resources: len(resp.Resources), Sent: sent, Bytes: size})
 	st.log.Debug("sent", "type", w.typ.Abbrev, "version", resp.VersionInfo, "nonce", resp.Nonce, "resources", len(resp.Resources))
-	return nil
 }
 
 func (st *sotwStream) markWarm(typeURL string) {

@@ -89,8 +89,11 @@ type stream struct {
 	holdings func(typeURL string) holdings
 	// holding is set while something is held back for make-before-break;
 	// holdSince is when a hold for a slow client began, for its bound.
-	holding   bool
-	holdSince time.Time
+	holding bool
+	// releaseAfter: the request just handled answered what something was
+	// held back for; request pushes once the handler has returned.
+	releaseAfter bool
+	holdSince    time.Time
 	// wake wakes the stream (wakeHold) at wakeDue, when a hold reaches
 	// its bound; zero: not armed.
 	wake    *time.Timer
@@ -449,7 +452,14 @@ func request[P any](st *stream, req P, onRequest func(P) error, onFleet func() e
 			}
 		}
 	}
-	return onRequest(req)
+	if err := onRequest(req); err != nil {
+		return err
+	}
+	if st.releaseAfter {
+		st.releaseAfter = false
+		return onFleet()
+	}
+	return nil
 }
 
 // identify takes the node from the stream's first request. The node is
