@@ -132,17 +132,7 @@ func (w *wakeups) stop(cause error) {
 		return
 	}
 	w.hasCause, w.cause = true, cause
-	idle := w.armed && !w.running && !w.busy && !w.done
-	if idle {
-		w.settle(nil)
-		// finish waits for the cut too.
-		w.wg.Add(1)
-	}
-	w.mu.Unlock()
-	if idle {
-		defer w.wg.Done()
-		w.cut()
-	}
+	w.unlockCutting(w.armed && !w.running && !w.busy && !w.done)
 }
 
 // arm marks the stream running: a cause recorded before (stop) ends it
@@ -150,7 +140,13 @@ func (w *wakeups) stop(cause error) {
 func (w *wakeups) arm() {
 	w.mu.Lock()
 	w.armed = true
-	idle := w.hasCause && !w.stopped && !w.running && !w.busy && !w.done
+	w.unlockCutting(w.hasCause && !w.stopped && !w.running && !w.busy && !w.done)
+}
+
+// unlockCutting releases mu (held) and, when idle (a cause to end the
+// stream and nothing being handled: its reader waits in RecvMsg), settles
+// the outcome and cuts the stream off; finish waits for the cut too.
+func (w *wakeups) unlockCutting(idle bool) {
 	if idle {
 		w.settle(nil)
 		w.wg.Add(1)
