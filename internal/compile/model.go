@@ -52,14 +52,17 @@ func (c *checker) endpointProblem(s *model.Service, i int, sub, format string, a
 	c.add(joined[i-own], "endpoint", s.Name, strings.TrimPrefix(sub, "."), format, args...)
 }
 
-// endpointName names s's i-th endpoint for a message.
-func (c *checker) endpointName(s *model.Service, i int) string {
+// endpointName names s's j-th endpoint in a message about its i-th.
+func (c *checker) endpointName(s *model.Service, i, j int) string {
 	joined := c.joined[s.Name]
 	own := len(s.Endpoints) - len(joined)
-	if i < own {
-		return fmt.Sprintf("endpoints[%d] of the service", i)
+	switch {
+	case j < own && i < own:
+		return fmt.Sprintf("endpoints[%d]", j)
+	case j < own:
+		return fmt.Sprintf("the service's endpoints[%d]", j)
 	}
-	src := joined[i-own]
+	src := joined[j-own]
 	return fmt.Sprintf("the endpoint at %s:%d", src.File, src.Line)
 }
 
@@ -184,7 +187,7 @@ func (c *checker) service(s *model.Service, grpc bool) {
 		if j, dup := seen[key]; dup {
 			// gRPC rejects the whole assignment for it; Envoy would
 			// double the endpoint's share.
-			c.endpointProblem(s, i, "", "%s:%d is already %s", e.Address, e.Port, c.endpointName(s, j))
+			c.endpointProblem(s, i, "", "%s:%d is already %s", e.Address, e.Port, c.endpointName(s, i, j))
 		}
 		seen[key] = i
 	}
