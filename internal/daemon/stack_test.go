@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc"
+
 	"github.com/pylon-xds/pylon/internal/daemon"
 	"github.com/pylon-xds/pylon/internal/daemon/daemontest"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
@@ -30,13 +32,32 @@ func stackConfig(port int) string {
 	return b.String()
 }
 
+// openDeltas opens per delta ADS streams on cc, each taking the four types
+// and ACKing them.
+func openDeltas(t *testing.T, cc *grpc.ClientConn, c, per int, names []string) []*xdstest.DeltaStream {
+	var out []*xdstest.DeltaStream
+	for i := range per {
+		s := xdstest.OpenDeltaADS(t, cc, xdstest.Node(fmt.Sprintf("d-%d-%d", c, i)))
+		for _, step := range []struct {
+			url   string
+			names []string
+		}{{xdstype.ClusterURL, nil}, {xdstype.EndpointURL, names}, {xdstype.ListenerURL, nil}, {xdstype.RouteURL, []string{"r"}}} {
+			s.Subscribe(step.url, step.names...)
+			s.ACK(s.RecvType(step.url))
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
 // TestStreamStacksStayAt8KB guards the memory of an idle stream in the
 // daemon as deployed (status tracking, metrics): its one goroutine, gRPC's
 // handler waiting in RecvMsg, keeps an 8 KB stack only if nothing the
 // stream ran took it past 8 KB. Grown to 16 KB once, it cannot shrink back
 // while it waits (gRPC's frames under the handler with the runtime's
 // allowance exceed a quarter of 8 KB): 8 KB more for every proxy. The
-// streams take a first config and a change, as a fleet's do; the bound
+// streams, SotW and delta, take a first config and a change, as a
+// fleet's do; the bound
 // counts the test client's goroutines (about 10 KB a stream) as well.
 func TestStreamStacksStayAt8KB(t *testing.T) {
 	if raceEnabled {
@@ -70,8 +91,13 @@ func TestStreamStacksStayAt8KB(t *testing.T) {
 	before := stacks()
 	const conns, per = 4, 100
 	var streams []*xdstest.Stream
+	var deltas []*xdstest.DeltaStream
 	for c := range conns {
 		cc := xdstest.Dial(t, d.XDS)
+		if c%2 == 1 {
+			deltas = append(deltas, openDeltas(t, cc, c, per, names)...)
+			continue
+		}
 		for i := range per {
 			s := xdstest.OpenADS(t, cc, xdstest.Node(fmt.Sprintf("n-%d-%d", c, i)))
 			for _, step := range []struct {
@@ -88,6 +114,9 @@ func TestStreamStacksStayAt8KB(t *testing.T) {
 	write(81)
 	for _, s := range streams {
 		s.RecvType(xdstype.EndpointURL)
+	}
+	for _, s := range deltas {
+		s.ACK(s.RecvType(xdstype.EndpointURL))
 	}
 	perStream := float64(stacks()-before) / (conns * per)
 	t.Logf("stacks: %.1f KB a stream (server and test client)", perStream/1024)

@@ -154,9 +154,18 @@ func (st *deltaStream) respond(p *planner, w *deltaWatch, snap *snapshot.Snapsho
 			}
 		})
 	}
-	st.observe(Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: w.version, Nonce: resp.Nonce, Resources: len(resources), Sent: sent, Removed: removed, Bytes: size})
-	st.log.Debug("sent", "type", w.typ.Abbrev, "system_version", resp.SystemVersionInfo, "nonce", resp.Nonce, "resources", len(resources), "removed", len(removed))
+	st.sentEvent(w, resp, sent, size)
 	return nil
+}
+
+// sentEvent reports and logs a response sent: apart from respond, so that
+// the event and the log's arguments are not on the stack under the send
+// (stack depth, see serveStream).
+//
+//go:noinline
+func (st *deltaStream) sentEvent(w *deltaWatch, resp *discoveryv3.DeltaDiscoveryResponse, sent []proto.Message, size int) {
+	st.observe(Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: w.version, Nonce: resp.Nonce, Resources: len(resp.Resources), Sent: sent, Removed: resp.RemovedResources, Bytes: size})
+	st.log.Debug("sent", "type", w.typ.Abbrev, "system_version", resp.SystemVersionInfo, "nonce", resp.Nonce, "resources", len(resp.Resources), "removed", len(resp.RemovedResources))
 }
 
 // onHeartbeat refreshes the TTLs of what the client holds.
