@@ -15,6 +15,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
+
+	"github.com/pylon-xds/pylon/internal/redact"
 )
 
 // Version overrides the build info's module version when set at build
@@ -31,7 +33,9 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	root := newRoot(stdout, stderr, getenv)
 	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(stderr, "pylon:", err)
+		// Every command's error may quote a config (a compile error, a
+		// refusal): scrubbed of key material in one place.
+		fmt.Fprintln(stderr, "pylon:", redact.String(err.Error()))
 		return 1
 	}
 	return 0

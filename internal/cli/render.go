@@ -157,11 +157,6 @@ func sameDir(a, b string) bool {
 // it tells watch (if set) the certificate and key files it read, before
 // writing: a rotation seen after the files change is not missed.
 func renderFiles(f *renderFlags, o filerender.Options, files []config.File, watch func([]string)) (r rendered, err error) {
-	defer func() {
-		if err != nil {
-			err = redacted(err)
-		}
-	}()
 	var read []string
 	reader := func(p string) ([]byte, error) {
 		read = append(read, p)
@@ -253,9 +248,11 @@ func renderWatch(ctx context.Context, stdout, stderr io.Writer, f *renderFlags, 
 				lastErr = ""
 			case first:
 				return err
-			case err.Error() != lastErr:
-				// A resync repeats a refusal: it is said once.
-				lastErr = err.Error()
+			case redact.String(err.Error()) != lastErr:
+				// A resync repeats a refusal: it is said once. What is
+				// printed may quote the config: redacted, as execute
+				// does for a command's error.
+				lastErr = redact.String(err.Error())
 				fmt.Fprintf(stderr, "pylon: render refused, the previous files stay: %s\n", lastErr)
 			}
 			first = false
@@ -267,11 +264,7 @@ func renderWatch(ctx context.Context, stdout, stderr io.Writer, f *renderFlags, 
 
 func watchStep(f *renderFlags, o filerender.Options, u source.Update, watch func([]string)) (rendered, error) {
 	if u.Err != nil {
-		return rendered{}, redacted(u.Err)
+		return rendered{}, u.Err
 	}
 	return renderFiles(f, o, u.Files, watch)
 }
-
-// redacted is err with any key material in its text redacted: what render
-// prints, once or under --watch, may quote the config.
-func redacted(err error) error { return errors.New(redact.String(err.Error())) }

@@ -126,8 +126,10 @@ type state struct {
 	Files    map[string][]config.File `json:"files,omitempty"`
 }
 
-// stateFormat is the layout this code writes; 0 (before the field) reads
-// the same.
+// stateFormat is the layout this code writes. Format 0 (before the field)
+// has the same fields, but its From and To are snapshot versions,
+// endpoints included, where format 1 has config versions: resume
+// translates them.
 const stateFormat = 1
 
 // maxSavedRollouts bounds the rollouts a state file may hold: one per
@@ -275,6 +277,9 @@ func (c *Controller) resume(f *snapshot.Fleet) {
 		if err == nil {
 			prev, _ = old.Lookup(s.Group)
 		}
+		if c.saved.Format == 0 {
+			s.From, s.To = configVersion(prev, s.From), configVersion(g, s.To)
+		}
 		switch {
 		case prev == nil:
 			c.o.Logger.Error("saved rollout cannot be resumed: its previous config no longer compiles; every node of the group gets the current config",
@@ -301,4 +306,13 @@ func (c *Controller) resume(f *snapshot.Fleet) {
 		r.Status = Status{Group: s.Group, From: s.From, To: g.Snapshot.ConfigVersion(), Stages: r.Stages}
 		c.enter(r, 1, c.o.Now())
 	}
+}
+
+// configVersion is g's config version when v, a format-0 state file's,
+// is g's snapshot version; else v.
+func configVersion(g *snapshot.Group, v string) string {
+	if g != nil && g.Snapshot.Version() == v {
+		return g.Snapshot.ConfigVersion()
+	}
+	return v
 }

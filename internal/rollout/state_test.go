@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,6 +62,55 @@ func TestRestartKeepsHaltedRolloutWhosePreviousChanged(t *testing.T) {
 	s := c2.Status()
 	if len(s) != 1 || s[0].Halted != ReasonOperator || s[0].From != v1b.Groups()[0].Snapshot.ConfigVersion() {
 		t.Fatalf("after a restart: %+v, want still halted, from the recompiled previous version", s)
+	}
+	if n := onNew(pub, v2.Groups()[0].Snapshot); n != 0 {
+		t.Fatalf("%d of 1000 nodes got the halted change after the restart", n)
+	}
+}
+
+// A state file written before the format field (format 0) has snapshot
+// versions in From and To: translated, a halted rollout stays halted after
+// the restart instead of starting over at stage 1.
+func TestFormat0StateResumesHalted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rollouts.json")
+	v1, v2 := fleet(t, time.Second, policy), fleet(t, 2*time.Second, policy)
+	byFile := map[string]*snapshot.Fleet{"1": v1, "2": v2}
+	compile := func(fs []config.File) (*snapshot.Fleet, error) { return byFile[string(fs[0].Data)], nil }
+	clk := newClock()
+	c, _ := New(Options{Publisher: snapshot.NewPublisher(), StatePath: path, Compile: compile, Now: clk.Now, After: clk.After})
+	c.Publish(v1, files("1"))
+	c.Publish(v2, files("2"))
+	if _, err := c.Halt("edge"); err != nil {
+		t.Fatal(err)
+	}
+	// The file as the code before format 1 wrote it.
+	var st state
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		t.Fatal(err)
+	}
+	st.Format = 0
+	st.Rollouts[0].From, st.Rollouts[0].To = v1.Groups()[0].Snapshot.Version(), v2.Groups()[0].Snapshot.Version()
+	if st.Rollouts[0].From == v1.Groups()[0].Snapshot.ConfigVersion() {
+		t.Fatal("the test's snapshot and config versions are alike: it proves nothing")
+	}
+	if data, err = json.Marshal(st); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pub := snapshot.NewPublisher()
+	c2, err := New(Options{Publisher: pub, StatePath: path, Compile: compile, Now: clk.Now, After: clk.After})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2.Publish(fleet(t, 2*time.Second, policy), files("2"))
+	if s := c2.Status(); len(s) != 1 || s[0].Halted != ReasonOperator || s[0].From != v1.Groups()[0].Snapshot.ConfigVersion() {
+		t.Fatalf("after a restart from a format-0 file: %+v, want still halted", s)
 	}
 	if n := onNew(pub, v2.Groups()[0].Snapshot); n != 0 {
 		t.Fatalf("%d of 1000 nodes got the halted change after the restart", n)

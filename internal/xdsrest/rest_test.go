@@ -293,3 +293,33 @@ func TestX44_SlowBodyHoldsNoSlot(t *testing.T) {
 		t.Fatalf("the slow body was answered %q", answer)
 	}
 }
+
+// Bodies are read a bounded number at a time (MaxPolls and 16 more, each
+// at most MaxBody): past that, a poll is answered 503 before its body is
+// read, so clients trickling bodies cannot make Pylon hold any number of
+// them.
+func TestX44_BodiesReadAtOnceBounded(t *testing.T) {
+	r := start(t, xds.Options{}, xdsrest.Options{MaxPolls: 1}, nil)
+	r.xds.Publish(t, cluster("web"))
+	for range 1 + 16 {
+		conn, err := net.Dial("tcp", r.http.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{", cdsPath); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := r.poller(t, cdsPath, xdstest.Node("proxy-1"), xdstype.ClusterURL)
+	deadline := time.Now().Add(xdstest.Timeout)
+	for {
+		rep := p.poll()
+		if rep.code == http.StatusServiceUnavailable && strings.Contains(string(rep.body), "more than 17 requests being read at once") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("with 17 bodies being read, a poll got %d %s, want 503", rep.code, rep.body)
+		}
+	}
+}

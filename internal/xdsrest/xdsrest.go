@@ -78,6 +78,11 @@ type Handler struct {
 	paths map[string]*xdstype.Type
 	list  string // the paths, for the error naming them
 	polls chan struct{}
+	// reading bounds the bodies read and decoded at once (MaxPolls and
+	// readSpare, each at most MaxBody): apart from polls, so that a slow
+	// sender holds a reading slot for at most bodyTimeout and never a
+	// poll's, and a few of them cannot keep every poll out.
+	reading chan struct{}
 }
 
 // New returns a handler.
@@ -99,7 +104,7 @@ func New(o Options) *Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{o: o, log: log, paths: paths(o.Registry), polls: make(chan struct{}, o.MaxPolls)}
+	h := &Handler{o: o, log: log, paths: paths(o.Registry), polls: make(chan struct{}, o.MaxPolls), reading: make(chan struct{}, o.MaxPolls+readSpare)}
 	var list []string
 	for p := range h.paths {
 		list = append(list, p)
@@ -136,20 +141,36 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// a client trickling its body holds a connection, not one of the
 	// slots real polls need.
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyTimeout))
+	if !h.take(w, r, h.reading, "requests being read") {
+		return
+	}
 	req, code, msg := h.decode(w, r, t)
+	<-h.reading
 	if req == nil {
 		h.fail(w, r, code, msg)
 		return
 	}
-	select {
-	case h.polls <- struct{}{}:
-		defer func() { <-h.polls }()
-	default:
-		w.Header().Set("Retry-After", "1")
-		h.fail(w, r, http.StatusServiceUnavailable, fmt.Sprintf("more than %d polls at once; poll again later", h.o.MaxPolls))
+	if !h.take(w, r, h.polls, "polls") {
 		return
 	}
+	defer func() { <-h.polls }()
 	h.poll(w, r, t, req)
+}
+
+// readSpare is how many more bodies than polls may be read at once.
+const readSpare = 16
+
+// take takes a slot of slots without waiting, or answers 503 saying what
+// there are too many of.
+func (h *Handler) take(w http.ResponseWriter, r *http.Request, slots chan struct{}, what string) bool {
+	select {
+	case slots <- struct{}{}:
+		return true
+	default:
+		w.Header().Set("Retry-After", "1")
+		h.fail(w, r, http.StatusServiceUnavailable, fmt.Sprintf("more than %d %s at once; poll again later", cap(slots), what))
+		return false
+	}
 }
 
 // decode reads the request body into a DiscoveryRequest for t, or returns

@@ -386,3 +386,28 @@ func TestWriteInPlaceWaitsQuiet(t *testing.T) {
 		t.Fatalf("an in-place write was read %v after it, before the %v quiet period", took, quiet)
 	}
 }
+
+// A file moved away and a new one written under its name is not a file
+// renamed into place: the new one may be half-written when it appears,
+// and waits out the quiet period like any write.
+func TestMoveAwayThenWriteWaitsQuiet(t *testing.T) {
+	const quiet = 300 * time.Millisecond
+	dir := t.TempDir()
+	path := filepath.Join(dir, "pylon.yaml")
+	write(t, path, "v1")
+	updates := runWith(t, dir, quiet, time.Hour)
+	next(t, updates, has("pylon.yaml=v1;"))
+	if err := os.Rename(path, filepath.Join(t.TempDir(), "old.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	// The folder without it is read (and refused) first: the new file's
+	// Create then comes right after the Rename, as a rename into place's
+	// does, with nothing pending.
+	next(t, updates, func(u source.Update) bool { return !has("pylon.yaml=v1;")(u) })
+	wrote := time.Now()
+	write(t, path, "v2")
+	next(t, updates, has("pylon.yaml=v2;"))
+	if took := time.Since(wrote); took < quiet {
+		t.Fatalf("a file written where one was moved away was read %v after it, before the %v quiet period", took, quiet)
+	}
+}

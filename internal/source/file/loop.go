@@ -50,12 +50,14 @@ func (l *loop) run(ctx context.Context, fire, resync func(time.Time) bool) error
 			timer.Reset(time.Until(due))
 		}
 	}
-	// afterRename: the previous event, relevant or not, renamed a file
-	// away. A Create right after it is that file renamed into place
-	// (inotify reports the two halves of a rename back to back): the
-	// file is whole, as written aside by a deploy tool or swapped in by
-	// Kubernetes, so its burst need not wait out the quiet period.
-	afterRename := false
+	// renamedFrom: the previous event, relevant or not, renamed this file
+	// away. A Create of another name right after it is that file renamed
+	// into place (inotify reports the two halves of a rename back to
+	// back): the file is whole, as written aside by a deploy tool or
+	// swapped in by Kubernetes, so its burst need not wait out the quiet
+	// period. A Create of the same name is a file moved away and a new
+	// one being written in its place: that waits like any write.
+	renamedFrom := ""
 	for {
 		select {
 		case <-ctx.Done():
@@ -64,8 +66,11 @@ func (l *loop) run(ctx context.Context, fire, resync func(time.Time) bool) error
 			if !ok {
 				return nil
 			}
-			renamedIn := afterRename && ev.Has(fsnotify.Create)
-			afterRename = ev.Has(fsnotify.Rename)
+			renamedIn := renamedFrom != "" && renamedFrom != ev.Name && ev.Has(fsnotify.Create)
+			renamedFrom = ""
+			if ev.Has(fsnotify.Rename) {
+				renamedFrom = ev.Name
+			}
 			if !l.rel.relevant(ev.Name) {
 				// Not even a debug line: a log file written in a watched
 				// folder would otherwise log its own writes forever.
