@@ -2,6 +2,7 @@ package compile
 
 import (
 	"reflect"
+	"slices"
 	"sync"
 
 	"github.com/pylon-xds/pylon/internal/model"
@@ -53,15 +54,27 @@ func (st *serviceTranslator) translate(s *model.Service) (cluster, assignment pr
 	}
 	key := *s
 	key.Source = model.Source{}
-	// DeepEqual returns at once on slices and pointers shared with the
-	// previous compile, which config.Cache hands out for unchanged text.
-	if p, ok := st.prev[s.Name]; ok && reflect.DeepEqual(p.svc, key) {
+	if p, ok := st.prev[s.Name]; ok && sameService(p.svc, key) {
 		st.next[s.Name] = p
 		return p.cluster, p.assignment
 	}
 	p := translatedService{svc: key, cluster: translate.Cluster(s), assignment: translate.Endpoints(s)}
 	st.next[s.Name] = p
 	return p.cluster, p.assignment
+}
+
+// sameService reports whether a and b (Source cleared) translate alike.
+// The endpoints are compared as values (model.Endpoint is comparable):
+// a service's registered endpoints are joined into a new list on every
+// compile, which reflect.DeepEqual would walk field by field. The rest
+// DeepEqual takes at once where it shares pointers with the previous
+// compile, as config.Cache hands out for unchanged text.
+func sameService(a, b model.Service) bool {
+	if !slices.Equal(a.Endpoints, b.Endpoints) {
+		return false
+	}
+	a.Endpoints, b.Endpoints = nil, nil
+	return reflect.DeepEqual(a, b)
 }
 
 // done keeps this compile's translations for the next. A translation is

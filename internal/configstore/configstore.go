@@ -189,8 +189,8 @@ func Files(objs []store.Object, now time.Time) ([]config.File, error) {
 // item. The runner owns one; nil renders everything.
 type rendered struct {
 	objects   map[store.Key]renderedFile
-	endpoints map[string]renderedFile // by service
-	items     map[string][]byte       // an endpoint's item, by service and body
+	endpoints map[string]renderedFile      // by service
+	items     map[string]map[string][]byte // an endpoint's item, by service and body
 }
 
 type renderedFile struct {
@@ -225,7 +225,7 @@ func (r *rendered) files(objs []store.Object, now time.Time) ([]config.File, err
 		}
 		return objs[i].Name < objs[j].Name
 	})
-	next := &rendered{objects: map[store.Key]renderedFile{}, endpoints: map[string]renderedFile{}, items: map[string][]byte{}}
+	next := &rendered{objects: map[store.Key]renderedFile{}, endpoints: map[string]renderedFile{}, items: map[string]map[string][]byte{}}
 	var files []config.File
 	for _, o := range objs {
 		if strings.HasPrefix(o.Kind, "endpoints.") {
@@ -283,24 +283,19 @@ func (r *rendered) object(o store.Object, next *rendered) (config.File, error) {
 // endpointsFile is the file of the endpoints registered to service, kept
 // in next: {"endpoints": [{"service": ..., "address": ..., ...}, ...]}.
 func (r *rendered) endpointsFile(service string, eps [][]byte, next *rendered) (config.File, error) {
+	var prevItems map[string][]byte
 	if r != nil {
+		prevItems = r.items[service]
 		if prev, ok := r.endpoints[service]; ok && prev.same(nil, eps) {
-			next.endpoints[service] = prev
-			for _, b := range eps {
-				k := service + "\x00" + string(b)
-				next.items[k] = r.items[k]
-			}
+			next.endpoints[service], next.items[service] = prev, prevItems
 			return prev.file, nil
 		}
 	}
+	items := make(map[string][]byte, len(eps))
 	var data bytes.Buffer
 	data.WriteString(`{"endpoints": [`)
 	for i, b := range eps {
-		k := service + "\x00" + string(b)
-		item, ok := []byte(nil), false
-		if r != nil {
-			item, ok = r.items[k]
-		}
+		item, ok := prevItems[string(b)]
 		if !ok {
 			var e config.Endpoint
 			if err := json.Unmarshal(b, &e.Endpoint); err != nil {
@@ -312,7 +307,7 @@ func (r *rendered) endpointsFile(service string, eps [][]byte, next *rendered) (
 				return config.File{}, err
 			}
 		}
-		next.items[k] = item
+		items[string(b)] = item
 		if i > 0 {
 			data.WriteString(",\n")
 		}
@@ -320,7 +315,7 @@ func (r *rendered) endpointsFile(service string, eps [][]byte, next *rendered) (
 	}
 	data.WriteString("]}")
 	f := config.File{Path: "endpoints/" + service, Data: data.Bytes()}
-	next.endpoints[service] = renderedFile{eps: eps, file: f}
+	next.endpoints[service], next.items[service] = renderedFile{eps: eps, file: f}, items
 	return f, nil
 }
 

@@ -17,6 +17,8 @@ type Observability struct {
 	Tracker  *status.Tracker
 	Metrics  *metrics.Metrics
 	Observer xds.Observer
+	// tracking is Observer, for the rollout controller to join (then).
+	tracking *tracking
 }
 
 // NewObservability returns the tracker and metrics for a server serving
@@ -52,7 +54,8 @@ func NewObservability(reg *xdstype.Registry, pub *snapshot.Publisher) *Observabi
 		},
 	})
 	met = metrics.New(tracker)
-	return &Observability{Tracker: tracker, Metrics: met, Observer: &tracking{reg: reg, t: tracker, m: met}}
+	t := &tracking{reg: reg, t: tracker, m: met}
+	return &Observability{Tracker: tracker, Metrics: met, Observer: t, tracking: t}
 }
 
 // Published tells the tracker about a published fleet, for push latency.

@@ -9,7 +9,6 @@ import (
 	"github.com/pylon-xds/pylon/internal/pipeline"
 	"github.com/pylon-xds/pylon/internal/rollout"
 	"github.com/pylon-xds/pylon/internal/snapshot"
-	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -42,19 +41,6 @@ func newRollouts(o Options, reg *xdstype.Registry, pub *snapshot.Publisher, pipe
 		return nil, err
 	}
 	pipe.SetPublish(ctrl.Publish)
-	if t, ok := obs.Observer.(*tracking); ok {
-		t.then = ctrl
-	} else {
-		obs.Observer = observers{obs.Observer, ctrl}
-	}
+	obs.tracking.then = ctrl
 	return ctrl, nil
-}
-
-// observers passes each event to every observer in turn.
-type observers []xds.Observer
-
-func (os observers) Observe(e xds.Event) {
-	for _, o := range os {
-		o.Observe(e)
-	}
 }

@@ -2,7 +2,6 @@ package snapshot
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"strings"
 	"time"
@@ -53,6 +52,7 @@ func Build(reg *xdstype.Registry, inputs []Input) (*Snapshot, error) {
 func BuildValidated(reg *xdstype.Registry, inputs []Input, v *Validated) (*Snapshot, error) {
 	defer v.done()
 	var problems diag.List
+	holds := map[protoreflect.FullName]bool{} // the value checks' walk, per type
 	byType := map[string]map[string]*Resource{}
 	firstSeen := map[string]map[string]*Input{}
 	for i := range inputs {
@@ -76,7 +76,7 @@ func BuildValidated(reg *xdstype.Registry, inputs []Input, v *Validated) (*Snaps
 		}
 		// An invalid resource still goes in the set: what names it is not
 		// also reported as dangling.
-		validOnce(in, validKey{in.Type.URL, sum}, v, &problems)
+		validOnce(in, validKey{in.Type.URL, sum}, v, holds, &problems)
 		r, err := newResource(in, b, sum)
 		if err != nil {
 			problems = append(problems, in.diag("", "cannot encode: %v", err))
@@ -109,11 +109,11 @@ func BuildValidated(reg *xdstype.Registry, inputs []Input, v *Validated) (*Snaps
 
 // validOnce validates in (its key k) unless v saw it pass before, adding
 // its problems.
-func validOnce(in *Input, k validKey, v *Validated, problems *diag.List) {
+func validOnce(in *Input, k validKey, v *Validated, holds map[protoreflect.FullName]bool, problems *diag.List) {
 	if v.seen(k) {
 		return
 	}
-	fes := validate(in.Message)
+	fes := validate(in.Message, holds)
 	for _, fe := range fes {
 		*problems = append(*problems, in.diag(fe.field, "%s", fe.reason))
 	}
@@ -130,7 +130,7 @@ func newResource(in *Input, b []byte, sum [sha256.Size]byte) (*Resource, error) 
 	enc := &anypb.Any{TypeUrl: in.Type.URL, Value: b}
 	r := &Resource{Name: in.Name, Any: enc, Message: in.Message}
 	if in.TTL <= 0 {
-		r.Version = hex.EncodeToString(sum[:8]) // as hashBytes(b)
+		r.Version = versionOf(sum)
 		r.Delta = &discoveryv3.Resource{Name: in.Name, Version: r.Version, Resource: enc}
 		return r, nil
 	}
@@ -167,7 +167,7 @@ type fieldError struct{ field, reason string }
 // validate runs the generated ValidateAll on m and on every message packed in
 // an Any inside it: protoc-gen-validate stops at Any, but Envoy validates a
 // typed_config when it loads the extension, so Pylon must too.
-func validate(m proto.Message) []fieldError {
+func validate(m proto.Message, holds map[protoreflect.FullName]bool) []fieldError {
 	var out []fieldError
 	if v, ok := m.(interface{ ValidateAll() error }); ok {
 		if err := v.ValidateAll(); err != nil {
@@ -179,7 +179,7 @@ func validate(m proto.Message) []fieldError {
 	}
 	// One walk over what m holds (an Any's content is validated on its
 	// own, with the Any's path in front).
-	w := newWalker()
+	w := newWalker(holds)
 	w.walk(m.ProtoReflect(), func(v protoreflect.Message) {
 		a, ok := v.Interface().(*anypb.Any)
 		if !ok {
@@ -191,7 +191,7 @@ func validate(m proto.Message) []fieldError {
 			out = append(out, fieldError{w.path(), fmt.Sprintf("cannot decode %s: %v", a.GetTypeUrl(), err)})
 			return
 		}
-		for _, fe := range validate(inner) {
+		for _, fe := range validate(inner, holds) {
 			out = append(out, fieldError{joinPath(w.path(), fe.field), fe.reason})
 		}
 	})

@@ -170,10 +170,10 @@ func (s *Snapshot) Set(typeURL string) *Set {
 // Sets returns every set in make-before-break order. Do not modify the slice.
 func (s *Snapshot) Sets() []*Set { return s.ranked }
 
-func hashBytes(b []byte) string {
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:8])
-}
+func hashBytes(b []byte) string { return versionOf(sha256.Sum256(b)) }
+
+// versionOf is the version cut from a SHA-256: every version is one.
+func versionOf(sum [sha256.Size]byte) string { return hex.EncodeToString(sum[:8]) }
 
 // hashPairs hashes (key, value) pairs, already in a stable order. Lengths are
 // written so that no two different lists share an encoding.

@@ -38,17 +38,8 @@ type encoding struct {
 // encode returns m's deterministic encoding and its hash, from the
 // previous build when it encoded m.
 func (v *Validated) encode(m proto.Message) ([]byte, [sha256.Size]byte, error) {
-	if v != nil {
-		v.mu.Lock()
-		e, ok := v.encCur[m]
-		if !ok {
-			e, ok = v.encPrev[m]
-		}
-		v.mu.Unlock()
-		if ok {
-			v.keepEncoding(m, e)
-			return e.b, e.sum, nil
-		}
+	if e, ok := v.encoded(m); ok {
+		return e.b, e.sum, nil
 	}
 	b, err := marshal.Marshal(m)
 	if err != nil {
@@ -59,12 +50,33 @@ func (v *Validated) encode(m proto.Message) ([]byte, [sha256.Size]byte, error) {
 	return e.b, e.sum, nil
 }
 
+// encoded returns m's encoding from this build or the previous one,
+// keeping it for the next.
+func (v *Validated) encoded(m proto.Message) (encoding, bool) {
+	if v == nil {
+		return encoding{}, false
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	e, ok := v.encCur[m]
+	if !ok {
+		if e, ok = v.encPrev[m]; ok {
+			v.keepEncodingLocked(m, e)
+		}
+	}
+	return e, ok
+}
+
 func (v *Validated) keepEncoding(m proto.Message, e encoding) {
 	if v == nil {
 		return
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	v.keepEncodingLocked(m, e)
+}
+
+func (v *Validated) keepEncodingLocked(m proto.Message, e encoding) {
 	if v.encCur == nil {
 		v.encCur = map[proto.Message]encoding{}
 	}

@@ -10,8 +10,8 @@ import (
 // walker visits the messages inside a resource that the value checks look
 // at (regex matchers, durations, extension config sources, Anys) and no
 // others: a field whose message type cannot hold one of them is not
-// entered, so the 20,000 endpoints of a ClusterLoadAssignment are skipped
-// by their type instead of walked one by one. The field path of the
+// entered (an endpoint's address, its health check config: an LbEndpoint
+// itself is entered, as its metadata can hold an Any). The field path of the
 // message being visited is built only when asked for (path): formatting
 // one for every element was most of the walk.
 type walker struct {
@@ -29,7 +29,9 @@ type pathSeg struct {
 	isIndex, isKey bool
 }
 
-func newWalker() *walker { return &walker{holds: map[protoreflect.FullName]bool{}} }
+// newWalker walks with holds, what mayHold found so far: message types do
+// not change, so a build shares one among all its resources.
+func newWalker(holds map[protoreflect.FullName]bool) *walker { return &walker{holds: holds} }
 
 // watched reports whether the checks look at messages named n.
 func watched(n protoreflect.FullName) bool {

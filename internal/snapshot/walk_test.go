@@ -6,6 +6,7 @@ import (
 
 	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -14,7 +15,7 @@ import (
 // reaches one only a recursive type leads to: a bad regex two levels down
 // RBAC's and_rules is found, with its whole path.
 func TestWalkerSkipsOnlyWhatCannotHold(t *testing.T) {
-	w := newWalker()
+	w := newWalker(map[protoreflect.FullName]bool{})
 	if w.mayHold((&structpb.Struct{}).ProtoReflect().Descriptor()) {
 		t.Error("a Struct is said to hold a checked message")
 	}
@@ -30,7 +31,7 @@ func TestWalkerSkipsOnlyWhatCannotHold(t *testing.T) {
 		}}}},
 	}}}}
 	var fields []string
-	for _, fe := range validate(bad) {
+	for _, fe := range validate(bad, map[protoreflect.FullName]bool{}) {
 		fields = append(fields, fe.field)
 	}
 	want := "and_rules.rules[1].and_rules.rules[0].url_path.path.safe_regex.regex"

@@ -60,7 +60,6 @@ type Type struct {
 	// Subscription is what the stream subscribes to of the type (nil: not
 	// told), shared and read-only: replaced, never written.
 	Subscription *Subscription `json:"subscription,omitempty"`
-	url          string
 }
 
 // Subscription is what a stream subscribes to of one type: the wildcard
@@ -100,10 +99,6 @@ type Stream struct {
 	// Refused is set when the server ended the stream on purpose.
 	Refused *Refusal `json:"refused,omitempty"`
 	Types   []*Type  `json:"types"`
-	// expected holds, per type URL, what this stream should hold rather
-	// than its group's version (some of the group's Secrets are withheld
-	// from it).
-	expected map[string]string
 }
 
 // Refusal is why the server ended a stream: a reason from a small set
@@ -636,6 +631,8 @@ func (t *Tracker) ACKed(id uint64, info Info, typeURL string, st Stamp) {
 		e.flags |= ackedSetIsVersion
 	default:
 		e.flags |= ackedSetMore
+		// An equal string is kept rather than replaced: the one kept may
+		// be shared already, the new one is the request's own.
 		if m := e.moreOf(); m.ackedSet != st.Set {
 			m.ackedSet = st.Set
 		}
@@ -775,6 +772,9 @@ func (s *stream) expectEarly(url, version, set string) {
 			}
 			if version == "" {
 				s.more.early = slices.Delete(s.more.early, i, i+1)
+				if len(s.more.early) == 0 {
+					s.more.early = nil
+				}
 			} else {
 				s.more.early[i] = early{url, version, set}
 			}
@@ -843,7 +843,7 @@ func (t *Tracker) export(s *stream) Stream {
 	for i := range s.types {
 		e, ty := &s.types[i], &types[i]
 		state, expected := t.state(s, e)
-		*ty = Type{Type: e.kind.name, State: stateNames[state], Expected: expected, LastSent: e.lastSent, Subscription: e.sub, url: e.kind.url}
+		*ty = Type{Type: e.kind.name, State: stateNames[state], Expected: expected, LastSent: e.lastSent, Subscription: e.sub}
 		if e.more != nil {
 			ty.LastNACK, ty.LastRemoved = e.more.lastNACK, e.more.lastRemoved
 		}
@@ -870,22 +870,10 @@ func (t *Tracker) export(s *stream) Stream {
 				ty.ACKed.Set = e.more.ackedSet
 			}
 		}
-		if e.expected != "" {
-			if c.expected == nil {
-				c.expected = make(map[string]string, len(s.types))
-			}
-			c.expected[e.kind.url] = e.expected
-		}
 		c.Types[i] = ty
 	}
 	if m := s.more; m != nil {
 		c.Refused = m.refused
-		for _, x := range m.early {
-			if c.expected == nil {
-				c.expected = map[string]string{}
-			}
-			c.expected[x.url] = x.version
-		}
 	}
 	return c
 }

@@ -443,12 +443,12 @@ func (w *deltaWatch) planEach(p *planner, set *snapshot.Set, notFound, ttl bool)
 		w.sub.eachMember(set, consider)
 	}
 	for n := range w.names {
-		if set.Get(n) == nil || !w.inBulk(n) {
+		if !w.inBulk(n) || set.Get(n) == nil {
 			consider(n)
 		}
 	}
 	for n := range w.held {
-		if _, named := w.names[n]; !named && (set.Get(n) == nil || !w.inBulk(n)) {
+		if _, named := w.names[n]; !named && (!w.inBulk(n) || set.Get(n) == nil) {
 			consider(n)
 		}
 	}
