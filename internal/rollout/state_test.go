@@ -36,21 +36,31 @@ func TestStateFileChecked(t *testing.T) {
 	}
 }
 
-// A halted rollout whose previous config compiles to another version after
-// a restart (a certificate it names changed meanwhile) stays halted, from
-// that version: the nodes never get the rejected change.
-func TestRestartKeepsHaltedRolloutWhosePreviousChanged(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "rollouts.json")
-	v1, v2, v1b := fleet(t, time.Second, policy), fleet(t, 2*time.Second, policy), fleet(t, 1500*time.Millisecond, policy)
-	byFile := map[string]*snapshot.Fleet{"1": v1, "2": v2}
-	compile := func(fs []config.File) (*snapshot.Fleet, error) { return byFile[string(fs[0].Data)], nil }
-	clk := newClock()
+// haltedOnDisk runs a rollout from v1 (config "1") to v2 (config "2"),
+// halts it and returns its state file, with what a restart needs: byFile
+// is what compile gives for each config, for the test to change.
+func haltedOnDisk(t *testing.T) (path string, v1, v2 *snapshot.Fleet, byFile map[string]*snapshot.Fleet, compile func([]config.File) (*snapshot.Fleet, error), clk *clock) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "rollouts.json")
+	v1, v2 = fleet(t, time.Second, policy), fleet(t, 2*time.Second, policy)
+	byFile = map[string]*snapshot.Fleet{"1": v1, "2": v2}
+	compile = func(fs []config.File) (*snapshot.Fleet, error) { return byFile[string(fs[0].Data)], nil }
+	clk = newClock()
 	c, _ := New(Options{Publisher: snapshot.NewPublisher(), StatePath: path, Compile: compile, Now: clk.Now, After: clk.After})
 	c.Publish(v1, files("1"))
 	c.Publish(v2, files("2"))
 	if _, err := c.Halt("edge"); err != nil {
 		t.Fatal(err)
 	}
+	return path, v1, v2, byFile, compile, clk
+}
+
+// A halted rollout whose previous config compiles to another version after
+// a restart (a certificate it names changed meanwhile) stays halted, from
+// that version: the nodes never get the rejected change.
+func TestRestartKeepsHaltedRolloutWhosePreviousChanged(t *testing.T) {
+	path, _, v2, byFile, compile, clk := haltedOnDisk(t)
+	v1b := fleet(t, 1500*time.Millisecond, policy)
 	// While stopped, what config 1 names changed: it now compiles to v1b.
 	byFile["1"] = v1b
 	pub := snapshot.NewPublisher()
@@ -72,17 +82,7 @@ func TestRestartKeepsHaltedRolloutWhosePreviousChanged(t *testing.T) {
 // versions in From and To: translated, a halted rollout stays halted after
 // the restart instead of starting over at stage 1.
 func TestFormat0StateResumesHalted(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "rollouts.json")
-	v1, v2 := fleet(t, time.Second, policy), fleet(t, 2*time.Second, policy)
-	byFile := map[string]*snapshot.Fleet{"1": v1, "2": v2}
-	compile := func(fs []config.File) (*snapshot.Fleet, error) { return byFile[string(fs[0].Data)], nil }
-	clk := newClock()
-	c, _ := New(Options{Publisher: snapshot.NewPublisher(), StatePath: path, Compile: compile, Now: clk.Now, After: clk.After})
-	c.Publish(v1, files("1"))
-	c.Publish(v2, files("2"))
-	if _, err := c.Halt("edge"); err != nil {
-		t.Fatal(err)
-	}
+	path, v1, v2, _, compile, clk := haltedOnDisk(t)
 	// The file as the code before format 1 wrote it.
 	var st state
 	data, err := os.ReadFile(path)

@@ -264,20 +264,28 @@ func TestX44_ShutdownEndsPolls(t *testing.T) {
 	}
 }
 
+// slowBody starts a poll that sends its headers and the first byte of its
+// body, and no more; the connection is closed when the test ends.
+func slowBody(t *testing.T, r *rest) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", r.http.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{", cdsPath); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
 // A client that sends its headers and then trickles its body holds no poll
 // slot: a real poll is served meanwhile with a single slot, and the slow
 // body is cut off (its connection closed) within the body timeout.
 func TestX44_SlowBodyHoldsNoSlot(t *testing.T) {
 	r := start(t, xds.Options{}, xdsrest.Options{MaxPolls: 1}, nil)
 	r.xds.Publish(t, cluster("web"))
-	conn, err := net.Dial("tcp", r.http.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{", cdsPath); err != nil {
-		t.Fatal(err)
-	}
+	conn := slowBody(t, r)
 	p := r.poller(t, cdsPath, xdstest.Node("proxy-1"), xdstype.ClusterURL)
 	if names := p.poll().want(t, http.StatusOK).names(t); len(names) != 1 {
 		t.Fatalf("the poll beside a slow body got %v", names)
@@ -302,14 +310,7 @@ func TestX44_BodiesReadAtOnceBounded(t *testing.T) {
 	r := start(t, xds.Options{}, xdsrest.Options{MaxPolls: 1}, nil)
 	r.xds.Publish(t, cluster("web"))
 	for range 1 + 16 {
-		conn, err := net.Dial("tcp", r.http.Listener.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		if _, err := fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{", cdsPath); err != nil {
-			t.Fatal(err)
-		}
+		slowBody(t, r)
 	}
 	p := r.poller(t, cdsPath, xdstest.Node("proxy-1"), xdstype.ClusterURL)
 	deadline := time.Now().Add(xdstest.Timeout)
