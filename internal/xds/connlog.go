@@ -60,7 +60,7 @@ func (st *stream) logOpened() {
 		// Envoy sends its version as numbers, not a string.
 		client += fmt.Sprintf(" %d.%d.%d", sv.GetMajorNumber(), sv.GetMinorNumber(), sv.GetPatch())
 	}
-	args := []any{"cluster", st.node.GetCluster(), "group", group, "client", bounded(client, maxLogged), "peer", st.peer, "kind", st.kind()}
+	args := []any{"cluster", st.node.GetCluster(), "group", group, "client", bounded(client, maxLogged), "peer", st.conn.remote, "kind", st.kind()}
 	if !st.ident.Verified() {
 		// A verified identity is on every line of the stream already.
 		args = append(args, "identity", "none")
@@ -86,7 +86,7 @@ func (st *stream) logAt(level slog.Level, msg string, args ...any) {
 	if st.quiet {
 		level = slog.LevelDebug
 	}
-	st.log.Log(context.Background(), level, msg, args...)
+	st.log().Log(context.Background(), level, msg, args...)
 }
 
 // closedReason classifies a stream's end.

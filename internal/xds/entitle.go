@@ -138,5 +138,5 @@ func (st *stream) logWithheld(w *withheld, why string) {
 	if w.names != nil {
 		which = strings.Join(shown, ", ")
 	}
-	st.log.Warn("withholding Secrets from this stream; what names them waits", "secrets", which, "more", more, "reason", why)
+	st.log().Warn("withholding Secrets from this stream; what names them waits", "secrets", which, "more", more, "reason", why)
 }

@@ -130,7 +130,7 @@ func (st *stream) checkNode(node *corev3.Node) error {
 			return refuse(RefusedIdentity, codes.PermissionDenied, "%s", err.Error())
 		}
 	case st.srv.logged.first(onceKey("nocert", node.GetId())):
-		st.log.Info("node connected without a verified client certificate: it gets no Secrets and joins no group that declares identities",
+		st.log().Info("node connected without a verified client certificate: it gets no Secrets and joins no group that declares identities",
 			"node", node.GetId(), "insecure_serve_secrets", st.srv.opts.InsecureServeSecrets)
 	}
 	return nil
@@ -225,8 +225,8 @@ func (st *stream) refused(r *refusal) {
 		node = st.claimed
 	}
 	if st.srv.logged.first(onceKey("refused", r.reason, node.GetId())) {
-		st.log.Warn("refusing xDS stream", "reason", r.reason, "code", r.st.Code().String(), "detail", r.st.Message(),
-			"node", bounded(node.GetId(), maxLogged), "peer", st.peer, "identity", st.ident.String())
+		st.log().Warn("refusing xDS stream", "reason", r.reason, "code", r.st.Code().String(), "detail", r.st.Message(),
+			"node", bounded(node.GetId(), maxLogged), "peer", st.conn.remote, "identity", st.ident.String())
 	}
 	st.observe(Event{Kind: StreamRefused, Reason: r.reason, Detail: r.st.Message()})
 }

@@ -250,7 +250,10 @@ func (s *Server) evict(k connKey) {
 
 // Shutdown ends every open stream with UNAVAILABLE so that a graceful gRPC
 // stop can complete; clients reconnect to another replica or retry.
-func (s *Server) Shutdown() { s.stop() }
+func (s *Server) Shutdown() {
+	s.stop()
+	s.open.endAll(context.Canceled)
+}
 
 // handlerType satisfies grpc's check that a service implementation has the
 // service's interface: the descriptors below are built from the registry

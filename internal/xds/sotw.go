@@ -27,6 +27,11 @@ type watch struct {
 	started        bool // a request for the type has been processed
 	wildcard       bool
 	legacyWildcard bool // wildcard by an empty first request, not by "*"
+	sent           bool // a response of the type has been sent
+	// warm is set on ADS when a response of the type this one warms (CDS for
+	// EDS, LDS for RDS) was sent: Envoy finishes warming only on a fresh
+	// response, so the next request is answered even if nothing changed.
+	warm bool
 	// sub is the subscription, shared with every stream subscribed alike;
 	// names are its explicit names, never "*". Both are read-only.
 	sub *subscription
@@ -45,7 +50,6 @@ type watch struct {
 
 	nonce   string // latest nonce sent for the type; "" before the first response
 	version string // version_info of the latest response
-	sent    bool
 	// ackedVersion is the version of the response the client last ACKed:
 	// what it runs, for the NACK log line. expected is what status was
 	// last told the client should hold (expect).
@@ -57,10 +61,6 @@ type watch struct {
 	// own, see heldVersion).
 	setVersion, ackedSet string
 
-	// warm is set on ADS when a response of the type this one warms (CDS for
-	// EDS, LDS for RDS) was sent: Envoy finishes warming only on a fresh
-	// response, so the next request is answered even if nothing changed.
-	warm bool
 	// settled is the set version the client fully has, nothing held back:
 	// a publish that leaves the type's set at that version needs no plan.
 	settled string

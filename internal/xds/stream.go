@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -38,9 +39,8 @@ type stream struct {
 	srv     *Server
 	gs      grpc.ServerStream
 	id      uint64
+	nonces  uint64
 	typeURL string // "" on ADS
-	delta   bool
-	log     *slog.Logger
 
 	// node is what the stream keeps of its node once identified
 	// (keptNode), mnode the node in the group rules' terms.
@@ -50,8 +50,9 @@ type stream struct {
 	// cut to the bounded fields people read (claimedNode): what a refusal
 	// at stream open reports.
 	claimed *corev3.Node
-	peer    string  // the client's address
-	conn    connKey // the client's connection, for eviction
+	// conn is the client's connection (its remote address, the peer),
+	// for eviction; the connection's own strings when it is tracked.
+	conn connKey
 	// tconn is that connection when the server tracks it (nil otherwise),
 	// to tell an eviction from a client leaving.
 	tconn *trackedConn
@@ -74,41 +75,21 @@ type stream struct {
 	entitled *entitled
 	// opened is when the stream was accepted, for its disconnect line.
 	opened time.Time
-	// noGroupLogged keeps the "no matching group" warning to one a stream.
-	noGroupLogged bool
-	nonces        uint64
-	// ttl is set when the client supports resource TTLs; wrap when it also
-	// unwraps Resource in state-of-the-world responses (X42).
-	ttl, wrap bool
-	// unknownLogged is set once a request for a type not served was
-	// logged (X2): once a stream, however many such requests come.
-	unknownLogged bool
 
 	// holdings returns a type's state on this stream, nil if the client
 	// has not asked for the type here.
 	holdings func(typeURL string) holdings
-	// holding is set while something is held back for make-before-break;
 	// holdSince is when a hold for a slow client began, for its bound.
-	holding bool
-	// releaseAfter: the request just handled answered what something was
-	// held back for; request pushes once the handler has returned.
-	releaseAfter bool
-	holdSince    time.Time
+	holdSince time.Time
 	// wake wakes the stream (wakeHold) at wakeDue, when a hold reaches
 	// its bound; zero: not armed.
 	wake    *time.Timer
 	wakeDue time.Time
 	// greetTimer wakes the stream (wakeGreet) when a state-of-the-world
 	// stream whose resends were all spared still owes its client a first
-	// message (greet.go): greetDue is set until it is handled, and
-	// onGreet sends it.
-	// quiet is set for a stream that is one REST poll (ServeStream): it
-	// owes no first message (greet.go), its start and end are logged at
-	// debug level (an Envoy polls every second or so), and its events say
-	// Poll.
-	quiet      bool
+	// message (greet.go): greetDue (below) is set until it is handled,
+	// and onGreet sends it.
 	greetTimer *time.Timer
-	greetDue   bool
 	onGreet    func() error
 	// leave unregisters from the board, where another per-type stream of
 	// the same node wakes this one (wakeKick) when it publishes what its
@@ -119,7 +100,51 @@ type stream struct {
 	heldLogged map[string]bool
 	// windowStart and windowCount count requests for flood control.
 	windowStart time.Time
-	windowCount int
+	windowCount int32
+
+	// The flags, together: each apart would take a word of every stream.
+	delta bool
+	// noGroupLogged keeps the "no matching group" warning to one a stream.
+	noGroupLogged bool
+	// ttl is set when the client supports resource TTLs; wrap when it also
+	// unwraps Resource in state-of-the-world responses (X42).
+	ttl, wrap bool
+	// unknownLogged is set once a request for a type not served was
+	// logged (X2): once a stream, however many such requests come.
+	unknownLogged bool
+	// holding is set while something is held back for make-before-break.
+	holding bool
+	// releaseAfter: the request just handled answered what something was
+	// held back for; request pushes once the handler has returned.
+	releaseAfter bool
+	// quiet is set for a stream that is one REST poll (ServeStream): it
+	// owes no first message (greet.go), its start and end are logged at
+	// debug level (an Envoy polls every second or so), and its events say
+	// Poll.
+	quiet    bool
+	greetDue bool
+}
+
+// log returns the stream's logger: its lines name the stream, and once
+// it is identified its node and verified identity. Built for each line
+// rather than kept: a logger with attributes costs a few hundred bytes,
+// on every stream of the fleet, while most streams log a line or two.
+func (st *stream) log() *slog.Logger {
+	if st.node == nil {
+		return st.srv.log.With("stream", st.id)
+	}
+	if st.ident.Verified() {
+		return st.srv.log.With("stream", st.id, "node", st.node.GetId(), "identity", st.ident.String())
+	}
+	return st.srv.log.With("stream", st.id, "node", st.node.GetId())
+}
+
+// debug logs at debug level, building the logger only when such lines
+// are wanted: some are written for every response.
+func (st *stream) debug(msg string, args ...any) {
+	if st.srv.log.Enabled(context.Background(), slog.LevelDebug) {
+		st.log().Debug(msg, args...)
+	}
 }
 
 // logRejectedHold says, once per resource version, that r is kept from the
@@ -134,7 +159,7 @@ func (st *stream) logRejectedHold(r *snapshot.Resource, dependency string) {
 		st.heldLogged = map[string]bool{}
 	}
 	st.heldLogged[key] = true
-	st.log.Warn("holding a resource back: the proxy rejected what it names; it goes out once the config changes", "resource", r.Name, "version", r.Version, "rejected", dependency)
+	st.log().Warn("holding a resource back: the proxy rejected what it names; it goes out once the config changes", "resource", r.Name, "version", r.Version, "rejected", dependency)
 }
 
 // others returns what another per-type stream of this node publishes for
@@ -210,8 +235,7 @@ func (s *Server) newStream(gs grpc.ServerStream, typeURL string, delta bool) *st
 }
 
 func (s *Server) serveStream(st *stream) error {
-	w, cutC, unhook, refused := s.setUp(st)
-	defer unhook()
+	w, cutC, refused := s.setUp(st)
 	if refused != nil {
 		return refused
 	}
@@ -240,20 +264,24 @@ func (s *Server) serveStream(st *stream) error {
 // costs every stream a few hundred bytes), its peer and connection, its
 // place among the open streams. refused is the error to end it with at
 // once (Pylon is draining).
-func (s *Server) setUp(st *stream) (w *wakeups, cutC chan struct{}, unhook func() bool, refused error) {
+func (s *Server) setUp(st *stream) (w *wakeups, cutC chan struct{}, refused error) {
 	gs := st.gs
 	w, cutC = newWakeups(st)
 	end := func(cause error) { w.stop(s.ended(cause)) }
-	unhook = context.AfterFunc(s.life, func() { end(context.Canceled) })
-	st.log = s.log.With("stream", st.id)
 	if p, ok := peer.FromContext(gs.Context()); ok {
-		st.peer = p.Addr.String()
 		st.conn = keyOf(p)
-		st.tconn = s.conns.get(st.conn)
+		if st.tconn = s.conns.get(st.conn); st.tconn != nil {
+			st.conn = st.tconn.key
+		}
 	}
 	reg, ok := s.open.add(st.conn, st.tconn, end)
 	if !ok {
-		return w, cutC, unhook, s.refuseDraining(st)
+		return w, cutC, s.refuseDraining(st)
+	}
+	if s.life.Err() != nil {
+		// Shutdown ends the streams it finds open (endAll); this one was
+		// not yet among them.
+		end(context.Canceled)
 	}
 	st.ident = identity.FromContext(gs.Context())
 	st.watch = &sendWatch{stall: s.slotHold, evict: s.evictAfter, onEvict: func() { s.evict(st.conn) }}
@@ -262,7 +290,7 @@ func (s *Server) setUp(st *stream) (w *wakeups, cutC chan struct{}, unhook func(
 		st.watch.stop()
 		s.open.remove(reg)
 	}
-	return w, cutC, unhook, nil
+	return w, cutC, nil
 }
 
 //go:noinline
@@ -485,12 +513,8 @@ func (st *stream) identify(node *corev3.Node) error {
 	st.mnode = snapshot.ModelNode(node)
 	st.mnode.Identities = st.ident.Names()
 	st.node, st.claimed = keptNode(node), nil
-	st.log = st.log.With("node", node.GetId())
-	if st.ident.Verified() {
-		st.log = st.log.With("identity", st.ident.String())
-	}
-	st.boardKey = nodeBoardKey(node.GetId(), st.ident)
 	if st.typeURL != "" {
+		st.boardKey = nodeBoardKey(node.GetId(), st.ident)
 		st.leave = st.srv.board.join(st.boardKey, st.ev)
 	}
 	for _, f := range node.GetClientFeatures() {
@@ -529,7 +553,7 @@ func (st *stream) resolveType(url string) (*xdstype.Type, error) {
 		// thousands of made-up type URLs must not grow the log by each.
 		if !st.unknownLogged {
 			st.unknownLogged = true
-			st.log.Warn("ignoring requests for a type Pylon does not serve on this kind of stream; later ones on this stream are only counted", "type_url", bounded(url, maxLogged), "delta", st.delta)
+			st.log().Warn("ignoring requests for a type Pylon does not serve on this kind of stream; later ones on this stream are only counted", "type_url", bounded(url, maxLogged), "delta", st.delta)
 		}
 		st.observe(Event{Kind: RequestIgnored, Reason: IgnoredUnknownType})
 		return nil, nil
@@ -557,11 +581,11 @@ func (st *stream) useFleet(f *snapshot.Fleet) {
 		// nothing. Say it loudly, once per node and config.
 		st.noGroupLogged = true
 		if st.srv.logged.first(onceKey("nogroup", st.node.GetId(), f.Version())) {
-			st.log.Warn("node matches no group: it receives nothing until a group takes it", "cluster", st.node.GetCluster())
+			st.log().Warn("node matches no group: it receives nothing until a group takes it", "cluster", st.node.GetCluster())
 		}
 		st.observe(Event{Kind: NoGroup})
 	case g != nil && (st.group == nil || st.group.Name != g.Name):
-		st.log.Debug("node group", "group", g.Name)
+		st.debug("node group", "group", g.Name)
 	}
 	st.group = g
 	var why string
@@ -641,13 +665,15 @@ func (st *stream) flooding(now time.Time) bool {
 	if now.Sub(st.windowStart) >= time.Second {
 		st.windowStart, st.windowCount = now, 0
 	}
-	st.windowCount++
-	return st.windowCount > limit
+	if st.windowCount < math.MaxInt32 { // a flood of any length cannot wrap it
+		st.windowCount++
+	}
+	return int(st.windowCount) > limit
 }
 
 // observe fills in the stream's fields and reports e.
 func (st *stream) observe(e Event) {
-	e.StreamID, e.Node, e.ADS, e.Delta, e.At, e.Peer, e.Poll = st.id, st.node, st.typeURL == "", st.delta, time.Now(), st.peer, st.quiet
+	e.StreamID, e.Node, e.ADS, e.Delta, e.At, e.Peer, e.Poll = st.id, st.node, st.typeURL == "", st.delta, time.Now(), st.conn.remote, st.quiet
 	if e.Node == nil {
 		e.Node = st.claimed
 	}
@@ -689,7 +715,7 @@ func (st *stream) onNACK(t *xdstype.Type, rejected, running, nonce, msg string) 
 		if running == "" {
 			running = "none"
 		}
-		st.log.Warn("proxy rejected config", "type", t.Abbrev, "rejected_version", rejected, "running_version", running, "error_detail", msg)
+		st.log().Warn("proxy rejected config", "type", t.Abbrev, "rejected_version", rejected, "running_version", running, "error_detail", msg)
 	}
 	st.observe(Event{Kind: RequestNACK, TypeURL: t.URL, Version: rejected, Nonce: nonce, Detail: msg})
 }

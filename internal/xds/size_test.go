@@ -1,0 +1,26 @@
+package xds
+
+import (
+	"testing"
+	"unsafe"
+)
+
+// TestPerStreamStructsFitTheirSizeClass guards the memory every proxy
+// costs: a stream and its four watches are allocated for each of ten
+// thousand proxies, and a field more that takes a struct past its
+// allocation size class costs the next class's whole step (the stream
+// 576 to 640 bytes, a watch 256 to 288). Flags sit together for this.
+func TestPerStreamStructsFitTheirSizeClass(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		size, max uintptr
+	}{
+		{"stream", unsafe.Sizeof(stream{}), 576},
+		{"watch", unsafe.Sizeof(watch{}), 256},
+		{"deltaWatch", unsafe.Sizeof(deltaWatch{}), 224},
+	} {
+		if c.size > c.max {
+			t.Errorf("%s is %d bytes, past its %d-byte size class: group its flags, or take a field every stream does not need out of it", c.name, c.size, c.max)
+		}
+	}
+}
