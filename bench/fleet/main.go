@@ -61,7 +61,12 @@ func main() {
 	duration := flag.Duration("duration", time.Minute, "with -churn: how long changes are issued at each rate (then at most 30s more for the last to converge)")
 	subs := flag.Int("subs", 10, "with -churn: services each proxy subscribes to over EDS (all proxies get every Cluster; below -clusters, unlike Envoy, which asks for every EDS cluster's assignment, so Pylon holds the route table back until its hold timeout, 15s: at the cold start in SotW, once more after it in delta)")
 	dir := flag.String("dir", "", "internal: the churn server's folder (store or config file)")
+	routes := flag.Int("routes", 1, "route changes measured one after another (the median last-proxy time and the mean CPU are shown; with -profile, one CPU profile spans them all)")
 	flag.Parse()
+	if *routes < 1 || *routes > 1000 {
+		fmt.Fprintln(os.Stderr, "-routes: between 1 and 1000")
+		os.Exit(2)
+	}
 	if *serveImpl != "" {
 		c, _ := strconv.Atoi(*cs)
 		var err error
@@ -104,7 +109,7 @@ func main() {
 	for _, c := range ints(*cs) {
 		for _, n := range ints(*ns) {
 			for _, impl := range strings.Split(*impls, ",") {
-				r, err := run(impl, n, c, *delta && impl == "pylon", *perConn, *profile)
+				r, err := run(impl, n, c, *delta && impl == "pylon", *perConn, *routes, *profile)
 				if err != nil {
 					fmt.Fprintf(os.Stderr, "%s n=%d clusters=%d: %v\n", impl, n, c, err)
 					continue
@@ -292,7 +297,7 @@ type result struct {
 	cpuRe, selfRe              float64 // reconnect: server's and proxies' CPU
 }
 
-func run(impl string, n, clusters int, delta bool, perConn int, profile string) (string, error) {
+func run(impl string, n, clusters int, delta bool, perConn, routes int, profile string) (string, error) {
 	c, err := startChild(impl, clusters)
 	if err != nil {
 		return "", err
@@ -320,7 +325,17 @@ func run(impl string, n, clusters int, delta bool, perConn int, profile string) 
 	if err != nil {
 		return "", err
 	}
-	if err := routeChange(c, f, &r); err != nil {
+	if profile != "" {
+		profiled.Add(1)
+		go func() {
+			defer profiled.Done()
+			fetch(c, "/debug/pprof/profile?seconds="+strconv.Itoa(1+routes/3), base+".route.cpu")
+		}()
+		time.Sleep(100 * time.Millisecond)
+	}
+	err = routeChanges(c, f, &r, routes)
+	profiled.Wait()
+	if err != nil {
 		return "", err
 	}
 	if profile != "" {
@@ -393,20 +408,26 @@ func edsChange(c *child, f *fleet, r *result) error {
 	return nil
 }
 
-// routeChange measures a route change reaching every proxy.
-func routeChange(c *child, f *fleet, r *result) error {
-	f.epoch.Add(1)
+// routeChanges measures route changes reaching every proxy, one after
+// another: the median time to the last proxy and the mean CPU per change.
+func routeChanges(c *child, f *fleet, r *result, count int) error {
+	maxes := make([]time.Duration, 0, count)
 	cpu0, self0 := c.cpu(), procCPU("self")
-	routeStart := time.Now()
-	if err := c.set(1, 1); err != nil {
-		return err
+	for i := 1; i <= count; i++ {
+		f.epoch.Add(1)
+		f.rdsSeen.Store(0)
+		routeStart := time.Now()
+		if err := c.set(1, i); err != nil {
+			return err
+		}
+		if _, err := waitFor(&f.rdsSeen, int64(f.n), 5*time.Minute); err != nil {
+			return fmt.Errorf("route change %d: %w", i, err)
+		}
+		maxes = append(maxes, time.Since(routeStart))
+		time.Sleep(200 * time.Millisecond) // ACKs in
 	}
-	if _, err := waitFor(&f.rdsSeen, int64(f.n), 5*time.Minute); err != nil {
-		return fmt.Errorf("route change: %w", err)
-	}
-	r.routeMax = time.Since(routeStart)
-	time.Sleep(200 * time.Millisecond) // ACKs in
-	r.cpuRoute, r.selfRoute = c.cpu()-cpu0, procCPU("self")-self0
+	r.routeMax = percentile(maxes, 0.5)
+	r.cpuRoute, r.selfRoute = (c.cpu()-cpu0)/float64(count), (procCPU("self")-self0)/float64(count)
 	return nil
 }
 
