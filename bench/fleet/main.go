@@ -52,7 +52,7 @@ func main() {
 	impls := flag.String("impl", "pylon,gcp", "servers to measure")
 	delta := flag.Bool("delta", false, "simulated Envoys speak delta xDS (go-control-plane is measured in SotW only)")
 	perConn := flag.Int("streams-per-conn", 200, "streams multiplexed on one gRPC connection")
-	profile := flag.String("profile", "", "write the servers' heap profile (after the first full config) and CPU profiles (3s around the EDS change, the first 10s of the reconnect; with -failover, B's first 3s after the kill) into this folder")
+	profile := flag.String("profile", "", "write the servers' heap profile (after the first full config) and CPU profiles (the first 3s of the first full config, 3s around the EDS change, the route changes, the first 10s of the reconnect; with -failover, B's first 3s after the kill) into this folder")
 	watch := flag.Bool("watch", false, "internal: with -serve, report when each proxy is SYNCED (the failover scenario)")
 	failover := flag.Bool("failover", false, "measure a failover instead: the proxies reach their config on server A, A is killed (SIGKILL) and they move to B")
 	present := flag.String("present", "yes,no", "with -failover: whether reconnecting proxies present what they hold (yes), or not (no: the baseline), or both")
@@ -104,7 +104,7 @@ func main() {
 		measureFailover(*ns, *cs, *impls, *present, failoverCase{delta: *delta, perConn: *perConn, profile: *profile})
 		return
 	}
-	fmt.Printf("| server | N | clusters | first full config | EDS change p50 / p99 / max | bytes per proxy per EDS change | server CPU per EDS change | route change max (CPU server / proxies) | RSS per proxy (idle / after GC) | reconnect of all N (max wait; CPU server / proxies) |\n")
+	fmt.Printf("| server | N | clusters | first full config (CPU server / proxies) | EDS change p50 / p99 / max | bytes per proxy per EDS change | server CPU per EDS change | route change max (CPU server / proxies) | RSS per proxy (idle / after GC) | reconnect of all N (max wait; CPU server / proxies) |\n")
 	fmt.Printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, c := range ints(*cs) {
 		for _, n := range ints(*ns) {
@@ -295,6 +295,7 @@ type result struct {
 	bytesPer, cpu              float64 // per EDS change
 	cpuRoute, selfRoute        float64 // route change: server's and proxies' CPU
 	cpuRe, selfRe              float64 // reconnect: server's and proxies' CPU
+	cpuFirst, selfFirst        float64 // first full config: server's and proxies' CPU
 }
 
 func run(impl string, n, clusters int, delta bool, perConn, routes int, profile string) (string, error) {
@@ -311,7 +312,17 @@ func run(impl string, n, clusters int, delta bool, perConn, routes int, profile 
 	var r result
 	var profiled sync.WaitGroup
 	base := fmt.Sprintf("%s/%s-%d-%d", profile, impl, n, clusters)
-	if err := firstConfig(c, f, &r, impl, profile != ""); err != nil {
+	if delta {
+		base += "-delta"
+	}
+	if profile != "" {
+		profiled.Add(1)
+		go func() { defer profiled.Done(); fetch(c, "/debug/pprof/profile?seconds=3", base+".first.cpu") }()
+		time.Sleep(100 * time.Millisecond)
+	}
+	err = firstConfig(c, f, &r, impl, profile != "")
+	profiled.Wait()
+	if err != nil {
 		return "", err
 	}
 	if profile != "" {
@@ -357,8 +368,8 @@ func run(impl string, n, clusters int, delta bool, perConn, routes int, profile 
 	if delta {
 		mode = "delta"
 	}
-	return fmt.Sprintf("| %s (%s) | %d | %d | %s | %s / %s / %s | %.0f B | %.3f s | %s (%.3f / %.3f s) | %.1f / %.1f KB | %s (%s; %.1f / %.1f s) |",
-		impl, mode, n, clusters, ms(r.first),
+	return fmt.Sprintf("| %s (%s) | %d | %d | %s (%.1f / %.1f s) | %s / %s / %s | %.0f B | %.3f s | %s (%.3f / %.3f s) | %.1f / %.1f KB | %s (%s; %.1f / %.1f s) |",
+		impl, mode, n, clusters, ms(r.first), r.cpuFirst, r.selfFirst,
 		ms(percentile(r.lat, 0.5)), ms(percentile(r.lat, 0.99)), ms(percentile(r.lat, 1)),
 		r.bytesPer, r.cpu, ms(r.routeMax), r.cpuRoute, r.selfRoute, r.rssPer/1024, r.rssGC/1024, ms(r.reconnect), ms(time.Duration(f.waitMax.Load())), r.cpuRe, r.selfRe), nil
 }
@@ -368,11 +379,13 @@ func run(impl string, n, clusters int, delta bool, perConn, routes int, profile 
 func firstConfig(c *child, f *fleet, r *result, impl string, verbose bool) error {
 	rss0 := c.rss()
 	start := time.Now()
+	cpu0, self0 := c.cpu(), procCPU("self")
 	f.open(nil)
 	if _, err := waitFor(&f.ready, int64(f.n), 10*time.Minute); err != nil {
 		return fmt.Errorf("first config: %w", err)
 	}
 	r.first = time.Since(start)
+	r.cpuFirst, r.selfFirst = c.cpu()-cpu0, procCPU("self")-self0
 	time.Sleep(500 * time.Millisecond) // let ACKs settle
 	r.rssPer = (c.rss() - rss0) / float64(f.n)
 	mem, err := c.post("/gc")

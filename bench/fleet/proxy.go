@@ -53,6 +53,33 @@ type fleet struct {
 	retries  atomic.Int64 // streams that ended and were retried
 	failed   atomic.Int64 // proxies that gave up
 	firstErr atomic.Pointer[error]
+	// strings are the names and versions the delta proxies hold, one copy
+	// each for the whole fleet (intern).
+	stringsMu sync.RWMutex
+	strings   map[string]string
+}
+
+// intern returns b as a string, the fleet's one copy of it: 5,000 delta
+// proxies each holding 200 names and versions would otherwise allocate
+// two million strings on the cores the server runs on. Bounded: past
+// 1<<16 distinct strings, new ones are not kept.
+func (f *fleet) intern(b []byte) string {
+	f.stringsMu.RLock()
+	s, ok := f.strings[string(b)]
+	f.stringsMu.RUnlock()
+	if ok {
+		return s
+	}
+	s = string(b)
+	f.stringsMu.Lock()
+	if f.strings == nil {
+		f.strings = map[string]string{}
+	}
+	if len(f.strings) < 1<<16 {
+		f.strings[s] = s
+	}
+	f.stringsMu.Unlock()
+	return s
 }
 
 func newFleet(n, clusters int, delta bool, perConn int) *fleet {
@@ -290,6 +317,9 @@ func (p *proxy) ask(url string) {
 // its type.
 func (p *proxy) receive() (string, error) {
 	f := p.f
+	if f.churn == nil {
+		return p.receiveRaw()
+	}
 	if f.delta {
 		r := &discoveryv3.DeltaDiscoveryResponse{}
 		if err := p.cs.RecvMsg(r); err != nil {
@@ -332,6 +362,42 @@ func (p *proxy) receive() (string, error) {
 	}
 	_ = p.cs.SendMsg(&discoveryv3.DiscoveryRequest{TypeUrl: r.TypeUrl, ResponseNonce: r.Nonce, VersionInfo: r.VersionInfo, ResourceNames: p.names(r.TypeUrl)})
 	return r.TypeUrl, nil
+}
+
+// receiveRaw is receive outside the churn scenario, which needs no
+// resource's body: the response read off the wire (rawResponse).
+func (p *proxy) receiveRaw() (string, error) {
+	f := p.f
+	if f.delta {
+		r := rawDelta{rawResponse{intern: f.intern}}
+		if err := p.cs.RecvMsg(&r); err != nil {
+			return "", err
+		}
+		f.bytes.Add(int64(r.size))
+		f.resources.Add(int64(r.resources))
+		held := p.versions[r.typeURL]
+		if held == nil {
+			held = make(map[string]string, len(r.names))
+			p.versions[r.typeURL] = held
+		}
+		for i, name := range r.names {
+			held[name] = r.versions[i]
+		}
+		for _, n := range r.removed {
+			delete(held, n)
+		}
+		_ = p.cs.SendMsg(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: r.typeURL, ResponseNonce: r.nonce})
+		return r.typeURL, nil
+	}
+	var r rawSotW
+	if err := p.cs.RecvMsg(&r); err != nil {
+		return "", err
+	}
+	f.bytes.Add(int64(r.size))
+	f.resources.Add(int64(r.resources))
+	p.acked[r.typeURL] = r.version
+	_ = p.cs.SendMsg(&discoveryv3.DiscoveryRequest{TypeUrl: r.typeURL, ResponseNonce: r.nonce, VersionInfo: r.version, ResourceNames: p.names(r.typeURL)})
+	return r.typeURL, nil
 }
 
 func (p *proxy) names(url string) []string {
