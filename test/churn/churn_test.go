@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 
 	"github.com/pylon-xds/pylon/internal/configstore"
@@ -47,6 +48,14 @@ const (
 	// change, for every proxy to hold it.
 	bound       = 60 * time.Second
 	settleBound = 10 * time.Second
+	// pace is the changes a second all registrants make together: the
+	// churn lasts about four seconds, so that it spans dozens of
+	// publishes (the store paces them at least 100 ms apart) and the
+	// proxies apply many intermediate states, not only the last.
+	pace = services * perService / 4
+	// minApplied is the fewest responses each proxy that ACKs at once
+	// must apply while the changes are made: about 40 publishes reach it.
+	minApplied = 10
 )
 
 // change is the i-th change of service s: a registration or a
@@ -146,9 +155,12 @@ func start(t *testing.T, dataDir string) daemonAddrs {
 
 // registrant makes the changes of one service through the admin API, in
 // order, and reports the first failure.
-func registrant(ctx context.Context, c *http.Client, a daemonAddrs, s int) error {
+func registrant(ctx context.Context, c *http.Client, a daemonAddrs, s int, lim *rate.Limiter) error {
 	svc := serviceName(s)
 	for i := range perService {
+		if err := lim.Wait(ctx); err != nil {
+			return err
+		}
 		seq, dereg := change(i)
 		addr := endpointAddr(s, seq)
 		method, path, body := http.MethodPost, "/v1/services/"+svc+"/endpoints", fmt.Sprintf(`{"address":%q,"port":8080}`, addr)
@@ -176,10 +188,11 @@ func registrant(ctx context.Context, c *http.Client, a daemonAddrs, s int) error
 
 // TestChurnLeavesNoProxyBehind: a few dozen SotW and delta proxies hold
 // the world; registrants make services*perService changes through the
-// admin API as fast as it takes them, while the proxies apply what they
+// admin API, paced over a few seconds, while the proxies apply what they
 // receive (a quarter of them keeping their EDS ACKs back until the churn
-// is over, as a proxy that cannot keep up); then every proxy, settled,
-// holds exactly the final endpoints of every service.
+// is over, as a proxy that cannot keep up), each of the others applying
+// many intermediate states; then every proxy, settled, holds exactly the
+// final endpoints of every service.
 func TestChurnLeavesNoProxyBehind(t *testing.T) {
 	dataDir := t.TempDir()
 	seed(t, dataDir)
@@ -192,10 +205,11 @@ func TestChurnLeavesNoProxyBehind(t *testing.T) {
 	client := &http.Client{Transport: tr, Timeout: bound}
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
+	lim := rate.NewLimiter(pace, services)
 	var wg sync.WaitGroup
 	for s := range services {
 		wg.Go(func() {
-			if err := registrant(ctx, client, a, s); err != nil {
+			if err := registrant(ctx, client, a, s, lim); err != nil {
 				t.Errorf("registrant of %s: %v", serviceName(s), err)
 				cancel()
 			}
@@ -208,7 +222,14 @@ func TestChurnLeavesNoProxyBehind(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	t.Logf("%d changes; the proxies applied %d responses while they were made", services*perService, applied)
+	total := 0
+	for i, n := range applied {
+		total += n
+		if !proxies[i].Slow[xdstype.EndpointURL] && n < minApplied {
+			t.Errorf("proxy %d (%s) applied %d responses while the changes were made, want at least %d: the churn was not followed as it went", i, kind(i), n, minApplied)
+		}
+	}
+	t.Logf("%d changes; the proxies applied %d responses while they were made", services*perService, total)
 
 	want := expected()
 	converge(t, proxies, want)
@@ -303,17 +324,18 @@ func openProxies(t *testing.T, conn *grpc.ClientConn) []*xdstest.Proxy {
 // follow applies what the proxies receive until done, taking each
 // proxy's waiting responses in turn; between rounds that found nothing it
 // waits a millisecond for more (or done). It returns how many responses
-// were applied.
-func follow(t *testing.T, proxies []*xdstest.Proxy, done <-chan struct{}) int {
+// each proxy applied.
+func follow(t *testing.T, proxies []*xdstest.Proxy, done <-chan struct{}) []int {
 	t.Helper()
-	applied := 0
+	applied := make([]int, len(proxies))
 	limit := time.After(bound)
 	for {
 		round := 0
-		for _, p := range proxies {
-			round += step(p)
+		for i, p := range proxies {
+			n := step(p)
+			applied[i] += n
+			round += n
 		}
-		applied += round
 		if round > 0 {
 			continue
 		}
