@@ -90,6 +90,16 @@ type File struct {
 	// folder): relative paths reach the reader as written, and a confined
 	// reader (secretfile) resolves them against its first secret directory.
 	Dir string
+	// Endpoints, when not nil, is what Data decodes to, from whoever
+	// rendered Data out of values it holds decoded already: the store's
+	// runner renders each service's registered endpoints, thousands for
+	// a busy service, on every publish. Data must then be one object
+	// {"endpoints": [...]} whose item i starts on line i+1, and
+	// Endpoints[i] item i's service and endpoint (File and Line are
+	// set on loading). Loading takes them as they are rather than
+	// parsing Data again; Data stays the file's text, what is hashed
+	// and saved (not Endpoints: a file read back decodes its Data).
+	Endpoints []Endpoint `json:"-"`
 }
 
 // Resource is one decoded raw resource and where it was written.
@@ -241,6 +251,9 @@ func loadFile(reg *xdstype.Registry, f File, doc *Document, c *Cache) diag.List 
 	}
 	if len(f.Data) > MaxFileBytes {
 		return at(0, "file is larger than the %d MiB limit (%d bytes); split it into a folder of files", MaxFileBytes>>20, MaxFileBytes)
+	}
+	if f.Endpoints != nil && loadDecodedEndpoints(f, doc) {
+		return nil
 	}
 	// Aliases may expand a file, but not without bound.
 	w := newJSONWriter(4*len(f.Data) + 1<<20)
@@ -409,6 +422,25 @@ func decodeItems[T any](w *jsonWriter, c *Cache, path, kind string, val *yaml.No
 		out = append(out, v)
 	}
 	return out, problems
+}
+
+// loadDecodedEndpoints adds the endpoints f holds decoded (File.Endpoints)
+// to doc, each with f's path and its item's line, as decoding f.Data
+// would. An endpoint decoding would refuse (its service's name missing or
+// not a name) adds nothing and returns false: f.Data is then decoded,
+// for the diagnostics.
+func loadDecodedEndpoints(f File, doc *Document) bool {
+	for _, e := range f.Endpoints {
+		if e.Service == "" || nameProblem(e.Service) != "" {
+			return false
+		}
+	}
+	doc.Endpoints = slices.Grow(doc.Endpoints, len(f.Endpoints))
+	for i, e := range f.Endpoints {
+		e.File, e.Line = f.Path, i+1
+		doc.Endpoints = append(doc.Endpoints, e)
+	}
+	return true
 }
 
 // decodeItem decodes the i-th object of a list.

@@ -102,6 +102,8 @@ type Service struct {
 	renewMu sync.RWMutex
 	// group gathers concurrent registrations into one commit.
 	group group
+	// written notes the keys written since the runner last read them.
+	written written
 }
 
 // New returns a service over opts.Store.
@@ -127,7 +129,7 @@ func New(opts Options) *Service {
 	}
 	s := &Service{opts: opts, log: log, notify: make(chan time.Time, 1)}
 	s.health = health{log: log, now: opts.Now}
-	s.st = observed{Store: opts.Store, h: &s.health}
+	s.st = observed{Store: opts.Store, h: &s.health, w: &s.written}
 	return s
 }
 
@@ -189,8 +191,15 @@ func Files(objs []store.Object, now time.Time) ([]config.File, error) {
 // item. The runner owns one; nil renders everything.
 type rendered struct {
 	objects   map[store.Key]renderedFile
-	endpoints map[string]renderedFile      // by service
-	items     map[string]map[string][]byte // an endpoint's item, by service and body
+	endpoints map[string]renderedFile                // by service
+	items     map[string]map[string]renderedEndpoint // by service and body
+}
+
+// renderedEndpoint is an endpoint's item in its service's endpoints file
+// and what the item decodes to.
+type renderedEndpoint struct {
+	item    []byte
+	decoded config.Endpoint
 }
 
 type renderedFile struct {
@@ -225,7 +234,7 @@ func (r *rendered) files(objs []store.Object, now time.Time) ([]config.File, err
 		}
 		return objs[i].Name < objs[j].Name
 	})
-	next := &rendered{objects: map[store.Key]renderedFile{}, endpoints: map[string]renderedFile{}, items: map[string]map[string][]byte{}}
+	next := &rendered{objects: map[store.Key]renderedFile{}, endpoints: map[string]renderedFile{}, items: map[string]map[string]renderedEndpoint{}}
 	var files []config.File
 	for _, o := range objs {
 		if strings.HasPrefix(o.Kind, "endpoints.") {
@@ -281,40 +290,59 @@ func (r *rendered) object(o store.Object, next *rendered) (config.File, error) {
 }
 
 // endpointsFile is the file of the endpoints registered to service, kept
-// in next: {"endpoints": [{"service": ..., "address": ..., ...}, ...]}.
+// in next: {"endpoints": [{"service": ..., "address": ..., ...}, ...]},
+// one item a line, with the items decoded beside it (config.File's
+// Endpoints): the item is the encoding of that very value, so loading
+// need not parse the thousands of items of a busy service again.
 func (r *rendered) endpointsFile(service string, eps [][]byte, next *rendered) (config.File, error) {
-	var prevItems map[string][]byte
+	var items map[string]renderedEndpoint
+	var data bytes.Buffer
 	if r != nil {
-		prevItems = r.items[service]
-		if prev, ok := r.endpoints[service]; ok && prev.same(nil, eps) {
-			next.endpoints[service], next.items[service] = prev, prevItems
+		items = r.items[service]
+		prev, ok := r.endpoints[service]
+		if ok && prev.same(nil, eps) {
+			next.endpoints[service], next.items[service] = prev, items
 			return prev.file, nil
 		}
+		data.Grow(len(prev.file.Data) + len(prev.file.Data)/8)
 	}
-	items := make(map[string][]byte, len(eps))
-	var data bytes.Buffer
+	// The last rendering's items are kept and added to (an item is its
+	// body's whatever else changed); those of endpoints gone are dropped
+	// once they are a fair share.
+	if items == nil || len(items) > len(eps)+len(eps)/4+16 {
+		old := items
+		items = make(map[string]renderedEndpoint, len(eps))
+		for _, b := range eps {
+			if it, ok := old[string(b)]; ok {
+				items[string(b)] = it
+			}
+		}
+	}
+	decoded := make([]config.Endpoint, len(eps))
 	data.WriteString(`{"endpoints": [`)
 	for i, b := range eps {
-		item, ok := prevItems[string(b)]
+		it, ok := items[string(b)]
 		if !ok {
 			var e config.Endpoint
 			if err := json.Unmarshal(b, &e.Endpoint); err != nil {
 				return config.File{}, fmt.Errorf("endpoint of service %s: %w", service, err)
 			}
 			e.Service = service
-			var err error
-			if item, err = json.Marshal(e); err != nil {
+			item, err := json.Marshal(e)
+			if err != nil {
 				return config.File{}, err
 			}
+			it = renderedEndpoint{item: item, decoded: e}
+			items[string(b)] = it
 		}
-		items[string(b)] = item
+		decoded[i] = it.decoded
 		if i > 0 {
 			data.WriteString(",\n")
 		}
-		data.Write(item)
+		data.Write(it.item)
 	}
 	data.WriteString("]}")
-	f := config.File{Path: "endpoints/" + service, Data: data.Bytes()}
+	f := config.File{Path: "endpoints/" + service, Data: data.Bytes(), Endpoints: decoded}
 	next.endpoints[service], next.items[service] = renderedFile{eps: eps, file: f}, items
 	return f, nil
 }
@@ -449,6 +477,7 @@ func (s *Service) commitOnce(ctx context.Context, plan func([]store.Object) []st
 	if shared {
 		rev, err = sc.CommitSince(ctx, readRev, changes, entry, s.opts.Keep)
 		s.health.observe(err)
+		s.written.mark(changes)
 		if errors.Is(err, store.ErrConflict) {
 			return Result{}, stale{err}
 		}

@@ -79,10 +79,11 @@ func (s *Service) Degraded() (bool, string) {
 }
 
 // observed is the service's view of its store: every call's outcome
-// feeds health.
+// feeds health, and every write's keys are noted in w (see written).
 type observed struct {
 	store.Store
 	h *health
+	w *written
 }
 
 func (o observed) List(ctx context.Context) ([]store.Object, int64, error) {
@@ -100,12 +101,14 @@ func (o observed) Get(ctx context.Context, k store.Key) (store.Object, error) {
 func (o observed) Commit(ctx context.Context, changes []store.Change, entry *store.Entry, keep int) (int64, error) {
 	rev, err := o.Store.Commit(ctx, changes, entry, keep)
 	o.h.observe(err)
+	o.w.mark(changes)
 	return rev, err
 }
 
 func (o observed) Touch(ctx context.Context, k store.Key, expires time.Time) error {
 	err := o.Store.Touch(ctx, k, expires)
 	o.h.observe(err)
+	o.w.markKey(k)
 	return err
 }
 

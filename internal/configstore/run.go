@@ -1,8 +1,12 @@
 package configstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/pylon-xds/pylon/internal/config"
@@ -92,6 +96,129 @@ type runner struct {
 	started bool
 	// rendered keeps the objects' files for the next read.
 	rendered rendered
+	// stored is, on a store only this process writes (no watcher),
+	// every object as of the last read, in the store's order (kind, then
+	// name), kept up to date from the keys the service wrote since (see
+	// written); nil: read them all again.
+	stored []store.Object
+}
+
+// written collects the keys the service wrote (committed, renewed) since
+// the runner last took them. On a store only this process writes (bolt:
+// one writer, locked to this process), a publish then reads those keys
+// again rather than every stored object: under registration churn one
+// hot service holds thousands of endpoints and a publish carries a few
+// hundred new ones. A key is noted after its write returns, so a read
+// that follows taking it sees the write; a write noted after the take
+// is read again at the next publish.
+type written struct {
+	mu   sync.Mutex
+	keys map[store.Key]struct{}
+}
+
+func (w *written) mark(changes []store.Change) {
+	if w == nil || len(changes) == 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.keys == nil {
+		w.keys = map[store.Key]struct{}{}
+	}
+	for _, c := range changes {
+		w.keys[c.Key] = struct{}{}
+	}
+}
+
+func (w *written) markKey(k store.Key) {
+	w.mark([]store.Change{{Key: k}})
+}
+
+// take returns the keys noted so far and starts a new set.
+func (w *written) take() map[store.Key]struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	keys := w.keys
+	w.keys = nil
+	return keys
+}
+
+// maxReread bounds the keys a publish reads one by one; past it, reading
+// every object at once is cheaper.
+const maxReread = 4096
+
+// read returns every stored object, in the store's order. With stored
+// kept, it reads only the keys written since the last read; otherwise (a
+// shared store, which other replicas write, or after a failed read) it
+// lists the store. A read that fails drops stored: the next lists again.
+func (r *runner) read(ctx context.Context) ([]store.Object, int64, error) {
+	keys := r.s.written.take()
+	if r.stored == nil || len(keys) > maxReread {
+		objs, rev, err := r.s.st.List(ctx)
+		r.stored = nil
+		if err == nil && r.watcher == nil {
+			r.stored = slices.Clone(objs)
+			slices.SortFunc(r.stored, byKey)
+		}
+		return objs, rev, err
+	}
+	var added []store.Object
+	var removed []int // indexes into stored, which keeps its order until all are found
+	for k := range keys {
+		o, err := r.s.st.Get(ctx, k)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			r.stored = nil
+			return nil, 0, err
+		}
+		i, found := slices.BinarySearchFunc(r.stored, k, func(o store.Object, k store.Key) int { return compareKeys(o.Key, k) })
+		switch {
+		case err != nil && found:
+			removed = append(removed, i)
+		case err != nil:
+		case found:
+			r.stored[i] = o
+		default:
+			added = append(added, o)
+		}
+	}
+	if len(removed) > 0 {
+		slices.Sort(removed)
+		kept := r.stored[:removed[0]]
+		for j, i := range removed {
+			end := len(r.stored)
+			if j+1 < len(removed) {
+				end = removed[j+1]
+			}
+			kept = append(kept, r.stored[i+1:end]...)
+		}
+		clear(r.stored[len(kept):])
+		r.stored = kept
+	}
+	if len(added) > 0 {
+		slices.SortFunc(added, byKey)
+		r.stored = mergeSorted(r.stored, added)
+	}
+	return slices.Clone(r.stored), r.sent, nil
+}
+
+// compareKeys orders keys as the store lists them: by kind, then name.
+func compareKeys(a, b store.Key) int {
+	return cmp.Or(strings.Compare(a.Kind, b.Kind), strings.Compare(a.Name, b.Name))
+}
+
+func byKey(a, b store.Object) int { return compareKeys(a.Key, b.Key) }
+
+// mergeSorted merges two lists sorted by key, none in both.
+func mergeSorted(a, b []store.Object) []store.Object {
+	out := make([]store.Object, 0, len(a)+len(b))
+	for len(a) > 0 && len(b) > 0 {
+		if byKey(a[0], b[0]) < 0 {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
+	return append(append(out, a...), b...)
 }
 
 // debounced sends the writes so far as one update: at once when the
@@ -181,7 +308,7 @@ func (r *runner) sync(ctx context.Context, at time.Time) bool {
 	case <-r.s.notify: // a write before this read: it is in this update
 	default:
 	}
-	objs, rev, err := r.s.st.List(ctx)
+	objs, rev, err := r.read(ctx)
 	r.behind = errors.Is(err, store.ErrUnavailable)
 	if r.behind || ctx.Err() != nil {
 		return ctx.Err() == nil
