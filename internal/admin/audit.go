@@ -94,6 +94,9 @@ func audited(log *slog.Logger, who *authors, h http.HandlerFunc) http.HandlerFun
 		if rec.recorded && sw.code < 300 {
 			who.note(rec.revision, author(r))
 		}
+		if !log.Enabled(r.Context(), slog.LevelInfo) {
+			return
+		}
 		attrs := []any{
 			"token", "write", "token_id", tokenID(bearer(r)),
 			"method", r.Method, "path", redact.String(r.URL.Path),

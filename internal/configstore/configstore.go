@@ -104,6 +104,8 @@ type Service struct {
 	group group
 	// written notes the keys written since the runner last read them.
 	written written
+	// own remembers the services' own endpoints for registrations.
+	own ownEndpoints
 }
 
 // New returns a service over opts.Store.

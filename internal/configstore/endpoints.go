@@ -44,7 +44,7 @@ func (s *Service) Register(ctx context.Context, service string, e model.Endpoint
 	if err != nil {
 		return Result{}, fmt.Errorf("service %q: %w", service, err)
 	}
-	if err := checkEndpoint(service, svc.Body, e); err != nil {
+	if err := s.own.check(service, svc.Body, e); err != nil {
 		return Result{}, &ValidationError{Err: err}
 	}
 	body, err := json.Marshal(e)
@@ -97,6 +97,59 @@ func (s *Service) renew(ctx context.Context, k store.Key, body []byte, leased bo
 
 // checkEndpoint applies the model's endpoint rules to one registration.
 func checkEndpoint(service string, serviceBody []byte, e model.Endpoint) error {
+	return (*ownEndpoints)(nil).check(service, serviceBody, e)
+}
+
+// ownEndpoints remembers the endpoints a few services list themselves,
+// each with the body they were decoded from, so that a registration
+// decodes its service again only when the service changed: every
+// registration checks it is not one of them, and a busy service takes
+// thousands of registrations between two changes. A body is compared
+// whole (a changed service is decoded again); at most maxOwnServices
+// services, with bodies of up to maxOwnBody bytes, are kept. The zero
+// value is ready; nil keeps nothing.
+type ownEndpoints struct {
+	mu   sync.Mutex
+	last map[string]ownList
+}
+
+type ownList struct {
+	body []byte
+	eps  []model.Endpoint
+}
+
+const (
+	maxOwnServices = 16
+	maxOwnBody     = 64 << 10
+)
+
+// of returns the endpoints serviceBody lists, nil when it does not decode.
+func (c *ownEndpoints) of(service string, serviceBody []byte) []model.Endpoint {
+	if c != nil {
+		c.mu.Lock()
+		l, ok := c.last[service]
+		c.mu.Unlock()
+		if ok && bytes.Equal(l.body, serviceBody) {
+			return l.eps
+		}
+	}
+	var svc model.Service
+	if err := json.Unmarshal(serviceBody, &svc); err != nil {
+		return nil
+	}
+	if c != nil && len(serviceBody) <= maxOwnBody {
+		c.mu.Lock()
+		if c.last == nil || len(c.last) >= maxOwnServices {
+			c.last = map[string]ownList{}
+		}
+		c.last[service] = ownList{body: bytes.Clone(serviceBody), eps: svc.Endpoints}
+		c.mu.Unlock()
+	}
+	return svc.Endpoints
+}
+
+// check applies the model's endpoint rules to one registration.
+func (c *ownEndpoints) check(service string, serviceBody []byte, e model.Endpoint) error {
 	field := func(f, format string, args ...any) error {
 		return diag.List{{File: "endpoints." + service, Type: "endpoint", Name: endpointKey(service, e).Name, Field: f, Message: fmt.Sprintf(format, args...)}}
 	}
@@ -115,12 +168,9 @@ func checkEndpoint(service string, serviceBody []byte, e model.Endpoint) error {
 	default:
 		return field("health", "%q is not one of healthy, unhealthy, draining, unknown", e.Health)
 	}
-	var svc model.Service
-	if err := json.Unmarshal(serviceBody, &svc); err == nil {
-		for _, s := range svc.Endpoints {
-			if s.Address == e.Address && s.Port == e.Port {
-				return field("", "already one of the service's own endpoints")
-			}
+	for _, s := range c.of(service, serviceBody) {
+		if s.Address == e.Address && s.Port == e.Port {
+			return field("", "already one of the service's own endpoints")
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -234,5 +235,44 @@ func TestRenderedEndpointsLoadAsTheirText(t *testing.T) {
 		if diff := cmp.Diff(bodies, got.Endpoints); diff != "" {
 			t.Fatalf("the endpoints differ from the stored bodies (-stored +loaded):\n%s", diff)
 		}
+	}
+}
+
+// A registration is checked against its service's own endpoints as the
+// service is now, though they are remembered between registrations: after
+// the service changes, an address it took over is refused and one it gave
+// up is taken.
+func TestRegisterSeesServiceChanges(t *testing.T) {
+	st, err := bolt.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	s := New(Options{Store: st, Registry: xdstype.New()})
+	ctx := t.Context()
+	put := func(own string) {
+		t.Helper()
+		body := fmt.Appendf(nil, `{"name":"web","endpoints":[{"address":%q,"port":80}]}`, own)
+		if _, err := s.Commit(ctx, []store.Change{{Key: store.Key{Kind: "services", Name: "web"}, Body: body}}, "web", false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	register := func(addr string) error {
+		_, err := s.Register(ctx, "web", model.Endpoint{Address: addr, Port: 80}, 0)
+		return err
+	}
+	put("10.0.0.1")
+	if err := register("10.0.0.1"); err == nil || !strings.Contains(err.Error(), "own endpoints") {
+		t.Fatalf("registering the service's own endpoint: %v", err)
+	}
+	if err := register("10.0.0.2"); err != nil {
+		t.Fatal(err)
+	}
+	put("10.0.0.3")
+	if err := register("10.0.0.3"); err == nil || !strings.Contains(err.Error(), "own endpoints") {
+		t.Fatalf("registering the endpoint the service took over: %v", err)
+	}
+	if err := register("10.0.0.1"); err != nil {
+		t.Fatalf("registering the endpoint the service gave up: %v", err)
 	}
 }

@@ -2,7 +2,6 @@ package bolt
 
 import (
 	"context"
-	"encoding/json"
 	"sync"
 	"time"
 
@@ -111,7 +110,7 @@ func renew(tx *bbolt.Tx, k store.Key, expires time.Time) error {
 		return store.ErrNotFound
 	}
 	m.Expires = expires
-	v, err := json.Marshal(m)
+	v, err := encodeMeta(m)
 	if err != nil {
 		return err
 	}
