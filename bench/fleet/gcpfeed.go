@@ -36,7 +36,7 @@ func (g *gcpFeed) observe(id int64, e xds.Event) {
 	}
 	g.mu.Unlock()
 	e.StreamID, e.Group, e.At = uint64(id), "fleet", time.Now()
-	g.w.Observe(e)
+	g.w.Observe(&e)
 }
 
 func (g *gcpFeed) callbacks() gcpserver.Callbacks {

@@ -220,4 +220,4 @@ func groupVersion(pub *snapshot.Publisher) func(group, typeURL string) string {
 
 type nopObserver struct{}
 
-func (nopObserver) Observe(xds.Event) {}
+func (nopObserver) Observe(*xds.Event) {}

@@ -61,7 +61,7 @@ func newSyncWatch(next xds.Observer, types int, group func(string, string) strin
 	}
 }
 
-func (w *syncWatch) Observe(e xds.Event) {
+func (w *syncWatch) Observe(e *xds.Event) {
 	w.next.Observe(e)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -100,7 +100,7 @@ func (w *syncWatch) Observe(e xds.Event) {
 }
 
 // apply takes one event into a type's state, and counts what was sent.
-func (w *syncWatch) apply(e xds.Event, t *watchedType) {
+func (w *syncWatch) apply(e *xds.Event, t *watchedType) {
 	c := w.sent[e.TypeURL]
 	if c == nil {
 		c = &sentCount{}

@@ -95,18 +95,12 @@ func (o *tracking) kinds(e *xds.Event) (human, label string) {
 // observeType): this runs on the xDS stream's goroutine, whose stack must
 // stay within 8 KB (see internal/xds serveStream), and one function of
 // every case took a frame of almost a kilobyte.
-func (o *tracking) Observe(e xds.Event) {
-	o.track(&e)
+func (o *tracking) Observe(e *xds.Event) {
+	o.track(e)
 	if o.then != nil {
-		o.next(&e)
+		o.then.Observe(e)
 	}
 }
-
-// next passes e on to then: apart, so that Observe's frame holds no copy
-// of the event while the tracker runs.
-//
-//go:noinline
-func (o *tracking) next(e *xds.Event) { o.then.Observe(*e) }
 
 // track is Observe's own part.
 func (o *tracking) track(e *xds.Event) {

@@ -31,12 +31,12 @@ func BenchmarkObserveEDSChange(b *testing.B) {
 		e := xds.Event{StreamID: uint64(i + 1), Node: nodes[i], Group: "edge", ADS: true, TypeURL: eds, At: now}
 		for _, k := range []xds.EventKind{xds.StreamOpened, xds.Subscribed} {
 			e.Kind = k
-			o.Observe(e)
+			o.Observe(&e)
 		}
 		e.Kind, e.Version, e.Nonce, e.Resources, e.Bytes = xds.ResponseSent, "v0", "1", 1, 400
-		o.Observe(e)
+		o.Observe(&e)
 		e.Kind = xds.RequestACK
-		o.Observe(e)
+		o.Observe(&e)
 	}
 	b.ResetTimer()
 	for n := 0; b.Loop(); n++ {
@@ -45,11 +45,11 @@ func BenchmarkObserveEDSChange(b *testing.B) {
 			e := xds.Event{StreamID: uint64(i + 1), Node: nodes[i], Group: "edge", ADS: true, TypeURL: eds, At: now,
 				Version: v, SetVersion: v, Nonce: nonce, Resources: 1, Bytes: 415}
 			e.Kind = xds.ExpectedVersion
-			o.Observe(e)
+			o.Observe(&e)
 			e.Kind = xds.ResponseSent
-			o.Observe(e)
+			o.Observe(&e)
 			e.Kind = xds.RequestACK
-			o.Observe(e)
+			o.Observe(&e)
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*streams), "ns/stream")

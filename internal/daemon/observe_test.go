@@ -33,11 +33,11 @@ func TestX24_spared_resend_is_synced(t *testing.T) {
 	ev := func(k xds.EventKind) xds.Event {
 		return xds.Event{Kind: k, StreamID: 7, Node: node, Group: snapshot.DefaultGroup, ADS: true, TypeURL: xdstype.ClusterURL, At: at}
 	}
-	obs.Observer.Observe(ev(xds.StreamOpened))
-	obs.Observer.Observe(ev(xds.Subscribed))
+	obs.Observer.Observe(new(ev(xds.StreamOpened)))
+	obs.Observer.Observe(new(ev(xds.Subscribed)))
 	spared := ev(xds.ResponseSpared)
 	spared.Version, spared.Resources, spared.Bytes = version, 2, 321
-	obs.Observer.Observe(spared)
+	obs.Observer.Observe(&spared)
 
 	streams := obs.Tracker.Streams()
 	if len(streams) != 1 || len(streams[0].Types) != 1 {
@@ -136,8 +136,8 @@ func TestDrainingRefusalNotListed(t *testing.T) {
 	reg := xdstype.New()
 	obs := NewObservability(reg, snapshot.NewPublisher())
 	at := time.Now()
-	obs.Observer.Observe(xds.Event{Kind: xds.StreamRefused, StreamID: 1, Reason: xds.RefusedDraining, Detail: "replica draining", At: at})
-	obs.Observer.Observe(xds.Event{Kind: xds.StreamRefused, StreamID: 2, Node: xdstest.Node("named"), Reason: xds.RefusedDraining, Detail: "replica draining", At: at})
+	obs.Observer.Observe(&xds.Event{Kind: xds.StreamRefused, StreamID: 1, Reason: xds.RefusedDraining, Detail: "replica draining", At: at})
+	obs.Observer.Observe(&xds.Event{Kind: xds.StreamRefused, StreamID: 2, Node: xdstest.Node("named"), Reason: xds.RefusedDraining, Detail: "replica draining", At: at})
 	streams := obs.Tracker.Streams()
 	if len(streams) != 1 || streams[0].Node != "named" || streams[0].Refused == nil || streams[0].Refused.Reason != xds.RefusedDraining {
 		t.Fatalf("streams listed: %+v; want only the named node, refused for draining", streams)
@@ -214,9 +214,9 @@ func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 
 func TestConnectionEventsCounted(t *testing.T) {
 	obs := NewObservability(xdstype.New(), snapshot.NewPublisher())
 	at := time.Now()
-	obs.Observer.Observe(xds.Event{Kind: xds.ConnectionClosed, Reason: "evicted", At: at})
-	obs.Observer.Observe(xds.Event{Kind: xds.ConnectionClosed, Reason: "evicted", At: at})
-	obs.Observer.Observe(xds.Event{Kind: xds.TransportRefused, Reason: xds.TransportRefusedStreams, At: at})
+	obs.Observer.Observe(&xds.Event{Kind: xds.ConnectionClosed, Reason: "evicted", At: at})
+	obs.Observer.Observe(&xds.Event{Kind: xds.ConnectionClosed, Reason: "evicted", At: at})
+	obs.Observer.Observe(&xds.Event{Kind: xds.TransportRefused, Reason: xds.TransportRefusedStreams, At: at})
 	if streams := obs.Tracker.Streams(); len(streams) != 0 {
 		t.Fatalf("connection events listed as proxies: %+v", streams)
 	}
@@ -258,10 +258,10 @@ func TestSubscriptionReachesStatus(t *testing.T) {
 	ev := xds.Event{StreamID: 9, Node: xdstest.Node("grpc"), Group: snapshot.DefaultGroup, ADS: true, TypeURL: xdstype.ClusterURL, At: time.Now()}
 	for _, k := range []xds.EventKind{xds.StreamOpened, xds.Subscribed} {
 		ev.Kind = k
-		obs.Observer.Observe(ev)
+		obs.Observer.Observe(&ev)
 	}
 	ev.Kind, ev.Names = xds.SubscriptionChanged, []string{"a", "b"}
-	obs.Observer.Observe(ev)
+	obs.Observer.Observe(&ev)
 	streams := obs.Tracker.Streams()
 	if len(streams) != 1 || len(streams[0].Types) != 1 {
 		t.Fatalf("streams: %+v", streams)

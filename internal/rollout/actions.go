@@ -141,7 +141,7 @@ func (c *Controller) act(group string, f func(*run, time.Time) error) (Status, e
 // Observe takes the xDS stream events: a NACK by a node of the stage halts
 // the rollout (applied by Run), and responses of the new version not ACKed
 // in time count toward the not_acked condition. It never blocks for long.
-func (c *Controller) Observe(e xds.Event) {
+func (c *Controller) Observe(e *xds.Event) {
 	switch e.Kind {
 	case xds.RequestNACK, xds.RequestACK, xds.ResponseSent, xds.StreamClosed:
 	default:
@@ -150,7 +150,7 @@ func (c *Controller) Observe(e xds.Event) {
 	if c.active.Load() == 0 {
 		return
 	}
-	c.observe(&e)
+	c.observe(e)
 }
 
 // observe is Observe while a rollout runs. Apart, so that the usual case

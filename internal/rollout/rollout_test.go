@@ -202,10 +202,10 @@ func TestNACKHaltsAndRollsBack(t *testing.T) {
 	// Neither a NACK by a node outside the stage nor one of a type the
 	// change left alone (the Runtime, assignments) halts: the halt that
 	// comes names the stage node's NACK of the clusters.
-	c.Observe(nack(out))
-	c.Observe(nackOf(in, xdstype.RuntimeURL))
-	c.Observe(nackOf(in, xdstype.EndpointURL))
-	c.Observe(nack(in))
+	c.Observe(new(nack(out)))
+	c.Observe(new(nackOf(in, xdstype.RuntimeURL)))
+	c.Observe(new(nackOf(in, xdstype.EndpointURL)))
+	c.Observe(new(nack(in)))
 	waitFor(t, "the halt", func() bool { s := c.Status(); return len(s) == 1 && s[0].Halted == ReasonNACK })
 	if d := c.Status()[0].Detail; !strings.Contains(d, fmt.Sprintf("node %q rejected %s", in, xdstype.ClusterURL)) {
 		t.Fatalf("halted for %q: want the stage node's NACK of the clusters", d)
@@ -317,16 +317,16 @@ func TestNotACKedHalts(t *testing.T) {
 		return xds.Event{Kind: xds.ResponseSent, StreamID: stream, Group: "edge", Node: &corev3.Node{Id: in}, TypeURL: xdstype.ClusterURL, Version: set, SetVersion: set}
 	}
 	// Stream 1 ACKs in time; stream 2 never does.
-	c.Observe(sent(1))
+	c.Observe(new(sent(1)))
 	ack := sent(1)
 	ack.Kind = xds.RequestACK
-	c.Observe(ack)
+	c.Observe(&ack)
 	clk.waitTimer(t)
 	clk.Advance(2 * time.Minute)
 	if s := c.Status()[0]; s.Halted != "" {
 		t.Fatalf("halted though the node ACKed: %+v", s)
 	}
-	c.Observe(sent(2))
+	c.Observe(new(sent(2)))
 	waitFor(t, "the late-ACK timer", func() bool {
 		clk.mu.Lock()
 		defer clk.mu.Unlock()

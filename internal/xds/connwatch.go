@@ -210,7 +210,7 @@ func (s *Server) connClosed(tc *trackedConn, reason string) {
 		s.log.Warn("xDS connection closed by the server: every stream on it ended", "reason", reason,
 			"why", connReasonText(reason), "peer", tc.key.remote, "connected_for", age)
 	}
-	s.obs.Observe(Event{Kind: ConnectionClosed, Reason: reason, Peer: tc.key.remote, At: time.Now()})
+	s.report(&Event{Kind: ConnectionClosed, Reason: reason, Peer: tc.key.remote, At: time.Now()})
 }
 
 // transportRefused logs and counts a stream gRPC refused on a connection
@@ -220,7 +220,7 @@ func (s *Server) transportRefused(tc *trackedConn) {
 		s.log.Warn("xDS stream refused by gRPC: the connection is at its stream bound; the client may retry it",
 			"reason", TransportRefusedStreams, "max_streams_per_connection", s.opts.MaxStreamsPerConnection, "peer", tc.key.remote)
 	}
-	s.obs.Observe(Event{Kind: TransportRefused, Reason: TransportRefusedStreams, Peer: tc.key.remote, At: time.Now()})
+	s.report(&Event{Kind: TransportRefused, Reason: TransportRefusedStreams, Peer: tc.key.remote, At: time.Now()})
 }
 
 // connReasonText explains each reason a server ends a connection, for

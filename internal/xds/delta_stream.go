@@ -64,7 +64,7 @@ func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
 	case answered && nack:
 		st.onNACK(t, version, w.ackedVersion, nonce, req.GetErrorDetail().GetMessage())
 	case answered:
-		st.observe(Event{Kind: RequestACK, TypeURL: t.URL, Version: version, Nonce: nonce})
+		st.observe(&Event{Kind: RequestACK, TypeURL: t.URL, Version: version, Nonce: nonce})
 	}
 	snap := st.snapshot()
 	if snap == nil {
@@ -164,7 +164,7 @@ func (st *deltaStream) respond(p *planner, w *deltaWatch, snap *snapshot.Snapsho
 //
 //go:noinline
 func (st *deltaStream) sentEvent(w *deltaWatch, resp *discoveryv3.DeltaDiscoveryResponse, sent []proto.Message, size int) {
-	st.observe(Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: w.version, Nonce: resp.Nonce, Resources: len(resp.Resources), Sent: sent, Removed: resp.RemovedResources, Bytes: size})
+	st.observe(&Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: w.version, Nonce: resp.Nonce, Resources: len(resp.Resources), Sent: sent, Removed: resp.RemovedResources, Bytes: size})
 	st.debug("sent", "type", w.typ.Abbrev, "system_version", resp.SystemVersionInfo, "nonce", resp.Nonce, "resources", len(resp.Resources), "removed", len(resp.RemovedResources))
 }
 
@@ -194,7 +194,7 @@ func (st *deltaStream) onHeartbeat() error {
 			return err
 		}
 		w.sentResponse(resp.Nonce, w.version, set, deltaPlan{}, now)
-		st.observe(Event{Kind: ResponseSent, TypeURL: t.URL, Version: w.version, Nonce: resp.Nonce, Resources: len(beats), Heartbeat: true, Bytes: size})
+		st.observe(&Event{Kind: ResponseSent, TypeURL: t.URL, Version: w.version, Nonce: resp.Nonce, Resources: len(beats), Heartbeat: true, Bytes: size})
 	}
 	return nil
 }

@@ -125,7 +125,7 @@ func (st *sotwStream) touch(w *watch) error {
 	if st.observing() && w.heldAs != nil {
 		e.Sent = w.heldAs.messages() // what the client holds after it
 	}
-	st.observe(e)
+	st.observe(&e)
 	st.debug("sent one held resource unchanged: the stream's first message", "type", w.typ.Abbrev, "version", w.version, "resource", pick.Name)
 	return nil
 }

@@ -129,11 +129,15 @@ type Event struct {
 }
 
 // Observer receives stream events. It is called from stream loops and must
-// not block.
+// not block. The event is lent for the call: an observer neither changes
+// it nor keeps the pointer (it copies what it keeps). By pointer, so that
+// an event of some 300 bytes is not copied again at each level of
+// observers on the stream's goroutine, whose stack must stay within 8 KB
+// (see serveStream).
 type Observer interface {
-	Observe(Event)
+	Observe(e *Event)
 }
 
 type nopObserver struct{}
 
-func (nopObserver) Observe(Event) {}
+func (nopObserver) Observe(*Event) {}

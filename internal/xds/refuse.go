@@ -228,5 +228,5 @@ func (st *stream) refused(r *refusal) {
 		st.log().Warn("refusing xDS stream", "reason", r.reason, "code", r.st.Code().String(), "detail", r.st.Message(),
 			"node", bounded(node.GetId(), maxLogged), "peer", st.conn.remote, "identity", st.ident.String())
 	}
-	st.observe(Event{Kind: StreamRefused, Reason: r.reason, Detail: r.st.Message()})
+	st.observe(&Event{Kind: StreamRefused, Reason: r.reason, Detail: r.st.Message()})
 }

@@ -13,6 +13,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -114,10 +115,12 @@ const maxRecvMsgSize = 4 << 20
 
 // Server serves xDS over gRPC.
 type Server struct {
-	opts        Options
-	cp          *corev3.ControlPlane
-	log         *slog.Logger
-	obs         Observer
+	opts Options
+	cp   *corev3.ControlPlane
+	log  *slog.Logger
+	obs  Observer
+	// events are the Events lent to obs (stream.observe, report).
+	events      sync.Pool
 	holdTimeout time.Duration
 	admission   *admission
 	bodies      bodies
@@ -202,6 +205,7 @@ func New(opts Options) *Server {
 		cp:          &corev3.ControlPlane{Identifier: opts.Identifier},
 		log:         log,
 		obs:         obs,
+		events:      sync.Pool{New: func() any { return new(Event) }},
 		life:        life,
 		stop:        stop,
 	}
@@ -246,6 +250,16 @@ func (s *Server) evict(k connKey) {
 	if s.logged.first("evict-untracked") {
 		s.log.Warn("a stream's send is stuck but its connection cannot be closed: serve gRPC on Server.Listener so stalled clients can be evicted", "peer", k.remote)
 	}
+}
+
+// report lends e to the observer through a pooled copy, as
+// stream.observe does: e stays on its caller's stack.
+func (s *Server) report(in *Event) {
+	e := s.events.Get().(*Event)
+	*e = *in
+	s.obs.Observe(e)
+	*e = Event{} // what it references is not kept alive by the pool
+	s.events.Put(e)
 }
 
 // Shutdown ends every open stream with UNAVAILABLE so that a graceful gRPC

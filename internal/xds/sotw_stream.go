@@ -63,7 +63,7 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 		st.debug("ignoring request with stale nonce", "type", t.Abbrev, "nonce", bounded(req.GetResponseNonce(), maxLogged), "latest", w.nonce)
 		return nil
 	case reqACK:
-		st.observe(Event{Kind: RequestACK, TypeURL: t.URL, Version: req.GetVersionInfo(), SetVersion: w.ackedSet, Nonce: req.GetResponseNonce()})
+		st.observe(&Event{Kind: RequestACK, TypeURL: t.URL, Version: req.GetVersionInfo(), SetVersion: w.ackedSet, Nonce: req.GetResponseNonce()})
 	case reqNACK:
 		st.onNACK(t, w.version, w.ackedVersion, req.GetResponseNonce(), req.GetErrorDetail().GetMessage())
 	}
@@ -155,7 +155,7 @@ func (st *sotwStream) respond(w *watch, next outcome, snap *snapshot.Snapshot, n
 //
 //go:noinline
 func (st *sotwStream) sentEvent(w *watch, resp *discoveryv3.DiscoveryResponse, sent []proto.Message, size int) {
-	st.observe(Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: resp.VersionInfo, SetVersion: w.setVersion, Nonce: resp.Nonce, Resources: len(resp.Resources), Sent: sent, Bytes: size})
+	st.observe(&Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: resp.VersionInfo, SetVersion: w.setVersion, Nonce: resp.Nonce, Resources: len(resp.Resources), Sent: sent, Bytes: size})
 	st.debug("sent", "type", w.typ.Abbrev, "version", resp.VersionInfo, "nonce", resp.Nonce, "resources", len(resp.Resources))
 }
 
@@ -267,7 +267,7 @@ func (st *sotwStream) spare(w *watch, o outcome, set *snapshot.Set) {
 		held = o.as.messages() // shared by every stream in this state
 	}
 	st.debug("spared a resend: the reconnecting client holds this version", "type", w.typ.Abbrev, "version", w.version, "resources", len(o.as.names))
-	st.observe(Event{Kind: ResponseSpared, TypeURL: w.typ.URL, Version: w.version, SetVersion: w.setVersion, Resources: len(o.as.names), Sent: held, Bytes: o.as.sotwSize(w.typ.URL, ttl)})
+	st.observe(&Event{Kind: ResponseSpared, TypeURL: w.typ.URL, Version: w.version, SetVersion: w.setVersion, Resources: len(o.as.names), Sent: held, Bytes: o.as.sotwSize(w.typ.URL, ttl)})
 }
 
 // onHeartbeat refreshes the TTLs of what the client holds.
@@ -289,7 +289,7 @@ func (st *sotwStream) onHeartbeat() error {
 		if err != nil {
 			return err
 		}
-		st.observe(Event{Kind: ResponseSent, TypeURL: t.URL, Version: resp.VersionInfo, Nonce: nonce, Resources: len(resp.Resources), Heartbeat: true, Bytes: size})
+		st.observe(&Event{Kind: ResponseSent, TypeURL: t.URL, Version: resp.VersionInfo, Nonce: nonce, Resources: len(resp.Resources), Heartbeat: true, Bytes: size})
 	}
 	return nil
 }

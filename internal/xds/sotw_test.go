@@ -36,9 +36,9 @@ type recorder struct {
 
 func newRecorder() *recorder { return &recorder{wake: make(chan struct{}, 1)} }
 
-func (r *recorder) Observe(e xds.Event) {
+func (r *recorder) Observe(e *xds.Event) {
 	r.mu.Lock()
-	r.events = append(r.events, e)
+	r.events = append(r.events, *e)
 	r.mu.Unlock()
 	select {
 	case r.wake <- struct{}{}:

@@ -337,7 +337,7 @@ func (st *stream) closed(err error) {
 		// Logged before it is reported: whoever sees the event finds the
 		// line written.
 		st.logClosed(err)
-		st.observe(Event{Kind: StreamClosed, Detail: detail, Reason: st.closedReason(err)})
+		st.observe(&Event{Kind: StreamClosed, Detail: detail, Reason: st.closedReason(err)})
 	}
 }
 
@@ -382,7 +382,7 @@ func expect(st *stream, w typeWatch, typeURL, current string, pending bool) {
 	}
 	if r := w.expectedAt(); *r != v {
 		*r = v
-		st.observe(Event{Kind: ExpectedVersion, TypeURL: typeURL, Version: v, SetVersion: current})
+		st.observe(&Event{Kind: ExpectedVersion, TypeURL: typeURL, Version: v, SetVersion: current})
 	}
 }
 
@@ -456,7 +456,7 @@ func open[W typeWatch](st *stream, node *corev3.Node, typeURL string, watches *b
 	if !ok {
 		w = create(t, st.srv)
 		watches.put(t.URL, w)
-		st.observe(Event{Kind: Subscribed, TypeURL: t.URL})
+		st.observe(&Event{Kind: Subscribed, TypeURL: t.URL})
 	}
 	return w, nil
 }
@@ -530,7 +530,7 @@ func (st *stream) identify(node *corev3.Node) error {
 	st.useFleet(st.srv.opts.Fleets.Current())
 	st.opened = time.Now()
 	st.logOpened()
-	st.observe(Event{Kind: StreamOpened})
+	st.observe(&Event{Kind: StreamOpened})
 	return nil
 }
 
@@ -555,7 +555,7 @@ func (st *stream) resolveType(url string) (*xdstype.Type, error) {
 			st.unknownLogged = true
 			st.log().Warn("ignoring requests for a type Pylon does not serve on this kind of stream; later ones on this stream are only counted", "type_url", bounded(url, maxLogged), "delta", st.delta)
 		}
-		st.observe(Event{Kind: RequestIgnored, Reason: IgnoredUnknownType})
+		st.observe(&Event{Kind: RequestIgnored, Reason: IgnoredUnknownType})
 		return nil, nil
 	}
 	return t, nil
@@ -583,7 +583,7 @@ func (st *stream) useFleet(f *snapshot.Fleet) {
 		if st.srv.logged.first(onceKey("nogroup", st.node.GetId(), f.Version())) {
 			st.log().Warn("node matches no group: it receives nothing until a group takes it", "cluster", st.node.GetCluster())
 		}
-		st.observe(Event{Kind: NoGroup})
+		st.observe(&Event{Kind: NoGroup})
 	case g != nil && (st.group == nil || st.group.Name != g.Name):
 		st.debug("node group", "group", g.Name)
 	}
@@ -671,8 +671,9 @@ func (st *stream) flooding(now time.Time) bool {
 	return int(st.windowCount) > limit
 }
 
-// observe fills in the stream's fields and reports e.
-func (st *stream) observe(e Event) {
+// observe fills in the stream's fields and reports e (Server.report: e
+// stays on its caller's stack).
+func (st *stream) observe(e *Event) {
 	e.StreamID, e.Node, e.ADS, e.Delta, e.At, e.Peer, e.Poll = st.id, st.node, st.typeURL == "", st.delta, time.Now(), st.conn.remote, st.quiet
 	if e.Node == nil {
 		e.Node = st.claimed
@@ -685,7 +686,7 @@ func (st *stream) observe(e Event) {
 	if st.group != nil {
 		e.Group = st.group.Name
 	}
-	st.srv.obs.Observe(e)
+	st.srv.report(e)
 }
 
 // subscribed reports the stream's subscription to a full-state type
@@ -700,7 +701,7 @@ func (st *stream) subscribed(t *xdstype.Type, sub *subscription, last **subscrip
 		return
 	}
 	*last = sub
-	st.observe(Event{Kind: SubscriptionChanged, TypeURL: t.URL, Wildcard: sub.wildcard, Names: sub.sortedNames()})
+	st.observe(&Event{Kind: SubscriptionChanged, TypeURL: t.URL, Wildcard: sub.wildcard, Names: sub.sortedNames()})
 }
 
 // onNACK reports a rejected response; the log line comes once per type and
@@ -717,5 +718,5 @@ func (st *stream) onNACK(t *xdstype.Type, rejected, running, nonce, msg string) 
 		}
 		st.log().Warn("proxy rejected config", "type", t.Abbrev, "rejected_version", rejected, "running_version", running, "error_detail", msg)
 	}
-	st.observe(Event{Kind: RequestNACK, TypeURL: t.URL, Version: rejected, Nonce: nonce, Detail: msg})
+	st.observe(&Event{Kind: RequestNACK, TypeURL: t.URL, Version: rejected, Nonce: nonce, Detail: msg})
 }

@@ -36,7 +36,7 @@ func newTracked(srv func() *xdstest.Server) *tracked {
 	return &tracked{recorder: newRecorder(), tracker: tr}
 }
 
-func (o *tracked) Observe(e xds.Event) {
+func (o *tracked) Observe(e *xds.Event) {
 	info := status.Info{
 		Node: e.Node.GetId(), Cluster: e.Node.GetCluster(),
 		Agent: e.Node.GetUserAgentName(), AgentVersion: e.Node.GetUserAgentVersion(),
