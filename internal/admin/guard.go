@@ -16,6 +16,16 @@ const (
 	// waits busyWait for a slot, then gets 503 "busy".
 	maxInFlight = 64
 	busyWait    = time.Second
+	// maxRegistrationsInFlight bounds, apart, the endpoint registrations
+	// and deregistrations served at once: small (a body of at most 64
+	// KiB, a deregistration's is not read) and many, from every
+	// instance of every service. Those in flight together share one
+	// store commit and its fsync, so under the general bound 1,000
+	// registrants were held to batches of 64. At the bound, a writer
+	// trickling bodies holds about 1,024 x (64 KiB + a goroutine) = 80
+	// MiB until ReadTimeout; the connections bound (--admin-max-conns)
+	// caps them first.
+	maxRegistrationsInFlight = 1024
 	// maxQuery and maxPath bound the query string and the path.
 	maxQuery = 1 << 10
 	maxPath  = 2 << 10
@@ -82,14 +92,38 @@ func where(file, def string) string {
 	return "file " + def + " in the server's data folder"
 }
 
-// limiter holds the slots of requests in flight.
+// limiter holds the slots of requests in flight: registrations' apart.
 type limiter struct {
-	slots chan struct{}
-	wait  time.Duration
+	slots         chan struct{}
+	registrations chan struct{}
+	wait          time.Duration
 }
 
 func newLimiter(n int, wait time.Duration) *limiter {
-	return &limiter{slots: make(chan struct{}, n), wait: wait}
+	return newLimiterFor(n, maxRegistrationsInFlight, wait)
+}
+
+func newLimiterFor(n, registrations int, wait time.Duration) *limiter {
+	return &limiter{slots: make(chan struct{}, n), registrations: make(chan struct{}, registrations), wait: wait}
+}
+
+// pool is the slots r takes: an endpoint registration's (POST
+// /v1/services/{name}/endpoints) or deregistration's (DELETE
+// /v1/services/{name}/endpoints/{addr}) or the general ones.
+func (l *limiter) pool(r *http.Request) chan struct{} {
+	rest, ok := strings.CutPrefix(r.URL.Path, "/v1/services/")
+	if !ok {
+		return l.slots
+	}
+	name, rest, _ := strings.Cut(rest, "/")
+	switch {
+	case name == "":
+	case r.Method == http.MethodPost && rest == "endpoints":
+		return l.registrations
+	case r.Method == http.MethodDelete && strings.HasPrefix(rest, "endpoints/") && !strings.Contains(rest[len("endpoints/"):], "/"):
+		return l.registrations
+	}
+	return l.slots
 }
 
 // bounded serves next with at most cap(l.slots) requests at once and
@@ -106,18 +140,23 @@ func bounded(l *limiter, next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		t := time.NewTimer(l.wait)
-		defer t.Stop()
+		slots := l.pool(r)
 		select {
-		case l.slots <- struct{}{}:
-		case <-t.C:
-			w.Header().Set("Retry-After", "1")
-			writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "busy: too many admin requests in flight; retry shortly"})
-			return
-		case <-r.Context().Done():
-			return
+		case slots <- struct{}{}:
+		default:
+			t := time.NewTimer(l.wait)
+			defer t.Stop()
+			select {
+			case slots <- struct{}{}:
+			case <-t.C:
+				w.Header().Set("Retry-After", "1")
+				writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "busy: too many admin requests in flight; retry shortly"})
+				return
+			case <-r.Context().Done():
+				return
+			}
 		}
-		defer func() { <-l.slots }()
+		defer func() { <-slots }()
 		next.ServeHTTP(w, r)
 	})
 }
