@@ -1,9 +1,11 @@
 package integration
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -75,26 +77,30 @@ func benchRegistrants(b *testing.B, registrants int, renew bool) {
 	if code, res := p.api(b, "POST", "/v1/apply", "services:\n- { name: svc, endpoints: [{ address: 127.0.0.1, port: 9000 }] }\n"); code != http.StatusOK {
 		b.Fatalf("apply: %d %v", code, res)
 	}
-	clients := make([]*http.Client, registrants)
-	for r := range clients {
-		clients[r] = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1, MaxConnsPerHost: 1}}
-		defer clients[r].CloseIdleConnections()
-	}
-	// call sends one request and reads the whole answer, so that the
-	// connection is kept for the next.
+	// Each registrant holds one connection and speaks HTTP/1.1 on it
+	// with the standard library's request writer and response reader,
+	// without a Transport's two goroutines a connection and their
+	// handoffs: the registrants share the server's two cores, and a real
+	// one runs elsewhere.
+	conns := make([]*registrantConn, registrants)
+	defer func() {
+		for _, c := range conns {
+			if c != nil {
+				c.conn.Close()
+			}
+		}
+	}()
+	// call sends one request and reads the whole answer on r's
+	// connection, dialed at its first call.
 	call := func(r int, method, path, body string) error {
-		req, _ := http.NewRequest(method, "http://"+p.adminAddr+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+p.token)
-		resp, err := clients[r].Do(req)
-		if err != nil {
-			return err
+		if conns[r] == nil {
+			c, err := net.Dial("tcp", p.adminAddr)
+			if err != nil {
+				return err
+			}
+			conns[r] = &registrantConn{conn: c, r: bufio.NewReader(c), w: bufio.NewWriter(c)}
 		}
-		defer resp.Body.Close()
-		msg, err := io.ReadAll(resp.Body)
-		if err == nil && resp.StatusCode != http.StatusOK {
-			err = fmt.Errorf("%s %s: %d %.1024s", method, path, resp.StatusCode, msg)
-		}
-		return err
+		return conns[r].do(method, "http://"+p.adminAddr+path, p.token, body)
 	}
 	register := func(r, i int) error {
 		if renew {
@@ -135,4 +141,41 @@ func benchRegistrants(b *testing.B, registrants int, renew bool) {
 	}
 	wg.Wait()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "regs/s")
+}
+
+// registrantConn is one registrant's kept-alive connection.
+type registrantConn struct {
+	conn net.Conn
+	r    *bufio.Reader
+	w    *bufio.Writer
+}
+
+// do sends one request and reads its whole answer; a status other than
+// 200 is an error.
+func (c *registrantConn) do(method, url, token, body string) error {
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	_ = c.conn.SetDeadline(time.Now().Add(30 * time.Second))
+	if err := req.Write(c.w); err != nil {
+		return err
+	}
+	if err := c.w.Flush(); err != nil {
+		return err
+	}
+	resp, err := http.ReadResponse(c.r, req)
+	if err != nil {
+		return err
+	}
+	msg, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err == nil && resp.Close {
+		err = fmt.Errorf("%s %s: the server closed the connection", method, url)
+	}
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%s %s: %d %.1024s", method, url, resp.StatusCode, msg)
+	}
+	return err
 }
