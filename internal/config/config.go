@@ -95,10 +95,11 @@ type File struct {
 	// runner renders each service's registered endpoints, thousands for
 	// a busy service, on every publish. Data must then be one object
 	// {"endpoints": [...]} whose item i starts on line i+1, and
-	// Endpoints[i] item i's service and endpoint (File and Line are
-	// set on loading). Loading takes them as they are rather than
-	// parsing Data again; Data stays the file's text, what is hashed
-	// and saved (not Endpoints: a file read back decodes its Data).
+	// Endpoints[i] item i's service and endpoint, with File and Line
+	// Path and i+1 or left to loading to set. Loading takes them as
+	// they are rather than parsing Data again, and does not modify
+	// them; Data stays the file's text, what is hashed and saved (not
+	// Endpoints: a file read back decodes its Data).
 	Endpoints []Endpoint `json:"-"`
 }
 
@@ -430,10 +431,18 @@ func decodeItems[T any](w *jsonWriter, c *Cache, path, kind string, val *yaml.No
 // not a name) adds nothing and returns false: f.Data is then decoded,
 // for the diagnostics.
 func loadDecodedEndpoints(f File, doc *Document) bool {
-	for _, e := range f.Endpoints {
+	placed := true // every File and Line set already
+	for i, e := range f.Endpoints {
 		if e.Service == "" || nameProblem(e.Service) != "" {
 			return false
 		}
+		placed = placed && e.File == f.Path && e.Line == i+1
+	}
+	if placed && len(doc.Endpoints) == 0 {
+		// Shared, never written: a later file's endpoints are appended
+		// to a copy.
+		doc.Endpoints = slices.Clip(f.Endpoints)
+		return true
 	}
 	doc.Endpoints = slices.Grow(doc.Endpoints, len(f.Endpoints))
 	for i, e := range f.Endpoints {

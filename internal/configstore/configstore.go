@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -230,12 +231,11 @@ func (r *rendered) files(objs []store.Object, now time.Time) ([]config.File, err
 			eps[svc] = append(eps[svc], o.Body)
 		}
 	}
-	sort.Slice(objs, func(i, j int) bool {
-		if objs[i].Kind != objs[j].Kind {
-			return objs[i].Kind < objs[j].Kind
-		}
-		return objs[i].Name < objs[j].Name
-	})
+	// The runner reads them in this order already: checked, not sorted
+	// (which would also write to the runner's copy).
+	if !slices.IsSortedFunc(objs, byKey) {
+		slices.SortFunc(objs, byKey)
+	}
 	next := &rendered{objects: map[store.Key]renderedFile{}, endpoints: map[string]renderedFile{}, items: map[string]map[string]renderedEndpoint{}}
 	var files []config.File
 	for _, o := range objs {
@@ -320,6 +320,7 @@ func (r *rendered) endpointsFile(service string, eps [][]byte, next *rendered) (
 			}
 		}
 	}
+	path := "endpoints/" + service
 	decoded := make([]config.Endpoint, len(eps))
 	data.WriteString(`{"endpoints": [`)
 	for i, b := range eps {
@@ -338,13 +339,14 @@ func (r *rendered) endpointsFile(service string, eps [][]byte, next *rendered) (
 			items[string(b)] = it
 		}
 		decoded[i] = it.decoded
+		decoded[i].File, decoded[i].Line = path, i+1
 		if i > 0 {
 			data.WriteString(",\n")
 		}
 		data.Write(it.item)
 	}
 	data.WriteString("]}")
-	f := config.File{Path: "endpoints/" + service, Data: data.Bytes(), Endpoints: decoded}
+	f := config.File{Path: path, Data: data.Bytes(), Endpoints: decoded}
 	next.endpoints[service], next.items[service] = renderedFile{eps: eps, file: f}, items
 	return f, nil
 }

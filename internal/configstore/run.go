@@ -198,7 +198,9 @@ func (r *runner) read(ctx context.Context) ([]store.Object, int64, error) {
 		slices.SortFunc(added, byKey)
 		r.stored = mergeSorted(r.stored, added)
 	}
-	return slices.Clone(r.stored), r.sent, nil
+	// Not copied: the caller only reads it (rendered.files sorts what is
+	// not sorted already), before the next read changes it.
+	return r.stored, r.sent, nil
 }
 
 // compareKeys orders keys as the store lists them: by kind, then name.
