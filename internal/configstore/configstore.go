@@ -228,7 +228,12 @@ func (r *rendered) files(objs []store.Object, now time.Time) ([]config.File, err
 	eps := map[string][][]byte{}
 	for _, o := range objs {
 		if svc, ok := strings.CutPrefix(o.Kind, "endpoints."); ok && (o.Expires.IsZero() || o.Expires.After(now)) {
-			eps[svc] = append(eps[svc], o.Body)
+			l, ok := eps[svc]
+			if !ok && r != nil {
+				// Sized as last time: a busy service's list is long.
+				l = make([][]byte, 0, len(r.endpoints[svc].eps)+16)
+			}
+			eps[svc] = append(l, o.Body)
 		}
 	}
 	// The runner reads them in this order already: checked, not sorted

@@ -210,17 +210,22 @@ func compareKeys(a, b store.Key) int {
 
 func byKey(a, b store.Object) int { return compareKeys(a.Key, b.Key) }
 
-// mergeSorted merges two lists sorted by key, none in both.
+// mergeSorted merges b into a, both sorted by key and none in both, in
+// place from the back: a grows into its spare room (appended to, so that
+// the room grows with it) rather than being copied whole each time.
 func mergeSorted(a, b []store.Object) []store.Object {
-	out := make([]store.Object, 0, len(a)+len(b))
-	for len(a) > 0 && len(b) > 0 {
-		if byKey(a[0], b[0]) < 0 {
-			out, a = append(out, a[0]), a[1:]
+	i, j := len(a)-1, len(b)-1
+	a = append(a, b...) // the room; b's copy in it is overwritten below
+	for k := len(a) - 1; j >= 0; k-- {
+		if i >= 0 && byKey(a[i], b[j]) > 0 {
+			a[k] = a[i]
+			i--
 		} else {
-			out, b = append(out, b[0]), b[1:]
+			a[k] = b[j]
+			j--
 		}
 	}
-	return append(append(out, a...), b...)
+	return a
 }
 
 // debounced sends the writes so far as one update: at once when the
