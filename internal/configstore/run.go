@@ -110,10 +110,13 @@ type runner struct {
 // hot service holds thousands of endpoints and a publish carries a few
 // hundred new ones. A key is noted after its write returns, so a read
 // that follows taking it sees the write; a write noted after the take
-// is read again at the next publish.
+// is read again at the next publish. Past maxReread keys it notes only
+// that there were more (a service that no runner takes them from holds
+// no more).
 type written struct {
 	mu   sync.Mutex
 	keys map[store.Key]struct{}
+	more bool // past maxReread: read everything
 }
 
 func (w *written) mark(changes []store.Change) {
@@ -122,11 +125,17 @@ func (w *written) mark(changes []store.Change) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.more {
+		return
+	}
 	if w.keys == nil {
 		w.keys = map[store.Key]struct{}{}
 	}
 	for _, c := range changes {
 		w.keys[c.Key] = struct{}{}
+	}
+	if len(w.keys) > maxReread {
+		w.keys, w.more = nil, true
 	}
 }
 
@@ -134,13 +143,14 @@ func (w *written) markKey(k store.Key) {
 	w.mark([]store.Change{{Key: k}})
 }
 
-// take returns the keys noted so far and starts a new set.
-func (w *written) take() map[store.Key]struct{} {
+// take returns the keys noted so far, or all: more than maxReread, and
+// starts a new set.
+func (w *written) take() (keys map[store.Key]struct{}, all bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	keys := w.keys
-	w.keys = nil
-	return keys
+	keys, all = w.keys, w.more
+	w.keys, w.more = nil, false
+	return keys, all
 }
 
 // maxReread bounds the keys a publish reads one by one; past it, reading
@@ -152,8 +162,8 @@ const maxReread = 4096
 // shared store, which other replicas write, or after a failed read) it
 // lists the store. A read that fails drops stored: the next lists again.
 func (r *runner) read(ctx context.Context) ([]store.Object, int64, error) {
-	keys := r.s.written.take()
-	if r.stored == nil || len(keys) > maxReread {
+	keys, all := r.s.written.take()
+	if r.stored == nil || all {
 		objs, rev, err := r.s.st.List(ctx)
 		r.stored = nil
 		if err == nil && r.watcher == nil {

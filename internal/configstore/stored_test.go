@@ -276,3 +276,45 @@ func TestRegisterSeesServiceChanges(t *testing.T) {
 		t.Fatalf("registering the endpoint the service gave up: %v", err)
 	}
 }
+
+// The keys noted for the runner are bounded: past maxReread only "more"
+// is kept, and the runner's next read then lists every object rather
+// than trusting what it kept.
+func TestWrittenKeysBounded(t *testing.T) {
+	var w written
+	for i := range maxReread + 1 {
+		w.markKey(store.Key{Kind: "endpoints.web", Name: fmt.Sprint(i)})
+	}
+	if keys, all := w.take(); !all || len(keys) != 0 {
+		t.Fatalf("past the bound: %d keys, all %v; want none and all", len(keys), all)
+	}
+	w.markKey(store.Key{Kind: "endpoints.web", Name: "x"})
+	if keys, all := w.take(); all || len(keys) != 1 {
+		t.Fatalf("after a take: %d keys, all %v; want 1 and not all", len(keys), all)
+	}
+
+	st, err := bolt.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	s := New(Options{Store: st, Registry: xdstype.New()})
+	ctx := t.Context()
+	if _, err := s.Commit(ctx, []store.Change{{Key: store.Key{Kind: "services", Name: "web"}, Body: service("web", 80)}}, "web", false); err != nil {
+		t.Fatal(err)
+	}
+	r := &runner{s: s, stored: []store.Object{}} // kept, and wrong
+	s.written.take()
+	s.written.more = true
+	got, _, err := r.read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _, err := st.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("read after more keys than the bound differs from List (-List +read):\n%s", diff)
+	}
+}
