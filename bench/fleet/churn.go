@@ -224,8 +224,7 @@ func drive(t *churnTracker, begin time.Time, total int, cc churnCase, issue func
 // connection of its own: the registrants of a fleet. Each call waits for
 // its store commit (an fsync shared by the calls waiting with it), so
 // the rate one worker issues is bounded by that wait: 64 workers issued
-// 800 of the 1,000 changes a second asked. 128 is what the admin server
-// serves at once by default.
+// 800 of the 1,000 changes a second asked.
 const apiWorkers = 128
 
 // churnAPI makes the changes as registrations and deregistrations

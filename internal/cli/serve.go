@@ -106,7 +106,7 @@ func addSecurityFlags(cmd *cobra.Command, o *daemon.Options) {
 	f.StringVar(&o.AdminTLS.Cert, "admin-tls-cert", "", "serve the admin API over TLS with this PEM certificate chain (re-read when it changes)")
 	f.StringVar(&o.AdminTLS.Key, "admin-tls-key", "", "the admin certificate's PEM private key")
 	f.StringVar(&o.AdminTLS.ClientCA, "admin-client-ca", "", "verify admin client certificates, when given, against these PEM CAs")
-	f.IntVar(&o.AdminLimits.MaxConns, "admin-max-conns", 128, "admin API connections served at once")
+	f.IntVar(&o.AdminLimits.MaxConns, "admin-max-conns", 2048, "admin API connections served at once (each registrant keeping its connection alive holds one)")
 	f.StringSliceVar(&o.SecretDirs, "secret-dir", nil, "a folder secret files named by the config may be read from (repeatable; default: the config's folder, or the working directory in store mode)")
 	f.IntVar(&o.MaxResourceNames, "max-resource-names", 0, "most resource names one xDS request may list (0: the default)")
 	f.Uint32Var(&o.MaxStreamsPerConnection, "max-streams-per-connection", 0, "most concurrent xDS streams per client connection (0: the default)")
