@@ -3,9 +3,6 @@ package main
 import (
 	"sync/atomic"
 	"time"
-
-	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // churnTracker follows every change of the churn schedule to every proxy
@@ -88,28 +85,26 @@ func (t *churnTracker) issue(k int, at time.Time) {
 // hi+1 when it lists none: everything up to hi was deregistered).
 type held struct{ hi, gone int }
 
-// saw takes an assignment a proxy received.
-func (t *churnTracker) saw(p *proxy, res *anypb.Any) {
-	cla := &endpointv3.ClusterLoadAssignment{}
-	if res.UnmarshalTo(cla) != nil {
+// saw takes an assignment a proxy received, encoded: its cluster name and
+// its endpoints' addresses, read off the wire (readAssignment).
+func (t *churnTracker) saw(p *proxy, cla []byte) {
+	hi, lo := -1, -1
+	name, err := readAssignment(cla, func(addr []byte) {
+		s := addrSeqBytes(addr)
+		if s < 0 {
+			return
+		}
+		hi = max(hi, s)
+		if lo < 0 || s < lo {
+			lo = s
+		}
+	})
+	if err != nil {
 		return
 	}
-	c := clusterIndex(cla.ClusterName)
+	c := clusterIndex(name)
 	if c < 0 || c >= t.clusters {
 		return
-	}
-	hi, lo := -1, -1
-	for _, loc := range cla.Endpoints {
-		for _, e := range loc.LbEndpoints {
-			s := addrSeq(e.GetEndpoint().GetAddress().GetSocketAddress().GetAddress())
-			if s < 0 {
-				continue
-			}
-			hi = max(hi, s)
-			if lo < 0 || s < lo {
-				lo = s
-			}
-		}
 	}
 	if p.churn == nil {
 		p.churn = map[int]held{}

@@ -48,6 +48,27 @@ func seqAddr(r int) string {
 
 // addrSeq is the registration number of a registered endpoint's address,
 // or -1 for a static one.
+// addrSeqBytes is addrSeq of an address read off the wire, without
+// making a string of it.
+func addrSeqBytes(a []byte) int {
+	var b, digits [4]int
+	i := 0
+	for _, c := range a {
+		switch {
+		case c == '.' && i < 3 && digits[i] > 0:
+			i++
+		case c >= '0' && c <= '9' && digits[i] < 3 && !(digits[i] == 1 && b[i] == 0):
+			b[i], digits[i] = b[i]*10+int(c-'0'), digits[i]+1
+		default:
+			return -1
+		}
+	}
+	if i != 3 || digits[3] == 0 || b[0] != 10 || b[1] < 128 || b[1] > 255 || b[2] > 255 || b[3] > 255 {
+		return -1
+	}
+	return (b[1]-128)<<16 | b[2]<<8 | b[3]
+}
+
 func addrSeq(a string) int {
 	ip, err := netip.ParseAddr(a)
 	if err != nil || !ip.Is4() {

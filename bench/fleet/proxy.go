@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -17,7 +18,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -54,31 +54,42 @@ type fleet struct {
 	failed   atomic.Int64 // proxies that gave up
 	firstErr atomic.Pointer[error]
 	// strings are the names and versions the delta proxies hold, one copy
-	// each for the whole fleet (intern).
-	stringsMu sync.RWMutex
-	strings   map[string]string
+	// each for the whole fleet (intern): a map never written once shared,
+	// replaced by a larger copy when a string is new (stringsMu).
+	strings   atomic.Pointer[map[string]string]
+	stringsMu sync.Mutex
 }
+
+// maxInterned bounds the strings intern keeps: the names and versions of
+// a scenario's resources are a few hundred.
+const maxInterned = 4096
 
 // intern returns b as a string, the fleet's one copy of it: 5,000 delta
 // proxies each holding 200 names and versions would otherwise allocate
-// two million strings on the cores the server runs on. Bounded: past
-// 1<<16 distinct strings, new ones are not kept.
+// two million strings on the cores the server runs on. Reads take no
+// lock (proxies on every core look strings up at once); a new string
+// copies the map.
 func (f *fleet) intern(b []byte) string {
-	f.stringsMu.RLock()
-	s, ok := f.strings[string(b)]
-	f.stringsMu.RUnlock()
-	if ok {
-		return s
+	if m := f.strings.Load(); m != nil {
+		if s, ok := (*m)[string(b)]; ok {
+			return s
+		}
 	}
-	s = string(b)
+	s := string(b)
 	f.stringsMu.Lock()
-	if f.strings == nil {
-		f.strings = map[string]string{}
+	defer f.stringsMu.Unlock()
+	m := map[string]string{}
+	if old := f.strings.Load(); old != nil {
+		if kept, ok := (*old)[s]; ok {
+			return kept
+		}
+		if len(*old) >= maxInterned {
+			return s
+		}
+		m = maps.Clone(*old)
 	}
-	if len(f.strings) < 1<<16 {
-		f.strings[s] = s
-	}
-	f.stringsMu.Unlock()
+	m[s] = s
+	f.strings.Store(&m)
 	return s
 }
 
@@ -314,62 +325,16 @@ func (p *proxy) ask(url string) {
 }
 
 // receive reads one response, takes what it carries, ACKs it and returns
-// its type.
+// its type. The response is read off the wire (rawResponse); in the churn
+// scenario each assignment's body goes to the tracker as it is read.
 func (p *proxy) receive() (string, error) {
 	f := p.f
-	if f.churn == nil {
-		return p.receiveRaw()
+	var onEDS func([]byte)
+	if f.churn != nil {
+		onEDS = func(b []byte) { f.churn.saw(p, b) }
 	}
 	if f.delta {
-		r := &discoveryv3.DeltaDiscoveryResponse{}
-		if err := p.cs.RecvMsg(r); err != nil {
-			return "", err
-		}
-		f.bytes.Add(int64(proto.Size(r)))
-		f.resources.Add(int64(len(r.Resources)))
-		held := p.versions[r.TypeUrl]
-		if held == nil {
-			held = map[string]string{}
-			p.versions[r.TypeUrl] = held
-		}
-		for _, res := range r.Resources {
-			held[res.Name] = res.Version
-		}
-		for _, n := range r.RemovedResources {
-			delete(held, n)
-		}
-		if f.churn != nil && r.TypeUrl == xdstype.EndpointURL {
-			f.churn.edsResponses.Add(1)
-			for _, res := range r.Resources {
-				f.churn.saw(p, res.Resource)
-			}
-		}
-		_ = p.cs.SendMsg(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: r.TypeUrl, ResponseNonce: r.Nonce})
-		return r.TypeUrl, nil
-	}
-	r := &discoveryv3.DiscoveryResponse{}
-	if err := p.cs.RecvMsg(r); err != nil {
-		return "", err
-	}
-	f.bytes.Add(int64(proto.Size(r)))
-	f.resources.Add(int64(len(r.Resources)))
-	p.acked[r.TypeUrl] = r.VersionInfo
-	if f.churn != nil && r.TypeUrl == xdstype.EndpointURL {
-		f.churn.edsResponses.Add(1)
-		for _, res := range r.Resources {
-			f.churn.saw(p, res)
-		}
-	}
-	_ = p.cs.SendMsg(&discoveryv3.DiscoveryRequest{TypeUrl: r.TypeUrl, ResponseNonce: r.Nonce, VersionInfo: r.VersionInfo, ResourceNames: p.names(r.TypeUrl)})
-	return r.TypeUrl, nil
-}
-
-// receiveRaw is receive outside the churn scenario, which needs no
-// resource's body: the response read off the wire (rawResponse).
-func (p *proxy) receiveRaw() (string, error) {
-	f := p.f
-	if f.delta {
-		r := rawDelta{rawResponse{intern: f.intern}}
+		r := rawDelta{rawResponse{intern: f.intern, onEDS: onEDS}}
 		if err := p.cs.RecvMsg(&r); err != nil {
 			return "", err
 		}
@@ -386,15 +351,21 @@ func (p *proxy) receiveRaw() (string, error) {
 		for _, n := range r.removed {
 			delete(held, n)
 		}
+		if f.churn != nil && r.typeURL == xdstype.EndpointURL {
+			f.churn.edsResponses.Add(1)
+		}
 		_ = p.cs.SendMsg(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: r.typeURL, ResponseNonce: r.nonce})
 		return r.typeURL, nil
 	}
-	var r rawSotW
+	r := rawSotW{rawResponse{onEDS: onEDS}}
 	if err := p.cs.RecvMsg(&r); err != nil {
 		return "", err
 	}
 	f.bytes.Add(int64(r.size))
 	f.resources.Add(int64(r.resources))
+	if f.churn != nil && r.typeURL == xdstype.EndpointURL {
+		f.churn.edsResponses.Add(1)
+	}
 	p.acked[r.typeURL] = r.version
 	_ = p.cs.SendMsg(&discoveryv3.DiscoveryRequest{TypeUrl: r.typeURL, ResponseNonce: r.nonce, VersionInfo: r.version, ResourceNames: p.names(r.typeURL)})
 	return r.typeURL, nil

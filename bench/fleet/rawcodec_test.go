@@ -2,14 +2,19 @@ package main
 
 import (
 	"slices"
+	"strconv"
 	"testing"
 	"time"
+	"unsafe"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
 // TestEncodeDeltaDecodesToTheRequest: the hand-encoded request is the
@@ -65,5 +70,67 @@ func TestRawResponseReadsWhatProtoDoes(t *testing.T) {
 	}
 	if err := r.decode(b[:len(b)-1], true); err == nil {
 		t.Error("a truncated response read without an error")
+	}
+}
+
+// TestInternKeepsOneCopy: intern returns the string of its bytes, one
+// copy for equal bytes, and keeps at most maxInterned.
+func TestInternKeepsOneCopy(t *testing.T) {
+	f := &fleet{}
+	a, b := f.intern([]byte("v1")), f.intern([]byte("v1"))
+	if a != "v1" || unsafe.StringData(a) != unsafe.StringData(b) {
+		t.Errorf("interned %q and %q apart", a, b)
+	}
+	for i := range maxInterned + 10 {
+		if s := f.intern([]byte(strconv.Itoa(i))); s != strconv.Itoa(i) {
+			t.Fatalf("interned %d as %q", i, s)
+		}
+	}
+	if n := len(*f.strings.Load()); n > maxInterned {
+		t.Errorf("%d strings kept, bound %d", n, maxInterned)
+	}
+}
+
+// TestAddrSeqBytesAsAddrSeq: the churn's addresses read off the wire
+// give the sequence number addrSeq gives their string.
+func TestAddrSeqBytesAsAddrSeq(t *testing.T) {
+	for _, a := range []string{"10.128.0.0", "10.200.3.7", "10.255.255.255", "10.127.1.1", "11.200.1.1", "10.200.1", "10.200.1.1.1",
+		"10..1.2", "10.200.01.1", "10.200.256.1", "10.200.1.", ".10.200.1", "", "10.200.1.1a", "::1", "10.1000.1.1", "10.200.0.0"} {
+		if got, want := addrSeqBytes([]byte(a)), addrSeq(a); got != want {
+			t.Errorf("%q: %d, want %d", a, got, want)
+		}
+	}
+}
+
+// TestReadAssignmentAsProto: the cluster name and the endpoints' addresses
+// read off the wire are those of the decoded assignment.
+func TestReadAssignmentAsProto(t *testing.T) {
+	ep := func(addr string) *endpointv3.LbEndpoint {
+		return &endpointv3.LbEndpoint{HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+			Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+				Address: addr, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 8080}}}},
+			Hostname: "h"}}}
+	}
+	cla := &endpointv3.ClusterLoadAssignment{ClusterName: "service-7", Endpoints: []*endpointv3.LocalityLbEndpoints{
+		{Locality: &corev3.Locality{Zone: "a"}, LbEndpoints: []*endpointv3.LbEndpoint{ep("10.128.0.7"), ep("10.128.3.239")}},
+		{LbEndpoints: []*endpointv3.LbEndpoint{ep("10.0.0.1")}, Priority: 1},
+	}}
+	b, _ := proto.Marshal(cla)
+	var addrs []string
+	name, err := readAssignment(b, func(a []byte) { addrs = append(addrs, string(a)) })
+	if err != nil || name != "service-7" || !slices.Equal(addrs, []string{"10.128.0.7", "10.128.3.239", "10.0.0.1"}) {
+		t.Errorf("read %q %v (%v)", name, addrs, err)
+	}
+	any1, _ := anypb.New(cla)
+	var bodies int
+	r := rawResponse{onEDS: func(v []byte) {
+		if got, _ := readAssignment(v, func([]byte) {}); got == "service-7" {
+			bodies++
+		}
+	}}
+	sotw, _ := proto.Marshal(&discoveryv3.DiscoveryResponse{Resources: []*anypb.Any{any1, any1}, TypeUrl: xdstype.EndpointURL})
+	delta, _ := proto.Marshal(&discoveryv3.DeltaDiscoveryResponse{Resources: []*discoveryv3.Resource{{Name: "service-7", Resource: any1}}, TypeUrl: xdstype.EndpointURL})
+	if r.decode(sotw, false) != nil || r.decode(delta, true) != nil || bodies != 3 {
+		t.Errorf("%d assignments handed to onEDS, want 3", bodies)
 	}
 }
