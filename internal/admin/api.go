@@ -393,7 +393,7 @@ func (a api) registerEndpoints(mux *http.ServeMux) {
 			return
 		}
 		noteResult(r, res)
-		writeResult(w, http.StatusOK, res)
+		writeJSON(w, http.StatusOK, res)
 	}))
 	mux.HandleFunc("DELETE /v1/services/{name}/endpoints/{addr}", a.writeEndpoints(maxBody, func(w http.ResponseWriter, r *http.Request) {
 		host, port, err := hostPort(r.PathValue("addr"))
@@ -408,7 +408,7 @@ func (a api) registerEndpoints(mux *http.ServeMux) {
 			return
 		}
 		noteResult(r, res)
-		writeResult(w, http.StatusOK, res)
+		writeJSON(w, http.StatusOK, res)
 	}))
 }
 
@@ -469,39 +469,4 @@ func strictJSON(b []byte, v any) error {
 		return errors.New("something follows the object")
 	}
 	return nil
-}
-
-// writeResult is writeJSON of a write's result, written by hand for what
-// every registration and renewal answers (no changes listed, not a dry
-// run, a version of plain characters): the same bytes, without the
-// encoder's reflection and indenting pass.
-func writeResult(w http.ResponseWriter, code int, res configstore.Result) {
-	if res.Changes != nil || res.DryRun || !plainVersion(res.Version) {
-		writeJSON(w, code, res)
-		return
-	}
-	b := make([]byte, 0, 96)
-	b = append(b, "{\n"...)
-	if res.Revision != 0 {
-		b = append(b, `  "revision": `...)
-		b = strconv.AppendInt(b, res.Revision, 10)
-		b = append(b, ",\n"...)
-	}
-	b = append(b, `  "version": "`...)
-	b = append(b, res.Version...)
-	b = append(b, "\",\n  \"changes\": null\n}\n"...)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_, _ = w.Write(b)
-}
-
-// plainVersion reports whether v needs no escaping in JSON.
-func plainVersion(v string) bool {
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':') {
-			return false
-		}
-	}
-	return true
 }
