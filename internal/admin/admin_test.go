@@ -179,25 +179,34 @@ func TestTokensUnset(t *testing.T) {
 	}
 }
 
-// TestBusy holds the only slot with a request that blocks in the handler:
-// the next request waits its short while and gets 503 busy; liveness still
-// answers; once the slot is free requests are served again.
-func TestBusy(t *testing.T) {
-	h := newHarness(t, Options{Token: writeTok}, newLimiter(1, 20*time.Millisecond))
+// holdSlot sends a request that blocks in the handler, holding its slot
+// until release (at the latest when the test ends, before the server
+// closes); first gets its status code.
+func holdSlot(t *testing.T, h *harness) (release func(), first <-chan int) {
+	t.Helper()
 	h.src.entered, h.src.release = make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	release := func() { once.Do(func() { close(h.src.release) }) }
-	t.Cleanup(release) // before the server closes, even when the test fails
-	first := make(chan int, 1)
+	release = func() { once.Do(func() { close(h.src.release) }) }
+	t.Cleanup(release)
+	codes := make(chan int, 1)
 	go func() {
 		code, _ := h.do(t, "GET", "/status", writeTok, nil)
-		first <- code
+		codes <- code
 	}()
 	select {
 	case <-h.src.entered:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the first request never reached the handler")
 	}
+	return release, codes
+}
+
+// TestBusy holds the only slot with a request that blocks in the handler:
+// the next request waits its short while and gets 503 busy; liveness still
+// answers; once the slot is free requests are served again.
+func TestBusy(t *testing.T) {
+	h := newHarness(t, Options{Token: writeTok}, newLimiter(1, 20*time.Millisecond))
+	release, first := holdSlot(t, h)
 	code, body := h.do(t, "GET", "/v1/objects", writeTok, nil)
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "busy") {
 		t.Fatalf("past the bound: %d %s", code, body)

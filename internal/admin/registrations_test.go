@@ -4,7 +4,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -19,20 +18,7 @@ func TestRegistrationsBoundApart(t *testing.T) {
 	if code, body := h.do(t, "POST", "/v1/apply", writeTok, []byte("services:\n- { name: web, endpoints: [{ address: 10.0.0.1, port: 80 }] }\n")); code != http.StatusOK {
 		t.Fatalf("apply: %d %s", code, body)
 	}
-	h.src.entered, h.src.release = make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	release := func() { once.Do(func() { close(h.src.release) }) }
-	t.Cleanup(release)
-	first := make(chan int, 1)
-	go func() {
-		code, _ := h.do(t, "GET", "/status", writeTok, nil)
-		first <- code
-	}()
-	select {
-	case <-h.src.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the first request never reached the handler")
-	}
+	release, first := holdSlot(t, h)
 	if code, body := h.do(t, "GET", "/v1/objects", writeTok, nil); code != http.StatusServiceUnavailable || !strings.Contains(body, "busy") {
 		t.Fatalf("a read past the general bound: %d %s", code, body)
 	}

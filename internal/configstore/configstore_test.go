@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/pylon-xds/pylon/internal/diag"
+	"github.com/pylon-xds/pylon/internal/source"
 	"github.com/pylon-xds/pylon/internal/store"
 	"github.com/pylon-xds/pylon/internal/store/bolt"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -20,12 +21,41 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func newService(t *testing.T, keep int) *Service {
 	t.Helper()
+	return newServiceWith(t, Options{Keep: keep})
+}
+
+// newServiceWith is a Service with opts over a new embedded store (Store
+// and Registry filled in).
+func newServiceWith(t *testing.T, opts Options) *Service {
+	t.Helper()
 	st, err := bolt.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	return New(Options{Store: st, Registry: xdstype.New(), Keep: keep})
+	opts.Store, opts.Registry = st, xdstype.New()
+	return New(opts)
+}
+
+// withWeb commits one service, web, to s.
+func withWeb(t *testing.T, s *Service) Result {
+	t.Helper()
+	res, err := s.Commit(t.Context(), []store.Change{{Key: store.Key{Kind: "services", Name: "web"}, Body: service("web", 80)}}, "web", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// running runs s until the test ends and returns its updates.
+func running(t *testing.T, s *Service) <-chan source.Update {
+	t.Helper()
+	out := make(chan source.Update)
+	done := make(chan error, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() { done <- s.Run(ctx, out) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return out
 }
 
 func service(name string, port int) []byte {

@@ -1,16 +1,12 @@
 package configstore
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/pylon-xds/pylon/internal/model"
 	"github.com/pylon-xds/pylon/internal/source"
-	"github.com/pylon-xds/pylon/internal/store"
-	"github.com/pylon-xds/pylon/internal/store/bolt"
-	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
 // The pace follows the pipeline's cost: at once before the first update
@@ -52,21 +48,10 @@ func TestPaceFollowsPipelineCost(t *testing.T) {
 // start) reaches the pipeline at once, not after the debounce: with a
 // debounce of an hour, it arrives well within the test's bound.
 func TestLoneWriteNotDelayed(t *testing.T) {
-	st, err := bolt.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	s := New(Options{Store: st, Registry: xdstype.New(), Debounce: time.Hour, Probe: time.Hour})
+	s := newServiceWith(t, Options{Debounce: time.Hour, Probe: time.Hour})
 	ctx := t.Context()
-	if _, err := s.Commit(ctx, []store.Change{{Key: store.Key{Kind: "services", Name: "web"}, Body: service("web", 80)}}, "web", false); err != nil {
-		t.Fatal(err)
-	}
-	out := make(chan source.Update)
-	done := make(chan error, 1)
-	rctx, cancel := context.WithCancel(ctx)
-	go func() { done <- s.Run(rctx, out) }()
-	defer func() { cancel(); <-done }()
+	withWeb(t, s)
+	out := running(t, s)
 	recv := func(what string) source.Update {
 		t.Helper()
 		select {

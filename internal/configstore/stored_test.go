@@ -1,7 +1,6 @@
 package configstore
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"github.com/pylon-xds/pylon/internal/model"
 	"github.com/pylon-xds/pylon/internal/source"
 	"github.com/pylon-xds/pylon/internal/store"
-	"github.com/pylon-xds/pylon/internal/store/bolt"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -25,23 +23,11 @@ import (
 // re-registration that changes an endpoint, a deregistration, a config
 // commit, a lease run out and expired, a rollback.
 func TestRunnerRereadsWrittenKeys(t *testing.T) {
-	st, err := bolt.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
 	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	s := New(Options{Store: st, Registry: xdstype.New(), Now: clk.Now, Debounce: time.Millisecond, Probe: time.Hour})
+	s := newServiceWith(t, Options{Now: clk.Now, Debounce: time.Millisecond, Probe: time.Hour})
 	ctx := t.Context()
-	first, err := s.Commit(ctx, []store.Change{{Key: store.Key{Kind: "services", Name: "web"}, Body: service("web", 80)}}, "web", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make(chan source.Update)
-	done := make(chan error, 1)
-	rctx, cancel := context.WithCancel(ctx)
-	go func() { done <- s.Run(rctx, out) }()
-	defer func() { cancel(); <-done }()
+	first := withWeb(t, s)
+	out := running(t, s)
 	check := func(what string) {
 		t.Helper()
 		var u source.Update
@@ -50,7 +36,7 @@ func TestRunnerRereadsWrittenKeys(t *testing.T) {
 		case <-time.After(waitBound):
 			t.Fatalf("%s: no update within %v", what, waitBound)
 		}
-		objs, _, err := st.List(ctx)
+		objs, _, err := s.opts.Store.List(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,30 +93,13 @@ func TestRunnerRereadsWrittenKeys(t *testing.T) {
 // before, between and after the kept ones, changed ones, removed ones,
 // another kind, and keys written and removed within one batch.
 func TestRunnerReadMatchesList(t *testing.T) {
-	st, err := bolt.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	s := New(Options{Store: st, Registry: xdstype.New()})
+	s := newServiceWith(t, Options{})
 	ctx := t.Context()
-	if _, err := s.Commit(ctx, []store.Change{{Key: store.Key{Kind: "services", Name: "web"}, Body: service("web", 80)}}, "web", false); err != nil {
-		t.Fatal(err)
-	}
+	withWeb(t, s)
 	r := &runner{s: s}
 	check := func(what string) {
 		t.Helper()
-		got, _, err := r.read(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, _, err := st.List(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Fatalf("%s: read differs from List (-List +read):\n%s", what, diff)
-		}
+		readAsList(t, r, what)
 	}
 	ep := func(i int) model.Endpoint {
 		return model.Endpoint{Address: fmt.Sprintf("10.0.%d.%d", i/250, i%250), Port: 80}
@@ -243,12 +212,7 @@ func TestRenderedEndpointsLoadAsTheirText(t *testing.T) {
 // the service changes, an address it took over is refused and one it gave
 // up is taken.
 func TestRegisterSeesServiceChanges(t *testing.T) {
-	st, err := bolt.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	s := New(Options{Store: st, Registry: xdstype.New()})
+	s := newServiceWith(t, Options{})
 	ctx := t.Context()
 	put := func(own string) {
 		t.Helper()
@@ -293,28 +257,27 @@ func TestWrittenKeysBounded(t *testing.T) {
 		t.Fatalf("after a take: %d keys, all %v; want 1 and not all", len(keys), all)
 	}
 
-	st, err := bolt.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	s := New(Options{Store: st, Registry: xdstype.New()})
-	ctx := t.Context()
-	if _, err := s.Commit(ctx, []store.Change{{Key: store.Key{Kind: "services", Name: "web"}, Body: service("web", 80)}}, "web", false); err != nil {
-		t.Fatal(err)
-	}
+	s := newServiceWith(t, Options{})
+	withWeb(t, s)
 	r := &runner{s: s, stored: []store.Object{}} // kept, and wrong
 	s.written.take()
 	s.written.more = true
-	got, _, err := r.read(ctx)
+	readAsList(t, r, "after more keys than the bound")
+}
+
+// readAsList fails unless what r reads now is what a List of its store
+// gives.
+func readAsList(t *testing.T, r *runner, what string) {
+	t.Helper()
+	got, _, err := r.read(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _, err := st.List(ctx)
+	want, _, err := r.s.opts.Store.List(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Fatalf("read after more keys than the bound differs from List (-List +read):\n%s", diff)
+		t.Fatalf("%s: read differs from List (-List +read):\n%s", what, diff)
 	}
 }
