@@ -48,13 +48,8 @@ type rawClient struct {
 	fr   *http2.Framer
 }
 
-func dialRaw(t *testing.T, addr string) *rawClient {
-	t.Helper()
-	return dialRawTLS(t, addr, nil)
-}
-
-// dialRawTLS is dialRaw over TLS with cfg (nil: plaintext), negotiating h2
-// as gRPC does.
+// dialRawTLS dials addr as a rawClient, over TLS with cfg (nil:
+// plaintext), negotiating h2 as gRPC does.
 func dialRawTLS(t *testing.T, addr string, cfg *tls.Config) *rawClient {
 	t.Helper()
 	var conn net.Conn

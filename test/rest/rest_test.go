@@ -21,7 +21,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"go.uber.org/goleak"
-	"golang.org/x/net/http2"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/pylon-xds/pylon/internal/certs/certstest"
@@ -98,6 +97,20 @@ func start(t *testing.T, o daemon.Options, clusters ...string) *pylon {
 // client is an HTTPS client presenting a certificate for node id in
 // cluster ("" id: none), speaking HTTP/1.1 (as an Envoy cluster does by
 // default) or h2.
+// h2Only fails the test when an answer comes over anything but HTTP/2.
+type h2Only struct {
+	t    *testing.T
+	next http.RoundTripper
+}
+
+func (h h2Only) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := h.next.RoundTrip(r)
+	if err == nil && resp.ProtoMajor != 2 {
+		h.t.Errorf("an h2 client was answered over %s", resp.Proto)
+	}
+	return resp, err
+}
+
 func (p *pylon) client(t *testing.T, id, cluster string, h2 bool) *http.Client {
 	t.Helper()
 	cfg := &tls.Config{RootCAs: certstest.Pool(p.ca), ServerName: "localhost", MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
@@ -110,10 +123,10 @@ func (p *pylon) client(t *testing.T, id, cluster string, h2 bool) *http.Client {
 		cfg.Certificates = []tls.Certificate{pair}
 	}
 	if h2 {
-		cfg.NextProtos = []string{"h2"}
-		tr := &http2.Transport{TLSClientConfig: cfg}
+		tr := &http.Transport{TLSClientConfig: cfg, Protocols: new(http.Protocols)}
+		tr.Protocols.SetHTTP2(true) // HTTP/2 only
 		t.Cleanup(tr.CloseIdleConnections)
-		return &http.Client{Transport: tr}
+		return &http.Client{Transport: h2Only{t, tr}}
 	}
 	tr := &http.Transport{TLSClientConfig: cfg, ForceAttemptHTTP2: false}
 	t.Cleanup(tr.CloseIdleConnections)

@@ -154,7 +154,7 @@ func TestCleanRolloutStageByStage(t *testing.T) {
 // previous one, and the rollout goes on from there.
 func TestRestartResumes(t *testing.T) {
 	data := t.TempDir()
-	cfg, p, ps, in, out := onV1(t, data)
+	cfg, p, _, in, out := onV1(t, data)
 	writeConfig(t, cfg, configFor(2, time.Hour))
 	for _, x := range in {
 		x.recv(t, 2)
@@ -167,7 +167,7 @@ func TestRestartResumes(t *testing.T) {
 	if after.Stage != 1 || after.From != before.From || after.To != before.To || !after.EnteredAt.Equal(before.EnteredAt) {
 		t.Fatalf("after the restart %+v, before %+v", after, before)
 	}
-	ps = p.proxies(12)
+	ps := p.proxies(12)
 	for _, x := range ps {
 		want := 1
 		if firstStage(x.id) == 1 {
