@@ -74,6 +74,9 @@ func (f *fleet) intern(b []byte) string {
 		if s, ok := (*m)[string(b)]; ok {
 			return s
 		}
+		if len(*m) >= maxInterned {
+			return string(b) // full: no lock for what it would not keep
+		}
 	}
 	s := string(b)
 	f.stringsMu.Lock()

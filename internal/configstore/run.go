@@ -209,7 +209,9 @@ func (r *runner) read(ctx context.Context) ([]store.Object, int64, error) {
 		r.stored = mergeSorted(r.stored, added)
 	}
 	// Not copied: the caller only reads it (rendered.files sorts what is
-	// not sorted already), before the next read changes it.
+	// not sorted already), before the next read changes it. The revision
+	// is the last sent: revisions are compared only with a watched
+	// store's events, and a watched store is always listed.
 	return r.stored, r.sent, nil
 }
 

@@ -1,9 +1,12 @@
 package configstore
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/model"
 	"github.com/pylon-xds/pylon/internal/source"
 	"github.com/pylon-xds/pylon/internal/store"
+	"github.com/pylon-xds/pylon/internal/store/bolt"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -280,4 +284,42 @@ func readAsList(t *testing.T, r *runner, what string) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("%s: read differs from List (-List +read):\n%s", what, diff)
 	}
+}
+
+// failingGets is a store whose Get fails while fail is set.
+type failingGets struct {
+	store.Store
+	fail atomic.Bool
+}
+
+func (f *failingGets) Get(ctx context.Context, k store.Key) (store.Object, error) {
+	if f.fail.Load() {
+		return store.Object{}, errors.New("get failed")
+	}
+	return f.Store.Get(ctx, k)
+}
+
+// A read that fails loses no write: the keys it took are gone, so the
+// next read lists the whole store, and holds the registration the failed
+// read did not get.
+func TestRunnerReadAfterFailedReadLosesNoWrite(t *testing.T) {
+	st, err := bolt.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	fs := &failingGets{Store: st}
+	s := New(Options{Store: fs, Registry: xdstype.New()})
+	withWeb(t, s)
+	r := &runner{s: s}
+	readAsList(t, r, "the first read")
+	if _, err := s.Register(t.Context(), "web", model.Endpoint{Address: "10.1.0.1", Port: 80}, 0); err != nil {
+		t.Fatal(err)
+	}
+	fs.fail.Store(true)
+	if _, _, err := r.read(t.Context()); err == nil {
+		t.Fatal("a read whose Get fails succeeded")
+	}
+	fs.fail.Store(false)
+	readAsList(t, r, "the read after a failed one")
 }

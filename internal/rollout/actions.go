@@ -177,7 +177,7 @@ func (c *Controller) observe(e *xds.Event) {
 			c.poke()
 		}
 	case xds.ResponseSent:
-		if r.policy.Halt.NotACKed != nil && !e.Heartbeat && c.introduced(r, *e) {
+		if r.policy.Halt.NotACKed != nil && !e.Heartbeat && c.introduced(r, e) {
 			if r.late.sent(key, e.Node.GetId(), c.o.Now()) {
 				c.o.Logger.Warn("rollout: more responses awaiting an ACK than tracked; the not_acked condition sees part of the stage", "group", r.Group, "tracked", maxLate)
 			}
@@ -198,7 +198,7 @@ func changed(r *run, typeURL string) bool {
 
 // introduced reports whether a response carried a type version the
 // rollout's change introduced.
-func (c *Controller) introduced(r *run, e xds.Event) bool {
+func (c *Controller) introduced(r *run, e *xds.Event) bool {
 	v := e.SetVersion
 	if v == "" {
 		v = e.Version

@@ -96,6 +96,19 @@ func TestSlowStreamSkipsToNewest(t *testing.T) {
 }
 
 // Shutdown ends open streams with UNAVAILABLE so clients reconnect elsewhere.
+// A stream opened after Shutdown (one Shutdown did not find among the
+// open streams) is ended too, at once.
+func TestShutdownEndsStreamsOpenedAfter(t *testing.T) {
+	srv := xdstest.Start(t, xds.Options{})
+	srv.Publish(t, base()...)
+	srv.XDS.Shutdown()
+	s := xdstest.OpenADS(t, xdstest.Dial(t, srv.Addr), xdstest.Node("n1"))
+	s.Request(cds)
+	if got := status.Code(s.Err()); got != codes.Unavailable {
+		t.Fatalf("stream opened after Shutdown ended with %v, want Unavailable", got)
+	}
+}
+
 func TestShutdownEndsStreams(t *testing.T) {
 	srv := xdstest.Start(t, xds.Options{})
 	srv.Publish(t, base()...)
