@@ -35,9 +35,11 @@ type AdminLimits struct {
 	// MaxConns bounds the connections served at once (default 2,048):
 	// enough for a fleet's registrants to keep their connections alive
 	// (1,000 of them at 10,000 registrations a second) with room for
-	// operators and probes. What one holding them all costs: about 20 KB
-	// a connection (40 MB), each cut by the header, read and idle
-	// timeouts; the operators' calls wait meanwhile, as with any bound.
+	// operators and probes. What one holding them all costs, at worst:
+	// about 80 KB a connection (64 KiB of headers being read, buffers, a
+	// goroutine), 160 MB, plus the registrations' bodies in flight (64
+	// MiB); and, as with any bound, the calls of everyone else wait for as
+	// long as the connections are held (docs/security.md).
 	MaxConns int
 }
 
