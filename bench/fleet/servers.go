@@ -118,6 +118,20 @@ func (p *pylon) set(w world) error {
 // and a control endpoint (POST /set?eds=G&route=R); it prints both
 // addresses on one line. With watch, Pylon also reports when each proxy is
 // SYNCED and what it was sent (POST /mark, GET /synced: syncWatch).
+// collect answers the driver's POST /gc. The driver reads resident memory
+// twice: as it is, and after a collection that returns garbage to the OS
+// (what the streams retain): the first collection only moves sync.Pool's
+// caches aside, the second frees them.
+func collect(w http.ResponseWriter, _ *http.Request) {
+	runtime.GC()
+	debug.FreeOSMemory()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	fmt.Fprintf(w, "goroutines %d, heap in use %.1f MB (live %.1f MB), stacks %.1f MB, other runtime %.1f MB",
+		runtime.NumGoroutine(), float64(m.HeapInuse)/(1<<20), float64(m.HeapAlloc)/(1<<20), float64(m.StackInuse)/(1<<20),
+		float64(m.MSpanInuse+m.MCacheInuse+m.BuckHashSys+m.GCSys+m.OtherSys)/(1<<20))
+}
+
 func serve(impl string, clusters int, watch bool) error {
 	keep := grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true})
 	var (
@@ -185,19 +199,7 @@ func serve(impl string, clusters int, watch bool) error {
 			http.Error(w, err.Error(), 500)
 		}
 	})
-	// The driver reads resident memory twice: as it is, and after a
-	// collection that returns garbage to the OS (what the streams retain):
-	// the first collection only moves sync.Pool's caches aside, the
-	// second frees them.
-	http.HandleFunc("POST /gc", func(w http.ResponseWriter, _ *http.Request) {
-		runtime.GC()
-		debug.FreeOSMemory()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		fmt.Fprintf(w, "goroutines %d, heap in use %.1f MB (live %.1f MB), stacks %.1f MB, other runtime %.1f MB",
-			runtime.NumGoroutine(), float64(m.HeapInuse)/(1<<20), float64(m.HeapAlloc)/(1<<20), float64(m.StackInuse)/(1<<20),
-			float64(m.MSpanInuse+m.MCacheInuse+m.BuckHashSys+m.GCSys+m.OtherSys)/(1<<20))
-	})
+	http.HandleFunc("POST /gc", collect)
 	go func() { _ = http.Serve(ctl, nil) }()
 	fmt.Printf("%s %s\n", lis.Addr(), ctl.Addr())
 	return g.Serve(lis)
