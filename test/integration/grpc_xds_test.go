@@ -137,7 +137,11 @@ func startPylon(t *testing.T, configPath string) *pylon {
 func runPylon(t testing.TB, o daemon.Options) (p *pylon, stop func()) {
 	t.Helper()
 	o.XDSAddr, o.AdminAddr = "127.0.0.1:0", "127.0.0.1:0"
-	o.DebounceQuiet, o.DebounceMax = 20*time.Millisecond, 200*time.Millisecond
+	if o.DebounceQuiet == 0 {
+		// Short, for the tests' sake; a benchmark may ask for the
+		// daemon's own.
+		o.DebounceQuiet, o.DebounceMax = 20*time.Millisecond, 200*time.Millisecond
+	}
 	o.Identifier = "pylon-e2e"
 	if o.DataDir == "" {
 		// The read token is generated there, in file mode too.
