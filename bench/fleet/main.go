@@ -36,6 +36,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -61,11 +62,20 @@ func main() {
 	duration := flag.Duration("duration", time.Minute, "with -churn: how long changes are issued at each rate (then at most 30s more for the last to converge)")
 	subs := flag.Int("subs", 10, "with -churn: services each proxy subscribes to over EDS (all proxies get every Cluster; below -clusters, unlike Envoy, which asks for every EDS cluster's assignment, so Pylon holds the route table back until its hold timeout, 15s: at the cold start in SotW, once more after it in delta)")
 	dir := flag.String("dir", "", "internal: the churn server's folder (store or config file)")
+	driverProfile := flag.String("driver-profile", "", "write the driver's own CPU profile (the simulated proxies, the churn's clients) to this file")
 	routes := flag.Int("routes", 1, "route changes measured one after another (the median last-proxy time and the mean CPU are shown; with -profile, one CPU profile spans them all)")
 	flag.Parse()
 	if *routes < 1 || *routes > 1000 {
 		fmt.Fprintln(os.Stderr, "-routes: between 1 and 1000")
 		os.Exit(2)
+	}
+	if *driverProfile != "" && *serveImpl == "" {
+		stop, err := profileSelf(*driverProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		defer stop()
 	}
 	if *serveImpl != "" {
 		c, _ := strconv.Atoi(*cs)
@@ -285,6 +295,19 @@ func fetch(c *child, path, file string) {
 	}
 	defer out.Close()
 	_, _ = io.Copy(out, resp.Body)
+}
+
+// profileSelf writes this process's CPU profile to path until stop.
+func profileSelf(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // result is what one run of the fleet scenario measured.

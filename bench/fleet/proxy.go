@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/status"
 
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -111,7 +110,7 @@ func (f *fleet) dial(addrs ...string) error {
 		var conns []*grpc.ClientConn
 		for len(conns)*f.perConn < f.n {
 			conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-				grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20), grpc.ForceCodecV2(proxyCodec{encoding.GetCodecV2("proto")})))
+				grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20), grpc.ForceCodecV2(newProxyCodec())))
 			if err != nil {
 				return err
 			}

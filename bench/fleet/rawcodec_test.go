@@ -10,6 +10,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -132,5 +133,24 @@ func TestReadAssignmentAsProto(t *testing.T) {
 	delta, _ := proto.Marshal(&discoveryv3.DeltaDiscoveryResponse{Resources: []*discoveryv3.Resource{{Name: "service-7", Resource: any1}}, TypeUrl: xdstype.EndpointURL})
 	if r.decode(sotw, false) != nil || r.decode(delta, true) != nil || bodies != 3 {
 		t.Errorf("%d assignments handed to onEDS, want 3", bodies)
+	}
+}
+
+// TestProxyCodecReadsSplitResponses: a response in one buffer or split
+// over several (a large one spans HTTP/2 frames) reads the same, through
+// a reused buffer longer than it.
+func TestProxyCodecReadsSplitResponses(t *testing.T) {
+	c := newProxyCodec()
+	long := make([]byte, 4096)
+	c.bufs.Put(&long)
+	b, _ := proto.Marshal(&discoveryv3.DiscoveryResponse{VersionInfo: "v7", TypeUrl: "t", Nonce: "n9"})
+	for _, data := range []mem.BufferSlice{
+		{mem.SliceBuffer(b)},
+		{mem.SliceBuffer(b[:3]), mem.SliceBuffer(b[3:7]), mem.SliceBuffer(b[7:])},
+	} {
+		var r rawSotW
+		if err := c.Unmarshal(data, &r); err != nil || r.version != "v7" || r.nonce != "n9" || r.typeURL != "t" || r.size != len(b) {
+			t.Errorf("%d buffers: read %+v (%v)", len(data), r.rawResponse, err)
+		}
 	}
 }
