@@ -24,15 +24,23 @@ func newService(t *testing.T, keep int) *Service {
 	return newServiceWith(t, Options{Keep: keep})
 }
 
-// newServiceWith is a Service with opts over a new embedded store (Store
-// and Registry filled in).
-func newServiceWith(t *testing.T, opts Options) *Service {
+// newBolt opens an embedded store in a new folder, closed when the test
+// ends.
+func newBolt(t *testing.T) *bolt.Store {
 	t.Helper()
 	st, err := bolt.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// newServiceWith is a Service with opts over a new embedded store (Store
+// and Registry filled in).
+func newServiceWith(t *testing.T, opts Options) *Service {
+	t.Helper()
+	st := newBolt(t)
 	opts.Store, opts.Registry = st, xdstype.New()
 	return New(opts)
 }
@@ -145,11 +153,7 @@ func (c *countingStore) Commit(ctx context.Context, changes []store.Change, entr
 // must fit in one transaction); what it leaves alone keeps its revision.
 func TestRollbackWritesOnlyDifferences(t *testing.T) {
 	ctx := t.Context()
-	st, err := bolt.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := newBolt(t)
 	cs := &countingStore{Store: st}
 	s := New(Options{Store: cs, Registry: xdstype.New()})
 	var changes []store.Change

@@ -13,7 +13,6 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/model"
 	"github.com/pylon-xds/pylon/internal/store"
-	"github.com/pylon-xds/pylon/internal/store/bolt"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -33,11 +32,7 @@ func (c *clock) Add(d time.Duration) {
 // Issue 13 item 7: a lease that runs out is logged at INFO with the
 // service, the address and how long the endpoint was registered.
 func TestLeaseExpiryLogged(t *testing.T) {
-	st, err := bolt.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := newBolt(t)
 	var logs bytes.Buffer
 	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	s := New(Options{Store: st, Registry: xdstype.New(), Now: clk.Now, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
@@ -144,11 +139,7 @@ func (h *hookedStore) List(ctx context.Context) ([]store.Object, int64, error) {
 // A renewal that lands while expiry is between its read and its commit is
 // not lost: the endpoint the client just renewed stays registered.
 func TestRenewalDuringExpiryKept(t *testing.T) {
-	st, err := bolt.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := newBolt(t)
 	hs := &hookedStore{Store: st}
 	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	s := New(Options{Store: hs, Registry: xdstype.New(), Now: clk.Now})

@@ -37,11 +37,7 @@ func (h *heldStore) Commit(ctx context.Context, changes []store.Change, entry *s
 
 func newHeld(t *testing.T) (*Service, *heldStore) {
 	t.Helper()
-	st, err := bolt.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := newBolt(t)
 	h := &heldStore{Store: st, release: make(chan struct{})}
 	s := New(Options{Store: h, Registry: xdstype.New()})
 	if _, err := s.Commit(t.Context(), []store.Change{{Key: store.Key{Kind: "services", Name: "web"}, Body: service("web", 80)}}, "web", false); err != nil {

@@ -16,7 +16,6 @@ import (
 	"github.com/pylon-xds/pylon/internal/model"
 	"github.com/pylon-xds/pylon/internal/source"
 	"github.com/pylon-xds/pylon/internal/store"
-	"github.com/pylon-xds/pylon/internal/store/bolt"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -303,11 +302,7 @@ func (f *failingGets) Get(ctx context.Context, k store.Key) (store.Object, error
 // next read lists the whole store, and holds the registration the failed
 // read did not get.
 func TestRunnerReadAfterFailedReadLosesNoWrite(t *testing.T) {
-	st, err := bolt.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := newBolt(t)
 	fs := &failingGets{Store: st}
 	s := New(Options{Store: fs, Registry: xdstype.New()})
 	withWeb(t, s)
