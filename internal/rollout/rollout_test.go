@@ -12,6 +12,7 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -86,7 +87,14 @@ func fleet(t *testing.T, timeout time.Duration, p *model.Rollout) *snapshot.Flee
 	t.Helper()
 	reg := xdstype.New()
 	c := &clusterv3.Cluster{Name: "a", ConnectTimeout: durationpb.New(timeout), ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}}
-	s, err := snapshot.Build(reg, []snapshot.Input{{Type: reg.Lookup(xdstype.ClusterURL), Name: "a", Message: c}})
+	// The assignment changes with the clusters, so that a NACK of it is
+	// of a type the change touched: only the rule that assignments never
+	// halt a rollout keeps it from halting (TestNACKHaltsAndRollsBack).
+	cla := &endpointv3.ClusterLoadAssignment{ClusterName: "b", Endpoints: []*endpointv3.LocalityLbEndpoints{{LbEndpoints: []*endpointv3.LbEndpoint{{
+		HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+			Address: "10.0.0.1", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 8000 + uint32(timeout/time.Second)}}}}}},
+	}}}}}
+	s, err := snapshot.Build(reg, []snapshot.Input{{Type: reg.Lookup(xdstype.ClusterURL), Name: "a", Message: c}, {Type: reg.Lookup(xdstype.EndpointURL), Name: "b", Message: cla}})
 	if err != nil {
 		t.Fatal(err)
 	}
