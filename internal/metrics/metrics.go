@@ -4,9 +4,12 @@
 package metrics
 
 import (
+	"maps"
 	"runtime"
 	"runtime/debug"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,6 +41,11 @@ type Metrics struct {
 	// spared and sparedBytes count the responses a reconnecting client
 	// already held, and so was not sent (X24).
 	spared, sparedBytes *prometheus.CounterVec
+	// These are the per-type children every response and ACK of every
+	// stream counts on, looked up without the vectors' label hashing and
+	// lock (children).
+	sentN, sentBytes, acked children[prometheus.Counter]
+	pushLatency             children[prometheus.Observer]
 	// The last load's result, as Prometheus exports its own reloads.
 	reloadOK, reloadOKAt, configRefused prometheus.Gauge
 	rollout                             rolloutMetrics
@@ -210,8 +218,8 @@ func (m *Metrics) StreamClosed(kind string) { m.streams.WithLabelValues(kind).De
 
 // Sent counts a response of typ and its size.
 func (m *Metrics) Sent(typ string, bytes int) {
-	m.responses.WithLabelValues(typ).Inc()
-	m.bytes.WithLabelValues(typ).Add(float64(bytes))
+	m.sentN.of(typ, m.responses.WithLabelValues).Inc()
+	m.sentBytes.of(typ, m.bytes.WithLabelValues).Add(float64(bytes))
 }
 
 // Spared counts a response of typ that was not sent because the client
@@ -222,14 +230,14 @@ func (m *Metrics) Spared(typ string, bytes int) {
 }
 
 // ACK counts an ACK of typ.
-func (m *Metrics) ACK(typ string) { m.acks.WithLabelValues(typ).Inc() }
+func (m *Metrics) ACK(typ string) { m.acked.of(typ, m.acks.WithLabelValues).Inc() }
 
 // NACK counts a NACK of typ.
 func (m *Metrics) NACK(typ string) { m.nacks.WithLabelValues(typ).Inc() }
 
 // Latency records a push latency of typ.
 func (m *Metrics) Latency(typ string, d time.Duration) {
-	m.latency.WithLabelValues(typ).Observe(d.Seconds())
+	m.pushLatency.of(typ, m.latency.WithLabelValues).Observe(d.Seconds())
 }
 
 // FirstSync records a stream's first sync of typ.
@@ -274,3 +282,36 @@ func (m *Metrics) ConnectionClosed(reason string) { m.connsClosed.WithLabelValue
 
 // Ignored counts an ignored request, by a reason from a small fixed set.
 func (m *Metrics) Ignored(reason string) { m.ignored.WithLabelValues(reason).Inc() }
+
+// children caches a vector's children by their one label's value: the
+// map is never written once published, and a new value publishes a
+// larger copy, so a lookup takes no lock. The values are the few type
+// names; past maxChildren new ones are not kept (looked up each time).
+type children[T any] struct {
+	m  atomic.Pointer[map[string]T]
+	mu sync.Mutex
+}
+
+const maxChildren = 64
+
+// of returns the child of label value v, made by newChild the first time.
+func (c *children[T]) of(v string, newChild func(...string) T) T {
+	if m := c.m.Load(); m != nil {
+		if x, ok := (*m)[v]; ok {
+			return x
+		}
+	}
+	x := newChild(v)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	next := map[string]T{}
+	if old := c.m.Load(); old != nil {
+		if len(*old) >= maxChildren {
+			return x
+		}
+		next = maps.Clone(*old)
+	}
+	next[v] = x
+	c.m.Store(&next)
+	return x
+}
