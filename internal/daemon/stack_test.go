@@ -32,16 +32,25 @@ func stackConfig(port int) string {
 	return b.String()
 }
 
+// stackStep is a type a stream of the stack test takes, and its names.
+type stackStep struct {
+	url   string
+	names []string
+}
+
+// stackSteps are the four types a stream takes, in Envoy's order, with
+// the assignments of names and the route table r.
+func stackSteps(names []string) []stackStep {
+	return []stackStep{{xdstype.ClusterURL, nil}, {xdstype.EndpointURL, names}, {xdstype.ListenerURL, nil}, {xdstype.RouteURL, []string{"r"}}}
+}
+
 // openDeltas opens per delta ADS streams on cc, each taking the four types
 // and ACKing them.
 func openDeltas(t *testing.T, cc *grpc.ClientConn, c, per int, names []string) []*xdstest.DeltaStream {
 	var out []*xdstest.DeltaStream
 	for i := range per {
 		s := xdstest.OpenDeltaADS(t, cc, xdstest.Node(fmt.Sprintf("d-%d-%d", c, i)))
-		for _, step := range []struct {
-			url   string
-			names []string
-		}{{xdstype.ClusterURL, nil}, {xdstype.EndpointURL, names}, {xdstype.ListenerURL, nil}, {xdstype.RouteURL, []string{"r"}}} {
+		for _, step := range stackSteps(names) {
 			s.Subscribe(step.url, step.names...)
 			s.ACK(s.RecvType(step.url))
 		}
@@ -100,10 +109,7 @@ func TestStreamStacksStayAt8KB(t *testing.T) {
 		}
 		for i := range per {
 			s := xdstest.OpenADS(t, cc, xdstest.Node(fmt.Sprintf("n-%d-%d", c, i)))
-			for _, step := range []struct {
-				url   string
-				names []string
-			}{{xdstype.ClusterURL, nil}, {xdstype.EndpointURL, names}, {xdstype.ListenerURL, nil}, {xdstype.RouteURL, []string{"r"}}} {
+			for _, step := range stackSteps(names) {
 				s.Request(step.url, step.names...)
 				s.RecvType(step.url)
 				s.Request(step.url, step.names...)

@@ -379,11 +379,18 @@ func TestWriteInPlaceWaitsQuiet(t *testing.T) {
 	write(t, path, "v1")
 	updates := runWith(t, path, quiet, time.Hour)
 	next(t, updates, has("pylon.yaml=v1;"))
+	writeWaitsQuiet(t, updates, path, quiet)
+}
+
+// writeWaitsQuiet writes v2 to path in place and fails unless it is read
+// no sooner than quiet after.
+func writeWaitsQuiet(t *testing.T, updates <-chan source.Update, path string, quiet time.Duration) {
+	t.Helper()
 	wrote := time.Now()
 	write(t, path, "v2")
 	next(t, updates, has("pylon.yaml=v2;"))
 	if took := time.Since(wrote); took < quiet {
-		t.Fatalf("an in-place write was read %v after it, before the %v quiet period", took, quiet)
+		t.Fatalf("a write was read %v after it, before the %v quiet period", took, quiet)
 	}
 }
 
@@ -404,10 +411,5 @@ func TestMoveAwayThenWriteWaitsQuiet(t *testing.T) {
 	// Create then comes right after the Rename, as a rename into place's
 	// does, with nothing pending.
 	next(t, updates, func(u source.Update) bool { return !has("pylon.yaml=v1;")(u) })
-	wrote := time.Now()
-	write(t, path, "v2")
-	next(t, updates, has("pylon.yaml=v2;"))
-	if took := time.Since(wrote); took < quiet {
-		t.Fatalf("a file written where one was moved away was read %v after it, before the %v quiet period", took, quiet)
-	}
+	writeWaitsQuiet(t, updates, path, quiet)
 }
