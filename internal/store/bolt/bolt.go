@@ -181,8 +181,7 @@ func current(tx *bbolt.Tx, k store.Key) (m meta, ok bool, err error) {
 	if v == nil {
 		return m, false, nil
 	}
-	m, err = decodeMeta(v)
-	return m, true, err
+	return m, true, json.Unmarshal(v, &m)
 }
 
 // body reads an object's body from its version.
@@ -206,8 +205,8 @@ func (s *Store) List(ctx context.Context) ([]store.Object, int64, error) {
 	err := s.db.View(func(tx *bbolt.Tx) error {
 		rev = revision(tx)
 		return tx.Bucket(objectsBucket).ForEach(func(k, v []byte) error {
-			m, err := decodeMeta(v)
-			if err != nil {
+			var m meta
+			if err := json.Unmarshal(v, &m); err != nil {
 				return err
 			}
 			o, err := body(tx, parseObjectKey(k), m)
@@ -297,7 +296,7 @@ func apply(tx *bbolt.Tx, c store.Change, rev, lastEntry int64) error {
 	if err := vers.Put(revKey(rev), encodeVersion(c.Body, c.Expires)); err != nil {
 		return err
 	}
-	m, err := encodeMeta(meta{Revision: rev, Expires: c.Expires})
+	m, err := json.Marshal(meta{Revision: rev, Expires: c.Expires})
 	if err != nil {
 		return err
 	}

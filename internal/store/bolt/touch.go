@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"time"
 
@@ -110,7 +111,7 @@ func renew(tx *bbolt.Tx, k store.Key, expires time.Time) error {
 		return store.ErrNotFound
 	}
 	m.Expires = expires
-	v, err := encodeMeta(m)
+	v, err := json.Marshal(m)
 	if err != nil {
 		return err
 	}
