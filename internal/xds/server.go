@@ -29,11 +29,11 @@ import (
 type Fleets interface {
 	// Current returns the newest fleet, or nil before the first publish.
 	Current() *snapshot.Fleet
-	// Subscribe returns a channel woken after each publish and a cancel func.
-	// Fleets that also have Notify(func()) func() (snapshot.Publisher)
-	// are called back instead, which spares each stream a goroutine
-	// waiting on the channel.
-	Subscribe() (<-chan struct{}, func())
+	// Notify calls f after each publish until the returned func is
+	// called; f must return at once (snapshot.Publisher's Notify). A
+	// callback rather than a channel spares each stream a goroutine
+	// waiting on one.
+	Notify(f func()) func()
 }
 
 // Options configures a Server.

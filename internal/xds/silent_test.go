@@ -22,7 +22,7 @@ type quietFleets struct{ pub *snapshot.Publisher }
 
 func (q quietFleets) Current() *snapshot.Fleet { return q.pub.Current() }
 
-func (q quietFleets) Subscribe() (<-chan struct{}, func()) { return nil, func() {} }
+func (q quietFleets) Notify(func()) func() { return func() {} }
 
 // Breakage caught: request() answering from the newest fleet without first
 // pushing what that fleet changed in the types the client already holds.

@@ -388,33 +388,7 @@ func (h *heartbeats) stop() {
 }
 
 // notify calls f after each publish until the returned func is called.
-func (s *Server) notify(f func()) func() {
-	if n, ok := s.opts.Fleets.(interface{ Notify(func()) func() }); ok {
-		return n.Notify(f)
-	}
-	// Fleets that only have a channel: a goroutine waits on it.
-	ch, unsubscribe := s.opts.Fleets.Subscribe()
-	if ch == nil {
-		return unsubscribe
-	}
-	quit, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-ch:
-				f()
-			case <-quit:
-				return
-			}
-		}
-	}()
-	return func() {
-		close(quit)
-		<-done
-		unsubscribe()
-	}
-}
+func (s *Server) notify(f func()) func() { return s.opts.Fleets.Notify(f) }
 
 // statusWriter is gRPC's server transport stream, which writes a stream's
 // final status: gRPC's own handler does so after the handler returns.
