@@ -401,19 +401,10 @@ func (t *Tracker) typ(id uint64, info Info, typeURL string, at time.Time) (*stre
 	}
 	s.types = insertEntry(s.types, i, k)
 	e := &s.types[i]
-	if m := s.more; m != nil {
-		for j, x := range m.early {
-			if x.url == typeURL {
-				e.expected = x.version
-				if x.set != "" {
-					e.moreOf().expectedSet = x.set
-				}
-				m.early = slices.Delete(m.early, j, j+1)
-				if len(m.early) == 0 {
-					m.early = nil
-				}
-				break
-			}
+	if x, ok := s.takeEarly(typeURL); ok {
+		e.expected = x.version
+		if x.set != "" {
+			e.moreOf().expectedSet = x.set
 		}
 	}
 	t.reimplicit(s)
@@ -765,29 +756,39 @@ func (t *Tracker) ExpectOf(id uint64, info Info, typeURL, version, set string, a
 // expectEarly keeps the expected version of a type s has no entry of yet,
 // for the entry ("" drops it).
 func (s *stream) expectEarly(url, version, set string) {
+	if version == "" {
+		s.takeEarly(url)
+		return
+	}
 	if s.more != nil {
 		for i, x := range s.more.early {
-			if x.url != url {
-				continue
-			}
-			if version == "" {
-				s.more.early = slices.Delete(s.more.early, i, i+1)
-				if len(s.more.early) == 0 {
-					s.more.early = nil
-				}
-			} else {
+			if x.url == url {
 				s.more.early[i] = early{url, version, set}
+				return
 			}
-			return
 		}
-	}
-	if version == "" {
-		return
 	}
 	if s.more == nil {
 		s.more = &streamMore{}
 	}
 	s.more.early = append(s.more.early, early{url, version, set})
+}
+
+// takeEarly removes and returns the expected version kept for url.
+func (s *stream) takeEarly(url string) (early, bool) {
+	if s.more == nil {
+		return early{}, false
+	}
+	for i, x := range s.more.early {
+		if x.url == url {
+			s.more.early = slices.Delete(s.more.early, i, i+1)
+			if len(s.more.early) == 0 {
+				s.more.early = nil
+			}
+			return x, true
+		}
+	}
+	return early{}, false
 }
 
 // state is the state of e on stream s, and the version s should hold.
