@@ -58,6 +58,9 @@ func (l Locality) empty() bool { return l == Locality{} }
 const (
 	maxNodeField = 1024
 	maxMetadata  = 64
+	// maxMetadataBytes is the xDS server's bound on the metadata's string
+	// keys and values together.
+	maxMetadataBytes = 16 << 10
 )
 
 // ParseLocality reads "region[/zone[/sub_zone]]", as --locality takes it.
@@ -106,12 +109,17 @@ func (o Options) checkNode() error {
 		{"id", o.NodeID}, {"cluster", o.NodeCluster},
 		{"locality.region", o.Locality.Region}, {"locality.zone", o.Locality.Zone}, {"locality.sub_zone", o.Locality.SubZone},
 	}
+	size := 0
 	for k, v := range o.Metadata {
 		if k == "" {
 			return fmt.Errorf("node metadata: an empty key")
 		}
+		size += len(k) + len(v)
 		name := fmt.Sprintf("metadata[%q]", shorten(k))
 		fields = append(fields, struct{ name, v string }{name + " key", k}, struct{ name, v string }{name, v})
+	}
+	if size > maxMetadataBytes {
+		return fmt.Errorf("node metadata: %d bytes of keys and values; at most %d", size, maxMetadataBytes)
 	}
 	for _, f := range fields {
 		switch {

@@ -3,6 +3,7 @@ package bootstrap
 import (
 	"encoding/json"
 	"flag"
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -348,6 +349,10 @@ func TestBootstrapNodeErrors(t *testing.T) {
 		many[strconv.Itoa(i)] = "v"
 	}
 	long := strings.Repeat("x", maxNodeField+1)
+	big := map[string]string{}
+	for i := range 20 {
+		big[fmt.Sprintf("k%02d", i)] = strings.Repeat("v", 1000)
+	}
 	for _, c := range []struct {
 		name string
 		opts Options
@@ -355,6 +360,7 @@ func TestBootstrapNodeErrors(t *testing.T) {
 	}{
 		{"too many keys", Options{Metadata: many}, "65 keys; at most 64"},
 		{"long value", Options{Metadata: map[string]string{"k": long}}, `metadata["k"]: 1025 bytes`},
+		{"too many bytes", Options{Metadata: big}, "20060 bytes of keys and values; at most 16384"},
 		{"long key", Options{Metadata: map[string]string{long: "v"}}, "key: 1025 bytes"},
 		{"empty key", Options{Metadata: map[string]string{"": "v"}}, "empty key"},
 		{"bad utf-8", Options{Locality: Locality{Zone: "\xff"}}, "locality.zone: not valid UTF-8"},

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	grpcstatus "google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
@@ -359,6 +360,54 @@ func TestHugeNodeIDRefused(t *testing.T) {
 	ev := e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.StreamRefused })
 	if ev.Reason != xds.RefusedBadNode {
 		t.Fatalf("refused for %q", ev.Reason)
+	}
+}
+
+// The node metadata's string fields, which a stream keeps for its life,
+// are bounded in count and bytes; values of other kinds are not kept and
+// not counted, so a node with much structured metadata is still served.
+func TestNodeMetadataBounded(t *testing.T) {
+	withStrings := func(n, size int) *structpb.Struct {
+		m := &structpb.Struct{Fields: map[string]*structpb.Value{}}
+		for i := range n {
+			m.Fields[fmt.Sprintf("k%03d", i)] = structpb.NewStringValue(strings.Repeat("v", size))
+		}
+		return m
+	}
+	structured := withStrings(100, 100)
+	for i := range 500 {
+		m, _ := structpb.NewStruct(map[string]any{"labels": strings.Repeat("l", 100)})
+		structured.Fields[fmt.Sprintf("s%03d", i)] = structpb.NewStructValue(m)
+	}
+	cases := []struct {
+		name string
+		md   *structpb.Struct
+		want string // "" when served
+	}{
+		{"keys", withStrings(129, 1), "node.metadata has 129 string fields; Pylon accepts at most 128"},
+		{"bytes", withStrings(8, 2048), "node.metadata's string fields are 16416 bytes (keys and values); Pylon accepts at most 16384"},
+		{"structured", structured, ""},
+		{"at the bounds", withStrings(128, 124), ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := setup(t, base()...)
+			node := xdstest.Node("n1")
+			node.Metadata = c.md
+			s := xdstest.OpenADS(t, e.conn, node)
+			s.Request(cds)
+			if c.want == "" {
+				s.RecvType(cds)
+				return
+			}
+			if err := s.Err(); grpcstatus.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("stream ended with %v", err)
+			}
+			ev := e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.StreamRefused })
+			if ev.Reason != xds.RefusedBadNode {
+				t.Fatalf("refused for %q", ev.Reason)
+			}
+		})
 	}
 }
 

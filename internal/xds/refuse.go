@@ -18,7 +18,8 @@ const (
 	// client certificate proves (Options.Identity).
 	RefusedIdentity = "identity_mismatch"
 	// RefusedBadNode: the node's id, cluster, user_agent_name or
-	// user_agent_version is too long.
+	// user_agent_version is too long, or its metadata holds more string
+	// fields, or more bytes of them, than the stream keeps.
 	RefusedBadNode = "bad_node"
 	// RefusedResourceNames: a request named more resources than
 	// Options.MaxResourceNames.
@@ -61,6 +62,13 @@ const (
 	// version: they are in every log line and status entry of the stream,
 	// and the status tracker keeps them after the stream ends.
 	maxNodeField = 1024
+	// maxMetadataKeys and maxMetadataBytes bound the node metadata's
+	// string fields (keys and values), which the stream keeps for its
+	// life because group and rollout rules match them. Other kinds of
+	// values are not kept and so not counted. Istio's sidecars send a few
+	// dozen string fields of a few KiB in all.
+	maxMetadataKeys  = 128
+	maxMetadataBytes = 16 << 10
 )
 
 // bounded cuts s to at most limit bytes (on a rune boundary), saying how
@@ -122,6 +130,9 @@ func (st *stream) checkNode(node *corev3.Node) error {
 			return refuse(RefusedBadNode, codes.InvalidArgument, "node.%s is %d bytes; Pylon accepts at most %d", f.name, len(f.v), maxNodeField)
 		}
 	}
+	if err := checkMetadata(node); err != nil {
+		return err
+	}
 	rule := st.srv.opts.Identity
 	switch {
 	case rule == nil:
@@ -132,6 +143,26 @@ func (st *stream) checkNode(node *corev3.Node) error {
 	case st.srv.logged.first(onceKey("nocert", node.GetId())):
 		st.log().Info("node connected without a verified client certificate: it gets no Secrets and joins no group that declares identities",
 			"node", node.GetId(), "insecure_serve_secrets", st.srv.opts.InsecureServeSecrets)
+	}
+	return nil
+}
+
+// checkMetadata refuses a node whose metadata's string fields, the part
+// of it a stream keeps, are more or longer than maxMetadataKeys and
+// maxMetadataBytes.
+func checkMetadata(node *corev3.Node) error {
+	keys, size := 0, 0
+	for k, v := range node.GetMetadata().GetFields() {
+		if sv := v.GetStringValue(); sv != "" {
+			keys++
+			size += len(k) + len(sv)
+		}
+	}
+	switch {
+	case keys > maxMetadataKeys:
+		return refuse(RefusedBadNode, codes.InvalidArgument, "node.metadata has %d string fields; Pylon accepts at most %d", keys, maxMetadataKeys)
+	case size > maxMetadataBytes:
+		return refuse(RefusedBadNode, codes.InvalidArgument, "node.metadata's string fields are %d bytes (keys and values); Pylon accepts at most %d", size, maxMetadataBytes)
 	}
 	return nil
 }
