@@ -36,6 +36,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime/debug"
 	"runtime/pprof"
 	"sort"
 	"strconv"
@@ -64,7 +65,11 @@ func main() {
 	dir := flag.String("dir", "", "internal: the churn server's folder (store or config file)")
 	driverProfile := flag.String("driver-profile", "", "write the driver's own CPU profile (the simulated proxies, the churn's clients) to this file")
 	routes := flag.Int("routes", 1, "route changes measured one after another (the median last-proxy time and the mean CPU are shown; with -profile, one CPU profile spans them all)")
+	driverGC := flag.Int("driver-gogc", 400, "the driver's GOGC (the servers run with Go's default): the simulated proxies stand in for processes on other machines, and their garbage collection shares the 2 cores with the server measured")
 	flag.Parse()
+	if *serveImpl == "" {
+		debug.SetGCPercent(*driverGC)
+	}
 	if *routes < 1 || *routes > 1000 {
 		fmt.Fprintln(os.Stderr, "-routes: between 1 and 1000")
 		os.Exit(2)
