@@ -51,7 +51,7 @@ func main() {
 	serveImpl := flag.String("serve", "", "internal: run this server (pylon or gcp) instead of the driver")
 	ns := flag.String("n", "1000", "proxy counts, comma-separated")
 	cs := flag.String("clusters", "100", "cluster counts, comma-separated")
-	impls := flag.String("impl", "pylon,gcp", "servers to measure")
+	impls := flag.String("impl", "pylon,gcp", "servers to measure: pylon, gcp, and (not with -churn or -failover) pylon-unobserved, Pylon without status tracking and metrics, a diagnostic of what they cost")
 	delta := flag.Bool("delta", false, "simulated Envoys speak delta xDS (go-control-plane is measured in SotW only)")
 	perConn := flag.Int("streams-per-conn", 200, "streams multiplexed on one gRPC connection")
 	profile := flag.String("profile", "", "write the servers' heap profile (after the first full config) and CPU profiles (the first 3s of the first full config, 3s around the EDS change, the route changes, the first 10s of the reconnect; with -failover, B's first 3s after the kill) into this folder")
@@ -99,6 +99,10 @@ func main() {
 		}
 		return
 	}
+	if (*churnRates != "" || *failover) && strings.Contains(*impls, "pylon-unobserved") {
+		fmt.Fprintln(os.Stderr, "-impl pylon-unobserved: only in the fleet scenario, not with -churn or -failover")
+		os.Exit(2)
+	}
 	if *churnRates != "" {
 		if *duration <= 0 || *duration > time.Hour {
 			fmt.Fprintln(os.Stderr, "-duration: between 1s and 1h")
@@ -124,7 +128,7 @@ func main() {
 	for _, c := range ints(*cs) {
 		for _, n := range ints(*ns) {
 			for _, impl := range strings.Split(*impls, ",") {
-				r, err := run(impl, n, c, *delta && impl == "pylon", *perConn, *routes, *profile)
+				r, err := run(impl, n, c, *delta && strings.HasPrefix(impl, "pylon"), *perConn, *routes, *profile)
 				if err != nil {
 					fmt.Fprintf(os.Stderr, "%s n=%d clusters=%d: %v\n", impl, n, c, err)
 					continue

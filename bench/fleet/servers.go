@@ -114,7 +114,7 @@ func (p *pylon) set(w world) error {
 	return nil
 }
 
-// serve runs impl ("pylon" or "gcp") until killed: xDS on a loopback port
+// serve runs impl ("pylon", "pylon-unobserved" or "gcp") until killed: xDS on a loopback port
 // and a control endpoint (POST /set?eds=G&route=R); it prints both
 // addresses on one line. With watch, Pylon also reports when each proxy is
 // SYNCED and what it was sent (POST /mark, GET /synced: syncWatch).
@@ -140,13 +140,18 @@ func serve(impl string, clusters int, watch bool) error {
 		wrap = func(l net.Listener) net.Listener { return l }
 	)
 	switch impl {
-	case "pylon":
+	case "pylon", "pylon-unobserved":
 		reg := xdstype.New()
 		pub := snapshot.NewPublisher()
 		// Status tracking, metrics, gRPC options and the tracked listener
 		// as the daemon has them: Pylon as it runs, not a bare xDS server.
 		obs := daemon.NewObservability(reg, pub)
 		var observer xds.Observer = obs.Observer
+		if impl == "pylon-unobserved" {
+			// A diagnostic, not Pylon as it runs: what status tracking
+			// and metrics cost is the difference from "pylon".
+			observer = nopObserver{}
+		}
 		if watch {
 			sw := newSyncWatch(obs.Observer, 4, groupVersion(pub), obs.Tracker.States)
 			sw.handle(http.DefaultServeMux)
