@@ -80,7 +80,7 @@ func (o *tracking) abbrev(url string) string {
 }
 
 // kinds name a stream for people (status) and for metrics labels.
-func (o *tracking) kinds(e *xds.Event) (human, label string) {
+func kinds(e *xds.Event) (human, label string) {
 	human, label = "ADS", "ads"
 	if !e.ADS {
 		human, label = "per-type", "per_type"
@@ -119,9 +119,17 @@ func (o *tracking) track(e *xds.Event) {
 	}
 }
 
-// info is what the tracker keeps of e's stream.
-func (o *tracking) info(e *xds.Event) status.Info {
-	human, _ := o.kinds(e)
+// info is e as the tracker's status.Who: what it keeps of e's stream,
+// read only when the tracker first meets the stream.
+func (o *tracking) info(e *xds.Event) status.Who { return (*eventWho)(e) }
+
+// eventWho is an event seen as the stream's proxy. A pointer: passing it
+// as an interface copies nothing.
+type eventWho xds.Event
+
+func (w *eventWho) Info() status.Info {
+	e := (*xds.Event)(w)
+	human, _ := kinds(e)
 	return status.Info{
 		Node: e.Node.GetId(), Cluster: e.Node.GetCluster(), Peer: e.Peer, Kind: human,
 		Agent: e.Node.GetUserAgentName(), AgentVersion: e.Node.GetUserAgentVersion(), Identity: e.Identity,
@@ -130,7 +138,7 @@ func (o *tracking) info(e *xds.Event) status.Info {
 
 // observeStream records a stream's opening, end or refusal.
 func (o *tracking) observeStream(e *xds.Event) {
-	_, label := o.kinds(e)
+	_, label := kinds(e)
 	switch e.Kind {
 	case xds.StreamOpened:
 		o.m.StreamOpened(label)

@@ -331,10 +331,20 @@ type Info struct {
 	Identity                  string
 }
 
-// stream returns the entry of id, creating it from info.
-func (t *Tracker) stream(id uint64, info Info, at time.Time) *stream {
+// Who says who a stream's proxy is. The tracker asks only when it first
+// meets the stream: a feeder passes a view of its event, and the fields
+// behind it (the node, out of every processor's cache by the time a
+// change reaches the stream) are not read again for every event.
+type Who interface{ Info() Info }
+
+// Info is its own Who.
+func (i Info) Info() Info { return i }
+
+// stream returns the entry of id, creating it from who.
+func (t *Tracker) stream(id uint64, who Who, at time.Time) *stream {
 	s := t.streams[id]
 	if s == nil {
+		info := who.Info()
 		// The strings are the client's and stay after the stream is gone:
 		// bounded here too, whatever the feeder already did.
 		s = &stream{
@@ -383,8 +393,8 @@ func (t *Tracker) kindOf(url, name string) *kind {
 
 // typ returns stream id's entry of typeURL, creating both as needed. The
 // entry is valid until the stream's next new type.
-func (t *Tracker) typ(id uint64, info Info, typeURL string, at time.Time) (*stream, *entry) {
-	s := t.stream(id, info, at)
+func (t *Tracker) typ(id uint64, who Who, typeURL string, at time.Time) (*stream, *entry) {
+	s := t.stream(id, who, at)
 	if e := s.entryOf(typeURL); e != nil {
 		return s, e
 	}
@@ -496,10 +506,10 @@ func (t *Tracker) firstSync(typeURL string, d time.Duration) {
 }
 
 // Seen records that stream id is open and in group ("" for none).
-func (t *Tracker) Seen(id uint64, info Info, group string, at time.Time) {
+func (t *Tracker) Seen(id uint64, who Who, group string, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := t.stream(id, info, at)
+	s := t.stream(id, who, at)
 	if group == "" {
 		group = NoGroup
 	}
@@ -515,10 +525,10 @@ func (t *Tracker) Seen(id uint64, info Info, group string, at time.Time) {
 }
 
 // Requested records that stream id asked for typeURL.
-func (t *Tracker) Requested(id uint64, info Info, typeURL string, at time.Time) {
+func (t *Tracker) Requested(id uint64, who Who, typeURL string, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s, e := t.typ(id, info, typeURL, at)
+	s, e := t.typ(id, who, typeURL, at)
 	t.recount(s, e, at)
 }
 
@@ -534,7 +544,7 @@ var (
 // subscription. names is kept as given when within the bounds (the xds
 // server passes one sorted, read-only slice for every stream subscribed
 // alike); otherwise a bounded, sorted copy.
-func (t *Tracker) Subscribed(id uint64, info Info, typeURL string, wildcard bool, names []string, at time.Time) {
+func (t *Tracker) Subscribed(id uint64, who Who, typeURL string, wildcard bool, names []string, at time.Time) {
 	var sub *Subscription
 	switch {
 	case names == nil && wildcard:
@@ -556,7 +566,7 @@ func (t *Tracker) Subscribed(id uint64, info Info, typeURL string, wildcard bool
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s, e := t.typ(id, info, typeURL, at)
+	s, e := t.typ(id, who, typeURL, at)
 	e.sub = sub
 	t.recount(s, e, at)
 }
@@ -576,10 +586,10 @@ func withinBounds(names []string) bool {
 }
 
 // Sent records a response.
-func (t *Tracker) Sent(id uint64, info Info, typeURL string, st Stamp, sent []proto.Message, removed []string) {
+func (t *Tracker) Sent(id uint64, who Who, typeURL string, st Stamp, sent []proto.Message, removed []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s, e := t.typ(id, info, typeURL, st.At)
+	s, e := t.typ(id, who, typeURL, st.At)
 	e.sentVersion, e.sentNonce, e.sentAt, e.sentResources = st.Version, st.Nonce, st.At, st.Resources
 	e.flags |= hasSent
 	e.lastSent = sent
@@ -593,9 +603,9 @@ func (t *Tracker) Sent(id uint64, info Info, typeURL string, st Stamp, sent []pr
 // ACKed records an ACK. A version's first ACK on the stream measures the
 // push latency of its change, if that change was accepted after the
 // stream opened; a type's first SYNCED measures the stream's first sync.
-func (t *Tracker) ACKed(id uint64, info Info, typeURL string, st Stamp) {
+func (t *Tracker) ACKed(id uint64, who Who, typeURL string, st Stamp) {
 	t.mu.Lock()
-	s, e := t.typ(id, info, typeURL, st.At)
+	s, e := t.typ(id, who, typeURL, st.At)
 	// An ACK's version and nonce are the client's, fresh from its
 	// request: the equal strings already kept are kept instead.
 	switch st.Version {
@@ -654,11 +664,11 @@ func (t *Tracker) ACKed(id uint64, info Info, typeURL string, st Stamp) {
 }
 
 // NACKed records a rejection.
-func (t *Tracker) NACKed(id uint64, info Info, typeURL string, n NACK) {
+func (t *Tracker) NACKed(id uint64, who Who, typeURL string, n NACK) {
 	n.Detail = cut(n.Detail)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s, e := t.typ(id, info, typeURL, n.At)
+	s, e := t.typ(id, who, typeURL, n.At)
 	e.moreOf().lastNACK = &n
 	t.recount(s, e, n.At)
 }
@@ -666,10 +676,10 @@ func (t *Tracker) NACKed(id uint64, info Info, typeURL string, n NACK) {
 // Refused records that the server ended stream id on purpose, and marks it
 // gone like Closed: a stream refused at its first request shows up only
 // here, with the node it claimed.
-func (t *Tracker) Refused(id uint64, info Info, reason, detail string, at time.Time) {
+func (t *Tracker) Refused(id uint64, who Who, reason, detail string, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := t.stream(id, info, at)
+	s := t.stream(id, who, at)
 	if s.more == nil {
 		s.more = &streamMore{}
 	}
@@ -724,20 +734,20 @@ func (t *Tracker) prune(now time.Time) {
 // than its group's ("" : its group's again). The xds server says so for
 // every type a stream asks for, so that SYNCED means the proxy holds the
 // latest of every resource it subscribes to, not of its group's whole set.
-func (t *Tracker) Expect(id uint64, info Info, typeURL, version string, at time.Time) {
-	t.ExpectOf(id, info, typeURL, version, "", at)
+func (t *Tracker) Expect(id uint64, who Who, typeURL, version string, at time.Time) {
+	t.ExpectOf(id, who, typeURL, version, "", at)
 }
 
 // ExpectOf is Expect where version is the stream's own, planned from set,
 // the version of the group's whole set of the type (a subscription to part
 // of a set has a version of its own: X24); set says which published change
 // the stream takes part in.
-func (t *Tracker) ExpectOf(id uint64, info Info, typeURL, version, set string, at time.Time) {
+func (t *Tracker) ExpectOf(id uint64, who Who, typeURL, version, set string, at time.Time) {
 	if version == "" || set == version {
 		set = ""
 	}
 	t.mu.Lock()
-	s := t.stream(id, info, at)
+	s := t.stream(id, who, at)
 	var synced time.Duration
 	if e := s.entryOf(typeURL); e != nil {
 		e.expected = version
