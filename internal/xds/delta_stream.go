@@ -165,7 +165,9 @@ func (st *deltaStream) respond(p *planner, w *deltaWatch, snap *snapshot.Snapsho
 //go:noinline
 func (st *deltaStream) sentEvent(w *deltaWatch, resp *discoveryv3.DeltaDiscoveryResponse, sent []proto.Message, size int) {
 	st.observe(&Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: w.version, Nonce: resp.Nonce, Resources: len(resp.Resources), Sent: sent, Removed: resp.RemovedResources, Bytes: size})
-	st.debug("sent", "type", w.typ.Abbrev, "system_version", resp.SystemVersionInfo, "nonce", resp.Nonce, "resources", len(resp.Resources), "removed", len(resp.RemovedResources))
+	if st.debugging() {
+		st.log().Debug("sent", "type", w.typ.Abbrev, "system_version", resp.SystemVersionInfo, "nonce", resp.Nonce, "resources", len(resp.Resources), "removed", len(resp.RemovedResources))
+	}
 }
 
 // onHeartbeat refreshes the TTLs of what the client holds.

@@ -126,6 +126,8 @@ func (st *sotwStream) touch(w *watch) error {
 		e.Sent = w.heldAs.messages() // what the client holds after it
 	}
 	st.observe(&e)
-	st.debug("sent one held resource unchanged: the stream's first message", "type", w.typ.Abbrev, "version", w.version, "resource", pick.Name)
+	if st.debugging() {
+		st.log().Debug("sent one held resource unchanged: the stream's first message", "type", w.typ.Abbrev, "version", w.version, "resource", pick.Name)
+	}
 	return nil
 }

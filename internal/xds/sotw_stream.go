@@ -60,7 +60,9 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 	st.subscribed(t, w.sub, &w.reported)
 	switch kind {
 	case reqStale:
-		st.debug("ignoring request with stale nonce", "type", t.Abbrev, "nonce", bounded(req.GetResponseNonce(), maxLogged), "latest", w.nonce)
+		if st.debugging() {
+			st.log().Debug("ignoring request with stale nonce", "type", t.Abbrev, "nonce", bounded(req.GetResponseNonce(), maxLogged), "latest", w.nonce)
+		}
 		return nil
 	case reqACK:
 		st.observe(&Event{Kind: RequestACK, TypeURL: t.URL, Version: req.GetVersionInfo(), SetVersion: w.ackedSet, Nonce: req.GetResponseNonce()})
@@ -156,7 +158,9 @@ func (st *sotwStream) respond(w *watch, next outcome, snap *snapshot.Snapshot, n
 //go:noinline
 func (st *sotwStream) sentEvent(w *watch, resp *discoveryv3.DiscoveryResponse, sent []proto.Message, size int) {
 	st.observe(&Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: resp.VersionInfo, SetVersion: w.setVersion, Nonce: resp.Nonce, Resources: len(resp.Resources), Sent: sent, Bytes: size})
-	st.debug("sent", "type", w.typ.Abbrev, "version", resp.VersionInfo, "nonce", resp.Nonce, "resources", len(resp.Resources))
+	if st.debugging() {
+		st.log().Debug("sent", "type", w.typ.Abbrev, "version", resp.VersionInfo, "nonce", resp.Nonce, "resources", len(resp.Resources))
+	}
 }
 
 func (st *sotwStream) markWarm(typeURL string) {
@@ -266,7 +270,9 @@ func (st *sotwStream) spare(w *watch, o outcome, set *snapshot.Set) {
 	if st.observing() {
 		held = o.as.messages() // shared by every stream in this state
 	}
-	st.debug("spared a resend: the reconnecting client holds this version", "type", w.typ.Abbrev, "version", w.version, "resources", len(o.as.names))
+	if st.debugging() {
+		st.log().Debug("spared a resend: the reconnecting client holds this version", "type", w.typ.Abbrev, "version", w.version, "resources", len(o.as.names))
+	}
 	st.observe(&Event{Kind: ResponseSpared, TypeURL: w.typ.URL, Version: w.version, SetVersion: w.setVersion, Resources: len(o.as.names), Sent: held, Bytes: o.as.sotwSize(w.typ.URL, ttl)})
 }
 

@@ -139,12 +139,12 @@ func (st *stream) log() *slog.Logger {
 	return st.srv.log.With("stream", st.id, "node", st.node.GetId())
 }
 
-// debug logs at debug level, building the logger only when such lines
-// are wanted: some are written for every response.
-func (st *stream) debug(msg string, args ...any) {
-	if st.srv.log.Enabled(context.Background(), slog.LevelDebug) {
-		st.log().Debug(msg, args...)
-	}
+// debugging reports whether debug lines are wanted. Callers build a
+// line's arguments, and the logger, only then: some lines are for every
+// response, and boxing their arguments costs allocations even when the
+// line is dropped.
+func (st *stream) debugging() bool {
+	return st.srv.log.Enabled(context.Background(), slog.LevelDebug)
 }
 
 // logRejectedHold says, once per resource version, that r is kept from the
@@ -585,7 +585,9 @@ func (st *stream) useFleet(f *snapshot.Fleet) {
 		}
 		st.observe(&Event{Kind: NoGroup})
 	case g != nil && (st.group == nil || st.group.Name != g.Name):
-		st.debug("node group", "group", g.Name)
+		if st.debugging() {
+			st.log().Debug("node group", "group", g.Name)
+		}
 	}
 	st.group = g
 	var why string
