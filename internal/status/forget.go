@@ -1,6 +1,9 @@
 package status
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Forget drops stream id at once, open or closed, without keeping it among
 // the recently closed: for a stream that was one REST poll, whose end is
@@ -8,15 +11,23 @@ import "time"
 // a fleet of polling proxies would push every real disconnect out of the
 // bounded list of closed streams within seconds.
 func (t *Tracker) Forget(id uint64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := t.streams[id]
+	sh := t.lock(id)
+	s := sh.streams[id]
 	if s == nil {
+		sh.mu.Unlock()
 		return
 	}
-	if s.gone == nil {
-		t.end(s, time.Time{})
+	listed := s.gone != nil
+	if !listed {
+		sh.end(s, time.Time{})
 	}
-	// A closed one's id left in t.gone goes with the next prune.
-	delete(t.streams, id)
+	delete(sh.streams, id)
+	sh.mu.Unlock()
+	if listed {
+		// Refused or closed first: out of the closed list too, where it
+		// would hold a place of the MaxGone.
+		t.mu.Lock()
+		t.gone = slices.DeleteFunc(t.gone, func(g goneStream) bool { return g.id == id })
+		t.mu.Unlock()
+	}
 }

@@ -20,13 +20,22 @@ func TestForgetLeavesNoTrace(t *testing.T) {
 		tr.Requested(id, Info{Node: "poller"}, "CDS", now)
 		tr.Forget(id)
 	}
-	// One forgotten after it closed too.
-	tr.Seen(7, Info{Node: "poller"}, "g", now)
-	tr.Closed(7, now)
-	tr.Forget(7)
+	// Forgotten after they were refused or closed too: MaxGone (3) such
+	// would push the real disconnect out if they kept their places.
+	for id := range uint64(3) {
+		tr.Seen(7+id, Info{Node: "poller"}, "g", now)
+		if id == 0 {
+			tr.Refused(7+id, Info{Node: "poller"}, "flood", "", now)
+		} else {
+			tr.Closed(7+id, now)
+		}
+		tr.Forget(7 + id)
+	}
+	tr.Seen(20, Info{Node: "later"}, "g", now)
+	tr.Closed(20, now)
 	streams := tr.Streams()
-	if len(streams) != 1 || streams[0].Node != "left" || streams[0].Gone == nil {
-		t.Fatalf("streams %+v, want only the closed stream of node left", streams)
+	if len(streams) != 2 || streams[0].Node != "later" || streams[1].Node != "left" || streams[1].Gone == nil {
+		t.Fatalf("streams %+v, want the closed streams of nodes later and left", streams)
 	}
 	for state, n := range tr.States() {
 		if n != 0 {

@@ -143,33 +143,20 @@ func (t *Tracker) noteChange(versions map[string][]string, at time.Time) {
 // per event.
 func (t *Tracker) Rollout() Rollout {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := Rollout{At: t.change.at, Groups: []GroupRollout{}}
-	if len(t.change.keys) == 0 {
+	change := t.change // its keys are replaced, never written
+	t.mu.Unlock()
+	out := Rollout{At: change.at, Groups: []GroupRollout{}}
+	if len(change.keys) == 0 {
 		return out
 	}
 	byGroup := map[string]*GroupRollout{}
-	for _, s := range t.streams {
-		if s.gone != nil || s.group == NoGroup {
-			continue
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		for _, s := range sh.streams {
+			t.rolloutOf(s, change, byGroup)
 		}
-		part, done, at := t.progress(s)
-		if !part {
-			continue
-		}
-		g := byGroup[s.group]
-		if g == nil {
-			g = &GroupRollout{Group: s.group, Pending: []PendingStream{}}
-			byGroup[s.group] = g
-		}
-		g.Total++
-		if done {
-			g.Done++
-			g.DoneAfter = append(g.DoneAfter, max(at.Sub(t.change.at), 0))
-			continue
-		}
-		g.PendingTotal++
-		g.Pending = append(g.Pending, t.pending(s))
+		sh.mu.Unlock()
 	}
 	for _, g := range byGroup {
 		slices.Sort(g.DoneAfter)
@@ -183,9 +170,34 @@ func (t *Tracker) Rollout() Rollout {
 	return out
 }
 
-// progress says whether s takes part in the newest change, whether it is
-// done, and when it finished.
-func (t *Tracker) progress(s *stream) (part, done bool, at time.Time) {
+// rolloutOf counts s, if open and in a group, in its group's progress
+// through change.
+func (t *Tracker) rolloutOf(s *stream, change rolloutState, byGroup map[string]*GroupRollout) {
+	if s.gone != nil || s.group == NoGroup {
+		return
+	}
+	part, done, at := t.progress(s, change)
+	if !part {
+		return
+	}
+	g := byGroup[s.group]
+	if g == nil {
+		g = &GroupRollout{Group: s.group, Pending: []PendingStream{}}
+		byGroup[s.group] = g
+	}
+	g.Total++
+	if done {
+		g.Done++
+		g.DoneAfter = append(g.DoneAfter, max(at.Sub(change.at), 0))
+		return
+	}
+	g.PendingTotal++
+	g.Pending = append(g.Pending, t.pending(s))
+}
+
+// progress says whether s takes part in change, whether it is done, and
+// when it finished.
+func (t *Tracker) progress(s *stream, change rolloutState) (part, done bool, at time.Time) {
 	done = true
 	for i := range s.types {
 		e := &s.types[i]
@@ -194,7 +206,7 @@ func (t *Tracker) progress(s *stream) (part, done bool, at time.Time) {
 		if e.more != nil && e.more.expectedSet != "" {
 			set = e.more.expectedSet
 		}
-		if !t.change.keys[e.kind.url+"\x00"+set] {
+		if !change.keys[e.kind.url+"\x00"+set] {
 			continue
 		}
 		part = true

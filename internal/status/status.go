@@ -144,22 +144,23 @@ type Count struct {
 
 // Tracker holds the streams. Memory is bounded: per open stream, one entry
 // per type it uses; closed streams for Retention, at most MaxGone.
+//
+// The streams are spread over shards, each under a lock of its own: every
+// stream's events (expected version, response, ACK) come from the xds
+// server's goroutines on every core at once, and one lock for all made
+// them take turns (BenchmarkObserveEDSChange/workers=2 in the daemon
+// package). What is not a stream's (the closed list, the accepted
+// versions, latencies, the newest change, shared names) is under mu,
+// which is taken last: code holding mu takes no shard's lock.
 type Tracker struct {
 	opts Options
 
+	shards [nShards]shard
+
 	mu       sync.Mutex
-	streams  map[uint64]*stream
-	gone     []uint64
+	gone     []goneStream
 	accepted map[string]time.Time // typeURL + version -> when the change was accepted
 	order    []string             // accepted's keys, oldest first
-	// counts holds, per type name and state, the open streams' types in
-	// it, kept as each changes state: a metrics scrape reads these, in
-	// O(types x states), never walking the streams.
-	counts map[countKey]int
-	// implicit counts the open streams' types without an expected version
-	// of their own (Expect), which a publish must recount: with none, as
-	// in a running Pylon, a publish walks no stream.
-	implicit int
 	// latency keeps the newest push latencies per type name; change is
 	// the newest change, for Rollout.
 	latency map[string]*ring
@@ -168,6 +169,33 @@ type Tracker struct {
 	// client names the streams share (a fleet runs a few versions).
 	kinds   map[string]*kind
 	clients map[string]string
+}
+
+// nShards is how many shards the streams are spread over: enough that
+// two cores rarely meet on one.
+const nShards = 32
+
+// shard is some of the streams (by id), under its own lock.
+type shard struct {
+	mu      sync.Mutex
+	streams map[uint64]*stream
+	// counts holds, per type name and state, the shard's open streams'
+	// types in it, kept as each changes state: a metrics scrape reads
+	// these, in O(shards x types x states), never walking the streams.
+	counts map[countKey]int
+	// implicit counts the shard's open streams' types without an expected
+	// version of their own (Expect), which a publish must recount: with
+	// none, as in a running Pylon, a publish walks no stream.
+	implicit int
+	// Apart from the next shard's: two cores on neighbouring shards would
+	// otherwise share a cache line.
+	_ [32]byte
+}
+
+// goneStream is a closed stream kept for Retention.
+type goneStream struct {
+	id uint64
+	at time.Time
 }
 
 type countKey struct{ typ, state string }
@@ -291,7 +319,21 @@ func NewTracker(opts Options) *Tracker {
 	if opts.MaxGone == 0 {
 		opts.MaxGone = 1000
 	}
-	return &Tracker{opts: opts, streams: map[uint64]*stream{}, accepted: map[string]time.Time{}, counts: map[countKey]int{}, latency: map[string]*ring{}, kinds: map[string]*kind{}, clients: map[string]string{}}
+	t := &Tracker{opts: opts, accepted: map[string]time.Time{}, latency: map[string]*ring{}, kinds: map[string]*kind{}, clients: map[string]string{}}
+	for i := range t.shards {
+		t.shards[i].streams, t.shards[i].counts = map[uint64]*stream{}, map[countKey]int{}
+	}
+	return t
+}
+
+// shardOf is the shard stream id is in.
+func (t *Tracker) shardOf(id uint64) *shard { return &t.shards[id%nShards] }
+
+// lock locks stream id's shard and returns it.
+func (t *Tracker) lock(id uint64) *shard {
+	sh := t.shardOf(id)
+	sh.mu.Lock()
+	return sh
 }
 
 // maxAccepted bounds the versions remembered for push latency.
@@ -302,9 +344,9 @@ const maxAccepted = 4096
 // version comes from Options.Expected (no Expect for them) are recounted:
 // a publish changes what they should hold without an event of theirs.
 func (t *Tracker) Published(versions map[string][]string, at time.Time) {
+	t.recountImplicit()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.recountImplicit()
 	t.noteChange(versions, at)
 	for url, vs := range versions {
 		for _, v := range vs {
@@ -341,8 +383,8 @@ type Who interface{ Info() Info }
 func (i Info) Info() Info { return i }
 
 // stream returns the entry of id, creating it from who.
-func (t *Tracker) stream(id uint64, who Who, at time.Time) *stream {
-	s := t.streams[id]
+func (t *Tracker) stream(sh *shard, id uint64, who Who, at time.Time) *stream {
+	s := sh.streams[id]
 	if s == nil {
 		info := who.Info()
 		// The strings are the client's and stay after the stream is gone:
@@ -352,13 +394,15 @@ func (t *Tracker) stream(id uint64, who Who, at time.Time) *stream {
 			client: t.client(info), kind: info.Kind, ident: cut(info.Identity),
 			since: at, group: NoGroup,
 		}
-		t.streams[id] = s
+		sh.streams[id] = s
 	}
 	return s
 }
 
 // client is info's client name, shared with the streams of the same.
 func (t *Tracker) client(info Info) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if c, ok := t.clients[info.Agent+" "+info.AgentVersion]; ok {
 		return c
 	}
@@ -381,6 +425,8 @@ func (s *stream) entryOf(url string) *entry {
 
 // kindOf returns the kind of url named name, shared when it can be.
 func (t *Tracker) kindOf(url, name string) *kind {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if k := t.kinds[url]; k != nil && k.name == name {
 		return k
 	}
@@ -393,8 +439,8 @@ func (t *Tracker) kindOf(url, name string) *kind {
 
 // typ returns stream id's entry of typeURL, creating both as needed. The
 // entry is valid until the stream's next new type.
-func (t *Tracker) typ(id uint64, who Who, typeURL string, at time.Time) (*stream, *entry) {
-	s := t.stream(id, who, at)
+func (t *Tracker) typ(sh *shard, id uint64, who Who, typeURL string, at time.Time) (*stream, *entry) {
+	s := t.stream(sh, id, who, at)
 	if e := s.entryOf(typeURL); e != nil {
 		return s, e
 	}
@@ -417,7 +463,7 @@ func (t *Tracker) typ(id uint64, who Who, typeURL string, at time.Time) (*stream
 			e.moreOf().expectedSet = x.set
 		}
 	}
-	t.reimplicit(s)
+	sh.reimplicit(s)
 	return s, e
 }
 
@@ -434,9 +480,9 @@ func insertEntry(types []entry, i int, k *kind) []entry {
 }
 
 // reimplicit recomputes s's count of types without their own expected
-// version (zero once it is gone) and the tracker's total; call it whenever
+// version (zero once it is gone) and its shard's total; call it whenever
 // s's types, expectations or openness change.
-func (t *Tracker) reimplicit(s *stream) {
+func (sh *shard) reimplicit(s *stream) {
 	n := 0
 	if s.gone == nil {
 		for i := range s.types {
@@ -445,20 +491,20 @@ func (t *Tracker) reimplicit(s *stream) {
 			}
 		}
 	}
-	t.implicit += n - s.implicit
+	sh.implicit += n - s.implicit
 	s.implicit = n
 }
 
 // recount moves e of s to the counter of its current state. It returns
 // the time from the stream's open to at when this is the type's first
 // SYNCED (zero otherwise), for the caller to report once unlocked.
-func (t *Tracker) recount(s *stream, e *entry, at time.Time) time.Duration {
+func (t *Tracker) recount(sh *shard, s *stream, e *entry, at time.Time) time.Duration {
 	state, _ := t.state(s, e)
 	if s.gone == nil && state != e.counted {
 		if e.counted != 0 {
-			t.counts[countKey{e.kind.name, stateNames[e.counted]}]--
+			sh.counts[countKey{e.kind.name, stateNames[e.counted]}]--
 		}
-		t.counts[countKey{e.kind.name, stateNames[state]}]++
+		sh.counts[countKey{e.kind.name, stateNames[state]}]++
 		e.counted = state
 	}
 	if state != synced || e.flags&everSynced != 0 {
@@ -469,11 +515,11 @@ func (t *Tracker) recount(s *stream, e *entry, at time.Time) time.Duration {
 }
 
 // uncount takes a stream that is gone out of the counters.
-func (t *Tracker) uncount(s *stream) {
+func (sh *shard) uncount(s *stream) {
 	for i := range s.types {
 		e := &s.types[i]
 		if e.counted != 0 {
-			t.counts[countKey{e.kind.name, stateNames[e.counted]}]--
+			sh.counts[countKey{e.kind.name, stateNames[e.counted]}]--
 			e.counted = 0
 		}
 	}
@@ -483,18 +529,22 @@ func (t *Tracker) uncount(s *stream) {
 // version of their own. The xds server reports one for every type it
 // serves, so in a running Pylon there are none and nothing is walked.
 func (t *Tracker) recountImplicit() {
-	if t.implicit == 0 {
-		return
-	}
-	for _, s := range t.streams {
-		if s.gone != nil {
-			continue
-		}
-		for i := range s.types {
-			if s.types[i].expected == "" {
-				t.recount(s, &s.types[i], time.Now())
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		if sh.implicit > 0 {
+			for _, s := range sh.streams {
+				if s.gone != nil {
+					continue
+				}
+				for i := range s.types {
+					if s.types[i].expected == "" {
+						t.recount(sh, s, &s.types[i], time.Now())
+					}
+				}
 			}
 		}
+		sh.mu.Unlock()
 	}
 }
 
@@ -507,9 +557,9 @@ func (t *Tracker) firstSync(typeURL string, d time.Duration) {
 
 // Seen records that stream id is open and in group ("" for none).
 func (t *Tracker) Seen(id uint64, who Who, group string, at time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := t.stream(id, who, at)
+	sh := t.lock(id)
+	defer sh.mu.Unlock()
+	s := t.stream(sh, id, who, at)
 	if group == "" {
 		group = NoGroup
 	}
@@ -520,16 +570,16 @@ func (t *Tracker) Seen(id uint64, who Who, group string, at time.Time) {
 	for i := range s.types {
 		// A stream in no group is NOT SENT whatever it holds; its first
 		// sync is timed when it is synced in a group.
-		t.recount(s, &s.types[i], at)
+		t.recount(sh, s, &s.types[i], at)
 	}
 }
 
 // Requested records that stream id asked for typeURL.
 func (t *Tracker) Requested(id uint64, who Who, typeURL string, at time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s, e := t.typ(id, who, typeURL, at)
-	t.recount(s, e, at)
+	sh := t.lock(id)
+	defer sh.mu.Unlock()
+	s, e := t.typ(sh, id, who, typeURL, at)
+	t.recount(sh, s, e, at)
 }
 
 // The subscriptions most streams have, shared (read-only, as every kept
@@ -564,11 +614,11 @@ func (t *Tracker) Subscribed(id uint64, who Who, typeURL string, wildcard bool, 
 		}
 		sort.Strings(sub.Names)
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s, e := t.typ(id, who, typeURL, at)
+	sh := t.lock(id)
+	defer sh.mu.Unlock()
+	s, e := t.typ(sh, id, who, typeURL, at)
 	e.sub = sub
-	t.recount(s, e, at)
+	t.recount(sh, s, e, at)
 }
 
 // withinBounds reports whether names can be kept as they are: sorted, at
@@ -587,9 +637,9 @@ func withinBounds(names []string) bool {
 
 // Sent records a response.
 func (t *Tracker) Sent(id uint64, who Who, typeURL string, st Stamp, sent []proto.Message, removed []string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s, e := t.typ(id, who, typeURL, st.At)
+	sh := t.lock(id)
+	defer sh.mu.Unlock()
+	s, e := t.typ(sh, id, who, typeURL, st.At)
 	e.sentVersion, e.sentNonce, e.sentAt, e.sentResources = st.Version, st.Nonce, st.At, st.Resources
 	e.flags |= hasSent
 	e.lastSent = sent
@@ -597,15 +647,15 @@ func (t *Tracker) Sent(id uint64, who Who, typeURL string, st Stamp, sent []prot
 		m := e.moreOf()
 		m.sentSet, m.lastRemoved = st.Set, removed
 	}
-	t.recount(s, e, st.At)
+	t.recount(sh, s, e, st.At)
 }
 
 // ACKed records an ACK. A version's first ACK on the stream measures the
 // push latency of its change, if that change was accepted after the
 // stream opened; a type's first SYNCED measures the stream's first sync.
 func (t *Tracker) ACKed(id uint64, who Who, typeURL string, st Stamp) {
-	t.mu.Lock()
-	s, e := t.typ(id, who, typeURL, st.At)
+	sh := t.lock(id)
+	s, e := t.typ(sh, id, who, typeURL, st.At)
 	// An ACK's version and nonce are the client's, fresh from its
 	// request: the equal strings already kept are kept instead.
 	switch st.Version {
@@ -645,52 +695,64 @@ func (t *Tracker) ACKed(id uint64, who Who, typeURL string, st Stamp) {
 	if st.Set != "" {
 		key = st.Set
 	}
-	accepted, known := t.accepted[typeURL+"\x00"+key]
-	push := first && known && accepted.After(s.since)
-	if push {
-		r := t.latency[e.kind.name]
-		if r == nil {
-			r = &ring{}
-			t.latency[e.kind.name] = r
-		}
-		r.add(st.At.Sub(accepted))
+	var push bool
+	var accepted time.Time
+	if first {
+		push, accepted = t.pushed(typeURL, key, e.kind.name, s.since, st.At)
 	}
-	synced := t.recount(s, e, st.At)
-	t.mu.Unlock()
+	synced := t.recount(sh, s, e, st.At)
+	sh.mu.Unlock()
 	if push && t.opts.OnLatency != nil {
 		t.opts.OnLatency(typeURL, st.At.Sub(accepted))
 	}
 	t.firstSync(typeURL, synced)
 }
 
+// pushed reports whether the first ACK at at of version key of typeURL
+// (named name) on a stream open since since is the push of a change, and
+// when the change was accepted; a push's latency is kept.
+func (t *Tracker) pushed(typeURL, key, name string, since, at time.Time) (bool, time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	accepted, known := t.accepted[typeURL+"\x00"+key]
+	if !known || !accepted.After(since) {
+		return false, accepted
+	}
+	r := t.latency[name]
+	if r == nil {
+		r = &ring{}
+		t.latency[name] = r
+	}
+	r.add(at.Sub(accepted))
+	return true, accepted
+}
+
 // NACKed records a rejection.
 func (t *Tracker) NACKed(id uint64, who Who, typeURL string, n NACK) {
 	n.Detail = cut(n.Detail)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s, e := t.typ(id, who, typeURL, n.At)
+	sh := t.lock(id)
+	defer sh.mu.Unlock()
+	s, e := t.typ(sh, id, who, typeURL, n.At)
 	e.moreOf().lastNACK = &n
-	t.recount(s, e, n.At)
+	t.recount(sh, s, e, n.At)
 }
 
 // Refused records that the server ended stream id on purpose, and marks it
 // gone like Closed: a stream refused at its first request shows up only
 // here, with the node it claimed.
 func (t *Tracker) Refused(id uint64, who Who, reason, detail string, at time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := t.stream(id, who, at)
+	sh := t.lock(id)
+	s := t.stream(sh, id, who, at)
 	if s.more == nil {
 		s.more = &streamMore{}
 	}
 	s.more.refused = &Refusal{Reason: reason, Detail: cut(detail), At: at}
-	if s.gone == nil {
-		t.uncount(s)
-		s.gone = &at
-		t.reimplicit(s)
-		t.gone = append(t.gone, id)
+	ended := s.gone == nil
+	if ended {
+		sh.end(s, at)
 	}
-	t.prune(at)
+	sh.mu.Unlock()
+	t.closed(id, ended, at)
 }
 
 // cut bounds a client-influenced text.
@@ -703,30 +765,55 @@ func cut(s string) string {
 
 // Closed marks stream id gone; it stays visible for the retention.
 func (t *Tracker) Closed(id uint64, at time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if s := t.streams[id]; s != nil && s.gone == nil {
-		t.end(s, at)
-		t.gone = append(t.gone, id)
+	sh := t.lock(id)
+	s := sh.streams[id]
+	ended := s != nil && s.gone == nil
+	if ended {
+		sh.end(s, at)
+	}
+	sh.mu.Unlock()
+	t.closed(id, ended, at)
+}
+
+// end takes an open stream out of the counts as it closes at at.
+func (sh *shard) end(s *stream, at time.Time) {
+	sh.uncount(s)
+	s.gone = &at
+	sh.reimplicit(s)
+}
+
+// closed lists stream id among the closed if it just ended, and lets go
+// of those kept too long or too many.
+func (t *Tracker) closed(id uint64, ended bool, at time.Time) {
+	if ended {
+		t.mu.Lock()
+		t.gone = append(t.gone, goneStream{id, at})
+		t.mu.Unlock()
 	}
 	t.prune(at)
 }
 
-// end takes an open stream out of the counts as it closes at at.
-func (t *Tracker) end(s *stream, at time.Time) {
-	t.uncount(s)
-	s.gone = &at
-	t.reimplicit(s)
-}
-
+// prune drops the closed streams kept past Retention, or beyond MaxGone,
+// oldest first.
 func (t *Tracker) prune(now time.Time) {
+	var drop []uint64
+	t.mu.Lock()
 	for len(t.gone) > 0 {
-		s := t.streams[t.gone[0]]
-		if s != nil && len(t.gone) <= t.opts.MaxGone && now.Sub(*s.gone) < t.opts.Retention {
-			return
+		g := t.gone[0]
+		if len(t.gone) <= t.opts.MaxGone && now.Sub(g.at) < t.opts.Retention {
+			break
 		}
-		delete(t.streams, t.gone[0])
+		drop = append(drop, g.id)
 		t.gone = t.gone[1:]
+	}
+	t.mu.Unlock()
+	for _, id := range drop {
+		sh := t.lock(id)
+		// Only if still gone: Forget may have dropped it already.
+		if s := sh.streams[id]; s != nil && s.gone != nil {
+			delete(sh.streams, id)
+		}
+		sh.mu.Unlock()
 	}
 }
 
@@ -746,20 +833,20 @@ func (t *Tracker) ExpectOf(id uint64, who Who, typeURL, version, set string, at 
 	if version == "" || set == version {
 		set = ""
 	}
-	t.mu.Lock()
-	s := t.stream(id, who, at)
+	sh := t.lock(id)
+	s := t.stream(sh, id, who, at)
 	var synced time.Duration
 	if e := s.entryOf(typeURL); e != nil {
 		e.expected = version
 		if set != "" || e.more != nil {
 			e.moreOf().expectedSet = set
 		}
-		t.reimplicit(s)
-		synced = t.recount(s, e, at)
+		sh.reimplicit(s)
+		synced = t.recount(sh, s, e, at)
 	} else {
 		s.expectEarly(typeURL, version, set)
 	}
-	t.mu.Unlock()
+	sh.mu.Unlock()
 	t.firstSync(typeURL, synced)
 }
 
@@ -827,12 +914,16 @@ func (t *Tracker) state(s *stream, e *entry) (state, string) {
 // Streams returns copies of every stream, open and recently closed, by node
 // then stream, with their states computed now.
 func (t *Tracker) Streams() []Stream {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	t.prune(time.Now())
-	out := make([]Stream, 0, len(t.streams))
-	for _, s := range t.streams {
-		out = append(out, t.export(s))
+	var out []Stream
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		out = slices.Grow(out, len(sh.streams))
+		for _, s := range sh.streams {
+			out = append(out, t.export(s))
+		}
+		sh.mu.Unlock()
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Node != out[j].Node {
@@ -902,12 +993,19 @@ func (t *Tracker) States() map[string]int {
 // counters kept as each changes state: O(types x states), whatever the
 // number of streams. Sorted by type, then state.
 func (t *Tracker) Counts() []Count {
-	t.mu.Lock()
-	out := make([]Count, 0, len(t.counts))
-	for k, n := range t.counts {
+	sum := map[countKey]int{}
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		for k, n := range sh.counts {
+			sum[k] += n
+		}
+		sh.mu.Unlock()
+	}
+	out := make([]Count, 0, len(sum))
+	for k, n := range sum {
 		out = append(out, Count{Type: k.typ, State: k.state, N: n})
 	}
-	t.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Type != out[j].Type {
 			return out[i].Type < out[j].Type

@@ -3,8 +3,10 @@ package status
 import (
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -160,15 +162,17 @@ func TestCountsFollowStreams(t *testing.T) {
 				}
 			}
 		}
-		for _, s := range tr.streams {
-			for i := range s.types {
-				if s.gone == nil && s.types[i].expected == "" {
-					implicit++
+		for i := range tr.shards {
+			for _, s := range tr.shards[i].streams {
+				for i := range s.types {
+					if s.gone == nil && s.types[i].expected == "" {
+						implicit++
+					}
 				}
 			}
 		}
-		if tr.implicit != implicit {
-			t.Fatalf("step %d: %d types without their own expected version kept, %d recomputed", step, tr.implicit, implicit)
+		if tr.implicit() != implicit {
+			t.Fatalf("step %d: %d types without their own expected version kept, %d recomputed", step, tr.implicit(), implicit)
 		}
 		got := map[string]int{}
 		for _, c := range tr.Counts() {
@@ -217,18 +221,18 @@ func fill(n int) *Tracker {
 // own expected version, as the xds server reports for each.
 func TestPublishedWalksNothingWhenAllExpected(t *testing.T) {
 	tr := fill(1000)
-	if tr.implicit != 0 {
-		t.Fatalf("%d types without their own expected version, want 0", tr.implicit)
+	if tr.implicit() != 0 {
+		t.Fatalf("%d types without their own expected version, want 0", tr.implicit())
 	}
 	info := Info{Node: "late"}
 	tr.Seen(5000, info, "g", time.Now())
 	tr.Requested(5000, info, "cds", time.Now())
-	if tr.implicit != 1 {
-		t.Fatalf("%d types without their own expected version, want 1", tr.implicit)
+	if tr.implicit() != 1 {
+		t.Fatalf("%d types without their own expected version, want 1", tr.implicit())
 	}
 	tr.Closed(5000, time.Now())
-	if tr.implicit != 0 {
-		t.Fatalf("%d types without their own expected version once the stream is gone, want 0", tr.implicit)
+	if tr.implicit() != 0 {
+		t.Fatalf("%d types without their own expected version once the stream is gone, want 0", tr.implicit())
 	}
 }
 
@@ -308,5 +312,96 @@ func TestExpectedOverride(t *testing.T) {
 	tr.Expect(1, info, "sds", "", now) // its group's again
 	if got := states(); got["sds"] != Stale {
 		t.Fatalf("sds %s once the group's version is expected, want STALE", got["sds"])
+	}
+}
+
+// implicit is the shards' count of open streams' types without their own
+// expected version.
+func (t *Tracker) implicit() int {
+	n := 0
+	for i := range t.shards {
+		n += t.shards[i].implicit
+	}
+	return n
+}
+
+// A shard fills whole cache lines, so that two cores on neighbouring
+// shards do not share one.
+func TestShardFillsCacheLines(t *testing.T) {
+	if n := unsafe.Sizeof(shard{}); n%64 != 0 {
+		t.Fatalf("a shard is %d bytes, not a multiple of 64", n)
+	}
+}
+
+// Events for different streams come from many goroutines at once (the xds
+// server's, on every core) while pages and scrapes read: nothing races
+// (under -race), the counts kept per shard add up to the open streams,
+// and the closed ones kept stay within MaxGone.
+func TestTrackerConcurrentStreams(t *testing.T) {
+	tr := NewTracker(Options{MaxGone: 50, Retention: time.Hour})
+	const feeders, per = 8, 300
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	readers.Go(func() {
+		for n := 0; ; n++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			tr.Streams()
+			tr.Counts()
+			tr.Rollout()
+			tr.Published(map[string][]string{"u1": {fmt.Sprint("v", n)}}, time.Now())
+		}
+	})
+	var feed sync.WaitGroup
+	for f := range feeders {
+		feed.Go(func() {
+			for i := range per {
+				id := uint64(f*per + i + 1)
+				info, now := Info{Node: fmt.Sprint("n", id)}, time.Now()
+				tr.Seen(id, info, "g", now)
+				tr.Requested(id, info, "u1", now)
+				tr.ExpectOf(id, info, "u1", "v1", "", now)
+				tr.Sent(id, info, "u1", Stamp{Version: "v1", Nonce: "1", At: now}, nil, nil)
+				tr.ACKed(id, info, "u1", Stamp{Version: "v1", Nonce: "1", At: now})
+				switch i % 6 {
+				case 0:
+					tr.Closed(id, now)
+				case 1:
+					tr.Forget(id)
+				}
+			}
+		})
+	}
+	feed.Wait()
+	close(stop)
+	readers.Wait()
+	open, gone := 0, 0
+	for _, s := range tr.Streams() {
+		if s.Gone != nil {
+			gone++
+			continue
+		}
+		open++
+		if len(s.Types) != 1 || s.Types[0].State != Synced {
+			t.Fatalf("stream %d: %+v, want u1 SYNCED", s.ID, s.Types)
+		}
+	}
+	if want := feeders * per * 4 / 6; open != want {
+		t.Errorf("%d open streams, want %d", open, want)
+	}
+	if gone != 50 {
+		t.Errorf("%d closed streams kept, want MaxGone (50)", gone)
+	}
+	var counts []Count
+	for _, c := range tr.Counts() {
+		if c.N != 0 {
+			counts = append(counts, c)
+		}
+	}
+	if len(counts) != 1 || counts[0] != (Count{Type: "u1", State: Synced, N: open}) {
+		t.Errorf("counts %+v, want u1 SYNCED %d", counts, open)
 	}
 }
