@@ -47,14 +47,14 @@ type Latency struct {
 // Latencies returns the push latency percentiles per type name, sorted by
 // type; types without a push yet are left out.
 func (t *Tracker) Latencies() []Latency {
-	t.mu.Lock()
+	t.lmu.Lock()
 	samples := make(map[string][]time.Duration, len(t.latency))
 	totals := make(map[string]uint64, len(t.latency))
 	for typ, r := range t.latency {
 		samples[typ] = slices.Clone(r.d)
 		totals[typ] = r.n
 	}
-	t.mu.Unlock()
+	t.lmu.Unlock()
 	out := make([]Latency, 0, len(samples))
 	for typ, d := range samples {
 		slices.Sort(d)
@@ -127,7 +127,7 @@ func (t *Tracker) noteChange(versions map[string][]string, at time.Time) {
 	for url, vs := range versions {
 		for _, v := range vs {
 			if k := url + "\x00" + v; v != "" {
-				if _, known := t.accepted[k]; !known {
+				if _, known := (*t.accepted.Load())[acceptKey{url, v}]; !known {
 					keys[k] = true
 				}
 			}

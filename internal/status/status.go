@@ -5,9 +5,11 @@
 package status
 
 import (
+	"maps"
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -157,14 +159,19 @@ type Tracker struct {
 
 	shards [nShards]shard
 
-	mu       sync.Mutex
-	gone     []goneStream
-	accepted map[string]time.Time // typeURL + version -> when the change was accepted
-	order    []string             // accepted's keys, oldest first
-	// latency keeps the newest push latencies per type name; change is
-	// the newest change, for Rollout.
+	// accepted holds when each type version was accepted, read by every
+	// ACK without a lock: replaced on a publish that adds to it, never
+	// written. order is its keys, oldest first (under mu).
+	accepted atomic.Pointer[map[acceptKey]time.Time]
+	// lmu guards latency, the newest push latencies per type name.
+	lmu     sync.Mutex
 	latency map[string]*ring
-	change  rolloutState
+
+	mu    sync.Mutex
+	gone  []goneStream
+	order []acceptKey
+	// change is the newest change, for Rollout.
+	change rolloutState
 	// kinds holds the type URLs and names the entries share, clients the
 	// client names the streams share (a fleet runs a few versions).
 	kinds   map[string]*kind
@@ -191,6 +198,9 @@ type shard struct {
 	// otherwise share a cache line.
 	_ [32]byte
 }
+
+// acceptKey is a type URL and a version of it.
+type acceptKey struct{ url, version string }
 
 // goneStream is a closed stream kept for Retention.
 type goneStream struct {
@@ -319,7 +329,8 @@ func NewTracker(opts Options) *Tracker {
 	if opts.MaxGone == 0 {
 		opts.MaxGone = 1000
 	}
-	t := &Tracker{opts: opts, accepted: map[string]time.Time{}, latency: map[string]*ring{}, kinds: map[string]*kind{}, clients: map[string]string{}}
+	t := &Tracker{opts: opts, latency: map[string]*ring{}, kinds: map[string]*kind{}, clients: map[string]string{}}
+	t.accepted.Store(&map[acceptKey]time.Time{})
 	for i := range t.shards {
 		t.shards[i].streams, t.shards[i].counts = map[uint64]*stream{}, map[countKey]int{}
 	}
@@ -348,20 +359,32 @@ func (t *Tracker) Published(versions map[string][]string, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.noteChange(versions, at)
+	old := *t.accepted.Load()
+	var next map[acceptKey]time.Time
 	for url, vs := range versions {
 		for _, v := range vs {
-			k := url + "\x00" + v
-			if _, ok := t.accepted[k]; ok {
+			k := acceptKey{url, v}
+			if _, ok := old[k]; ok {
 				continue
 			}
-			t.accepted[k] = at
+			if next == nil {
+				next = maps.Clone(old)
+			}
+			if _, ok := next[k]; ok {
+				continue
+			}
+			next[k] = at
 			t.order = append(t.order, k)
 		}
 	}
+	if next == nil {
+		return
+	}
 	for len(t.order) > maxAccepted {
-		delete(t.accepted, t.order[0])
+		delete(next, t.order[0])
 		t.order = t.order[1:]
 	}
+	t.accepted.Store(&next)
 }
 
 // Info is who a stream's proxy is. Client is "Agent AgentVersion", put
@@ -712,12 +735,12 @@ func (t *Tracker) ACKed(id uint64, who Who, typeURL string, st Stamp) {
 // (named name) on a stream open since since is the push of a change, and
 // when the change was accepted; a push's latency is kept.
 func (t *Tracker) pushed(typeURL, key, name string, since, at time.Time) (bool, time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	accepted, known := t.accepted[typeURL+"\x00"+key]
+	accepted, known := (*t.accepted.Load())[acceptKey{typeURL, key}]
 	if !known || !accepted.After(since) {
 		return false, accepted
 	}
+	t.lmu.Lock()
+	defer t.lmu.Unlock()
 	r := t.latency[name]
 	if r == nil {
 		r = &ring{}
