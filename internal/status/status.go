@@ -173,9 +173,11 @@ type Tracker struct {
 	// change is the newest change, for Rollout.
 	change rolloutState
 	// kinds holds the type URLs and names the entries share, clients the
-	// client names the streams share (a fleet runs a few versions).
-	kinds   map[string]*kind
-	clients map[string]string
+	// client names the streams share (a fleet runs a few versions). Every
+	// new stream and entry reads them, without a lock: replaced (under
+	// mu) when one is added, never written.
+	kinds   atomic.Pointer[map[string]*kind]
+	clients atomic.Pointer[map[string]string]
 }
 
 // nShards is how many shards the streams are spread over: enough that
@@ -329,7 +331,9 @@ func NewTracker(opts Options) *Tracker {
 	if opts.MaxGone == 0 {
 		opts.MaxGone = 1000
 	}
-	t := &Tracker{opts: opts, latency: map[string]*ring{}, kinds: map[string]*kind{}, clients: map[string]string{}}
+	t := &Tracker{opts: opts, latency: map[string]*ring{}}
+	t.kinds.Store(&map[string]*kind{})
+	t.clients.Store(&map[string]string{})
 	t.accepted.Store(&map[acceptKey]time.Time{})
 	for i := range t.shards {
 		t.shards[i].streams, t.shards[i].counts = map[uint64]*stream{}, map[countKey]int{}
@@ -424,14 +428,23 @@ func (t *Tracker) stream(sh *shard, id uint64, who Who, at time.Time) *stream {
 
 // client is info's client name, shared with the streams of the same.
 func (t *Tracker) client(info Info) string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if c, ok := t.clients[info.Agent+" "+info.AgentVersion]; ok {
+	if c, ok := (*t.clients.Load())[info.Agent+" "+info.AgentVersion]; ok {
 		return c
 	}
 	c := cut(info.Agent + " " + info.AgentVersion)
-	if len(t.clients) < maxClients && len(c) <= 64 {
-		t.clients[c] = c
+	if len(c) > 64 {
+		return c
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cur := *t.clients.Load()
+	if shared, ok := cur[c]; ok {
+		return shared
+	}
+	if len(cur) < maxClients {
+		next := maps.Clone(cur)
+		next[c] = c
+		t.clients.Store(&next)
 	}
 	return c
 }
@@ -448,14 +461,20 @@ func (s *stream) entryOf(url string) *entry {
 
 // kindOf returns the kind of url named name, shared when it can be.
 func (t *Tracker) kindOf(url, name string) *kind {
+	if k := (*t.kinds.Load())[url]; k != nil && k.name == name {
+		return k
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if k := t.kinds[url]; k != nil && k.name == name {
+	cur := *t.kinds.Load()
+	if k := cur[url]; k != nil && k.name == name {
 		return k
 	}
 	k := &kind{url: url, name: name}
-	if _, known := t.kinds[url]; known || len(t.kinds) < maxKinds {
-		t.kinds[url] = k
+	if _, known := cur[url]; known || len(cur) < maxKinds {
+		next := maps.Clone(cur)
+		next[url] = k
+		t.kinds.Store(&next)
 	}
 	return k
 }
