@@ -405,3 +405,44 @@ func TestTrackerConcurrentStreams(t *testing.T) {
 		t.Errorf("counts %+v, want u1 SYNCED %d", counts, open)
 	}
 }
+
+// keeper is a Who with a place for the stream's entry, as the daemon's
+// view of an xds event is.
+type keeper struct {
+	info Info
+	kept any
+}
+
+func (k *keeper) Info() Info { return k.info }
+func (k *keeper) Kept() *any { return &k.kept }
+
+// A Keeper's events reach the entry kept on it, without a lookup; once
+// the stream is gone they go where a lookup finds, as any Who's do.
+func TestKeeperFindsItsEntry(t *testing.T) {
+	tr := NewTracker(Options{MaxGone: 10, Retention: time.Hour})
+	now := time.Now()
+	k := &keeper{info: Info{Node: "n1"}}
+	tr.Seen(1, k, "g", now)
+	if s, ok := k.kept.(*stream); !ok || s.id != 1 {
+		t.Fatalf("kept %#v, want stream 1's entry", k.kept)
+	}
+	// Taken out of the tracker behind its back: an event that looked
+	// its stream up would make a new entry, one that uses the kept entry
+	// does not.
+	sh := tr.shardOf(1)
+	delete(sh.streams, 1)
+	tr.Requested(1, k, "CDS", now)
+	if n := len(tr.Streams()); n != 0 {
+		t.Fatalf("%d streams listed: the event looked its stream up instead of using the kept entry", n)
+	}
+	// A kept entry of another stream, or of one gone, is not used.
+	k2 := &keeper{info: Info{Node: "n2"}, kept: k.kept}
+	tr.Seen(2, k2, "g", now)
+	tr.Closed(2, now)
+	tr.Forget(2)
+	tr.Requested(2, k2, "CDS", now)
+	streams := tr.Streams()
+	if len(streams) != 1 || streams[0].ID != 2 || len(streams[0].Types) != 1 {
+		t.Fatalf("streams %+v, want stream 2 with its CDS", streams)
+	}
+}

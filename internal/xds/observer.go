@@ -126,6 +126,12 @@ type Event struct {
 	// stream of its own.
 	Poll bool
 	At   time.Time
+	// Keep, on a stream's events, is a place the observer may keep
+	// something of the stream's between its events (the status tracker
+	// keeps its entry, to find it without a lookup): the stream holds it
+	// for its life and reads nothing of it. The stream's events come one
+	// at a time. nil on events that are not a stream's.
+	Keep *any
 }
 
 // Observer receives stream events. It is called from stream loops and must

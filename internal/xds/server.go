@@ -120,7 +120,10 @@ type Server struct {
 	log  *slog.Logger
 	obs  Observer
 	// events are the Events lent to obs (stream.observe, report).
-	events      sync.Pool
+	events sync.Pool
+	// epoch is when the server was made: streams keep times as
+	// nanoseconds since (a word each, not a time.Time's three).
+	epoch       time.Time
 	holdTimeout time.Duration
 	admission   *admission
 	bodies      bodies
@@ -206,6 +209,7 @@ func New(opts Options) *Server {
 		log:         log,
 		obs:         obs,
 		events:      sync.Pool{New: func() any { return new(Event) }},
+		epoch:       time.Now(),
 		life:        life,
 		stop:        stop,
 	}

@@ -98,8 +98,13 @@ type stream struct {
 	// heldLogged remembers the resource versions already logged as held
 	// back for a rejected dependency.
 	heldLogged map[string]bool
-	// windowStart and windowCount count requests for flood control.
-	windowStart time.Time
+	// windowStart (nanoseconds since the server's epoch) and windowCount
+	// (with the flags, below) count requests for flood control.
+	windowStart int64
+	// kept is the observer's, for its own use between the stream's
+	// events (Event.Keep).
+	kept any
+
 	windowCount int32
 
 	// The flags, together: each apart would take a word of every stream.
@@ -664,8 +669,8 @@ func (st *stream) flooding(now time.Time) bool {
 	if limit < 0 {
 		return false
 	}
-	if now.Sub(st.windowStart) >= time.Second {
-		st.windowStart, st.windowCount = now, 0
+	if at := int64(now.Sub(st.srv.epoch)); at-st.windowStart >= int64(time.Second) || st.windowCount == 0 {
+		st.windowStart, st.windowCount = at, 0
 	}
 	if st.windowCount < math.MaxInt32 { // a flood of any length cannot wrap it
 		st.windowCount++
@@ -676,7 +681,7 @@ func (st *stream) flooding(now time.Time) bool {
 // observe fills in the stream's fields and reports e (Server.report: e
 // stays on its caller's stack).
 func (st *stream) observe(e *Event) {
-	e.StreamID, e.Node, e.ADS, e.Delta, e.At, e.Peer, e.Poll = st.id, st.node, st.typeURL == "", st.delta, time.Now(), st.conn.remote, st.quiet
+	e.StreamID, e.Node, e.ADS, e.Delta, e.At, e.Peer, e.Poll, e.Keep = st.id, st.node, st.typeURL == "", st.delta, time.Now(), st.conn.remote, st.quiet, &st.kept
 	if e.Node == nil {
 		e.Node = st.claimed
 	}
