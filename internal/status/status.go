@@ -432,19 +432,30 @@ func (t *Tracker) stream(sh *shard, id uint64, who Who, at time.Time) *stream {
 	}
 	s := sh.streams[id]
 	if s == nil {
-		info := who.Info()
-		// The strings are the client's and stay after the stream is gone:
-		// bounded here too, whatever the feeder already did.
-		s = &stream{
-			id: id, node: cut(info.Node), cluster: cut(info.Cluster), peer: cut(info.Peer),
-			client: t.client(info), kind: info.Kind, ident: cut(info.Identity),
-			since: at, group: NoGroup,
-		}
-		sh.streams[id] = s
+		s = t.newStream(sh, id, who, at)
 	}
 	if kept != nil {
 		*kept = s
 	}
+	return s
+}
+
+// newStream makes stream id's entry. Apart from stream, and not inlined:
+// its frame (who's Info, the entry's strings) would otherwise be taken on
+// every event, on the xds stream's goroutine, whose stack must stay
+// within 8 KB (see the daemon's TestStreamStacksStayAt8KB).
+//
+//go:noinline
+func (t *Tracker) newStream(sh *shard, id uint64, who Who, at time.Time) *stream {
+	info := who.Info()
+	// The strings are the client's and stay after the stream is gone:
+	// bounded here too, whatever the feeder already did.
+	s := &stream{
+		id: id, node: cut(info.Node), cluster: cut(info.Cluster), peer: cut(info.Peer),
+		client: t.client(info), kind: info.Kind, ident: cut(info.Identity),
+		since: at, group: NoGroup,
+	}
+	sh.streams[id] = s
 	return s
 }
 
