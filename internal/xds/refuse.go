@@ -17,9 +17,9 @@ const (
 	// RefusedIdentity: the node's id or cluster is not what its verified
 	// client certificate proves (Options.Identity).
 	RefusedIdentity = "identity_mismatch"
-	// RefusedBadNode: the node's id, cluster, user_agent_name or
-	// user_agent_version is too long, or its metadata holds more string
-	// fields, or more bytes of them, than the stream keeps.
+	// RefusedBadNode: the node's id, cluster, locality, user_agent_name
+	// or user_agent_version is too long, or its metadata holds more
+	// string fields, or more bytes of them, than the stream keeps.
 	RefusedBadNode = "bad_node"
 	// RefusedResourceNames: a request named more resources than
 	// Options.MaxResourceNames.
@@ -58,9 +58,11 @@ func refuse(reason string, code codes.Code, format string, args ...any) error {
 const (
 	maxDetail = 4 << 10
 	maxLogged = 256
-	// maxNodeField bounds a node's id, cluster and user agent name and
-	// version: they are in every log line and status entry of the stream,
-	// and the status tracker keeps them after the stream ends.
+	// maxNodeField bounds a node's id, cluster, locality and user agent
+	// name and version: they are in every log line and status entry of
+	// the stream, the stream keeps them for its life (the locality for
+	// group rules and reports), and the status tracker keeps some after
+	// the stream ends.
 	maxNodeField = 1024
 	// maxMetadataKeys and maxMetadataBytes bound the node metadata's
 	// string fields (keys and values), which the stream keeps for its
@@ -124,6 +126,8 @@ func busy(err error) error {
 func (st *stream) checkNode(node *corev3.Node) error {
 	for _, f := range []struct{ name, v string }{
 		{"id", node.GetId()}, {"cluster", node.GetCluster()},
+		{"locality.region", node.GetLocality().GetRegion()}, {"locality.zone", node.GetLocality().GetZone()},
+		{"locality.sub_zone", node.GetLocality().GetSubZone()},
 		{"user_agent_name", node.GetUserAgentName()}, {"user_agent_version", node.GetUserAgentVersion()},
 	} {
 		if len(f.v) > maxNodeField {
