@@ -67,12 +67,12 @@ func main() {
 	routes := flag.Int("routes", 1, "route changes measured one after another (the median last-proxy time and the mean CPU are shown; with -profile, one CPU profile spans them all)")
 	driverGC := flag.Int("driver-gogc", 400, "the driver's GOGC (the servers run with Go's default): the simulated proxies stand in for processes on other machines, and their garbage collection shares the 2 cores with the server measured")
 	flag.Parse()
+	if msg := checkFlags(*routes, *driverGC, *impls, *churnRates != "" || *failover, *duration); msg != "" {
+		fmt.Fprintln(os.Stderr, msg)
+		os.Exit(2)
+	}
 	if *serveImpl == "" {
 		debug.SetGCPercent(*driverGC)
-	}
-	if *routes < 1 || *routes > 1000 {
-		fmt.Fprintln(os.Stderr, "-routes: between 1 and 1000")
-		os.Exit(2)
 	}
 	if *driverProfile != "" && *serveImpl == "" {
 		stop, err := profileSelf(*driverProfile)
@@ -84,30 +84,13 @@ func main() {
 	}
 	if *serveImpl != "" {
 		c, _ := strconv.Atoi(*cs)
-		var err error
-		switch *serveImpl {
-		case "pylon-api", "pylon-file":
-			err = serveDaemon(*serveImpl, c, *dir)
-		case "gcp-churn":
-			err = serveGCPChurn(c)
-		default:
-			err = serve(*serveImpl, c, *watch)
-		}
-		if err != nil {
+		if err := serveChild(*serveImpl, c, *dir, *watch); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
 		return
 	}
-	if (*churnRates != "" || *failover) && strings.Contains(*impls, "pylon-unobserved") {
-		fmt.Fprintln(os.Stderr, "-impl pylon-unobserved: only in the fleet scenario, not with -churn or -failover")
-		os.Exit(2)
-	}
 	if *churnRates != "" {
-		if *duration <= 0 || *duration > time.Hour {
-			fmt.Fprintln(os.Stderr, "-duration: between 1s and 1h")
-			os.Exit(2)
-		}
 		measureChurn(*ns, *churnRates, *impls, *via, churnCase{
 			clusters: ints(*cs)[0], subs: *subs, duration: *duration, delta: *delta, perConn: *perConn, profile: *profile,
 		})
@@ -137,6 +120,32 @@ func main() {
 			}
 		}
 	}
+}
+
+// checkFlags says what is wrong with the driver's flags, "" if nothing.
+func checkFlags(routes, driverGC int, impls string, scenario bool, duration time.Duration) string {
+	switch {
+	case routes < 1 || routes > 1000:
+		return "-routes: between 1 and 1000"
+	case driverGC < 10:
+		return "-driver-gogc: at least 10 (the driver's collector cannot be turned off: the simulator would grow without bound)"
+	case scenario && strings.Contains(impls, "pylon-unobserved"):
+		return "-impl pylon-unobserved: only in the fleet scenario, not with -churn or -failover"
+	case duration <= 0 || duration > time.Hour:
+		return "-duration: between 1s and 1h"
+	}
+	return ""
+}
+
+// serveChild runs impl as the driver's child until killed.
+func serveChild(impl string, clusters int, dir string, watch bool) error {
+	switch impl {
+	case "pylon-api", "pylon-file":
+		return serveDaemon(impl, clusters, dir)
+	case "gcp-churn":
+		return serveGCPChurn(clusters)
+	}
+	return serve(impl, clusters, watch)
 }
 
 // measureFailover prints the failover table: a row per cluster count,

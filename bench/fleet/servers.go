@@ -149,8 +149,10 @@ func serve(impl string, clusters int, watch bool) error {
 		var observer xds.Observer = obs.Observer
 		if impl == "pylon-unobserved" {
 			// A diagnostic, not Pylon as it runs: what status tracking
-			// and metrics cost is the difference from "pylon".
-			observer = nopObserver{}
+			// and metrics cost is the difference from "pylon". No
+			// observer at all, so that the server also skips the lists
+			// of what was sent, which it builds only for one.
+			observer = nil
 		}
 		if watch {
 			sw := newSyncWatch(obs.Observer, 4, groupVersion(pub), obs.Tracker.States)

@@ -118,9 +118,6 @@ func (o Options) checkNode() error {
 		name := fmt.Sprintf("metadata[%q]", shorten(k))
 		fields = append(fields, struct{ name, v string }{name + " key", k}, struct{ name, v string }{name, v})
 	}
-	if size > maxMetadataBytes {
-		return fmt.Errorf("node metadata: %d bytes of keys and values; at most %d", size, maxMetadataBytes)
-	}
 	for _, f := range fields {
 		switch {
 		case len(f.v) > maxNodeField:
@@ -128,6 +125,10 @@ func (o Options) checkNode() error {
 		case !utf8.ValidString(f.v):
 			return fmt.Errorf("node %s: not valid UTF-8", f.name)
 		}
+	}
+	// After the fields: a value too long on its own is named.
+	if size > maxMetadataBytes {
+		return fmt.Errorf("node metadata: %d bytes of keys and values; at most %d", size, maxMetadataBytes)
 	}
 	return nil
 }

@@ -17,17 +17,17 @@ func (t *Tracker) Forget(id uint64) {
 		sh.mu.Unlock()
 		return
 	}
-	listed := s.gone != nil
-	if !listed {
-		sh.end(s, time.Time{})
-	}
-	delete(sh.streams, id)
-	sh.mu.Unlock()
-	if listed {
+	if s.gone == nil {
+		sh.uncount(s)
+		s.gone = new(time.Time{})
+		sh.reimplicit(s)
+	} else {
 		// Refused or closed first: out of the closed list too, where it
 		// would hold a place of the MaxGone.
 		t.mu.Lock()
 		t.gone = slices.DeleteFunc(t.gone, func(g goneStream) bool { return g.id == id })
 		t.mu.Unlock()
 	}
+	delete(sh.streams, id)
+	sh.mu.Unlock()
 }

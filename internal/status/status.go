@@ -155,9 +155,12 @@ type Count struct {
 // versions, latencies, the newest change, shared names) is under mu,
 // which is taken last: code holding mu takes no shard's lock.
 type Tracker struct {
-	opts Options
-
+	// shards first: they then start 8 bytes (the allocation's header)
+	// past a cache line, which each shard's padding absorbs
+	// (TestShardFillsCacheLines); after Options they started 56 past.
 	shards [nShards]shard
+
+	opts Options
 
 	// accepted holds when each type version was accepted, read by every
 	// ACK without a lock: replaced on a publish that adds to it, never
@@ -822,12 +825,11 @@ func (t *Tracker) Refused(id uint64, who Who, reason, detail string, at time.Tim
 		s.more = &streamMore{}
 	}
 	s.more.refused = &Refusal{Reason: reason, Detail: cut(detail), At: at}
-	ended := s.gone == nil
-	if ended {
-		sh.end(s, at)
+	if s.gone == nil {
+		t.end(sh, s, at)
 	}
 	sh.mu.Unlock()
-	t.closed(id, ended, at)
+	t.prune(at)
 }
 
 // cut bounds a client-influenced text.
@@ -841,31 +843,23 @@ func cut(s string) string {
 // Closed marks stream id gone; it stays visible for the retention.
 func (t *Tracker) Closed(id uint64, at time.Time) {
 	sh := t.lock(id)
-	s := sh.streams[id]
-	ended := s != nil && s.gone == nil
-	if ended {
-		sh.end(s, at)
+	if s := sh.streams[id]; s != nil && s.gone == nil {
+		t.end(sh, s, at)
 	}
 	sh.mu.Unlock()
-	t.closed(id, ended, at)
+	t.prune(at)
 }
 
-// end takes an open stream out of the counts as it closes at at.
-func (sh *shard) end(s *stream, at time.Time) {
+// end takes open stream s out of the counts as it closes at at, and lists
+// it among the closed. Its shard is locked: Forget of the same stream
+// comes before or after, never between.
+func (t *Tracker) end(sh *shard, s *stream, at time.Time) {
 	sh.uncount(s)
 	s.gone = &at
 	sh.reimplicit(s)
-}
-
-// closed lists stream id among the closed if it just ended, and lets go
-// of those kept too long or too many.
-func (t *Tracker) closed(id uint64, ended bool, at time.Time) {
-	if ended {
-		t.mu.Lock()
-		t.gone = append(t.gone, goneStream{id, at})
-		t.mu.Unlock()
-	}
-	t.prune(at)
+	t.mu.Lock()
+	t.gone = append(t.gone, goneStream{s.id, at})
+	t.mu.Unlock()
 }
 
 // prune drops the closed streams kept past Retention, or beyond MaxGone,

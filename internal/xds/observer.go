@@ -130,7 +130,9 @@ type Event struct {
 	// something of the stream's between its events (the status tracker
 	// keeps its entry, to find it without a lookup): the stream holds it
 	// for its life and reads nothing of it. The stream's events come one
-	// at a time. nil on events that are not a stream's.
+	// at a time. One place per stream: a server's observer may use it, and
+	// no other observer fed by the same server. nil on events that are
+	// not a stream's.
 	Keep *any
 }
 
