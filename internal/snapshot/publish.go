@@ -219,12 +219,22 @@ type Publisher struct {
 	cur  atomic.Pointer[Fleet]
 	mu   sync.Mutex
 	subs map[chan struct{}]struct{}
-	fns  map[*func()]struct{}
+	// fns are the Notify callbacks, one per stream of a fleet: a slice,
+	// which a publish walks in order, where a map cost a few cache misses
+	// per entry (BenchmarkPublishNotify).
+	fns []notified
+}
+
+// notified is a Notify callback and where its index in fns is kept, for
+// removal (-1 once removed).
+type notified struct {
+	f  func()
+	at *int
 }
 
 // NewPublisher returns a publisher with nothing published.
 func NewPublisher() *Publisher {
-	return &Publisher{subs: map[chan struct{}]struct{}{}, fns: map[*func()]struct{}{}}
+	return &Publisher{subs: map[chan struct{}]struct{}{}}
 }
 
 // Current returns the newest fleet, or nil before the first publish.
@@ -245,8 +255,8 @@ func (p *Publisher) Publish(f *Fleet) bool {
 		default:
 		}
 	}
-	for f := range p.fns {
-		(*f)()
+	for _, n := range p.fns {
+		n.f()
 	}
 	return true
 }
@@ -256,14 +266,25 @@ func (p *Publisher) Publish(f *Fleet) bool {
 // lock: it must return at once and must not publish. Unlike Subscribe it
 // needs no goroutine waiting on a channel: what f starts ends when done.
 func (p *Publisher) Notify(f func()) func() {
-	k := &f
+	at := new(int)
 	p.mu.Lock()
-	p.fns[k] = struct{}{}
+	*at = len(p.fns)
+	p.fns = append(p.fns, notified{f, at})
 	p.mu.Unlock()
 	return func() {
 		p.mu.Lock()
-		delete(p.fns, k)
-		p.mu.Unlock()
+		defer p.mu.Unlock()
+		i := *at
+		if i < 0 {
+			return
+		}
+		// The last callback takes the removed one's place.
+		last := len(p.fns) - 1
+		p.fns[i] = p.fns[last]
+		*p.fns[i].at = i
+		p.fns[last] = notified{}
+		p.fns = p.fns[:last]
+		*at = -1
 	}
 }
 

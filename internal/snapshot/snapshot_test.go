@@ -2,6 +2,8 @@ package snapshot_test
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -31,7 +33,7 @@ func inputs(reg *xdstype.Registry, msgs ...proto.Message) []snapshot.Input {
 	return out
 }
 
-func build(t *testing.T, reg *xdstype.Registry, msgs ...proto.Message) *snapshot.Snapshot {
+func build(t testing.TB, reg *xdstype.Registry, msgs ...proto.Message) *snapshot.Snapshot {
 	t.Helper()
 	s, err := snapshot.Build(reg, inputs(reg, msgs...))
 	if err != nil {
@@ -153,5 +155,64 @@ func TestPublisherNotify(t *testing.T) {
 	p.Publish(snapshot.NewFleet(build(t, reg, cluster("b", time.Second)), time.Now()))
 	if calls != 1 {
 		t.Fatalf("%d calls after stop, want 1", calls)
+	}
+}
+
+// Callbacks added and stopped in any order: after each publish, every
+// callback still registered has run once and no stopped one has; stopping
+// twice changes nothing.
+func TestPublisherNotifyManyInAnyOrder(t *testing.T) {
+	reg := xdstype.New()
+	p := snapshot.NewPublisher()
+	fleets := []*snapshot.Fleet{
+		snapshot.NewFleet(build(t, reg, cluster("a", time.Second)), time.Now()),
+		snapshot.NewFleet(build(t, reg, cluster("b", time.Second)), time.Now()),
+	}
+	const n = 200
+	calls := make([]int, n)
+	stops := make([]func(), n)
+	for i := range n {
+		stops[i] = p.Notify(func() { calls[i]++ })
+	}
+	stopped := make([]bool, n)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for round := range 6 {
+		for _, i := range rng.Perm(n)[:n/8] {
+			stops[i]()
+			stops[i]() // a second stop is harmless
+			stopped[i] = true
+		}
+		before := slices.Clone(calls)
+		p.Publish(fleets[round%2])
+		for i := range n {
+			want := before[i] + 1
+			if stopped[i] {
+				want = before[i]
+			}
+			if calls[i] != want {
+				t.Fatalf("round %d: callback %d (stopped %v) ran %d times, want %d", round, i, stopped[i], calls[i]-before[i], want-before[i])
+			}
+		}
+	}
+}
+
+// BenchmarkPublishNotify is a publish's fan-out to 10,000 streams: each
+// callback touches state of its own, as a stream's wakeup does.
+func BenchmarkPublishNotify(b *testing.B) {
+	reg := xdstype.New()
+	p := snapshot.NewPublisher()
+	fleets := []*snapshot.Fleet{
+		snapshot.NewFleet(build(b, reg, cluster("a", time.Second)), time.Now()),
+		snapshot.NewFleet(build(b, reg, cluster("b", time.Second)), time.Now()),
+	}
+	// Each callback's state a 128-byte object of its own, as a stream's
+	// wakeups are.
+	states := make([][16]int, 10000)
+	for i := range states {
+		s := &states[i]
+		p.Notify(func() { s[0]++ })
+	}
+	for n := 0; b.Loop(); n++ {
+		p.Publish(fleets[n%2])
 	}
 }
