@@ -162,12 +162,7 @@ func TestPublisherNotify(t *testing.T) {
 // callback still registered has run once and no stopped one has; stopping
 // twice changes nothing.
 func TestPublisherNotifyManyInAnyOrder(t *testing.T) {
-	reg := xdstype.New()
-	p := snapshot.NewPublisher()
-	fleets := []*snapshot.Fleet{
-		snapshot.NewFleet(build(t, reg, cluster("a", time.Second)), time.Now()),
-		snapshot.NewFleet(build(t, reg, cluster("b", time.Second)), time.Now()),
-	}
+	p, fleets := snapshot.NewPublisher(), twoFleets(t)
 	const n = 200
 	calls := make([]int, n)
 	stops := make([]func(), n)
@@ -196,15 +191,19 @@ func TestPublisherNotifyManyInAnyOrder(t *testing.T) {
 	}
 }
 
+// twoFleets are two fleets of different versions, to publish in turn.
+func twoFleets(t testing.TB) []*snapshot.Fleet {
+	reg := xdstype.New()
+	return []*snapshot.Fleet{
+		snapshot.NewFleet(build(t, reg, cluster("a", time.Second)), time.Now()),
+		snapshot.NewFleet(build(t, reg, cluster("b", time.Second)), time.Now()),
+	}
+}
+
 // BenchmarkPublishNotify is a publish's fan-out to 10,000 streams: each
 // callback touches state of its own, as a stream's wakeup does.
 func BenchmarkPublishNotify(b *testing.B) {
-	reg := xdstype.New()
-	p := snapshot.NewPublisher()
-	fleets := []*snapshot.Fleet{
-		snapshot.NewFleet(build(b, reg, cluster("a", time.Second)), time.Now()),
-		snapshot.NewFleet(build(b, reg, cluster("b", time.Second)), time.Now()),
-	}
+	p, fleets := snapshot.NewPublisher(), twoFleets(b)
 	// Each callback's state a 128-byte object of its own, as a stream's
 	// wakeups are.
 	states := make([][16]int, 10000)
