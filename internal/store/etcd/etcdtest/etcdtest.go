@@ -9,8 +9,11 @@ package etcdtest
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/url"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -103,19 +106,44 @@ func StartCluster(t testing.TB, n int) *Cluster {
 
 // freePorts returns n distinct loopback ports nothing listens on now: held
 // together so none is handed out twice, closed just before etcd binds them
-// (the usual small race; etcd needs its URLs before it listens).
+// (etcd needs its URLs before it listens). They are drawn below the
+// kernel's ephemeral range: a port from there, closed, could be taken by
+// any other test's listener on port 0 or outgoing connection before etcd
+// binds it, which failed a member's start under a loaded CI run.
 func freePorts(t testing.TB, n int) []string {
 	t.Helper()
+	low := ephemeralLow()
 	var out []string
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(out) < n; tries++ {
+		if tries == 1000 {
+			t.Fatalf("no %d free loopback ports found in [%d, %d)", n, portsFrom, low)
+		}
+		port := portsFrom + rand.IntN(low-portsFrom)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
-			t.Fatal(err)
+			continue // taken
 		}
 		defer l.Close()
 		out = append(out, l.Addr().String())
 	}
 	return out
+}
+
+// portsFrom is where freePorts draws from, up to the ephemeral range.
+const portsFrom = 20000
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux's
+// default when it cannot be read).
+func ephemeralLow() int {
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil && v > portsFrom+1000 {
+				low = v
+			}
+		}
+	}
+	return low
 }
 
 // launch starts the member without waiting for it to serve. On a data
@@ -170,11 +198,28 @@ func (s *Server) Running() bool { return s.e != nil }
 // Stop stops the member (a no-op when stopped): its clients see etcd
 // unreachable. A leader stopping this way hands its leadership over first.
 func (s *Server) Stop() {
-	if s.e != nil {
-		s.e.Close()
-		s.e = nil
+	if s.e == nil {
+		return
+	}
+	// Bounded: etcd's Close waits for client servers that a member which
+	// never served (its cluster never formed) never started, for ever.
+	// That turned a failed start into a test binary's 10-minute timeout,
+	// without the failure's message.
+	e, closed := s.e, make(chan struct{})
+	s.e = nil
+	go func() {
+		e.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(closeTimeout):
+		s.t.Errorf("etcd %s did not close within %v (a member that never served cannot: its Close waits for servers it never started)", s.name, closeTimeout)
 	}
 }
+
+// closeTimeout bounds Stop.
+const closeTimeout = 30 * time.Second
 
 // Kill stops the member as a crash would, as far as the cluster sees it:
 // raft halts at once, without handing leadership over (Stop transfers it
