@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/pylon-xds/pylon/internal/cowmap"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -53,10 +53,8 @@ type fleet struct {
 	failed   atomic.Int64 // proxies that gave up
 	firstErr atomic.Pointer[error]
 	// strings are the names and versions the delta proxies hold, one copy
-	// each for the whole fleet (intern): a map never written once shared,
-	// replaced by a larger copy when a string is new (stringsMu).
-	strings   atomic.Pointer[map[string]string]
-	stringsMu sync.Mutex
+	// each for the whole fleet (intern).
+	strings cowmap.Map[string, string]
 }
 
 // maxInterned bounds the strings intern keeps: the names and versions of
@@ -69,30 +67,15 @@ const maxInterned = 4096
 // lock (proxies on every core look strings up at once); a new string
 // copies the map.
 func (f *fleet) intern(b []byte) string {
-	if m := f.strings.Load(); m != nil {
-		if s, ok := (*m)[string(b)]; ok {
-			return s
-		}
-		if len(*m) >= maxInterned {
-			return string(b) // full: no lock for what it would not keep
-		}
+	m := f.strings.Load()
+	if s, ok := m[string(b)]; ok {
+		return s
 	}
 	s := string(b)
-	f.stringsMu.Lock()
-	defer f.stringsMu.Unlock()
-	m := map[string]string{}
-	if old := f.strings.Load(); old != nil {
-		if kept, ok := (*old)[s]; ok {
-			return kept
-		}
-		if len(*old) >= maxInterned {
-			return s
-		}
-		m = maps.Clone(*old)
+	if len(m) >= maxInterned {
+		return s // full: no lock for what would not be kept
 	}
-	m[s] = s
-	f.strings.Store(&m)
-	return s
+	return f.strings.LoadOrStore(s, s, maxInterned)
 }
 
 func newFleet(n, clusters int, delta bool, perConn int) *fleet {

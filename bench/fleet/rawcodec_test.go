@@ -87,7 +87,7 @@ func TestInternKeepsOneCopy(t *testing.T) {
 			t.Fatalf("interned %d as %q", i, s)
 		}
 	}
-	if n := len(*f.strings.Load()); n > maxInterned {
+	if n := len(f.strings.Load()); n > maxInterned {
 		t.Errorf("%d strings kept, bound %d", n, maxInterned)
 	}
 }

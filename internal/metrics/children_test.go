@@ -20,7 +20,7 @@ func TestChildrenPerLabelValue(t *testing.T) {
 			}
 		}
 	}
-	if n := len(*c.m.Load()); n != maxChildren {
+	if n := len(c.m.Load()); n != maxChildren {
 		t.Errorf("%d children kept, want the bound %d", n, maxChildren)
 	}
 }

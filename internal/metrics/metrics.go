@@ -4,17 +4,15 @@
 package metrics
 
 import (
-	"maps"
 	"runtime"
 	"runtime/debug"
 	"sort"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/pylon-xds/pylon/internal/cowmap"
 	"github.com/pylon-xds/pylon/internal/status"
 )
 
@@ -283,35 +281,17 @@ func (m *Metrics) ConnectionClosed(reason string) { m.connsClosed.WithLabelValue
 // Ignored counts an ignored request, by a reason from a small fixed set.
 func (m *Metrics) Ignored(reason string) { m.ignored.WithLabelValues(reason).Inc() }
 
-// children caches a vector's children by their one label's value: the
-// map is never written once published, and a new value publishes a
-// larger copy, so a lookup takes no lock. The values are the few type
-// names; past maxChildren new ones are not kept (looked up each time).
-type children[T any] struct {
-	m  atomic.Pointer[map[string]T]
-	mu sync.Mutex
-}
+// children caches a vector's children by their one label's value, read
+// without a lock. The values are the few type names; past maxChildren new
+// ones are not kept (looked up each time).
+type children[T any] struct{ m cowmap.Map[string, T] }
 
 const maxChildren = 64
 
 // of returns the child of label value v, made by newChild the first time.
 func (c *children[T]) of(v string, newChild func(...string) T) T {
-	if m := c.m.Load(); m != nil {
-		if x, ok := (*m)[v]; ok {
-			return x
-		}
+	if x, ok := c.m.Load()[v]; ok {
+		return x
 	}
-	x := newChild(v)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	next := map[string]T{}
-	if old := c.m.Load(); old != nil {
-		if len(*old) >= maxChildren {
-			return x
-		}
-		next = maps.Clone(*old)
-	}
-	next[v] = x
-	c.m.Store(&next)
-	return x
+	return c.m.LoadOrStore(v, newChild(v), maxChildren)
 }

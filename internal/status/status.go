@@ -1,7 +1,7 @@
 // Package status tracks the proxies connected to this Pylon: who they are,
 // how they connect, which group they are in, and per resource type what was
 // sent, ACKed and NACKed. It is a leaf: fed plain values, it imports nothing
-// of Pylon's.
+// of Pylon's but the cowmap utility.
 package status
 
 import (
@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+
+	"github.com/pylon-xds/pylon/internal/cowmap"
 )
 
 // Per-type states.
@@ -177,10 +179,9 @@ type Tracker struct {
 	change rolloutState
 	// kinds holds the type URLs and names the entries share, clients the
 	// client names the streams share (a fleet runs a few versions). Every
-	// new stream and entry reads them, without a lock: replaced (under
-	// mu) when one is added, never written.
-	kinds   atomic.Pointer[map[string]*kind]
-	clients atomic.Pointer[map[string]string]
+	// new stream and entry reads them, without a lock.
+	kinds   cowmap.Map[string, *kind]
+	clients cowmap.Map[string, string]
 }
 
 // nShards is how many shards the streams are spread over: enough that
@@ -335,8 +336,6 @@ func NewTracker(opts Options) *Tracker {
 		opts.MaxGone = 1000
 	}
 	t := &Tracker{opts: opts, latency: map[string]*ring{}}
-	t.kinds.Store(&map[string]*kind{})
-	t.clients.Store(&map[string]string{})
 	t.accepted.Store(&map[acceptKey]time.Time{})
 	for i := range t.shards {
 		t.shards[i].streams, t.shards[i].counts = map[uint64]*stream{}, map[countKey]int{}
@@ -464,25 +463,14 @@ func (t *Tracker) newStream(sh *shard, id uint64, who Who, at time.Time) *stream
 
 // client is info's client name, shared with the streams of the same.
 func (t *Tracker) client(info Info) string {
-	if c, ok := (*t.clients.Load())[info.Agent+" "+info.AgentVersion]; ok {
+	if c, ok := t.clients.Load()[info.Agent+" "+info.AgentVersion]; ok {
 		return c
 	}
 	c := cut(info.Agent + " " + info.AgentVersion)
 	if len(c) > 64 {
 		return c
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	cur := *t.clients.Load()
-	if shared, ok := cur[c]; ok {
-		return shared
-	}
-	if len(cur) < maxClients {
-		next := maps.Clone(cur)
-		next[c] = c
-		t.clients.Store(&next)
-	}
-	return c
+	return t.clients.LoadOrStore(c, c, maxClients)
 }
 
 // entryOf returns s's entry of url, or nil.
@@ -497,21 +485,11 @@ func (s *stream) entryOf(url string) *entry {
 
 // kindOf returns the kind of url named name, shared when it can be.
 func (t *Tracker) kindOf(url, name string) *kind {
-	if k := (*t.kinds.Load())[url]; k != nil && k.name == name {
-		return k
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	cur := *t.kinds.Load()
-	if k := cur[url]; k != nil && k.name == name {
+	if k := t.kinds.Load()[url]; k != nil && k.name == name {
 		return k
 	}
 	k := &kind{url: url, name: name}
-	if _, known := cur[url]; known || len(cur) < maxKinds {
-		next := maps.Clone(cur)
-		next[url] = k
-		t.kinds.Store(&next)
-	}
+	t.kinds.Store(url, k, maxKinds)
 	return k
 }
 
