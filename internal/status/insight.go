@@ -74,11 +74,11 @@ func quantile(d []time.Duration, q float64) time.Duration {
 }
 
 // rolloutState is the newest change: when it was accepted and the type
-// versions it introduced (type URL + "\x00" + version), bounded by the
-// types times the groups of one fleet.
+// versions it introduced, bounded by the types times the groups of one
+// fleet.
 type rolloutState struct {
 	at   time.Time
-	keys map[string]bool
+	keys map[acceptKey]bool
 }
 
 // maxPending bounds the streams a rollout lists as not done yet; the rest
@@ -123,11 +123,12 @@ type PendingStream struct {
 // again) leaves the newest change as it was. Called locked, with the
 // accepted set not yet updated.
 func (t *Tracker) noteChange(versions map[string][]string, at time.Time) {
-	keys := map[string]bool{}
+	keys := map[acceptKey]bool{}
+	accepted := *t.accepted.Load()
 	for url, vs := range versions {
 		for _, v := range vs {
-			if k := url + "\x00" + v; v != "" {
-				if _, known := (*t.accepted.Load())[acceptKey{url, v}]; !known {
+			if k := (acceptKey{url, v}); v != "" {
+				if _, known := accepted[k]; !known {
 					keys[k] = true
 				}
 			}
@@ -206,7 +207,7 @@ func (t *Tracker) progress(s *stream, change rolloutState) (part, done bool, at 
 		if e.more != nil && e.more.expectedSet != "" {
 			set = e.more.expectedSet
 		}
-		if !change.keys[e.kind.url+"\x00"+set] {
+		if !change.keys[acceptKey{e.kind.url, set}] {
 			continue
 		}
 		part = true
