@@ -38,8 +38,8 @@ func TestReadersWhileStoring(t *testing.T) {
 	for r := range 4 {
 		wg.Go(func() {
 			for i := range 1000 {
-				k := fmt.Sprint(i % 50)
-				if got := m.LoadOrStore(k, k, 100); got != k {
+				k := fmt.Sprint(i)
+				if got := m.LoadOrStore(k, k, 10000); got != k {
 					t.Errorf("reader %d: %q under %q", r, got, k)
 					return
 				}
@@ -48,7 +48,7 @@ func TestReadersWhileStoring(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if n := len(m.Load()); n != 50 {
-		t.Fatalf("%d keys kept, want 50", n)
+	if n := len(m.Load()); n != 1000 {
+		t.Fatalf("%d keys kept, want 1000", n)
 	}
 }
