@@ -18,12 +18,21 @@ import (
 // Its timer callback runs on its own goroutine and touches only the
 // watch's fields (under mu) and the server's connection registry, never
 // the stream's state, which its loop owns.
+//
+// The timer is armed lazily: a send arms it only when it is not armed
+// already, and the end of a send leaves it be. When it fires with no send
+// in flight it stays unarmed; with one, it is set for what that send has
+// left. A stream sending every second arms it once a stall period rather
+// than resetting and stopping it on every send: at 5,000 streams, the
+// Reset and Stop on the runtime's timer heap were 3.5% of a route
+// change's CPU.
 type sendWatch struct {
 	stall, evict time.Duration
 	onEvict      func() // closes the stream's connection
 
 	mu      sync.Mutex
 	timer   *time.Timer
+	armed   bool      // timer is set to fire
 	started time.Time // zero while no send is in flight
 	release func()    // the send's admission slot, nil once released
 	stalled bool      // the send in flight outlived stall
@@ -38,9 +47,13 @@ func (w *sendWatch) begin(release func()) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.started, w.release, w.stalled = time.Now(), release, false
-	if w.stopped {
+	if w.stopped || w.armed {
+		// An armed timer fires no later than stall after this send
+		// began (it was set at or before now, for at most stall), and
+		// fire re-arms it for the rest.
 		return
 	}
+	w.armed = true
 	if w.timer == nil {
 		w.timer = time.AfterFunc(w.stall, w.fire)
 	} else {
@@ -48,13 +61,11 @@ func (w *sendWatch) begin(release func()) {
 	}
 }
 
-// end disarms the watch after the send returned, releasing its slot if the
-// watch has not, and reports whether the stream was evicted meanwhile.
+// end marks the send returned, releasing its slot if the watch has not,
+// and reports whether the stream was evicted meanwhile. The timer is left
+// armed (see sendWatch).
 func (w *sendWatch) end() (evicted bool) {
 	w.mu.Lock()
-	if w.timer != nil { // nil for a send begun after stop
-		w.timer.Stop()
-	}
 	rel := w.release
 	w.started, w.release = time.Time{}, nil
 	evicted = w.evicted
@@ -72,7 +83,7 @@ func (w *sendWatch) stop() {
 	if w.timer != nil {
 		w.timer.Stop()
 	}
-	w.started, w.stopped = time.Time{}, true
+	w.started, w.stopped, w.armed = time.Time{}, true, false
 }
 
 // fire runs when the timer expires. A send may have ended and another
@@ -81,6 +92,8 @@ func (w *sendWatch) stop() {
 func (w *sendWatch) fire() {
 	w.mu.Lock()
 	if w.started.IsZero() || w.evicted || w.stopped {
+		// No send in flight: the next one arms the timer again.
+		w.armed = false
 		w.mu.Unlock()
 		return
 	}

@@ -54,3 +54,47 @@ func TestSendWatchStoppedNeverEvicts(t *testing.T) {
 	}
 	live.stop()
 }
+
+// The timer is armed once for many sends, and each send is still judged
+// by its own start: a fire while a later send is in flight waits for what
+// that send has left, and a fire with none in flight disarms until the
+// next send. The fires are called directly, as the timer would.
+func TestSendWatchArmsLazily(t *testing.T) {
+	released := 0
+	w := &sendWatch{stall: time.Hour, evict: 2 * time.Hour, onEvict: func() { t.Error("evicted") }}
+	defer w.stop()
+	w.begin(nil)
+	w.end()
+	timer := w.timer
+	w.begin(func() { released++ })
+	if w.timer != timer || !w.armed {
+		t.Fatalf("a second send while armed: timer replaced %v, armed %v", w.timer != timer, w.armed)
+	}
+	// The timer fires (set by the first send) while the second is young.
+	w.mu.Lock()
+	w.started = time.Now().Add(-30 * time.Minute)
+	w.mu.Unlock()
+	w.fire()
+	if released != 0 || !w.armed {
+		t.Fatalf("a fire 30 minutes into a send with a 1 hour stall: released %d, armed %v", released, w.armed)
+	}
+	w.mu.Lock()
+	w.started = time.Now().Add(-61 * time.Minute)
+	w.mu.Unlock()
+	w.fire()
+	if released != 1 {
+		t.Fatalf("a fire past stall: slot released %d times, want 1", released)
+	}
+	if w.end() {
+		t.Fatal("a send past stall but not evict reported evicted")
+	}
+	w.fire() // nothing in flight
+	if w.armed {
+		t.Fatal("a fire with no send in flight left the timer armed")
+	}
+	w.begin(nil)
+	if !w.armed {
+		t.Fatal("a send after the timer disarmed did not arm it")
+	}
+	w.end()
+}
