@@ -97,6 +97,7 @@ func BuildValidated(reg *xdstype.Registry, inputs []Input, v *Validated) (*Snaps
 					r.Precede = append(r.Precede, ref)
 				}
 			}
+			r.precedeType = oneType(r.Precede)
 		}
 		problems = append(problems, refProblems(reg, in, refs, byType)...)
 	}
@@ -105,6 +106,20 @@ func BuildValidated(reg *xdstype.Registry, inputs []Input, v *Validated) (*Snaps
 		return nil, err
 	}
 	return newSnapshot(reg, byType), nil
+}
+
+// oneType is the type every ref is of, "" when they are of several or
+// there are none.
+func oneType(refs []xdstype.Ref) string {
+	if len(refs) == 0 {
+		return ""
+	}
+	for _, ref := range refs[1:] {
+		if ref.TypeURL != refs[0].TypeURL {
+			return ""
+		}
+	}
+	return refs[0].TypeURL
 }
 
 // validOnce validates in (its key k) unless v saw it pass before, adding

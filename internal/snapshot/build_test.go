@@ -132,3 +132,24 @@ func TestBuildRefuses(t *testing.T) {
 		}
 	})
 }
+
+// A resource's PrecedeType is the one type all it must wait for are of,
+// read at build time: make-before-break's shared check relies on it
+// instead of reading a route's every cluster on every stream.
+func TestPrecedeType(t *testing.T) {
+	reg := xdstype.New()
+	two := xdstest.Route("two", "a")
+	two.VirtualHosts = append(two.VirtualHosts, xdstest.Route("x", "b").VirtualHosts...)
+	two.VirtualHosts[1].Name, two.VirtualHosts[1].Domains = "other", []string{"other.example"}
+	s, err := snapshot.Build(reg, typedInputs(t, reg, xdstest.Cluster("a"), xdstest.Endpoints("a"), xdstest.Cluster("b"), xdstest.Endpoints("b"), two))
+	if err != nil {
+		t.Fatal(err)
+	}
+	route := s.Set(xdstype.RouteURL).Get("two")
+	if len(route.Precede) != 2 || route.PrecedeType() != xdstype.ClusterURL {
+		t.Errorf("route naming clusters a and b: Precede %v, PrecedeType %q, want two refs of %s", route.Precede, route.PrecedeType(), xdstype.ClusterURL)
+	}
+	if c := s.Set(xdstype.ClusterURL).Get("a"); c.PrecedeType() != "" {
+		t.Errorf("a cluster naming nothing to wait for: PrecedeType %q, want empty", c.PrecedeType())
+	}
+}

@@ -38,6 +38,8 @@ type Resource struct {
 	// Precede are the Refs whose type must reach a client first (see
 	// xdstype.Type.MustPrecede): what make-before-break holds this for.
 	Precede []xdstype.Ref
+	// precedeType is the type all of Precede are of, "" if several.
+	precedeType string
 	// TTL is nil for a resource without one.
 	TTL *durationpb.Duration
 
@@ -48,6 +50,11 @@ type Resource struct {
 	heartbeat    *discoveryv3.Resource
 	heartbeatAny *anypb.Any
 }
+
+// PrecedeType is the type every one of Precede is of, read once at build
+// time: "" when they are of several types or there are none. A route
+// naming a hundred clusters is checked per stream on every route change.
+func (r *Resource) PrecedeType() string { return r.precedeType }
 
 // ForDelta is the resource as a delta response carries it; without ttl
 // support the TTL is left out.

@@ -153,11 +153,9 @@ func (p *planner) arrivedShared(r *snapshot.Resource) bool {
 	if len(r.Precede) == 0 {
 		return true
 	}
-	url := r.Precede[0].TypeURL
-	for _, ref := range r.Precede[1:] {
-		if ref.TypeURL != url {
-			return false
-		}
+	url := r.PrecedeType()
+	if url == "" {
+		return false
 	}
 	h := p.st.holdings(url)
 	if h == nil {
