@@ -3,10 +3,12 @@ package xds
 import (
 	"sync"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pylon-xds/pylon/internal/snapshot"
@@ -110,7 +112,7 @@ func (s *Server) shareable(set *snapshot.Set, ttl bool, resp *discoveryv3.Discov
 	if err != nil {
 		return resp
 	}
-	tail, err := proto.Marshal(&discoveryv3.DiscoveryResponse{Nonce: resp.Nonce, ControlPlane: resp.ControlPlane})
+	tail, err := s.tails.sotw(resp.Nonce, resp.ControlPlane)
 	if err != nil {
 		return resp
 	}
@@ -130,9 +132,59 @@ func (s *Server) shareableDelta(set *snapshot.Set, ttl bool, resp *discoveryv3.D
 	if err != nil {
 		return resp
 	}
-	tail, err := proto.Marshal(&discoveryv3.DeltaDiscoveryResponse{Nonce: resp.Nonce, ControlPlane: resp.ControlPlane})
+	tail, err := s.tails.delta(resp.Nonce, resp.ControlPlane)
 	if err != nil {
 		return resp
 	}
 	return &encoded{Message: resp, body: body, tail: tail}
+}
+
+// nonceField is the nonce's field number in DiscoveryResponse and in
+// DeltaDiscoveryResponse alike (TestTailsAsProtoEncodes checks it).
+const nonceField protowire.Number = 5
+
+// tails encodes a shared response's own part, its nonce and the server's
+// control plane, by hand: proto.Marshal of a message built for it was 2%
+// of a route change's CPU at 5,000 streams. The control plane's field is
+// the same on every response and encoded once, by proto (newTails);
+// protobuf's own order (nonce, then control plane) is kept, so the bytes
+// are what proto.Marshal writes.
+type tails struct {
+	cp              *corev3.ControlPlane
+	sotwCP, deltaCP []byte
+}
+
+func newTails(cp *corev3.ControlPlane) (tails, error) {
+	s, err := proto.Marshal(&discoveryv3.DiscoveryResponse{ControlPlane: cp})
+	if err != nil {
+		return tails{}, err
+	}
+	d, err := proto.Marshal(&discoveryv3.DeltaDiscoveryResponse{ControlPlane: cp})
+	if err != nil {
+		return tails{}, err
+	}
+	return tails{cp: cp, sotwCP: s, deltaCP: d}, nil
+}
+
+func (t *tails) sotw(nonce string, cp *corev3.ControlPlane) ([]byte, error) {
+	if cp != t.cp || t.cp == nil {
+		return proto.Marshal(&discoveryv3.DiscoveryResponse{Nonce: nonce, ControlPlane: cp})
+	}
+	return appendTail(nonce, t.sotwCP), nil
+}
+
+func (t *tails) delta(nonce string, cp *corev3.ControlPlane) ([]byte, error) {
+	if cp != t.cp || t.cp == nil {
+		return proto.Marshal(&discoveryv3.DeltaDiscoveryResponse{Nonce: nonce, ControlPlane: cp})
+	}
+	return appendTail(nonce, t.deltaCP), nil
+}
+
+func appendTail(nonce string, cp []byte) []byte {
+	b := make([]byte, 0, 1+protowire.SizeBytes(len(nonce))+len(cp))
+	if nonce != "" { // proto3 leaves an empty string out
+		b = protowire.AppendTag(b, nonceField, protowire.BytesType)
+		b = protowire.AppendString(b, nonce)
+	}
+	return append(b, cp...)
 }

@@ -127,6 +127,7 @@ type Server struct {
 	holdTimeout time.Duration
 	admission   *admission
 	bodies      bodies
+	tails       tails
 	// vhdsIndexes are the VHDS alias indexes by content (contentAt),
 	// shared by every stream answering aliases against it, kept while one
 	// does (vhdsState holds its index).
@@ -196,6 +197,10 @@ func New(opts Options) *Server {
 		opts.MaxSlotHold = time.Second
 	}
 	opts.MaxSlotHold = min(opts.MaxSlotHold, opts.SendStall)
+	cp := &corev3.ControlPlane{Identifier: opts.Identifier}
+	// An identifier proto cannot encode (not UTF-8) leaves tails empty:
+	// every tail is then proto.Marshal's, and its error.
+	tl, _ := newTails(cp)
 	return &Server{
 		slotHold:    opts.MaxSlotHold,
 		evictAfter:  3 * opts.SendStall,
@@ -205,7 +210,8 @@ func New(opts Options) *Server {
 		subs:        newSubscriptions(),
 		logged:      newOnceSet(4096, log),
 		opts:        opts,
-		cp:          &corev3.ControlPlane{Identifier: opts.Identifier},
+		cp:          cp,
+		tails:       tl,
 		log:         log,
 		obs:         obs,
 		events:      sync.Pool{New: func() any { return new(Event) }},
