@@ -87,8 +87,9 @@ func (b *bareStream) request(t *testing.T, snap *snapshot.Snapshot, typeURL, non
 	t.Helper()
 	w := b.watches.at(typeURL)
 	if w == nil {
-		w = newWatch(b.st.srv.opts.Registry.Lookup(typeURL), b.st.srv)
-		b.watches.put(typeURL, w)
+		typ := b.st.srv.opts.Registry.Lookup(typeURL)
+		w = newWatch(typ, b.st.srv)
+		b.watches.put(typeURL, b.st.srv.rankOf(typ), w)
 	}
 	_, owe := w.onRequest(&discoveryv3.DiscoveryRequest{TypeUrl: typeURL, ResponseNonce: nonce, VersionInfo: version, ResourceNames: names}, snap)
 	if !owe {
@@ -295,7 +296,7 @@ func TestDeltaSharedStateAcrossStreams(t *testing.T) {
 		st := &stream{srv: srv}
 		w := newDeltaWatch(reg.Lookup(xdstype.EndpointURL), srv)
 		ws := &byType[*deltaWatch]{}
-		ws.put(xdstype.EndpointURL, w)
+		ws.put(xdstype.EndpointURL, srv.rankOf(reg.Lookup(xdstype.EndpointURL)), w)
 		useWatches(st, ws)
 		w.subscribe(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdstype.EndpointURL, ResourceNamesSubscribe: names}, v1.Set(xdstype.EndpointURL))
 		if d := deltaRound(t, st, w, v1, "1"); len(d.resources) != 4 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -400,17 +401,17 @@ func pass[W typeWatch](st *stream, watches *byType[W], push func(*planner, W, *s
 		return nil
 	}
 	p := st.planner()
-	for _, t := range st.srv.opts.Registry.Ranked() {
-		w, ok := watches.get(t.URL)
-		if !ok || !w.active() {
+	for i, w := range watches.ws {
+		if !w.active() {
 			continue
 		}
-		version := snap.Set(t.URL).Version()
+		url := watches.urls[i]
+		version := snap.Set(url).Version()
 		key := version
-		if t.URL == xdstype.VirtualHostURL {
+		if url == xdstype.VirtualHostURL {
 			// What a VHDS alias is answered with reads the route
 			// configurations' names too (aliasOf).
-			key = contentAt(snap.Set(t.URL), snap.Set(xdstype.RouteURL))
+			key = contentAt(snap.Set(url), snap.Set(xdstype.RouteURL))
 		}
 		settled := w.settledAt()
 		if !st.holding && *settled != "" && *settled == key {
@@ -428,7 +429,7 @@ func pass[W typeWatch](st *stream, watches *byType[W], push func(*planner, W, *s
 		if !p.mergeFlags(before) {
 			*settled = key
 		}
-		expect(st, w, t.URL, version, *settled == "")
+		expect(st, w, url, version, *settled == "")
 	}
 	p.done(true)
 	return nil
@@ -443,6 +444,11 @@ func useWatches[W typeWatch](st *stream, watches *byType[W]) {
 		}
 		return st.others(url)
 	}
+}
+
+// rankOf is t's place in the registry's make-before-break order.
+func (s *Server) rankOf(t *xdstype.Type) int {
+	return slices.Index(s.opts.Registry.Ranked(), t)
 }
 
 // open identifies the stream from a request, resolves the request's type
@@ -460,7 +466,7 @@ func open[W typeWatch](st *stream, node *corev3.Node, typeURL string, watches *b
 	w, ok := watches.get(t.URL)
 	if !ok {
 		w = create(t, st.srv)
-		watches.put(t.URL, w)
+		watches.put(t.URL, st.srv.rankOf(t), w)
 		st.observe(&Event{Kind: Subscribed, TypeURL: t.URL})
 	}
 	return w, nil
