@@ -44,13 +44,19 @@ func (c sharedCodec) Marshal(v any) (mem.BufferSlice, error) {
 	return c.proto.Marshal(v)
 }
 
-// Unmarshal decodes a DeltaDiscoveryRequest with unmarshalDelta, and
-// anything else with the proto codec.
+// Unmarshal decodes a DeltaDiscoveryRequest with unmarshalDelta, a
+// DiscoveryRequest with unmarshalSotW, and anything else with the proto
+// codec.
 func (c sharedCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	if r, ok := v.(*discoveryv3.DeltaDiscoveryRequest); ok {
+	switch r := v.(type) {
+	case *discoveryv3.DeltaDiscoveryRequest:
 		buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
 		defer buf.Free()
 		return unmarshalDelta(buf.ReadOnlyData(), r)
+	case *discoveryv3.DiscoveryRequest:
+		buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+		defer buf.Free()
+		return unmarshalSotW(buf.ReadOnlyData(), r)
 	}
 	return c.proto.Unmarshal(data, v)
 }
