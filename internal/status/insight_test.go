@@ -2,6 +2,7 @@ package status
 
 import (
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -96,5 +97,33 @@ func TestRolloutPendingBounded(t *testing.T) {
 	g := tr.Rollout().Groups[0]
 	if len(g.Pending) != maxPending || g.PendingTotal != maxPending+50 || g.Total != maxPending+50 {
 		t.Fatalf("pending %d listed, %d counted, total %d", len(g.Pending), g.PendingTotal, g.Total)
+	}
+}
+
+// ACKs from many streams at once add their samples without a lock: none is
+// lost from the count, and the window holds exactly the samples added
+// (each a distinct duration here) once they stop, whoever wrote which slot.
+func TestLatencyRingConcurrent(t *testing.T) {
+	const writers, each = 4, latencySamples / 2
+	var r ring
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				r.add(time.Duration(w*each + i + 1))
+			}
+		})
+	}
+	wg.Wait()
+	d, n := r.samples()
+	if n != writers*each || len(d) != latencySamples {
+		t.Fatalf("%d writers adding %d each: count %d, window %d; want %d, %d", writers, each, n, len(d), writers*each, latencySamples)
+	}
+	seen := map[time.Duration]bool{}
+	for _, x := range d {
+		if x < 1 || x > writers*each || seen[x] {
+			t.Fatalf("window holds %v: not one of the samples added, or twice", x)
+		}
+		seen[x] = true
 	}
 }

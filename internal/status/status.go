@@ -168,9 +168,9 @@ type Tracker struct {
 	// ACK without a lock: replaced on a publish that adds to it, never
 	// written. order is its keys, oldest first (under mu).
 	accepted atomic.Pointer[map[acceptKey]time.Time]
-	// lmu guards latency, the newest push latencies per type name.
-	lmu     sync.Mutex
-	latency map[string]*ring
+	// latency holds the newest push latencies per type name, read and
+	// added to without a lock (ring).
+	latency cowmap.Map[string, *ring]
 
 	mu    sync.Mutex
 	gone  []goneStream
@@ -335,7 +335,7 @@ func NewTracker(opts Options) *Tracker {
 	if opts.MaxGone == 0 {
 		opts.MaxGone = 1000
 	}
-	t := &Tracker{opts: opts, latency: map[string]*ring{}}
+	t := &Tracker{opts: opts}
 	t.accepted.Store(&map[acceptKey]time.Time{})
 	for i := range t.shards {
 		t.shards[i].streams, t.shards[i].counts = map[uint64]*stream{}, map[countKey]int{}
@@ -772,12 +772,10 @@ func (t *Tracker) pushed(typeURL, key, name string, since, at time.Time) (bool, 
 	if !known || !accepted.After(since) {
 		return false, accepted
 	}
-	t.lmu.Lock()
-	defer t.lmu.Unlock()
-	r := t.latency[name]
+	r := t.latency.Load()[name]
 	if r == nil {
-		r = &ring{}
-		t.latency[name] = r
+		// Kinds are bounded (maxKinds), and so are their names.
+		r = t.latency.LoadOrStore(name, &ring{}, maxKinds)
 	}
 	r.add(at.Sub(accepted))
 	return true, accepted
