@@ -65,9 +65,10 @@ func main() {
 	dir := flag.String("dir", "", "internal: the churn server's folder (store or config file)")
 	driverProfile := flag.String("driver-profile", "", "write the driver's own CPU profile (the simulated proxies, the churn's clients) to this file")
 	routes := flag.Int("routes", 1, "route changes measured one after another (the median last-proxy time and the mean CPU are shown; with -profile, one CPU profile spans them all)")
+	eds := flag.Int("eds", 1, "EDS changes measured one after another (the latency percentiles are over every proxy of every change, the bytes and CPU a mean per change; with -profile, one CPU profile spans them all)")
 	driverGC := flag.Int("driver-gogc", 400, "the driver's GOGC (the servers run with Go's default): the simulated proxies stand in for processes on other machines, and their garbage collection shares the 2 cores with the server measured")
 	flag.Parse()
-	if msg := checkFlags(*routes, *driverGC, *impls, *churnRates != "" || *failover, *duration); msg != "" {
+	if msg := checkFlags(*routes, *eds, *driverGC, *impls, *churnRates != "" || *failover, *duration); msg != "" {
 		fmt.Fprintln(os.Stderr, msg)
 		os.Exit(2)
 	}
@@ -111,7 +112,7 @@ func main() {
 	for _, c := range ints(*cs) {
 		for _, n := range ints(*ns) {
 			for _, impl := range strings.Split(*impls, ",") {
-				r, err := run(impl, n, c, *delta && strings.HasPrefix(impl, "pylon"), *perConn, *routes, *profile)
+				r, err := run(impl, n, c, *delta && strings.HasPrefix(impl, "pylon"), *perConn, changes{eds: *eds, routes: *routes}, *profile)
 				if err != nil {
 					fmt.Fprintf(os.Stderr, "%s n=%d clusters=%d: %v\n", impl, n, c, err)
 					continue
@@ -123,10 +124,12 @@ func main() {
 }
 
 // checkFlags says what is wrong with the driver's flags, "" if nothing.
-func checkFlags(routes, driverGC int, impls string, scenario bool, duration time.Duration) string {
+func checkFlags(routes, eds, driverGC int, impls string, scenario bool, duration time.Duration) string {
 	switch {
 	case routes < 1 || routes > 1000:
 		return "-routes: between 1 and 1000"
+	case eds < 1 || eds > 1000:
+		return "-eds: between 1 and 1000"
 	case driverGC < 10:
 		return "-driver-gogc: at least 10 (the driver's collector cannot be turned off: the simulator would grow without bound)"
 	case scenario && strings.Contains(impls, "pylon-unobserved"):
@@ -339,7 +342,10 @@ type result struct {
 	cpuFirst, selfFirst        float64 // first full config: server's and proxies' CPU
 }
 
-func run(impl string, n, clusters int, delta bool, perConn, routes int, profile string) (string, error) {
+// changes are how many EDS and route changes a run measures.
+type changes struct{ eds, routes int }
+
+func run(impl string, n, clusters int, delta bool, perConn int, ch changes, profile string) (string, error) {
 	c, err := startChild(impl, clusters)
 	if err != nil {
 		return "", err
@@ -369,10 +375,13 @@ func run(impl string, n, clusters int, delta bool, perConn, routes int, profile 
 	if profile != "" {
 		fetch(c, "/debug/pprof/heap", base+".heap")
 		profiled.Add(1)
-		go func() { defer profiled.Done(); fetch(c, "/debug/pprof/profile?seconds=3", base+".cpu") }()
+		go func() {
+			defer profiled.Done()
+			fetch(c, "/debug/pprof/profile?seconds="+strconv.Itoa(3+ch.eds/3), base+".cpu")
+		}()
 		time.Sleep(100 * time.Millisecond)
 	}
-	err = edsChange(c, f, &r)
+	err = edsChanges(c, f, &r, ch.eds)
 	profiled.Wait()
 	if err != nil {
 		return "", err
@@ -381,11 +390,11 @@ func run(impl string, n, clusters int, delta bool, perConn, routes int, profile 
 		profiled.Add(1)
 		go func() {
 			defer profiled.Done()
-			fetch(c, "/debug/pprof/profile?seconds="+strconv.Itoa(1+routes/3), base+".route.cpu")
+			fetch(c, "/debug/pprof/profile?seconds="+strconv.Itoa(1+ch.routes/3), base+".route.cpu")
 		}()
 		time.Sleep(100 * time.Millisecond)
 	}
-	err = routeChanges(c, f, &r, routes)
+	err = routeChanges(c, f, &r, ch)
 	profiled.Wait()
 	if err != nil {
 		return "", err
@@ -440,22 +449,29 @@ func firstConfig(c *child, f *fleet, r *result, impl string, verbose bool) error
 	return nil
 }
 
-// edsChange measures an EDS change (one endpoint of one cluster) reaching
-// every proxy.
-func edsChange(c *child, f *fleet, r *result) error {
-	f.epoch.Add(1)
+// edsChanges measures EDS changes (one endpoint of one cluster each)
+// reaching every proxy, one after another: the latency of every proxy of
+// every change, and the mean bytes and CPU per change.
+func edsChanges(c *child, f *fleet, r *result, count int) error {
 	f.bytes.Store(0)
+	f.mu.Lock()
+	f.lat = nil
+	f.mu.Unlock()
 	cpu0 := c.cpu()
-	f.started = time.Now()
-	if err := c.set(1, 0); err != nil {
-		return err
+	for i := 1; i <= count; i++ {
+		f.edsSeen.Store(0)
+		f.started = time.Now()
+		f.epoch.Add(1)
+		if err := c.set(i, 0); err != nil {
+			return err
+		}
+		if _, err := waitFor(&f.edsSeen, int64(f.n), 5*time.Minute); err != nil {
+			return fmt.Errorf("EDS change %d: %w", i, err)
+		}
+		time.Sleep(200 * time.Millisecond) // ACKs in
 	}
-	if _, err := waitFor(&f.edsSeen, int64(f.n), 5*time.Minute); err != nil {
-		return fmt.Errorf("EDS change: %w", err)
-	}
-	time.Sleep(200 * time.Millisecond) // ACKs in
-	r.cpu = c.cpu() - cpu0
-	r.bytesPer = float64(f.bytes.Load()) / float64(f.n)
+	r.cpu = (c.cpu() - cpu0) / float64(count)
+	r.bytesPer = float64(f.bytes.Load()) / float64(f.n) / float64(count)
 	f.mu.Lock()
 	r.lat = append([]time.Duration(nil), f.lat...)
 	f.mu.Unlock()
@@ -464,14 +480,15 @@ func edsChange(c *child, f *fleet, r *result) error {
 
 // routeChanges measures route changes reaching every proxy, one after
 // another: the median time to the last proxy and the mean CPU per change.
-func routeChanges(c *child, f *fleet, r *result, count int) error {
+func routeChanges(c *child, f *fleet, r *result, ch changes) error {
+	count := ch.routes
 	maxes := make([]time.Duration, 0, count)
 	cpu0, self0 := c.cpu(), procCPU("self")
 	for i := 1; i <= count; i++ {
 		f.epoch.Add(1)
 		f.rdsSeen.Store(0)
 		routeStart := time.Now()
-		if err := c.set(1, i); err != nil {
+		if err := c.set(ch.eds, i); err != nil { // the endpoints as the last EDS change left them
 			return err
 		}
 		if _, err := waitFor(&f.rdsSeen, int64(f.n), 5*time.Minute); err != nil {
