@@ -518,9 +518,6 @@ func (w *deltaWatch) sentResponse(nonce, version string, set *snapshot.Set, d de
 		w.pending = map[string]deltaSent{}
 	}
 	w.pending[nonce] = deltaSent{at: now, version: version, plan: d, counted: counted}
-	if w.inflight.IsZero() {
-		w.inflight = now
-	}
 }
 
 // settle takes a response's changes off the in-flight counts.
@@ -528,14 +525,7 @@ func (w *deltaWatch) settle(rec deltaSent) {
 	if !rec.counted {
 		return
 	}
-	rec.plan.each(func(n string, _ *snapshot.Resource) {
-		if w.moving[n]--; w.moving[n] <= 0 {
-			delete(w.moving, n)
-		}
-	})
-	if len(w.moving) == 0 {
-		w.moving = nil // a drained map keeps its buckets
-	}
+	rec.plan.each(func(n string, _ *snapshot.Resource) { w.moving.sub(n) })
 }
 
 // answered applies the client's ACK or NACK of the response with nonce and
@@ -593,12 +583,6 @@ func (w *deltaWatch) answered(nonce string, nack bool) (version string, ok bool)
 		if c := w.heldAs; !nack && c != nil && len(w.pending) == 0 && w.ackedAs != c && w.shared.canonOf(w.acked, c.set, w.sub) == c {
 			// Everything sent is ACKed and is the shared set: share it.
 			w.acked, w.ackedAs = c.held, c
-		}
-	}
-	w.inflight = time.Time{}
-	for _, s := range w.pending {
-		if w.inflight.IsZero() || s.at.Before(w.inflight) {
-			w.inflight = s.at
 		}
 	}
 	return rec.version, true

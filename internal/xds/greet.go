@@ -88,7 +88,7 @@ func (st *sotwStream) greetNow() error {
 	p := st.planner()
 	set := snap.Set(pick.typ.URL)
 	next, _ := pick.plan(p, set)
-	if err := st.respond(pick, next, snap, p.now); err != nil {
+	if err := st.respond(pick, next, snap); err != nil {
 		return err
 	}
 	expect(st.stream, pick, pick.typ.URL, set.Version(), p.flags() != [3]bool{})

@@ -126,7 +126,7 @@ func freeze(l *ledger, wildcard bool, names map[string]struct{}) *view {
 			held:    held,
 			acked:   acked,
 			nacked:  maps.Clone(l.nacked),
-			moving:  maps.Clone(l.moving),
+			moving:  l.moving.clone(),
 			synced:  l.synced,
 			heldAs:  l.heldAs,
 			ackedAs: l.ackedAs,

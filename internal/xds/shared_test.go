@@ -112,7 +112,7 @@ func (b *bareStream) push(snap *snapshot.Snapshot, typeURL string) (*discoveryv3
 
 func (b *bareStream) respond(w *watch, o outcome, snap *snapshot.Snapshot) *discoveryv3.DiscoveryResponse {
 	b.nonce++
-	return w.response(o, fmt.Sprint(b.nonce), false, time.Now())
+	return w.response(o, fmt.Sprint(b.nonce), false)
 }
 
 // ack answers resp, repeating the subscription.

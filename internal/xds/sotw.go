@@ -3,7 +3,6 @@ package xds
 import (
 	"slices"
 	"sort"
-	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -119,17 +118,15 @@ func (w *watch) onRequest(req *discoveryv3.DiscoveryRequest, snap *snapshot.Snap
 				w.reject(n, r)
 			}
 		}
-		w.inflight = time.Time{}
-		w.moving = nil
+		w.moving = inFlight{}
 		w.synced = true
 	default:
 		kind = reqACK
 		w.ackedVersion, w.ackedSet = w.version, w.setVersion
 		w.acked, w.ackedAs = w.held, w.heldAs
 		w.nacked = nil
-		w.inflight = time.Time{}
 		// The latest response answers for every earlier one.
-		w.moving = nil
+		w.moving = inFlight{}
 		w.synced = true
 	}
 
@@ -393,7 +390,7 @@ func (w *watch) planShared(p *planner, set *snapshot.Set) (o outcome, changed, o
 // (and names just subscribed to): the client keeps the rest (X22), so one
 // changed assignment among a thousand costs one assignment on the wire. A
 // response that warms a cluster or listener (X38) holds them all.
-func (w *watch) response(o outcome, nonce string, ttl bool, now time.Time) *discoveryv3.DiscoveryResponse {
+func (w *watch) response(o outcome, nonce string, ttl bool) *discoveryv3.DiscoveryResponse {
 	next := o.next
 	var names []string
 	if o.as != nil {
@@ -449,9 +446,6 @@ func (w *watch) response(o outcome, nonce string, ttl bool, now time.Time) *disc
 	}
 	w.held, w.heldAs = next, o.as
 	w.force = nil
-	if w.inflight.IsZero() {
-		w.inflight = now
-	}
 	w.nonce, w.version, w.sent = nonce, version, true
 	w.warm = false
 	return &discoveryv3.DiscoveryResponse{
@@ -493,7 +487,7 @@ func (w *watch) adopt(o outcome, set *snapshot.Set) {
 	w.nonce, w.sent = "", true
 	w.synced = true
 	w.force, w.warm = nil, false
-	w.moving, w.nacked, w.inflight = nil, nil, time.Time{}
+	w.moving, w.nacked = inFlight{}, nil
 }
 
 func (w *watch) bumpAcked(n string) {

@@ -3,7 +3,6 @@ package xds
 import (
 	"slices"
 	"strconv"
-	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/proto"
@@ -87,7 +86,7 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 		case w.typ.FullState || len(next.next) > 0:
 			// What the request asked for may be held back; a per-resource
 			// type then has nothing to say yet (X22).
-			if err := st.respond(w, next, snap, p.now); err != nil {
+			if err := st.respond(w, next, snap); err != nil {
 				return err
 			}
 		}
@@ -114,15 +113,15 @@ func (st *sotwStream) onFleet() error {
 		if !changed {
 			return nil
 		}
-		return st.respond(w, next, snap, p.now)
+		return st.respond(w, next, snap)
 	})
 }
 
-func (st *sotwStream) respond(w *watch, next outcome, snap *snapshot.Snapshot, now time.Time) error {
+func (st *sotwStream) respond(w *watch, next outcome, snap *snapshot.Snapshot) error {
 	first := !w.sent
 	set := snap.Set(w.typ.URL)
 	ttl := st.ttl && st.wrap
-	resp := w.response(next, st.nextNonce(), ttl, now)
+	resp := w.response(next, st.nextNonce(), ttl)
 	w.setVersion = set.Version()
 	resp.ControlPlane = st.srv.cp
 	size, err := st.send(st.srv.shareable(set, ttl, resp), first)
