@@ -13,6 +13,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -126,6 +127,7 @@ type Server struct {
 	epoch       time.Time
 	holdTimeout time.Duration
 	admission   *admission
+	drainers    *drainers
 	bodies      bodies
 	tails       tails
 	// vhdsIndexes are the VHDS alias indexes by content (contentAt),
@@ -206,6 +208,7 @@ func New(opts Options) *Server {
 		evictAfter:  3 * opts.SendStall,
 		holdTimeout: hold,
 		admission:   newAdmission(opts.MaxInitialSends, opts.NewStreamsPerSecond, opts.AdmissionWait),
+		drainers:    newDrainers(2 * runtime.GOMAXPROCS(0)),
 		board:       newBoard(),
 		subs:        newSubscriptions(),
 		logged:      newOnceSet(4096, log),

@@ -3,8 +3,10 @@ package xds_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -120,5 +122,52 @@ func TestShutdownEndsStreams(t *testing.T) {
 	srv.XDS.Shutdown()
 	if got := status.Code(s.Err()); got != codes.Unavailable {
 		t.Fatalf("stream ended with %v, want Unavailable", got)
+	}
+}
+
+// Pushes run on a few goroutines (drainers), not one per stream: more
+// clients that stop reading than there are drainers must not hold up the
+// rest of the fleet. Each stalled client's push blocks in its send, and a
+// drainer blocked there lets another take the queue; a healthy stream
+// gets every publish long before the stalled sends are evicted (30s).
+func TestStalledClientsDoNotHoldUpPushes(t *testing.T) {
+	srv := xdstest.Start(t, xds.Options{})
+	srv.Publish(t, bigClusters(0, 1<<20)...)
+	stalled := 2*runtime.GOMAXPROCS(0) + 2
+	for i := range stalled {
+		conn, err := grpc.NewClient(srv.Addr,
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		s, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, xdstest.ADSMethod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SendMsg(&discoveryv3.DiscoveryRequest{Node: xdstest.Node(fmt.Sprintf("stalled-%d", i)), TypeUrl: cds}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fast := xdstest.OpenADS(t, xdstest.Dial(t, srv.Addr), xdstest.Node("fast"))
+	fast.Request(cds)
+	fast.RecvType(cds)
+	start := time.Now()
+	for gen := 1; gen <= 3; gen++ {
+		srv.Publish(t, bigClusters(gen, 1<<20)...)
+		want := srv.Publisher.Current().For(nil).Set(cds).Version()
+		for {
+			resp := fast.RecvType(cds)
+			fast.ACK(resp)
+			if resp.VersionInfo == want {
+				break
+			}
+		}
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Fatalf("three publishes took %s to reach a healthy stream beside %d stalled ones", took, stalled)
 	}
 }

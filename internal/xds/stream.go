@@ -636,6 +636,11 @@ func (st *stream) notFound() bool {
 // admission token back, and one that outlives three times SendStall gets
 // the stream's connection closed (sendwatch.go).
 func (st *stream) send(msg any, first bool) (int, error) {
+	if ev := st.ev; ev != nil && ev.onPool {
+		// A drainer: another moves the queue while this one waits.
+		ev.pool.mayBlock()
+		defer ev.pool.unblocked()
+	}
 	var release func()
 	if first {
 		var err error

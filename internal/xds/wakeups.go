@@ -63,6 +63,11 @@ type wakeups struct {
 	// the stream while its reader waits in RecvMsg, making RecvMsg return.
 	handle func(bits uint8) error
 	cut    func()
+	// pool runs drain (drainers). onPool is set, under the stream's
+	// mutex, while a wakeup is handled there: its sends may block
+	// (stream.send).
+	pool   *drainers
+	onPool bool
 }
 
 // settle decides the outcome, with mu held, once nothing is being handled
@@ -93,7 +98,7 @@ func (w *wakeups) post(bits uint8) {
 	w.running = true
 	w.wg.Add(1)
 	w.mu.Unlock()
-	go w.drain()
+	w.pool.submit(w)
 }
 
 // drain handles what is pending until nothing is, then exits; when the
@@ -113,7 +118,10 @@ func (w *wakeups) drain() {
 			cut := w.stopped && !w.busy && !w.done
 			w.mu.Unlock()
 			if cut {
+				// The cut takes the stream's mutex and writes its status.
+				w.pool.mayBlock()
 				w.cut()
+				w.pool.unblocked()
 			}
 			return
 		}
@@ -212,7 +220,7 @@ func (w *wakeups) finish(err error) error {
 // the moment it exists: a drain or a shutdown may come before the stream
 // runs. cutC is set for a stream other than gRPC's (see run).
 func newWakeups(st *stream) (w *wakeups, cutC chan struct{}) {
-	w = &wakeups{}
+	w = &wakeups{pool: st.srv.drainers}
 	if ts := cutter(st.gs); ts != nil {
 		// The stream ends here, then its status goes out: that ends the
 		// RecvMsg its goroutine waits in (the status it would write then
@@ -242,8 +250,16 @@ func run[Req any, P interface {
 	*Req
 }](w *wakeups, cutC chan struct{}, st *stream, onRequest func(P) error, onFleet, onHeartbeat func() error) error {
 	w.handle = func(bits uint8) error {
-		st.mu.Lock()
+		if !st.mu.TryLock() {
+			// The reader holds it, maybe in a send to a client that
+			// does not read.
+			w.pool.mayBlock()
+			st.mu.Lock()
+			w.pool.unblocked()
+		}
 		defer st.mu.Unlock()
+		w.onPool = true
+		defer func() { w.onPool = false }()
 		return st.woken(bits, onFleet, onHeartbeat)
 	}
 	st.ev = w
