@@ -18,6 +18,7 @@ func TestPerStreamStructsFitTheirSizeClass(t *testing.T) {
 		{"stream", unsafe.Sizeof(stream{}), 576},
 		{"watch", unsafe.Sizeof(watch{}), 256},
 		{"deltaWatch", unsafe.Sizeof(deltaWatch{}), 224},
+		{"wakeups", unsafe.Sizeof(wakeups{}), 96},
 	} {
 		if c.size > c.max {
 			t.Errorf("%s is %d bytes, past its %d-byte size class: group its flags, or take a field every stream does not need out of it", c.name, c.size, c.max)

@@ -48,26 +48,28 @@ type wakeups struct {
 	// busy is set while the reader handles a request; done once the
 	// reader will not call RecvMsg again.
 	busy, done bool
-	// cause is why the stream is to end, from outside, once what is being
-	// handled is (hasCause).
+	// hasCause: see cause.
 	hasCause bool
-	cause    error
 	// armed is set once the stream runs (arm): a cause from outside
 	// before then is only recorded, and acted on by arm.
 	armed bool
 	// stopped is set with the stream's outcome, err (nil: it ended well).
 	stopped bool
-	err     error
-	wg      sync.WaitGroup
+	// onPool is set, under the stream's mutex, while a wakeup is handled
+	// on pool: its sends may block (stream.send). The flags share a word:
+	// a stream's wakeups stay in the 96-byte size class.
+	onPool bool
+	// cause is why the stream is to end, from outside, once what is being
+	// handled is (hasCause).
+	cause error
+	err   error
+	wg    sync.WaitGroup
 	// handle handles pending wakeups under the stream's mutex; cut ends
 	// the stream while its reader waits in RecvMsg, making RecvMsg return.
 	handle func(bits uint8) error
 	cut    func()
-	// pool runs drain (drainers). onPool is set, under the stream's
-	// mutex, while a wakeup is handled there: its sends may block
-	// (stream.send).
-	pool   *drainers
-	onPool bool
+	// pool runs drain (drainers).
+	pool *drainers
 }
 
 // settle decides the outcome, with mu held, once nothing is being handled
