@@ -128,6 +128,7 @@ type Server struct {
 	holdTimeout time.Duration
 	admission   *admission
 	drainers    *drainers
+	fanout      connFanout
 	bodies      bodies
 	tails       tails
 	// vhdsIndexes are the VHDS alias indexes by content (contentAt),
@@ -209,6 +210,7 @@ func New(opts Options) *Server {
 		holdTimeout: hold,
 		admission:   newAdmission(opts.MaxInitialSends, opts.NewStreamsPerSecond, opts.AdmissionWait),
 		drainers:    newDrainers(2 * runtime.GOMAXPROCS(0)),
+		fanout:      connFanout{fleets: opts.Fleets},
 		board:       newBoard(),
 		subs:        newSubscriptions(),
 		logged:      newOnceSet(4096, log),

@@ -267,8 +267,8 @@ func run[Req any, P interface {
 	st.ev = w
 	st.hb.fire = func() { w.post(wakeBeat) }
 	defer st.hb.stop()
-	unnotify := st.srv.notify(func() { w.post(wakeFleet) })
-	defer unnotify()
+	st.srv.fanout.add(st.conn, w)
+	defer st.srv.fanout.remove(st.conn, w)
 	if cutC != nil {
 		// Such a transport's RecvMsg may not end with its context.
 		ctx := st.gs.Context()
@@ -404,9 +404,6 @@ func (h *heartbeats) stop() {
 	}
 	h.t, h.every = nil, 0
 }
-
-// notify calls f after each publish until the returned func is called.
-func (s *Server) notify(f func()) func() { return s.opts.Fleets.Notify(f) }
 
 // statusWriter is gRPC's server transport stream, which writes a stream's
 // final status: gRPC's own handler does so after the handler returns.
