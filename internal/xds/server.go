@@ -3,10 +3,10 @@
 // It serves the aggregated stream (ADS) and one service per resource type,
 // registered from the xdstype registry, so a new type needs no change here.
 // Each stream keeps one goroutine, gRPC's handler, which reads requests and
-// answers each; a publish, or a timer of the stream, wakes it through a
-// short-lived goroutine that pushes the newest Fleet, skipping versions it
-// was too slow to send (wakeups.go). Both hold the stream's mutex, so its
-// state has one owner at a time and its sends stay in order.
+// answers each; a publish, or a timer of the stream, wakes it: one of a few
+// server-wide goroutines (drainers.go) pushes the newest Fleet, skipping
+// versions it was too slow to send (wakeups.go). Both hold the stream's
+// mutex, so its state has one owner at a time and its sends stay in order.
 package xds
 
 import (

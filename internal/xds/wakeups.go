@@ -16,16 +16,16 @@ import (
 // goroutine, which reads the stream's requests and answers each in turn.
 // Everything else a stream reacts to (a publish, another per-type stream of
 // its node moving on, the bound of a hold, its first message, a heartbeat)
-// wakes it through wakeups: a short-lived goroutine, started when the
-// event fires, handles what is pending and exits. Requests and wakeups are
-// handled under the stream's mutex, one at a time, as one loop would, so
-// sends stay serialized and the stream's state has one owner at a time.
+// wakes it through wakeups: the event queues the stream's drain for the
+// server's drainers (drainers.go), a few goroutines that handle what is
+// pending, stream after stream. Requests and wakeups are handled under the
+// stream's mutex, one at a time, as one loop would, so sends stay
+// serialized and the stream's state has one owner at a time.
 //
 // A second goroutine per stream (one blocked in Recv, one in a select over
 // the stream's channels) costs a stack of its own, about 4 KB for each
-// proxy. What this costs instead: a goroutine start per event that reaches
-// a stream, and a way to end the stream while its one goroutine waits in
-// RecvMsg (cutter).
+// proxy. What this costs instead: a queue of wakeups, and a way to end the
+// stream while its one goroutine waits in RecvMsg (cutter).
 
 // What wakes a stream, besides its requests.
 const (
