@@ -49,7 +49,8 @@ func (w *sendWatch) begin(release func()) {
 	w.started, w.release, w.stalled = time.Now(), release, false
 	if w.stopped || w.armed {
 		// An armed timer fires no later than stall after this send
-		// began (it was set at or before now, for at most stall), and
+		// began (it was set at or before now, for at most stall: only a
+		// stalled send sets it for longer, and its end disarms it), and
 		// fire re-arms it for the rest.
 		return
 	}
@@ -66,6 +67,12 @@ func (w *sendWatch) begin(release func()) {
 // armed (see sendWatch).
 func (w *sendWatch) end() (evicted bool) {
 	w.mu.Lock()
+	if w.stalled && w.armed && !w.evicted {
+		// A stalled send left the timer set for its eviction, later than
+		// the next send's stall: the next send arms it afresh.
+		w.timer.Stop()
+		w.armed = false
+	}
 	rel := w.release
 	w.started, w.release = time.Time{}, nil
 	evicted = w.evicted

@@ -88,6 +88,13 @@ func TestSendWatchArmsLazily(t *testing.T) {
 	if w.end() {
 		t.Fatal("a send past stall but not evict reported evicted")
 	}
+	if w.armed {
+		// The fire past stall set the timer for the eviction, an hour
+		// off: the next send's slot would be held that long.
+		t.Fatal("a stalled send ended with the timer still set for its eviction")
+	}
+	w.begin(nil)
+	w.end()
 	w.fire() // nothing in flight
 	if w.armed {
 		t.Fatal("a fire with no send in flight left the timer armed")
