@@ -17,7 +17,9 @@ import (
 // towards the target, and another starts if wakeups are queued: however
 // many clients stall, target drainers are free to move the queue, as the
 // goroutine per wakeup was. A drainer ends as soon as the queue is empty,
-// and one past the target ends after the wakeup it runs.
+// or after the wakeup it runs when more than twice the target are free:
+// the margin keeps a drainer from being started and ended around every
+// send of a fan-out that does not block.
 type drainers struct {
 	target int32
 
@@ -25,12 +27,14 @@ type drainers struct {
 	queue []*wakeups
 	head  int // queue[head:] are waiting
 
-	// running are the drainers alive (under mu); blocked, those of them
-	// in a section that may block; queued, len(queue)-head, read by
-	// mayBlock without mu.
-	running int32
+	// running are the drainers alive (changed under mu); blocked, those
+	// of them in a section that may block; queued, len(queue)-head. All
+	// three are read by mayBlock without mu.
+	running atomic.Int32
 	blocked atomic.Int32
 	queued  atomic.Int32
+	// started counts the drainers ever started, for tests.
+	started atomic.Int64
 }
 
 func newDrainers(target int) *drainers { return &drainers{target: int32(max(target, 1))} }
@@ -47,8 +51,9 @@ func (d *drainers) submit(w *wakeups) {
 // startLocked starts a drainer if wakeups wait and fewer than target
 // drainers are free; mu is held.
 func (d *drainers) startLocked() {
-	if d.head < len(d.queue) && d.running-d.blocked.Load() < d.target {
-		d.running++
+	if d.head < len(d.queue) && d.running.Load()-d.blocked.Load() < d.target {
+		d.running.Add(1)
+		d.started.Add(1)
 		go d.run()
 	}
 }
@@ -58,8 +63,8 @@ func (d *drainers) startLocked() {
 func (d *drainers) run() {
 	for {
 		d.mu.Lock()
-		if d.head == len(d.queue) || d.running-d.blocked.Load() > d.target {
-			d.running--
+		if d.head == len(d.queue) || d.running.Load()-d.blocked.Load() > 2*d.target {
+			d.running.Add(-1)
 			if d.head == len(d.queue) {
 				clear(d.queue)
 				d.queue, d.head = d.queue[:0], 0
@@ -94,9 +99,9 @@ func (d *drainers) pop() *wakeups {
 // drainer starts. blocked is raised before queued is read: a submit after
 // that read sees it raised.
 func (d *drainers) mayBlock() {
-	d.blocked.Add(1)
-	if d.queued.Load() == 0 {
-		return
+	b := d.blocked.Add(1)
+	if d.queued.Load() == 0 || d.running.Load()-b >= d.target {
+		return // nothing waits, or enough are free: no lock
 	}
 	d.mu.Lock()
 	d.startLocked()

@@ -20,9 +20,7 @@ func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool)
 }
 
 func (d *drainers) alive() int32 {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.running
+	return d.running.Load()
 }
 
 // poolWakeup is a stream's wakeups as the pool sees them, handling with h.
@@ -116,4 +114,28 @@ func TestDrainersQueueStaysBounded(t *testing.T) {
 	if waiting != 5000 || held > 2*waiting+1024 {
 		t.Fatalf("%d waiting, %d held in the queue; want 5000 waiting, at most twice that held", waiting, held)
 	}
+}
+
+// A fan-out whose sends do not block (each still announced by mayBlock,
+// as stream.send does) starts a handful of drainers, not one per send.
+func TestDrainersDoNotChurnOnQuickSends(t *testing.T) {
+	d := newDrainers(2)
+	ws := make([]*wakeups, 500)
+	for i := range ws {
+		ws[i] = poolWakeup(d, func() error {
+			d.mayBlock()
+			d.unblocked()
+			return nil
+		})
+	}
+	for _, w := range ws {
+		w.post(wakeFleet)
+	}
+	for _, w := range ws {
+		w.wg.Wait()
+	}
+	if n := d.started.Load(); n > 8 {
+		t.Fatalf("%d drainers started for 500 wakeups whose sends return at once; want a handful (target 2)", n)
+	}
+	waitUntil(t, 10*time.Second, "drainers still running with nothing queued", func() bool { return d.alive() == 0 })
 }
