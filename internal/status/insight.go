@@ -20,8 +20,9 @@ const latencySamples = 1024
 // claimed by an atomic count and written atomically, so adding takes no
 // lock (one lock for every ACK of the fleet was 1% of a route change's CPU
 // at 5,000 streams, mostly waiting). A reader racing an add may see the
-// slot's previous sample: a percentile over the window is not moved by
-// that.
+// slot's previous sample, or, while the ring fills, a slot claimed and
+// not yet written: slots hold a sample plus one, so such a slot reads 0
+// and is left out rather than taken for a latency of 0.
 type ring struct {
 	n atomic.Uint64 // every sample ever added
 	d [latencySamples]atomic.Int64
@@ -29,15 +30,17 @@ type ring struct {
 
 func (r *ring) add(d time.Duration) {
 	i := r.n.Add(1) - 1
-	r.d[i%latencySamples].Store(int64(d))
+	r.d[i%latencySamples].Store(int64(max(d, 0)) + 1)
 }
 
 // samples copies the ring's samples out, and the count ever added.
 func (r *ring) samples() ([]time.Duration, uint64) {
 	n := r.n.Load()
-	out := make([]time.Duration, min(n, latencySamples))
-	for i := range out {
-		out[i] = time.Duration(r.d[i].Load())
+	out := make([]time.Duration, 0, min(n, latencySamples))
+	for i := range cap(out) {
+		if v := r.d[i].Load(); v > 0 {
+			out = append(out, time.Duration(v-1))
+		}
 	}
 	return out, n
 }
@@ -62,7 +65,7 @@ func (t *Tracker) Latencies() []Latency {
 	samples := make(map[string][]time.Duration, len(rings))
 	totals := make(map[string]uint64, len(rings))
 	for typ, r := range rings {
-		if samples[typ], totals[typ] = r.samples(); totals[typ] == 0 {
+		if samples[typ], totals[typ] = r.samples(); len(samples[typ]) == 0 {
 			delete(samples, typ)
 		}
 	}

@@ -119,6 +119,14 @@ func TestLatencyRingConcurrent(t *testing.T) {
 	if n != writers*each || len(d) != latencySamples {
 		t.Fatalf("%d writers adding %d each: count %d, window %d; want %d, %d", writers, each, n, len(d), writers*each, latencySamples)
 	}
+	// A slot claimed and not yet written (an add between its two steps)
+	// is left out, not read as a latency of 0.
+	var filling ring
+	filling.add(5 * time.Millisecond)
+	filling.n.Add(1) // claimed, not written
+	if d, n := filling.samples(); n != 2 || len(d) != 1 || d[0] != 5*time.Millisecond {
+		t.Fatalf("a ring with one sample and one slot claimed: %v of %d; want [5ms] of 2", d, n)
+	}
 	seen := map[time.Duration]bool{}
 	for _, x := range d {
 		if x < 1 || x > writers*each || seen[x] {
