@@ -127,12 +127,14 @@ func TestShutdownEndsStreams(t *testing.T) {
 
 // Pushes run on a few goroutines (drainers), not one per stream: more
 // clients that stop reading than there are drainers must not hold up the
-// rest of the fleet. Each stalled client's push blocks in its send, and a
-// drainer blocked there lets another take the queue; a healthy stream
-// gets every publish long before the stalled sends are evicted (30s).
+// rest of the fleet. The stalled clients take their first config, then
+// read nothing: a publish's push to each fills its flow-control window,
+// and the next one blocks in a drainer's send. A drainer blocked there
+// lets another take the queue, and a healthy stream gets every publish
+// long before the stalled sends are evicted (30s).
 func TestStalledClientsDoNotHoldUpPushes(t *testing.T) {
 	srv := xdstest.Start(t, xds.Options{})
-	srv.Publish(t, bigClusters(0, 1<<20)...)
+	srv.Publish(t, bigClusters(0, 10<<10)...)
 	stalled := 2*runtime.GOMAXPROCS(0) + 2
 	for i := range stalled {
 		conn, err := grpc.NewClient(srv.Addr,
@@ -151,12 +153,19 @@ func TestStalledClientsDoNotHoldUpPushes(t *testing.T) {
 		if err := s.SendMsg(&discoveryv3.DiscoveryRequest{Node: xdstest.Node(fmt.Sprintf("stalled-%d", i)), TypeUrl: cds}); err != nil {
 			t.Fatal(err)
 		}
+		first := &discoveryv3.DiscoveryResponse{}
+		if err := s.RecvMsg(first); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SendMsg(&discoveryv3.DiscoveryRequest{TypeUrl: cds, ResponseNonce: first.Nonce, VersionInfo: first.VersionInfo}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	fast := xdstest.OpenADS(t, xdstest.Dial(t, srv.Addr), xdstest.Node("fast"))
 	fast.Request(cds)
-	fast.RecvType(cds)
+	fast.ACK(fast.RecvType(cds))
 	start := time.Now()
-	for gen := 1; gen <= 3; gen++ {
+	for gen := 1; gen <= 4; gen++ {
 		srv.Publish(t, bigClusters(gen, 1<<20)...)
 		want := srv.Publisher.Current().For(nil).Set(cds).Version()
 		for {
@@ -168,6 +177,6 @@ func TestStalledClientsDoNotHoldUpPushes(t *testing.T) {
 		}
 	}
 	if took := time.Since(start); took > 15*time.Second {
-		t.Fatalf("three publishes took %s to reach a healthy stream beside %d stalled ones", took, stalled)
+		t.Fatalf("four publishes took %s to reach a healthy stream beside %d stalled ones", took, stalled)
 	}
 }
