@@ -75,6 +75,7 @@ func (c *Controller) Supersede(group string) (Status, error) {
 // If the write then fails, Unsupersede takes the marks back.
 func (c *Controller) SupersedeAll() []string {
 	c.mu.Lock()
+	defer c.flush() // after the unlock
 	defer c.mu.Unlock()
 	var out []string
 	for _, n := range c.names() {
@@ -93,6 +94,7 @@ func (c *Controller) SupersedeAll() []string {
 // said it supersedes the halted rollouts and was refused: they stay halted.
 func (c *Controller) Unsupersede(groups []string) {
 	c.mu.Lock()
+	defer c.flush() // after the unlock
 	defer c.mu.Unlock()
 	changed := false
 	for _, n := range groups {
@@ -121,6 +123,7 @@ func (c *Controller) Halted() []Status {
 // act applies f to the group's rollout, then persists and publishes.
 func (c *Controller) act(group string, f func(*run, time.Time) error) (Status, error) {
 	c.mu.Lock()
+	defer c.flush() // after the unlock
 	defer c.mu.Unlock()
 	r := c.runs[group]
 	if r == nil {

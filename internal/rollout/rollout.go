@@ -114,6 +114,13 @@ type Controller struct {
 	runs  map[string]*run
 	// saved is the state read from StatePath, for the first Publish.
 	saved *state
+
+	// staged is the newest state to write (save), written by flush
+	// after mu is released: the xDS events wait on mu (observe), and a
+	// write with its fsync must not hold every stream's push up.
+	// saveMu orders the writes.
+	staged atomic.Pointer[stagedState]
+	saveMu sync.Mutex
 }
 
 // ErrHalted is wrapped by Publish's refusal of a change while a rollout
@@ -147,6 +154,7 @@ func New(o Options) (*Controller, error) {
 // is published then.
 func (c *Controller) Publish(f *snapshot.Fleet, files []config.File) (bool, error) {
 	c.mu.Lock()
+	defer c.flush() // after the unlock
 	defer c.mu.Unlock()
 	now := c.o.Now()
 	if c.base == nil && c.saved != nil {
@@ -323,6 +331,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 		next := c.nextAt(now)
 		c.mu.Unlock()
+		c.flush()
 		var timer <-chan time.Time
 		if !next.IsZero() {
 			timer = c.o.After(next.Sub(now))

@@ -197,19 +197,54 @@ func (st *state) check() error {
 	return nil
 }
 
-// save writes the rollouts to StatePath (atomically: a temporary file
-// renamed), or removes it when there are none. A failure is logged: the
-// rollouts go on, and a restart would not resume them.
+// stagedState is the rollouts' state to write: its encoding, or nil to
+// remove the file (no rollout left), or err if it could not be encoded.
+type stagedState struct {
+	b   []byte
+	err error
+}
+
+// save stages the rollouts' state for flush, with mu held: encoded here,
+// written once mu is released.
 func (c *Controller) save() {
 	if c.o.StatePath == "" {
 		return
 	}
-	if len(c.runs) == 0 {
+	st := &stagedState{}
+	if len(c.runs) > 0 {
+		st.b, st.err = c.encodeState()
+	}
+	c.staged.Store(st)
+}
+
+// flush writes the newest staged state to StatePath (atomically: a
+// temporary file renamed), or removes it when there are no rollouts. It
+// runs without mu; saveMu orders the writes, and each takes the newest
+// state staged, so an older one is never written over a newer. A failure
+// is logged: the rollouts go on, and a restart would not resume them.
+func (c *Controller) flush() {
+	c.saveMu.Lock()
+	defer c.saveMu.Unlock()
+	st := c.staged.Swap(nil)
+	switch {
+	case st == nil:
+	case st.err == nil && st.b == nil:
 		if err := os.Remove(c.o.StatePath); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			c.o.Logger.Error("rollout state not removed", "path", c.o.StatePath, "err", err)
 		}
-		return
+	default:
+		err := st.err
+		if err == nil {
+			err = writeFile(c.o.StatePath, st.b)
+		}
+		if err != nil {
+			c.o.Logger.Error("rollout state not saved: a restart would not resume the rollouts", "path", c.o.StatePath, "err", err)
+		}
 	}
+}
+
+// encodeState encodes the rollouts in progress, with mu held.
+func (c *Controller) encodeState() ([]byte, error) {
 	st := state{Format: stateFormat, Files: map[string][]config.File{}}
 	for _, n := range c.names() {
 		r := c.runs[n]
@@ -217,13 +252,7 @@ func (c *Controller) save() {
 		st.Files[r.FromFiles] = r.files
 		st.Rollouts = append(st.Rollouts, r.Status)
 	}
-	b, err := json.Marshal(st)
-	if err == nil {
-		err = writeFile(c.o.StatePath, b)
-	}
-	if err != nil {
-		c.o.Logger.Error("rollout state not saved: a restart would not resume the rollouts", "path", c.o.StatePath, "err", err)
-	}
+	return json.Marshal(st)
 }
 
 func writeFile(path string, b []byte) error {

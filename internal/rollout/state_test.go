@@ -8,8 +8,12 @@ import (
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
 	"github.com/pylon-xds/pylon/internal/config"
 	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/xds"
+	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
 // A state file no Pylon wrote (values out of range, a newer format, a
@@ -114,5 +118,41 @@ func TestFormat0StateResumesHalted(t *testing.T) {
 	}
 	if n := onNew(pub, v2.Groups()[0].Snapshot); n != 0 {
 		t.Fatalf("%d of 1000 nodes got the halted change after the restart", n)
+	}
+}
+
+// Writing the state (a file written, synced and renamed) does not hold the
+// xDS stream events up: they take the controller's lock on every stream's
+// push while a rollout runs, and the write happens after it is released.
+// A write in progress is stood for by holding saveMu.
+func TestStateWriteDoesNotBlockEvents(t *testing.T) {
+	clk := newClock()
+	path := filepath.Join(t.TempDir(), "rollouts.json")
+	c, _ := New(Options{Publisher: snapshot.NewPublisher(), StatePath: path, Now: clk.Now, After: clk.After})
+	c.Publish(fleet(t, time.Second, policy), files("1"))
+	c.Publish(fleet(t, 2*time.Second, policy), files("2"))
+	in, _ := stageNodes()
+	c.saveMu.Lock() // a slow disk
+	promoted := make(chan error, 1)
+	go func() { _, err := c.Promote("edge"); promoted <- err }()
+	waitFor(t, "the promotion to stage its state", func() bool { return c.staged.Load() != nil })
+	observed := make(chan struct{})
+	go func() {
+		e := xds.Event{Kind: xds.RequestACK, Group: "edge", Node: &corev3.Node{Id: in}, TypeURL: xdstype.ClusterURL, StreamID: 1}
+		c.Observe(&e)
+		close(observed)
+	}()
+	select {
+	case <-observed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a stream event waited for the rollout state's write")
+	}
+	c.saveMu.Unlock()
+	if err := <-promoted; err != nil {
+		t.Fatal(err)
+	}
+	st, err := load(path)
+	if err != nil || st == nil || len(st.Rollouts) != 1 || st.Rollouts[0].Stage != 2 {
+		t.Fatalf("state on disk after the write: %+v, %v; want the rollout at stage 2", st, err)
 	}
 }

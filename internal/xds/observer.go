@@ -136,10 +136,13 @@ type Event struct {
 	Keep *any
 }
 
-// Observer receives stream events. It is called from stream loops and must
-// not block. The event is lent for the call: an observer neither changes
-// it nor keeps the pointer (it copies what it keeps). By pointer, so that
-// an event of some 300 bytes is not copied again at each level of
+// Observer receives stream events. It is called from a stream's reader
+// and from the server's drainers (drainers.go), which push to every stream
+// of the fleet: it must not block, nor wait on a lock held across I/O
+// (the rollout controller writes its state after releasing the lock its
+// events take). The event is lent for the call: an observer neither
+// changes it nor keeps the pointer (it copies what it keeps). By pointer,
+// so that an event of some 300 bytes is not copied again at each level of
 // observers on the stream's goroutine, whose stack must stay within 8 KB
 // (see serveStream).
 type Observer interface {
