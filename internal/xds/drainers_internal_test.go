@@ -139,3 +139,41 @@ func TestDrainersDoNotChurnOnQuickSends(t *testing.T) {
 	}
 	waitUntil(t, 10*time.Second, "drainers still running with nothing queued", func() bool { return d.alive() == 0 })
 }
+
+// A stream woken again while it is handled (a burst of publishes, kicks,
+// heartbeats) goes back to the end of the queue after each round rather
+// than keep its drainer: a stream queued behind it is handled next.
+func TestDrainersTakeTurns(t *testing.T) {
+	d := newDrainers(1)
+	var mu sync.Mutex
+	var order []string
+	note := func(s string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		order = append(order, s)
+		return len(order)
+	}
+	var a *wakeups
+	rounds := 0
+	bQueued := make(chan struct{})
+	a = poolWakeup(d, func() error {
+		if note("a") == 1 {
+			<-bQueued
+		}
+		if rounds++; rounds < 10 {
+			a.post(wakeFleet) // woken again meanwhile
+		}
+		return nil
+	})
+	b := poolWakeup(d, func() error { note("b"); return nil })
+	a.post(wakeFleet)
+	b.post(wakeFleet) // queued while a's first round runs
+	close(bQueued)
+	a.wg.Wait()
+	b.wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(order) != 11 || order[1] != "b" {
+		t.Fatalf("handled in the order %v: b waited for a's every round", order)
+	}
+}

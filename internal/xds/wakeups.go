@@ -103,33 +103,44 @@ func (w *wakeups) post(bits uint8) {
 	w.pool.submit(w)
 }
 
-// drain handles what is pending until nothing is, then exits; when the
-// stream ended meanwhile and its reader waits in RecvMsg, it cuts it off.
+// drain handles what is pending, one round a turn on the drainers: when
+// more was posted meanwhile, the stream goes back to the end of the queue
+// rather than keep its drainer (a goroutine per wakeup had the
+// scheduler's fairness). Once nothing is pending it ends; when the stream
+// ended meanwhile and its reader waits in RecvMsg, it cuts it off.
 func (w *wakeups) drain() {
-	defer w.wg.Done()
-	var err error
-	for {
+	w.mu.Lock()
+	if w.hasCause {
+		w.settle(nil)
+	}
+	bits := w.pending
+	w.pending = 0
+	if !w.stopped && !w.done && bits != 0 {
+		w.mu.Unlock()
+		err := w.handle(bits)
 		w.mu.Lock()
 		if err != nil || w.hasCause {
 			w.settle(err)
 		}
-		bits := w.pending
-		w.pending = 0
-		if w.stopped || w.done || bits == 0 {
-			w.running = false
-			cut := w.stopped && !w.busy && !w.done
+		if w.pending != 0 && !w.stopped && !w.done {
+			// Still running (post queues nothing more), the wait group
+			// still counting this drain.
 			w.mu.Unlock()
-			if cut {
-				// The cut takes the stream's mutex and writes its status.
-				w.pool.mayBlock()
-				w.cut()
-				w.pool.unblocked()
-			}
+			w.pool.submit(w)
 			return
 		}
-		w.mu.Unlock()
-		err = w.handle(bits)
 	}
+	w.pending = 0
+	w.running = false
+	cut := w.stopped && !w.busy && !w.done
+	w.mu.Unlock()
+	if cut {
+		// The cut takes the stream's mutex and writes its status.
+		w.pool.mayBlock()
+		w.cut()
+		w.pool.unblocked()
+	}
+	w.wg.Done()
 }
 
 // stop ends the stream for cause, from outside, unless it is ending
