@@ -38,7 +38,11 @@ func (c *connWakes) wake() {
 }
 
 // add makes a publish wake w with the other streams of connection k, until
-// remove(k, w).
+// remove(k, w). A connection's first stream registers its callback with
+// the publisher under f.mu, so stream opens wait out a publish's fan-out
+// meanwhile: posting every stream's wakeup, a millisecond or two at 10,000
+// streams. Streams of no known connection (served on ServeStream without a
+// peer) share one entry.
 func (f *connFanout) add(k connKey, w *wakeups) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -19,7 +19,9 @@ import (
 // goroutine per wakeup was. A drainer ends as soon as the queue is empty,
 // or after the wakeup it runs when more than twice the target are free:
 // the margin keeps a drainer from being started and ended around every
-// send of a fan-out that does not block.
+// send of a fan-out that does not block. Drainers are owned by the queue:
+// none outlives the wakeups queued, and a stream's end waits for its own
+// (wakeups.finish).
 type drainers struct {
 	target int32
 
