@@ -117,12 +117,17 @@ func TestDrainersQueueStaysBounded(t *testing.T) {
 }
 
 // A fan-out whose sends do not block (each still announced by mayBlock,
-// as stream.send does) starts a handful of drainers, not one per send.
+// as stream.send does) starts a handful of drainers, not one per send. The
+// wakeups are all queued before the first is handled, as a publish queues
+// a fleet's: on a busy machine the test could otherwise post slower than
+// the drainers drain, and each post to an empty queue rightly starts one.
 func TestDrainersDoNotChurnOnQuickSends(t *testing.T) {
 	d := newDrainers(2)
+	queued := make(chan struct{})
 	ws := make([]*wakeups, 500)
 	for i := range ws {
 		ws[i] = poolWakeup(d, func() error {
+			<-queued
 			d.mayBlock()
 			d.unblocked()
 			return nil
@@ -131,6 +136,7 @@ func TestDrainersDoNotChurnOnQuickSends(t *testing.T) {
 	for _, w := range ws {
 		w.post(wakeFleet)
 	}
+	close(queued)
 	for _, w := range ws {
 		w.wg.Wait()
 	}
