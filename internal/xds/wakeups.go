@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // A stream keeps one goroutine for as long as it lives: gRPC's handler
@@ -261,6 +262,7 @@ func newWakeups(st *stream) (w *wakeups, cutC chan struct{}) {
 // RecvMsg.
 func run[Req any, P interface {
 	*Req
+	proto.Message
 }](w *wakeups, cutC chan struct{}, st *stream, onRequest func(P) error, onFleet, onHeartbeat func() error) error {
 	w.handle = func(bits uint8) error {
 		if !st.mu.TryLock() {
@@ -289,8 +291,13 @@ func run[Req any, P interface {
 	w.arm()
 
 	read := func() error {
+		// One request message for the stream's life, reset for each read:
+		// nothing keeps it past its handling (what is kept of a request,
+		// its node, names and versions, are objects of their own), and a
+		// message per ACK was a tenth of a fan-out's allocations.
+		req := P(new(Req))
 		for {
-			req := P(new(Req))
+			proto.Reset(req)
 			if err := st.gs.RecvMsg(req); err != nil {
 				if errors.Is(err, io.EOF) {
 					err = nil
