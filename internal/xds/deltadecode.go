@@ -9,8 +9,15 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// initialVersionsField is DeltaDiscoveryRequest.initial_resource_versions.
-const initialVersionsField protowire.Number = 5
+// DeltaDiscoveryRequest's fields unmarshalDelta reads itself
+// (TestDeltaFieldNumbers checks them against the descriptor).
+const (
+	deltaTypeURLField    protowire.Number = 2
+	subscribeField       protowire.Number = 3
+	unsubscribeField     protowire.Number = 4
+	initialVersionsField protowire.Number = 5
+	deltaNonceField      protowire.Number = 6
+)
 
 // unmarshalDelta decodes a DeltaDiscoveryRequest into r (zero), reading
 // initial_resource_versions itself: a reconnecting client presents a
@@ -26,12 +33,22 @@ func unmarshalDelta(b []byte, r *discoveryv3.DeltaDiscoveryRequest) error {
 	if !ok {
 		return proto.Unmarshal(b, r)
 	}
-	// The other fields, in their order, without copying them together:
-	// proto3 decoding merges field by field, so pieces decode as the whole.
-	merge := proto.UnmarshalOptions{Merge: true}
-	for _, seg := range rest {
-		if err := merge.Unmarshal(b[seg[0]:seg[1]], r); err != nil {
-			return err
+	// The other fields: an ACK's few strings read by hand (as a SotW
+	// request's, decodeStrings), else proto, in their order, without
+	// copying them together: proto3 decoding merges field by field, so
+	// pieces decode as the whole.
+	fields := [...]stringField{
+		{num: deltaTypeURLField, one: &r.TypeUrl},
+		{num: subscribeField, many: &r.ResourceNamesSubscribe},
+		{num: unsubscribeField, many: &r.ResourceNamesUnsubscribe},
+		{num: deltaNonceField, one: &r.ResponseNonce},
+	}
+	if !decodeStrings(b, rest, fields[:]) {
+		merge := proto.UnmarshalOptions{Merge: true}
+		for _, seg := range rest {
+			if err := merge.Unmarshal(b[seg[0]:seg[1]], r); err != nil {
+				return err
+			}
 		}
 	}
 	if len(pairs) == 0 {

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 func deltaSeeds() [][]byte {
@@ -22,7 +23,10 @@ func deltaSeeds() [][]byte {
 		big.InitialResourceVersions[fmt.Sprintf("cluster-%d", i)] = fmt.Sprint(i)
 	}
 	var out [][]byte
-	for _, m := range []proto.Message{full, big, &discoveryv3.DeltaDiscoveryRequest{}, &discoveryv3.DeltaDiscoveryRequest{TypeUrl: "only"}} {
+	ack := &discoveryv3.DeltaDiscoveryRequest{TypeUrl: "type.googleapis.com/envoy.config.route.v3.RouteConfiguration", ResponseNonce: "17"}
+	subs := &discoveryv3.DeltaDiscoveryRequest{TypeUrl: "t", ResourceNamesSubscribe: []string{"a", "", "ü"}, ResourceNamesUnsubscribe: []string{"b", "a"}, ResponseNonce: "3",
+		InitialResourceVersions: map[string]string{"a": "1"}}
+	for _, m := range []proto.Message{full, big, ack, subs, &discoveryv3.DeltaDiscoveryRequest{}, &discoveryv3.DeltaDiscoveryRequest{TypeUrl: "only"}} {
 		b, _ := proto.Marshal(m)
 		out = append(out, b)
 	}
@@ -43,8 +47,11 @@ func deltaSeeds() [][]byte {
 		entry(str(1, "\xff"), str(2, "v")),                                          // invalid UTF-8
 		append(entry(str(1, "k"), str(2, "1")), entry(str(1, "k"), str(2, "2"))...), // a key twice: the last wins
 		append(str(2, "type"), entry(str(1, "k"), str(2, "v"))...),
-		protowire.AppendVarint(protowire.AppendTag(nil, 5, protowire.VarintType), 7), // the map field with another wire type
-		[]byte{0x2a, 0x05, 0x0a},                                                     // a truncated entry
+		protowire.AppendVarint(protowire.AppendTag(nil, 5, protowire.VarintType), 7),                   // the map field with another wire type
+		[]byte{0x2a, 0x05, 0x0a},                                                                       // a truncated entry
+		append(append(str(2, "first"), str(6, "n1")...), append(str(2, "second"), str(6, "n2")...)...), // singular fields twice: the last wins
+		append(str(2, "t"), str(3, "\xff")...),                                                         // a name not UTF-8
+		append(str(2, "t"), append(str(3, "a"), str(99, "unknown")...)...),                             // an unknown field
 	)
 	return out
 }
@@ -60,6 +67,22 @@ func checkDeltaDecode(t *testing.T, b []byte) {
 	}
 	if wantErr == nil && !proto.Equal(want, got) {
 		t.Fatalf("%x: decoded\n%v\nproto.Unmarshal decodes\n%v", b, got, want)
+	}
+}
+
+// The field numbers unmarshalDelta reads are DeltaDiscoveryRequest's, and
+// of the kind it reads them as.
+func TestDeltaFieldNumbers(t *testing.T) {
+	fields := (&discoveryv3.DeltaDiscoveryRequest{}).ProtoReflect().Descriptor().Fields()
+	for name, num := range map[protoreflect.Name]protowire.Number{
+		"type_url": deltaTypeURLField, "resource_names_subscribe": subscribeField,
+		"resource_names_unsubscribe": unsubscribeField, "response_nonce": deltaNonceField,
+		"initial_resource_versions": initialVersionsField,
+	} {
+		f := fields.ByName(name)
+		if f == nil || f.Number() != num {
+			t.Errorf("DeltaDiscoveryRequest.%s: %v; want field %d", name, f, num)
+		}
 	}
 }
 
