@@ -34,6 +34,27 @@ func bigClusters(gen, size int) []any {
 	return out
 }
 
+// rawADS opens an ADS stream on a connection of its own with small
+// flow-control windows (64 KiB), which the test reads only when it
+// chooses to; both end with the test.
+func rawADS(t *testing.T, addr string) grpc.ClientStream {
+	t.Helper()
+	conn, err := grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	s, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, xdstest.ADSMethod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // A stream whose client stops reading holds at most one pending response,
 // skips the versions published meanwhile, then gets the newest; it blocks
 // neither the publisher nor other streams.
@@ -43,19 +64,7 @@ func TestSlowStreamSkipsToNewest(t *testing.T) {
 
 	// A raw stream with small flow-control windows that the test reads only
 	// when it chooses to.
-	conn, err := grpc.NewClient(srv.Addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	slow, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, xdstest.ADSMethod)
-	if err != nil {
-		t.Fatal(err)
-	}
+	slow := rawADS(t, srv.Addr)
 	if err := slow.SendMsg(&discoveryv3.DiscoveryRequest{Node: xdstest.Node("slow"), TypeUrl: cds}); err != nil {
 		t.Fatal(err)
 	}
@@ -137,19 +146,7 @@ func TestStalledClientsDoNotHoldUpPushes(t *testing.T) {
 	srv.Publish(t, bigClusters(0, 10<<10)...)
 	stalled := 2*runtime.GOMAXPROCS(0) + 2
 	for i := range stalled {
-		conn, err := grpc.NewClient(srv.Addr,
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		s, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, xdstest.ADSMethod)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := rawADS(t, srv.Addr)
 		if err := s.SendMsg(&discoveryv3.DiscoveryRequest{Node: xdstest.Node(fmt.Sprintf("stalled-%d", i)), TypeUrl: cds}); err != nil {
 			t.Fatal(err)
 		}

@@ -56,8 +56,14 @@ func sotwSeeds() [][]byte {
 // error or message (names in the same order).
 func checkSotWDecode(t *testing.T, b []byte) {
 	t.Helper()
-	want, got := &discoveryv3.DiscoveryRequest{}, &discoveryv3.DiscoveryRequest{}
-	wantErr, gotErr := proto.Unmarshal(b, want), unmarshalSotW(b, got)
+	checkDecode(t, b, &discoveryv3.DiscoveryRequest{}, &discoveryv3.DiscoveryRequest{}, unmarshalSotW)
+}
+
+// checkDecode: decode gives exactly what proto.Unmarshal gives, error or
+// message; want and got are empty messages of the type.
+func checkDecode[M proto.Message](t *testing.T, b []byte, want, got M, decode func([]byte, M) error) {
+	t.Helper()
+	wantErr, gotErr := proto.Unmarshal(b, want), decode(b, got)
 	if (wantErr == nil) != (gotErr == nil) {
 		t.Fatalf("%x: error %v, proto.Unmarshal's %v", b, gotErr, wantErr)
 	}
