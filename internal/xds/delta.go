@@ -38,7 +38,7 @@ type deltaWatch struct {
 	ledger
 	// pending records each response not yet ACKed or NACKed. Bounded: a
 	// client that never answers cannot grow it.
-	pending map[string]deltaSent
+	pending *pendingSent
 	// settled is the set version the client fully has, nothing held back:
 	// a publish that leaves the type's set at that version needs no plan.
 	// (For VirtualHosts, with the route configurations' version: contentAt.)
@@ -478,7 +478,7 @@ func (w *deltaWatch) heartbeats(set *snapshot.Set) []*discoveryv3.Resource {
 // version, or for a heartbeat, which changes nothing, the version the
 // client already had.
 func (w *deltaWatch) sentResponse(nonce, version string, set *snapshot.Set, d deltaPlan, now time.Time) {
-	counted := len(w.pending) > 0 || len(w.acked) > 0
+	counted := w.pending.len() > 0 || len(w.acked) > 0
 	if counted {
 		d.each(func(n string, _ *snapshot.Resource) { w.bump(n) })
 	}
@@ -504,20 +504,16 @@ func (w *deltaWatch) sentResponse(nonce, version string, set *snapshot.Set, d de
 		w.vhds.recordAnswers(d.answers)
 	}
 	w.force = nil
-	if len(w.pending) >= maxOutstanding {
-		oldest := ""
-		for n, s := range w.pending {
-			if oldest == "" || s.at.Before(w.pending[oldest].at) {
-				oldest = n
-			}
-		}
-		w.settle(w.pending[oldest])
-		delete(w.pending, oldest)
+	if w.pending.len() >= maxOutstanding {
+		oldest := w.pending.oldest()
+		s, _ := w.pending.get(oldest)
+		w.settle(s)
+		w.pending.del(oldest)
 	}
 	if w.pending == nil {
-		w.pending = map[string]deltaSent{}
+		w.pending = &pendingSent{}
 	}
-	w.pending[nonce] = deltaSent{at: now, version: version, plan: d, counted: counted}
+	w.pending.put(nonce, deltaSent{at: now, version: version, plan: d, counted: counted})
 }
 
 // settle takes a response's changes off the in-flight counts.
@@ -535,12 +531,11 @@ func (w *deltaWatch) settle(rec deltaSent) {
 // are what it rejected. Either way the sent versions stay recorded as held,
 // so rejected versions are not sent again until they change (X12).
 func (w *deltaWatch) answered(nonce string, nack bool) (version string, ok bool) {
-	rec, ok := w.pending[nonce]
+	rec, ok := w.pending.get(nonce)
 	if !ok {
 		return "", false
 	}
-	delete(w.pending, nonce)
-	if len(w.pending) == 0 {
+	if w.pending.del(nonce) {
 		w.pending = nil
 	}
 	w.settle(rec)
@@ -580,7 +575,7 @@ func (w *deltaWatch) answered(nonce string, nack bool) (version string, ok bool)
 				delete(w.nacked, n)
 			}
 		})
-		if c := w.heldAs; !nack && c != nil && len(w.pending) == 0 && w.ackedAs != c && w.shared.canonOf(w.acked, c.set, w.sub) == c {
+		if c := w.heldAs; !nack && c != nil && w.pending.len() == 0 && w.ackedAs != c && w.shared.canonOf(w.acked, c.set, w.sub) == c {
 			// Everything sent is ACKed and is the shared set: share it.
 			w.acked, w.ackedAs = c.held, c
 		}
