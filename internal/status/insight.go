@@ -18,8 +18,8 @@ const latencySamples = 1024
 // ring holds the newest latencySamples durations. Every ACK of a new
 // version adds one, from every stream's goroutine at once: a slot is
 // claimed by an atomic count and written atomically, so adding takes no
-// lock (one lock for every ACK of the fleet was 1% of a route change's CPU
-// at 5,000 streams, mostly waiting). A reader racing an add may see the
+// lock (the sample's lock and lookup, taken by every ACK of the fleet, were
+// 2.6% of a route change's CPU at 5,000 streams, half of it the lock). A reader racing an add may see the
 // slot's previous sample, or, while the ring fills, a slot claimed and
 // not yet written: slots hold a sample plus one, so such a slot reads 0
 // and is left out rather than taken for a latency of 0.

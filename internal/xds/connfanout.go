@@ -11,8 +11,8 @@ import (
 // writer for a connection then finds several responses queued and writes
 // them in one system call; with the streams of a hundred connections
 // interleaved (a callback per stream, in the order they registered), it
-// woke for each response and wrote it alone, a write(2) per proxy that was
-// a fifth of a route change's CPU at 5,000 streams.
+// woke for each response and wrote it alone: a write(2) per proxy, 12% of
+// a route change's CPU at 5,000 streams once the drainers were in.
 type connFanout struct {
 	fleets Fleets
 

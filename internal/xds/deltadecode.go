@@ -23,11 +23,12 @@ const (
 // initial_resource_versions itself: a reconnecting client presents a
 // version for every resource it holds (2,000 entries for 1,000 clusters),
 // and protobuf-go's reflective map decoding was more than half of the
-// server's CPU in a fleet reconnect. The other fields go through
-// proto.Unmarshal. Anything the fast path does not expect in the map
-// (another wire type, another field, invalid UTF-8, a malformed entry) is
-// left to proto.Unmarshal on the whole message, so the result, and any
-// error, is proto.Unmarshal's.
+// server's CPU in a fleet reconnect. The other fields of an ACK (type,
+// nonce, names to subscribe and unsubscribe) are read by hand too
+// (decodeStrings); any others go through proto.Unmarshal. Anything the
+// fast path does not expect in the map (another wire type, another field,
+// invalid UTF-8, a malformed entry) is left to proto.Unmarshal on the
+// whole message, so the result, and any error, is proto.Unmarshal's.
 func unmarshalDelta(b []byte, r *discoveryv3.DeltaDiscoveryRequest) error {
 	pairs, size, rest, ok := splitVersions(b)
 	if !ok {
