@@ -51,6 +51,8 @@ type deltaWatch struct {
 	version, ackedVersion, expected string
 	// vhds is set for VirtualHost watches: VHDS on demand (vhds.go).
 	vhds *vhdsState
+	// live is the type's status record (livestatus.go).
+	live liveType
 }
 
 // deltaSent is what one delta response changed.
@@ -108,6 +110,8 @@ func (w *deltaWatch) settledAt() *string { return &w.settled }
 func (w *deltaWatch) sentVersion() string { return w.version }
 
 func (w *deltaWatch) expectedAt() *string { return &w.expected }
+
+func (w *deltaWatch) liveRec() *liveType { return &w.live }
 
 func (w *deltaWatch) covers(name string) bool {
 	if w.vhds != nil {

@@ -62,9 +62,9 @@ func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
 	st.subscribed(t, w.sub, &w.reported)
 	switch {
 	case answered && nack:
-		st.onNACK(t, version, w.ackedVersion, nonce, req.GetErrorDetail().GetMessage())
+		st.onNACK(t, &w.live, version, w.ackedVersion, nonce, req.GetErrorDetail().GetMessage())
 	case answered:
-		st.observe(&Event{Kind: RequestACK, TypeURL: t.URL, Version: version, Nonce: nonce})
+		st.ackEvent(&w.live, t.URL, version, "", nonce)
 	}
 	snap := st.snapshot()
 	if snap == nil {
@@ -164,7 +164,11 @@ func (st *deltaStream) respond(p *planner, w *deltaWatch, snap *snapshot.Snapsho
 //
 //go:noinline
 func (st *deltaStream) sentEvent(w *deltaWatch, resp *discoveryv3.DeltaDiscoveryResponse, sent []proto.Message, size int) {
-	st.observe(&Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: w.version, Nonce: resp.Nonce, Resources: len(resp.Resources), Sent: sent, Removed: resp.RemovedResources, Bytes: size})
+	now := time.Now()
+	st.synced(w.typ.URL, st.live.sent(&w.live, w.typ.URL, Stamp{Version: w.version, Nonce: resp.Nonce, At: now, Resources: len(resp.Resources)}, size, sent, resp.RemovedResources, false), now)
+	if st.wants(ResponseSent) {
+		st.observe(&Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: w.version, Nonce: resp.Nonce, Resources: len(resp.Resources), Sent: sent, Removed: resp.RemovedResources, Bytes: size, At: now})
+	}
 	if st.debugging() {
 		st.log().Debug("sent", "type", w.typ.Abbrev, "system_version", resp.SystemVersionInfo, "nonce", resp.Nonce, "resources", len(resp.Resources), "removed", len(resp.RemovedResources))
 	}
@@ -196,7 +200,10 @@ func (st *deltaStream) onHeartbeat() error {
 			return err
 		}
 		w.sentResponse(resp.Nonce, w.version, set, deltaPlan{}, now)
-		st.observe(&Event{Kind: ResponseSent, TypeURL: t.URL, Version: w.version, Nonce: resp.Nonce, Resources: len(beats), Heartbeat: true, Bytes: size})
+		st.live.heartbeat(&w.live, t.URL, size)
+		if st.wants(ResponseSent) {
+			st.observe(&Event{Kind: ResponseSent, TypeURL: t.URL, Version: w.version, Nonce: resp.Nonce, Resources: len(beats), Heartbeat: true, Bytes: size})
+		}
 	}
 	return nil
 }

@@ -121,11 +121,14 @@ func (st *sotwStream) touch(w *watch) error {
 	if err != nil {
 		return err
 	}
-	e := Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: w.version, SetVersion: w.setVersion, Nonce: w.nonce, Resources: 1, Bytes: size, Greeting: true}
+	e := Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: w.version, SetVersion: w.setVersion, Nonce: w.nonce, Resources: 1, Bytes: size, Greeting: true, At: time.Now()}
 	if st.observing() && w.heldAs != nil {
 		e.Sent = w.heldAs.messages() // what the client holds after it
 	}
-	st.observe(&e)
+	st.synced(w.typ.URL, st.live.sent(&w.live, w.typ.URL, Stamp{Version: e.Version, Nonce: e.Nonce, Set: e.SetVersion, At: e.At, Resources: 1}, size, e.Sent, nil, false), e.At)
+	if st.wants(ResponseSent) {
+		st.observe(&e)
+	}
 	if st.debugging() {
 		st.log().Debug("sent one held resource unchanged: the stream's first message", "type", w.typ.Abbrev, "version", w.version, "resource", pick.Name)
 	}

@@ -41,7 +41,9 @@ const (
 	// nothing pending for the type it is the version last sent (a change to
 	// names it does not subscribe to leaves it up to date), and Secrets
 	// withheld from the stream are not counted. Reported for each type the
-	// client asks for, and again whenever it changes.
+	// client asks for, and again whenever it changes (to a Selective
+	// observer, only while it wants them: the stream's status has it,
+	// Event.Status).
 	ExpectedVersion
 	// ResponseSpared: a SotW client reconnecting with version_info Version
 	// of TypeURL already holds exactly what the server would send (X24), so
@@ -60,6 +62,14 @@ const (
 	// on Server.Listener before Pylon saw it, for Reason
 	// (TransportRefusedStreams). StreamID is 0 and Node nil.
 	TransportRefused
+	// TypeSynced: TypeURL of the stream is synced for the first time (its
+	// client ACKed what was sent last, which is what it should hold);
+	// FirstSync is the time from the stream's open to then.
+	TypeSynced
+	// VersionTaken: the stream's first ACK of Version of TypeURL (planned
+	// from SetVersion), reported with that RequestACK: the client took a
+	// version it did not run before, as a change's push does.
+	VersionTaken
 )
 
 // Event is one thing that happened on a stream, reported to the Observer
@@ -134,6 +144,15 @@ type Event struct {
 	// no other observer fed by the same server. nil on events that are
 	// not a stream's.
 	Keep *any
+	// Status reads the stream's status on demand (nil on events that are
+	// not a stream's, and on a server without an observer): what it sent
+	// and what its client ACKed and should hold of each type.
+	Status StreamStatus
+	// FirstSync is a TypeSynced's time from the stream's open.
+	FirstSync time.Duration
+	// Opened, on a VersionTaken, is when the stream opened: a change
+	// accepted before then is the stream's initial config, not a push.
+	Opened time.Time
 }
 
 // Observer receives stream events. It is called from a stream's reader
@@ -147,6 +166,18 @@ type Event struct {
 // (see serveStream).
 type Observer interface {
 	Observe(e *Event)
+}
+
+// Selective is an Observer that wants some kinds of events only at times.
+// The server asks before it builds each event of the kinds every stream
+// reports on every change: ExpectedVersion, ResponseSent, RequestACK and
+// VersionTaken. Reported to an observer that only counted them, those
+// events cost a fleet as much CPU again as the status tracking they fed.
+// An observer that reads the streams' status when it needs it
+// (Event.Status) wants few of them. Other kinds are always reported.
+type Selective interface {
+	Observer
+	Wants(k EventKind) bool
 }
 
 type nopObserver struct{}

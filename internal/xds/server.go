@@ -120,6 +120,8 @@ type Server struct {
 	cp   *corev3.ControlPlane
 	log  *slog.Logger
 	obs  Observer
+	// sel is obs when it is Selective, else nil.
+	sel Selective
 	// events are the Events lent to obs (stream.observe, report).
 	events sync.Pool
 	// epoch is when the server was made: streams keep times as
@@ -204,6 +206,7 @@ func New(opts Options) *Server {
 	// An identifier proto cannot encode (not UTF-8) leaves tails empty:
 	// every tail is then proto.Marshal's, and its error.
 	tl, _ := newTails(cp)
+	sel, _ := obs.(Selective)
 	return &Server{
 		slotHold:    opts.MaxSlotHold,
 		evictAfter:  3 * opts.SendStall,
@@ -219,6 +222,7 @@ func New(opts Options) *Server {
 		tails:       tl,
 		log:         log,
 		obs:         obs,
+		sel:         sel,
 		events:      sync.Pool{New: func() any { return new(Event) }},
 		epoch:       time.Now(),
 		life:        life,

@@ -63,6 +63,9 @@ type watch struct {
 	// settled is the set version the client fully has, nothing held back:
 	// a publish that leaves the type's set at that version needs no plan.
 	settled string
+
+	// live is the type's status record (livestatus.go).
+	live liveType
 }
 
 func newWatch(t *xdstype.Type, shared *Server) *watch {
@@ -78,6 +81,8 @@ func (w *watch) settledAt() *string { return &w.settled }
 func (w *watch) sentVersion() string { return w.version }
 
 func (w *watch) expectedAt() *string { return &w.expected }
+
+func (w *watch) liveRec() *liveType { return &w.live }
 
 func (w *watch) covers(name string) bool {
 	_, ok := w.names[name]

@@ -3,6 +3,7 @@ package xds
 import (
 	"slices"
 	"strconv"
+	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/proto"
@@ -64,9 +65,9 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 		}
 		return nil
 	case reqACK:
-		st.observe(&Event{Kind: RequestACK, TypeURL: t.URL, Version: req.GetVersionInfo(), SetVersion: w.ackedSet, Nonce: req.GetResponseNonce()})
+		st.ackEvent(&w.live, t.URL, req.GetVersionInfo(), w.ackedSet, req.GetResponseNonce())
 	case reqNACK:
-		st.onNACK(t, w.version, w.ackedVersion, req.GetResponseNonce(), req.GetErrorDetail().GetMessage())
+		st.onNACK(t, &w.live, w.version, w.ackedVersion, req.GetResponseNonce(), req.GetErrorDetail().GetMessage())
 	}
 	if kind == reqInitial {
 		defer st.warmed(t.URL)
@@ -156,7 +157,11 @@ func (st *sotwStream) respond(w *watch, next outcome, snap *snapshot.Snapshot) e
 //
 //go:noinline
 func (st *sotwStream) sentEvent(w *watch, resp *discoveryv3.DiscoveryResponse, sent []proto.Message, size int) {
-	st.observe(&Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: resp.VersionInfo, SetVersion: w.setVersion, Nonce: resp.Nonce, Resources: len(resp.Resources), Sent: sent, Bytes: size})
+	now := time.Now()
+	st.synced(w.typ.URL, st.live.sent(&w.live, w.typ.URL, Stamp{Version: resp.VersionInfo, Nonce: resp.Nonce, Set: w.setVersion, At: now, Resources: len(resp.Resources)}, size, sent, nil, false), now)
+	if st.wants(ResponseSent) {
+		st.observe(&Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: resp.VersionInfo, SetVersion: w.setVersion, Nonce: resp.Nonce, Resources: len(resp.Resources), Sent: sent, Bytes: size, At: now})
+	}
 	if st.debugging() {
 		st.log().Debug("sent", "type", w.typ.Abbrev, "version", resp.VersionInfo, "nonce", resp.Nonce, "resources", len(resp.Resources))
 	}
@@ -272,7 +277,9 @@ func (st *sotwStream) spare(w *watch, o outcome, set *snapshot.Set) {
 	if st.debugging() {
 		st.log().Debug("spared a resend: the reconnecting client holds this version", "type", w.typ.Abbrev, "version", w.version, "resources", len(o.as.names))
 	}
-	st.observe(&Event{Kind: ResponseSpared, TypeURL: w.typ.URL, Version: w.version, SetVersion: w.setVersion, Resources: len(o.as.names), Sent: held, Bytes: o.as.sotwSize(w.typ.URL, ttl)})
+	now := time.Now()
+	st.synced(w.typ.URL, st.live.sent(&w.live, w.typ.URL, Stamp{Version: w.version, Set: w.setVersion, At: now, Resources: len(o.as.names)}, 0, held, nil, true), now)
+	st.observe(&Event{Kind: ResponseSpared, TypeURL: w.typ.URL, Version: w.version, SetVersion: w.setVersion, Resources: len(o.as.names), Sent: held, Bytes: o.as.sotwSize(w.typ.URL, ttl), At: now})
 }
 
 // onHeartbeat refreshes the TTLs of what the client holds.
@@ -294,7 +301,10 @@ func (st *sotwStream) onHeartbeat() error {
 		if err != nil {
 			return err
 		}
-		st.observe(&Event{Kind: ResponseSent, TypeURL: t.URL, Version: resp.VersionInfo, Nonce: nonce, Resources: len(resp.Resources), Heartbeat: true, Bytes: size})
+		st.live.heartbeat(&w.live, t.URL, size)
+		if st.wants(ResponseSent) {
+			st.observe(&Event{Kind: ResponseSent, TypeURL: t.URL, Version: resp.VersionInfo, Nonce: nonce, Resources: len(resp.Resources), Heartbeat: true, Bytes: size})
+		}
 	}
 	return nil
 }

@@ -102,9 +102,9 @@ type stream struct {
 	// windowStart (nanoseconds since the server's epoch) and windowCount
 	// (with the flags, below) count requests for flood control.
 	windowStart int64
-	// kept is the observer's, for its own use between the stream's
-	// events (Event.Keep).
-	kept any
+	// live is the stream's status, which status reads when asked
+	// (livestatus.go); nil when the server has no observer.
+	live *liveStatus
 
 	windowCount int32
 
@@ -231,13 +231,17 @@ func (s *Server) serve(gs grpc.ServerStream, typeURL string, delta bool) error {
 }
 
 func (s *Server) newStream(gs grpc.ServerStream, typeURL string, delta bool) *stream {
-	return &stream{
+	st := &stream{
 		srv:     s,
 		gs:      gs,
 		id:      s.ids.Add(1),
 		typeURL: typeURL,
 		delta:   delta,
 	}
+	if st.observing() {
+		st.live = &liveStatus{}
+	}
+	return st
 }
 
 func (s *Server) serveStream(st *stream) error {
@@ -369,6 +373,8 @@ type typeWatch interface {
 	// should hold (expect).
 	sentVersion() string
 	expectedAt() *string
+	// liveRec is the type's status record (livestatus.go).
+	liveRec() *liveType
 }
 
 // expect tells status which version the client should hold of typeURL, when
@@ -388,7 +394,11 @@ func expect(st *stream, w typeWatch, typeURL, current string, pending bool) {
 	}
 	if r := w.expectedAt(); *r != v {
 		*r = v
-		st.observe(&Event{Kind: ExpectedVersion, TypeURL: typeURL, Version: v, SetVersion: current})
+		now := time.Now()
+		st.synced(typeURL, st.live.expected(w.liveRec(), typeURL, v, current, now), now)
+		if st.wants(ExpectedVersion) {
+			st.observe(&Event{Kind: ExpectedVersion, TypeURL: typeURL, Version: v, SetVersion: current, At: now})
+		}
 	}
 }
 
@@ -540,6 +550,9 @@ func (st *stream) identify(node *corev3.Node) error {
 	}
 	st.useFleet(st.srv.opts.Fleets.Current())
 	st.opened = time.Now()
+	if st.live != nil {
+		st.live.opened = st.opened
+	}
 	st.logOpened()
 	st.observe(&Event{Kind: StreamOpened})
 	return nil
@@ -599,6 +612,11 @@ func (st *stream) useFleet(f *snapshot.Fleet) {
 		if st.debugging() {
 			st.log().Debug("node group", "group", g.Name)
 		}
+	}
+	if (st.group == nil) != (g == nil) || g != nil && st.group.Name != g.Name {
+		// Told only when it changes: the stream's status is memory of
+		// its own, and every publish comes here for every stream.
+		st.live.setGroup(g)
 	}
 	st.group = g
 	var why string
@@ -690,9 +708,16 @@ func (st *stream) flooding(now time.Time) bool {
 }
 
 // observe fills in the stream's fields and reports e (Server.report: e
-// stays on its caller's stack).
+// stays on its caller's stack). An At already set is kept: the time the
+// stream's status took for the same thing.
 func (st *stream) observe(e *Event) {
-	e.StreamID, e.Node, e.ADS, e.Delta, e.At, e.Peer, e.Poll, e.Keep = st.id, st.node, st.typeURL == "", st.delta, time.Now(), st.conn.remote, st.quiet, &st.kept
+	e.StreamID, e.Node, e.ADS, e.Delta, e.Peer, e.Poll = st.id, st.node, st.typeURL == "", st.delta, st.conn.remote, st.quiet
+	if e.At.IsZero() {
+		e.At = time.Now()
+	}
+	if st.live != nil {
+		e.Status, e.Keep = st.live, &st.live.kept
+	}
 	if e.Node == nil {
 		e.Node = st.claimed
 	}
@@ -727,7 +752,7 @@ func (st *stream) subscribed(t *xdstype.Type, sub *subscription, last **subscrip
 // running what it had until the config changes. running is the version the
 // proxy last ACKed of the type on this stream, as the server recorded it
 // (not what the request claims, and known in delta too); "" for none.
-func (st *stream) onNACK(t *xdstype.Type, rejected, running, nonce, msg string) {
+func (st *stream) onNACK(t *xdstype.Type, rec *liveType, rejected, running, nonce, msg string) {
 	msg = bounded(msg, maxDetail)
 	// Logged before it is reported: whoever sees the event finds the line.
 	if st.srv.logged.first(onceKey("nack", st.node.GetId(), t.URL, rejected)) {
@@ -736,5 +761,7 @@ func (st *stream) onNACK(t *xdstype.Type, rejected, running, nonce, msg string) 
 		}
 		st.log().Warn("proxy rejected config", "type", t.Abbrev, "rejected_version", rejected, "running_version", running, "error_detail", msg)
 	}
-	st.observe(&Event{Kind: RequestNACK, TypeURL: t.URL, Version: rejected, Nonce: nonce, Detail: msg})
+	now := time.Now()
+	st.live.nacked(rec, t.URL, now)
+	st.observe(&Event{Kind: RequestNACK, TypeURL: t.URL, Version: rejected, Nonce: nonce, Detail: msg, At: now})
 }
