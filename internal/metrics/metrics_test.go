@@ -96,6 +96,9 @@ func TestProxyTypesByTypeAndState(t *testing.T) {
 		"pylon_proxy_types state=stale type=CDS":    1,
 		"pylon_proxy_types state=not_sent type=CDS": 0,
 		"pylon_proxy_types state=not_sent type=EDS": 3,
+		"pylon_proxy_types state=synced type=EDS":   0,
+		"pylon_proxy_types state=nacked type=EDS":   0,
+		"pylon_proxy_types state=stale type=EDS":    0,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("pylon_proxy_types (-want +got):\n%s", diff)

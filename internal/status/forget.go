@@ -18,9 +18,8 @@ func (t *Tracker) Forget(id uint64) {
 		return
 	}
 	if s.gone == nil {
-		sh.uncount(s)
+		s.freeze()
 		s.gone = new(time.Time{})
-		sh.reimplicit(s)
 	} else {
 		// Refused or closed first: out of the closed list too, where it
 		// would hold a place of the MaxGone.
@@ -28,6 +27,6 @@ func (t *Tracker) Forget(id uint64) {
 		t.gone = slices.DeleteFunc(t.gone, func(g goneStream) bool { return g.id == id })
 		t.mu.Unlock()
 	}
-	delete(sh.streams, id)
+	t.drop(sh, s)
 	sh.mu.Unlock()
 }

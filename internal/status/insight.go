@@ -23,26 +23,45 @@ const latencySamples = 1024
 // slot's previous sample, or, while the ring fills, a slot claimed and
 // not yet written: slots hold a sample plus one, so such a slot reads 0
 // and is left out rather than taken for a latency of 0.
+//
+// The ring is in shards, by stream: one count that both cores added to for
+// every stream's ACK was 1.8% of an EDS change at 5,000 streams. So the
+// window is the newest latencySamples/ringShards of each shard's streams.
 type ring struct {
-	n atomic.Uint64 // every sample ever added
-	d [latencySamples]atomic.Int64
+	name   string // the type's name (Options.Abbrev)
+	shards [ringShards]ringShard
 }
 
-func (r *ring) add(d time.Duration) {
-	i := r.n.Add(1) - 1
-	r.d[i%latencySamples].Store(int64(max(d, 0)) + 1)
+const ringShards = 8
+
+type ringShard struct {
+	n atomic.Uint64 // every sample ever added
+	_ [56]byte      // n on a cache line of its own
+	d [latencySamples / ringShards]atomic.Int64
+}
+
+// add adds d from stream key.
+func (r *ring) add(key uint64, d time.Duration) {
+	s := &r.shards[key%ringShards]
+	i := s.n.Add(1) - 1
+	s.d[i%uint64(len(s.d))].Store(int64(max(d, 0)) + 1)
 }
 
 // samples copies the ring's samples out, and the count ever added.
 func (r *ring) samples() ([]time.Duration, uint64) {
-	n := r.n.Load()
-	out := make([]time.Duration, 0, min(n, latencySamples))
-	for i := range cap(out) {
-		if v := r.d[i].Load(); v > 0 {
-			out = append(out, time.Duration(v-1))
+	var out []time.Duration
+	var total uint64
+	for i := range r.shards {
+		s := &r.shards[i]
+		n := s.n.Load()
+		total += n
+		for j := range min(n, uint64(len(s.d))) {
+			if v := s.d[j].Load(); v > 0 {
+				out = append(out, time.Duration(v-1))
+			}
 		}
 	}
-	return out, n
+	return out, total
 }
 
 // Latency is the push latency of changes to one type, over the newest
@@ -64,7 +83,8 @@ func (t *Tracker) Latencies() []Latency {
 	rings := t.latency.Load()
 	samples := make(map[string][]time.Duration, len(rings))
 	totals := make(map[string]uint64, len(rings))
-	for typ, r := range rings {
+	for _, r := range rings {
+		typ := r.name
 		if samples[typ], totals[typ] = r.samples(); len(samples[typ]) == 0 {
 			delete(samples, typ)
 		}
@@ -188,17 +208,18 @@ func (t *Tracker) Rollout() Rollout {
 // rolloutOf counts s, if open and in a group, in its group's progress
 // through change.
 func (t *Tracker) rolloutOf(s *stream, change rolloutState, byGroup map[string]*GroupRollout) {
-	if s.gone != nil || s.group == NoGroup {
+	group := s.groupOf()
+	if s.gone != nil || group == NoGroup {
 		return
 	}
 	part, done, at := t.progress(s, change)
 	if !part {
 		return
 	}
-	g := byGroup[s.group]
+	g := byGroup[group]
 	if g == nil {
-		g = &GroupRollout{Group: s.group, Pending: []PendingStream{}}
-		byGroup[s.group] = g
+		g = &GroupRollout{Group: group, Pending: []PendingStream{}}
+		byGroup[group] = g
 	}
 	g.Total++
 	if done {
@@ -216,31 +237,34 @@ func (t *Tracker) progress(s *stream, change rolloutState) (part, done bool, at 
 	done = true
 	for i := range s.types {
 		e := &s.types[i]
-		_, expected := t.state(s, e)
+		p := t.stamps(s, e)
+		_, expected := t.state(s, e, p)
 		set := expected
-		if e.more != nil && e.more.expectedSet != "" {
-			set = e.more.expectedSet
+		if p.ExpectedSet != "" {
+			set = p.ExpectedSet
 		}
 		if !change.keys[acceptKey{e.kind.url, set}] {
 			continue
 		}
 		part = true
-		if e.flags&hasACKed == 0 || e.ackedVersion != expected {
+		if p.ACKed.At.IsZero() || p.ACKed.Version != expected {
 			done = false
 			continue
 		}
-		if e.ackedSince.After(at) {
-			at = e.ackedSince
+		if p.ACKedSince.After(at) {
+			at = p.ACKedSince
 		}
 	}
 	return part, done, at
 }
 
+// pending is s as a stream the rollout waits for.
 func (t *Tracker) pending(s *stream) PendingStream {
 	p := PendingStream{Stream: s.id, Node: s.node, States: map[string]string{}}
 	for i := range s.types {
-		state, _ := t.state(s, &s.types[i])
-		p.States[s.types[i].kind.name] = stateNames[state]
+		e := &s.types[i]
+		state, _ := t.state(s, e, t.stamps(s, e))
+		p.States[e.kind.name] = stateNames[state]
 	}
 	return p
 }

@@ -9,18 +9,22 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// Percentiles are over the newest samples only, nearest rank.
+// Percentiles are over the newest samples only, nearest rank. The window
+// is kept in shards by stream: here the ACKs come from as many streams as
+// there are shards, in turn, so the window is the newest latencySamples.
 func TestLatencies(t *testing.T) {
 	tr := NewTracker(Options{Abbrev: func(string) string { return "CDS" }})
 	t0 := time.Now()
 	info := Info{Node: "n"}
-	tr.Seen(1, info, "g", t0)
+	for id := range uint64(ringShards) {
+		tr.Seen(id, info, "g", t0)
+	}
 	// Versions v0..v(latencySamples+99) each accepted at t0+1s and ACKed
 	// i ms later: the first 100 fall out of the window.
 	for i := range latencySamples + 100 {
 		v := "v" + strconv.Itoa(i)
 		tr.Published(map[string][]string{"cds": {v}}, t0.Add(time.Second))
-		tr.ACKed(1, info, "cds", Stamp{Version: v, At: t0.Add(time.Second + time.Duration(i)*time.Millisecond)})
+		tr.ACKed(uint64(i%ringShards), info, "cds", Stamp{Version: v, At: t0.Add(time.Second + time.Duration(i)*time.Millisecond)})
 	}
 	got := tr.Latencies()
 	want := []Latency{{
@@ -110,7 +114,7 @@ func TestLatencyRingConcurrent(t *testing.T) {
 	for w := range writers {
 		wg.Go(func() {
 			for i := range each {
-				r.add(time.Duration(w*each + i + 1))
+				r.add(uint64(i), time.Duration(w*each+i+1))
 			}
 		})
 	}
@@ -122,8 +126,8 @@ func TestLatencyRingConcurrent(t *testing.T) {
 	// A slot claimed and not yet written (an add between its two steps)
 	// is left out, not read as a latency of 0.
 	var filling ring
-	filling.add(5 * time.Millisecond)
-	filling.n.Add(1) // claimed, not written
+	filling.add(0, 5*time.Millisecond)
+	filling.shards[0].n.Add(1) // claimed, not written
 	if d, n := filling.samples(); n != 2 || len(d) != 1 || d[0] != 5*time.Millisecond {
 		t.Fatalf("a ring with one sample and one slot claimed: %v of %d; want [5ms] of 2", d, n)
 	}

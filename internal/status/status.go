@@ -1,7 +1,8 @@
 // Package status tracks the proxies connected to this Pylon: who they are,
 // how they connect, which group they are in, and per resource type what was
-// sent, ACKed and NACKed. It is a leaf: fed plain values, it imports nothing
-// of Pylon's but the cowmap utility.
+// sent, ACKed and NACKed. It is a leaf: fed plain values, or reading what
+// a stream keeps of itself through an interface of its own (Live), it
+// imports nothing of Pylon's but the cowmap utility.
 package status
 
 import (
@@ -34,6 +35,9 @@ type Stamp struct {
 	Nonce     string    `json:"nonce,omitempty"`
 	At        time.Time `json:"at"`
 	Resources int       `json:"resources,omitempty"`
+	// Bytes is a response's encoded size, as its sender tells it (Sent);
+	// a live stream counts its own (Stamps).
+	Bytes int `json:"-"`
 	// Set, when Version is the stream's own (a subscription to part of a
 	// set: X24), is the version of the group's whole set that Version was
 	// planned from: what a publish introduced, for push latency.
@@ -149,11 +153,16 @@ type Count struct {
 // Tracker holds the streams. Memory is bounded: per open stream, one entry
 // per type it uses; closed streams for Retention, at most MaxGone.
 //
+// A stream fed by an xds server is live (Attach): what it sent, what its
+// client ACKed and should hold, the stream keeps, and the tracker reads it
+// when asked (Live). Told on every push instead, the tracker cost a fleet
+// 10-40% more CPU per change: three events per stream, each written into
+// memory of the tracker's that was cold by then. Other streams are told
+// (Sent, ACKed, Expect).
+//
 // The streams are spread over shards, each under a lock of its own: every
-// stream's events (expected version, response, ACK) come from the xds
-// server's goroutines on every core at once, and one lock for all made
-// them take turns (BenchmarkObserveEDSChange/workers=2 in the daemon
-// package). What is not a stream's (the closed list, the accepted
+// stream's events come from the xds server's goroutines on every core at
+// once, and one lock for all made them take turns. What is not a stream's (the closed list, the accepted
 // versions, latencies, the newest change, shared names) is under mu,
 // which is taken last: code holding mu takes no shard's lock.
 type Tracker struct {
@@ -168,7 +177,7 @@ type Tracker struct {
 	// ACK without a lock: replaced on a publish that adds to it, never
 	// written. order is its keys, oldest first (under mu).
 	accepted atomic.Pointer[map[acceptKey]time.Time]
-	// latency holds the newest push latencies per type name, read and
+	// latency holds the newest push latencies per type URL, read and
 	// added to without a lock (ring).
 	latency cowmap.Map[string, *ring]
 
@@ -192,17 +201,19 @@ const nShards = 32
 type shard struct {
 	mu      sync.Mutex
 	streams map[uint64]*stream
-	// counts holds, per type name and state, the shard's open streams'
-	// types in it, kept as each changes state: a metrics scrape reads
-	// these, in O(shards x types x states), never walking the streams.
-	counts map[countKey]int
-	// implicit counts the shard's open streams' types without an expected
-	// version of their own (Expect), which a publish must recount: with
-	// none, as in a running Pylon, a publish walks no stream.
-	implicit int
+	// dropped holds, per type URL, the counts of the streams let go
+	// (pruned, forgotten): Totals adds them to those of the streams kept,
+	// under the same lock, so that no count is lost or counted twice.
+	dropped map[string]Totals
 	// Apart from the next shard's: two cores on neighbouring shards would
 	// otherwise share a cache line.
-	_ [32]byte
+	_ [40]byte
+}
+
+// Totals is what was sent and ACKed of a type, on every stream.
+type Totals struct {
+	Type                           string // the type's name ("CDS")
+	Responses, ResponseBytes, ACKs uint64
 }
 
 // acceptKey is a type URL and a version of it.
@@ -213,8 +224,6 @@ type goneStream struct {
 	id uint64
 	at time.Time
 }
-
-type countKey struct{ typ, state string }
 
 // What the tracker keeps is laid out for a fleet of streams: every stream
 // has an entry per type, so an entry is one value in its stream's slice,
@@ -229,11 +238,11 @@ type stream struct {
 	node, cluster, group, peer, client, kind, ident string
 	since                                           time.Time
 	gone                                            *time.Time
-	types                                           []entry // sorted by name
-	// implicit is how many of types have no expected version of their
-	// own, while the stream is open: its share of Tracker.implicit.
-	implicit int
-	more     *streamMore
+	// live reads the stream's stamps and group while it is open (nil for
+	// a stream that is told them): see Attach.
+	live  Live
+	types []entry // sorted by name
+	more  *streamMore
 }
 
 // streamMore is what few streams have.
@@ -256,51 +265,50 @@ const (
 	maxClients = 64
 )
 
-// entry is a stream's state for one type.
+// entry is a stream's state for one type. Its stamps are told (p) or,
+// while the stream is live, read from the stream (Tracker.stamps).
 type entry struct {
 	kind *kind
-	// expected is the version this stream should hold rather than its
-	// group's ("": its group's).
-	expected                 string
-	sentVersion, sentNonce   string
-	sentAt                   time.Time
-	ackedVersion, ackedNonce string
-	ackedAt                  time.Time
-	// ackedSince is when ackedVersion was first ACKed on the stream (a
+	sub  *Subscription
+	// lastNACK stays after a later ACK.
+	lastNACK *NACK
+	p        *Stamps
+	// synced is set once the type was SYNCED: its first sync is timed
+	// once (told stamps only: a live stream times its own).
+	synced bool
+}
+
+// Stamps is a stream's state of one type: what it should hold, what it
+// was sent, and what it ACKed (a zero At: none).
+type Stamps struct {
+	// Expected is the version the stream should hold rather than its
+	// group's ("": its group's), ExpectedSet the version of the group's
+	// whole set it was planned from, where the two differ: which change
+	// the stream takes part in, for the rollout.
+	Expected, ExpectedSet string
+	Sent, ACKed           Stamp
+	// ACKedSince is when ACKed.Version was first ACKed on the stream (a
 	// later ACK of the same version does not move it): when the proxy
 	// took the change, for the rollout.
-	ackedSince    time.Time
-	lastSent      []proto.Message
-	sub           *Subscription
-	more          *entryMore
-	sentResources int
-	// counted is the state this type is counted under while its stream
-	// is open (0 when not counted).
-	counted state
-	flags   uint8
+	ACKedSince time.Time
+	// LastSent is what the last response carried (shared, read-only),
+	// LastRemoved what it removed.
+	LastSent    []proto.Message
+	LastRemoved []string
+	// Responses and ResponseBytes count the responses sent of the type
+	// (heartbeats included) and their encoded size, ACKs the ACKs.
+	Responses, ResponseBytes, ACKs uint64
 }
 
-// entryMore is what few entries have.
-type entryMore struct {
-	lastNACK    *NACK
-	lastRemoved []string
-	// ackedResources is the ACK's Resources (a count of the response's,
-	// where a feeder gives one).
-	ackedResources int
-	// expectedSet is the version of the group's set the expected version
-	// was planned from, where the two differ: which change the stream
-	// takes part in, for the rollout. sentSet and ackedSet are the Set of
-	// the stamps, where ackedSet is neither "" nor the ACKed version.
-	expectedSet, sentSet, ackedSet string
+// Live reads a live stream's group and, per type, its Stamps. Each call
+// must be safe at any time, from any goroutine, and must not wait on the
+// stream's I/O.
+type Live interface {
+	Group() string
+	// Stamps fills *into with the stream's stamps of typeURL and reports
+	// whether it has any.
+	Stamps(typeURL string, into *Stamps) bool
 }
-
-const (
-	hasSent    uint8 = 1 << iota
-	hasACKed         // ackedVersion and the rest are an ACK's
-	everSynced       // it was SYNCED once: its first sync is timed once
-	ackedSetIsVersion
-	ackedSetMore // the ACK's Set is in more.ackedSet
-)
 
 // state is a state's index in stateNames.
 type state uint8
@@ -314,11 +322,12 @@ const (
 	synced
 )
 
-func (e *entry) moreOf() *entryMore {
-	if e.more == nil {
-		e.more = &entryMore{}
+// told returns e's told stamps, making them if need be.
+func (e *entry) told() *Stamps {
+	if e.p == nil {
+		e.p = &Stamps{}
 	}
-	return e.more
+	return e.p
 }
 
 // NewTracker returns an empty tracker.
@@ -338,7 +347,7 @@ func NewTracker(opts Options) *Tracker {
 	t := &Tracker{opts: opts}
 	t.accepted.Store(&map[acceptKey]time.Time{})
 	for i := range t.shards {
-		t.shards[i].streams, t.shards[i].counts = map[uint64]*stream{}, map[countKey]int{}
+		t.shards[i].streams, t.shards[i].dropped = map[uint64]*stream{}, map[string]Totals{}
 	}
 	return t
 }
@@ -357,11 +366,8 @@ func (t *Tracker) lock(id uint64) *shard {
 const maxAccepted = 4096
 
 // Published records that versions (type URL -> version) were accepted at
-// at, so that ACKs of them measure push latency. Types whose expected
-// version comes from Options.Expected (no Expect for them) are recounted:
-// a publish changes what they should hold without an event of theirs.
+// at, so that ACKs of them measure push latency.
 func (t *Tracker) Published(versions map[string][]string, at time.Time) {
-	t.recountImplicit()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.noteChange(versions, at)
@@ -514,12 +520,8 @@ func (t *Tracker) typ(sh *shard, id uint64, who Who, typeURL string, at time.Tim
 	s.types = insertEntry(s.types, i, k)
 	e := &s.types[i]
 	if x, ok := s.takeEarly(typeURL); ok {
-		e.expected = x.version
-		if x.set != "" {
-			e.moreOf().expectedSet = x.set
-		}
+		e.told().Expected, e.p.ExpectedSet = x.version, x.set
 	}
-	sh.reimplicit(s)
 	return s, e
 }
 
@@ -535,83 +537,29 @@ func insertEntry(types []entry, i int, k *kind) []entry {
 	return types
 }
 
-// reimplicit recomputes s's count of types without their own expected
-// version (zero once it is gone) and its shard's total; call it whenever
-// s's types, expectations or openness change.
-func (sh *shard) reimplicit(s *stream) {
-	n := 0
-	if s.gone == nil {
-		for i := range s.types {
-			if s.types[i].expected == "" {
-				n++
-			}
-		}
-	}
-	sh.implicit += n - s.implicit
-	s.implicit = n
-}
-
-// recount moves e of s to the counter of its current state. It returns
-// the time from the stream's open to at when this is the type's first
-// SYNCED (zero otherwise), for the caller to report once unlocked.
-func (t *Tracker) recount(sh *shard, s *stream, e *entry, at time.Time) time.Duration {
-	state, _ := t.state(s, e)
-	if s.gone == nil && state != e.counted {
-		if e.counted != 0 {
-			sh.counts[countKey{e.kind.name, stateNames[e.counted]}]--
-		}
-		sh.counts[countKey{e.kind.name, stateNames[state]}]++
-		e.counted = state
-	}
-	if state != synced || e.flags&everSynced != 0 {
+// synced reports, for told stamps, the time from the stream's open to at
+// when e of s is SYNCED for the first time (zero otherwise), for the
+// caller to report once unlocked.
+func (t *Tracker) synced(s *stream, e *entry, at time.Time) time.Duration {
+	if e.synced || s.live != nil {
 		return 0
 	}
-	e.flags |= everSynced
+	if state, _ := t.state(s, e, t.stamps(s, e)); state != synced {
+		return 0
+	}
+	e.synced = true
 	return max(at.Sub(s.since), time.Nanosecond)
 }
 
-// uncount takes a stream that is gone out of the counters.
-func (sh *shard) uncount(s *stream) {
-	for i := range s.types {
-		e := &s.types[i]
-		if e.counted != 0 {
-			sh.counts[countKey{e.kind.name, stateNames[e.counted]}]--
-			e.counted = 0
-		}
-	}
-}
-
-// recountImplicit recounts the open streams' types that have no expected
-// version of their own. The xds server reports one for every type it
-// serves, so in a running Pylon there are none and nothing is walked.
-func (t *Tracker) recountImplicit() {
-	for i := range t.shards {
-		sh := &t.shards[i]
-		sh.mu.Lock()
-		if sh.implicit > 0 {
-			for _, s := range sh.streams {
-				if s.gone != nil {
-					continue
-				}
-				for i := range s.types {
-					if s.types[i].expected == "" {
-						t.recount(sh, s, &s.types[i], time.Now())
-					}
-				}
-			}
-		}
-		sh.mu.Unlock()
-	}
-}
-
-// firstSync reports a first sync measured by recount; call unlocked.
+// firstSync reports a first sync (synced); call unlocked.
 func (t *Tracker) firstSync(typeURL string, d time.Duration) {
 	if d > 0 && t.opts.OnFirstSync != nil {
 		t.opts.OnFirstSync(typeURL, d)
 	}
 }
 
-// Seen records that stream id is open and in group ("" for none).
+// Seen records that stream id is open and in group ("" for none). A
+// live stream's group is read from it (Attach).
 func (t *Tracker) Seen(id uint64, who Who, group string, at time.Time) {
 	sh := t.lock(id)
 	defer sh.mu.Unlock()
@@ -619,14 +567,17 @@ func (t *Tracker) Seen(id uint64, who Who, group string, at time.Time) {
 	if group == "" {
 		group = NoGroup
 	}
-	if s.group == group {
-		return
-	}
 	s.group = group
-	for i := range s.types {
-		// A stream in no group is NOT SENT whatever it holds; its first
-		// sync is timed when it is synced in a group.
-		t.recount(sh, s, &s.types[i], at)
+}
+
+// Attach makes stream id live: from now until it ends, its group and
+// stamps are read from live when asked, and Sent, ACKed and Expect are
+// not called for it. On its end the tracker keeps what live last said.
+func (t *Tracker) Attach(id uint64, who Who, live Live, at time.Time) {
+	sh := t.lock(id)
+	defer sh.mu.Unlock()
+	if s := t.stream(sh, id, who, at); s.gone == nil {
+		s.live = live
 	}
 }
 
@@ -634,8 +585,7 @@ func (t *Tracker) Seen(id uint64, who Who, group string, at time.Time) {
 func (t *Tracker) Requested(id uint64, who Who, typeURL string, at time.Time) {
 	sh := t.lock(id)
 	defer sh.mu.Unlock()
-	s, e := t.typ(sh, id, who, typeURL, at)
-	t.recount(sh, s, e, at)
+	t.typ(sh, id, who, typeURL, at)
 }
 
 // The subscriptions most streams have, shared (read-only, as every kept
@@ -672,9 +622,8 @@ func (t *Tracker) Subscribed(id uint64, who Who, typeURL string, wildcard bool, 
 	}
 	sh := t.lock(id)
 	defer sh.mu.Unlock()
-	s, e := t.typ(sh, id, who, typeURL, at)
+	_, e := t.typ(sh, id, who, typeURL, at)
 	e.sub = sub
-	t.recount(sh, s, e, at)
 }
 
 // withinBounds reports whether names can be kept as they are: sorted, at
@@ -691,104 +640,119 @@ func withinBounds(names []string) bool {
 	return true
 }
 
-// Sent records a response.
+// Sent records a response of a stream that is not live.
 func (t *Tracker) Sent(id uint64, who Who, typeURL string, st Stamp, sent []proto.Message, removed []string) {
 	sh := t.lock(id)
-	defer sh.mu.Unlock()
 	s, e := t.typ(sh, id, who, typeURL, st.At)
-	e.sentVersion, e.sentNonce, e.sentAt, e.sentResources = st.Version, st.Nonce, st.At, st.Resources
-	e.flags |= hasSent
-	e.lastSent = sent
-	if st.Set != "" || removed != nil || e.more != nil {
-		m := e.moreOf()
-		m.sentSet, m.lastRemoved = st.Set, removed
+	p := e.told()
+	if st.Set == st.Version {
+		st.Set = ""
 	}
-	t.recount(sh, s, e, st.At)
+	p.Sent, p.LastSent, p.LastRemoved = st, sent, removed
+	p.Responses++
+	p.ResponseBytes += uint64(max(st.Bytes, 0))
+	first := t.synced(s, e, st.At)
+	sh.mu.Unlock()
+	t.firstSync(typeURL, first)
 }
 
-// ACKed records an ACK. A version's first ACK on the stream measures the
-// push latency of its change, if that change was accepted after the
-// stream opened; a type's first SYNCED measures the stream's first sync.
+// Spared records a response a reconnecting client of a stream that is
+// not live already held, so was not sent (X24): the type stands as sent
+// and ACKed at st, and nothing is counted.
+func (t *Tracker) Spared(id uint64, who Who, typeURL string, st Stamp, held []proto.Message) {
+	sh := t.lock(id)
+	s, e := t.typ(sh, id, who, typeURL, st.At)
+	p := e.told()
+	if st.Set == st.Version {
+		st.Set = ""
+	}
+	p.Sent, p.LastSent, p.LastRemoved = st, held, nil
+	if p.ACKed.At.IsZero() || p.ACKed.Version != st.Version {
+		p.ACKedSince = st.At
+	}
+	p.ACKed = Stamp{Version: st.Version, Set: st.Set, At: st.At}
+	synced := t.synced(s, e, st.At)
+	sh.mu.Unlock()
+	t.firstSync(typeURL, synced)
+}
+
+// ACKed records an ACK of a stream that is not live, and measures it
+// (Measure).
 func (t *Tracker) ACKed(id uint64, who Who, typeURL string, st Stamp) {
 	sh := t.lock(id)
 	s, e := t.typ(sh, id, who, typeURL, st.At)
+	p := e.told()
 	// An ACK's version and nonce are the client's, fresh from its
 	// request: the equal strings already kept are kept instead.
 	switch st.Version {
-	case e.sentVersion:
-		st.Version = e.sentVersion
-	case e.ackedVersion:
-		st.Version = e.ackedVersion
+	case p.Sent.Version:
+		st.Version = p.Sent.Version
+	case p.ACKed.Version:
+		st.Version = p.ACKed.Version
 	}
-	if st.Nonce == e.sentNonce {
-		st.Nonce = e.sentNonce
+	if st.Nonce == p.Sent.Nonce {
+		st.Nonce = p.Sent.Nonce
 	}
-	first := e.flags&hasACKed == 0 || e.ackedVersion != st.Version
-	if first {
-		e.ackedSince = st.At
-	}
-	e.ackedVersion, e.ackedNonce, e.ackedAt = st.Version, st.Nonce, st.At
-	if st.Resources != 0 || e.more != nil {
-		e.moreOf().ackedResources = st.Resources
-	}
-	e.flags = e.flags&^(ackedSetIsVersion|ackedSetMore) | hasACKed
 	switch st.Set {
-	case "":
 	case st.Version:
-		e.flags |= ackedSetIsVersion
-	default:
-		e.flags |= ackedSetMore
+		st.Set = ""
+	case p.ACKed.Set:
 		// An equal string is kept rather than replaced: the one kept may
 		// be shared already, the new one is the request's own.
-		if m := e.moreOf(); m.ackedSet != st.Set {
-			m.ackedSet = st.Set
-		}
+		st.Set = p.ACKed.Set
 	}
-	if e.flags&ackedSetMore == 0 && e.more != nil {
-		e.more.ackedSet = ""
-	}
-	key := st.Version
-	if st.Set != "" {
-		key = st.Set
-	}
-	var push bool
-	var accepted time.Time
+	first := p.ACKed.At.IsZero() || p.ACKed.Version != st.Version
 	if first {
-		push, accepted = t.pushed(typeURL, key, e.kind.name, s.since, st.At)
+		p.ACKedSince = st.At
 	}
-	synced := t.recount(sh, s, e, st.At)
+	p.ACKed = st
+	p.ACKs++
+	synced, since := t.synced(s, e, st.At), s.since
 	sh.mu.Unlock()
-	if push && t.opts.OnLatency != nil {
-		t.opts.OnLatency(typeURL, st.At.Sub(accepted))
+	if first {
+		t.Measure(id, typeURL, st, since)
 	}
 	t.firstSync(typeURL, synced)
 }
 
-// pushed reports whether the first ACK at at of version key of typeURL
-// (named name) on a stream open since since is the push of a change, and
-// when the change was accepted; a push's latency is kept.
-func (t *Tracker) pushed(typeURL, key, name string, since, at time.Time) (bool, time.Time) {
+// Measure takes the first ACK on stream id, open since since, of a version
+// (st.Set, or else st.Version) of typeURL: if its change was accepted
+// after the stream opened, this is the push of a change, and its latency
+// is kept and told (Options.OnLatency). A live stream's feeder calls it
+// for each first ACK of a version; ACKed does for the others. It takes no
+// lock: an ACK of every stream of the fleet comes with every change.
+func (t *Tracker) Measure(id uint64, typeURL string, st Stamp, since time.Time) {
+	key := st.Version
+	if st.Set != "" {
+		key = st.Set
+	}
 	accepted, known := (*t.accepted.Load())[acceptKey{typeURL, key}]
 	if !known || !accepted.After(since) {
-		return false, accepted
+		return
 	}
-	r := t.latency.Load()[name]
+	d := st.At.Sub(accepted)
+	r := t.latency.Load()[typeURL]
 	if r == nil {
-		// Kinds are bounded (maxKinds), and so are their names.
-		r = t.latency.LoadOrStore(name, &ring{}, maxKinds)
+		// Kinds are bounded (maxKinds), and so are their URLs.
+		r = t.latency.LoadOrStore(typeURL, &ring{name: t.opts.Abbrev(typeURL)}, maxKinds)
 	}
-	r.add(at.Sub(accepted))
-	return true, accepted
+	r.add(id, d)
+	if t.opts.OnLatency != nil {
+		t.opts.OnLatency(typeURL, d)
+	}
 }
+
+// FirstSync tells Options.OnFirstSync that a live stream's type of
+// typeURL was SYNCED for the first time, d after the stream opened.
+func (t *Tracker) FirstSync(typeURL string, d time.Duration) { t.firstSync(typeURL, d) }
 
 // NACKed records a rejection.
 func (t *Tracker) NACKed(id uint64, who Who, typeURL string, n NACK) {
 	n.Detail = cut(n.Detail)
 	sh := t.lock(id)
 	defer sh.mu.Unlock()
-	s, e := t.typ(sh, id, who, typeURL, n.At)
-	e.moreOf().lastNACK = &n
-	t.recount(sh, s, e, n.At)
+	_, e := t.typ(sh, id, who, typeURL, n.At)
+	e.lastNACK = &n
 }
 
 // Refused records that the server ended stream id on purpose, and marks it
@@ -802,7 +766,7 @@ func (t *Tracker) Refused(id uint64, who Who, reason, detail string, at time.Tim
 	}
 	s.more.refused = &Refusal{Reason: reason, Detail: cut(detail), At: at}
 	if s.gone == nil {
-		t.end(sh, s, at)
+		t.end(s, at)
 	}
 	sh.mu.Unlock()
 	t.prune(at)
@@ -820,22 +784,42 @@ func cut(s string) string {
 func (t *Tracker) Closed(id uint64, at time.Time) {
 	sh := t.lock(id)
 	if s := sh.streams[id]; s != nil && s.gone == nil {
-		t.end(sh, s, at)
+		t.end(s, at)
 	}
 	sh.mu.Unlock()
 	t.prune(at)
 }
 
-// end takes open stream s out of the counts as it closes at at, and lists
-// it among the closed. Its shard is locked: Forget of the same stream
-// comes before or after, never between.
-func (t *Tracker) end(sh *shard, s *stream, at time.Time) {
-	sh.uncount(s)
+// end marks open stream s gone at at, and lists it among the closed. Its
+// shard is locked: Forget of the same stream comes before or after, never
+// between.
+func (t *Tracker) end(s *stream, at time.Time) {
+	s.freeze()
 	s.gone = &at
-	sh.reimplicit(s)
 	t.mu.Lock()
 	t.gone = append(t.gone, goneStream{s.id, at})
 	t.mu.Unlock()
+}
+
+// freeze keeps what a live stream last said, as told stamps, and lets the
+// stream go: a closed stream is shown as it ended.
+func (s *stream) freeze() {
+	if s.live == nil {
+		return
+	}
+	if g := s.live.Group(); g != "" {
+		s.group = g
+	} else {
+		s.group = NoGroup
+	}
+	for i := range s.types {
+		e := &s.types[i]
+		var p Stamps
+		if s.live.Stamps(e.kind.url, &p) {
+			e.p = &p
+		}
+	}
+	s.live = nil
 }
 
 // prune drops the closed streams kept past Retention, or beyond MaxGone,
@@ -856,16 +840,17 @@ func (t *Tracker) prune(now time.Time) {
 		sh := t.lock(id)
 		// Only if still gone: Forget may have dropped it already.
 		if s := sh.streams[id]; s != nil && s.gone != nil {
-			delete(sh.streams, id)
+			t.drop(sh, s)
 		}
 		sh.mu.Unlock()
 	}
 }
 
-// Expect records that stream id should hold version of typeURL rather
-// than its group's ("" : its group's again). The xds server says so for
-// every type a stream asks for, so that SYNCED means the proxy holds the
-// latest of every resource it subscribes to, not of its group's whole set.
+// Expect records that stream id, not live, should hold version of typeURL
+// rather than its group's ("" : its group's again). The xds server says
+// so for every type a stream asks for, so that SYNCED means the proxy
+// holds the latest of every resource it subscribes to, not of its group's
+// whole set.
 func (t *Tracker) Expect(id uint64, who Who, typeURL, version string, at time.Time) {
 	t.ExpectOf(id, who, typeURL, version, "", at)
 }
@@ -882,12 +867,8 @@ func (t *Tracker) ExpectOf(id uint64, who Who, typeURL, version, set string, at 
 	s := t.stream(sh, id, who, at)
 	var synced time.Duration
 	if e := s.entryOf(typeURL); e != nil {
-		e.expected = version
-		if set != "" || e.more != nil {
-			e.moreOf().expectedSet = set
-		}
-		sh.reimplicit(s)
-		synced = t.recount(sh, s, e, at)
+		e.told().Expected, e.p.ExpectedSet = version, set
+		synced = t.synced(s, e, at)
 	} else {
 		s.expectEarly(typeURL, version, set)
 	}
@@ -933,23 +914,45 @@ func (s *stream) takeEarly(url string) (early, bool) {
 	return early{}, false
 }
 
-// state is the state of e on stream s, and the version s should hold.
-func (t *Tracker) state(s *stream, e *entry) (state, string) {
-	expected := e.expected
-	if expected == "" {
-		expected = t.opts.Expected(s.group, e.kind.url)
-	}
-	var nack *NACK
-	if e.more != nil {
-		nack = e.more.lastNACK
-	}
-	acked := e.flags&hasACKed != 0
+// stamps returns e's stamps: read from a live stream, else those told
+// (zero if none). Call with s's shard locked.
+func (t *Tracker) stamps(s *stream, e *entry) Stamps {
+	var p Stamps
 	switch {
-	case s.group == NoGroup || e.flags&hasSent == 0:
+	case s.live != nil:
+		s.live.Stamps(e.kind.url, &p)
+	case e.p != nil:
+		p = *e.p
+	}
+	return p
+}
+
+// groupOf is s's group now. Call with s's shard locked.
+func (s *stream) groupOf() string {
+	if s.live == nil {
+		return s.group
+	}
+	if g := s.live.Group(); g != "" {
+		return g
+	}
+	return NoGroup
+}
+
+// state is the state of e on stream s with stamps p, and the version s
+// should hold.
+func (t *Tracker) state(s *stream, e *entry, p Stamps) (state, string) {
+	group := s.groupOf()
+	expected := p.Expected
+	if expected == "" {
+		expected = t.opts.Expected(group, e.kind.url)
+	}
+	acked := !p.ACKed.At.IsZero()
+	switch {
+	case group == NoGroup || p.Sent.At.IsZero():
 		return notSent, expected
-	case nack != nil && (!acked || nack.At.After(e.ackedAt)):
+	case e.lastNACK != nil && (!acked || e.lastNACK.At.After(p.ACKed.At)):
 		return nacked, expected
-	case acked && e.ackedVersion == expected && e.ackedVersion == e.sentVersion:
+	case acked && p.ACKed.Version == expected && p.ACKed.Version == p.Sent.Version:
 		// What was sent last is what was ACKed: nothing is in flight.
 		return synced, expected
 	}
@@ -982,40 +985,26 @@ func (t *Tracker) Streams() []Stream {
 // export is a copy of s as a Stream, its states computed now.
 func (t *Tracker) export(s *stream) Stream {
 	c := Stream{
-		ID: s.id, Node: s.node, Cluster: s.cluster, Group: s.group, Peer: s.peer, Client: s.client, Kind: s.kind,
+		ID: s.id, Node: s.node, Cluster: s.cluster, Group: s.groupOf(), Peer: s.peer, Client: s.client, Kind: s.kind,
 		Identity: s.ident, Since: s.since, Gone: s.gone, Types: make([]*Type, len(s.types)),
 	}
 	types := make([]Type, len(s.types))
 	var stamps []Stamp
 	for i := range s.types {
 		e, ty := &s.types[i], &types[i]
-		state, expected := t.state(s, e)
-		*ty = Type{Type: e.kind.name, State: stateNames[state], Expected: expected, LastSent: e.lastSent, Subscription: e.sub}
-		if e.more != nil {
-			ty.LastNACK, ty.LastRemoved = e.more.lastNACK, e.more.lastRemoved
-		}
-		if e.flags&(hasSent|hasACKed) != 0 && stamps == nil {
+		p := t.stamps(s, e)
+		state, expected := t.state(s, e, p)
+		*ty = Type{Type: e.kind.name, State: stateNames[state], Expected: expected, LastSent: p.LastSent, LastRemoved: p.LastRemoved, Subscription: e.sub, LastNACK: e.lastNACK}
+		if (!p.Sent.At.IsZero() || !p.ACKed.At.IsZero()) && stamps == nil {
 			stamps = make([]Stamp, 2*len(s.types))
 		}
-		if e.flags&hasSent != 0 {
+		if !p.Sent.At.IsZero() {
 			ty.Sent = &stamps[2*i]
-			*ty.Sent = Stamp{Version: e.sentVersion, Nonce: e.sentNonce, At: e.sentAt, Resources: e.sentResources}
-			if e.more != nil {
-				ty.Sent.Set = e.more.sentSet
-			}
+			*ty.Sent = p.Sent
 		}
-		if e.flags&hasACKed != 0 {
+		if !p.ACKed.At.IsZero() {
 			ty.ACKed = &stamps[2*i+1]
-			*ty.ACKed = Stamp{Version: e.ackedVersion, Nonce: e.ackedNonce, At: e.ackedAt}
-			if e.more != nil {
-				ty.ACKed.Resources = e.more.ackedResources
-			}
-			switch {
-			case e.flags&ackedSetIsVersion != 0:
-				ty.ACKed.Set = e.ackedVersion
-			case e.flags&ackedSetMore != 0:
-				ty.ACKed.Set = e.more.ackedSet
-			}
+			*ty.ACKed = p.ACKed
 		}
 		c.Types[i] = ty
 	}
@@ -1025,7 +1014,7 @@ func (t *Tracker) export(s *stream) Stream {
 	return c
 }
 
-// States counts the open streams' types by state, in O(types x states).
+// States counts the open streams' types by state.
 func (t *Tracker) States() map[string]int {
 	out := map[string]int{Synced: 0, Stale: 0, Nacked: 0, NotSent: 0}
 	for _, c := range t.Counts() {
@@ -1034,22 +1023,45 @@ func (t *Tracker) States() map[string]int {
 	return out
 }
 
-// Counts returns the open streams' types by type name and state, from
-// counters kept as each changes state: O(types x states), whatever the
-// number of streams. Sorted by type, then state.
+// Counts returns the open streams' types by type name and state, their
+// states computed now: a walk of every open stream (a metrics scrape every
+// few seconds reads it; every change of every stream would otherwise pay
+// to keep counts). Every state of a type any open stream has is listed,
+// zero or not, so that a series drops to zero rather than vanishing.
+// Sorted by type, then state.
 func (t *Tracker) Counts() []Count {
-	sum := map[countKey]int{}
+	type key struct {
+		typ string
+		st  state
+	}
+	sum := map[key]int{}
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
-		for k, n := range sh.counts {
-			sum[k] += n
+		for _, s := range sh.streams {
+			if s.gone != nil {
+				continue
+			}
+			for i := range s.types {
+				e := &s.types[i]
+				st, _ := t.state(s, e, t.stamps(s, e))
+				sum[key{e.kind.name, st}]++
+			}
 		}
 		sh.mu.Unlock()
 	}
+	names := map[string]bool{}
+	for k := range sum {
+		names[k.typ] = true
+	}
+	for name := range names {
+		for st := notSent; st <= synced; st++ {
+			sum[key{name, st}] += 0
+		}
+	}
 	out := make([]Count, 0, len(sum))
 	for k, n := range sum {
-		out = append(out, Count{Type: k.typ, State: k.state, N: n})
+		out = append(out, Count{Type: k.typ, State: stateNames[k.st], N: n})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Type != out[j].Type {
@@ -1057,5 +1069,56 @@ func (t *Tracker) Counts() []Count {
 		}
 		return out[i].State < out[j].State
 	})
+	return out
+}
+
+// drop lets stream s of shard sh go, keeping its counts in the shard's
+// (call with sh locked).
+func (t *Tracker) drop(sh *shard, s *stream) {
+	for i := range s.types {
+		e := &s.types[i]
+		p := t.stamps(s, e)
+		d := sh.dropped[e.kind.url]
+		d.Responses += p.Responses
+		d.ResponseBytes += p.ResponseBytes
+		d.ACKs += p.ACKs
+		sh.dropped[e.kind.url] = d
+	}
+	delete(sh.streams, s.id)
+}
+
+// Totals returns, per type, the responses sent and ACKs received on every
+// stream since the tracker started, by type name: what the streams count
+// for themselves (a live stream's own counters), summed when asked.
+func (t *Tracker) Totals() []Totals {
+	sum := map[string]Totals{}
+	add := func(url string, r, b, a uint64) {
+		x := sum[url]
+		x.Responses += r
+		x.ResponseBytes += b
+		x.ACKs += a
+		sum[url] = x
+	}
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		for url, d := range sh.dropped {
+			add(url, d.Responses, d.ResponseBytes, d.ACKs)
+		}
+		for _, s := range sh.streams {
+			for i := range s.types {
+				e := &s.types[i]
+				p := t.stamps(s, e)
+				add(e.kind.url, p.Responses, p.ResponseBytes, p.ACKs)
+			}
+		}
+		sh.mu.Unlock()
+	}
+	out := make([]Totals, 0, len(sum))
+	for url, x := range sum {
+		x.Type = t.opts.Abbrev(url)
+		out = append(out, x)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
 	return out
 }

@@ -1,0 +1,115 @@
+package status
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// fakeLive is a live stream's status as its feeder keeps it: a stand-in
+// for the xds server's streams (internal/xds keeps the real ones, tested
+// there and end to end in the daemon and integration tests).
+type fakeLive struct {
+	mu     sync.Mutex
+	group  string
+	stamps map[string]Stamps
+}
+
+func (f *fakeLive) Group() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.group
+}
+
+func (f *fakeLive) Stamps(url string, into *Stamps) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, ok := f.stamps[url]
+	*into = p
+	return ok
+}
+
+func (f *fakeLive) set(url string, p Stamps) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stamps[url] = p
+}
+
+// A live stream's stamps and group are read when asked: what it holds
+// changes without a word to the tracker, and its state, counts and
+// rollout follow. Once it ends, it shows what it last said.
+func TestLiveStreamReadWhenAsked(t *testing.T) {
+	tr := NewTracker(Options{Abbrev: func(string) string { return "CDS" }})
+	t0 := time.Now()
+	live := &fakeLive{group: "edge", stamps: map[string]Stamps{}}
+	info := Info{Node: "n1"}
+	tr.Attach(1, info, live, t0)
+	tr.Requested(1, info, "cds", t0)
+	state := func() (string, string) {
+		s := tr.Streams()
+		if len(s) != 1 || len(s[0].Types) != 1 {
+			t.Fatalf("streams %+v", s)
+		}
+		return s[0].Group, s[0].Types[0].State
+	}
+	if g, st := state(); g != "edge" || st != NotSent {
+		t.Fatalf("before anything was sent: group %q, %s; want edge, NOT SENT", g, st)
+	}
+	sent := Stamp{Version: "v1", Nonce: "1", At: t0.Add(time.Second), Resources: 2}
+	live.set("cds", Stamps{Expected: "v1", Sent: sent, Responses: 1, ResponseBytes: 100})
+	if _, st := state(); st != Stale {
+		t.Fatalf("sent, not ACKed: %s, want STALE", st)
+	}
+	acked := Stamp{Version: "v1", Nonce: "1", At: t0.Add(2 * time.Second)}
+	live.set("cds", Stamps{Expected: "v1", Sent: sent, ACKed: acked, ACKedSince: acked.At, Responses: 1, ResponseBytes: 100, ACKs: 1})
+	if _, st := state(); st != Synced {
+		t.Fatalf("ACKed what it should hold: %s, want SYNCED", st)
+	}
+	if got := tr.States(); got[Synced] != 1 || got[Stale] != 0 {
+		t.Fatalf("counts %v, want one SYNCED", got)
+	}
+	s := tr.Streams()[0].Types[0]
+	if *s.Sent != sent || *s.ACKed != acked || s.Expected != "v1" {
+		t.Fatalf("sent %+v acked %+v expected %q; want %+v, %+v, v1", s.Sent, s.ACKed, s.Expected, sent, acked)
+	}
+	tr.Closed(1, t0.Add(3*time.Second))
+	live.set("cds", Stamps{Expected: "v2", Sent: Stamp{Version: "v2", At: t0.Add(4 * time.Second)}})
+	live.mu.Lock()
+	live.group = "other"
+	live.mu.Unlock()
+	if g, st := state(); g != "edge" || st != Synced {
+		t.Fatalf("after its end: group %q, %s; want what it last said (edge, SYNCED)", g, st)
+	}
+}
+
+// Totals are what the streams counted, whether live or told, and stay
+// counted once a stream is let go (pruned or forgotten): a counter that
+// fell would read as a restart.
+func TestTotalsKeepWhatIsLetGo(t *testing.T) {
+	tr := NewTracker(Options{Abbrev: func(string) string { return "CDS" }, MaxGone: 1})
+	t0 := time.Now()
+	for id := range uint64(3) {
+		live := &fakeLive{group: "edge", stamps: map[string]Stamps{"cds": {Responses: 2, ResponseBytes: 10, ACKs: 1}}}
+		tr.Attach(id, Info{Node: "n"}, live, t0)
+		tr.Requested(id, Info{Node: "n"}, "cds", t0)
+	}
+	told := Info{Node: "told"}
+	tr.Requested(9, told, "cds", t0)
+	tr.Sent(9, told, "cds", Stamp{Version: "v1", At: t0, Bytes: 5}, nil, nil)
+	tr.ACKed(9, told, "cds", Stamp{Version: "v1", At: t0})
+	want := []Totals{{Type: "CDS", Responses: 7, ResponseBytes: 35, ACKs: 4}}
+	if diff := cmp.Diff(want, tr.Totals()); diff != "" {
+		t.Fatalf("totals (-want +got):\n%s", diff)
+	}
+	tr.Forget(0)
+	tr.Closed(1, t0)
+	tr.Closed(2, t0) // MaxGone 1: stream 1 is pruned
+	if len(tr.Streams()) != 2 {
+		t.Fatalf("%d streams kept, want 2 (the told one and the last closed)", len(tr.Streams()))
+	}
+	if diff := cmp.Diff(want, tr.Totals()); diff != "" {
+		t.Fatalf("totals once streams were let go (-want +got):\n%s", diff)
+	}
+}
