@@ -62,6 +62,10 @@ func NewObservability(reg *xdstype.Registry, pub *snapshot.Publisher) *Observabi
 func (o *Observability) Published(f *snapshot.Fleet) { published(o.Tracker, f) }
 
 // tracking feeds xDS stream events to the status tracker and the metrics.
+// What a stream sends and its client ACKs on every change, the stream
+// keeps itself (xds.StreamStatus): the tracker reads it there when asked,
+// and the tracking wants, of those events, only VersionTaken, for push
+// latency (Wants).
 type tracking struct {
 	reg *xdstype.Registry
 	t   *status.Tracker
@@ -100,6 +104,23 @@ func (o *tracking) Observe(e *xds.Event) {
 	if o.then != nil {
 		o.then.Observe(e)
 	}
+}
+
+// Wants says which of the per-change events the tracking wants now
+// (xds.Selective): of its own, only VersionTaken, for push latency; the
+// streams' status it reads when asked (Event.Status), and their counts
+// (status.Tracker.Totals). It wants what the observer after it wants.
+func (o *tracking) Wants(k xds.EventKind) bool {
+	if k == xds.VersionTaken {
+		return true
+	}
+	if o.then == nil {
+		return false
+	}
+	if sel, ok := o.then.(xds.Selective); ok {
+		return sel.Wants(k)
+	}
+	return true
 }
 
 // track is Observe's own part.
@@ -146,6 +167,9 @@ func (o *tracking) observeStream(e *xds.Event) {
 	case xds.StreamOpened:
 		o.m.StreamOpened(label)
 		o.t.Seen(e.StreamID, o.info(e), e.Group, e.At)
+		if e.Status != nil {
+			o.t.Attach(e.StreamID, o.info(e), liveView{e.Status}, e.At)
+		}
 	case xds.StreamClosed:
 		o.m.StreamClosed(label)
 		if e.Poll {
@@ -184,21 +208,35 @@ func (o *tracking) observeType(e *xds.Event) {
 	case xds.RequestNACK:
 		o.nacked(e)
 	case xds.ExpectedVersion:
-		o.t.ExpectOf(e.StreamID, o.info(e), e.TypeURL, e.Version, e.SetVersion, e.At)
+		if e.Status == nil {
+			o.t.ExpectOf(e.StreamID, o.info(e), e.TypeURL, e.Version, e.SetVersion, e.At)
+		}
+	case xds.VersionTaken:
+		o.t.Measure(e.StreamID, e.TypeURL, status.Stamp{Version: e.Version, Set: e.SetVersion, At: e.At}, e.Opened)
+	case xds.TypeSynced:
+		o.t.FirstSync(e.TypeURL, e.FirstSync)
 	}
 }
 
+// sent records a response of a stream that does not keep its own status
+// (a live one keeps what it sent, its group and its counts: status reads
+// them there).
 func (o *tracking) sent(e *xds.Event) {
-	o.m.Sent(o.abbrev(e.TypeURL), e.Bytes)
+	if e.Status != nil {
+		return
+	}
 	info := o.info(e)
 	o.t.Seen(e.StreamID, info, e.Group, e.At)
 	if !e.Heartbeat {
-		o.t.Sent(e.StreamID, info, e.TypeURL, status.Stamp{Version: e.Version, Nonce: e.Nonce, At: e.At, Resources: e.Resources}, e.Sent, e.Removed)
+		o.t.Sent(e.StreamID, info, e.TypeURL, status.Stamp{Version: e.Version, Nonce: e.Nonce, At: e.At, Resources: e.Resources, Bytes: e.Bytes}, e.Sent, e.Removed)
 	}
 }
 
+// acked records an ACK of a stream that does not keep its own status.
 func (o *tracking) acked(e *xds.Event) {
-	o.m.ACK(o.abbrev(e.TypeURL))
+	if e.Status != nil {
+		return
+	}
 	o.t.ACKed(e.StreamID, o.info(e), e.TypeURL, status.Stamp{Version: e.Version, Set: e.SetVersion, Nonce: e.Nonce, At: e.At})
 }
 
@@ -212,10 +250,32 @@ func (o *tracking) nacked(e *xds.Event) {
 // reconnected with, so that it shows SYNCED.
 func (o *tracking) spared(e *xds.Event) {
 	o.m.Spared(o.abbrev(e.TypeURL), e.Bytes)
+	if e.Status != nil {
+		return
+	}
 	info := o.info(e)
 	o.t.Seen(e.StreamID, info, e.Group, e.At)
-	o.t.Sent(e.StreamID, info, e.TypeURL, status.Stamp{Version: e.Version, At: e.At, Resources: e.Resources}, e.Sent, nil)
-	o.t.ACKed(e.StreamID, info, e.TypeURL, status.Stamp{Version: e.Version, Set: e.SetVersion, At: e.At})
+	o.t.Spared(e.StreamID, info, e.TypeURL, status.Stamp{Version: e.Version, Set: e.SetVersion, At: e.At, Resources: e.Resources}, e.Sent)
+}
+
+// liveView is an xds stream's status as the tracker reads it.
+type liveView struct{ s xds.StreamStatus }
+
+func (v liveView) Group() string { return v.s.Group() }
+
+func (v liveView) Stamps(typeURL string, into *status.Stamps) bool {
+	var t xds.TypeStatus
+	if !v.s.TypeStatus(typeURL, &t) {
+		return false
+	}
+	*into = status.Stamps{
+		Expected: t.Expected, ExpectedSet: t.ExpectedSet,
+		Sent:       status.Stamp{Version: t.Sent.Version, Nonce: t.Sent.Nonce, Set: t.Sent.Set, At: t.Sent.At, Resources: t.Sent.Resources},
+		ACKed:      status.Stamp{Version: t.ACKed.Version, Nonce: t.ACKed.Nonce, Set: t.ACKed.Set, At: t.ACKed.At},
+		ACKedSince: t.ACKedSince, LastSent: t.LastSent, LastRemoved: t.LastRemoved,
+		Responses: t.Responses, ResponseBytes: t.ResponseBytes, ACKs: t.ACKs,
+	}
+	return true
 }
 
 // published tells the tracker which type versions a published fleet

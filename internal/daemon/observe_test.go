@@ -186,6 +186,9 @@ func TestNamedSubscriptionPushLatencyAndRollout(t *testing.T) {
 	}) {
 		t.Fatalf("the ACK of the change is not in its rollout: %+v", obs.Tracker.Rollout())
 	}
+	// The rollout reads the stream's own status, which may show the ACK
+	// a moment before its event has reached the metrics.
+	waitUntil(10*time.Second, func() bool { return histogramCount(t, obs.Metrics.Registry, "pylon_push_latency_seconds") > 0 })
 	if n := histogramCount(t, obs.Metrics.Registry, "pylon_push_latency_seconds"); n != 1 {
 		t.Fatalf("push latency observed %d times, want once (the change's ACK)", n)
 	}
@@ -271,3 +274,27 @@ func TestSubscriptionReachesStatus(t *testing.T) {
 		t.Fatalf("subscription in status: %+v, want names a, b", sub)
 	}
 }
+
+// The tracking wants, of the per-change events, only VersionTaken (push
+// latency): the streams keep the rest, read when asked. It wants what
+// the observer after it wants: all of them from one that does not say.
+func TestTrackingWants(t *testing.T) {
+	obs := NewObservability(xdstype.New(), snapshot.NewPublisher())
+	sel, ok := obs.Observer.(xds.Selective)
+	if !ok {
+		t.Fatal("the tracking is not an xds.Selective: the server would report every per-change event to it")
+	}
+	for k, want := range map[xds.EventKind]bool{xds.VersionTaken: true, xds.ExpectedVersion: false, xds.ResponseSent: false, xds.RequestACK: false} {
+		if got := sel.Wants(k); got != want {
+			t.Errorf("Wants(%d) = %v, want %v", k, got, want)
+		}
+	}
+	obs.tracking.then = everything{}
+	if !sel.Wants(xds.ResponseSent) || !sel.Wants(xds.ExpectedVersion) {
+		t.Error("an observer after the tracking that does not say what it wants does not get everything")
+	}
+}
+
+type everything struct{}
+
+func (everything) Observe(*xds.Event) {}

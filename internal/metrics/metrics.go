@@ -23,9 +23,6 @@ type Metrics struct {
 	names []string
 
 	streams   *prometheus.GaugeVec
-	responses *prometheus.CounterVec
-	bytes     *prometheus.CounterVec
-	acks      *prometheus.CounterVec
 	nacks     *prometheus.CounterVec
 	latency   *prometheus.HistogramVec
 	firstSync *prometheus.HistogramVec
@@ -39,11 +36,10 @@ type Metrics struct {
 	// spared and sparedBytes count the responses a reconnecting client
 	// already held, and so was not sent (X24).
 	spared, sparedBytes *prometheus.CounterVec
-	// These are the per-type children every response and ACK of every
-	// stream counts on, looked up without the vectors' label hashing and
-	// lock (children).
-	sentN, sentBytes, acked children[prometheus.Counter]
-	pushLatency             children[prometheus.Observer]
+	// pushLatency holds the per-type children every change's ACK of
+	// every stream observes, looked up without the vector's label hashing
+	// and lock (children).
+	pushLatency children[prometheus.Observer]
 	// The last load's result, as Prometheus exports its own reloads.
 	reloadOK, reloadOKAt, configRefused prometheus.Gauge
 	rollout                             rolloutMetrics
@@ -59,15 +55,7 @@ func New(tracker *status.Tracker) *Metrics {
 	m.streams = register(m, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "pylon_xds_streams", Help: "Open xDS streams by kind (ads, ads_delta, per_type, per_type_delta).",
 	}, []string{"kind"}), "pylon_xds_streams")
-	m.responses = register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "pylon_xds_responses_total", Help: "xDS responses sent, by resource type.",
-	}, []string{"type"}), "pylon_xds_responses_total")
-	m.bytes = register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "pylon_xds_response_bytes_total", Help: "Encoded bytes of xDS responses sent, by resource type.",
-	}, []string{"type"}), "pylon_xds_response_bytes_total")
-	m.acks = register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "pylon_xds_acks_total", Help: "ACKs received, by resource type.",
-	}, []string{"type"}), "pylon_xds_acks_total")
+	register(m, &xdsTotals{tracker: tracker}, "pylon_xds_responses_total", "pylon_xds_response_bytes_total", "pylon_xds_acks_total")
 	m.nacks = register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pylon_xds_nacks_total", Help: "NACKs received, by resource type.",
 	}, []string{"type"}), "pylon_xds_nacks_total")
@@ -131,12 +119,12 @@ func (m *Metrics) registerConfig() {
 	}), "pylon_config_refused")
 }
 
-// register registers c, which exports the family name, and returns it.
-// The name is given again here because a collector does not say its
+// register registers c, which exports the families names, and returns
+// it. The names are given again here because a collector does not say its
 // names except in its descriptions' text.
-func register[C prometheus.Collector](m *Metrics, c C, name string) C {
+func register[C prometheus.Collector](m *Metrics, c C, names ...string) C {
 	m.Registry.MustRegister(c)
-	m.names = append(m.names, name)
+	m.names = append(m.names, names...)
 	return c
 }
 
@@ -169,9 +157,8 @@ const proxyTypes = "pylon_proxy_types"
 // case (the status API's "NOT SENT" has a space).
 var stateLabels = map[string]string{status.Synced: "synced", status.Stale: "stale", status.Nacked: "nacked", status.NotSent: "not_sent"}
 
-// typeStates exports the open streams' types by type and state from the
-// tracker's counters: a scrape costs O(types x states), whatever the
-// number of streams.
+// typeStates exports the open streams' types by type and state, as the
+// tracker counts them when asked (a walk of the open streams).
 type typeStates struct {
 	tracker *status.Tracker
 }
@@ -184,6 +171,34 @@ func (c *typeStates) Describe(ch chan<- *prometheus.Desc) { ch <- typeStatesDesc
 func (c *typeStates) Collect(ch chan<- prometheus.Metric) {
 	for _, n := range c.tracker.Counts() {
 		ch <- prometheus.MustNewConstMetric(typeStatesDesc, prometheus.GaugeValue, float64(n.N), n.Type, stateLabels[n.State])
+	}
+}
+
+// xdsTotals exports the responses sent and ACKs received by type, as the
+// streams count them (status.Tracker.Totals): each stream counts its own,
+// summed at a scrape, rather than every response and ACK of every stream
+// adding to counters that every core shares.
+type xdsTotals struct {
+	tracker *status.Tracker
+}
+
+var (
+	responsesDesc = prometheus.NewDesc("pylon_xds_responses_total", "xDS responses sent, by resource type.", []string{"type"}, nil)
+	bytesDesc     = prometheus.NewDesc("pylon_xds_response_bytes_total", "Encoded bytes of xDS responses sent, by resource type.", []string{"type"}, nil)
+	acksDesc      = prometheus.NewDesc("pylon_xds_acks_total", "ACKs received, by resource type.", []string{"type"}, nil)
+)
+
+func (c *xdsTotals) Describe(ch chan<- *prometheus.Desc) {
+	ch <- responsesDesc
+	ch <- bytesDesc
+	ch <- acksDesc
+}
+
+func (c *xdsTotals) Collect(ch chan<- prometheus.Metric) {
+	for _, n := range c.tracker.Totals() {
+		ch <- prometheus.MustNewConstMetric(responsesDesc, prometheus.CounterValue, float64(n.Responses), n.Type)
+		ch <- prometheus.MustNewConstMetric(bytesDesc, prometheus.CounterValue, float64(n.ResponseBytes), n.Type)
+		ch <- prometheus.MustNewConstMetric(acksDesc, prometheus.CounterValue, float64(n.ACKs), n.Type)
 	}
 }
 
@@ -214,21 +229,12 @@ func (m *Metrics) StreamOpened(kind string) { m.streams.WithLabelValues(kind).In
 // StreamClosed counts a stream's end.
 func (m *Metrics) StreamClosed(kind string) { m.streams.WithLabelValues(kind).Dec() }
 
-// Sent counts a response of typ and its size.
-func (m *Metrics) Sent(typ string, bytes int) {
-	m.sentN.of(typ, m.responses.WithLabelValues).Inc()
-	m.sentBytes.of(typ, m.bytes.WithLabelValues).Add(float64(bytes))
-}
-
 // Spared counts a response of typ that was not sent because the client
 // already held its content (X24), and the bytes it would have had.
 func (m *Metrics) Spared(typ string, bytes int) {
 	m.spared.WithLabelValues(typ).Inc()
 	m.sparedBytes.WithLabelValues(typ).Add(float64(bytes))
 }
-
-// ACK counts an ACK of typ.
-func (m *Metrics) ACK(typ string) { m.acked.of(typ, m.acks.WithLabelValues).Inc() }
 
 // NACK counts a NACK of typ.
 func (m *Metrics) NACK(typ string) { m.nacks.WithLabelValues(typ).Inc() }

@@ -152,9 +152,9 @@ func TestNames(t *testing.T) {
 	}
 	// Every family a busy server exports is named.
 	tr.Requested(1, status.Info{Node: "n"}, "CDS", time.Now())
+	tr.Sent(1, status.Info{Node: "n"}, "CDS", status.Stamp{Version: "v1", At: time.Now(), Bytes: 10}, nil, nil)
+	tr.ACKed(1, status.Info{Node: "n"}, "CDS", status.Stamp{Version: "v1", At: time.Now()})
 	m.StreamOpened("ads")
-	m.Sent("CDS", 10)
-	m.ACK("CDS")
 	m.NACK("CDS")
 	m.Latency("CDS", time.Second)
 	m.FirstSync("CDS", time.Second)

@@ -156,6 +156,13 @@ func (c *Controller) Observe(e *xds.Event) {
 	c.observe(e)
 }
 
+// Wants says which per-change events the controller wants now
+// (xds.Selective): responses and ACKs while a rollout runs, for its
+// not_acked condition; none otherwise.
+func (c *Controller) Wants(k xds.EventKind) bool {
+	return (k == xds.ResponseSent || k == xds.RequestACK) && c.active.Load() != 0
+}
+
 // observe is Observe while a rollout runs. Apart, so that the usual case
 // (no rollout) does not take its frame on the xDS stream's goroutine,
 // whose stack must stay within 8 KB (see internal/xds serveStream).

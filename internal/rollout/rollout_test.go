@@ -318,7 +318,15 @@ func TestNotACKedHalts(t *testing.T) {
 	v1, v2 := fleet(t, time.Second, slow), fleet(t, 2*time.Second, slow)
 	c.Publish(v1, files("1"))
 	start(t, c)
+	// Responses and ACKs are wanted while a rollout runs, not before
+	// (xds.Selective): the xds server reports them only then.
+	if c.Wants(xds.ResponseSent) || c.Wants(xds.RequestACK) {
+		t.Fatal("responses or ACKs wanted with no rollout running")
+	}
 	c.Publish(v2, files("2"))
+	if !c.Wants(xds.ResponseSent) || !c.Wants(xds.RequestACK) || c.Wants(xds.ExpectedVersion) {
+		t.Fatal("a running rollout wants responses and ACKs, and nothing else of the per-change events")
+	}
 	in, _ := stageNodes()
 	set := v2.Groups()[0].Snapshot.Set(xdstype.ClusterURL).Version()
 	sent := func(stream uint64) xds.Event {

@@ -226,7 +226,14 @@ func TestMetricsCountACKsAndNACKs(t *testing.T) {
 	p.state(t, "edge-a", "CDS", status.Synced)
 	p.state(t, "edge-b", "CDS", status.Nacked)
 
-	after := scrape(t, p)
+	// A stream's status is its own, read when asked: it may show SYNCED
+	// a moment before the ACK's event has reached the metrics.
+	var after map[string]*dto.MetricFamily
+	eventually(func() bool {
+		after = scrape(t, p)
+		_, ok := after["pylon_first_sync_seconds"]
+		return ok && counter(after, "pylon_xds_acks_total", "type", "CDS")-counter(before, "pylon_xds_acks_total", "type", "CDS") >= 1
+	})
 	for _, c := range []struct {
 		name string
 		want float64
