@@ -185,11 +185,12 @@ func (t *Tracker) Rollout() Rollout {
 		return out
 	}
 	byGroup := map[string]*GroupRollout{}
+	var buf Stamps
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
 		for _, s := range sh.streams {
-			t.rolloutOf(s, change, byGroup)
+			t.rolloutOf(s, change, byGroup, &buf)
 		}
 		sh.mu.Unlock()
 	}
@@ -207,12 +208,12 @@ func (t *Tracker) Rollout() Rollout {
 
 // rolloutOf counts s, if open and in a group, in its group's progress
 // through change.
-func (t *Tracker) rolloutOf(s *stream, change rolloutState, byGroup map[string]*GroupRollout) {
+func (t *Tracker) rolloutOf(s *stream, change rolloutState, byGroup map[string]*GroupRollout, buf *Stamps) {
 	group := s.groupOf()
 	if s.gone != nil || group == NoGroup {
 		return
 	}
-	part, done, at := t.progress(s, change)
+	part, done, at := t.progress(s, change, buf)
 	if !part {
 		return
 	}
@@ -228,16 +229,16 @@ func (t *Tracker) rolloutOf(s *stream, change rolloutState, byGroup map[string]*
 		return
 	}
 	g.PendingTotal++
-	g.Pending = append(g.Pending, t.pending(s))
+	g.Pending = append(g.Pending, t.pending(s, buf))
 }
 
 // progress says whether s takes part in change, whether it is done, and
 // when it finished.
-func (t *Tracker) progress(s *stream, change rolloutState) (part, done bool, at time.Time) {
+func (t *Tracker) progress(s *stream, change rolloutState, buf *Stamps) (part, done bool, at time.Time) {
 	done = true
 	for i := range s.types {
 		e := &s.types[i]
-		p := t.stamps(s, e)
+		p := t.stamps(s, e, buf)
 		_, expected := t.state(s, e, p)
 		set := expected
 		if p.ExpectedSet != "" {
@@ -259,11 +260,11 @@ func (t *Tracker) progress(s *stream, change rolloutState) (part, done bool, at 
 }
 
 // pending is s as a stream the rollout waits for.
-func (t *Tracker) pending(s *stream) PendingStream {
+func (t *Tracker) pending(s *stream, buf *Stamps) PendingStream {
 	p := PendingStream{Stream: s.id, Node: s.node, States: map[string]string{}}
 	for i := range s.types {
 		e := &s.types[i]
-		state, _ := t.state(s, e, t.stamps(s, e))
+		state, _ := t.state(s, e, t.stamps(s, e, buf))
 		p.States[e.kind.name] = stateNames[state]
 	}
 	return p

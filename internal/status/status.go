@@ -544,7 +544,8 @@ func (t *Tracker) synced(s *stream, e *entry, at time.Time) time.Duration {
 	if e.synced || s.live != nil {
 		return 0
 	}
-	if state, _ := t.state(s, e, t.stamps(s, e)); state != synced {
+	var buf Stamps
+	if state, _ := t.state(s, e, t.stamps(s, e, &buf)); state != synced {
 		return 0
 	}
 	e.synced = true
@@ -914,17 +915,21 @@ func (s *stream) takeEarly(url string) (early, bool) {
 	return early{}, false
 }
 
-// stamps returns e's stamps: read from a live stream, else those told
-// (zero if none). Call with s's shard locked.
-func (t *Tracker) stamps(s *stream, e *entry) Stamps {
-	var p Stamps
+// stamps returns e's stamps: read from a live stream into buf, else
+// those told (zero if none). Call with s's shard locked; the result is
+// read-only, valid until buf is used again. A caller walking many streams
+// passes one buf for all: a Stamps read through the Live interface
+// escapes, and one per type of 10,000 streams made a scrape allocate
+// 9.6 MB.
+func (t *Tracker) stamps(s *stream, e *entry, buf *Stamps) *Stamps {
+	*buf = Stamps{}
 	switch {
 	case s.live != nil:
-		s.live.Stamps(e.kind.url, &p)
+		s.live.Stamps(e.kind.url, buf)
 	case e.p != nil:
-		p = *e.p
+		return e.p
 	}
-	return p
+	return buf
 }
 
 // groupOf is s's group now. Call with s's shard locked.
@@ -940,7 +945,7 @@ func (s *stream) groupOf() string {
 
 // state is the state of e on stream s with stamps p, and the version s
 // should hold.
-func (t *Tracker) state(s *stream, e *entry, p Stamps) (state, string) {
+func (t *Tracker) state(s *stream, e *entry, p *Stamps) (state, string) {
 	group := s.groupOf()
 	expected := p.Expected
 	if expected == "" {
@@ -964,12 +969,13 @@ func (t *Tracker) state(s *stream, e *entry, p Stamps) (state, string) {
 func (t *Tracker) Streams() []Stream {
 	t.prune(time.Now())
 	var out []Stream
+	var buf Stamps
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
 		out = slices.Grow(out, len(sh.streams))
 		for _, s := range sh.streams {
-			out = append(out, t.export(s))
+			out = append(out, t.export(s, &buf))
 		}
 		sh.mu.Unlock()
 	}
@@ -982,8 +988,9 @@ func (t *Tracker) Streams() []Stream {
 	return out
 }
 
-// export is a copy of s as a Stream, its states computed now.
-func (t *Tracker) export(s *stream) Stream {
+// export is a copy of s as a Stream, its states computed now (buf: see
+// stamps).
+func (t *Tracker) export(s *stream, buf *Stamps) Stream {
 	c := Stream{
 		ID: s.id, Node: s.node, Cluster: s.cluster, Group: s.groupOf(), Peer: s.peer, Client: s.client, Kind: s.kind,
 		Identity: s.ident, Since: s.since, Gone: s.gone, Types: make([]*Type, len(s.types)),
@@ -992,7 +999,7 @@ func (t *Tracker) export(s *stream) Stream {
 	var stamps []Stamp
 	for i := range s.types {
 		e, ty := &s.types[i], &types[i]
-		p := t.stamps(s, e)
+		p := t.stamps(s, e, buf)
 		state, expected := t.state(s, e, p)
 		*ty = Type{Type: e.kind.name, State: stateNames[state], Expected: expected, LastSent: p.LastSent, LastRemoved: p.LastRemoved, Subscription: e.sub, LastNACK: e.lastNACK}
 		if (!p.Sent.At.IsZero() || !p.ACKed.At.IsZero()) && stamps == nil {
@@ -1035,6 +1042,7 @@ func (t *Tracker) Counts() []Count {
 		st  state
 	}
 	sum := map[key]int{}
+	var buf Stamps
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
@@ -1044,7 +1052,7 @@ func (t *Tracker) Counts() []Count {
 			}
 			for i := range s.types {
 				e := &s.types[i]
-				st, _ := t.state(s, e, t.stamps(s, e))
+				st, _ := t.state(s, e, t.stamps(s, e, &buf))
 				sum[key{e.kind.name, st}]++
 			}
 		}
@@ -1075,9 +1083,10 @@ func (t *Tracker) Counts() []Count {
 // drop lets stream s of shard sh go, keeping its counts in the shard's
 // (call with sh locked).
 func (t *Tracker) drop(sh *shard, s *stream) {
+	var buf Stamps
 	for i := range s.types {
 		e := &s.types[i]
-		p := t.stamps(s, e)
+		p := t.stamps(s, e, &buf)
 		d := sh.dropped[e.kind.url]
 		d.Responses += p.Responses
 		d.ResponseBytes += p.ResponseBytes
@@ -1099,6 +1108,7 @@ func (t *Tracker) Totals() []Totals {
 		x.ACKs += a
 		sum[url] = x
 	}
+	var buf Stamps
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
@@ -1108,7 +1118,7 @@ func (t *Tracker) Totals() []Totals {
 		for _, s := range sh.streams {
 			for i := range s.types {
 				e := &s.types[i]
-				p := t.stamps(s, e)
+				p := t.stamps(s, e, &buf)
 				add(e.kind.url, p.Responses, p.ResponseBytes, p.ACKs)
 			}
 		}
