@@ -259,7 +259,7 @@ func (o *tracking) spared(e *xds.Event) {
 }
 
 // liveView is an xds stream's status as the tracker reads it.
-type liveView struct{ s xds.StreamStatus }
+type liveView struct{ s *xds.StreamStatus }
 
 func (v liveView) Group() string { return v.s.Group() }
 

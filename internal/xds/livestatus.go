@@ -55,23 +55,19 @@ type TypeStatus struct {
 	Responses, ResponseBytes, ACKs uint64
 }
 
-// StreamStatus reads a stream's status on demand. Every StreamOpened
-// event and every later event of the stream carries it. Reading takes a
-// lock the stream holds only while it writes a few fields: never across
-// I/O, so a stalled client does not stall whoever reads.
-type StreamStatus interface {
-	// Group is the stream's node group now ("" for none).
-	Group() string
-	// TypeStatus fills *into with the stream's state of typeURL and
-	// reports whether the stream has asked for the type.
-	TypeStatus(typeURL string, into *TypeStatus) bool
-}
-
-// liveStatus is a stream's StreamStatus. The per-type records live in
-// the stream's watches (liveType), in memory each push touches anyway;
-// liveStatus lists them for readers.
-type liveStatus struct {
-	opened time.Time // set before the stream's first event, then read-only
+// StreamStatus is a stream's status, read on demand. The stream's events
+// carry it (Event.Status), from its StreamOpened on. Reading takes a lock
+// the stream holds only while it writes a few fields: never across I/O,
+// so a stalled client does not stall whoever reads. A concrete type, not
+// an interface: a TypeStatus filled through an interface escapes, and a
+// scrape that reads every stream's would allocate one per type. The
+// per-type records live in the stream's watches (liveType), in memory
+// each push touches anyway; StreamStatus lists them for readers. Whoever
+// keeps it keeps the stream's watches alive: let it go when the stream
+// ends (StreamClosed).
+type StreamStatus struct {
+	// opened is set before the stream's StreamOpened, then read-only.
+	opened time.Time
 	// kept is the observer's, for its own use between the stream's
 	// events (Event.Keep).
 	kept any
@@ -88,7 +84,7 @@ type liveStatus struct {
 // versions and nonces shared with the responses.
 type liveType struct {
 	mu sync.Mutex
-	// url is set once, before the record is listed (liveStatus.types).
+	// url is set once, before the record is listed (StreamStatus.types).
 	url                         string
 	expected                    string
 	sentVersion, sentNonce      string
@@ -124,16 +120,18 @@ func (t *liveType) moreOf() *liveMore {
 	return t.more
 }
 
-// Group implements StreamStatus.
-func (l *liveStatus) Group() string {
+// Group is the stream's node group now ("" for none).
+func (l *StreamStatus) Group() string {
 	if g := l.group.Load(); g != nil {
 		return *g
 	}
 	return ""
 }
 
-// TypeStatus implements StreamStatus.
-func (l *liveStatus) TypeStatus(typeURL string, into *TypeStatus) bool {
+// TypeStatus fills *into with the stream's state of typeURL and reports
+// whether the stream has any (once the type was first expected, sent or
+// answered).
+func (l *StreamStatus) TypeStatus(typeURL string, into *TypeStatus) bool {
 	l.mu.Lock()
 	var t *liveType
 	for _, r := range l.types {
@@ -174,7 +172,7 @@ func unixTime(ns int64) time.Time {
 // first if need be. When that makes the type synced for the first time,
 // it returns the time from the stream's open to now (zero otherwise), for
 // the event that made it so (Event.FirstSync).
-func (l *liveStatus) update(t *liveType, typeURL string, now time.Time, f func(*liveType)) time.Duration {
+func (l *StreamStatus) update(t *liveType, typeURL string, now time.Time, f func(*liveType)) time.Duration {
 	if l == nil {
 		return 0
 	}
@@ -202,7 +200,7 @@ func (t *liveType) isSynced() bool {
 }
 
 // setGroup records the stream's group (nil for none).
-func (l *liveStatus) setGroup(g *snapshot.Group) {
+func (l *StreamStatus) setGroup(g *snapshot.Group) {
 	if l == nil {
 		return
 	}
@@ -217,7 +215,7 @@ func (l *liveStatus) setGroup(g *snapshot.Group) {
 }
 
 // expected records what the client should hold of the type.
-func (l *liveStatus) expected(t *liveType, typeURL, version, set string, now time.Time) time.Duration {
+func (l *StreamStatus) expected(t *liveType, typeURL, version, set string, now time.Time) time.Duration {
 	if version == "" || set == version {
 		set = ""
 	}
@@ -232,7 +230,7 @@ func (l *liveStatus) expected(t *liveType, typeURL, version, set string, now tim
 // sent records a response of size bytes (not a heartbeat) or, with
 // spared, a response the client already held (X24), which counts as
 // ACKed too.
-func (l *liveStatus) sent(t *liveType, typeURL string, st Stamp, size int, sent []proto.Message, removed []string, spared bool) time.Duration {
+func (l *StreamStatus) sent(t *liveType, typeURL string, st Stamp, size int, sent []proto.Message, removed []string, spared bool) time.Duration {
 	if st.Set == st.Version {
 		st.Set = ""
 	}
@@ -255,7 +253,7 @@ func (l *liveStatus) sent(t *liveType, typeURL string, st Stamp, size int, sent 
 
 // acked records an ACK of st. took reports whether it is the stream's
 // first ACK of st.Version.
-func (l *liveStatus) acked(t *liveType, typeURL string, st Stamp) (first time.Duration, took bool) {
+func (l *StreamStatus) acked(t *liveType, typeURL string, st Stamp) (first time.Duration, took bool) {
 	if l == nil {
 		return 0, false
 	}
@@ -297,7 +295,7 @@ func (t *liveType) acked(st Stamp) (took bool) {
 }
 
 // heartbeat counts a heartbeat of size bytes, which changes nothing else.
-func (l *liveStatus) heartbeat(t *liveType, typeURL string, size int) {
+func (l *StreamStatus) heartbeat(t *liveType, typeURL string, size int) {
 	if l == nil {
 		return
 	}
@@ -308,7 +306,7 @@ func (l *liveStatus) heartbeat(t *liveType, typeURL string, size int) {
 }
 
 // nacked records a rejection at at.
-func (l *liveStatus) nacked(t *liveType, typeURL string, at time.Time) {
+func (l *StreamStatus) nacked(t *liveType, typeURL string, at time.Time) {
 	l.update(t, typeURL, at, func(t *liveType) { t.nackAt = at.UnixNano() })
 }
 

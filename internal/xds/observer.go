@@ -147,7 +147,7 @@ type Event struct {
 	// Status reads the stream's status on demand (nil on events that are
 	// not a stream's, and on a server without an observer): what it sent
 	// and what its client ACKed and should hold of each type.
-	Status StreamStatus
+	Status *StreamStatus
 	// FirstSync is a TypeSynced's time from the stream's open.
 	FirstSync time.Duration
 	// Opened, on a VersionTaken, is when the stream opened: a change

@@ -104,7 +104,7 @@ type stream struct {
 	windowStart int64
 	// live is the stream's status, which status reads when asked
 	// (livestatus.go); nil when the server has no observer.
-	live *liveStatus
+	live *StreamStatus
 
 	windowCount int32
 
@@ -239,7 +239,7 @@ func (s *Server) newStream(gs grpc.ServerStream, typeURL string, delta bool) *st
 		delta:   delta,
 	}
 	if st.observing() {
-		st.live = &liveStatus{}
+		st.live = &StreamStatus{}
 	}
 	return st
 }
