@@ -2,6 +2,7 @@ package xds
 
 import (
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -185,11 +186,47 @@ func (l *StreamStatus) update(t *liveType, typeURL string, now time.Time, f func
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	f(t)
+	if now.IsZero() {
+		return 0 // a write that cannot make the type synced
+	}
+	return l.firstSync(t, now)
+}
+
+// firstSync marks t synced if it is now for the first time, and returns
+// the time since the stream opened then (zero otherwise). Call with t
+// locked.
+func (l *StreamStatus) firstSync(t *liveType, now time.Time) time.Duration {
 	if t.synced || l.group.Load() == nil || !t.isSynced() {
 		return 0
 	}
 	t.synced = true
 	return max(now.Sub(l.opened), time.Nanosecond)
+}
+
+// regrouped returns, per type, the first syncs a change of the stream's
+// group brought (a type ACKed while the stream was in no group is synced
+// once it is in one again), for the stream to report.
+func (l *StreamStatus) regrouped(now time.Time) []firstSync {
+	if l == nil || l.group.Load() == nil {
+		return nil
+	}
+	l.mu.Lock()
+	types := slices.Clone(l.types)
+	l.mu.Unlock()
+	var out []firstSync
+	for _, t := range types {
+		t.mu.Lock()
+		if d := l.firstSync(t, now); d > 0 {
+			out = append(out, firstSync{t.url, d})
+		}
+		t.mu.Unlock()
+	}
+	return out
+}
+
+type firstSync struct {
+	url string
+	d   time.Duration
 }
 
 // isSynced is status's SYNCED: what was sent last is what was ACKed, and
@@ -307,7 +344,7 @@ func (l *StreamStatus) heartbeat(t *liveType, typeURL string, size int) {
 
 // nacked records a rejection at at.
 func (l *StreamStatus) nacked(t *liveType, typeURL string, at time.Time) {
-	l.update(t, typeURL, at, func(t *liveType) { t.nackAt = at.UnixNano() })
+	l.update(t, typeURL, time.Time{}, func(t *liveType) { t.nackAt = at.UnixNano() })
 }
 
 // ackEvent records and reports an ACK of version (planned from set, ""

@@ -3,6 +3,7 @@ package xds_test
 import (
 	"testing"
 
+	"github.com/pylon-xds/pylon/internal/model"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 )
@@ -124,5 +125,31 @@ func TestSelectiveObserver(t *testing.T) {
 				t.Errorf("delta %v: %d events of kind %d, want 1", delta, n, k)
 			}
 		}
+	}
+}
+
+// A type ACKed while its stream is in no group is synced once the stream
+// is in a group again, with nothing more sent or ACKed: its first sync is
+// reported then (it used to wait for the next write, if any).
+func TestFirstSyncAfterRegroup(t *testing.T) {
+	edge := model.Groups{{Name: "edge", Match: model.Match{ID: "edge-*"}}}
+	other := model.Groups{{Name: "other", Match: model.Match{ID: "other-*"}}}
+	world := []any{xdstest.Cluster("web"), xdstest.Endpoints("web", 1)}
+	e := setup(t)
+	publishGroups(t, e.srv, edge, world)
+	s := e.ads(t, "edge-1")
+	s.Request(cds)
+	r := s.RecvType(cds)
+	publishGroups(t, e.srv, other, world)
+	e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.NoGroup })
+	s.ACK(r)
+	ack := e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.RequestACK && ev.Nonce == r.Nonce })
+	if n := e.rec.count(func(ev xds.Event) bool { return ev.Kind == xds.TypeSynced }); n != 0 {
+		t.Fatalf("%d first syncs reported in no group", n)
+	}
+	publishGroups(t, e.srv, edge, world)
+	synced := e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.TypeSynced })
+	if synced.TypeURL != cds || synced.StreamID != ack.StreamID || synced.FirstSync <= 0 {
+		t.Fatalf("TypeSynced %s on stream %d after %v; want CDS on %d", synced.TypeURL, synced.StreamID, synced.FirstSync, ack.StreamID)
 	}
 }

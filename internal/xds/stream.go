@@ -617,6 +617,10 @@ func (st *stream) useFleet(f *snapshot.Fleet) {
 		// Told only when it changes: the stream's status is memory of
 		// its own, and every publish comes here for every stream.
 		st.live.setGroup(g)
+		now := time.Now()
+		for _, f := range st.live.regrouped(now) {
+			st.synced(f.url, f.d, now)
+		}
 	}
 	st.group = g
 	var why string
