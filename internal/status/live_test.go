@@ -154,3 +154,15 @@ func BenchmarkScrapeLive(b *testing.B) {
 		tr.Counts()
 	}
 }
+
+// A type's counts drop to zero when its last stream ends, rather than
+// vanish: a series that vanished would keep its last value on a graph.
+func TestCountsKeepTypesAtZero(t *testing.T) {
+	tr := NewTracker(Options{Abbrev: func(string) string { return "CDS" }})
+	tr.Requested(1, Info{Node: "n"}, "cds", time.Now())
+	tr.Closed(1, time.Now())
+	want := []Count{{"CDS", Nacked, 0}, {"CDS", NotSent, 0}, {"CDS", Stale, 0}, {"CDS", Synced, 0}}
+	if diff := cmp.Diff(want, tr.Counts()); diff != "" {
+		t.Fatalf("counts once the last stream ended (-want +got):\n%s", diff)
+	}
+}

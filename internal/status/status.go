@@ -1033,7 +1033,7 @@ func (t *Tracker) States() map[string]int {
 // Counts returns the open streams' types by type name and state, their
 // states computed now: a walk of every open stream (a metrics scrape every
 // few seconds reads it; every change of every stream would otherwise pay
-// to keep counts). Every state of a type any open stream has is listed,
+// to keep counts). Every state of every type a stream ever had is listed,
 // zero or not, so that a series drops to zero rather than vanishing.
 // Sorted by type, then state.
 func (t *Tracker) Counts() []Count {
@@ -1059,6 +1059,9 @@ func (t *Tracker) Counts() []Count {
 		sh.mu.Unlock()
 	}
 	names := map[string]bool{}
+	for _, k := range t.kinds.Load() {
+		names[k.name] = true
+	}
 	for k := range sum {
 		names[k.typ] = true
 	}
