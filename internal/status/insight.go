@@ -1,6 +1,7 @@
 package status
 
 import (
+	"cmp"
 	"slices"
 	"sort"
 	"sync/atomic"
@@ -18,48 +19,68 @@ const latencySamples = 1024
 // ring holds the newest latencySamples durations. Every ACK of a new
 // version adds one, from every stream's goroutine at once: a slot is
 // claimed by an atomic count and written atomically, so adding takes no
-// lock (the sample's lock and lookup, taken by every ACK of the fleet, were
-// 2.6% of a route change's CPU at 5,000 streams, half of it the lock). A reader racing an add may see the
-// slot's previous sample, or, while the ring fills, a slot claimed and
-// not yet written: slots hold a sample plus one, so such a slot reads 0
-// and is left out rather than taken for a latency of 0.
+// lock (the sample's lock and lookup, taken by every ACK of the fleet,
+// were 2.6% of a route change's CPU at 5,000 streams, half of it the
+// lock). A reader racing an add may see the slot's previous sample, or,
+// while the ring fills, a slot claimed and not yet written: slots hold a
+// sample plus one, so such a slot reads 0 and is left out rather than
+// taken for a latency of 0.
 //
-// The ring is in shards, by stream: one count that both cores added to for
-// every stream's ACK was 1.8% of an EDS change at 5,000 streams. So the
-// window is the newest latencySamples/ringShards of each shard's streams.
+// The slots are in shards, by stream: one count that both cores added to
+// for every stream's ACK was 1.8% of an EDS change at 5,000 streams. Each
+// sample keeps its time, and the window is the newest latencySamples of
+// all shards: the shards hold twice that, so that a shard whose streams
+// went quiet holds samples that fall out of the window rather than stay
+// in it.
 type ring struct {
 	name   string // the type's name (Options.Abbrev)
 	shards [ringShards]ringShard
 }
 
-const ringShards = 8
+const (
+	ringShards = 8
+	shardSlots = 2 * latencySamples / ringShards
+)
 
 type ringShard struct {
 	n atomic.Uint64 // every sample ever added
 	_ [56]byte      // n on a cache line of its own
-	d [latencySamples / ringShards]atomic.Int64
+	d [shardSlots]atomic.Int64
+	// at is each sample's time (Unix nanoseconds), written after it.
+	at [shardSlots]atomic.Int64
 }
 
-// add adds d from stream key.
-func (r *ring) add(key uint64, d time.Duration) {
+// add adds d, taken at at, from stream key.
+func (r *ring) add(key uint64, at time.Time, d time.Duration) {
 	s := &r.shards[key%ringShards]
-	i := s.n.Add(1) - 1
-	s.d[i%uint64(len(s.d))].Store(int64(max(d, 0)) + 1)
+	i := (s.n.Add(1) - 1) % shardSlots
+	s.d[i].Store(int64(max(d, 0)) + 1)
+	s.at[i].Store(at.UnixNano())
 }
 
-// samples copies the ring's samples out, and the count ever added.
+// samples copies the newest latencySamples samples out, and the count
+// ever added.
 func (r *ring) samples() ([]time.Duration, uint64) {
-	var out []time.Duration
+	type sample struct{ at, d int64 }
+	var all []sample
 	var total uint64
 	for i := range r.shards {
 		s := &r.shards[i]
 		n := s.n.Load()
 		total += n
-		for j := range min(n, uint64(len(s.d))) {
+		for j := range min(n, shardSlots) {
 			if v := s.d[j].Load(); v > 0 {
-				out = append(out, time.Duration(v-1))
+				all = append(all, sample{s.at[j].Load(), v - 1})
 			}
 		}
+	}
+	if len(all) > latencySamples {
+		slices.SortFunc(all, func(a, b sample) int { return cmp.Compare(b.at, a.at) })
+		all = all[:latencySamples]
+	}
+	out := make([]time.Duration, len(all))
+	for i, x := range all {
+		out[i] = time.Duration(x.d)
 	}
 	return out, total
 }

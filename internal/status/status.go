@@ -737,7 +737,7 @@ func (t *Tracker) Measure(id uint64, typeURL string, st Stamp, since time.Time) 
 		// Kinds are bounded (maxKinds), and so are their URLs.
 		r = t.latency.LoadOrStore(typeURL, &ring{name: t.opts.Abbrev(typeURL)}, maxKinds)
 	}
-	r.add(id, d)
+	r.add(id, st.At, d)
 	if t.opts.OnLatency != nil {
 		t.opts.OnLatency(typeURL, d)
 	}
