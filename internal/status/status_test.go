@@ -279,7 +279,7 @@ func TestShardFillsCacheLines(t *testing.T) {
 	if n := unsafe.Sizeof(shard{}); n%64 != 0 {
 		t.Fatalf("a shard is %d bytes, not a multiple of 64", n)
 	}
-	used := unsafe.Offsetof(shard{}.streams) + unsafe.Sizeof(shard{}.streams)
+	used := unsafe.Offsetof(shard{}.dropped) + unsafe.Sizeof(shard{}.dropped)
 	tr := NewTracker(Options{})
 	for i := range 2 {
 		start := uintptr(unsafe.Pointer(&tr.shards[i])) % 64
@@ -291,7 +291,7 @@ func TestShardFillsCacheLines(t *testing.T) {
 
 // Events for different streams come from many goroutines at once (the xds
 // server's, on every core) while pages and scrapes read: nothing races
-// (under -race), the counts kept per shard add up to the open streams,
+// (under -race), the counts add up to the open streams,
 // and the closed ones kept stay within MaxGone.
 func TestTrackerConcurrentStreams(t *testing.T) {
 	tr := NewTracker(Options{MaxGone: 50, Retention: time.Hour})
