@@ -148,9 +148,6 @@ func (o *tracking) info(e *xds.Event) status.Who { return (*eventWho)(e) }
 // as an interface copies nothing.
 type eventWho xds.Event
 
-// Kept is where the tracker keeps the stream's entry: on the stream.
-func (w *eventWho) Kept() *any { return w.Keep }
-
 func (w *eventWho) Info() status.Info {
 	e := (*xds.Event)(w)
 	human, _ := kinds(e)

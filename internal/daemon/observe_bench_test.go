@@ -38,13 +38,10 @@ func observeEDSChange(b *testing.B, workers int) {
 	o := obs.Observer
 	eds := xdstype.EndpointURL
 	nodes := make([]*corev3.Node, streams)
-	// Where each stream keeps what the observer keeps of it (Event.Keep),
-	// as the xds server's streams do.
-	keeps := make([]any, streams)
 	now := time.Now()
 	for i := range nodes {
 		nodes[i] = &corev3.Node{Id: fmt.Sprintf("proxy-%d", i), Cluster: "edge", UserAgentName: "envoy"}
-		e := xds.Event{Kind: xds.StreamOpened, StreamID: uint64(i + 1), Node: nodes[i], Group: "edge", ADS: true, At: now, Keep: &keeps[i]}
+		e := xds.Event{Kind: xds.StreamOpened, StreamID: uint64(i + 1), Node: nodes[i], Group: "edge", ADS: true, At: now}
 		o.Observe(&e)
 		// An Envoy's ADS stream: the change reaches one of its four
 		// types, EDS, not the first in the tracker's order.
@@ -77,7 +74,7 @@ func observeEDSChange(b *testing.B, workers int) {
 			wg.Go(func() {
 				for _, i := range order[w*streams/workers : (w+1)*streams/workers] {
 					e := xds.Event{Kind: xds.VersionTaken, StreamID: uint64(i + 1), Node: nodes[i], Group: "edge", ADS: true, TypeURL: eds, At: at,
-						Version: v, SetVersion: v, Opened: now, Keep: &keeps[i]}
+						Version: v, SetVersion: v, Opened: now}
 					o.Observe(&e)
 				}
 			})

@@ -419,33 +419,13 @@ type Who interface{ Info() Info }
 // Info is its own Who.
 func (i Info) Info() Info { return i }
 
-// Keeper is a Who with a place to keep the stream's entry between its
-// events (the xds server keeps one on each stream): the tracker finds the
-// entry there rather than looking it up. Events of one stream must not
-// come at once.
-type Keeper interface {
-	Who
-	Kept() *any
-}
-
-// stream returns the entry of id, creating it from who.
+// stream returns the entry of id, creating it from who. A lookup: what
+// comes for every stream on every change a live stream keeps itself, so
+// the tracker is told only of rarer things.
 func (t *Tracker) stream(sh *shard, id uint64, who Who, at time.Time) *stream {
-	var kept *any
-	if k, ok := who.(Keeper); ok {
-		if kept = k.Kept(); kept != nil {
-			// Not once gone: a closed stream's entry may have been let go
-			// (prune, Forget), and the events go where a lookup finds.
-			if s, ok := (*kept).(*stream); ok && s.id == id && s.gone == nil {
-				return s
-			}
-		}
-	}
 	s := sh.streams[id]
 	if s == nil {
 		s = t.newStream(sh, id, who, at)
-	}
-	if kept != nil {
-		*kept = s
 	}
 	return s
 }

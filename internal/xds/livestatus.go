@@ -69,9 +69,6 @@ type TypeStatus struct {
 type StreamStatus struct {
 	// opened is set before the stream's StreamOpened, then read-only.
 	opened time.Time
-	// kept is the observer's, for its own use between the stream's
-	// events (Event.Keep).
-	kept any
 	// group is the stream's group's name, nil for none.
 	group atomic.Pointer[string]
 	mu    sync.Mutex

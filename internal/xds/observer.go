@@ -136,14 +136,6 @@ type Event struct {
 	// stream of its own.
 	Poll bool
 	At   time.Time
-	// Keep, on a stream's events, is a place the observer may keep
-	// something of the stream's between its events (the status tracker
-	// keeps its entry, to find it without a lookup): the stream holds it
-	// for its life and reads nothing of it. The stream's events come one
-	// at a time. One place per stream: a server's observer may use it, and
-	// no other observer fed by the same server. nil on events that are
-	// not a stream's.
-	Keep *any
 	// Status reads the stream's status on demand (nil on events that are
 	// not a stream's, and on a server without an observer): what it sent
 	// and what its client ACKed and should hold of each type.

@@ -720,7 +720,7 @@ func (st *stream) observe(e *Event) {
 		e.At = time.Now()
 	}
 	if st.live != nil {
-		e.Status, e.Keep = st.live, &st.live.kept
+		e.Status = st.live
 	}
 	if e.Node == nil {
 		e.Node = st.claimed
