@@ -119,9 +119,9 @@ func (m *Metrics) registerConfig() {
 	}), "pylon_config_refused")
 }
 
-// register registers c, which exports the families names, and returns
-// it. The names are given again here because a collector does not say its
-// names except in its descriptions' text.
+// register registers c, which exports the families named names, and
+// returns it. The names are given again here because a collector does not
+// say its names except in its descriptions' text.
 func register[C prometheus.Collector](m *Metrics, c C, names ...string) C {
 	m.Registry.MustRegister(c)
 	m.names = append(m.names, names...)
