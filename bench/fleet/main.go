@@ -339,6 +339,7 @@ type result struct {
 	bytesPer, cpu              float64 // per EDS change
 	cpuRoute, selfRoute        float64 // route change: server's and proxies' CPU
 	cpuRe, selfRe              float64 // reconnect: server's and proxies' CPU
+	endedRe                    string  // reconnect: streams ended and retried (ended)
 	cpuFirst, selfFirst        float64 // first full config: server's and proxies' CPU
 }
 
@@ -418,10 +419,10 @@ func run(impl string, n, clusters int, delta bool, perConn int, ch changes, prof
 	if delta {
 		mode = "delta"
 	}
-	return fmt.Sprintf("| %s (%s) | %d | %d | %s (%.1f / %.1f s) | %s / %s / %s | %.0f B | %.3f s | %s (%.3f / %.3f s) | %.1f / %.1f KB | %s (%s; %.1f / %.1f s) |",
+	return fmt.Sprintf("| %s (%s) | %d | %d | %s (%.1f / %.1f s) | %s / %s / %s | %.0f B | %.3f s | %s (%.3f / %.3f s) | %.1f / %.1f KB | %s (%s; %.1f / %.1f s%s) |",
 		impl, mode, n, clusters, ms(r.first), r.cpuFirst, r.selfFirst,
 		ms(percentile(r.lat, 0.5)), ms(percentile(r.lat, 0.99)), ms(percentile(r.lat, 1)),
-		r.bytesPer, r.cpu, ms(r.routeMax), r.cpuRoute, r.selfRoute, r.rssPer/1024, r.rssGC/1024, ms(r.reconnect), ms(time.Duration(f.waitMax.Load())), r.cpuRe, r.selfRe), nil
+		r.bytesPer, r.cpu, ms(r.routeMax), r.cpuRoute, r.selfRoute, r.rssPer/1024, r.rssGC/1024, ms(r.reconnect), ms(time.Duration(f.waitMax.Load())), r.cpuRe, r.selfRe, r.endedRe), nil
 }
 
 // firstConfig opens the fleet and measures the time until every proxy has
@@ -511,6 +512,7 @@ func reconnectAll(c *child, f *fleet, r *result) error {
 	}
 	f.ready.Store(0)
 	f.waitMax.Store(0)
+	refused, retries := refusals(c), f.retries.Load()
 	start := time.Now()
 	cpu0, self0 := c.cpu(), procCPU("self")
 	f.open(f.proxies)
@@ -519,5 +521,6 @@ func reconnectAll(c *child, f *fleet, r *result) error {
 	}
 	r.reconnect = time.Since(start)
 	r.cpuRe, r.selfRe = c.cpu()-cpu0, procCPU("self")-self0
+	r.endedRe = ended(f.retries.Load()-retries, refused, refusals(c))
 	return f.stop()
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	gcpserver "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/proto"
@@ -168,6 +169,9 @@ func serve(impl string, clusters int, watch bool) error {
 		})
 		g = grpc.NewServer(append(x.GRPCOptions(), keep)...)
 		x.Register(g)
+		// The server's metrics, for the driver to read what it refused
+		// (refusals).
+		http.Handle("GET /metrics", promhttp.HandlerFor(obs.Metrics.Registry, promhttp.HandlerOpts{}))
 		wrap = x.Listener
 		srv = &pylon{reg: reg, pub: pub, obs: obs}
 	case "gcp":
