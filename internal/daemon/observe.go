@@ -42,11 +42,7 @@ func NewObservability(reg *xdstype.Registry, pub *snapshot.Publisher) *Observabi
 			}
 			return url
 		},
-		OnLatency: func(url string, d time.Duration) {
-			if t := reg.Lookup(url); t != nil {
-				met.Latency(t.Abbrev, d)
-			}
-		},
+		OnLatency: func(name string, d time.Duration) { met.Latency(name, d) },
 		OnFirstSync: func(url string, d time.Duration) {
 			if t := reg.Lookup(url); t != nil {
 				met.FirstSync(t.Abbrev, d)

@@ -135,8 +135,10 @@ type Options struct {
 	// whose change was accepted after the stream opened: the push latency
 	// of a change. A new stream's initial config is not a push of a change
 	// (timed from the change, it would count how long ago the config last
-	// changed): it goes to OnFirstSync.
-	OnLatency func(typeURL string, d time.Duration)
+	// changed): it goes to OnFirstSync. It is given the type's name
+	// (Abbrev), kept with the type's latencies: every stream's ACK of
+	// every change comes here, and a lookup of the name cost each one.
+	OnLatency func(typeName string, d time.Duration)
 	// OnFirstSync, if set, is told once per stream and type the time from
 	// the stream's open to the type's first SYNCED state.
 	OnFirstSync func(typeURL string, d time.Duration)
@@ -721,7 +723,7 @@ func (t *Tracker) Measure(id uint64, typeURL string, st Stamp, since time.Time) 
 	}
 	r.add(id, st.At, d)
 	if t.opts.OnLatency != nil {
-		t.opts.OnLatency(typeURL, d)
+		t.opts.OnLatency(r.name, d)
 	}
 }
 
