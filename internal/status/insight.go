@@ -45,17 +45,19 @@ const (
 type ringShard struct {
 	n atomic.Uint64 // every sample ever added
 	_ [56]byte      // n on a cache line of its own
-	d [shardSlots]atomic.Int64
-	// at is each sample's time (Unix nanoseconds), written after it.
-	at [shardSlots]atomic.Int64
+	slots [shardSlots]slot
 }
+
+// slot is a sample: d, and its time (Unix nanoseconds), written after it.
+// Side by side, so that an add writes one cache line, not two.
+type slot struct{ d, at atomic.Int64 }
 
 // add adds d, taken at at, from stream key.
 func (r *ring) add(key uint64, at time.Time, d time.Duration) {
 	s := &r.shards[key%ringShards]
 	i := (s.n.Add(1) - 1) % shardSlots
-	s.d[i].Store(int64(max(d, 0)) + 1)
-	s.at[i].Store(at.UnixNano())
+	s.slots[i].d.Store(int64(max(d, 0)) + 1)
+	s.slots[i].at.Store(at.UnixNano())
 }
 
 // samples copies the newest latencySamples samples out, and the count
@@ -69,8 +71,8 @@ func (r *ring) samples() ([]time.Duration, uint64) {
 		n := s.n.Load()
 		total += n
 		for j := range min(n, shardSlots) {
-			if v := s.d[j].Load(); v > 0 {
-				all = append(all, sample{s.at[j].Load(), v - 1})
+			if v := s.slots[j].d.Load(); v > 0 {
+				all = append(all, sample{s.slots[j].at.Load(), v - 1})
 			}
 		}
 	}
