@@ -43,8 +43,8 @@ const (
 )
 
 type ringShard struct {
-	n atomic.Uint64 // every sample ever added
-	_ [56]byte      // n on a cache line of its own
+	n     atomic.Uint64 // every sample ever added
+	_     [56]byte      // n on a cache line of its own
 	slots [shardSlots]slot
 }
 
