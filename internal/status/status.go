@@ -625,48 +625,31 @@ func withinBounds(names []string) bool {
 	return true
 }
 
-// Sent records a response of a stream that is not live.
-func (t *Tracker) Sent(id uint64, who Who, typeURL string, st Stamp, sent []proto.Message, removed []string) {
+// tell runs f on the told stamps of stream id's type typeURL, under the
+// shard's lock, and reports the type's first sync, if f made it; it
+// returns when the stream opened.
+func (t *Tracker) tell(id uint64, who Who, typeURL string, at time.Time, f func(p *Stamps)) (since time.Time) {
 	sh := t.lock(id)
-	s, e := t.typ(sh, id, who, typeURL, st.At)
-	p := e.told()
+	s, e := t.typ(sh, id, who, typeURL, at)
+	f(e.told())
+	synced := t.synced(s, e, at)
+	since = s.since
+	sh.mu.Unlock()
+	t.firstSync(typeURL, synced)
+	return since
+}
+
+// sent records on p a response st that carried sent and removed removed.
+func (p *Stamps) sent(st Stamp, sent []proto.Message, removed []string) {
 	if st.Set == st.Version {
 		st.Set = ""
 	}
 	p.Sent, p.LastSent, p.LastRemoved = st, sent, removed
-	p.Responses++
-	p.ResponseBytes += uint64(max(st.Bytes, 0))
-	first := t.synced(s, e, st.At)
-	sh.mu.Unlock()
-	t.firstSync(typeURL, first)
 }
 
-// Spared records a response a reconnecting client of a stream that is
-// not live already held, so was not sent (X24): the type stands as sent
-// and ACKed at st, and nothing is counted.
-func (t *Tracker) Spared(id uint64, who Who, typeURL string, st Stamp, held []proto.Message) {
-	sh := t.lock(id)
-	s, e := t.typ(sh, id, who, typeURL, st.At)
-	p := e.told()
-	if st.Set == st.Version {
-		st.Set = ""
-	}
-	p.Sent, p.LastSent, p.LastRemoved = st, held, nil
-	if p.ACKed.At.IsZero() || p.ACKed.Version != st.Version {
-		p.ACKedSince = st.At
-	}
-	p.ACKed = Stamp{Version: st.Version, Set: st.Set, At: st.At}
-	synced := t.synced(s, e, st.At)
-	sh.mu.Unlock()
-	t.firstSync(typeURL, synced)
-}
-
-// ACKed records an ACK of a stream that is not live, and measures it
-// (Measure).
-func (t *Tracker) ACKed(id uint64, who Who, typeURL string, st Stamp) {
-	sh := t.lock(id)
-	s, e := t.typ(sh, id, who, typeURL, st.At)
-	p := e.told()
+// ack records on p an ACK of st, and reports whether it is the first of
+// its version.
+func (p *Stamps) ack(st Stamp) bool {
 	// An ACK's version and nonce are the client's, fresh from its
 	// request: the equal strings already kept are kept instead.
 	switch st.Version {
@@ -691,13 +674,40 @@ func (t *Tracker) ACKed(id uint64, who Who, typeURL string, st Stamp) {
 		p.ACKedSince = st.At
 	}
 	p.ACKed = st
-	p.ACKs++
-	synced, since := t.synced(s, e, st.At), s.since
-	sh.mu.Unlock()
+	return first
+}
+
+// Sent records a response of a stream that is not live.
+func (t *Tracker) Sent(id uint64, who Who, typeURL string, st Stamp, sent []proto.Message, removed []string) {
+	t.tell(id, who, typeURL, st.At, func(p *Stamps) {
+		p.sent(st, sent, removed)
+		p.Responses++
+		p.ResponseBytes += uint64(max(st.Bytes, 0))
+	})
+}
+
+// Spared records a response a reconnecting client of a stream that is
+// not live already held, so was not sent (X24): the type stands as sent
+// and ACKed at st, and nothing is counted.
+func (t *Tracker) Spared(id uint64, who Who, typeURL string, st Stamp, held []proto.Message) {
+	t.tell(id, who, typeURL, st.At, func(p *Stamps) {
+		p.sent(st, held, nil)
+		p.ack(Stamp{Version: st.Version, Set: st.Set, At: st.At})
+	})
+}
+
+// ACKed records an ACK of a stream that is not live, and measures it
+// (Measure).
+func (t *Tracker) ACKed(id uint64, who Who, typeURL string, st Stamp) {
+	var first bool
+	since := t.tell(id, who, typeURL, st.At, func(p *Stamps) {
+		first = p.ack(st)
+		p.ACKs++
+		st = p.ACKed
+	})
 	if first {
 		t.Measure(id, typeURL, st, since)
 	}
-	t.firstSync(typeURL, synced)
 }
 
 // Measure takes the first ACK on stream id, open since since, of a version
