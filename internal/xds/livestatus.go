@@ -167,7 +167,8 @@ func unixTime(ns int64) time.Time {
 }
 
 // update runs f on t, the record of typeURL, under t's lock, listing it
-// first if need be. When that makes the type synced for the first time,
+// first if need be; nothing on a nil StreamStatus (a server without an
+// observer). When that makes the type synced for the first time,
 // it returns the time from the stream's open to now (zero otherwise), for
 // the event that made it so (Event.FirstSync).
 func (l *StreamStatus) update(t *liveType, typeURL string, now time.Time, f func(*liveType)) time.Duration {
@@ -288,9 +289,6 @@ func (l *StreamStatus) sent(t *liveType, typeURL string, st Stamp, size int, sen
 // acked records an ACK of st. took reports whether it is the stream's
 // first ACK of st.Version.
 func (l *StreamStatus) acked(t *liveType, typeURL string, st Stamp) (first time.Duration, took bool) {
-	if l == nil {
-		return 0, false
-	}
 	if st.Set == st.Version {
 		st.Set = ""
 	}
@@ -330,9 +328,6 @@ func (t *liveType) acked(st Stamp) (took bool) {
 
 // heartbeat counts a heartbeat of size bytes, which changes nothing else.
 func (l *StreamStatus) heartbeat(t *liveType, typeURL string, size int) {
-	if l == nil {
-		return
-	}
 	l.update(t, typeURL, time.Time{}, func(t *liveType) {
 		t.responses++
 		t.bytes += uint64(size)
