@@ -66,6 +66,7 @@ func main() {
 	driverProfile := flag.String("driver-profile", "", "write the driver's own CPU profile (the simulated proxies, the churn's clients) to this file")
 	routes := flag.Int("routes", 1, "route changes measured one after another (the median last-proxy time and the mean CPU are shown; with -profile, one CPU profile spans them all)")
 	eds := flag.Int("eds", 1, "EDS changes measured one after another (the latency percentiles are over every proxy of every change, the bytes and CPU a mean per change; with -profile, one CPU profile spans them all)")
+	ab := flag.Bool("ab", false, "measure instead the server CPU of -eds EDS changes (at least 2) on the two servers of -impl (e.g. pylon-unobserved,pylon), in one run, both fleets connected and the changes alternating between them: a difference of a few percent, which the machine's drift hides between runs (see ab.go)")
 	driverGC := flag.Int("driver-gogc", 400, "the driver's GOGC (the servers run with Go's default): the simulated proxies stand in for processes on other machines, and their garbage collection shares the 2 cores with the server measured")
 	flag.Parse()
 	if msg := checkFlags(*routes, *eds, *driverGC, *impls, *churnRates != "" || *failover, *duration); msg != "" {
@@ -89,6 +90,14 @@ func main() {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
+		return
+	}
+	if *ab {
+		if msg := checkAB(*impls, *eds, *churnRates != "" || *failover); msg != "" {
+			fmt.Fprintln(os.Stderr, msg)
+			os.Exit(2)
+		}
+		measureAB(*ns, *cs, *impls, *delta, *perConn, *eds, *profile)
 		return
 	}
 	if *churnRates != "" {
@@ -339,7 +348,7 @@ type result struct {
 	bytesPer, cpu              float64 // per EDS change
 	cpuRoute, selfRoute        float64 // route change: server's and proxies' CPU
 	cpuRe, selfRe              float64 // reconnect: server's and proxies' CPU
-	endedRe                    string  // reconnect: streams ended and retried (ended)
+	endedRe                    string  // reconnect: streams ended and retried (ended), CPU not the run's (elsewhere)
 	cpuFirst, selfFirst        float64 // first full config: server's and proxies' CPU
 }
 
@@ -515,12 +524,14 @@ func reconnectAll(c *child, f *fleet, r *result) error {
 	refused, retries := refusals(c), f.retries.Load()
 	start := time.Now()
 	cpu0, self0 := c.cpu(), procCPU("self")
+	busy0, steal0 := machineCPU()
 	f.open(f.proxies)
 	if _, err := waitFor(&f.ready, int64(f.n), 10*time.Minute); err != nil {
 		return fmt.Errorf("reconnect: %w", err)
 	}
 	r.reconnect = time.Since(start)
 	r.cpuRe, r.selfRe = c.cpu()-cpu0, procCPU("self")-self0
-	r.endedRe = ended(f.retries.Load()-retries, refused, refusals(c))
+	busy1, steal1 := machineCPU()
+	r.endedRe = ended(f.retries.Load()-retries, refused, refusals(c)) + elsewhere(busy0, steal0, busy1, steal1, r.cpuRe+r.selfRe)
 	return f.stop()
 }

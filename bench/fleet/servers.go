@@ -8,6 +8,7 @@ import (
 	_ "net/http/pprof" // profiles of the server under load, on its control address
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 	"sync"
 	"time"
@@ -133,6 +134,20 @@ func collect(w http.ResponseWriter, _ *http.Request) {
 		float64(m.MSpanInuse+m.MCacheInuse+m.BuckHashSys+m.GCSys+m.OtherSys)/(1<<20))
 }
 
+// gcCPU answers the CPU seconds the runtime reckons its garbage
+// collector has used so far (an estimate from the time its workers ran,
+// not the kernel's count), for the A/B scenario to tell the collector's
+// share of a difference from the rest.
+func gcCPU(w http.ResponseWriter, _ *http.Request) {
+	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64 {
+		http.Error(w, "no GC CPU metric in this runtime", http.StatusNotImplemented)
+		return
+	}
+	fmt.Fprintf(w, "%g", s[0].Value.Float64())
+}
+
 func serve(impl string, clusters int, watch bool) error {
 	keep := grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true})
 	var (
@@ -211,6 +226,7 @@ func serve(impl string, clusters int, watch bool) error {
 		}
 	})
 	http.HandleFunc("POST /gc", collect)
+	http.HandleFunc("GET /gccpu", gcCPU)
 	go func() { _ = http.Serve(ctl, nil) }()
 	fmt.Printf("%s %s\n", lis.Addr(), ctl.Addr())
 	return g.Serve(lis)

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"math"
+	"os"
+	"testing"
+)
+
+// Busy is every tick but idle and iowait, steal among them; a line that
+// is not the machine's total reads as nothing.
+func TestParseCPULine(t *testing.T) {
+	for _, c := range []struct {
+		line        string
+		busy, steal float64
+	}{
+		{"cpu  100 1 20 5000 30 0 4 5 0 0", 1.30, 0.05},
+		{"cpu0 100 1 20 5000 30 0 4 5 0 0", 0, 0},
+		{"cpu 1 2", 0, 0},
+	} {
+		busy, steal := parseCPULine(c.line)
+		if math.Abs(busy-c.busy) > 1e-9 || math.Abs(steal-c.steal) > 1e-9 {
+			t.Errorf("parseCPULine(%q) = %v, %v; want %v, %v", c.line, busy, steal, c.busy, c.steal)
+		}
+	}
+}
+
+// Only what neither the server nor the driver used is named, the stolen
+// part apart, and nothing under a tenth of a second.
+func TestElsewhere(t *testing.T) {
+	for _, c := range []struct {
+		busy0, steal0, busy1, steal1, used float64
+		want                               string
+	}{
+		{10, 1, 15, 1, 4.95, ""},
+		{10, 1, 17, 1, 5, "; other processes 2.0 s, stolen 0.0 s"},
+		{10, 1, 17, 2.5, 5, "; other processes 0.5 s, stolen 1.5 s"},
+	} {
+		if got := elsewhere(c.busy0, c.steal0, c.busy1, c.steal1, c.used); got != c.want {
+			t.Errorf("elsewhere(%v) = %q, want %q", c, got, c.want)
+		}
+	}
+}
+
+// A thread's CPU is read to the nanosecond, and grows as it works.
+func TestThreadsCPU(t *testing.T) {
+	if _, err := os.Stat("/proc/self/task"); err != nil {
+		t.Skip("no /proc here")
+	}
+	before := threadsCPU(os.Getpid())
+	x := 0
+	for i := range 50_000_000 {
+		x += i % 7
+	}
+	if after := threadsCPU(os.Getpid()); after <= before || x == 0 {
+		t.Errorf("threadsCPU went from %v to %v over a busy loop", before, after)
+	}
+}
+
+// The A/B scenario compares two servers over at least two changes, on
+// its own.
+func TestCheckAB(t *testing.T) {
+	for _, c := range []struct {
+		impls    string
+		eds      int
+		scenario bool
+		ok       bool
+	}{
+		{"pylon-unobserved,pylon", 2, false, true},
+		{"pylon", 2, false, false},
+		{"pylon,gcp,pylon-unobserved", 2, false, false},
+		{"pylon,gcp", 1, false, false},
+		{"pylon,gcp", 10, true, false},
+	} {
+		if got := checkAB(c.impls, c.eds, c.scenario); (got == "") != c.ok {
+			t.Errorf("checkAB(%q, %d, %v) = %q", c.impls, c.eds, c.scenario, got)
+		}
+	}
+}
+
+// The sides take turns in pairs, each first in every other pair.
+func TestABTurn(t *testing.T) {
+	want := []int{0, 1, 1, 0, 0, 1, 1, 0}
+	for k, w := range want {
+		if got := abTurn(k); got != w {
+			t.Errorf("abTurn(%d) = %d, want %d", k, got, w)
+		}
+	}
+}
