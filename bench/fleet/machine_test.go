@@ -25,17 +25,20 @@ func TestParseCPULine(t *testing.T) {
 }
 
 // Only what neither the server nor the driver used is named, the stolen
-// part apart, and nothing under a tenth of a second.
+// part apart, and nothing under a tenth of a second; reclaim when there
+// was any.
 func TestElsewhere(t *testing.T) {
 	for _, c := range []struct {
-		busy0, steal0, busy1, steal1, used float64
-		want                               string
+		from, to machineShare
+		used     float64
+		want     string
 	}{
-		{10, 1, 15, 1, 4.95, ""},
-		{10, 1, 17, 1, 5, "; other processes 2.0 s, stolen 0.0 s"},
-		{10, 1, 17, 2.5, 5, "; other processes 0.5 s, stolen 1.5 s"},
+		{machineShare{10, 1, 7}, machineShare{15, 1, 7}, 4.95, ""},
+		{machineShare{10, 1, 0}, machineShare{17, 1, 0}, 5, "; other processes 2.0 s, stolen 0.0 s"},
+		{machineShare{10, 1, 0}, machineShare{17, 2.5, 0}, 5, "; other processes 0.5 s, stolen 1.5 s"},
+		{machineShare{10, 1, 100}, machineShare{15, 1, 350}, 5, "; direct reclaim scanned 250 pages"},
 	} {
-		if got := elsewhere(c.busy0, c.steal0, c.busy1, c.steal1, c.used); got != c.want {
+		if got := elsewhere(c.from, c.to, c.used); got != c.want {
 			t.Errorf("elsewhere(%v) = %q, want %q", c, got, c.want)
 		}
 	}
@@ -53,6 +56,17 @@ func TestThreadsCPU(t *testing.T) {
 	}
 	if after := threadsCPU(os.Getpid()); after <= before || x == 0 {
 		t.Errorf("threadsCPU went from %v to %v over a busy loop", before, after)
+	}
+}
+
+// A field of /proc/vmstat is found by its whole name.
+func TestVmstatField(t *testing.T) {
+	text := "pgscan_direct_throttle 4\npgscan_direct 1234\nallocstall_movable 9\n"
+	if got := vmstatField(text, "pgscan_direct"); got != 1234 {
+		t.Errorf("pgscan_direct = %v, want 1234", got)
+	}
+	if got := vmstatField(text, "pgscan"); got != 0 {
+		t.Errorf("pgscan = %v, want 0 (absent)", got)
 	}
 }
 

@@ -116,7 +116,7 @@ func main() {
 		measureFailover(*ns, *cs, *impls, *present, failoverCase{delta: *delta, perConn: *perConn, profile: *profile})
 		return
 	}
-	fmt.Printf("| server | N | clusters | first full config (CPU server / proxies) | EDS change p50 / p99 / max | bytes per proxy per EDS change | server CPU per EDS change | route change max (CPU server / proxies) | RSS per proxy (idle / after GC) | reconnect of all N (max wait; CPU server / proxies) |\n")
+	fmt.Printf("| server | N | clusters | first full config (CPU server / proxies) | EDS change p50 / p99 / max | bytes per proxy per EDS change | server CPU per EDS change | route change max (CPU server / proxies) | RSS per proxy (idle / after GC) | reconnect of all N (max wait; CPU server / proxies, of it system) |\n")
 	fmt.Printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, c := range ints(*cs) {
 		for _, n := range ints(*ns) {
@@ -248,14 +248,20 @@ func (c *child) cpu() float64 { return procCPU(strconv.Itoa(c.cmd.Process.Pid)) 
 // procCPU is a process's user+system CPU seconds so far ("self": this
 // one), at Linux's 100 ticks a second.
 func procCPU(pid string) float64 {
+	u, s := procUserSys(pid)
+	return u + s
+}
+
+// procUserSys is a process's user and system CPU seconds so far.
+func procUserSys(pid string) (user, sys float64) {
 	b, err := os.ReadFile("/proc/" + pid + "/stat")
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
 	u, _ := strconv.ParseFloat(f[11], 64)
 	s, _ := strconv.ParseFloat(f[12], 64)
-	return (u + s) / 100
+	return u / 100, s / 100
 }
 
 // rss is the child's resident memory in bytes.
@@ -348,6 +354,7 @@ type result struct {
 	bytesPer, cpu              float64 // per EDS change
 	cpuRoute, selfRoute        float64 // route change: server's and proxies' CPU
 	cpuRe, selfRe              float64 // reconnect: server's and proxies' CPU
+	sysRe, selfSysRe           float64 // of it, in the kernel (faulting memory in, among others)
 	endedRe                    string  // reconnect: streams ended and retried (ended), CPU not the run's (elsewhere)
 	cpuFirst, selfFirst        float64 // first full config: server's and proxies' CPU
 }
@@ -428,10 +435,10 @@ func run(impl string, n, clusters int, delta bool, perConn int, ch changes, prof
 	if delta {
 		mode = "delta"
 	}
-	return fmt.Sprintf("| %s (%s) | %d | %d | %s (%.1f / %.1f s) | %s / %s / %s | %.0f B | %.3f s | %s (%.3f / %.3f s) | %.1f / %.1f KB | %s (%s; %.1f / %.1f s%s) |",
+	return fmt.Sprintf("| %s (%s) | %d | %d | %s (%.1f / %.1f s) | %s / %s / %s | %.0f B | %.3f s | %s (%.3f / %.3f s) | %.1f / %.1f KB | %s (%s; %.1f / %.1f s, system %.1f / %.1f s%s) |",
 		impl, mode, n, clusters, ms(r.first), r.cpuFirst, r.selfFirst,
 		ms(percentile(r.lat, 0.5)), ms(percentile(r.lat, 0.99)), ms(percentile(r.lat, 1)),
-		r.bytesPer, r.cpu, ms(r.routeMax), r.cpuRoute, r.selfRoute, r.rssPer/1024, r.rssGC/1024, ms(r.reconnect), ms(time.Duration(f.waitMax.Load())), r.cpuRe, r.selfRe, r.endedRe), nil
+		r.bytesPer, r.cpu, ms(r.routeMax), r.cpuRoute, r.selfRoute, r.rssPer/1024, r.rssGC/1024, ms(r.reconnect), ms(time.Duration(f.waitMax.Load())), r.cpuRe, r.selfRe, r.sysRe, r.selfSysRe, r.endedRe), nil
 }
 
 // firstConfig opens the fleet and measures the time until every proxy has
@@ -524,14 +531,18 @@ func reconnectAll(c *child, f *fleet, r *result) error {
 	refused, retries := refusals(c), f.retries.Load()
 	start := time.Now()
 	cpu0, self0 := c.cpu(), procCPU("self")
-	busy0, steal0 := machineCPU()
+	_, sys0 := procUserSys(strconv.Itoa(c.cmd.Process.Pid))
+	_, selfSys0 := procUserSys("self")
+	m0 := readMachine()
 	f.open(f.proxies)
 	if _, err := waitFor(&f.ready, int64(f.n), 10*time.Minute); err != nil {
 		return fmt.Errorf("reconnect: %w", err)
 	}
 	r.reconnect = time.Since(start)
 	r.cpuRe, r.selfRe = c.cpu()-cpu0, procCPU("self")-self0
-	busy1, steal1 := machineCPU()
-	r.endedRe = ended(f.retries.Load()-retries, refused, refusals(c)) + elsewhere(busy0, steal0, busy1, steal1, r.cpuRe+r.selfRe)
+	_, sys1 := procUserSys(strconv.Itoa(c.cmd.Process.Pid))
+	_, selfSys1 := procUserSys("self")
+	r.sysRe, r.selfSysRe = sys1-sys0, selfSys1-selfSys0
+	r.endedRe = ended(f.retries.Load()-retries, refused, refusals(c)) + elsewhere(m0, readMachine(), r.cpuRe+r.selfRe)
 	return f.stop()
 }

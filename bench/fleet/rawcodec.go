@@ -76,22 +76,38 @@ func (c proxyCodec) Name() string { return "proto" }
 // cores the server runs on (a real Envoy encodes on its own machine). The
 // bytes are what proto.Marshal writes, the map's entries in another order,
 // which protobuf allows.
+//
+// The buffer is sized first and written once: grown by appending, a
+// 2,000-version request (120 KB) was copied and cleared about twice over,
+// and a 10,000-proxy reconnect spent two thirds of the simulator's CPU
+// there (memmove and memclr, 24 of 36 s in the slowest runs, where fresh
+// memory was slow to fault in).
 func encodeDelta(r *discoveryv3.DeltaDiscoveryRequest) (*encodedRequest, error) {
 	versions := r.InitialResourceVersions
 	r.InitialResourceVersions = nil
-	b, err := proto.Marshal(r)
-	r.InitialResourceVersions = versions
+	defer func() { r.InitialResourceVersions = versions }()
+	size := proto.Size(r)
+	for k, v := range versions {
+		n := versionEntrySize(k, v)
+		size += protowire.SizeTag(5) + protowire.SizeBytes(n)
+	}
+	b, err := proto.MarshalOptions{}.MarshalAppend(make([]byte, 0, size), r)
 	if err != nil {
 		return nil, err
 	}
 	for k, v := range versions {
-		n := protowire.SizeTag(1) + protowire.SizeBytes(len(k)) + protowire.SizeTag(2) + protowire.SizeBytes(len(v))
 		b = protowire.AppendTag(b, 5, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(n))
+		b = protowire.AppendVarint(b, uint64(versionEntrySize(k, v)))
 		b = protowire.AppendString(protowire.AppendTag(b, 1, protowire.BytesType), k)
 		b = protowire.AppendString(protowire.AppendTag(b, 2, protowire.BytesType), v)
 	}
 	return &encodedRequest{b}, nil
+}
+
+// versionEntrySize is the size of a map entry of initial_resource_versions
+// (its key and value fields, not the entry's own tag and length).
+func versionEntrySize(k, v string) int {
+	return protowire.SizeTag(1) + protowire.SizeBytes(len(k)) + protowire.SizeTag(2) + protowire.SizeBytes(len(v))
 }
 
 // rawResponse is a response as a simulated proxy reads it: the fields it

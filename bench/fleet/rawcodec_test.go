@@ -154,3 +154,23 @@ func TestProxyCodecReadsSplitResponses(t *testing.T) {
 		}
 	}
 }
+
+// TestEncodeDeltaWritesOnce: the buffer is sized to the request, so that
+// a reconnect's 2,000 versions are not copied as the buffer grows.
+func TestEncodeDeltaWritesOnce(t *testing.T) {
+	versions := map[string]string{}
+	for i := range 2000 {
+		versions["cluster-"+strconv.Itoa(i)] = "v" + strconv.Itoa(i*7)
+	}
+	r := &discoveryv3.DeltaDiscoveryRequest{Node: &corev3.Node{Id: "envoy-1"}, TypeUrl: "t", InitialResourceVersions: versions}
+	e, err := encodeDelta(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(e.b) != cap(e.b) || len(e.b) != proto.Size(r) {
+		t.Errorf("encoded %d bytes in a buffer of %d, want both %d", len(e.b), cap(e.b), proto.Size(r))
+	}
+	if allocs := testing.AllocsPerRun(10, func() { _, _ = encodeDelta(r) }); allocs > 3 {
+		t.Errorf("encodeDelta allocates %v times, want at most 3 (the buffer, the request, the marshal's own)", allocs)
+	}
+}
