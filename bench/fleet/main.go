@@ -51,7 +51,7 @@ func main() {
 	serveImpl := flag.String("serve", "", "internal: run this server (pylon or gcp) instead of the driver")
 	ns := flag.String("n", "1000", "proxy counts, comma-separated")
 	cs := flag.String("clusters", "100", "cluster counts, comma-separated")
-	impls := flag.String("impl", "pylon,gcp", "servers to measure: pylon, gcp, and (not with -churn or -failover) pylon-unobserved, Pylon without status tracking and metrics, a diagnostic of what they cost")
+	impls := flag.String("impl", "pylon,gcp", "servers to measure: pylon, gcp, and (not with -churn or -failover) pylon-unobserved, Pylon without status tracking and metrics, a diagnostic of what they cost; NAME@PATH (fleet scenario and -ab) is NAME as another build of this benchmark at PATH serves it")
 	delta := flag.Bool("delta", false, "simulated Envoys speak delta xDS (go-control-plane is measured in SotW only)")
 	perConn := flag.Int("streams-per-conn", 200, "streams multiplexed on one gRPC connection")
 	profile := flag.String("profile", "", "write the servers' heap profile (after the first full config) and CPU profiles (the first 3s of the first full config, 3s around the EDS change, the route changes, the first 10s of the reconnect; with -failover, B's first 3s after the kill) into this folder")
@@ -121,7 +121,7 @@ func main() {
 	for _, c := range ints(*cs) {
 		for _, n := range ints(*ns) {
 			for _, impl := range strings.Split(*impls, ",") {
-				r, err := run(impl, n, c, *delta && strings.HasPrefix(impl, "pylon"), *perConn, changes{eds: *eds, routes: *routes}, *profile)
+				r, err := run(impl, n, c, *delta && isPylon(impl), *perConn, changes{eds: *eds, routes: *routes}, *profile)
 				if err != nil {
 					fmt.Fprintf(os.Stderr, "%s n=%d clusters=%d: %v\n", impl, n, c, err)
 					continue
@@ -203,9 +203,15 @@ type child struct {
 	once     sync.Once
 }
 
-// startChild starts a server process; extra are more flags for it.
+// startChild starts a server process; extra are more flags for it. An
+// impl of NAME@PATH is NAME as the fleet binary at PATH serves it: another
+// build of this benchmark, to compare two builds of Pylon (with -ab).
 func startChild(impl string, clusters int, extra ...string) (*child, error) {
-	cmd := exec.Command(os.Args[0], append([]string{"-serve", impl, "-clusters", strconv.Itoa(clusters)}, extra...)...)
+	bin := os.Args[0]
+	if name, path, ok := strings.Cut(impl, "@"); ok {
+		impl, bin = name, path
+	}
+	cmd := exec.Command(bin, append([]string{"-serve", impl, "-clusters", strconv.Itoa(clusters)}, extra...)...)
 	cmd.Stderr = os.Stderr
 	// A driver that dies (a panic, a timeout's signal) takes its servers
 	// with it rather than leaving them to hold the terminal's pipes.
