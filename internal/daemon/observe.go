@@ -60,8 +60,8 @@ func (o *Observability) Published(f *snapshot.Fleet) { published(o.Tracker, f) }
 // tracking feeds xDS stream events to the status tracker and the metrics.
 // What a stream sends and its client ACKs on every change, the stream
 // keeps itself (xds.StreamStatus): the tracker reads it there when asked,
-// and the tracking wants, of those events, only VersionTaken, for push
-// latency (Wants).
+// push latency included, and the tracking wants none of those events
+// (Wants).
 type tracking struct {
 	reg *xdstype.Registry
 	t   *status.Tracker
@@ -103,13 +103,11 @@ func (o *tracking) Observe(e *xds.Event) {
 }
 
 // Wants says which of the per-change events the tracking wants now
-// (xds.Selective): of its own, only VersionTaken, for push latency; the
-// streams' status it reads when asked (Event.Status), and their counts
-// (status.Tracker.Totals). It wants what the observer after it wants.
+// (xds.Selective): of its own, none. The streams' status it reads when
+// asked (Event.Status), their counts at a scrape (status.Tracker.Totals),
+// and push latency from what they ACKed when it is read
+// (status.Tracker.Harvest). It wants what the observer after it wants.
 func (o *tracking) Wants(k xds.EventKind) bool {
-	if k == xds.VersionTaken {
-		return true
-	}
 	if o.then == nil {
 		return false
 	}
@@ -205,7 +203,9 @@ func (o *tracking) observeType(e *xds.Event) {
 			o.t.ExpectOf(e.StreamID, o.info(e), e.TypeURL, e.Version, e.SetVersion, e.At)
 		}
 	case xds.VersionTaken:
-		o.t.Measure(e.StreamID, e.TypeURL, status.Stamp{Version: e.Version, Set: e.SetVersion, At: e.At}, e.Opened)
+		if e.Status == nil { // a live stream's push is harvested
+			o.t.Measure(e.StreamID, e.TypeURL, status.Stamp{Version: e.Version, Set: e.SetVersion, At: e.At}, e.Opened)
+		}
 	case xds.TypeSynced:
 		o.t.FirstSync(e.TypeURL, e.FirstSync)
 	}

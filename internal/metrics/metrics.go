@@ -59,12 +59,14 @@ func New(tracker *status.Tracker) *Metrics {
 	m.nacks = register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pylon_xds_nacks_total", Help: "NACKs received, by resource type.",
 	}, []string{"type"}), "pylon_xds_nacks_total")
-	m.latency = register(m, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "pylon_push_latency_seconds",
 		Help: "From a config change's acceptance to a connected proxy's ACK of it, by resource type. " +
-			"Only changes accepted while the stream was open: a new stream's initial config is pylon_first_sync_seconds.",
+			"Only changes accepted while the stream was open: a new stream's initial config is pylon_first_sync_seconds. " +
+			"Measured when read (a scrape, a status request): a proxy that took several versions of a type in between counts its newest.",
 		Buckets: latencyBuckets,
-	}, []string{"type"}), "pylon_push_latency_seconds")
+	}, []string{"type"})
+	register(m, &harvested{tracker: tracker, latency: m.latency}, "pylon_push_latency_seconds")
 	m.firstSync = register(m, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "pylon_first_sync_seconds",
 		Help:    "From a stream's open to its first SYNCED state of a resource type (its initial config ACKed), by type.",
@@ -200,6 +202,21 @@ func (c *xdsTotals) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(bytesDesc, prometheus.CounterValue, float64(n.ResponseBytes), n.Type)
 		ch <- prometheus.MustNewConstMetric(acksDesc, prometheus.CounterValue, float64(n.ACKs), n.Type)
 	}
+}
+
+// harvested is pylon_push_latency_seconds, which the tracker measures
+// when read (status.Tracker.Harvest): a scrape harvests the pushes since
+// the last read before the histogram is collected.
+type harvested struct {
+	tracker *status.Tracker
+	latency *prometheus.HistogramVec
+}
+
+func (c *harvested) Describe(ch chan<- *prometheus.Desc) { c.latency.Describe(ch) }
+
+func (c *harvested) Collect(ch chan<- prometheus.Metric) {
+	c.tracker.Harvest()
+	c.latency.Collect(ch)
 }
 
 // buildInfo is pylon_build_info: 1, labelled with the module version, the

@@ -18,7 +18,7 @@ func (t *Tracker) Forget(id uint64) {
 		return
 	}
 	if s.gone == nil {
-		s.freeze()
+		t.freeze(s)
 		s.gone = new(time.Time{})
 	} else {
 		// Refused or closed first: out of the closed list too, where it

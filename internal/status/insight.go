@@ -101,8 +101,10 @@ type Latency struct {
 }
 
 // Latencies returns the push latency percentiles per type name, sorted by
-// type; types without a push yet are left out.
+// type; types without a push yet are left out. It harvests the live
+// streams' pushes first (Harvest).
 func (t *Tracker) Latencies() []Latency {
+	t.Harvest()
 	rings := t.latency.Load()
 	samples := make(map[string][]time.Duration, len(rings))
 	totals := make(map[string]uint64, len(rings))

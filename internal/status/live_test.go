@@ -1,6 +1,7 @@
 package status
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -137,7 +138,7 @@ func TestScrapeAllocationsIndependentOfStreams(t *testing.T) {
 	for name, fill := range map[string]func(int) *Tracker{"told": fill, "live": liveFill} {
 		allocs := func(n int) float64 {
 			tr := fill(n)
-			return testing.AllocsPerRun(10, func() { tr.Counts(); tr.Totals() })
+			return testing.AllocsPerRun(10, func() { tr.Counts(); tr.Totals(); tr.Harvest() })
 		}
 		if few, many := allocs(10), allocs(1000); few != many {
 			t.Errorf("%s streams: a scrape allocates %v times at 10 streams, %v at 1,000", name, few, many)
@@ -155,6 +156,44 @@ func BenchmarkScrapeLive(b *testing.B) {
 	}
 }
 
+// BenchmarkHarvest is what push latency costs at a read (a scrape) after
+// an EDS change reached 10,000 live streams of three types each: the
+// walk, and a measure for each stream's EDS. It replaces an event and a
+// measure per stream on the ACK's path.
+func BenchmarkHarvest(b *testing.B) {
+	const streams = 10_000
+	var mu sync.Mutex
+	observed := 0
+	tr := NewTracker(Options{OnLatency: func(string, time.Duration) { mu.Lock(); observed++; mu.Unlock() }})
+	now := time.Now()
+	lives := make([]*fakeLive, streams)
+	for i := range uint64(streams) {
+		info := Info{Node: "n"}
+		lives[i] = &fakeLive{group: "g", stamps: map[string]Stamps{}}
+		tr.Attach(i, info, lives[i], now)
+		for _, u := range []string{"cds", "eds", "lds"} {
+			tr.Requested(i, info, u, now)
+			lives[i].stamps[u] = Stamps{Expected: "v0", Sent: Stamp{Version: "v0", At: now}, ACKed: Stamp{Version: "v0", At: now}}
+		}
+	}
+	for n := 0; b.Loop(); n++ {
+		b.StopTimer()
+		v := fmt.Sprintf("v%d", n+1)
+		at := now.Add(time.Duration(n+1) * time.Second)
+		tr.Published(map[string][]string{"eds": {v}}, at)
+		for _, l := range lives {
+			a := Stamp{Version: v, At: at.Add(50 * time.Millisecond)}
+			l.stamps["eds"] = Stamps{Expected: v, Sent: a, ACKed: a, ACKedSince: a.At}
+		}
+		b.StartTimer()
+		tr.Harvest()
+	}
+	if observed != b.N*streams {
+		b.Fatalf("%d pushes measured over %d changes of %d streams", observed, b.N, streams)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*streams), "ns/stream")
+}
+
 // A type's counts drop to zero when its last stream ends, rather than
 // vanish: a series that vanished would keep its last value on a graph.
 func TestCountsKeepTypesAtZero(t *testing.T) {
@@ -164,5 +203,53 @@ func TestCountsKeepTypesAtZero(t *testing.T) {
 	want := []Count{{"CDS", Nacked, 0}, {"CDS", NotSent, 0}, {"CDS", Stale, 0}, {"CDS", Synced, 0}}
 	if diff := cmp.Diff(want, tr.Counts()); diff != "" {
 		t.Fatalf("counts once the last stream ended (-want +got):\n%s", diff)
+	}
+}
+
+// A live stream's push latency is measured when read (Harvest): once per
+// version it took, the newest of several taken between two reads, and
+// the last as it ends; not a version accepted before it opened.
+func TestHarvestMeasuresEachTakenVersionOnce(t *testing.T) {
+	var told []time.Duration
+	tr := NewTracker(Options{Abbrev: func(string) string { return "CDS" }, OnLatency: func(_ string, d time.Duration) { told = append(told, d) }})
+	t0 := time.Now()
+	tr.Published(map[string][]string{"cds": {"v0"}}, t0.Add(-time.Second))
+	live := &fakeLive{group: "edge", stamps: map[string]Stamps{}}
+	info := Info{Node: "n1"}
+	tr.Attach(1, info, live, t0)
+	tr.Requested(1, info, "cds", t0)
+	take := func(v string, accepted, ackedAt time.Duration) {
+		tr.Published(map[string][]string{"cds": {v}}, t0.Add(accepted))
+		a := Stamp{Version: v, At: t0.Add(ackedAt)}
+		live.set("cds", Stamps{Expected: v, Sent: a, ACKed: a, ACKedSince: a.At})
+	}
+	total := func() uint64 {
+		l := tr.Latencies()
+		if len(l) == 0 {
+			return 0
+		}
+		return l[0].Total
+	}
+	take("v0", -time.Second, time.Millisecond) // the initial config: no push
+	if n := total(); n != 0 {
+		t.Fatalf("the initial config measured as a push: %d samples", n)
+	}
+	take("v1", time.Second, 1100*time.Millisecond)
+	if n := total(); n != 1 || told[0] != 100*time.Millisecond {
+		t.Fatalf("after one push: %d samples, told %v; want 1, [100ms]", n, told)
+	}
+	if n := total(); n != 1 {
+		t.Fatalf("read again: %d samples, want still 1", n)
+	}
+	take("v2", 2*time.Second, 2200*time.Millisecond)
+	take("v3", 3*time.Second, 3300*time.Millisecond)
+	tr.Harvest()
+	if n := total(); n != 2 || told[1] != 300*time.Millisecond {
+		t.Fatalf("two pushes between reads: %d samples, told %v; want 2, the newest (300ms) last", n, told)
+	}
+	take("v4", 4*time.Second, 4400*time.Millisecond)
+	tr.Closed(1, t0.Add(5*time.Second))
+	if n := total(); n != 3 || told[2] != 400*time.Millisecond {
+		t.Fatalf("a push before the stream ended: %d samples, told %v; want 3, 400ms last", n, told)
 	}
 }

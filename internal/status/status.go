@@ -133,7 +133,7 @@ type Options struct {
 	MaxGone   int
 	// OnLatency, if set, is told each first ACK on a stream of a version
 	// whose change was accepted after the stream opened: the push latency
-	// of a change. A new stream's initial config is not a push of a change
+	// of a change (for a live stream, when harvested: see Harvest). A new stream's initial config is not a push of a change
 	// (timed from the change, it would count how long ago the config last
 	// changed): it goes to OnFirstSync. It is given the type's name
 	// (Abbrev), kept with the type's latencies: every stream's ACK of
@@ -280,6 +280,9 @@ type entry struct {
 	// synced is set once the type was SYNCED: its first sync is timed
 	// once (told stamps only: a live stream times its own).
 	synced bool
+	// measured is, on a live stream, when the newest version whose push
+	// latency was measured was first ACKed (Unix nanoseconds; Harvest).
+	measured int64
 }
 
 // Stamps is a stream's state of one type: what it should hold, what it
@@ -713,9 +716,9 @@ func (t *Tracker) ACKed(id uint64, who Who, typeURL string, st Stamp) {
 // Measure takes the first ACK on stream id, open since since, of a version
 // (st.Set, or else st.Version) of typeURL: if its change was accepted
 // after the stream opened, this is the push of a change, and its latency
-// is kept and told (Options.OnLatency). A live stream's feeder calls it
-// for each first ACK of a version; ACKed does for the others. It takes no
-// lock: an ACK of every stream of the fleet comes with every change.
+// is kept and told (Options.OnLatency). ACKed calls it for a told
+// stream's first ACK of a version, Harvest for a live stream's. It takes
+// no lock.
 func (t *Tracker) Measure(id uint64, typeURL string, st Stamp, since time.Time) {
 	key := st.Version
 	if st.Set != "" {
@@ -735,6 +738,48 @@ func (t *Tracker) Measure(id uint64, typeURL string, st Stamp, since time.Time) 
 	if t.opts.OnLatency != nil {
 		t.opts.OnLatency(r.name, d)
 	}
+}
+
+// Harvest measures the push latency (Measure) of every version the live
+// streams took since the last harvest: each type's newest, as its stream
+// keeps it (Stamps.ACKedSince). Whoever reads push latency calls it first:
+// Latencies, and the metrics at a scrape. Measured on the ACK instead,
+// every stream's ACK of every change paid for an event, the lookup of the
+// change and two counters both cores write, 2.5% of a delta EDS change's
+// CPU at 10,000 streams; a harvest walks the streams once per read. What
+// it gives up: a stream that took several versions of a type between two
+// reads counts the newest only. A stream that ends is harvested as it
+// ends.
+func (t *Tracker) Harvest() {
+	var buf Stamps
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		for _, s := range sh.streams {
+			if s.live == nil {
+				continue
+			}
+			for i := range s.types {
+				e := &s.types[i]
+				t.harvest(s, e, t.stamps(s, e, &buf))
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// harvest measures the push latency of e's version on live stream s, from
+// its stamps p, if it was not yet. Call with s's shard locked.
+func (t *Tracker) harvest(s *stream, e *entry, p *Stamps) {
+	if p.ACKedSince.IsZero() {
+		return
+	}
+	since := p.ACKedSince.UnixNano()
+	if since <= e.measured {
+		return
+	}
+	e.measured = since
+	t.Measure(s.id, e.kind.url, Stamp{Version: p.ACKed.Version, Set: p.ACKed.Set, At: p.ACKedSince}, s.since)
 }
 
 // FirstSync tells Options.OnFirstSync that a live stream's type of
@@ -789,7 +834,7 @@ func (t *Tracker) Closed(id uint64, at time.Time) {
 // shard is locked: Forget of the same stream comes before or after, never
 // between.
 func (t *Tracker) end(s *stream, at time.Time) {
-	s.freeze()
+	t.freeze(s)
 	s.gone = &at
 	t.mu.Lock()
 	t.gone = append(t.gone, goneStream{s.id, at})
@@ -797,8 +842,9 @@ func (t *Tracker) end(s *stream, at time.Time) {
 }
 
 // freeze keeps what a live stream last said, as told stamps, and lets the
-// stream go: a closed stream is shown as it ended.
-func (s *stream) freeze() {
+// stream go: a closed stream is shown as it ended. Its last push is
+// measured (harvest): no later harvest reads it live.
+func (t *Tracker) freeze(s *stream) {
 	if s.live == nil {
 		return
 	}
@@ -811,6 +857,7 @@ func (s *stream) freeze() {
 		e := &s.types[i]
 		var p Stamps
 		if s.live.Stamps(e.kind.url, &p) {
+			t.harvest(s, e, &p)
 			e.p = &p
 		}
 	}
