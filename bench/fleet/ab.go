@@ -52,7 +52,8 @@ type abSide struct {
 
 // runAB connects a fleet to each of the two servers and measures count
 // EDS changes on each, alternating. With profile, both servers' CPU
-// profiles span the same changes but the first pair (DIR/ab-IMPL-N-C.cpu).
+// profiles span the same changes but the first pair (DIR/ab-a-NAME-N-C.cpu
+// and ab-b-...).
 func runAB(impls []string, n, clusters int, delta bool, perConn, count int, profile string) (string, error) {
 	sides := make([]*abSide, 2)
 	for i, impl := range impls {
@@ -73,6 +74,9 @@ func runAB(impls []string, n, clusters int, delta bool, perConn, count int, prof
 		sides[i] = &abSide{c: c, f: f}
 	}
 	var profiled sync.WaitGroup
+	// On every return: a profile still being taken when a change fails
+	// would print its error into the next row.
+	defer profiled.Wait()
 	start := time.Now()
 	for k := range 2 * count {
 		if k == 2 && profile != "" {
@@ -80,7 +84,7 @@ func runAB(impls []string, n, clusters int, delta bool, perConn, count int, prof
 			// took (a server is idle while the other's change runs).
 			secs := strconv.Itoa(max(1, int(time.Since(start).Seconds()*float64(count-1))))
 			for i, s := range sides {
-				file := fmt.Sprintf("%s/ab-%s-%d-%d.cpu", profile, impls[i], n, clusters)
+				file := fmt.Sprintf("%s/ab-%c-%s-%d-%d.cpu", profile, 'a'+i, abName(impls[i]), n, clusters)
 				profiled.Go(func() { fetch(s.c, "/debug/pprof/profile?seconds="+secs, file) })
 			}
 		}
@@ -100,6 +104,13 @@ func runAB(impls []string, n, clusters int, delta bool, perConn, count int, prof
 	return fmt.Sprintf("| %s, %s: %d %s proxies, %d clusters | %d | %.3f s (%.3f s) | %.3f s (%.3f s) | %.3f | %.3f / %.3f | %.3f | %.3f |",
 		impls[0], impls[1], n, mode, clusters, count, sum(a), ga, sum(b), gb, sum(b)/sum(a),
 		sum(b[:half])/sum(a[:half]), sum(b[half:])/sum(a[half:]), (sum(b)-gb)/(sum(a)-ga), median(b)/median(a)), nil
+}
+
+// abName is impl as a file name's part: NAME of NAME@PATH (the side's
+// letter tells two builds of one server apart).
+func abName(impl string) string {
+	name, _, _ := strings.Cut(impl, "@")
+	return name
 }
 
 // abTurn is which side makes the k-th change: A B, B A, A B ..., so that

@@ -24,8 +24,10 @@ func machineCPU() (busy, steal float64) {
 }
 
 // parseCPULine reads /proc/stat's "cpu" line: user nice system idle iowait
-// irq softirq steal ..., in ticks of 10 ms; busy is all but idle and
-// iowait.
+// irq softirq steal ..., in ticks of 10 ms. Busy is user, nice, system and
+// steal: not interrupts, whose time (loopback's packets among it, on a
+// kernel that accounts it apart) no process is charged with, and which
+// would read as other processes'.
 func parseCPULine(line string) (busy, steal float64) {
 	f := strings.Fields(line)
 	if len(f) < 9 || f[0] != "cpu" {
@@ -35,7 +37,7 @@ func parseCPULine(line string) (busy, steal float64) {
 	for i := range ticks {
 		ticks[i], _ = strconv.ParseFloat(f[i+1], 64)
 	}
-	busy = ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6] + ticks[7]
+	busy = ticks[0] + ticks[1] + ticks[2] + ticks[7]
 	return busy / 100, ticks[7] / 100
 }
 

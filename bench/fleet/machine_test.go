@@ -6,14 +6,14 @@ import (
 	"testing"
 )
 
-// Busy is every tick but idle and iowait, steal among them; a line that
-// is not the machine's total reads as nothing.
+// Busy is user, nice, system and steal, not idle, iowait or interrupts;
+// a line that is not the machine's total reads as nothing.
 func TestParseCPULine(t *testing.T) {
 	for _, c := range []struct {
 		line        string
 		busy, steal float64
 	}{
-		{"cpu  100 1 20 5000 30 0 4 5 0 0", 1.30, 0.05},
+		{"cpu  100 1 20 5000 30 2 4 5 0 0", 1.26, 0.05},
 		{"cpu0 100 1 20 5000 30 0 4 5 0 0", 0, 0},
 		{"cpu 1 2", 0, 0},
 	} {

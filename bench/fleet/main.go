@@ -549,6 +549,9 @@ func reconnectAll(c *child, f *fleet, r *result) error {
 	_, sys1 := procUserSys(strconv.Itoa(c.cmd.Process.Pid))
 	_, selfSys1 := procUserSys("self")
 	r.sysRe, r.selfSysRe = sys1-sys0, selfSys1-selfSys0
-	r.endedRe = ended(f.retries.Load()-retries, refused, refusals(c)) + elsewhere(m0, readMachine(), r.cpuRe+r.selfRe)
+	// The machine is read with the two processes, before the scrape of
+	// the server's refusals, whose CPU would read as another process's.
+	m1 := readMachine()
+	r.endedRe = ended(f.retries.Load()-retries, refused, refusals(c)) + elsewhere(m0, m1, r.cpuRe+r.selfRe)
 	return f.stop()
 }

@@ -36,9 +36,9 @@ type Metrics struct {
 	// spared and sparedBytes count the responses a reconnecting client
 	// already held, and so was not sent (X24).
 	spared, sparedBytes *prometheus.CounterVec
-	// pushLatency holds the per-type children every change's ACK of
-	// every stream observes, looked up without the vector's label hashing
-	// and lock (children).
+	// pushLatency holds the per-type children each push's latency
+	// observes (harvested at a scrape: see harvested), looked up without
+	// the vector's label hashing and lock (children).
 	pushLatency children[prometheus.Observer]
 	// The last load's result, as Prometheus exports its own reloads.
 	reloadOK, reloadOKAt, configRefused prometheus.Gauge

@@ -16,12 +16,12 @@ import (
 // memory does not grow with the fleet's history.
 const latencySamples = 1024
 
-// ring holds the newest latencySamples durations. Every ACK of a new
-// version adds one, from every stream's goroutine at once: a slot is
-// claimed by an atomic count and written atomically, so adding takes no
-// lock (the sample's lock and lookup, taken by every ACK of the fleet,
-// were 2.6% of a route change's CPU at 5,000 streams, half of it the
-// lock). A reader racing an add may see the slot's previous sample, or,
+// ring holds the newest latencySamples durations. Harvests add them (two
+// readers harvest at once, each under a different shard's lock), and so
+// do told streams' ACKs from their goroutines: a slot is claimed by an
+// atomic count and written atomically, so adding takes no lock of its
+// own. (When every ACK of the fleet added its sample, the sample's lock
+// and lookup were 2.6% of a route change's CPU at 5,000 streams.) A reader racing an add may see the slot's previous sample, or,
 // while the ring fills, a slot claimed and not yet written: slots hold a
 // sample plus one, so such a slot reads 0 and is left out rather than
 // taken for a latency of 0.

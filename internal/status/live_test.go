@@ -253,3 +253,30 @@ func TestHarvestMeasuresEachTakenVersionOnce(t *testing.T) {
 		t.Fatalf("a push before the stream ended: %d samples, told %v; want 3, 400ms last", n, told)
 	}
 }
+
+// However a live stream ends (closed, refused, forgotten after a REST
+// poll), its last push is measured as it ends: no later harvest reads it.
+func TestHarvestAsTheStreamEnds(t *testing.T) {
+	for name, end := range map[string]func(tr *Tracker, at time.Time){
+		"closed":    func(tr *Tracker, at time.Time) { tr.Closed(1, at) },
+		"refused":   func(tr *Tracker, at time.Time) { tr.Refused(1, Info{Node: "n1"}, "stalled", "", at) },
+		"forgotten": func(tr *Tracker, _ time.Time) { tr.Forget(1) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			told := 0
+			tr := NewTracker(Options{Abbrev: func(string) string { return "CDS" }, OnLatency: func(string, time.Duration) { told++ }})
+			t0 := time.Now()
+			live := &fakeLive{group: "edge", stamps: map[string]Stamps{}}
+			tr.Attach(1, Info{Node: "n1"}, live, t0)
+			tr.Requested(1, Info{Node: "n1"}, "cds", t0)
+			tr.Published(map[string][]string{"cds": {"v1"}}, t0.Add(time.Second))
+			a := Stamp{Version: "v1", At: t0.Add(2 * time.Second)}
+			live.set("cds", Stamps{Expected: "v1", Sent: a, ACKed: a, ACKedSince: a.At})
+			end(tr, t0.Add(3*time.Second))
+			tr.Harvest()
+			if told != 1 {
+				t.Fatalf("a push before the stream ended: measured %d times, want once", told)
+			}
+		})
+	}
+}

@@ -133,7 +133,10 @@ type Options struct {
 	MaxGone   int
 	// OnLatency, if set, is told each first ACK on a stream of a version
 	// whose change was accepted after the stream opened: the push latency
-	// of a change (for a live stream, when harvested: see Harvest). A new stream's initial config is not a push of a change
+	// of a change: for a live stream, the newest version it took since
+	// the last harvest (Harvest). It is called with a lock of the
+	// tracker's held, from whoever reads (a scrape, a status request) or
+	// ends a stream: it must not call the Tracker. A new stream's initial config is not a push of a change
 	// (timed from the change, it would count how long ago the config last
 	// changed): it goes to OnFirstSync. It is given the type's name
 	// (Abbrev), kept with the type's latencies: every stream's ACK of
@@ -165,7 +168,8 @@ type Count struct {
 // The streams are spread over shards, each under a lock of its own: every
 // stream's events come from the xds server's goroutines on every core at
 // once, and one lock for all made them take turns
-// (BenchmarkObserveEDSChange/workers=2 in the daemon package). What is not
+// (BenchmarkObserveEDSChange/workers=2 in the daemon package, when they
+// were told every push). What is not
 // a stream's (the closed list, the accepted versions, latencies, the
 // newest change, shared names) is under mu, which is taken last: code
 // holding mu takes no shard's lock. A live stream's status locks are
@@ -748,8 +752,10 @@ func (t *Tracker) Measure(id uint64, typeURL string, st Stamp, since time.Time) 
 // change and two counters both cores write, 2.5% of a delta EDS change's
 // CPU at 10,000 streams; a harvest walks the streams once per read. What
 // it gives up: a stream that took several versions of a type between two
-// reads counts the newest only. A stream that ends is harvested as it
-// ends.
+// reads counts the newest only, and a version whose acceptance the tracker
+// no longer remembers (maxAccepted: the newest 4,096 versions, of
+// all types and groups together) by the next read is not measured. A stream that ends is
+// harvested as it ends.
 func (t *Tracker) Harvest() {
 	var buf Stamps
 	for i := range t.shards {
@@ -774,8 +780,11 @@ func (t *Tracker) harvest(s *stream, e *entry, p *Stamps) {
 	if p.ACKedSince.IsZero() {
 		return
 	}
+	// Changed, not later: ACKedSince moves only when the stream takes
+	// another version, and a wall clock stepped back must not hide the
+	// versions after it.
 	since := p.ACKedSince.UnixNano()
-	if since <= e.measured {
+	if since == e.measured {
 		return
 	}
 	e.measured = since
