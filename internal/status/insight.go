@@ -21,8 +21,9 @@ const latencySamples = 1024
 // do told streams' ACKs from their goroutines: a slot is claimed by an
 // atomic count and written atomically, so adding takes no lock of its
 // own. (When every ACK of the fleet added its sample, the sample's lock
-// and lookup were 2.6% of a route change's CPU at 5,000 streams.) A reader racing an add may see the slot's previous sample, or,
-// while the ring fills, a slot claimed and not yet written: slots hold a
+// and lookup were 2.6% of a route change's CPU at 5,000 streams.) A
+// reader racing an add may see the slot's previous sample, or, while the
+// ring fills, a slot claimed and not yet written: slots hold a
 // sample plus one, so such a slot reads 0 and is left out rather than
 // taken for a latency of 0.
 //
