@@ -202,12 +202,6 @@ func (o *tracking) observeType(e *xds.Event) {
 		if e.Status == nil {
 			o.t.ExpectOf(e.StreamID, o.info(e), e.TypeURL, e.Version, e.SetVersion, e.At)
 		}
-	case xds.VersionTaken:
-		// Only a stream that is told (none of the xds server's, which all
-		// keep their status): a live stream's pushes are harvested.
-		if e.Status == nil {
-			o.t.Measure(e.StreamID, e.TypeURL, status.Stamp{Version: e.Version, Set: e.SetVersion, At: e.At}, e.Opened)
-		}
 	case xds.TypeSynced:
 		o.t.FirstSync(e.TypeURL, e.FirstSync)
 	}

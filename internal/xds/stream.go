@@ -719,9 +719,7 @@ func (st *stream) observe(e *Event) {
 	if e.At.IsZero() {
 		e.At = time.Now()
 	}
-	if st.live != nil {
-		e.Status = st.live
-	}
+	e.Status = st.live // nil without an observer's status
 	if e.Node == nil {
 		e.Node = st.claimed
 	}
