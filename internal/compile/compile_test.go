@@ -135,8 +135,14 @@ func TestSecretPolicyChangesVersion(t *testing.T) {
 	if open.Version() == a.Version() || a.Version() == b.Version() || open.Version() == b.Version() {
 		t.Errorf("versions open %s, a %s, b %s: a policy change must change the version", open.Version(), a.Version(), b.Version())
 	}
-	if a.SecretAllowed("edge-cert", []string{"spiffe://example.org/b"}) || !a.SecretAllowed("edge-cert", []string{"spiffe://example.org/a"}) {
+	snapA := a.Groups()[0].Snapshot
+	if a.SecretAllowed(snapA, "edge-cert", []string{"spiffe://example.org/b"}) || !a.SecretAllowed(snapA, "edge-cert", []string{"spiffe://example.org/a"}) {
 		t.Error("the compiled policy does not say who may receive edge-cert")
+	}
+	// The snapshot carries the policy it was published with, for when it
+	// outlives the fleet (a staged rollout's previous snapshot).
+	if got := snapA.SecretPolicy()["edge-cert"]; len(got) != 1 || got[0] != "spiffe://example.org/a" {
+		t.Errorf("the snapshot carries the policy %v for edge-cert", snapA.SecretPolicy())
 	}
 	// The snapshots themselves are the same: only the policy changed.
 	if open.Groups()[0].Snapshot.Version() != a.Groups()[0].Snapshot.Version() {

@@ -157,23 +157,37 @@ func (f *Fleet) For(node *corev3.Node) *Snapshot {
 // RestrictSecrets sets which verified identities may receive each named
 // Secret: glob patterns per secret name (model.AnyMatch). A Secret not
 // named is open to every node of its group whose identity is verified.
-// The policy is part of the fleet's version, so that a change to it
-// reaches the streams. Call before publishing.
+// Each group's snapshot carries the policy too (Snapshot.WithSecretPolicy),
+// so that one kept past this fleet, the previous snapshot of a staged
+// rollout, is still entitled by it. The policy is part of the fleet's
+// version, so that a change to it reaches the streams. Call before
+// publishing.
 func (f *Fleet) RestrictSecrets(policy map[string][]string) {
 	if len(policy) == 0 {
 		return
 	}
 	f.secrets = policy
+	for _, g := range f.groups {
+		g.Snapshot = g.Snapshot.WithSecretPolicy(policy)
+	}
 	js, _ := json.Marshal(policy) // maps marshal with sorted keys
 	f.version = hashPairs([][2]string{{"fleet", f.version}, {"secrets", string(js)}})
 }
 
 // SecretAllowed reports whether a node with the given verified identities
-// may receive the Secret name under the fleet's policy. Whether a
-// connection without a verified identity receives Secrets at all is the
-// server's decision, not the policy's.
-func (f *Fleet) SecretAllowed(name string, identities []string) bool {
-	p, restricted := f.secrets[name]
+// may receive the Secret name of snap, served from f: both the policy snap
+// was published with and f's own must allow it. A staged rollout serves
+// the nodes outside its stage a previous snapshot: a Secret the new config
+// deleted or renamed has no entry in f's policy, and stays restricted by
+// the one published with it; a policy the new config narrowed applies at
+// once, stage or not. Whether a connection without a verified identity
+// receives Secrets at all is the server's decision, not the policy's.
+func (f *Fleet) SecretAllowed(snap *Snapshot, name string, identities []string) bool {
+	return allowedBy(snap.SecretPolicy(), name, identities) && allowedBy(f.secrets, name, identities)
+}
+
+func allowedBy(policy map[string][]string, name string, identities []string) bool {
+	p, restricted := policy[name]
 	return !restricted || model.AnyMatch(p, identities)
 }
 

@@ -151,6 +151,11 @@ type Snapshot struct {
 	sets          map[string]*Set
 	ranked        []*Set
 	minTTL        time.Duration
+	// secrets is the secret policy published with the snapshot
+	// (WithSecretPolicy), cut to its own Secrets: a snapshot that outlives
+	// its config, as a staged rollout's previous one does, is still
+	// entitled by the policy it was published with.
+	secrets map[string][]string
 }
 
 // MinTTL is the shortest TTL of any resource in the snapshot, zero if none
@@ -259,5 +264,41 @@ func (s *Snapshot) withSet(set *Set) *Snapshot {
 			ranked[i] = set
 		}
 	}
-	return fromRanked(ranked)
+	out := fromRanked(ranked)
+	out.secrets = s.secrets
+	return out
+}
+
+// WithSecretPolicy returns s with the secret policy it is published with:
+// glob patterns of the verified identities that may receive each named
+// Secret (model.AnyMatch); a Secret not named is open to every verified
+// node of its group. Only the entries of s's own Secrets are kept. The
+// sets are s's, shared; s itself is returned when there is nothing to
+// keep and s has no policy.
+func (s *Snapshot) WithSecretPolicy(policy map[string][]string) *Snapshot {
+	secrets := s.Set(xdstype.SecretURL)
+	kept := map[string][]string{}
+	for name, patterns := range policy {
+		if secrets.Get(name) != nil {
+			kept[name] = patterns
+		}
+	}
+	if len(kept) == 0 {
+		kept = nil
+	}
+	if len(kept) == 0 && len(s.secrets) == 0 {
+		return s
+	}
+	out := *s
+	out.secrets = kept
+	return &out
+}
+
+// SecretPolicy returns the policy s was published with, cut to its own
+// Secrets (WithSecretPolicy). Do not modify it.
+func (s *Snapshot) SecretPolicy() map[string][]string {
+	if s == nil {
+		return nil
+	}
+	return s.secrets
 }

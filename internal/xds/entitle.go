@@ -72,8 +72,15 @@ func (st *stream) entitle(f *snapshot.Fleet, snap *snapshot.Snapshot) *entitled 
 	secrets := snap.Set(xdstype.SecretURL)
 	var denied []string
 	names := st.ident.Names()
+	// The snapshot's own policy and the fleet's: a staged rollout's
+	// previous snapshot holds Secrets the fleet's policy may not name.
+	for name := range snap.SecretPolicy() {
+		if !f.SecretAllowed(snap, name, names) {
+			denied = append(denied, name)
+		}
+	}
 	for name := range f.SecretPolicy() {
-		if secrets.Get(name) != nil && !f.SecretAllowed(name, names) {
+		if _, seen := snap.SecretPolicy()[name]; !seen && secrets.Get(name) != nil && !f.SecretAllowed(snap, name, names) {
 			denied = append(denied, name)
 		}
 	}
