@@ -66,7 +66,12 @@ func newHarness(t testing.TB, o Options, l *limiter) *harness {
 	reg := xdstype.New()
 	src := &sources{}
 	o.Pipeline, o.Proxies, o.Fleets, o.Registry = src, src, src, reg
-	o.Config = configstore.New(configstore.Options{Store: st, Registry: reg})
+	// A real rollout controller gates writes as the daemon wires it.
+	var gate func(*snapshot.Fleet) error
+	if c, ok := o.Rollouts.(interface{ Check(*snapshot.Fleet) error }); ok {
+		gate = c.Check
+	}
+	o.Config = configstore.New(configstore.Options{Store: st, Registry: reg, Gate: gate})
 	if l == nil {
 		l = newLimiter(maxInFlight, busyWait)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/diag"
 	"github.com/pylon-xds/pylon/internal/model"
 	"github.com/pylon-xds/pylon/internal/redact"
+	rolloutctl "github.com/pylon-xds/pylon/internal/rollout"
 	"github.com/pylon-xds/pylon/internal/store"
 )
 
@@ -67,7 +68,7 @@ func fail(w http.ResponseWriter, err error) {
 		// be reached now; a retry may succeed.
 		code = http.StatusServiceUnavailable
 		w.Header().Set("Retry-After", "1")
-	case errors.Is(err, store.ErrConflict):
+	case errors.Is(err, store.ErrConflict), errors.Is(err, rolloutctl.ErrHalted):
 		code = http.StatusConflict
 	case errors.Is(err, store.ErrNotFound):
 		code = http.StatusNotFound
@@ -200,7 +201,8 @@ func (a api) read(h http.HandlerFunc) http.HandlerFunc {
 }
 
 // write guards a config write, bounds its body and logs it as an audit
-// line. While a rollout is halted it is refused unless it supersedes it.
+// line. A change to a group whose rollout is halted is refused unless it
+// supersedes it.
 func (a api) write(limit int64, h http.HandlerFunc) http.HandlerFunc {
 	return a.writing(limit, true, h)
 }
@@ -221,10 +223,7 @@ func (a api) writing(limit int64, gated bool, h http.HandlerFunc) http.HandlerFu
 		}
 		var superseded []string
 		if gated {
-			var ok bool
-			if superseded, ok = a.haltedGate(w, r); !ok {
-				return
-			}
+			superseded = a.haltedGate(r)
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		sw := &statusWriter{ResponseWriter: w}

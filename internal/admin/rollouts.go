@@ -61,35 +61,26 @@ func registerRollouts(mux *http.ServeMux, g guard, who *authors) {
 	})))
 }
 
-// haltedGate refuses a config write while a rollout is halted, unless the
-// request says ?supersede=true: the halted rollouts are then replaced by
-// the change (superseded names the groups marked, for supersedeFailed).
-// Dry runs pass: they change nothing. It answers and returns false when it
-// refuses.
-func (a api) haltedGate(w http.ResponseWriter, r *http.Request) (superseded []string, ok bool) {
+// haltedGate marks the halted rollouts superseded when a config write says
+// ?supersede=true: the change then replaces them. Without it a write that
+// changes a halted rollout's group is refused once compiled, with 409
+// (rollout.ErrHalted, from the store's gate), and a write to any other
+// group goes through. Dry runs supersede nothing. superseded names the
+// groups marked, for supersedeFailed.
+func (a api) haltedGate(r *http.Request) (superseded []string) {
 	rs := a.o.Rollouts
 	if rs == nil {
-		return nil, true
+		return nil
 	}
 	if dry, _ := boolParam(r, "dryRun"); dry {
-		return nil, true
+		return nil
 	}
-	halted := rs.Halted()
-	if len(halted) == 0 {
-		return nil, true
+	if sup, err := boolParam(r, "supersede"); err != nil || !sup || len(rs.Halted()) == 0 {
+		return nil
 	}
-	if sup, err := boolParam(r, "supersede"); err == nil && sup {
-		superseded = rs.SupersedeAll()
-		a.o.logger().Warn("a config write supersedes halted rollouts", "groups", strings.Join(superseded, ","))
-		return superseded, true
-	}
-	var names []string
-	for _, s := range halted {
-		names = append(names, fmt.Sprintf("%q (halted at stage %d: %s)", s.Group, s.HaltedStage, s.Halted))
-	}
-	writeJSON(w, http.StatusConflict, apiError{Error: "the rollout of group " + strings.Join(names, ", ") +
-		" is halted: a new change must supersede it (?supersede=true), or resume it first (pylon rollout resume GROUP)"})
-	return nil, false
+	superseded = rs.SupersedeAll()
+	a.o.logger().Warn("a config write supersedes halted rollouts", "groups", strings.Join(superseded, ","))
+	return superseded
 }
 
 // supersedeFailed takes back the supersede marks of a write that was

@@ -73,12 +73,15 @@ func TestRolloutActions(t *testing.T) {
 	}
 }
 
-// While a rollout is halted, config writes are refused with 409 naming
-// the group, unless they say ?supersede=true; dry runs pass.
+// While a rollout is halted, config writes that change its group are
+// refused with 409 naming the group, once compiled (the store's gate),
+// unless they say ?supersede=true; dry runs pass. Writes to other groups
+// pass too (the gate is rollout.Controller.Check:
+// TestFinding3_HaltInOneGroupDoesNotBlockAnother).
 func TestWritesRefusedWhileHalted(t *testing.T) {
 	ctrl := rollingController(t)
 	h := newHarness(t, Options{Token: writeTok, Rollouts: ctrl}, nil)
-	doc := []byte(`{"services": [{"name": "web", "endpoints": [{"address": "10.0.0.1", "port": 80}]}]}`)
+	doc := []byte(`{"groups": [{"name": "edge", "default": true}], "services": [{"name": "web", "endpoints": [{"address": "10.0.0.1", "port": 80}]}]}`)
 	if code, body := h.do(t, "POST", "/v1/apply", writeTok, doc); code != http.StatusOK {
 		t.Fatalf("apply while rolling (not halted): %d %s", code, body)
 	}
@@ -86,7 +89,7 @@ func TestWritesRefusedWhileHalted(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, body := h.do(t, "POST", "/v1/apply", writeTok, doc)
-	if code != http.StatusConflict || !strings.Contains(body, `group \"edge\" (halted at stage 1: operator)`) || !strings.Contains(body, "supersede=true") {
+	if code != http.StatusConflict || !strings.Contains(body, `group \"edge\": rollout halted at stage 1 (operator)`) || !strings.Contains(body, "supersede=true") {
 		t.Fatalf("apply while halted: %d %s, want 409 naming the group and how to supersede", code, body)
 	}
 	if code, body := h.do(t, "POST", "/v1/apply?dryRun=true", writeTok, doc); code != http.StatusOK {

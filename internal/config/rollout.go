@@ -14,6 +14,9 @@ import (
 const (
 	MaxRolloutStages = 16
 	MaxRolloutBake   = 7 * 24 * time.Hour
+	// MaxHaltMinNodes bounds halt.min_nodes: the NACKing nodes a rollout
+	// remembers until it halts.
+	MaxHaltMinNodes = 10_000
 )
 
 // checkRollout checks a group's rollout policy: at least one stage, each a
@@ -60,6 +63,9 @@ func checkRollout(g Group) diag.List {
 		if b := s.Bake.Std(); b < 0 || b > MaxRolloutBake {
 			bad(field+".bake", "bake time %v is out of range (0 to %v)", b, MaxRolloutBake)
 		}
+	}
+	if m := r.Halt.MinNodes; m < 0 || m > MaxHaltMinNodes {
+		bad("halt.min_nodes", "must be from 1 to %d (the distinct nodes of the stage whose NACKs halt the rollout)", MaxHaltMinNodes)
 	}
 	if n := r.Halt.NotACKed; n != nil {
 		if n.Count < 0 {

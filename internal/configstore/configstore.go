@@ -72,6 +72,10 @@ type Options struct {
 	// config is read again while it is away, so that this replica
 	// catches up as soon as it is back (default 1s).
 	Probe time.Duration
+	// Gate, if set, refuses a compiled change before it is stored (a
+	// change to a group whose rollout is halted): its error is returned
+	// as is, and nothing is stored. Dry runs are not gated.
+	Gate func(*snapshot.Fleet) error
 }
 
 // sinceCommitter is a store that commits on the condition that nothing was
@@ -480,6 +484,11 @@ func (s *Service) commitOnce(ctx context.Context, plan func([]store.Object) []st
 			res.Changes = Diff(before, fleet)
 		}
 		return res, nil
+	}
+	if s.opts.Gate != nil {
+		if err := s.opts.Gate(fleet); err != nil {
+			return Result{}, err
+		}
 	}
 	entry := &store.Entry{At: s.opts.Now(), Summary: summary, Version: fleet.Version()}
 	var rev int64

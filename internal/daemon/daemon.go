@@ -224,14 +224,14 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	read := secrets.Read
-	reg, pub, pipe, obs := newPipeline(read, log)
+	reg, pub, pipe, obs := newPipeline(read, sec.binding(), log)
 	tracker, met := obs.Tracker, obs.Metrics
-	rollouts, err := newRollouts(o, reg, pub, pipe, obs, read, log)
+	rollouts, err := newRollouts(o, sec, reg, pub, pipe, obs, read, log)
 	if err != nil {
 		return err
 	}
 
-	cfgSvc, st, closeStore, err := loadInitial(ctx, o, reg, pipe, read)
+	cfgSvc, st, closeStore, err := loadInitial(ctx, o, reg, pipe, read, rollouts.Check)
 	if err != nil {
 		return err
 	}
@@ -303,17 +303,20 @@ func Run(ctx context.Context, o Options) error {
 }
 
 // newPipeline is the config pipeline, publishing to pub, with its results
-// reported to obs.
-func newPipeline(read compile.ReadFile, log *slog.Logger) (*xdstype.Registry, *snapshot.Publisher, *pipeline.Pipeline, *Observability) {
+// reported to obs, and what each published fleet exposes under the
+// identity binding b logged (once per warning while it holds).
+func newPipeline(read compile.ReadFile, b snapshot.Binding, log *slog.Logger) (*xdstype.Registry, *snapshot.Publisher, *pipeline.Pipeline, *Observability) {
 	reg := xdstype.New()
 	pub := snapshot.NewPublisher()
 	pipe := pipeline.New(reg, pub, log)
 	pipe.SetReader(read)
 	obs := NewObservability(reg, pub)
+	warned := map[string]bool{}
 	pipe.OnResult(func(result string, f *snapshot.Fleet) {
 		obs.Metrics.Publish(result)
 		if f != nil {
 			obs.Published(f)
+			warned = warnExposures(f.Exposures(b), warned, log)
 		}
 	})
 	return reg, pub, pipe, obs
@@ -351,7 +354,8 @@ func newFleetStatus(o Options, st store.Store, tracker *status.Tracker, log *slo
 // on, a bad one is a startup error, not a silent empty fleet. In store mode
 // it returns the config service and the store it opened; closeStore closes
 // the store.
-func loadInitial(ctx context.Context, o Options, reg *xdstype.Registry, pipe *pipeline.Pipeline, read compile.ReadFile) (cfgSvc *configstore.Service, st store.Store, closeStore func(), err error) {
+// gate refuses a write before it is stored (a halted rollout's group).
+func loadInitial(ctx context.Context, o Options, reg *xdstype.Registry, pipe *pipeline.Pipeline, read compile.ReadFile, gate func(*snapshot.Fleet) error) (cfgSvc *configstore.Service, st store.Store, closeStore func(), err error) {
 	closeStore = func() {}
 	initial := source.Update{AcceptedAt: time.Now()}
 	if o.ConfigPath == "" {
@@ -362,6 +366,7 @@ func loadInitial(ctx context.Context, o Options, reg *xdstype.Registry, pipe *pi
 		closeStore = func() { st.Close() }
 		cfgSvc = configstore.New(configstore.Options{
 			Store: st, Registry: reg, Read: read, Keep: o.HistoryLimit, Debounce: o.DebounceQuiet, Logger: o.Logger, Probe: o.Etcd.Probe,
+			Gate: gate,
 		})
 		initial.Files, initial.Err = cfgSvc.Current(ctx)
 		logServing(o)
@@ -551,4 +556,18 @@ func defaultSecretDir(configPath string) (string, error) {
 		return "", nil
 	}
 	return dir, nil
+}
+
+// warnExposures logs each of the fleet's exposures that was not among
+// those last logged, and returns what it holds now: a warning comes once
+// per publish that introduces it, not on every publish.
+func warnExposures(exposures []snapshot.Exposure, warned map[string]bool, log *slog.Logger) map[string]bool {
+	now := make(map[string]bool, len(exposures))
+	for _, e := range exposures {
+		now[e.Warning] = true
+		if !warned[e.Warning] {
+			log.Warn(e.Warning, "group", e.Group)
+		}
+	}
+	return now
 }

@@ -23,7 +23,7 @@ const RolloutStateFile = "rollouts.json"
 // drives its own copy of a rollout (the stages' members are the same on
 // every replica, being a hash of the node id; the timers and halts are
 // each replica's own).
-func newRollouts(o Options, reg *xdstype.Registry, pub *snapshot.Publisher, pipe *pipeline.Pipeline, obs *Observability, read compile.ReadFile, log *slog.Logger) (*rollout.Controller, error) {
+func newRollouts(o Options, sec *security, reg *xdstype.Registry, pub *snapshot.Publisher, pipe *pipeline.Pipeline, obs *Observability, read compile.ReadFile, log *slog.Logger) (*rollout.Controller, error) {
 	ctrl, err := rollout.New(rollout.Options{
 		Publisher: pub,
 		StatePath: filepath.Join(o.DataDir, RolloutStateFile),
@@ -35,7 +35,10 @@ func newRollouts(o Options, reg *xdstype.Registry, pub *snapshot.Publisher, pipe
 		OnStage:     obs.Metrics.RolloutStage,
 		OnHalt:      obs.Metrics.RolloutHalt,
 		OnSupersede: pipe.Retry,
-		Logger:      log,
+		// Under an identity rule only verified streams count toward a
+		// halt: a client without a certificate claims any node.
+		NodeIdentity: sec.identity != nil,
+		Logger:       log,
 	})
 	if err != nil {
 		return nil, err

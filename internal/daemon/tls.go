@@ -9,6 +9,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/certs"
 	"github.com/pylon-xds/pylon/internal/identity"
+	"github.com/pylon-xds/pylon/internal/snapshot"
 )
 
 // TLSFiles are a server's certificate, key and, optionally, the CAs its
@@ -118,4 +119,10 @@ func Loopback(addr string) bool {
 	// A zone ("fe80::1%eth0") is never loopback; ParseIP refuses it.
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// binding is which node claims the identity rule binds to certificates.
+func (s *security) binding() snapshot.Binding {
+	id, cluster := s.identity.Binds()
+	return snapshot.Binding{ID: id, Cluster: cluster}
 }

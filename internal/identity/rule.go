@@ -261,3 +261,18 @@ func Quote(s string) string {
 	}
 	return strconv.Quote(s[:maxQuoted]) + fmt.Sprintf("... (%d bytes)", len(s))
 }
+
+// Binds reports which of a node's claims the rule binds to its
+// certificate: a claim the rule names is proven, every other (metadata,
+// locality, and id or cluster when the template leaves them out) is the
+// node's word alone. A nil rule binds nothing.
+func (r *Rule) Binds() (id, cluster bool) {
+	if r == nil {
+		return false, false
+	}
+	for _, p := range r.parts {
+		id = id || p.placeholder == phID
+		cluster = cluster || p.placeholder == phCluster
+	}
+	return id, cluster
+}

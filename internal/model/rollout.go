@@ -32,8 +32,11 @@ type Stage struct {
 
 // Halt says what stops a rollout and rolls its stage back.
 type Halt struct {
-	// OnNACK halts on any NACK by a node of the stage (default true).
+	// OnNACK halts on NACKs by nodes of the stage (default true).
 	OnNACK *bool `json:"on_nack,omitempty"`
+	// MinNodes is how many distinct nodes of the stage must NACK the
+	// change before it halts (0 or 1: the first NACK halts).
+	MinNodes int `json:"min_nodes,omitempty"`
 	// NotACKed halts when more than Count nodes of the stage have not
 	// ACKed the new version Within after it was sent to them.
 	NotACKed *NotACKed `json:"not_acked,omitempty"`
@@ -45,8 +48,12 @@ type NotACKed struct {
 	Within Duration `json:"within"`
 }
 
-// HaltsOnNACK reports whether a NACK halts the rollout.
+// HaltsOnNACK reports whether NACKs halt the rollout.
 func (h Halt) HaltsOnNACK() bool { return h.OnNACK == nil || *h.OnNACK }
+
+// NACKNodes is how many distinct nodes of the stage must NACK the change
+// for it to halt: MinNodes, at least 1.
+func (h Halt) NACKNodes() int { return max(h.MinNodes, 1) }
 
 // Share is a fraction in [0, 1], written "10%" or as a percentage number (10).
 type Share float64

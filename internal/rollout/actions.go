@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pylon-xds/pylon/internal/model"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -51,6 +52,7 @@ func (c *Controller) Resume(group string) (Status, error) {
 		stage := max(r.HaltedStage, 1)
 		c.o.Logger.Info("rollout resumed by an operator", "group", group, "stage", stage, "was_halted", r.Halted)
 		r.Halted, r.HaltedAt, r.HaltedStage, r.Detail, r.Supersede = "", time.Time{}, 0, "", false
+		r.nacks = nil // the operator resumed: the count starts again
 		c.enter(r, stage, now)
 		return nil
 	})
@@ -176,18 +178,17 @@ func (c *Controller) observe(e *xds.Event) {
 		return
 	}
 	r := c.runs[e.Group]
-	if r == nil || r.Halted != "" || r.haltReq != nil || !r.policy.Takes(r.Stage, snapshot.ModelNode(e.Node)) {
+	if r == nil || r.Halted != "" || r.haltReq != nil || !r.policy.Takes(r.Stage, memberOf(e)) {
 		return
 	}
 	key := lateKey{stream: e.StreamID, typ: e.TypeURL}
 	switch e.Kind {
 	case xds.RequestNACK:
-		if r.policy.Halt.HaltsOnNACK() && changed(r, e.TypeURL) {
-			r.haltReq = &haltReq{reason: ReasonNACK, detail: fmt.Sprintf("node %q rejected %s version %s: %s", e.Node.GetId(), e.TypeURL, e.Version, e.Detail)}
-			c.poke()
+		if r.policy.Halt.HaltsOnNACK() && c.counts(e) && changed(r, e.TypeURL) {
+			c.nacked(r, e)
 		}
 	case xds.ResponseSent:
-		if r.policy.Halt.NotACKed != nil && !e.Heartbeat && c.introduced(r, e) {
+		if r.policy.Halt.NotACKed != nil && !e.Heartbeat && c.counts(e) && c.introduced(r, e) {
 			if r.late.sent(key, e.Node.GetId(), c.o.Now()) {
 				c.o.Logger.Warn("rollout: more responses awaiting an ACK than tracked; the not_acked condition sees part of the stage", "group", r.Group, "tracked", maxLate)
 			}
@@ -215,4 +216,53 @@ func (c *Controller) introduced(r *run, e *xds.Event) bool {
 	}
 	next := r.next.Set(e.TypeURL).Version()
 	return v == next && next != r.prev.Set(e.TypeURL).Version()
+}
+
+// memberOf is the event's node as the stages match it: with its metadata
+// and locality (a canary picked by metadata is in its stage).
+func memberOf(e *xds.Event) model.Node {
+	if e.Member != nil {
+		return *e.Member
+	}
+	return snapshot.ModelNode(e.Node)
+}
+
+// counts reports whether the event's stream may count toward a halt.
+// Under an identity rule (Options.NodeIdentity) only a stream with a
+// verified certificate does, its node id proven: a client without one
+// could claim a node of the stage and halt the rollout for the whole
+// group. Without a rule nothing proves any node, and every stream counts
+// (Fleet.Exposures warns of it).
+func (c *Controller) counts(e *xds.Event) bool {
+	return e.Identity != "" || !c.o.NodeIdentity
+}
+
+// nacked records a NACK of the change by a node of the stage, and asks for
+// the halt once halt.min_nodes distinct nodes have NACKed.
+func (c *Controller) nacked(r *run, e *xds.Event) {
+	node := e.Node.GetId()
+	if r.nacks == nil {
+		r.nacks = map[string]bool{}
+	}
+	r.nacks[node] = true
+	if need := r.policy.Halt.NACKNodes(); len(r.nacks) < need {
+		c.o.Logger.Info("rollout: a node of the stage rejected the change; the rollout halts when enough do", "group", r.Group, "node", node, "type", e.TypeURL, "nacked", len(r.nacks), "min_nodes", need)
+		return
+	}
+	detail := fmt.Sprintf("node %q rejected %s version %s: %s", node, e.TypeURL, e.Version, e.Detail)
+	if n := len(r.nacks); n > 1 {
+		detail = fmt.Sprintf("%d nodes rejected the change; the last, %s", n, detail)
+	}
+	r.haltReq = &haltReq{reason: ReasonNACK, detail: detail}
+	c.poke()
+}
+
+// Check refuses f as Publish would, without publishing it: when it changes
+// a group whose rollout is halted and not superseded. A store checks a
+// compiled write with it before storing it, so that a halt refuses the
+// writes to its own group only, and a write refused is not stored.
+func (c *Controller) Check(f *snapshot.Fleet) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.refuseHalted(f)
 }

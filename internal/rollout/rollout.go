@@ -54,7 +54,11 @@ type Options struct {
 	// OnSupersede is called when a halted rollout is superseded: the
 	// pipeline applies its last (refused) change again.
 	OnSupersede func()
-	Logger      *slog.Logger
+	// NodeIdentity says node ids are bound to verified client
+	// certificates (--node-identity): only streams with a verified
+	// certificate then count toward a halt.
+	NodeIdentity bool
+	Logger       *slog.Logger
 }
 
 // Status is one group's rollout, as the admin API shows it.
@@ -95,7 +99,10 @@ type run struct {
 	policy     *model.Rollout
 	files      []config.File // the config of prev, to persist
 	late       lateness
-	haltReq    *haltReq // a halt observed on a stream, applied by Run
+	// nacks are the nodes of the stage that NACKed the change, until
+	// halt.min_nodes of them halt it (at most config.MaxHaltMinNodes).
+	nacks   map[string]bool
+	haltReq *haltReq // a halt observed on a stream, applied by Run
 }
 
 type haltReq struct{ reason, detail string }

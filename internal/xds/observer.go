@@ -5,6 +5,8 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/pylon-xds/pylon/internal/model"
 )
 
 // EventKind says what happened on a stream.
@@ -79,6 +81,11 @@ type Event struct {
 	Kind     EventKind
 	StreamID uint64
 	Node     *corev3.Node // read-only
+	// Member is the node as group rules and rollout stages match it: its
+	// metadata, locality and verified identities, which Node leaves out.
+	// Nil before the stream's first request; owned by the stream:
+	// read-only, and only while the event is handled.
+	Member *model.Node
 	// Group is the node's group when the event happened ("" for none).
 	Group   string
 	ADS     bool

@@ -722,6 +722,8 @@ func (st *stream) observe(e *Event) {
 	e.Status = st.live // nil without an observer's status
 	if e.Node == nil {
 		e.Node = st.claimed
+	} else {
+		e.Member = &st.mnode
 	}
 	// Versions and nonces of requests are the client's strings.
 	e.Version, e.Nonce = bounded(e.Version, maxLogged), bounded(e.Nonce, maxLogged)
