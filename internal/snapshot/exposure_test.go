@@ -89,4 +89,3 @@ func f1(t *testing.T, s *Snapshot, p *model.Rollout) *Fleet {
 	t.Helper()
 	return NewGroupedFleet(model.Groups{{Name: "edge", Default: true, Rollout: p}}, []*Snapshot{s})
 }
-
