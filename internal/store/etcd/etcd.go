@@ -79,6 +79,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -180,14 +181,36 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// cleanPrefix checks and normalizes a prefix: absolute, no trailing slash.
+// reserved are the names of the store's own keys and sub-namespaces
+// under a prefix (see the layout above).
+var reserved = []string{"meta", "o", "l", "v", "h", "s"}
+
+// cleanPrefix checks and normalizes a prefix: absolute, no trailing slash,
+// no empty component, and no component that is one of the store's
+// sub-namespaces. Every key a store reads, writes or watches is inside
+// "<prefix>/", in one of those sub-namespaces: a prefix P2 = P1/s/... would
+// put a second fleet's keys inside P1's fleet status (P1/o/... inside its
+// objects, and so on), so that one fleet broke the other. Refusing the
+// names anywhere in a prefix means no fleet's prefix can reach into
+// another's keys, whatever else shares the etcd.
 func cleanPrefix(p string) (string, error) {
 	if p == "" {
 		p = DefaultPrefix
 	}
 	p = strings.TrimRight(p, "/")
 	if !strings.HasPrefix(p, "/") || p == "" || len(p) > 256 {
-		return "", fmt.Errorf("etcd store: prefix %q: must start with / and be at most 256 bytes, not /", p)
+		return "", fmt.Errorf("etcd store: --etcd-prefix %q: must start with / and be at most 256 bytes, not /", p)
+	}
+	parts := strings.Split(p[1:], "/")
+	for i, c := range parts {
+		if c == "" {
+			return "", fmt.Errorf("etcd store: --etcd-prefix %q: an empty component (//)", p)
+		}
+		if slices.Contains(reserved, c) {
+			outer := "/" + strings.Join(parts[:i], "/")
+			return "", fmt.Errorf("etcd store: --etcd-prefix %q: the component %q is a name the store uses for its own keys (%s), so this prefix would reach into the keys of a fleet on %q: choose another",
+				p, c, strings.Join(reserved, ", "), outer)
+		}
 	}
 	return p, nil
 }
