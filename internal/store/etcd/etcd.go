@@ -67,6 +67,13 @@
 // revision (registered endpoints are runtime state: a rollback leaves them
 // alone).
 //
+// Encryption at rest. With Options.Seal, every object body, current or a
+// past version, is sealed (package seal) with its kind and name as the
+// additional data; a version is the object's sealed value copied as it
+// is. History entries (a summary and a version), lease records, P/meta and
+// the board (fleet status) hold no body and stay clear. Reseal seals again
+// what is clear or under an older key.
+//
 // Every call is bounded by Options.Timeout. An etcd that cannot be reached
 // gives errors that are store.ErrUnavailable and say "etcd unreachable".
 package etcd
@@ -88,6 +95,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/pylon-xds/pylon/internal/seal"
 	"github.com/pylon-xds/pylon/internal/store"
 )
 
@@ -119,6 +127,9 @@ type Options struct {
 	MaxTxnOps int
 	// Now is the clock for lease TTLs (default time.Now).
 	Now func() time.Time
+	// Seal, when set, seals every body written; without it a sealed
+	// body fails to read with an error naming --encryption-key-file.
+	Seal *seal.Keyring
 }
 
 // Store is a store.Store on etcd.
@@ -130,6 +141,7 @@ type Store struct {
 	maxOps  int
 	now     func() time.Time
 	where   string // the endpoints, for error messages
+	ring    *seal.Keyring
 }
 
 // Open connects to etcd and prepares the prefix (first use records the
@@ -149,6 +161,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		maxOps:  opts.MaxTxnOps,
 		now:     opts.Now,
 		where:   strings.Join(opts.Endpoints, ","),
+		ring:    opts.Seal,
 	}
 	if s.timeout <= 0 {
 		s.timeout = DefaultTimeout
@@ -309,13 +322,14 @@ func (s *Store) parseVersionKey(key string) (store.Key, int64, error) {
 func (s *Store) historyPrefix() string { return s.prefix + "/h/" }
 
 // Values: a tag byte, the lease as written (unix ns, 0 for none) and the
-// body as given, as in the bbolt store.
+// body as given (sealed with a keyring), as in the bbolt store.
 const (
 	tagBody   = 'b'
 	headerLen = 9
 )
 
-func encodeValue(body []byte, expires time.Time) []byte {
+func (s *Store) encodeValue(k store.Key, body []byte, expires time.Time) []byte {
+	body = s.ring.Seal(store.SealContext(k), body)
 	v := make([]byte, headerLen+len(body))
 	v[0] = tagBody
 	if !expires.IsZero() {
@@ -325,12 +339,17 @@ func encodeValue(body []byte, expires time.Time) []byte {
 	return v
 }
 
-// decodeValue reads an object's value (lease as written).
-func decodeValue(k store.Key, v []byte) (store.Object, error) {
+// decodeValue reads an object's value (lease as written), opening its
+// body.
+func (s *Store) decodeValue(k store.Key, v []byte) (store.Object, error) {
 	if len(v) < headerLen || v[0] != tagBody {
 		return store.Object{}, fmt.Errorf("%s/%s: a damaged record in etcd", k.Kind, k.Name)
 	}
-	o := store.Object{Key: k, Body: append([]byte(nil), v[headerLen:]...)}
+	b, err := s.ring.Open(store.SealContext(k), v[headerLen:])
+	if err != nil {
+		return store.Object{}, fmt.Errorf("etcd store at %s, prefix %s: %w", s.where, s.prefix, err)
+	}
+	o := store.Object{Key: k, Body: append([]byte(nil), b...)}
 	if ns := binary.BigEndian.Uint64(v[1:headerLen]); ns != 0 {
 		o.Expires = time.Unix(0, int64(ns))
 	}
@@ -352,7 +371,7 @@ func (s *Store) object(kv *mvccpb.KeyValue, leases map[int64]leaseRecord) (store
 	if err != nil {
 		return store.Object{}, err
 	}
-	o, err := decodeValue(k, kv.Value)
+	o, err := s.decodeValue(k, kv.Value)
 	if err != nil {
 		return o, err
 	}
