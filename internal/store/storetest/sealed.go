@@ -9,6 +9,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pylon-xds/pylon/internal/seal"
 	"github.com/pylon-xds/pylon/internal/store"
@@ -116,13 +117,24 @@ func readSecret(t *testing.T, s store.Store, first int64) {
 	if err != nil || !bytes.Equal(o.Body, SecretBody("2")) {
 		t.Fatalf("get: %q %v", o.Body, err)
 	}
-	if objs, _, err := s.List(ctx); err != nil || len(objs) != 1 {
-		t.Fatalf("list: %d objects, %v", len(objs), err)
+	objs, _, err := s.List(ctx)
+	if err != nil || secret(objs) == nil {
+		t.Fatalf("list: %d objects without the Secret, %v", len(objs), err)
 	}
 	e, err := s.At(ctx, first)
-	if err != nil || len(e.Objects) != 1 || !bytes.Equal(e.Objects[0].Body, SecretBody("1")) {
+	if err != nil || secret(e.Objects) == nil || !bytes.Equal(secret(e.Objects).Body, SecretBody("1")) {
 		t.Fatalf("at %d: %+v %v", first, e.Objects, err)
 	}
+}
+
+// secret is the Secret among objs, nil when it is not there.
+func secret(objs []store.Object) *store.Object {
+	for i := range objs {
+		if objs[i].Key == SecretKey {
+			return &objs[i]
+		}
+	}
+	return nil
 }
 
 // NoMarkerAtRest: a Secret written twice (its first body a past version
@@ -197,15 +209,30 @@ func resealAll(t *testing.T, s store.Store, least int) {
 func KeyRotation(t *testing.T, b SealedBackend) {
 	keys := KeyLines(t, "k1", "k2")
 	s := b.Open(t, Keyring(t, keys["k1"]), false)
+	ctx := context.Background()
+	// A registered endpoint: leased, no history entry.
+	ep := store.Key{Kind: "endpoints.web", Name: "10.0.0.1:80"}
+	exp := time.Now().Add(time.Hour).Truncate(time.Second)
+	if _, err := s.Commit(ctx, []store.Change{{Key: ep, Body: []byte(`{"port":80}`), Expires: exp}}, nil, 10); err != nil {
+		t.Fatal(err)
+	}
 	first := writeSecret(t, s)
 	s = b.Open(t, Keyring(t, keys["k2"], keys["k1"]), true)
-	readSecret(t, s, first)
-	resealAll(t, s, 2)
+	if o, err := s.Get(ctx, SecretKey); err != nil || !bytes.Equal(o.Body, SecretBody("2")) {
+		t.Fatalf("read with [k2 k1]: %v", err)
+	}
+	resealAll(t, s, 3)
 	raw := b.Raw(t)
 	if bytes.Contains(raw, []byte(seal.Prefix+"k1:")) || !bytes.Contains(raw, []byte(seal.Prefix+"k2:")) {
 		t.Fatal("after Reseal, values are still sealed under k1, or none under k2")
 	}
 	s = b.Open(t, Keyring(t, keys["k2"]), true)
+	if o, err := s.Get(ctx, ep); err != nil || string(o.Body) != `{"port":80}` || !o.Expires.Equal(exp) {
+		t.Fatalf("the endpoint after the rotation: %+v %v (want its lease to %v kept)", o, err, exp)
+	}
+	if _, err := s.Commit(ctx, []store.Change{{Key: ep}}, nil, 10); err != nil {
+		t.Fatal(err)
+	}
 	readSecret(t, s, first)
 	// Writes after the rotation are sealed under k2 too.
 	if _, err := s.Commit(context.Background(), []store.Change{{Key: store.Key{Kind: "services", Name: "web"}, Body: []byte(`{"name":"web"}`)}}, nil, 10); err != nil {
