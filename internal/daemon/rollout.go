@@ -36,6 +36,7 @@ func newRollouts(o Options, reg *xdstype.Registry, pub *snapshot.Publisher, pipe
 		OnHalt:      obs.Metrics.RolloutHalt,
 		OnSupersede: pipe.Retry,
 		Logger:      log,
+		Seal:        o.ring,
 	})
 	if err != nil {
 		return nil, err
