@@ -195,7 +195,7 @@ func decodeVersion(ring *seal.Keyring, k store.Key, rev int64, v []byte) (o stor
 	}
 	b, err := ring.Open(store.SealContext(k), v[headerLen:])
 	if err != nil {
-		return o, false, fmt.Errorf("the store's %s at revision %d: %w", store.SealContext(k), rev, err)
+		return o, false, fmt.Errorf("the store, revision %d: %w", rev, err)
 	}
 	o = store.Object{Key: k, Revision: rev, Body: append([]byte(nil), b...)}
 	if ns := binary.BigEndian.Uint64(v[1:headerLen]); ns != 0 {
