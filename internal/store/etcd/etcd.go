@@ -148,6 +148,15 @@ type Store struct {
 // base revision). It fails with store.ErrUnavailable when etcd cannot be
 // reached within the timeout.
 func Open(ctx context.Context, opts Options) (*Store, error) {
+	s, err := newStore(opts)
+	if err != nil {
+		return nil, err
+	}
+	return s.connect(ctx, s.clientConfig(opts))
+}
+
+// newStore checks opts and fills in the defaults.
+func newStore(opts Options) (*Store, error) {
 	if len(opts.Endpoints) == 0 {
 		return nil, errors.New("etcd store: no endpoints given")
 	}
@@ -172,7 +181,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	s.cli, err = clientv3.New(clientv3.Config{
+	return s, nil
+}
+
+func (s *Store) clientConfig(opts Options) clientv3.Config {
+	return clientv3.Config{
 		Endpoints:   opts.Endpoints,
 		TLS:         opts.TLS,
 		DialTimeout: s.timeout,
@@ -183,7 +196,13 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		// so that a watch moves to another endpoint.
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: s.timeout,
-	})
+	}
+}
+
+// connect makes the client and prepares the prefix.
+func (s *Store) connect(ctx context.Context, cfg clientv3.Config) (*Store, error) {
+	var err error
+	s.cli, err = clientv3.New(cfg)
 	if err != nil {
 		return nil, s.fail("connecting", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/pylon-xds/pylon/internal/store"
 )
@@ -149,5 +150,125 @@ func TestFinding10_PrefixWithoutSlashNotShared(t *testing.T) {
 		if !strings.HasPrefix(k, "/pylon/") && !strings.HasPrefix(k, "/pylon-staging/") {
 			t.Errorf("key %q is outside both fleets' <prefix>/", k)
 		}
+	}
+}
+
+// TestFinding10_RoleOnPrefixWithSlashSuffices: with etcd's access control
+// on, a replica whose user holds only the role docs/operations.md gives
+// (readwrite on "/pylon/" as a prefix) does everything a replica does:
+// commits with history and pruning, leases and their renewal, reads at a
+// revision, the watch, fleet status, resealing. So Pylon uses no key
+// outside "<prefix>/". The same user cannot open /pylon-staging, which a
+// role granted "/pylon" without the slash would cover.
+func TestFinding10_RoleOnPrefixWithSlashSuffices(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ms := startCluster(t, 1)
+	root, err := clientv3.New(clientv3.Config{Endpoints: endpoints(ms), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	steps := []func() error{
+		func() error { _, err := root.RoleAdd(ctx, "root"); return err },
+		func() error { _, err := root.UserAdd(ctx, "root", "root-pw"); return err },
+		func() error { _, err := root.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := root.RoleAdd(ctx, "pylon"); return err },
+		func() error {
+			_, err := root.RoleGrantPermission(ctx, "pylon", "/pylon/", clientv3.GetPrefixRangeEnd("/pylon/"), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := root.RoleAdd(ctx, "loose"); return err },
+		func() error {
+			_, err := root.RoleGrantPermission(ctx, "loose", "/pylon", clientv3.GetPrefixRangeEnd("/pylon"), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := root.UserAdd(ctx, "pylon", "pylon-pw"); return err },
+		func() error { _, err := root.UserGrantRole(ctx, "pylon", "pylon"); return err },
+		func() error { _, err := root.UserAdd(ctx, "loose", "loose-pw"); return err },
+		func() error { _, err := root.UserGrantRole(ctx, "loose", "loose"); return err },
+		func() error { _, err := root.Put(ctx, "/pylon-staging/meta", `{"format":1}`); return err },
+		func() error { _, err := root.AuthEnable(ctx); return err },
+	}
+	for i, step := range steps {
+		if err := step(); err != nil {
+			t.Fatalf("auth setup step %d: %v", i, err)
+		}
+	}
+	openAs := func(user, prefix string) (*Store, error) {
+		s, err := newStore(Options{Endpoints: endpoints(ms), Prefix: prefix, Seal: storetestRing(t)})
+		if err != nil {
+			return nil, err
+		}
+		cfg := s.clientConfig(Options{Endpoints: endpoints(ms)})
+		cfg.Username, cfg.Password = user, user+"-pw"
+		return s.connect(ctx, cfg)
+	}
+	s, err := openAs("pylon", "/pylon")
+	if err != nil {
+		t.Fatalf("a replica with readwrite on /pylon/ cannot open /pylon: %v", err)
+	}
+	t.Cleanup(func() { s.Close() }) // after the boards' revocations
+	everything(t, ctx, s)
+	if other, err := openAs("pylon", "/pylon-staging"); err == nil {
+		other.Close()
+		t.Fatal("the role on /pylon/ opened /pylon-staging")
+	}
+	loose, err := openAs("loose", "/pylon-staging")
+	if err != nil {
+		t.Fatalf("a role granted /pylon without the slash: %v", err)
+	}
+	loose.Close() // the advice without the slash covered another fleet
+}
+
+// everything is what a replica does with its store, each step failing
+// the test on error.
+func everything(t *testing.T, ctx context.Context, s *Store) {
+	t.Helper()
+	_, from, err := s.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := s.Watch(ctx, from)
+	for i := range 4 {
+		writeFleet(t, s, fmt.Sprint("n", i)) // keep 10: no pruning yet
+	}
+	k := store.Key{Kind: "services", Name: "n0"}
+	for i := range 12 { // past keep: versions pruned
+		if _, err := s.Commit(ctx, []store.Change{{Key: k, Body: fmt.Appendf(nil, `%d`, i)}}, &store.Entry{Summary: "p"}, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ep := store.Key{Kind: "endpoints.web", Name: "10.0.0.1:80"}
+	exp := time.Now().Add(time.Minute)
+	if _, err := s.Commit(ctx, []store.Change{{Key: ep, Body: []byte(`{}`), Expires: exp}}, nil, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Touch(ctx, ep, exp.Add(time.Second)); err != nil {
+		t.Fatalf("touch: %v", err)
+	}
+	if err := s.Touch(ctx, ep, exp.Add(time.Hour)); err != nil {
+		t.Fatalf("touch to a longer lease: %v", err)
+	}
+	if _, err := s.Commit(ctx, []store.Change{{Key: ep}}, nil, 3); err != nil {
+		t.Fatalf("delete a leased object: %v", err)
+	}
+	h, err := s.History(ctx)
+	if err != nil || len(h) != 3 {
+		t.Fatalf("history: %d entries, %v", len(h), err)
+	}
+	if _, err := s.At(ctx, h[2].Revision); err != nil {
+		t.Fatalf("at: %v", err)
+	}
+	if _, err := s.Boards(ctx); err != nil {
+		t.Fatalf("fleet status: %v", err)
+	}
+	if _, err := s.Reseal(ctx); err != nil {
+		t.Fatalf("reseal: %v", err)
+	}
+	select {
+	case <-events:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch saw nothing")
 	}
 }

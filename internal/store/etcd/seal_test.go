@@ -79,3 +79,5 @@ func TestEncryptionAtRest_Tampered(t *testing.T) {
 		t.Errorf("list with a flipped byte: %v", err)
 	}
 }
+
+func storetestRing(t *testing.T) *seal.Keyring { return storetest.NewKeyring(t, "k1") }
