@@ -108,8 +108,7 @@ func TestEncryptionAtRest_RolloutStateFile(t *testing.T) {
 
 	// A file written in clear (before a key was configured) is read, and
 	// sealed at once.
-	c, err = open(nil)
-	if err == nil {
+	if _, err := open(nil); err == nil {
 		t.Fatal("a damaged state file read without a key")
 	}
 	os.Remove(path)

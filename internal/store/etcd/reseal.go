@@ -94,7 +94,9 @@ func (s *Store) staleObjects(ctx context.Context) ([]store.Change, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, store.Change{Key: o.Key, Body: o.Body, Expires: o.Expires, Revision: o.Revision})
+		// The same content, lease and revision: a write that changes
+		// nothing but the key that seals it.
+		out = append(out, store.Change(o))
 	}
 	return out, nil
 }

@@ -141,10 +141,9 @@ func secret(objs []store.Object) *store.Object {
 // the history reads) leaves nothing of its private key in what the store
 // keeps, in clear or as base64, and reads back whole.
 func NoMarkerAtRest(t *testing.T, b SealedBackend) {
-	s := b.Open(t, NewKeyring(t, "k1"), false)
-	first := writeSecret(t, s)
-	readSecret(t, s, first)
-	s = b.Open(t, NewKeyring(t, "k1"), true)
+	ring := NewKeyring(t, "k1")
+	first := writeSecret(t, b.Open(t, ring, false))
+	readSecret(t, b.Open(t, ring, true), first)
 	raw := b.Raw(t)
 	if where := FindMarker(raw); where != "" {
 		t.Fatalf("the Secret's private key is kept %s", where)
