@@ -21,6 +21,7 @@ func addStoreFlags(cmd *cobra.Command, o *daemon.Options) {
 	f.StringVar(&o.Etcd.CA, "etcd-ca", "", "CA certificates (PEM) verifying etcd's servers; any --etcd-cert/--etcd-key/--etcd-ca turns TLS to etcd on")
 	f.DurationVar(&o.Etcd.Timeout, "etcd-timeout", 0, "with --store etcd: how long one etcd call may take before the write is refused (503) and etcd counted unreachable (0: the default, 5s)")
 	f.DurationVar(&o.Etcd.Probe, "etcd-probe", 0, "with --store etcd: how often etcd is checked while idle, and retried while unreachable (0: the default, 1s)")
+	f.StringVar(&o.EncryptionKeyFile, "encryption-key-file", "", "seal what is kept at rest (stored objects and their history, bbolt or etcd, and the rollout state) with AES-256-GCM under the keys of this file, one name:base64-32-bytes a line: the first seals, all open (see docs/security.md)")
 	f.DurationVar(&o.FleetStatusPeriod, "fleet-status-period", 0, "with --store etcd: how often this replica publishes its proxies' summary for the fleet-wide status (0: the default, 5s)")
 	f.DurationVar(&o.FleetStatusTTL, "fleet-status-ttl", 0, "with --store etcd: how long a stopped replica's proxies stay listed when it could not remove them itself (0: the default, 3 periods)")
 	prev := cmd.PreRunE

@@ -25,6 +25,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/fleetstatus"
 	"github.com/pylon-xds/pylon/internal/metrics"
 	"github.com/pylon-xds/pylon/internal/pipeline"
+	"github.com/pylon-xds/pylon/internal/seal"
 	"github.com/pylon-xds/pylon/internal/secretfile"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/source"
@@ -54,6 +55,13 @@ type Options struct {
 	// Etcd). DataDir still holds the token files in etcd mode.
 	Store string
 	Etcd  EtcdOptions
+	// EncryptionKeyFile, when set, lists the keys that seal what Pylon
+	// keeps at rest: every stored object and past version (bbolt or
+	// etcd) and the rollout state file (see package seal and
+	// docs/security.md). Read once, at start.
+	EncryptionKeyFile string
+	// ring is the keyring read from EncryptionKeyFile by Run.
+	ring *seal.Keyring
 	// FleetStatusPeriod and FleetStatusTTL: how often this replica
 	// publishes its proxies' summary to etcd, and how long it outlives
 	// the replica (see fleetstatus.Options; defaults 5s and 3 periods).
@@ -209,6 +217,11 @@ func Run(ctx context.Context, o Options) error {
 	if err := checkStore(o); err != nil {
 		return err
 	}
+	ring, err := loadKeyring(o, log)
+	if err != nil {
+		return err
+	}
+	o.ring = ring
 	sec, err := loadSecurity(o)
 	if err != nil {
 		return err
@@ -524,7 +537,8 @@ func secretReader(o Options) (*secretfile.Reader, error) {
 	}
 	// The etcd client key gives write access to every replica's config:
 	// a config naming it as a secret must not serve it to proxies.
-	deny := []string{o.DataDir, o.TokenFile, o.ReadTokenFile, o.XDSTLS.Key, o.AdminTLS.Key, o.Etcd.Key}
+	// So does the encryption key file: it opens what the store keeps.
+	deny := []string{o.DataDir, o.TokenFile, o.ReadTokenFile, o.XDSTLS.Key, o.AdminTLS.Key, o.Etcd.Key, o.EncryptionKeyFile}
 	r, err := secretfile.New(dirs, deny)
 	if err != nil {
 		return nil, fmt.Errorf("--secret-dir: %w", err)

@@ -39,6 +39,7 @@ func newRollouts(o Options, sec *security, reg *xdstype.Registry, pub *snapshot.
 		// halt: a client without a certificate claims any node.
 		NodeIdentity: sec.identity != nil,
 		Logger:       log,
+		Seal:         o.ring,
 	})
 	if err != nil {
 		return nil, err

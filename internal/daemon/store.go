@@ -15,6 +15,7 @@ import (
 
 	"github.com/pylon-xds/pylon/examples"
 	"github.com/pylon-xds/pylon/internal/configstore"
+	"github.com/pylon-xds/pylon/internal/seal"
 	"github.com/pylon-xds/pylon/internal/store"
 	"github.com/pylon-xds/pylon/internal/store/bolt"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -29,8 +30,12 @@ func openStore(ctx context.Context, o Options, reg *xdstype.Registry, log *slog.
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data folder: %w", err)
 	}
-	st, err := bolt.Open(o.DataDir)
+	st, err := bolt.OpenWith(o.DataDir, bolt.Options{Seal: o.ring})
 	if err != nil {
+		return nil, err
+	}
+	if err := reseal(ctx, st, o.ring, log); err != nil {
+		st.Close()
 		return nil, err
 	}
 	if _, rev, err := st.List(ctx); err != nil || rev > 0 {
@@ -50,6 +55,40 @@ func openStore(ctx context.Context, o Options, reg *xdstype.Registry, log *slog.
 	}
 	log.Info("new data folder seeded with the quickstart config", "data_dir", o.DataDir)
 	return st, nil
+}
+
+// loadKeyring reads --encryption-key-file, if given. Only the keys' names
+// are logged.
+func loadKeyring(o Options, log *slog.Logger) (*seal.Keyring, error) {
+	if o.EncryptionKeyFile == "" {
+		return nil, nil
+	}
+	ring, err := seal.Load(o.EncryptionKeyFile)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("encryption at rest: stored objects, their history and the rollout state are sealed", "sealing_key", ring.Primary(), "keys", strings.Join(ring.Names(), ","))
+	return ring, nil
+}
+
+// reseal seals again, under the first key, what the store keeps in clear
+// or under another key: at start, so that a new key file applies to what
+// is already stored (turning encryption on, or a rotation). With several
+// replicas on etcd, each does it as it starts; the values are the same
+// for all, so they converge.
+func reseal(ctx context.Context, st store.Store, ring *seal.Keyring, log *slog.Logger) error {
+	r, ok := st.(store.Resealer)
+	if ring == nil || !ok {
+		return nil
+	}
+	n, err := r.Reseal(ctx)
+	if err != nil {
+		return fmt.Errorf("sealing the stored values under key %q (%s): %w", ring.Primary(), seal.Flag, err)
+	}
+	if n > 0 {
+		log.Info("stored values sealed again under the first key of the key file", "values", n, "sealing_key", ring.Primary())
+	}
+	return nil
 }
 
 // adminToken reads a token (the write token, the read token), generating

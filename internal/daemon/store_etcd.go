@@ -93,7 +93,7 @@ func checkStore(o Options) error {
 // only be restarted by its supervisor. Then it seeds a store never used.
 func openEtcd(ctx context.Context, o Options, reg *xdstype.Registry, log *slog.Logger) (store.Store, error) {
 	e := o.Etcd
-	opts := etcd.Options{Endpoints: e.Endpoints, Prefix: e.Prefix, Timeout: e.Timeout}
+	opts := etcd.Options{Endpoints: e.Endpoints, Prefix: e.Prefix, Timeout: e.Timeout, Seal: o.ring}
 	if e.Cert != "" || e.Key != "" || e.CA != "" {
 		cfg, err := etcd.ClientTLS(e.Cert, e.Key, e.CA)
 		if err != nil {
@@ -103,6 +103,10 @@ func openEtcd(ctx context.Context, o Options, reg *xdstype.Registry, log *slog.L
 	}
 	st, err := dialEtcd(ctx, opts, e.StartTimeout, log)
 	if err != nil {
+		return nil, err
+	}
+	if err := reseal(ctx, st, o.ring, log); err != nil {
+		st.Close()
 		return nil, err
 	}
 	if err := seedEtcd(ctx, st, reg, log); err != nil {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/config"
 	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/seal"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 )
 
@@ -59,6 +60,9 @@ type Options struct {
 	// certificate then count toward a halt.
 	NodeIdentity bool
 	Logger       *slog.Logger
+	// Seal, when set, seals the state file (it holds config, private
+	// keys included); a sealed one is read only with it.
+	Seal *seal.Keyring
 }
 
 // Status is one group's rollout, as the admin API shows it.
@@ -146,7 +150,7 @@ func New(o Options) (*Controller, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Controller{o: o, wake: make(chan struct{}, 1), runs: map[string]*run{}}
-	st, err := load(o.StatePath)
+	st, err := load(o.StatePath, o.Seal)
 	if err != nil {
 		return nil, err
 	}

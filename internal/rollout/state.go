@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pylon-xds/pylon/internal/config"
+	"github.com/pylon-xds/pylon/internal/seal"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 )
 
@@ -117,7 +118,8 @@ func (l *lateness) due(within time.Duration) time.Time {
 
 // state is what StatePath holds: the rollouts, and the config files of
 // their previous versions (by content hash), to compile them again on
-// start. It holds config, as the store does: the file is written 0600.
+// start. It holds config, private keys included, as the store does: the
+// file is written 0600, and sealed whole (package seal) with Options.Seal.
 type state struct {
 	// Format is the layout's version: a newer one is refused rather than
 	// half read.
@@ -139,7 +141,14 @@ const maxSavedRollouts = 10_000
 // maxStateBytes bounds the state file read on start.
 const maxStateBytes = 4*config.MaxTotalBytes + 1<<20
 
-func load(path string) (*state, error) {
+// stateContext is the additional data the state file is sealed with.
+const stateContext = "rollout state"
+
+// load reads the state file, opening it with ring when sealed. A file in
+// clear or sealed under an older key is written again at once, sealed
+// under ring's first key: a new key applies to it from the start, not
+// from the next change of a rollout.
+func load(path string, ring *seal.Keyring) (*state, error) {
 	if path == "" {
 		return nil, nil
 	}
@@ -153,9 +162,13 @@ func load(path string) (*state, error) {
 	if fi.Size() > maxStateBytes {
 		return nil, fmt.Errorf("rollout state %s: %d bytes, over the %d limit", path, fi.Size(), maxStateBytes)
 	}
-	b, err := os.ReadFile(path)
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("rollout state: %w", err)
+	}
+	b, err := ring.Open(stateContext, raw)
+	if err != nil {
+		return nil, fmt.Errorf("rollout state %s: %w", path, err)
 	}
 	var st state
 	if err := json.Unmarshal(b, &st); err != nil {
@@ -163,6 +176,11 @@ func load(path string) (*state, error) {
 	}
 	if err := st.check(); err != nil {
 		return nil, fmt.Errorf("rollout state %s: %w%s", path, err, removeAdvice)
+	}
+	if !ring.Current(raw) {
+		if err := writeFile(path, ring.Seal(stateContext, b)); err != nil {
+			return nil, fmt.Errorf("rollout state %s: sealing it under key %q: %w", path, ring.Primary(), err)
+		}
 	}
 	return &st, nil
 }
@@ -235,7 +253,7 @@ func (c *Controller) flush() {
 	default:
 		err := st.err
 		if err == nil {
-			err = writeFile(c.o.StatePath, st.b)
+			err = writeFile(c.o.StatePath, c.o.Seal.Seal(stateContext, st.b))
 		}
 		if err != nil {
 			c.o.Logger.Error("rollout state not saved: a restart would not resume the rollouts", "path", c.o.StatePath, "err", err)

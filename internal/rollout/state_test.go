@@ -151,7 +151,7 @@ func TestStateWriteDoesNotBlockEvents(t *testing.T) {
 	if err := <-promoted; err != nil {
 		t.Fatal(err)
 	}
-	st, err := load(path)
+	st, err := load(path, nil)
 	if err != nil || st == nil || len(st.Rollouts) != 1 || st.Rollouts[0].Stage != 2 {
 		t.Fatalf("state on disk after the write: %+v, %v; want the rollout at stage 2", st, err)
 	}

@@ -7,6 +7,7 @@ package store
 import (
 	"context"
 	"errors"
+	"net/url"
 	"time"
 )
 
@@ -17,6 +18,11 @@ type Key struct {
 	Kind string `json:"kind"`
 	Name string `json:"name"`
 }
+
+// SealContext is what a stored body is bound to when a store seals it
+// (package seal: the additional data): its kind and name, so that a sealed
+// body moved to another object does not open.
+func SealContext(k Key) string { return url.PathEscape(k.Kind) + "/" + k.Name }
 
 // Object is a stored object: its JSON body and the store revision that last
 // wrote it.
@@ -88,4 +94,13 @@ type Store interface {
 	At(ctx context.Context, rev int64) (Entry, error)
 	// Close releases the store.
 	Close() error
+}
+
+// Resealer is a store that seals the bodies it keeps (package seal): Reseal
+// seals again, under the first key of its keyring, every body stored in
+// clear or under another key, and returns how many. The daemon calls it at
+// start, so that a new first key, or a key given to a store written
+// without one, applies to what is already stored.
+type Resealer interface {
+	Reseal(ctx context.Context) (int, error)
 }

@@ -19,6 +19,12 @@
 // small one was copied on every small write). A version is kept only while
 // the current object or a kept history entry needs it. Format 1 files,
 // where each entry copied every object, are migrated when opened.
+//
+// With Options.Seal, every body (current and past versions) is sealed
+// (package seal) with the object's kind and name as additional data; the
+// records of objects, history entries and meta hold no body and stay
+// clear. Clear bodies written before a key was configured are read as
+// they are, and sealed by Reseal.
 package bolt
 
 import (
@@ -34,6 +40,7 @@ import (
 
 	bbolt "go.etcd.io/bbolt"
 
+	"github.com/pylon-xds/pylon/internal/seal"
 	"github.com/pylon-xds/pylon/internal/store"
 )
 
@@ -52,12 +59,23 @@ const format = 2
 // Store is a store.Store on bbolt.
 type Store struct {
 	db      *bbolt.DB
+	ring    *seal.Keyring
 	touches toucher
 }
 
+// Options configure a Store.
+type Options struct {
+	// Seal, when set, seals every body written; without it a sealed
+	// body fails to read with an error naming --encryption-key-file.
+	Seal *seal.Keyring
+}
+
 // Open opens (creating) the store in dir, migrating an older layout.
-func Open(dir string) (*Store, error) {
-	db, err := bbolt.Open(filepath.Join(dir, "pylon.db"), 0o600, &bbolt.Options{Timeout: 5 * time.Second})
+func Open(dir string) (*Store, error) { return OpenWith(dir, Options{}) }
+
+// OpenWith is Open with options.
+func OpenWith(dir string, o Options) (*Store, error) {
+	db, err := openDB(filepath.Join(dir, "pylon.db"))
 	if err != nil {
 		return nil, fmt.Errorf("opening the store in %s: %w", dir, err)
 	}
@@ -65,7 +83,11 @@ func Open(dir string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("opening the store in %s: %w", dir, err)
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, ring: o.Seal}, nil
+}
+
+func openDB(path string) (*bbolt.DB, error) {
+	return bbolt.Open(path, 0o600, &bbolt.Options{Timeout: 5 * time.Second})
 }
 
 // prepare creates the buckets of a new file, or migrates an old one.
@@ -148,7 +170,9 @@ const (
 	headerLen    = 9
 )
 
-func encodeVersion(body []byte, expires time.Time) []byte {
+// encodeVersion encodes a version, its body sealed when ring is set.
+func encodeVersion(ring *seal.Keyring, k store.Key, body []byte, expires time.Time) []byte {
+	body = ring.Seal(store.SealContext(k), body)
 	v := make([]byte, headerLen+len(body))
 	v[0] = tagBody
 	if !expires.IsZero() {
@@ -160,15 +184,20 @@ func encodeVersion(body []byte, expires time.Time) []byte {
 
 var tombstone = []byte{tagTombstone, 0, 0, 0, 0, 0, 0, 0, 0}
 
-// decodeVersion returns a version's object; ok false for a tombstone.
-func decodeVersion(k store.Key, rev int64, v []byte) (o store.Object, ok bool, err error) {
+// decodeVersion returns a version's object, its body opened with ring;
+// ok false for a tombstone.
+func decodeVersion(ring *seal.Keyring, k store.Key, rev int64, v []byte) (o store.Object, ok bool, err error) {
 	if len(v) < headerLen || v[0] != tagBody && v[0] != tagTombstone {
 		return o, false, fmt.Errorf("%s/%s at revision %d: a damaged version record", k.Kind, k.Name, rev)
 	}
 	if v[0] == tagTombstone {
 		return o, false, nil
 	}
-	o = store.Object{Key: k, Revision: rev, Body: append([]byte(nil), v[headerLen:]...)}
+	b, err := ring.Open(store.SealContext(k), v[headerLen:])
+	if err != nil {
+		return o, false, fmt.Errorf("the store, revision %d: %w", rev, err)
+	}
+	o = store.Object{Key: k, Revision: rev, Body: append([]byte(nil), b...)}
 	if ns := binary.BigEndian.Uint64(v[1:headerLen]); ns != 0 {
 		o.Expires = time.Unix(0, int64(ns))
 	}
@@ -185,7 +214,7 @@ func current(tx *bbolt.Tx, k store.Key) (m meta, ok bool, err error) {
 }
 
 // body reads an object's body from its version.
-func body(tx *bbolt.Tx, k store.Key, m meta) (store.Object, error) {
+func (s *Store) body(tx *bbolt.Tx, k store.Key, m meta) (store.Object, error) {
 	var vb []byte
 	if b := tx.Bucket(versionsBucket).Bucket(objectKey(k)); b != nil {
 		vb = b.Get(revKey(m.Revision))
@@ -193,7 +222,7 @@ func body(tx *bbolt.Tx, k store.Key, m meta) (store.Object, error) {
 	if vb == nil {
 		return store.Object{}, fmt.Errorf("%s/%s: the version of revision %d is missing", k.Kind, k.Name, m.Revision)
 	}
-	o, _, err := decodeVersion(k, m.Revision, vb)
+	o, _, err := decodeVersion(s.ring, k, m.Revision, vb)
 	o.Expires = m.Expires
 	return o, err
 }
@@ -209,7 +238,7 @@ func (s *Store) List(ctx context.Context) ([]store.Object, int64, error) {
 			if err := json.Unmarshal(v, &m); err != nil {
 				return err
 			}
-			o, err := body(tx, parseObjectKey(k), m)
+			o, err := s.body(tx, parseObjectKey(k), m)
 			out = append(out, o)
 			return err
 		})
@@ -225,7 +254,7 @@ func (s *Store) Get(ctx context.Context, k store.Key) (store.Object, error) {
 		if err != nil || !ok {
 			return errors.Join(err, store.ErrNotFound)
 		}
-		o, err = body(tx, k, m)
+		o, err = s.body(tx, k, m)
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
@@ -243,7 +272,7 @@ func (s *Store) Commit(ctx context.Context, changes []store.Change, entry *store
 		// entry was recorded at or after it.
 		lastEntry := latestEntry(tx)
 		for _, c := range changes {
-			if err := apply(tx, c, rev, lastEntry); err != nil {
+			if err := apply(tx, s.ring, c, rev, lastEntry); err != nil {
 				return err
 			}
 		}
@@ -261,7 +290,7 @@ func (s *Store) Commit(ctx context.Context, changes []store.Change, entry *store
 // apply makes one change at rev: checks its revision, writes the version
 // and the object's record, and drops the version it replaces unless a
 // history entry needs it.
-func apply(tx *bbolt.Tx, c store.Change, rev, lastEntry int64) error {
+func apply(tx *bbolt.Tx, ring *seal.Keyring, c store.Change, rev, lastEntry int64) error {
 	cur, exists, err := current(tx, c.Key)
 	if err != nil {
 		return err
@@ -293,7 +322,7 @@ func apply(tx *bbolt.Tx, c store.Change, rev, lastEntry int64) error {
 		}
 		return vers.Put(revKey(rev), tombstone)
 	}
-	if err := vers.Put(revKey(rev), encodeVersion(c.Body, c.Expires)); err != nil {
+	if err := vers.Put(revKey(rev), encodeVersion(ring, c.Key, c.Body, c.Expires)); err != nil {
 		return err
 	}
 	m, err := json.Marshal(meta{Revision: rev, Expires: c.Expires})
@@ -429,7 +458,7 @@ func (s *Store) At(ctx context.Context, rev int64) (store.Entry, error) {
 			if k == nil {
 				return nil // created after rev
 			}
-			o, ok, err := decodeVersion(parseObjectKey(name), parseRev(k), v)
+			o, ok, err := decodeVersion(s.ring, parseObjectKey(name), parseRev(k), v)
 			if ok {
 				e.Objects = append(e.Objects, o)
 			}

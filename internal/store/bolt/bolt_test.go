@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -12,30 +13,61 @@ import (
 
 	bbolt "go.etcd.io/bbolt"
 
+	"github.com/pylon-xds/pylon/internal/seal"
 	"github.com/pylon-xds/pylon/internal/store"
 	"github.com/pylon-xds/pylon/internal/store/storetest"
 )
 
+// TestConformance runs the shared suite on stores in clear and sealed
+// (encryption at rest).
 func TestConformance(t *testing.T) {
-	dirs := map[string]string{}
-	opened := map[string]*Store{}
-	storetest.Run(t, func(t *testing.T, reopen bool) store.Store {
-		t.Helper()
-		dir, ok := dirs[t.Name()]
-		if !reopen || !ok {
-			dir = t.TempDir()
-			dirs[t.Name()] = dir
-		} else if s := opened[t.Name()]; s != nil {
-			s.Close()
-		}
-		s, err := Open(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		opened[t.Name()] = s
-		t.Cleanup(func() { s.Close() })
-		return s
-	})
+	t.Run("clear", func(t *testing.T) { storetest.Run(t, newBackend(nil).reopen) })
+	t.Run("sealed", func(t *testing.T) { storetest.Run(t, newBackend(storetest.NewKeyring(t, "k1")).reopen) })
+}
+
+// backend opens one store per test, in its own folder, again on reopen.
+type backend struct {
+	ring   *seal.Keyring
+	dirs   map[string]string
+	opened map[string]*Store
+}
+
+func newBackend(ring *seal.Keyring) *backend {
+	return &backend{ring: ring, dirs: map[string]string{}, opened: map[string]*Store{}}
+}
+
+func (b *backend) reopen(t *testing.T, reopen bool) store.Store { return b.open(t, b.ring, reopen) }
+
+func (b *backend) open(t *testing.T, ring *seal.Keyring, reopen bool) store.Store {
+	t.Helper()
+	dir, ok := b.dirs[t.Name()]
+	if !reopen || !ok {
+		dir = t.TempDir()
+		b.dirs[t.Name()] = dir
+	} else if s := b.opened[t.Name()]; s != nil {
+		s.Close()
+	}
+	s, err := OpenWith(dir, Options{Seal: ring})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.opened[t.Name()] = s
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// raw is the bbolt file's bytes, as a copy of the disk would show them.
+func (b *backend) raw(t *testing.T) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(b.dirs[t.Name()], "pylon.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+func (b *backend) sealed() storetest.SealedBackend {
+	return storetest.SealedBackend{Open: b.open, Raw: b.raw}
 }
 
 // writeFormat1 builds a data folder as the format 1 store wrote it: each

@@ -14,7 +14,8 @@ import (
 // transaction that opens it: a crash leaves the old file as it was. Each
 // distinct (object, revision) becomes one version; an object an entry has
 // and the next entry (or the current set) lacks gets a tombstone at that
-// next revision, so At reads every kept revision as it was.
+// next revision, so At reads every kept revision as it was. The bodies are
+// written as they were, in clear: Reseal seals them.
 func migrate1(tx *bbolt.Tx) error {
 	hist := tx.Bucket(historyBucket)
 	var entries []store.Entry
@@ -94,7 +95,7 @@ func writeVersions(tx *bbolt.Tx, states [][]store.Object, revs []int64) error {
 				return err
 			}
 			if b.Get(revKey(o.Revision)) == nil {
-				if err := b.Put(revKey(o.Revision), encodeVersion(o.Body, o.Expires)); err != nil {
+				if err := b.Put(revKey(o.Revision), encodeVersion(nil, o.Key, o.Body, o.Expires)); err != nil {
 					return err
 				}
 			}

@@ -222,7 +222,7 @@ func (s *Store) plan(snap snapshot, changes []store.Change, entry *store.Entry, 
 			p.ops = append(p.ops, clientv3.OpDelete(key))
 		case c.Body == nil:
 		case c.Expires.IsZero():
-			p.ops = append(p.ops, clientv3.OpPut(key, string(encodeValue(c.Body, time.Time{}))))
+			p.ops = append(p.ops, clientv3.OpPut(key, string(s.encodeValue(c.Key, c.Body, time.Time{}))))
 		default:
 			p.leased = append(p.leased, i) // the puts, once the lease is granted
 		}
@@ -307,7 +307,7 @@ func (s *Store) grantLeases(ctx context.Context, changes []store.Change, p *plan
 		granted = append(granted, int64(id))
 		rec := must(json.Marshal(leaseRecord{Object: c.Kind + "/" + c.Name, Expires: c.Expires, TTL: ttl}))
 		p.ops = append(p.ops,
-			clientv3.OpPut(s.objectKey(c.Key), string(encodeValue(c.Body, c.Expires)), clientv3.WithLease(id)),
+			clientv3.OpPut(s.objectKey(c.Key), string(s.encodeValue(c.Key, c.Body, c.Expires)), clientv3.WithLease(id)),
 			clientv3.OpPut(s.leaseKey(id), string(rec), clientv3.WithLease(id)))
 	}
 	return granted, nil
@@ -373,7 +373,7 @@ func (s *Store) touchOnce(ctx context.Context, k store.Key, expires time.Time) (
 	if expires.IsZero() || kv.Lease == 0 || rec.TTL == 0 || s.ttl(expires) > rec.TTL {
 		// No lease yet, a longer one, or none any more: write the same
 		// content on a new lease (or none), with the commit's checks.
-		o, err := decodeValue(k, kv.Value)
+		o, err := s.decodeValue(k, kv.Value)
 		if err != nil {
 			return true, err
 		}

@@ -67,6 +67,13 @@
 // revision (registered endpoints are runtime state: a rollback leaves them
 // alone).
 //
+// Encryption at rest. With Options.Seal, every object body, current or a
+// past version, is sealed (package seal) with its kind and name as the
+// additional data; a version is the object's sealed value copied as it
+// is. History entries (a summary and a version), lease records, P/meta and
+// the board (fleet status) hold no body and stay clear. Reseal seals again
+// what is clear or under an older key.
+//
 // Every call is bounded by Options.Timeout. An etcd that cannot be reached
 // gives errors that are store.ErrUnavailable and say "etcd unreachable".
 package etcd
@@ -79,6 +86,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -87,6 +95,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/pylon-xds/pylon/internal/seal"
 	"github.com/pylon-xds/pylon/internal/store"
 )
 
@@ -118,6 +127,9 @@ type Options struct {
 	MaxTxnOps int
 	// Now is the clock for lease TTLs (default time.Now).
 	Now func() time.Time
+	// Seal, when set, seals every body written; without it a sealed
+	// body fails to read with an error naming --encryption-key-file.
+	Seal *seal.Keyring
 }
 
 // Store is a store.Store on etcd.
@@ -129,12 +141,22 @@ type Store struct {
 	maxOps  int
 	now     func() time.Time
 	where   string // the endpoints, for error messages
+	ring    *seal.Keyring
 }
 
 // Open connects to etcd and prepares the prefix (first use records the
 // base revision). It fails with store.ErrUnavailable when etcd cannot be
 // reached within the timeout.
 func Open(ctx context.Context, opts Options) (*Store, error) {
+	s, err := newStore(opts)
+	if err != nil {
+		return nil, err
+	}
+	return s.connect(ctx, s.clientConfig(opts))
+}
+
+// newStore checks opts and fills in the defaults.
+func newStore(opts Options) (*Store, error) {
 	if len(opts.Endpoints) == 0 {
 		return nil, errors.New("etcd store: no endpoints given")
 	}
@@ -148,6 +170,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		maxOps:  opts.MaxTxnOps,
 		now:     opts.Now,
 		where:   strings.Join(opts.Endpoints, ","),
+		ring:    opts.Seal,
 	}
 	if s.timeout <= 0 {
 		s.timeout = DefaultTimeout
@@ -158,7 +181,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	s.cli, err = clientv3.New(clientv3.Config{
+	return s, nil
+}
+
+func (s *Store) clientConfig(opts Options) clientv3.Config {
+	return clientv3.Config{
 		Endpoints:   opts.Endpoints,
 		TLS:         opts.TLS,
 		DialTimeout: s.timeout,
@@ -169,7 +196,13 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		// so that a watch moves to another endpoint.
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: s.timeout,
-	})
+	}
+}
+
+// connect makes the client and prepares the prefix.
+func (s *Store) connect(ctx context.Context, cfg clientv3.Config) (*Store, error) {
+	var err error
+	s.cli, err = clientv3.New(cfg)
 	if err != nil {
 		return nil, s.fail("connecting", err)
 	}
@@ -180,14 +213,36 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// cleanPrefix checks and normalizes a prefix: absolute, no trailing slash.
+// reserved are the names of the store's own keys and sub-namespaces
+// under a prefix (see the layout above).
+var reserved = []string{"meta", "o", "l", "v", "h", "s"}
+
+// cleanPrefix checks and normalizes a prefix: absolute, no trailing slash,
+// no empty component, and no component that is one of the store's
+// sub-namespaces. Every key a store reads, writes or watches is inside
+// "<prefix>/", in one of those sub-namespaces: a prefix P2 = P1/s/... would
+// put a second fleet's keys inside P1's fleet status (P1/o/... inside its
+// objects, and so on), so that one fleet broke the other. Refusing the
+// names anywhere in a prefix means no fleet's prefix can reach into
+// another's keys, whatever else shares the etcd.
 func cleanPrefix(p string) (string, error) {
 	if p == "" {
 		p = DefaultPrefix
 	}
 	p = strings.TrimRight(p, "/")
 	if !strings.HasPrefix(p, "/") || p == "" || len(p) > 256 {
-		return "", fmt.Errorf("etcd store: prefix %q: must start with / and be at most 256 bytes, not /", p)
+		return "", fmt.Errorf("etcd store: --etcd-prefix %q: must start with / and be at most 256 bytes, not /", p)
+	}
+	parts := strings.Split(p[1:], "/")
+	for i, c := range parts {
+		if c == "" {
+			return "", fmt.Errorf("etcd store: --etcd-prefix %q: an empty component (//)", p)
+		}
+		if slices.Contains(reserved, c) {
+			outer := "/" + strings.Join(parts[:i], "/")
+			return "", fmt.Errorf("etcd store: --etcd-prefix %q: the component %q is a name the store uses for its own keys (%s), so this prefix would reach into the keys of a fleet on %q: choose another",
+				p, c, strings.Join(reserved, ", "), outer)
+		}
 	}
 	return p, nil
 }
@@ -286,13 +341,14 @@ func (s *Store) parseVersionKey(key string) (store.Key, int64, error) {
 func (s *Store) historyPrefix() string { return s.prefix + "/h/" }
 
 // Values: a tag byte, the lease as written (unix ns, 0 for none) and the
-// body as given, as in the bbolt store.
+// body as given (sealed with a keyring), as in the bbolt store.
 const (
 	tagBody   = 'b'
 	headerLen = 9
 )
 
-func encodeValue(body []byte, expires time.Time) []byte {
+func (s *Store) encodeValue(k store.Key, body []byte, expires time.Time) []byte {
+	body = s.ring.Seal(store.SealContext(k), body)
 	v := make([]byte, headerLen+len(body))
 	v[0] = tagBody
 	if !expires.IsZero() {
@@ -302,12 +358,17 @@ func encodeValue(body []byte, expires time.Time) []byte {
 	return v
 }
 
-// decodeValue reads an object's value (lease as written).
-func decodeValue(k store.Key, v []byte) (store.Object, error) {
+// decodeValue reads an object's value (lease as written), opening its
+// body.
+func (s *Store) decodeValue(k store.Key, v []byte) (store.Object, error) {
 	if len(v) < headerLen || v[0] != tagBody {
 		return store.Object{}, fmt.Errorf("%s/%s: a damaged record in etcd", k.Kind, k.Name)
 	}
-	o := store.Object{Key: k, Body: append([]byte(nil), v[headerLen:]...)}
+	b, err := s.ring.Open(store.SealContext(k), v[headerLen:])
+	if err != nil {
+		return store.Object{}, fmt.Errorf("etcd store at %s, prefix %s: %w", s.where, s.prefix, err)
+	}
+	o := store.Object{Key: k, Body: append([]byte(nil), b...)}
 	if ns := binary.BigEndian.Uint64(v[1:headerLen]); ns != 0 {
 		o.Expires = time.Unix(0, int64(ns))
 	}
@@ -329,7 +390,7 @@ func (s *Store) object(kv *mvccpb.KeyValue, leases map[int64]leaseRecord) (store
 	if err != nil {
 		return store.Object{}, err
 	}
-	o, err := decodeValue(k, kv.Value)
+	o, err := s.decodeValue(k, kv.Value)
 	if err != nil {
 		return o, err
 	}

@@ -11,7 +11,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
 
+	"github.com/pylon-xds/pylon/internal/seal"
 	"github.com/pylon-xds/pylon/internal/store"
 	"github.com/pylon-xds/pylon/internal/store/storetest"
 )
@@ -46,19 +48,65 @@ func open(t *testing.T, ms []*member, prefix string, timeout time.Duration) *Sto
 
 // TestConformance runs the shared store suite on one embedded etcd, each
 // case under a prefix of its own (a fresh store), reopened under the same
-// prefix for the durability checks.
+// prefix for the durability checks; in clear and sealed (encryption at
+// rest).
 func TestConformance(t *testing.T) {
 	ms := startCluster(t, 1)
-	opened := map[string]*Store{}
-	storetest.Run(t, func(t *testing.T, reopen bool) store.Store {
-		t.Helper()
-		if s := opened[t.Name()]; reopen && s != nil {
-			s.Close()
-		}
-		s := open(t, ms, "/conformance/"+t.Name(), 0)
-		opened[t.Name()] = s
-		return s
-	})
+	t.Run("clear", func(t *testing.T) { storetest.Run(t, newBackend(ms, nil).reopen) })
+	t.Run("sealed", func(t *testing.T) { storetest.Run(t, newBackend(ms, storetest.NewKeyring(t, "k1")).reopen) })
+}
+
+// backend opens one store per test, under a prefix named after it, again
+// on reopen.
+type backend struct {
+	ms     []*member
+	ring   *seal.Keyring
+	opened map[string]*Store
+}
+
+func newBackend(ms []*member, ring *seal.Keyring) *backend {
+	return &backend{ms: ms, ring: ring, opened: map[string]*Store{}}
+}
+
+func (b *backend) reopen(t *testing.T, reopen bool) store.Store { return b.open(t, b.ring, reopen) }
+
+func (b *backend) open(t *testing.T, ring *seal.Keyring, reopen bool) store.Store {
+	t.Helper()
+	if s := b.opened[t.Name()]; reopen && s != nil {
+		s.Close()
+	}
+	s, err := Open(context.Background(), Options{Endpoints: endpoints(b.ms), Prefix: "/conformance/" + t.Name(), Seal: ring})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	b.opened[t.Name()] = s
+	return s
+}
+
+// raw is every key and value under the test's prefix, as etcdctl get
+// --prefix would show them.
+func (b *backend) raw(t *testing.T) []byte {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(b.ms), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	resp, err := cli.Get(context.Background(), "/conformance/"+t.Name()+"/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	for _, kv := range resp.Kvs {
+		out = append(append(append(out, kv.Key...), '='), kv.Value...)
+		out = append(out, '\n')
+	}
+	return out
+}
+
+func (b *backend) sealed() storetest.SealedBackend {
+	return storetest.SealedBackend{Open: b.open, Raw: b.raw}
 }
 
 // TestPrefixesAreIndependent: two stores under different prefixes of one

@@ -155,7 +155,7 @@ func (s *Store) At(ctx context.Context, rev int64) (store.Entry, error) {
 		if from > rev || kv.CreateRevision-s.base <= rev {
 			continue // the span [from, replaced) misses rev
 		}
-		o, err := decodeValue(k, kv.Value)
+		o, err := s.decodeValue(k, kv.Value)
 		if err != nil {
 			return store.Entry{}, err
 		}
