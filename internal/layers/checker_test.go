@@ -43,7 +43,11 @@ func tiny() rules {
 		testHelpers:       []string{"a/helper"},
 		testsMayNotImport: []string{"cmd/..."},
 		owners:            []owner{{"example.com/db/...", []string{"a/mid"}, "the database is mid's"}},
-		bans:              []ban{{"a/leaf", "os/...", "the leaf does no I/O"}},
+		bans: []ban{
+			{"a/leaf", "os/...", "the leaf does no I/O"},
+			{"a/leaf", "a/mid", "the leaf stays a leaf"},
+			{"a/top", "a/leaf", "top goes through mid"},
+		},
 	}
 }
 
@@ -78,12 +82,28 @@ func TestCheckerCatchesBreaks(t *testing.T) {
 		{
 			name:  "import down the layers but not allowed",
 			files: func(f map[string][]string) { f["a/top/top.go"] = append(f["a/top/top.go"], "m/a/leaf") },
+			rules: func(r *rules) { r.bans = r.bans[:2] },
 			want:  `a/top/top.go:5: a/top (layer "high") imports a/leaf (layer "low"): not in allowed for a/top (rules_test.go)`,
+		},
+		{
+			name:  "import of the module's own package banned",
+			files: func(f map[string][]string) { f["a/top/top.go"] = append(f["a/top/top.go"], "m/a/leaf") },
+			want:  "a/top/top.go:5: a/top imports a/leaf (bans: top goes through mid)",
+		},
+		{
+			name:  "allowance contradicting a ban",
+			rules: func(r *rules) { r.allowed = append(r.allowed, edge{"a/top", "a/leaf"}) },
+			want:  "allowed: a/top -> a/leaf contradicts bans (top goes through mid): delete it",
 		},
 		{
 			name:  "paid debt",
 			files: func(f map[string][]string) { f["a/leaf/leaf.go"] = []string{"fmt"} },
 			want:  "debts: a/leaf -> a/mid is paid (no code imports it any more): delete its line",
+		},
+		{
+			name:  "ban on an import once its debt is gone",
+			rules: func(r *rules) { r.debts = nil },
+			want:  "a/leaf/leaf.go:5: a/leaf imports a/mid (bans: the leaf stays a leaf)",
 		},
 		{
 			name:  "debt without a step",
@@ -111,8 +131,8 @@ func TestCheckerCatchesBreaks(t *testing.T) {
 		},
 		{
 			name:  "allowance by a pattern that reaches its own layer",
-			rules: func(r *rules) { r.allowed = append(r.allowed, edge{"a/top", "a/..."}) },
-			want:  `allowed: a/top -> a/top: a/top is in layer "high", not below a/top's layer "high"`,
+			rules: func(r *rules) { r.allowed = append(r.allowed, edge{"cmd/x", "cmd/..."}) },
+			want:  `allowed: cmd/x -> cmd/x: cmd/x is in layer "main", not below cmd/x's layer "main"`,
 		},
 		{
 			name:  "allowance naming no package",
@@ -176,7 +196,8 @@ func TestImportRulesCatchANewImport(t *testing.T) {
 	for _, tc := range []struct{ from, to, want string }{
 		{"internal/status", "internal/xds", `internal/status/new.go:1: internal/status (layer "base") imports internal/xds (layer "engine"): against the layers`},
 		{"internal/model", "internal/config", `internal/model/new.go:1: internal/model (layer "leaf") imports internal/config (layer "content"): against the layers`},
-		{"internal/xds", "internal/store", `internal/xds/new.go:1: internal/xds (layer "engine") imports internal/store (layer "leaf"): not in allowed for internal/xds`},
+		{"internal/xds", "internal/store", "internal/xds/new.go:1: internal/xds imports internal/store (bans: the xDS server never sees the store)"},
+		{"internal/translate", "internal/redact", `internal/translate/new.go:1: internal/translate (layer "content") imports internal/redact (layer "leaf"): not in allowed for internal/translate`},
 		{"internal/translate", "internal/snapshot", `internal/translate/new.go:1: internal/translate (layer "content") imports internal/snapshot (layer "content"): against the layers`},
 		{"internal/snapshot", "internal/xds", `internal/snapshot/new.go:1: internal/snapshot (layer "content") imports internal/xds (layer "engine"): against the layers`},
 		{"internal/model", "google.golang.org/protobuf/proto", "internal/model/new.go:1: internal/model imports google.golang.org/protobuf/proto (bans: the model holds no Envoy types)"},

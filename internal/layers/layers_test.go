@@ -205,6 +205,13 @@ func (c *checker) tables() {
 			}
 		}
 	}
+	for _, e := range c.r.allowed {
+		for _, b := range c.r.bans {
+			if b.pkg == e.from && (match(b.path, e.to) || match(e.to, b.path)) {
+				c.fail("allowed: %s -> %s contradicts bans (%s): delete it", e.from, e.to, b.why)
+			}
+		}
+	}
 	for _, d := range c.r.debts {
 		c.edgeExists("debts", d.edge)
 		if d.step == "" {
@@ -244,17 +251,11 @@ func (c *checker) imp(path string, im imp) {
 }
 
 // own checks an import of one of the module's packages by code that is not
-// a test.
+// a test: a debt passes, then a ban fails, then allowed decides.
 func (c *checker) own(path, at string, im imp) {
-	helper := matchAny(c.r.testHelpers, path)
-	if matchAny(c.r.testHelpers, im.path) && !helper {
+	if matchAny(c.r.testHelpers, im.path) && !matchAny(c.r.testHelpers, path) {
 		c.fail("%s: %s imports the test helper %s: code that is not a test never does (testHelpers)", at, path, im.path)
 		return
-	}
-	for _, e := range c.r.allowed {
-		if e.from == path && match(e.to, im.path) {
-			return
-		}
 	}
 	for _, d := range c.r.debts {
 		if d.from == path && match(d.to, im.path) {
@@ -262,6 +263,14 @@ func (c *checker) own(path, at string, im imp) {
 				c.used = map[edge]bool{}
 			}
 			c.used[d.edge] = true
+			return
+		}
+	}
+	if c.banned(path, at, im) {
+		return
+	}
+	for _, e := range c.r.allowed {
+		if e.from == path && match(e.to, im.path) {
 			return
 		}
 	}
@@ -275,6 +284,17 @@ func (c *checker) own(path, at string, im imp) {
 		at, path, c.r.name(path), im.path, c.r.name(im.path), path)
 }
 
+// banned fails an import that bans forbids, and says so.
+func (c *checker) banned(path, at string, im imp) bool {
+	for _, b := range c.r.bans {
+		if b.pkg == path && match(b.path, im.path) {
+			c.fail("%s: %s imports %s (bans: %s)", at, path, im.path, b.why)
+			return true
+		}
+	}
+	return false
+}
+
 // external checks an import from outside the module by code that is not a
 // test.
 func (c *checker) external(path, at string, im imp) {
@@ -286,11 +306,7 @@ func (c *checker) external(path, at string, im imp) {
 			c.fail("%s: %s imports %s: only %s may (owners: %s)", at, path, im.path, strings.Join(o.pkgs, ", "), o.why)
 		}
 	}
-	for _, b := range c.r.bans {
-		if b.pkg == path && match(b.module, im.path) {
-			c.fail("%s: %s imports %s (bans: %s)", at, path, im.path, b.why)
-		}
-	}
+	c.banned(path, at, im)
 }
 
 // paidDebts fails on a debt the code no longer has, so the table tightens as
