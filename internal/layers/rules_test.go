@@ -252,6 +252,7 @@ var owners = []owner{
 // them, the rules of docs/architecture.md that a layer cannot say. A debt
 // passes a ban until its step removes it; then the ban keeps it out.
 var bans = []ban{
+	{"internal/admin", "internal/xds", "the admin API reads status, not the server"},
 	{"internal/csds", "internal/model", "the xDS side never sees the model"},
 	{"internal/rollout", "internal/xds", "rollout reads events from status, not the server"},
 	{"internal/snapshot", "internal/model", "a snapshot is content; who gets which is the fleet's"},
