@@ -5,9 +5,9 @@
 // docs/architecture.md explains the layers; rules_test.go is their authority.
 //
 // The files are read with go/parser, import blocks only, rather than through
-// `go list`: it needs no toolchain at test time, takes a few milliseconds, sees
-// the files of every platform (not only those of the build's GOOS and tags)
-// and gives the line of each import.
+// `go list`: it starts no process, takes a few milliseconds, sees the files
+// of every platform (not only those of this build's GOOS and tags) and gives
+// the line of each import.
 package layers
 
 import (
