@@ -1,0 +1,320 @@
+package layers
+
+// The import rules of Pylon's packages, explained in docs/architecture.md.
+// Paths are relative to the module's root; "a/..." is a and every package
+// under it. One line per rule, so that a change adds or deletes lines:
+//   - a new package: a line in layer, and a line in allowed per import;
+//   - a new import that the layers permit (to a lower layer): a line in allowed;
+//   - an import against the layers: not an allowance; move the code instead,
+//     or, only for code that is already so, a line in debts naming the step
+//     of issue 31 that removes it. A debt the code has paid fails the test
+//     until its line goes.
+
+// The layers, bottom up: a package may import only packages of lower layers,
+// and of those only what allowed lists.
+const (
+	leaf        = iota // imports nothing of Pylon
+	base               // small shared vocabularies over the leaves
+	content            // the document, the Envoy resources, the snapshots
+	engine             // what reads content: sources, route engine, xDS server, rollouts
+	build              // compile, and what binds an engine to the outside
+	stage              // the reconcile loop and the store-mode source of truth
+	surface            // the admin API
+	composition        // the daemon
+	command            // the command line
+	program            // package main
+)
+
+var layerNames = []string{"leaf", "base", "content", "engine", "build", "stage", "surface", "composition", "command", "program"}
+
+var layer = map[string]int{
+	"examples":                       leaf,
+	"internal/admin/udiff":           leaf,
+	"internal/bootstrap":             leaf,
+	"internal/certs":                 leaf,
+	"internal/certs/certstest":       leaf,
+	"internal/cowmap":                leaf,
+	"internal/golden":                leaf,
+	"internal/identity":              leaf,
+	"internal/model":                 leaf,
+	"internal/redact":                leaf,
+	"internal/secretfile":            leaf,
+	"internal/store":                 leaf,
+	"internal/token":                 leaf,
+	"internal/ui":                    leaf,
+	"internal/xdstype":               leaf,
+	"internal/diag":                  base,
+	"internal/identity/identitytest": base,
+	"internal/status":                base,
+	"internal/store/bolt":            base,
+	"internal/store/etcd":            base,
+	"internal/store/storetest":       base,
+	"internal/config":                content,
+	"internal/fleetstatus":           content,
+	"internal/metrics":               content,
+	"internal/snapshot":              content,
+	"internal/store/etcd/etcdtest":   content,
+	"internal/translate":             content,
+	"internal/csds":                  engine,
+	"internal/render":                engine,
+	"internal/rollout":               engine,
+	"internal/route":                 engine,
+	"internal/source":                engine,
+	"internal/xds":                   engine,
+	"internal/compile":               build,
+	"internal/source/file":           build,
+	"internal/xds/xdstest":           build,
+	"internal/xdsrest":               build,
+	"internal/configstore":           stage,
+	"internal/pipeline":              stage,
+	"internal/admin":                 surface,
+	"internal/daemon":                composition,
+	"internal/cli":                   command,
+	"internal/daemon/daemontest":     command,
+	"bench/fleet":                    program,
+	"cmd/pylon":                      program,
+}
+
+// allowed are the imports the layering permits, each from a package to one
+// in a lower layer. A line may allow what no code imports yet.
+var allowed = []edge{
+	{"bench/fleet", "internal/configstore"},
+	{"bench/fleet", "internal/cowmap"},
+	{"bench/fleet", "internal/daemon"},
+	{"bench/fleet", "internal/snapshot"},
+	{"bench/fleet", "internal/store/bolt"},
+	{"bench/fleet", "internal/xds"},
+	{"bench/fleet", "internal/xdstype"},
+	{"cmd/pylon", "internal/cli"},
+	{"cmd/pylon", "internal/daemon"},
+	{"internal/admin", "internal/admin/udiff"},
+	{"internal/admin", "internal/configstore"},
+	{"internal/admin", "internal/diag"},
+	{"internal/admin", "internal/fleetstatus"},
+	{"internal/admin", "internal/model"},
+	{"internal/admin", "internal/pipeline"},
+	{"internal/admin", "internal/redact"},
+	{"internal/admin", "internal/rollout"},
+	{"internal/admin", "internal/snapshot"},
+	{"internal/admin", "internal/status"},
+	{"internal/admin", "internal/store"},
+	{"internal/admin", "internal/token"},
+	{"internal/admin", "internal/ui"},
+	{"internal/admin", "internal/xdstype"},
+	{"internal/cli", "internal/bootstrap"},
+	{"internal/cli", "internal/certs"},
+	{"internal/cli", "internal/compile"},
+	{"internal/cli", "internal/config"},
+	{"internal/cli", "internal/configstore"},
+	{"internal/cli", "internal/daemon"},
+	{"internal/cli", "internal/diag"},
+	{"internal/cli", "internal/pipeline"},
+	{"internal/cli", "internal/redact"},
+	{"internal/cli", "internal/render"},
+	{"internal/cli", "internal/rollout"},
+	{"internal/cli", "internal/route"},
+	{"internal/cli", "internal/snapshot"},
+	{"internal/cli", "internal/source"},
+	{"internal/cli", "internal/source/file"},
+	{"internal/cli", "internal/status"},
+	{"internal/cli", "internal/store"},
+	{"internal/cli", "internal/store/etcd"},
+	{"internal/cli", "internal/xdstype"},
+	{"internal/compile", "internal/config"},
+	{"internal/compile", "internal/diag"},
+	{"internal/compile", "internal/model"},
+	{"internal/compile", "internal/route"},
+	{"internal/compile", "internal/secretfile"},
+	{"internal/compile", "internal/snapshot"},
+	{"internal/compile", "internal/translate"},
+	{"internal/compile", "internal/xdstype"},
+	{"internal/config", "internal/diag"},
+	{"internal/config", "internal/model"},
+	{"internal/config", "internal/xdstype"},
+	{"internal/configstore", "internal/compile"},
+	{"internal/configstore", "internal/config"},
+	{"internal/configstore", "internal/diag"},
+	{"internal/configstore", "internal/model"},
+	{"internal/configstore", "internal/redact"},
+	{"internal/configstore", "internal/snapshot"},
+	{"internal/configstore", "internal/source"},
+	{"internal/configstore", "internal/store"},
+	{"internal/configstore", "internal/xdstype"},
+	{"internal/csds", "internal/identity"},
+	{"internal/csds", "internal/redact"},
+	{"internal/csds", "internal/status"},
+	{"internal/csds", "internal/token"},
+	{"internal/csds", "internal/xdstype"},
+	{"internal/daemon", "examples"},
+	{"internal/daemon", "internal/admin"},
+	{"internal/daemon", "internal/certs"},
+	{"internal/daemon", "internal/compile"},
+	{"internal/daemon", "internal/config"},
+	{"internal/daemon", "internal/configstore"},
+	{"internal/daemon", "internal/csds"},
+	{"internal/daemon", "internal/fleetstatus"},
+	{"internal/daemon", "internal/identity"},
+	{"internal/daemon", "internal/metrics"},
+	{"internal/daemon", "internal/pipeline"},
+	{"internal/daemon", "internal/rollout"},
+	{"internal/daemon", "internal/secretfile"},
+	{"internal/daemon", "internal/snapshot"},
+	{"internal/daemon", "internal/source/..."},
+	{"internal/daemon", "internal/status"},
+	{"internal/daemon", "internal/store/..."},
+	{"internal/daemon", "internal/xds"},
+	{"internal/daemon", "internal/xdsrest"},
+	{"internal/daemon", "internal/xdstype"},
+	{"internal/daemon/daemontest", "internal/daemon"},
+	{"internal/diag", "internal/redact"},
+	{"internal/fleetstatus", "internal/redact"},
+	{"internal/fleetstatus", "internal/status"},
+	{"internal/fleetstatus", "internal/store/etcd"},
+	{"internal/identity/identitytest", "internal/certs/certstest"},
+	{"internal/metrics", "internal/cowmap"},
+	{"internal/metrics", "internal/status"},
+	{"internal/pipeline", "internal/compile"},
+	{"internal/pipeline", "internal/config"},
+	{"internal/pipeline", "internal/diag"},
+	{"internal/pipeline", "internal/redact"},
+	{"internal/pipeline", "internal/snapshot"},
+	{"internal/pipeline", "internal/source"},
+	{"internal/pipeline", "internal/xdstype"},
+	{"internal/render", "internal/bootstrap"},
+	{"internal/render", "internal/redact"},
+	{"internal/render", "internal/snapshot"},
+	{"internal/render", "internal/xdstype"},
+	{"internal/rollout", "internal/config"},
+	{"internal/rollout", "internal/snapshot"},
+	{"internal/rollout", "internal/status"}, // issue 31 step 2: events from status, not xds
+	{"internal/rollout", "internal/xdstype"},
+	{"internal/route", "internal/snapshot"},
+	{"internal/route", "internal/xdstype"},
+	{"internal/snapshot", "internal/diag"},
+	{"internal/snapshot", "internal/xdstype"},
+	{"internal/source", "internal/config"},
+	{"internal/source/file", "internal/config"},
+	{"internal/source/file", "internal/source"},
+	{"internal/status", "internal/cowmap"},
+	{"internal/store/bolt", "internal/store"},
+	{"internal/store/etcd", "internal/store"},
+	{"internal/store/etcd/etcdtest", "internal/store/etcd"},
+	{"internal/store/storetest", "internal/store"},
+	{"internal/translate", "internal/model"},
+	{"internal/xds", "internal/identity"},
+	{"internal/xds", "internal/redact"},
+	{"internal/xds", "internal/snapshot"},
+	{"internal/xds", "internal/status"}, // issue 31 step 2: xds.StreamStatus writes status.Stamps
+	{"internal/xds", "internal/xdstype"},
+	{"internal/xds/xdstest", "internal/snapshot"},
+	{"internal/xds/xdstest", "internal/xds"},
+	{"internal/xds/xdstest", "internal/xdstype"},
+	{"internal/xdsrest", "internal/xds"},
+	{"internal/xdsrest", "internal/xdstype"},
+}
+
+// debts are the imports today's code has against the layering, each with the
+// step of issue 31 that removes it. Add none: a new one is a design to fix.
+var debts = []debt{
+	{edge{"internal/csds", "internal/model"}, "step 4", "authorize.go matches groups with model.AnyMatch; matching moves to nodegroup"},
+	{edge{"internal/rollout", "internal/model"}, "step 4", "reads model.Rollout and model.Node; the rollout policy and the node move to nodegroup"},
+	{edge{"internal/rollout", "internal/xds"}, "step 2", "Controller observes xds.Event; events, kinds and observers move to status"},
+	{edge{"internal/snapshot", "internal/model"}, "step 4", "Fleet carries group rules, rollout stages and secret policy; they move to nodegroup and fleet, snapshot keeps content"},
+	{edge{"internal/xds", "internal/model"}, "step 4", "a stream and its events hold the node as model.Node; the node moves to nodegroup"},
+}
+
+// testHelpers are the packages written for tests: only tests and other
+// helpers import them, and only they import package testing outside a test.
+var testHelpers = []string{
+	"internal/certs/certstest",
+	"internal/daemon/daemontest",
+	"internal/golden",
+	"internal/identity/identitytest",
+	"internal/store/etcd/etcdtest",
+	"internal/store/storetest",
+	"internal/xds/xdstest",
+}
+
+// testsMayNotImport is the looser rule of _test.go files: a test may import
+// any of Pylon's libraries (an end-to-end test needs the daemon, a protocol
+// test the scripted client), but no program and no other end-to-end suite.
+var testsMayNotImport = []string{"bench/...", "cmd/...", "test/..."}
+
+// owners are modules outside Pylon that only the listed packages import.
+var owners = []owner{
+	{"github.com/fsnotify/fsnotify/...", []string{"internal/source/file"}, "watching files is the file source's job"},
+	{"github.com/prometheus/...", []string{"bench/fleet", "internal/admin", "internal/metrics"}, "metrics live in metrics and are served by admin"},
+	{"github.com/spf13/cobra/...", []string{"internal/cli"}, "the command line is cli's"},
+	{"go.etcd.io/...", []string{"internal/store/bolt", "internal/store/etcd", "internal/store/etcd/etcdtest"}, "the stores' drivers stay behind the store interface"},
+}
+
+// bans are imports a package never makes even where the layers would permit
+// them, the rules of docs/architecture.md that a layer cannot say. A debt
+// passes a ban until its step removes it; then the ban keeps it out.
+var bans = []ban{
+	{"internal/admin", "internal/xds", "the admin API reads status, not the server"},
+	{"internal/csds", "internal/model", "the xDS side never sees the model"},
+	{"internal/rollout", "internal/xds", "rollout reads events from status, not the server"},
+	{"internal/snapshot", "internal/model", "a snapshot is content; who gets which is the fleet's"},
+	{"internal/xds", "internal/compile", "the xDS server never sees the document"},
+	{"internal/xds", "internal/config", "the xDS server never sees the document"},
+	{"internal/xds", "internal/model", "the xDS side never sees the model"},
+	{"internal/xds", "internal/source/...", "the xDS server never sees the sources"},
+	{"internal/xds", "internal/store/...", "the xDS server never sees the store"},
+	{"internal/xds", "internal/translate", "the xDS server never sees the model"},
+	{"internal/model", "github.com/envoyproxy/...", "the model holds no Envoy types"},
+	{"internal/model", "google.golang.org/grpc/...", "the model is plain data"},
+	{"internal/model", "google.golang.org/protobuf/...", "the model holds no Envoy types"},
+	{"internal/model", "net/...", "the model does no I/O"},
+	{"internal/model", "os/...", "the model does no I/O"},
+	{"internal/status", "github.com/envoyproxy/...", "status is fed plain event structs"},
+	{"internal/status", "google.golang.org/grpc/...", "status is fed plain event structs"},
+	{"internal/translate", "google.golang.org/grpc/...", "translate does no I/O"},
+	{"internal/translate", "io/fs", "translate does no I/O"},
+	{"internal/translate", "net/...", "translate does no I/O"},
+	{"internal/translate", "os/...", "translate does no I/O"},
+}
+
+// pylon is Pylon's rules, as TestImportRules checks them.
+var pylon = rules{
+	layerNames:        layerNames,
+	layer:             layer,
+	allowed:           allowed,
+	debts:             debts,
+	testHelpers:       testHelpers,
+	testsMayNotImport: testsMayNotImport,
+	owners:            owners,
+	bans:              bans,
+}
+
+// edge is an import: from a package to a package or a pattern.
+type edge struct{ from, to string }
+
+// debt is an import against the layering that today's code has.
+type debt struct {
+	edge
+	step string // of issue 31, which removes it
+	why  string
+}
+
+// owner is a module outside Pylon and the only packages that import it.
+type owner struct {
+	module string
+	pkgs   []string
+	why    string
+}
+
+// ban is a package, of Pylon's or not, that a package never imports.
+type ban struct{ pkg, path, why string }
+
+// rules are the tables a check applies.
+type rules struct {
+	layerNames        []string
+	layer             map[string]int
+	allowed           []edge
+	debts             []debt
+	testHelpers       []string
+	testsMayNotImport []string
+	owners            []owner
+	bans              []ban
+}
