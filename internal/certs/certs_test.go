@@ -2,6 +2,7 @@ package certs
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -308,4 +309,63 @@ func TestStartErrors(t *testing.T) {
 			assertNoKey(t, err.Error(), other.KeyPEM)
 		})
 	}
+}
+
+// Finding 5 (issue 30): Run notices a rotation on its own clock, without
+// a handshake, and reports each change of the client CAs (not of the
+// server's pair) with the new pool, so that open connections can be
+// verified again.
+func TestRunReportsClientCAChanges(t *testing.T) {
+	f := newFixture(t)
+	other := certstest.NewCA(t, "other-ca")
+	o := f.options()
+	o.ClientCAFile, o.CheckEvery = f.files.CA, 10*time.Millisecond
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pools := make(chan *x509.CertPool, 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, func(p *x509.CertPool) { pools <- p }) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+
+	// The server's pair rotates, then the client CAs: the first report is
+	// the CAs'.
+	f.ca.Issue(t, certstest.Server("second")).Write(t, f.ca, f.dir, "pair")
+	certstest.WriteFile(t, f.files.Cert, readFile(t, filepath.Join(f.dir, "pair.crt")))
+	certstest.WriteFile(t, f.files.Key, readFile(t, filepath.Join(f.dir, "pair.key")))
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Certificate().Subject.CommonName != "second" && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if cn := s.Certificate().Subject.CommonName; cn != "second" {
+		t.Fatalf("Run did not reload the pair: serving %q", cn)
+	}
+	certstest.WriteFile(t, f.files.CA, other.PEM)
+	select {
+	case p := <-pools:
+		if !p.Equal(certstest.Pool(other)) {
+			t.Fatal("the reported pool is not the new client CAs")
+		}
+		if !s.ClientCAs().Equal(p) {
+			t.Fatal("ClientCAs is not the reported pool")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no client CA change reported within 5s")
+	}
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
