@@ -1,6 +1,8 @@
 package xds
 
 import (
+	"crypto/tls"
+	"errors"
 	"net"
 
 	"google.golang.org/grpc/credentials"
@@ -49,6 +51,10 @@ func (w watchedCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthI
 		// A failed handshake closes the connection before it returns.
 		tc.handshaking.Store(true)
 	}
+	var gen uint64
+	if ok {
+		gen = tc.reg.cas.gen.Load()
+	}
 	conn, info, err := w.TransportCredentials.ServerHandshake(raw)
 	if !ok {
 		return conn, info, err
@@ -58,7 +64,25 @@ func (w watchedCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthI
 		tc.end.set(ConnHandshake)
 		return conn, info, err
 	}
+	if reason := tc.verified(tlsState(info), gen); reason != "" {
+		// The client CAs changed while the handshake ran, from a pool
+		// that still trusted this certificate to one that does not.
+		tc.end.set(reason)
+		_ = conn.Close()
+		return nil, nil, errors.New("client certificate no longer trusted: the client CAs changed during the handshake")
+	}
 	return &plainConn{Conn: conn, tc: tc}, info, nil
+}
+
+// tlsState is a handshake's TLS state (zero for other credentials).
+func tlsState(info credentials.AuthInfo) tls.ConnectionState {
+	switch ai := info.(type) {
+	case credentials.TLSInfo:
+		return ai.State
+	case *credentials.TLSInfo:
+		return ai.State
+	}
+	return tls.ConnectionState{}
 }
 
 func (w watchedCreds) Clone() credentials.TransportCredentials {
