@@ -285,6 +285,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	g.Go(func() error { return rollouts.Run(gctx) })
 	g.Go(func() error { return stop.serveXDS(xdsSrv.Listener(xdsLis)) })
+	watchCerts(gctx, g, o, sec, xdsSrv)
 	g.Go(func() error { return serveAdmin(stop.http, adminLis, o.AdminLimits) })
 	serveREST(gctx, g, o, restLis, sec, xdsSrv, log)
 	runSources(gctx, g, o, pipe, cfgSvc, met, firstDir(secrets), log)
