@@ -91,9 +91,11 @@ type Options struct {
 	HoldTimeout           time.Duration
 	MaxInitialSends       int
 	NewStreamsPerSecond   float64
-	// MaxConnectionAge, when set, ends client connections after about that
-	// long so that long-lived streams rebalance across replicas (after a
-	// scale-up, say). Off by default: one replica gains nothing. gRPC
+	// MaxConnectionAge ends client connections after about that long
+	// (default DefaultMaxConnectionAge; negative: never), so that
+	// long-lived streams rebalance across replicas (after a scale-up, say)
+	// and no connection outlives its client's credentials by much: a
+	// reconnect handshakes again, against the client CAs of the day. gRPC
 	// (grpc-go's server transport) adds a random jitter of up to ±10% to
 	// the age of each connection, so that connections opened together do
 	// not all end together: at the age it sends GOAWAY (no new streams on
@@ -155,6 +157,13 @@ type Options struct {
 	OnReady func(xdsAddr, adminAddr string)
 }
 
+// DefaultMaxConnectionAge is how long a client connection lives when
+// Options.MaxConnectionAge is zero, as in Istio: short enough that
+// connections rebalance and re-handshake within the hour, long enough
+// that the reconnects cost little (a reconnecting client tells what it
+// holds, and what did not change is not sent again).
+const DefaultMaxConnectionAge = 30 * time.Minute
+
 // DefaultMaxConnectionAgeGrace is the grace a connection gets past its
 // maximum age when none is set: long enough for a response being written
 // to reach even a slow client, short enough that the rebalance happens
@@ -176,6 +185,9 @@ func (o *Options) defaults() {
 	}
 	if o.Resync == 0 {
 		o.Resync = 30 * time.Second
+	}
+	if o.MaxConnectionAge == 0 {
+		o.MaxConnectionAge = DefaultMaxConnectionAge
 	}
 	if o.MaxConnectionAge > 0 && o.MaxConnectionAgeGrace <= 0 {
 		o.MaxConnectionAgeGrace = DefaultMaxConnectionAgeGrace
@@ -437,7 +449,8 @@ func grpcOptions(o Options, xdsSrv *xds.Server, sec *security) []grpc.ServerOpti
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			Time: 30 * time.Second, Timeout: 10 * time.Second,
-			MaxConnectionAge: o.MaxConnectionAge, MaxConnectionAgeGrace: o.MaxConnectionAgeGrace,
+			// A negative age is never, gRPC's zero.
+			MaxConnectionAge: max(o.MaxConnectionAge, 0), MaxConnectionAgeGrace: o.MaxConnectionAgeGrace,
 		}),
 	)
 	if sec.xdsTLS != nil {
