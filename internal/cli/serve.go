@@ -52,7 +52,10 @@ unless --insecure-serve-secrets. The admin API needs a token for everything
 but /healthz, /readyz and /metrics: the read token (DATA_DIR/read-token) or the
 write token (DATA_DIR/admin-token), both generated on first start. Beyond
 loopback it needs TLS (--admin-tls-cert, --admin-tls-key) or --admin-insecure.
-Certificate files are re-read when they change; open streams stay up.
+Certificate files are re-read when they change; open streams stay up, except
+on a connection whose client certificate no longer verifies against a rotated
+--xds-client-ca, or has expired: it is closed. Connections end after
+--max-connection-age (30m, ±10%; 0: never) and reconnect.
 
 Stopping: on SIGTERM or SIGINT, serve reports not ready (/readyz 503), takes
 no new xDS connections and ends the open streams spread over --drain-period,
