@@ -297,3 +297,56 @@ func (a stamps) equal(b stamps) bool {
 	}
 	return true
 }
+
+// VerifyClient verifies a client's certificates (leaf first, then what
+// it offered as intermediates) against pool at now, as crypto/tls's
+// server handshake does, returning the verified chains: what a
+// connection verified at its handshake is verified again after the
+// client CAs changed, or on a later request.
+func VerifyClient(sent []*x509.Certificate, pool *x509.CertPool, now time.Time) ([][]*x509.Certificate, error) {
+	if len(sent) == 0 {
+		return nil, errors.New("no client certificate")
+	}
+	if pool == nil {
+		// x509 would verify against the system's roots: trust nothing.
+		pool = x509.NewCertPool()
+	}
+	opts := x509.VerifyOptions{
+		Roots:         pool,
+		CurrentTime:   now,
+		Intermediates: x509.NewCertPool(),
+		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	for _, cert := range sent[1:] {
+		opts.Intermediates.AddCert(cert)
+	}
+	return sent[0].Verify(opts)
+}
+
+// Expiry is when the last of chains stops verifying: a chain is good
+// until the first of its certificates expires.
+func Expiry(chains [][]*x509.Certificate) time.Time {
+	var latest time.Time
+	for _, chain := range chains {
+		if len(chain) == 0 {
+			continue
+		}
+		end := chain[0].NotAfter
+		for _, cert := range chain[1:] {
+			if cert.NotAfter.Before(end) {
+				end = cert.NotAfter
+			}
+		}
+		if end.After(latest) {
+			latest = end
+		}
+	}
+	return latest
+}
+
+// Expired reports whether a VerifyClient error is the expiry of a
+// certificate of the chain (rather than an untrusted or unfit one).
+func Expired(err error) bool {
+	var invalid x509.CertificateInvalidError
+	return errors.As(err, &invalid) && invalid.Reason == x509.Expired
+}

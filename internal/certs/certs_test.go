@@ -369,3 +369,51 @@ func readFile(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// A connection's certificate stops verifying when the first certificate
+// of its chain expires, or, with several chains, when the last chain does.
+func TestExpiry(t *testing.T) {
+	at := func(h int) *x509.Certificate {
+		return &x509.Certificate{NotAfter: time.Date(2030, 1, 1, h, 0, 0, 0, time.UTC)}
+	}
+	for _, c := range []struct {
+		chains [][]*x509.Certificate
+		want   int
+	}{
+		{[][]*x509.Certificate{{at(5), at(9)}}, 5},
+		{[][]*x509.Certificate{{at(9), at(3)}}, 3},
+		{[][]*x509.Certificate{{at(9), at(3)}, {at(9), at(7), at(8)}}, 7},
+	} {
+		if got := Expiry(c.chains); got.Hour() != c.want {
+			t.Errorf("%d chains: expire at %v, want hour %d", len(c.chains), got, c.want)
+		}
+	}
+}
+
+// VerifyClient verifies as the handshake does: the client CAs, the time,
+// client auth usage; a nil pool trusts nothing (never the system's roots).
+func TestVerifyClient(t *testing.T) {
+	ca, other := certstest.NewCA(t, "clients"), certstest.NewCA(t, "other")
+	client := ca.Issue(t, certstest.Client("spiffe://example.org/ns/a/sa/b")).Cert
+	server := ca.Issue(t, certstest.Server("not-a-client")).Cert
+	now := time.Now()
+	if _, err := VerifyClient([]*x509.Certificate{client}, certstest.Pool(ca), now); err != nil {
+		t.Fatalf("a client certificate of the pool's CA: %v", err)
+	}
+	for name, c := range map[string]struct {
+		cert    *x509.Certificate
+		pool    *x509.CertPool
+		at      time.Time
+		expired bool
+	}{
+		"another CA":         {client, certstest.Pool(other), now, false},
+		"nil pool":           {client, nil, now, false},
+		"server usage only":  {server, certstest.Pool(ca), now, false},
+		"after its NotAfter": {client, certstest.Pool(ca), client.NotAfter.Add(time.Second), true},
+	} {
+		_, err := VerifyClient([]*x509.Certificate{c.cert}, c.pool, c.at)
+		if err == nil || Expired(err) != c.expired {
+			t.Errorf("%s: %v (expired %v), want an error, expired %v", name, err, Expired(err), c.expired)
+		}
+	}
+}

@@ -3,11 +3,11 @@ package xds
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/pylon-xds/pylon/internal/certs"
 	"github.com/pylon-xds/pylon/internal/identity"
 )
 
@@ -103,31 +103,15 @@ func (c *clientCert) reverify(pool *x509.CertPool, now time.Time, tc *trackedCon
 	if len(c.sent) == 0 || c.closed {
 		return ""
 	}
-	chains, err := verifyClient(c.sent, pool, now)
+	chains, err := certs.VerifyClient(c.sent, pool, now)
+	if certs.Expired(err) {
+		return ConnClientCertExpired
+	}
 	if err != nil {
-		var invalid x509.CertificateInvalidError
-		if errors.As(err, &invalid) && invalid.Reason == x509.Expired {
-			return ConnClientCertExpired
-		}
 		return ConnClientCertRevoked
 	}
 	c.arm(chains, now, tc)
 	return ""
-}
-
-// verifyClient verifies a client's certificates as crypto/tls's server
-// handshake does.
-func verifyClient(sent []*x509.Certificate, pool *x509.CertPool, now time.Time) ([][]*x509.Certificate, error) {
-	opts := x509.VerifyOptions{
-		Roots:         pool,
-		CurrentTime:   now,
-		Intermediates: x509.NewCertPool(),
-		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	for _, cert := range sent[1:] {
-		opts.Intermediates.AddCert(cert)
-	}
-	return sent[0].Verify(opts)
 }
 
 // arm (re)sets the timer that closes the connection when the last of
@@ -138,28 +122,11 @@ func (c *clientCert) arm(chains [][]*x509.Certificate, now time.Time, tc *tracke
 	if c.closed {
 		return
 	}
-	end := expiryOf(chains)
+	end := certs.Expiry(chains)
 	if c.expiry != nil {
 		c.expiry.Stop()
 	}
 	c.expiry = time.AfterFunc(end.Sub(now), func() { tc.closeAs(ConnClientCertExpired) })
-}
-
-// expiryOf is when the last of chains stops verifying.
-func expiryOf(chains [][]*x509.Certificate) time.Time {
-	var latest time.Time
-	for _, chain := range chains {
-		end := chain[0].NotAfter
-		for _, cert := range chain[1:] {
-			if cert.NotAfter.Before(end) {
-				end = cert.NotAfter
-			}
-		}
-		if end.After(latest) {
-			latest = end
-		}
-	}
-	return latest
 }
 
 // stop stops the expiry timer for good: the connection is closing.

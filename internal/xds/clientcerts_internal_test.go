@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"testing"
-	"time"
 
 	"github.com/pylon-xds/pylon/internal/identity/identitytest"
 )
@@ -35,24 +34,4 @@ func TestFinding5_HandshakeRacingCARotationVerifiedAgain(t *testing.T) {
 		t.Errorf("a handshake that began after the change: %q, want it kept", got)
 	}
 	after.cert.stop()
-}
-
-// A connection's certificate stops verifying when the first certificate
-// of its chain expires, or, with several chains, when the last chain does.
-func TestExpiryOfChains(t *testing.T) {
-	at := func(h int) *x509.Certificate {
-		return &x509.Certificate{NotAfter: time.Date(2030, 1, 1, h, 0, 0, 0, time.UTC)}
-	}
-	for _, c := range []struct {
-		chains [][]*x509.Certificate
-		want   int
-	}{
-		{[][]*x509.Certificate{{at(5), at(9)}}, 5},
-		{[][]*x509.Certificate{{at(9), at(3)}}, 3},
-		{[][]*x509.Certificate{{at(9), at(3)}, {at(9), at(7), at(8)}}, 7},
-	} {
-		if got := expiryOf(c.chains); got.Hour() != c.want {
-			t.Errorf("%d chains: expire at %v, want hour %d", len(c.chains), got, c.want)
-		}
-	}
 }
