@@ -30,6 +30,12 @@ const tlsRecordHandshake = 0x16
 // tracked, evicted and bounded, but its end is told only from Pylon's own
 // doing and the socket's errors (a GOAWAY reads as transport or
 // client_closed, and a refused stream is not reported).
+//
+// The wrapper also keeps each connection's verified client certificate:
+// the connection is closed when the certificate expires, and when it no
+// longer verifies against the client CAs given to VerifyClients. Without
+// it (or without Listener), a certificate is checked at the handshake
+// only.
 func (s *Server) Credentials(c credentials.TransportCredentials) credentials.TransportCredentials {
 	return watchedCreds{c}
 }
