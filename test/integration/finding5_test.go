@@ -97,3 +97,44 @@ func dialWith(t *testing.T, addr string, ca *certstest.CA, pair tls.Certificate)
 	t.Cleanup(func() { conn.Close() })
 	return conn
 }
+
+// Finding 5 (issue 30): a connection is closed when its client
+// certificate expires, through the daemon's TLS, and receives no Secret
+// rotated after; the expired certificate cannot connect again.
+func TestFinding5_ConnectionClosedAtCertExpiry(t *testing.T) {
+	dir := t.TempDir()
+	ca := certstest.NewCA(t, "clients")
+	server := ca.Issue(t, certstest.Server("pylon-1")).Write(t, ca, dir, "server")
+	writeCerts(t, dir, "FIRST")
+	cfg := filepath.Join(dir, "pylon.yaml")
+	writeAtomically(t, cfg, rotationConfig)
+	p, _ := runPylon(t, daemon.Options{
+		ConfigPath: cfg, XDSTLS: daemon.TLSFiles{Cert: server.Cert, Key: server.Key, ClientCA: server.CA},
+		XDSRequireClientCert: true, NodeIdentity: nodeIdentity,
+	})
+	leaf := certstest.Client("spiffe://example.org/ns/edge/sa/edge-1")
+	// X.509 keeps whole seconds: this certificate ends 1 to 2s from now.
+	leaf.NotAfter = time.Now().Add(2 * time.Second)
+	conn := dialWith(t, p.xdsAddr, ca, ca.Issue(t, leaf).TLS(t))
+	node := &corev3.Node{Id: "edge-1", Cluster: "edge"}
+	s := xdstest.OpenADS(t, conn, node)
+	s.Request(xdstype.SecretURL, "edge-cert")
+	if r := s.RecvType(xdstype.SecretURL); len(r.Resources) != 1 {
+		t.Fatalf("before the expiry: %d Secrets, want 1", len(r.Resources))
+	}
+	s.Request(xdstype.SecretURL, "edge-cert")
+
+	// Err waits up to xdstest.Timeout and fails on any response first.
+	if err := s.Err(); grpcstatus.Code(err) != codes.Unavailable {
+		t.Fatalf("the expired certificate's stream ended with %v, want UNAVAILABLE", err)
+	}
+	writeCerts(t, dir, "SECOND")
+	if err := xdstest.StreamErr(conn, node); grpcstatus.Code(err) != codes.Unavailable {
+		t.Fatalf("reconnecting with the expired certificate: %v, want UNAVAILABLE (a failed handshake)", err)
+	}
+	if !eventually(func() bool {
+		return strings.Contains(p.get(t, "/metrics"), `pylon_xds_connections_closed_total{reason="client_cert_expired"} 1`)
+	}) {
+		t.Errorf("the close is not counted:\n%s", grepLines(p.get(t, "/metrics"), "pylon_xds_connections_closed_total"))
+	}
+}
