@@ -3,8 +3,11 @@
 // when the files change, without restarting the listener or dropping the
 // connections already open.
 //
-// Files are checked lazily, at most once per CheckEvery, on a handshake: no
-// goroutine, no watcher to stop. A rotation writes the certificate and the
+// Files are checked at most once per CheckEvery, on a handshake and, while
+// Run runs, on its own clock: a rotation of the client CAs then takes
+// effect without waiting for a client to connect, and Run reports it, so
+// that connections verified against the old CAs are verified again. A
+// rotation writes the certificate and the
 // key at different moments, so a pair that does not match (or a file that is
 // half written) is not an error: the last good pair keeps serving, the bad
 // one is logged once, and the next check tries again.
@@ -12,6 +15,7 @@ package certs
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -59,6 +63,9 @@ type Server struct {
 	mu        sync.Mutex // held while checking the files
 	nextCheck time.Time
 	seen      stamps // the files as last read, good or bad
+	// caChanged holds a signal for Run when a reload changed the client
+	// CAs (one slot: Run reads the newest pool, not each change).
+	caChanged chan struct{}
 }
 
 // New loads the files once; unlike a later rotation, a bad file at start is
@@ -76,7 +83,7 @@ func New(o Options) (*Server, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	s := &Server{o: o, log: o.Logger}
+	s := &Server{o: o, log: o.Logger, caChanged: make(chan struct{}, 1)}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -104,6 +111,33 @@ func (s *Server) Config() *tls.Config {
 	}
 }
 
+// Run checks the files every CheckEvery until ctx ends, and calls
+// onClientCAs (if not nil), from Run's goroutine, with the new client CA
+// pool each time a reload changed it, whether Run's check or a
+// handshake's found the change: the caller verifies the connections
+// already open against it (a handshake's check must not wait on that).
+// It returns nil when ctx ends.
+func (s *Server) Run(ctx context.Context, onClientCAs func(*x509.CertPool)) error {
+	tick := time.NewTicker(s.o.CheckEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+			s.check(true)
+		case <-s.caChanged:
+			if onClientCAs != nil {
+				onClientCAs(s.current.Load().ClientCAs)
+			}
+		}
+	}
+}
+
+// ClientCAs returns the client CA pool being verified against (nil
+// without a client CA file).
+func (s *Server) ClientCAs() *x509.CertPool { return s.current.Load().ClientCAs }
+
 // Certificate returns the certificate being served.
 func (s *Server) Certificate() *x509.Certificate {
 	return s.current.Load().Certificates[0].Leaf
@@ -112,13 +146,17 @@ func (s *Server) Certificate() *x509.Certificate {
 // maybeReload re-reads the files if one changed since the last read, at most
 // once per CheckEvery. A handshake that finds another one checking does not
 // wait: it serves the current pair.
-func (s *Server) maybeReload() {
+func (s *Server) maybeReload() { s.check(false) }
+
+// check re-reads the files if one changed; unless due (Run's tick), only
+// when CheckEvery has passed since the last check.
+func (s *Server) check(due bool) {
 	if !s.mu.TryLock() {
 		return
 	}
 	defer s.mu.Unlock()
 	now := s.o.Now()
-	if now.Before(s.nextCheck) {
+	if !due && now.Before(s.nextCheck) {
 		return
 	}
 	s.nextCheck = now.Add(s.o.CheckEvery)
@@ -134,7 +172,14 @@ func (s *Server) maybeReload() {
 		s.log.Warn("TLS files changed but cannot be used; still serving the previous certificate", "server", s.o.Name, "err", err)
 		return
 	}
-	s.current.Store(cfg)
+	prev := s.current.Swap(cfg)
+	if cfg.ClientCAs != nil && !cfg.ClientCAs.Equal(prev.ClientCAs) {
+		s.log.Info("TLS client CAs reloaded: open connections are verified again", "server", s.o.Name, "client_ca_file", s.o.ClientCAFile)
+		select {
+		case s.caChanged <- struct{}{}:
+		default:
+		}
+	}
 	leaf := cfg.Certificates[0].Leaf
 	s.log.Info("TLS certificate reloaded", "server", s.o.Name, "cert_file", s.o.CertFile,
 		"subject", leaf.Subject.String(), "not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
@@ -251,4 +296,57 @@ func (a stamps) equal(b stamps) bool {
 		}
 	}
 	return true
+}
+
+// VerifyClient verifies a client's certificates (leaf first, then what
+// it offered as intermediates) against pool at now, as crypto/tls's
+// server handshake does, returning the verified chains: what a
+// connection verified at its handshake is verified again after the
+// client CAs changed, or on a later request.
+func VerifyClient(sent []*x509.Certificate, pool *x509.CertPool, now time.Time) ([][]*x509.Certificate, error) {
+	if len(sent) == 0 {
+		return nil, errors.New("no client certificate")
+	}
+	if pool == nil {
+		// x509 would verify against the system's roots: trust nothing.
+		pool = x509.NewCertPool()
+	}
+	opts := x509.VerifyOptions{
+		Roots:         pool,
+		CurrentTime:   now,
+		Intermediates: x509.NewCertPool(),
+		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	for _, cert := range sent[1:] {
+		opts.Intermediates.AddCert(cert)
+	}
+	return sent[0].Verify(opts)
+}
+
+// Expiry is when the last of chains stops verifying: a chain is good
+// until the first of its certificates expires.
+func Expiry(chains [][]*x509.Certificate) time.Time {
+	var latest time.Time
+	for _, chain := range chains {
+		if len(chain) == 0 {
+			continue
+		}
+		end := chain[0].NotAfter
+		for _, cert := range chain[1:] {
+			if cert.NotAfter.Before(end) {
+				end = cert.NotAfter
+			}
+		}
+		if end.After(latest) {
+			latest = end
+		}
+	}
+	return latest
+}
+
+// Expired reports whether a VerifyClient error is the expiry of a
+// certificate of the chain (rather than an untrusted or unfit one).
+func Expired(err error) bool {
+	var invalid x509.CertificateInvalidError
+	return errors.As(err, &invalid) && invalid.Reason == x509.Expired
 }

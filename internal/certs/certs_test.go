@@ -2,6 +2,7 @@ package certs
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -307,5 +308,112 @@ func TestStartErrors(t *testing.T) {
 			}
 			assertNoKey(t, err.Error(), other.KeyPEM)
 		})
+	}
+}
+
+// Finding 5 (issue 30): Run notices a rotation on its own clock, without
+// a handshake, and reports each change of the client CAs (not of the
+// server's pair) with the new pool, so that open connections can be
+// verified again.
+func TestRunReportsClientCAChanges(t *testing.T) {
+	f := newFixture(t)
+	other := certstest.NewCA(t, "other-ca")
+	o := f.options()
+	o.ClientCAFile, o.CheckEvery = f.files.CA, 10*time.Millisecond
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pools := make(chan *x509.CertPool, 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, func(p *x509.CertPool) { pools <- p }) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+
+	// The server's pair rotates, then the client CAs: the first report is
+	// the CAs'.
+	f.ca.Issue(t, certstest.Server("second")).Write(t, f.ca, f.dir, "pair")
+	certstest.WriteFile(t, f.files.Cert, readFile(t, filepath.Join(f.dir, "pair.crt")))
+	certstest.WriteFile(t, f.files.Key, readFile(t, filepath.Join(f.dir, "pair.key")))
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Certificate().Subject.CommonName != "second" && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if cn := s.Certificate().Subject.CommonName; cn != "second" {
+		t.Fatalf("Run did not reload the pair: serving %q", cn)
+	}
+	certstest.WriteFile(t, f.files.CA, other.PEM)
+	select {
+	case p := <-pools:
+		if !p.Equal(certstest.Pool(other)) {
+			t.Fatal("the reported pool is not the new client CAs")
+		}
+		if !s.ClientCAs().Equal(p) {
+			t.Fatal("ClientCAs is not the reported pool")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no client CA change reported within 5s")
+	}
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A connection's certificate stops verifying when the first certificate
+// of its chain expires, or, with several chains, when the last chain does.
+func TestExpiry(t *testing.T) {
+	at := func(h int) *x509.Certificate {
+		return &x509.Certificate{NotAfter: time.Date(2030, 1, 1, h, 0, 0, 0, time.UTC)}
+	}
+	for _, c := range []struct {
+		chains [][]*x509.Certificate
+		want   int
+	}{
+		{[][]*x509.Certificate{{at(5), at(9)}}, 5},
+		{[][]*x509.Certificate{{at(9), at(3)}}, 3},
+		{[][]*x509.Certificate{{at(9), at(3)}, {at(9), at(7), at(8)}}, 7},
+	} {
+		if got := Expiry(c.chains); got.Hour() != c.want {
+			t.Errorf("%d chains: expire at %v, want hour %d", len(c.chains), got, c.want)
+		}
+	}
+}
+
+// VerifyClient verifies as the handshake does: the client CAs, the time,
+// client auth usage; a nil pool trusts nothing (never the system's roots).
+func TestVerifyClient(t *testing.T) {
+	ca, other := certstest.NewCA(t, "clients"), certstest.NewCA(t, "other")
+	client := ca.Issue(t, certstest.Client("spiffe://example.org/ns/a/sa/b")).Cert
+	server := ca.Issue(t, certstest.Server("not-a-client")).Cert
+	now := time.Now()
+	if _, err := VerifyClient([]*x509.Certificate{client}, certstest.Pool(ca), now); err != nil {
+		t.Fatalf("a client certificate of the pool's CA: %v", err)
+	}
+	for name, c := range map[string]struct {
+		cert    *x509.Certificate
+		pool    *x509.CertPool
+		at      time.Time
+		expired bool
+	}{
+		"another CA":         {client, certstest.Pool(other), now, false},
+		"nil pool":           {client, nil, now, false},
+		"server usage only":  {server, certstest.Pool(ca), now, false},
+		"after its NotAfter": {client, certstest.Pool(ca), client.NotAfter.Add(time.Second), true},
+	} {
+		_, err := VerifyClient([]*x509.Certificate{c.cert}, c.pool, c.at)
+		if err == nil || Expired(err) != c.expired {
+			t.Errorf("%s: %v (expired %v), want an error, expired %v", name, err, Expired(err), c.expired)
+		}
 	}
 }

@@ -21,6 +21,14 @@ func drainDefault(o *daemon.Options, set bool) {
 	}
 }
 
+// connectionAge maps --max-connection-age 0 (never) to the daemon's never,
+// a negative age: the daemon's zero is its default.
+func connectionAge(o *daemon.Options) {
+	if o.MaxConnectionAge <= 0 {
+		o.MaxConnectionAge = -1
+	}
+}
+
 func newServe(g *globals, a *adminFlags) *cobra.Command {
 	var o daemon.Options
 	cmd := &cobra.Command{
@@ -44,7 +52,10 @@ unless --insecure-serve-secrets. The admin API needs a token for everything
 but /healthz, /readyz and /metrics: the read token (DATA_DIR/read-token) or the
 write token (DATA_DIR/admin-token), both generated on first start. Beyond
 loopback it needs TLS (--admin-tls-cert, --admin-tls-key) or --admin-insecure.
-Certificate files are re-read when they change; open streams stay up.
+Certificate files are re-read when they change; open streams stay up, except
+on a connection whose client certificate no longer verifies against a rotated
+--xds-client-ca, or has expired: it is closed. Connections end after
+--max-connection-age (30m, ±10%; 0: never) and reconnect.
 
 Stopping: on SIGTERM or SIGINT, serve reports not ready (/readyz 503), takes
 no new xDS connections and ends the open streams spread over --drain-period,
@@ -62,6 +73,7 @@ so that proxies move to the other replicas as a trickle; then it stops within
 			o.DataDir = a.dataDir
 			o.AdminInsecure = a.insecure
 			drainDefault(&o, cmd.Flags().Changed("drain-period"))
+			connectionAge(&o)
 			if cmd.Flags().Changed("read-token-file") {
 				o.ReadTokenFile = a.readTokenFile
 			}
@@ -85,7 +97,7 @@ so that proxies move to the other replicas as a trickle; then it stops within
 	f.DurationVar(&o.HoldTimeout, "hold-timeout", 15*time.Second, "longest a stream holds back a route for a client to ACK the clusters it names (make-before-break)")
 	f.IntVar(&o.MaxInitialSends, "max-initial-sends", 64, "streams sending their first, full-state responses at once (reconnect storms; negative: no bound)")
 	f.Float64Var(&o.NewStreamsPerSecond, "new-streams-per-second", 0, "new xDS streams admitted per second, excess waiting up to 10s then told to retry (0: no bound)")
-	f.DurationVar(&o.MaxConnectionAge, "max-connection-age", 0, "close client connections after this long so load rebalances across replicas; gRPC adds ±10% jitter per connection (0: never)")
+	f.DurationVar(&o.MaxConnectionAge, "max-connection-age", daemon.DefaultMaxConnectionAge, "close client connections after this long (gRPC adds ±10% jitter per connection), so load rebalances across replicas and clients handshake again; 0: never")
 	f.DurationVar(&o.MaxConnectionAgeGrace, "max-connection-age-grace", 0, "extra time open streams get when a connection reaches its maximum age (0: 10s when --max-connection-age is set)")
 	f.BoolVar(&o.SuppressDeltaNotFound, "delta-suppress-not-found", false, "do not list subscribed names that do not exist in delta removed_resources (for old Envoys that took it as an unsubscription)")
 	addSecurityFlags(cmd, &o)

@@ -94,3 +94,20 @@ func TestDrainPeriodDefault(t *testing.T) {
 		}
 	}
 }
+
+// --max-connection-age defaults to 30 minutes (issue 30, finding 5), and 0
+// is never, which the daemon takes as a negative age (its zero is its
+// default).
+func TestMaxConnectionAgeFlag(t *testing.T) {
+	cmd := newServe(&globals{}, &adminFlags{})
+	if def := cmd.Flags().Lookup("max-connection-age").DefValue; def != "30m0s" {
+		t.Errorf("--max-connection-age defaults to %s, want 30m0s", def)
+	}
+	for _, c := range []struct{ flag, want time.Duration }{{0, -1}, {30 * time.Minute, 30 * time.Minute}, {time.Hour, time.Hour}} {
+		o := daemon.Options{MaxConnectionAge: c.flag}
+		connectionAge(&o)
+		if o.MaxConnectionAge != c.want {
+			t.Errorf("--max-connection-age %v: the daemon gets %v, want %v", c.flag, o.MaxConnectionAge, c.want)
+		}
+	}
+}

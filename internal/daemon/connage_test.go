@@ -19,7 +19,7 @@ const grpcCloseWait = time.Second
 // own default (forever) would keep every stream on its connection.
 func TestMaxConnectionAgeGraceDefault(t *testing.T) {
 	for _, c := range []struct{ age, grace, want time.Duration }{
-		{0, 0, 0},
+		{-1, 0, 0},
 		{time.Minute, 0, DefaultMaxConnectionAgeGrace},
 		{time.Minute, 3 * time.Second, 3 * time.Second},
 	} {
@@ -27,6 +27,25 @@ func TestMaxConnectionAgeGraceDefault(t *testing.T) {
 		o.defaults()
 		if o.MaxConnectionAgeGrace != c.want {
 			t.Errorf("age %v grace %v: grace %v, want %v", c.age, c.grace, o.MaxConnectionAgeGrace, c.want)
+		}
+	}
+}
+
+// Connections age out by default (issue 30, finding 5): after 30 minutes,
+// with gRPC's ±10% jitter, so that a certificate revoked by other means
+// than the client CA bundle, or a proxy pinned to one replica, does not
+// stay connected for ever. A negative age is never; the grace follows the
+// age.
+func TestMaxConnectionAgeDefault(t *testing.T) {
+	for _, c := range []struct{ age, wantAge, wantGrace time.Duration }{
+		{0, 30 * time.Minute, DefaultMaxConnectionAgeGrace},
+		{-1, -1, 0},
+		{time.Hour, time.Hour, DefaultMaxConnectionAgeGrace},
+	} {
+		o := Options{MaxConnectionAge: c.age}
+		o.defaults()
+		if o.MaxConnectionAge != c.wantAge || o.MaxConnectionAgeGrace != c.wantGrace {
+			t.Errorf("age %v: age %v grace %v, want %v and %v", c.age, o.MaxConnectionAge, o.MaxConnectionAgeGrace, c.wantAge, c.wantGrace)
 		}
 	}
 }

@@ -99,9 +99,11 @@ type Options struct {
 	HoldTimeout           time.Duration
 	MaxInitialSends       int
 	NewStreamsPerSecond   float64
-	// MaxConnectionAge, when set, ends client connections after about that
-	// long so that long-lived streams rebalance across replicas (after a
-	// scale-up, say). Off by default: one replica gains nothing. gRPC
+	// MaxConnectionAge ends client connections after about that long
+	// (default DefaultMaxConnectionAge; negative: never), so that
+	// long-lived streams rebalance across replicas (after a scale-up, say)
+	// and no connection outlives its client's credentials by much: a
+	// reconnect handshakes again, against the client CAs of the day. gRPC
 	// (grpc-go's server transport) adds a random jitter of up to ±10% to
 	// the age of each connection, so that connections opened together do
 	// not all end together: at the age it sends GOAWAY (no new streams on
@@ -163,6 +165,13 @@ type Options struct {
 	OnReady func(xdsAddr, adminAddr string)
 }
 
+// DefaultMaxConnectionAge is how long a client connection lives when
+// Options.MaxConnectionAge is zero, as in Istio: short enough that
+// connections rebalance and re-handshake within the hour, long enough
+// that the reconnects cost little (a reconnecting client tells what it
+// holds, and what did not change is not sent again).
+const DefaultMaxConnectionAge = 30 * time.Minute
+
 // DefaultMaxConnectionAgeGrace is the grace a connection gets past its
 // maximum age when none is set: long enough for a response being written
 // to reach even a slow client, short enough that the rebalance happens
@@ -184,6 +193,9 @@ func (o *Options) defaults() {
 	}
 	if o.Resync == 0 {
 		o.Resync = 30 * time.Second
+	}
+	if o.MaxConnectionAge == 0 {
+		o.MaxConnectionAge = DefaultMaxConnectionAge
 	}
 	if o.MaxConnectionAge > 0 && o.MaxConnectionAgeGrace <= 0 {
 		o.MaxConnectionAgeGrace = DefaultMaxConnectionAgeGrace
@@ -298,6 +310,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	g.Go(func() error { return rollouts.Run(gctx) })
 	g.Go(func() error { return stop.serveXDS(xdsSrv.Listener(xdsLis)) })
+	watchCerts(gctx, g, o, sec, xdsSrv)
 	g.Go(func() error { return serveAdmin(stop.http, adminLis, o.AdminLimits) })
 	serveREST(gctx, g, o, restLis, sec, xdsSrv, log)
 	runSources(gctx, g, o, pipe, cfgSvc, met, firstDir(secrets), log)
@@ -454,7 +467,8 @@ func grpcOptions(o Options, xdsSrv *xds.Server, sec *security) []grpc.ServerOpti
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			Time: 30 * time.Second, Timeout: 10 * time.Second,
-			MaxConnectionAge: o.MaxConnectionAge, MaxConnectionAgeGrace: o.MaxConnectionAgeGrace,
+			// A negative age is never, gRPC's zero.
+			MaxConnectionAge: max(o.MaxConnectionAge, 0), MaxConnectionAgeGrace: o.MaxConnectionAgeGrace,
 		}),
 	)
 	if sec.xdsTLS != nil {

@@ -116,6 +116,10 @@ func serveREST(ctx context.Context, g *errgroup.Group, o Options, lis net.Listen
 		// accepts a client that offers only http/1.1 (as an Envoy cluster
 		// with alpn_protocols set to it would), and one offering nothing.
 		hs.TLSConfig = sec.xdsTLS.Config()
+		if o.XDSTLS.ClientCA != "" {
+			hs.Handler = currentCert{next: h, cas: sec.xdsTLS.ClientCAs, log: log}
+			hs.ConnContext = withConnCert
+		}
 	}
 	limited := netutil.LimitListener(lis, restMaxConns)
 	g.Go(func() error {

@@ -1,15 +1,20 @@
 package daemon
 
 import (
+	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/pylon-xds/pylon/internal/certs"
 	"github.com/pylon-xds/pylon/internal/identity"
 	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/xds"
 )
 
 // TLSFiles are a server's certificate, key and, optionally, the CAs its
@@ -119,6 +124,24 @@ func Loopback(addr string) bool {
 	// A zone ("fe80::1%eth0") is never loopback; ParseIP refuses it.
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// watchCerts checks the TLS files on their own clock, so that a rotation
+// takes effect without waiting for a handshake. When the xDS client CAs
+// change, every open xDS connection's client certificate is verified
+// again against them, and the connections that no longer verify are
+// closed (xds.Server.VerifyClients).
+func watchCerts(ctx context.Context, g *errgroup.Group, o Options, s *security, xdsSrv *xds.Server) {
+	if s.xdsTLS != nil {
+		var onClientCAs func(*x509.CertPool)
+		if o.XDSTLS.ClientCA != "" {
+			onClientCAs = xdsSrv.VerifyClients
+		}
+		g.Go(func() error { return s.xdsTLS.Run(ctx, onClientCAs) })
+	}
+	if s.adminTLS != nil {
+		g.Go(func() error { return s.adminTLS.Run(ctx, nil) })
+	}
 }
 
 // binding is which node claims the identity rule binds to certificates.

@@ -80,7 +80,7 @@ func New(tracker *status.Tracker) *Metrics {
 	}, []string{"reason"}), "pylon_xds_streams_refused_total")
 	m.connsClosed = register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pylon_xds_connections_closed_total",
-		Help: "xDS client connections that ended, by reason: client_closed, or closed by the server: evicted, write_deadline, too_many_pings, goaway_error, goaway (maximum age or stop), drained, transport (keepalive unanswered, read or write error).",
+		Help: "xDS client connections that ended, by reason: client_closed, or closed by the server: evicted, write_deadline, too_many_pings, goaway_error, goaway (maximum age or stop), drained, tls_handshake, client_cert_revoked (its CA left --xds-client-ca), client_cert_expired, transport (keepalive unanswered, read or write error).",
 	}, []string{"reason"}), "pylon_xds_connections_closed_total")
 	m.ignored = register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pylon_xds_requests_ignored_total", Help: "xDS requests ignored, by reason (unknown_type); logged once a stream.",

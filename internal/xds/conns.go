@@ -19,6 +19,9 @@ import (
 type conns struct {
 	mu sync.Mutex
 	m  map[connKey]*trackedConn
+	// cas are the client CAs the connections' certificates were last
+	// verified against (VerifyClients).
+	cas clientCAs
 }
 
 // connKey is a connection's local and remote address: unique among open
@@ -121,6 +124,8 @@ type trackedConn struct {
 	// handshaking is set while TLS's handshake runs on the connection: a
 	// close meanwhile is the handshake failing.
 	handshaking atomic.Bool
+	// cert is the client certificate its handshake verified, if any.
+	cert clientCert
 }
 
 func (c *trackedConn) Write(b []byte) (int, error) {
@@ -163,6 +168,7 @@ func (c *trackedConn) Close() error {
 		c.end.set(ConnHandshake)
 	}
 	c.end.closing.Store(true)
+	c.cert.stop()
 	c.reg.remove(c)
 	err := c.Conn.Close()
 	if c.end.reported.CompareAndSwap(false, true) && c.report != nil {

@@ -207,8 +207,11 @@ func (s *Server) connClosed(tc *trackedConn, reason string) {
 	if reason == ConnClientClosed {
 		s.log.Debug("xDS connection closed by the client", "peer", tc.key.remote, "connected_for", age)
 	} else if s.logged.first(onceKey("conn-closed", reason, tc.key.remote)) {
-		s.log.Warn("xDS connection closed by the server: every stream on it ended", "reason", reason,
-			"why", connReasonText(reason), "peer", tc.key.remote, "connected_for", age)
+		attrs := []any{"reason", reason, "why", connReasonText(reason), "peer", tc.key.remote, "connected_for", age}
+		if who := tc.cert.identity(); who != "" && (reason == ConnClientCertRevoked || reason == ConnClientCertExpired) {
+			attrs = append(attrs, "client_cert", who)
+		}
+		s.log.Warn("xDS connection closed by the server: every stream on it ended", attrs...)
 	}
 	s.report(&Event{Kind: ConnectionClosed, Reason: reason, Peer: tc.key.remote, At: time.Now()})
 }
@@ -239,6 +242,10 @@ func connReasonText(reason string) string {
 		return "gRPC sent a graceful GOAWAY: maximum connection age, or the server stopping"
 	case ConnDrained:
 		return "the replica is draining: its streams were handed over"
+	case ConnClientCertRevoked:
+		return "its client certificate no longer verifies against the client CAs, which changed (--xds-client-ca): the client must connect again with a certificate they trust"
+	case ConnClientCertExpired:
+		return "its client certificate (or a CA of its chain) expired: the client must connect again with a valid one"
 	case ConnHandshake:
 		return "the TLS handshake failed: a missing or rejected client certificate, no common protocol, or no TLS at all"
 	}

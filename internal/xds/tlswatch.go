@@ -1,6 +1,8 @@
 package xds
 
 import (
+	"crypto/tls"
+	"errors"
 	"net"
 
 	"google.golang.org/grpc/credentials"
@@ -28,6 +30,12 @@ const tlsRecordHandshake = 0x16
 // tracked, evicted and bounded, but its end is told only from Pylon's own
 // doing and the socket's errors (a GOAWAY reads as transport or
 // client_closed, and a refused stream is not reported).
+//
+// The wrapper also keeps each connection's verified client certificate:
+// the connection is closed when the certificate expires, and when it no
+// longer verifies against the client CAs given to VerifyClients. Without
+// it (or without Listener), a certificate is checked at the handshake
+// only.
 func (s *Server) Credentials(c credentials.TransportCredentials) credentials.TransportCredentials {
 	return watchedCreds{c}
 }
@@ -49,6 +57,10 @@ func (w watchedCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthI
 		// A failed handshake closes the connection before it returns.
 		tc.handshaking.Store(true)
 	}
+	var gen uint64
+	if ok {
+		gen = tc.reg.cas.gen.Load()
+	}
 	conn, info, err := w.TransportCredentials.ServerHandshake(raw)
 	if !ok {
 		return conn, info, err
@@ -58,7 +70,25 @@ func (w watchedCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthI
 		tc.end.set(ConnHandshake)
 		return conn, info, err
 	}
+	if reason := tc.verified(tlsState(info), gen); reason != "" {
+		// The client CAs changed while the handshake ran, from a pool
+		// that still trusted this certificate to one that does not.
+		tc.end.set(reason)
+		_ = conn.Close()
+		return nil, nil, errors.New("client certificate no longer trusted: the client CAs changed during the handshake")
+	}
 	return &plainConn{Conn: conn, tc: tc}, info, nil
+}
+
+// tlsState is a handshake's TLS state (zero for other credentials).
+func tlsState(info credentials.AuthInfo) tls.ConnectionState {
+	switch ai := info.(type) {
+	case credentials.TLSInfo:
+		return ai.State
+	case *credentials.TLSInfo:
+		return ai.State
+	}
+	return tls.ConnectionState{}
 }
 
 func (w watchedCreds) Clone() credentials.TransportCredentials {

@@ -60,6 +60,9 @@ type Leaf struct {
 	Client     bool     // client auth usage (default: server auth)
 	// Both gives the certificate client and server auth usage.
 	Both bool
+	// NotAfter ends the certificate's validity (zero: a day from now); a
+	// test of expiry issues one that ends within seconds.
+	NotAfter time.Time
 }
 
 // Server names 127.0.0.1, ::1 and localhost.
@@ -90,6 +93,9 @@ func (p Pair) TLS(t testing.TB) tls.Certificate {
 func (ca *CA) Issue(t testing.TB, l Leaf) Pair {
 	t.Helper()
 	key := newKey(t)
+	if l.NotAfter.IsZero() {
+		l.NotAfter = time.Now().Add(24 * time.Hour)
+	}
 	usages := []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 	switch {
 	case l.Both:
@@ -101,7 +107,7 @@ func (ca *CA) Issue(t testing.TB, l Leaf) Pair {
 		SerialNumber: serial(t),
 		Subject:      pkix.Name{CommonName: l.CommonName},
 		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
+		NotAfter:     l.NotAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  usages,
 		DNSNames:     l.DNS,

@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/pylon-xds/pylon/internal/certs/certstest"
 )
@@ -38,7 +39,15 @@ type Leaf struct {
 // that it also serves a loopback server.
 func (ca *CA) Issue(t testing.TB, spiffe string, dns ...string) Leaf {
 	t.Helper()
-	l := certstest.Leaf{CommonName: "pylon test leaf", DNS: dns, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Both: true}
+	return ca.IssueUntil(t, time.Time{}, spiffe, dns...)
+}
+
+// IssueUntil is Issue with the certificate valid until notAfter (zero: a
+// day from now). X.509 keeps whole seconds: the certificate ends at
+// notAfter truncated to the second.
+func (ca *CA) IssueUntil(t testing.TB, notAfter time.Time, spiffe string, dns ...string) Leaf {
+	t.Helper()
+	l := certstest.Leaf{CommonName: "pylon test leaf", DNS: dns, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Both: true, NotAfter: notAfter}
 	if spiffe != "" {
 		l.URIs = []string{spiffe}
 	}

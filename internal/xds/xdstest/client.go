@@ -346,3 +346,20 @@ func (s *Stream) ExpectSilence() {
 		s.t.Fatalf("expected no response, got one of %s (version %s, %d resources)", resp.TypeUrl, resp.VersionInfo, len(resp.Resources))
 	}
 }
+
+// StreamErr opens an ADS stream on conn as node and asks for Clusters,
+// returning how the stream failed: nil if it answered within Timeout. For
+// a client the server must refuse (a failed handshake fails the stream's
+// open, a refusal its first receive).
+func StreamErr(conn *grpc.ClientConn, node *corev3.Node) error {
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	cs, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, ADSMethod)
+	if err != nil {
+		return err
+	}
+	if err := cs.SendMsg(&discoveryv3.DiscoveryRequest{Node: node, TypeUrl: xdstype.ClusterURL}); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	return cs.RecvMsg(new(discoveryv3.DiscoveryResponse))
+}

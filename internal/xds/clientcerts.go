@@ -1,0 +1,148 @@
+package xds
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pylon-xds/pylon/internal/certs"
+	"github.com/pylon-xds/pylon/internal/identity"
+)
+
+// Why the server closed a connection whose client certificate it had
+// verified at the handshake (ConnectionClosed reasons).
+const (
+	// ConnClientCertRevoked: after the client CAs changed
+	// (Server.VerifyClients), the certificate no longer verifies: its CA
+	// was removed from the bundle, or it lacks what the handshake requires.
+	ConnClientCertRevoked = "client_cert_revoked"
+	// ConnClientCertExpired: the certificate, or a certificate of its
+	// verified chain, expired while the connection was open.
+	ConnClientCertExpired = "client_cert_expired"
+)
+
+// clientCAs is what the server knows of the client CAs, for the
+// connections it tracks: the pool of the last VerifyClients and how many
+// times it changed, which a handshake that raced the change reads.
+type clientCAs struct {
+	gen  atomic.Uint64
+	pool atomic.Pointer[x509.CertPool]
+}
+
+// clientCert is a tracked connection's verified client certificate: the
+// chain the client sent and the timer that closes the connection when the
+// chain expires (nil without a verified certificate).
+type clientCert struct {
+	mu     sync.Mutex
+	sent   []*x509.Certificate // leaf first, then what the client offered as intermediates
+	who    string              // what the certificate proves, for the log
+	expiry *time.Timer
+	closed bool
+}
+
+// VerifyClients verifies the client certificate of every open connection
+// accepted by Listener again, as its TLS handshake did (client auth usage,
+// the current time), against pool: the client CAs after a rotation
+// (certs.Server.Run reports them). A connection whose certificate no
+// longer verifies is closed and every stream on it ends
+// (client_cert_revoked, or client_cert_expired): a client whose CA was
+// removed receives nothing more, not even a Secret rotated later, and its
+// next handshake is against pool. A connection that still verifies keeps
+// its streams, its expiry timer following the chain it verifies by now.
+// Connections without a verified certificate are left as they are: they
+// never had more than an unverified client gets.
+//
+// A nil pool trusts no CA (never the system's roots): every connection
+// with a client certificate is closed.
+func (s *Server) VerifyClients(pool *x509.CertPool) {
+	if pool == nil {
+		pool = x509.NewCertPool()
+	}
+	// Pool first, then the generation: a handshake that finishes after
+	// the walk below sees the generation change and verifies itself
+	// against this pool (trackedConn.verified).
+	s.conns.cas.pool.Store(pool)
+	s.conns.cas.gen.Add(1)
+	now := time.Now()
+	for _, tc := range s.conns.all() {
+		if reason := tc.cert.reverify(pool, now, tc); reason != "" {
+			tc.closeAs(reason)
+		}
+	}
+}
+
+// verified records the connection's verified client certificate, from
+// the state of a handshake that began at client CA generation gen, and
+// arms its expiry. It returns the reason to refuse the connection when the
+// client CAs changed during the handshake and the certificate does not
+// verify against the new ones ("" otherwise, or without a certificate).
+func (tc *trackedConn) verified(state tls.ConnectionState, gen uint64) string {
+	if len(state.VerifiedChains) == 0 || len(state.PeerCertificates) == 0 {
+		return ""
+	}
+	c := &tc.cert
+	c.mu.Lock()
+	c.sent = state.PeerCertificates
+	c.who = identity.FromState(state).String()
+	c.arm(state.VerifiedChains, time.Now(), tc)
+	c.mu.Unlock()
+	if cas := &tc.reg.cas; cas.gen.Load() != gen {
+		return c.reverify(cas.pool.Load(), time.Now(), tc)
+	}
+	return ""
+}
+
+// reverify verifies the certificate against pool at now, returning why it
+// fails ("" when it verifies, or when there is none) and re-arming the
+// expiry to the chains it verifies by now.
+func (c *clientCert) reverify(pool *x509.CertPool, now time.Time, tc *trackedConn) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.sent) == 0 || c.closed {
+		return ""
+	}
+	chains, err := certs.VerifyClient(c.sent, pool, now)
+	if certs.Expired(err) {
+		return ConnClientCertExpired
+	}
+	if err != nil {
+		return ConnClientCertRevoked
+	}
+	c.arm(chains, now, tc)
+	return ""
+}
+
+// arm (re)sets the timer that closes the connection when the last of
+// chains stops verifying: a chain is good until the first of its
+// certificates expires. A timer, not a goroutine: nothing runs until it
+// fires, and the connection's Close stops it.
+func (c *clientCert) arm(chains [][]*x509.Certificate, now time.Time, tc *trackedConn) {
+	if c.closed {
+		return
+	}
+	end := certs.Expiry(chains)
+	if c.expiry != nil {
+		c.expiry.Stop()
+	}
+	c.expiry = time.AfterFunc(end.Sub(now), func() { tc.closeAs(ConnClientCertExpired) })
+}
+
+// stop stops the expiry timer for good: the connection is closing.
+func (c *clientCert) stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	if c.expiry != nil {
+		c.expiry.Stop()
+	}
+}
+
+// identity is what the connection's client certificate proves, for the
+// log line of its close ("" without one).
+func (c *clientCert) identity() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.who
+}
