@@ -24,7 +24,8 @@ const haltBound = 5 * time.Second
 // a certificate claiming a node id of that stage NACKs the new version,
 // which must not halt anything (finding 3); then a verified canary chosen
 // by metadata alone NACKs it, which must (finding 6), its error quoting a
-// private key, which the log must not (finding 8). Whatever did not halt
+// private key, which the log must not (finding 8). A halt by the first is
+// resumed, so that the second is tried on its own. Whatever did not halt
 // is then halted by the admin API, on every replica (each runs its own
 // copy of a rollout).
 func (f *fleet) halt(t *testing.T) {
@@ -49,6 +50,9 @@ func (f *fleet) halt(t *testing.T) {
 		})
 		if s := r.rolloutOf(t, "edge"); s == nil || s.Halted != "" {
 			t.Errorf("finding 3: a NACK from a client without a certificate halted the rollout: %+v", s)
+			// Resumed at stage 2, so that the canary's NACK is tried
+			// on its own.
+			r.write(t, "POST", "/v1/rollouts/edge/resume", "")
 		}
 
 		c := xdstest.OpenADS(t, f.dial(t, r, canary), canary.node())

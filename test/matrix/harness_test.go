@@ -107,7 +107,7 @@ func (f *fleet) start(name, etcdEndpoint string) *replica {
 	if etcdEndpoint != "" {
 		o.Store = daemon.StoreEtcd
 		o.Etcd = daemon.EtcdOptions{
-			Endpoints: []string{etcdEndpoint}, Prefix: "/matrix/",
+			Endpoints: []string{etcdEndpoint},
 			Timeout: 500 * time.Millisecond, Probe: 100 * time.Millisecond, StartTimeout: bound,
 		}
 	}
@@ -217,10 +217,16 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 func (f *fleet) published(version string) {
 	f.t.Helper()
 	for _, r := range f.reps {
-		waitUntil(f.t, r.name+" to serve "+version, func() bool {
-			return strings.Contains(r.get(f.t, "/status"), version)
-		})
+		r.serves(f.t, version)
 	}
+}
+
+// serves waits until r serves version.
+func (r *replica) serves(t *testing.T, version string) {
+	t.Helper()
+	waitUntil(t, r.name+" to serve "+version, func() bool {
+		return strings.Contains(r.get(t, "/status"), version)
+	})
 }
 
 // settle completes every rollout on every replica (promoting stage by

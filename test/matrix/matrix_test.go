@@ -95,6 +95,9 @@ func (f *fleet) servesPrevious(canary bool) bool {
 // any key.
 func (f *fleet) check(t *testing.T, role string, canary bool, got []string, names string) {
 	t.Helper()
+	if role == "unverified" && names != "" {
+		t.Errorf("the unverified client was sent Secrets: %s", names)
+	}
 	var want []string
 	if role == "entitled" {
 		want = []string{"restricted", "wrapped"}
