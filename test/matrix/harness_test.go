@@ -108,7 +108,7 @@ func (f *fleet) start(name, etcdEndpoint string) *replica {
 		o.Store = daemon.StoreEtcd
 		o.Etcd = daemon.EtcdOptions{
 			Endpoints: []string{etcdEndpoint},
-			Timeout: 500 * time.Millisecond, Probe: 100 * time.Millisecond, StartTimeout: bound,
+			Timeout:   500 * time.Millisecond, Probe: 100 * time.Millisecond, StartTimeout: bound,
 		}
 	}
 	o.REST.Addr = "127.0.0.1:0"

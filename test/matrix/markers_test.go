@@ -84,13 +84,14 @@ func aligned(enc *base64.Encoding, b []byte) []string {
 type markers map[string]*marker
 
 // in returns the names of the markers text shows, sorted: searched in the
-// text with whitespace and JSON escapes of it dropped (so that wrapped
-// base64 joins up), and in whatever its base64 runs decode to, to a
-// depth of three.
+// text, in the text with whitespace and JSON escapes dropped (so that
+// wrapped base64 joins up), in whatever its base64 runs decode to, to a
+// depth of three, and in the JSON strings of it that are JSON themselves.
 func (ms markers) in(text string) []string {
+	texts := views(text, 0, nil)
 	var found []string
 	for name, m := range ms {
-		if m.in(text, 0) {
+		if m.inAny(texts) {
 			found = append(found, name)
 		}
 	}
@@ -98,29 +99,40 @@ func (ms markers) in(text string) []string {
 	return found
 }
 
+func (m *marker) inAny(texts []string) bool {
+	for _, text := range texts {
+		for _, n := range m.needles {
+			if strings.Contains(text, n) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 var (
 	joiner  = strings.NewReplacer(`\n`, "", `\r`, "", `\t`, "", "\n", "", "\r", "", "\t", "", " ", "", `\u003d`, "=", `\u002b`, "+", `\/`, "/")
 	b64Runs = regexp.MustCompile(`[A-Za-z0-9+/_-]{48,}={0,2}`)
 )
 
-func (m *marker) in(text string, depth int) bool {
+// views appends to out the forms of text a key could be found in.
+func views(text string, depth int, out []string) []string {
 	joined := joiner.Replace(text)
-	for _, n := range m.needles {
-		if strings.Contains(text, n) || strings.Contains(joined, n) {
-			return true
-		}
-	}
+	out = append(out, text, joined)
 	if depth == 3 {
-		return false
+		return out
 	}
-	for _, run := range b64Runs.FindAllString(joined, 200) {
+	for _, run := range b64Runs.FindAllString(joined, 1000) {
 		for _, dec := range decodings(run) {
-			if m.in(dec, depth+1) {
-				return true
-			}
+			out = views(dec, depth+1, out)
 		}
 	}
-	return depth == 0 && m.inJSONStrings(text)
+	if depth == 0 {
+		for _, s := range jsonInJSON(text) {
+			out = views(s, 1, out)
+		}
+	}
+	return out
 }
 
 // decodings are what run decodes to as base64, standard or URL, from
@@ -141,20 +153,20 @@ func decodings(run string) []string {
 	return out
 }
 
-// inJSONStrings looks inside the strings of a JSON text that are JSON
+// jsonInJSON returns the strings of a JSON text that are JSON objects
 // themselves (a stored object's body held as a string).
-func (m *marker) inJSONStrings(text string) bool {
+func jsonInJSON(text string) []string {
 	var v any
 	if json.Unmarshal([]byte(text), &v) != nil {
-		return false
+		return nil
 	}
-	found := false
+	var out []string
 	var walk func(any)
 	walk = func(v any) {
 		switch x := v.(type) {
 		case string:
-			if strings.HasPrefix(strings.TrimSpace(x), "{") && m.in(x, 1) {
-				found = true
+			if strings.HasPrefix(strings.TrimSpace(x), "{") {
+				out = append(out, x)
 			}
 		case []any:
 			for _, e := range x {
@@ -167,7 +179,7 @@ func (m *marker) inJSONStrings(text string) bool {
 		}
 	}
 	walk(v)
-	return found
+	return out
 }
 
 // wrap cuts s into lines of n characters, as base64 tools write it,
