@@ -35,43 +35,56 @@ func (f *fleet) halt(t *testing.T) {
 			r.write(t, "POST", "/v1/rollouts/"+g+"/promote", "")
 		}
 	}
-	t.Run("nack", func(t *testing.T) {
-		r := f.reps[0]
-		// An id in the share stage, and one only metadata puts there.
-		unverified := client{id: pick("nack-anon", func(s float64) bool { return s < 0.5 })}
-		canary := client{id: pick("nack-canary", func(s float64) bool { return s >= 0.5 }), canary: true}
-		canary.cert = f.cert(t, canary.id)
+	f.nacks(t)
+	f.haltAll(t)
+}
 
-		u := xdstest.OpenADS(t, f.dial(t, r, unverified), unverified.node())
-		resp := newCluster(t, u)
-		u.NACK(resp, "", "rejected by a client without a certificate")
-		waitUntil(t, "the unverified client's NACK recorded", func() bool {
-			return strings.Contains(r.get(t, "/proxies/"+unverified.id), `"lastNack"`)
-		})
-		if s := r.rolloutOf(t, "edge"); s == nil || s.Halted != "" {
-			t.Errorf("finding 3: a NACK from a client without a certificate halted the rollout: %+v", s)
-			// Resumed at stage 2, so that the canary's NACK is tried
-			// on its own.
-			r.write(t, "POST", "/v1/rollouts/edge/resume", "")
-		}
+// nacks has two clients of the first replica NACK the new version: one
+// without a certificate, which must not halt the rollout, then a canary
+// chosen by metadata, which must. It runs on the setup's own t, so that
+// the two streams stay open for the dumps, which then show their NACKs.
+func (f *fleet) nacks(t *testing.T) {
+	r := f.reps[0]
+	// An id in the share stage, and one only metadata puts there.
+	unverified := client{id: pick("nack-anon", func(s float64) bool { return s < 0.5 })}
+	canary := client{id: pick("nack-canary", func(s float64) bool { return s >= 0.5 }), canary: true}
+	canary.cert = f.cert(t, canary.id)
 
-		c := xdstest.OpenADS(t, f.dial(t, r, canary), canary.node())
-		resp = newCluster(t, c)
-		c.NACK(resp, "", "rejected; the key it holds: "+f.ms["restricted"].keyPEM)
-		deadline := time.Now().Add(haltBound)
-		var s *rollout.Status
-		for s = r.rolloutOf(t, "edge"); s != nil && s.Halted == "" && time.Now().Before(deadline); s = r.rolloutOf(t, "edge") {
-			time.Sleep(20 * time.Millisecond)
-		}
-		switch {
-		case s == nil:
-			t.Errorf("the edge rollout is gone")
-		case s.Halted == "":
-			t.Errorf("finding 6: a NACK by a canary chosen by metadata (%s) did not halt the rollout within %v: %+v", canary.id, haltBound, s)
-		case !strings.Contains(s.Detail, canary.id) || strings.Contains(s.Detail, unverified.id):
-			t.Errorf("finding 3: the halt is not the verified canary's: %+v", s)
-		}
+	u := xdstest.OpenADS(t, f.dial(t, r, unverified), unverified.node())
+	resp := newCluster(t, u)
+	u.NACK(resp, "", "rejected by a client without a certificate")
+	waitUntil(t, "the unverified client's NACK recorded", func() bool {
+		return strings.Contains(r.get(t, "/proxies/"+unverified.id), `"lastNack"`)
 	})
+	if s := r.rolloutOf(t, "edge"); s == nil || s.Halted != "" {
+		t.Errorf("finding 3: a NACK from a client without a certificate halted the rollout: %+v", s)
+		// Resumed at stage 2, so that the canary's NACK is tried
+		// on its own.
+		r.write(t, "POST", "/v1/rollouts/edge/resume", "")
+	}
+
+	c := xdstest.OpenADS(t, f.dial(t, r, canary), canary.node())
+	resp = newCluster(t, c)
+	c.NACK(resp, "", "rejected; the key it holds: "+f.ms["restricted"].keyPEM)
+	deadline := time.Now().Add(haltBound)
+	var s *rollout.Status
+	for s = r.rolloutOf(t, "edge"); s != nil && s.Halted == "" && time.Now().Before(deadline); s = r.rolloutOf(t, "edge") {
+		time.Sleep(20 * time.Millisecond)
+	}
+	switch {
+	case s == nil:
+		t.Errorf("the edge rollout is gone")
+	case s.Halted == "":
+		t.Errorf("finding 6: a NACK by a canary chosen by metadata (%s) did not halt the rollout within %v: %+v", canary.id, haltBound, s)
+	case !strings.Contains(s.Detail, canary.id) || strings.Contains(s.Detail, unverified.id):
+		t.Errorf("finding 3: the halt is not the verified canary's: %+v", s)
+	}
+}
+
+// haltAll halts, through the admin API, every rollout of every replica
+// not halted yet, and waits until each is.
+func (f *fleet) haltAll(t *testing.T) {
+	t.Helper()
 	for _, r := range f.reps {
 		for _, g := range []string{"vault", "edge"} {
 			if s := r.rolloutOf(t, g); s != nil && s.Halted == "" {

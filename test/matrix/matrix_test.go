@@ -127,7 +127,7 @@ func (f *fleet) logs(t *testing.T) {
 		}
 		for _, line := range lines {
 			for _, m := range f.ms.in(line) {
-				t.Errorf("%s: a log line shows the %s key (%s): %.400s", r.name, m, f.ms[m].finding, line)
+				t.Errorf("%s: a log line shows the %s key (%s; finding 8 if the line quotes a NACK's error_detail): %.400s", r.name, m, f.ms[m].finding, excerpt(line, f.ms[m]))
 			}
 		}
 	}
