@@ -127,8 +127,8 @@ func (f *fleet) dumps(t *testing.T) {
 	}
 }
 
-// live connects every role to every replica over SotW ADS and ACKs what
-// each is sent of the Secrets, so that the dumps of live proxies (their
+// live connects every role to every replica over SotW and ACKs what each
+// is sent of the Secrets, clusters and listeners, so that the dumps of live proxies (their
 // sent and ACKed resources, CSDS) have the keys to show.
 func (f *fleet) live(t *testing.T) {
 	t.Helper()
@@ -145,6 +145,11 @@ func (f *fleet) live(t *testing.T) {
 			}
 			s.Request(xdstype.ClusterURL)
 			s.ACK(s.RecvType(xdstype.ClusterURL))
+			// Listeners on their own stream: on ADS they would wait
+			// for the quickstart's EDS clusters to warm.
+			l := xdstest.OpenType(t, f.dial(t, r, c), registry.Lookup(xdstype.ListenerURL), c.node())
+			l.Request(xdstype.ListenerURL)
+			l.ACK(l.RecvType(xdstype.ListenerURL))
 			waitUntil(t, c.id+" in /proxies", func() bool {
 				return strings.Contains(r.get(t, "/proxies/"+c.id), `"acked"`)
 			})
