@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -57,4 +58,22 @@ func (r *running) get(t *testing.T, path string) string {
 		t.Fatalf("GET %s: %d %v", path, resp.StatusCode, err)
 	}
 	return string(b)
+}
+
+// Finding 7 (issue 30): --xds-rest-allowed-host takes plain names; a
+// scheme, port or wildcard would never equal a Host and is refused at
+// start, naming the flag.
+func TestFinding7_RESTAllowedHostFlag(t *testing.T) {
+	for _, good := range []string{"xds.example.com", "pylon_rest", "XDS-1.internal"} {
+		o := Options{REST: RESTOptions{Addr: "127.0.0.1:0", AllowedHosts: []string{good}}}
+		if err := checkREST(o, &security{}, slog.New(slog.DiscardHandler)); err != nil {
+			t.Errorf("%q refused: %v", good, err)
+		}
+	}
+	for _, bad := range []string{"", "http://xds.example.com", "xds.example.com:18080", "*.example.com", "a b"} {
+		o := Options{REST: RESTOptions{Addr: "127.0.0.1:0", AllowedHosts: []string{bad}}}
+		if err := checkREST(o, &security{}, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "--xds-rest-allowed-host") {
+			t.Errorf("%q: %v, want an error naming --xds-rest-allowed-host", bad, err)
+		}
+	}
 }
