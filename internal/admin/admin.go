@@ -22,6 +22,7 @@ import (
 	rolloutctl "github.com/pylon-xds/pylon/internal/rollout"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
+	"github.com/pylon-xds/pylon/internal/token"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -39,6 +40,11 @@ type ProxySource interface {
 // store (fleetstatus.Fleet), and why the list is partial ("" when whole).
 type FleetView interface {
 	Remote() ([]fleetstatus.Remote, string)
+}
+
+// TokenSource gives the admin tokens in force; *token.Files is one.
+type TokenSource interface {
+	Current() token.Pair
 }
 
 // FleetSource is the fleet being served.
@@ -63,6 +69,10 @@ type Options struct {
 	// Token. With both empty nothing but the open probes and metrics is
 	// served: secure by default, never open by accident.
 	ReadToken string
+	// Tokens, when set, are the tokens as their files hold them now, in
+	// place of Token and ReadToken: a rotation takes effect without a
+	// restart (token.Files).
+	Tokens TokenSource
 	// TokenFile and ReadTokenFile say where the tokens live, for the
 	// message of a refused request (never the token itself).
 	TokenFile, ReadTokenFile string

@@ -35,6 +35,15 @@ const (
 // token, writes only the write token.
 type guard struct{ o Options }
 
+// tokens are the tokens in force: the files' as last read, or the fixed
+// ones.
+func (g guard) tokens() token.Pair {
+	if g.o.Tokens != nil {
+		return g.o.Tokens.Current()
+	}
+	return token.Pair{Write: g.o.Token, Read: g.o.ReadToken}
+}
+
 // bearer is the request's bearer token.
 func bearer(r *http.Request) string {
 	got, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -46,7 +55,8 @@ func (g guard) read(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		got := bearer(r)
 		// Both compared, always: the time taken says nothing of which.
-		okRead, okWrite := token.Equal(got, g.o.ReadToken), token.Equal(got, g.o.Token)
+		tok := g.tokens()
+		okRead, okWrite := token.Equal(got, tok.Read), token.Equal(got, tok.Write)
 		if !okRead && !okWrite {
 			g.refuse(w, "reads need Authorization: Bearer <token>, the read token ("+where(g.o.ReadTokenFile, "read-token")+") or the write token ("+where(g.o.TokenFile, "admin-token")+")")
 			return
@@ -59,7 +69,8 @@ func (g guard) read(h http.HandlerFunc) http.HandlerFunc {
 func (g guard) write(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		got := bearer(r)
-		okRead, okWrite := token.Equal(got, g.o.ReadToken), token.Equal(got, g.o.Token)
+		tok := g.tokens()
+		okRead, okWrite := token.Equal(got, tok.Read), token.Equal(got, tok.Write)
 		switch {
 		case okWrite:
 			h(w, r)
@@ -74,7 +85,7 @@ func (g guard) write(h http.HandlerFunc) http.HandlerFunc {
 // refuse answers 401 saying which token is needed and where it lives;
 // never the token presented, which may be a mistyped real one.
 func (g guard) refuse(w http.ResponseWriter, msg string) {
-	if g.o.Token == "" && g.o.ReadToken == "" {
+	if tok := g.tokens(); tok.Write == "" && tok.Read == "" {
 		msg = "no admin token is configured, so only /healthz, /readyz and /metrics are served"
 	}
 	w.Header().Set("WWW-Authenticate", `Bearer realm="pylon"`)

@@ -32,6 +32,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/store"
 	"github.com/pylon-xds/pylon/internal/store/etcd"
+	"github.com/pylon-xds/pylon/internal/token"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -137,8 +138,8 @@ type Options struct {
 	AdminInsecure bool
 	// AdminLimits bound the admin HTTP server (zero fields: defaults).
 	AdminLimits AdminLimits
-	// TLSCheckEvery is how often certificate files are checked for a
-	// rotation, at most (default 1s).
+	// TLSCheckEvery is how often certificate files, and the admin token
+	// files, are checked for a rotation, at most (default 1s).
 	TLSCheckEvery time.Duration
 	// ReadTokenFile holds the admin API's read token (default
 	// DataDir/read-token, generated on first start).
@@ -253,7 +254,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	xdsSrv, gs := newXDS(o, sec, reg, pub, obs, tokens)
-	adminOpts := tokens
+	adminOpts := admin.Options{Tokens: tokens, TokenFile: o.TokenFile, ReadTokenFile: o.ReadTokenFile}
 	adminOpts.Pipeline, adminOpts.Proxies, adminOpts.Fleets, adminOpts.Registry = pipe, tracker, pub, reg
 	adminOpts.Metrics, adminOpts.Identifier, adminOpts.Version, adminOpts.Logger = met.Registry, o.Identifier, o.Version, log
 	if cfgSvc != nil {
@@ -395,21 +396,21 @@ func etcdPrefix(e EtcdOptions) string {
 
 // loadTokens reads the admin API's tokens, generating them on first start:
 // reads of status, dumps and stored config need one in both modes, and the
-// write token reads too.
-func loadTokens(o Options) (admin.Options, error) {
-	t := admin.Options{TokenFile: o.TokenFile, ReadTokenFile: o.ReadTokenFile}
-	var err error
-	if t.Token, err = adminToken(o.TokenFile); err != nil {
-		return t, err
+// write token reads too. The files are followed: a rotation takes effect
+// within TLSCheckEvery (1s by default), or at once on SIGHUP.
+func loadTokens(o Options) (*token.Files, error) {
+	for _, f := range []string{o.TokenFile, o.ReadTokenFile} {
+		if _, err := adminToken(f); err != nil {
+			return nil, err
+		}
 	}
-	t.ReadToken, err = adminToken(o.ReadTokenFile)
-	return t, err
+	return token.LoadFiles(token.FilesOptions{WriteFile: o.TokenFile, ReadFile: o.ReadTokenFile, CheckEvery: o.TLSCheckEvery, Logger: o.Logger})
 }
 
 // newXDS is the xDS server and the gRPC server it is registered on, which
 // serves CSDS too: standard tools read each proxy's status on the port they
 // already reach, with an admin token or an allowed client certificate.
-func newXDS(o Options, sec *security, reg *xdstype.Registry, pub *snapshot.Publisher, obs *Observability, tokens admin.Options) (*xds.Server, *grpc.Server) {
+func newXDS(o Options, sec *security, reg *xdstype.Registry, pub *snapshot.Publisher, obs *Observability, tokens *token.Files) (*xds.Server, *grpc.Server) {
 	xdsSrv := xds.New(xds.Options{
 		Registry: reg, Fleets: pub, Identifier: o.Identifier, Logger: o.Logger,
 		SuppressDeltaNotFound: o.SuppressDeltaNotFound, HoldTimeout: o.HoldTimeout,
@@ -422,7 +423,7 @@ func newXDS(o Options, sec *security, reg *xdstype.Registry, pub *snapshot.Publi
 	xdsSrv.Register(gs)
 	csds.New(csds.Options{
 		Tracker: obs.Tracker, Registry: reg, Logger: o.Logger,
-		Authorize: csds.TokenOrIdentity(tokens.ReadToken, o.CSDSIdentities),
+		Authorize: csds.TokenOrIdentity(func() string { return tokens.Current().Read }, o.CSDSIdentities),
 	}).Register(gs)
 	return xdsSrv, gs
 }
