@@ -59,6 +59,9 @@ type Options struct {
 	Fleets   FleetSource
 	Registry *xdstype.Registry
 	Metrics  prometheus.Gatherer
+	// Registerer, if set, takes the admin API's own metrics (refused
+	// requests by reason).
+	Registerer prometheus.Registerer
 	// Config is the embedded store's service; nil in file mode, where the
 	// /v1 API is read-only and says so.
 	Config *configstore.Service
@@ -157,7 +160,7 @@ func Handler(o Options) http.Handler {
 
 func handler(o Options, l *limiter) http.Handler {
 	mux := http.NewServeMux()
-	g := guard{o: o}
+	g := guard{o: o, fails: newRefusals(o.Registerer, o.logger())}
 	mux.HandleFunc("GET /status", g.read(func(w http.ResponseWriter, r *http.Request) {
 		body := statusBody{Identifier: o.Identifier, Version: o.Version, Config: redactStatus(o.Pipeline.Status()), Rollout: rollout(o.Proxies.Streams())}
 		if o.Rollouts != nil {

@@ -33,7 +33,10 @@ const (
 
 // guard decides who may call a route: reads take the read or the write
 // token, writes only the write token.
-type guard struct{ o Options }
+type guard struct {
+	o     Options
+	fails *refusals
+}
 
 // tokens are the tokens in force: the files' as last read, or the fixed
 // ones.
@@ -44,10 +47,21 @@ func (g guard) tokens() token.Pair {
 	return token.Pair{Write: g.o.Token, Read: g.o.ReadToken}
 }
 
-// bearer is the request's bearer token.
+// bearer is the request's bearer token ("" for none).
 func bearer(r *http.Request) string {
 	got, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if got == r.Header.Get("Authorization") {
+		return ""
+	}
 	return got
+}
+
+// failed is why a request with token got matched neither token.
+func failed(got string) string {
+	if got == "" {
+		return reasonMissing
+	}
+	return reasonInvalid
 }
 
 // read lets a request through with the read or the write token.
@@ -58,6 +72,7 @@ func (g guard) read(h http.HandlerFunc) http.HandlerFunc {
 		tok := g.tokens()
 		okRead, okWrite := token.Equal(got, tok.Read), token.Equal(got, tok.Write)
 		if !okRead && !okWrite {
+			g.fails.refused(r, failed(got))
 			g.refuse(w, "reads need Authorization: Bearer <token>, the read token ("+where(g.o.ReadTokenFile, "read-token")+") or the write token ("+where(g.o.TokenFile, "admin-token")+")")
 			return
 		}
@@ -75,8 +90,10 @@ func (g guard) write(h http.HandlerFunc) http.HandlerFunc {
 		case okWrite:
 			h(w, r)
 		case okRead:
+			g.fails.refused(r, reasonReadForWrite)
 			g.refuse(w, "the read token does not authorise writes: writes need Authorization: Bearer <write token> ("+where(g.o.TokenFile, "admin-token")+")")
 		default:
+			g.fails.refused(r, failed(got))
 			g.refuse(w, "writes need Authorization: Bearer <write token> ("+where(g.o.TokenFile, "admin-token")+")")
 		}
 	}

@@ -256,7 +256,7 @@ func Run(ctx context.Context, o Options) error {
 	xdsSrv, gs := newXDS(o, sec, reg, pub, obs, tokens)
 	adminOpts := admin.Options{Tokens: tokens, TokenFile: o.TokenFile, ReadTokenFile: o.ReadTokenFile}
 	adminOpts.Pipeline, adminOpts.Proxies, adminOpts.Fleets, adminOpts.Registry = pipe, tracker, pub, reg
-	adminOpts.Metrics, adminOpts.Identifier, adminOpts.Version, adminOpts.Logger = met.Registry, o.Identifier, o.Version, log
+	adminOpts.Metrics, adminOpts.Registerer, adminOpts.Identifier, adminOpts.Version, adminOpts.Logger = met.Registry, met.Registry, o.Identifier, o.Version, log
 	if cfgSvc != nil {
 		// Only a shared store is ever away; the embedded one answers
 		// false.
