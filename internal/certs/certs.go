@@ -252,3 +252,13 @@ func (a stamps) equal(b stamps) bool {
 	}
 	return true
 }
+
+// Reload re-reads the files now, changed or not, rather than at the first
+// handshake past CheckEvery (the daemon's SIGHUP). A bad file keeps the
+// current pair, as in a rotation.
+func (s *Server) Reload() {
+	s.mu.Lock()
+	s.nextCheck, s.seen = time.Time{}, stamps{}
+	s.mu.Unlock()
+	s.maybeReload()
+}

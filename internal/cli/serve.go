@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -49,7 +52,11 @@ Certificate files are re-read when they change; open streams stay up.
 Stopping: on SIGTERM or SIGINT, serve reports not ready (/readyz 503), takes
 no new xDS connections and ends the open streams spread over --drain-period,
 so that proxies move to the other replicas as a trickle; then it stops within
---shutdown-grace. A second signal stops at once; a third kills the process.`,
+--shutdown-grace. A second signal stops at once; a third kills the process.
+
+Reloading: the admin token files (rotated: the old tokens stop working),
+certificate files and the config (file mode) are followed as they change;
+SIGHUP re-reads them all at once and serve carries on.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := g.logger(cmd.ErrOrStderr())
@@ -65,6 +72,13 @@ so that proxies move to the other replicas as a trickle; then it stops within
 			if cmd.Flags().Changed("read-token-file") {
 				o.ReadTokenFile = a.readTokenFile
 			}
+			// SIGHUP re-reads the files while serving; caught only here, so
+			// that other commands keep its default (they end with their
+			// terminal).
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			o.Reload = hup
 			return daemon.Run(cmd.Context(), o)
 		},
 	}

@@ -149,6 +149,12 @@ type Options struct {
 	// directory at start in store mode). DataDir is never read.
 	SecretDirs []string
 
+	// Reload, when it receives (SIGHUP), re-reads the admin token files,
+	// the TLS certificate files, and the config (file mode) or the secret
+	// files it names (store mode) at once, without waiting for their
+	// periodic checks; nil never does.
+	Reload <-chan os.Signal
+
 	Version string
 	Logger  *slog.Logger
 	// OnReady, if set, is called with the bound addresses once both
@@ -288,7 +294,11 @@ func Run(ctx context.Context, o Options) error {
 	g.Go(func() error { return stop.serveXDS(xdsSrv.Listener(xdsLis)) })
 	g.Go(func() error { return serveAdmin(stop.http, adminLis, o.AdminLimits) })
 	serveREST(gctx, g, o, restLis, sec, xdsSrv, log)
-	runSources(gctx, g, o, pipe, cfgSvc, met, firstDir(secrets), log)
+	reread := make(chan struct{}, 1)
+	if o.Reload != nil {
+		g.Go(func() error { return reloadOn(gctx, o.Reload, reread, tokens, sec, log) })
+	}
+	runSources(gctx, g, o, pipe, cfgSvc, met, firstDir(secrets), reread, log)
 	g.Go(func() error {
 		stop.run(ctx, gctx)
 		endRun()
@@ -452,7 +462,7 @@ func grpcOptions(o Options, xdsSrv *xds.Server, sec *security) []grpc.ServerOpti
 // config file watcher. In both modes the certificates and keys the config
 // names are watched: a rotation re-reads the config, and only the changed
 // Secret is pushed.
-func runSources(ctx context.Context, g *errgroup.Group, o Options, pipe *pipeline.Pipeline, cfgSvc *configstore.Service, met *metrics.Metrics, secretDir string, log *slog.Logger) {
+func runSources(ctx context.Context, g *errgroup.Group, o Options, pipe *pipeline.Pipeline, cfgSvc *configstore.Service, met *metrics.Metrics, secretDir string, reread <-chan struct{}, log *slog.Logger) {
 	updates := make(chan source.Update)
 	resync := o.Resync
 	if resync < 0 {
@@ -462,7 +472,7 @@ func runSources(ctx context.Context, g *errgroup.Group, o Options, pipe *pipelin
 		// The stored config did not change on a rotation: the latest
 		// stored update is replayed, and the pipeline re-reads the files.
 		certs := file.NewFiles(file.FilesOptions{
-			Quiet: o.DebounceQuiet, MaxWait: o.DebounceMax, Resync: resync, Logger: log, OnEvent: met.SourceEvent,
+			Quiet: o.DebounceQuiet, MaxWait: o.DebounceMax, Resync: resync, Reread: reread, Logger: log, OnEvent: met.SourceEvent,
 		})
 		pipe.OnFiles(func(paths []string) { certs.Watch(under(secretDir, paths)) })
 		stored := make(chan source.Update)
@@ -473,7 +483,7 @@ func runSources(ctx context.Context, g *errgroup.Group, o Options, pipe *pipelin
 		return
 	}
 	watcher := file.New(file.Options{
-		Path: o.ConfigPath, Quiet: o.DebounceQuiet, MaxWait: o.DebounceMax, Resync: resync, Logger: log,
+		Path: o.ConfigPath, Quiet: o.DebounceQuiet, MaxWait: o.DebounceMax, Resync: resync, Reread: reread, Logger: log,
 		OnEvent: met.SourceEvent, OnRead: met.Reload,
 	})
 	pipe.OnFiles(func(paths []string) { watcher.Watch(under(secretDir, paths)) })
