@@ -56,7 +56,8 @@ func bearer(r *http.Request) string {
 	return got
 }
 
-// failed is why a request with token got matched neither token.
+// failed is the reason a request presenting got ("" for no bearer token)
+// matched neither token.
 func failed(got string) string {
 	if got == "" {
 		return reasonMissing
