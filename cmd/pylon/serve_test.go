@@ -26,6 +26,8 @@ type serve struct {
 	out                *output
 	done               chan struct{}
 	xdsAddr, adminAddr string
+	// dataDir holds the token files.
+	dataDir string
 }
 
 // output keeps a child's output and reports its "pylon serving" line.
@@ -73,7 +75,7 @@ func startServe(t *testing.T, args ...string) *serve {
 	}
 	args = append([]string{"serve", "--config", cfg, "--data-dir", filepath.Join(dir, "data"),
 		"--xds-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json"}, args...)
-	s := &serve{out: &output{ready: make(chan [2]string, 1)}, done: make(chan struct{})}
+	s := &serve{out: &output{ready: make(chan [2]string, 1)}, done: make(chan struct{}), dataDir: filepath.Join(dir, "data")}
 	s.cmd = exec.Command(os.Args[0], args...)
 	s.cmd.Env = append(os.Environ(), childEnv+"=1")
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out

@@ -22,6 +22,7 @@ import (
 	rolloutctl "github.com/pylon-xds/pylon/internal/rollout"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
+	"github.com/pylon-xds/pylon/internal/token"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -41,6 +42,11 @@ type FleetView interface {
 	Remote() ([]fleetstatus.Remote, string)
 }
 
+// TokenSource gives the admin tokens in force; *token.Files is one.
+type TokenSource interface {
+	Current() token.Pair
+}
+
 // FleetSource is the fleet being served.
 type FleetSource interface {
 	Current() *snapshot.Fleet
@@ -53,6 +59,9 @@ type Options struct {
 	Fleets   FleetSource
 	Registry *xdstype.Registry
 	Metrics  prometheus.Gatherer
+	// Registerer, if set, takes the admin API's own metrics (refused
+	// requests by reason).
+	Registerer prometheus.Registerer
 	// Config is the embedded store's service; nil in file mode, where the
 	// /v1 API is read-only and says so.
 	Config *configstore.Service
@@ -63,6 +72,10 @@ type Options struct {
 	// Token. With both empty nothing but the open probes and metrics is
 	// served: secure by default, never open by accident.
 	ReadToken string
+	// Tokens, when set, are the tokens as their files hold them now, in
+	// place of Token and ReadToken: a rotation takes effect without a
+	// restart (token.Files).
+	Tokens TokenSource
 	// TokenFile and ReadTokenFile say where the tokens live, for the
 	// message of a refused request (never the token itself).
 	TokenFile, ReadTokenFile string
@@ -147,7 +160,7 @@ func Handler(o Options) http.Handler {
 
 func handler(o Options, l *limiter) http.Handler {
 	mux := http.NewServeMux()
-	g := guard{o: o}
+	g := guard{o: o, fails: newRefusals(o.Registerer, o.logger())}
 	mux.HandleFunc("GET /status", g.read(func(w http.ResponseWriter, r *http.Request) {
 		body := statusBody{Identifier: o.Identifier, Version: o.Version, Config: redactStatus(o.Pipeline.Status()), Rollout: rollout(o.Proxies.Streams())}
 		if o.Rollouts != nil {

@@ -33,12 +33,36 @@ const (
 
 // guard decides who may call a route: reads take the read or the write
 // token, writes only the write token.
-type guard struct{ o Options }
+type guard struct {
+	o     Options
+	fails *refusals
+}
 
-// bearer is the request's bearer token.
+// tokens are the tokens in force: the files' as last read, or the fixed
+// ones.
+func (g guard) tokens() token.Pair {
+	if g.o.Tokens != nil {
+		return g.o.Tokens.Current()
+	}
+	return token.Pair{Write: g.o.Token, Read: g.o.ReadToken}
+}
+
+// bearer is the request's bearer token ("" for none).
 func bearer(r *http.Request) string {
 	got, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if got == r.Header.Get("Authorization") {
+		return ""
+	}
 	return got
+}
+
+// failed is the reason a request presenting got ("" for no bearer token)
+// matched neither token.
+func failed(got string) string {
+	if got == "" {
+		return reasonMissing
+	}
+	return reasonInvalid
 }
 
 // read lets a request through with the read or the write token.
@@ -46,8 +70,10 @@ func (g guard) read(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		got := bearer(r)
 		// Both compared, always: the time taken says nothing of which.
-		okRead, okWrite := token.Equal(got, g.o.ReadToken), token.Equal(got, g.o.Token)
+		tok := g.tokens()
+		okRead, okWrite := token.Equal(got, tok.Read), token.Equal(got, tok.Write)
 		if !okRead && !okWrite {
+			g.fails.refused(r, failed(got))
 			g.refuse(w, "reads need Authorization: Bearer <token>, the read token ("+where(g.o.ReadTokenFile, "read-token")+") or the write token ("+where(g.o.TokenFile, "admin-token")+")")
 			return
 		}
@@ -59,13 +85,16 @@ func (g guard) read(h http.HandlerFunc) http.HandlerFunc {
 func (g guard) write(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		got := bearer(r)
-		okRead, okWrite := token.Equal(got, g.o.ReadToken), token.Equal(got, g.o.Token)
+		tok := g.tokens()
+		okRead, okWrite := token.Equal(got, tok.Read), token.Equal(got, tok.Write)
 		switch {
 		case okWrite:
 			h(w, r)
 		case okRead:
+			g.fails.refused(r, reasonReadForWrite)
 			g.refuse(w, "the read token does not authorise writes: writes need Authorization: Bearer <write token> ("+where(g.o.TokenFile, "admin-token")+")")
 		default:
+			g.fails.refused(r, failed(got))
 			g.refuse(w, "writes need Authorization: Bearer <write token> ("+where(g.o.TokenFile, "admin-token")+")")
 		}
 	}
@@ -74,7 +103,7 @@ func (g guard) write(h http.HandlerFunc) http.HandlerFunc {
 // refuse answers 401 saying which token is needed and where it lives;
 // never the token presented, which may be a mistyped real one.
 func (g guard) refuse(w http.ResponseWriter, msg string) {
-	if g.o.Token == "" && g.o.ReadToken == "" {
+	if tok := g.tokens(); tok.Write == "" && tok.Read == "" {
 		msg = "no admin token is configured, so only /healthz, /readyz and /metrics are served"
 	}
 	w.Header().Set("WWW-Authenticate", `Bearer realm="pylon"`)

@@ -350,3 +350,13 @@ func Expired(err error) bool {
 	var invalid x509.CertificateInvalidError
 	return errors.As(err, &invalid) && invalid.Reason == x509.Expired
 }
+
+// Reload re-reads the files now, changed or not, rather than at the first
+// handshake past CheckEvery (the daemon's SIGHUP). A bad file keeps the
+// current pair, as in a rotation.
+func (s *Server) Reload() {
+	s.mu.Lock()
+	s.nextCheck, s.seen = time.Time{}, stamps{}
+	s.mu.Unlock()
+	s.maybeReload()
+}

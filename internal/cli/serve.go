@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -60,7 +63,11 @@ on a connection whose client certificate no longer verifies against a rotated
 Stopping: on SIGTERM or SIGINT, serve reports not ready (/readyz 503), takes
 no new xDS connections and ends the open streams spread over --drain-period,
 so that proxies move to the other replicas as a trickle; then it stops within
---shutdown-grace. A second signal stops at once; a third kills the process.`,
+--shutdown-grace. A second signal stops at once; a third kills the process.
+
+Reloading: the admin token files (rotated: the old tokens stop working),
+certificate files and the config (file mode) are followed as they change;
+SIGHUP re-reads them all at once and serve carries on.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := g.logger(cmd.ErrOrStderr())
@@ -77,6 +84,13 @@ so that proxies move to the other replicas as a trickle; then it stops within
 			if cmd.Flags().Changed("read-token-file") {
 				o.ReadTokenFile = a.readTokenFile
 			}
+			// SIGHUP re-reads the files while serving; caught only here, so
+			// that other commands keep its default (they end with their
+			// terminal).
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			o.Reload = hup
 			return daemon.Run(cmd.Context(), o)
 		},
 	}
@@ -88,6 +102,7 @@ so that proxies move to the other replicas as a trickle; then it stops within
 	f.StringVar(&o.REST.Addr, "xds-rest-addr", "", "also serve xDS as REST-JSON polling (Envoy's api_type REST) on this address, with the xDS TLS settings (off by default; see docs/rest.md)")
 	f.DurationVar(&o.REST.Wait, "xds-rest-wait", 0, "long poll: how long a REST poll with nothing new waits for a change before 304 (0: answer at once; keep it below the clients' request_timeout, 1s by default in Envoy; at most 5m)")
 	f.IntVar(&o.REST.MaxPolls, "xds-rest-max-polls", 1024, "REST polls served at once; beyond it a poll gets 503")
+	f.StringSliceVar(&o.REST.AllowedHosts, "xds-rest-allowed-host", nil, "a host name REST polls may be addressed to (repeatable), beyond localhost, IP addresses and names without dots; polls for other names get 421 (a guard against DNS rebinding)")
 	f.DurationVar(&o.DebounceQuiet, "debounce", 100*time.Millisecond, "reload once config files have been quiet this long")
 	f.DurationVar(&o.DebounceMax, "debounce-max", time.Second, "reload at most this long after the first change of a burst")
 	f.DurationVar(&o.Resync, "resync", 30*time.Second, "re-read the config this often even without file events (negative: never)")

@@ -39,9 +39,16 @@ const maxAuthValues = 4
 // no certificate), presented a wrong token or presented one over
 // plaintext from another host; PermissionDenied when its certificate's
 // identity is not allowed. Messages never echo the token.
-func TokenOrIdentity(readToken string, identities []string) func(ctx context.Context) error {
+//
+// current is asked for the read token on every call, so that a rotated token
+// file takes effect (token.Files); nil is no token.
+func TokenOrIdentity(current func() string, identities []string) func(ctx context.Context) error {
 	ids := append([]string(nil), identities...)
 	return func(ctx context.Context) error {
+		var readToken string
+		if current != nil {
+			readToken = current()
+		}
 		if readToken == "" && len(ids) == 0 {
 			return grpcstatus.Error(codes.PermissionDenied, "CSDS is disabled: configure an admin read token, or --csds-identity, to allow callers")
 		}

@@ -70,7 +70,7 @@ func TestRefused(t *testing.T) {
 // TestDisabled: with no token and no identity configured, CSDS answers
 // no one, even a caller presenting an empty bearer token.
 func TestDisabled(t *testing.T) {
-	e := start(t, csds.TokenOrIdentity("", nil), nil, csds.Options{})
+	e := start(t, csds.TokenOrIdentity(nil, nil), nil, csds.Options{})
 	conn := xdstest.Dial(t, e.addr)
 	_, err := fetch(t, conn, withToken(context.Background(), ""), &statusv3.ClientStatusRequest{})
 	if grpcstatus.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "CSDS is disabled") {
@@ -83,7 +83,7 @@ func TestDisabled(t *testing.T) {
 // it; no certificate and no token is Unauthenticated.
 func TestIdentity(t *testing.T) {
 	ca := identitytest.NewCA(t, "csds-ca")
-	e := start(t, csds.TokenOrIdentity(readToken, []string{"spiffe://example.org/ns/ops/sa/*"}), ca.ServerConfig(t), csds.Options{})
+	e := start(t, csds.TokenOrIdentity(fixed(readToken), []string{"spiffe://example.org/ns/ops/sa/*"}), ca.ServerConfig(t), csds.Options{})
 	ops := ca.Issue(t, "spiffe://example.org/ns/ops/sa/grpcdebug")
 	proxy := ca.Issue(t, "spiffe://example.org/ns/edge/sa/edge-1")
 
@@ -110,7 +110,7 @@ func TestIdentity(t *testing.T) {
 // loopback in tests, so the peer is set directly here; the loopback case
 // over real gRPC is every other test.)
 func TestTokenOnlyOverTLSOrLoopback(t *testing.T) {
-	auth := csds.TokenOrIdentity(readToken, nil)
+	auth := csds.TokenOrIdentity(fixed(readToken), nil)
 	call := func(addr net.Addr, ai credentials.AuthInfo) error {
 		ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+readToken))
 		if addr != nil {
@@ -182,3 +182,6 @@ func TestRefusalsLogBounded(t *testing.T) {
 		t.Fatalf("%d refusals logged %d lines, want 1 to %d:\n%s", n, got, most, logs.String())
 	}
 }
+
+// fixed is a read token that never rotates.
+func fixed(tok string) func() string { return func() string { return tok } }

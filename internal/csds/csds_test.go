@@ -145,7 +145,7 @@ func waitFor(t *testing.T, conn *grpc.ClientConn, node, typeURL, name string, ok
 }
 
 func tokens() func(context.Context) error {
-	return csds.TokenOrIdentity(readToken, nil)
+	return csds.TokenOrIdentity(fixed(readToken), nil)
 }
 
 // TestSyncedACKed: a proxy that ACKs shows SYNCED and ACKED with the exact

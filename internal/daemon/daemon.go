@@ -33,6 +33,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/store"
 	"github.com/pylon-xds/pylon/internal/store/etcd"
+	"github.com/pylon-xds/pylon/internal/token"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -147,8 +148,8 @@ type Options struct {
 	AdminInsecure bool
 	// AdminLimits bound the admin HTTP server (zero fields: defaults).
 	AdminLimits AdminLimits
-	// TLSCheckEvery is how often certificate files are checked for a
-	// rotation, at most (default 1s).
+	// TLSCheckEvery is how often certificate files, and the admin token
+	// files, are checked for a rotation, at most (default 1s).
 	TLSCheckEvery time.Duration
 	// ReadTokenFile holds the admin API's read token (default
 	// DataDir/read-token, generated on first start).
@@ -157,6 +158,12 @@ type Options struct {
 	// read from (default: the config's folder in file mode, the working
 	// directory at start in store mode). DataDir is never read.
 	SecretDirs []string
+
+	// Reload, when it receives (SIGHUP), re-reads the admin token files,
+	// the TLS certificate files, and the config (file mode) or the secret
+	// files it names (store mode) at once, without waiting for their
+	// periodic checks; nil never does.
+	Reload <-chan os.Signal
 
 	Version string
 	Logger  *slog.Logger
@@ -278,9 +285,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	xdsSrv, gs := newXDS(o, sec, reg, pub, obs, tokens)
-	adminOpts := tokens
+	adminOpts := admin.Options{Tokens: tokens, TokenFile: o.TokenFile, ReadTokenFile: o.ReadTokenFile}
 	adminOpts.Pipeline, adminOpts.Proxies, adminOpts.Fleets, adminOpts.Registry = pipe, tracker, pub, reg
-	adminOpts.Metrics, adminOpts.Identifier, adminOpts.Version, adminOpts.Logger = met.Registry, o.Identifier, o.Version, log
+	adminOpts.Metrics, adminOpts.Registerer, adminOpts.Identifier, adminOpts.Version, adminOpts.Logger = met.Registry, met.Registry, o.Identifier, o.Version, log
 	if cfgSvc != nil {
 		// Only a shared store is ever away; the embedded one answers
 		// false.
@@ -313,7 +320,11 @@ func Run(ctx context.Context, o Options) error {
 	watchCerts(gctx, g, o, sec, xdsSrv)
 	g.Go(func() error { return serveAdmin(stop.http, adminLis, o.AdminLimits) })
 	serveREST(gctx, g, o, restLis, sec, xdsSrv, log)
-	runSources(gctx, g, o, pipe, cfgSvc, met, firstDir(secrets), log)
+	reread := make(chan struct{}, 1)
+	if o.Reload != nil {
+		g.Go(func() error { return reloadOn(gctx, o.Reload, reread, tokens, sec, log) })
+	}
+	runSources(gctx, g, o, pipe, cfgSvc, met, firstDir(secrets), reread, log)
 	g.Go(func() error {
 		stop.run(ctx, gctx)
 		endRun()
@@ -426,21 +437,21 @@ func etcdPrefix(e EtcdOptions) string {
 
 // loadTokens reads the admin API's tokens, generating them on first start:
 // reads of status, dumps and stored config need one in both modes, and the
-// write token reads too.
-func loadTokens(o Options) (admin.Options, error) {
-	t := admin.Options{TokenFile: o.TokenFile, ReadTokenFile: o.ReadTokenFile}
-	var err error
-	if t.Token, err = adminToken(o.TokenFile); err != nil {
-		return t, err
+// write token reads too. The files are followed: a rotation takes effect
+// within TLSCheckEvery (1s by default), or at once on SIGHUP.
+func loadTokens(o Options) (*token.Files, error) {
+	for _, f := range []string{o.TokenFile, o.ReadTokenFile} {
+		if _, err := adminToken(f); err != nil {
+			return nil, err
+		}
 	}
-	t.ReadToken, err = adminToken(o.ReadTokenFile)
-	return t, err
+	return token.LoadFiles(token.FilesOptions{WriteFile: o.TokenFile, ReadFile: o.ReadTokenFile, CheckEvery: o.TLSCheckEvery, Logger: o.Logger})
 }
 
 // newXDS is the xDS server and the gRPC server it is registered on, which
 // serves CSDS too: standard tools read each proxy's status on the port they
 // already reach, with an admin token or an allowed client certificate.
-func newXDS(o Options, sec *security, reg *xdstype.Registry, pub *snapshot.Publisher, obs *Observability, tokens admin.Options) (*xds.Server, *grpc.Server) {
+func newXDS(o Options, sec *security, reg *xdstype.Registry, pub *snapshot.Publisher, obs *Observability, tokens *token.Files) (*xds.Server, *grpc.Server) {
 	xdsSrv := xds.New(xds.Options{
 		Registry: reg, Fleets: pub, Identifier: o.Identifier, Logger: o.Logger,
 		SuppressDeltaNotFound: o.SuppressDeltaNotFound, HoldTimeout: o.HoldTimeout,
@@ -453,7 +464,7 @@ func newXDS(o Options, sec *security, reg *xdstype.Registry, pub *snapshot.Publi
 	xdsSrv.Register(gs)
 	csds.New(csds.Options{
 		Tracker: obs.Tracker, Registry: reg, Logger: o.Logger,
-		Authorize: csds.TokenOrIdentity(tokens.ReadToken, o.CSDSIdentities),
+		Authorize: csds.TokenOrIdentity(func() string { return tokens.Current().Read }, o.CSDSIdentities),
 	}).Register(gs)
 	return xdsSrv, gs
 }
@@ -483,7 +494,7 @@ func grpcOptions(o Options, xdsSrv *xds.Server, sec *security) []grpc.ServerOpti
 // config file watcher. In both modes the certificates and keys the config
 // names are watched: a rotation re-reads the config, and only the changed
 // Secret is pushed.
-func runSources(ctx context.Context, g *errgroup.Group, o Options, pipe *pipeline.Pipeline, cfgSvc *configstore.Service, met *metrics.Metrics, secretDir string, log *slog.Logger) {
+func runSources(ctx context.Context, g *errgroup.Group, o Options, pipe *pipeline.Pipeline, cfgSvc *configstore.Service, met *metrics.Metrics, secretDir string, reread <-chan struct{}, log *slog.Logger) {
 	updates := make(chan source.Update)
 	resync := o.Resync
 	if resync < 0 {
@@ -493,7 +504,7 @@ func runSources(ctx context.Context, g *errgroup.Group, o Options, pipe *pipelin
 		// The stored config did not change on a rotation: the latest
 		// stored update is replayed, and the pipeline re-reads the files.
 		certs := file.NewFiles(file.FilesOptions{
-			Quiet: o.DebounceQuiet, MaxWait: o.DebounceMax, Resync: resync, Logger: log, OnEvent: met.SourceEvent,
+			Quiet: o.DebounceQuiet, MaxWait: o.DebounceMax, Resync: resync, Reread: reread, Logger: log, OnEvent: met.SourceEvent,
 		})
 		pipe.OnFiles(func(paths []string) { certs.Watch(under(secretDir, paths)) })
 		stored := make(chan source.Update)
@@ -504,7 +515,7 @@ func runSources(ctx context.Context, g *errgroup.Group, o Options, pipe *pipelin
 		return
 	}
 	watcher := file.New(file.Options{
-		Path: o.ConfigPath, Quiet: o.DebounceQuiet, MaxWait: o.DebounceMax, Resync: resync, Logger: log,
+		Path: o.ConfigPath, Quiet: o.DebounceQuiet, MaxWait: o.DebounceMax, Resync: resync, Reread: reread, Logger: log,
 		OnEvent: met.SourceEvent, OnRead: met.Reload,
 	})
 	pipe.OnFiles(func(paths []string) { watcher.Watch(under(secretDir, paths)) })

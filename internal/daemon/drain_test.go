@@ -34,6 +34,8 @@ import (
 // loopback, started by startDaemon.
 type running struct {
 	xdsAddr, adminAddr, readToken string
+	// dataDir holds the token files.
+	dataDir string
 	// config is the config file served.
 	config  string
 	out     *lines
@@ -67,7 +69,7 @@ func startDaemon(t *testing.T, o Options) *running {
 	if o.Identifier == "" {
 		o.Identifier = "drain-test"
 	}
-	r := &running{config: o.ConfigPath, out: &lines{}, now: make(chan struct{}), errc: make(chan error, 1)}
+	r := &running{config: o.ConfigPath, dataDir: o.DataDir, out: &lines{}, now: make(chan struct{}), errc: make(chan error, 1)}
 	o.Logger = slog.New(slog.NewTextHandler(r.out, nil))
 	ready := make(chan [2]string, 1)
 	o.OnReady = func(x, a string) { ready <- [2]string{x, a} }

@@ -31,6 +31,10 @@ type RESTOptions struct {
 	// MaxPolls bounds the polls served at once (default 1024); beyond it a
 	// poll gets 503 and Envoy polls again after its refresh_delay.
 	MaxPolls int
+	// AllowedHosts are host names polls may be addressed to (their Host
+	// header) beyond localhost, IP addresses and names without dots
+	// (xdsrest's guard against DNS rebinding).
+	AllowedHosts []string
 	// OnListen, if set, is called with the bound address (tests bind
 	// 127.0.0.1:0).
 	OnListen func(addr string)
@@ -66,6 +70,11 @@ func checkREST(o Options, sec *security, log *slog.Logger) error {
 	if ro.MaxPolls < 0 {
 		return fmt.Errorf("--xds-rest-max-polls is %d; it must be 0 (the default, %d) or more", ro.MaxPolls, xdsrest.DefaultMaxPolls)
 	}
+	for _, h := range ro.AllowedHosts {
+		if err := checkHostName(h); err != nil {
+			return fmt.Errorf("--xds-rest-allowed-host %q: %w", h, err)
+		}
+	}
 	switch {
 	case o.InsecureServeSecrets:
 		log.Warn("INSECURE: --insecure-serve-secrets serves Secrets, private keys included, to REST polls without a verified client certificate too: "+
@@ -98,7 +107,7 @@ func serveREST(ctx context.Context, g *errgroup.Group, o Options, lis net.Listen
 	}
 	ro := o.REST
 	h := xdsrest.New(xdsrest.Options{
-		Server: srv, Logger: log, Wait: ro.Wait, MaxPolls: ro.MaxPolls, MaxResourceNames: o.MaxResourceNames,
+		Server: srv, Logger: log, Wait: ro.Wait, MaxPolls: ro.MaxPolls, MaxResourceNames: o.MaxResourceNames, AllowedHosts: ro.AllowedHosts,
 	})
 	hs := &http.Server{
 		Handler: h,
@@ -149,4 +158,19 @@ func serveREST(ctx context.Context, g *errgroup.Group, o Options, lis net.Listen
 	if ro.OnListen != nil {
 		ro.OnListen(lis.Addr().String())
 	}
+}
+
+// checkHostName checks a name given to --xds-rest-allowed-host: a plain
+// DNS name, which the Host header of a poll must equal (any port).
+func checkHostName(h string) error {
+	if h == "" || len(h) > 253 {
+		return errors.New("give a host name of 1 to 253 characters")
+	}
+	for _, c := range h {
+		ok := c == '.' || c == '-' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !ok {
+			return fmt.Errorf("%q is not allowed in a host name: give the name alone, without a scheme, port or wildcard", c)
+		}
+	}
+	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/seal"
 	"github.com/pylon-xds/pylon/internal/store"
 	"github.com/pylon-xds/pylon/internal/store/bolt"
+	"github.com/pylon-xds/pylon/internal/token"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -95,7 +95,7 @@ func reseal(ctx context.Context, st store.Store, ring *seal.Keyring, log *slog.L
 // one (0600) on first start. The token itself is never logged. A token
 // file others can read is refused: anyone on the host could use it.
 func adminToken(path string) (string, error) {
-	t, err := readToken(path)
+	t, err := token.ReadFile(path)
 	if !errors.Is(err, os.ErrNotExist) {
 		return t, err
 	}
@@ -111,7 +111,7 @@ func adminToken(path string) (string, error) {
 	// token another replica starting at the same time just wrote.
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if errors.Is(err, os.ErrExist) {
-		return readToken(path)
+		return token.ReadFile(path)
 	}
 	if err != nil {
 		return "", fmt.Errorf("writing the token file %s: %w", path, err)
@@ -124,32 +124,4 @@ func adminToken(path string) (string, error) {
 		return "", fmt.Errorf("writing the token file %s: %w", path, err)
 	}
 	return t, nil
-}
-
-// readToken reads an existing token file, refusing one that is not a
-// regular file or that users other than its owner can read or write.
-func readToken(path string) (string, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", err
-	}
-	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("token file %s is not a regular file", path)
-	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("token file %s has mode %v: others can read it; chmod 600 it", path, fi.Mode().Perm())
-	}
-	b, err := io.ReadAll(io.LimitReader(f, 4096))
-	if err != nil {
-		return "", err
-	}
-	if t := strings.TrimSpace(string(b)); t != "" {
-		return t, nil
-	}
-	return "", fmt.Errorf("token file %s is empty", path)
 }

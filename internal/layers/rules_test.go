@@ -159,6 +159,7 @@ var allowed = []edge{
 	{"internal/daemon", "internal/pipeline"},
 	{"internal/daemon", "internal/rollout"},
 	{"internal/daemon", "internal/seal"},
+	{"internal/daemon", "internal/token"},
 	{"internal/daemon", "internal/secretfile"},
 	{"internal/daemon", "internal/snapshot"},
 	{"internal/daemon", "internal/source/..."},

@@ -1,5 +1,7 @@
-// Package token compares bearer tokens. It is a leaf both the admin API
-// and CSDS import, so the comparison is written once.
+// Package token compares bearer tokens and reads the admin tokens from
+// their files, following a rotation (Files). It is a leaf both the admin
+// API and CSDS import, so the comparison and the rotation are written
+// once.
 package token
 
 import (

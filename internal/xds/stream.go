@@ -19,6 +19,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/identity"
 	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/redact"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -757,7 +758,10 @@ func (st *stream) subscribed(t *xdstype.Type, sub *subscription, last **subscrip
 // proxy last ACKed of the type on this stream, as the server recorded it
 // (not what the request claims, and known in delta too); "" for none.
 func (st *stream) onNACK(t *xdstype.Type, rec *liveType, rejected, running, nonce, msg string) {
-	msg = bounded(msg, maxDetail)
+	// The proxy's text may quote what it failed to load, a private key
+	// included: redacted here, so the log, the event and every view of
+	// it (status, /proxies, CSDS) get the same redacted text.
+	msg = redact.String(bounded(msg, maxDetail))
 	// Logged before it is reported: whoever sees the event finds the line.
 	if st.srv.logged.first(onceKey("nack", st.node.GetId(), t.URL, rejected)) {
 		if running == "" {

@@ -58,6 +58,9 @@ type Options struct {
 	// MaxResourceNames bounds resource_names (default 10,000, the xDS
 	// server's default; give the server's value).
 	MaxResourceNames int
+	// AllowedHosts are names, beyond those always allowed (see
+	// allowedHost), that polls may carry as their Host.
+	AllowedHosts []string
 }
 
 // MaxWait bounds Options.Wait: a poll holds a slot and a stream for as
@@ -76,6 +79,7 @@ type Handler struct {
 	o     Options
 	log   *slog.Logger
 	paths map[string]*xdstype.Type
+	hosts allowedHosts
 	list  string // the paths, for the error naming them
 	polls chan struct{}
 	// reading bounds the bodies read and decoded at once (MaxPolls and
@@ -104,7 +108,7 @@ func New(o Options) *Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{o: o, log: log, paths: paths(o.Registry), polls: make(chan struct{}, o.MaxPolls), reading: make(chan struct{}, o.MaxPolls+readSpare)}
+	h := &Handler{o: o, log: log, paths: paths(o.Registry), hosts: newAllowedHosts(o.AllowedHosts), polls: make(chan struct{}, o.MaxPolls), reading: make(chan struct{}, o.MaxPolls+readSpare)}
 	var list []string
 	for p := range h.paths {
 		list = append(list, p)
@@ -121,6 +125,14 @@ func (h *Handler) Paths() []string { return strings.Split(h.list, ", ") }
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// A response may hold private keys: no cache keeps it.
 	w.Header().Set("Cache-Control", "no-store")
+	switch {
+	case !h.hosts.allowed(r.Host):
+		h.fail(w, r, http.StatusMisdirectedRequest, fmt.Sprintf(hostError, bounded(r.Host)))
+		return
+	case fromPage(r):
+		h.fail(w, r, http.StatusForbidden, originError)
+		return
+	}
 	t := h.paths[r.URL.Path]
 	if t == nil {
 		h.fail(w, r, http.StatusNotFound, fmt.Sprintf("no REST xDS endpoint at %q; the endpoints are %s", bounded(r.URL.Path), h.list))

@@ -31,6 +31,9 @@ type Options struct {
 	// case an event was lost (network file systems, overflowing queues).
 	// Zero disables it.
 	Resync time.Duration
+	// Reread, when it receives, re-reads the configuration at once, as a
+	// resync does (the daemon's SIGHUP).
+	Reread <-chan struct{}
 	Logger *slog.Logger
 	// OnEvent and OnRead, if set, are told of each relevant file event
 	// (one on a config file or a watched file; others are ignored) and
@@ -107,7 +110,7 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 
 	l := &loop{
 		w: w, rel: rel, keep: absPath(dir), paths: s.extra, what: "config", log: s.log, onEvent: s.opts.OnEvent,
-		quiet: s.opts.Quiet, maxWait: s.opts.MaxWait, resync: s.opts.Resync,
+		quiet: s.opts.Quiet, maxWait: s.opts.MaxWait, resync: s.opts.Resync, reread: s.opts.Reread,
 	}
 	return l.run(ctx, send, send)
 }

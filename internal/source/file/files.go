@@ -18,6 +18,9 @@ type FilesOptions struct {
 	// Resync reports a change this often even without events, in case one
 	// was lost, as Source does; zero disables it.
 	Resync time.Duration
+	// Reread, when it receives, reports a change at once, as a resync
+	// does (the daemon's SIGHUP).
+	Reread <-chan struct{}
 	Logger *slog.Logger
 	// OnEvent, if set, is told of each relevant file event (for metrics).
 	OnEvent func()
@@ -63,7 +66,7 @@ func (f *Files) Run(ctx context.Context) error {
 	rel.watch(nil)
 	l := &loop{
 		w: w, rel: rel, paths: f.paths, what: "secret file", log: f.log, onEvent: f.opts.OnEvent,
-		quiet: f.opts.Quiet, maxWait: f.opts.MaxWait, resync: f.opts.Resync,
+		quiet: f.opts.Quiet, maxWait: f.opts.MaxWait, resync: f.opts.Resync, reread: f.opts.Reread,
 	}
 	notify := func(at time.Time) bool { f.notify(at); return true }
 	return l.run(ctx, notify, func(now time.Time) bool {

@@ -25,9 +25,11 @@ type loop struct {
 	watched map[string]bool
 
 	quiet, maxWait, resync time.Duration
-	onEvent                func()
-	log                    *slog.Logger
-	what                   string // "config" or "secret file", for logs
+	// reread asks for a resync now (SIGHUP); nil never does.
+	reread  <-chan struct{}
+	onEvent func()
+	log     *slog.Logger
+	what    string // "config" or "secret file", for logs
 }
 
 // run calls fire after each debounced burst, with when it began, and
@@ -100,6 +102,10 @@ func (l *loop) run(ctx context.Context, fire, resync func(time.Time) bool) error
 			}
 		case now := <-tick:
 			if !resync(now) {
+				return nil
+			}
+		case <-l.reread:
+			if !resync(time.Now()) {
 				return nil
 			}
 		case paths := <-l.paths:
