@@ -72,22 +72,41 @@ func Inline(m proto.Message) []Finding {
 // would redact, keeping the path of the field it is in.
 type walker struct {
 	dry   bool
-	segs  []string
+	segs  []seg
 	found []Finding
 }
 
-func (w *walker) push(seg string) { w.segs = append(w.segs, seg) }
-func (w *walker) pop()            { w.segs = w.segs[:len(w.segs)-1] }
+// seg is one step of a field path: a field, a list index or a map key,
+// formatted only when a finding needs it.
+type seg struct {
+	field string
+	index int
+	key   *protoreflect.MapKey
+}
+
+func (w *walker) push(s seg) { w.segs = append(w.segs, s) }
+func (w *walker) pop()       { w.segs = w.segs[:len(w.segs)-1] }
 
 // report records a finding at the current path, plus leaf when given.
 func (w *walker) report(leaf, what, remedy string) {
-	p := strings.Join(w.segs, ".")
-	if leaf != "" {
-		p += "." + leaf
+	var b strings.Builder
+	for _, s := range w.segs {
+		switch {
+		case s.key != nil:
+			fmt.Fprintf(&b, "[%v]", s.key.Interface())
+		case s.field == "":
+			fmt.Fprintf(&b, "[%d]", s.index)
+		default:
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(s.field)
+		}
 	}
-	// A path of list and map steps reads "a[0].b", not "a.[0].b".
-	p = strings.ReplaceAll(p, ".[", "[")
-	w.found = append(w.found, Finding{Field: p, What: what, Remedy: remedy})
+	if leaf != "" {
+		b.WriteString("." + leaf)
+	}
+	w.found = append(w.found, Finding{Field: b.String(), What: what, Remedy: remedy})
 }
 
 // walk redacts m; all says m sits under a secret field, so every
@@ -97,44 +116,55 @@ func (w *walker) walk(m protoreflect.Message, all bool) {
 		w.walkAny(m, all)
 		return
 	}
+	parent := string(m.Descriptor().FullName())
+	if w.dry {
+		m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+			w.push(seg{field: string(fd.Name())})
+			w.field(m, fd, v, w.secret(parent, fd, all))
+			w.pop()
+			return true
+		})
+		return
+	}
 	// Collect first: setting fields while ranging is not allowed.
 	var fields []protoreflect.FieldDescriptor
 	m.Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
 		fields = append(fields, fd)
 		return true
 	})
-	parent := string(m.Descriptor().FullName())
 	for _, fd := range fields {
-		secret := all && !locators[string(fd.Name())] || secretField(parent, string(fd.Name()), payload(fd))
-		w.push(string(fd.Name()))
-		w.field(m, fd, secret)
+		var v protoreflect.Value
+		if fd.IsList() || fd.IsMap() || fd.Message() != nil {
+			v = m.Mutable(fd)
+		} else {
+			v = m.Get(fd)
+		}
+		w.push(seg{field: string(fd.Name())})
+		w.field(m, fd, v, w.secret(parent, fd, all))
 		w.pop()
 	}
 }
 
-// field redacts one set field of m.
-func (w *walker) field(m protoreflect.Message, fd protoreflect.FieldDescriptor, secret bool) {
-	get := m.Get
-	if !w.dry {
-		get = func(fd protoreflect.FieldDescriptor) protoreflect.Value {
-			if fd.IsList() || fd.IsMap() || fd.Message() != nil {
-				return m.Mutable(fd)
-			}
-			return m.Get(fd)
-		}
-	}
+// secret reports whether field fd of the message named parent holds key
+// material, all saying the message sits under a secret field.
+func (w *walker) secret(parent string, fd protoreflect.FieldDescriptor, all bool) bool {
+	return all && !locators[string(fd.Name())] || secretField(parent, string(fd.Name()), payload(fd))
+}
+
+// field redacts one set field of m, of value v (mutable unless dry).
+func (w *walker) field(m protoreflect.Message, fd protoreflect.FieldDescriptor, v protoreflect.Value, secret bool) {
 	switch {
 	case fd.IsList():
-		l := get(fd).List()
+		l := v.List()
 		for i := range l.Len() {
-			w.push(fmt.Sprintf("[%d]", i))
-			if v, ok := w.value(fd, l.Get(i), secret); ok && !w.dry {
-				l.Set(i, v)
+			w.push(seg{index: i})
+			if r, ok := w.value(fd, l.Get(i), secret); ok && !w.dry {
+				l.Set(i, r)
 			}
 			w.pop()
 		}
 	case fd.IsMap():
-		mp := get(fd).Map()
+		mp := v.Map()
 		vd := fd.MapValue()
 		var keys []protoreflect.MapKey
 		mp.Range(func(k protoreflect.MapKey, _ protoreflect.Value) bool {
@@ -142,15 +172,15 @@ func (w *walker) field(m protoreflect.Message, fd protoreflect.FieldDescriptor, 
 			return true
 		})
 		for _, k := range keys {
-			w.push(fmt.Sprintf("[%v]", k.Interface()))
-			if v, ok := w.value(vd, mp.Get(k), secret); ok && !w.dry {
-				mp.Set(k, v)
+			w.push(seg{key: &k})
+			if r, ok := w.value(vd, mp.Get(k), secret); ok && !w.dry {
+				mp.Set(k, r)
 			}
 			w.pop()
 		}
 	default:
-		if v, ok := w.value(fd, get(fd), secret); ok && !w.dry && fd.Message() == nil {
-			m.Set(fd, v)
+		if r, ok := w.value(fd, v, secret); ok && !w.dry {
+			m.Set(fd, r)
 		}
 	}
 }

@@ -145,22 +145,56 @@ func Bytes(b []byte) []byte {
 }
 
 // mayHoldKey is the cheap check before the regular expressions: a PEM
-// private key's header, or base64 long enough to hold part of a key
-// (counted across the whitespace that wraps it).
+// private key's header; "-----BEGIN" in base64, from any of the three
+// places in a 3-byte group it may start at, once the text's wrapping is
+// taken out; or a run of base64 that starts as a DER key's does ("M",
+// a SEQUENCE) and is long enough to hold one.
 func mayHoldKey(s string) bool {
-	if strings.Contains(s, "PRIVATE KEY") {
+	if len(s) < minRun {
+		return false
+	}
+	if strings.Contains(s, "PRIVATE KEY") || containsBegin(s) || derToken(s) {
 		return true
 	}
-	run := 0
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case isB64(c):
-			if run++; run >= minRun {
-				return true
+	if strings.ContainsAny(s, " \t\r\n\\") {
+		return containsBegin(stripB64(s))
+	}
+	return false
+}
+
+// beginB64 is "-----BEGIN" in base64 at each offset in a 3-byte group:
+// the characters that depend on it alone.
+var beginB64 = [3]string{"LS0tLS1CRUdJT", "tLS0tLUJFR0lO", "0tLS0tQkVHSU"}
+
+func containsBegin(s string) bool {
+	for _, b := range beginB64 {
+		if strings.Contains(s, b) {
+			return true
+		}
+	}
+	return false
+}
+
+// derToken reports whether a word of s (a run of base64 after a
+// character that is not) starts as a DER key's base64 does and runs on,
+// across wrapping, for at least minRun characters.
+func derToken(s string) bool {
+	for i := 0; i+1 < len(s); i++ {
+		if s[i] != 'M' || i > 0 && isB64(s[i-1]) {
+			continue
+		}
+		n := 0
+		for j := i; j < len(s) && n < minRun; j++ {
+			switch c := s[j]; {
+			case isB64(c):
+				n++
+			case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\\':
+			default:
+				j = len(s)
 			}
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '=' || c == '\\':
-		default:
-			run = 0
+		}
+		if n >= minRun {
+			return true
 		}
 	}
 	return false
@@ -215,10 +249,16 @@ func b64HoldsKey(m string) bool {
 	for off := 0; off < 4 && off < len(clean); off++ {
 		for _, enc := range []*base64.Encoding{base64.RawStdEncoding, base64.RawURLEncoding} {
 			d := decodePrefix(enc, clean[off:])
-			if holdsKey(d) {
+			if holdsKey(d) || off == 0 && cutShortHeader(d) {
 				return true
 			}
-			if off == 0 && cutShortHeader(d) {
+		}
+	}
+	// A DER key's base64 after words the run took in ("key MIIEv..."):
+	// judged from each word's start.
+	for i := 1; i < len(m); i++ {
+		if m[i] == 'M' && !isB64(m[i-1]) && m[i-1] != '=' {
+			if d := decodePrefix(base64.RawStdEncoding, stripB64(m[i:min(len(m), i+64)])); derKey(d) {
 				return true
 			}
 		}

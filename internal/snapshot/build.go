@@ -42,7 +42,8 @@ var marshal = proto.MarshalOptions{Deterministic: true}
 // name not in canonical form (XdstpProblem), two resources of one type with
 // one name, a reference to a resource that is not in the set, and a
 // VirtualHost that its route configuration cannot serve by VHDS
-// (vhdsProblems). The error is a diag.List naming every problem.
+// (vhdsProblems), key material outside a Secret (keyProblems). The error
+// is a diag.List naming every problem.
 func Build(reg *xdstype.Registry, inputs []Input) (*Snapshot, error) {
 	return BuildValidated(reg, inputs, nil)
 }
@@ -128,7 +129,7 @@ func validOnce(in *Input, k validKey, v *Validated, holds map[protoreflect.FullN
 	if v.seen(k) {
 		return
 	}
-	fes := validate(in.Message, holds)
+	fes := append(validate(in.Message, holds), keyProblems(in)...)
 	for _, fe := range fes {
 		*problems = append(*problems, in.diag(fe.field, "%s", fe.reason))
 	}
