@@ -1,6 +1,8 @@
 package redact
 
 import (
+	"bytes"
+	"encoding/base64"
 	"fmt"
 	"strings"
 
@@ -60,12 +62,142 @@ const (
 // and the same walk as Message's, so what a dump hides and what the
 // gate refuses cannot disagree. m is not changed.
 func Inline(m proto.Message) []Finding {
+	return (&Finder{}).Inline(m, nil)
+}
+
+// Finder is Inline for many messages, faster: it learns once per message
+// type whether the type can lead to a field that holds key material by
+// what it is (a secret field, a DataSource, bytes, an Any, a JWKS), and
+// when a message's encoding shows nothing that text holding a key would
+// (a PEM header, "-----BEGIN" in base64, a DER key's base64), it leaves
+// out the types that cannot. The zero value is ready; a Finder is not
+// safe for concurrent use.
+type Finder struct {
+	reach map[protoreflect.FullName]bool
+	plans map[protoreflect.FullName][]protoreflect.FieldDescriptor
+}
+
+// Inline is the package's Inline, enc being m's encoding (nil: unknown).
+func (f *Finder) Inline(m proto.Message, enc []byte) []Finding {
 	if m == nil {
 		return nil
 	}
-	w := &walker{dry: true}
+	w := &walker{dry: true, finder: f, noText: enc != nil && !encodingMayHoldKey(enc)}
 	w.walk(m.ProtoReflect(), false)
 	return w.found
+}
+
+// encodingMayHoldKey reports whether a message's encoding may hold text
+// with a key in it. Strings are encoded as they are, at any depth (an
+// Any's value is an encoding too), so what mayHoldKey looks for is there
+// if any string has it; the check is looser (no word boundary before a
+// DER key's "M"), so it can be wrong only towards looking. It reads the
+// encoding once and allocates nothing: it runs on every resource built.
+func encodingMayHoldKey(enc []byte) bool {
+	if bytes.Contains(enc, []byte("PRIVATE KEY")) {
+		return true
+	}
+	var last [16]byte // the last base64 characters, wrapping left out
+	n := 0
+	for i, c := range enc {
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			continue
+		case !isB64(c):
+			n = 0
+			continue
+		}
+		copy(last[:], last[1:])
+		last[len(last)-1] = c
+		n++
+		if (c == 'T' || c == 'O' || c == 'U') && n >= len(beginB64[2]) && containsBegin(string(last[len(last)-min(n, len(last)):])) {
+			return true
+		}
+		if c == 'M' && derPrefixAt(enc[i:]) {
+			return true
+		}
+	}
+	return false
+}
+
+// derPrefixAt reports whether base64 text at the start of b (wrapping
+// left out) starts as a DER key's does: a SEQUENCE (of any length form)
+// then a one-byte INTEGER.
+func derPrefixAt(b []byte) bool {
+	var src [12]byte
+	n := 0
+	for _, c := range b {
+		if n == len(src) {
+			break
+		}
+		switch {
+		case isB64(c):
+			src[n] = c
+			n++
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+		default:
+			return false
+		}
+	}
+	if n < len(src) {
+		return false
+	}
+	var d [9]byte
+	if _, err := base64.RawStdEncoding.Decode(d[:], src[:]); err != nil || d[0] != 0x30 {
+		return false
+	}
+	i := 2
+	if d[1]&0x80 != 0 {
+		i += int(d[1] & 0x7f)
+	}
+	return i+1 < len(d) && d[i] == 0x02 && d[i+1] == 0x01
+}
+
+// mayReach reports whether a message of type d can hold, through its
+// message fields (an Any's content counted apart), a field that holds key
+// material by what it is: learned once per type.
+func (f *Finder) mayReach(d protoreflect.MessageDescriptor) bool {
+	if f.reach == nil {
+		f.reach = map[protoreflect.FullName]bool{}
+	}
+	if r, ok := f.reach[d.FullName()]; ok {
+		return r
+	}
+	// Cycles: a type being looked at counts as reaching nothing more
+	// than what its other fields reach.
+	f.reach[d.FullName()] = false
+	r := f.reaches(d)
+	f.reach[d.FullName()] = r
+	return r
+}
+
+func (f *Finder) reaches(d protoreflect.MessageDescriptor) bool {
+	switch d.FullName() {
+	case anyName, dataSourceName:
+		return true
+	}
+	fields := d.Fields()
+	for i := range fields.Len() {
+		if f.fieldReaches(d, fields.Get(i)) {
+			return true
+		}
+	}
+	return false
+}
+
+// fieldReaches reports whether field fd of type d holds key material by
+// what it is (a secret field, a JWKS, bytes) or leads to a type that can.
+func (f *Finder) fieldReaches(d protoreflect.MessageDescriptor, fd protoreflect.FieldDescriptor) bool {
+	if fd.Name() == "local_jwks" || secretField(string(d.FullName()), string(fd.Name()), payload(fd)) {
+		return true
+	}
+	if fd.IsMap() {
+		fd = fd.MapValue()
+	}
+	if md := fd.Message(); md != nil {
+		return f.mayReach(md)
+	}
+	return fd.Kind() == protoreflect.BytesKind
 }
 
 // walker redacts a message in place, or with dry only finds what it
@@ -73,7 +205,47 @@ func Inline(m proto.Message) []Finding {
 type walker struct {
 	dry   bool
 	segs  []seg
+	buf   [16]seg // segs' first backing array: most paths are shorter
 	found []Finding
+	// finder, with noText: the encoding holds no text with a key, so only
+	// the types finder says can reach key material are entered.
+	finder *Finder
+	noText bool
+}
+
+// fieldsOf are the fields of a message of type d to look at: all of them,
+// unless the encoding shows no text that could hold a key (then only those
+// that can hold key material by what they are, as the Finder learned).
+func (w *walker) fieldsOf(d protoreflect.MessageDescriptor, all bool) []protoreflect.FieldDescriptor {
+	if w.noText && !all {
+		return w.finder.planOf(d)
+	}
+	fields := d.Fields()
+	out := make([]protoreflect.FieldDescriptor, fields.Len())
+	for i := range out {
+		out[i] = fields.Get(i)
+	}
+	return out
+}
+
+// planOf are the fields of type d that can hold key material by what
+// they are, or lead to one that can: learned once per type.
+func (f *Finder) planOf(d protoreflect.MessageDescriptor) []protoreflect.FieldDescriptor {
+	if p, ok := f.plans[d.FullName()]; ok {
+		return p
+	}
+	if f.plans == nil {
+		f.plans = map[protoreflect.FullName][]protoreflect.FieldDescriptor{}
+	}
+	p := []protoreflect.FieldDescriptor{}
+	fields := d.Fields()
+	for i := range fields.Len() {
+		if fd := fields.Get(i); f.fieldReaches(d, fd) {
+			p = append(p, fd)
+		}
+	}
+	f.plans[d.FullName()] = p
+	return p
 }
 
 // seg is one step of a field path: a field, a list index or a map key,
@@ -84,8 +256,13 @@ type seg struct {
 	key   *protoreflect.MapKey
 }
 
-func (w *walker) push(s seg) { w.segs = append(w.segs, s) }
-func (w *walker) pop()       { w.segs = w.segs[:len(w.segs)-1] }
+func (w *walker) push(s seg) {
+	if w.segs == nil {
+		w.segs = w.buf[:0]
+	}
+	w.segs = append(w.segs, s)
+}
+func (w *walker) pop() { w.segs = w.segs[:len(w.segs)-1] }
 
 // report records a finding at the current path, plus leaf when given.
 func (w *walker) report(leaf, what, remedy string) {
@@ -118,12 +295,16 @@ func (w *walker) walk(m protoreflect.Message, all bool) {
 	}
 	parent := string(m.Descriptor().FullName())
 	if w.dry {
-		m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		// By the descriptor, not Range: Range's callback would be
+		// allocated for every message walked.
+		for _, fd := range w.fieldsOf(m.Descriptor(), all) {
+			if !m.Has(fd) {
+				continue
+			}
 			w.push(seg{field: string(fd.Name())})
-			w.field(m, fd, v, w.secret(parent, fd, all))
+			w.field(m, fd, m.Get(fd), w.secret(parent, fd, all))
 			w.pop()
-			return true
-		})
+		}
 		return
 	}
 	// Collect first: setting fields while ranging is not allowed.

@@ -15,12 +15,15 @@ import (
 // entitled to it. What counts is redact.Inline's rule, the one the dumps
 // redact by and render refuses by, so the three cannot disagree. The
 // problem names the field and never quotes it.
-func keyProblems(in *Input) []fieldError {
+//
+// keys is the build's redact.Finder (what it learns of message types
+// serves every resource) and enc the resource's encoding.
+func keyProblems(in *Input, keys *redact.Finder, enc []byte) []fieldError {
 	if in.Type.URL == xdstype.SecretURL {
 		return nil
 	}
 	var out []fieldError
-	for _, f := range redact.Inline(in.Message) {
+	for _, f := range keys.Inline(in.Message, enc) {
 		out = append(out, fieldError{f.Field, fmt.Sprintf("%s inline in a %s is served to every client of its group, with or without a certificate: %s", f.What, in.Type.Kind, f.Remedy)})
 	}
 	return out
