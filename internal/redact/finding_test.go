@@ -11,10 +11,15 @@ import (
 	"strings"
 	"testing"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	jwtv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/jwt_authn/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // realKey is a freshly made EC private key as PKCS#8 PEM and its DER.
@@ -233,5 +238,44 @@ func TestFinding2_InlineNamesTheField(t *testing.T) {
 	l.FilterChains[0].TransportSocket.ConfigType = &corev3.TransportSocket_TypedConfig{TypedConfig: mustAny(t, down)}
 	if got := Inline(l); len(got) != 0 {
 		t.Fatalf("a filename is no key material: %+v", got)
+	}
+}
+
+// TestFinderAgreesWithInline: the Finder's shortcut (types that cannot
+// hold key material left out when the encoding shows no key text) finds
+// what the full walk finds: every key-bearing field of the registry, a
+// PEM key in a plain string, a DER key in bytes, a wrapped base64 key.
+func TestFinderAgreesWithInline(t *testing.T) {
+	key, der := realKey(t)
+	var msgs []proto.Message
+	protoregistry.GlobalTypes.RangeMessages(func(mt protoreflect.MessageType) bool {
+		fields := mt.Descriptor().Fields()
+		for i := range fields.Len() {
+			m := mt.New()
+			if fd := fields.Get(i); keyBearing.MatchString(string(fd.Name())) && plant(m, fd, "MARKER-FINDER") {
+				msgs = append(msgs, &clusterv3.Cluster{Name: "c", TransportSocket: &corev3.TransportSocket{Name: "x", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustAny(t, m.Interface())}}})
+			}
+		}
+		return true
+	})
+	msgs = append(msgs,
+		&corev3.HeaderValue{Key: "x", Value: "a " + key},
+		&corev3.HeaderValue{Key: "x", Value: wrap(base64.StdEncoding.EncodeToString([]byte("xx"+key)), 9, 4, "\n")},
+		&corev3.HeaderValue{Key: "x", Value: "der " + base64.StdEncoding.EncodeToString(der)},
+		&corev3.HeaderValue{Key: "x", Value: "plain"},
+		&corev3.TypedExtensionConfig{Name: "b", TypedConfig: &anypb.Any{TypeUrl: "type.googleapis.com/unknown.Type", Value: der}},
+	)
+	for _, m := range msgs {
+		enc, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		full, quick := Inline(m), (&Finder{}).Inline(m, enc)
+		if len(full) != len(quick) || len(full) > 0 && full[0] != quick[0] {
+			t.Errorf("%s: Inline %+v, Finder %+v", dumpOf(t, m), full, quick)
+		}
+	}
+	if len(msgs) < 20 {
+		t.Fatalf("only %d messages", len(msgs))
 	}
 }
