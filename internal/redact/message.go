@@ -1,8 +1,6 @@
 package redact
 
 import (
-	"bytes"
-	"encoding/base64"
 	"fmt"
 	"strings"
 
@@ -82,75 +80,9 @@ func (f *Finder) Inline(m proto.Message, enc []byte) []Finding {
 	if m == nil {
 		return nil
 	}
-	w := &walker{dry: true, finder: f, noText: enc != nil && !encodingMayHoldKey(enc)}
+	w := &walker{dry: true, finder: f, noText: enc != nil && !mayHoldKeyBytes(enc)}
 	w.walk(m.ProtoReflect(), false)
 	return w.found
-}
-
-// encodingMayHoldKey reports whether a message's encoding may hold text
-// with a key in it. Strings are encoded as they are, at any depth (an
-// Any's value is an encoding too), so what mayHoldKey looks for is there
-// if any string has it; the check is looser (no word boundary before a
-// DER key's "M"), so it can be wrong only towards looking. It reads the
-// encoding once and allocates nothing: it runs on every resource built.
-func encodingMayHoldKey(enc []byte) bool {
-	if bytes.Contains(enc, []byte("PRIVATE KEY")) {
-		return true
-	}
-	var last [16]byte // the last base64 characters, wrapping left out
-	n := 0
-	for i, c := range enc {
-		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			continue
-		case !isB64(c):
-			n = 0
-			continue
-		}
-		copy(last[:], last[1:])
-		last[len(last)-1] = c
-		n++
-		if (c == 'T' || c == 'O' || c == 'U') && n >= len(beginB64[2]) && containsBegin(string(last[len(last)-min(n, len(last)):])) {
-			return true
-		}
-		if c == 'M' && derPrefixAt(enc[i:]) {
-			return true
-		}
-	}
-	return false
-}
-
-// derPrefixAt reports whether base64 text at the start of b (wrapping
-// left out) starts as a DER key's does: a SEQUENCE (of any length form)
-// then a one-byte INTEGER.
-func derPrefixAt(b []byte) bool {
-	var src [12]byte
-	n := 0
-	for _, c := range b {
-		if n == len(src) {
-			break
-		}
-		switch {
-		case isB64(c):
-			src[n] = c
-			n++
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-		default:
-			return false
-		}
-	}
-	if n < len(src) {
-		return false
-	}
-	var d [9]byte
-	if _, err := base64.RawStdEncoding.Decode(d[:], src[:]); err != nil || d[0] != 0x30 {
-		return false
-	}
-	i := 2
-	if d[1]&0x80 != 0 {
-		i += int(d[1] & 0x7f)
-	}
-	return i+1 < len(d) && d[i] == 0x02 && d[i+1] == 0x01
 }
 
 // mayReach reports whether a message of type d can hold, through its
@@ -491,7 +423,7 @@ func (w *walker) walkAny(m protoreflect.Message, all bool) {
 		err = proto.Unmarshal(raw, inner)
 	}
 	if err != nil {
-		if len(raw) > 0 && (all || mayHoldKey(string(raw)) || derKey(raw)) {
+		if len(raw) > 0 && (all || mayHoldKeyBytes(raw) || derKey(raw)) {
 			w.report("", "private key material (in a type Pylon cannot read)", remedyDataSource)
 			if !w.dry {
 				m.Clear(valFD)

@@ -138,7 +138,7 @@ func String(s string) string {
 
 // Bytes is String for bytes.
 func Bytes(b []byte) []byte {
-	if !mayHoldKey(string(b)) {
+	if !mayHoldKeyBytes(b) {
 		return b
 	}
 	return []byte(String(string(b)))
@@ -147,19 +147,86 @@ func Bytes(b []byte) []byte {
 // mayHoldKey is the cheap check before the regular expressions: a PEM
 // private key's header; "-----BEGIN" in base64, from any of the three
 // places in a 3-byte group it may start at, once the text's wrapping is
-// taken out; or a run of base64 that starts as a DER key's does ("M",
-// a SEQUENCE) and is long enough to hold one.
+// taken out; or base64 that starts as a DER key's does (a SEQUENCE, then a
+// one-byte INTEGER). It reads s once and allocates nothing. Its bytes
+// form also runs on a message's whole encoding (where strings sit as they
+// are, at any depth), so it does not ask for a word boundary before a DER
+// key: it may look where there is nothing, never the other way.
 func mayHoldKey(s string) bool {
-	if len(s) < minRun {
-		return false
-	}
-	if strings.Contains(s, "PRIVATE KEY") || containsBegin(s) || derToken(s) {
-		return true
-	}
-	if strings.ContainsAny(s, " \t\r\n\\") {
-		return containsBegin(stripB64(s))
+	return len(s) >= minRun && (strings.Contains(s, "PRIVATE KEY") || scanKey(s))
+}
+
+// mayHoldKeyBytes is mayHoldKey for bytes, copying nothing.
+func mayHoldKeyBytes(b []byte) bool {
+	return len(b) >= minRun && (bytes.Contains(b, []byte("PRIVATE KEY")) || scanKey(b))
+}
+
+// scanKey is mayHoldKey's reading for base64.
+func scanKey[T string | []byte](s T) bool {
+	var last [16]byte // the last base64 characters, wrapping left out
+	n := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case wrapping(c):
+			continue
+		case c == '\\' && i+1 < len(s) && escapedWrapping(s[i+1]):
+			i++
+			continue
+		case !isB64(c):
+			n = 0
+			continue
+		}
+		copy(last[:], last[1:])
+		last[len(last)-1] = c
+		n++
+		if (c == 'T' || c == 'O' || c == 'U') && n >= len(beginB64[2]) && containsBegin(string(last[len(last)-min(n, len(last)):])) {
+			return true
+		}
+		if c == 'M' && derPrefixAt(s[i:]) {
+			return true
+		}
 	}
 	return false
+}
+
+func wrapping(c byte) bool        { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+func escapedWrapping(c byte) bool { return c == 'n' || c == 'r' || c == 't' }
+
+// derPrefixAt reports whether the base64 text s starts with (wrapping left
+// out) starts as a DER key's does: a SEQUENCE (of any length form) then a
+// one-byte INTEGER.
+func derPrefixAt[T string | []byte](s T) bool {
+	var src [12]byte
+	n := 0
+	for i := 0; i < len(s) && n < len(src); i++ {
+		switch c := s[i]; {
+		case isB64(c):
+			src[n] = c
+			n++
+		case wrapping(c):
+		case c == '\\' && i+1 < len(s) && escapedWrapping(s[i+1]):
+			i++
+		default:
+			return false
+		}
+	}
+	if n < len(src) {
+		return false
+	}
+	var d [9]byte
+	enc := base64.RawStdEncoding
+	if bytes.ContainsAny(src[:], "-_") {
+		enc = base64.RawURLEncoding
+	}
+	if _, err := enc.Decode(d[:], src[:]); err != nil || d[0] != 0x30 {
+		return false
+	}
+	i := 2
+	if d[1]&0x80 != 0 {
+		i += int(d[1] & 0x7f)
+	}
+	return i+1 < len(d) && d[i] == 0x02 && d[i+1] == 0x01
 }
 
 // beginB64 is "-----BEGIN" in base64 at each offset in a 3-byte group:
@@ -169,31 +236,6 @@ var beginB64 = [3]string{"LS0tLS1CRUdJT", "tLS0tLUJFR0lO", "0tLS0tQkVHSU"}
 func containsBegin(s string) bool {
 	for _, b := range beginB64 {
 		if strings.Contains(s, b) {
-			return true
-		}
-	}
-	return false
-}
-
-// derToken reports whether a word of s (a run of base64 after a
-// character that is not) starts as a DER key's base64 does and runs on,
-// across wrapping, for at least minRun characters.
-func derToken(s string) bool {
-	for i := 0; i+1 < len(s); i++ {
-		if s[i] != 'M' || i > 0 && isB64(s[i-1]) {
-			continue
-		}
-		n := 0
-		for j := i; j < len(s) && n < minRun; j++ {
-			switch c := s[j]; {
-			case isB64(c):
-				n++
-			case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\\':
-			default:
-				j = len(s)
-			}
-		}
-		if n >= minRun {
 			return true
 		}
 	}
