@@ -2,6 +2,7 @@ package redact
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"strings"
 	"unicode"
@@ -58,14 +59,50 @@ func jsonValue(v any, name string, all bool) (any, bool) {
 // jsonObject redacts the members of an object that is field parent.
 func jsonObject(o map[string]any, parent string, all bool) (any, bool) {
 	changed := false
+	ds := dataSourceLike(o)
 	for k, v := range o {
 		name := snake(k)
 		secret := all || secretField("", name, jsonKind(v)) || parent == "session_ticket_keys" && name == "keys"
 		var c bool
-		o[k], c = jsonValue(v, name, secret)
+		if s, ok := v.(string); ok && ds && !secret && (name == "inline_bytes" || name == "inline_string") {
+			o[k], c = jsonInline(s, name == "inline_bytes", parent)
+		} else {
+			o[k], c = jsonValue(v, name, secret)
+		}
 		changed = changed || c
 	}
 	return o, changed
+}
+
+// jsonInline redacts a DataSource's inline contents (inline_bytes as
+// base64, however wrapped, when b64), the DataSource being field parent:
+// decoded, a private key anywhere in them takes them whole; a JWKS in
+// local_jwks loses its private members.
+func jsonInline(s string, b64 bool, parent string) (any, bool) {
+	content := []byte(s)
+	if b64 {
+		d, ok := decodeB64(s)
+		if !ok {
+			// Not base64 (stored before bodies were checked): as text.
+			r := String(s)
+			return r, r != s
+		}
+		content = d
+	}
+	if parent == "local_jwks" {
+		red, found := redactJWKS(content)
+		switch {
+		case !found:
+		case b64:
+			return base64.StdEncoding.EncodeToString(red), true
+		default:
+			return string(red), true
+		}
+	}
+	if holdsKey(content) || String(s) != s || String(string(content)) != string(content) {
+		return Redacted, true
+	}
+	return s, false
 }
 
 // jsonKind says what a JSON value holds: a DataSource (or a map of them,

@@ -1,6 +1,9 @@
 package redact
 
 import (
+	"fmt"
+	"strings"
+
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -15,24 +18,225 @@ const (
 // depth and inside google.protobuf.Any (unpacked with the global registry,
 // redacted, packed again). m itself is never changed. Secret DataSources
 // keep their file name or environment variable name and lose inline
-// contents; secret strings and bytes become Redacted; a secret message
-// (a private key provider's config) has every payload in it replaced; and
-// a PEM private key anywhere else (a Lua script, a header value) is
-// scrubbed by String.
+// contents; any other DataSource loses its inline contents when, decoded,
+// they hold a private key (a certificate file with its key appended); a
+// JWKS inline in jwt_authn's local_jwks loses its private members; secret
+// strings and bytes become Redacted; a secret message (a private key
+// provider's config) has every payload in it replaced; and a PEM private
+// key anywhere else (a Lua script, a header value) is scrubbed by String.
 func Message(m proto.Message) proto.Message {
 	if m == nil {
 		return nil
 	}
 	c := proto.Clone(m)
-	walk(c.ProtoReflect(), false)
+	(&walker{}).walk(c.ProtoReflect(), false)
 	return c
 }
 
-// walk redacts m in place; all says m sits under a secret field, so every
+// Finding is one place in a message where Message would take key
+// material out. It never quotes the material.
+type Finding struct {
+	// Field is the field's path, e.g. "filter_chains[0].transport_socket
+	// .typed_config.common_tls_context.tls_certificates[0].private_key
+	// .inline_bytes" (an Any's content continues its typed_config's path).
+	Field string
+	// What the field holds: "private key material", "a JWKS private key"
+	// or "a credential".
+	What string
+	// Remedy says how to give Envoy the same thing without serving it.
+	Remedy string
+}
+
+// The remedies, by where the material sits.
+const (
+	remedyDataSource = "put it in a Secret and reference it with SDS (sds_config), or give Envoy a file (filename)"
+	remedyJWKS       = "give Envoy the JWKS as a file (local_jwks.filename) or fetch it (remote_jwks)"
+	remedyText       = "give Envoy a credential it reads from a file or a Secret instead"
+)
+
+// Inline lists the key material m holds: every field Message would
+// change, by its path. It is the one rule of what may not be served
+// outside a Secret (snapshot's output gate and render's check use it),
+// and the same walk as Message's, so what a dump hides and what the
+// gate refuses cannot disagree. m is not changed.
+func Inline(m proto.Message) []Finding {
+	return (&Finder{}).Inline(m, nil)
+}
+
+// Finder is Inline for many messages, faster: it learns once per message
+// type whether the type can lead to a field that holds key material by
+// what it is (a secret field, a DataSource, bytes, an Any, a JWKS), and
+// when a message's encoding shows nothing that text holding a key would
+// (a PEM header, "-----BEGIN" in base64, a DER key's base64), it leaves
+// out the types that cannot. The zero value is ready; a Finder is not
+// safe for concurrent use.
+type Finder struct {
+	reach map[protoreflect.FullName]bool
+	plans map[protoreflect.FullName][]protoreflect.FieldDescriptor
+}
+
+// Inline is the package's Inline, enc being m's encoding (nil: unknown).
+func (f *Finder) Inline(m proto.Message, enc []byte) []Finding {
+	if m == nil {
+		return nil
+	}
+	w := &walker{dry: true, finder: f, noText: enc != nil && !mayHoldKeyBytes(enc)}
+	w.walk(m.ProtoReflect(), false)
+	return w.found
+}
+
+// mayReach reports whether a message of type d can hold, through its
+// message fields (an Any's content counted apart), a field that holds key
+// material by what it is: learned once per type.
+func (f *Finder) mayReach(d protoreflect.MessageDescriptor) bool {
+	if f.reach == nil {
+		f.reach = map[protoreflect.FullName]bool{}
+	}
+	if r, ok := f.reach[d.FullName()]; ok {
+		return r
+	}
+	// Cycles: a type being looked at counts as reaching nothing more
+	// than what its other fields reach.
+	f.reach[d.FullName()] = false
+	r := f.reaches(d)
+	f.reach[d.FullName()] = r
+	return r
+}
+
+func (f *Finder) reaches(d protoreflect.MessageDescriptor) bool {
+	switch d.FullName() {
+	case anyName, dataSourceName:
+		return true
+	}
+	fields := d.Fields()
+	for i := range fields.Len() {
+		if f.fieldReaches(d, fields.Get(i)) {
+			return true
+		}
+	}
+	return false
+}
+
+// fieldReaches reports whether field fd of type d holds key material by
+// what it is (a secret field, a JWKS, bytes) or leads to a type that can.
+func (f *Finder) fieldReaches(d protoreflect.MessageDescriptor, fd protoreflect.FieldDescriptor) bool {
+	if fd.Name() == "local_jwks" || secretField(string(d.FullName()), string(fd.Name()), payload(fd)) {
+		return true
+	}
+	if fd.IsMap() {
+		fd = fd.MapValue()
+	}
+	if md := fd.Message(); md != nil {
+		return f.mayReach(md)
+	}
+	return fd.Kind() == protoreflect.BytesKind
+}
+
+// walker redacts a message in place, or with dry only finds what it
+// would redact, keeping the path of the field it is in.
+type walker struct {
+	dry   bool
+	segs  []seg
+	buf   [16]seg // segs' first backing array: most paths are shorter
+	found []Finding
+	// finder, with noText: the encoding holds no text with a key, so only
+	// the types finder says can reach key material are entered.
+	finder *Finder
+	noText bool
+}
+
+// fieldsOf are the fields of a message of type d to look at: all of them,
+// unless the encoding shows no text that could hold a key (then only those
+// that can hold key material by what they are, as the Finder learned).
+func (w *walker) fieldsOf(d protoreflect.MessageDescriptor, all bool) []protoreflect.FieldDescriptor {
+	if w.noText && !all {
+		return w.finder.planOf(d)
+	}
+	fields := d.Fields()
+	out := make([]protoreflect.FieldDescriptor, fields.Len())
+	for i := range out {
+		out[i] = fields.Get(i)
+	}
+	return out
+}
+
+// planOf are the fields of type d that can hold key material by what
+// they are, or lead to one that can: learned once per type.
+func (f *Finder) planOf(d protoreflect.MessageDescriptor) []protoreflect.FieldDescriptor {
+	if p, ok := f.plans[d.FullName()]; ok {
+		return p
+	}
+	if f.plans == nil {
+		f.plans = map[protoreflect.FullName][]protoreflect.FieldDescriptor{}
+	}
+	p := []protoreflect.FieldDescriptor{}
+	fields := d.Fields()
+	for i := range fields.Len() {
+		if fd := fields.Get(i); f.fieldReaches(d, fd) {
+			p = append(p, fd)
+		}
+	}
+	f.plans[d.FullName()] = p
+	return p
+}
+
+// seg is one step of a field path: a field, a list index or a map key,
+// formatted only when a finding needs it.
+type seg struct {
+	field string
+	index int
+	key   *protoreflect.MapKey
+}
+
+func (w *walker) push(s seg) {
+	if w.segs == nil {
+		w.segs = w.buf[:0]
+	}
+	w.segs = append(w.segs, s)
+}
+func (w *walker) pop() { w.segs = w.segs[:len(w.segs)-1] }
+
+// report records a finding at the current path, plus leaf when given.
+func (w *walker) report(leaf, what, remedy string) {
+	var b strings.Builder
+	for _, s := range w.segs {
+		switch {
+		case s.key != nil:
+			fmt.Fprintf(&b, "[%v]", s.key.Interface())
+		case s.field == "":
+			fmt.Fprintf(&b, "[%d]", s.index)
+		default:
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(s.field)
+		}
+	}
+	if leaf != "" {
+		b.WriteString("." + leaf)
+	}
+	w.found = append(w.found, Finding{Field: b.String(), What: what, Remedy: remedy})
+}
+
+// walk redacts m; all says m sits under a secret field, so every
 // payload in it is secret.
-func walk(m protoreflect.Message, all bool) {
+func (w *walker) walk(m protoreflect.Message, all bool) {
 	if m.Descriptor().FullName() == anyName {
-		walkAny(m, all)
+		w.walkAny(m, all)
+		return
+	}
+	parent := string(m.Descriptor().FullName())
+	if w.dry {
+		// By the descriptor, not Range: Range's callback would be
+		// allocated for every message walked.
+		for _, fd := range w.fieldsOf(m.Descriptor(), all) {
+			if !m.Has(fd) {
+				continue
+			}
+			w.push(seg{field: string(fd.Name())})
+			w.field(m, fd, m.Get(fd), w.secret(parent, fd, all))
+			w.pop()
+		}
 		return
 	}
 	// Collect first: setting fields while ranging is not allowed.
@@ -41,36 +245,55 @@ func walk(m protoreflect.Message, all bool) {
 		fields = append(fields, fd)
 		return true
 	})
-	parent := string(m.Descriptor().FullName())
 	for _, fd := range fields {
-		secret := all && !locators[string(fd.Name())] || secretField(parent, string(fd.Name()), payload(fd))
-		switch {
-		case fd.IsList():
-			l := m.Mutable(fd).List()
-			for i := range l.Len() {
-				if v, ok := value(fd, l.Get(i), secret); ok {
-					l.Set(i, v)
-				}
+		var v protoreflect.Value
+		if fd.IsList() || fd.IsMap() || fd.Message() != nil {
+			v = m.Mutable(fd)
+		} else {
+			v = m.Get(fd)
+		}
+		w.push(seg{field: string(fd.Name())})
+		w.field(m, fd, v, w.secret(parent, fd, all))
+		w.pop()
+	}
+}
+
+// secret reports whether field fd of the message named parent holds key
+// material, all saying the message sits under a secret field.
+func (w *walker) secret(parent string, fd protoreflect.FieldDescriptor, all bool) bool {
+	return all && !locators[string(fd.Name())] || secretField(parent, string(fd.Name()), payload(fd))
+}
+
+// field redacts one set field of m, of value v (mutable unless dry).
+func (w *walker) field(m protoreflect.Message, fd protoreflect.FieldDescriptor, v protoreflect.Value, secret bool) {
+	switch {
+	case fd.IsList():
+		l := v.List()
+		for i := range l.Len() {
+			w.push(seg{index: i})
+			if r, ok := w.value(fd, l.Get(i), secret); ok && !w.dry {
+				l.Set(i, r)
 			}
-		case fd.IsMap():
-			mp := m.Mutable(fd).Map()
-			vd := fd.MapValue()
-			var keys []protoreflect.MapKey
-			mp.Range(func(k protoreflect.MapKey, _ protoreflect.Value) bool {
-				keys = append(keys, k)
-				return true
-			})
-			for _, k := range keys {
-				if v, ok := value(vd, mp.Get(k), secret); ok {
-					mp.Set(k, v)
-				}
+			w.pop()
+		}
+	case fd.IsMap():
+		mp := v.Map()
+		vd := fd.MapValue()
+		var keys []protoreflect.MapKey
+		mp.Range(func(k protoreflect.MapKey, _ protoreflect.Value) bool {
+			keys = append(keys, k)
+			return true
+		})
+		for _, k := range keys {
+			w.push(seg{key: &k})
+			if r, ok := w.value(vd, mp.Get(k), secret); ok && !w.dry {
+				mp.Set(k, r)
 			}
-		case fd.Message() != nil:
-			value(fd, m.Mutable(fd), secret)
-		default:
-			if v, ok := value(fd, m.Get(fd), secret); ok {
-				m.Set(fd, v)
-			}
+			w.pop()
+		}
+	default:
+		if r, ok := w.value(fd, v, secret); ok && !w.dry {
+			m.Set(fd, r)
 		}
 	}
 }
@@ -91,54 +314,105 @@ func payload(fd protoreflect.FieldDescriptor) payloadKind {
 	return noPayload
 }
 
+// what names the material a secret field holds, by the field's name.
+func what(field string) string {
+	if strings.Contains(field, "private_key") || field == "pkcs12" || field == "keys" {
+		return "private key material"
+	}
+	return "a credential"
+}
+
 // value redacts one value of field fd: messages in place, scalars by
 // returning the replacement (ok).
-func value(fd protoreflect.FieldDescriptor, v protoreflect.Value, secret bool) (protoreflect.Value, bool) {
+func (w *walker) value(fd protoreflect.FieldDescriptor, v protoreflect.Value, secret bool) (protoreflect.Value, bool) {
 	switch fd.Kind() {
 	case protoreflect.MessageKind, protoreflect.GroupKind:
 		msg := v.Message()
-		if secret && msg.Descriptor().FullName() == dataSourceName {
-			redactDataSource(msg)
+		if msg.Descriptor().FullName() == dataSourceName {
+			w.dataSource(msg, string(fd.Name()), secret)
 			return v, false
 		}
-		walk(msg, secret)
+		w.walk(msg, secret)
 		return v, false
 	case protoreflect.StringKind:
 		s := v.String()
 		if secret && s != "" {
+			w.report("", what(string(fd.Name())), remedyText)
 			return protoreflect.ValueOfString(Redacted), true
 		}
 		if r := String(s); r != s {
+			w.report("", "private key material", remedyText)
 			return protoreflect.ValueOfString(r), true
 		}
 	case protoreflect.BytesKind:
 		b := v.Bytes()
 		if secret && len(b) > 0 {
+			w.report("", what(string(fd.Name())), remedyText)
 			return protoreflect.ValueOfBytes([]byte(Redacted)), true
 		}
-		if mayHoldKey(string(b)) {
-			return protoreflect.ValueOfBytes(Bytes(b)), true
+		if holdsKey(b) {
+			w.report("", "private key material", remedyText)
+			return protoreflect.ValueOfBytes([]byte(Redacted)), true
+		}
+		if r := Bytes(b); string(r) != string(b) {
+			w.report("", "private key material", remedyText)
+			return protoreflect.ValueOfBytes(r), true
 		}
 	}
 	return v, false
 }
 
-// redactDataSource replaces inline contents, keeping a file name or an
-// environment variable name: where the key is, not what it is.
-func redactDataSource(m protoreflect.Message) {
+// dataSource redacts a DataSource, the value of field name: its inline
+// contents go when the field is secret or when, decoded, they hold a
+// private key; a JWKS loses its private members. A file name or an
+// environment variable name stays: where the key is, not what it is.
+func (w *walker) dataSource(m protoreflect.Message, name string, secret bool) {
 	fields := m.Descriptor().Fields()
-	for _, name := range []protoreflect.Name{"inline_bytes", "inline_string"} {
-		if fd := fields.ByName(name); fd != nil && m.Has(fd) {
-			m.Set(fields.ByName("inline_string"), protoreflect.ValueOfString(Redacted))
+	var fd protoreflect.FieldDescriptor
+	var content []byte
+	for _, n := range []protoreflect.Name{"inline_bytes", "inline_string"} {
+		if f := fields.ByName(n); f != nil && m.Has(f) {
+			fd = f
+			if f.Kind() == protoreflect.BytesKind {
+				content = m.Get(f).Bytes()
+			} else {
+				content = []byte(m.Get(f).String())
+			}
+		}
+	}
+	switch {
+	case fd == nil || len(content) == 0:
+		return
+	case secret:
+		w.report(string(fd.Name()), what(name), remedyDataSource)
+	case name == "local_jwks":
+		red, found := redactJWKS(content)
+		if !found {
 			return
 		}
+		w.report(string(fd.Name()), "a JWKS private key", remedyJWKS)
+		if !w.dry {
+			if fd.Kind() == protoreflect.BytesKind {
+				m.Set(fd, protoreflect.ValueOfBytes(red))
+			} else {
+				m.Set(fd, protoreflect.ValueOfString(string(red)))
+			}
+		}
+		return
+	case holdsKey(content) || String(string(content)) != string(content):
+		w.report(string(fd.Name()), "private key material", remedyDataSource)
+	default:
+		return
+	}
+	if !w.dry {
+		m.Set(fields.ByName("inline_string"), protoreflect.ValueOfString(Redacted))
 	}
 }
 
 // walkAny redacts inside an Any. A type this binary does not know cannot
 // be walked: its bytes are dropped when they might hold a key (or sit
 // under a secret field), since nothing can say which part is secret.
-func walkAny(m protoreflect.Message, all bool) {
+func (w *walker) walkAny(m protoreflect.Message, all bool) {
 	fields := m.Descriptor().Fields()
 	urlFD, valFD := fields.ByName("type_url"), fields.ByName("value")
 	url, raw := m.Get(urlFD).String(), m.Get(valFD).Bytes()
@@ -149,12 +423,18 @@ func walkAny(m protoreflect.Message, all bool) {
 		err = proto.Unmarshal(raw, inner)
 	}
 	if err != nil {
-		if all || mayHoldKey(string(raw)) {
-			m.Clear(valFD)
+		if len(raw) > 0 && (all || mayHoldKeyBytes(raw) || derKey(raw)) {
+			w.report("", "private key material (in a type Pylon cannot read)", remedyDataSource)
+			if !w.dry {
+				m.Clear(valFD)
+			}
 		}
 		return
 	}
-	walk(inner.ProtoReflect(), all)
+	w.walk(inner.ProtoReflect(), all)
+	if w.dry {
+		return
+	}
 	out, err := proto.MarshalOptions{Deterministic: true}.Marshal(inner)
 	if err != nil {
 		m.Clear(valFD)

@@ -119,7 +119,9 @@ func Render(snap *snapshot.Snapshot, o Options) ([]File, error) {
 
 // check refuses the types files cannot deliver and, unless allowed, any
 // resource holding key material: whatever redact would hide from a dump
-// is what must not reach a disk unasked.
+// (redact.Inline, the rule snapshot's output gate refuses key material
+// outside a Secret by) is what must not reach a disk unasked. Only a
+// Secret can hold it here: the gate refused any other such resource.
 func check(snap *snapshot.Snapshot, includeSecrets bool) error {
 	for _, set := range snap.Sets() {
 		if set.Len() == 0 {
@@ -132,9 +134,8 @@ func check(snap *snapshot.Snapshot, includeSecrets bool) error {
 			continue
 		}
 		for _, name := range set.Names() {
-			m := set.Get(name).Message
-			if !proto.Equal(m, redact.Message(m)) {
-				return fmt.Errorf("%s %q holds private key material: render writes it to disk only with --include-secrets", set.Type().Kind, name)
+			if f := redact.Inline(set.Get(name).Message); len(f) > 0 {
+				return fmt.Errorf("%s %q holds %s at %s: render writes it to disk only with --include-secrets", set.Type().Kind, name, f[0].What, f[0].Field)
 			}
 		}
 	}

@@ -398,3 +398,16 @@ func TestNamesDifferingInCaseRefused(t *testing.T) {
 		t.Fatalf("Cart and cart: %v, want a refusal naming the file", n.err)
 	}
 }
+
+// TestFinding2_RenderUsesTheOneRule: render refuses by redact.Inline, the
+// rule the output gate and the dumps use, and names the field that holds
+// the key, never the key.
+func TestFinding2_RenderUsesTheOneRule(t *testing.T) {
+	_, err := Render(compiled(t, tlsConfig), opts(false))
+	if err == nil || !strings.Contains(err.Error(), `Secret "edge-cert" holds private key material at tls_certificate.private_key.inline_`) {
+		t.Fatalf("got %v", err)
+	}
+	if strings.Contains(err.Error(), "PRIVATE KEY") {
+		t.Fatalf("the error quotes the key: %v", err)
+	}
+}

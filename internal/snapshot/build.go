@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/pylon-xds/pylon/internal/diag"
+	"github.com/pylon-xds/pylon/internal/redact"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -42,7 +43,8 @@ var marshal = proto.MarshalOptions{Deterministic: true}
 // name not in canonical form (XdstpProblem), two resources of one type with
 // one name, a reference to a resource that is not in the set, and a
 // VirtualHost that its route configuration cannot serve by VHDS
-// (vhdsProblems). The error is a diag.List naming every problem.
+// (vhdsProblems), key material outside a Secret (keyProblems). The error
+// is a diag.List naming every problem.
 func Build(reg *xdstype.Registry, inputs []Input) (*Snapshot, error) {
 	return BuildValidated(reg, inputs, nil)
 }
@@ -53,6 +55,7 @@ func BuildValidated(reg *xdstype.Registry, inputs []Input, v *Validated) (*Snaps
 	defer v.done()
 	var problems diag.List
 	holds := map[protoreflect.FullName]bool{} // the value checks' walk, per type
+	keys := &redact.Finder{}                  // the key check's walk, per type
 	byType := map[string]map[string]*Resource{}
 	firstSeen := map[string]map[string]*Input{}
 	for i := range inputs {
@@ -76,7 +79,7 @@ func BuildValidated(reg *xdstype.Registry, inputs []Input, v *Validated) (*Snaps
 		}
 		// An invalid resource still goes in the set: what names it is not
 		// also reported as dangling.
-		validOnce(in, validKey{in.Type.URL, sum}, v, holds, &problems)
+		validOnce(in, validKey{in.Type.URL, sum}, v, holds, keys, b, &problems)
 		r, err := newResource(in, b, sum)
 		if err != nil {
 			problems = append(problems, in.diag("", "cannot encode: %v", err))
@@ -122,13 +125,13 @@ func oneType(refs []xdstype.Ref) string {
 	return refs[0].TypeURL
 }
 
-// validOnce validates in (its key k) unless v saw it pass before, adding
-// its problems.
-func validOnce(in *Input, k validKey, v *Validated, holds map[protoreflect.FullName]bool, problems *diag.List) {
+// validOnce validates in (its key k, its encoding enc) unless v saw it
+// pass before, adding its problems.
+func validOnce(in *Input, k validKey, v *Validated, holds map[protoreflect.FullName]bool, keys *redact.Finder, enc []byte, problems *diag.List) {
 	if v.seen(k) {
 		return
 	}
-	fes := validate(in.Message, holds)
+	fes := append(validate(in.Message, holds), keyProblems(in, keys, enc)...)
 	for _, fe := range fes {
 		*problems = append(*problems, in.diag(fe.field, "%s", fe.reason))
 	}

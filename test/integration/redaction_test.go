@@ -146,10 +146,21 @@ func fileToken(t *testing.T, path string) string {
 
 func js(v any) string { b, _ := json.Marshal(v); return string(b) }
 
+// wrap64 wraps base64 at 64 columns, as a PEM file's body is.
+func wrap64(s string) string {
+	var lines []string
+	for len(s) > 64 {
+		lines, s = append(lines, s[:64]), s[64:]
+	}
+	return strings.Join(append(lines, s), "\n")
+}
+
 // keyDocument plants a key in every place the store takes one: a raw
-// Secret, inline in a raw Listener's DownstreamTlsContext (as a string)
-// and a raw Cluster's UpstreamTlsContext (as bytes), and a model secret
-// read from the key file in dir.
+// Secret, a raw Secret's certificate chain as a combined PEM file (its key
+// past a 3-byte boundary of the base64, wrapped at 64 columns), and a
+// model secret read from the key file in dir. A raw Listener's and a raw
+// Cluster's TLS contexts name their keys by file: inline there, a key is
+// refused (inlineKeyDocument).
 func keyDocument(dir string) string {
 	tls := func(typ, key string) string {
 		return `{"name":"envoy.transport_sockets.tls","typedConfig":{"@type":"type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.` + typ + `","commonTlsContext":{"tlsCertificates":[{"certificateChain":{"inlineString":"PUBLIC-CERT"},"privateKey":` + key + `}]}}}`
@@ -165,11 +176,13 @@ func keyDocument(dir string) string {
    "tlsCertificate": {"certificateChain": {"inlineString": "PUBLIC-CERT"}, "privateKey": {"inlineString": ` + js(markedKey("rawsecret")) + `}}},
   {"@type": "type.googleapis.com/envoy.config.cluster.v3.Cluster", "name": "tls-upstream", "type": "STATIC", "connectTimeout": "1s",
    "loadAssignment": {"clusterName": "tls-upstream", "endpoints": [{"lbEndpoints": [{"endpoint": {"address": {"socketAddress": {"address": "127.0.0.1", "portValue": 9443}}}}]}]},
-   "transportSocket": ` + tls("UpstreamTlsContext", `{"inlineBytes":`+js(base64.StdEncoding.EncodeToString([]byte(markedKey("cluster"))))+`}`) + `},
+   "transportSocket": ` + tls("UpstreamTlsContext", `{"filename":"/etc/keys/upstream.key"}`) + `},
+  {"@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret", "name": "combined-secret",
+   "tlsCertificate": {"certificateChain": {"inlineBytes": ` + js(wrap64(base64.StdEncoding.EncodeToString([]byte("Bag Attributes\n localKeyID: 01\nPUBLIC-CERT\n"+markedKey("combined"))))) + `}, "privateKey": {"filename": "/etc/keys/combined.key"}}},
   {"@type": "type.googleapis.com/envoy.config.listener.v3.Listener", "name": "tls-in",
    "address": {"socketAddress": {"address": "127.0.0.1", "portValue": 9444}},
    "filterChains": [{"filters": [{"name": "envoy.filters.network.tcp_proxy", "typedConfig": {"@type": "type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy", "statPrefix": "t", "cluster": "tls-upstream"}}],
-    "transportSocket": ` + tls("DownstreamTlsContext", `{"inlineString":`+js(markedKey("listener"))+`}`) + `}]}
+    "transportSocket": ` + tls("DownstreamTlsContext", `{"filename":"/etc/keys/listener.key"}`) + `}]}
  ]
 }`
 }
@@ -218,7 +231,7 @@ func TestRedactionEverywhere(t *testing.T) {
 	}
 
 	reads := []string{"/config", "/config?group=edge", "/proxies", "/proxies/edge-1", "/status", "/v1/objects", "/v1/history"}
-	for _, o := range []string{"resources.Secret/raw-secret", "resources.Cluster/tls-upstream", "resources.Listener/tls-in", "secrets/model-cert"} {
+	for _, o := range []string{"resources.Secret/raw-secret", "resources.Secret/combined-secret", "resources.Cluster/tls-upstream", "resources.Listener/tls-in", "secrets/model-cert"} {
 		reads = append(reads, "/v1/objects/"+o)
 	}
 	var hist struct {
@@ -257,9 +270,9 @@ func proxyReceivesKeys(t *testing.T, p *pylon) {
 		names []string
 		want  []string
 	}{
-		{xdstype.ListenerURL, nil, []string{"listener"}},
-		{xdstype.ClusterURL, nil, []string{"cluster"}},
-		{xdstype.SecretURL, []string{"raw-secret", "model-cert"}, []string{"rawsecret", "modelfile"}},
+		{xdstype.ListenerURL, nil, nil},
+		{xdstype.ClusterURL, nil, nil},
+		{xdstype.SecretURL, []string{"raw-secret", "model-cert", "combined-secret"}, []string{"rawsecret", "modelfile", "combined"}},
 	} {
 		s.Request(req.url, req.names...)
 		r := s.RecvType(req.url)
@@ -278,7 +291,7 @@ func proxyReceivesKeys(t *testing.T, p *pylon) {
 		}
 		s.ACK(r, req.names...)
 	}
-	for _, w := range []string{"listener", "cluster", "rawsecret", "modelfile"} {
+	for _, w := range []string{"rawsecret", "modelfile", "combined"} {
 		if !got[w] {
 			t.Errorf("the proxy did not receive the %s key: the test plants nothing there", w)
 		}
@@ -301,6 +314,8 @@ func refusedWrites(t *testing.T, p *pylon, write string) {
 		"mistake elsewhere": {"/v1/apply", `{"resources":[` + secret(`{"inlineString":`+js(markedKey("refused3"))+`}`) + `],"routes":[{"name":"r","virtual_hosts":[{"name":"v","domains":["*"],"routes":[{"to":[{"service":"nope"}]}]}]}]}`},
 		// Not YAML, the key in the middle.
 		"not a document": {"/v1/apply", "resources: [\n" + markedKey("refused4") + "\n  - {"},
+		// A key inline in a Listener: served to every client, refused.
+		"inline in a listener": {"/v1/apply", `{"resources":[{"@type":"type.googleapis.com/envoy.config.listener.v3.Listener","name":"inline","address":{"socketAddress":{"address":"127.0.0.1","portValue":9445}},"filterChains":[{"filters":[{"name":"envoy.filters.network.tcp_proxy","typedConfig":{"@type":"type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy","statPrefix":"t","cluster":"tls-upstream"}}],"transportSocket":{"name":"envoy.transport_sockets.tls","typedConfig":{"@type":"type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext","commonTlsContext":{"tlsCertificates":[{"privateKey":{"inlineString":` + js(markedKey("refused5")) + `}}]}}}}]}]}`},
 	} {
 		code, body := adminCall(t, p, write, "POST", req[0], []byte(req[1]))
 		if code != http.StatusBadRequest || leak(body) {
