@@ -35,8 +35,9 @@ const (
 type sources struct {
 	status  pipeline.Status
 	streams []status.Stream
-	entered chan struct{} // told when Status is called, if not nil
-	release chan struct{} // Status waits on it, if not nil
+	fleet   *snapshot.Fleet // what Current returns
+	entered chan struct{}   // told when Status is called, if not nil
+	release chan struct{}   // Status waits on it, if not nil
 }
 
 func (s *sources) Status() pipeline.Status {
@@ -47,7 +48,7 @@ func (s *sources) Status() pipeline.Status {
 	return s.status
 }
 func (s *sources) Streams() []status.Stream { return s.streams }
-func (s *sources) Current() *snapshot.Fleet { return nil }
+func (s *sources) Current() *snapshot.Fleet { return s.fleet }
 
 // harness is the admin API over a real bolt store in t.TempDir().
 type harness struct {

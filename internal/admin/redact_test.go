@@ -4,12 +4,24 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/pylon-xds/pylon/internal/model"
 	"github.com/pylon-xds/pylon/internal/pipeline"
+	"github.com/pylon-xds/pylon/internal/redact"
+	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/store"
+	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
 const marker = "MARKER-ADMIN-5150"
@@ -144,5 +156,86 @@ func TestStatusTextsAreScrubbed(t *testing.T) {
 	}
 	if !strings.Contains(nack.Detail, marker) || !strings.Contains(h.src.status.Refused.Error, marker) {
 		t.Fatal("scrubbing changed the tracker's or the pipeline's own values")
+	}
+}
+
+// keyFleet is a fleet of two groups: "edge" serves a Secret with a private
+// key inline and a Cluster whose TLS context holds one as bytes; "web"
+// serves a plain cluster.
+func keyFleet(t *testing.T) *snapshot.Fleet {
+	t.Helper()
+	reg := xdstype.New()
+	tlsContext, err := anypb.New(&tlsv3.UpstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{
+		TlsCertificates: []*tlsv3.TlsCertificate{{PrivateKey: &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: []byte(pemKey)}}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster := func(name string, socket *corev3.TransportSocket) *clusterv3.Cluster {
+		return &clusterv3.Cluster{Name: name, ConnectTimeout: durationpb.New(time.Second), ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}, TransportSocket: socket}
+	}
+	edge, err := snapshot.Build(reg, []snapshot.Input{
+		{Type: reg.Lookup(xdstype.SecretURL), Name: "s", Message: &tlsv3.Secret{Name: "s", Type: &tlsv3.Secret_TlsCertificate{TlsCertificate: &tlsv3.TlsCertificate{
+			CertificateChain: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: "CERT"}},
+			PrivateKey:       &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: pemKey}},
+		}}}},
+		{Type: reg.Lookup(xdstype.ClusterURL), Name: "c", Message: cluster("c", &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: tlsContext}})},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	web, err := snapshot.Build(reg, []snapshot.Input{{Type: reg.Lookup(xdstype.ClusterURL), Name: "w", Message: cluster("w", nil)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snapshot.NewGroupedFleet(model.Groups{{Name: "edge"}, {Name: "web", Default: true}}, []*snapshot.Snapshot{edge, web})
+}
+
+// TestConfigDumpIsRedacted: /config shows every group's resources, the
+// keys in them replaced by "[redacted]" (a Secret's, and a TLS context's
+// inside an Any), the certificate kept; so does /config?group= for one
+// group. The fleet's own resources, which the proxies are sent, keep
+// their keys.
+func TestConfigDumpIsRedacted(t *testing.T) {
+	h := newHarness(t, Options{Token: writeTok, ReadToken: readTok}, nil)
+	h.src.fleet = keyFleet(t)
+	for _, c := range []struct {
+		path   string
+		groups []string
+		keys   int // "[redacted]" shown
+	}{
+		{"/config", []string{"edge", "web"}, 2},
+		{"/config?group=edge", []string{"edge"}, 2},
+		{"/config?group=web", []string{"web"}, 0},
+	} {
+		code, body := h.do(t, "GET", c.path, readTok, nil)
+		if code != http.StatusOK || leaks(body) {
+			t.Fatalf("%s: %d leaks the key: %.600s", c.path, code, body)
+		}
+		var dump struct {
+			Groups []struct {
+				Name      string                       `json:"name"`
+				Resources map[string][]json.RawMessage `json:"resources"`
+			} `json:"groups"`
+		}
+		decode(t, body, &dump)
+		var names []string
+		for _, g := range dump.Groups {
+			names = append(names, g.Name)
+		}
+		if !slices.Equal(names, c.groups) {
+			t.Errorf("%s: groups %v, want %v", c.path, names, c.groups)
+		}
+		if n := strings.Count(body, `"`+redact.Redacted+`"`); n != c.keys {
+			t.Errorf("%s: %d keys shown as %s, want %d: %.600s", c.path, n, redact.Redacted, c.keys, body)
+		}
+		if c.keys > 0 && !strings.Contains(body, `"CERT"`) {
+			t.Errorf("%s: the certificate went with the key: %.600s", c.path, body)
+		}
+	}
+	edge, _ := h.src.fleet.Lookup("edge")
+	secret := edge.Snapshot.Set(xdstype.SecretURL).Get("s").Message.(*tlsv3.Secret)
+	if !strings.Contains(secret.GetTlsCertificate().GetPrivateKey().GetInlineString(), marker) {
+		t.Fatal("the dump redacted the served Secret itself: proxies would be sent no key")
 	}
 }

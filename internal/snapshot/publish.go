@@ -260,6 +260,8 @@ func (p *Publisher) Publish(f *Fleet) bool {
 	if old := p.cur.Load(); old != nil && old.Version() == f.Version() {
 		return false
 	}
+	// Current before anyone is woken: a woken stream reads Current and
+	// serves what it finds until the next wake-up.
 	p.cur.Store(f)
 	p.mu.Lock()
 	defer p.mu.Unlock()

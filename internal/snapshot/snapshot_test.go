@@ -191,6 +191,38 @@ func TestPublisherNotifyManyInAnyOrder(t *testing.T) {
 	}
 }
 
+// A stream woken by a publish reads Current and serves what it finds until
+// the next wake-up: were the new fleet stored after the callbacks ran, a
+// woken stream would read the old one and keep it until the next publish.
+// Every callback, on every publish, reads the fleet being published.
+func TestPublishWakesOnlyOnceTheFleetIsCurrent(t *testing.T) {
+	p, fleets := snapshot.NewPublisher(), twoFleets(t)
+	const callbacks, rounds = 3, 10
+	read := make([][]*snapshot.Fleet, callbacks)
+	for i := range callbacks {
+		stop := p.Notify(func() { read[i] = append(read[i], p.Current()) })
+		defer stop()
+	}
+	for round := range rounds {
+		f := fleets[round%2]
+		if !p.Publish(f) {
+			t.Fatalf("round %d: a fleet other than the current one was refused", round)
+		}
+		for i := range callbacks {
+			if len(read[i]) != round+1 {
+				t.Fatalf("round %d: callback %d ran %d times, want %d", round, i, len(read[i]), round+1)
+			}
+			if got := read[i][round]; got != f {
+				was := "none"
+				if got != nil {
+					was = got.Version()
+				}
+				t.Fatalf("round %d: callback %d read fleet %s, not the one being published (%s)", round, i, was, f.Version())
+			}
+		}
+	}
+}
+
 // twoFleets are two fleets of different versions, to publish in turn.
 func twoFleets(t testing.TB) []*snapshot.Fleet {
 	reg := xdstype.New()

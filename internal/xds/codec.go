@@ -150,11 +150,12 @@ func (s *Server) shareableDelta(set *snapshot.Set, ttl bool, resp *discoveryv3.D
 const nonceField protowire.Number = 5
 
 // tails encodes a shared response's own part, its nonce and the server's
-// control plane, by hand: proto.Marshal of a message built for it was 2%
-// of a route change's CPU at 5,000 streams. The control plane's field is
-// the same on every response and encoded once, by proto (newTails);
-// protobuf's own order (nonce, then control plane) is kept, so the bytes
-// are what proto.Marshal writes.
+// control plane, by hand: proto.Marshal of a message built for it shows in
+// the CPU profile of the fleet benchmark's route change (bench/fleet
+// -n 5000 -profile). The control plane's field is the same on every
+// response and encoded once, by proto (newTails); protobuf's own order
+// (nonce, then control plane) is kept, so the bytes are what proto.Marshal
+// writes.
 type tails struct {
 	cp              *corev3.ControlPlane
 	sotwCP, deltaCP []byte

@@ -11,11 +11,13 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -30,19 +32,52 @@ type countingCodec struct {
 }
 
 func (c *countingCodec) Marshal(v any) (mem.BufferSlice, error) {
-	var resp *discoverygrpc.DiscoveryResponse
-	switch m := v.(type) {
-	case *encoded:
-		resp, _ = m.Message.(*discoverygrpc.DiscoveryResponse)
-	case *discoverygrpc.DiscoveryResponse:
-		resp = m
+	m := v
+	if e, ok := v.(*encoded); ok {
+		m = e.Message
 	}
-	if resp != nil && len(resp.Resources) > 0 {
+	key, n := "", 0
+	switch resp := m.(type) {
+	case *discoverygrpc.DiscoveryResponse:
+		key, n = resp.TypeUrl, len(resp.Resources)
+	case *discoverygrpc.DeltaDiscoveryResponse:
+		key, n = "delta "+resp.TypeUrl, len(resp.Resources)
+	}
+	if n > 0 {
 		c.mu.Lock()
-		c.perStream[resp.TypeUrl]++
+		c.perStream[key]++
 		c.mu.Unlock()
 	}
 	return c.CodecV2.Marshal(v)
+}
+
+// countEncodings installs a countingCodec as the codec every gRPC server
+// and client in this process looks up by name, until the test ends.
+func countEncodings(t *testing.T) *countingCodec {
+	orig := encoding.GetCodecV2("proto")
+	cc := &countingCodec{CodecV2: orig, perStream: map[string]int{}}
+	encoding.RegisterCodecV2(cc)
+	t.Cleanup(func() { encoding.RegisterCodecV2(orig) })
+	return cc
+}
+
+// serveLoopback serves srv on a loopback port until the test ends and
+// returns a client connection to it.
+func serveLoopback(t *testing.T, srv *Server) *grpc.ClientConn {
+	g := grpc.NewServer(srv.GRPCOptions()...)
+	srv.Register(g)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = g.Serve(srv.Listener(lis)) }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(); srv.Shutdown(); g.Stop(); <-done })
+	return conn
 }
 
 func (c *countingCodec) count() map[string]int {
@@ -61,33 +96,12 @@ func (c *countingCodec) count() map[string]int {
 // can fall back to encoding per stream unnoticed. Ten streams get every
 // cluster and every assignment of a world of 200.
 func TestWholeSetResponsesAreNotEncodedPerStream(t *testing.T) {
-	// The codec every gRPC server and client in this process looks up by
-	// name, counting; restored after the test.
-	orig := encoding.GetCodecV2("proto")
-	cc := &countingCodec{CodecV2: orig, perStream: map[string]int{}}
-	encoding.RegisterCodecV2(cc)
-	defer encoding.RegisterCodecV2(orig)
-
+	cc := countEncodings(t)
 	reg := xdstype.New()
 	pub := snapshot.NewPublisher()
 	snap := world(t, reg, 200, 1000, "c0")
 	pub.Publish(snapshot.NewFleet(snap, time.Now()))
-	srv := New(Options{Registry: reg, Fleets: pub})
-	g := grpc.NewServer(srv.GRPCOptions()...)
-	srv.Register(g)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = g.Serve(srv.Listener(lis)) }()
-	defer func() { srv.Shutdown(); g.Stop(); <-done }()
-
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := serveLoopback(t, New(Options{Registry: reg, Fleets: pub}))
 	all := snap.Set(xdstype.EndpointURL).Names()
 	const streams = 10
 	for i := range streams {
@@ -117,6 +131,48 @@ func TestWholeSetResponsesAreNotEncodedPerStream(t *testing.T) {
 	}
 	if got := cc.count(); len(got) != 0 {
 		t.Fatalf("responses encoded per stream by the codec: %v; want none (every stream shares one encoding per set)", got)
+	}
+}
+
+// The delta counterpart: streams whose first response of a type carries the
+// whole set (wildcard CDS, EDS subscribed to every cluster) get one shared
+// encoding of it, never one made by the codec per stream.
+func TestDeltaWholeSetResponsesAreNotEncodedPerStream(t *testing.T) {
+	cc := countEncodings(t)
+	reg := xdstype.New()
+	pub := snapshot.NewPublisher()
+	snap := world(t, reg, 200, 1000, "c0")
+	pub.Publish(snapshot.NewFleet(snap, time.Now()))
+	conn := serveLoopback(t, New(Options{Registry: reg, Fleets: pub}))
+	all := snap.Set(xdstype.EndpointURL).Names()
+	const streams = 10
+	for i := range streams {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		s, err := discoverygrpc.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		node := &corev3.Node{Id: fmt.Sprint("n", i)}
+		for _, req := range []*discoverygrpc.DeltaDiscoveryRequest{
+			{Node: node, TypeUrl: xdstype.ClusterURL, ResourceNamesSubscribe: []string{"*"}},
+			{TypeUrl: xdstype.EndpointURL, ResourceNamesSubscribe: all},
+		} {
+			if err := s.Send(req); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := s.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.TypeUrl != req.TypeUrl || len(resp.Resources) != 200 || len(resp.RemovedResources) != 0 || resp.Nonce == "" {
+				t.Fatalf("stream %d got %s with %d resources, %d removed, nonce %q; want %s, 200, none removed, a nonce",
+					i, resp.TypeUrl, len(resp.Resources), len(resp.RemovedResources), resp.Nonce, req.TypeUrl)
+			}
+		}
+		cancel()
+	}
+	if got := cc.count(); len(got) != 0 {
+		t.Fatalf("delta responses encoded per stream by the codec: %v; want none (every stream shares one encoding per set)", got)
 	}
 }
 
@@ -152,6 +208,48 @@ func TestWholeSetBodyIsOneEncoding(t *testing.T) {
 		resp.ControlPlane = nil // not set on the bare stream's response
 		if !proto.Equal(&got, resp) {
 			t.Fatalf("stream %d: body and tail decode to a different response", i)
+		}
+	}
+}
+
+// The delta counterpart: every delta stream's first response holding the
+// whole set gets the same bytes for its body, and only its own nonce is
+// encoded for it.
+func TestDeltaWholeSetBodyIsOneEncoding(t *testing.T) {
+	reg := xdstype.New()
+	snap := world(t, reg, 50, 1000, "c0")
+	srv := New(Options{Registry: reg, Fleets: snapshot.NewPublisher()})
+	typ := reg.Lookup(xdstype.ClusterURL)
+	set := snap.Set(xdstype.ClusterURL)
+	var first *byte
+	for i := range 3 {
+		st := &stream{srv: srv}
+		w := newDeltaWatch(typ, srv)
+		ws := &byType[*deltaWatch]{}
+		ws.put(typ.URL, srv.rankOf(typ), w)
+		useWatches(st, ws)
+		w.subscribe(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: typ.URL, ResourceNamesSubscribe: []string{"*"}}, set)
+		d := deltaRound(t, st, w, snap, fmt.Sprint(i))
+		// As deltaStream.respond builds it, each stream with its own nonce.
+		resp := &discoverygrpc.DeltaDiscoveryResponse{SystemVersionInfo: snap.Version(), Resources: d.resources, RemovedResources: d.removed, TypeUrl: typ.URL, Nonce: fmt.Sprint("nonce-", i)}
+		if len(resp.Resources) != set.Len() {
+			t.Fatalf("stream %d: %d clusters in the first response, want the whole set's %d", i, len(resp.Resources), set.Len())
+		}
+		enc, ok := srv.shareableDelta(set, false, resp).(*encoded)
+		if !ok {
+			t.Fatalf("stream %d: the whole set's delta response is not sent as the shared encoding", i)
+		}
+		if i == 0 {
+			first = unsafe.SliceData(enc.body)
+		} else if unsafe.SliceData(enc.body) != first {
+			t.Fatalf("stream %d: its body is a new encoding, not the one shared", i)
+		}
+		var got discoverygrpc.DeltaDiscoveryResponse
+		if err := proto.Unmarshal(append(append([]byte(nil), enc.body...), enc.tail...), &got); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(resp, &got, protocmp.Transform()); diff != "" {
+			t.Fatalf("stream %d: body and tail decode to a different response (-want +got):\n%s", i, diff)
 		}
 	}
 }

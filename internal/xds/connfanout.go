@@ -11,8 +11,9 @@ import (
 // writer for a connection then finds several responses queued and writes
 // them in one system call; with the streams of a hundred connections
 // interleaved (a callback per stream, in the order they registered), it
-// woke for each response and wrote it alone: a write(2) per proxy, 12% of
-// a route change's CPU at 5,000 streams once the drainers were in.
+// woke for each response and wrote it alone: a write(2) per proxy, which
+// stands out in the CPU profile of the fleet benchmark's route change
+// (bench/fleet -n 5000 -profile).
 type connFanout struct {
 	fleets Fleets
 

@@ -23,9 +23,9 @@ import (
 // already, and the end of a send leaves it be. When it fires with no send
 // in flight it stays unarmed; with one, it is set for what that send has
 // left. A stream sending every second arms it once a stall period rather
-// than resetting and stopping it on every send: at 5,000 streams, the
-// Reset and Stop on the runtime's timer heap were 3.5% of a route
-// change's CPU.
+// than resetting and stopping it on every send: Reset and Stop on the
+// runtime's timer heap show in the CPU profile of the fleet benchmark's
+// route change (bench/fleet -n 5000 -profile).
 type sendWatch struct {
 	stall, evict time.Duration
 	onEvict      func() // closes the stream's connection

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -413,4 +415,55 @@ func TestSubscriptionsInterned(t *testing.T) {
 		t.Fatalf("%d subscriptions kept, want 1 (the one still used)", n)
 	}
 	runtime.KeepAlive(a)
+}
+
+// A wildcard delta stream whose group loses a resource moves by the
+// group's shared transition, which removes it: the client names nothing,
+// so nothing needs the full plan's record of a name told it does not
+// exist. Every stream making the move gets the same plan, the same list
+// of resources, and the same removal. A stream that also names the lost
+// resource does need that record, and declines.
+func TestDeltaWildcardLosingAResourceStaysShared(t *testing.T) {
+	reg := xdstype.New()
+	srv := New(Options{Registry: reg})
+	typ := reg.Lookup(xdstype.ClusterURL)
+	v1 := world(t, reg, 4, 9000, "c0")
+	v2 := world(t, reg, 3, 9000, "c0") // c3 is gone
+	watch := func(subscribe ...string) (*stream, *deltaWatch) {
+		st := &stream{srv: srv}
+		w := newDeltaWatch(typ, srv)
+		ws := &byType[*deltaWatch]{}
+		ws.put(typ.URL, srv.rankOf(typ), w)
+		useWatches(st, ws)
+		w.subscribe(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: typ.URL, ResourceNamesSubscribe: subscribe}, v1.Set(typ.URL))
+		if d := deltaRound(t, st, w, v1, "1"); len(d.resources) != 4 {
+			t.Fatalf("first response: %d clusters, want 4", len(d.resources))
+		}
+		return st, w
+	}
+	var plans []deltaPlan
+	for range 3 {
+		st, w := watch("*")
+		d := deltaRound(t, st, w, v2, "2")
+		if d.step == nil {
+			t.Fatal("a wildcard stream losing c3 declined the shared plan")
+		}
+		if len(d.resources) != 0 || !slices.Equal(d.removed, []string{"c3"}) {
+			t.Fatalf("sent %d clusters and removed %v, want none sent and c3 removed", len(d.resources), d.removed)
+		}
+		if w.heldAs != d.step.to || w.ackedAs != d.step.to {
+			t.Fatal("after the shared move the stream does not hold the shared state it moved to")
+		}
+		plans = append(plans, d)
+	}
+	for i, d := range plans[1:] {
+		if d.step != plans[0].step || unsafe.SliceData(d.removed) != unsafe.SliceData(plans[0].removed) {
+			t.Fatalf("stream %d computed its own move", i+1)
+		}
+	}
+
+	st, w := watch("*", "c3")
+	if d := deltaRound(t, st, w, v2, "2"); d.step != nil {
+		t.Fatal("a stream naming the lost cluster took the shared plan: nothing records that c3 does not exist")
+	}
 }
