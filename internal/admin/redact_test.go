@@ -12,7 +12,6 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
-	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/pylon-xds/pylon/internal/model"
@@ -159,32 +158,32 @@ func TestStatusTextsAreScrubbed(t *testing.T) {
 	}
 }
 
-// keyFleet is a fleet of two groups: "edge" serves a Secret with a private
-// key inline and a Cluster whose TLS context holds one as bytes; "web"
-// serves a plain cluster.
+// keyFleet is a fleet of two groups: "edge" serves two Secrets with a
+// private key inline, one as a string and one as bytes, and a cluster;
+// "web" serves a plain cluster. (A key inline in a Cluster's TLS context
+// no longer builds: the output gate refuses key material outside a
+// Secret.)
 func keyFleet(t *testing.T) *snapshot.Fleet {
 	t.Helper()
 	reg := xdstype.New()
-	tlsContext, err := anypb.New(&tlsv3.UpstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{
-		TlsCertificates: []*tlsv3.TlsCertificate{{PrivateKey: &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: []byte(pemKey)}}}},
-	}})
-	if err != nil {
-		t.Fatal(err)
+	cluster := func(name string) *clusterv3.Cluster {
+		return &clusterv3.Cluster{Name: name, ConnectTimeout: durationpb.New(time.Second), ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}}
 	}
-	cluster := func(name string, socket *corev3.TransportSocket) *clusterv3.Cluster {
-		return &clusterv3.Cluster{Name: name, ConnectTimeout: durationpb.New(time.Second), ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}, TransportSocket: socket}
+	secret := func(name string, key *corev3.DataSource) snapshot.Input {
+		return snapshot.Input{Type: reg.Lookup(xdstype.SecretURL), Name: name, Message: &tlsv3.Secret{Name: name, Type: &tlsv3.Secret_TlsCertificate{TlsCertificate: &tlsv3.TlsCertificate{
+			CertificateChain: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: "CERT"}},
+			PrivateKey:       key,
+		}}}}
 	}
 	edge, err := snapshot.Build(reg, []snapshot.Input{
-		{Type: reg.Lookup(xdstype.SecretURL), Name: "s", Message: &tlsv3.Secret{Name: "s", Type: &tlsv3.Secret_TlsCertificate{TlsCertificate: &tlsv3.TlsCertificate{
-			CertificateChain: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: "CERT"}},
-			PrivateKey:       &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: pemKey}},
-		}}}},
-		{Type: reg.Lookup(xdstype.ClusterURL), Name: "c", Message: cluster("c", &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: tlsContext}})},
+		secret("s", &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: pemKey}}),
+		secret("s2", &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: []byte(pemKey)}}),
+		{Type: reg.Lookup(xdstype.ClusterURL), Name: "c", Message: cluster("c")},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	web, err := snapshot.Build(reg, []snapshot.Input{{Type: reg.Lookup(xdstype.ClusterURL), Name: "w", Message: cluster("w", nil)}})
+	web, err := snapshot.Build(reg, []snapshot.Input{{Type: reg.Lookup(xdstype.ClusterURL), Name: "w", Message: cluster("w")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,8 +191,8 @@ func keyFleet(t *testing.T) *snapshot.Fleet {
 }
 
 // TestConfigDumpIsRedacted: /config shows every group's resources, the
-// keys in them replaced by "[redacted]" (a Secret's, and a TLS context's
-// inside an Any), the certificate kept; so does /config?group= for one
+// keys in them replaced by "[redacted]" (inline as a string and as
+// bytes), the certificate kept; so does /config?group= for one
 // group. The fleet's own resources, which the proxies are sent, keep
 // their keys.
 func TestConfigDumpIsRedacted(t *testing.T) {
