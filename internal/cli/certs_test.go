@@ -109,12 +109,17 @@ func serveXDS(t *testing.T, args ...string) string {
 		pw.Close()
 	}()
 	var addr string
+	var log strings.Builder
 	lines := bufio.NewScanner(pr)
 	for lines.Scan() {
 		var rec map[string]any
 		if json.Unmarshal(lines.Bytes(), &rec) == nil && rec["msg"] == "pylon serving" {
 			addr, _ = rec["xds"].(string)
 			break
+		}
+		if log.Len() < 64<<10 {
+			log.Write(lines.Bytes())
+			log.WriteByte('\n')
 		}
 	}
 	drained := make(chan struct{})
@@ -130,7 +135,9 @@ func serveXDS(t *testing.T, args ...string) string {
 	})
 	if addr == "" {
 		cancel()
-		t.Fatalf("serve never logged its addresses (exit %d)", <-done)
+		code := <-done
+		done <- code // for the cleanup
+		t.Fatalf("serve never logged its addresses (exit %d):\n%s", code, log.String())
 	}
 	return addr
 }
@@ -226,4 +233,142 @@ func TestCertsIssueDNSRule(t *testing.T) {
 	if code, _, stderr := run("certs", "issue", "--dir", dir, "--node-id", "edge-2", "--cluster", "edge"); code != 1 || !strings.Contains(stderr, "no trust domain") {
 		t.Fatalf("SPIFFE rule without a trust domain: exit %d, %q", code, stderr)
 	}
+}
+
+// The `pylon certs` commands the docs show run as written, and so does the
+// security guide's walk-through: a serve on what they made, a bootstrap,
+// and a node connecting with its certificate.
+func TestCertsDocsCommands(t *testing.T) {
+	docs := map[string]string{}
+	for _, name := range []string{"security.md", "cli.md"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "docs", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs[name] = string(b)
+	}
+	// The guide's walk-through is its own section; the rest of the guide
+	// shows other serves (encryption at rest, SPIRE's files).
+	sec := docs["security.md"]
+	start := strings.Index(sec, "### Getting started: `pylon certs`")
+	end := strings.Index(sec[start+1:], "\n### ")
+	if start < 0 || end < 0 {
+		t.Fatal("security.md has no section \"Getting started: `pylon certs`\" followed by another")
+	}
+	docs["security.md"] = sec[start : start+1+end]
+	ran := 0
+	for name, md := range docs {
+		t.Chdir(t.TempDir())
+		var addr string
+		for _, line := range docCommands(md) {
+			args := shellWords(t, line)
+			if len(args) < 2 || args[0] != "pylon" || (args[1] != "certs" && name != "security.md") {
+				continue
+			}
+			switch args[1] {
+			case "certs":
+				mustCerts(t, args[2:]...)
+			case "serve":
+				addr = serveXDS(t, args[2:]...)
+			case "bootstrap":
+				if code, _, stderr := run(args[1:]...); code != 0 {
+					t.Fatalf("%s: %s: exit %d: %s", name, line, code, stderr)
+				}
+			default:
+				continue
+			}
+			ran++
+			t.Logf("%s: ok: %s", name, line)
+		}
+		if name != "security.md" {
+			continue
+		}
+		if addr == "" {
+			t.Fatal("security.md no longer starts pylon serve with the certificates pylon certs made")
+		}
+		pair, err := tls.LoadX509KeyPair("pki/app-1.pem", "pki/app-1-key.pem")
+		if err != nil {
+			t.Fatal(err)
+		}
+		caPEM, _ := os.ReadFile("pki/ca.pem")
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(caPEM)
+		node := xdstest.Node("app-1")
+		node.Cluster = "payments"
+		conn := xdstest.DialTLS(t, addr, &tls.Config{RootCAs: pool, ServerName: "localhost", MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}})
+		if err := xdstest.StreamErr(conn, node); err != nil {
+			t.Fatalf("app-1 with the certificate security.md issued: %v", err)
+		}
+	}
+	if ran < 8 {
+		t.Fatalf("ran %d commands from the docs; the pylon certs examples moved?", ran)
+	}
+}
+
+// docCommands returns the lines of md's ```sh blocks (continuations
+// joined) and its inline `pylon certs ...` spans.
+func docCommands(md string) []string {
+	var cmds []string
+	in, cont := false, ""
+	for line := range strings.Lines(md) {
+		line = strings.TrimSpace(line)
+		switch {
+		case !in && line == "```sh":
+			in = true
+		case in && line == "```":
+			in = false
+		case in:
+			if strings.HasSuffix(line, `\`) {
+				cont += strings.TrimSuffix(line, `\`) + " "
+				continue
+			}
+			cmds, cont = append(cmds, cont+line), ""
+		default:
+			for _, span := range strings.Split(line, "`")[1:] {
+				if strings.HasPrefix(span, "pylon certs ") {
+					cmds = append(cmds, span)
+				}
+			}
+		}
+	}
+	return cmds
+}
+
+// shellWords splits a command as sh would, for the little the docs use:
+// words, single quotes, and a comment after a space.
+func shellWords(t *testing.T, line string) []string {
+	t.Helper()
+	var words []string
+	var w strings.Builder
+	inWord, quoted := false, false
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case quoted && c == '\'':
+			quoted = false
+		case quoted:
+			w.WriteByte(c)
+		case c == '\'':
+			quoted, inWord = true, true
+		case c == ' ' || c == '\t':
+			if inWord {
+				words, inWord = append(words, w.String()), false
+				w.Reset()
+			}
+		case c == '#' && !inWord:
+			return words
+		case strings.IndexByte(`"$|&;<>`+"`\\", c) >= 0:
+			if len(words) > 1 && words[0] == "pylon" && (words[1] == "certs" || words[1] == "serve") {
+				t.Fatalf("%q: %q is not parsed here", line, c)
+			}
+			return nil
+		default:
+			w.WriteByte(c)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, w.String())
+	}
+	return words
 }
