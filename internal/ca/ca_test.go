@@ -193,11 +193,18 @@ func TestIssueRefusals(t *testing.T) {
 		{ClientOptions{NodeID: "ca", Cluster: "edge"}, "--name"},
 		{ClientOptions{NodeID: "edge-1", Cluster: "edge", DNS: []string{"*.example.com"}}, "not a DNS name"},
 		{ClientOptions{NodeID: "edge-1", Cluster: "edge", DNS: []string{"spiffe://example.org/ns/edge/sa/edge-2"}}, "not a DNS name"},
+		{ClientOptions{NodeID: "edge-1", Cluster: "edge", Rule: "{id}.{cluster}.proxies.example.com", DNS: []string{"edge-2.edge.proxies.example.com"}}, "another node's name"},
+		{ClientOptions{NodeID: "edge-1", Cluster: "edge", Rule: "{id}.{cluster}.proxies.example.com", DNS: []string{"edge-1.web.Proxies.example.com"}}, "not a DNS name"},
 	} {
 		c.o.Dir = dir
 		if _, err := IssueClient(c.o); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.o, err, c.want)
 		}
+	}
+	dns, err := IssueClient(ClientOptions{Dir: dir, NodeID: "edge-3", Cluster: "edge", Rule: "{id}.{cluster}.proxies.example.com",
+		DNS: []string{"edge-3.edge.proxies.example.com", "gw.example.com"}})
+	if err != nil || strings.Join(dns.Names, " ") != "edge-3.edge.proxies.example.com gw.example.com" {
+		t.Errorf("a DNS rule's certificate with its own name and another: %v, %v", dns.Names, err)
 	}
 	if _, err := IssueServer(ServerOptions{Dir: dir}); err == nil || !strings.Contains(err.Error(), "--dns") {
 		t.Errorf("server without names: %v", err)
@@ -210,8 +217,8 @@ func TestIssueRefusals(t *testing.T) {
 		t.Errorf("server names %v", out.Names)
 	}
 	entries, _ := os.ReadDir(dir)
-	if len(entries) != 4 {
-		t.Errorf("files in the CA folder: %v; want the CA's and the server's", entries)
+	if len(entries) != 6 {
+		t.Errorf("files in the CA folder: %v; want the CA's, edge-3's and the server's", entries)
 	}
 	if _, err := os.Stat(filepath.Join(filepath.Dir(dir), "edge-1.pem")); err == nil {
 		t.Error("a file was written outside the CA folder")

@@ -80,6 +80,12 @@ func IssueClient(o ClientOptions) (Issued, error) {
 		if err := checkDNS(d, false); err != nil {
 			return Issued{}, err
 		}
+		if !rule.SPIFFE() && nodeName(rule, a.trustDomainOr(o.TrustDomain), d) {
+			if d == want {
+				continue
+			}
+			return Issued{}, fmt.Errorf("--dns %s: the rule %q reads it as another node's name, and a certificate must prove one node", d, rule)
+		}
 		tmpl.DNSNames = append(tmpl.DNSNames, d)
 	}
 	tmpl.Subject.CommonName = commonName(o.NodeID, want)
@@ -110,6 +116,31 @@ func (a *authority) rule(template, trustDomain string) (*identity.Rule, error) {
 		return nil, fmt.Errorf("%w: pass --trust-domain, as to `pylon serve`, or make the CA with one", err)
 	}
 	return rule, err
+}
+
+func (a *authority) trustDomainOr(td string) string {
+	if td == "" {
+		return a.trustDomain
+	}
+	return td
+}
+
+// nodeName reports whether a DNS rule reads name as some node's: label by
+// label, each {id} or {cluster} any label and every other label the
+// template's own. ParseRule has made every placeholder a whole label, so
+// this is exact.
+func nodeName(rule *identity.Rule, trustDomain, name string) bool {
+	tmpl := strings.Split(strings.ReplaceAll(rule.String(), "{trust_domain}", trustDomain), ".")
+	labels := strings.Split(name, ".")
+	if len(tmpl) != len(labels) {
+		return false
+	}
+	for i, l := range tmpl {
+		if l != "{id}" && l != "{cluster}" && !strings.EqualFold(l, labels[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // proves checks the certificate as the server will: verified against the
