@@ -73,7 +73,7 @@ func TestIssueClientProvesNodeByRule(t *testing.T) {
 			t.Errorf("%q: names %v, want %s", c.rule, out.Names, c.want)
 		}
 		cert := leaf(t, out)
-		if cert.NotAfter.Sub(time.Now()) > DefaultClientValidity || len(cert.ExtKeyUsage) != 1 || cert.ExtKeyUsage[0] != x509.ExtKeyUsageClientAuth {
+		if time.Until(cert.NotAfter) > DefaultClientValidity || len(cert.ExtKeyUsage) != 1 || cert.ExtKeyUsage[0] != x509.ExtKeyUsageClientAuth {
 			t.Errorf("%q: until %v, usages %v", c.rule, cert.NotAfter, cert.ExtKeyUsage)
 		}
 		rule, err := identity.ParseRule(orDefault(c.rule), "example.org")

@@ -72,7 +72,7 @@ unverifiable: issue them again.`,
 func newCertsIssue() *cobra.Command {
 	var client ca.ClientOptions
 	var server bool
-	var ips []net.IP
+	var ips []string
 	cmd := &cobra.Command{
 		Use:   "issue",
 		Short: "Issue a node's client certificate (bound to --node-id and --cluster), or with --server Pylon's own",
@@ -120,7 +120,7 @@ unless --validity says otherwise. No certificate outlives its CA.`,
 	f.StringVar(&client.Rule, "node-identity", ca.DefaultRule, "the identity rule pylon serve runs with (its --node-identity)")
 	f.StringVar(&client.TrustDomain, "trust-domain", "", "the SPIFFE trust domain pylon serve runs with (default: the CA's)")
 	f.StringSliceVar(&client.DNS, "dns", nil, "a DNS name the certificate carries (repeatable); with --server, the names clients dial")
-	f.IPSliceVar(&ips, "ip", nil, "with --server, an IP address clients dial (repeatable)")
+	f.StringSliceVar(&ips, "ip", nil, "with --server, an IP address clients dial (repeatable)")
 	f.StringVar(&client.Name, "name", "", "write NAME.pem and NAME-key.pem (default: the node id, or server)")
 	f.DurationVar(&client.Validity, "validity", 0, "how long the certificate is valid (default 720h for a client, 2160h for a server)")
 	f.BoolVar(&client.Force, "force", false, "replace existing files of the same name")
@@ -136,11 +136,19 @@ unless --validity says otherwise. No certificate outlives its CA.`,
 
 // issueServer issues a server certificate; the client-only flags are
 // refused rather than ignored.
-func issueServer(cmd *cobra.Command, c ca.ClientOptions, ips []net.IP) error {
+func issueServer(cmd *cobra.Command, c ca.ClientOptions, ipFlags []string) error {
 	for _, name := range []string{"node-id", "cluster", "node-identity", "trust-domain"} {
 		if cmd.Flags().Changed(name) {
 			return fmt.Errorf("--%s is for a client certificate, not --server", name)
 		}
+	}
+	var ips []net.IP
+	for _, s := range ipFlags {
+		ip := net.ParseIP(s)
+		if ip == nil {
+			return fmt.Errorf("--ip %q: not an IP address", s)
+		}
+		ips = append(ips, ip)
 	}
 	out, err := ca.IssueServer(ca.ServerOptions{Dir: c.Dir, DNS: c.DNS, IPs: ips, Name: c.Name, Validity: c.Validity, Force: c.Force})
 	if err != nil {

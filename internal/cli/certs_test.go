@@ -372,3 +372,28 @@ func shellWords(t *testing.T, line string) []string {
 	}
 	return words
 }
+
+// Flags of the other kind of certificate, and bad addresses, are refused
+// rather than ignored.
+func TestCertsFlagsRefused(t *testing.T) {
+	dir := t.TempDir()
+	mustCerts(t, "init", "--dir", dir, "--trust-domain", "example.org")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--server", "--ip", "nope"}, `--ip "nope": not an IP address`},
+		{[]string{"--server", "--dns", "localhost", "--node-id", "edge-1"}, "--node-id is for a client certificate"},
+		{[]string{"--node-id", "edge-1", "--cluster", "edge", "--ip", "127.0.0.1"}, "--ip is for a server certificate"},
+		{[]string{"--cluster", "edge"}, "--node-id is required"},
+		{[]string{"--node-id", "edge-1", "--cluster", "edge", "--trust-domain", "other.org"}, "this CA is for trust domain example.org"},
+	} {
+		code, _, stderr := run(append([]string{"certs", "issue", "--dir", dir}, c.args...)...)
+		if code != 1 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, %q; want %q", c.args, code, stderr, c.want)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+		t.Errorf("refused issues left files: %v", entries)
+	}
+}
