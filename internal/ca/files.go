@@ -26,6 +26,10 @@ const (
 	dirMode  fs.FileMode = 0o700
 )
 
+// errNoDir refuses an empty folder, which would mean the working one
+// without saying so.
+var errNoDir = errors.New("--dir is empty: name the CA's folder")
+
 // authority is a loaded CA.
 type authority struct {
 	cert *x509.Certificate
@@ -38,6 +42,9 @@ type authority struct {
 // reads it can issue certificates for every node) and a CA that is not
 // valid at now.
 func load(dir string, now time.Time) (*authority, error) {
+	if dir == "" {
+		return nil, errNoDir
+	}
 	certPath, keyPath := filepath.Join(dir, CertFile), filepath.Join(dir, KeyFile)
 	certPEMBytes, err := readBounded(certPath)
 	if err != nil {
@@ -133,6 +140,9 @@ func readBounded(path string) ([]byte, error) {
 // clobbered file). With force, each file is replaced by rename, so that a
 // reader sees the old file or the new, never half of one.
 func writePair(dir, certName, keyName string, der []byte, key *ecdsa.PrivateKey, force bool) error {
+	if dir == "" {
+		return errNoDir
+	}
 	if err := os.MkdirAll(dir, dirMode); err != nil {
 		return err
 	}
