@@ -251,9 +251,24 @@ func (c adminClient) get(path string, v any) error {
 // do sends an authorised write with the write token; contentType is the
 // body's type ("" for none).
 func (c adminClient) do(method, path string, body []byte, contentType string) (map[string]any, error) {
+	var out map[string]any
+	if err := c.write(method, path, body, contentType, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// post sends a bodiless POST with the write token and decodes the
+// answer into v.
+func (c adminClient) post(path string, v any) error {
+	return c.write(http.MethodPost, path, nil, "", v)
+}
+
+// write is do, the answer decoded into v.
+func (c adminClient) write(method, path string, body []byte, contentType string, v any) error {
 	tok, err := token(c.writeSources())
 	if err != nil {
-		return nil, fmt.Errorf("the write token: %w", err)
+		return fmt.Errorf("the write token: %w", err)
 	}
 	h := http.Header{}
 	if contentType != "" {
@@ -261,13 +276,12 @@ func (c adminClient) do(method, path string, body []byte, contentType string) (m
 	}
 	raw, err := c.send(method, path, body, h, tok, 30*time.Second)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		return nil, fmt.Errorf("%s: the answer is not JSON: %w", path, err)
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("%s: the answer is not JSON: %w", path, err)
 	}
-	return out, nil
+	return nil
 }
 
 // apiError is an answer that is not a success: the server's error and
