@@ -144,18 +144,30 @@ func (c adminClient) readSources() []tokenSource {
 	return append(s, c.writeSources()...)
 }
 
-// token is the first token found, or an error naming every place looked.
-func token(sources []tokenSource) (string, error) {
+// token is the first token found and where it was found, or an error
+// naming every place looked.
+func token(sources []tokenSource) (tok, where string, err error) {
 	var tried []string
 	for _, s := range sources {
 		t, err := s.get()
 		if err == nil {
-			return t, nil
+			return t, s.where, nil
 		}
 		tried = append(tried, s.where)
 	}
-	return "", fmt.Errorf("no token in %s (run where serve's data folder is, or give --data-dir, $%s, $%s or --token-file)",
+	return "", "", fmt.Errorf("none in %s (run where serve's data folder is, or give --data-dir, $%s, $%s or --token-file)",
 		strings.Join(tried, ", "), envDataDir, envToken)
+}
+
+// unauthorised is a 401 to a read or a write (what) as the CLI tells it:
+// that the token sent from where was refused, or (where "") that none was
+// sent, and why, then what the server said.
+func unauthorised(err error, what, where string, why error) error {
+	if where == "" {
+		return fmt.Errorf("no token was sent: no token for a %s: %v\n  the server said: %w", what, why, err)
+	}
+	return fmt.Errorf("the token was refused: the token from %s is not one this Pylon accepts for a %s "+
+		"(is it this Pylon's current token? serve keeps its tokens in its data folder: --data-dir)\n  the server said: %w", where, what, err)
 }
 
 func (c adminClient) http(timeout time.Duration) (*http.Client, string, error) {
@@ -226,15 +238,15 @@ func (c adminClient) send(method, path string, body []byte, header http.Header, 
 // getRaw reads path with the read token; accept, if set, asks for a
 // format.
 func (c adminClient) getRaw(path, accept string) ([]byte, error) {
-	tok, terr := token(c.readSources())
+	tok, where, terr := token(c.readSources())
 	h := http.Header{}
 	if accept != "" {
 		h.Set("Accept", accept)
 	}
 	b, err := c.send(http.MethodGet, path, nil, h, tok, 10*time.Second)
 	var ae *apiError
-	if errors.As(err, &ae) && ae.Code == http.StatusUnauthorized && terr != nil {
-		return nil, fmt.Errorf("%w\n%v", err, terr)
+	if errors.As(err, &ae) && ae.Code == http.StatusUnauthorized {
+		return nil, unauthorised(err, "read", where, terr)
 	}
 	return b, err
 }
@@ -266,15 +278,20 @@ func (c adminClient) post(path string, v any) error {
 
 // write is do, the answer decoded into v.
 func (c adminClient) write(method, path string, body []byte, contentType string, v any) error {
-	tok, err := token(c.writeSources())
+	tok, where, err := token(c.writeSources())
 	if err != nil {
-		return fmt.Errorf("the write token: %w", err)
+		// Not sent without one: every write needs it.
+		return fmt.Errorf("no token was sent: the write token: %w", err)
 	}
 	h := http.Header{}
 	if contentType != "" {
 		h.Set("Content-Type", contentType)
 	}
 	raw, err := c.send(method, path, body, h, tok, 30*time.Second)
+	var ae *apiError
+	if errors.As(err, &ae) && ae.Code == http.StatusUnauthorized {
+		return unauthorised(err, "write", where, nil)
+	}
 	if err != nil {
 		return err
 	}
