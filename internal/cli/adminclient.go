@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,7 +60,7 @@ func (a *adminFlags) register(root *cobra.Command, getenv func(string) string) {
 		dataDir = "pylon-data"
 	}
 	f := root.PersistentFlags()
-	f.StringVar(&a.addr, "admin-addr", "127.0.0.1:19000", "Pylon's admin address (serve listens there; the other commands talk to it)")
+	f.StringVar(&a.addr, "admin-addr", "127.0.0.1:19000", "Pylon's admin address, HOST:PORT (or http://HOST:PORT, https://HOST:PORT): serve listens there, the other commands talk to it")
 	f.StringVar(&a.dataDir, "data-dir", dataDir, "Pylon's data folder: serve keeps the embedded store and the admin tokens there, the other commands read the tokens from it; $"+envDataDir+" sets the default")
 	f.StringVar(&a.tokenFile, "token-file", "", "the admin API's write token (default $"+envToken+", else DATA_DIR/admin-token)")
 	f.StringVar(&a.readTokenFile, "read-token-file", "", "the admin API's read token (default $"+envReadToken+", else DATA_DIR/read-token, else the write token)")
@@ -138,7 +140,7 @@ func (c adminClient) readSources() []tokenSource {
 	} else {
 		s = append(s, c.envSource(envReadToken), c.fileSource(c.f.dataPath("read-token")))
 	}
-	if c.f.caFile == "" && !daemon.Loopback(c.f.addr) {
+	if overTLS, hostPort, err := c.f.overTLS(); err == nil && !overTLS && !daemon.Loopback(hostPort) {
 		return s
 	}
 	return append(s, c.writeSources()...)
@@ -170,23 +172,77 @@ func unauthorised(err error, what, where string, why error) error {
 		"(is it this Pylon's current token? serve keeps its tokens in its data folder: --data-dir)\n  the server said: %w", where, what, err)
 }
 
+// adminTarget reads --admin-addr: HOST:PORT, or http://HOST:PORT or
+// https://HOST:PORT (a trailing slash allowed). scheme is "" for a bare
+// HOST:PORT. The value is echoed in an error only without its user
+// information, which could be a password.
+func adminTarget(addr string) (scheme, hostPort string, err error) {
+	bad := func(shown string) error {
+		return fmt.Errorf("--admin-addr %q: the flag takes HOST:PORT (127.0.0.1:19000), or http://HOST:PORT or https://HOST:PORT", shown)
+	}
+	if !strings.Contains(addr, "://") {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return "", "", bad(addr)
+		}
+		return "", addr, nil
+	}
+	u, err := url.Parse(addr)
+	if err != nil {
+		return "", "", bad("(not a URL)")
+	}
+	shown := addr
+	if u.User != nil {
+		u.User = nil
+		shown = u.Redacted()
+	}
+	scheme = strings.ToLower(u.Scheme)
+	if scheme != "http" && scheme != "https" || shown != addr || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(addr, "#") || strings.HasSuffix(addr, "?") {
+		return "", "", bad(shown)
+	}
+	if _, port, err := net.SplitHostPort(u.Host); err != nil || port == "" {
+		return "", "", bad(shown)
+	}
+	return scheme, u.Host, nil
+}
+
+// overTLS says whether the CLI reaches the API over https, and at which
+// HOST:PORT: https:// or --admin-ca-file asks for it.
+func (a *adminFlags) overTLS() (bool, string, error) {
+	scheme, hostPort, err := adminTarget(a.addr)
+	if err != nil {
+		return false, "", err
+	}
+	if scheme == "http" && a.caFile != "" {
+		return false, "", fmt.Errorf("--admin-addr %s is plaintext but --admin-ca-file asks for https: write https:// or leave the scheme out", a.addr)
+	}
+	return scheme == "https" || a.caFile != "", hostPort, nil
+}
+
 func (c adminClient) http(timeout time.Duration) (*http.Client, string, error) {
-	if c.f.caFile == "" {
+	overTLS, hostPort, err := c.f.overTLS()
+	if err != nil {
+		return nil, "", err
+	}
+	if !overTLS {
 		if c.f.certFile != "" || c.f.keyFile != "" {
 			return nil, "", fmt.Errorf("--admin-cert-file needs --admin-ca-file (https)")
 		}
 		// A token over plaintext to another host can be read on the way
 		// and replayed: only on loopback, unless the operator says so.
-		if !daemon.Loopback(c.f.addr) && !c.f.insecure {
-			return nil, "", fmt.Errorf("--admin-addr %s is not loopback: reach it over https with --admin-ca-file, or pass --admin-insecure to send tokens in clear", c.f.addr)
+		if !daemon.Loopback(hostPort) && !c.f.insecure {
+			return nil, "", fmt.Errorf("--admin-addr %s is not loopback: reach it over https (https://HOST:PORT, with --admin-ca-file unless the system's roots verify its certificate), or pass --admin-insecure to send tokens in clear", c.f.addr)
 		}
-		return &http.Client{Timeout: timeout}, "http://" + c.f.addr, nil
+		return &http.Client{Timeout: timeout}, "http://" + hostPort, nil
 	}
-	pool, err := certs.LoadPool(c.f.caFile)
-	if err != nil {
-		return nil, "", fmt.Errorf("--admin-ca-file: %w", err)
+	// Without --admin-ca-file, https:// verifies with the system's roots.
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if c.f.caFile != "" {
+		pool, err := certs.LoadPool(c.f.caFile)
+		if err != nil {
+			return nil, "", fmt.Errorf("--admin-ca-file: %w", err)
+		}
+		cfg.RootCAs = pool
 	}
-	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	if c.f.certFile != "" || c.f.keyFile != "" {
 		cert, err := tls.LoadX509KeyPair(c.f.certFile, c.f.keyFile)
 		if err != nil {
@@ -196,7 +252,7 @@ func (c adminClient) http(timeout time.Duration) (*http.Client, string, error) {
 		cfg.Certificates = []tls.Certificate{cert}
 	}
 	tr := &http.Transport{TLSClientConfig: cfg}
-	return &http.Client{Timeout: timeout, Transport: tr}, "https://" + c.f.addr, nil
+	return &http.Client{Timeout: timeout, Transport: tr}, "https://" + hostPort, nil
 }
 
 // maxResponse bounds what the CLI reads of an answer.
