@@ -27,6 +27,7 @@ import (
 // lookups; never as feature switches).
 const (
 	envDataDir   = "PYLON_DATA_DIR"
+	envAdminAddr = "PYLON_ADMIN_ADDR"
 	envToken     = "PYLON_TOKEN"
 	envReadToken = "PYLON_READ_TOKEN"
 )
@@ -59,8 +60,12 @@ func (a *adminFlags) register(root *cobra.Command, getenv func(string) string) {
 	if dataDir == "" {
 		dataDir = "pylon-data"
 	}
+	addr := getenv(envAdminAddr)
+	if addr == "" {
+		addr = "127.0.0.1:19000"
+	}
 	f := root.PersistentFlags()
-	f.StringVar(&a.addr, "admin-addr", "127.0.0.1:19000", "Pylon's admin address, HOST:PORT (or http://HOST:PORT, https://HOST:PORT): serve listens there, the other commands talk to it")
+	f.StringVar(&a.addr, "admin-addr", addr, "Pylon's admin address, HOST:PORT (or http://HOST:PORT, https://HOST:PORT): serve listens there, the other commands talk to it; $"+envAdminAddr+" sets the default")
 	f.StringVar(&a.dataDir, "data-dir", dataDir, "Pylon's data folder: serve keeps the embedded store and the admin tokens there, the other commands read the tokens from it; $"+envDataDir+" sets the default")
 	f.StringVar(&a.tokenFile, "token-file", "", "the admin API's write token (default $"+envToken+", else DATA_DIR/admin-token)")
 	f.StringVar(&a.readTokenFile, "read-token-file", "", "the admin API's read token (default $"+envReadToken+", else DATA_DIR/read-token, else the write token)")
