@@ -63,7 +63,8 @@ func TestRolloutSupersedeInStoreMode(t *testing.T) {
 		t.Fatalf("rollout supersede edge printed %q after %v", out, time.Since(start))
 	}
 	d.must(t, "apply", "-f", writeDoc(t, "v3.yaml", rolloutConfig("3s")))
-	if out := d.must(t, "rollout", "status"); !strings.Contains(out, "1/2") || strings.Contains(out, "HALTED") {
-		t.Fatalf("after the superseding apply:\n%s", out)
-	}
+	eventually(t, "the superseding rollout at stage 1", func() bool {
+		out := d.must(t, "rollout", "status")
+		return strings.Contains(out, "1/2") && !strings.Contains(out, "HALTED")
+	})
 }
