@@ -65,6 +65,15 @@ func failed(got string) string {
 	return reasonInvalid
 }
 
+// opening starts a 401's message: whether a token came and was refused or
+// none came, so that a wrong token does not read like a missing one.
+func opening(reason string) string {
+	if reason == reasonMissing {
+		return "no token was sent: "
+	}
+	return "the token was refused: "
+}
+
 // read lets a request through with the read or the write token.
 func (g guard) read(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -73,8 +82,9 @@ func (g guard) read(h http.HandlerFunc) http.HandlerFunc {
 		tok := g.tokens()
 		okRead, okWrite := token.Equal(got, tok.Read), token.Equal(got, tok.Write)
 		if !okRead && !okWrite {
-			g.fails.refused(r, failed(got))
-			g.refuse(w, "reads need Authorization: Bearer <token>, the read token ("+where(g.o.ReadTokenFile, "read-token")+") or the write token ("+where(g.o.TokenFile, "admin-token")+")")
+			reason := failed(got)
+			g.fails.refused(r, reason)
+			g.refuse(w, opening(reason)+"reads need Authorization: Bearer <token>, the read token ("+where(g.o.ReadTokenFile, "read-token")+") or the write token ("+where(g.o.TokenFile, "admin-token")+")")
 			return
 		}
 		h(w, r)
@@ -92,10 +102,11 @@ func (g guard) write(h http.HandlerFunc) http.HandlerFunc {
 			h(w, r)
 		case okRead:
 			g.fails.refused(r, reasonReadForWrite)
-			g.refuse(w, "the read token does not authorise writes: writes need Authorization: Bearer <write token> ("+where(g.o.TokenFile, "admin-token")+")")
+			g.refuse(w, opening(reasonReadForWrite)+"the read token does not authorise writes: writes need Authorization: Bearer <write token> ("+where(g.o.TokenFile, "admin-token")+")")
 		default:
-			g.fails.refused(r, failed(got))
-			g.refuse(w, "writes need Authorization: Bearer <write token> ("+where(g.o.TokenFile, "admin-token")+")")
+			reason := failed(got)
+			g.fails.refused(r, reason)
+			g.refuse(w, opening(reason)+"writes need Authorization: Bearer <write token> ("+where(g.o.TokenFile, "admin-token")+")")
 		}
 	}
 }

@@ -82,7 +82,9 @@ func TestFinding4_WrappedBase64KeyRedactedInHistory(t *testing.T) {
 	combined := "Bag Attributes\n    localKeyID: 01 00 00 00\n" + strings.ReplaceAll(cert, "\\n", "\n") + keyPEM
 	b64 := wrapB64(base64.StdEncoding.EncodeToString([]byte(combined)), 64, 61)
 	doc := `{"resources":[{"@type":"type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret","name":"w","tlsCertificate":{"certificateChain":{"inlineBytes":` + jsonString(b64) + `},"privateKey":{"filename":"/etc/keys/w.key"}}}]}`
-	for _, d := range []string{`{"resources":[]}`, doc} {
+	// A first revision without the Secret, for the diff from it.
+	first := `{"resources":[{"@type":"type.googleapis.com/envoy.config.cluster.v3.Cluster","name":"first","connect_timeout":"1s"}]}`
+	for _, d := range []string{first, doc} {
 		if code, body := h.do(t, "POST", "/v1/apply", writeTok, []byte(d)); code != http.StatusOK {
 			t.Fatalf("apply: %d %s", code, body)
 		}

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,6 +27,7 @@ import (
 // lookups; never as feature switches).
 const (
 	envDataDir   = "PYLON_DATA_DIR"
+	envAdminAddr = "PYLON_ADMIN_ADDR"
 	envToken     = "PYLON_TOKEN"
 	envReadToken = "PYLON_READ_TOKEN"
 )
@@ -57,8 +60,12 @@ func (a *adminFlags) register(root *cobra.Command, getenv func(string) string) {
 	if dataDir == "" {
 		dataDir = "pylon-data"
 	}
+	addr := getenv(envAdminAddr)
+	if addr == "" {
+		addr = "127.0.0.1:19000"
+	}
 	f := root.PersistentFlags()
-	f.StringVar(&a.addr, "admin-addr", "127.0.0.1:19000", "Pylon's admin address (serve listens there; the other commands talk to it)")
+	f.StringVar(&a.addr, "admin-addr", addr, "Pylon's admin address, HOST:PORT (or http://HOST:PORT, https://HOST:PORT): serve listens there, the other commands talk to it; $"+envAdminAddr+" sets the default")
 	f.StringVar(&a.dataDir, "data-dir", dataDir, "Pylon's data folder: serve keeps the embedded store and the admin tokens there, the other commands read the tokens from it; $"+envDataDir+" sets the default")
 	f.StringVar(&a.tokenFile, "token-file", "", "the admin API's write token (default $"+envToken+", else DATA_DIR/admin-token)")
 	f.StringVar(&a.readTokenFile, "read-token-file", "", "the admin API's read token (default $"+envReadToken+", else DATA_DIR/read-token, else the write token)")
@@ -138,43 +145,109 @@ func (c adminClient) readSources() []tokenSource {
 	} else {
 		s = append(s, c.envSource(envReadToken), c.fileSource(c.f.dataPath("read-token")))
 	}
-	if c.f.caFile == "" && !daemon.Loopback(c.f.addr) {
+	if overTLS, hostPort, err := c.f.overTLS(); err == nil && !overTLS && !daemon.Loopback(hostPort) {
 		return s
 	}
 	return append(s, c.writeSources()...)
 }
 
-// token is the first token found, or an error naming every place looked.
-func token(sources []tokenSource) (string, error) {
+// token is the first token found and where it was found, or an error
+// naming every place looked.
+func token(sources []tokenSource) (tok, where string, err error) {
 	var tried []string
 	for _, s := range sources {
 		t, err := s.get()
 		if err == nil {
-			return t, nil
+			return t, s.where, nil
 		}
 		tried = append(tried, s.where)
 	}
-	return "", fmt.Errorf("no token in %s (run where serve's data folder is, or give --data-dir, $%s, $%s or --token-file)",
+	return "", "", fmt.Errorf("none in %s (run where serve's data folder is, or give --data-dir, $%s, $%s or --token-file)",
 		strings.Join(tried, ", "), envDataDir, envToken)
 }
 
+// unauthorised is a 401 to a read or a write (what) as the CLI tells it:
+// that the token sent from where was refused, or (where "") that none was
+// sent, and why, then what the server said.
+func unauthorised(err error, what, where string, why error) error {
+	if where == "" {
+		return fmt.Errorf("no token was sent: no token for a %s: %v\n  the server said: %w", what, why, err)
+	}
+	return fmt.Errorf("the token was refused: the token from %s is not one this Pylon accepts for a %s "+
+		"(is it this Pylon's current token? serve keeps its tokens in its data folder: --data-dir)\n  the server said: %w", where, what, err)
+}
+
+// adminTarget reads --admin-addr: HOST:PORT, or http://HOST:PORT or
+// https://HOST:PORT (a trailing slash allowed). scheme is "" for a bare
+// HOST:PORT. The value is echoed in an error only without its user
+// information, which could be a password.
+func adminTarget(addr string) (scheme, hostPort string, err error) {
+	bad := func(shown string) error {
+		return fmt.Errorf("--admin-addr %q: the flag takes HOST:PORT (127.0.0.1:19000), or http://HOST:PORT or https://HOST:PORT", shown)
+	}
+	if !strings.Contains(addr, "://") {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return "", "", bad(addr)
+		}
+		return "", addr, nil
+	}
+	u, err := url.Parse(addr)
+	if err != nil {
+		return "", "", bad("(not a URL)")
+	}
+	shown := addr
+	if u.User != nil {
+		u.User = nil
+		shown = u.Redacted()
+	}
+	scheme = strings.ToLower(u.Scheme)
+	if scheme != "http" && scheme != "https" || shown != addr || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(addr, "#") || strings.HasSuffix(addr, "?") {
+		return "", "", bad(shown)
+	}
+	if _, port, err := net.SplitHostPort(u.Host); err != nil || port == "" {
+		return "", "", bad(shown)
+	}
+	return scheme, u.Host, nil
+}
+
+// overTLS says whether the CLI reaches the API over https, and at which
+// HOST:PORT: https:// or --admin-ca-file asks for it.
+func (a *adminFlags) overTLS() (bool, string, error) {
+	scheme, hostPort, err := adminTarget(a.addr)
+	if err != nil {
+		return false, "", err
+	}
+	if scheme == "http" && a.caFile != "" {
+		return false, "", fmt.Errorf("--admin-addr %s is plaintext but --admin-ca-file asks for https: write https:// or leave the scheme out", a.addr)
+	}
+	return scheme == "https" || a.caFile != "", hostPort, nil
+}
+
 func (c adminClient) http(timeout time.Duration) (*http.Client, string, error) {
-	if c.f.caFile == "" {
+	overTLS, hostPort, err := c.f.overTLS()
+	if err != nil {
+		return nil, "", err
+	}
+	if !overTLS {
 		if c.f.certFile != "" || c.f.keyFile != "" {
 			return nil, "", fmt.Errorf("--admin-cert-file needs --admin-ca-file (https)")
 		}
 		// A token over plaintext to another host can be read on the way
 		// and replayed: only on loopback, unless the operator says so.
-		if !daemon.Loopback(c.f.addr) && !c.f.insecure {
-			return nil, "", fmt.Errorf("--admin-addr %s is not loopback: reach it over https with --admin-ca-file, or pass --admin-insecure to send tokens in clear", c.f.addr)
+		if !daemon.Loopback(hostPort) && !c.f.insecure {
+			return nil, "", fmt.Errorf("--admin-addr %s is not loopback: reach it over https (https://HOST:PORT, with --admin-ca-file unless the system's roots verify its certificate), or pass --admin-insecure to send tokens in clear", c.f.addr)
 		}
-		return &http.Client{Timeout: timeout}, "http://" + c.f.addr, nil
+		return &http.Client{Timeout: timeout}, "http://" + hostPort, nil
 	}
-	pool, err := certs.LoadPool(c.f.caFile)
-	if err != nil {
-		return nil, "", fmt.Errorf("--admin-ca-file: %w", err)
+	// Without --admin-ca-file, https:// verifies with the system's roots.
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if c.f.caFile != "" {
+		pool, err := certs.LoadPool(c.f.caFile)
+		if err != nil {
+			return nil, "", fmt.Errorf("--admin-ca-file: %w", err)
+		}
+		cfg.RootCAs = pool
 	}
-	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	if c.f.certFile != "" || c.f.keyFile != "" {
 		cert, err := tls.LoadX509KeyPair(c.f.certFile, c.f.keyFile)
 		if err != nil {
@@ -184,7 +257,7 @@ func (c adminClient) http(timeout time.Duration) (*http.Client, string, error) {
 		cfg.Certificates = []tls.Certificate{cert}
 	}
 	tr := &http.Transport{TLSClientConfig: cfg}
-	return &http.Client{Timeout: timeout, Transport: tr}, "https://" + c.f.addr, nil
+	return &http.Client{Timeout: timeout, Transport: tr}, "https://" + hostPort, nil
 }
 
 // maxResponse bounds what the CLI reads of an answer.
@@ -226,15 +299,15 @@ func (c adminClient) send(method, path string, body []byte, header http.Header, 
 // getRaw reads path with the read token; accept, if set, asks for a
 // format.
 func (c adminClient) getRaw(path, accept string) ([]byte, error) {
-	tok, terr := token(c.readSources())
+	tok, where, terr := token(c.readSources())
 	h := http.Header{}
 	if accept != "" {
 		h.Set("Accept", accept)
 	}
 	b, err := c.send(http.MethodGet, path, nil, h, tok, 10*time.Second)
 	var ae *apiError
-	if errors.As(err, &ae) && ae.Code == http.StatusUnauthorized && terr != nil {
-		return nil, fmt.Errorf("%w\n%v", err, terr)
+	if errors.As(err, &ae) && ae.Code == http.StatusUnauthorized {
+		return nil, unauthorised(err, "read", where, terr)
 	}
 	return b, err
 }
@@ -251,23 +324,42 @@ func (c adminClient) get(path string, v any) error {
 // do sends an authorised write with the write token; contentType is the
 // body's type ("" for none).
 func (c adminClient) do(method, path string, body []byte, contentType string) (map[string]any, error) {
-	tok, err := token(c.writeSources())
+	var out map[string]any
+	if err := c.write(method, path, body, contentType, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// post sends a bodiless POST with the write token and decodes the
+// answer into v.
+func (c adminClient) post(path string, v any) error {
+	return c.write(http.MethodPost, path, nil, "", v)
+}
+
+// write is do, the answer decoded into v.
+func (c adminClient) write(method, path string, body []byte, contentType string, v any) error {
+	tok, where, err := token(c.writeSources())
 	if err != nil {
-		return nil, fmt.Errorf("the write token: %w", err)
+		// Not sent without one: every write needs it.
+		return fmt.Errorf("no token was sent: the write token: %w", err)
 	}
 	h := http.Header{}
 	if contentType != "" {
 		h.Set("Content-Type", contentType)
 	}
 	raw, err := c.send(method, path, body, h, tok, 30*time.Second)
+	var ae *apiError
+	if errors.As(err, &ae) && ae.Code == http.StatusUnauthorized {
+		return unauthorised(err, "write", where, nil)
+	}
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		return nil, fmt.Errorf("%s: the answer is not JSON: %w", path, err)
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("%s: the answer is not JSON: %w", path, err)
 	}
-	return out, nil
+	return nil
 }
 
 // apiError is an answer that is not a success: the server's error and

@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -32,11 +34,24 @@ stage back. See docs/rollouts.md.`,
 		cmd.AddCommand(&cobra.Command{
 			Use: act.name + " GROUP", Short: act.short, Example: act.example, Args: cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				res, err := a.client().do("POST", "/v1/rollouts/"+url.PathEscape(args[0])+"/"+act.name, nil, "")
-				if err != nil {
+				c := a.client()
+				var before configState
+				if act.name == "supersede" {
+					// What was refused before, to tell a refusal of the
+					// change applied again from the one it follows.
+					if err := c.get("/status", &before); err != nil {
+						return err
+					}
+				}
+				var s rollout.Status
+				if err := c.post("/v1/rollouts/"+url.PathEscape(args[0])+"/"+act.name, &s); err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "group %s: %s\n", args[0], describe(res))
+				msg := describe(&s)
+				if act.name == "supersede" {
+					msg = superseded(cmd.Context(), c, s, before.refusedAt())
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "group %s: %s\n", args[0], msg)
 				return nil
 			},
 		})
@@ -93,14 +108,76 @@ func rolloutTable(w io.Writer, rs []rollout.Status, now time.Time) error {
 }
 
 // describe says what an action left: the stage, halted, or complete.
-func describe(res map[string]any) string {
-	stage, _ := res["stage"].(float64)
-	stages, _ := res["stages"].(float64)
-	switch halted, _ := res["halted"].(string); {
-	case halted != "":
-		return fmt.Sprintf("halted (%s) at stage %v", halted, res["haltedStage"])
-	case stages == 0:
+func describe(s *rollout.Status) string {
+	switch {
+	case s == nil:
+		return "no rollout in progress: every node of the group runs its current config"
+	case s.Halted != "" && s.Supersede:
+		return fmt.Sprintf("halted (%s) at stage %d; the next change supersedes it", s.Halted, s.HaltedStage)
+	case s.Halted != "":
+		return fmt.Sprintf("halted (%s) at stage %d", s.Halted, s.HaltedStage)
+	case s.Stages == 0:
 		return "rollout complete: every node runs the new version"
 	}
-	return fmt.Sprintf("stage %d of %d", int(stage), int(stages))
+	return fmt.Sprintf("stage %d of %d", s.Stage, s.Stages)
+}
+
+// configState is what GET /status says of the config and the rollouts.
+type configState struct {
+	Config struct {
+		Refused *struct {
+			At time.Time `json:"at"`
+		} `json:"refused"`
+	} `json:"config"`
+	Staged []rollout.Status `json:"stagedRollouts"`
+}
+
+// refusedAt is when the last change was refused (zero: none is pending).
+func (c configState) refusedAt() time.Time {
+	if c.Config.Refused == nil {
+		return time.Time{}
+	}
+	return c.Config.Refused.At
+}
+
+// supersedeWait bounds how long supersede waits for the refused change
+// to be applied again.
+const supersedeWait = 5 * time.Second
+
+// superseded says what a supersede left. In file mode the refused change
+// is applied again at once, but after the answer: the new rollout is
+// awaited (while a refused change is pending, for supersedeWait at most),
+// so that what is printed is the state after the call, not the halt it
+// found. refusedBefore is when the change pending before the call was
+// refused: a later refusal is the change refused again.
+func superseded(ctx context.Context, c adminClient, s rollout.Status, refusedBefore time.Time) string {
+	if s.Halted == "" || !s.Supersede || refusedBefore.IsZero() {
+		return describe(&s)
+	}
+	ctx, cancel := context.WithTimeout(ctx, supersedeWait)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var now configState
+		if err := c.get("/status", &now); err != nil {
+			return describe(&s)
+		}
+		i := slices.IndexFunc(now.Staged, func(r rollout.Status) bool { return r.Group == s.Group })
+		switch {
+		case i < 0:
+			return describe(nil)
+		case now.Staged[i].Halted == "" || !now.Staged[i].Supersede:
+			return describe(&now.Staged[i])
+		case now.refusedAt().IsZero():
+			return describe(&now.Staged[i])
+		case !now.refusedAt().Equal(refusedBefore):
+			return describe(&now.Staged[i]) + "; the change applied again was refused (pylon status says why)"
+		}
+		select {
+		case <-ctx.Done():
+			return describe(&now.Staged[i]) + "; the refused change is not applied yet (pylon status)"
+		case <-tick.C:
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -30,6 +31,22 @@ func connectionAge(o *daemon.Options) {
 	if o.MaxConnectionAge <= 0 {
 		o.MaxConnectionAge = -1
 	}
+}
+
+// listenAddr is the HOST:PORT serve's admin API listens on: --admin-addr
+// as the other commands take it, its scheme (if any) agreeing with
+// whether the API is served over TLS.
+func listenAddr(addr string, overTLS bool) (string, error) {
+	scheme, hostPort, err := adminTarget(addr)
+	switch {
+	case err != nil:
+		return "", err
+	case scheme == "https" && !overTLS:
+		return "", fmt.Errorf("--admin-addr %s: serving https needs --admin-tls-cert and --admin-tls-key", addr)
+	case scheme == "http" && overTLS:
+		return "", fmt.Errorf("--admin-addr %s: with --admin-tls-cert the API is served over https: write https:// or leave the scheme out", addr)
+	}
+	return hostPort, nil
 }
 
 func newServe(g *globals, a *adminFlags) *cobra.Command {
@@ -76,7 +93,9 @@ SIGHUP re-reads them all at once and serve carries on.`,
 			}
 			o.Logger = log
 			o.Version, _ = binaryVersion()
-			o.AdminAddr = a.addr
+			if o.AdminAddr, err = listenAddr(a.addr, o.AdminTLS.Cert != ""); err != nil {
+				return err
+			}
 			o.DataDir = a.dataDir
 			o.AdminInsecure = a.insecure
 			drainDefault(&o, cmd.Flags().Changed("drain-period"))

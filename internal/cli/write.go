@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -246,18 +247,9 @@ func newEndpointsList(a *adminFlags) *cobra.Command {
 			if err := o.check(); err != nil {
 				return err
 			}
-			var objs struct {
-				Objects []registeredEndpoint `json:"objects"`
-			}
-			if err := a.client().get("/v1/objects", &objs); err != nil {
+			sel, err := registeredEndpoints(a.client(), args)
+			if err != nil {
 				return err
-			}
-			var sel []registeredEndpoint
-			for _, e := range objs.Objects {
-				svc, ok := strings.CutPrefix(e.Kind, "endpoints.")
-				if ok && (len(args) == 0 || svc == args[0]) {
-					sel = append(sel, e)
-				}
 			}
 			if !o.table() {
 				return render(cmd.OutOrStdout(), o.format, map[string]any{"endpoints": sel})
@@ -267,6 +259,38 @@ func newEndpointsList(a *adminFlags) *cobra.Command {
 	}
 	o.register(cmd)
 	return cmd
+}
+
+// registeredEndpoints are the registrations /v1/objects lists (of the
+// services named, if any). Only the endpoint objects are decoded as
+// endpoints: the other kinds have bodies of their own shapes (groups' is a
+// list).
+func registeredEndpoints(c adminClient, services []string) ([]registeredEndpoint, error) {
+	var objs struct {
+		Objects []json.RawMessage `json:"objects"`
+	}
+	if err := c.get("/v1/objects", &objs); err != nil {
+		return nil, err
+	}
+	var sel []registeredEndpoint
+	for _, raw := range objs.Objects {
+		var k struct {
+			Kind string `json:"kind"`
+		}
+		if err := json.Unmarshal(raw, &k); err != nil {
+			return nil, fmt.Errorf("/v1/objects: %w", err)
+		}
+		svc, ok := strings.CutPrefix(k.Kind, "endpoints.")
+		if !ok || (len(services) > 0 && !slices.Contains(services, svc)) {
+			continue
+		}
+		var e registeredEndpoint
+		if err := json.Unmarshal(raw, &e); err != nil {
+			return nil, fmt.Errorf("/v1/objects: %s: %w", k.Kind, err)
+		}
+		sel = append(sel, e)
+	}
+	return sel, nil
 }
 
 func endpointTable(w io.Writer, eps []registeredEndpoint) error {

@@ -314,7 +314,7 @@ func loadKey(reg *xdstype.Registry, w *jsonWriter, path string, key, val *yaml.N
 	var problems diag.List
 	switch key.Value {
 	case "version":
-		if msg := versionProblem(val); msg != "" {
+		if msg := VersionProblem(val); msg != "" {
 			problems = append(problems, diag.Diagnostic{File: path, Line: val.Line, Field: "version", Message: msg})
 		}
 	case "resources":
@@ -369,9 +369,11 @@ func loadKey(reg *xdstype.Registry, w *jsonWriter, path string, key, val *yaml.N
 	return problems
 }
 
-// versionProblem accepts exactly the integer 1 or the string "1" or "v1":
-// 1.0, "1.0", [1] or 2 would be a guess at what the author meant.
-func versionProblem(val *yaml.Node) string {
+// VersionProblem is what is wrong with a document's version value, ""
+// for nothing: it accepts exactly the integer 1 or the string "1" or "v1"
+// (1.0, "1.0", [1] or 2 would be a guess at what the author meant). The
+// admin API's apply asks it too, so a document reads the same either way.
+func VersionProblem(val *yaml.Node) string {
 	if val.Kind == yaml.ScalarNode {
 		switch {
 		case val.Tag == "!!int" && val.Value == "1",

@@ -578,9 +578,9 @@ func Diff(a, b *snapshot.Fleet) map[string][]string {
 // document is refused, naming both places: which one should win is the
 // author's call, not the order a map is read in.
 func Objects(reg *xdstype.Registry, data []byte) ([]store.Change, error) {
-	var doc map[string]any
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, &ValidationError{Err: fmt.Errorf("invalid YAML: %w", err)}
+	doc, err := document(data)
+	if err != nil {
+		return nil, err
 	}
 	var out []store.Change
 	seen := map[store.Key]string{}
@@ -610,7 +610,38 @@ func Objects(reg *xdstype.Registry, data []byte) ([]store.Change, error) {
 			return nil, err
 		}
 	}
+	if len(out) == 0 {
+		// An empty body is more likely a mistake (a file not yet written,
+		// the wrong one) than a change; kubectl refuses it alike.
+		return nil, &ValidationError{Err: errors.New("no objects passed to apply: the document is empty, only comments, or lists no object")}
+	}
 	return out, nil
+}
+
+// document reads a config document's top level, its version checked as a
+// file's is (config.VersionProblem), naming the line.
+func document(data []byte) (map[string]any, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, &ValidationError{Err: fmt.Errorf("invalid YAML: %w", err)}
+	}
+	var doc map[string]any
+	if err := root.Decode(&doc); err != nil {
+		return nil, &ValidationError{Err: fmt.Errorf("invalid YAML: %w", err)}
+	}
+	if len(root.Content) == 0 || root.Content[0].Kind != yaml.MappingNode {
+		return doc, nil
+	}
+	m := root.Content[0].Content
+	for i := 0; i+1 < len(m); i += 2 {
+		if m[i].Value != "version" {
+			continue
+		}
+		if msg := config.VersionProblem(m[i+1]); msg != "" {
+			return nil, &ValidationError{Err: diag.List{{File: "apply", Line: m[i+1].Line, Field: "version", Message: msg}}}
+		}
+	}
+	return doc, nil
 }
 
 // splitKey puts the objects of one top-level key of a document.

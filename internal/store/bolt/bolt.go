@@ -36,9 +36,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/pylon-xds/pylon/internal/seal"
 	"github.com/pylon-xds/pylon/internal/store"
@@ -59,6 +62,7 @@ const format = 2
 // Store is a store.Store on bbolt.
 type Store struct {
 	db      *bbolt.DB
+	dir     string // the data folder, where the pid file is
 	ring    *seal.Keyring
 	touches toucher
 }
@@ -68,14 +72,31 @@ type Options struct {
 	// Seal, when set, seals every body written; without it a sealed
 	// body fails to read with an error naming --encryption-key-file.
 	Seal *seal.Keyring
+	// lockWait is how long Open waits for another process's file lock
+	// (0: lockWait's default); tests shorten it.
+	lockWait time.Duration
 }
+
+// pidFile, beside the database, names the process that holds it.
+const pidFile = "pylon.pid"
+
+// defaultLockWait is how long Open waits for the database's file lock.
+const defaultLockWait = 5 * time.Second
 
 // Open opens (creating) the store in dir, migrating an older layout.
 func Open(dir string) (*Store, error) { return OpenWith(dir, Options{}) }
 
 // OpenWith is Open with options.
 func OpenWith(dir string, o Options) (*Store, error) {
-	db, err := openDB(filepath.Join(dir, "pylon.db"))
+	wait := o.lockWait
+	if wait == 0 {
+		wait = defaultLockWait
+	}
+	path := filepath.Join(dir, "pylon.db")
+	db, err := openDB(path, wait)
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, held(dir, path, wait)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("opening the store in %s: %w", dir, err)
 	}
@@ -83,11 +104,47 @@ func OpenWith(dir string, o Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("opening the store in %s: %w", dir, err)
 	}
-	return &Store{db: db, ring: o.Seal}, nil
+	// Best effort: the pid file only helps the next opener's error say
+	// who holds the store; the store works without it.
+	_ = writePID(dir)
+	return &Store{db: db, dir: dir, ring: o.Seal}, nil
 }
 
-func openDB(path string) (*bbolt.DB, error) {
-	return bbolt.Open(path, 0o600, &bbolt.Options{Timeout: 5 * time.Second})
+// held is the error of an open that waited in vain for the database's file
+// lock: another process has the data folder, most likely a `pylon serve`
+// on the same --data-dir. The pid file names it when the holder wrote
+// one; fuser and lsof find it otherwise.
+func held(dir, path string, waited time.Duration) error {
+	who := "a process"
+	if b, err := os.ReadFile(filepath.Join(dir, pidFile)); err == nil && len(b) < 32 {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+			who = fmt.Sprintf("process %d (per %s; if it is not Pylon, the file is stale)", pid, filepath.Join(dir, pidFile))
+		}
+	}
+	return fmt.Errorf("opening the store in %s: another process holds its database %s (waited %v for the file lock): %s, most likely another `pylon serve` on this data folder; stop it or give this one another --data-dir (`fuser %s` or `lsof %s` names the holder)",
+		dir, path, waited, who, path, path)
+}
+
+// writePID records this process as the store's holder, written aside and
+// renamed so that a reader never sees half a number.
+func writePID(dir string) error {
+	tmp := filepath.Join(dir, pidFile+".tmp")
+	if err := os.WriteFile(tmp, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, pidFile))
+}
+
+// removePID removes the pid file if it still names this process.
+func removePID(dir string) {
+	p := filepath.Join(dir, pidFile)
+	if b, err := os.ReadFile(p); err == nil && strings.TrimSpace(string(b)) == strconv.Itoa(os.Getpid()) {
+		_ = os.Remove(p)
+	}
+}
+
+func openDB(path string, wait time.Duration) (*bbolt.DB, error) {
+	return bbolt.Open(path, 0o600, &bbolt.Options{Timeout: wait})
 }
 
 // prepare creates the buckets of a new file, or migrates an old one.
@@ -110,8 +167,12 @@ func prepare(tx *bbolt.Tx) error {
 	return meta.Put(formatKey, revKey(format))
 }
 
-// Close closes the file.
-func (s *Store) Close() error { return s.db.Close() }
+// Close closes the file. The pid file goes first, while the lock is still
+// held: the next holder writes its own after.
+func (s *Store) Close() error {
+	removePID(s.dir)
+	return s.db.Close()
+}
 
 // Size is the store file's size in bytes.
 func (s *Store) Size() (int64, error) {

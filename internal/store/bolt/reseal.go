@@ -87,7 +87,7 @@ func (s *Store) compact() error {
 	if err := os.Remove(tmp); err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("compacting the store: %w", err)
 	}
-	dst, err := openDB(tmp)
+	dst, err := openDB(tmp, defaultLockWait)
 	if err != nil {
 		return fmt.Errorf("compacting the store: %w", err)
 	}
@@ -109,7 +109,7 @@ func (s *Store) compact() error {
 		_ = d.Sync() // the rename on disk; best effort where unsupported
 		d.Close()
 	}
-	s.db, err = openDB(path)
+	s.db, err = openDB(path, defaultLockWait)
 	if err != nil {
 		return fmt.Errorf("reopening the store after compacting it: %w", err)
 	}
