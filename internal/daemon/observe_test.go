@@ -31,12 +31,12 @@ func TestX24_spared_resend_is_synced(t *testing.T) {
 	obs := NewObservability(reg, pub)
 	node := xdstest.Node("spared")
 	at := time.Now()
-	ev := func(k xds.EventKind) xds.Event {
-		return xds.Event{Kind: k, StreamID: 7, Node: node, Group: snapshot.DefaultGroup, ADS: true, TypeURL: xdstype.ClusterURL, At: at}
+	ev := func(k status.EventKind) status.Event {
+		return status.Event{Kind: k, StreamID: 7, Node: node, Group: snapshot.DefaultGroup, ADS: true, TypeURL: xdstype.ClusterURL, At: at}
 	}
-	obs.Observer.Observe(new(ev(xds.StreamOpened)))
-	obs.Observer.Observe(new(ev(xds.Subscribed)))
-	spared := ev(xds.ResponseSpared)
+	obs.Observer.Observe(new(ev(status.StreamOpened)))
+	obs.Observer.Observe(new(ev(status.Subscribed)))
+	spared := ev(status.ResponseSpared)
 	spared.Version, spared.Resources, spared.Bytes = version, 2, 321
 	obs.Observer.Observe(&spared)
 
@@ -137,8 +137,8 @@ func TestDrainingRefusalNotListed(t *testing.T) {
 	reg := xdstype.New()
 	obs := NewObservability(reg, snapshot.NewPublisher())
 	at := time.Now()
-	obs.Observer.Observe(&xds.Event{Kind: xds.StreamRefused, StreamID: 1, Reason: xds.RefusedDraining, Detail: "replica draining", At: at})
-	obs.Observer.Observe(&xds.Event{Kind: xds.StreamRefused, StreamID: 2, Node: xdstest.Node("named"), Reason: xds.RefusedDraining, Detail: "replica draining", At: at})
+	obs.Observer.Observe(&status.Event{Kind: status.StreamRefused, StreamID: 1, Reason: xds.RefusedDraining, Detail: "replica draining", At: at})
+	obs.Observer.Observe(&status.Event{Kind: status.StreamRefused, StreamID: 2, Node: xdstest.Node("named"), Reason: xds.RefusedDraining, Detail: "replica draining", At: at})
 	streams := obs.Tracker.Streams()
 	if len(streams) != 1 || streams[0].Node != "named" || streams[0].Refused == nil || streams[0].Refused.Reason != xds.RefusedDraining {
 		t.Fatalf("streams listed: %+v; want only the named node, refused for draining", streams)
@@ -219,9 +219,9 @@ func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 
 func TestConnectionEventsCounted(t *testing.T) {
 	obs := NewObservability(xdstype.New(), snapshot.NewPublisher())
 	at := time.Now()
-	obs.Observer.Observe(&xds.Event{Kind: xds.ConnectionClosed, Reason: "evicted", At: at})
-	obs.Observer.Observe(&xds.Event{Kind: xds.ConnectionClosed, Reason: "evicted", At: at})
-	obs.Observer.Observe(&xds.Event{Kind: xds.TransportRefused, Reason: xds.TransportRefusedStreams, At: at})
+	obs.Observer.Observe(&status.Event{Kind: status.ConnectionClosed, Reason: "evicted", At: at})
+	obs.Observer.Observe(&status.Event{Kind: status.ConnectionClosed, Reason: "evicted", At: at})
+	obs.Observer.Observe(&status.Event{Kind: status.TransportRefused, Reason: xds.TransportRefusedStreams, At: at})
 	if streams := obs.Tracker.Streams(); len(streams) != 0 {
 		t.Fatalf("connection events listed as proxies: %+v", streams)
 	}
@@ -260,12 +260,12 @@ func labelled(t *testing.T, reg *prometheus.Registry, name, lbl, value string) f
 func TestSubscriptionReachesStatus(t *testing.T) {
 	reg := xdstype.New()
 	obs := NewObservability(reg, snapshot.NewPublisher())
-	ev := xds.Event{StreamID: 9, Node: xdstest.Node("grpc"), Group: snapshot.DefaultGroup, ADS: true, TypeURL: xdstype.ClusterURL, At: time.Now()}
-	for _, k := range []xds.EventKind{xds.StreamOpened, xds.Subscribed} {
+	ev := status.Event{StreamID: 9, Node: xdstest.Node("grpc"), Group: snapshot.DefaultGroup, ADS: true, TypeURL: xdstype.ClusterURL, At: time.Now()}
+	for _, k := range []status.EventKind{status.StreamOpened, status.Subscribed} {
 		ev.Kind = k
 		obs.Observer.Observe(&ev)
 	}
-	ev.Kind, ev.Names = xds.SubscriptionChanged, []string{"a", "b"}
+	ev.Kind, ev.Names = status.SubscriptionChanged, []string{"a", "b"}
 	obs.Observer.Observe(&ev)
 	streams := obs.Tracker.Streams()
 	if len(streams) != 1 || len(streams[0].Types) != 1 {
@@ -278,29 +278,29 @@ func TestSubscriptionReachesStatus(t *testing.T) {
 }
 
 // The tracking wants none of the per-change events: the streams keep
-// their status, read when asked, push latency included (harvested). It
-// wants what the observer after it wants: all of them from one that does
-// not say.
+// their status, read when asked, push latency included (harvested).
+// Composed with another observer, it wants what that one wants: all of
+// them from one that does not say.
 func TestTrackingWants(t *testing.T) {
 	obs := NewObservability(xdstype.New(), snapshot.NewPublisher())
-	sel, ok := obs.Observer.(xds.Selective)
+	sel, ok := obs.Observer.(status.Selective)
 	if !ok {
-		t.Fatal("the tracking is not an xds.Selective: the server would report every per-change event to it")
+		t.Fatal("the tracking is not a status.Selective: the server would report every per-change event to it")
 	}
-	for k, want := range map[xds.EventKind]bool{xds.VersionTaken: false, xds.ExpectedVersion: false, xds.ResponseSent: false, xds.RequestACK: false} {
+	for k, want := range map[status.EventKind]bool{status.VersionTaken: false, status.ExpectedVersion: false, status.ResponseSent: false, status.RequestACK: false} {
 		if got := sel.Wants(k); got != want {
 			t.Errorf("Wants(%d) = %v, want %v", k, got, want)
 		}
 	}
-	obs.tracking.then = everything{}
-	if !sel.Wants(xds.ResponseSent) || !sel.Wants(xds.ExpectedVersion) {
+	sel, ok = status.ComposeObservers(obs.Observer, everything{}).(status.Selective)
+	if !ok || !sel.Wants(status.ResponseSent) || !sel.Wants(status.ExpectedVersion) {
 		t.Error("an observer after the tracking that does not say what it wants does not get everything")
 	}
 }
 
 type everything struct{}
 
-func (everything) Observe(*xds.Event) {}
+func (everything) Observe(*status.Event) {}
 
 // A scrape reads every stream's status from the stream (Tracker.Counts,
 // Totals), and allocates the same for 2 streams as for 12: a status read

@@ -1,8 +1,12 @@
-// Package status tracks the proxies connected to this Pylon: who they are,
-// how they connect, which group they are in, and per resource type what was
-// sent, ACKed and NACKed. It is a leaf: fed plain values, or reading what
-// a stream keeps of itself through an interface of its own (Live), it
-// imports nothing of Pylon's but the cowmap utility.
+// Package status is what happens on the xDS streams and what it adds up
+// to: the events the xds server reports (Event, its kinds, Observer,
+// ComposeObservers) and the tracker of the proxies connected to this
+// Pylon: who they are, how they connect, which group they are in, and per
+// resource type what was sent, ACKed and NACKed. It sits below the server:
+// fed plain values, and reading what a stream keeps of itself through an
+// interface of its own (Live), it imports nothing of Pylon's but the
+// cowmap utility and the model's node (Event.Member), and no Envoy or
+// gRPC type.
 package status
 
 import (
