@@ -170,61 +170,20 @@ func (o *tracking) observeType(e *status.Event) {
 		o.t.Requested(e.StreamID, o.info(e), e.TypeURL, e.At)
 	case status.SubscriptionChanged:
 		o.t.Subscribed(e.StreamID, o.info(e), e.TypeURL, e.Wildcard, e.Names, e.At)
-	case status.ResponseSent:
-		o.sent(e)
 	case status.ResponseSpared:
-		o.spared(e)
-	case status.RequestACK:
-		o.acked(e)
+		// Nothing was sent: the stream stands as sent and ACKed at the
+		// version the client reconnected with (X24), in its own status.
+		o.m.Spared(o.abbrev(e.TypeURL), e.Bytes)
 	case status.RequestNACK:
 		o.nacked(e)
-	case status.ExpectedVersion:
-		if e.Status == nil {
-			o.t.ExpectOf(e.StreamID, o.info(e), e.TypeURL, e.Version, e.SetVersion, e.At)
-		}
 	case status.TypeSynced:
 		o.t.FirstSync(e.TypeURL, e.FirstSync)
 	}
 }
 
-// sent records a response of a stream that does not keep its own status
-// (a live one keeps what it sent, its group and its counts: status reads
-// them there).
-func (o *tracking) sent(e *status.Event) {
-	if e.Status != nil {
-		return
-	}
-	info := o.info(e)
-	o.t.Seen(e.StreamID, info, e.Group, e.At)
-	if !e.Heartbeat {
-		o.t.Sent(e.StreamID, info, e.TypeURL, status.Stamp{Version: e.Version, Nonce: e.Nonce, At: e.At, Resources: e.Resources, Bytes: e.Bytes}, e.Sent, e.Removed)
-	}
-}
-
-// acked records an ACK of a stream that does not keep its own status.
-func (o *tracking) acked(e *status.Event) {
-	if e.Status != nil {
-		return
-	}
-	o.t.ACKed(e.StreamID, o.info(e), e.TypeURL, status.Stamp{Version: e.Version, Set: e.SetVersion, Nonce: e.Nonce, At: e.At})
-}
-
 func (o *tracking) nacked(e *status.Event) {
 	o.m.NACK(o.abbrev(e.TypeURL))
 	o.t.NACKed(e.StreamID, o.info(e), e.TypeURL, status.NACK{Version: e.Version, Nonce: e.Nonce, Detail: e.Detail, At: e.At})
-}
-
-// spared records a response the client already held (X24): nothing was
-// sent, and the type stands as sent and ACKed at the version the client
-// reconnected with, so that it shows SYNCED.
-func (o *tracking) spared(e *status.Event) {
-	o.m.Spared(o.abbrev(e.TypeURL), e.Bytes)
-	if e.Status != nil {
-		return
-	}
-	info := o.info(e)
-	o.t.Seen(e.StreamID, info, e.Group, e.At)
-	o.t.Spared(e.StreamID, info, e.TypeURL, status.Stamp{Version: e.Version, Set: e.SetVersion, At: e.At, Resources: e.Resources}, e.Sent)
 }
 
 // published tells the tracker which type versions a published fleet

@@ -3,6 +3,7 @@ package daemon
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,9 +20,10 @@ import (
 )
 
 // X24_spared_resend_is_synced: a SotW client reconnecting with the version
-// it holds is spared the resend; status shows the type SYNCED at that
-// version with nothing sent, and the spared counters move by one response
-// and its bytes, under the type's short name, while the sent counters stay.
+// it holds is spared the resend; status (read from the stream) shows the
+// type SYNCED at that version with nothing sent, and the spared counters
+// move by one response and its bytes, under the type's short name, while
+// the sent counters stay.
 func TestX24_spared_resend_is_synced(t *testing.T) {
 	reg := xdstype.New()
 	pub := snapshot.NewPublisher()
@@ -29,19 +31,27 @@ func TestX24_spared_resend_is_synced(t *testing.T) {
 	pub.Publish(snapshot.NewFleet(snap, time.Now()))
 	version := snap.Set(xdstype.ClusterURL).Version()
 	obs := NewObservability(reg, pub)
-	node := xdstest.Node("spared")
-	at := time.Now()
-	ev := func(k status.EventKind) status.Event {
-		return status.Event{Kind: k, StreamID: 7, Node: node, Group: snapshot.DefaultGroup, ADS: true, TypeURL: xdstype.ClusterURL, At: at}
+	// Through a real server: the stream keeps its status, the tracker
+	// reads it there; the spared event says the bytes spared.
+	var spared []int
+	var mu sync.Mutex
+	srv := xdstest.Start(t, xds.Options{Registry: reg, Fleets: pub, Observer: status.ComposeObservers(obs.Observer, observerFunc(func(e *status.Event) {
+		if e.Kind == status.ResponseSpared {
+			mu.Lock()
+			spared = append(spared, e.Bytes)
+			mu.Unlock()
+		}
+	}))})
+	s := xdstest.OpenADS(t, xdstest.Dial(t, srv.Addr), xdstest.Node("spared"))
+	s.Send(&discoveryv3.DiscoveryRequest{TypeUrl: xdstype.ClusterURL, VersionInfo: version})
+	if !waitUntil(10*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(spared) == 1 }) {
+		t.Fatal("no spared resend reported")
 	}
-	obs.Observer.Observe(new(ev(status.StreamOpened)))
-	obs.Observer.Observe(new(ev(status.Subscribed)))
-	spared := ev(status.ResponseSpared)
-	spared.Version, spared.Resources, spared.Bytes = version, 2, 321
-	obs.Observer.Observe(&spared)
+	s.ExpectSilence()
 
+	// CDS, and the scripted client's probe (RTDS), sent when it opens.
 	streams := obs.Tracker.Streams()
-	if len(streams) != 1 || len(streams[0].Types) != 1 {
+	if len(streams) != 1 || len(streams[0].Types) != 2 {
 		t.Fatalf("streams: %+v", streams)
 	}
 	ty := streams[0].Types[0]
@@ -51,9 +61,12 @@ func TestX24_spared_resend_is_synced(t *testing.T) {
 	if ty.Sent.Resources != 2 {
 		t.Errorf("resources held: %d, want 2", ty.Sent.Resources)
 	}
+	if spared[0] <= 0 {
+		t.Errorf("%d bytes spared, want the size of the Clusters response", spared[0])
+	}
 	want := map[string]float64{
 		"pylon_xds_resends_spared_total":      1,
-		"pylon_xds_resend_bytes_spared_total": 321,
+		"pylon_xds_resend_bytes_spared_total": float64(spared[0]),
 		"pylon_xds_responses_total":           0,
 		"pylon_xds_response_bytes_total":      0,
 		"pylon_xds_acks_total":                0,
@@ -299,6 +312,11 @@ func TestTrackingWants(t *testing.T) {
 }
 
 type everything struct{}
+
+// observerFunc is a function as a status.Observer.
+type observerFunc func(*status.Event)
+
+func (f observerFunc) Observe(e *status.Event) { f(e) }
 
 func (everything) Observe(*status.Event) {}
 

@@ -54,6 +54,7 @@ var layer = map[string]int{
 	"internal/fleetstatus":           content,
 	"internal/metrics":               content,
 	"internal/snapshot":              content,
+	"internal/status/statustest":     content,
 	"internal/store/etcd/etcdtest":   content,
 	"internal/translate":             content,
 	"internal/csds":                  engine,
@@ -202,6 +203,7 @@ var allowed = []edge{
 	{"internal/source/file", "internal/source"},
 	{"internal/status", "internal/cowmap"},
 	{"internal/status", "internal/model"}, // Event.Member: the node as groups match it (step 4: nodegroup)
+	{"internal/status/statustest", "internal/status"},
 	{"internal/store/bolt", "internal/seal"},
 	{"internal/store/bolt", "internal/store"},
 	{"internal/store/etcd", "internal/seal"},
@@ -239,6 +241,7 @@ var testHelpers = []string{
 	"internal/daemon/daemontest",
 	"internal/golden",
 	"internal/identity/identitytest",
+	"internal/status/statustest",
 	"internal/store/etcd/etcdtest",
 	"internal/store/storetest",
 	"internal/xds/xdstest",

@@ -18,7 +18,7 @@ const latencySamples = 1024
 
 // ring holds the newest latencySamples durations. Harvests add them (two
 // readers harvest at once, each under a different shard's lock), and so
-// do told streams' ACKs from their goroutines: a slot is claimed by an
+// do streams as they end (freeze): a slot is claimed by an
 // atomic count and written atomically, so adding takes no lock of its
 // own. (When every ACK of the fleet added its sample, the sample's lock
 // and lookup were 2.6% of a route change's CPU at 5,000 streams.) A

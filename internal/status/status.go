@@ -39,9 +39,6 @@ type Stamp struct {
 	Nonce     string    `json:"nonce,omitempty"`
 	At        time.Time `json:"at"`
 	Resources int       `json:"resources,omitempty"`
-	// Bytes is a response's encoded size, as its sender tells it (Sent);
-	// a live stream counts its own (Stamps).
-	Bytes int `json:"-"`
 	// Set, when Version is the stream's own (a subscription to part of a
 	// set: X24), is the version of the group's whole set that Version was
 	// planned from: what a publish introduced, for push latency.
@@ -166,8 +163,8 @@ type Count struct {
 // client ACKed and should hold, the stream keeps, and the tracker reads it
 // when asked (Live). Told on every push instead, the tracker cost a fleet
 // 10-40% more CPU per change: three events per stream, each written into
-// memory of the tracker's that was cold by then. Other streams are told
-// (Sent, ACKed, Expect).
+// memory of the tracker's that was cold by then. The tracker is told only
+// of rarer things: a stream's open, group, subscriptions, NACKs and end.
 //
 // The streams are spread over shards, each under a lock of its own: every
 // stream's events come from the xds server's goroutines on every core at
@@ -241,8 +238,8 @@ type goneStream struct {
 // What the tracker keeps is laid out for a fleet of streams: every stream
 // has an entry per type, so an entry is one small value in its stream's
 // slice, sharing its type's URL and name. A live stream's stamps are the
-// stream's own (Live); a told stream's, or a live one's once it ended,
-// hang off a pointer. Streams turns them into Streams and Types.
+// stream's own (Live); once it ended, what it last said hangs off a
+// pointer. Streams turns them into Streams and Types.
 
 // stream is the tracker's entry of one stream.
 type stream struct {
@@ -250,8 +247,8 @@ type stream struct {
 	node, cluster, group, peer, client, kind, ident string
 	since                                           time.Time
 	gone                                            *time.Time
-	// live reads the stream's stamps and group while it is open (nil for
-	// a stream that is told them): see Attach.
+	// live reads the stream's stamps and group while it is open (nil
+	// before Attach and once the stream ended): see Attach.
 	live  Live
 	types []entry // sorted by name
 	more  *streamMore
@@ -260,12 +257,7 @@ type stream struct {
 // streamMore is what few streams have.
 type streamMore struct {
 	refused *Refusal
-	// early holds the expected versions of types the stream has no
-	// entry of yet.
-	early []early
 }
-
-type early struct{ url, version, set string }
 
 // kind is a type URL and its name, shared by the entries of the type.
 type kind struct{ url, name string }
@@ -277,17 +269,15 @@ const (
 	maxClients = 64
 )
 
-// entry is a stream's state for one type. Its stamps are told (p) or,
-// while the stream is live, read from the stream (Tracker.stamps).
+// entry is a stream's state for one type. Its stamps are, while the
+// stream is live, read from the stream (Tracker.stamps), and once it
+// ended, what it last said (p).
 type entry struct {
 	kind *kind
 	sub  *Subscription
 	// lastNACK stays after a later ACK.
 	lastNACK *NACK
 	p        *Stamps
-	// synced is set once the type was SYNCED: its first sync is timed
-	// once (told stamps only: a live stream times its own).
-	synced bool
 	// measured is, on a live stream, when the newest version whose push
 	// latency was measured was first ACKed (Unix nanoseconds; Harvest).
 	measured int64
@@ -336,14 +326,6 @@ const (
 	nacked
 	synced
 )
-
-// told returns e's told stamps, making them if need be.
-func (e *entry) told() *Stamps {
-	if e.p == nil {
-		e.p = &Stamps{}
-	}
-	return e.p
-}
 
 // NewTracker returns an empty tracker.
 func NewTracker(opts Options) *Tracker {
@@ -513,11 +495,7 @@ func (t *Tracker) typ(sh *shard, id uint64, who Who, typeURL string, at time.Tim
 		s.types = make([]entry, 0, 4)
 	}
 	s.types = insertEntry(s.types, i, k)
-	e := &s.types[i]
-	if x, ok := s.takeEarly(typeURL); ok {
-		e.told().Expected, e.p.ExpectedSet = x.version, x.set
-	}
-	return s, e
+	return s, &s.types[i]
 }
 
 // insertEntry inserts a new entry of kind k at i. Not slices.Insert: its
@@ -532,22 +510,7 @@ func insertEntry(types []entry, i int, k *kind) []entry {
 	return types
 }
 
-// synced reports, for told stamps, the time from the stream's open to at
-// when e of s is SYNCED for the first time (zero otherwise), for the
-// caller to report once unlocked.
-func (t *Tracker) synced(s *stream, e *entry, at time.Time) time.Duration {
-	if e.synced || s.live != nil {
-		return 0
-	}
-	var buf Stamps
-	if state, _ := t.state(s, e, t.stamps(s, e, &buf)); state != synced {
-		return 0
-	}
-	e.synced = true
-	return max(at.Sub(s.since), time.Nanosecond)
-}
-
-// firstSync reports a first sync (synced); call unlocked.
+// firstSync reports a first sync.
 func (t *Tracker) firstSync(typeURL string, d time.Duration) {
 	if d > 0 && t.opts.OnFirstSync != nil {
 		t.opts.OnFirstSync(typeURL, d)
@@ -567,8 +530,8 @@ func (t *Tracker) Seen(id uint64, who Who, group string, at time.Time) {
 }
 
 // Attach makes stream id live: from now until it ends, its group and
-// stamps are read from live when asked, and Sent, ACKed and Expect are
-// not called for it. On its end the tracker keeps what live last said.
+// stamps are read from live when asked. On its end the tracker keeps what
+// live last said.
 func (t *Tracker) Attach(id uint64, who Who, live Live, at time.Time) {
 	sh := t.lock(id)
 	defer sh.mu.Unlock()
@@ -636,98 +599,12 @@ func withinBounds(names []string) bool {
 	return true
 }
 
-// tell runs f on the told stamps of stream id's type typeURL, under the
-// shard's lock, and reports the type's first sync, if f made it; it
-// returns when the stream opened.
-func (t *Tracker) tell(id uint64, who Who, typeURL string, at time.Time, f func(p *Stamps)) (since time.Time) {
-	sh := t.lock(id)
-	s, e := t.typ(sh, id, who, typeURL, at)
-	f(e.told())
-	synced := t.synced(s, e, at)
-	since = s.since
-	sh.mu.Unlock()
-	t.firstSync(typeURL, synced)
-	return since
-}
-
-// sent records on p a response st that carried sent and removed removed.
-func (p *Stamps) sent(st Stamp, sent []proto.Message, removed []string) {
-	if st.Set == st.Version {
-		st.Set = ""
-	}
-	p.Sent, p.LastSent, p.LastRemoved = st, sent, removed
-}
-
-// ack records on p an ACK of st, and reports whether it is the first of
-// its version.
-func (p *Stamps) ack(st Stamp) bool {
-	// An ACK's version and nonce are the client's, fresh from its
-	// request: the equal strings already kept are kept instead.
-	switch st.Version {
-	case p.Sent.Version:
-		st.Version = p.Sent.Version
-	case p.ACKed.Version:
-		st.Version = p.ACKed.Version
-	}
-	if st.Nonce == p.Sent.Nonce {
-		st.Nonce = p.Sent.Nonce
-	}
-	switch st.Set {
-	case st.Version:
-		st.Set = ""
-	case p.ACKed.Set:
-		// An equal string is kept rather than replaced: the one kept may
-		// be shared already, the new one is the request's own.
-		st.Set = p.ACKed.Set
-	}
-	first := p.ACKed.At.IsZero() || p.ACKed.Version != st.Version
-	if first {
-		p.ACKedSince = st.At
-	}
-	p.ACKed = st
-	return first
-}
-
-// Sent records a response of a stream that is not live.
-func (t *Tracker) Sent(id uint64, who Who, typeURL string, st Stamp, sent []proto.Message, removed []string) {
-	t.tell(id, who, typeURL, st.At, func(p *Stamps) {
-		p.sent(st, sent, removed)
-		p.Responses++
-		p.ResponseBytes += uint64(max(st.Bytes, 0))
-	})
-}
-
-// Spared records a response a reconnecting client of a stream that is
-// not live already held, so was not sent (X24): the type stands as sent
-// and ACKed at st, and nothing is counted.
-func (t *Tracker) Spared(id uint64, who Who, typeURL string, st Stamp, held []proto.Message) {
-	t.tell(id, who, typeURL, st.At, func(p *Stamps) {
-		p.sent(st, held, nil)
-		p.ack(Stamp{Version: st.Version, Set: st.Set, At: st.At})
-	})
-}
-
-// ACKed records an ACK of a stream that is not live, and measures it
-// (Measure).
-func (t *Tracker) ACKed(id uint64, who Who, typeURL string, st Stamp) {
-	var first bool
-	since := t.tell(id, who, typeURL, st.At, func(p *Stamps) {
-		first = p.ack(st)
-		p.ACKs++
-		st = p.ACKed
-	})
-	if first {
-		t.Measure(id, typeURL, st, since)
-	}
-}
-
-// Measure takes the first ACK on stream id, open since since, of a version
+// measure takes the first ACK on stream id, open since since, of a version
 // (st.Set, or else st.Version) of typeURL: if its change was accepted
 // after the stream opened, this is the push of a change, and its latency
-// is kept and told (Options.OnLatency). ACKed calls it for a told
-// stream's first ACK of a version, Harvest for a live stream's. It takes
-// no lock.
-func (t *Tracker) Measure(id uint64, typeURL string, st Stamp, since time.Time) {
+// is kept and told (Options.OnLatency). Harvest calls it for a live
+// stream's newest. It takes no lock.
+func (t *Tracker) measure(id uint64, typeURL string, st Stamp, since time.Time) {
 	key := st.Version
 	if st.Set != "" {
 		key = st.Set
@@ -748,7 +625,7 @@ func (t *Tracker) Measure(id uint64, typeURL string, st Stamp, since time.Time) 
 	}
 }
 
-// Harvest measures the push latency (Measure) of every version the live
+// Harvest measures the push latency (measure) of every version the live
 // streams took since the last harvest: each type's newest, as its stream
 // keeps it (Stamps.ACKedSince). Whoever reads push latency calls it first:
 // Latencies, and the metrics at a scrape. Measured on the ACK instead,
@@ -792,7 +669,7 @@ func (t *Tracker) harvest(s *stream, e *entry, p *Stamps) {
 		return
 	}
 	e.measured = since
-	t.Measure(s.id, e.kind.url, Stamp{Version: p.ACKed.Version, Set: p.ACKed.Set, At: p.ACKedSince}, s.since)
+	t.measure(s.id, e.kind.url, Stamp{Version: p.ACKed.Version, Set: p.ACKed.Set, At: p.ACKedSince}, s.since)
 }
 
 // FirstSync tells Options.OnFirstSync that a live stream's type of
@@ -854,8 +731,7 @@ func (t *Tracker) end(s *stream, at time.Time) {
 	t.mu.Unlock()
 }
 
-// freeze keeps what a live stream last said, as told stamps, and lets the
-// stream go: a closed stream is shown as it ended. Its last push is
+// freeze keeps what a live stream last said and lets the stream go: a closed stream is shown as it ended. Its last push is
 // measured (harvest): no later harvest reads it live.
 func (t *Tracker) freeze(s *stream) {
 	if s.live == nil {
@@ -901,76 +777,8 @@ func (t *Tracker) prune(now time.Time) {
 	}
 }
 
-// Expect records that stream id, not live, should hold version of typeURL
-// rather than its group's ("" : its group's again). The xds server says
-// so for every type a stream asks for, so that SYNCED means the proxy
-// holds the latest of every resource it subscribes to, not of its group's
-// whole set.
-func (t *Tracker) Expect(id uint64, who Who, typeURL, version string, at time.Time) {
-	t.ExpectOf(id, who, typeURL, version, "", at)
-}
-
-// ExpectOf is Expect where version is the stream's own, planned from set,
-// the version of the group's whole set of the type (a subscription to part
-// of a set has a version of its own: X24); set says which published change
-// the stream takes part in.
-func (t *Tracker) ExpectOf(id uint64, who Who, typeURL, version, set string, at time.Time) {
-	if version == "" || set == version {
-		set = ""
-	}
-	sh := t.lock(id)
-	s := t.stream(sh, id, who, at)
-	var synced time.Duration
-	if e := s.entryOf(typeURL); e != nil {
-		e.told().Expected, e.p.ExpectedSet = version, set
-		synced = t.synced(s, e, at)
-	} else {
-		s.expectEarly(typeURL, version, set)
-	}
-	sh.mu.Unlock()
-	t.firstSync(typeURL, synced)
-}
-
-// expectEarly keeps the expected version of a type s has no entry of yet,
-// for the entry ("" drops it).
-func (s *stream) expectEarly(url, version, set string) {
-	if version == "" {
-		s.takeEarly(url)
-		return
-	}
-	if s.more != nil {
-		for i, x := range s.more.early {
-			if x.url == url {
-				s.more.early[i] = early{url, version, set}
-				return
-			}
-		}
-	}
-	if s.more == nil {
-		s.more = &streamMore{}
-	}
-	s.more.early = append(s.more.early, early{url, version, set})
-}
-
-// takeEarly removes and returns the expected version kept for url.
-func (s *stream) takeEarly(url string) (early, bool) {
-	if s.more == nil {
-		return early{}, false
-	}
-	for i, x := range s.more.early {
-		if x.url == url {
-			s.more.early = slices.Delete(s.more.early, i, i+1)
-			if len(s.more.early) == 0 {
-				s.more.early = nil
-			}
-			return x, true
-		}
-	}
-	return early{}, false
-}
-
 // stamps returns e's stamps: read from a live stream into buf, else
-// those told (zero if none). Call with s's shard locked; the result is
+// those it last said (zero if none). Call with s's shard locked; the result is
 // read-only, valid until buf is used again. A caller walking many streams
 // passes one buf for all: a Stamps read through the Live interface
 // escapes, and one per type of 10,000 streams made a scrape allocate

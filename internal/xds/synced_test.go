@@ -44,28 +44,17 @@ func (o *tracked) Observe(e *status.Event) {
 	switch e.Kind {
 	case status.StreamRefused:
 		o.tracker.Refused(e.StreamID, info, e.Reason, e.Detail, e.At)
-	case status.StreamOpened, status.ResponseSent:
+	case status.StreamOpened:
+		// As the daemon's tracking: the stream keeps what it sends and
+		// its client ACKs and should hold, and the tracker reads it there.
 		o.tracker.Seen(e.StreamID, info, e.Group, e.At)
-		if e.Kind == status.ResponseSent && !e.Heartbeat {
-			o.tracker.Sent(e.StreamID, info, e.TypeURL, status.Stamp{Version: e.Version, Nonce: e.Nonce, At: e.At}, nil, nil)
-		}
-	case status.ResponseSpared:
-		// As the daemon maps it: sent and ACKed at the version the
-		// reconnecting client holds (X24).
-		o.tracker.Seen(e.StreamID, info, e.Group, e.At)
-		stamp := status.Stamp{Version: e.Version, At: e.At}
-		o.tracker.Sent(e.StreamID, info, e.TypeURL, stamp, e.Sent, nil)
-		o.tracker.ACKed(e.StreamID, info, e.TypeURL, stamp)
+		o.tracker.Attach(e.StreamID, info, e.Status, e.At)
 	case status.StreamClosed:
 		o.tracker.Closed(e.StreamID, e.At)
 	case status.Subscribed:
 		o.tracker.Requested(e.StreamID, info, e.TypeURL, e.At)
-	case status.RequestACK:
-		o.tracker.ACKed(e.StreamID, info, e.TypeURL, status.Stamp{Version: e.Version, Nonce: e.Nonce, At: e.At})
 	case status.RequestNACK:
 		o.tracker.NACKed(e.StreamID, info, e.TypeURL, status.NACK{Version: e.Version, Nonce: e.Nonce, At: e.At})
-	case status.ExpectedVersion:
-		o.tracker.Expect(e.StreamID, info, e.TypeURL, e.Version, e.At)
 	}
 	// After the tracker: whoever wakes finds the state updated.
 	o.recorder.Observe(e)
