@@ -195,10 +195,10 @@ func TestNamedSubscriptionPushLatencyAndRollout(t *testing.T) {
 	r := s.RecvType(xdstype.EndpointURL)
 	s.ACK(r, "a")
 	if !waitUntil(10*time.Second, func() bool {
-		ro := obs.Tracker.Rollout()
+		ro := obs.Tracker.Propagation()
 		return len(ro.Groups) == 1 && ro.Groups[0].Done == 1 && ro.Groups[0].Total == 1
 	}) {
-		t.Fatalf("the ACK of the change is not in its rollout: %+v", obs.Tracker.Rollout())
+		t.Fatalf("the ACK of the change is not in its rollout: %+v", obs.Tracker.Propagation())
 	}
 	// Push latency is harvested from the stream's own status at the
 	// scrape, which the rollout read too: no wait.

@@ -10,8 +10,6 @@
 package status
 
 import (
-	"maps"
-	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -21,102 +19,6 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/cowmap"
 )
-
-// Per-type states.
-const (
-	Synced  = "SYNCED"   // ACKed the latest for its group
-	Stale   = "STALE"    // not (yet) ACKed the latest
-	Nacked  = "NACKED"   // rejected what it was sent last
-	NotSent = "NOT SENT" // nothing to send, or not requested
-)
-
-// NoGroup is what a proxy in no group shows: it receives nothing.
-const NoGroup = "no matching group"
-
-// Stamp is one response or answer.
-type Stamp struct {
-	Version   string    `json:"version"`
-	Nonce     string    `json:"nonce,omitempty"`
-	At        time.Time `json:"at"`
-	Resources int       `json:"resources,omitempty"`
-	// Set, when Version is the stream's own (a subscription to part of a
-	// set: X24), is the version of the group's whole set that Version was
-	// planned from: what a publish introduced, for push latency.
-	Set string `json:"-"`
-}
-
-// NACK is a rejection, with the proxy's reason.
-type NACK struct {
-	Version string    `json:"version"`
-	Nonce   string    `json:"nonce,omitempty"`
-	Detail  string    `json:"errorDetail"`
-	At      time.Time `json:"at"`
-}
-
-// Type is a stream's state for one resource type, as Streams returns it.
-type Type struct {
-	Type     string `json:"type"` // e.g. "CDS"
-	State    string `json:"state"`
-	Expected string `json:"expectedVersion,omitempty"`
-	Sent     *Stamp `json:"sent,omitempty"`
-	ACKed    *Stamp `json:"acked,omitempty"`
-	// LastNACK stays after a later ACK: history worth seeing.
-	LastNACK *NACK `json:"lastNack,omitempty"`
-	// LastSent is what the last response carried (shared, read-only),
-	// and LastRemoved what it removed.
-	LastSent    []proto.Message `json:"-"`
-	LastRemoved []string        `json:"lastRemoved,omitempty"`
-	// Subscription is what the stream subscribes to of the type (nil: not
-	// told), shared and read-only: replaced, never written.
-	Subscription *Subscription `json:"subscription,omitempty"`
-}
-
-// Subscription is what a stream subscribes to of one type: the wildcard
-// (everything its group has), names, or both. Knowing it, a state-of-the-
-// world Listener or Cluster set the proxy lacks a resource of can be told
-// from a proxy that never asked for it (proxyless gRPC subscribes by name).
-type Subscription struct {
-	Wildcard bool `json:"wildcard,omitempty"`
-	// Names are the explicit names, sorted, at most MaxSubscribedNames of
-	// them, each at most maxNameBytes; Dropped counts those left out.
-	Names   []string `json:"names,omitempty"`
-	Dropped int      `json:"dropped,omitempty"`
-}
-
-// Bounds on a subscription kept per stream and type: the names are the
-// client's. A name longer than any Pylon accepts is no resource's.
-const (
-	MaxSubscribedNames = 10000
-	maxNameBytes       = 1024
-)
-
-// Stream is one xDS stream of a proxy, as Streams returns it.
-type Stream struct {
-	ID      uint64 `json:"stream"`
-	Node    string `json:"node"`
-	Cluster string `json:"cluster,omitempty"`
-	Group   string `json:"group"`
-	Peer    string `json:"address,omitempty"`
-	Client  string `json:"client,omitempty"`
-	Kind    string `json:"kind"` // "ADS", "ADS delta", "CDS", "CDS delta", ...
-	// Identity is what the connection's verified client certificate
-	// proves ("" without one): who the proxy is, as opposed to what its
-	// node id claims.
-	Identity string     `json:"identity,omitempty"`
-	Since    time.Time  `json:"connectedSince"`
-	Gone     *time.Time `json:"disconnectedAt,omitempty"`
-	// Refused is set when the server ended the stream on purpose.
-	Refused *Refusal `json:"refused,omitempty"`
-	Types   []*Type  `json:"types"`
-}
-
-// Refusal is why the server ended a stream: a reason from a small set
-// (identity_mismatch, stalled, ...) and the message the client was given.
-type Refusal struct {
-	Reason string    `json:"reason"`
-	Detail string    `json:"detail"`
-	At     time.Time `json:"at"`
-}
 
 // maxDetail bounds the client-influenced text kept per entry.
 const maxDetail = 4 << 10
@@ -146,14 +48,6 @@ type Options struct {
 	// OnFirstSync, if set, is told once per stream and type the time from
 	// the stream's open to the type's first SYNCED state.
 	OnFirstSync func(typeURL string, d time.Duration)
-}
-
-// Count is how many types named Type (e.g. "CDS") of open streams are in
-// State.
-type Count struct {
-	Type  string
-	State string
-	N     int
 }
 
 // Tracker holds the streams. Memory is bounded: per open stream, one entry
@@ -194,8 +88,8 @@ type Tracker struct {
 	mu    sync.Mutex
 	gone  []goneStream
 	order []acceptKey
-	// change is the newest change, for Rollout.
-	change rolloutState
+	// change is the newest change, for Propagation.
+	change changeState
 	// kinds holds the type URLs and names the entries share, clients the
 	// client names the streams share (a fleet runs a few versions). Every
 	// new stream and entry reads them, without a lock.
@@ -219,15 +113,6 @@ type shard struct {
 	// otherwise share a cache line.
 	_ [40]byte
 }
-
-// Totals is what was sent and ACKed of a type, on every stream.
-type Totals struct {
-	Type                           string // the type's name ("CDS")
-	Responses, ResponseBytes, ACKs uint64
-}
-
-// acceptKey is a type URL and a version of it.
-type acceptKey struct{ url, version string }
 
 // goneStream is a closed stream kept for Retention.
 type goneStream struct {
@@ -289,12 +174,12 @@ type Stamps struct {
 	// Expected is the version the stream should hold rather than its
 	// group's ("": its group's), ExpectedSet the version of the group's
 	// whole set it was planned from, where the two differ: which change
-	// the stream takes part in, for the rollout.
+	// the stream takes part in, for Propagation.
 	Expected, ExpectedSet string
 	Sent, ACKed           Stamp
 	// ACKedSince is when ACKed.Version was first ACKed on the stream (a
 	// later ACK of the same version does not move it): when the proxy
-	// took the change, for the rollout.
+	// took the change, for Propagation.
 	ACKedSince time.Time
 	// LastSent is what the last response carried (shared, read-only),
 	// LastRemoved what it removed.
@@ -314,18 +199,6 @@ type Live interface {
 	// whether it has any.
 	Stamps(typeURL string, into *Stamps) bool
 }
-
-// state is a state's index in stateNames.
-type state uint8
-
-var stateNames = [...]string{"", NotSent, Stale, Nacked, Synced}
-
-const (
-	notSent state = iota + 1
-	stale
-	nacked
-	synced
-)
 
 // NewTracker returns an empty tracker.
 func NewTracker(opts Options) *Tracker {
@@ -357,43 +230,6 @@ func (t *Tracker) lock(id uint64) *shard {
 	sh := t.shardOf(id)
 	sh.mu.Lock()
 	return sh
-}
-
-// maxAccepted bounds the versions remembered for push latency.
-const maxAccepted = 4096
-
-// Published records that versions (type URL -> version) were accepted at
-// at, so that ACKs of them measure push latency.
-func (t *Tracker) Published(versions map[string][]string, at time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.noteChange(versions, at)
-	old := *t.accepted.Load()
-	var next map[acceptKey]time.Time
-	for url, vs := range versions {
-		for _, v := range vs {
-			k := acceptKey{url, v}
-			if _, ok := old[k]; ok {
-				continue
-			}
-			if next == nil {
-				next = maps.Clone(old)
-			}
-			if _, ok := next[k]; ok {
-				continue
-			}
-			next[k] = at
-			t.order = append(t.order, k)
-		}
-	}
-	if next == nil {
-		return
-	}
-	for len(t.order) > maxAccepted {
-		delete(next, t.order[0])
-		t.order = t.order[1:]
-	}
-	t.accepted.Store(&next)
 }
 
 // Info is who a stream's proxy is. Client is "Agent AgentVersion", put
@@ -510,13 +346,6 @@ func insertEntry(types []entry, i int, k *kind) []entry {
 	return types
 }
 
-// firstSync reports a first sync.
-func (t *Tracker) firstSync(typeURL string, d time.Duration) {
-	if d > 0 && t.opts.OnFirstSync != nil {
-		t.opts.OnFirstSync(typeURL, d)
-	}
-}
-
 // Seen records that stream id is open and in group ("" for none). A
 // live stream's group is read from it (Attach).
 func (t *Tracker) Seen(id uint64, who Who, group string, at time.Time) {
@@ -598,83 +427,6 @@ func withinBounds(names []string) bool {
 	}
 	return true
 }
-
-// measure takes the first ACK on stream id, open since since, of a version
-// (st.Set, or else st.Version) of typeURL: if its change was accepted
-// after the stream opened, this is the push of a change, and its latency
-// is kept and told (Options.OnLatency). Harvest calls it for a live
-// stream's newest. It takes no lock.
-func (t *Tracker) measure(id uint64, typeURL string, st Stamp, since time.Time) {
-	key := st.Version
-	if st.Set != "" {
-		key = st.Set
-	}
-	accepted, known := (*t.accepted.Load())[acceptKey{typeURL, key}]
-	if !known || !accepted.After(since) {
-		return
-	}
-	d := st.At.Sub(accepted)
-	r := t.latency.Load()[typeURL]
-	if r == nil {
-		// Kinds are bounded (maxKinds), and so are their URLs.
-		r = t.latency.LoadOrStore(typeURL, &ring{name: t.opts.Abbrev(typeURL)}, maxKinds)
-	}
-	r.add(id, st.At, d)
-	if t.opts.OnLatency != nil {
-		t.opts.OnLatency(r.name, d)
-	}
-}
-
-// Harvest measures the push latency (measure) of every version the live
-// streams took since the last harvest: each type's newest, as its stream
-// keeps it (Stamps.ACKedSince). Whoever reads push latency calls it first:
-// Latencies, and the metrics at a scrape. Measured on the ACK instead,
-// every stream's ACK of every change paid for an event, the lookup of the
-// change and two counters both cores write, 2.5% of a delta EDS change's
-// CPU at 10,000 streams; a harvest walks the streams once per read. What
-// it gives up: a stream that took several versions of a type between two
-// reads counts the newest only, and a version whose acceptance the tracker
-// no longer remembers (maxAccepted: the newest 4,096 versions, of
-// all types and groups together) by the next read is not measured. A stream that ends is
-// harvested as it ends.
-func (t *Tracker) Harvest() {
-	var buf Stamps
-	for i := range t.shards {
-		sh := &t.shards[i]
-		sh.mu.Lock()
-		for _, s := range sh.streams {
-			if s.live == nil {
-				continue
-			}
-			for i := range s.types {
-				e := &s.types[i]
-				t.harvest(s, e, t.stamps(s, e, &buf))
-			}
-		}
-		sh.mu.Unlock()
-	}
-}
-
-// harvest measures the push latency of e's version on live stream s, from
-// its stamps p, if it was not yet. Call with s's shard locked.
-func (t *Tracker) harvest(s *stream, e *entry, p *Stamps) {
-	if p.ACKedSince.IsZero() {
-		return
-	}
-	// Changed, not later: ACKedSince moves only when the stream takes
-	// another version, and a wall clock stepped back must not hide the
-	// versions after it.
-	since := p.ACKedSince.UnixNano()
-	if since == e.measured {
-		return
-	}
-	e.measured = since
-	t.measure(s.id, e.kind.url, Stamp{Version: p.ACKed.Version, Set: p.ACKed.Set, At: p.ACKedSince}, s.since)
-}
-
-// FirstSync tells Options.OnFirstSync that a live stream's type of
-// typeURL was SYNCED for the first time, d after the stream opened.
-func (t *Tracker) FirstSync(typeURL string, d time.Duration) { t.firstSync(typeURL, d) }
 
 // NACKed records a rejection.
 func (t *Tracker) NACKed(id uint64, who Who, typeURL string, n NACK) {
@@ -794,157 +546,6 @@ func (t *Tracker) stamps(s *stream, e *entry, buf *Stamps) *Stamps {
 	return buf
 }
 
-// groupOf is s's group now. Call with s's shard locked.
-func (s *stream) groupOf() string {
-	if s.live == nil {
-		return s.group
-	}
-	if g := s.live.Group(); g != "" {
-		return g
-	}
-	return NoGroup
-}
-
-// state is the state of e on stream s with stamps p, and the version s
-// should hold.
-func (t *Tracker) state(s *stream, e *entry, p *Stamps) (state, string) {
-	group := s.groupOf()
-	expected := p.Expected
-	if expected == "" {
-		expected = t.opts.Expected(group, e.kind.url)
-	}
-	acked := !p.ACKed.At.IsZero()
-	switch {
-	case group == NoGroup || p.Sent.At.IsZero():
-		return notSent, expected
-	case e.lastNACK != nil && (!acked || e.lastNACK.At.After(p.ACKed.At)):
-		return nacked, expected
-	case acked && p.ACKed.Version == expected && p.ACKed.Version == p.Sent.Version:
-		// What was sent last is what was ACKed: nothing is in flight.
-		return synced, expected
-	}
-	return stale, expected
-}
-
-// Streams returns copies of every stream, open and recently closed, by node
-// then stream, with their states computed now.
-func (t *Tracker) Streams() []Stream {
-	t.prune(time.Now())
-	var out []Stream
-	var buf Stamps
-	for i := range t.shards {
-		sh := &t.shards[i]
-		sh.mu.Lock()
-		out = slices.Grow(out, len(sh.streams))
-		for _, s := range sh.streams {
-			out = append(out, t.export(s, &buf))
-		}
-		sh.mu.Unlock()
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Node != out[j].Node {
-			return out[i].Node < out[j].Node
-		}
-		return out[i].ID < out[j].ID
-	})
-	return out
-}
-
-// export is a copy of s as a Stream, its states computed now (buf: see
-// stamps).
-func (t *Tracker) export(s *stream, buf *Stamps) Stream {
-	c := Stream{
-		ID: s.id, Node: s.node, Cluster: s.cluster, Group: s.groupOf(), Peer: s.peer, Client: s.client, Kind: s.kind,
-		Identity: s.ident, Since: s.since, Gone: s.gone, Types: make([]*Type, len(s.types)),
-	}
-	types := make([]Type, len(s.types))
-	var stamps []Stamp
-	for i := range s.types {
-		e, ty := &s.types[i], &types[i]
-		p := t.stamps(s, e, buf)
-		state, expected := t.state(s, e, p)
-		*ty = Type{Type: e.kind.name, State: stateNames[state], Expected: expected, LastSent: p.LastSent, LastRemoved: p.LastRemoved, Subscription: e.sub, LastNACK: e.lastNACK}
-		if (!p.Sent.At.IsZero() || !p.ACKed.At.IsZero()) && stamps == nil {
-			stamps = make([]Stamp, 2*len(s.types))
-		}
-		if !p.Sent.At.IsZero() {
-			ty.Sent = &stamps[2*i]
-			*ty.Sent = p.Sent
-		}
-		if !p.ACKed.At.IsZero() {
-			ty.ACKed = &stamps[2*i+1]
-			*ty.ACKed = p.ACKed
-		}
-		c.Types[i] = ty
-	}
-	if m := s.more; m != nil {
-		c.Refused = m.refused
-	}
-	return c
-}
-
-// States counts the open streams' types by state.
-func (t *Tracker) States() map[string]int {
-	out := map[string]int{Synced: 0, Stale: 0, Nacked: 0, NotSent: 0}
-	for _, c := range t.Counts() {
-		out[c.State] += c.N
-	}
-	return out
-}
-
-// Counts returns the open streams' types by type name and state, their
-// states computed now: a walk of every open stream (a metrics scrape every
-// few seconds reads it; every change of every stream would otherwise pay
-// to keep counts). Every state of every type a stream ever had is listed,
-// zero or not, so that a series drops to zero rather than vanishing.
-// Sorted by type, then state.
-func (t *Tracker) Counts() []Count {
-	type key struct {
-		typ string
-		st  state
-	}
-	sum := map[key]int{}
-	var buf Stamps
-	for i := range t.shards {
-		sh := &t.shards[i]
-		sh.mu.Lock()
-		for _, s := range sh.streams {
-			if s.gone != nil {
-				continue
-			}
-			for i := range s.types {
-				e := &s.types[i]
-				st, _ := t.state(s, e, t.stamps(s, e, &buf))
-				sum[key{e.kind.name, st}]++
-			}
-		}
-		sh.mu.Unlock()
-	}
-	names := map[string]bool{}
-	for _, k := range t.kinds.Load() {
-		names[k.name] = true
-	}
-	for k := range sum {
-		names[k.typ] = true
-	}
-	for name := range names {
-		for st := notSent; st <= synced; st++ {
-			sum[key{name, st}] += 0
-		}
-	}
-	out := make([]Count, 0, len(sum))
-	for k, n := range sum {
-		out = append(out, Count{Type: k.typ, State: stateNames[k.st], N: n})
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Type != out[j].Type {
-			return out[i].Type < out[j].Type
-		}
-		return out[i].State < out[j].State
-	})
-	return out
-}
-
 // drop lets stream s of shard sh go, keeping its counts in the shard's
 // (call with sh locked).
 func (t *Tracker) drop(sh *shard, s *stream) {
@@ -959,41 +560,4 @@ func (t *Tracker) drop(sh *shard, s *stream) {
 		sh.dropped[e.kind.url] = d
 	}
 	delete(sh.streams, s.id)
-}
-
-// Totals returns, per type, the responses sent and ACKs received on every
-// stream since the tracker started, by type name: what the streams count
-// for themselves (a live stream's own counters), summed when asked.
-func (t *Tracker) Totals() []Totals {
-	sum := map[string]Totals{}
-	add := func(url string, r, b, a uint64) {
-		x := sum[url]
-		x.Responses += r
-		x.ResponseBytes += b
-		x.ACKs += a
-		sum[url] = x
-	}
-	var buf Stamps
-	for i := range t.shards {
-		sh := &t.shards[i]
-		sh.mu.Lock()
-		for url, d := range sh.dropped {
-			add(url, d.Responses, d.ResponseBytes, d.ACKs)
-		}
-		for _, s := range sh.streams {
-			for i := range s.types {
-				e := &s.types[i]
-				p := t.stamps(s, e, &buf)
-				add(e.kind.url, p.Responses, p.ResponseBytes, p.ACKs)
-			}
-		}
-		sh.mu.Unlock()
-	}
-	out := make([]Totals, 0, len(sum))
-	for url, x := range sum {
-		x.Type = t.opts.Abbrev(url)
-		out = append(out, x)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
-	return out
 }

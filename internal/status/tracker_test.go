@@ -292,7 +292,7 @@ func TestTrackerConcurrentStreams(t *testing.T) {
 			}
 			tr.Streams()
 			tr.Counts()
-			tr.Rollout()
+			tr.Propagation()
 			tr.Published(map[string][]string{"u1": {fmt.Sprint("v", n)}}, time.Now())
 		}
 	})
