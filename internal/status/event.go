@@ -35,13 +35,15 @@ const (
 	// its names).
 	SubscriptionChanged
 	// StreamRefused: the server ends the stream on purpose, for Reason (one
-	// of the Refused constants: a bounded set, fit for a metric label),
+	// of the xds package's Refused constants: a bounded set, fit for a
+	// metric label),
 	// with Detail saying why. A stream refused at its first request was
 	// never opened: no StreamOpened or StreamClosed comes with it; one
 	// refused later is followed by its StreamClosed.
 	StreamRefused
 	// RequestIgnored: a request the server ignores, for Reason (one of the
-	// Ignored constants). Only counted: its content is the client's.
+	// xds package's Ignored constants). Only counted: its content is the
+	// client's.
 	RequestIgnored
 	// ExpectedVersion: what the stream's client should hold of TypeURL is
 	// Version, which may differ from its group's version of the type: with
@@ -59,14 +61,15 @@ const (
 	// size without nonce and control plane); Sent is what the client
 	// holds, as a ResponseSent's (for CSDS and drift).
 	ResponseSpared
-	// ConnectionClosed: a connection served on Server.Listener ended, for
-	// Reason (one of the Conn constants: a bounded set, fit for a metric
-	// label); Peer is the client's address. Not a stream's event:
-	// StreamID is 0 and Node nil. Every reason but ConnClientClosed is the
-	// server ending every stream on the connection.
+	// ConnectionClosed: a connection served on the xds server's Listener
+	// ended, for Reason (one of the xds package's Conn constants: a
+	// bounded set, fit for a metric label); Peer is the client's address.
+	// Not a stream's event: StreamID is 0 and Node nil. Every reason but
+	// ConnClientClosed is the server ending every stream on the
+	// connection.
 	ConnectionClosed
 	// TransportRefused: gRPC refused a new stream on a connection served
-	// on Server.Listener before Pylon saw it, for Reason
+	// on the xds server's Listener before Pylon saw it, for Reason
 	// (TransportRefusedStreams). StreamID is 0 and Node nil.
 	TransportRefused
 	// TypeSynced: TypeURL of the stream is synced for the first time (its
@@ -126,9 +129,9 @@ type Event struct {
 	Detail string
 	// Reason is a refusal's or an ignored request's reason, for
 	// StreamRefused and RequestIgnored; why a stream ended, for
-	// StreamClosed (one of the Closed constants); why a connection ended,
-	// for ConnectionClosed; why gRPC refused a stream, for
-	// TransportRefused.
+	// StreamClosed (one of the xds package's Closed constants); why a
+	// connection ended, for ConnectionClosed; why gRPC refused a stream,
+	// for TransportRefused.
 	Reason string
 	// Identity is what the connection's verified client certificate
 	// proves, "" without one.
