@@ -31,6 +31,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/pipeline"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/source"
+	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -283,14 +284,14 @@ func drive(t *testing.T, reg *xdstype.Registry, pub *snapshot.Publisher, obs *da
 	// Refusals that need hostile clients go through the daemon's
 	// observer, with the xds package's own reasons.
 	for _, reason := range []string{xds.RefusedIdentity, xds.RefusedBadNode, xds.RefusedResourceNames, xds.RefusedStalled, xds.RefusedFlood, xds.RefusedBusy, xds.RefusedDraining} {
-		obs.Observer.Observe(&xds.Event{Kind: xds.StreamRefused, StreamID: 1 << 40, Node: xdstest.Node("hostile"), Reason: reason, Detail: "test", At: time.Now()})
+		obs.Observer.Observe(&status.Event{Kind: status.StreamRefused, StreamID: 1 << 40, Node: xdstest.Node("hostile"), Reason: reason, Detail: "test", At: time.Now()})
 	}
 	// Connections the server closed, and a stream over the per-connection
 	// bound, as the tracked listener reports them.
-	obs.Observer.Observe(&xds.Event{Kind: xds.ConnectionClosed, Reason: "evicted", At: time.Now()})
-	obs.Observer.Observe(&xds.Event{Kind: xds.TransportRefused, Reason: xds.TransportRefusedStreams, At: time.Now()})
+	obs.Observer.Observe(&status.Event{Kind: status.ConnectionClosed, Reason: "evicted", At: time.Now()})
+	obs.Observer.Observe(&status.Event{Kind: status.TransportRefused, Reason: xds.TransportRefusedStreams, At: time.Now()})
 	// A reconnect spared its resend (X24): what a failover looks like.
-	obs.Observer.Observe(&xds.Event{Kind: xds.ResponseSpared, StreamID: 1 << 41, Node: xdstest.Node("moved"), TypeURL: xdstype.ClusterURL,
+	obs.Observer.Observe(&status.Event{Kind: status.ResponseSpared, StreamID: 1 << 41, Node: xdstest.Node("moved"), TypeURL: xdstype.ClusterURL,
 		Version: "v1", Resources: 1, Bytes: 100, At: time.Now()})
 	waitGathered(t, obs, "pylon_push_latency_seconds", "pylon_first_sync_seconds", "pylon_xds_nacks_total", "pylon_xds_requests_ignored_total")
 }

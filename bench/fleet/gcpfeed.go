@@ -11,7 +11,7 @@ import (
 	gcpserver "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/pylon-xds/pylon/internal/xds"
+	"github.com/pylon-xds/pylon/internal/status"
 )
 
 // gcpFeed turns go-control-plane's stream callbacks into the events a
@@ -28,10 +28,10 @@ type gcpFeed struct {
 	nodes map[int64]*corev3.Node // per stream, from its first request
 }
 
-func (g *gcpFeed) observe(id int64, e xds.Event) {
+func (g *gcpFeed) observe(id int64, e status.Event) {
 	g.mu.Lock()
 	e.Node = g.nodes[id]
-	if e.Kind == xds.StreamClosed {
+	if e.Kind == status.StreamClosed {
 		delete(g.nodes, id)
 	}
 	g.mu.Unlock()
@@ -42,10 +42,10 @@ func (g *gcpFeed) observe(id int64, e xds.Event) {
 func (g *gcpFeed) callbacks() gcpserver.Callbacks {
 	return gcpserver.CallbackFuncs{
 		StreamOpenFunc: func(_ context.Context, id int64, _ string) error {
-			g.observe(id, xds.Event{Kind: xds.StreamOpened})
+			g.observe(id, status.Event{Kind: status.StreamOpened})
 			return nil
 		},
-		StreamClosedFunc: func(id int64, _ *corev3.Node) { g.observe(id, xds.Event{Kind: xds.StreamClosed}) },
+		StreamClosedFunc: func(id int64, _ *corev3.Node) { g.observe(id, status.Event{Kind: status.StreamClosed}) },
 		StreamRequestFunc: func(id int64, r *discoveryv3.DiscoveryRequest) error {
 			if r.GetNode() != nil {
 				g.mu.Lock()
@@ -53,12 +53,12 @@ func (g *gcpFeed) callbacks() gcpserver.Callbacks {
 				g.mu.Unlock()
 			}
 			if r.GetResponseNonce() != "" && r.GetErrorDetail() == nil {
-				g.observe(id, xds.Event{Kind: xds.RequestACK, TypeURL: r.GetTypeUrl(), Version: r.GetVersionInfo()})
+				g.observe(id, status.Event{Kind: status.RequestACK, TypeURL: r.GetTypeUrl(), Version: r.GetVersionInfo()})
 			}
 			return nil
 		},
 		StreamResponseFunc: func(_ context.Context, id int64, _ *discoveryv3.DiscoveryRequest, r *discoveryv3.DiscoveryResponse) {
-			g.observe(id, xds.Event{Kind: xds.ResponseSent, TypeURL: r.GetTypeUrl(), Version: r.GetVersionInfo(), Resources: len(r.GetResources()), Bytes: proto.Size(r)})
+			g.observe(id, status.Event{Kind: status.ResponseSent, TypeURL: r.GetTypeUrl(), Version: r.GetVersionInfo(), Resources: len(r.GetResources()), Bytes: proto.Size(r)})
 		},
 	}
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/daemon"
 	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -162,7 +163,7 @@ func serve(impl string, clusters int, watch bool) error {
 		// Status tracking, metrics, gRPC options and the tracked listener
 		// as the daemon has them: Pylon as it runs, not a bare xDS server.
 		obs := daemon.NewObservability(reg, pub)
-		var observer xds.Observer = obs.Observer
+		var observer status.Observer = obs.Observer
 		if impl == "pylon-unobserved" {
 			// A diagnostic, not Pylon as it runs: what status tracking
 			// and metrics cost is the difference from "pylon". No
@@ -249,4 +250,4 @@ func groupVersion(pub *snapshot.Publisher) func(group, typeURL string) string {
 
 type nopObserver struct{}
 
-func (nopObserver) Observe(*xds.Event) {}
+func (nopObserver) Observe(*status.Event) {}

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pylon-xds/pylon/internal/xds"
+	"github.com/pylon-xds/pylon/internal/status"
 )
 
 // syncWatch follows, inside a Pylon server process, when each proxy is
@@ -20,7 +20,7 @@ import (
 // includes the tracker's own counts, so the two can be compared. It also
 // counts, per type, what the server sent (and spared) since the last mark.
 type syncWatch struct {
-	next  xds.Observer
+	next  status.Observer
 	types int // the types a proxy subscribes to
 	// group is the version a group's snapshot has of a type.
 	group func(group, typeURL string) string
@@ -53,7 +53,7 @@ type sentCount struct {
 	SparedResponses, SparedResources, SparedBytes int64
 }
 
-func newSyncWatch(next xds.Observer, types int, group func(string, string) string, states func() map[string]int) *syncWatch {
+func newSyncWatch(next status.Observer, types int, group func(string, string) string, states func() map[string]int) *syncWatch {
 	return &syncWatch{
 		next: next, types: types, group: group, states: states,
 		streams: map[uint64]*watchedStream{}, synced: map[string]time.Time{}, took: map[string]time.Duration{}, sent: map[string]*sentCount{},
@@ -61,22 +61,22 @@ func newSyncWatch(next xds.Observer, types int, group func(string, string) strin
 	}
 }
 
-func (w *syncWatch) Observe(e *xds.Event) {
+func (w *syncWatch) Observe(e *status.Event) {
 	w.next.Observe(e)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if e.Kind == xds.StreamClosed {
+	if e.Kind == status.StreamClosed {
 		delete(w.streams, e.StreamID)
 		return
 	}
 	s := w.streams[e.StreamID]
 	if s == nil {
-		s = &watchedStream{node: e.Node.GetId(), since: e.At, types: map[string]*watchedType{}}
+		s = &watchedStream{node: e.NodeID(), since: e.At, types: map[string]*watchedType{}}
 		w.streams[e.StreamID] = s
 	}
 	s.group = e.Group
 	if s.node == "" {
-		s.node = e.Node.GetId()
+		s.node = e.NodeID()
 	}
 	if e.TypeURL == "" {
 		return
@@ -100,28 +100,28 @@ func (w *syncWatch) Observe(e *xds.Event) {
 }
 
 // apply takes one event into a type's state, and counts what was sent.
-func (w *syncWatch) apply(e *xds.Event, t *watchedType) {
+func (w *syncWatch) apply(e *status.Event, t *watchedType) {
 	c := w.sent[e.TypeURL]
 	if c == nil {
 		c = &sentCount{}
 		w.sent[e.TypeURL] = c
 	}
 	switch e.Kind {
-	case xds.ResponseSent:
+	case status.ResponseSent:
 		c.Responses++
 		c.Resources += int64(e.Resources)
 		c.Bytes += int64(e.Bytes)
 		if !e.Heartbeat {
 			t.sent = e.Version
 		}
-	case xds.ResponseSpared:
+	case status.ResponseSpared:
 		c.SparedResponses++
 		c.SparedResources += int64(e.Resources)
 		c.SparedBytes += int64(e.Bytes)
 		t.sent, t.acked = e.Version, e.Version
-	case xds.RequestACK:
+	case status.RequestACK:
 		t.acked = e.Version
-	case xds.ExpectedVersion:
+	case status.ExpectedVersion:
 		t.expected = e.Version
 	}
 }

@@ -21,7 +21,7 @@ import (
 // out.
 type Insight interface {
 	Latencies() []status.Latency
-	Rollout() status.Rollout
+	Propagation() status.Propagation
 }
 
 func (o Options) insight() Insight {
@@ -192,7 +192,7 @@ type rolloutBody struct {
 }
 
 type groupRollout struct {
-	status.GroupRollout
+	status.GroupPropagation
 	// Series is the count of done streams over time: (seconds after At,
 	// done by then), a step curve of at most maxSeries points.
 	Series [][2]float64 `json:"series"`
@@ -205,13 +205,13 @@ func rolloutView(in Insight, now time.Time) rolloutBody {
 	if in == nil {
 		return out
 	}
-	r := in.Rollout()
+	r := in.Propagation()
 	out.At = r.At
 	if !r.At.IsZero() {
 		out.Elapsed = now.Sub(r.At).Seconds()
 	}
 	for _, g := range r.Groups {
-		out.Groups = append(out.Groups, groupRollout{GroupRollout: g, Series: series(g.DoneAfter)})
+		out.Groups = append(out.Groups, groupRollout{GroupPropagation: g, Series: series(g.DoneAfter)})
 	}
 	return out
 }

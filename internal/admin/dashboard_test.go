@@ -15,6 +15,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/fleetstatus"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
+	"github.com/pylon-xds/pylon/internal/status/statustest"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -24,17 +25,18 @@ import (
 // except every tenth NACKED and every seventh STALE; stream 0 is closed.
 func trackerFleet(n int) *status.Tracker {
 	tr := status.NewTracker(status.Options{Expected: func(string, string) string { return "v1" }, Abbrev: func(string) string { return "CDS" }})
+	fd := statustest.New(tr)
 	t0 := time.Now().Add(-time.Minute)
 	for i := range n {
 		id, info := uint64(i), status.Info{Node: fmt.Sprintf("n%04d", i), Kind: "ADS"}
-		tr.Seen(id, info, map[bool]string{true: "a", false: "b"}[i%2 == 0], t0.Add(time.Duration(i)*time.Millisecond))
-		tr.Sent(id, info, xdstype.ClusterURL, status.Stamp{Version: "v1", At: t0}, nil, nil)
+		fd.Seen(id, info, map[bool]string{true: "a", false: "b"}[i%2 == 0], t0.Add(time.Duration(i)*time.Millisecond))
+		fd.Sent(id, info, xdstype.ClusterURL, status.Stamp{Version: "v1", At: t0}, 0, nil, nil)
 		switch {
 		case i%10 == 3:
 			tr.NACKed(id, info, xdstype.ClusterURL, status.NACK{Version: "v1", Detail: "bad", At: t0.Add(time.Second)})
 		case i%7 == 5:
 		default:
-			tr.ACKed(id, info, xdstype.ClusterURL, status.Stamp{Version: "v1", At: t0.Add(time.Second)})
+			fd.ACKed(id, info, xdstype.ClusterURL, status.Stamp{Version: "v1", At: t0.Add(time.Second)})
 		}
 	}
 	tr.Closed(0, time.Now())

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
+	"github.com/pylon-xds/pylon/internal/status/statustest"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -37,14 +38,15 @@ func TestDriftFollowsTheSubscription(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := status.NewTracker(status.Options{Abbrev: func(string) string { return "CDS" }})
+			fd := statustest.New(tr)
 			info := status.Info{Node: "grpc-client", Kind: "ADS"}
-			tr.Seen(1, info, snapshot.DefaultGroup, time.Now())
+			fd.Seen(1, info, snapshot.DefaultGroup, time.Now())
 			tr.Subscribed(1, info, xdstype.ClusterURL, tc.wildcard, tc.names, time.Now())
 			var sent []proto.Message
 			for _, n := range tc.sent {
 				sent = append(sent, xdstest.Cluster(n))
 			}
-			tr.Sent(1, info, xdstype.ClusterURL, status.Stamp{Version: "v1", At: time.Now()}, sent, nil)
+			fd.Sent(1, info, xdstype.ClusterURL, status.Stamp{Version: "v1", At: time.Now()}, 0, sent, nil)
 			got := drift(reg, f, tr.Streams()[0])
 			if len(got) != 1 {
 				t.Fatalf("drift %+v, want one type", got)

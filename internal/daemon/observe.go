@@ -14,11 +14,11 @@ import (
 // tracker, the metrics, and the xDS observer feeding both. The fleet
 // benchmark builds the same, to measure Pylon as it runs.
 type Observability struct {
-	Tracker  *status.Tracker
-	Metrics  *metrics.Metrics
-	Observer xds.Observer
-	// tracking is Observer, for the rollout controller to join (then).
-	tracking *tracking
+	Tracker *status.Tracker
+	Metrics *metrics.Metrics
+	// Observer feeds the tracker and the metrics; the daemon composes it
+	// with the rollout controller's (status.ComposeObservers).
+	Observer status.Observer
 }
 
 // NewObservability returns the tracker and metrics for a server serving
@@ -50,8 +50,7 @@ func NewObservability(reg *xdstype.Registry, pub *snapshot.Publisher) *Observabi
 		},
 	})
 	met = metrics.New(tracker)
-	t := &tracking{reg: reg, t: tracker, m: met}
-	return &Observability{Tracker: tracker, Metrics: met, Observer: t, tracking: t}
+	return &Observability{Tracker: tracker, Metrics: met, Observer: &tracking{reg: reg, t: tracker, m: met}}
 }
 
 // Published tells the tracker about a published fleet, for push latency.
@@ -59,17 +58,13 @@ func (o *Observability) Published(f *snapshot.Fleet) { published(o.Tracker, f) }
 
 // tracking feeds xDS stream events to the status tracker and the metrics.
 // What a stream sends and its client ACKs on every change, the stream
-// keeps itself (xds.StreamStatus): the tracker reads it there when asked,
-// push latency included, and the tracking wants none of those events
-// (Wants).
+// keeps itself (status.Event.Status): the tracker reads it there when
+// asked, push latency included, and the tracking wants none of those
+// events (Wants).
 type tracking struct {
 	reg *xdstype.Registry
 	t   *status.Tracker
 	m   *metrics.Metrics
-	// then is told every event after the tracker (the rollout
-	// controller): called from here rather than through a list of
-	// observers, a level of frames fewer on the stream's goroutine.
-	then xds.Observer
 }
 
 func (o *tracking) abbrev(url string) string {
@@ -80,7 +75,7 @@ func (o *tracking) abbrev(url string) string {
 }
 
 // kinds name a stream for people (status) and for metrics labels.
-func kinds(e *xds.Event) (human, label string) {
+func kinds(e *status.Event) (human, label string) {
 	human, label = "ADS", "ads"
 	if !e.ADS {
 		human, label = "per-type", "per_type"
@@ -91,43 +86,27 @@ func kinds(e *xds.Event) (human, label string) {
 	return human, label
 }
 
+// Wants says which of the per-change events the tracking wants now
+// (status.Selective): none. The streams' status it reads when asked
+// (Event.Status), their counts at a scrape (status.Tracker.Totals), and
+// push latency from what they ACKed when it is read
+// (status.Tracker.Harvest).
+func (o *tracking) Wants(status.EventKind) bool { return false }
+
 // Observe records e. Each kind of event is handled apart (observeStream,
 // observeType): this runs on the xDS stream's goroutine, whose stack must
 // stay within 8 KB (see internal/xds serveStream), and one function of
 // every case took a frame of almost a kilobyte.
-func (o *tracking) Observe(e *xds.Event) {
-	o.track(e)
-	if o.then != nil {
-		o.then.Observe(e)
-	}
-}
-
-// Wants says which of the per-change events the tracking wants now
-// (xds.Selective): of its own, none. The streams' status it reads when
-// asked (Event.Status), their counts at a scrape (status.Tracker.Totals),
-// and push latency from what they ACKed when it is read
-// (status.Tracker.Harvest). It wants what the observer after it wants.
-func (o *tracking) Wants(k xds.EventKind) bool {
-	if o.then == nil {
-		return false
-	}
-	if sel, ok := o.then.(xds.Selective); ok {
-		return sel.Wants(k)
-	}
-	return true
-}
-
-// track is Observe's own part.
-func (o *tracking) track(e *xds.Event) {
+func (o *tracking) Observe(e *status.Event) {
 	switch e.Kind {
-	case xds.StreamOpened, xds.StreamClosed, xds.NoGroup, xds.StreamRefused:
+	case status.StreamOpened, status.StreamClosed, status.NoMatchingGroup, status.StreamRefused:
 		o.observeStream(e)
-	case xds.RequestIgnored:
+	case status.RequestIgnored:
 		o.m.Ignored(e.Reason)
-	case xds.ConnectionClosed:
+	case status.ConnectionClosed:
 		// No node, no stream: a count, and the xds server's log line.
 		o.m.ConnectionClosed(e.Reason)
-	case xds.TransportRefused:
+	case status.TransportRefused:
 		o.m.Refused(e.Reason)
 	default:
 		o.observeType(e)
@@ -136,32 +115,33 @@ func (o *tracking) track(e *xds.Event) {
 
 // info is e as the tracker's status.Who: what it keeps of e's stream,
 // read only when the tracker first meets the stream.
-func (o *tracking) info(e *xds.Event) status.Who { return (*eventWho)(e) }
+func (o *tracking) info(e *status.Event) status.Who { return (*eventWho)(e) }
 
 // eventWho is an event seen as the stream's proxy. A pointer: passing it
 // as an interface copies nothing.
-type eventWho xds.Event
+type eventWho status.Event
 
 func (w *eventWho) Info() status.Info {
-	e := (*xds.Event)(w)
+	e := (*status.Event)(w)
 	human, _ := kinds(e)
-	return status.Info{
-		Node: e.Node.GetId(), Cluster: e.Node.GetCluster(), Peer: e.Peer, Kind: human,
-		Agent: e.Node.GetUserAgentName(), AgentVersion: e.Node.GetUserAgentVersion(), Identity: e.Identity,
+	info := status.Info{Peer: e.Peer, Kind: human, Identity: e.Identity}
+	if n := e.Node; n != nil {
+		info.Node, info.Cluster, info.Agent, info.AgentVersion = n.GetId(), n.GetCluster(), n.GetUserAgentName(), n.GetUserAgentVersion()
 	}
+	return info
 }
 
 // observeStream records a stream's opening, end or refusal.
-func (o *tracking) observeStream(e *xds.Event) {
+func (o *tracking) observeStream(e *status.Event) {
 	_, label := kinds(e)
 	switch e.Kind {
-	case xds.StreamOpened:
+	case status.StreamOpened:
 		o.m.StreamOpened(label)
 		o.t.Seen(e.StreamID, o.info(e), e.Group, e.At)
 		if e.Status != nil {
-			o.t.Attach(e.StreamID, o.info(e), liveView{e.Status}, e.At)
+			o.t.Attach(e.StreamID, o.info(e), e.Status, e.At)
 		}
-	case xds.StreamClosed:
+	case status.StreamClosed:
 		o.m.StreamClosed(label)
 		if e.Poll {
 			// A REST poll answered: the proxy has not left.
@@ -169,11 +149,11 @@ func (o *tracking) observeStream(e *xds.Event) {
 			return
 		}
 		o.t.Closed(e.StreamID, e.At)
-	case xds.NoGroup:
+	case status.NoMatchingGroup:
 		o.t.Seen(e.StreamID, o.info(e), "", e.At)
-	case xds.StreamRefused:
+	case status.StreamRefused:
 		o.m.Refused(e.Reason)
-		if e.Reason == xds.RefusedDraining && e.Node.GetId() == "" {
+		if e.Reason == xds.RefusedDraining && e.NodeID() == "" {
 			// A draining replica turns reconnects away before they say
 			// who they are: nothing to show per proxy, only the count.
 			return
@@ -184,87 +164,26 @@ func (o *tracking) observeStream(e *xds.Event) {
 
 // observeType records what happened to one type of a stream: a function a
 // kind, for the frames' sake (see Observe).
-func (o *tracking) observeType(e *xds.Event) {
+func (o *tracking) observeType(e *status.Event) {
 	switch e.Kind {
-	case xds.Subscribed:
+	case status.Subscribed:
 		o.t.Requested(e.StreamID, o.info(e), e.TypeURL, e.At)
-	case xds.SubscriptionChanged:
+	case status.SubscriptionChanged:
 		o.t.Subscribed(e.StreamID, o.info(e), e.TypeURL, e.Wildcard, e.Names, e.At)
-	case xds.ResponseSent:
-		o.sent(e)
-	case xds.ResponseSpared:
-		o.spared(e)
-	case xds.RequestACK:
-		o.acked(e)
-	case xds.RequestNACK:
+	case status.ResponseSpared:
+		// Nothing was sent: the stream stands as sent and ACKed at the
+		// version the client reconnected with (X24), in its own status.
+		o.m.Spared(o.abbrev(e.TypeURL), e.Bytes)
+	case status.RequestNACK:
 		o.nacked(e)
-	case xds.ExpectedVersion:
-		if e.Status == nil {
-			o.t.ExpectOf(e.StreamID, o.info(e), e.TypeURL, e.Version, e.SetVersion, e.At)
-		}
-	case xds.TypeSynced:
+	case status.TypeSynced:
 		o.t.FirstSync(e.TypeURL, e.FirstSync)
 	}
 }
 
-// sent records a response of a stream that does not keep its own status
-// (a live one keeps what it sent, its group and its counts: status reads
-// them there).
-func (o *tracking) sent(e *xds.Event) {
-	if e.Status != nil {
-		return
-	}
-	info := o.info(e)
-	o.t.Seen(e.StreamID, info, e.Group, e.At)
-	if !e.Heartbeat {
-		o.t.Sent(e.StreamID, info, e.TypeURL, status.Stamp{Version: e.Version, Nonce: e.Nonce, At: e.At, Resources: e.Resources, Bytes: e.Bytes}, e.Sent, e.Removed)
-	}
-}
-
-// acked records an ACK of a stream that does not keep its own status.
-func (o *tracking) acked(e *xds.Event) {
-	if e.Status != nil {
-		return
-	}
-	o.t.ACKed(e.StreamID, o.info(e), e.TypeURL, status.Stamp{Version: e.Version, Set: e.SetVersion, Nonce: e.Nonce, At: e.At})
-}
-
-func (o *tracking) nacked(e *xds.Event) {
+func (o *tracking) nacked(e *status.Event) {
 	o.m.NACK(o.abbrev(e.TypeURL))
 	o.t.NACKed(e.StreamID, o.info(e), e.TypeURL, status.NACK{Version: e.Version, Nonce: e.Nonce, Detail: e.Detail, At: e.At})
-}
-
-// spared records a response the client already held (X24): nothing was
-// sent, and the type stands as sent and ACKed at the version the client
-// reconnected with, so that it shows SYNCED.
-func (o *tracking) spared(e *xds.Event) {
-	o.m.Spared(o.abbrev(e.TypeURL), e.Bytes)
-	if e.Status != nil {
-		return
-	}
-	info := o.info(e)
-	o.t.Seen(e.StreamID, info, e.Group, e.At)
-	o.t.Spared(e.StreamID, info, e.TypeURL, status.Stamp{Version: e.Version, Set: e.SetVersion, At: e.At, Resources: e.Resources}, e.Sent)
-}
-
-// liveView is an xds stream's status as the tracker reads it.
-type liveView struct{ s *xds.StreamStatus }
-
-func (v liveView) Group() string { return v.s.Group() }
-
-func (v liveView) Stamps(typeURL string, into *status.Stamps) bool {
-	var t xds.TypeStatus
-	if !v.s.TypeStatus(typeURL, &t) {
-		return false
-	}
-	*into = status.Stamps{
-		Expected: t.Expected, ExpectedSet: t.ExpectedSet,
-		Sent:       status.Stamp{Version: t.Sent.Version, Nonce: t.Sent.Nonce, Set: t.Sent.Set, At: t.Sent.At, Resources: t.Sent.Resources},
-		ACKed:      status.Stamp{Version: t.ACKed.Version, Nonce: t.ACKed.Nonce, Set: t.ACKed.Set, At: t.ACKed.At},
-		ACKedSince: t.ACKedSince, LastSent: t.LastSent, LastRemoved: t.LastRemoved,
-		Responses: t.Responses, ResponseBytes: t.ResponseBytes, ACKs: t.ACKs,
-	}
-	return true
 }
 
 // published tells the tracker which type versions a published fleet

@@ -3,6 +3,7 @@ package daemon
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,9 +20,10 @@ import (
 )
 
 // X24_spared_resend_is_synced: a SotW client reconnecting with the version
-// it holds is spared the resend; status shows the type SYNCED at that
-// version with nothing sent, and the spared counters move by one response
-// and its bytes, under the type's short name, while the sent counters stay.
+// it holds is spared the resend; status (read from the stream) shows the
+// type SYNCED at that version with nothing sent, and the spared counters
+// move by one response and its bytes, under the type's short name, while
+// the sent counters stay.
 func TestX24_spared_resend_is_synced(t *testing.T) {
 	reg := xdstype.New()
 	pub := snapshot.NewPublisher()
@@ -29,19 +31,27 @@ func TestX24_spared_resend_is_synced(t *testing.T) {
 	pub.Publish(snapshot.NewFleet(snap, time.Now()))
 	version := snap.Set(xdstype.ClusterURL).Version()
 	obs := NewObservability(reg, pub)
-	node := xdstest.Node("spared")
-	at := time.Now()
-	ev := func(k xds.EventKind) xds.Event {
-		return xds.Event{Kind: k, StreamID: 7, Node: node, Group: snapshot.DefaultGroup, ADS: true, TypeURL: xdstype.ClusterURL, At: at}
+	// Through a real server: the stream keeps its status, the tracker
+	// reads it there; the spared event says the bytes spared.
+	var spared []int
+	var mu sync.Mutex
+	srv := xdstest.Start(t, xds.Options{Registry: reg, Fleets: pub, Observer: status.ComposeObservers(obs.Observer, observerFunc(func(e *status.Event) {
+		if e.Kind == status.ResponseSpared {
+			mu.Lock()
+			spared = append(spared, e.Bytes)
+			mu.Unlock()
+		}
+	}))})
+	s := xdstest.OpenADS(t, xdstest.Dial(t, srv.Addr), xdstest.Node("spared"))
+	s.Send(&discoveryv3.DiscoveryRequest{TypeUrl: xdstype.ClusterURL, VersionInfo: version})
+	if !waitUntil(10*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(spared) == 1 }) {
+		t.Fatal("no spared resend reported")
 	}
-	obs.Observer.Observe(new(ev(xds.StreamOpened)))
-	obs.Observer.Observe(new(ev(xds.Subscribed)))
-	spared := ev(xds.ResponseSpared)
-	spared.Version, spared.Resources, spared.Bytes = version, 2, 321
-	obs.Observer.Observe(&spared)
+	s.ExpectSilence()
 
+	// CDS, and the scripted client's probe (RTDS), sent when it opens.
 	streams := obs.Tracker.Streams()
-	if len(streams) != 1 || len(streams[0].Types) != 1 {
+	if len(streams) != 1 || len(streams[0].Types) != 2 {
 		t.Fatalf("streams: %+v", streams)
 	}
 	ty := streams[0].Types[0]
@@ -51,9 +61,12 @@ func TestX24_spared_resend_is_synced(t *testing.T) {
 	if ty.Sent.Resources != 2 {
 		t.Errorf("resources held: %d, want 2", ty.Sent.Resources)
 	}
+	if spared[0] <= 0 {
+		t.Errorf("%d bytes spared, want the size of the Clusters response", spared[0])
+	}
 	want := map[string]float64{
 		"pylon_xds_resends_spared_total":      1,
-		"pylon_xds_resend_bytes_spared_total": 321,
+		"pylon_xds_resend_bytes_spared_total": float64(spared[0]),
 		"pylon_xds_responses_total":           0,
 		"pylon_xds_response_bytes_total":      0,
 		"pylon_xds_acks_total":                0,
@@ -137,8 +150,8 @@ func TestDrainingRefusalNotListed(t *testing.T) {
 	reg := xdstype.New()
 	obs := NewObservability(reg, snapshot.NewPublisher())
 	at := time.Now()
-	obs.Observer.Observe(&xds.Event{Kind: xds.StreamRefused, StreamID: 1, Reason: xds.RefusedDraining, Detail: "replica draining", At: at})
-	obs.Observer.Observe(&xds.Event{Kind: xds.StreamRefused, StreamID: 2, Node: xdstest.Node("named"), Reason: xds.RefusedDraining, Detail: "replica draining", At: at})
+	obs.Observer.Observe(&status.Event{Kind: status.StreamRefused, StreamID: 1, Reason: xds.RefusedDraining, Detail: "replica draining", At: at})
+	obs.Observer.Observe(&status.Event{Kind: status.StreamRefused, StreamID: 2, Node: xdstest.Node("named"), Reason: xds.RefusedDraining, Detail: "replica draining", At: at})
 	streams := obs.Tracker.Streams()
 	if len(streams) != 1 || streams[0].Node != "named" || streams[0].Refused == nil || streams[0].Refused.Reason != xds.RefusedDraining {
 		t.Fatalf("streams listed: %+v; want only the named node, refused for draining", streams)
@@ -182,10 +195,10 @@ func TestNamedSubscriptionPushLatencyAndRollout(t *testing.T) {
 	r := s.RecvType(xdstype.EndpointURL)
 	s.ACK(r, "a")
 	if !waitUntil(10*time.Second, func() bool {
-		ro := obs.Tracker.Rollout()
+		ro := obs.Tracker.Propagation()
 		return len(ro.Groups) == 1 && ro.Groups[0].Done == 1 && ro.Groups[0].Total == 1
 	}) {
-		t.Fatalf("the ACK of the change is not in its rollout: %+v", obs.Tracker.Rollout())
+		t.Fatalf("the ACK of the change is not in its rollout: %+v", obs.Tracker.Propagation())
 	}
 	// Push latency is harvested from the stream's own status at the
 	// scrape, which the rollout read too: no wait.
@@ -219,9 +232,9 @@ func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 
 func TestConnectionEventsCounted(t *testing.T) {
 	obs := NewObservability(xdstype.New(), snapshot.NewPublisher())
 	at := time.Now()
-	obs.Observer.Observe(&xds.Event{Kind: xds.ConnectionClosed, Reason: "evicted", At: at})
-	obs.Observer.Observe(&xds.Event{Kind: xds.ConnectionClosed, Reason: "evicted", At: at})
-	obs.Observer.Observe(&xds.Event{Kind: xds.TransportRefused, Reason: xds.TransportRefusedStreams, At: at})
+	obs.Observer.Observe(&status.Event{Kind: status.ConnectionClosed, Reason: "evicted", At: at})
+	obs.Observer.Observe(&status.Event{Kind: status.ConnectionClosed, Reason: "evicted", At: at})
+	obs.Observer.Observe(&status.Event{Kind: status.TransportRefused, Reason: xds.TransportRefusedStreams, At: at})
 	if streams := obs.Tracker.Streams(); len(streams) != 0 {
 		t.Fatalf("connection events listed as proxies: %+v", streams)
 	}
@@ -260,12 +273,12 @@ func labelled(t *testing.T, reg *prometheus.Registry, name, lbl, value string) f
 func TestSubscriptionReachesStatus(t *testing.T) {
 	reg := xdstype.New()
 	obs := NewObservability(reg, snapshot.NewPublisher())
-	ev := xds.Event{StreamID: 9, Node: xdstest.Node("grpc"), Group: snapshot.DefaultGroup, ADS: true, TypeURL: xdstype.ClusterURL, At: time.Now()}
-	for _, k := range []xds.EventKind{xds.StreamOpened, xds.Subscribed} {
+	ev := status.Event{StreamID: 9, Node: xdstest.Node("grpc"), Group: snapshot.DefaultGroup, ADS: true, TypeURL: xdstype.ClusterURL, At: time.Now()}
+	for _, k := range []status.EventKind{status.StreamOpened, status.Subscribed} {
 		ev.Kind = k
 		obs.Observer.Observe(&ev)
 	}
-	ev.Kind, ev.Names = xds.SubscriptionChanged, []string{"a", "b"}
+	ev.Kind, ev.Names = status.SubscriptionChanged, []string{"a", "b"}
 	obs.Observer.Observe(&ev)
 	streams := obs.Tracker.Streams()
 	if len(streams) != 1 || len(streams[0].Types) != 1 {
@@ -278,29 +291,34 @@ func TestSubscriptionReachesStatus(t *testing.T) {
 }
 
 // The tracking wants none of the per-change events: the streams keep
-// their status, read when asked, push latency included (harvested). It
-// wants what the observer after it wants: all of them from one that does
-// not say.
+// their status, read when asked, push latency included (harvested).
+// Composed with another observer, it wants what that one wants: all of
+// them from one that does not say.
 func TestTrackingWants(t *testing.T) {
 	obs := NewObservability(xdstype.New(), snapshot.NewPublisher())
-	sel, ok := obs.Observer.(xds.Selective)
+	sel, ok := obs.Observer.(status.Selective)
 	if !ok {
-		t.Fatal("the tracking is not an xds.Selective: the server would report every per-change event to it")
+		t.Fatal("the tracking is not a status.Selective: the server would report every per-change event to it")
 	}
-	for k, want := range map[xds.EventKind]bool{xds.VersionTaken: false, xds.ExpectedVersion: false, xds.ResponseSent: false, xds.RequestACK: false} {
+	for k, want := range map[status.EventKind]bool{status.VersionTaken: false, status.ExpectedVersion: false, status.ResponseSent: false, status.RequestACK: false} {
 		if got := sel.Wants(k); got != want {
 			t.Errorf("Wants(%d) = %v, want %v", k, got, want)
 		}
 	}
-	obs.tracking.then = everything{}
-	if !sel.Wants(xds.ResponseSent) || !sel.Wants(xds.ExpectedVersion) {
+	sel, ok = status.ComposeObservers(obs.Observer, everything{}).(status.Selective)
+	if !ok || !sel.Wants(status.ResponseSent) || !sel.Wants(status.ExpectedVersion) {
 		t.Error("an observer after the tracking that does not say what it wants does not get everything")
 	}
 }
 
 type everything struct{}
 
-func (everything) Observe(*xds.Event) {}
+// observerFunc is a function as a status.Observer.
+type observerFunc func(*status.Event)
+
+func (f observerFunc) Observe(e *status.Event) { f(e) }
+
+func (everything) Observe(*status.Event) {}
 
 // A scrape reads every stream's status from the stream (Tracker.Counts,
 // Totals), and allocates the same for 2 streams as for 12: a status read

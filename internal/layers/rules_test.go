@@ -55,6 +55,7 @@ var layer = map[string]int{
 	"internal/fleetstatus":           content,
 	"internal/metrics":               content,
 	"internal/snapshot":              content,
+	"internal/status/statustest":     content,
 	"internal/store/etcd/etcdtest":   content,
 	"internal/translate":             content,
 	"internal/csds":                  engine,
@@ -84,6 +85,7 @@ var allowed = []edge{
 	{"bench/fleet", "internal/cowmap"},
 	{"bench/fleet", "internal/daemon"},
 	{"bench/fleet", "internal/snapshot"},
+	{"bench/fleet", "internal/status"},
 	{"bench/fleet", "internal/store/bolt"},
 	{"bench/fleet", "internal/xds"},
 	{"bench/fleet", "internal/xdstype"},
@@ -193,7 +195,7 @@ var allowed = []edge{
 	{"internal/rollout", "internal/config"},
 	{"internal/rollout", "internal/seal"},
 	{"internal/rollout", "internal/snapshot"},
-	{"internal/rollout", "internal/status"}, // issue 31 step 2: events from status, not xds
+	{"internal/rollout", "internal/status"}, // the stream events
 	{"internal/rollout", "internal/xdstype"},
 	{"internal/route", "internal/snapshot"},
 	{"internal/route", "internal/xdstype"},
@@ -204,6 +206,8 @@ var allowed = []edge{
 	{"internal/source/file", "internal/config"},
 	{"internal/source/file", "internal/source"},
 	{"internal/status", "internal/cowmap"},
+	{"internal/status", "internal/model"}, // Event.Member: the node as groups match it (step 4: nodegroup)
+	{"internal/status/statustest", "internal/status"},
 	{"internal/store/bolt", "internal/seal"},
 	{"internal/store/bolt", "internal/store"},
 	{"internal/store/etcd", "internal/seal"},
@@ -216,7 +220,7 @@ var allowed = []edge{
 	{"internal/xds", "internal/identity"},
 	{"internal/xds", "internal/redact"},
 	{"internal/xds", "internal/snapshot"},
-	{"internal/xds", "internal/status"}, // issue 31 step 2: xds.StreamStatus writes status.Stamps
+	{"internal/xds", "internal/status"}, // the stream events, and a stream's status.Stamps
 	{"internal/xds", "internal/xdstype"},
 	{"internal/xds/xdstest", "internal/snapshot"},
 	{"internal/xds/xdstest", "internal/xds"},
@@ -230,7 +234,6 @@ var allowed = []edge{
 var debts = []debt{
 	{edge{"internal/csds", "internal/model"}, "step 4", "authorize.go matches groups with model.AnyMatch; matching moves to nodegroup"},
 	{edge{"internal/rollout", "internal/model"}, "step 4", "reads model.Rollout and model.Node; the rollout policy and the node move to nodegroup"},
-	{edge{"internal/rollout", "internal/xds"}, "step 2", "Controller observes xds.Event; events, kinds and observers move to status"},
 	{edge{"internal/snapshot", "internal/model"}, "step 4", "Fleet carries group rules, rollout stages and secret policy; they move to nodegroup and fleet, snapshot keeps content"},
 	{edge{"internal/xds", "internal/model"}, "step 4", "a stream and its events hold the node as model.Node; the node moves to nodegroup"},
 }
@@ -242,6 +245,7 @@ var testHelpers = []string{
 	"internal/daemon/daemontest",
 	"internal/golden",
 	"internal/identity/identitytest",
+	"internal/status/statustest",
 	"internal/store/etcd/etcdtest",
 	"internal/store/storetest",
 	"internal/xds/xdstest",

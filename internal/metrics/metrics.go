@@ -298,7 +298,7 @@ func (m *Metrics) Reload() { m.reloads.Inc() }
 func (m *Metrics) Refused(reason string) { m.refused.WithLabelValues(reason).Inc() }
 
 // ConnectionClosed counts an xDS connection that ended, by a reason from a
-// small fixed set (xds.ConnectionClosed events).
+// small fixed set (status.ConnectionClosed events).
 func (m *Metrics) ConnectionClosed(reason string) { m.connsClosed.WithLabelValues(reason).Inc() }
 
 // Ignored counts an ignored request, by a reason from a small fixed set.

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/pylon-xds/pylon/internal/status"
+	"github.com/pylon-xds/pylon/internal/status/statustest"
 )
 
 // Refused streams and ignored requests are counted by reason alone: no
@@ -77,17 +78,18 @@ func gather(t testing.TB, m *Metrics, names ...string) map[string]float64 {
 // case: never "NOT SENT" with its space.
 func TestProxyTypesByTypeAndState(t *testing.T) {
 	tr := status.NewTracker(status.Options{})
+	fd := statustest.New(tr)
 	m := New(tr)
 	now := time.Now()
 	for id := range uint64(3) {
 		info := status.Info{Node: "n"}
-		tr.Seen(id, info, "edge", now)
+		fd.Seen(id, info, "edge", now)
 		tr.Requested(id, info, "CDS", now)
-		tr.Expect(id, info, "CDS", "v1", now)
-		tr.Sent(id, info, "CDS", status.Stamp{Version: "v1", At: now}, nil, nil)
+		fd.Expect(id, info, "CDS", "v1", now)
+		fd.Sent(id, info, "CDS", status.Stamp{Version: "v1", At: now}, 0, nil, nil)
 		tr.Requested(id, info, "EDS", now)
 	}
-	tr.ACKed(0, status.Info{Node: "n"}, "CDS", status.Stamp{Version: "v1", At: now})
+	fd.ACKed(0, status.Info{Node: "n"}, "CDS", status.Stamp{Version: "v1", At: now})
 	tr.NACKed(1, status.Info{Node: "n"}, "CDS", status.NACK{Version: "v1", At: now})
 	got := gather(t, m, "pylon_proxy_types")
 	want := map[string]float64{
@@ -142,6 +144,7 @@ func TestBuildInfo(t *testing.T) {
 // sample yet, and nothing else.
 func TestNames(t *testing.T) {
 	tr := status.NewTracker(status.Options{})
+	fd := statustest.New(tr)
 	m := New(tr)
 	names := m.Names()
 	for _, want := range []string{"pylon_push_latency_seconds", "pylon_first_sync_seconds", "pylon_proxy_types", "pylon_build_info",
@@ -152,8 +155,8 @@ func TestNames(t *testing.T) {
 	}
 	// Every family a busy server exports is named.
 	tr.Requested(1, status.Info{Node: "n"}, "CDS", time.Now())
-	tr.Sent(1, status.Info{Node: "n"}, "CDS", status.Stamp{Version: "v1", At: time.Now(), Bytes: 10}, nil, nil)
-	tr.ACKed(1, status.Info{Node: "n"}, "CDS", status.Stamp{Version: "v1", At: time.Now()})
+	fd.Sent(1, status.Info{Node: "n"}, "CDS", status.Stamp{Version: "v1", At: time.Now()}, 10, nil, nil)
+	fd.ACKed(1, status.Info{Node: "n"}, "CDS", status.Stamp{Version: "v1", At: time.Now()})
 	m.StreamOpened("ads")
 	m.NACK("CDS")
 	m.Latency("CDS", time.Second)
@@ -186,13 +189,14 @@ func BenchmarkScrape(b *testing.B) {
 	for _, n := range []int{100, 10_000} {
 		b.Run(fmt.Sprint(n, "streams"), func(b *testing.B) {
 			tr := status.NewTracker(status.Options{})
+			fd := statustest.New(tr)
 			now := time.Now()
 			for id := range uint64(n) {
 				info := status.Info{Node: fmt.Sprint("n", id)}
-				tr.Seen(id, info, "g", now)
+				fd.Seen(id, info, "g", now)
 				for _, u := range []string{"CDS", "EDS", "LDS", "RDS"} {
-					tr.Expect(id, info, u, "v1", now)
-					tr.Sent(id, info, u, status.Stamp{Version: "v1", At: now}, nil, nil)
+					fd.Expect(id, info, u, "v1", now)
+					fd.Sent(id, info, u, status.Stamp{Version: "v1", At: now}, 0, nil, nil)
 				}
 			}
 			m := New(tr)

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
 	"github.com/pylon-xds/pylon/internal/model"
 	"github.com/pylon-xds/pylon/internal/snapshot"
-	"github.com/pylon-xds/pylon/internal/xds"
+	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -146,9 +148,9 @@ func (c *Controller) act(group string, f func(*run, time.Time) error) (Status, e
 // Observe takes the xDS stream events: a NACK by a node of the stage halts
 // the rollout (applied by Run), and responses of the new version not ACKed
 // in time count toward the not_acked condition. It never blocks for long.
-func (c *Controller) Observe(e *xds.Event) {
+func (c *Controller) Observe(e *status.Event) {
 	switch e.Kind {
-	case xds.RequestNACK, xds.RequestACK, xds.ResponseSent, xds.StreamClosed:
+	case status.RequestNACK, status.RequestACK, status.ResponseSent, status.StreamClosed:
 	default:
 		return
 	}
@@ -159,19 +161,19 @@ func (c *Controller) Observe(e *xds.Event) {
 }
 
 // Wants says which per-change events the controller wants now
-// (xds.Selective): responses and ACKs while a rollout runs, for its
+// (status.Selective): responses and ACKs while a rollout runs, for its
 // not_acked condition; none otherwise.
-func (c *Controller) Wants(k xds.EventKind) bool {
-	return (k == xds.ResponseSent || k == xds.RequestACK) && c.active.Load() != 0
+func (c *Controller) Wants(k status.EventKind) bool {
+	return (k == status.ResponseSent || k == status.RequestACK) && c.active.Load() != 0
 }
 
 // observe is Observe while a rollout runs. Apart, so that the usual case
 // (no rollout) does not take its frame on the xDS stream's goroutine,
 // whose stack must stay within 8 KB (see internal/xds serveStream).
-func (c *Controller) observe(e *xds.Event) {
+func (c *Controller) observe(e *status.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e.Kind == xds.StreamClosed {
+	if e.Kind == status.StreamClosed {
 		for _, r := range c.runs {
 			r.late.closed(e.StreamID)
 		}
@@ -183,18 +185,18 @@ func (c *Controller) observe(e *xds.Event) {
 	}
 	key := lateKey{stream: e.StreamID, typ: e.TypeURL}
 	switch e.Kind {
-	case xds.RequestNACK:
+	case status.RequestNACK:
 		if r.policy.Halt.HaltsOnNACK() && c.counts(e) && changed(r, e.TypeURL) {
 			c.nacked(r, e)
 		}
-	case xds.ResponseSent:
+	case status.ResponseSent:
 		if r.policy.Halt.NotACKed != nil && !e.Heartbeat && c.counts(e) && c.introduced(r, e) {
-			if r.late.sent(key, e.Node.GetId(), c.o.Now()) {
+			if r.late.sent(key, e.NodeID(), c.o.Now()) {
 				c.o.Logger.Warn("rollout: more responses awaiting an ACK than tracked; the not_acked condition sees part of the stage", "group", r.Group, "tracked", maxLate)
 			}
 			c.poke()
 		}
-	case xds.RequestACK:
+	case status.RequestACK:
 		r.late.acked(key)
 	}
 }
@@ -209,7 +211,7 @@ func changed(r *run, typeURL string) bool {
 
 // introduced reports whether a response carried a type version the
 // rollout's change introduced.
-func (c *Controller) introduced(r *run, e *xds.Event) bool {
+func (c *Controller) introduced(r *run, e *status.Event) bool {
 	v := e.SetVersion
 	if v == "" {
 		v = e.Version
@@ -220,11 +222,13 @@ func (c *Controller) introduced(r *run, e *xds.Event) bool {
 
 // memberOf is the event's node as the stages match it: with its metadata
 // and locality (a canary picked by metadata is in its stage).
-func memberOf(e *xds.Event) model.Node {
+func memberOf(e *status.Event) model.Node {
 	if e.Member != nil {
 		return *e.Member
 	}
-	return snapshot.ModelNode(e.Node)
+	// The xds server's nodes are Envoy's; any other is none.
+	n, _ := e.Node.(*corev3.Node)
+	return snapshot.ModelNode(n)
 }
 
 // counts reports whether the event's stream may count toward a halt.
@@ -233,14 +237,14 @@ func memberOf(e *xds.Event) model.Node {
 // could claim a node of the stage and halt the rollout for the whole
 // group. Without a rule nothing proves any node, and every stream counts
 // (Fleet.Exposures warns of it).
-func (c *Controller) counts(e *xds.Event) bool {
+func (c *Controller) counts(e *status.Event) bool {
 	return e.Identity != "" || !c.o.NodeIdentity
 }
 
 // nacked records a NACK of the change by a node of the stage, and asks for
 // the halt once halt.min_nodes distinct nodes have NACKed.
-func (c *Controller) nacked(r *run, e *xds.Event) {
-	node := e.Node.GetId()
+func (c *Controller) nacked(r *run, e *status.Event) {
+	node := e.NodeID()
 	if r.nacks == nil {
 		r.nacks = map[string]bool{}
 	}

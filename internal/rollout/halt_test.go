@@ -103,7 +103,7 @@ func TestFinding6_MetadataCanaryIsInTheStage(t *testing.T) {
 	p := &model.Rollout{Stages: []model.Stage{{Selector: &model.Match{Metadata: map[string]string{"canary": "true"}}}, {Share: 1}}}
 	c := running(t, Options{}, p)
 	e := nack("canary-outside-any-share")
-	e.Member = &model.Node{ID: e.Node.Id, Metadata: map[string]string{"canary": "true"}}
+	e.Member = &model.Node{ID: e.NodeID(), Metadata: map[string]string{"canary": "true"}}
 	c.Observe(&e)
 	if d := haltedFor(t, c); !strings.Contains(d, "canary-outside-any-share") {
 		t.Fatalf("halted for %q", d)

@@ -19,7 +19,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/config"
 	"github.com/pylon-xds/pylon/internal/model"
 	"github.com/pylon-xds/pylon/internal/snapshot"
-	"github.com/pylon-xds/pylon/internal/xds"
+	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -173,10 +173,10 @@ func TestStagesAdvanceWithBake(t *testing.T) {
 	}
 }
 
-func nack(node string) xds.Event { return nackOf(node, xdstype.ClusterURL) }
+func nack(node string) status.Event { return nackOf(node, xdstype.ClusterURL) }
 
-func nackOf(node, typeURL string) xds.Event {
-	return xds.Event{Kind: xds.RequestNACK, Group: "edge", Node: &corev3.Node{Id: node}, TypeURL: typeURL, Version: "x", Detail: "bad"}
+func nackOf(node, typeURL string) status.Event {
+	return status.Event{Kind: status.RequestNACK, Group: "edge", Node: &corev3.Node{Id: node}, TypeURL: typeURL, Version: "x", Detail: "bad"}
 }
 
 // stageNode is a node of 1000 the first stage takes, and one it does not.
@@ -319,23 +319,23 @@ func TestNotACKedHalts(t *testing.T) {
 	c.Publish(v1, files("1"))
 	start(t, c)
 	// Responses and ACKs are wanted while a rollout runs, not before
-	// (xds.Selective): the xds server reports them only then.
-	if c.Wants(xds.ResponseSent) || c.Wants(xds.RequestACK) {
+	// (status.Selective): the xds server reports them only then.
+	if c.Wants(status.ResponseSent) || c.Wants(status.RequestACK) {
 		t.Fatal("responses or ACKs wanted with no rollout running")
 	}
 	c.Publish(v2, files("2"))
-	if !c.Wants(xds.ResponseSent) || !c.Wants(xds.RequestACK) || c.Wants(xds.ExpectedVersion) {
+	if !c.Wants(status.ResponseSent) || !c.Wants(status.RequestACK) || c.Wants(status.ExpectedVersion) {
 		t.Fatal("a running rollout wants responses and ACKs, and nothing else of the per-change events")
 	}
 	in, _ := stageNodes()
 	set := v2.Groups()[0].Snapshot.Set(xdstype.ClusterURL).Version()
-	sent := func(stream uint64) xds.Event {
-		return xds.Event{Kind: xds.ResponseSent, StreamID: stream, Group: "edge", Node: &corev3.Node{Id: in}, TypeURL: xdstype.ClusterURL, Version: set, SetVersion: set}
+	sent := func(stream uint64) status.Event {
+		return status.Event{Kind: status.ResponseSent, StreamID: stream, Group: "edge", Node: &corev3.Node{Id: in}, TypeURL: xdstype.ClusterURL, Version: set, SetVersion: set}
 	}
 	// Stream 1 ACKs in time; stream 2 never does.
 	c.Observe(new(sent(1)))
 	ack := sent(1)
-	ack.Kind = xds.RequestACK
+	ack.Kind = status.RequestACK
 	c.Observe(&ack)
 	clk.waitTimer(t)
 	clk.Advance(2 * time.Minute)

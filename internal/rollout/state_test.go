@@ -12,7 +12,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/config"
 	"github.com/pylon-xds/pylon/internal/snapshot"
-	"github.com/pylon-xds/pylon/internal/xds"
+	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -138,7 +138,7 @@ func TestStateWriteDoesNotBlockEvents(t *testing.T) {
 	waitFor(t, "the promotion to stage its state", func() bool { return c.staged.Load() != nil })
 	observed := make(chan struct{})
 	go func() {
-		e := xds.Event{Kind: xds.RequestACK, Group: "edge", Node: &corev3.Node{Id: in}, TypeURL: xdstype.ClusterURL, StreamID: 1}
+		e := status.Event{Kind: status.RequestACK, Group: "edge", Node: &corev3.Node{Id: in}, TypeURL: xdstype.ClusterURL, StreamID: 1}
 		c.Observe(&e)
 		close(observed)
 	}()

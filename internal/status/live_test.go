@@ -85,21 +85,21 @@ func TestLiveStreamReadWhenAsked(t *testing.T) {
 	}
 }
 
-// Totals are what the streams counted, whether live or told, and stay
+// Totals are what the streams counted, however fed, and stay
 // counted once a stream is let go (pruned or forgotten): a counter that
 // fell would read as a restart.
 func TestTotalsKeepWhatIsLetGo(t *testing.T) {
-	tr := NewTracker(Options{Abbrev: func(string) string { return "CDS" }, MaxGone: 1})
+	tr := newFeed(NewTracker(Options{Abbrev: func(string) string { return "CDS" }, MaxGone: 1}))
 	t0 := time.Now()
 	for id := range uint64(3) {
 		live := &fakeLive{group: "edge", stamps: map[string]Stamps{"cds": {Responses: 2, ResponseBytes: 10, ACKs: 1}}}
 		tr.Attach(id, Info{Node: "n"}, live, t0)
 		tr.Requested(id, Info{Node: "n"}, "cds", t0)
 	}
-	told := Info{Node: "told"}
-	tr.Requested(9, told, "cds", t0)
-	tr.Sent(9, told, "cds", Stamp{Version: "v1", At: t0, Bytes: 5}, nil, nil)
-	tr.ACKed(9, told, "cds", Stamp{Version: "v1", At: t0})
+	fed := Info{Node: "fed"}
+	tr.Requested(9, fed, "cds", t0)
+	tr.Sent(9, fed, "cds", Stamp{Version: "v1", At: t0}, 5, nil, nil)
+	tr.ACKed(9, fed, "cds", Stamp{Version: "v1", At: t0})
 	want := []Totals{{Type: "CDS", Responses: 7, ResponseBytes: 35, ACKs: 4}}
 	if diff := cmp.Diff(want, tr.Totals()); diff != "" {
 		t.Fatalf("totals (-want +got):\n%s", diff)
@@ -108,7 +108,7 @@ func TestTotalsKeepWhatIsLetGo(t *testing.T) {
 	tr.Closed(1, t0)
 	tr.Closed(2, t0) // MaxGone 1: stream 1 is pruned
 	if len(tr.Streams()) != 2 {
-		t.Fatalf("%d streams kept, want 2 (the told one and the last closed)", len(tr.Streams()))
+		t.Fatalf("%d streams kept, want 2 (the fed one and the last closed)", len(tr.Streams()))
 	}
 	if diff := cmp.Diff(want, tr.Totals()); diff != "" {
 		t.Fatalf("totals once streams were let go (-want +got):\n%s", diff)
@@ -132,10 +132,10 @@ func liveFill(n int) *Tracker {
 }
 
 // A scrape (Counts, Totals) walks the streams but allocates the same for
-// 10 streams as for 1,000, live or told: a stream's stamps read through
+// 10 streams as for 1,000, however fed: a stream's stamps read through
 // the Live interface once allocated per type (9.6 MB a scrape at 10,000).
 func TestScrapeAllocationsIndependentOfStreams(t *testing.T) {
-	for name, fill := range map[string]func(int) *Tracker{"told": fill, "live": liveFill} {
+	for name, fill := range map[string]func(int) *Tracker{"fed": fill, "live": liveFill} {
 		allocs := func(n int) float64 {
 			tr := fill(n)
 			return testing.AllocsPerRun(10, func() { tr.Counts(); tr.Totals(); tr.Harvest() })

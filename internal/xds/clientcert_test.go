@@ -12,6 +12,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/certs/certstest"
 	"github.com/pylon-xds/pylon/internal/identity/identitytest"
+	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 )
@@ -41,7 +42,7 @@ func TestFinding5_ConnectionClosedAtCertExpiry(t *testing.T) {
 	if left := time.Until(short.Cert.NotAfter); left > 0 {
 		t.Errorf("the stream ended %v before its certificate expired", left)
 	}
-	closed := m.rec.wait(t, func(e xds.Event) bool { return e.Kind == xds.ConnectionClosed })
+	closed := m.rec.wait(t, func(e status.Event) bool { return e.Kind == status.ConnectionClosed })
 	if closed.Reason != "client_cert_expired" {
 		t.Errorf("the connection closed for %q, want client_cert_expired", closed.Reason)
 	}
@@ -91,7 +92,7 @@ func TestFinding5_ClientCARotationClosesConnections(t *testing.T) {
 	if err := revoked.Err(); grpcstatus.Code(err) != codes.Unavailable {
 		t.Fatalf("the removed CA's stream ended with %v, want UNAVAILABLE", err)
 	}
-	closed := rec.wait(t, func(e xds.Event) bool { return e.Kind == xds.ConnectionClosed })
+	closed := rec.wait(t, func(e status.Event) bool { return e.Kind == status.ConnectionClosed })
 	if closed.Reason != xds.ConnClientCertRevoked {
 		t.Errorf("the connection closed for %q, want %s", closed.Reason, xds.ConnClientCertRevoked)
 	}

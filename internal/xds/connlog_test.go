@@ -10,6 +10,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
+	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 )
@@ -70,7 +71,7 @@ func TestConnectionLogged(t *testing.T) {
 	}
 
 	s.Close()
-	l.rec.wait(t, func(e xds.Event) bool { return e.Kind == xds.StreamClosed })
+	l.rec.wait(t, func(e status.Event) bool { return e.Kind == status.StreamClosed })
 	closed := l.lines(t, "proxy disconnected")
 	if len(closed) != 1 || closed[0]["level"] != "INFO" || closed[0]["reason"] != "client_closed" || closed[0]["node"] != "edge-1" || closed[0]["connected_for"] == nil {
 		t.Fatalf("disconnect lines: %v", closed)
@@ -86,7 +87,7 @@ func TestConnectionLogged(t *testing.T) {
 	if err := d.Err(); err == nil {
 		t.Fatal("the stream outlived the shutdown")
 	}
-	l.rec.wait(t, func(e xds.Event) bool { return e.Kind == xds.StreamClosed && e.Node.GetId() == "grpc-1" })
+	l.rec.wait(t, func(e status.Event) bool { return e.Kind == status.StreamClosed && e.NodeID() == "grpc-1" })
 	if c := l.lines(t, "proxy disconnected"); len(c) != 2 || c[1]["reason"] != "server_shutdown" {
 		t.Fatalf("disconnect lines: %v", c)
 	}
@@ -104,7 +105,7 @@ func TestDisconnectRefusedLogged(t *testing.T) {
 	if err := s.Err(); err == nil {
 		t.Fatal("a flooding stream was not refused")
 	}
-	l.rec.wait(t, func(e xds.Event) bool { return e.Kind == xds.StreamClosed })
+	l.rec.wait(t, func(e status.Event) bool { return e.Kind == status.StreamClosed })
 	c := l.lines(t, "proxy disconnected")
 	if len(c) != 1 || c[0]["reason"] != "refused" || !strings.Contains(c[0]["error"].(string), "requests a second") {
 		t.Fatalf("disconnect lines: %v", c)
@@ -124,12 +125,12 @@ func TestNACKRunningVersion(t *testing.T) {
 		d.Subscribe(eds, "a")
 		r := d.RecvType(eds)
 		d.ACK(r)
-		acked := l.rec.wait(t, func(e xds.Event) bool { return e.Kind == xds.RequestACK && e.Nonce == r.Nonce })
+		acked := l.rec.wait(t, func(e status.Event) bool { return e.Kind == status.RequestACK && e.Nonce == r.Nonce })
 		world[2] = xdstest.Endpoints("a", 1001, 1004)
 		l.srv.Publish(t, world...)
 		r2 := d.RecvType(eds)
 		d.NACK(r2, "bad endpoints")
-		nacked := l.rec.wait(t, func(e xds.Event) bool { return e.Kind == xds.RequestNACK })
+		nacked := l.rec.wait(t, func(e status.Event) bool { return e.Kind == status.RequestNACK })
 		wantNACKLine(t, l, acked.Version, nacked.Version)
 	})
 	t.Run("sotw", func(t *testing.T) {
@@ -140,12 +141,12 @@ func TestNACKRunningVersion(t *testing.T) {
 		s.Request(eds, "a")
 		r := s.RecvType(eds)
 		s.ACK(r, "a")
-		l.rec.wait(t, func(e xds.Event) bool { return e.Kind == xds.RequestACK && e.Nonce == r.Nonce })
+		l.rec.wait(t, func(e status.Event) bool { return e.Kind == status.RequestACK && e.Nonce == r.Nonce })
 		world[2] = xdstest.Endpoints("a", 1001, 1004)
 		l.srv.Publish(t, world...)
 		r2 := s.RecvType(eds)
 		s.NACK(r2, "a-version-it-never-had", "bad endpoints", "a")
-		l.rec.wait(t, func(e xds.Event) bool { return e.Kind == xds.RequestNACK })
+		l.rec.wait(t, func(e status.Event) bool { return e.Kind == status.RequestNACK })
 		wantNACKLine(t, l, r.VersionInfo, r2.VersionInfo)
 	})
 }

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/pylon-xds/pylon/internal/status"
 )
 
 // Why a connection served on Listener ended: the bounded values of a
@@ -213,7 +215,7 @@ func (s *Server) connClosed(tc *trackedConn, reason string) {
 		}
 		s.log.Warn("xDS connection closed by the server: every stream on it ended", attrs...)
 	}
-	s.report(&Event{Kind: ConnectionClosed, Reason: reason, Peer: tc.key.remote, At: time.Now()})
+	s.report(&status.Event{Kind: status.ConnectionClosed, Reason: reason, Peer: tc.key.remote, At: time.Now()})
 }
 
 // transportRefused logs and counts a stream gRPC refused on a connection
@@ -223,7 +225,7 @@ func (s *Server) transportRefused(tc *trackedConn) {
 		s.log.Warn("xDS stream refused by gRPC: the connection is at its stream bound; the client may retry it",
 			"reason", TransportRefusedStreams, "max_streams_per_connection", s.opts.MaxStreamsPerConnection, "peer", tc.key.remote)
 	}
-	s.report(&Event{Kind: TransportRefused, Reason: TransportRefusedStreams, Peer: tc.key.remote, At: time.Now()})
+	s.report(&status.Event{Kind: status.TransportRefused, Reason: TransportRefusedStreams, Peer: tc.key.remote, At: time.Now()})
 }
 
 // connReasonText explains each reason a server ends a connection, for

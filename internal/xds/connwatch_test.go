@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/pylon-xds/pylon/internal/identity/identitytest"
+	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 )
@@ -156,7 +157,7 @@ func tooManyPings(t *testing.T, tr transport) {
 	if f.ErrCode != http2.ErrCodeEnhanceYourCalm || string(f.DebugData()) != "too_many_pings" {
 		t.Fatalf("GOAWAY %v %q, want ENHANCE_YOUR_CALM too_many_pings", f.ErrCode, f.DebugData())
 	}
-	e := rec.wait(t, func(e xds.Event) bool { return e.Kind == xds.ConnectionClosed })
+	e := rec.wait(t, func(e status.Event) bool { return e.Kind == status.ConnectionClosed })
 	if e.Reason != xds.ConnTooManyPings || e.Peer != c.conn.LocalAddr().String() {
 		t.Fatalf("ConnectionClosed reason %q peer %q, want %q from %s", e.Reason, e.Peer, xds.ConnTooManyPings, c.conn.LocalAddr())
 	}
@@ -187,13 +188,13 @@ func refusedByTransport(t *testing.T, tr transport) {
 	if f.StreamID == 1 || f.ErrCode != http2.ErrCodeRefusedStream {
 		t.Fatalf("RST_STREAM on stream %d with %v, want stream 3 or 5 refused (REFUSED_STREAM)", f.StreamID, f.ErrCode)
 	}
-	e := rec.wait(t, func(e xds.Event) bool { return e.Kind == xds.TransportRefused })
+	e := rec.wait(t, func(e status.Event) bool { return e.Kind == status.TransportRefused })
 	if e.Reason != xds.TransportRefusedStreams || e.Peer != c.conn.LocalAddr().String() {
 		t.Fatalf("TransportRefused reason %q peer %q", e.Reason, e.Peer)
 	}
 	// Both refusals are counted; the line is written once.
 	deadline := time.Now().Add(xdstest.Timeout)
-	for rec.count(func(e xds.Event) bool { return e.Kind == xds.TransportRefused }) < 2 {
+	for rec.count(func(e status.Event) bool { return e.Kind == status.TransportRefused }) < 2 {
 		if time.Now().After(deadline) {
 			t.Fatal("the second refused stream was not reported")
 		}
@@ -203,7 +204,7 @@ func refusedByTransport(t *testing.T, tr transport) {
 		t.Fatalf("%d log lines for the refused streams, want 1:\n%s", n, logs.String())
 	}
 	// The connection itself stays: the stream within the bound is served.
-	if n := rec.count(func(e xds.Event) bool { return e.Kind == xds.ConnectionClosed }); n != 0 {
+	if n := rec.count(func(e status.Event) bool { return e.Kind == status.ConnectionClosed }); n != 0 {
 		t.Fatalf("the connection was closed (%d events)", n)
 	}
 }
@@ -223,7 +224,7 @@ func closedByClient(t *testing.T, tr transport) {
 	c := dialRawTLS(t, srv.Addr, tr.client(t))
 	c.until(t, "SETTINGS", func(f http2.Frame) bool { _, ok := f.(*http2.SettingsFrame); return ok })
 	c.conn.Close()
-	e := rec.wait(t, func(e xds.Event) bool { return e.Kind == xds.ConnectionClosed })
+	e := rec.wait(t, func(e status.Event) bool { return e.Kind == status.ConnectionClosed })
 	if e.Reason != xds.ConnClientClosed {
 		t.Fatalf("ConnectionClosed reason %q, want %q", e.Reason, xds.ConnClientClosed)
 	}
@@ -248,7 +249,7 @@ func unansweredKeepalive(t *testing.T, tr transport) {
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 100 * time.Millisecond, Timeout: 100 * time.Millisecond}))
 	c := dialRawTLS(t, srv.Addr, tr.client(t))
 	// Read nothing, answer nothing: the server's ping goes unacknowledged.
-	e := rec.wait(t, func(e xds.Event) bool { return e.Kind == xds.ConnectionClosed })
+	e := rec.wait(t, func(e status.Event) bool { return e.Kind == status.ConnectionClosed })
 	if e.Reason != xds.ConnTransport || e.Peer != c.conn.LocalAddr().String() {
 		t.Fatalf("ConnectionClosed reason %q peer %q, want %q", e.Reason, e.Peer, xds.ConnTransport)
 	}
@@ -272,7 +273,7 @@ func TestConnectionClosedForTLSHandshake(t *testing.T) {
 		conn.Close()
 		t.Fatal("the handshake succeeded with a client trusting another CA")
 	}
-	e := rec.wait(t, func(e xds.Event) bool { return e.Kind == xds.ConnectionClosed })
+	e := rec.wait(t, func(e status.Event) bool { return e.Kind == status.ConnectionClosed })
 	if e.Reason != xds.ConnHandshake {
 		t.Fatalf("ConnectionClosed reason %q, want %q", e.Reason, xds.ConnHandshake)
 	}
@@ -298,7 +299,7 @@ func TestConnectionWatchOffUnderUnwrappedTLS(t *testing.T) {
 		}
 	}
 	c.until(t, "GOAWAY", func(f http2.Frame) bool { _, ok := f.(*http2.GoAwayFrame); return ok })
-	e := rec.wait(t, func(e xds.Event) bool { return e.Kind == xds.ConnectionClosed })
+	e := rec.wait(t, func(e status.Event) bool { return e.Kind == status.ConnectionClosed })
 	if e.Reason != xds.ConnTransport {
 		t.Fatalf("ConnectionClosed reason %q under unwrapped TLS, want %q", e.Reason, xds.ConnTransport)
 	}

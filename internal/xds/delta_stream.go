@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -165,9 +166,9 @@ func (st *deltaStream) respond(p *planner, w *deltaWatch, snap *snapshot.Snapsho
 //go:noinline
 func (st *deltaStream) sentEvent(w *deltaWatch, resp *discoveryv3.DeltaDiscoveryResponse, sent []proto.Message, size int) {
 	now := time.Now()
-	st.synced(w.typ.URL, st.live.sent(&w.live, w.typ.URL, Stamp{Version: w.version, Nonce: resp.Nonce, At: now, Resources: len(resp.Resources)}, size, sent, resp.RemovedResources, false), now)
-	if st.wants(ResponseSent) {
-		st.observe(&Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: w.version, Nonce: resp.Nonce, Resources: len(resp.Resources), Sent: sent, Removed: resp.RemovedResources, Bytes: size, At: now})
+	st.synced(w.typ.URL, st.live.sent(&w.live, w.typ.URL, status.Stamp{Version: w.version, Nonce: resp.Nonce, At: now, Resources: len(resp.Resources)}, size, sent, resp.RemovedResources, false), now)
+	if st.wants(status.ResponseSent) {
+		st.observe(&status.Event{Kind: status.ResponseSent, TypeURL: w.typ.URL, Version: w.version, Nonce: resp.Nonce, Resources: len(resp.Resources), Sent: sent, Removed: resp.RemovedResources, Bytes: size, At: now})
 	}
 	if st.debugging() {
 		st.log().Debug("sent", "type", w.typ.Abbrev, "system_version", resp.SystemVersionInfo, "nonce", resp.Nonce, "resources", len(resp.Resources), "removed", len(resp.RemovedResources))
@@ -201,8 +202,8 @@ func (st *deltaStream) onHeartbeat() error {
 		}
 		w.sentResponse(resp.Nonce, w.version, set, deltaPlan{}, now)
 		st.live.heartbeat(&w.live, t.URL, size)
-		if st.wants(ResponseSent) {
-			st.observe(&Event{Kind: ResponseSent, TypeURL: t.URL, Version: w.version, Nonce: resp.Nonce, Resources: len(beats), Heartbeat: true, Bytes: size})
+		if st.wants(status.ResponseSent) {
+			st.observe(&status.Event{Kind: status.ResponseSent, TypeURL: t.URL, Version: w.version, Nonce: resp.Nonce, Resources: len(beats), Heartbeat: true, Bytes: size})
 		}
 	}
 	return nil

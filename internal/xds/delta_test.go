@@ -7,8 +7,9 @@ import (
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	grpcstatus "google.golang.org/grpc/status"
 
+	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -81,7 +82,7 @@ func TestDelta(t *testing.T) {
 		e := setup(t, base()...)
 		s := e.delta(t, "n1")
 		s.Send(&discoveryv3.DeltaDiscoveryRequest{})
-		if got := status.Code(s.Err()); got != codes.InvalidArgument {
+		if got := grpcstatus.Code(s.Err()); got != codes.InvalidArgument {
 			t.Fatalf("stream ended with %v, want InvalidArgument", got)
 		}
 	})
@@ -144,7 +145,7 @@ func TestDelta(t *testing.T) {
 		r1 := s.RecvType(eds)
 		s.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: eds, ResponseNonce: r1.Nonce, ResourceNamesSubscribe: []string{"b"}})
 		wantDelta(t, s.RecvType(eds), []string{"b"}, nil)
-		e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.RequestACK && ev.Delta && ev.Nonce == r1.Nonce })
+		e.rec.wait(t, func(ev status.Event) bool { return ev.Kind == status.RequestACK && ev.Delta && ev.Nonce == r1.Nonce })
 	})
 
 	t.Run("X29_subscribe_answered_even_if_held", func(t *testing.T) {
@@ -279,7 +280,7 @@ func TestDelta(t *testing.T) {
 		s.Subscribe(cds)
 		r := s.RecvType(cds)
 		s.NACK(r, "cluster a is bad")
-		ev := e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.RequestNACK && ev.Delta })
+		ev := e.rec.wait(t, func(ev status.Event) bool { return ev.Kind == status.RequestNACK && ev.Delta })
 		if ev.Detail != "cluster a is bad" || ev.Nonce != r.Nonce || ev.Version == "" {
 			t.Fatalf("NACK event %+v", ev)
 		}

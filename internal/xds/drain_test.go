@@ -11,8 +11,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/status"
+	grpcstatus "google.golang.org/grpc/status"
 
+	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 )
@@ -74,7 +75,7 @@ func openDrainConns(t *testing.T, srv *xdstest.Server, n int) []drainConn {
 func wantUnavailable(t *testing.T, s *xdstest.Stream, what string) {
 	t.Helper()
 	err := s.Err()
-	if status.Code(err) != codes.Unavailable {
+	if grpcstatus.Code(err) != codes.Unavailable {
 		t.Fatalf("%s ended with %v, want UNAVAILABLE", what, err)
 	}
 }
@@ -138,15 +139,15 @@ func TestDrain(t *testing.T) {
 				// Refused at once: the send may already find it ended.
 				_ = fresh.TrySend(&discoveryv3.DiscoveryRequest{TypeUrl: cds})
 				err := fresh.Err()
-				if status.Code(err) != codes.Unavailable || !strings.Contains(status.Convert(err).Message(), "draining") {
+				if grpcstatus.Code(err) != codes.Unavailable || !strings.Contains(grpcstatus.Convert(err).Message(), "draining") {
 					t.Fatalf("a new stream during the drain ended with %v, want UNAVAILABLE saying the replica drains", err)
 				}
-				rec.wait(t, func(e xds.Event) bool { return e.Kind == xds.StreamRefused && e.Reason == xds.RefusedDraining })
+				rec.wait(t, func(e status.Event) bool { return e.Kind == status.StreamRefused && e.Reason == xds.RefusedDraining })
 				// A stream refused on a connection whose streams wait for
 				// their turn leaves them alone.
 				again := xdstest.OpenADS(t, conns[3].conn, xdstest.Node("late"))
 				_ = again.TrySend(&discoveryv3.DiscoveryRequest{TypeUrl: cds})
-				if err := again.Err(); status.Code(err) != codes.Unavailable {
+				if err := again.Err(); grpcstatus.Code(err) != codes.Unavailable {
 					t.Fatalf("a new stream on an old connection during the drain ended with %v, want UNAVAILABLE", err)
 				}
 			}
@@ -188,7 +189,7 @@ func TestDrain(t *testing.T) {
 				wantUnavailable(t, s, "a stream")
 			}
 		}
-		isClosed := func(e xds.Event) bool { return e.Kind == xds.StreamClosed }
+		isClosed := func(e status.Event) bool { return e.Kind == status.StreamClosed }
 		deadline := time.After(xdstest.Timeout)
 		for rec.count(isClosed) < 4 {
 			select {
@@ -197,7 +198,7 @@ func TestDrain(t *testing.T) {
 				t.Fatalf("fewer than 4 streams closed within %v", xdstest.Timeout)
 			}
 		}
-		var ends []xds.Event
+		var ends []status.Event
 		for _, e := range rec.all() {
 			if isClosed(e) {
 				ends = append(ends, e)

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/status"
 )
 
 // greetAfter is how long an ADS stream whose only spared types are
@@ -121,12 +122,12 @@ func (st *sotwStream) touch(w *watch) error {
 	if err != nil {
 		return err
 	}
-	e := Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: w.version, SetVersion: w.setVersion, Nonce: w.nonce, Resources: 1, Bytes: size, Greeting: true, At: time.Now()}
+	e := status.Event{Kind: status.ResponseSent, TypeURL: w.typ.URL, Version: w.version, SetVersion: w.setVersion, Nonce: w.nonce, Resources: 1, Bytes: size, Greeting: true, At: time.Now()}
 	if st.observing() && w.heldAs != nil {
 		e.Sent = w.heldAs.messages() // what the client holds after it
 	}
-	st.synced(w.typ.URL, st.live.sent(&w.live, w.typ.URL, Stamp{Version: e.Version, Nonce: e.Nonce, Set: e.SetVersion, At: e.At, Resources: 1}, size, e.Sent, nil, false), e.At)
-	if st.wants(ResponseSent) {
+	st.synced(w.typ.URL, st.live.sent(&w.live, w.typ.URL, status.Stamp{Version: e.Version, Nonce: e.Nonce, Set: e.SetVersion, At: e.At, Resources: 1}, size, e.Sent, nil, false), e.At)
+	if st.wants(status.ResponseSent) {
 		st.observe(&e)
 	}
 	if st.debugging() {

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/pylon-xds/pylon/internal/xds"
+	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 )
 
@@ -67,8 +67,8 @@ func TestX24GreetingNotOnServeStream(t *testing.T) {
 		<-done
 	}()
 	ms.reqs <- &discoveryv3.DiscoveryRequest{Node: xdstest.Node("poller"), TypeUrl: cds, VersionInfo: vc}
-	e.rec.wait(t, func(ev xds.Event) bool {
-		return ev.Kind == xds.ResponseSpared && ev.Node.GetId() == "poller" && !ev.ADS && ev.Version == vc
+	e.rec.wait(t, func(ev status.Event) bool {
+		return ev.Kind == status.ResponseSpared && ev.NodeID() == "poller" && !ev.ADS && ev.Version == vc
 	})
 	// A resend would have gone out before the spare was reported.
 	select {

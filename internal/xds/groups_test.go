@@ -7,7 +7,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/model"
 	"github.com/pylon-xds/pylon/internal/snapshot"
-	"github.com/pylon-xds/pylon/internal/xds"
+	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 )
 
@@ -40,7 +40,7 @@ func TestGroups(t *testing.T) {
 		b := xdstest.OpenADS(t, e.conn, meshNode)
 		b.Request(cds)
 		wantNames(t, b.RecvType(cds), "payments")
-		ev := e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.ResponseSent && ev.Node.GetId() == "app-1" })
+		ev := e.rec.wait(t, func(ev status.Event) bool { return ev.Kind == status.ResponseSent && ev.NodeID() == "app-1" })
 		if ev.Group != "mesh" {
 			t.Fatalf("event group %q, want mesh", ev.Group)
 		}
@@ -51,7 +51,7 @@ func TestGroups(t *testing.T) {
 		publishGroups(t, e.srv, rules, edge, mesh)
 		s := e.ads(t, "stray")
 		s.Request(cds)
-		e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.NoGroup && ev.Node.GetId() == "stray" })
+		e.rec.wait(t, func(ev status.Event) bool { return ev.Kind == status.NoMatchingGroup && ev.NodeID() == "stray" })
 		// A later config with a default group takes it in.
 		publishGroups(t, e.srv, append(rules[:2:2], model.Group{Name: "rest", Default: true}), edge, mesh, base())
 		wantNames(t, s.RecvType(cds), "a", "b")

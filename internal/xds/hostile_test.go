@@ -12,13 +12,14 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"google.golang.org/genproto/googleapis/rpc/status"
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 )
@@ -90,17 +91,17 @@ func TestNonReadingStreamsDoNotStarveOthers(t *testing.T) {
 	// Every non-reader's stream ends: those stalled in a send are evicted
 	// (refused for stalling), which closes their connection, and so ends
 	// the others on it.
-	stalled := func(e xds.Event) bool {
-		return e.Kind == xds.StreamRefused && e.Reason == xds.RefusedStalled && strings.HasPrefix(e.Node.GetId(), "hostile-")
+	stalled := func(e status.Event) bool {
+		return e.Kind == status.StreamRefused && e.Reason == xds.RefusedStalled && strings.HasPrefix(e.NodeID(), "hostile-")
 	}
-	closed := func(e xds.Event) bool {
-		return e.Kind == xds.StreamClosed && strings.HasPrefix(e.Node.GetId(), "hostile-")
+	closed := func(e status.Event) bool {
+		return e.Kind == status.StreamClosed && strings.HasPrefix(e.NodeID(), "hostile-")
 	}
 	waitFor(t, "every non-reader's stream to end", func() bool { return rec.count(closed) == hostile })
 	if n := rec.count(stalled); n == 0 {
 		t.Fatal("no stream was refused for stalling")
 	}
-	if n := rec.count(func(e xds.Event) bool { return e.Kind == xds.StreamRefused && e.Node.GetId() == "good" }); n != 0 {
+	if n := rec.count(func(e status.Event) bool { return e.Kind == status.StreamRefused && e.NodeID() == "good" }); n != 0 {
 		t.Fatalf("the good proxy's stream was refused %d times", n)
 	}
 	// Each says why it ended: evicted, whether it stalled itself or was on
@@ -115,17 +116,17 @@ func TestNonReadingStreamsDoNotStarveOthers(t *testing.T) {
 		t.Fatalf("hostile streams ended for %v; want all %d evicted", reasons, hostile)
 	}
 	// Their StreamClosed events say the same, for the metrics.
-	if n := rec.count(func(e xds.Event) bool { return closed(e) && e.Reason == xds.ClosedEvicted }); n != hostile {
+	if n := rec.count(func(e status.Event) bool { return closed(e) && e.Reason == xds.ClosedEvicted }); n != hostile {
 		t.Fatalf("%d hostile StreamClosed events with reason %s, want %d", n, xds.ClosedEvicted, hostile)
 	}
 	// And each of their 10 connections is reported closed as evicted, the
 	// good proxy's not at all.
 	conns := map[string]int{}
 	waitFor(t, "the non-readers' 10 connections to be reported closed", func() bool {
-		return rec.count(func(e xds.Event) bool { return e.Kind == xds.ConnectionClosed }) >= 10
+		return rec.count(func(e status.Event) bool { return e.Kind == status.ConnectionClosed }) >= 10
 	})
 	for _, e := range rec.all() {
-		if e.Kind == xds.ConnectionClosed {
+		if e.Kind == status.ConnectionClosed {
 			conns[e.Reason]++
 		}
 	}
@@ -190,7 +191,9 @@ func TestUnknownTypesCountedNotLogged(t *testing.T) {
 		s.Send(&discoveryv3.DiscoveryRequest{TypeUrl: fmt.Sprintf("type.googleapis.com/garbage.%d", i)})
 	}
 	s.ExpectSilence()
-	ignored := func(ev xds.Event) bool { return ev.Kind == xds.RequestIgnored && ev.Reason == xds.IgnoredUnknownType }
+	ignored := func(ev status.Event) bool {
+		return ev.Kind == status.RequestIgnored && ev.Reason == xds.IgnoredUnknownType
+	}
 	if n := e.rec.count(ignored); n != garbage {
 		t.Fatalf("%d ignored requests reported, want %d", n, garbage)
 	}
@@ -329,7 +332,9 @@ func TestMaxResourceNames(t *testing.T) {
 			if grpcstatus.Code(err) != codes.ResourceExhausted || !strings.Contains(grpcstatus.Convert(err).Message(), tc.want) {
 				t.Fatalf("stream ended with %v, want RESOURCE_EXHAUSTED containing %q", err, tc.want)
 			}
-			rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.StreamRefused && ev.Reason == xds.RefusedResourceNames })
+			rec.wait(t, func(ev status.Event) bool {
+				return ev.Kind == status.StreamRefused && ev.Reason == xds.RefusedResourceNames
+			})
 		})
 	}
 }
@@ -341,8 +346,8 @@ func TestNACKDetailBounded(t *testing.T) {
 	s := e.ads(t, "n1")
 	s.Request(cds)
 	r := s.RecvType(cds)
-	s.Send(&discoveryv3.DiscoveryRequest{TypeUrl: cds, ResponseNonce: r.Nonce, ErrorDetail: &status.Status{Code: 3, Message: strings.Repeat("x", 1<<20)}})
-	ev := e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.RequestNACK })
+	s.Send(&discoveryv3.DiscoveryRequest{TypeUrl: cds, ResponseNonce: r.Nonce, ErrorDetail: &rpcstatus.Status{Code: 3, Message: strings.Repeat("x", 1<<20)}})
+	ev := e.rec.wait(t, func(ev status.Event) bool { return ev.Kind == status.RequestNACK })
 	if len(ev.Detail) > 4<<10+64 || !strings.HasSuffix(ev.Detail, "(1048576 bytes in all)") {
 		t.Fatalf("NACK detail of %d bytes reported (ends %q)", len(ev.Detail), ev.Detail[max(0, len(ev.Detail)-40):])
 	}
@@ -357,7 +362,7 @@ func TestHugeNodeIDRefused(t *testing.T) {
 	if grpcstatus.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "node.id is 100000 bytes; Pylon accepts at most 1024") {
 		t.Fatalf("stream ended with %v", err)
 	}
-	ev := e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.StreamRefused })
+	ev := e.rec.wait(t, func(ev status.Event) bool { return ev.Kind == status.StreamRefused })
 	if ev.Reason != xds.RefusedBadNode {
 		t.Fatalf("refused for %q", ev.Reason)
 	}
@@ -403,7 +408,7 @@ func TestNodeMetadataBounded(t *testing.T) {
 			if err := s.Err(); grpcstatus.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("stream ended with %v", err)
 			}
-			ev := e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.StreamRefused })
+			ev := e.rec.wait(t, func(ev status.Event) bool { return ev.Kind == status.StreamRefused })
 			if ev.Reason != xds.RefusedBadNode {
 				t.Fatalf("refused for %q", ev.Reason)
 			}
@@ -471,7 +476,7 @@ func TestHugeNodeStringsNotKept(t *testing.T) {
 			if err := s.Err(); grpcstatus.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "node."+field+" is 3145728 bytes") {
 				t.Fatalf("stream ended with %v", bounded(fmt.Sprint(err)))
 			}
-			ev := obs.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.StreamRefused })
+			ev := obs.wait(t, func(ev status.Event) bool { return ev.Kind == status.StreamRefused })
 			if ev.Reason != xds.RefusedBadNode {
 				t.Fatalf("refused for %q", ev.Reason)
 			}

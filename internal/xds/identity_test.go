@@ -17,6 +17,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/identity/identitytest"
 	"github.com/pylon-xds/pylon/internal/model"
 	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -90,7 +91,7 @@ func TestIdentityMatchingCertificateGetsConfig(t *testing.T) {
 	wantNames(t, s.RecvType(cds), "secure-web")
 	s.Request(sds, "edge-1-key", "edge-ca")
 	wantNames(t, s.RecvType(sds), "edge-1-key", "edge-ca")
-	opened := m.rec.wait(t, func(e xds.Event) bool { return e.Kind == xds.StreamOpened })
+	opened := m.rec.wait(t, func(e status.Event) bool { return e.Kind == status.StreamOpened })
 	if opened.Identity != edgeSA+"edge-1" || opened.Group != "secure" {
 		t.Fatalf("opened with identity %q in group %q", opened.Identity, opened.Group)
 	}
@@ -117,11 +118,11 @@ func TestIdentityOtherNodesCertificateRefused(t *testing.T) {
 			if grpcstatus.Code(err) != codes.PermissionDenied || grpcstatus.Convert(err).Message() != want {
 				t.Fatalf("stream ended with %v\nwant PermissionDenied: %s", err, want)
 			}
-			ev := m.rec.wait(t, func(e xds.Event) bool { return e.Kind == xds.StreamRefused })
-			if ev.Reason != xds.RefusedIdentity || ev.Detail != want || ev.Node.GetId() != "edge-1" || ev.Identity != edgeSA+"edge-2" {
+			ev := m.rec.wait(t, func(e status.Event) bool { return e.Kind == status.StreamRefused })
+			if ev.Reason != xds.RefusedIdentity || ev.Detail != want || ev.NodeID() != "edge-1" || ev.Identity != edgeSA+"edge-2" {
 				t.Fatalf("refusal reported as %+v", ev)
 			}
-			if n := m.rec.count(func(e xds.Event) bool { return e.Kind == xds.StreamOpened }); n != 0 {
+			if n := m.rec.count(func(e status.Event) bool { return e.Kind == status.StreamOpened }); n != 0 {
 				t.Fatalf("a refused stream was reported opened")
 			}
 		})
@@ -143,8 +144,8 @@ func TestIdentityNoCertificateGetsNoSecrets(t *testing.T) {
 	s.ExpectSilence() // edge-ca exists in its group, but not for this stream
 	// Status is told what the stream should hold of Secrets: not its
 	// group's version, which it will never have.
-	ev := m.rec.wait(t, func(e xds.Event) bool {
-		return e.Kind == xds.ExpectedVersion && e.Node.GetId() == "edge-1" && e.TypeURL == sds
+	ev := m.rec.wait(t, func(e status.Event) bool {
+		return e.Kind == status.ExpectedVersion && e.NodeID() == "edge-1" && e.TypeURL == sds
 	})
 	if ev.Version == "" {
 		t.Fatalf("expected version reported as %q of %s", ev.Version, ev.TypeURL)
@@ -224,8 +225,8 @@ func TestBoardKeyedOnEveryCertificateName(t *testing.T) {
 	srv.Publish(t, world(2)...)
 	c.RecvType(cds) // not ACKed: "routes" must wait for it
 	acked := func(url string, r *discoveryv3.DiscoveryResponse) {
-		rec.wait(t, func(ev xds.Event) bool {
-			return ev.Kind == xds.RequestACK && ev.TypeURL == url && ev.Version == r.VersionInfo
+		rec.wait(t, func(ev status.Event) bool {
+			return ev.Kind == status.RequestACK && ev.TypeURL == url && ev.Version == r.VersionInfo
 		})
 	}
 	cr := oc.RecvType(cds)

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/status"
 )
 
 // A stream keeps its own status: per type, what it sent, what its client
@@ -20,52 +21,14 @@ import (
 // written into the tracker's memory for that stream (cold by then), cost
 // a fleet 10-40% more CPU per change than not observing at all.
 
-// Stamp is one response as the stream's status shows it: sent, or ACKed.
-type Stamp struct {
-	// Version identifies what the client holds: the set's version, or a
-	// version of the stream's own for a subscription to part of a set
-	// (X24). Set is then the version of the group's whole set it was
-	// planned from ("" when it is Version).
-	Version, Nonce, Set string
-	At                  time.Time
-	// Resources is how many the response carried (sent only).
-	Resources int
-}
-
-// TypeStatus is a stream's state of one type.
-type TypeStatus struct {
-	// Expected is what the client should hold (see ExpectedVersion), and
-	// ExpectedSet the group's set version it was planned from when that
-	// differs.
-	Expected, ExpectedSet string
-	// Sent is the latest response (not a heartbeat), ACKed the latest one
-	// ACKed; a zero At means none. A response spared under X24 counts as
-	// both.
-	Sent, ACKed Stamp
-	// ACKedSince is when ACKed.Version was first ACKed on the stream.
-	ACKedSince time.Time
-	// LastSent is what the latest response carried (for state of the
-	// world, everything the client holds), shared with the snapshot:
-	// read-only. LastRemoved is what it removed (delta).
-	LastSent    []proto.Message
-	LastRemoved []string
-	// Responses and ResponseBytes count the responses of the type sent on
-	// the stream (heartbeats included, spared ones not) and their encoded
-	// size, ACKs the ACKs: the metrics sum them, rather than counting on
-	// counters every core shares for every response of every stream.
-	Responses, ResponseBytes, ACKs uint64
-}
-
-// StreamStatus is a stream's status, read on demand. The stream's events
-// carry it (Event.Status), from its StreamOpened on. Reading takes a lock
-// the stream holds only while it writes a few fields: never across I/O,
-// so a stalled client does not stall whoever reads. A concrete type, not
-// an interface: a TypeStatus filled through an interface escapes, and a
-// scrape that reads every stream's would allocate one per type. The
-// per-type records live in the stream's watches (liveType), in memory
-// each push touches anyway; StreamStatus lists them for readers. Whoever
-// keeps it keeps the stream's watches alive: let it go when the stream
-// ends (StreamClosed).
+// StreamStatus is a stream's status, read on demand: the status.Live of
+// the stream's events (status.Event.Status), from its StreamOpened on.
+// Reading takes a lock the stream holds only while it writes a few
+// fields: never across I/O, so a stalled client does not stall whoever
+// reads. The per-type records live in the stream's watches (liveType), in
+// memory each push touches anyway; StreamStatus lists them for readers.
+// Whoever keeps it keeps the stream's watches alive: let it go when the
+// stream ends (StreamClosed).
 type StreamStatus struct {
 	// opened is set before the stream's StreamOpened, then read-only.
 	opened time.Time
@@ -77,8 +40,8 @@ type StreamStatus struct {
 	types []*liveType
 }
 
-// liveType is one watch's status record. Compact, as every watch of every
-// stream has one: times in nanoseconds since 1970 (zero: none), the
+// liveType is one watch's status record, what status.Stamps shows of a
+// type. Compact, as every watch of every stream has one: times in nanoseconds since 1970 (zero: none), the
 // versions and nonces shared with the responses.
 type liveType struct {
 	mu sync.Mutex
@@ -94,7 +57,7 @@ type liveType struct {
 	lastSent []proto.Message
 	// more is what few records have: nil until then.
 	more *liveMore
-	// The counts (TypeStatus).
+	// The counts (status.Stamps).
 	bytes                          uint64
 	sentResources, responses, acks uint32
 	// synced is set once the type was synced: its first sync is timed
@@ -126,10 +89,10 @@ func (l *StreamStatus) Group() string {
 	return ""
 }
 
-// TypeStatus fills *into with the stream's state of typeURL and reports
+// Stamps fills *into with the stream's state of typeURL and reports
 // whether the stream has any (once the type was first expected, sent or
-// answered).
-func (l *StreamStatus) TypeStatus(typeURL string, into *TypeStatus) bool {
+// answered): status.Live.
+func (l *StreamStatus) Stamps(typeURL string, into *status.Stamps) bool {
 	l.mu.Lock()
 	var t *liveType
 	for _, r := range l.types {
@@ -148,10 +111,10 @@ func (l *StreamStatus) TypeStatus(typeURL string, into *TypeStatus) bool {
 	if t.more != nil {
 		m = *t.more
 	}
-	*into = TypeStatus{
+	*into = status.Stamps{
 		Expected: t.expected, ExpectedSet: m.expectedSet,
-		Sent:       Stamp{Version: t.sentVersion, Nonce: t.sentNonce, Set: m.sentSet, At: unixTime(t.sentAt), Resources: int(t.sentResources)},
-		ACKed:      Stamp{Version: t.ackedVersion, Nonce: t.ackedNonce, Set: m.ackedSet, At: unixTime(t.ackedAt)},
+		Sent:       status.Stamp{Version: t.sentVersion, Nonce: t.sentNonce, Set: m.sentSet, At: unixTime(t.sentAt), Resources: int(t.sentResources)},
+		ACKed:      status.Stamp{Version: t.ackedVersion, Nonce: t.ackedNonce, Set: m.ackedSet, At: unixTime(t.ackedAt)},
 		ACKedSince: unixTime(t.ackedSince), LastSent: t.lastSent, LastRemoved: m.lastRemoved,
 		Responses: uint64(t.responses), ResponseBytes: t.bytes, ACKs: uint64(t.acks),
 	}
@@ -265,7 +228,7 @@ func (l *StreamStatus) expected(t *liveType, typeURL, version, set string, now t
 // sent records a response of size bytes (not a heartbeat) or, with
 // spared, a response the client already held (X24), which counts as
 // ACKed too.
-func (l *StreamStatus) sent(t *liveType, typeURL string, st Stamp, size int, sent []proto.Message, removed []string, spared bool) time.Duration {
+func (l *StreamStatus) sent(t *liveType, typeURL string, st status.Stamp, size int, sent []proto.Message, removed []string, spared bool) time.Duration {
 	if st.Set == st.Version {
 		st.Set = ""
 	}
@@ -281,14 +244,14 @@ func (l *StreamStatus) sent(t *liveType, typeURL string, st Stamp, size int, sen
 			m.sentSet, m.lastRemoved = st.Set, removed
 		}
 		if spared {
-			t.acked(Stamp{Version: st.Version, Set: st.Set, At: st.At})
+			t.acked(status.Stamp{Version: st.Version, Set: st.Set, At: st.At})
 		}
 	})
 }
 
 // acked records an ACK of st. took reports whether it is the stream's
 // first ACK of st.Version.
-func (l *StreamStatus) acked(t *liveType, typeURL string, st Stamp) (first time.Duration, took bool) {
+func (l *StreamStatus) acked(t *liveType, typeURL string, st status.Stamp) (first time.Duration, took bool) {
 	if st.Set == st.Version {
 		st.Set = ""
 	}
@@ -299,7 +262,7 @@ func (l *StreamStatus) acked(t *liveType, typeURL string, st Stamp) (first time.
 	return first, took
 }
 
-func (t *liveType) acked(st Stamp) (took bool) {
+func (t *liveType) acked(st status.Stamp) (took bool) {
 	// The versions and nonces ACKed are the client's strings: the equal
 	// ones already kept are kept instead.
 	switch st.Version {
@@ -345,12 +308,12 @@ func (st *stream) ackEvent(t *liveType, typeURL, version, set, nonce string) {
 	// A state-of-the-world ACK's version and nonce are the client's.
 	version, nonce = bounded(version, maxLogged), bounded(nonce, maxLogged)
 	now := time.Now()
-	first, took := st.live.acked(t, typeURL, Stamp{Version: version, Set: set, Nonce: nonce, At: now})
-	if st.wants(RequestACK) {
-		st.observe(&Event{Kind: RequestACK, TypeURL: typeURL, Version: version, SetVersion: set, Nonce: nonce, At: now})
+	first, took := st.live.acked(t, typeURL, status.Stamp{Version: version, Set: set, Nonce: nonce, At: now})
+	if st.wants(status.RequestACK) {
+		st.observe(&status.Event{Kind: status.RequestACK, TypeURL: typeURL, Version: version, SetVersion: set, Nonce: nonce, At: now})
 	}
-	if took && st.wants(VersionTaken) {
-		st.observe(&Event{Kind: VersionTaken, TypeURL: typeURL, Version: version, SetVersion: set, At: now, Opened: st.opened})
+	if took && st.wants(status.VersionTaken) {
+		st.observe(&status.Event{Kind: status.VersionTaken, TypeURL: typeURL, Version: version, SetVersion: set, At: now, Opened: st.opened})
 	}
 	st.synced(typeURL, first, now)
 }
@@ -359,12 +322,12 @@ func (st *stream) ackEvent(t *liveType, typeURL, version, set, nonce string) {
 // type was just synced for the first time.
 func (st *stream) synced(typeURL string, first time.Duration, now time.Time) {
 	if first > 0 {
-		st.observe(&Event{Kind: TypeSynced, TypeURL: typeURL, FirstSync: first, At: now})
+		st.observe(&status.Event{Kind: status.TypeSynced, TypeURL: typeURL, FirstSync: first, At: now})
 	}
 }
 
 // wants reports whether the observer wants an event of kind k now
 // (Selective).
-func (st *stream) wants(k EventKind) bool {
+func (st *stream) wants(k status.EventKind) bool {
 	return st.srv.sel == nil || st.srv.sel.Wants(k)
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 )
@@ -20,11 +21,11 @@ func TestStreamStatus(t *testing.T) {
 		s.Request(cds)
 		r := s.RecvType(cds)
 		s.ACK(r)
-		ack := e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.RequestACK && ev.Nonce == r.Nonce })
+		ack := e.rec.wait(t, func(ev status.Event) bool { return ev.Kind == status.RequestACK && ev.Nonce == r.Nonce })
 		checkStatus(t, e, ack, r.VersionInfo, r.Nonce)
 		s.ACK(r) // the same again: not taken again
-		e.rec.wait(t, func(ev xds.Event) bool {
-			return ev.Kind == xds.RequestACK && ev.Nonce == r.Nonce && !ev.At.Equal(ack.At)
+		e.rec.wait(t, func(ev status.Event) bool {
+			return ev.Kind == status.RequestACK && ev.Nonce == r.Nonce && !ev.At.Equal(ack.At)
 		})
 		checkOnce(t, e, ack.StreamID)
 	})
@@ -34,28 +35,28 @@ func TestStreamStatus(t *testing.T) {
 		s.Subscribe(cds)
 		r := s.RecvType(cds)
 		s.ACK(r)
-		ack := e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.RequestACK && ev.Nonce == r.Nonce })
+		ack := e.rec.wait(t, func(ev status.Event) bool { return ev.Kind == status.RequestACK && ev.Nonce == r.Nonce })
 		checkStatus(t, e, ack, ack.Version, r.Nonce)
 	})
 }
 
 // checkStatus checks the status an ACK of nonce, at version, left, and
 // the events that said the type was taken and synced.
-func checkStatus(t *testing.T, e *env, ack xds.Event, version, nonce string) {
+func checkStatus(t *testing.T, e *env, ack status.Event, version, nonce string) {
 	t.Helper()
 	if ack.Status == nil {
 		t.Fatal("the ACK event carries no StreamStatus")
 	}
-	taken := e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.VersionTaken && ev.StreamID == ack.StreamID })
+	taken := e.rec.wait(t, func(ev status.Event) bool { return ev.Kind == status.VersionTaken && ev.StreamID == ack.StreamID })
 	if taken.TypeURL != cds || taken.Version != version || !taken.At.Equal(ack.At) || taken.Opened.IsZero() || taken.Opened.After(taken.At) {
 		t.Fatalf("VersionTaken %s %s at %v (stream opened %v), want %s %s at the ACK's %v", taken.TypeURL, taken.Version, taken.At, taken.Opened, cds, version, ack.At)
 	}
-	synced := e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.TypeSynced && ev.StreamID == ack.StreamID })
+	synced := e.rec.wait(t, func(ev status.Event) bool { return ev.Kind == status.TypeSynced && ev.StreamID == ack.StreamID })
 	if synced.TypeURL != cds || synced.FirstSync <= 0 || !synced.At.Equal(ack.At) {
 		t.Fatalf("TypeSynced %s after %v at %v, want %s after a while, at the ACK's %v", synced.TypeURL, synced.FirstSync, synced.At, cds, ack.At)
 	}
-	var ts xds.TypeStatus
-	if !ack.Status.TypeStatus(cds, &ts) {
+	var ts status.Stamps
+	if !ack.Status.Stamps(cds, &ts) {
 		t.Fatal("no status of CDS")
 	}
 	if ts.Sent.Version != version || ts.Sent.Nonce != nonce || ts.Sent.Resources != 2 || ts.Sent.At.IsZero() {
@@ -70,7 +71,7 @@ func checkStatus(t *testing.T, e *env, ack xds.Event, version, nonce string) {
 	if g := ack.Status.Group(); g == "" {
 		t.Fatal("the stream's status names no group")
 	}
-	if ack.Status.TypeStatus(lds, &ts) {
+	if ack.Status.Stamps(lds, &ts) {
 		t.Fatal("a status of LDS, which the stream never asked for")
 	}
 }
@@ -79,8 +80,8 @@ func checkStatus(t *testing.T, e *env, ack xds.Event, version, nonce string) {
 // TypeSynced.
 func checkOnce(t *testing.T, e *env, id uint64) {
 	t.Helper()
-	for _, k := range []xds.EventKind{xds.VersionTaken, xds.TypeSynced} {
-		if n := e.rec.count(func(ev xds.Event) bool { return ev.Kind == k && ev.StreamID == id }); n != 1 {
+	for _, k := range []status.EventKind{status.VersionTaken, status.TypeSynced} {
+		if n := e.rec.count(func(ev status.Event) bool { return ev.Kind == k && ev.StreamID == id }); n != 1 {
 			t.Fatalf("%d events of kind %d, want 1", n, k)
 		}
 	}
@@ -89,7 +90,7 @@ func checkOnce(t *testing.T, e *env, id uint64) {
 // picky is a recorder that wants none of the per-change events.
 type picky struct{ *recorder }
 
-func (picky) Wants(xds.EventKind) bool { return false }
+func (picky) Wants(status.EventKind) bool { return false }
 
 // A Selective observer that wants none of the per-change events gets none
 // (no expected version, response, ACK or version taken), while the
@@ -110,18 +111,18 @@ func TestSelectiveObserver(t *testing.T) {
 			s.Request(cds)
 			s.ACK(s.RecvType(cds))
 		}
-		synced := rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.TypeSynced })
-		var ts xds.TypeStatus
-		if synced.Status == nil || !synced.Status.TypeStatus(cds, &ts) || ts.ACKed.At.IsZero() || ts.Responses != 1 || ts.ACKs != 1 {
+		synced := rec.wait(t, func(ev status.Event) bool { return ev.Kind == status.TypeSynced })
+		var ts status.Stamps
+		if synced.Status == nil || !synced.Status.Stamps(cds, &ts) || ts.ACKed.At.IsZero() || ts.Responses != 1 || ts.ACKs != 1 {
 			t.Fatalf("delta %v: the stream's status after its ACK: %+v", delta, ts)
 		}
-		for _, k := range []xds.EventKind{xds.ExpectedVersion, xds.ResponseSent, xds.RequestACK, xds.VersionTaken} {
-			if n := rec.count(func(ev xds.Event) bool { return ev.Kind == k }); n != 0 {
+		for _, k := range []status.EventKind{status.ExpectedVersion, status.ResponseSent, status.RequestACK, status.VersionTaken} {
+			if n := rec.count(func(ev status.Event) bool { return ev.Kind == k }); n != 0 {
 				t.Errorf("delta %v: %d events of kind %d, which the observer does not want", delta, n, k)
 			}
 		}
-		for _, k := range []xds.EventKind{xds.StreamOpened, xds.Subscribed} {
-			if n := rec.count(func(ev xds.Event) bool { return ev.Kind == k }); n != 1 {
+		for _, k := range []status.EventKind{status.StreamOpened, status.Subscribed} {
+			if n := rec.count(func(ev status.Event) bool { return ev.Kind == k }); n != 1 {
 				t.Errorf("delta %v: %d events of kind %d, want 1", delta, n, k)
 			}
 		}
@@ -141,14 +142,14 @@ func TestFirstSyncAfterRegroup(t *testing.T) {
 	s.Request(cds)
 	r := s.RecvType(cds)
 	publishGroups(t, e.srv, other, world)
-	e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.NoGroup })
+	e.rec.wait(t, func(ev status.Event) bool { return ev.Kind == status.NoMatchingGroup })
 	s.ACK(r)
-	ack := e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.RequestACK && ev.Nonce == r.Nonce })
-	if n := e.rec.count(func(ev xds.Event) bool { return ev.Kind == xds.TypeSynced }); n != 0 {
+	ack := e.rec.wait(t, func(ev status.Event) bool { return ev.Kind == status.RequestACK && ev.Nonce == r.Nonce })
+	if n := e.rec.count(func(ev status.Event) bool { return ev.Kind == status.TypeSynced }); n != 0 {
 		t.Fatalf("%d first syncs reported in no group", n)
 	}
 	publishGroups(t, e.srv, edge, world)
-	synced := e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.TypeSynced })
+	synced := e.rec.wait(t, func(ev status.Event) bool { return ev.Kind == status.TypeSynced })
 	if synced.TypeURL != cds || synced.StreamID != ack.StreamID || synced.FirstSync <= 0 {
 		t.Fatalf("TypeSynced %s on stream %d after %v; want CDS on %d", synced.TypeURL, synced.StreamID, synced.FirstSync, ack.StreamID)
 	}

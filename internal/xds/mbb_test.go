@@ -14,6 +14,7 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -95,8 +96,8 @@ func wantClusters(t *testing.T, p *xdstest.Proxy, names ...string) {
 func (e *env) waitACKs(t *testing.T, id string, types ...string) {
 	t.Helper()
 	for _, url := range types {
-		e.rec.wait(t, func(ev xds.Event) bool {
-			return ev.Kind == xds.RequestACK && ev.TypeURL == url && ev.Node.GetId() == id
+		e.rec.wait(t, func(ev status.Event) bool {
+			return ev.Kind == status.RequestACK && ev.TypeURL == url && ev.NodeID() == id
 		})
 	}
 }
@@ -187,7 +188,7 @@ func TestMakeBeforeBreak(t *testing.T) {
 			noViolations(t, p)
 			wantRoute(t, p, "payments-v1", "web")
 			wantClusters(t, p, "payments-v1", "web")
-			ev := e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.RequestNACK && ev.TypeURL == cds })
+			ev := e.rec.wait(t, func(ev status.Event) bool { return ev.Kind == status.RequestNACK && ev.TypeURL == cds })
 			if !strings.Contains(ev.Detail, "payments-v2") {
 				t.Fatalf("NACK detail %q", ev.Detail)
 			}

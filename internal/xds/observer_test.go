@@ -5,16 +5,16 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/pylon-xds/pylon/internal/xds"
+	"github.com/pylon-xds/pylon/internal/status"
 )
 
 // TestResponseSentBytes checks that the size reported to the observer (and
 // so to the bytes-sent metric) is the size of what the client received,
 // whether the response went out as a shared body or a one-off message.
 func TestResponseSentBytes(t *testing.T) {
-	sentTo := func(node, typeURL, nonce string) func(xds.Event) bool {
-		return func(e xds.Event) bool {
-			return e.Kind == xds.ResponseSent && e.Node.GetId() == node && e.TypeURL == typeURL && e.Nonce == nonce
+	sentTo := func(node, typeURL, nonce string) func(status.Event) bool {
+		return func(e status.Event) bool {
+			return e.Kind == status.ResponseSent && e.NodeID() == node && e.TypeURL == typeURL && e.Nonce == nonce
 		}
 	}
 	t.Run("sotw", func(t *testing.T) {
@@ -59,12 +59,12 @@ func TestSetVersionOfNamedSubscription(t *testing.T) {
 	if r.VersionInfo == setVersion {
 		t.Fatalf("a subscription to part of the set got the set's version %s", setVersion)
 	}
-	sent := e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.ResponseSent && ev.Nonce == r.Nonce })
+	sent := e.rec.wait(t, func(ev status.Event) bool { return ev.Kind == status.ResponseSent && ev.Nonce == r.Nonce })
 	if sent.Version != r.VersionInfo || sent.SetVersion != setVersion {
 		t.Fatalf("ResponseSent: version %q set version %q, want %q and %q", sent.Version, sent.SetVersion, r.VersionInfo, setVersion)
 	}
 	s.ACK(r, "a")
-	acked := e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.RequestACK && ev.Nonce == r.Nonce })
+	acked := e.rec.wait(t, func(ev status.Event) bool { return ev.Kind == status.RequestACK && ev.Nonce == r.Nonce })
 	if acked.Version != r.VersionInfo || acked.SetVersion != setVersion {
 		t.Fatalf("RequestACK: version %q set version %q, want %q and %q", acked.Version, acked.SetVersion, r.VersionInfo, setVersion)
 	}

@@ -8,7 +8,9 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	grpcstatus "google.golang.org/grpc/status"
+
+	"github.com/pylon-xds/pylon/internal/status"
 )
 
 // Reasons a stream is refused: the bounded values of the refusal metric's
@@ -43,14 +45,14 @@ const IgnoredUnknownType = "unknown_type"
 // shows it in status.
 type refusal struct {
 	reason string
-	st     *status.Status
+	st     *grpcstatus.Status
 }
 
-func (r *refusal) Error() string              { return r.st.Message() }
-func (r *refusal) GRPCStatus() *status.Status { return r.st }
+func (r *refusal) Error() string                  { return r.st.Message() }
+func (r *refusal) GRPCStatus() *grpcstatus.Status { return r.st }
 
 func refuse(reason string, code codes.Code, format string, args ...any) error {
-	return &refusal{reason: reason, st: status.New(code, bounded(fmt.Sprintf(format, args...), maxDetail))}
+	return &refusal{reason: reason, st: grpcstatus.New(code, bounded(fmt.Sprintf(format, args...), maxDetail))}
 }
 
 // Bounds on what a client can make the server write per line: a NACK's
@@ -111,7 +113,7 @@ func onceKey(parts ...string) string {
 // busy turns the admission's RESOURCE_EXHAUSTED into a refusal, leaving
 // other errors (the client going away) as they are.
 func busy(err error) error {
-	if s, ok := status.FromError(err); ok && s.Code() == codes.ResourceExhausted {
+	if s, ok := grpcstatus.FromError(err); ok && s.Code() == codes.ResourceExhausted {
 		return refuse(RefusedBusy, codes.ResourceExhausted, "%s", s.Message())
 	}
 	return err
@@ -263,5 +265,5 @@ func (st *stream) refused(r *refusal) {
 		st.log().Warn("refusing xDS stream", "reason", r.reason, "code", r.st.Code().String(), "detail", r.st.Message(),
 			"node", bounded(node.GetId(), maxLogged), "peer", st.conn.remote, "identity", st.ident.String())
 	}
-	st.observe(&Event{Kind: StreamRefused, Reason: r.reason, Detail: r.st.Message()})
+	st.observe(&status.Event{Kind: status.StreamRefused, Reason: r.reason, Detail: r.st.Message()})
 }

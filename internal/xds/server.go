@@ -23,6 +23,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/identity"
 	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -46,7 +47,7 @@ type Options struct {
 	Identifier string
 	Logger     *slog.Logger
 	// Observer, if set, receives stream events for status tracking.
-	Observer Observer
+	Observer status.Observer
 	// SuppressDeltaNotFound stops delta streams from listing subscribed
 	// names that do not exist in removed_resources (X33). The specification
 	// says to list them, and current Envoy and gRPC keep the subscription
@@ -119,9 +120,9 @@ type Server struct {
 	opts Options
 	cp   *corev3.ControlPlane
 	log  *slog.Logger
-	obs  Observer
+	obs  status.Observer
 	// sel is obs when it is Selective, else nil.
-	sel Selective
+	sel status.Selective
 	// events are the Events lent to obs (stream.observe, report).
 	events sync.Pool
 	// epoch is when the server was made: streams keep times as
@@ -206,7 +207,7 @@ func New(opts Options) *Server {
 	// An identifier proto cannot encode (not UTF-8) leaves tails empty:
 	// every tail is then proto.Marshal's, and its error.
 	tl, _ := newTails(cp)
-	sel, _ := obs.(Selective)
+	sel, _ := obs.(status.Selective)
 	return &Server{
 		slotHold:    opts.MaxSlotHold,
 		evictAfter:  3 * opts.SendStall,
@@ -223,7 +224,7 @@ func New(opts Options) *Server {
 		log:         log,
 		obs:         obs,
 		sel:         sel,
-		events:      sync.Pool{New: func() any { return new(Event) }},
+		events:      sync.Pool{New: func() any { return new(status.Event) }},
 		epoch:       time.Now(),
 		life:        life,
 		stop:        stop,
@@ -273,11 +274,11 @@ func (s *Server) evict(k connKey) {
 
 // report lends e to the observer through a pooled copy, as
 // stream.observe does: e stays on its caller's stack.
-func (s *Server) report(in *Event) {
-	e := s.events.Get().(*Event)
+func (s *Server) report(in *status.Event) {
+	e := s.events.Get().(*status.Event)
 	*e = *in
 	s.obs.Observe(e)
-	*e = Event{} // what it references is not kept alive by the pool
+	*e = status.Event{} // what it references is not kept alive by the pool
 	s.events.Put(e)
 }
 

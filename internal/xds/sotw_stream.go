@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -158,9 +159,9 @@ func (st *sotwStream) respond(w *watch, next outcome, snap *snapshot.Snapshot) e
 //go:noinline
 func (st *sotwStream) sentEvent(w *watch, resp *discoveryv3.DiscoveryResponse, sent []proto.Message, size int) {
 	now := time.Now()
-	st.synced(w.typ.URL, st.live.sent(&w.live, w.typ.URL, Stamp{Version: resp.VersionInfo, Nonce: resp.Nonce, Set: w.setVersion, At: now, Resources: len(resp.Resources)}, size, sent, nil, false), now)
-	if st.wants(ResponseSent) {
-		st.observe(&Event{Kind: ResponseSent, TypeURL: w.typ.URL, Version: resp.VersionInfo, SetVersion: w.setVersion, Nonce: resp.Nonce, Resources: len(resp.Resources), Sent: sent, Bytes: size, At: now})
+	st.synced(w.typ.URL, st.live.sent(&w.live, w.typ.URL, status.Stamp{Version: resp.VersionInfo, Nonce: resp.Nonce, Set: w.setVersion, At: now, Resources: len(resp.Resources)}, size, sent, nil, false), now)
+	if st.wants(status.ResponseSent) {
+		st.observe(&status.Event{Kind: status.ResponseSent, TypeURL: w.typ.URL, Version: resp.VersionInfo, SetVersion: w.setVersion, Nonce: resp.Nonce, Resources: len(resp.Resources), Sent: sent, Bytes: size, At: now})
 	}
 	if st.debugging() {
 		st.log().Debug("sent", "type", w.typ.Abbrev, "version", resp.VersionInfo, "nonce", resp.Nonce, "resources", len(resp.Resources))
@@ -278,8 +279,8 @@ func (st *sotwStream) spare(w *watch, o outcome, set *snapshot.Set) {
 		st.log().Debug("spared a resend: the reconnecting client holds this version", "type", w.typ.Abbrev, "version", w.version, "resources", len(o.as.names))
 	}
 	now := time.Now()
-	st.synced(w.typ.URL, st.live.sent(&w.live, w.typ.URL, Stamp{Version: w.version, Set: w.setVersion, At: now, Resources: len(o.as.names)}, 0, held, nil, true), now)
-	st.observe(&Event{Kind: ResponseSpared, TypeURL: w.typ.URL, Version: w.version, SetVersion: w.setVersion, Resources: len(o.as.names), Sent: held, Bytes: o.as.sotwSize(w.typ.URL, ttl), At: now})
+	st.synced(w.typ.URL, st.live.sent(&w.live, w.typ.URL, status.Stamp{Version: w.version, Set: w.setVersion, At: now, Resources: len(o.as.names)}, 0, held, nil, true), now)
+	st.observe(&status.Event{Kind: status.ResponseSpared, TypeURL: w.typ.URL, Version: w.version, SetVersion: w.setVersion, Resources: len(o.as.names), Sent: held, Bytes: o.as.sotwSize(w.typ.URL, ttl), At: now})
 }
 
 // onHeartbeat refreshes the TTLs of what the client holds.
@@ -302,8 +303,8 @@ func (st *sotwStream) onHeartbeat() error {
 			return err
 		}
 		st.live.heartbeat(&w.live, t.URL, size)
-		if st.wants(ResponseSent) {
-			st.observe(&Event{Kind: ResponseSent, TypeURL: t.URL, Version: resp.VersionInfo, Nonce: nonce, Resources: len(resp.Resources), Heartbeat: true, Bytes: size})
+		if st.wants(status.ResponseSent) {
+			st.observe(&status.Event{Kind: status.ResponseSent, TypeURL: t.URL, Version: resp.VersionInfo, Nonce: nonce, Resources: len(resp.Resources), Heartbeat: true, Bytes: size})
 		}
 	}
 	return nil

@@ -11,9 +11,10 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -30,13 +31,13 @@ const (
 // recorder is an Observer that keeps events for tests to wait on.
 type recorder struct {
 	mu     sync.Mutex
-	events []xds.Event
+	events []status.Event
 	wake   chan struct{}
 }
 
 func newRecorder() *recorder { return &recorder{wake: make(chan struct{}, 1)} }
 
-func (r *recorder) Observe(e *xds.Event) {
+func (r *recorder) Observe(e *status.Event) {
 	r.mu.Lock()
 	r.events = append(r.events, *e)
 	r.mu.Unlock()
@@ -47,7 +48,7 @@ func (r *recorder) Observe(e *xds.Event) {
 }
 
 // wait returns the first event matching ok, failing after a bound.
-func (r *recorder) wait(t *testing.T, ok func(xds.Event) bool) xds.Event {
+func (r *recorder) wait(t *testing.T, ok func(status.Event) bool) status.Event {
 	t.Helper()
 	deadline := time.After(xdstest.Timeout)
 	for {
@@ -65,7 +66,7 @@ func (r *recorder) wait(t *testing.T, ok func(xds.Event) bool) xds.Event {
 			r.mu.Lock()
 			var seen []string
 			for _, e := range r.events {
-				seen = append(seen, fmt.Sprintf("%d:%s:%s:%s", e.Kind, e.Node.GetId(), e.TypeURL, e.Nonce))
+				seen = append(seen, fmt.Sprintf("%d:%s:%s:%s", e.Kind, e.NodeID(), e.TypeURL, e.Nonce))
 			}
 			r.mu.Unlock()
 			t.Fatalf("no matching event within %v; events: %v", xdstest.Timeout, seen)
@@ -74,13 +75,13 @@ func (r *recorder) wait(t *testing.T, ok func(xds.Event) bool) xds.Event {
 }
 
 // all returns a copy of the events so far.
-func (r *recorder) all() []xds.Event {
+func (r *recorder) all() []status.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]xds.Event(nil), r.events...)
+	return append([]status.Event(nil), r.events...)
 }
 
-func (r *recorder) count(ok func(xds.Event) bool) int {
+func (r *recorder) count(ok func(status.Event) bool) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0
@@ -195,7 +196,7 @@ func TestSotW(t *testing.T) {
 		e := setup(t, base()...)
 		s := e.ads(t, "n1")
 		s.Send(&discoveryv3.DiscoveryRequest{})
-		if got := status.Code(s.Err()); got != codes.InvalidArgument {
+		if got := grpcstatus.Code(s.Err()); got != codes.InvalidArgument {
 			t.Fatalf("stream ended with %v, want InvalidArgument", got)
 		}
 	})
@@ -213,7 +214,7 @@ func TestSotW(t *testing.T) {
 		e := setup(t, base()...)
 		s := xdstest.OpenType(t, e.conn, e.srv.Registry.Lookup(cds), xdstest.Node("n1"))
 		s.Request(lds)
-		if got := status.Code(s.Err()); got != codes.InvalidArgument {
+		if got := grpcstatus.Code(s.Err()); got != codes.InvalidArgument {
 			t.Fatalf("stream ended with %v, want InvalidArgument", got)
 		}
 	})
@@ -227,9 +228,9 @@ func TestSotW(t *testing.T) {
 		// identity stays the first node's.
 		s.Send(&discoveryv3.DiscoveryRequest{TypeUrl: eds, ResourceNames: []string{"a"}, Node: xdstest.Node("impostor")})
 		s.RecvType(eds)
-		ev := e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.ResponseSent && ev.TypeURL == eds })
-		if ev.Node.GetId() != "first" {
-			t.Fatalf("stream node %q, want %q", ev.Node.GetId(), "first")
+		ev := e.rec.wait(t, func(ev status.Event) bool { return ev.Kind == status.ResponseSent && ev.TypeURL == eds })
+		if ev.NodeID() != "first" {
+			t.Fatalf("stream node %q, want %q", ev.NodeID(), "first")
 		}
 	})
 
@@ -237,7 +238,7 @@ func TestSotW(t *testing.T) {
 		e := setup(t, base()...)
 		s := xdstest.OpenADS(t, e.conn, nil)
 		s.Send(&discoveryv3.DiscoveryRequest{TypeUrl: cds})
-		if got := status.Code(s.Err()); got != codes.InvalidArgument {
+		if got := grpcstatus.Code(s.Err()); got != codes.InvalidArgument {
 			t.Fatalf("stream ended with %v, want InvalidArgument", got)
 		}
 	})
@@ -309,7 +310,7 @@ func TestSotW(t *testing.T) {
 		e.srv.Publish(t, with(xdstest.APIListener("l2", "r1"))...)
 		e.srv.Publish(t, xdstest.Cluster("a"), xdstest.Cluster("b"), xdstest.Endpoints("a", 1001), xdstest.Endpoints("b", 3333), xdstest.APIListener("l1", "r1"), xdstest.Route("r1", "a"))
 		s.ExpectSilence()
-		if n := e.rec.count(func(ev xds.Event) bool { return ev.Kind == xds.ResponseSent && ev.TypeURL != xdstype.RuntimeURL }); n != 2 {
+		if n := e.rec.count(func(ev status.Event) bool { return ev.Kind == status.ResponseSent && ev.TypeURL != xdstype.RuntimeURL }); n != 2 {
 			t.Fatalf("%d CDS/EDS responses sent, want 2", n)
 		}
 	})
@@ -341,7 +342,7 @@ func TestSotW(t *testing.T) {
 		resp := s.RecvType(cds)
 		// A NACK whose version equals the one sent is still a NACK.
 		s.NACK(resp, resp.VersionInfo, "bad cluster")
-		ev := e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.RequestNACK })
+		ev := e.rec.wait(t, func(ev status.Event) bool { return ev.Kind == status.RequestNACK })
 		if ev.Detail != "bad cluster" || ev.Nonce != resp.Nonce {
 			t.Fatalf("NACK event %+v", ev)
 		}
@@ -349,11 +350,11 @@ func TestSotW(t *testing.T) {
 		s.Request(eds, "a")
 		r2 := s.RecvType(eds)
 		s.Send(&discoveryv3.DiscoveryRequest{TypeUrl: eds, ResourceNames: []string{"a"}, ResponseNonce: r2.Nonce, VersionInfo: "whatever"})
-		e.rec.wait(t, func(ev xds.Event) bool {
-			return ev.Kind == xds.RequestACK && ev.TypeURL == eds && ev.Version == "whatever"
+		e.rec.wait(t, func(ev status.Event) bool {
+			return ev.Kind == status.RequestACK && ev.TypeURL == eds && ev.Version == "whatever"
 		})
 		s.ExpectSilence()
-		if n := e.rec.count(func(ev xds.Event) bool { return ev.Kind == xds.RequestACK && ev.TypeURL == cds }); n != 0 {
+		if n := e.rec.count(func(ev status.Event) bool { return ev.Kind == status.RequestACK && ev.TypeURL == cds }); n != 0 {
 			t.Fatalf("NACK counted as %d ACKs", n)
 		}
 	})
@@ -374,7 +375,7 @@ func TestSotW(t *testing.T) {
 		// The client rejects the newly subscribed "b" and keeps the version
 		// it runs.
 		s.NACK(r2, r1.VersionInfo, "b is bad", "a", "b")
-		ev := e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.RequestNACK })
+		ev := e.rec.wait(t, func(ev status.Event) bool { return ev.Kind == status.RequestNACK })
 		if ev.Version != r2.VersionInfo {
 			t.Fatalf("NACK event version %q, want the rejected %q", ev.Version, r2.VersionInfo)
 		}
@@ -406,7 +407,7 @@ func TestSotW(t *testing.T) {
 		s.Request(cds)
 		r := s.RecvType(cds)
 		s.ACK(r)
-		ev := e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.RequestACK && ev.TypeURL == cds })
+		ev := e.rec.wait(t, func(ev status.Event) bool { return ev.Kind == status.RequestACK && ev.TypeURL == cds })
 		if ev.Version != r.VersionInfo || ev.Nonce != r.Nonce {
 			t.Fatalf("ACK event version %q nonce %q, want %q %q", ev.Version, ev.Nonce, r.VersionInfo, r.Nonce)
 		}

@@ -14,13 +14,14 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
+	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pylon-xds/pylon/internal/identity"
 	"github.com/pylon-xds/pylon/internal/model"
 	"github.com/pylon-xds/pylon/internal/redact"
 	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -348,7 +349,7 @@ func (st *stream) closed(err error) {
 		// Logged before it is reported: whoever sees the event finds the
 		// line written.
 		st.logClosed(err)
-		st.observe(&Event{Kind: StreamClosed, Detail: detail, Reason: st.closedReason(err)})
+		st.observe(&status.Event{Kind: status.StreamClosed, Detail: detail, Reason: st.closedReason(err)})
 	}
 }
 
@@ -397,8 +398,8 @@ func expect(st *stream, w typeWatch, typeURL, current string, pending bool) {
 		*r = v
 		now := time.Now()
 		st.synced(typeURL, st.live.expected(w.liveRec(), typeURL, v, current, now), now)
-		if st.wants(ExpectedVersion) {
-			st.observe(&Event{Kind: ExpectedVersion, TypeURL: typeURL, Version: v, SetVersion: current, At: now})
+		if st.wants(status.ExpectedVersion) {
+			st.observe(&status.Event{Kind: status.ExpectedVersion, TypeURL: typeURL, Version: v, SetVersion: current, At: now})
 		}
 	}
 }
@@ -478,7 +479,7 @@ func open[W typeWatch](st *stream, node *corev3.Node, typeURL string, watches *b
 	if !ok {
 		w = create(t, st.srv)
 		watches.put(t.URL, st.srv.rankOf(t), w)
-		st.observe(&Event{Kind: Subscribed, TypeURL: t.URL})
+		st.observe(&status.Event{Kind: status.Subscribed, TypeURL: t.URL})
 	}
 	return w, nil
 }
@@ -520,7 +521,7 @@ func (st *stream) identify(node *corev3.Node) error {
 		return nil
 	}
 	if node == nil {
-		return status.Error(codes.InvalidArgument, "the first request on a stream must carry node")
+		return grpcstatus.Error(codes.InvalidArgument, "the first request on a stream must carry node")
 	}
 	st.claimed = claimedNode(node)
 	if err := st.checkNode(node); err != nil {
@@ -555,7 +556,7 @@ func (st *stream) identify(node *corev3.Node) error {
 		st.live.opened = st.opened
 	}
 	st.logOpened()
-	st.observe(&Event{Kind: StreamOpened})
+	st.observe(&status.Event{Kind: status.StreamOpened})
 	return nil
 }
 
@@ -565,12 +566,12 @@ func (st *stream) identify(node *corev3.Node) error {
 func (st *stream) resolveType(url string) (*xdstype.Type, error) {
 	if st.typeURL != "" {
 		if url != "" && url != st.typeURL {
-			return nil, status.Errorf(codes.InvalidArgument, "type_url %q on a stream for %q", url, st.typeURL)
+			return nil, grpcstatus.Errorf(codes.InvalidArgument, "type_url %q on a stream for %q", url, st.typeURL)
 		}
 		return st.srv.opts.Registry.Lookup(st.typeURL), nil
 	}
 	if url == "" {
-		return nil, status.Error(codes.InvalidArgument, "every request on an aggregated (ADS) stream must carry type_url")
+		return nil, grpcstatus.Error(codes.InvalidArgument, "every request on an aggregated (ADS) stream must carry type_url")
 	}
 	t := st.srv.opts.Registry.Lookup(url)
 	if t == nil || (!st.delta && t.SotWMethod == "") || (st.delta && t.DeltaMethod == "") {
@@ -580,7 +581,7 @@ func (st *stream) resolveType(url string) (*xdstype.Type, error) {
 			st.unknownLogged = true
 			st.log().Warn("ignoring requests for a type Pylon does not serve on this kind of stream; later ones on this stream are only counted", "type_url", bounded(url, maxLogged), "delta", st.delta)
 		}
-		st.observe(&Event{Kind: RequestIgnored, Reason: IgnoredUnknownType})
+		st.observe(&status.Event{Kind: status.RequestIgnored, Reason: IgnoredUnknownType})
 		return nil, nil
 	}
 	return t, nil
@@ -608,7 +609,7 @@ func (st *stream) useFleet(f *snapshot.Fleet) {
 		if st.srv.logged.first(onceKey("nogroup", st.node.GetId(), f.Version())) {
 			st.log().Warn("node matches no group: it receives nothing until a group takes it", "cluster", st.node.GetCluster())
 		}
-		st.observe(&Event{Kind: NoGroup})
+		st.observe(&status.Event{Kind: status.NoMatchingGroup})
 	case g != nil && (st.group == nil || st.group.Name != g.Name):
 		if st.debugging() {
 			st.log().Debug("node group", "group", g.Name)
@@ -715,16 +716,20 @@ func (st *stream) flooding(now time.Time) bool {
 // observe fills in the stream's fields and reports e (Server.report: e
 // stays on its caller's stack). An At already set is kept: the time the
 // stream's status took for the same thing.
-func (st *stream) observe(e *Event) {
-	e.StreamID, e.Node, e.ADS, e.Delta, e.Peer, e.Poll = st.id, st.node, st.typeURL == "", st.delta, st.conn.remote, st.quiet
+func (st *stream) observe(e *status.Event) {
+	e.StreamID, e.ADS, e.Delta, e.Peer, e.Poll = st.id, st.typeURL == "", st.delta, st.conn.remote, st.quiet
 	if e.At.IsZero() {
 		e.At = time.Now()
 	}
-	e.Status = st.live // nil without an observer's status
-	if e.Node == nil {
+	// Interfaces: a nil pointer in one would not be nil.
+	if st.live != nil { // nil without an observer's status
+		e.Status = st.live
+	}
+	switch {
+	case st.node != nil:
+		e.Node, e.Member = st.node, &st.mnode
+	case st.claimed != nil:
 		e.Node = st.claimed
-	} else {
-		e.Member = &st.mnode
 	}
 	// Versions and nonces of requests are the client's strings.
 	e.Version, e.Nonce = bounded(e.Version, maxLogged), bounded(e.Nonce, maxLogged)
@@ -749,7 +754,7 @@ func (st *stream) subscribed(t *xdstype.Type, sub *subscription, last **subscrip
 		return
 	}
 	*last = sub
-	st.observe(&Event{Kind: SubscriptionChanged, TypeURL: t.URL, Wildcard: sub.wildcard, Names: sub.sortedNames()})
+	st.observe(&status.Event{Kind: status.SubscriptionChanged, TypeURL: t.URL, Wildcard: sub.wildcard, Names: sub.sortedNames()})
 }
 
 // onNACK reports a rejected response; the log line comes once per type and
@@ -771,5 +776,5 @@ func (st *stream) onNACK(t *xdstype.Type, rec *liveType, rejected, running, nonc
 	}
 	now := time.Now()
 	st.live.nacked(rec, t.URL, now)
-	st.observe(&Event{Kind: RequestNACK, TypeURL: t.URL, Version: rejected, Nonce: nonce, Detail: msg, At: now})
+	st.observe(&status.Event{Kind: status.RequestNACK, TypeURL: t.URL, Version: rejected, Nonce: nonce, Detail: msg, At: now})
 }

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/pylon-xds/pylon/internal/xds"
+	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 )
 
@@ -14,7 +14,7 @@ import (
 func subscriptions(r *recorder, node, typeURL string) []string {
 	var out []string
 	for _, e := range r.all() {
-		if e.Kind == xds.SubscriptionChanged && e.Node.GetId() == node && e.TypeURL == typeURL {
+		if e.Kind == status.SubscriptionChanged && e.NodeID() == node && e.TypeURL == typeURL {
 			out = append(out, fmt.Sprint(e.Wildcard, " ", e.Names))
 		}
 	}

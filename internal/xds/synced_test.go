@@ -36,36 +36,25 @@ func newTracked(srv func() *xdstest.Server) *tracked {
 	return &tracked{recorder: newRecorder(), tracker: tr}
 }
 
-func (o *tracked) Observe(e *xds.Event) {
-	info := status.Info{
-		Node: e.Node.GetId(), Cluster: e.Node.GetCluster(),
-		Agent: e.Node.GetUserAgentName(), AgentVersion: e.Node.GetUserAgentVersion(),
+func (o *tracked) Observe(e *status.Event) {
+	var info status.Info
+	if n := e.Node; n != nil {
+		info = status.Info{Node: n.GetId(), Cluster: n.GetCluster(), Agent: n.GetUserAgentName(), AgentVersion: n.GetUserAgentVersion()}
 	}
 	switch e.Kind {
-	case xds.StreamRefused:
+	case status.StreamRefused:
 		o.tracker.Refused(e.StreamID, info, e.Reason, e.Detail, e.At)
-	case xds.StreamOpened, xds.ResponseSent:
+	case status.StreamOpened:
+		// As the daemon's tracking: the stream keeps what it sends and
+		// its client ACKs and should hold, and the tracker reads it there.
 		o.tracker.Seen(e.StreamID, info, e.Group, e.At)
-		if e.Kind == xds.ResponseSent && !e.Heartbeat {
-			o.tracker.Sent(e.StreamID, info, e.TypeURL, status.Stamp{Version: e.Version, Nonce: e.Nonce, At: e.At}, nil, nil)
-		}
-	case xds.ResponseSpared:
-		// As the daemon maps it: sent and ACKed at the version the
-		// reconnecting client holds (X24).
-		o.tracker.Seen(e.StreamID, info, e.Group, e.At)
-		stamp := status.Stamp{Version: e.Version, At: e.At}
-		o.tracker.Sent(e.StreamID, info, e.TypeURL, stamp, e.Sent, nil)
-		o.tracker.ACKed(e.StreamID, info, e.TypeURL, stamp)
-	case xds.StreamClosed:
+		o.tracker.Attach(e.StreamID, info, e.Status, e.At)
+	case status.StreamClosed:
 		o.tracker.Closed(e.StreamID, e.At)
-	case xds.Subscribed:
+	case status.Subscribed:
 		o.tracker.Requested(e.StreamID, info, e.TypeURL, e.At)
-	case xds.RequestACK:
-		o.tracker.ACKed(e.StreamID, info, e.TypeURL, status.Stamp{Version: e.Version, Nonce: e.Nonce, At: e.At})
-	case xds.RequestNACK:
+	case status.RequestNACK:
 		o.tracker.NACKed(e.StreamID, info, e.TypeURL, status.NACK{Version: e.Version, Nonce: e.Nonce, At: e.At})
-	case xds.ExpectedVersion:
-		o.tracker.Expect(e.StreamID, info, e.TypeURL, e.Version, e.At)
 	}
 	// After the tracker: whoever wakes finds the state updated.
 	o.recorder.Observe(e)
@@ -86,13 +75,13 @@ func (o *tracked) state(node, typeURL string) string {
 // acked waits for the ACK of nonce by node.
 func (o *tracked) acked(t *testing.T, node, nonce string) {
 	t.Helper()
-	o.wait(t, func(e xds.Event) bool {
-		return e.Kind == xds.RequestACK && e.Node.GetId() == node && e.Nonce == nonce
+	o.wait(t, func(e status.Event) bool {
+		return e.Kind == status.RequestACK && e.NodeID() == node && e.Nonce == nonce
 	})
 }
 
 // waitCount waits until n events match ok, failing after a bound.
-func (o *tracked) waitCount(t *testing.T, n int, ok func(xds.Event) bool) {
+func (o *tracked) waitCount(t *testing.T, n int, ok func(status.Event) bool) {
 	t.Helper()
 	deadline := time.After(xdstest.Timeout)
 	for o.count(ok) < n {
@@ -137,8 +126,8 @@ func TestSyncedMeansSubscribedNamesLatest(t *testing.T) {
 			// newest fleet: this repeat ACK is the point after which the
 			// stream has seen the change.
 			s.ACK(r, "a")
-			obs.waitCount(t, 2, func(e xds.Event) bool {
-				return e.Kind == xds.RequestACK && e.Node.GetId() == "grpc-1" && e.Nonce == r.Nonce
+			obs.waitCount(t, 2, func(e status.Event) bool {
+				return e.Kind == status.RequestACK && e.NodeID() == "grpc-1" && e.Nonce == r.Nonce
 			})
 			if st := obs.state("grpc-1", eds); st != status.Synced {
 				t.Fatalf("after a change to a cluster it does not subscribe to: %s, want SYNCED", st)
@@ -151,7 +140,7 @@ func TestSyncedMeansSubscribedNamesLatest(t *testing.T) {
 			world[2] = xdstest.Endpoints("a", 1001, 1004)
 			srv.Publish(t, world...)
 			r2 := s.RecvType(eds)
-			obs.wait(t, func(e xds.Event) bool { return e.Kind == xds.ResponseSent && e.Nonce == r2.Nonce })
+			obs.wait(t, func(e status.Event) bool { return e.Kind == status.ResponseSent && e.Nonce == r2.Nonce })
 			if st := obs.state("grpc-1", eds); st != status.Stale {
 				t.Fatalf("sent a change, not ACKed yet: %s, want STALE", st)
 			}
@@ -186,7 +175,7 @@ func TestSyncedMeansSubscribedNamesLatestDelta(t *testing.T) {
 	// A request is answered only after the stream has served the newest
 	// fleet; one for a type Pylon does not serve is reported as ignored.
 	d.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: "type.googleapis.com/pylon.test.Probe"})
-	obs.wait(t, func(e xds.Event) bool { return e.Kind == xds.RequestIgnored })
+	obs.wait(t, func(e status.Event) bool { return e.Kind == status.RequestIgnored })
 	if st := obs.state("grpc-1", eds); st != status.Synced {
 		t.Fatalf("after a change to a cluster it does not subscribe to: %s, want SYNCED", st)
 	}
@@ -194,7 +183,7 @@ func TestSyncedMeansSubscribedNamesLatestDelta(t *testing.T) {
 	world[2] = xdstest.Endpoints("a", 1001, 1004)
 	srv.Publish(t, world...)
 	r2 := d.RecvType(eds)
-	obs.wait(t, func(e xds.Event) bool { return e.Kind == xds.ResponseSent && e.Nonce == r2.Nonce })
+	obs.wait(t, func(e status.Event) bool { return e.Kind == status.ResponseSent && e.Nonce == r2.Nonce })
 	if st := obs.state("grpc-1", eds); st != status.Stale {
 		t.Fatalf("sent a change, not ACKed yet: %s, want STALE", st)
 	}
@@ -205,7 +194,7 @@ func TestSyncedMeansSubscribedNamesLatestDelta(t *testing.T) {
 	if st := obs.state("grpc-1", eds); st != status.Synced {
 		t.Fatalf("after the ACK of its change: %s, want SYNCED", st)
 	}
-	if n := obs.count(func(e xds.Event) bool { return e.Kind == xds.RequestACK }); n != 2 {
+	if n := obs.count(func(e status.Event) bool { return e.Kind == status.RequestACK }); n != 2 {
 		t.Fatalf("%d ACKs reported, want 2: a repeated nonce is not an ACK", n)
 	}
 }

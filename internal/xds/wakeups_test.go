@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	grpcstatus "google.golang.org/grpc/status"
 
-	"github.com/pylon-xds/pylon/internal/xds"
+	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 )
 
@@ -78,12 +78,12 @@ func TestStreamEndedWhileIdleSendsItsStatus(t *testing.T) {
 	s.ACK(s.RecvType(cds))
 	s.ExpectSilence()
 	e.srv.XDS.Shutdown()
-	if err := s.Err(); status.Code(err) != codes.Unavailable {
+	if err := s.Err(); grpcstatus.Code(err) != codes.Unavailable {
 		t.Fatalf("stream ended with %v, want UNAVAILABLE", err)
 	}
 	found := false
 	for _, ev := range e.rec.all() {
-		if ev.Kind == xds.StreamClosed && ev.Node.GetId() == "idle" {
+		if ev.Kind == status.StreamClosed && ev.NodeID() == "idle" {
 			found = true
 		}
 	}

@@ -40,7 +40,7 @@ func fetch(t *testing.T, s *xdstest.Stream, typeURL string, names ...string) *di
 // it end, so that a publish after it reaches only the new stream.
 func hangUp(t *testing.T, r *recorder, s *xdstest.Stream, node string) {
 	t.Helper()
-	isClosed := func(e xds.Event) bool { return e.Kind == xds.StreamClosed && e.Node.GetId() == node }
+	isClosed := func(e status.Event) bool { return e.Kind == status.StreamClosed && e.NodeID() == node }
 	n := r.count(isClosed)
 	s.Close()
 	deadline := time.After(xdstest.Timeout)
@@ -55,15 +55,15 @@ func hangUp(t *testing.T, r *recorder, s *xdstest.Stream, node string) {
 
 // sentOf counts the non-heartbeat responses of typeURL sent to node.
 func sentOf(r *recorder, node, typeURL string) int {
-	return r.count(func(e xds.Event) bool {
-		return e.Kind == xds.ResponseSent && !e.Heartbeat && e.Node.GetId() == node && e.TypeURL == typeURL
+	return r.count(func(e status.Event) bool {
+		return e.Kind == status.ResponseSent && !e.Heartbeat && e.NodeID() == node && e.TypeURL == typeURL
 	})
 }
 
 // sparedOf counts the resends of typeURL spared to node.
 func sparedOf(r *recorder, node, typeURL string) int {
-	return r.count(func(e xds.Event) bool {
-		return e.Kind == xds.ResponseSpared && e.Node.GetId() == node && e.TypeURL == typeURL
+	return r.count(func(e status.Event) bool {
+		return e.Kind == status.ResponseSpared && e.NodeID() == node && e.TypeURL == typeURL
 	})
 }
 
@@ -90,8 +90,8 @@ func greeting(t *testing.T, s *xdstest.Stream, typeURL, version string, want int
 
 // greetings counts the greetings sent to node.
 func greetings(r *recorder, node string) int {
-	return r.count(func(e xds.Event) bool {
-		return e.Kind == xds.ResponseSent && e.Greeting && e.Node.GetId() == node
+	return r.count(func(e status.Event) bool {
+		return e.Kind == status.ResponseSent && e.Greeting && e.NodeID() == node
 	})
 }
 
@@ -141,7 +141,7 @@ func TestSotWReconnect(t *testing.T) {
 		s2.ACK(g)
 		s2.ExpectSilence()
 		for _, want := range []*discoveryv3.DiscoveryResponse{c, l} {
-			ev := obs.wait(t, func(e xds.Event) bool { return e.Kind == xds.ResponseSpared && e.TypeURL == want.TypeUrl })
+			ev := obs.wait(t, func(e status.Event) bool { return e.Kind == status.ResponseSpared && e.TypeURL == want.TypeUrl })
 			if ev.Version != want.VersionInfo || ev.Resources != len(want.Resources) || ev.Bytes != bodySize(want) || len(ev.Sent) != len(want.Resources) {
 				t.Fatalf("spared %s: version %q, %d resources (%d held), %d bytes; want %q, %d, %d", want.TypeUrl, ev.Version, ev.Resources, len(ev.Sent), ev.Bytes, want.VersionInfo, len(want.Resources), bodySize(want))
 			}
@@ -171,8 +171,8 @@ func TestSotWReconnect(t *testing.T) {
 			t.Fatalf("CDS after the change: version %q nonce %q, want %q and a nonce", r.VersionInfo, r.Nonce, want)
 		}
 		s2.ACK(r)
-		obs.wait(t, func(e xds.Event) bool {
-			return e.Kind == xds.RequestACK && e.TypeURL == cds && e.Version == r.VersionInfo && e.Nonce == r.Nonce
+		obs.wait(t, func(e status.Event) bool {
+			return e.Kind == status.RequestACK && e.TypeURL == cds && e.Version == r.VersionInfo && e.Nonce == r.Nonce
 		})
 		if st := obs.state("envoy-1", cds); st != status.Synced {
 			t.Fatalf("CDS is %s after ACKing the change", st)
@@ -192,7 +192,7 @@ func TestSotWReconnect(t *testing.T) {
 		firstRequest(s2, rtds, held.VersionInfo, "flag", "flag-2")
 		g := greeting(t, s2, rtds, held.VersionInfo, 1, held)
 		s2.ACK(g, "flag", "flag-2")
-		e.rec.wait(t, func(ev xds.Event) bool { return ev.Kind == xds.ResponseSpared && ev.Version == held.VersionInfo })
+		e.rec.wait(t, func(ev status.Event) bool { return ev.Kind == status.ResponseSpared && ev.Version == held.VersionInfo })
 		// A change proves the loop plans from the adopted state: only
 		// the change is sent.
 		e.srv.Publish(t, with(xdstest.Runtime("flag", "fault.abort", 100), xdstest.Runtime("flag-2", "fault.delay", 60))...)
@@ -513,14 +513,14 @@ func TestSotWReconnect(t *testing.T) {
 		s2.ExpectSilence()
 		saved := 0
 		for url, r := range held {
-			ev := b.rec.wait(t, func(e xds.Event) bool { return e.Kind == xds.ResponseSpared && e.TypeURL == url })
+			ev := b.rec.wait(t, func(e status.Event) bool { return e.Kind == status.ResponseSpared && e.TypeURL == url })
 			if ev.Version != r.VersionInfo || ev.Resources != len(r.Resources) {
 				t.Fatalf("replica spared %s at %q with %d resources, want %q with %d", url, ev.Version, ev.Resources, r.VersionInfo, len(r.Resources))
 			}
 			saved += ev.Bytes
 		}
-		if n := b.rec.count(func(e xds.Event) bool {
-			return e.Kind == xds.ResponseSent && e.TypeURL != xdstype.RuntimeURL && !e.Greeting
+		if n := b.rec.count(func(e status.Event) bool {
+			return e.Kind == status.ResponseSent && e.TypeURL != xdstype.RuntimeURL && !e.Greeting
 		}); n != 0 {
 			t.Fatalf("the replica sent %d responses besides the greeting, want none", n)
 		}
@@ -570,8 +570,8 @@ func TestX24Greeting(t *testing.T) {
 		if n := greetings(e.rec, "envoy"); n != 1 {
 			t.Fatalf("%d greetings, want 1", n)
 		}
-		e.rec.wait(t, func(ev xds.Event) bool {
-			return ev.Kind == xds.RequestACK && ev.TypeURL == rds && ev.Nonce == g.Nonce && ev.Version == held[rds].VersionInfo
+		e.rec.wait(t, func(ev status.Event) bool {
+			return ev.Kind == status.RequestACK && ev.TypeURL == rds && ev.Nonce == g.Nonce && ev.Version == held[rds].VersionInfo
 		})
 
 		// Envoy's order: clusters, then assignments: the smaller

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 	"github.com/pylon-xds/pylon/internal/xdsrest"
@@ -28,13 +29,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // recorder keeps the xDS server's events for tests to wait on.
 type recorder struct {
 	mu     sync.Mutex
-	events []xds.Event
+	events []status.Event
 	wake   chan struct{}
 }
 
 func newRecorder() *recorder { return &recorder{wake: make(chan struct{}, 1)} }
 
-func (r *recorder) Observe(e *xds.Event) {
+func (r *recorder) Observe(e *status.Event) {
 	r.mu.Lock()
 	r.events = append(r.events, *e)
 	r.mu.Unlock()
@@ -45,7 +46,7 @@ func (r *recorder) Observe(e *xds.Event) {
 }
 
 // waitNth returns the nth event matching ok, failing after a bound.
-func (r *recorder) waitNth(t *testing.T, n int, ok func(xds.Event) bool) xds.Event {
+func (r *recorder) waitNth(t *testing.T, n int, ok func(status.Event) bool) status.Event {
 	t.Helper()
 	deadline := time.After(xdstest.Timeout)
 	for {
@@ -66,7 +67,7 @@ func (r *recorder) waitNth(t *testing.T, n int, ok func(xds.Event) bool) xds.Eve
 			r.mu.Lock()
 			var seen []string
 			for _, e := range r.events {
-				seen = append(seen, fmt.Sprintf("%d:%s:%s:%s", e.Kind, e.Node.GetId(), e.TypeURL, e.Version))
+				seen = append(seen, fmt.Sprintf("%d:%s:%s:%s", e.Kind, e.NodeID(), e.TypeURL, e.Version))
 			}
 			r.mu.Unlock()
 			t.Fatalf("no matching event within %v; events: %v", xdstest.Timeout, seen)
@@ -76,9 +77,9 @@ func (r *recorder) waitNth(t *testing.T, n int, ok func(xds.Event) bool) xds.Eve
 
 // answered matches what the core does with a poll for typeURL at version:
 // send that version again, or spare the client the resend (X24).
-func answered(typeURL, version string) func(xds.Event) bool {
-	return func(e xds.Event) bool {
-		return (e.Kind == xds.ResponseSent || e.Kind == xds.ResponseSpared) && e.TypeURL == typeURL && e.Version == version
+func answered(typeURL, version string) func(status.Event) bool {
+	return func(e status.Event) bool {
+		return (e.Kind == status.ResponseSent || e.Kind == status.ResponseSpared) && e.TypeURL == typeURL && e.Version == version
 	}
 }
 

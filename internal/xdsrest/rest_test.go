@@ -17,6 +17,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/model"
 	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 	"github.com/pylon-xds/pylon/internal/xdsrest"
@@ -233,8 +234,8 @@ func TestX44_TooManyPolls(t *testing.T) {
 	<-parked
 	// The parked poll's stream ended with it (reported closed), and its
 	// slot is free.
-	r.rec.waitNth(t, 2, func(e xds.Event) bool {
-		return e.Kind == xds.StreamClosed && e.Node.GetId() == "proxy-1" && e.Reason == xds.ClosedByClient
+	r.rec.waitNth(t, 2, func(e status.Event) bool {
+		return e.Kind == status.StreamClosed && e.NodeID() == "proxy-1" && e.Reason == xds.ClosedByClient
 	})
 	deadline := time.Now().Add(xdstest.Timeout)
 	for other.poll().code != http.StatusOK {

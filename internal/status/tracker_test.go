@@ -13,7 +13,7 @@ import (
 
 func TestStates(t *testing.T) {
 	expected := map[string]string{"edge/cds": "v2"}
-	tr := NewTracker(Options{Expected: func(g, u string) string { return expected[g+"/"+u] }})
+	tr := newFeed(NewTracker(Options{Expected: func(g, u string) string { return expected[g+"/"+u] }}))
 	t0 := time.Now()
 	info := Info{Node: "n"}
 	state := func() string { return tr.Streams()[0].Types[0].State }
@@ -23,7 +23,7 @@ func TestStates(t *testing.T) {
 	if s := state(); s != NotSent {
 		t.Fatalf("requested, nothing sent: %s", s)
 	}
-	tr.Sent(1, info, "cds", Stamp{Version: "v1", At: t0}, nil, nil)
+	tr.Sent(1, info, "cds", Stamp{Version: "v1", At: t0}, 0, nil, nil)
 	if s := state(); s != Stale {
 		t.Fatalf("sent, not ACKed: %s", s)
 	}
@@ -31,7 +31,7 @@ func TestStates(t *testing.T) {
 	if s := state(); s != Nacked {
 		t.Fatalf("NACKed: %s", s)
 	}
-	tr.Sent(1, info, "cds", Stamp{Version: "v2", At: t0.Add(2 * time.Second)}, nil, nil)
+	tr.Sent(1, info, "cds", Stamp{Version: "v2", At: t0.Add(2 * time.Second)}, 0, nil, nil)
 	tr.ACKed(1, info, "cds", Stamp{Version: "v2", At: t0.Add(3 * time.Second)})
 	if s := state(); s != Synced {
 		t.Fatalf("ACKed the latest: %s", s)
@@ -41,7 +41,7 @@ func TestStates(t *testing.T) {
 	}
 	// A response in flight: STALE, even before anyone says what the
 	// stream should hold now.
-	tr.Sent(1, info, "cds", Stamp{Version: "v3", At: t0.Add(4 * time.Second)}, nil, nil)
+	tr.Sent(1, info, "cds", Stamp{Version: "v3", At: t0.Add(4 * time.Second)}, 0, nil, nil)
 	if s := state(); s != Stale {
 		t.Fatalf("sent v3 after the ACK of v2: %s", s)
 	}
@@ -78,40 +78,25 @@ func TestClosedStreamsAreBounded(t *testing.T) {
 // their acceptance; a stream's initial config is not a push.
 func TestPushLatency(t *testing.T) {
 	var got []time.Duration
-	tr := NewTracker(Options{OnLatency: func(_ string, d time.Duration) { got = append(got, d) }})
+	tr := newFeed(NewTracker(Options{OnLatency: func(_ string, d time.Duration) { got = append(got, d) }}))
 	t0 := time.Now()
 	tr.Seen(1, Info{Node: "n"}, "g", t0.Add(-time.Minute))
 	tr.Published(map[string][]string{"cds": {"v1"}}, t0)
-	tr.ACKed(1, Info{Node: "n"}, "cds", Stamp{Version: "v1", At: t0.Add(150 * time.Millisecond)})
-	tr.ACKed(1, Info{Node: "n"}, "cds", Stamp{Version: "v1", At: t0.Add(time.Second)}) // a repeat ACK
-	tr.ACKed(1, Info{Node: "n"}, "cds", Stamp{Version: "unknown", At: t0})
+	// Each ACK harvested before the next, as reads between them would.
+	for _, st := range []Stamp{
+		{Version: "v1", At: t0.Add(150 * time.Millisecond)},
+		{Version: "v1", At: t0.Add(time.Second)}, // a repeat ACK
+		{Version: "unknown", At: t0},
+	} {
+		tr.ACKed(1, Info{Node: "n"}, "cds", st)
+		tr.Harvest()
+	}
 	// A stream opened 30s after the change: its ACK is a first sync.
 	tr.Seen(2, Info{Node: "m"}, "g", t0.Add(30*time.Second))
 	tr.ACKed(2, Info{Node: "m"}, "cds", Stamp{Version: "v1", At: t0.Add(31 * time.Second)})
+	tr.Harvest()
 	if len(got) != 1 || got[0] != 150*time.Millisecond {
 		t.Fatalf("latencies %v, want one of 150ms", got)
-	}
-}
-
-// A stream's first sync of a type is timed from the stream's open, once.
-func TestFirstSync(t *testing.T) {
-	type sample struct {
-		typ string
-		d   time.Duration
-	}
-	var got []sample
-	tr := NewTracker(Options{OnFirstSync: func(u string, d time.Duration) { got = append(got, sample{u, d}) }})
-	t0 := time.Now()
-	info := Info{Node: "n"}
-	tr.Seen(1, info, "g", t0)
-	tr.Sent(1, info, "cds", Stamp{Version: "v1", At: t0.Add(time.Second)}, nil, nil)
-	tr.Expect(1, info, "cds", "v1", t0.Add(time.Second))
-	tr.ACKed(1, info, "cds", Stamp{Version: "v1", At: t0.Add(2 * time.Second)})
-	tr.Sent(1, info, "cds", Stamp{Version: "v2", At: t0.Add(3 * time.Second)}, nil, nil)
-	tr.Expect(1, info, "cds", "v2", t0.Add(3*time.Second))
-	tr.ACKed(1, info, "cds", Stamp{Version: "v2", At: t0.Add(4 * time.Second)})
-	if len(got) != 1 || got[0] != (sample{"cds", 2 * time.Second}) {
-		t.Fatalf("first syncs %v, want cds after 2s, once", got)
 	}
 }
 
@@ -120,7 +105,7 @@ func TestFirstSync(t *testing.T) {
 // report their expected versions and for those that rely on their group's.
 func TestCountsFollowStreams(t *testing.T) {
 	group := map[string]string{}
-	tr := NewTracker(Options{Expected: func(g, u string) string { return group[u] }, MaxGone: 1})
+	tr := newFeed(NewTracker(Options{Expected: func(g, u string) string { return group[u] }, MaxGone: 1}))
 	rng := rand.New(rand.NewPCG(1, 2))
 	urls := []string{"cds", "eds", "lds"}
 	versions := []string{"v1", "v2", "v3"}
@@ -136,7 +121,7 @@ func TestCountsFollowStreams(t *testing.T) {
 		case 1:
 			tr.Requested(id, info, u, at)
 		case 2:
-			tr.Sent(id, info, u, Stamp{Version: v, At: at}, nil, nil)
+			tr.Sent(id, info, u, Stamp{Version: v, At: at}, 0, nil, nil)
 		case 3:
 			tr.ACKed(id, info, u, Stamp{Version: v, At: at})
 		case 4:
@@ -176,20 +161,20 @@ func TestCountsFollowStreams(t *testing.T) {
 // fill returns a tracker with n open streams, each with three types in
 // various states.
 func fill(n int) *Tracker {
-	tr := NewTracker(Options{})
+	tr := newFeed(NewTracker(Options{}))
 	now := time.Now()
 	for i := range uint64(n) {
 		info := Info{Node: fmt.Sprint("n", i)}
 		tr.Seen(i, info, "g", now)
 		for j, u := range []string{"cds", "eds", "lds"} {
 			tr.Expect(i, info, u, "v1", now)
-			tr.Sent(i, info, u, Stamp{Version: "v1", At: now}, nil, nil)
+			tr.Sent(i, info, u, Stamp{Version: "v1", At: now}, 0, nil, nil)
 			if (int(i)+j)%3 != 0 {
 				tr.ACKed(i, info, u, Stamp{Version: "v1", At: now})
 			}
 		}
 	}
-	return tr
+	return tr.Tracker
 }
 
 // BenchmarkScrape is what a metrics scrape costs the tracker at 100 and
@@ -246,15 +231,15 @@ func TestRefused(t *testing.T) {
 // A stream from which some Secrets are withheld is SYNCED when it holds
 // what it may have, not its group's version; STALE once that changes.
 func TestExpectedOverride(t *testing.T) {
-	tr := NewTracker(Options{Expected: func(g, u string) string { return "group-v" }})
+	tr := newFeed(NewTracker(Options{Expected: func(g, u string) string { return "group-v" }}))
 	now := time.Now()
 	info := Info{Node: "n"}
 	tr.Seen(1, info, "edge", now)
 	tr.Expect(1, info, "sds", "withheld-v", now)
-	tr.Sent(1, info, "sds", Stamp{Version: "withheld-v", At: now}, nil, nil)
+	tr.Sent(1, info, "sds", Stamp{Version: "withheld-v", At: now}, 0, nil, nil)
 	tr.ACKed(1, info, "sds", Stamp{Version: "withheld-v", At: now})
 	tr.ACKed(1, info, "cds", Stamp{Version: "group-v", At: now})
-	tr.Sent(1, info, "cds", Stamp{Version: "group-v", At: now}, nil, nil)
+	tr.Sent(1, info, "cds", Stamp{Version: "group-v", At: now}, 0, nil, nil)
 	states := func() map[string]string {
 		out := map[string]string{}
 		for _, ty := range tr.Streams()[0].Types {
@@ -294,7 +279,7 @@ func TestShardFillsCacheLines(t *testing.T) {
 // (under -race), the counts add up to the open streams,
 // and the closed ones kept stay within MaxGone.
 func TestTrackerConcurrentStreams(t *testing.T) {
-	tr := NewTracker(Options{MaxGone: 50, Retention: time.Hour})
+	tr := newFeed(NewTracker(Options{MaxGone: 50, Retention: time.Hour}))
 	const feeders, per = 8, 300
 	stop := make(chan struct{})
 	var readers sync.WaitGroup
@@ -307,7 +292,7 @@ func TestTrackerConcurrentStreams(t *testing.T) {
 			}
 			tr.Streams()
 			tr.Counts()
-			tr.Rollout()
+			tr.Propagation()
 			tr.Published(map[string][]string{"u1": {fmt.Sprint("v", n)}}, time.Now())
 		}
 	})
@@ -320,7 +305,7 @@ func TestTrackerConcurrentStreams(t *testing.T) {
 				tr.Seen(id, info, "g", now)
 				tr.Requested(id, info, "u1", now)
 				tr.ExpectOf(id, info, "u1", "v1", "", now)
-				tr.Sent(id, info, "u1", Stamp{Version: "v1", Nonce: "1", At: now}, nil, nil)
+				tr.Sent(id, info, "u1", Stamp{Version: "v1", Nonce: "1", At: now}, 0, nil, nil)
 				tr.ACKed(id, info, "u1", Stamp{Version: "v1", Nonce: "1", At: now})
 				switch i % 6 {
 				case 0:
