@@ -111,7 +111,8 @@ var (
 	writeRoutes = [][2]string{
 		{"POST", "/v1/apply"}, {"POST", "/v1/objects/services/web"}, {"PUT", "/v1/objects/services/web"},
 		{"DELETE", "/v1/objects/services/web"}, {"POST", "/v1/services/web/endpoints"},
-		{"DELETE", "/v1/services/web/endpoints/10.0.0.1:80"}, {"POST", "/v1/rollback/1"},
+		{"DELETE", "/v1/services/web/endpoints/10.0.0.1:80"}, {"PUT", "/v1/services/web/endpoints/10.0.0.1:80"},
+		{"POST", "/v1/rollback/1"},
 	}
 )
 
@@ -251,6 +252,9 @@ func TestInputBounds(t *testing.T) {
 		{"POST", "/v1/services/web/endpoints", append([]byte(`{"address":"`), bytes.Repeat([]byte("a"), maxEndpointBody)...), http.StatusRequestEntityTooLarge},
 		{"POST", "/v1/services/web/endpoints", []byte(`{"address":"10.0.0.2","port":80} {"x":1}`), http.StatusBadRequest},
 		{"POST", "/v1/services/web/endpoints", []byte(`{"address":"10.0.0.2","port":80,"ttl":"9999h"}`), http.StatusBadRequest},
+		{"PUT", "/v1/services/web/endpoints/10.0.0.2:80", append([]byte(`{"zone":"`), bytes.Repeat([]byte("a"), maxEndpointBody)...), http.StatusRequestEntityTooLarge},
+		{"PUT", "/v1/services/web/endpoints/10.0.0.2:80", []byte(`{"ttl":"9999h"}`), http.StatusBadRequest},
+		{"PUT", "/v1/services/web/endpoints/10.0.0.2", []byte(`{}`), http.StatusBadRequest},
 	}
 	for _, c := range cases {
 		code, body := h.do(t, c.method, c.path, writeTok, c.body)

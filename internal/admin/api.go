@@ -238,6 +238,7 @@ func registerAPI(mux *http.ServeMux, g guard, who *authors) {
 	a.registerReads(mux)
 	a.registerObjectWrites(mux)
 	a.registerEndpoints(mux)
+	a.registerEndpointPut(mux)
 }
 
 func (a api) registerReads(mux *http.ServeMux) {

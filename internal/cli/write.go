@@ -343,14 +343,38 @@ func newHistory(a *adminFlags) *cobra.Command {
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 3, ' ', 0)
 			fmt.Fprintln(tw, "REVISION\tTIME\tVERSION\tCHANGE")
-			for _, e := range h.History {
+			revs := make([]int64, len(h.History))
+			for i, e := range h.History {
+				revs[i] = e.Revision
 				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", e.Revision, e.At.Format(time.RFC3339), e.Version, e.Summary)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if skipped(revs) {
+				fmt.Fprintln(cmd.ErrOrStderr(), historyGapNote)
+			}
+			return nil
 		},
 	}
 	o.register(cmd)
 	return cmd
+}
+
+// historyGapNote says why history's revisions skip numbers: a revision
+// counts every write to the store, and the history lists config changes
+// only. On stderr, so that stdout stays the table.
+const historyGapNote = `revisions missing between these entries are writes that are not config changes: endpoint registrations and lease expiries and, with the etcd store, lease renewals, replica status and any other write to the etcd cluster (its revisions are Pylon's, offset). "pylon diff REV1 REV2 --endpoints" shows the registrations between two entries.`
+
+// skipped reports whether revisions, newest first, skip a number between
+// two entries.
+func skipped(revs []int64) bool {
+	for i := 1; i < len(revs); i++ {
+		if revs[i-1]-revs[i] > 1 {
+			return true
+		}
+	}
+	return false
 }
 
 func newDiff(a *adminFlags) *cobra.Command {

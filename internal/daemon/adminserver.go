@@ -26,9 +26,15 @@ type AdminLimits struct {
 	// WriteTimeout bounds a response (default 2m: a CPU profile takes
 	// 30s by default, and large dumps take a while on a slow link).
 	WriteTimeout time.Duration
-	// IdleTimeout closes idle keep-alive connections (default 5s): an idle
-	// connection holds one of the MaxConns slots, and the probes share
-	// them, so idling clients must not hold slots for long.
+	// IdleTimeout closes idle keep-alive connections (default 2m). It is
+	// longer than common clients keep a connection for reuse (Go's
+	// http.Transport 90s), so that the client, not the server, closes an
+	// idle connection: a server closing one just as a registrant reuses
+	// it answers the registrant's POST with EOF, which HTTP clients do
+	// not retry. An idle connection holds one of the MaxConns slots; that
+	// cap, not this timeout, bounds what idling clients hold (a client
+	// that asks for /healthz every few seconds holds its slot whatever
+	// the timeout).
 	IdleTimeout time.Duration
 	// MaxHeaderBytes bounds request headers (default 64 KiB).
 	MaxHeaderBytes int
@@ -52,7 +58,7 @@ func (l *AdminLimits) defaults() {
 	def(&l.ReadHeaderTimeout, 5*time.Second)
 	def(&l.ReadTimeout, 30*time.Second)
 	def(&l.WriteTimeout, 2*time.Minute)
-	def(&l.IdleTimeout, 5*time.Second)
+	def(&l.IdleTimeout, 2*time.Minute)
 	if l.MaxHeaderBytes <= 0 {
 		l.MaxHeaderBytes = 64 << 10
 	}

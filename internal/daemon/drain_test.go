@@ -49,13 +49,13 @@ type running struct {
 	done  bool
 }
 
-// startDaemon runs the daemon with o (addresses, data folder and, but on
-// etcd, the config file filled in) until the test ends; the context it runs under carries a
+// startDaemon runs the daemon with o (addresses, data folder and, in file
+// mode (no Store given), the config file filled in) until the test ends; the context it runs under carries a
 // stop-now channel (stopNow).
 func startDaemon(t *testing.T, o Options) *running {
 	t.Helper()
 	dir := t.TempDir()
-	if o.Store != StoreEtcd {
+	if o.Store == "" {
 		o.ConfigPath = filepath.Join(dir, "pylon.yaml")
 		if err := os.WriteFile(o.ConfigPath, examples.Quickstart(), 0o600); err != nil {
 			t.Fatal(err)
