@@ -160,7 +160,7 @@ func (l *limiter) pool(r *http.Request) chan struct{} {
 	case name == "":
 	case r.Method == http.MethodPost && rest == "endpoints":
 		return l.registrations
-	case r.Method == http.MethodDelete && strings.HasPrefix(rest, "endpoints/") && !strings.Contains(rest[len("endpoints/"):], "/"):
+	case (r.Method == http.MethodDelete || r.Method == http.MethodPut) && strings.HasPrefix(rest, "endpoints/") && !strings.Contains(rest[len("endpoints/"):], "/"):
 		return l.registrations
 	}
 	return l.slots

@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// Endpoint registrations and deregistrations have slots of their own
-// (maxRegistrationsInFlight): with the general slot held, a registration
-// and a deregistration are still served while another call gets 503
+// Endpoint registrations, renewals and deregistrations have slots of
+// their own (maxRegistrationsInFlight): with the general slot held, a
+// registration, a renewal by PUT and a deregistration are still served while another call gets 503
 // busy; with the registrations' slot held (a body that trickles in),
 // the next registration gets 503 busy and other calls are served.
 func TestRegistrationsBoundApart(t *testing.T) {
@@ -24,6 +24,9 @@ func TestRegistrationsBoundApart(t *testing.T) {
 	}
 	if code, body := h.do(t, "POST", "/v1/services/web/endpoints", writeTok, []byte(`{"address":"10.0.0.2","port":80}`)); code != http.StatusOK {
 		t.Fatalf("a registration with the general slot held: %d %s", code, body)
+	}
+	if code, body := h.do(t, "PUT", "/v1/services/web/endpoints/10.0.0.2:80", writeTok, []byte(`{"ttl":"30s"}`)); code != http.StatusOK {
+		t.Fatalf("a renewal (PUT) with the general slot held: %d %s", code, body)
 	}
 	if code, body := h.do(t, "DELETE", "/v1/services/web/endpoints/10.0.0.2:80", writeTok, nil); code != http.StatusOK {
 		t.Fatalf("a deregistration with the general slot held: %d %s", code, body)
