@@ -386,14 +386,7 @@ func (a api) registerEndpoints(mux *http.ServeMux) {
 			fail(w, err)
 			return
 		}
-		noteChanges(r, "endpoints."+r.PathValue("name")+"/"+net.JoinHostPort(req.Address, strconv.FormatUint(uint64(req.Port), 10)))
-		res, err := a.cfg().Register(r.Context(), r.PathValue("name"), req, ttl)
-		if err != nil {
-			fail(w, err)
-			return
-		}
-		noteResult(r, res)
-		writeJSON(w, http.StatusOK, res)
+		a.register(w, r, req, ttl)
 	}))
 	mux.HandleFunc("DELETE /v1/services/{name}/endpoints/{addr}", a.writeEndpoints(maxBody, func(w http.ResponseWriter, r *http.Request) {
 		host, port, err := hostPort(r.PathValue("addr"))

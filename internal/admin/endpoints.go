@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/pylon-xds/pylon/internal/model"
 )
@@ -25,15 +26,21 @@ func (a api) registerEndpointPut(mux *http.ServeMux) {
 			fail(w, err)
 			return
 		}
-		noteChanges(r, "endpoints."+r.PathValue("name")+"/"+net.JoinHostPort(e.Address, strconv.FormatUint(uint64(e.Port), 10)))
-		res, err := a.cfg().Register(r.Context(), r.PathValue("name"), e, ttl)
-		if err != nil {
-			fail(w, err)
-			return
-		}
-		noteResult(r, res)
-		writeJSON(w, http.StatusOK, res)
+		a.register(w, r, e, ttl)
 	}))
+}
+
+// register registers (or renews) e for the service the path names, and
+// answers: POST's and PUT's common end.
+func (a api) register(w http.ResponseWriter, r *http.Request, e model.Endpoint, ttl time.Duration) {
+	noteChanges(r, "endpoints."+r.PathValue("name")+"/"+net.JoinHostPort(e.Address, strconv.FormatUint(uint64(e.Port), 10)))
+	res, err := a.cfg().Register(r.Context(), r.PathValue("name"), e, ttl)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	noteResult(r, res)
+	writeJSON(w, http.StatusOK, res)
 }
 
 // endpointAt is e at the path's ADDRESS:PORT. The body may leave the
