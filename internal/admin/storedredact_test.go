@@ -1,15 +1,12 @@
 package admin
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
 	"encoding/base64"
-	"encoding/pem"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/pylon-xds/pylon/internal/certs/certstest"
 )
 
 // wrapB64 breaks base64 into lines of width, the first one first long,
@@ -29,16 +26,8 @@ func wrapB64(s string, width, first int) string {
 // realKeyPEM is a fresh EC key as PKCS#8 PEM, and a run of its body that
 // must never be shown.
 func realKeyPEM(t *testing.T) (string, string) {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.MarshalPKCS8PrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})), base64.StdEncoding.EncodeToString(der)[40:72]
+	keyPEM, der := certstest.KeyPEM(t)
+	return keyPEM, base64.StdEncoding.EncodeToString(der)[40:72]
 }
 
 // showsKey reports whether a response shows the key's body: in clear, or

@@ -1,13 +1,8 @@
 package redact
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"strings"
 	"testing"
 
@@ -20,21 +15,12 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/pylon-xds/pylon/internal/certs/certstest"
 )
 
 // realKey is a freshly made EC private key as PKCS#8 PEM and its DER.
-func realKey(t testing.TB) (pemText string, der []byte) {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err = x509.MarshalPKCS8PrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})), der
-}
+func realKey(t testing.TB) (pemText string, der []byte) { return certstest.KeyPEM(t) }
 
 // bodyMarker is a run of the key's PEM body: what must never survive.
 func bodyMarker(der []byte) string { return base64.StdEncoding.EncodeToString(der)[40:72] }

@@ -191,3 +191,14 @@ func serial(t testing.TB) *big.Int {
 	}
 	return n
 }
+
+// KeyPEM is a fresh EC private key as PKCS#8 PEM, and its DER: a real key
+// for tests that plant one and check it is never shown.
+func KeyPEM(t testing.TB) (pemText string, der []byte) {
+	t.Helper()
+	der, err := x509.MarshalPKCS8PrivateKey(newKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})), der
+}
