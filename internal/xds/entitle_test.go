@@ -64,15 +64,7 @@ func TestWithheldSnapshotsAreShared(t *testing.T) {
 func TestEntitlementSharedPerIdentity(t *testing.T) {
 	reg := xdstype.New()
 	srv := New(Options{Registry: reg, Fleets: snapshot.NewPublisher()})
-	secret := func(n string) snapshot.Input {
-		return snapshot.Input{Type: reg.Lookup(xdstype.SecretURL), Name: n, Message: &tlsv3.Secret{Name: n,
-			Type: &tlsv3.Secret_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
-				TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: n}}}}}}
-	}
-	snap, err := snapshot.Build(reg, []snapshot.Input{secret("a"), secret("b")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := secretSnap(t, reg, "a", "b")
 	f := snapshot.NewGroupedFleet(model.Groups{{Name: "default", Default: true}}, []*snapshot.Snapshot{snap})
 	f.RestrictSecrets(map[string][]string{"a": {"a.example"}})
 	g := f.Groups()[0]
