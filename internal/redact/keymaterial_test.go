@@ -9,6 +9,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
 	jwtv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/jwt_authn/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"google.golang.org/protobuf/proto"
@@ -250,6 +251,13 @@ func TestFinderAgreesWithInline(t *testing.T) {
 		&corev3.HeaderValue{Key: "x", Value: "der " + base64.StdEncoding.EncodeToString(der)},
 		&corev3.HeaderValue{Key: "x", Value: "plain"},
 		&corev3.TypedExtensionConfig{Name: "b", TypedConfig: &anypb.Any{TypeUrl: "type.googleapis.com/unknown.Type", Value: der}},
+		// A type inside itself (a Permission's and_rules), met before the
+		// outer one is worked out: the credential deep inside is found.
+		&rbacv3.Policy{Permissions: []*rbacv3.Permission{{Rule: &rbacv3.Permission_AndRules{AndRules: &rbacv3.Permission_Set{Rules: []*rbacv3.Permission{{
+			Rule: &rbacv3.Permission_Matcher{Matcher: &corev3.TypedExtensionConfig{Name: "m", TypedConfig: mustAny(t, &corev3.GrpcService{
+				TargetSpecifier: &corev3.GrpcService_GoogleGrpc_{GoogleGrpc: &corev3.GrpcService_GoogleGrpc{TargetUri: "x", StatPrefix: "x",
+					CallCredentials: []*corev3.GrpcService_GoogleGrpc_CallCredentials{{CredentialSpecifier: &corev3.GrpcService_GoogleGrpc_CallCredentials_AccessToken{AccessToken: "MARKER-RBAC"}}}}}})}},
+		}}}}}}},
 	)
 	for _, m := range msgs {
 		enc, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)

@@ -95,29 +95,95 @@ func (f *Finder) Inline(m proto.Message, enc []byte) []Finding {
 // mayReach reports whether a message of type d can hold, through its
 // message fields (an Any's content counted apart), a field that holds key
 // material by what it is: learned once per type.
+//
+// Types can contain themselves (an RBAC Permission's and_rules, a
+// MatchPredicate's and_match), so the answer is a fixed point: every type
+// reachable from d is collected, those that hold key material directly
+// are marked, and the marks are spread to the types that contain a marked
+// one until nothing changes. A walk that cached "no" for a type met while
+// one containing it was still being worked out would keep that "no" even
+// when the outer type turned out to reach a key.
 func (f *Finder) mayReach(d protoreflect.MessageDescriptor) bool {
-	if f.reach == nil {
-		f.reach = map[protoreflect.FullName]bool{}
-	}
 	if r, ok := f.reach[d.FullName()]; ok {
 		return r
 	}
-	// Cycles: a type being looked at counts as reaching nothing more
-	// than what its other fields reach.
-	f.reach[d.FullName()] = false
-	r := f.reaches(d)
-	f.reach[d.FullName()] = r
-	return r
+	if f.reach == nil {
+		f.reach = map[protoreflect.FullName]bool{}
+	}
+	types, children := f.closure(d)
+	reach := make(map[protoreflect.FullName]bool, len(types))
+	for _, t := range types {
+		reach[t.FullName()] = f.direct(t)
+	}
+	for changed := true; changed; {
+		changed = false
+		for _, t := range types {
+			if reach[t.FullName()] {
+				continue
+			}
+			for _, c := range children[t.FullName()] {
+				if reach[c] || f.reach[c] {
+					reach[t.FullName()], changed = true, true
+					break
+				}
+			}
+		}
+	}
+	for n, r := range reach {
+		f.reach[n] = r
+	}
+	return reach[d.FullName()]
 }
 
-func (f *Finder) reaches(d protoreflect.MessageDescriptor) bool {
+// closure lists d and every message type reachable from it through
+// message fields (map values included) not already learned, with each
+// type's message-typed fields' types.
+func (f *Finder) closure(d protoreflect.MessageDescriptor) ([]protoreflect.MessageDescriptor, map[protoreflect.FullName][]protoreflect.FullName) {
+	children := map[protoreflect.FullName][]protoreflect.FullName{d.FullName(): nil}
+	types := []protoreflect.MessageDescriptor{d}
+	for i := 0; i < len(types); i++ {
+		fields := types[i].Fields()
+		for j := range fields.Len() {
+			fd := fields.Get(j)
+			if fd.IsMap() {
+				fd = fd.MapValue()
+			}
+			md := fd.Message()
+			if md == nil {
+				continue
+			}
+			name := types[i].FullName()
+			children[name] = append(children[name], md.FullName())
+			if _, seen := children[md.FullName()]; seen {
+				continue
+			}
+			if _, learned := f.reach[md.FullName()]; learned {
+				continue
+			}
+			children[md.FullName()] = nil
+			types = append(types, md)
+		}
+	}
+	return types, children
+}
+
+// direct reports whether type d holds key material itself: it is an Any or
+// a DataSource, or one of its fields is secret by name, a JWKS, or bytes.
+func (f *Finder) direct(d protoreflect.MessageDescriptor) bool {
 	switch d.FullName() {
 	case anyName, dataSourceName:
 		return true
 	}
 	fields := d.Fields()
 	for i := range fields.Len() {
-		if f.fieldReaches(d, fields.Get(i)) {
+		fd := fields.Get(i)
+		if fd.Name() == "local_jwks" || secretField(string(d.FullName()), string(fd.Name()), payload(fd)) {
+			return true
+		}
+		if fd.IsMap() {
+			fd = fd.MapValue()
+		}
+		if fd.Message() == nil && fd.Kind() == protoreflect.BytesKind {
 			return true
 		}
 	}
