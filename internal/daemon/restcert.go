@@ -11,6 +11,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/certs"
 	"github.com/pylon-xds/pylon/internal/identity"
+	"github.com/pylon-xds/pylon/internal/xds"
 )
 
 // restCertMessage is what a REST client whose certificate no longer
@@ -82,9 +83,9 @@ func (h currentCert) verify(cc *connCert, r *http.Request) bool {
 	}
 	if !cc.refused {
 		cc.refused = true
-		reason := "client_cert_revoked"
+		reason := xds.ConnClientCertRevoked
 		if certs.Expired(err) {
-			reason = "client_cert_expired"
+			reason = xds.ConnClientCertExpired
 		}
 		h.log.Warn("REST xDS poll refused and its connection closed: its client certificate no longer verifies against the client CAs",
 			"reason", reason, "peer", r.RemoteAddr, "client_cert", identity.FromState(*r.TLS).String())
@@ -132,3 +133,8 @@ func (c *certWriter) Write(b []byte) (int, error) {
 	}
 	return c.ResponseWriter.Write(b)
 }
+
+// Unwrap lets http.ResponseController reach the connection: xdsrest sets
+// its body's read deadline through it, which a wrapper without Unwrap
+// silently turns into no deadline.
+func (c *certWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -66,5 +67,28 @@ func TestFinding5_RESTCurrentCert(t *testing.T) {
 		if n := strings.Count(logs.String(), "reason="+reason); n != want {
 			t.Errorf("%s logged %d times, want %d:\n%s", reason, n, want, logs.String())
 		}
+	}
+}
+
+// The certificate check's writer lets xdsrest reach the connection: a
+// poll's body deadline is set through it, not silently dropped.
+func TestRESTCertWriterReachesTheConnection(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cw := &certWriter{ResponseWriter: w, ok: func() bool { return true }}
+		if err := http.NewResponseController(cw).SetReadDeadline(time.Now().Add(time.Second)); err != nil {
+			http.Error(cw, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		cw.Write([]byte("ok"))
+	}))
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("setting the read deadline through certWriter: %d %s", resp.StatusCode, b)
 	}
 }
