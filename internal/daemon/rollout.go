@@ -38,9 +38,9 @@ func newRollouts(o Options, sec *security, reg *xdstype.Registry, pub *snapshot.
 		OnSupersede: pipe.Retry,
 		// Under an identity rule only verified streams count toward a
 		// halt: a client without a certificate claims any node.
-		NodeIdentity: sec.identity != nil,
-		Logger:       log,
-		Seal:         o.ring,
+		Binding: sec.binding(),
+		Logger:  log,
+		Seal:    o.ring,
 	})
 	if err != nil {
 		return nil, err

@@ -232,23 +232,32 @@ func memberOf(e *status.Event) model.Node {
 }
 
 // counts reports whether the event's stream may count toward a halt.
-// Under an identity rule (Options.NodeIdentity) only a stream with a
-// verified certificate does, its node id proven: a client without one
-// could claim a node of the stage and halt the rollout for the whole
-// group. Without a rule nothing proves any node, and every stream counts
-// (Fleet.Exposures warns of it).
+// Under an identity rule (Options.Binding) only a stream with a verified
+// certificate does: a client without one could claim a node of the stage
+// and halt the rollout for the whole group. Without a rule nothing proves
+// any node, and every stream counts (Fleet.Exposures warns of it).
 func (c *Controller) counts(e *status.Event) bool {
-	return e.Identity != "" || !c.o.NodeIdentity
+	b := c.o.Binding
+	return e.Identity != "" || !b.ID && !b.Cluster
 }
 
 // nacked records a NACK of the change by a node of the stage, and asks for
-// the halt once halt.min_nodes distinct nodes have NACKed.
+// the halt once halt.min_nodes distinct nodes have NACKed. Nodes are told
+// apart by what proves them: the node id where nothing else does or the
+// rule binds it, else the certificate, which could claim many ids.
 func (c *Controller) nacked(r *run, e *status.Event) {
 	node := e.NodeID()
+	who := node
+	if b := c.o.Binding; b.Cluster && !b.ID {
+		who = e.Identity
+	}
 	if r.nacks == nil {
 		r.nacks = map[string]bool{}
 	}
-	r.nacks[node] = true
+	if r.nacks[who] {
+		return // a node repeating its NACK is still one node, logged once
+	}
+	r.nacks[who] = true
 	if need := r.policy.Halt.NACKNodes(); len(r.nacks) < need {
 		c.o.Logger.Info("rollout: a node of the stage rejected the change; the rollout halts when enough do", "group", r.Group, "node", node, "type", e.TypeURL, "nacked", len(r.nacks), "min_nodes", need)
 		return

@@ -57,7 +57,7 @@ func haltedFor(t *testing.T, c *Controller) string {
 // first stage's too; its NACK must not halt the group's rollout. The
 // verified node's NACK that follows does, and the halt names it.
 func TestFinding3_UnverifiedClientCannotHaltUnderIdentityRule(t *testing.T) {
-	c := running(t, Options{NodeIdentity: true}, policy)
+	c := running(t, Options{Binding: snapshot.Binding{ID: true, Cluster: true}}, policy)
 	in := stageNodesN(t, 2)
 	c.Observe(new(nack(in[0]))) // no certificate: Identity ""
 	verified := nack(in[1])
@@ -153,4 +153,26 @@ func clusterSnap(t *testing.T, timeout time.Duration) *snapshot.Snapshot {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// Under a rule that binds the cluster but not the node id, one certificate
+// may claim any id of its cluster: halt.min_nodes counts certificates.
+func TestHaltMinNodesCountsCertificatesWhenIDsAreUnbound(t *testing.T) {
+	p := &model.Rollout{Stages: policy.Stages, Halt: model.Halt{MinNodes: 2}}
+	c := running(t, Options{Binding: snapshot.Binding{Cluster: true}}, p)
+	in := stageNodesN(t, 3)
+	for _, id := range in[:2] {
+		e := nack(id)
+		e.Identity = "spiffe://example.org/ns/edge/sa/one"
+		c.Observe(&e)
+	}
+	if s := c.Status(); s[0].Halted != "" || c.runs["edge"].haltReq != nil {
+		t.Fatalf("one certificate claiming two node ids halted a min_nodes 2 rollout: %+v", s[0])
+	}
+	other := nack(in[2])
+	other.Identity = "spiffe://example.org/ns/edge/sa/two"
+	c.Observe(&other)
+	if d := haltedFor(t, c); !strings.Contains(d, "2 nodes rejected the change") {
+		t.Fatalf("halted for %q", d)
+	}
 }

@@ -55,11 +55,13 @@ type Options struct {
 	// OnSupersede is called when a halted rollout is superseded: the
 	// pipeline applies its last (refused) change again.
 	OnSupersede func()
-	// NodeIdentity says node ids are bound to verified client
-	// certificates (--node-identity): only streams with a verified
-	// certificate then count toward a halt.
-	NodeIdentity bool
-	Logger       *slog.Logger
+	// Binding is what the identity rule (--node-identity) binds of a
+	// node to its verified certificate. Under a rule, only streams with a
+	// verified certificate count toward a halt; under one that leaves the
+	// node id unbound, halt.min_nodes counts certificates, not the ids
+	// one certificate may claim.
+	Binding snapshot.Binding
+	Logger  *slog.Logger
 	// Seal, when set, seals the state file (it holds config, private
 	// keys included); a sealed one is read only with it.
 	Seal *seal.Keyring

@@ -25,9 +25,10 @@ type Exposure struct {
 //     identities: a verified node of another group can claim what picks
 //     the group (metadata, locality; id and cluster unless bound) and
 //     receive its Secrets that no `identities` restrict;
-//   - groups with a rollout that declare no identities, under no identity
-//     rule: any client reaching the xDS port can claim a node of a stage
-//     and halt the rollout with a NACK.
+//   - groups with a rollout that declare no identities, under no rule
+//     binding node ids: a client reaching the xDS port can claim a node of
+//     a stage and halt the rollout with a NACK (with a certificate, under
+//     a rule binding only the cluster).
 func (f *Fleet) Exposures(b Binding) []Exposure {
 	var out []Exposure
 	for i, rule := range f.rules {
@@ -41,9 +42,9 @@ func (f *Fleet) Exposures(b Binding) []Exposure {
 					rule.Name, n, by)})
 			}
 		}
-		if rule.Rollout != nil && !b.ID && !b.Cluster {
+		if rule.Rollout != nil && !b.ID {
 			out = append(out, Exposure{Group: rule.Name, Warning: fmt.Sprintf(
-				"group %q has a rollout and declares no identities, and no --node-identity binds node ids to certificates: any client that reaches the xDS port can claim a node of a stage and halt the rollout with a NACK. Declare `identities` on the group, or serve with --node-identity",
+				"group %q has a rollout and declares no identities, and no --node-identity binds node ids to certificates: a client that reaches the xDS port can claim a node of a stage and halt the rollout with a NACK. Declare `identities` on the group, or serve with --node-identity naming {id}",
 				rule.Name)})
 		}
 	}

@@ -83,6 +83,10 @@ func TestFinding3_RolloutWithoutIdentitiesIsNamed(t *testing.T) {
 	if got := f1(t, &Snapshot{}, p).Exposures(Binding{ID: true}); len(got) != 0 {
 		t.Errorf("under an identity rule: %s", warnings(got))
 	}
+	// A rule binding the cluster alone lets a certificate claim any id.
+	if got := warnings(f1(t, &Snapshot{}, p).Exposures(Binding{Cluster: true})); !strings.Contains(got, "has a rollout") {
+		t.Errorf("under a rule binding only the cluster, no rollout warning:\n%s", got)
+	}
 }
 
 func f1(t *testing.T, s *Snapshot, p *model.Rollout) *Fleet {
