@@ -150,12 +150,14 @@ func serial() (*big.Int, error) {
 // not starting with '.', so that NAME.pem stays in the folder and is not
 // hidden. The CA's own names are reserved.
 func checkName(name string) error {
-	if name == "" || len(name) > 128 || name[0] == '.' || name == "ca" {
-		return fmt.Errorf("--name %q: want 1 to 128 letters, digits, '.', '-' or '_', not starting with '.', and not \"ca\"", name)
+	// NAME.pem and NAME-key.pem must never be the CA's own files: "ca-key"
+	// would write a leaf certificate over the CA's key.
+	if name == "" || len(name) > 128 || name[0] == '.' || name == "ca" || name == "ca-key" {
+		return fmt.Errorf("--name %q: want 1 to 128 letters, digits, '.', '-' or '_', not starting with '.', and not \"ca\" or \"ca-key\" (the CA's files)", name)
 	}
 	for _, c := range name {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
-			return fmt.Errorf("--name %q: want 1 to 128 letters, digits, '.', '-' or '_', not starting with '.', and not \"ca\"", name)
+			return fmt.Errorf("--name %q: want 1 to 128 letters, digits, '.', '-' or '_', not starting with '.', and not \"ca\" or \"ca-key\" (the CA's files)", name)
 		}
 	}
 	return nil

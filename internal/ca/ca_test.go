@@ -191,6 +191,7 @@ func TestIssueRefusals(t *testing.T) {
 		{ClientOptions{NodeID: "edge-1", Cluster: "edge", TrustDomain: "other.org"}, "this CA is for trust domain example.org"},
 		{ClientOptions{NodeID: "../edge-1", Cluster: "edge", Rule: "{cluster}.proxies.example.com"}, "--name"},
 		{ClientOptions{NodeID: "ca", Cluster: "edge"}, "--name"},
+		{ClientOptions{NodeID: "ca-key", Cluster: "edge", Force: true}, "--name"},
 		{ClientOptions{NodeID: "edge-1", Cluster: "edge", DNS: []string{"*.example.com"}}, "not a DNS name"},
 		{ClientOptions{NodeID: "edge-1", Cluster: "edge", DNS: []string{"spiffe://example.org/ns/edge/sa/edge-2"}}, "not a DNS name"},
 		{ClientOptions{NodeID: "edge-1", Cluster: "edge", Rule: "{id}.{cluster}.proxies.example.com", DNS: []string{"edge-2.edge.proxies.example.com"}}, "another node's name"},
@@ -205,6 +206,9 @@ func TestIssueRefusals(t *testing.T) {
 		DNS: []string{"edge-3.edge.proxies.example.com", "gw.example.com"}})
 	if err != nil || strings.Join(dns.Names, " ") != "edge-3.edge.proxies.example.com gw.example.com" {
 		t.Errorf("a DNS rule's certificate with its own name and another: %v, %v", dns.Names, err)
+	}
+	if _, err := IssueServer(ServerOptions{Dir: dir, Name: "ca-key", DNS: []string{"x.example.com"}, Force: true}); err == nil || !strings.Contains(err.Error(), "--name") {
+		t.Errorf("a server certificate named ca-key, forced over the CA's key: %v", err)
 	}
 	if _, err := IssueServer(ServerOptions{Dir: dir}); err == nil || !strings.Contains(err.Error(), "--dns") {
 		t.Errorf("server without names: %v", err)
