@@ -206,7 +206,6 @@ var allowed = []edge{
 	{"internal/source/file", "internal/config"},
 	{"internal/source/file", "internal/source"},
 	{"internal/status", "internal/cowmap"},
-	{"internal/status", "internal/model"}, // Event.Member: the node as groups match it (step 4: nodegroup)
 	{"internal/status/statustest", "internal/status"},
 	{"internal/store/bolt", "internal/seal"},
 	{"internal/store/bolt", "internal/store"},
@@ -235,6 +234,7 @@ var debts = []debt{
 	{edge{"internal/csds", "internal/model"}, "step 4", "authorize.go matches groups with model.AnyMatch; matching moves to nodegroup"},
 	{edge{"internal/rollout", "internal/model"}, "step 4", "reads model.Rollout and model.Node; the rollout policy and the node move to nodegroup"},
 	{edge{"internal/snapshot", "internal/model"}, "step 4", "Fleet carries group rules, rollout stages and secret policy; they move to nodegroup and fleet, snapshot keeps content"},
+	{edge{"internal/status", "internal/model"}, "step 4", "Event.Member is the node as groups match it, a model.Node; the node moves to nodegroup"},
 	{edge{"internal/xds", "internal/model"}, "step 4", "a stream and its events hold the node as model.Node; the node moves to nodegroup"},
 }
 
@@ -270,6 +270,7 @@ var owners = []owner{
 var bans = []ban{
 	{"internal/admin", "internal/xds", "the admin API reads status, not the server"},
 	{"internal/csds", "internal/model", "the xDS side never sees the model"},
+	{"internal/rollout", "internal/model", "the rollout policy and the node are nodegroup's (step 4)"},
 	{"internal/rollout", "internal/xds", "rollout reads events from status, not the server"},
 	{"internal/snapshot", "internal/model", "a snapshot is content; who gets which is the fleet's"},
 	{"internal/xds", "internal/compile", "the xDS server never sees the document"},
@@ -284,6 +285,7 @@ var bans = []ban{
 	{"internal/model", "net/...", "the model does no I/O"},
 	{"internal/model", "os/...", "the model does no I/O"},
 	{"internal/status", "github.com/envoyproxy/...", "status is fed plain event structs"},
+	{"internal/status", "internal/model", "status is a leaf fed plain event structs (step 4 moves the node to nodegroup)"},
 	{"internal/status", "google.golang.org/grpc/...", "status is fed plain event structs"},
 	{"internal/translate", "google.golang.org/grpc/...", "translate does no I/O"},
 	{"internal/translate", "io/fs", "translate does no I/O"},

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-
 	"github.com/pylon-xds/pylon/internal/model"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
@@ -226,9 +224,9 @@ func memberOf(e *status.Event) model.Node {
 	if e.Member != nil {
 		return *e.Member
 	}
-	// The xds server's nodes are Envoy's; any other is none.
-	n, _ := e.Node.(*corev3.Node)
-	return snapshot.ModelNode(n)
+	// Not a stream's event with a node (the xds server sets Member on
+	// every one that has): in no stage by anything but its id.
+	return model.Node{ID: e.NodeID()}
 }
 
 // counts reports whether the event's stream may count toward a halt.

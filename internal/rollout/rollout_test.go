@@ -176,7 +176,7 @@ func TestStagesAdvanceWithBake(t *testing.T) {
 func nack(node string) status.Event { return nackOf(node, xdstype.ClusterURL) }
 
 func nackOf(node, typeURL string) status.Event {
-	return status.Event{Kind: status.RequestNACK, Group: "edge", Node: &corev3.Node{Id: node}, TypeURL: typeURL, Version: "x", Detail: "bad"}
+	return status.Event{Kind: status.RequestNACK, Group: "edge", Node: &corev3.Node{Id: node}, Member: &model.Node{ID: node}, TypeURL: typeURL, Version: "x", Detail: "bad"}
 }
 
 // stageNode is a node of 1000 the first stage takes, and one it does not.
@@ -330,7 +330,7 @@ func TestNotACKedHalts(t *testing.T) {
 	in, _ := stageNodes()
 	set := v2.Groups()[0].Snapshot.Set(xdstype.ClusterURL).Version()
 	sent := func(stream uint64) status.Event {
-		return status.Event{Kind: status.ResponseSent, StreamID: stream, Group: "edge", Node: &corev3.Node{Id: in}, TypeURL: xdstype.ClusterURL, Version: set, SetVersion: set}
+		return status.Event{Kind: status.ResponseSent, StreamID: stream, Group: "edge", Node: &corev3.Node{Id: in}, Member: &model.Node{ID: in}, TypeURL: xdstype.ClusterURL, Version: set, SetVersion: set}
 	}
 	// Stream 1 ACKs in time; stream 2 never does.
 	c.Observe(new(sent(1)))
