@@ -284,7 +284,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 
-	xdsSrv, gs := newXDS(o, sec, reg, pub, obs, tokens)
+	xdsSrv, gs := newXDS(o, sec, reg, pub, status.ComposeObservers(obs.Observer, rollouts), obs.Tracker, tokens)
 	adminOpts := admin.Options{Tokens: tokens, TokenFile: o.TokenFile, ReadTokenFile: o.ReadTokenFile}
 	adminOpts.Pipeline, adminOpts.Proxies, adminOpts.Fleets, adminOpts.Registry = pipe, tracker, pub, reg
 	adminOpts.Metrics, adminOpts.Registerer, adminOpts.Identifier, adminOpts.Version, adminOpts.Logger = met.Registry, met.Registry, o.Identifier, o.Version, log
@@ -451,19 +451,20 @@ func loadTokens(o Options) (*token.Files, error) {
 // newXDS is the xDS server and the gRPC server it is registered on, which
 // serves CSDS too: standard tools read each proxy's status on the port they
 // already reach, with an admin token or an allowed client certificate.
-func newXDS(o Options, sec *security, reg *xdstype.Registry, pub *snapshot.Publisher, obs *Observability, tokens *token.Files) (*xds.Server, *grpc.Server) {
+// Streams report to observer: the tracking, composed with the rollouts'.
+func newXDS(o Options, sec *security, reg *xdstype.Registry, pub *snapshot.Publisher, observer status.Observer, tracker *status.Tracker, tokens *token.Files) (*xds.Server, *grpc.Server) {
 	xdsSrv := xds.New(xds.Options{
 		Registry: reg, Fleets: pub, Identifier: o.Identifier, Logger: o.Logger,
 		SuppressDeltaNotFound: o.SuppressDeltaNotFound, HoldTimeout: o.HoldTimeout,
 		MaxInitialSends: o.MaxInitialSends, NewStreamsPerSecond: o.NewStreamsPerSecond,
-		Observer: obs.Observer,
+		Observer: observer,
 		Identity: sec.identity, InsecureServeSecrets: o.InsecureServeSecrets,
 		MaxResourceNames: o.MaxResourceNames, MaxStreamsPerConnection: o.MaxStreamsPerConnection, SendStall: o.SendStall,
 	})
 	gs := grpc.NewServer(grpcOptions(o, xdsSrv, sec)...)
 	xdsSrv.Register(gs)
 	csds.New(csds.Options{
-		Tracker: obs.Tracker, Registry: reg, Logger: o.Logger,
+		Tracker: tracker, Registry: reg, Logger: o.Logger,
 		Authorize: csds.TokenOrIdentity(func() string { return tokens.Current().Read }, o.CSDSIdentities),
 	}).Register(gs)
 	return xdsSrv, gs

@@ -16,8 +16,9 @@ import (
 type Observability struct {
 	Tracker *status.Tracker
 	Metrics *metrics.Metrics
-	// Observer feeds the tracker and the metrics; the daemon composes it
-	// with the rollout controller's (status.ComposeObservers).
+	// Observer feeds the tracker and the metrics; the daemon gives the
+	// xDS server this composed with the rollout controller
+	// (status.ComposeObservers).
 	Observer status.Observer
 }
 

@@ -9,7 +9,6 @@ import (
 	"github.com/pylon-xds/pylon/internal/pipeline"
 	"github.com/pylon-xds/pylon/internal/rollout"
 	"github.com/pylon-xds/pylon/internal/snapshot"
-	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -46,7 +45,5 @@ func newRollouts(o Options, sec *security, reg *xdstype.Registry, pub *snapshot.
 		return nil, err
 	}
 	pipe.SetPublish(ctrl.Publish)
-	// After the tracker: a halt reads what the tracker recorded.
-	obs.Observer = status.ComposeObservers(obs.Observer, ctrl)
 	return ctrl, nil
 }
