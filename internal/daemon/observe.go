@@ -44,11 +44,6 @@ func NewObservability(reg *xdstype.Registry, pub *snapshot.Publisher) *Observabi
 			return url
 		},
 		OnLatency: func(name string, d time.Duration) { met.Latency(name, d) },
-		OnFirstSync: func(url string, d time.Duration) {
-			if t := reg.Lookup(url); t != nil {
-				met.FirstSync(t.Abbrev, d)
-			}
-		},
 	})
 	met = metrics.New(tracker)
 	return &Observability{Tracker: tracker, Metrics: met, Observer: &tracking{reg: reg, t: tracker, m: met}}
@@ -178,7 +173,10 @@ func (o *tracking) observeType(e *status.Event) {
 	case status.RequestNACK:
 		o.nacked(e)
 	case status.TypeSynced:
-		o.t.FirstSync(e.TypeURL, e.FirstSync)
+		// The tracker keeps nothing of a first sync: it is a metric.
+		if e.FirstSync > 0 {
+			o.m.FirstSync(o.abbrev(e.TypeURL), e.FirstSync)
+		}
 	}
 }
 

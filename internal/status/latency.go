@@ -54,13 +54,6 @@ func (t *Tracker) Published(versions map[string][]string, at time.Time) {
 	t.accepted.Store(&next)
 }
 
-// firstSync reports a first sync.
-func (t *Tracker) firstSync(typeURL string, d time.Duration) {
-	if d > 0 && t.opts.OnFirstSync != nil {
-		t.opts.OnFirstSync(typeURL, d)
-	}
-}
-
 // measure takes the first ACK on stream id, open since since, of a version
 // (st.Set, or else st.Version) of typeURL: if its change was accepted
 // after the stream opened, this is the push of a change, and its latency
@@ -133,10 +126,6 @@ func (t *Tracker) harvest(s *stream, e *entry, p *Stamps) {
 	e.measured = since
 	t.measure(s.id, e.kind.url, Stamp{Version: p.ACKed.Version, Set: p.ACKed.Set, At: p.ACKedSince}, s.since)
 }
-
-// FirstSync tells Options.OnFirstSync that a live stream's type of
-// typeURL was SYNCED for the first time, d after the stream opened.
-func (t *Tracker) FirstSync(typeURL string, d time.Duration) { t.firstSync(typeURL, d) }
 
 // latencySamples is how many recent push latencies are kept per type: a
 // fixed window, so that percentiles describe the last few changes and the

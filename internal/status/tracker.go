@@ -39,15 +39,13 @@ type Options struct {
 	// of a change: for a live stream, the newest version it took since
 	// the last harvest (Harvest). It is called with a lock of the
 	// tracker's held, from whoever reads (a scrape, a status request) or
-	// ends a stream: it must not call the Tracker. A new stream's initial config is not a push of a change
-	// (timed from the change, it would count how long ago the config last
-	// changed): it goes to OnFirstSync. It is given the type's name
-	// (Abbrev), kept with the type's latencies: every stream's ACK of
-	// every change comes here, and a lookup of the name cost each one.
+	// ends a stream: it must not call the Tracker. A new stream's
+	// initial config is not a push of a change (timed from the change,
+	// it would count how long ago the config last changed): the server
+	// reports it as TypeSynced. It is given the type's name (Abbrev),
+	// kept with the type's latencies: every stream's ACK of every change
+	// comes here, and a lookup of the name cost each one.
 	OnLatency func(typeName string, d time.Duration)
-	// OnFirstSync, if set, is told once per stream and type the time from
-	// the stream's open to the type's first SYNCED state.
-	OnFirstSync func(typeURL string, d time.Duration)
 }
 
 // Tracker holds the streams. Memory is bounded: per open stream, one entry
