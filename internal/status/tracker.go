@@ -60,10 +60,8 @@ type Options struct {
 //
 // The streams are spread over shards, each under a lock of its own: every
 // stream's events come from the xds server's goroutines on every core at
-// once, and one lock for all made them take turns
-// (BenchmarkObserveEDSChange/workers=2 in the daemon package, when they
-// were told every push). What is not
-// a stream's (the closed list, the accepted versions, latencies, the
+// once, and one lock for all would make them take turns. What is not a
+// stream's (the closed list, the accepted versions, latencies, the
 // newest change, shared names) is under mu, which is taken last: code
 // holding mu takes no shard's lock. A live stream's status locks are
 // taken under a shard's, and a stream reports nothing while it holds one.
