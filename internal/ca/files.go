@@ -12,11 +12,9 @@ import (
 	"os"
 	"path/filepath"
 	"time"
-)
 
-// maxFileSize bounds a CA file read: a CA certificate or key is well under
-// a kilobyte; a path pointing at something huge must not be read whole.
-const maxFileSize = 1 << 20
+	"github.com/pylon-xds/pylon/internal/certs"
+)
 
 // Modes of written files: a key is its owner's alone; a certificate is
 // public.
@@ -46,7 +44,7 @@ func load(dir string, now time.Time) (*authority, error) {
 		return nil, errNoDir
 	}
 	certPath, keyPath := filepath.Join(dir, CertFile), filepath.Join(dir, KeyFile)
-	certPEMBytes, err := readBounded(certPath)
+	certPEMBytes, err := certs.ReadBounded(certPath)
 	if err != nil {
 		return nil, fmt.Errorf("%w (make a CA with `pylon certs init --dir %s`)", err, dir)
 	}
@@ -90,7 +88,7 @@ func loadKey(path string) (*ecdsa.PrivateKey, error) {
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
 		return nil, fmt.Errorf("%s is readable or writable by others (mode %#o): whoever reads it can issue a certificate for any node; chmod 600 it", path, perm)
 	}
-	b, err := readBounded(path)
+	b, err := certs.ReadBounded(path)
 	if err != nil {
 		return nil, err
 	}
@@ -115,23 +113,6 @@ func loadKey(path string) (*ecdsa.PrivateKey, error) {
 		return nil, fmt.Errorf("%s: not an ECDSA key", path)
 	}
 	return key, nil
-}
-
-// readBounded reads a file of at most maxFileSize bytes.
-func readBounded(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(b) > maxFileSize {
-		return nil, fmt.Errorf("%s: larger than %d bytes, not a certificate or key", path, maxFileSize)
-	}
-	return b, nil
 }
 
 // writePair writes a certificate and its key into dir as certName and

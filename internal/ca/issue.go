@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pylon-xds/pylon/internal/certs"
 	"github.com/pylon-xds/pylon/internal/identity"
 )
 
@@ -152,7 +153,7 @@ func (a *authority) proves(der []byte, rule *identity.Rule, nodeID, cluster stri
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(a.cert)
-	chains, err := leaf.Verify(x509.VerifyOptions{Roots: pool, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	chains, err := certs.VerifyClient([]*x509.Certificate{leaf}, pool, now)
 	if err != nil {
 		return fmt.Errorf("the issued certificate does not verify against the CA: %w", err)
 	}

@@ -187,11 +187,11 @@ func (s *Server) check(due bool) {
 
 // load reads the files into a complete server config.
 func (s *Server) load() (*tls.Config, error) {
-	certPEM, err := readBounded(s.o.CertFile)
+	certPEM, err := ReadBounded(s.o.CertFile)
 	if err != nil {
 		return nil, fmt.Errorf("%s TLS certificate: %w", s.o.Name, err)
 	}
-	keyPEM, err := readBounded(s.o.KeyFile)
+	keyPEM, err := ReadBounded(s.o.KeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("%s TLS key: %w", s.o.Name, err)
 	}
@@ -235,7 +235,7 @@ var cipherSuites = []uint16{
 func LoadPool(path string) (*x509.CertPool, error) { return loadPool(path) }
 
 func loadPool(path string) (*x509.CertPool, error) {
-	b, err := readBounded(path)
+	b, err := ReadBounded(path)
 	if err != nil {
 		return nil, err
 	}
@@ -246,8 +246,10 @@ func loadPool(path string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// readBounded reads a file of at most MaxFileSize bytes.
-func readBounded(path string) ([]byte, error) {
+// ReadBounded reads a certificate or key file of at most MaxFileSize
+// bytes, refusing an empty one: the server's files and the built-in CA's
+// (internal/ca) are read alike.
+func ReadBounded(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
