@@ -64,7 +64,7 @@ func (f *refusals) refused(r *http.Request, reason string) {
 		f.suppressed.Add(1)
 		return
 	}
-	attrs := []any{"reason", reason, "peer", r.RemoteAddr, "method", r.Method, "path", quoted(r.URL.Path)}
+	attrs := []any{"reason", reason, "peer", r.RemoteAddr, "method", r.Method, "path", truncated(r.URL.Path)}
 	if n := f.suppressed.Swap(0); n > 0 {
 		attrs = append(attrs, "suppressed", n)
 	}
@@ -74,7 +74,7 @@ func (f *refusals) refused(r *http.Request, reason string) {
 // maxLogged bounds the path a refusal's log line repeats.
 const maxLogged = 256
 
-func quoted(s string) string {
+func truncated(s string) string {
 	if len(s) <= maxLogged {
 		return s
 	}

@@ -125,7 +125,9 @@ func TestRegistrantRenewingEveryFiveSecondsKeepsItsConnection(t *testing.T) {
 // client reuses it, and the client retries the PUT on a new connection
 // itself (Go's transport retries a request marked idempotent with an
 // Idempotency-Key header when a reused connection was closed under it),
-// so no renewal fails. The registration is in place at the end.
+// so no renewal fails. The registration is in place at the end. What Go
+// retries on is the header, which a POST may carry too; PUT is what makes
+// that retry right, the same call stored twice being one registration.
 func TestRegistrantRenewingWithPutAtTheIdlePeriodSeesNoErrors(t *testing.T) {
 	const period, n = 100 * time.Millisecond, 50
 	r := startDaemon(t, Options{Store: StoreBolt, AdminLimits: AdminLimits{IdleTimeout: period}})
