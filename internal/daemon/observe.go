@@ -46,6 +46,9 @@ func NewObservability(reg *xdstype.Registry, pub *snapshot.Publisher) *Observabi
 		OnLatency: func(name string, d time.Duration) { met.Latency(name, d) },
 	})
 	met = metrics.New(tracker)
+	// First of the publisher's callbacks: before the xDS streams'.
+	rel := &releases{t: tracker}
+	pub.Notify(func() { rel.observe(pub.Current(), time.Now()) })
 	return &Observability{Tracker: tracker, Metrics: met, Observer: &tracking{reg: reg, t: tracker, m: met}}
 }
 

@@ -55,17 +55,22 @@ func (t *Tracker) Published(versions map[string][]string, at time.Time) {
 }
 
 // measure takes the first ACK on stream id, open since since, of a version
-// (st.Set, or else st.Version) of typeURL: if its change was accepted
-// after the stream opened, this is the push of a change, and its latency
-// is kept and told (Options.OnLatency). Harvest calls it for a live
+// (st.Set, or else st.Version) of typeURL, sent at sent: if its change was
+// accepted (or released to more nodes by a rollout stage: from) after the
+// stream opened, this is the push of a change, and its latency is kept
+// and told (Options.OnLatency). Harvest calls it for a live
 // stream's newest. It takes no lock.
-func (t *Tracker) measure(id uint64, typeURL string, st Stamp, since time.Time) {
+func (t *Tracker) measure(id uint64, typeURL string, st Stamp, sent, since time.Time) {
 	key := st.Version
 	if st.Set != "" {
 		key = st.Set
 	}
-	accepted, known := (*t.accepted.Load())[acceptKey{typeURL, key}]
-	if !known || !accepted.After(since) {
+	k := acceptKey{typeURL, key}
+	accepted, known := (*t.accepted.Load())[k]
+	if !known {
+		return
+	}
+	if accepted = t.from(k, accepted, sent); !accepted.After(since) {
 		return
 	}
 	d := st.At.Sub(accepted)
@@ -124,7 +129,14 @@ func (t *Tracker) harvest(s *stream, e *entry, p *Stamps) {
 		return
 	}
 	e.measured = since
-	t.measure(s.id, e.kind.url, Stamp{Version: p.ACKed.Version, Set: p.ACKed.Set, At: p.ACKedSince}, s.since)
+	// When the version was sent: the last response's time if it carried
+	// it, else no later than the ACK. A release after it (a later stage)
+	// does not shorten this push.
+	sent := p.ACKedSince
+	if p.Sent.Version == p.ACKed.Version && !p.Sent.At.IsZero() && p.Sent.At.Before(sent) {
+		sent = p.Sent.At
+	}
+	t.measure(s.id, e.kind.url, Stamp{Version: p.ACKed.Version, Set: p.ACKed.Set, At: p.ACKedSince}, sent, s.since)
 }
 
 // latencySamples is how many recent push latencies are kept per type: a
@@ -247,4 +259,60 @@ func (t *Tracker) Latencies() []Latency {
 func quantile(d []time.Duration, q float64) time.Duration {
 	i := int(q*float64(len(d))+0.999999) - 1
 	return d[min(max(i, 0), len(d)-1)]
+}
+
+// maxReleases bounds the releases kept per version: a rollout has at most
+// 16 stages, and a halted one may resume as often as an operator likes.
+const maxReleases = 32
+
+// Released records that versions (type URL -> version), accepted before
+// and held back by a staged rollout from some nodes of their group, reach
+// more of them from at: a stage starts, a halted rollout resumes, or the
+// rollout completes. A node sent such a version at or after at measures
+// its push latency from at, not from the change's acceptance: the time
+// the version was held back from it (a stage's bake) is the rollout's,
+// not the push's. Versions the tracker does not remember as accepted are
+// ignored.
+func (t *Tracker) Released(versions map[string][]string, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	accepted := *t.accepted.Load()
+	old := t.releases()
+	next := make(map[acceptKey][]time.Time, len(old)+1)
+	for k, ts := range old {
+		// A version forgotten as accepted is never measured again.
+		if _, ok := accepted[k]; ok {
+			next[k] = ts
+		}
+	}
+	for url, vs := range versions {
+		for _, v := range vs {
+			k := acceptKey{url, v}
+			if _, ok := accepted[k]; !ok {
+				continue
+			}
+			ts := append(slices.Clip(next[k]), at)
+			next[k] = ts[max(0, len(ts)-maxReleases):]
+		}
+	}
+	t.released.Store(&next)
+}
+
+// releases is the released map; nil until the first release.
+func (t *Tracker) releases() map[acceptKey][]time.Time {
+	if p := t.released.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// from is when a push of version k sent at sent started: its acceptance,
+// or the newest release of it at or before sent (Released).
+func (t *Tracker) from(k acceptKey, accepted, sent time.Time) time.Time {
+	for _, r := range t.releases()[k] {
+		if r.After(accepted) && !r.After(sent) {
+			accepted = r
+		}
+	}
+	return accepted
 }

@@ -77,6 +77,10 @@ type Tracker struct {
 	// ACK without a lock: replaced on a publish that adds to it, never
 	// written. order is its keys, oldest first (under mu).
 	accepted atomic.Pointer[map[acceptKey]time.Time]
+	// released holds, per accepted version a staged rollout held back,
+	// when it reached more of its group's nodes (Released); read like
+	// accepted, replaced under mu.
+	released atomic.Pointer[map[acceptKey][]time.Time]
 	// latency holds the newest push latencies per type URL, read and
 	// added to without a lock (ring).
 	latency cowmap.Map[string, *ring]
