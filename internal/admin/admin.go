@@ -350,7 +350,12 @@ type proxyDump struct {
 }
 
 func dumpStream(reg *xdstype.Registry, f *snapshot.Fleet, s proxyEntry) proxyDump {
-	d := proxyDump{proxyEntry: s, LastSent: map[string][]json.RawMessage{}, Drift: drift(reg, f, s.Stream)}
+	d := proxyDump{proxyEntry: s, LastSent: map[string][]json.RawMessage{}, Drift: []typeDrift{}}
+	if !s.Remote {
+		// What another replica's stream was sent stays there: nothing
+		// to compare here.
+		d.Drift = drift(reg, f, s.Stream)
+	}
 	for _, t := range s.Types {
 		for _, m := range t.LastSent {
 			d.LastSent[t.Type] = append(d.LastSent[t.Type], dump(m))

@@ -11,6 +11,10 @@ import (
 // those stay on the replica serving it), with the replica serving it.
 type proxyEntry struct {
 	Replica string `json:"replica"`
+	// Remote is set on another replica's stream: the fields it does not
+	// publish are zero here because they are not known, not because they
+	// are zero.
+	Remote bool `json:"remote,omitempty"`
 	status.Stream
 }
 
@@ -45,7 +49,7 @@ func (o Options) proxies(node string) ([]proxyEntry, string) {
 	// Published redacted; scrubbed again: etcd is shared, and what
 	// another writer put there is read here.
 	for i, s := range scrubStreams(streams) {
-		out = append(out, proxyEntry{Replica: replicas[i], Stream: s})
+		out = append(out, proxyEntry{Replica: replicas[i], Remote: true, Stream: s})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Node < out[j].Node })
 	return out, partial

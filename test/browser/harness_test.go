@@ -34,7 +34,10 @@ func startPylon(t testing.TB, o daemon.Options) *pylon {
 	t.Helper()
 	o.XDSAddr, o.AdminAddr = "127.0.0.1:0", "127.0.0.1:0"
 	o.DebounceQuiet, o.DebounceMax = 20*time.Millisecond, 200*time.Millisecond
-	o.Identifier, o.Version = "pylon-ui", "v0.9.0-test"
+	if o.Identifier == "" {
+		o.Identifier = "pylon-ui"
+	}
+	o.Version = "v0.9.0-test"
 	if o.DataDir == "" {
 		o.DataDir = t.TempDir()
 	}

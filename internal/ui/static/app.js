@@ -55,8 +55,11 @@
   }
 
   // ---- formatting ----
+  // known says whether a time was recorded: Go writes an unset time as
+  // year 1, which is not a time anything happened.
+  function known(t) { return !!t && new Date(t).getUTCFullYear() > 1; }
   function ago(t) {
-    if (!t) return '';
+    if (!known(t)) return '';
     const s = Math.max(0, (Date.now() - new Date(t).getTime()) / 1000);
     if (s < 60) return Math.floor(s) + 's ago';
     if (s < 3600) return Math.floor(s / 60) + 'm ago';
@@ -64,7 +67,7 @@
     return Math.floor(s / 86400) + 'd ago';
   }
   function when(t) {
-    if (!t) return el('span', { class: 'muted' }, '—');
+    if (!known(t)) return el('span', { class: 'muted' }, '—');
     return el('span', { title: new Date(t).toISOString() }, ago(t));
   }
   function short(v) { return v ? (v.length > 12 ? v.slice(0, 12) : v) : '—'; }
@@ -367,6 +370,7 @@
   function resourceName(r) { return r.name || r.cluster_name || '(unnamed)'; }
 
   function renderStream(s) {
+    if (s.remote) return renderRemoteStream(s);
     const facts = [['Group', s.group], ['Replica', s.replica], ['Kind', s.kind], ['Client', s.client], ['Cluster', s.cluster], ['Address', s.address],
       ['Identity', s.identity], ['Connected', s.connectedSince ? new Date(s.connectedSince).toISOString() + ' (' + ago(s.connectedSince) + ')' : ''],
       ['Disconnected', s.disconnectedAt ? ago(s.disconnectedAt) : ''], ['Stream', s.stream]].filter(([, v]) => v !== undefined && v !== '' && v !== null);
@@ -387,6 +391,28 @@
       el('table', { class: 'types' }, el('thead', {}, el('tr', {}, ['Type', 'State', 'Last sent', 'ACKed (runs)', 'Should run', 'Last NACK'].map((h) => el('th', {}, h)))), el('tbody', {}, rows)),
       el('h3', {}, 'What it runs against what it should'), renderDrift(s),
       sent.length ? [el('h3', {}, 'Last sent, per type'), sent] : null);
+  }
+
+  // renderRemoteStream shows a stream another replica serves: what that
+  // replica publishes of it (its types' states, the versions sent and
+  // ACKed, the last NACK), and says what stays on that replica rather
+  // than showing it as zero.
+  function renderRemoteStream(s) {
+    const facts = [['Served by', 'replica ' + s.replica], ['Group', s.group], ['Kind', s.kind], ['Cluster', s.cluster],
+      ['Connected', known(s.connectedSince) ? new Date(s.connectedSince).toISOString() + ' (' + ago(s.connectedSince) + ')' : '']].filter(([, v]) => v);
+    const rows = (s.types || []).map((t) => el('tr', { 'data-type': t.type },
+      el('td', {}, el('strong', {}, t.type)),
+      el('td', {}, badge(t.state)),
+      el('td', {}, t.sent ? version(t.sent.version) : el('span', { class: 'muted' }, 'nothing yet')),
+      el('td', {}, t.acked ? version(t.acked.version) : el('span', { class: 'muted' }, '—')),
+      el('td', { class: 'nack' }, t.lastNack ? [el('div', {}, 'version ', version(t.lastNack.version), ' ', when(t.lastNack.at)), el('div', { class: 'error-text nack-detail' }, t.lastNack.errorDetail)] : el('span', { class: 'muted' }, 'none'))));
+    return el('div', { class: 'card stream section remote', 'data-replica': s.replica },
+      el('div', { class: 'card alert info', id: 'remote-note' }, el('strong', {}, 'Served by replica ' + s.replica + '. '),
+        'This page shows what ' + s.replica + ' publishes of its proxies every few seconds: each type\'s state, the versions sent and ACKed, the last NACK. ',
+        'Not known here: when each response was sent and how many resources it carried, the stream\'s address, client and identity, what it was last sent, and so whether it runs what it should. Open ' + s.replica + '\'s dashboard for those.'),
+      el('dl', { class: 'kv' }, facts.map(([k, v]) => [el('dt', {}, k), el('dd', {}, String(v))])),
+      el('h3', {}, 'Per type, as ' + s.replica + ' reports it'),
+      el('table', { class: 'types' }, el('thead', {}, el('tr', {}, ['Type', 'State', 'Last sent', 'ACKed (runs)', 'Last NACK'].map((h) => el('th', {}, h)))), el('tbody', {}, rows)));
   }
 
   // renderDrift says, per type, whether the proxy runs what it should and,
