@@ -43,6 +43,7 @@ func registerDashboard(mux *http.ServeMux, g guard) {
 	mux.HandleFunc("GET /rollout", g.read(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, rolloutView(g.o.insight(), time.Now()))
 	}))
+	mux.HandleFunc("GET /rollout/staged", g.read(g.o.staged))
 }
 
 // summaryBody is GET /summary: the fleet at a glance.
