@@ -529,12 +529,14 @@
 
   // ---- rollout ----
   function rolloutView(root) {
-    return {
+    const notice = el('div', { id: 'rollout-action-result' });
+    const view = {
       poll: async () => {
-        const r = await api('/rollout');
+        const [st, r] = await Promise.all([api('/rollout/staged'), api('/rollout')]);
+        const staged = stagedSection(st, notice, () => view.poll());
         const groups = r.groups || [];
         if (!r.at) {
-          root.replaceChildren(el('h1', {}, 'Rollout'), el('p', { class: 'empty' }, 'No change published since this replica started.'));
+          root.replaceChildren(el('div', {}, notice, staged, el('h1', { class: 'section' }, 'Rollout of the newest change'), el('p', { class: 'empty' }, 'No change published since this replica started.')));
           return;
         }
         // The chart spans the change's age while some proxies are still
@@ -542,7 +544,7 @@
         const pending = groups.reduce((n, g) => n + g.pendingTotal, 0);
         const last = Math.max(0, ...groups.map((g) => g.series.length ? g.series[g.series.length - 1][0] : 0));
         const horizon = Math.max(1, pending ? r.elapsedSeconds : Math.min(r.elapsedSeconds, last * 1.25 + 1));
-        root.replaceChildren(el('h1', {}, 'Rollout of the newest change'),
+        root.replaceChildren(notice, staged, el('h1', { class: 'section' }, 'Rollout of the newest change'),
           el('p', { class: 'muted' }, 'Accepted ', when(r.at), '. ', r.note, '.'),
           el('div', { class: 'grid cols-2' },
             el('div', { class: 'card' }, el('h2', {}, 'ACKed over time'), chart(groups, horizon), legend(groups)),
@@ -556,6 +558,101 @@
           el('div', { class: 'card section' }, el('h2', {}, 'Not ACKed yet'), pendingTable(groups)));
       },
     };
+    return view;
+  }
+
+  // ---- staged rollouts (a group's rollout: policy) ----
+  function fmtLeft(sec) {
+    sec = Math.max(0, Math.round(sec));
+    const h = Math.floor(sec / 3600), m = Math.floor((sec % 3600) / 60), x = sec % 60;
+    return h ? h + 'h ' + m + 'm' : m ? m + 'm ' + x + 's' : x + 's';
+  }
+
+  function stagedSection(st, notice, reload) {
+    const list = st.rollouts || [];
+    const parts = [el('h1', {}, 'Staged rollouts')];
+    if (st.partial) parts.push(el('div', { class: 'card alert info' }, el('strong', {}, 'Partial: '), st.partial));
+    if (!list.length) {
+      parts.push(el('p', { class: 'empty', id: 'staged-none' }, 'No staged rollout: a group with a rollout policy shows its stages, its nodes and its controls here.'));
+      return el('div', { id: 'staged' }, parts);
+    }
+    parts.push(el('p', { class: 'muted' }, st.note, '.'));
+    parts.push(list.map((r) => stagedCard(r, notice, reload)));
+    return el('div', { id: 'staged' }, parts);
+  }
+
+  function stagedState(r) {
+    if (r.halted) {
+      return el('span', { class: 'error', id: 'staged-state-' + r.group }, 'Halted at stage ' + r.haltedStage + ' of ' + r.stages + ' (' + r.halted + ') ', when(r.haltedAt),
+        r.supersede ? ': the next change to the group replaces it' : ': its nodes run the previous version; changes to the group are refused until it is resumed or superseded');
+    }
+    const next = r.stage >= r.stages ? 'every node gets the new version' : 'stage ' + (r.stage + 1) + ' starts';
+    return el('span', { id: 'staged-state-' + r.group }, 'Stage ' + r.stage + ' of ' + r.stages + ', entered ', when(r.enteredAt), ': ' + next + ' in ', el('strong', { class: 'bake-left' }, fmtLeft(r.nextInSeconds)));
+  }
+
+  function nodeNames(label, l, cls) {
+    const more = l.total - l.nodes.length;
+    return el('div', { class: 'names version-nodes ' + cls, 'data-total': l.total },
+      el('strong', {}, label + ' (' + num(l.total) + '): '),
+      l.nodes.length ? l.nodes.map((n) => el('a', { class: 'mono', href: '#/proxy/' + encodeURIComponent(n), 'data-node': n }, n)) : el('span', { class: 'muted' }, 'none'),
+      more > 0 ? el('span', { class: 'muted' }, ' … and ' + num(more) + ' more') : null);
+  }
+
+  function stagedCard(r, notice, reload) {
+    const act = (action, label, cls, disabled) => el('button', { type: 'button', class: 'rollout-action ' + (cls || ''), 'data-group': r.group, 'data-action': action,
+      disabled, onclick: () => confirmRolloutAction(r, action, notice, reload) }, label);
+    const actions = r.halted
+      ? [act('resume', 'Resume', 'primary'), act('supersede', r.supersede ? 'Superseded' : 'Supersede', '', r.supersede)]
+      : [act('promote', r.stage >= r.stages ? 'Complete now' : 'Promote to stage ' + (r.stage + 1), 'primary'), act('halt', 'Halt', 'danger')];
+    return el('div', { class: 'card section staged' + (r.halted ? ' alert' : ''), 'data-group': r.group, 'data-state': r.halted ? 'halted' : 'running' },
+      el('h2', {}, 'Group ', r.group, ' ', el('span', { class: 'pill' }, r.halted ? 'halted' : 'stage ' + r.stage + '/' + r.stages)),
+      el('dl', { class: 'kv' },
+        el('dt', {}, 'State'), el('dd', {}, stagedState(r)),
+        el('dt', {}, 'Versions'), el('dd', {}, 'previous ', version(r.from), ' → new ', version(r.to)),
+        r.halted ? [el('dt', {}, 'Why'), el('dd', {}, el('div', { class: 'error-text halt-detail' }, r.detail || r.halted))] : null),
+      el('h3', {}, 'Nodes by the version they run'),
+      nodeNames('New version', r.nodes.new, 'on-new'), nodeNames('Previous version', r.nodes.previous, 'on-previous'),
+      r.nodes.neither.total ? nodeNames('Neither yet', r.nodes.neither, 'on-neither') : null,
+      el('div', { class: 'actions section' }, actions));
+  }
+
+  // What each rollout action does, for its confirmation.
+  const ROLLOUT_ACTIONS = {
+    promote: (r) => r.stage >= r.stages
+      ? ['Complete the rollout of ' + r.group + ' now?', 'Every node of the group gets the new version now, without waiting for the bake.', 'Complete']
+      : ['Promote ' + r.group + ' to stage ' + (r.stage + 1) + '?', 'Stage ' + (r.stage + 1) + ' starts now, without waiting for the bake: its nodes get the new version.', 'Promote'],
+    halt: (r) => ['Halt the rollout of ' + r.group + '?', 'Stage ' + r.stage + ' is rolled back: its nodes get the previous version again, and changes to the group are refused until you resume or supersede the rollout.', 'Halt'],
+    resume: (r) => ['Resume the rollout of ' + r.group + '?', 'It restarts at stage ' + Math.max(1, r.haltedStage) + ', whose nodes get the new version again; the stage\'s bake is counted again.', 'Resume'],
+    supersede: (r) => ['Supersede the halted rollout of ' + r.group + '?', 'The next change to the group replaces it (with a config file, the refused change is applied again now).', 'Supersede'],
+  };
+
+  // confirmRolloutAction asks before calling POST
+  // /v1/rollouts/{group}/{action} with the write token typed in, or the
+  // one signed in with; the token is not kept.
+  function confirmRolloutAction(r, action, notice, reload) {
+    const m = $('modal');
+    const [title, text, verb] = ROLLOUT_ACTIONS[action](r);
+    const tok = el('input', { type: 'password', id: 'rollout-token', placeholder: 'write token (empty: the one you signed in with)', autocomplete: 'off' });
+    const err = el('p', { class: 'error', id: 'rollout-error' });
+    const close = () => { m.hidden = true; m.replaceChildren(); };
+    const go = async () => {
+      err.textContent = '';
+      try {
+        const res = await api('/v1/rollouts/' + encodeURIComponent(r.group) + '/' + action, { method: 'POST', token: tok.value || token() });
+        close();
+        notice.replaceChildren(el('div', { class: 'card alert ok section' }, el('strong', {}, verb + ': ' + r.group + '. '),
+          res.halted ? 'Halted at stage ' + res.haltedStage + '.' : res.stage ? 'Now at stage ' + res.stage + ' of ' + res.stages + '.' : 'Done.'));
+        await reload();
+      } catch (x) {
+        err.textContent = (x.status === 401 || x.status === 403 ? 'Refused (' + x.status + '): ' : 'Failed: ') + x.message;
+      }
+    };
+    m.replaceChildren(el('div', { class: 'card', role: 'dialog', 'aria-modal': 'true' },
+      el('h2', {}, title), el('p', {}, text),
+      el('label', { for: 'rollout-token' }, 'Write token'), tok, err,
+      el('div', { class: 'actions' }, el('button', { type: 'button', onclick: close }, 'Cancel'),
+        el('button', { type: 'button', class: action === 'halt' ? 'danger' : 'primary', id: 'rollout-confirm', onclick: go }, verb))));
+    m.hidden = false;
   }
 
   function progressBar(frac) {
