@@ -27,6 +27,11 @@ const stagedNote = "Nodes by the version they ACKed of every type the change tou
 type stagedBody struct {
 	Rollouts []stagedRollout `json:"rollouts"`
 	Note     string          `json:"note"`
+	// Replica is this replica, whose copy of each rollout the actions
+	// sent to it drive; Shared is set with several replicas on etcd,
+	// where each drives its own (docs/rollouts.md).
+	Replica string `json:"replica"`
+	Shared  bool   `json:"shared,omitempty"`
 	// Partial says why other replicas' nodes may be missing.
 	Partial string `json:"partial,omitempty"`
 }
@@ -66,7 +71,7 @@ type nodeList struct {
 }
 
 func (o Options) staged(w http.ResponseWriter, r *http.Request) {
-	body := stagedBody{Rollouts: []stagedRollout{}, Note: stagedNote}
+	body := stagedBody{Rollouts: []stagedRollout{}, Note: stagedNote, Replica: o.Identifier, Shared: o.Fleet != nil}
 	if o.Rollouts == nil {
 		writeJSON(w, http.StatusOK, body)
 		return

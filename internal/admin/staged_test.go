@@ -79,7 +79,7 @@ func TestStagedRolloutsView(t *testing.T) {
 	}
 	var got stagedBody
 	decode(t, body, &got)
-	if len(got.Rollouts) != 1 {
+	if len(got.Rollouts) != 1 || got.Replica != "pylon-a" || !got.Shared {
 		t.Fatalf("rollouts: %s", body)
 	}
 	r := got.Rollouts[0]

@@ -61,7 +61,7 @@ func New(tracker *status.Tracker) *Metrics {
 	}, []string{"type"}), "pylon_xds_nacks_total")
 	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "pylon_push_latency_seconds",
-		Help: "From a config change's acceptance to a connected proxy's ACK of it, by resource type. " +
+		Help: "From a config change's acceptance (or, for a proxy a staged rollout held back, its stage's start) to a connected proxy's ACK of it, by resource type. " +
 			"Only changes accepted while the stream was open: a new stream's initial config is pylon_first_sync_seconds. " +
 			"Measured when read (a scrape, a status request): a proxy that took several versions of a type in between counts its newest.",
 		Buckets: latencyBuckets,

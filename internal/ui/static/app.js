@@ -577,6 +577,10 @@
       return el('div', { id: 'staged' }, parts);
     }
     parts.push(el('p', { class: 'muted' }, st.note, '.'));
+    if (st.shared) {
+      parts.push(el('div', { class: 'card alert info', id: 'staged-shared' }, el('strong', {}, 'Several replicas: '),
+        'each drives its own copy of a rollout (its stage, timers and halts); these buttons act on replica ' + st.replica + '\'s. Drive a group\'s rollout through one replica.'));
+    }
     parts.push(list.map((r) => stagedCard(r, notice, reload)));
     return el('div', { id: 'staged' }, parts);
   }
