@@ -47,7 +47,7 @@ func NewObservability(reg *xdstype.Registry, pub *snapshot.Publisher) *Observabi
 	})
 	met = metrics.New(tracker)
 	// First of the publisher's callbacks: before the xDS streams'.
-	rel := &releases{t: tracker}
+	rel := &releases{release: tracker.Released}
 	pub.Notify(func() { rel.observe(pub.Current(), time.Now()) })
 	return &Observability{Tracker: tracker, Metrics: met, Observer: &tracking{reg: reg, t: tracker, m: met}}
 }

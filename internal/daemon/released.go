@@ -4,22 +4,21 @@ import (
 	"time"
 
 	"github.com/pylon-xds/pylon/internal/snapshot"
-	"github.com/pylon-xds/pylon/internal/status"
 )
 
 // releases tells the tracker when a staged rollout lets its change reach
 // more of its group's nodes (a stage starts, a halted rollout resumes, the
 // rollout completes), so that push latency counts from then for those
 // nodes, not from the change's acceptance: a stage's bake is the
-// rollout's time, not the push's (status.Tracker.Released).
+// rollout's time, not the push's (status.Tracker.Released, release).
 //
 // It watches the published fleets (snapshot.Publisher.Notify): seen is
 // touched only by the publisher's callbacks, which the publisher runs one
 // at a time. Registered before the xDS server's callbacks, it runs before
 // any stream is woken to send the released version.
 type releases struct {
-	t    *status.Tracker
-	seen map[string]staged
+	release func(versions map[string][]string, at time.Time) // status.Tracker.Released
+	seen    map[string]staged
 }
 
 // staged is what a group's staged rollout was at the last publish.
@@ -34,7 +33,11 @@ func (r *releases) observe(f *snapshot.Fleet, at time.Time) {
 		return
 	}
 	next := map[string]staged{}
-	for _, g := range f.Groups() {
+	rules := f.Rules()
+	for i, g := range f.Groups() {
+		if _, was := r.seen[g.Name]; !was && i < len(rules) && rules[i].Rollout == nil {
+			continue // no policy: never staged (and a lookup per group costs a scan)
+		}
 		prev, stage := f.Previous(g.Name)
 		to := g.Snapshot.ConfigVersion()
 		if prev != nil {
@@ -50,7 +53,7 @@ func (r *releases) observe(f *snapshot.Fleet, at time.Time) {
 			prev = was.prev // completed: every node gets it now
 		}
 		if v := heldBack(g.Snapshot, prev); len(v) > 0 {
-			r.t.Released(v, at)
+			r.release(v, at)
 		}
 	}
 	r.seen = next
