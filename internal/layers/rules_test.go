@@ -194,6 +194,7 @@ var allowed = []edge{
 	{"internal/render", "internal/snapshot"},
 	{"internal/render", "internal/xdstype"},
 	{"internal/rollout", "internal/config"},
+	{"internal/rollout", "internal/redact"}, // a NACK's error in a halt's detail
 	{"internal/rollout", "internal/seal"},
 	{"internal/rollout", "internal/snapshot"},
 	{"internal/rollout", "internal/status"}, // the stream events

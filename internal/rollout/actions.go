@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/redact"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -260,7 +261,9 @@ func (c *Controller) nacked(r *run, e *status.Event) {
 		c.o.Logger.Info("rollout: a node of the stage rejected the change; the rollout halts when enough do", "group", r.Group, "node", node, "type", e.TypeURL, "nacked", len(r.nacks), "min_nodes", need)
 		return
 	}
-	detail := fmt.Sprintf("node %q rejected %s version %s: %s", node, e.TypeURL, e.Version, e.Detail)
+	// The proxy's error may quote what it refused, keys included: the
+	// detail is kept, saved, logged and shown.
+	detail := fmt.Sprintf("node %q rejected %s version %s: %s", node, e.TypeURL, e.Version, redact.String(e.Detail))
 	if n := len(r.nacks); n > 1 {
 		detail = fmt.Sprintf("%d nodes rejected the change; the last, %s", n, detail)
 	}
