@@ -222,12 +222,14 @@ type server struct {
 	once               sync.Once
 }
 
-func startServer(t *testing.T, bin, dir string, args []string) *server {
+// startServer starts bin with args and the flags that put it on free
+// loopback ports; env, if given, is its environment.
+func startServer(t *testing.T, bin, dir string, args []string, env ...string) *server {
 	t.Helper()
 	args = append(args, "--xds-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json")
 	s := &server{log: &serveLog{ready: make(chan [2]string, 1)}, done: make(chan error, 1)}
 	s.cmd = exec.Command(bin, args...)
-	s.cmd.Dir = dir
+	s.cmd.Dir, s.cmd.Env = dir, env
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
