@@ -1,5 +1,6 @@
-// Package readme runs the README's commands against a built pylon binary,
-// so that every step it shows works as shown (issue 13 item 4).
+// Package readme runs the commands of README.md and of every file under
+// docs/ against a built pylon binary, so that every step they show works
+// as shown.
 package readme
 
 import (
