@@ -68,6 +68,14 @@ var docExitCodes = map[string]map[string]int{
 	},
 }
 
+// docOutputs are what some commands must print (a command whose exit code
+// says little, as curl's without -f), per file.
+var docOutputs = map[string]map[string]string{
+	"rest.md": {
+		`curl -s -H 'Content-Type: application/json' -d '{"node":{"id":"demo"}}' http://127.0.0.1:18080/v3/discovery:clusters`: `"@type":"type.googleapis.com/envoy.config.cluster.v3.Cluster"`,
+	},
+}
+
 // docSetup is how a file's commands are run: the harness's own `pylon
 // serve` (started before the first command that needs a running Pylon,
 // unless the file starts one), the proxies standing in for the file's
@@ -292,7 +300,7 @@ func checkDocLists(t *testing.T, files []string) {
 			t.Errorf("skipped file %s is no longer in docs/: drop it from the list", name)
 		}
 	}
-	for _, list := range []map[string]map[string]string{docSkipped, toWhy(docExitCodes)} {
+	for _, list := range []map[string]map[string]string{docSkipped, toWhy(docExitCodes), docOutputs} {
 		for name, cmds := range list {
 			for c := range cmds {
 				if !have[name][c] {
@@ -384,11 +392,15 @@ func (r *docRunner) run(c docCommand) {
 		r.serve(where, r.rooted("pylon serve "+strings.Join(r.setup.serve, " ")))
 	}
 	if r.main != nil {
-		text = strings.NewReplacer("localhost:18000", r.main.xdsAddr, "127.0.0.1:18000", r.main.xdsAddr).Replace(text)
+		text = strings.NewReplacer("localhost:18000", r.main.xdsAddr, "127.0.0.1:18000", r.main.xdsAddr,
+			"127.0.0.1:18080", r.main.restAddr).Replace(text)
 	}
 	stdout, stderr, code := r.bash(text)
 	if want := docExitCodes[r.name][c.text]; code != want {
 		t.Fatalf("%s: %s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", where, c.text, code, want, stdout, stderr)
+	}
+	if want, ok := docOutputs[r.name][c.text]; ok && !bytes.Contains(stdout, []byte(want)) {
+		t.Fatalf("%s: %s: the output does not hold %s\nstdout:\n%s\nstderr:\n%s", where, c.text, want, stdout, stderr)
 	}
 	t.Logf("%s: ok: %s", where, c.text)
 }
