@@ -1,5 +1,6 @@
-// Package readme runs the README's commands against a built pylon binary,
-// so that every step it shows works as shown (issue 13 item 4).
+// Package readme runs the commands of README.md and of every file under
+// docs/ against a built pylon binary, so that every step they show works
+// as shown.
 package readme
 
 import (
@@ -218,16 +219,19 @@ type server struct {
 	cmd                *exec.Cmd
 	log                *serveLog
 	xdsAddr, adminAddr string
+	restAddr           string // the REST-JSON port's, "" when off
 	done               chan error
 	once               sync.Once
 }
 
-func startServer(t *testing.T, bin, dir string, args []string) *server {
+// startServer starts bin with args and the flags that put it on free
+// loopback ports; env, if given, is its environment.
+func startServer(t *testing.T, bin, dir string, args []string, env ...string) *server {
 	t.Helper()
 	args = append(args, "--xds-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json")
-	s := &server{log: &serveLog{ready: make(chan [2]string, 1)}, done: make(chan error, 1)}
+	s := &server{log: &serveLog{ready: make(chan [3]string, 1)}, done: make(chan error, 1)}
 	s.cmd = exec.Command(bin, args...)
-	s.cmd.Dir = dir
+	s.cmd.Dir, s.cmd.Env = dir, env
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -235,7 +239,7 @@ func startServer(t *testing.T, bin, dir string, args []string) *server {
 	go func() { s.done <- s.cmd.Wait() }()
 	select {
 	case addrs := <-s.log.ready:
-		s.xdsAddr, s.adminAddr = addrs[0], addrs[1]
+		s.xdsAddr, s.adminAddr, s.restAddr = addrs[0], addrs[1], addrs[2]
 		return s
 	case err := <-s.done:
 		t.Fatalf("pylon %s exited at start: %v\n%s", strings.Join(args, " "), err, s.log)
@@ -267,12 +271,13 @@ func (s *server) stop(t *testing.T) {
 }
 
 // serveLog keeps a server's output and reports the addresses of its
-// "pylon serving" line.
+// "pylon serving" line, and of the REST-JSON port's line before it.
 type serveLog struct {
 	mu      sync.Mutex
 	buf     bytes.Buffer
 	partial []byte
-	ready   chan [2]string
+	ready   chan [3]string // xDS, admin, REST ("" when off)
+	rest    string
 	seen    bool
 }
 
@@ -291,11 +296,20 @@ func (l *serveLog) Write(p []byte) (int, error) {
 	l.partial = append(l.partial, p...)
 	sc := bufio.NewScanner(bytes.NewReader(l.partial))
 	for sc.Scan() {
-		var rec struct{ Msg, XDS, Admin string }
-		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg == "pylon serving" {
+		var rec struct {
+			Msg, XDS, Admin string
+			REST            string `json:"xds_rest"`
+		}
+		if json.Unmarshal(sc.Bytes(), &rec) != nil {
+			continue
+		}
+		if rec.Msg == "REST-JSON xDS serving" {
+			l.rest = rec.REST
+		}
+		if rec.Msg == "pylon serving" {
 			l.seen = true
 			l.partial = nil
-			l.ready <- [2]string{rec.XDS, rec.Admin}
+			l.ready <- [3]string{rec.XDS, rec.Admin, l.rest}
 			return len(p), nil
 		}
 	}

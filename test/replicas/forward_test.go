@@ -31,8 +31,11 @@ type forwarder struct {
 	dead     map[string]bool
 	conns    map[net.Conn]struct{}
 	routed   map[string]int // connections sent to each backend
-	closed   bool
-	wg       sync.WaitGroup
+	// rotate, once set by balance, starts each new connection's search
+	// at the next backend in turn (round robin) rather than the first.
+	rotate, next int
+	closed       bool
+	wg           sync.WaitGroup
 }
 
 // startForwarder listens on 127.0.0.1:0 and forwards to backends in order
@@ -58,6 +61,16 @@ func (f *forwarder) markDead(backend string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.dead[backend] = true
+}
+
+// balance makes the forwarder spread new connections over its live
+// backends in turn, as a round-robin load balancer does, and adds
+// backends to them (a scale-up).
+func (f *forwarder) balance(backends ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rotate = 1
+	f.backends = append(f.backends, backends...)
 }
 
 // routedTo is how many connections went to backend.
@@ -136,6 +149,10 @@ func (f *forwarder) serve(c net.Conn) {
 func (f *forwarder) dial() net.Conn {
 	f.mu.Lock()
 	backends := append([]string(nil), f.backends...)
+	if f.rotate > 0 {
+		f.next = (f.next + 1) % len(backends)
+		backends = append(backends[f.next:], backends[:f.next]...)
+	}
 	dead := make(map[string]bool, len(f.dead))
 	for k, v := range f.dead {
 		dead[k] = v

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/pylon-xds/pylon/internal/cli"
@@ -76,6 +77,8 @@ func TestRolloutsDoc(t *testing.T) {
 	steps := docSteps(t, doc)
 	t.Chdir(t.TempDir())
 	var p *pylon
+	var ps []*proxy
+	var rejected *discoveryv3.DiscoveryResponse
 	config, ran := "", 0
 	for i, s := range steps {
 		switch s.marker[0] {
@@ -95,19 +98,27 @@ func TestRolloutsDoc(t *testing.T) {
 		case "change":
 			// The change replaces the config's resources.
 			changed := config[:strings.Index(config, "resources:")] + s.body
-			var ps []*proxy
-			p, ps = serveDoc(t, s.marker[1])
+			if p == nil {
+				p, ps = serveDoc(t, s.marker[1])
+				writeConfig(t, s.marker[1], changed)
+				// Stage 1 is the canaries: canary-0 gets v2. (That the
+				// others get nothing is TestCleanRolloutStageByStage's.)
+				ps[len(ps)-1].recv(t, 2)
+				break
+			}
+			// A change during a rollout starts a new one at stage 1:
+			// the canary gets v3, as its NACK step below expects.
 			writeConfig(t, s.marker[1], changed)
-			// Stage 1 is the canaries: canary-0 gets v2. (That the
-			// others get nothing is TestCleanRolloutStageByStage's.)
-			ps[len(ps)-1].recv(t, 2)
+			rejected = nextVersion(t, ps[len(ps)-1], 3)
+		case "nack":
+			nackDoc(t, p, ps[len(ps)-1], rejected, s)
 		case "run":
 			runDoc(t, p, s)
 			ran++
 		}
 	}
-	if ran != 4 || p == nil {
-		t.Fatalf("ran %d commands of the page, want 4", ran)
+	if ran != 5 || p == nil || rejected == nil {
+		t.Fatalf("ran %d commands of the page, want 5, and a NACK", ran)
 	}
 }
 
@@ -125,6 +136,41 @@ func serveDoc(t *testing.T, cfg string) (*pylon, []*proxy) {
 		x.recv(t, 1)
 	}
 	return p, ps
+}
+
+// nextVersion ACKs what the commands before sent the canary (the halt's
+// v1, the resume's v2) until version want comes, which it returns unACKed.
+func nextVersion(t *testing.T, x *proxy, want int) *discoveryv3.DiscoveryResponse {
+	t.Helper()
+	for range 4 {
+		r := x.s.RecvType(xdstype.ClusterURL)
+		if timeout(t, r) == want {
+			return r
+		}
+		x.s.ACK(r)
+		x.acked = r.VersionInfo
+	}
+	t.Fatalf("%s: no v%d in four responses", x.id, want)
+	return nil
+}
+
+// nackDoc has the canary reject the change with the error the page
+// shows; the rollout must halt on it and send the canary back the version
+// every node ran before (v1).
+func nackDoc(t *testing.T, p *pylon, canary *proxy, rejected *discoveryv3.DiscoveryResponse, s docStep) {
+	t.Helper()
+	if rejected == nil {
+		t.Fatalf("rollouts.md:%d: a NACK before a change reached the canary", s.line)
+	}
+	canary.s.NACK(rejected, canary.acked, strings.TrimSpace(s.body))
+	waitUntil(t, "the canary's NACK to halt the rollout", func() bool {
+		rs := p.rollouts()
+		return len(rs) == 1 && rs[0].Halted == rollout.ReasonNACK
+	})
+	if st := one(t, p.rollouts()); st.HaltedStage != 1 || !strings.Contains(st.Detail, canary.id) || !strings.Contains(st.Detail, strings.TrimSpace(s.body)) {
+		t.Fatalf("rollouts.md:%d: halted %+v: want stage 1, the detail naming %s and its error", s.line, st, canary.id)
+	}
+	canary.recv(t, 1) // the stage rolled back
 }
 
 func checkRefused(t *testing.T, dir, name string, errs docStep) {
@@ -158,6 +204,12 @@ func runDoc(t *testing.T, p *pylon, s docStep) {
 	st := one(t, p.rollouts())
 	switch args[2] {
 	case "status":
+		if st.Halted != "" {
+			if !regexp.MustCompile(`(?m)^edge\s+0/3\s+` + st.From + `\s+` + st.To + `\s+HALTED at stage 1 \(nack\): .*canary-0`).MatchString(out) {
+				t.Fatalf("rollouts.md:%d: pylon rollout status, halted:\n%s", s.line, out)
+			}
+			break
+		}
 		if !regexp.MustCompile(`(?m)^edge\s+1/3\s+` + st.From + `\s+` + st.To + `\s+next stage in`).MatchString(out) {
 			t.Fatalf("rollouts.md:%d: pylon rollout status:\n%s", s.line, out)
 		}
