@@ -28,8 +28,8 @@ import (
 
 // testPylon is a `pylon serve` run in process by the CLI itself.
 type testPylon struct {
-	admin, dataDir string
-	env            map[string]string
+	admin, xds, dataDir string
+	env                 map[string]string
 }
 
 // startServe runs `pylon serve` with args on loopback and returns once it
@@ -51,6 +51,7 @@ func startServe(t *testing.T, args ...string) *testPylon {
 		var rec map[string]any
 		if json.Unmarshal(lines.Bytes(), &rec) == nil && rec["msg"] == "pylon serving" {
 			d.admin, _ = rec["admin"].(string)
+			d.xds, _ = rec["xds"].(string)
 			break
 		}
 	}
