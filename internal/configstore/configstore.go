@@ -151,7 +151,10 @@ type Result struct {
 	Version string `json:"version"`
 	// Changes lists, per group, the Envoy resources that change.
 	Changes map[string][]string `json:"changes"`
-	DryRun  bool                `json:"dryRun,omitempty"`
+	// Objects lists the stored objects a config write creates ("+
+	// kind/name"), changes ("~") and deletes ("-").
+	Objects []string `json:"objects,omitempty"`
+	DryRun  bool     `json:"dryRun,omitempty"`
 	// Recorded says the write made a history entry. Registrations and
 	// expiries are runtime state with a revision but no entry: whoever
 	// notes a history entry's author (the admin API's "by") notes it
@@ -476,7 +479,7 @@ func (s *Service) commitOnce(ctx context.Context, plan func([]store.Object) []st
 	if err != nil {
 		return Result{}, &ValidationError{Err: err}
 	}
-	res := Result{Version: fleet.Version(), DryRun: dryRun}
+	res := Result{Version: fleet.Version(), DryRun: dryRun, Objects: objectLines(objs, changes)}
 	if dryRun {
 		// What would change is worth a second compile only when asked:
 		// the write path (endpoint registrations) stays one compile.
@@ -578,11 +581,29 @@ func Diff(a, b *snapshot.Fleet) map[string][]string {
 // document is refused, naming both places: which one should win is the
 // author's call, not the order a map is read in.
 func Objects(reg *xdstype.Registry, data []byte) ([]store.Change, error) {
+	d, err := ReadDocument(reg, data)
+	return d.Changes, err
+}
+
+// Document is a config document split into store objects, with the store
+// kinds it names.
+type Document struct {
+	Changes []store.Change
+	// Kinds are the kinds the document names, sorted: each top-level
+	// key of the model (services, routes, ...: named even by an empty
+	// list), groups, and resources.KIND for each @type under resources.
+	// A prune makes the document the whole config of these kinds.
+	Kinds []string
+}
+
+// ReadDocument is Objects with the kinds the document names.
+func ReadDocument(reg *xdstype.Registry, data []byte) (Document, error) {
 	doc, err := document(data)
 	if err != nil {
-		return nil, err
+		return Document{}, err
 	}
 	var out []store.Change
+	named := map[string]bool{}
 	seen := map[store.Key]string{}
 	put := func(kind, name, at string, v any) error {
 		if name == "" {
@@ -593,6 +614,7 @@ func Objects(reg *xdstype.Registry, data []byte) ([]store.Change, error) {
 			return &ValidationError{Err: diag.List{{File: "apply", Type: kind, Name: name, Field: at, Message: "a second object of this kind and name (the first is " + first + "): each object appears once in a document"}}}
 		}
 		seen[k] = at
+		named[kind] = true
 		b, err := json.Marshal(v)
 		if err != nil {
 			return &ValidationError{Err: fmt.Errorf("%s: %w", at, err)}
@@ -606,16 +628,25 @@ func Objects(reg *xdstype.Registry, data []byte) ([]store.Change, error) {
 	}
 	sort.Strings(keys)
 	for _, key := range keys {
+		if contains(modelKinds, key) {
+			named[key] = true
+		}
 		if err := splitKey(reg, key, doc[key], put); err != nil {
-			return nil, err
+			return Document{}, err
 		}
 	}
 	if len(out) == 0 {
 		// An empty body is more likely a mistake (a file not yet written,
-		// the wrong one) than a change; kubectl refuses it alike.
-		return nil, &ValidationError{Err: errors.New("no objects passed to apply: the document is empty, only comments, or lists no object")}
+		// the wrong one) than a change; kubectl refuses it alike. For a
+		// prune it would delete every object of the kinds it names.
+		return Document{}, &ValidationError{Err: errors.New("no objects passed to apply: the document is empty, only comments, or lists no object")}
 	}
-	return out, nil
+	kinds := make([]string, 0, len(named))
+	for k := range named {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	return Document{Changes: out, Kinds: kinds}, nil
 }
 
 // document reads a config document's top level, its version checked as a
