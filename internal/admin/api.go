@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/pylon-xds/pylon/internal/configstore"
 	"github.com/pylon-xds/pylon/internal/diag"
@@ -365,6 +366,10 @@ func (a api) apply(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		prune, err = boolParam(r, "prune")
 	}
+	var file string
+	if err == nil {
+		file, err = fileParam(r)
+	}
 	var doc configstore.Document
 	if err == nil {
 		doc, err = configstore.ReadDocument(a.o.Registry, b)
@@ -390,11 +395,22 @@ func (a api) apply(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
-		fail(w, err)
+		fail(w, doc.Place(err, file))
 		return
 	}
 	noteResult(r, res)
 	writeJSON(w, http.StatusOK, res)
+}
+
+// fileParam is ?file=, the name of the document the client read (pylon
+// apply sends it), for diagnostics to name: bounded, printable, shown only
+// to this client (a refused write is not stored).
+func fileParam(r *http.Request) (string, error) {
+	f := r.URL.Query().Get("file")
+	if len(f) > maxKey || strings.IndexFunc(f, func(c rune) bool { return !unicode.IsPrint(c) }) >= 0 {
+		return "", badRequest("file: a file name of at most %d printable bytes", maxKey)
+	}
+	return f, nil
 }
 
 func (a api) registerEndpoints(mux *http.ServeMux) {

@@ -126,18 +126,16 @@ endpoints are never pruned. A prune of an empty document is refused.`,
 			if err != nil {
 				return err
 			}
-			q := url.Values{}
+			// The server names the file in its diagnostics, with each
+			// field's line in it.
+			q := url.Values{"file": {path}}
 			if dry {
 				q.Set("dryRun", "true")
 			}
 			if prune {
 				q.Set("prune", "true")
 			}
-			p := "/v1/apply"
-			if len(q) > 0 {
-				p += "?" + q.Encode()
-			}
-			res, err := client().do("POST", p, data, ct)
+			res, err := client().do("POST", "/v1/apply?"+q.Encode(), data, ct)
 			if err != nil {
 				return err
 			}

@@ -21,6 +21,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -594,26 +595,31 @@ type Document struct {
 	// list), groups, and resources.KIND for each @type under resources.
 	// A prune makes the document the whole config of these kinds.
 	Kinds []string
+	// data and lines place diagnostics back in the document (Place):
+	// each object's line in it.
+	data  []byte
+	lines map[store.Key]int
 }
 
 // ReadDocument is Objects with the kinds the document names.
 func ReadDocument(reg *xdstype.Registry, data []byte) (Document, error) {
-	doc, err := document(data)
+	doc, root, err := document(data)
 	if err != nil {
 		return Document{}, err
 	}
 	var out []store.Change
 	named := map[string]bool{}
 	seen := map[store.Key]string{}
+	lines := map[store.Key]int{}
 	put := func(kind, name, at string, v any) error {
 		if name == "" {
 			return &ValidationError{Err: fmt.Errorf("%s: an entry without a name", at)}
 		}
 		k := store.Key{Kind: kind, Name: name}
 		if first, dup := seen[k]; dup {
-			return &ValidationError{Err: diag.List{{File: "apply", Type: kind, Name: name, Field: at, Message: "a second object of this kind and name (the first is " + first + "): each object appears once in a document"}}}
+			return &ValidationError{Err: diag.List{{File: "apply", Line: itemLine(root, at), Type: kind, Name: name, Field: at, Message: "a second object of this kind and name (the first is " + first + "): each object appears once in a document"}}}
 		}
-		seen[k] = at
+		seen[k], lines[k] = at, itemLine(root, at)
 		named[kind] = true
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -646,22 +652,22 @@ func ReadDocument(reg *xdstype.Registry, data []byte) (Document, error) {
 		kinds = append(kinds, k)
 	}
 	sort.Strings(kinds)
-	return Document{Changes: out, Kinds: kinds}, nil
+	return Document{Changes: out, Kinds: kinds, data: data, lines: lines}, nil
 }
 
 // document reads a config document's top level, its version checked as a
 // file's is (config.VersionProblem), naming the line.
-func document(data []byte) (map[string]any, error) {
+func document(data []byte) (map[string]any, *yaml.Node, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, &ValidationError{Err: fmt.Errorf("invalid YAML: %w", err)}
+		return nil, nil, &ValidationError{Err: fmt.Errorf("invalid YAML: %w", err)}
 	}
 	var doc map[string]any
 	if err := root.Decode(&doc); err != nil {
-		return nil, &ValidationError{Err: fmt.Errorf("invalid YAML: %w", err)}
+		return nil, nil, &ValidationError{Err: fmt.Errorf("invalid YAML: %w", err)}
 	}
 	if len(root.Content) == 0 || root.Content[0].Kind != yaml.MappingNode {
-		return doc, nil
+		return doc, nil, nil
 	}
 	m := root.Content[0].Content
 	for i := 0; i+1 < len(m); i += 2 {
@@ -669,10 +675,33 @@ func document(data []byte) (map[string]any, error) {
 			continue
 		}
 		if msg := config.VersionProblem(m[i+1]); msg != "" {
-			return nil, &ValidationError{Err: diag.List{{File: "apply", Line: m[i+1].Line, Field: "version", Message: msg}}}
+			return nil, nil, &ValidationError{Err: diag.List{{File: "apply", Line: m[i+1].Line, Field: "version", Message: msg}}}
 		}
 	}
-	return doc, nil
+	return doc, root.Content[0], nil
+}
+
+// itemLine is the line of the document's entry at ("services[2]",
+// "groups"), 0 if not found.
+func itemLine(top *yaml.Node, at string) int {
+	key, index, listed := strings.Cut(strings.TrimSuffix(at, "]"), "[")
+	if top == nil {
+		return 0
+	}
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		if top.Content[i].Value != key {
+			continue
+		}
+		v := top.Content[i+1]
+		n, err := strconv.Atoi(index)
+		switch {
+		case !listed:
+			return top.Content[i].Line
+		case err == nil && v.Kind == yaml.SequenceNode && n >= 0 && n < len(v.Content):
+			return v.Content[n].Line
+		}
+	}
+	return 0
 }
 
 // splitKey puts the objects of one top-level key of a document.

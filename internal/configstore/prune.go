@@ -3,10 +3,13 @@ package configstore
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/pylon-xds/pylon/internal/config"
+	"github.com/pylon-xds/pylon/internal/diag"
 	"github.com/pylon-xds/pylon/internal/store"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -93,4 +96,37 @@ func objectLines(objs []store.Object, changes []store.Change) []string {
 		}
 	}
 	return out
+}
+
+// Place names file (the document's, as the client sent it; "apply" if
+// none) in the diagnostics of a refused write of d: one about an object of
+// the document (stored objects are compiled as files named kind/name) gets
+// the line of its field in the document, and one about the document
+// itself its name. Other errors are returned as they are.
+func (d Document) Place(err error, file string) error {
+	var list diag.List
+	if !errors.Is(err, ErrInvalid) || !errors.As(err, &list) {
+		return err
+	}
+	if file == "" {
+		file = "apply"
+	}
+	out := make(diag.List, len(list))
+	for i, p := range list {
+		out[i] = p
+		if p.File == "apply" {
+			out[i].File = file
+			continue
+		}
+		kind, name, _ := strings.Cut(p.File, "/")
+		line, ok := d.lines[store.Key{Kind: kind, Name: name}]
+		if !ok || line == 0 {
+			continue
+		}
+		out[i].File, out[i].Line = file, line
+		if p.Field != "" {
+			out[i].Line = config.FieldLine(d.data, line, p.Field)
+		}
+	}
+	return &ValidationError{Err: out}
 }
