@@ -76,6 +76,7 @@ the config are not run, so a config whose tests fail can be explained.`,
 	fl.StringArrayVar(&f.metadata, "metadata", nil, "key=value in the node's metadata, repeatable")
 	fl.StringArrayVar(&f.identities, "identity", nil, "an identity the node's certificate proves (SPIFFE ID, DNS SAN), repeatable")
 	fl.StringVar(&f.group, "group", "", "the node group, instead of a node")
+	a.completeGroupFlag(cmd)
 	fl.StringArrayVarP(&f.headers, "header", "H", nil, `a request header, "name: value", repeatable`)
 	fl.Uint32Var(&f.port, "port", 0, "the destination port the connection reaches (default: the URL's port, else 80 or 443)")
 	fl.StringVar(&f.listener, "listener", "", "the listener by name, instead of by port")

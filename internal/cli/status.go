@@ -106,7 +106,8 @@ difference between what it has and what it should run.`,
 		Example: `  pylon status
   pylon status edge-1
   pylon status -o yaml`,
-		Args: cobra.MaximumNArgs(1),
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: firstArg(a.nodeIDs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.check(); err != nil {
 				return err

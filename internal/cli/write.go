@@ -50,10 +50,11 @@ func addWriteCommands(root *cobra.Command, a *adminFlags) {
 	root.AddCommand(newApply(get))
 
 	del := &cobra.Command{
-		Use:     "delete KIND NAME",
-		Example: "  pylon delete services api-canary\n  pylon delete resources.Cluster legacy",
-		Short:   "Delete an object (services, routes, listeners, secrets, grpc, resources.Cluster, ...)",
-		Args:    cobra.ExactArgs(2),
+		Use:               "delete KIND NAME",
+		Example:           "  pylon delete services api-canary\n  pylon delete resources.Cluster legacy",
+		Short:             "Delete an object (services, routes, listeners, secrets, grpc, resources.Cluster, ...)",
+		Args:              cobra.ExactArgs(2),
+		ValidArgsFunction: a.storedObjects,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			res, err := get().do("DELETE", "/v1/objects/"+url.PathEscape(args[0])+"/"+url.PathEscape(args[1]), nil, "")
 			if err != nil {
@@ -66,6 +67,9 @@ func addWriteCommands(root *cobra.Command, a *adminFlags) {
 
 	eps := newEndpoints(get)
 	eps.AddCommand(newEndpointsList(a))
+	for _, c := range eps.Commands() {
+		c.ValidArgsFunction = firstArg(a.serviceNames)
+	}
 	root.AddCommand(eps)
 
 	rollback := &cobra.Command{
