@@ -51,3 +51,15 @@ func TestApplyAPINamesTheBodyWithoutAFile(t *testing.T) {
 		}
 	}
 }
+
+// A stored object is compiled from its stored body, not from a file
+// anyone wrote: a refusal that names it gives its kind/name, not a line
+// of a rendering no one has seen.
+func TestRefusalOfAStoredObjectNamesNoLine(t *testing.T) {
+	d := startServe(t)
+	code, _, stderr := d.cli("delete", "resources.Cluster", "backend")
+	want := `resources.RouteConfiguration/local: RouteConfiguration "local": virtual_hosts[0].routes[0].route.cluster: names Cluster "backend"`
+	if code != 1 || !strings.Contains(stderr, want) {
+		t.Errorf("delete of a cluster a route uses: exit %d, stderr:\n%s\nwant:\n%s", code, stderr, want)
+	}
+}

@@ -370,7 +370,27 @@ func (s *Service) compileObjects(objs []store.Object) (*snapshot.Fleet, error) {
 	if err != nil {
 		return nil, err
 	}
-	return compile.Compile(s.opts.Registry, files, s.opts.Read)
+	fleet, err := compile.Compile(s.opts.Registry, files, s.opts.Read)
+	return fleet, unlined(err)
+}
+
+// unlined drops the line from diagnostics about stored objects: each is
+// compiled from its body rendered on one line, a file no one wrote, so
+// its kind/name is the place (an endpoints file's line is its item's
+// position, and stays).
+func unlined(err error) error {
+	var list diag.List
+	if !errors.As(err, &list) || errors.Unwrap(err) != nil {
+		return err
+	}
+	out := make(diag.List, len(list))
+	for i, d := range list {
+		if !strings.HasPrefix(d.File, "endpoints/") {
+			d.Line = 0
+		}
+		out[i] = d
+	}
+	return out
 }
 
 // Current returns the stored objects as config files, for the pipeline.
