@@ -36,13 +36,13 @@ func TestErrorsNameTheFileAndTheFieldsLine(t *testing.T) {
 	}
 }
 
-// Through the API without a file name, diagnostics name "apply" and the
-// line in the body; a file name that is not printable, or too long, is
-// refused before the body is read.
+// Through the API without a file name, a diagnostic names the object by
+// its store key (kind/name), with no line; a file name that is not
+// printable, or too long, is refused before the body is read.
 func TestApplyAPINamesTheBodyWithoutAFile(t *testing.T) {
 	d := startServe(t)
 	body := "version: 1\nservices:\n- name: api\n  conect_timeout: 1s\n"
-	if code, got := d.post(t, "/v1/apply?dryRun=true", "application/yaml", body); code != 400 || !strings.Contains(got, `"file": "apply"`) || !strings.Contains(got, `"line": 4`) {
+	if code, got := d.post(t, "/v1/apply?dryRun=true", "application/yaml", body); code != 400 || !strings.Contains(got, `"file": "services/api"`) || strings.Contains(got, `"line"`) {
 		t.Errorf("apply without a file: %d %s", code, got)
 	}
 	for _, bad := range []string{"a%0Ab.yaml", strings.Repeat("x", 600)} {

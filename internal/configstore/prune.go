@@ -98,18 +98,16 @@ func objectLines(objs []store.Object, changes []store.Change) []string {
 	return out
 }
 
-// Place names file (the document's, as the client sent it; "apply" if
-// none) in the diagnostics of a refused write of d: one about an object of
-// the document (stored objects are compiled as files named kind/name) gets
-// the line of its field in the document, and one about the document
-// itself its name. Other errors are returned as they are.
+// Place names file (the document's, as the client sent it) in the
+// diagnostics of a refused write of d: one about an object of the document
+// (stored objects are compiled as files named kind/name) gets the line of
+// its field in the document, and one about the document itself ("apply")
+// its name. Without a file, or for another error, err is returned as it
+// is: objects are named kind/name.
 func (d Document) Place(err error, file string) error {
 	var list diag.List
-	if !errors.Is(err, ErrInvalid) || !errors.As(err, &list) {
+	if file == "" || !errors.Is(err, ErrInvalid) || !errors.As(err, &list) {
 		return err
-	}
-	if file == "" {
-		file = "apply"
 	}
 	out := make(diag.List, len(list))
 	for i, p := range list {
