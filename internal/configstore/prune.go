@@ -29,12 +29,25 @@ func (s *Service) Prune(ctx context.Context, doc Document, summary string, dryRu
 	return s.commit(ctx, plan, summary, dryRun)
 }
 
-// pruneChanges are doc's changes, then the deletions of the objects of
-// doc's kinds that doc lacks, in deletion order.
+// pruneChanges are doc's changes to what is stored (an object stored as
+// the document has it is left alone: on etcd the whole prune is one
+// transaction, of at most --max-txn-ops operations, so a document that is
+// the whole config costs only what it changes), then the deletions of the
+// objects of doc's kinds that doc lacks, in deletion order.
 func pruneChanges(reg *xdstype.Registry, doc Document, objs []store.Object) []store.Change {
+	stored := make(map[store.Key][]byte, len(objs))
+	for _, o := range objs {
+		if o.Expires.IsZero() {
+			stored[o.Key] = o.Body
+		}
+	}
 	keep := map[store.Key]bool{}
+	var changes []store.Change
 	for _, c := range doc.Changes {
 		keep[c.Key] = true
+		if b, ok := stored[c.Key]; !ok || !bytes.Equal(b, c.Body) {
+			changes = append(changes, c)
+		}
 	}
 	var gone []store.Change
 	for _, o := range objs {
@@ -48,7 +61,7 @@ func pruneChanges(reg *xdstype.Registry, doc Document, objs []store.Object) []st
 		}
 		return compareKeys(a.Key, b.Key)
 	})
-	return append(slices.Clip(doc.Changes), gone...)
+	return append(changes, gone...)
 }
 
 // deleteRank orders deletions referrers first, as one would delete by

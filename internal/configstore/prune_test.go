@@ -57,6 +57,11 @@ func TestPruneIsOneRevision(t *testing.T) {
 			if len(after) != len(before)+1 || after[0].Revision != res.Revision {
 				t.Errorf("history %d -> %d entries, newest %+v; want one more, at revision %d", len(before), len(after), after[0], res.Revision)
 			}
+			// The same prune again changes nothing: no object is written.
+			again, err := s.Prune(ctx, doc, "prune", false)
+			if err != nil || len(again.Objects) != 0 {
+				t.Errorf("the same prune again: %+v, %v; want no object changed", again, err)
+			}
 			objs, _, err := s.Store().List(ctx)
 			if err != nil {
 				t.Fatal(err)
