@@ -9,7 +9,9 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/pylon-xds/pylon/internal/configstore"
 	"github.com/pylon-xds/pylon/internal/diag"
@@ -348,7 +350,9 @@ func (a api) commitOne(code int, verb string, withBody bool, revision func(param
 
 // apply writes a config document. The document is read as YAML, which
 // JSON is a subset of, so both body types read the same; another type is
-// refused.
+// refused. With ?prune=true the document becomes the whole config of the
+// kinds it names: what the store has of them and the document lacks is
+// deleted in the same revision.
 func (a api) apply(w http.ResponseWriter, r *http.Request) {
 	p, err := parse(r)
 	if err == nil {
@@ -358,25 +362,55 @@ func (a api) apply(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		b, err = io.ReadAll(r.Body)
 	}
-	var changes []store.Change
+	var prune bool
 	if err == nil {
-		changes, err = configstore.Objects(a.o.Registry, b)
+		prune, err = boolParam(r, "prune")
+	}
+	var file string
+	if err == nil {
+		file, err = fileParam(r)
+	}
+	var doc configstore.Document
+	if err == nil {
+		doc, err = configstore.ReadDocument(a.o.Registry, b)
 	}
 	var res configstore.Result
 	if err == nil {
-		keys := make([]string, len(changes))
-		for i, c := range changes {
+		keys := make([]string, len(doc.Changes))
+		for i, c := range doc.Changes {
 			keys[i] = c.Kind + "/" + c.Name
 		}
 		noteChanges(r, keys...)
-		res, err = a.cfg().Commit(r.Context(), changes, "apply "+strconv.Itoa(len(changes))+" object(s)", p.dryRun)
+		summary := "apply " + strconv.Itoa(len(doc.Changes)) + " object(s)"
+		if !prune {
+			res, err = a.cfg().Commit(r.Context(), doc.Changes, summary, p.dryRun)
+		} else if res, err = a.cfg().Prune(r.Context(), doc, summary+", prune "+strings.Join(doc.Kinds, ", "), p.dryRun); err == nil {
+			// The deletions were worked out against the store at commit
+			// time: the audit line names them from the result.
+			for _, l := range res.Objects {
+				if k, ok := strings.CutPrefix(l, "- "); ok {
+					noteChanges(r, "delete "+k)
+				}
+			}
+		}
 	}
 	if err != nil {
-		fail(w, err)
+		fail(w, doc.Place(err, file))
 		return
 	}
 	noteResult(r, res)
 	writeJSON(w, http.StatusOK, res)
+}
+
+// fileParam is ?file=, the name of the document the client read (pylon
+// apply sends it), for diagnostics to name: bounded, printable, shown only
+// to this client (a refused write is not stored).
+func fileParam(r *http.Request) (string, error) {
+	f := r.URL.Query().Get("file")
+	if len(f) > maxKey || strings.IndexFunc(f, func(c rune) bool { return !unicode.IsPrint(c) }) >= 0 {
+		return "", badRequest("file: a file name of at most %d printable bytes", maxKey)
+	}
+	return f, nil
 }
 
 func (a api) registerEndpoints(mux *http.ServeMux) {

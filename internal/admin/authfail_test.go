@@ -30,10 +30,10 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// Finding 8 (issue 30): refused admin requests are counted by reason and
+// Refused admin requests are counted by reason and
 // logged with the peer and path, a few lines a second at most (the next
 // line says how many were left out), never with the token presented.
-func TestFinding8_FailedLoginsLoggedAndCounted(t *testing.T) {
+func TestFailedLoginsLoggedAndCounted(t *testing.T) {
 	var logs syncBuffer
 	reg := prometheus.NewRegistry()
 	h := newHarness(t, Options{

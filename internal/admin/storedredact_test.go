@@ -57,7 +57,7 @@ func showsKey(body, bodyRun, keyPEM string) bool {
 	return false
 }
 
-// TestFinding4_WrappedBase64KeyRedactedInHistory: a Secret whose
+// TestWrappedBase64KeyRedactedInHistory: a Secret whose
 // certificate chain is a combined PEM file (openssl's "Bag Attributes"
 // lines, the certificate, then the key: the key's base64 does not start
 // at a 3-byte boundary of the encoded text), its base64 wrapped at 64
@@ -65,7 +65,7 @@ func showsKey(body, bodyRun, keyPEM string) bool {
 // read: the objects, one object, the history entry, the diff as JSON
 // (the dashboard's Changes page reads these) and as a bare diff (what
 // pylon diff prints).
-func TestFinding4_WrappedBase64KeyRedactedInHistory(t *testing.T) {
+func TestWrappedBase64KeyRedactedInHistory(t *testing.T) {
 	h := newHarness(t, Options{Token: writeTok}, nil)
 	keyPEM, run := realKeyPEM(t)
 	combined := "Bag Attributes\n    localKeyID: 01 00 00 00\n" + strings.ReplaceAll(cert, "\\n", "\n") + keyPEM
@@ -92,11 +92,11 @@ func TestFinding4_WrappedBase64KeyRedactedInHistory(t *testing.T) {
 // cert is a certificate as the tests write it.
 const cert = "-----BEGIN CERTIFICATE-----\\nMIIBszCCAVmgAwIBAgIUQ\\n-----END CERTIFICATE-----\\n"
 
-// TestFinding2_InlineKeyRefusedByTheAPI: a write holding a key inline in
+// TestInlineKeyRefusedByTheAPI: a write holding a key inline in
 // a Listener or a Cluster is refused (the output gate's rule), the
 // diagnostic naming the object and the field and saying to use SDS,
 // never quoting the key; nothing is stored.
-func TestFinding2_InlineKeyRefusedByTheAPI(t *testing.T) {
+func TestInlineKeyRefusedByTheAPI(t *testing.T) {
 	h := newHarness(t, Options{Token: writeTok}, nil)
 	var objs []string
 	for _, c := range inlineKeyObjects() {

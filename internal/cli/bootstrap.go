@@ -24,11 +24,11 @@ With --tls the node connects over TLS: it verifies Pylon's certificate with
 --ca-file and, given --cert-file and --key-file, presents its own, which Pylon
 binds to the node id (pylon serve --node-identity). The bootstrap names the
 files, never their contents; gRPC re-reads them every --refresh-interval.`,
-		Example: `  pylon bootstrap --node-id edge-1 --node-cluster edge > envoy.yaml && envoy -c envoy.yaml
+		Example: `  pylon bootstrap --node-id edge-1 --cluster edge > envoy.yaml && envoy -c envoy.yaml
   pylon bootstrap --grpc --node-id app-1 > xds-bootstrap.json && GRPC_XDS_BOOTSTRAP=xds-bootstrap.json ./app
   pylon bootstrap --grpc --node-id app-1 --locality eu-west1/eu-west1-b --metadata mesh=true --metadata team=payments
   pylon bootstrap --grpc --tls --ca-file ca.crt --cert-file app-1.crt --key-file app-1.key \
-    --node-id app-1 --node-cluster apps --xds-address pylon.internal:18000`,
+    --node-id app-1 --cluster apps --xds-address pylon.internal:18000`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("locality") {
@@ -69,7 +69,8 @@ files, never their contents; gRPC re-reads them every --refresh-interval.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.NodeID, "node-id", "", "the node's id (required)")
-	f.StringVar(&o.NodeCluster, "node-cluster", "", "the node's cluster")
+	f.StringVar(&o.NodeCluster, "cluster", "", "the node's cluster (node.cluster)")
+	alias(f, "node-cluster", "cluster")
 	f.StringVar(&o.XDSAddress, "xds-address", "127.0.0.1:18000", "Pylon's xDS address as the node reaches it")
 	f.BoolVar(&o.Delta, "delta", false, "use incremental xDS (DELTA_GRPC) in the Envoy bootstrap")
 	f.Uint32Var(&o.AdminPort, "admin-port", 9901, "Envoy admin port, bound on 127.0.0.1")

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/pylon-xds/pylon/internal/ca"
 )
@@ -116,7 +115,7 @@ unless --validity says otherwise. No certificate outlives its CA.`,
 	f.StringVar(&client.Dir, "dir", "", "the CA's folder (required), where the certificate is written")
 	f.BoolVar(&server, "server", false, "issue a server certificate for Pylon's own ports")
 	f.StringVar(&client.NodeID, "node-id", "", "the node id the client certificate proves")
-	f.StringVar(&client.Cluster, "cluster", "", "the node cluster the client certificate proves (--node-cluster also works)")
+	f.StringVar(&client.Cluster, "cluster", "", "the node cluster the client certificate proves")
 	f.StringVar(&client.Rule, "node-identity", ca.DefaultRule, "the identity rule pylon serve runs with (its --node-identity)")
 	f.StringVar(&client.TrustDomain, "trust-domain", "", "the SPIFFE trust domain pylon serve runs with (default: the CA's)")
 	f.StringSliceVar(&client.DNS, "dns", nil, "a DNS name the certificate carries (repeatable); with --server, the names clients dial")
@@ -124,12 +123,7 @@ unless --validity says otherwise. No certificate outlives its CA.`,
 	f.StringVar(&client.Name, "name", "", "write NAME.pem and NAME-key.pem (default: the node id, or server)")
 	f.DurationVar(&client.Validity, "validity", 0, "how long the certificate is valid (default 720h for a client, 2160h for a server)")
 	f.BoolVar(&client.Force, "force", false, "replace existing files of the same name")
-	f.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
-		if name == "node-cluster" { // bootstrap's spelling
-			name = "cluster"
-		}
-		return pflag.NormalizedName(name)
-	})
+	alias(f, "node-cluster", "cluster")
 	_ = cmd.MarkFlagRequired("dir")
 	return cmd
 }

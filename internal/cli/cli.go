@@ -53,6 +53,8 @@ func newRoot(stdout, stderr io.Writer, getenv func(string) string) *cobra.Comman
 		Short:         "Pylon: an xDS control plane for Envoy fleets and proxyless gRPC",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// No command sets its own: cobra runs only the nearest one.
+		PersistentPreRun: warnAliases,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)

@@ -50,14 +50,14 @@ does not simulate (runtime values, filters that rewrite, ...) is listed as
 "not simulated".
 
 The node is put in its group by the config's group rules, exactly as the
-server does (--node, --cluster, --locality, --metadata, --identity), or the
+server does (--node-id, --cluster, --locality, --metadata, --identity), or the
 group is named (--group). The config is the stored one of a running Pylon
 (read with the read token and compiled here with the server's code), or
 files (--config FILE|FOLDER). Secret files are not read. The route tests of
 the config are not run, so a config whose tests fail can be explained.`,
-		Example: `  pylon explain --node edge-1 'GET https://shop.example.com/api/cart' -H 'x-canary: 1'
+		Example: `  pylon explain --node-id edge-1 'GET https://shop.example.com/api/cart' -H 'x-canary: 1'
   pylon explain --config ./config/ --group edge http://shop.example.com/ --port 8080 -o json
-  pylon explain --node app-1 xds:///greeter/helloworld.Greeter/SayHello -H 'x-user: beta'`,
+  pylon explain --node-id app-1 xds:///greeter/helloworld.Greeter/SayHello -H 'x-user: beta'`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := f.out.check(); err != nil {
@@ -69,12 +69,14 @@ the config are not run, so a config whose tests fail can be explained.`,
 	f.out.register(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&f.config, "config", "", "explain on these config files (file or folder) instead of a running Pylon's stored config")
-	fl.StringVar(&f.node.ID, "node", "", "the node id the request reaches (its group by the group rules)")
+	fl.StringVar(&f.node.ID, "node-id", "", "the node id the request reaches (its group by the group rules)")
+	alias(fl, "node", "node-id")
 	fl.StringVar(&f.node.Cluster, "cluster", "", "the node's cluster")
 	fl.StringVar(&f.locality, "locality", "", "the node's locality, region[/zone[/sub_zone]]")
 	fl.StringArrayVar(&f.metadata, "metadata", nil, "key=value in the node's metadata, repeatable")
 	fl.StringArrayVar(&f.identities, "identity", nil, "an identity the node's certificate proves (SPIFFE ID, DNS SAN), repeatable")
 	fl.StringVar(&f.group, "group", "", "the node group, instead of a node")
+	a.completeGroupFlag(cmd)
 	fl.StringArrayVarP(&f.headers, "header", "H", nil, `a request header, "name: value", repeatable`)
 	fl.Uint32Var(&f.port, "port", 0, "the destination port the connection reaches (default: the URL's port, else 80 or 443)")
 	fl.StringVar(&f.listener, "listener", "", "the listener by name, instead of by port")
@@ -126,7 +128,7 @@ func (f *explainFlags) nodeOf(cmd *cobra.Command) (*config.TestNode, error) {
 		return nil, nil
 	}
 	if f.node.ID == "" {
-		return nil, fmt.Errorf("--cluster, --locality, --metadata and --identity describe a node: give its --node id too")
+		return nil, fmt.Errorf("--cluster, --locality, --metadata and --identity describe a node: give its --node-id too")
 	}
 	n := f.node
 	if cmd.Flags().Changed("locality") {

@@ -103,7 +103,7 @@ func TestExplainErrors(t *testing.T) {
 	}{
 		{[]string{"--group", "edge", "http://shop.example.com/"}, `no listener on port 80 (http's default) on this node; give the port or the listener (listeners: http (0.0.0.0:8080))`},
 		{[]string{"--group", "edge", "--listener", "nope", "http://shop.example.com/"}, `no listener "nope" on this node`},
-		{[]string{"--cluster", "edge", "http://shop.example.com/"}, "give its --node id too"},
+		{[]string{"--cluster", "edge", "http://shop.example.com/"}, "give its --node-id too"},
 		{[]string{"--node", "a", "--group", "edge", "http://shop.example.com/"}, "not both"},
 		{[]string{"http://shop.example.com/"}, "the config has several groups (edge, rest): give a node or a group"},
 		{[]string{"--group", "egde", "http://shop.example.com/"}, `no group "egde" (the groups are edge, rest)`},

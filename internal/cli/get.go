@@ -41,7 +41,8 @@ shown). -o json or yaml prints whole resources.`,
   pylon get routes --group edge
   pylon get secrets
   pylon get objects -o yaml`,
-		Args: cobra.ExactArgs(1),
+		Args:      cobra.ExactArgs(1),
+		ValidArgs: []string{"proxies", "objects", "clusters", "listeners", "routes", "endpoints", "secrets"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.check(); err != nil {
 				return err
@@ -63,6 +64,7 @@ shown). -o json or yaml prints whole resources.`,
 	}
 	o.register(cmd)
 	cmd.Flags().StringVar(&group, "group", "", "only this node group")
+	a.completeGroupFlag(cmd)
 	return cmd
 }
 

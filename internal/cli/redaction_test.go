@@ -13,14 +13,14 @@ import (
 	"testing"
 )
 
-// TestFinding4_OffsetKeyNotShownByGetOrDiff: a Secret whose certificate
+// TestOffsetKeyNotShownByGetOrDiff: a Secret whose certificate
 // chain is a combined PEM (Bag Attributes, a certificate, then the key)
 // as base64, the key not at a 3-byte boundary of it, is shown by neither
 // `pylon get objects` (any format), `pylon history` nor `pylon diff`.
 // (`pylon apply -f` refuses wrapped base64; the API takes it, and
-// internal/admin's TestFinding4_WrappedBase64KeyRedactedInHistory reads
+// internal/admin's TestWrappedBase64KeyRedactedInHistory reads
 // it back wrapped.)
-func TestFinding4_OffsetKeyNotShownByGetOrDiff(t *testing.T) {
+func TestOffsetKeyNotShownByGetOrDiff(t *testing.T) {
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)

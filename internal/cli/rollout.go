@@ -33,6 +33,7 @@ stage back. See docs/rollouts.md.`,
 	} {
 		cmd.AddCommand(&cobra.Command{
 			Use: act.name + " GROUP", Short: act.short, Example: act.example, Args: cobra.ExactArgs(1),
+			ValidArgsFunction: firstArg(a.groupNames),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				c := a.client()
 				var before configState

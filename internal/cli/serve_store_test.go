@@ -95,7 +95,7 @@ func TestDrainPeriodDefault(t *testing.T) {
 	}
 }
 
-// --max-connection-age defaults to 30 minutes (issue 30, finding 5), and 0
+// --max-connection-age defaults to 30 minutes, and 0
 // is never, which the daemon takes as a negative age (its zero is its
 // default).
 func TestMaxConnectionAgeFlag(t *testing.T) {

@@ -22,6 +22,20 @@ import (
 // The columns of `pylon status`, in istioctl proxy-status order.
 var statusTypes = []string{"CDS", "LDS", "EDS", "RDS", "SDS"}
 
+// notSubscribed is a type's cell for a proxy that does not subscribe to
+// it (a proxyless gRPC client never asks for Secrets): nothing is owed, so
+// it is not NOT SENT.
+const notSubscribed = "-"
+
+// subscribes reports whether a stream subscribes to t: a type it never
+// asked for has no entry, and one it unsubscribed from everything of
+// (no wildcard, no names) and was never sent owes nothing either.
+func subscribes(t *status.Type) bool {
+	sub := t.Subscription
+	empty := sub != nil && !sub.Wildcard && len(sub.Names) == 0 && sub.Dropped == 0
+	return !empty || t.Sent != nil || t.LastNACK != nil
+}
+
 // proxyRow merges a node's open streams into one row: the streams of one
 // node id and one verified identity (a stream without a certificate that
 // claims a certified node's id gets its own row, not the node's states).
@@ -58,6 +72,9 @@ func rows(streams []fleetStream) []*proxyRow {
 			r.replicas = append(r.replicas, s.Replica)
 		}
 		for _, t := range s.Types {
+			if !subscribes(t) {
+				continue
+			}
 			r.states[t.Type] = t.State
 			if t.State == status.Nacked && t.LastNACK != nil {
 				r.nacks = append(r.nacks, fmt.Sprintf("%s %s rejected version %s: %s", printable(s.Node), t.Type, t.LastNACK.Version, printable(t.LastNACK.Detail)))
@@ -80,14 +97,17 @@ func newStatus(a *adminFlags) *cobra.Command {
 		Long: `Without an argument: first, if the last config change was refused, when and
 why (the previous config keeps serving); then a table of the connected
 proxies: per type SYNCED (holds the latest of what it subscribes to), STALE
-(not yet ACKed), NACKED (rejected it; the reasons follow the table) or
-NOT SENT (nothing to send, or a proxy in no group). With a node id: its
+(not yet ACKed), NACKED (rejected it; the reasons follow the table),
+NOT SENT (nothing to send, or a proxy in no group) or - (the proxy does
+not subscribe to the type: a proxyless gRPC client never asks for
+Secrets). With a node id: its
 streams, per type what was sent, ACKed and rejected and when, and the
 difference between what it has and what it should run.`,
 		Example: `  pylon status
   pylon status edge-1
   pylon status -o yaml`,
-		Args: cobra.MaximumNArgs(1),
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: firstArg(a.nodeIDs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.check(); err != nil {
 				return err
@@ -196,7 +216,10 @@ func proxyTable(out io.Writer, cfg pipeline.Status, streams []fleetStream) error
 		cells := []string{name, r.group}
 		for _, t := range statusTypes {
 			s := r.states[t]
-			if s == "" || r.group == status.NoGroup {
+			switch {
+			case s == "":
+				s = notSubscribed
+			case r.group == status.NoGroup:
 				s = status.NotSent
 			}
 			cells = append(cells, s)
@@ -305,7 +328,8 @@ func proxyDetail(c adminClient, out io.Writer, id string, o output) error {
 				fmt.Fprintf(out, "       last NACK of %s at %s: %s\n", n.Version, n.At.Format(time.TimeOnly), printable(n.Detail))
 			}
 			if t.State != status.Synced && len(cfg.Groups) == 1 {
-				for _, line := range diff(s.LastSent[t.Type], cfg.Groups[0].Resources[kindOf(t.Type)], fullState[t.Type]) {
+				full := fullState[t.Type] && !strings.HasSuffix(s.Kind, "delta")
+				for _, line := range diff(s.LastSent[t.Type], cfg.Groups[0].Resources[kindOf(t.Type)], full, t.Subscription) {
 					fmt.Fprintf(out, "       %s\n", line)
 				}
 			}
@@ -321,16 +345,19 @@ var kinds = map[string]string{
 
 func kindOf(abbrev string) string { return kinds[abbrev] }
 
-// fullState are the types a proxy takes whole (Listeners and Clusters);
-// the others it asks for by name, so a resource it was never sent may be
-// one it does not want.
+// fullState are the types whose state-of-the-world response carries the
+// whole subscribed set (Listeners and Clusters); of the others, and of a
+// delta stream's, a response carries only some, so a resource it was
+// never sent may be one it has or does not want.
 var fullState = map[string]bool{"CDS": true, "LDS": true}
 
 // diff compares what a proxy was last sent with what its group should run,
-// by resource name: "+" it lacks (only for full-state types), "~" differs.
-// (Names it holds that are gone are not shown: a delta response lists only
-// what changed.)
-func diff(sent, want []json.RawMessage, full bool) []string {
+// by resource name: "+" it lacks (only when full, and only of what sub
+// subscribes to: a proxyless gRPC client asks for its own clusters by
+// name, and the group's others are not owed to it), "~" differs. (Names
+// it holds that are gone are not shown: a delta response lists only what
+// changed.)
+func diff(sent, want []json.RawMessage, full bool, sub *status.Subscription) []string {
 	name := func(raw json.RawMessage) string {
 		var m struct {
 			Name        string `json:"name"`
@@ -350,7 +377,7 @@ func diff(sent, want []json.RawMessage, full bool) []string {
 	for _, r := range want {
 		n := name(r)
 		switch got, ok := have[n]; {
-		case !ok && full:
+		case !ok && full && wants(sub, n):
 			out = append(out, "+ "+n+" (not yet sent)")
 		case !ok:
 		case got != string(r):
@@ -359,4 +386,14 @@ func diff(sent, want []json.RawMessage, full bool) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// wants reports whether sub subscribes to name: by the wildcard, or by
+// name (nil: the stream's subscription was not told, so everything).
+func wants(sub *status.Subscription, name string) bool {
+	if sub == nil || sub.Wildcard {
+		return true
+	}
+	_, found := slices.BinarySearch(sub.Names, name)
+	return found
 }

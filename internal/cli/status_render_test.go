@@ -56,10 +56,10 @@ func TestDiffByNameTypes(t *testing.T) {
 	}
 	sent := []json.RawMessage{raw("a", "1")}
 	want := []json.RawMessage{raw("a", "2"), raw("b", "1")}
-	if got := diff(sent, want, false); len(got) != 1 || !strings.HasPrefix(got[0], "~ a") {
+	if got := diff(sent, want, false, nil); len(got) != 1 || !strings.HasPrefix(got[0], "~ a") {
 		t.Errorf("by name: %v, want only ~ a", got)
 	}
-	if got := diff(sent, want, true); len(got) != 2 {
+	if got := diff(sent, want, true, nil); len(got) != 2 {
 		t.Errorf("full state: %v, want ~ a and + b", got)
 	}
 }

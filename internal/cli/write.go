@@ -27,6 +27,12 @@ func printResult(cmd *cobra.Command, res map[string]any) {
 	if v, ok := res["version"].(string); ok && v != "" {
 		fmt.Fprintf(out, "fleet version %s\n", v)
 	}
+	if objs, ok := res["objects"].([]any); ok && len(objs) > 0 {
+		fmt.Fprintln(out, "objects:")
+		for _, l := range objs {
+			fmt.Fprintf(out, "  %v\n", l)
+		}
+	}
 	if changes, ok := res["changes"].(map[string]any); ok {
 		for group, lines := range changes {
 			fmt.Fprintf(out, "group %s:\n", group)
@@ -41,42 +47,14 @@ func addWriteCommands(root *cobra.Command, a *adminFlags) {
 	dry := false
 	get := a.client
 
-	apply := &cobra.Command{
-		Use:     "apply -f FILE",
-		Short:   "Create or replace the objects of a config document in the embedded store",
-		Example: "  pylon apply -f examples/edge-gateway.yaml --dry-run\n  pylon apply -f edge.json",
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			path, _ := cmd.Flags().GetString("filename")
-			ct, err := documentType(path)
-			if err != nil {
-				return err
-			}
-			data, err := readDocument(path)
-			if err != nil {
-				return err
-			}
-			q := ""
-			if dry {
-				q = "?dryRun=true"
-			}
-			res, err := get().do("POST", "/v1/apply"+q, data, ct)
-			if err != nil {
-				return err
-			}
-			printResult(cmd, res)
-			return nil
-		},
-	}
-	apply.Flags().StringP("filename", "f", "", "the config document (YAML or JSON)")
-	apply.Flags().BoolVar(&dry, "dry-run", false, "validate and show what would change, store nothing")
-	_ = apply.MarkFlagRequired("filename")
+	root.AddCommand(newApply(get))
 
 	del := &cobra.Command{
-		Use:     "delete KIND NAME",
-		Example: "  pylon delete services api-canary\n  pylon delete resources.Cluster legacy",
-		Short:   "Delete an object (services, routes, listeners, secrets, grpc, resources.Cluster, ...)",
-		Args:    cobra.ExactArgs(2),
+		Use:               "delete KIND NAME",
+		Example:           "  pylon delete services api-canary\n  pylon delete resources.Cluster legacy",
+		Short:             "Delete an object (services, routes, listeners, secrets, grpc, resources.Cluster, ...)",
+		Args:              cobra.ExactArgs(2),
+		ValidArgsFunction: a.storedObjects,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			res, err := get().do("DELETE", "/v1/objects/"+url.PathEscape(args[0])+"/"+url.PathEscape(args[1]), nil, "")
 			if err != nil {
@@ -89,6 +67,9 @@ func addWriteCommands(root *cobra.Command, a *adminFlags) {
 
 	eps := newEndpoints(get)
 	eps.AddCommand(newEndpointsList(a))
+	for _, c := range eps.Commands() {
+		c.ValidArgsFunction = firstArg(a.serviceNames)
+	}
 	root.AddCommand(eps)
 
 	rollback := &cobra.Command{
@@ -111,7 +92,79 @@ func addWriteCommands(root *cobra.Command, a *adminFlags) {
 	}
 	rollback.Flags().BoolVar(&dry, "dry-run", false, "show what would change, store nothing")
 
-	root.AddCommand(apply, del, newHistory(a), newDiff(a), rollback)
+	root.AddCommand(del, newHistory(a), newDiff(a), rollback)
+}
+
+func newApply(client func() adminClient) *cobra.Command {
+	var dry, prune bool
+	var file string
+	apply := &cobra.Command{
+		Use:   "apply FILE",
+		Short: "Create or replace the objects of a config document in the embedded store",
+		Long: `Stores the objects of a config document (YAML or JSON, named as the
+argument or with -f). Objects the document does not name are left as they
+are, unless --prune: then the document becomes the whole config of the
+kinds it names (services, routes, listeners, secrets, grpc, tests, groups,
+and each @type under resources), and what the store has of those kinds
+and the document lacks is deleted, in the same single revision. Registered
+endpoints are never pruned. A prune of an empty document is refused.`,
+		Example: `  pylon apply examples/edge-gateway.yaml --dry-run
+  pylon apply -f edge.json
+  pylon apply edge.yaml --prune --dry-run`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return fmt.Errorf("apply takes one document FILE, got %d arguments", len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path, err := documentArg(file, args)
+			if err != nil {
+				return err
+			}
+			ct, err := documentType(path)
+			if err != nil {
+				return err
+			}
+			data, err := readDocument(path)
+			if err != nil {
+				return err
+			}
+			// The server names the file in its diagnostics, with each
+			// field's line in it.
+			q := url.Values{"file": {path}}
+			if dry {
+				q.Set("dryRun", "true")
+			}
+			if prune {
+				q.Set("prune", "true")
+			}
+			res, err := client().do("POST", "/v1/apply?"+q.Encode(), data, ct)
+			if err != nil {
+				return err
+			}
+			printResult(cmd, res)
+			return nil
+		},
+	}
+	apply.Flags().StringVarP(&file, "filename", "f", "", "the config document (YAML or JSON), if not given as the argument")
+	apply.Flags().BoolVar(&dry, "dry-run", false, "validate and show what would change, store nothing")
+	apply.Flags().BoolVar(&prune, "prune", false, "delete what the store has of the document's kinds and the document lacks")
+	return apply
+}
+
+// documentArg is the document apply reads: the argument or -f, exactly
+// one of them.
+func documentArg(file string, args []string) (string, error) {
+	switch {
+	case file != "" && len(args) > 0:
+		return "", fmt.Errorf("give the document FILE once: as the argument or with -f, not both")
+	case file != "":
+		return file, nil
+	case len(args) == 1:
+		return args[0], nil
+	}
+	return "", fmt.Errorf("apply needs the document FILE: pylon apply FILE (or -f FILE)")
 }
 
 // maxDocument bounds a document apply reads: the API's own bound.

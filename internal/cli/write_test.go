@@ -53,7 +53,7 @@ func TestApply(t *testing.T) {
 
 	bad := writeDoc(t, "bad.yaml", "listeners:\n- { name: shop, port: 10080, routes: nowhere }\n")
 	code, _, stderr := d.cli("apply", "-f", bad)
-	if code == 0 || !strings.Contains(stderr, "listeners/shop") || !strings.Contains(stderr, "nowhere") {
+	if code == 0 || !strings.Contains(stderr, `bad.yaml:2: listener "shop": routes:`) || !strings.Contains(stderr, "nowhere") {
 		t.Fatalf("apply of a listener naming a missing route table: exit %d, %s", code, stderr)
 	}
 	if got := d.must(t, "get", "listeners"); strings.Contains(got, "nowhere") {

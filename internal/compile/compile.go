@@ -49,8 +49,17 @@ func CompileSkippingTests(reg *xdstype.Registry, files []config.File, read ReadF
 	return compile(reg, files, read, false, nil)
 }
 
-// compile compiles files, through c when it is not nil.
+// compile compiles files, through c when it is not nil. A refusal names
+// each field's own line, not its object's.
 func compile(reg *xdstype.Registry, files []config.File, read ReadFile, runTests bool, c *Cache) (*snapshot.Fleet, error) {
+	fleet, err := compileFiles(reg, files, read, runTests, c)
+	if err != nil {
+		return nil, config.PlaceFields(files, err)
+	}
+	return fleet, nil
+}
+
+func compileFiles(reg *xdstype.Registry, files []config.File, read ReadFile, runTests bool, c *Cache) (*snapshot.Fleet, error) {
 	var load *config.Cache
 	var services *translations
 	var valid *snapshot.Validated

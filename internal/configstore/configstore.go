@@ -21,6 +21,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -151,7 +152,10 @@ type Result struct {
 	Version string `json:"version"`
 	// Changes lists, per group, the Envoy resources that change.
 	Changes map[string][]string `json:"changes"`
-	DryRun  bool                `json:"dryRun,omitempty"`
+	// Objects lists the stored objects a config write creates ("+
+	// kind/name"), changes ("~") and deletes ("-").
+	Objects []string `json:"objects,omitempty"`
+	DryRun  bool     `json:"dryRun,omitempty"`
 	// Recorded says the write made a history entry. Registrations and
 	// expiries are runtime state with a revision but no entry: whoever
 	// notes a history entry's author (the admin API's "by") notes it
@@ -366,7 +370,27 @@ func (s *Service) compileObjects(objs []store.Object) (*snapshot.Fleet, error) {
 	if err != nil {
 		return nil, err
 	}
-	return compile.Compile(s.opts.Registry, files, s.opts.Read)
+	fleet, err := compile.Compile(s.opts.Registry, files, s.opts.Read)
+	return fleet, unlined(err)
+}
+
+// unlined drops the line from diagnostics about stored objects: each is
+// compiled from its body rendered on one line, a file no one wrote, so
+// its kind/name is the place (an endpoints file's line is its item's
+// position, and stays).
+func unlined(err error) error {
+	var list diag.List
+	if !errors.As(err, &list) || errors.Unwrap(err) != nil {
+		return err
+	}
+	out := make(diag.List, len(list))
+	for i, d := range list {
+		if !strings.HasPrefix(d.File, "endpoints/") {
+			d.Line = 0
+		}
+		out[i] = d
+	}
+	return out
 }
 
 // Current returns the stored objects as config files, for the pipeline.
@@ -476,7 +500,7 @@ func (s *Service) commitOnce(ctx context.Context, plan func([]store.Object) []st
 	if err != nil {
 		return Result{}, &ValidationError{Err: err}
 	}
-	res := Result{Version: fleet.Version(), DryRun: dryRun}
+	res := Result{Version: fleet.Version(), DryRun: dryRun, Objects: objectLines(objs, changes)}
 	if dryRun {
 		// What would change is worth a second compile only when asked:
 		// the write path (endpoint registrations) stays one compile.
@@ -578,21 +602,45 @@ func Diff(a, b *snapshot.Fleet) map[string][]string {
 // document is refused, naming both places: which one should win is the
 // author's call, not the order a map is read in.
 func Objects(reg *xdstype.Registry, data []byte) ([]store.Change, error) {
-	doc, err := document(data)
+	d, err := ReadDocument(reg, data)
+	return d.Changes, err
+}
+
+// Document is a config document split into store objects, with the store
+// kinds it names.
+type Document struct {
+	Changes []store.Change
+	// Kinds are the kinds the document names, sorted: each top-level
+	// key of the model (services, routes, ...: named even by an empty
+	// list), groups, and resources.KIND for each @type under resources.
+	// A prune makes the document the whole config of these kinds.
+	Kinds []string
+	// data and lines place diagnostics back in the document (Place):
+	// each object's line in it.
+	data  []byte
+	lines map[store.Key]int
+}
+
+// ReadDocument is Objects with the kinds the document names.
+func ReadDocument(reg *xdstype.Registry, data []byte) (Document, error) {
+	doc, root, err := document(data)
 	if err != nil {
-		return nil, err
+		return Document{}, err
 	}
 	var out []store.Change
+	named := map[string]bool{}
 	seen := map[store.Key]string{}
+	lines := map[store.Key]int{}
 	put := func(kind, name, at string, v any) error {
 		if name == "" {
 			return &ValidationError{Err: fmt.Errorf("%s: an entry without a name", at)}
 		}
 		k := store.Key{Kind: kind, Name: name}
 		if first, dup := seen[k]; dup {
-			return &ValidationError{Err: diag.List{{File: "apply", Type: kind, Name: name, Field: at, Message: "a second object of this kind and name (the first is " + first + "): each object appears once in a document"}}}
+			return &ValidationError{Err: diag.List{{File: "apply", Line: itemLine(root, at), Type: kind, Name: name, Field: at, Message: "a second object of this kind and name (the first is " + first + "): each object appears once in a document"}}}
 		}
-		seen[k] = at
+		seen[k], lines[k] = at, itemLine(root, at)
+		named[kind] = true
 		b, err := json.Marshal(v)
 		if err != nil {
 			return &ValidationError{Err: fmt.Errorf("%s: %w", at, err)}
@@ -606,31 +654,40 @@ func Objects(reg *xdstype.Registry, data []byte) ([]store.Change, error) {
 	}
 	sort.Strings(keys)
 	for _, key := range keys {
+		if contains(modelKinds, key) {
+			named[key] = true
+		}
 		if err := splitKey(reg, key, doc[key], put); err != nil {
-			return nil, err
+			return Document{}, err
 		}
 	}
 	if len(out) == 0 {
 		// An empty body is more likely a mistake (a file not yet written,
-		// the wrong one) than a change; kubectl refuses it alike.
-		return nil, &ValidationError{Err: errors.New("no objects passed to apply: the document is empty, only comments, or lists no object")}
+		// the wrong one) than a change; kubectl refuses it alike. For a
+		// prune it would delete every object of the kinds it names.
+		return Document{}, &ValidationError{Err: errors.New("no objects passed to apply: the document is empty, only comments, or lists no object")}
 	}
-	return out, nil
+	kinds := make([]string, 0, len(named))
+	for k := range named {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	return Document{Changes: out, Kinds: kinds, data: data, lines: lines}, nil
 }
 
 // document reads a config document's top level, its version checked as a
 // file's is (config.VersionProblem), naming the line.
-func document(data []byte) (map[string]any, error) {
+func document(data []byte) (map[string]any, *yaml.Node, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, &ValidationError{Err: fmt.Errorf("invalid YAML: %w", err)}
+		return nil, nil, &ValidationError{Err: fmt.Errorf("invalid YAML: %w", err)}
 	}
 	var doc map[string]any
 	if err := root.Decode(&doc); err != nil {
-		return nil, &ValidationError{Err: fmt.Errorf("invalid YAML: %w", err)}
+		return nil, nil, &ValidationError{Err: fmt.Errorf("invalid YAML: %w", err)}
 	}
 	if len(root.Content) == 0 || root.Content[0].Kind != yaml.MappingNode {
-		return doc, nil
+		return doc, nil, nil
 	}
 	m := root.Content[0].Content
 	for i := 0; i+1 < len(m); i += 2 {
@@ -638,10 +695,33 @@ func document(data []byte) (map[string]any, error) {
 			continue
 		}
 		if msg := config.VersionProblem(m[i+1]); msg != "" {
-			return nil, &ValidationError{Err: diag.List{{File: "apply", Line: m[i+1].Line, Field: "version", Message: msg}}}
+			return nil, nil, &ValidationError{Err: diag.List{{File: "apply", Line: m[i+1].Line, Field: "version", Message: msg}}}
 		}
 	}
-	return doc, nil
+	return doc, root.Content[0], nil
+}
+
+// itemLine is the line of the document's entry at ("services[2]",
+// "groups"), 0 if not found.
+func itemLine(top *yaml.Node, at string) int {
+	key, index, listed := strings.Cut(strings.TrimSuffix(at, "]"), "[")
+	if top == nil {
+		return 0
+	}
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		if top.Content[i].Value != key {
+			continue
+		}
+		v := top.Content[i+1]
+		n, err := strconv.Atoi(index)
+		switch {
+		case !listed:
+			return top.Content[i].Line
+		case err == nil && v.Kind == yaml.SequenceNode && n >= 0 && n < len(v.Content):
+			return v.Content[n].Line
+		}
+	}
+	return 0
 }
 
 // splitKey puts the objects of one top-level key of a document.

@@ -20,8 +20,9 @@ import (
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
-// Tests of issue 13's admin API defects (items 5, 6, 7 and 11); each fails
-// on the code before the change.
+// Tests of the /v1 config API's contract: bodies and their names,
+// parameters, content types, registrations, audit lines, YAML reads, diffs
+// and an unreachable store.
 
 // doH sends one request with the write token and headers.
 func (h *harness) doH(t testing.TB, method, path string, body []byte, headers ...string) (int, http.Header, string) {
@@ -51,7 +52,7 @@ func isAPIError(hdr http.Header, body string) bool {
 
 const clusterURL = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
 
-// Item 6: a body that names another object than its path is refused, for
+// a body that names another object than its path is refused, for
 // every kind; nothing is stored.
 func TestBodyNameMustEqualPath(t *testing.T) {
 	h := newHarness(t, Options{Token: writeTok}, nil)
@@ -89,7 +90,7 @@ func TestBodyNameMustEqualPath(t *testing.T) {
 	}
 }
 
-// Item 6: a ?revision= that does not parse refuses the write instead of
+// a ?revision= that does not parse refuses the write instead of
 // writing unconditionally.
 func TestUnparsedRevisionRefused(t *testing.T) {
 	h := newHarness(t, Options{Token: writeTok}, nil)
@@ -105,7 +106,7 @@ func TestUnparsedRevisionRefused(t *testing.T) {
 	}
 }
 
-// Item 6: what no route serves, and a method a route does not take, are
+// what no route serves, and a method a route does not take, are
 // answered with the API's JSON error, not the mux's text/plain.
 func TestUnknownRoutesAnswerJSON(t *testing.T) {
 	h := newHarness(t, Options{Token: writeTok}, nil)
@@ -137,7 +138,7 @@ endpoints:
   port: 80
 `
 
-// Item 6: bodies are read as JSON or YAML by Content-Type; another type is
+// bodies are read as JSON or YAML by Content-Type; another type is
 // 415.
 func TestBodyContentTypes(t *testing.T) {
 	h := newHarness(t, Options{Token: writeTok}, nil)
@@ -203,7 +204,7 @@ func aliasBomb() string {
 	return b.String()
 }
 
-// Item 7: an endpoint registration refuses a zero or negative ttl, an
+// an endpoint registration refuses a zero or negative ttl, an
 // empty one and unknown keys; takes IPv6 in either form; and a raw
 // Cluster's name gets a refusal that says why.
 func TestEndpointRegistration(t *testing.T) {
@@ -276,7 +277,7 @@ func (l *logBuffer) lines(t *testing.T, msg string) []map[string]any {
 	return out
 }
 
-// Item 11: every write is an INFO audit line naming the token (never the
+// every write is an INFO audit line naming the token (never the
 // token itself), method, path, what changed, the new revision and the
 // client; reads are not.
 func TestWritesAudited(t *testing.T) {
@@ -312,7 +313,7 @@ func TestWritesAudited(t *testing.T) {
 	}
 }
 
-// Item 5: objects and history read as YAML when asked, bodies as mappings.
+// objects and history read as YAML when asked, bodies as mappings.
 func TestReadsAsYAML(t *testing.T) {
 	h := newHarness(t, Options{Token: writeTok}, nil)
 	if code, _, body := h.doH(t, "PUT", "/v1/objects/services/web", []byte(webJSON)); code != http.StatusOK {
@@ -342,7 +343,7 @@ func TestReadsAsYAML(t *testing.T) {
 	}
 }
 
-// Item 5: GET /v1/diff is a unified diff of the YAML of two revisions,
+// GET /v1/diff is a unified diff of the YAML of two revisions,
 // redacted; registered endpoints are left out, as the history leaves
 // them out, unless ?endpoints=true.
 func TestDiff(t *testing.T) {

@@ -28,8 +28,8 @@ import (
 
 // testPylon is a `pylon serve` run in process by the CLI itself.
 type testPylon struct {
-	admin, dataDir string
-	env            map[string]string
+	admin, xds, dataDir string
+	env                 map[string]string
 }
 
 // startServe runs `pylon serve` with args on loopback and returns once it
@@ -51,6 +51,7 @@ func startServe(t *testing.T, args ...string) *testPylon {
 		var rec map[string]any
 		if json.Unmarshal(lines.Bytes(), &rec) == nil && rec["msg"] == "pylon serving" {
 			d.admin, _ = rec["admin"].(string)
+			d.xds, _ = rec["xds"].(string)
 			break
 		}
 	}
@@ -119,7 +120,7 @@ func writeFile(t *testing.T, path, body string) {
 
 const goodCluster = `{"version":1,"resources":[{"@type":"type.googleapis.com/envoy.config.cluster.v3.Cluster","name":"c","connect_timeout":"1s"}]}`
 
-// Item 9: a refused config is the first thing `pylon status` shows, with
+// a refused config is the first thing `pylon status` shows, with
 // each diagnostic as the server wrote it.
 func TestStatusShowsRefusedConfigFirst(t *testing.T) {
 	dir := t.TempDir()
@@ -161,7 +162,7 @@ func TestStatusShowsRefusedConfigFirst(t *testing.T) {
 	}
 }
 
-// Item 9: every read command takes -o table|json|yaml, and refuses any
+// every read command takes -o table|json|yaml, and refuses any
 // other format before it makes a request.
 func TestReadCommandsOutputFormats(t *testing.T) {
 	d := startServe(t)
@@ -255,9 +256,9 @@ func quoteAll(s []string) []string {
 	return out
 }
 
-// Item 9: get shows the columns an operator reads (istioctl proxy-config
+// get shows the columns an operator reads (istioctl proxy-config
 // style), a certificate's expiry read from the certificate, and never the
-// key. Item 7: endpoints add takes IPv6.
+// key; endpoints add takes IPv6.
 func TestGetShowsUsefulColumns(t *testing.T) {
 	secrets := t.TempDir()
 	notAfter := time.Date(2031, 2, 3, 4, 5, 6, 0, time.UTC)
@@ -295,7 +296,7 @@ func TestGetShowsUsefulColumns(t *testing.T) {
 	}
 }
 
-// Item 9: a --group that matches nothing says so and lists the groups, not
+// a --group that matches nothing says so and lists the groups, not
 // an empty table.
 func TestGetUnknownGroup(t *testing.T) {
 	d := startServe(t)
@@ -308,7 +309,7 @@ func TestGetUnknownGroup(t *testing.T) {
 	}
 }
 
-// Item 9: the tokens are found from the data folder wherever the CLI is
+// the tokens are found from the data folder wherever the CLI is
 // run: --data-dir, else $PYLON_DATA_DIR; or from $PYLON_TOKEN and
 // $PYLON_READ_TOKEN. A missing token names the absolute paths looked at.
 func TestTokensFromDataDirOrEnvironment(t *testing.T) {
@@ -364,7 +365,7 @@ func readFile(t *testing.T, path string) string {
 	return strings.TrimSpace(string(b))
 }
 
-// Item 4 of the brief: apply sends the document's type from its
+// apply sends the document's type from its
 // extension; the API reads YAML and JSON by Content-Type. A recording
 // server on loopback stands in for Pylon to see the header.
 func TestApplyContentTypeFromExtension(t *testing.T) {
@@ -394,7 +395,7 @@ func TestApplyContentTypeFromExtension(t *testing.T) {
 	}
 }
 
-// Item 7: endpoints add builds its request from a struct: IPv6 works, a
+// endpoints add builds its request from a struct: IPv6 works, a
 // --ttl given is always sent (so 0s reaches the server and is refused
 // there), no --ttl is a permanent endpoint, and an argument cannot add a
 // field.
@@ -461,7 +462,7 @@ func TestEndpointsAddRequest(t *testing.T) {
 	}
 }
 
-// Item 9: validate takes the path as an argument as well as --config, and
+// validate takes the path as an argument as well as --config, and
 // a file with several mistakes reports every one.
 func TestValidateArgumentAndEveryDiagnostic(t *testing.T) {
 	if code, out, stderr := run("validate", "../../examples/quickstart.yaml"); code != 0 || !strings.HasPrefix(out, "ok: version ") {
@@ -488,7 +489,7 @@ func TestValidateArgumentAndEveryDiagnostic(t *testing.T) {
 	}
 }
 
-// Item 9: version comes from the build info: the module version and the
+// version comes from the build info: the module version and the
 // VCS commit, never "dev".
 func TestVersionFromBuildInfo(t *testing.T) {
 	info := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/pylon-xds/pylon", Version: "v0.3.1"},
@@ -516,7 +517,7 @@ func TestVersionFromBuildInfo(t *testing.T) {
 	}
 }
 
-// Item 5: diff is the server's unified diff of YAML between two revisions;
+// diff is the server's unified diff of YAML between two revisions;
 // endpoints only with --endpoints, as the history.
 func TestDiffIsUnifiedYAML(t *testing.T) {
 	d := startServe(t)

@@ -1,0 +1,141 @@
+package cli
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/spf13/cobra"
+)
+
+// Shell completion (`pylon completion bash|zsh|fish`, cobra's) completes
+// kinds, object names, node ids and group names from the running Pylon's
+// admin API, with the read token. A completion runs at every TAB: it
+// waits at most completeTimeout, offers at most maxCompletions names, and
+// on any failure offers nothing and says nothing (an error printed would
+// land in the operator's prompt).
+const (
+	completeTimeout = 2 * time.Second
+	maxCompletions  = 1000
+)
+
+type completer = func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective)
+
+// fetch reads path into v for a completion; false on any failure.
+func (a *adminFlags) fetch(path string, v any) bool {
+	c := a.client()
+	tok, _, _ := token(c.readSources())
+	b, err := c.send(http.MethodGet, path, nil, nil, tok, completeTimeout)
+	return err == nil && json.Unmarshal(b, v) == nil
+}
+
+// candidates are the names that start with prefix, sorted, once each, at
+// most maxCompletions. A name a shell would not take as one word is left
+// out: node ids are the clients' choice, and a newline or a control
+// character in one would be a second candidate or reach the terminal.
+func candidates(names []string, prefix string) ([]string, cobra.ShellCompDirective) {
+	var out []string
+	for _, n := range names {
+		if strings.HasPrefix(n, prefix) && n != "" && strings.IndexFunc(n, func(r rune) bool { return !unicode.IsGraphic(r) || unicode.IsSpace(r) }) < 0 {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	out = slices.Compact(out)
+	if len(out) > maxCompletions {
+		out = out[:maxCompletions]
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
+}
+
+// firstArg completes the first argument with names, and nothing after it.
+func firstArg(names func(prefix string) ([]string, cobra.ShellCompDirective)) completer {
+	return func(_ *cobra.Command, args []string, prefix string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return names(prefix)
+	}
+}
+
+// nodeIDs completes the node ids of the proxies /proxies lists.
+func (a *adminFlags) nodeIDs(prefix string) ([]string, cobra.ShellCompDirective) {
+	var body struct {
+		Streams []struct {
+			Node string `json:"node"`
+		} `json:"streams"`
+	}
+	if !a.fetch("/proxies", &body) {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	names := make([]string, len(body.Streams))
+	for i, s := range body.Streams {
+		names[i] = s.Node
+	}
+	return candidates(names, prefix)
+}
+
+// groupNames completes the node groups of the config served.
+func (a *adminFlags) groupNames(prefix string) ([]string, cobra.ShellCompDirective) {
+	var st statusBody
+	if !a.fetch("/status", &st) {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	names := make([]string, len(st.Config.Groups))
+	for i, g := range st.Config.Groups {
+		names[i] = g.Name
+	}
+	return candidates(names, prefix)
+}
+
+// completeGroupFlag completes a --group flag.
+func (a *adminFlags) completeGroupFlag(cmd *cobra.Command) {
+	_ = cmd.RegisterFlagCompletionFunc("group", func(_ *cobra.Command, _ []string, prefix string) ([]string, cobra.ShellCompDirective) {
+		return a.groupNames(prefix)
+	})
+}
+
+// storedObjects completes delete's KIND (the kinds stored, but registered
+// endpoints, which endpoints remove takes) and NAME (that kind's names).
+func (a *adminFlags) storedObjects(_ *cobra.Command, args []string, prefix string) ([]string, cobra.ShellCompDirective) {
+	if len(args) > 1 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var body struct {
+		Objects []struct{ Kind, Name string } `json:"objects"`
+	}
+	if !a.fetch("/v1/objects", &body) {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var names []string
+	for _, o := range body.Objects {
+		switch {
+		case strings.HasPrefix(o.Kind, "endpoints."):
+		case len(args) == 0:
+			names = append(names, o.Kind)
+		case o.Kind == args[0]:
+			names = append(names, o.Name)
+		}
+	}
+	return candidates(names, prefix)
+}
+
+// serviceNames completes a SERVICE: the stored services.
+func (a *adminFlags) serviceNames(prefix string) ([]string, cobra.ShellCompDirective) {
+	var body struct {
+		Objects []struct{ Kind, Name string } `json:"objects"`
+	}
+	if !a.fetch("/v1/objects", &body) {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var names []string
+	for _, o := range body.Objects {
+		if o.Kind == "services" {
+			names = append(names, o.Name)
+		}
+	}
+	return candidates(names, prefix)
+}

@@ -1,0 +1,53 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// serveSections are serve's flags by what they are about, in the order
+// --help lists them: every flag serve has is in exactly one (a test
+// checks), so a new flag needs a line here.
+var serveSections = []struct {
+	title string
+	flags []string
+}{
+	{"xDS", []string{"xds-addr", "xds-rest-addr", "xds-rest-wait", "xds-rest-allowed-host", "hold-timeout", "delta-suppress-not-found"}},
+	{"Config", []string{"config", "debounce", "debounce-max", "resync", "history-limit"}},
+	{"Admin API", []string{"admin-addr", "admin-token-file", "read-token-file", "admin-tls-cert", "admin-tls-key", "admin-client-ca", "admin-insecure"}},
+	{"Store", []string{"data-dir", "store", "etcd-endpoints", "etcd-prefix", "etcd-cert", "etcd-key", "etcd-ca", "etcd-timeout", "etcd-probe", "encryption-key-file"}},
+	{"Security", []string{"xds-tls-cert", "xds-tls-key", "xds-client-ca", "xds-require-client-cert", "node-identity", "trust-domain", "csds-identity", "insecure-serve-secrets", "secret-dir"}},
+	{"Limits", []string{"max-initial-sends", "new-streams-per-second", "max-resource-names", "max-streams-per-connection", "send-stall", "xds-rest-max-polls", "admin-max-conns"}},
+	{"Replicas and stopping", []string{"id", "max-connection-age", "max-connection-age-grace", "fleet-status-period", "fleet-status-ttl", "drain-period", "shutdown-grace"}},
+	{"Logging and help", []string{"log-level", "log-format", "help"}},
+	{"Other commands'", []string{"token-file", "admin-ca-file", "admin-cert-file", "admin-key-file"}},
+}
+
+// sectionedUsage prints serve's usage with its flags in serveSections.
+func sectionedUsage(cmd *cobra.Command) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Usage:\n  %s [flags]\n", cmd.CommandPath())
+	for _, s := range serveSections {
+		fs := pflag.NewFlagSet(s.title, pflag.ContinueOnError)
+		for _, name := range s.flags {
+			f := cmd.Flags().Lookup(name)
+			if f == nil {
+				f = cmd.InheritedFlags().Lookup(name)
+			}
+			if f == nil {
+				return fmt.Errorf("serve's help names --%s, which serve does not have", name)
+			}
+			fs.AddFlag(f)
+		}
+		header := s.title + " flags"
+		if s.title == "Other commands'" {
+			header = "Flags of the other commands (serve does not read them)"
+		}
+		fmt.Fprintf(&b, "\n%s:\n%s", header, fs.FlagUsages())
+	}
+	_, err := fmt.Fprint(cmd.OutOrStderr(), b.String())
+	return err
+}
