@@ -63,7 +63,7 @@ func TestFailingRouteTestRefusesChange(t *testing.T) {
 	// The route is still "#0" (another one now): only the cluster differs.
 	d := st.Refused.Diagnostics[0]
 	want := `want cluster "cart-canary" alone; got listener "http", filter chain "#0", virtual host "shop", route "#0": forwarded to cart (group default)`
-	if d.File != "pylon.yaml" || d.Line != 16 || d.Type != "route test" || d.Name != "canary header reaches the canary" || d.Field != "expect.cluster" || d.Message != want {
+	if d.File != "pylon.yaml" || d.Line != 18 || d.Type != "route test" || d.Name != "canary header reaches the canary" || d.Field != "expect.cluster" || d.Message != want {
 		t.Errorf("diagnostic: %+v", d)
 	}
 

@@ -49,8 +49,6 @@ var docSkipped = map[string]map[string]string{
 		`etcdctl compact "$rev" && etcdctl defrag --cluster`:                                 "needs etcdctl and an etcd cluster",
 		`pylon serve --xds-tls-cert /run/pylon/svid.pem --xds-tls-key /run/pylon/svid-key.pem --xds-client-ca /run/pylon/bundle.pem --xds-require-client-cert --node-identity 'spiffe://{trust_domain}/ns/{cluster}/sa/{id}' --trust-domain example.org`: "needs SPIFFE SVIDs from a SPIRE agent; " +
 			"the same flags run above with pylon certs",
-		"pylon bootstrap --grpc --tls --node-id app-1 --node-cluster payments --xds-address pylon.example.org:18000 --ca-file /run/svid/bundle.pem --cert-file /run/svid/svid.pem --key-file /run/svid/svid-key.pem": "needs SPIFFE SVIDs from a SPIRE agent; " +
-			"the same command runs above with pylon certs",
 	},
 }
 
@@ -93,14 +91,6 @@ var docSetups = map[string]docSetup{
 		serve:   []string{"--data-dir", "/var/lib/pylon"},
 		proxies: []*corev3.Node{{Id: "edge-1", Cluster: "edge"}},
 		before: map[string]func(*docRunner){
-			// The page reads a config with a group edge, five revisions
-			// deep.
-			"pylon get clusters --group edge -o yaml": func(r *docRunner) {
-				r.apply(edgeGroup)
-				for _, s := range []string{"1s", "2s", "3s"} {
-					r.apply(strings.Replace(edgeCluster, "1s", s, 1))
-				}
-			},
 			// The page registers to the example's service api, which
 			// the rollback above took away.
 			"pylon endpoints add api 10.0.1.21:8080 --ttl 30s": func(r *docRunner) {
