@@ -6,6 +6,7 @@ package compile
 import (
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -64,10 +65,9 @@ func compile(reg *xdstype.Registry, files []config.File, read ReadFile, runTests
 	// An endpoint of no service is reported with the model's problems
 	// (the services' checks see the endpoints that did join).
 	joinProblems := doc.JoinEndpoints()
-	inputs := make([]snapshot.Input, len(doc.Resources))
-	for i, r := range doc.Resources {
-		inputs[i] = snapshot.Input{Type: r.Type, Name: r.Name, Message: r.Message, TTL: r.TTL, File: r.File, Line: r.Line}
-	}
+	// A copy: the model's resources are appended to it, never into the
+	// document's array.
+	inputs := slices.Clone(doc.Resources)
 	if read == nil {
 		read = func(p string) ([]byte, error) { return nil, fmt.Errorf("reading files is not allowed here") }
 	}
