@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	runtimev3 "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
 	"google.golang.org/protobuf/proto"
@@ -187,6 +188,9 @@ func validate(m proto.Message, holds map[protoreflect.FullName]bool) []fieldErro
 	}
 	if rt, ok := m.(*runtimev3.Runtime); ok {
 		out = append(out, runtimeProblems("", rt.GetLayer())...)
+	}
+	if l, ok := m.(*listenerv3.Listener); ok {
+		out = append(out, filterChainProblems(l)...)
 	}
 	// One walk over what m holds (an Any's content is validated on its
 	// own, with the Any's path in front).
