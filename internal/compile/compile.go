@@ -24,6 +24,14 @@ import (
 // snapshot shares the encodings. read reads the files the model names
 // (certificates); nil reads none. The error is a diag.List.
 func Compile(reg *xdstype.Registry, files []config.File, read ReadFile) (*snapshot.Fleet, error) {
+	f, _, err := compile(reg, files, read, true, nil)
+	return f, err
+}
+
+// CompileWithWarnings is Compile that also returns what it accepts but an
+// operator should hear of (snapshot.EmptyEndpointRoutes: traffic sent to
+// a cluster with no endpoints), as `pylon validate` and the status show.
+func CompileWithWarnings(reg *xdstype.Registry, files []config.File, read ReadFile) (*snapshot.Fleet, diag.List, error) {
 	return compile(reg, files, read, true, nil)
 }
 
@@ -40,6 +48,12 @@ type Cache struct {
 
 // Compile is Compile reusing and updating c.
 func (c *Cache) Compile(reg *xdstype.Registry, files []config.File, read ReadFile) (*snapshot.Fleet, error) {
+	f, _, err := compile(reg, files, read, true, c)
+	return f, err
+}
+
+// CompileWithWarnings is CompileWithWarnings reusing and updating c.
+func (c *Cache) CompileWithWarnings(reg *xdstype.Registry, files []config.File, read ReadFile) (*snapshot.Fleet, diag.List, error) {
 	return compile(reg, files, read, true, c)
 }
 
@@ -47,11 +61,13 @@ func (c *Cache) Compile(reg *xdstype.Registry, files []config.File, read ReadFil
 // tests (they are still decoded and checked for form): `pylon explain`
 // shows where requests go on a config whose tests fail, to say why.
 func CompileSkippingTests(reg *xdstype.Registry, files []config.File, read ReadFile) (*snapshot.Fleet, error) {
-	return compile(reg, files, read, false, nil)
+	f, _, err := compile(reg, files, read, false, nil)
+	return f, err
 }
 
-// compile compiles files, through c when it is not nil.
-func compile(reg *xdstype.Registry, files []config.File, read ReadFile, runTests bool, c *Cache) (*snapshot.Fleet, error) {
+// compile compiles files, through c when it is not nil, and returns the
+// fleet with its warnings.
+func compile(reg *xdstype.Registry, files []config.File, read ReadFile, runTests bool, c *Cache) (*snapshot.Fleet, diag.List, error) {
 	var load *config.Cache
 	var services *translations
 	var valid *snapshot.Validated
@@ -60,7 +76,7 @@ func compile(reg *xdstype.Registry, files []config.File, read ReadFile, runTests
 	}
 	doc, err := load.Load(reg, files)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// An endpoint of no service is reported with the model's problems
 	// (the services' checks see the endpoints that did join).
@@ -82,28 +98,29 @@ func compile(reg *xdstype.Registry, files []config.File, read ReadFile, runTests
 	policy, policyProblems := secretPolicy(doc.Secrets)
 	problems = append(problems, policyProblems...)
 	if err := problems.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	inputs = append(inputs, translated...)
 	all, err := snapshot.BuildValidated(reg, inputs, valid)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	fleet, err := group(reg, doc, all, inputsOf(inputs, xdstype.ListenerURL), inputsOf(inputs, xdstype.ScopedRouteURL))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// Raw Secrets under `resources` have no policy of their own: the
 	// identities of the groups that hold them govern them.
 	fleet.RestrictSecrets(policy)
+	warnings := snapshot.EmptyEndpointRoutes(all, locator(inputs))
 	// Route tests run last, on exactly what would be served.
 	if !runTests {
-		return fleet, nil
+		return fleet, warnings, nil
 	}
 	if err := routeTests(fleet, doc.Tests).Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return fleet, nil
+	return fleet, warnings, nil
 }
 
 // group builds the fleet: one snapshot for every node without groups, else
@@ -136,7 +153,22 @@ func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, 
 	return snapshot.NewGroupedFleet(rules, snaps), nil
 }
 
-// listenerInputs indexes the Listener inputs by name, for diagnostics.
+// locator finds an input by type and name, for diagnostics; the index is
+// built on the first call (most compiles have nothing to locate).
+func locator(inputs []snapshot.Input) func(typeURL, name string) *snapshot.Input {
+	var index map[[2]string]*snapshot.Input
+	return func(typeURL, name string) *snapshot.Input {
+		if index == nil {
+			index = make(map[[2]string]*snapshot.Input, len(inputs))
+			for i := range inputs {
+				index[[2]string{inputs[i].Type.URL, inputs[i].Name}] = &inputs[i]
+			}
+		}
+		return index[[2]string{typeURL, name}]
+	}
+}
+
+// inputsOf indexes the inputs of one type by name, for diagnostics.
 func inputsOf(inputs []snapshot.Input, typeURL string) map[string]*snapshot.Input {
 	out := map[string]*snapshot.Input{}
 	for i := range inputs {
