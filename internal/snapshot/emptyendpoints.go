@@ -90,7 +90,7 @@ func emptyEndpoints(s *Snapshot, name string, where func(typeURL, name string) *
 // endpoints come from LEDS is not judged empty.
 func noEndpoints(a *endpointv3.ClusterLoadAssignment) bool {
 	for _, l := range a.GetEndpoints() {
-		if len(l.GetLbEndpoints()) > 0 || len(l.GetLoadBalancerEndpoints().GetLbEndpoints()) > 0 || l.GetLedsClusterLocalityConfig() != nil {
+		if len(l.GetLbEndpoints()) > 0 || l.GetLedsClusterLocalityConfig() != nil {
 			return false
 		}
 	}
