@@ -137,7 +137,7 @@ func startPylon(t *testing.T, configPath string) *pylon {
 // the test ends.
 func runPylon(t testing.TB, o daemon.Options) (p *pylon, stop func()) {
 	t.Helper()
-	o.XDSAddr, o.AdminAddr = "", ""
+	o.XDSAddr, o.AdminAddr = "", "" // loopback ports, daemontest's
 	if o.DebounceQuiet == 0 {
 		// Short, for the tests' sake; a benchmark may ask for the
 		// daemon's own.
