@@ -166,6 +166,7 @@ func fleetStatus(c adminClient, out io.Writer, o output) error {
 		fmt.Fprintf(out, "DEGRADED: %s\n  still serving the last good config; writes are refused until the store is back\n", st.Reason)
 	}
 	writeRefusal(out, st.Config)
+	writeWarnings(out, st.Config)
 	if rawProxies.Partial != "" {
 		// Proxies of other replicas may be missing or out of date.
 		fmt.Fprintf(out, "PARTIAL: %s\n\n", rawProxies.Partial)
@@ -195,6 +196,23 @@ func writeRefusal(out io.Writer, cfg pipeline.Status) {
 		}
 	}
 	for _, d := range r.Diagnostics {
+		fmt.Fprintf(out, "  %s\n", d)
+	}
+	fmt.Fprintln(out)
+}
+
+// writeWarnings lists what the served config was accepted with but an
+// operator should hear of (a route to a cluster with no endpoints).
+func writeWarnings(out io.Writer, cfg pipeline.Status) {
+	if len(cfg.Warnings) == 0 {
+		return
+	}
+	plural := ""
+	if len(cfg.Warnings) > 1 {
+		plural = "S"
+	}
+	fmt.Fprintf(out, "%d CONFIG WARNING%s (version %s is served):\n", len(cfg.Warnings), plural, cfg.Version)
+	for _, d := range cfg.Warnings {
 		fmt.Fprintf(out, "  %s\n", d)
 	}
 	fmt.Fprintln(out)

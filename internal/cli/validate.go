@@ -19,8 +19,9 @@ func newValidate() *cobra.Command {
 		Long: `Check a config file or folder with the same decoding, proto validation,
 duplicate and reference checks that serve applies before publishing, and run
 its route tests (tests:, see docs/route-tests.md). Prints
-the snapshot version on success, every problem (file:line, type, name, field)
-on failure, and exits 1 then. Useful in CI before a config reaches the fleet.
+the snapshot version and any warnings (a route to a cluster with no
+endpoints) on success, every problem (file:line, type, name, field) on
+failure, and exits 1 then. Useful in CI before a config reaches the fleet.
 The path is an argument or --config, as serve takes it.`,
 		Example: "  pylon validate examples/quickstart.yaml\n  pylon validate --config ./config/",
 		Args:    cobra.MaximumNArgs(1),
@@ -37,12 +38,15 @@ The path is an argument or --config, as serve takes it.`,
 			if err != nil {
 				return err
 			}
-			fleet, err := compile.Compile(xdstype.New(), files, compile.LimitedReader)
+			fleet, warnings, err := compile.CompileWithWarnings(xdstype.New(), files, compile.LimitedReader)
 			if err != nil {
 				return fmt.Errorf("config refused:\n%w", err)
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "ok: version %s\n", fleet.Version())
+			for _, w := range warnings {
+				fmt.Fprintf(out, "warning: %s\n", w)
+			}
 			for _, g := range fleet.Groups() {
 				n := 0
 				for _, s := range g.Snapshot.Sets() {

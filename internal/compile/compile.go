@@ -4,8 +4,10 @@
 package compile
 
 import (
+	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -23,6 +25,14 @@ import (
 // snapshot shares the encodings. read reads the files the model names
 // (certificates); nil reads none. The error is a diag.List.
 func Compile(reg *xdstype.Registry, files []config.File, read ReadFile) (*snapshot.Fleet, error) {
+	f, _, err := compile(reg, files, read, true, nil)
+	return f, err
+}
+
+// CompileWithWarnings is Compile that also returns what it accepts but an
+// operator should hear of (snapshot.EmptyEndpointRoutes: traffic sent to
+// a cluster with no endpoints), as `pylon validate` and the status show.
+func CompileWithWarnings(reg *xdstype.Registry, files []config.File, read ReadFile) (*snapshot.Fleet, diag.List, error) {
 	return compile(reg, files, read, true, nil)
 }
 
@@ -39,6 +49,12 @@ type Cache struct {
 
 // Compile is Compile reusing and updating c.
 func (c *Cache) Compile(reg *xdstype.Registry, files []config.File, read ReadFile) (*snapshot.Fleet, error) {
+	f, _, err := compile(reg, files, read, true, c)
+	return f, err
+}
+
+// CompileWithWarnings is CompileWithWarnings reusing and updating c.
+func (c *Cache) CompileWithWarnings(reg *xdstype.Registry, files []config.File, read ReadFile) (*snapshot.Fleet, diag.List, error) {
 	return compile(reg, files, read, true, c)
 }
 
@@ -46,20 +62,28 @@ func (c *Cache) Compile(reg *xdstype.Registry, files []config.File, read ReadFil
 // tests (they are still decoded and checked for form): `pylon explain`
 // shows where requests go on a config whose tests fail, to say why.
 func CompileSkippingTests(reg *xdstype.Registry, files []config.File, read ReadFile) (*snapshot.Fleet, error) {
-	return compile(reg, files, read, false, nil)
+	f, _, err := compile(reg, files, read, false, nil)
+	return f, err
 }
 
-// compile compiles files, through c when it is not nil. A refusal names
-// each field's own line, not its object's.
-func compile(reg *xdstype.Registry, files []config.File, read ReadFile, runTests bool, c *Cache) (*snapshot.Fleet, error) {
-	fleet, err := compileFiles(reg, files, read, runTests, c)
+// compile compiles files, through c when it is not nil, and returns the
+// fleet with its warnings. A diagnostic names its field's own line, not
+// its object's.
+func compile(reg *xdstype.Registry, files []config.File, read ReadFile, runTests bool, c *Cache) (*snapshot.Fleet, diag.List, error) {
+	fleet, warnings, err := compileFiles(reg, files, read, runTests, c)
 	if err != nil {
-		return nil, config.PlaceFields(files, err)
+		return nil, nil, config.PlaceFields(files, err)
 	}
-	return fleet, nil
+	if len(warnings) > 0 {
+		var placed diag.List
+		if errors.As(config.PlaceFields(files, warnings), &placed) {
+			warnings = placed
+		}
+	}
+	return fleet, warnings, nil
 }
 
-func compileFiles(reg *xdstype.Registry, files []config.File, read ReadFile, runTests bool, c *Cache) (*snapshot.Fleet, error) {
+func compileFiles(reg *xdstype.Registry, files []config.File, read ReadFile, runTests bool, c *Cache) (*snapshot.Fleet, diag.List, error) {
 	var load *config.Cache
 	var services *translations
 	var valid *snapshot.Validated
@@ -68,15 +92,14 @@ func compileFiles(reg *xdstype.Registry, files []config.File, read ReadFile, run
 	}
 	doc, err := load.Load(reg, files)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// An endpoint of no service is reported with the model's problems
 	// (the services' checks see the endpoints that did join).
 	joinProblems := doc.JoinEndpoints()
-	inputs := make([]snapshot.Input, len(doc.Resources))
-	for i, r := range doc.Resources {
-		inputs[i] = snapshot.Input{Type: r.Type, Name: r.Name, Message: r.Message, TTL: r.TTL, File: r.File, Line: r.Line}
-	}
+	// A copy: the model's resources are appended to it, never into the
+	// document's array.
+	inputs := slices.Clone(doc.Resources)
 	if read == nil {
 		read = func(p string) ([]byte, error) { return nil, fmt.Errorf("reading files is not allowed here") }
 	}
@@ -91,28 +114,29 @@ func compileFiles(reg *xdstype.Registry, files []config.File, read ReadFile, run
 	policy, policyProblems := secretPolicy(doc.Secrets)
 	problems = append(problems, policyProblems...)
 	if err := problems.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	inputs = append(inputs, translated...)
 	all, err := snapshot.BuildValidated(reg, inputs, valid)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	fleet, err := group(reg, doc, all, inputsOf(inputs, xdstype.ListenerURL), inputsOf(inputs, xdstype.ScopedRouteURL))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// Raw Secrets under `resources` have no policy of their own: the
 	// identities of the groups that hold them govern them.
 	fleet.RestrictSecrets(policy)
+	warnings := snapshot.EmptyEndpointRoutes(all, locator(inputs))
 	// Route tests run last, on exactly what would be served.
 	if !runTests {
-		return fleet, nil
+		return fleet, warnings, nil
 	}
 	if err := routeTests(fleet, doc.Tests).Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return fleet, nil
+	return fleet, warnings, nil
 }
 
 // group builds the fleet: one snapshot for every node without groups, else
@@ -145,7 +169,22 @@ func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, 
 	return snapshot.NewGroupedFleet(rules, snaps), nil
 }
 
-// listenerInputs indexes the Listener inputs by name, for diagnostics.
+// locator finds an input by type and name, for diagnostics; the index is
+// built on the first call (most compiles have nothing to locate).
+func locator(inputs []snapshot.Input) func(typeURL, name string) *snapshot.Input {
+	var index map[[2]string]*snapshot.Input
+	return func(typeURL, name string) *snapshot.Input {
+		if index == nil {
+			index = make(map[[2]string]*snapshot.Input, len(inputs))
+			for i := range inputs {
+				index[[2]string{inputs[i].Type.URL, inputs[i].Name}] = &inputs[i]
+			}
+		}
+		return index[[2]string{typeURL, name}]
+	}
+}
+
+// inputsOf indexes the inputs of one type by name, for diagnostics.
 func inputsOf(inputs []snapshot.Input, typeURL string) map[string]*snapshot.Input {
 	out := map[string]*snapshot.Input{}
 	for i := range inputs {

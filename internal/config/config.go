@@ -25,7 +25,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/pylon-xds/pylon/internal/diag"
 	"github.com/pylon-xds/pylon/internal/model"
@@ -102,22 +101,10 @@ type File struct {
 	Endpoints []Endpoint `json:"-"`
 }
 
-// Resource is one decoded raw resource and where it was written.
-type Resource struct {
-	Type    *xdstype.Type
-	Name    string
-	Message proto.Message
-	// TTL, from the entry's "@ttl", makes clients that support it drop the
-	// resource if Pylon stops refreshing it (zero: no TTL).
-	TTL  time.Duration
-	File string
-	Line int
-}
-
 // Document is a whole configuration: every file's resources and groups, in
 // file order.
 type Document struct {
-	Resources []Resource
+	Resources []xdstype.Resource
 	Groups    []Group
 	model.Model
 	// Tests are the route tests every change must pass (see
@@ -547,23 +534,23 @@ func decodeStrict[T any](js []byte, item *yaml.Node, base diag.Diagnostic) (T, d
 }
 
 // decodeResource turns one list item into its Envoy message.
-func decodeResource(reg *xdstype.Registry, w *jsonWriter, path string, node *yaml.Node) (Resource, *diag.Diagnostic) {
+func decodeResource(reg *xdstype.Registry, w *jsonWriter, path string, node *yaml.Node) (xdstype.Resource, *diag.Diagnostic) {
 	d := &diag.Diagnostic{File: path, Line: node.Line}
 	if node.Kind != yaml.MappingNode {
 		d.Message = "a resource must be a mapping with an \"@type\""
-		return Resource{}, d
+		return xdstype.Resource{}, d
 	}
 	typeURL := stringValue(node, "@type")
 	if typeURL == "" {
 		d.Field = "@type"
 		d.Message = "missing; every resource names its Envoy v3 type, e.g. " + xdstype.ClusterURL
-		return Resource{}, d
+		return xdstype.Resource{}, d
 	}
 	t := reg.Lookup(typeURL)
 	if t == nil {
 		d.Field = "@type"
 		d.Message = fmt.Sprintf("unknown resource type %q", typeURL)
-		return Resource{}, d
+		return xdstype.Resource{}, d
 	}
 	d.Type = t.Kind
 	name := nameFrom(node, t)
@@ -575,29 +562,29 @@ func decodeResource(reg *xdstype.Registry, w *jsonWriter, path string, node *yam
 			d.Field, d.Line = "@ttl", v.Line
 			// Not quoted: a raw resource's values are never echoed.
 			d.Message = "not a positive duration such as \"30s\""
-			return Resource{}, d
+			return xdstype.Resource{}, d
 		}
 	}
 	js, err := w.encode(node, "@type", "@ttl")
 	if err != nil {
 		d.Message = err.Error()
-		return Resource{}, d
+		return xdstype.Resource{}, d
 	}
 	msg := t.New()
 	if err := (protojson.UnmarshalOptions{}).Unmarshal(js, msg); err != nil {
 		d.Field, d.Message, d.Line = explainProtoJSON(err, deepNode(node))
-		return Resource{}, d
+		return xdstype.Resource{}, d
 	}
 	if name == "" {
 		d.Field = t.NameField()
 		d.Message = "missing; every resource needs a name"
-		return Resource{}, d
+		return xdstype.Resource{}, d
 	}
 	if msg := nameProblem(name); msg != "" {
 		d.Field, d.Name, d.Message = t.NameField(), shortName(name), msg
-		return Resource{}, d
+		return xdstype.Resource{}, d
 	}
-	return Resource{Type: t, Name: name, Message: msg, TTL: ttl, File: path, Line: node.Line}, nil
+	return xdstype.Resource{Type: t, Name: name, Message: msg, TTL: ttl, File: path, Line: node.Line}, nil
 }
 
 // nameFrom reads the resource name before full decoding so that even a

@@ -58,7 +58,7 @@ func loadJSONResources(reg *xdstype.Registry, w *jsonWriter, path, text string, 
 	var problems diag.List
 	for _, el := range arrayElements(text, at) {
 		raw, line := text[el[0]:el[1]], lc.at(el[0])
-		if r, ok := cached[Resource](c, "resource", raw); ok {
+		if r, ok := cached[xdstype.Resource](c, "resource", raw); ok {
 			r.File, r.Line = path, line
 			doc.Resources = append(doc.Resources, r)
 			continue

@@ -254,3 +254,33 @@ func TestObjectsRefusesEndpointsList(t *testing.T) {
 		t.Fatalf("an endpoints list through apply: %v", err)
 	}
 }
+
+// A write through the API is checked as a file is: a listener two of
+// whose filter chains have the same filter_chain_match is refused (Envoy
+// would reject it), naming the listener and the later chain's match, and
+// nothing is stored.
+func TestWriteRefusesFilterChainsWithTheSameMatch(t *testing.T) {
+	s := newService(t, 10)
+	chain := `{"filter_chain_match":{"server_names":["a.example.com"]},"filters":[{"name":"envoy.filters.network.tcp_proxy","typed_config":{"@type":"type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy","stat_prefix":"tls","cluster":"web"}}]}`
+	doc := fmt.Sprintf(`{"services":[%s],"resources":[{"@type":"type.googleapis.com/envoy.config.listener.v3.Listener","name":"tls",
+		"address":{"socket_address":{"address":"0.0.0.0","port_value":443}},"filter_chains":[%s,%s]}]}`, service("web", 8080), chain, chain)
+	changes, err := Objects(xdstype.New(), []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Commit(t.Context(), changes, "two chains, one match", false)
+	var dl diag.List
+	if !errors.Is(err, ErrInvalid) || !errors.As(err, &dl) {
+		t.Fatalf("commit: %v; want it refused as invalid with diagnostics", err)
+	}
+	found := slices.ContainsFunc(dl, func(d diag.Diagnostic) bool {
+		return d.Type == "Listener" && d.Name == "tls" && d.Field == "filter_chains[1].filter_chain_match" && d.File != "" &&
+			strings.Contains(d.Message, "multiple filter chains with the same matching rules are defined")
+	})
+	if !found {
+		t.Fatalf("no diagnostic names the listener and the second chain's match:\n%v", dl)
+	}
+	if objs, _, err := s.Store().List(t.Context()); err != nil || len(objs) != 0 {
+		t.Fatalf("the refused write was stored: %v %v", objs, err)
+	}
+}

@@ -441,7 +441,7 @@ func etcdPrefix(e EtcdOptions) string {
 // within TLSCheckEvery (1s by default), or at once on SIGHUP.
 func loadTokens(o Options) (*token.Files, error) {
 	for _, f := range []string{o.TokenFile, o.ReadTokenFile} {
-		if _, err := adminToken(f); err != nil {
+		if err := ensureToken(f); err != nil {
 			return nil, err
 		}
 	}

@@ -240,29 +240,36 @@ func (c *countedConn) Close() error {
 // can read, or a link planted at its path, is refused, not used.
 func TestTokenFiles(t *testing.T) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, "admin-token")
-	tok, err := adminToken(path)
-	if err != nil || len(tok) != 64 {
-		t.Fatalf("generated token %q, %v", tok, err)
+	path, read := filepath.Join(dir, "admin-token"), filepath.Join(dir, "read-token")
+	files, err := loadTokens(Options{TokenFile: path, ReadTokenFile: read})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := files.Current()
+	if len(tok.Write) != 64 || len(tok.Read) != 64 {
+		t.Fatalf("generated tokens %q %q", tok.Write, tok.Read)
 	}
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("token file mode: %v %v", fi.Mode(), err)
 	}
-	if again, err := adminToken(path); err != nil || again != tok {
-		t.Fatalf("second start read %q, %v; want the same token", again, err)
+	if again, err := loadTokens(Options{TokenFile: path, ReadTokenFile: read}); err != nil || again.Current() != tok {
+		t.Fatalf("second start read %v, %v; want the same tokens", again, err)
 	}
 	if err := os.Chmod(path, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := adminToken(path); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+	if _, err := loadTokens(Options{TokenFile: path, ReadTokenFile: read}); err == nil || !strings.Contains(err.Error(), "chmod 600") {
 		t.Fatalf("a world-readable token file was used: %v", err)
 	}
 	target := filepath.Join(dir, "elsewhere")
-	link := filepath.Join(dir, "read-token")
+	link := filepath.Join(dir, "planted-token")
 	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := adminToken(link); err == nil {
+	if err := os.Chmod(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadTokens(Options{TokenFile: path, ReadTokenFile: link}); err == nil {
 		t.Fatal("a token was written through a planted link")
 	}
 	if _, err := os.Stat(target); !errors.Is(err, os.ErrNotExist) {

@@ -17,7 +17,6 @@ import (
 	"github.com/pylon-xds/pylon/internal/seal"
 	"github.com/pylon-xds/pylon/internal/store"
 	"github.com/pylon-xds/pylon/internal/store/bolt"
-	"github.com/pylon-xds/pylon/internal/token"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -91,37 +90,36 @@ func reseal(ctx context.Context, st store.Store, ring *seal.Keyring, log *slog.L
 	return nil
 }
 
-// adminToken reads a token (the write token, the read token), generating
-// one (0600) on first start. The token itself is never logged. A token
-// file others can read is refused: anyone on the host could use it.
-func adminToken(path string) (string, error) {
-	t, err := token.ReadFile(path)
-	if !errors.Is(err, os.ErrNotExist) {
-		return t, err
+// ensureToken writes a token file (the write token, the read token) with
+// a fresh token (0600) on first start; an existing file, or anything
+// planted at its path, is left to token.LoadFiles, which reads and checks
+// it. The token itself is never logged.
+func ensureToken(path string) error {
+	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+		return nil // there, or unreadable: LoadFiles says which
 	}
 	raw := make([]byte, 32)
 	if _, err := rand.Read(raw); err != nil {
-		return "", err
+		return err
 	}
-	t = hex.EncodeToString(raw)
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return "", err
+		return err
 	}
 	// O_EXCL: never through a link planted at the path, and never over a
 	// token another replica starting at the same time just wrote.
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if errors.Is(err, os.ErrExist) {
-		return token.ReadFile(path)
+		return nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("writing the token file %s: %w", path, err)
+		return fmt.Errorf("writing the token file %s: %w", path, err)
 	}
-	_, err = f.WriteString(t + "\n")
+	_, err = f.WriteString(hex.EncodeToString(raw) + "\n")
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return "", fmt.Errorf("writing the token file %s: %w", path, err)
+		return fmt.Errorf("writing the token file %s: %w", path, err)
 	}
-	return t, nil
+	return nil
 }

@@ -29,6 +29,10 @@ type Status struct {
 	Groups      []GroupStatus `json:"groups"`
 	// Refused is the last refused change, cleared when a good one lands.
 	Refused *Refusal `json:"refused,omitempty"`
+	// Warnings are what the config being served was accepted with but an
+	// operator should hear of (compile.CompileWithWarnings): a route to a
+	// cluster whose endpoint set is empty.
+	Warnings []diag.Diagnostic `json:"warnings,omitempty"`
 }
 
 // GroupStatus is one node group's snapshot.
@@ -159,8 +163,9 @@ func (p *Pipeline) Apply(u source.Update) error {
 	}
 	err := u.Err
 	var fleet *snapshot.Fleet
+	var warnings diag.List
 	if err == nil {
-		fleet, err = p.compiled.Compile(p.reg, u.Files, reader)
+		fleet, warnings, err = p.compiled.CompileWithWarnings(p.reg, u.Files, reader)
 	}
 	now := time.Now()
 	if err != nil {
@@ -180,6 +185,7 @@ func (p *Pipeline) Apply(u source.Update) error {
 		p.log.Info("config restored to the version being served", "version", fleet.Version())
 	}
 	p.status.Refused = nil
+	p.status.Warnings = warnings
 	if published || p.status.Version == "" {
 		p.status.Version = fleet.Version()
 		p.status.AcceptedAt = u.AcceptedAt
@@ -198,12 +204,29 @@ func (p *Pipeline) Apply(u source.Update) error {
 	p.mu.Unlock()
 	if published {
 		p.log.Info("config published", "version", fleet.Version(), "groups", len(fleet.Groups()), "latency", now.Sub(u.AcceptedAt).String())
+		logWarnings(p.log, fleet.Version(), warnings)
 		p.result("published", fleet)
 	} else {
 		p.log.Debug("config unchanged", "version", fleet.Version())
 		p.result("unchanged", nil)
 	}
 	return nil
+}
+
+// loggedWarnings bounds the warnings a publish logs one by one; the status
+// has them all.
+const loggedWarnings = 10
+
+// logWarnings logs a published config's warnings (redacted, as a
+// diagnostic renders itself), the first few one by one.
+func logWarnings(log *slog.Logger, version string, warnings diag.List) {
+	for i, w := range warnings {
+		if i == loggedWarnings {
+			log.Warn("more config warnings: see pylon status", "version", version, "more", len(warnings)-i)
+			return
+		}
+		log.Warn("config warning", "version", version, "warning", w.String())
+	}
 }
 
 // refuse records and logs a refused change (once while it repeats).

@@ -161,3 +161,41 @@ func TestNonDiagnosticRefusalScrubbed(t *testing.T) {
 		t.Fatalf("refusal logged %d times, want once:\n%s", n, logs.String())
 	}
 }
+
+// A config that routes to a service with no endpoints is published, and
+// the status carries the warning (file, line, route table, field) and the
+// log says it once; registering an endpoint clears it.
+func TestWarningsReachStatusAndLog(t *testing.T) {
+	var logs bytes.Buffer
+	pub := snapshot.NewPublisher()
+	p := New(xdstype.New(), pub, slog.New(slog.NewTextHandler(&logs, nil)))
+	doc := `services:
+- name: waiting
+listeners:
+- { name: http, port: 10000, routes: all }
+routes:
+- name: all
+  virtual_hosts:
+  - { name: any, domains: ["*"], routes: [{ to: [{ service: waiting }] }] }
+`
+	if err := p.Apply(newUpdate("pylon.yaml", []byte(doc))); err != nil {
+		t.Fatalf("refused: %v", err)
+	}
+	st := p.Status()
+	if st.Version == "" || st.Refused != nil || len(st.Warnings) != 1 {
+		t.Fatalf("status: %+v, want one warning", st)
+	}
+	if w := st.Warnings[0]; w.File != "pylon.yaml" || w.Line == 0 || w.Name != "all" || w.Field == "" || !strings.Contains(w.Message, `"waiting"`) {
+		t.Errorf("warning does not locate the route: %+v", w)
+	}
+	if n := strings.Count(logs.String(), "endpoint set is empty"); n != 1 {
+		t.Errorf("the warning is logged %d times, want once:\n%s", n, logs.String())
+	}
+	fixed := strings.Replace(doc, "- name: waiting\n", "- name: waiting\n  endpoints: [{ address: 10.0.0.2, port: 8080 }]\n", 1)
+	if err := p.Apply(newUpdate("pylon.yaml", []byte(fixed))); err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Status(); len(st.Warnings) != 0 {
+		t.Fatalf("warnings after endpoints were added: %v", st.Warnings)
+	}
+}

@@ -345,18 +345,12 @@ func decodePrefix(enc *base64.Encoding, s string) []byte {
 // it), either alphabet, padded or not, wrapped or not; ok is false when
 // it is not base64.
 func decodeB64(m string) ([]byte, bool) {
-	var b strings.Builder
-	b.Grow(len(m))
 	for i := 0; i < len(m); i++ {
-		switch c := m[i]; {
-		case isB64(c):
-			b.WriteByte(c)
-		case c == '=' || c == ' ' || c == '\t' || c == '\n' || c == '\r':
-		default:
+		if c := m[i]; !isB64(c) && strings.IndexByte("= \t\n\r", c) < 0 {
 			return nil, false
 		}
 	}
-	s := b.String()
+	s := stripB64(m)
 	enc := base64.RawStdEncoding
 	if strings.ContainsAny(s, "-_") {
 		enc = base64.RawURLEncoding

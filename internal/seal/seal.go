@@ -24,11 +24,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"regexp"
 	"strings"
-	"syscall"
 )
 
 // Prefix starts every sealed value.
@@ -77,29 +74,9 @@ type Keyring struct {
 // Load reads a key file: at most MaxFileBytes, a regular file that only
 // its owner can read (like the admin token files), never through a link.
 func Load(path string) (*Keyring, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	b, err := ReadPrivate(path, Flag, MaxFileBytes)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", Flag, err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", Flag, err)
-	}
-	switch {
-	case !fi.Mode().IsRegular():
-		return nil, fmt.Errorf("%s %s: not a regular file", Flag, path)
-	case fi.Mode().Perm()&0o077 != 0:
-		return nil, fmt.Errorf("%s %s has mode %v: others can read it; chmod 600 it", Flag, path, fi.Mode().Perm())
-	case fi.Size() > MaxFileBytes:
-		return nil, fmt.Errorf("%s %s: %d bytes, at most %d", Flag, path, fi.Size(), MaxFileBytes)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", Flag, path, err)
-	}
-	if len(b) > MaxFileBytes {
-		return nil, fmt.Errorf("%s %s: over %d bytes", Flag, path, MaxFileBytes)
+		return nil, err
 	}
 	return Parse(b, path)
 }

@@ -4,8 +4,8 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"strings"
-	"time"
 
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	runtimev3 "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
 	"google.golang.org/protobuf/proto"
@@ -18,19 +18,13 @@ import (
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
-// Input is one resource to put in a snapshot, with where it came from.
-type Input struct {
-	Type    *xdstype.Type
-	Name    string
-	Message proto.Message
-	// TTL, if positive, is sent with the resource to clients that support
-	// TTLs (xDS "Resource.ttl"), and refreshed by heartbeats.
-	TTL  time.Duration
-	File string
-	Line int
-}
+// Input is one resource to put in a snapshot, with where it came from:
+// xdstype's Resource, the type the config loader decodes into, so that a
+// document's resources reach Build as they are.
+type Input = xdstype.Resource
 
-func (in *Input) diag(field, format string, args ...any) diag.Diagnostic {
+// diagOf is a diagnostic about in, at its file and line.
+func diagOf(in *Input, field, format string, args ...any) diag.Diagnostic {
 	return diag.Diagnostic{File: in.File, Line: in.Line, Type: in.Type.Kind, Name: in.Name, Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
@@ -65,16 +59,16 @@ func BuildValidated(reg *xdstype.Registry, inputs []Input, v *Validated) (*Snaps
 			firstSeen[in.Type.URL] = map[string]*Input{}
 		}
 		if prev := firstSeen[in.Type.URL][in.Name]; prev != nil {
-			problems = append(problems, in.diag(in.Type.NameField(), "duplicate name: already defined at %s", location(prev)))
+			problems = append(problems, diagOf(in, in.Type.NameField(), "duplicate name: already defined at %s", location(prev)))
 			continue
 		}
 		firstSeen[in.Type.URL][in.Name] = in
 		if msg := XdstpProblem(in.Name, string(in.Message.ProtoReflect().Descriptor().FullName())); msg != "" {
-			problems = append(problems, in.diag(in.Type.NameField(), "%s", msg))
+			problems = append(problems, diagOf(in, in.Type.NameField(), "%s", msg))
 		}
 		b, sum, err := v.encode(in.Message)
 		if err != nil {
-			problems = append(problems, in.diag("", "cannot encode: %v", err))
+			problems = append(problems, diagOf(in, "", "cannot encode: %v", err))
 			continue
 		}
 		// An invalid resource still goes in the set: what names it is not
@@ -82,7 +76,7 @@ func BuildValidated(reg *xdstype.Registry, inputs []Input, v *Validated) (*Snaps
 		validOnce(in, validKey{in.Type.URL, sum}, v, holds, keys, b, &problems)
 		r, err := newResource(in, b, sum)
 		if err != nil {
-			problems = append(problems, in.diag("", "cannot encode: %v", err))
+			problems = append(problems, diagOf(in, "", "cannot encode: %v", err))
 			continue
 		}
 		byType[in.Type.URL][in.Name] = r
@@ -133,7 +127,7 @@ func validOnce(in *Input, k validKey, v *Validated, holds map[protoreflect.FullN
 	}
 	fes := append(validate(in.Message, holds), keyProblems(in, keys, enc)...)
 	for _, fe := range fes {
-		*problems = append(*problems, in.diag(fe.field, "%s", fe.reason))
+		*problems = append(*problems, diagOf(in, fe.field, "%s", fe.reason))
 	}
 	if len(fes) == 0 {
 		v.passed(k)
@@ -194,6 +188,9 @@ func validate(m proto.Message, holds map[protoreflect.FullName]bool) []fieldErro
 	}
 	if rt, ok := m.(*runtimev3.Runtime); ok {
 		out = append(out, runtimeProblems("", rt.GetLayer())...)
+	}
+	if l, ok := m.(*listenerv3.Listener); ok {
+		out = append(out, filterChainProblems(l)...)
 	}
 	// One walk over what m holds (an Any's content is validated on its
 	// own, with the Any's path in front).

@@ -28,11 +28,11 @@ func refProblems(reg *xdstype.Registry, in *Input, refs []xdstype.Ref, byType ma
 			if t := reg.Lookup(ref.TypeURL); t != nil {
 				kind = t.Kind
 			}
-			out = append(out, in.diag(ref.Field, "names %s %q, which does not exist", kind, ref.Name))
+			out = append(out, diagOf(in, ref.Field, "names %s %q, which does not exist", kind, ref.Name))
 			continue
 		}
 		if msg := acceptProblem(ref, target); msg != "" {
-			out = append(out, in.diag(ref.AcceptField, "%s", msg))
+			out = append(out, diagOf(in, ref.AcceptField, "%s", msg))
 		}
 	}
 	return out

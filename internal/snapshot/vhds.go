@@ -43,22 +43,22 @@ func vhdsProblems(inputs []Input, firstSeen map[string]map[string]*Input, byType
 		}
 		vh, _ := in.Message.(*routev3.VirtualHost)
 		if vh.GetName() != in.Name {
-			out = append(out, in.diag("name", "a VirtualHost's resource name must be its name %q", vh.GetName()))
+			out = append(out, diagOf(in, "name", "a VirtualHost's resource name must be its name %q", vh.GetName()))
 			continue
 		}
 		rcName, _, ok := VirtualHostNamespace(in.Name)
 		if !ok {
-			out = append(out, in.diag("name", "a VirtualHost is named \"<route configuration>/<virtual host>\" (VHDS): %q has no route configuration before a \"/\"", in.Name))
+			out = append(out, diagOf(in, "name", "a VirtualHost is named \"<route configuration>/<virtual host>\" (VHDS): %q has no route configuration before a \"/\"", in.Name))
 			continue
 		}
 		r := byType[xdstype.RouteURL][rcName]
 		if r == nil {
-			out = append(out, in.diag("name", "names RouteConfiguration %q (the part before the last \"/\"), which does not exist", rcName))
+			out = append(out, diagOf(in, "name", "names RouteConfiguration %q (the part before the last \"/\"), which does not exist", rcName))
 			continue
 		}
 		rc, _ := r.Message.(*routev3.RouteConfiguration)
 		if rc.GetVhds() == nil {
-			out = append(out, in.diag("name", "RouteConfiguration %q has no vhds: Envoy never asks for its virtual hosts", rcName))
+			out = append(out, diagOf(in, "name", "RouteConfiguration %q has no vhds: Envoy never asks for its virtual hosts", rcName))
 			continue
 		}
 		seen := domains[rcName]
@@ -74,7 +74,7 @@ func vhdsProblems(inputs []Input, firstSeen map[string]map[string]*Input, byType
 		for j, d := range vh.GetDomains() {
 			lower := ASCIILower(d)
 			if other, dup := seen[lower]; dup {
-				out = append(out, in.diag(fmt.Sprintf("domains[%d]", j), "domain %q is served by %s too: Envoy rejects a route configuration with a duplicate domain", d, other))
+				out = append(out, diagOf(in, fmt.Sprintf("domains[%d]", j), "domain %q is served by %s too: Envoy rejects a route configuration with a duplicate domain", d, other))
 				continue
 			}
 			seen[lower] = fmt.Sprintf("VirtualHost %q", in.Name)

@@ -2,15 +2,15 @@ package token
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unicode"
+
+	"github.com/pylon-xds/pylon/internal/seal"
 )
 
 // Pair is the admin API's two tokens: Write authorises writes and reads,
@@ -180,27 +180,9 @@ const maxFile = 4096
 // (no Authorization header could carry it). Errors name the file, never
 // its contents.
 func ReadFile(path string) (string, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	b, err := seal.ReadPrivate(path, "token file", maxFile)
 	if err != nil {
 		return "", err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", err
-	}
-	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("token file %s is not a regular file", path)
-	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("token file %s has mode %v: others can read it; chmod 600 it", path, fi.Mode().Perm())
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxFile+1))
-	if err != nil {
-		return "", fmt.Errorf("token file %s: %w", path, err)
-	}
-	if len(b) > maxFile {
-		return "", fmt.Errorf("token file %s is over %d bytes", path, maxFile)
 	}
 	t := strings.TrimSpace(string(b))
 	switch {

@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -141,16 +139,8 @@ type daemonAddrs struct{ xds, admin, token string }
 // start runs the daemon on the seeded store in dataDir until the test ends.
 func start(t *testing.T, dataDir string) daemonAddrs {
 	t.Helper()
-	d := daemontest.Start(t, daemon.Options{
-		DataDir: dataDir, XDSAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", Identifier: "pylon-churn", Resync: -1,
-	})
-	a := daemonAddrs{xds: d.XDS, admin: d.Admin}
-	tok, err := os.ReadFile(filepath.Join(dataDir, "admin-token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.token = strings.TrimSpace(string(tok))
-	return a
+	d := daemontest.Start(t, daemon.Options{DataDir: dataDir, Identifier: "pylon-churn", Resync: -1})
+	return daemonAddrs{xds: d.XDS, admin: d.Admin, token: d.Token(t, "admin-token")}
 }
 
 // registrant makes the changes of one service through the admin API, in

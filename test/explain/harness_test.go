@@ -25,7 +25,7 @@ import (
 	"google.golang.org/grpc/xds"
 
 	"github.com/pylon-xds/pylon/internal/cli"
-	"github.com/pylon-xds/pylon/internal/daemon"
+	"github.com/pylon-xds/pylon/internal/daemon/daemontest"
 	"github.com/pylon-xds/pylon/internal/route"
 )
 
@@ -91,31 +91,10 @@ type pylon struct{ xdsAddr, adminAddr, dataDir string }
 // configPath "" the embedded store in a fresh data folder.
 func startPylon(t *testing.T, configPath string) *pylon {
 	t.Helper()
-	o := daemon.Options{
-		ConfigPath: configPath, XDSAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", DataDir: t.TempDir(),
-		DebounceQuiet: 20 * time.Millisecond, DebounceMax: 200 * time.Millisecond, Identifier: "pylon-explain",
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan pylon, 1)
-	errc := make(chan error, 1)
-	o.OnReady = func(x, a string) { ready <- pylon{xdsAddr: x, adminAddr: a, dataDir: o.DataDir} }
-	go func() { errc <- daemon.Run(ctx, o) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
-	})
-	select {
-	case p := <-ready:
-		return &p
-	case err := <-errc:
-		errc <- err
-		t.Fatalf("daemon did not start: %v", err)
-	case <-time.After(bound):
-		t.Fatal("daemon did not start")
-	}
-	return nil
+	o := daemontest.FileMode(configPath)
+	o.Identifier = "pylon-explain"
+	d := daemontest.Start(t, o)
+	return &pylon{xdsAddr: d.XDS, adminAddr: d.Admin, dataDir: d.DataDir}
 }
 
 // pylonCLI runs the command line against p and returns its output.

@@ -1,11 +1,8 @@
 package integration
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -13,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pylon-xds/pylon/internal/daemon"
+	"github.com/pylon-xds/pylon/internal/daemon/daemontest"
 	"github.com/pylon-xds/pylon/internal/store/etcd/etcdtest"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -22,50 +20,21 @@ import (
 // 100ms on a 2s lease, and a stop that ends the replica mid-test.
 func startFleetReplica(t *testing.T, srv *etcdtest.Server, prefix, id string) (*replica, func()) {
 	t.Helper()
-	dataDir := t.TempDir()
-	logs := &syncBuffer{}
-	o := daemon.Options{
-		Store: daemon.StoreEtcd, DataDir: dataDir, Identifier: id,
+	logs := &daemontest.LogBuffer{}
+	d := daemontest.Start(t, daemon.Options{
+		Store: daemon.StoreEtcd, Identifier: id,
 		Etcd: daemon.EtcdOptions{
 			Endpoints: []string{srv.Endpoint()}, Prefix: prefix,
 			Timeout: 500 * time.Millisecond, Probe: 100 * time.Millisecond, StartTimeout: bound,
 		},
 		FleetStatusPeriod: 100 * time.Millisecond, FleetStatusTTL: 2 * time.Second,
-		XDSAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0",
-		DebounceQuiet: 20 * time.Millisecond, DebounceMax: 200 * time.Millisecond,
+		DebounceQuiet: daemontest.Quiet, DebounceMax: daemontest.MaxWait,
 		ShutdownGrace: time.Second,
-		Logger:        slog.New(slog.NewTextHandler(logs, nil)),
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan pylon, 1)
-	errc := make(chan error, 1)
-	o.OnReady = func(x, a string) { ready <- pylon{xdsAddr: x, adminAddr: a} }
-	go func() { errc <- daemon.Run(ctx, o) }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("replica %s: %v", id, err)
-		}
-	}
-	t.Cleanup(stop)
-	select {
-	case p := <-ready:
-		p.dataDir = dataDir
-		p.token = tokenIn(t, filepath.Join(dataDir, "admin-token"))
-		p.readToken = tokenIn(t, filepath.Join(dataDir, "read-token"))
-		return &replica{pylon: &p, id: id, log: logs}, stop
-	case err := <-errc:
-		stopped = true
-		t.Fatalf("replica %s did not start: %v", id, err)
-	case <-time.After(bound):
-		t.Fatalf("replica %s did not start", id)
-	}
-	return nil, stop
+		Logger:        logs.Logger(),
+	})
+	p := &pylon{xdsAddr: d.XDS, adminAddr: d.Admin, dataDir: d.DataDir,
+		token: d.Token(t, "admin-token"), readToken: d.Token(t, "read-token")}
+	return &replica{pylon: p, id: id, log: logs}, func() { d.Stop(t) }
 }
 
 // fleetProxies is /proxies of r as "node@replica:CDS state", sorted, and

@@ -23,6 +23,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/cli"
 	"github.com/pylon-xds/pylon/internal/daemon"
+	"github.com/pylon-xds/pylon/internal/daemon/daemontest"
 	"github.com/pylon-xds/pylon/internal/pipeline"
 )
 
@@ -136,46 +137,17 @@ func startPylon(t *testing.T, configPath string) *pylon {
 // the test ends.
 func runPylon(t testing.TB, o daemon.Options) (p *pylon, stop func()) {
 	t.Helper()
-	o.XDSAddr, o.AdminAddr = "127.0.0.1:0", "127.0.0.1:0"
+	o.XDSAddr, o.AdminAddr = "", "" // loopback ports, daemontest's
 	if o.DebounceQuiet == 0 {
 		// Short, for the tests' sake; a benchmark may ask for the
 		// daemon's own.
-		o.DebounceQuiet, o.DebounceMax = 20*time.Millisecond, 200*time.Millisecond
+		o.DebounceQuiet, o.DebounceMax = daemontest.Quiet, daemontest.MaxWait
 	}
 	o.Identifier = "pylon-e2e"
-	if o.DataDir == "" {
-		// The read token is generated there, in file mode too.
-		o.DataDir = t.TempDir()
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan pylon, 1)
-	errc := make(chan error, 1)
-	o.OnReady = func(x, a string) { ready <- pylon{xdsAddr: x, adminAddr: a} }
-	go func() { errc <- daemon.Run(ctx, o) }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
-	}
-	t.Cleanup(stop)
-	select {
-	case got := <-ready:
-		got.dataDir = o.DataDir
-		got.readToken = tokenIn(t, filepath.Join(o.DataDir, "read-token"))
-		return &got, stop
-	case err := <-errc:
-		stopped = true
-		t.Fatalf("daemon did not start: %v", err)
-	case <-time.After(bound):
-		t.Fatal("daemon did not start")
-	}
-	return nil, stop
+	// The read token is generated in the data folder, in file mode too.
+	d := daemontest.Start(t, o)
+	p = &pylon{xdsAddr: d.XDS, adminAddr: d.Admin, dataDir: d.DataDir, readToken: d.Token(t, "read-token")}
+	return p, func() { d.Stop(t) }
 }
 
 func (p *pylon) status(t *testing.T) pipeline.Status {
@@ -218,16 +190,6 @@ func (p *pylon) tryGet(t testing.TB, path string) (int, string) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(b)
-}
-
-// tokenIn reads a token file.
-func tokenIn(t testing.TB, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(b))
 }
 
 // TestGRPCClientFollowsConfig is the end-to-end check of the core: grpc-go's

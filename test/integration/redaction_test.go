@@ -12,13 +12,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/pylon-xds/pylon/internal/cli"
 	"github.com/pylon-xds/pylon/internal/daemon"
+	"github.com/pylon-xds/pylon/internal/daemon/daemontest"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -81,27 +81,8 @@ func leak(text string) bool {
 	return found
 }
 
-// logBuffer collects the daemon's JSON log lines; the daemon writes from
-// many goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // checkLog fails for each log line that shows the marker.
-func checkLog(t *testing.T, logs *logBuffer) {
+func checkLog(t *testing.T, logs *daemontest.LogBuffer) {
 	t.Helper()
 	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
 	if len(lines) < 3 {
@@ -195,7 +176,7 @@ func TestRedactionEverywhere(t *testing.T) {
 	dir := t.TempDir()
 	writeAtomically(t, filepath.Join(dir, "tls.crt"), "-----BEGIN CERTIFICATE-----\nPUBLIC\n-----END CERTIFICATE-----\n")
 	writeAtomically(t, filepath.Join(dir, "tls.key"), markedKey("modelfile"))
-	logs := &logBuffer{}
+	logs := &daemontest.LogBuffer{}
 	dataDir := filepath.Join(dir, "data")
 	p, _ := runPylon(t, daemon.Options{
 		DataDir: dataDir, SecretDirs: []string{dir}, InsecureServeSecrets: true,
@@ -352,7 +333,7 @@ func TestRefusedFileConfigDoesNotEchoTheKey(t *testing.T) {
 	cfg := filepath.Join(dir, "pylon.yaml")
 	good := `{"resources":[{"@type":"type.googleapis.com/envoy.config.cluster.v3.Cluster","name":"c","connectTimeout":"1s"}]}`
 	writeAtomically(t, cfg, good)
-	logs := &logBuffer{}
+	logs := &daemontest.LogBuffer{}
 	dataDir := filepath.Join(dir, "data")
 	p, _ := runPylon(t, daemon.Options{ConfigPath: cfg, DataDir: dataDir, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	read := fileToken(t, filepath.Join(dataDir, "read-token"))

@@ -2,15 +2,11 @@ package integration
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,34 +14,17 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/pylon-xds/pylon/internal/daemon"
+	"github.com/pylon-xds/pylon/internal/daemon/daemontest"
 	"github.com/pylon-xds/pylon/internal/store/etcd/etcdtest"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
-// syncBuffer is a log destination a test reads while the daemon writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // replica is one Pylon replica on the etcd store, run in process.
 type replica struct {
 	*pylon
 	id  string
-	log *syncBuffer
+	log *daemontest.LogBuffer
 }
 
 // startReplica runs a daemon named id on the etcd member under prefix,
@@ -53,42 +32,19 @@ type replica struct {
 // test ends.
 func startReplica(t *testing.T, srv *etcdtest.Server, prefix, id string) *replica {
 	t.Helper()
-	dataDir := t.TempDir()
-	logs := &syncBuffer{}
-	o := daemon.Options{
-		Store: daemon.StoreEtcd, DataDir: dataDir, Identifier: id,
+	logs := &daemontest.LogBuffer{}
+	d := daemontest.Start(t, daemon.Options{
+		Store: daemon.StoreEtcd, Identifier: id,
 		Etcd: daemon.EtcdOptions{
 			Endpoints: []string{srv.Endpoint()}, Prefix: prefix,
 			Timeout: 500 * time.Millisecond, Probe: 100 * time.Millisecond, StartTimeout: bound,
 		},
-		XDSAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0",
-		DebounceQuiet: 20 * time.Millisecond, DebounceMax: 200 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(logs, nil)),
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan pylon, 1)
-	errc := make(chan error, 1)
-	o.OnReady = func(x, a string) { ready <- pylon{xdsAddr: x, adminAddr: a} }
-	go func() { errc <- daemon.Run(ctx, o) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("replica %s: %v", id, err)
-		}
+		DebounceQuiet: daemontest.Quiet, DebounceMax: daemontest.MaxWait,
+		Logger: logs.Logger(),
 	})
-	select {
-	case p := <-ready:
-		p.dataDir = dataDir
-		p.token = tokenIn(t, filepath.Join(dataDir, "admin-token"))
-		p.readToken = tokenIn(t, filepath.Join(dataDir, "read-token"))
-		return &replica{pylon: &p, id: id, log: logs}
-	case err := <-errc:
-		errc <- nil // the cleanup reads it
-		t.Fatalf("replica %s did not start: %v", id, err)
-	case <-time.After(bound):
-		t.Fatalf("replica %s did not start", id)
-	}
-	return nil
+	p := &pylon{xdsAddr: d.XDS, adminAddr: d.Admin, dataDir: d.DataDir,
+		token: d.Token(t, "admin-token"), readToken: d.Token(t, "read-token")}
+	return &replica{pylon: p, id: id, log: logs}
 }
 
 // clusterWatch is a raw ADS client of one replica subscribed to every

@@ -1,38 +1,15 @@
 package integration
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/pylon-xds/pylon/internal/certs/certstest"
 	"github.com/pylon-xds/pylon/internal/daemon"
+	"github.com/pylon-xds/pylon/internal/daemon/daemontest"
 )
-
-// startErr runs the daemon with o on loopback and returns the error it
-// stops with at start; starting is a failure.
-func startErr(t *testing.T, o daemon.Options) error {
-	t.Helper()
-	o.XDSAddr, o.AdminAddr = "127.0.0.1:0", "127.0.0.1:0"
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	o.OnReady = func(string, string) { cancel() }
-	errc := make(chan error, 1)
-	go func() { errc <- daemon.Run(ctx, o) }()
-	select {
-	case err := <-errc:
-		if ctx.Err() != nil {
-			t.Fatal("the daemon started, want a refusal")
-		}
-		return err
-	case <-time.After(bound):
-		t.Fatal("the daemon neither started nor stopped")
-	}
-	return nil
-}
 
 // serve wires --secret-dir: by default only the config's folder is read;
 // another folder must be named; Pylon's data folder never is.
@@ -56,7 +33,7 @@ func TestSecretDirsWired(t *testing.T) {
 		return cfg
 	}
 
-	err := startErr(t, daemon.Options{ConfigPath: config(elsewhere), DataDir: data})
+	err := daemontest.Refusal(t, daemon.Options{ConfigPath: config(elsewhere), DataDir: data})
 	if err == nil || !strings.Contains(err.Error(), "edge-cert") || !strings.Contains(err.Error(), "--secret-dir") {
 		t.Fatalf("a secret outside the config's folder: %v", err)
 	}
@@ -67,7 +44,7 @@ func TestSecretDirsWired(t *testing.T) {
 	}
 
 	// The data folder (tokens, store) is refused even under a secret dir.
-	err = startErr(t, daemon.Options{ConfigPath: config(data), DataDir: data, SecretDirs: []string{root}})
+	err = daemontest.Refusal(t, daemon.Options{ConfigPath: config(data), DataDir: data, SecretDirs: []string{root}})
 	if err == nil || !strings.Contains(err.Error(), `secret "edge-cert": cert_file`) || !strings.Contains(err.Error(), "never reads") {
 		t.Fatalf("a secret in Pylon's data folder: %v", err)
 	}
@@ -75,7 +52,7 @@ func TestSecretDirsWired(t *testing.T) {
 	// Pylon's own TLS key, beside the config, is not a secret to serve.
 	ca := certstest.NewCA(t, "ca")
 	own := ca.Issue(t, certstest.Server("pylon")).Write(t, ca, conf, "tls")
-	err = startErr(t, daemon.Options{ConfigPath: config(conf), DataDir: data, XDSTLS: daemon.TLSFiles{Cert: own.Cert, Key: own.Key}})
+	err = daemontest.Refusal(t, daemon.Options{ConfigPath: config(conf), DataDir: data, XDSTLS: daemon.TLSFiles{Cert: own.Cert, Key: own.Key}})
 	if err == nil || !strings.Contains(err.Error(), `secret "edge-cert": key_file`) || strings.Contains(err.Error(), "cert_file") {
 		t.Fatalf("Pylon's xDS key served as a secret: %v", err)
 	}

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +22,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/pylon-xds/pylon/internal/daemon/daemontest"
 )
 
 // rpcTimeout is each RPC's deadline (waiting for ready: the first one
@@ -113,8 +114,8 @@ func startSubprocess(t *testing.T, bootstrapPath string, argv ...string) *subpro
 	// shown only if the test fails.
 	cmd.Env = append(clientEnv(), "GRPC_XDS_BOOTSTRAP="+bootstrapPath, "GRPC_VERBOSITY=DEBUG", "GRPC_TRACE=xds_client,xds_resolver")
 	cmd.WaitDelay = 5 * time.Second
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
+	stderr := &daemontest.LogBuffer{Keep: stderrKept}
+	cmd.Stderr = stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -236,27 +237,5 @@ func (g *goClient) call(method string, md map[string]string) (string, error) {
 	return v.GetValue(), nil
 }
 
-// lockedBuffer keeps the last stderrKept bytes a process writes while a
-// test reads them.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  []byte
-}
-
+// stderrKept is how much of a client's stderr a test keeps: the end.
 const stderrKept = 64 << 10
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.b = append(l.b, p...)
-	if over := len(l.b) - stderrKept; over > 0 {
-		l.b = append(l.b[:0], l.b[over:]...)
-	}
-	return len(p), nil
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return string(l.b)
-}

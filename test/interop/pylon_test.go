@@ -1,7 +1,6 @@
 package interop
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"os"
@@ -14,7 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/pylon-xds/pylon/internal/bootstrap"
-	"github.com/pylon-xds/pylon/internal/daemon"
+	"github.com/pylon-xds/pylon/internal/daemon/daemontest"
 )
 
 // bound caps every wait in this package.
@@ -63,34 +62,9 @@ func writeAtomically(t *testing.T, path, content string) {
 // ends and returns its xDS address.
 func startPylon(t *testing.T, configPath string) string {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
-	errc := make(chan error, 1)
-	o := daemon.Options{
-		ConfigPath: configPath,
-		DataDir:    t.TempDir(),
-		XDSAddr:    "127.0.0.1:0", AdminAddr: "127.0.0.1:0",
-		DebounceQuiet: 20 * time.Millisecond, DebounceMax: 200 * time.Millisecond,
-		Identifier: "pylon-interop",
-		OnReady:    func(x, _ string) { ready <- x },
-	}
-	go func() { errc <- daemon.Run(ctx, o) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
-	})
-	select {
-	case addr := <-ready:
-		return addr
-	case err := <-errc:
-		errc <- err // for the cleanup
-		t.Fatalf("daemon did not start: %v", err)
-	case <-time.After(bound):
-		t.Fatal("daemon did not start")
-	}
-	return ""
+	o := daemontest.FileMode(configPath)
+	o.Identifier = "pylon-interop"
+	return daemontest.Start(t, o).XDS
 }
 
 // node is the node every client claims: the group in the config matches on

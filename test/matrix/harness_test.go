@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -97,8 +96,7 @@ func (f *fleet) start(name, etcdEndpoint string) *replica {
 	r := &replica{name: name, data: t.TempDir(), log: &daemontest.LogBuffer{}}
 	o := daemon.Options{
 		DataDir: r.data, Identifier: name,
-		XDSAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0",
-		DebounceQuiet: 20 * time.Millisecond, DebounceMax: 200 * time.Millisecond,
+		DebounceQuiet: daemontest.Quiet, DebounceMax: daemontest.MaxWait,
 		XDSTLS:       daemon.TLSFiles{Cert: f.server.Cert, Key: f.server.Key, ClientCA: f.server.CA},
 		NodeIdentity: nodeIdentity, TrustDomain: "example.org",
 		SecretDirs: []string{f.dir},
@@ -116,18 +114,8 @@ func (f *fleet) start(name, etcdEndpoint string) *replica {
 	o.REST.OnListen = func(addr string) { listening <- addr }
 	d := daemontest.Start(t, o)
 	r.xds, r.admin, r.rest = d.XDS, d.Admin, <-listening
-	r.writeTok = tokenIn(t, filepath.Join(r.data, "admin-token"))
-	r.token = tokenIn(t, filepath.Join(r.data, "read-token"))
+	r.writeTok, r.token = d.Token(t, "admin-token"), d.Token(t, "read-token")
 	return r
-}
-
-func tokenIn(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(b))
 }
 
 // call sends one admin request with token and returns the status and body.

@@ -99,8 +99,13 @@ var docSetups = map[string]docSetup{
 				}
 			},
 			// The page drives a rollout in progress.
+			// The group and its cluster are served before the change, so
+			// that the change is one to roll out (not a new group's first
+			// config, which the pipeline may coalesce with it).
 			"pylon rollout status": func(r *docRunner) {
 				r.apply(strings.Replace(edgeGroup, "match: { cluster: edge }", edgeRollout, 1))
+				r.apply(edgeCluster)
+				r.waitFor("the group edge to be served", "pylon get clusters --group edge", "edge-web")
 				r.apply(strings.Replace(edgeCluster, "1s", "4s", 1))
 				r.waitFor("the rollout to start", "pylon rollout status -o json", `"group": "edge"`)
 			},

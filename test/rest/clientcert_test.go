@@ -72,10 +72,7 @@ func TestFinding5_RESTLongPollAcrossCARotation(t *testing.T) {
 		done <- answer{code, body, names, err}
 	}()
 	certstest.WriteFile(t, filepath.Join(p.dir, "server-ca.crt"), certstest.NewCA(t, "other").PEM)
-	deadline := time.Now().Add(bound)
-	for !strings.Contains(p.log.String(), "TLS client CAs reloaded") && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	p.log.WaitFor(t, "TLS client CAs reloaded", bound)
 	if err := os.WriteFile(p.config, []byte(config("backend", "edge-web", "api")), 0o644); err != nil {
 		t.Fatal(err)
 	}

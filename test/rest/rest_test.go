@@ -9,7 +9,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -80,9 +79,8 @@ func start(t *testing.T, o daemon.Options, clusters ...string) *pylon {
 	}
 	p.data, p.log = t.TempDir(), &daemontest.LogBuffer{}
 	o.ConfigPath, o.DataDir = p.config, p.data
-	o.Logger = slog.New(slog.NewTextHandler(p.log, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	o.XDSAddr, o.AdminAddr = "127.0.0.1:0", "127.0.0.1:0"
-	o.DebounceQuiet, o.DebounceMax = 20*time.Millisecond, 200*time.Millisecond
+	o.Logger = p.log.Logger()
+	o.DebounceQuiet, o.DebounceMax = daemontest.Quiet, daemontest.MaxWait
 	o.XDSTLS = daemon.TLSFiles{Cert: server.Cert, Key: server.Key, ClientCA: server.CA}
 	o.NodeIdentity, o.TrustDomain = "spiffe://{trust_domain}/ns/{cluster}/sa/{id}", "example.org"
 	o.REST.Addr = "127.0.0.1:0"
@@ -247,19 +245,13 @@ func TestX44_DaemonOverMutualTLS(t *testing.T) {
 
 // A long poll beyond the bound is refused at start, naming the flag.
 func TestX44_DaemonRefusesTooLongWait(t *testing.T) {
-	o := daemon.Options{
-		DataDir: t.TempDir(),
-		XDSAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0",
-		REST: daemon.RESTOptions{Addr: "127.0.0.1:0", Wait: time.Hour},
-	}
+	o := daemon.Options{REST: daemon.RESTOptions{Addr: "127.0.0.1:0", Wait: time.Hour}}
 	dir := t.TempDir()
 	o.ConfigPath = filepath.Join(dir, "pylon.yaml")
 	if err := os.WriteFile(o.ConfigPath, []byte(config("backend", "edge-web")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), bound)
-	defer cancel()
-	err := daemon.Run(ctx, o)
+	err := daemontest.Refusal(t, o)
 	if err == nil || !strings.Contains(err.Error(), "--xds-rest-wait is 1h0m0s; it must be between 0 and 5m0s") {
 		t.Fatalf("Run: %v", err)
 	}

@@ -4,7 +4,6 @@
 package rollout_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,7 +19,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 
-	"github.com/pylon-xds/pylon/internal/daemon"
+	"github.com/pylon-xds/pylon/internal/daemon/daemontest"
 	"github.com/pylon-xds/pylon/internal/model"
 	"github.com/pylon-xds/pylon/internal/rollout"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
@@ -80,19 +79,10 @@ type pylon struct {
 // start runs the daemon on cfg with dataDir until stop or the test's end.
 func start(t *testing.T, cfg, dataDir string) *pylon {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	type addrs struct{ xds, admin string }
-	ready := make(chan addrs, 1)
-	errc := make(chan error, 1)
-	o := daemon.Options{
-		ConfigPath: cfg, DataDir: dataDir,
-		XDSAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0",
-		DebounceQuiet: 20 * time.Millisecond, DebounceMax: 200 * time.Millisecond,
-		Identifier: "pylon-rollout",
-		OnReady:    func(x, a string) { ready <- addrs{x, a} },
-	}
-	go func() { errc <- daemon.Run(ctx, o) }()
-	p := &pylon{t: t, dir: dataDir, cfg: cfg}
+	o := daemontest.FileMode(cfg)
+	o.DataDir, o.Identifier = dataDir, "pylon-rollout"
+	d := daemontest.Start(t, o)
+	p := &pylon{t: t, dir: dataDir, cfg: cfg, xds: d.XDS, admin: d.Admin}
 	p.stop = func() {
 		if p.stopped {
 			return
@@ -101,21 +91,9 @@ func start(t *testing.T, cfg, dataDir string) *pylon {
 		if p.conn != nil {
 			p.conn.Close()
 		}
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
+		d.Stop(t)
 	}
 	t.Cleanup(p.stop)
-	select {
-	case a := <-ready:
-		p.xds, p.admin = a.xds, a.admin
-	case err := <-errc:
-		errc <- err
-		t.Fatalf("daemon did not start: %v", err)
-	case <-time.After(bound):
-		t.Fatal("daemon did not start")
-	}
 	p.conn = xdstest.Dial(t, p.xds)
 	return p
 }

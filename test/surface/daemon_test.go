@@ -1,7 +1,6 @@
 package surface
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pylon-xds/pylon/internal/daemon"
+	"github.com/pylon-xds/pylon/internal/daemon/daemontest"
 	"github.com/pylon-xds/pylon/internal/pipeline"
 )
 
@@ -35,37 +34,12 @@ func start(t *testing.T, config string) *pylon {
 	dir := t.TempDir()
 	p := &pylon{path: filepath.Join(dir, "pylon.yaml")}
 	p.write(t, config)
-	dataDir := t.TempDir()
-	o := daemon.Options{
-		ConfigPath: p.path, DataDir: dataDir, Identifier: identifier,
-		XDSAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0",
-		DebounceQuiet: 10 * time.Millisecond, DebounceMax: 100 * time.Millisecond,
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan [2]string, 1)
-	errc := make(chan error, 1)
-	o.OnReady = func(x, a string) { ready <- [2]string{x, a} }
-	go func() { errc <- daemon.Run(ctx, o) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
-	})
-	select {
-	case addrs := <-ready:
-		p.xdsAddr, p.adminAddr = addrs[0], addrs[1]
-	case err := <-errc:
-		errc <- err
-		t.Fatalf("daemon did not start: %v", err)
-	case <-time.After(bound):
-		t.Fatal("daemon did not start")
-	}
-	b, err := os.ReadFile(filepath.Join(dataDir, "read-token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.readToken = strings.TrimSpace(string(b))
+	o := daemontest.FileMode(p.path)
+	o.Identifier = identifier
+	o.DebounceQuiet, o.DebounceMax = 10*time.Millisecond, 100*time.Millisecond
+	d := daemontest.Start(t, o)
+	p.xdsAddr, p.adminAddr = d.XDS, d.Admin
+	p.readToken = d.Token(t, "read-token")
 	return p
 }
 

@@ -1,17 +1,16 @@
 package surface
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/pylon-xds/pylon/internal/daemon"
+	"github.com/pylon-xds/pylon/internal/daemon/daemontest"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -20,39 +19,10 @@ import (
 // and returns it with its write token.
 func startStore(t *testing.T) (*pylon, string) {
 	t.Helper()
-	dataDir := t.TempDir()
-	o := daemon.Options{DataDir: dataDir, Identifier: identifier, XDSAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0",
-		DebounceQuiet: 10 * time.Millisecond, DebounceMax: 100 * time.Millisecond}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan [2]string, 1)
-	errc := make(chan error, 1)
-	o.OnReady = func(x, a string) { ready <- [2]string{x, a} }
-	go func() { errc <- daemon.Run(ctx, o) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
-	})
-	p := &pylon{}
-	select {
-	case addrs := <-ready:
-		p.xdsAddr, p.adminAddr = addrs[0], addrs[1]
-	case err := <-errc:
-		errc <- err
-		t.Fatalf("daemon did not start: %v", err)
-	case <-time.After(bound):
-		t.Fatal("daemon did not start")
-	}
-	tok := func(f string) string {
-		b, err := os.ReadFile(filepath.Join(dataDir, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.TrimSpace(string(b))
-	}
-	p.readToken = tok("read-token")
-	return p, tok("admin-token")
+	d := daemontest.Start(t, daemon.Options{Identifier: identifier,
+		DebounceQuiet: 10 * time.Millisecond, DebounceMax: 100 * time.Millisecond})
+	p := &pylon{xdsAddr: d.XDS, adminAddr: d.Admin, readToken: d.Token(t, "read-token")}
+	return p, d.Token(t, "admin-token")
 }
 
 func post(t *testing.T, p *pylon, token, path, body string) (int, string) {

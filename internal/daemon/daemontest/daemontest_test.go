@@ -1,8 +1,12 @@
 package daemontest
 
 import (
+	"fmt"
 	"net"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -27,5 +31,47 @@ func TestStartStop(t *testing.T) {
 	if c, err := net.Dial("tcp", d.XDS); err == nil {
 		c.Close()
 		t.Fatal("the xDS port still answers after Stop")
+	}
+}
+
+// Start gives a daemon with no addresses loopback ports and a data folder,
+// where its tokens are.
+func TestStartFillsLoopbackAndDataDir(t *testing.T) {
+	d := Start(t, daemon.Options{})
+	for _, addr := range []string{d.XDS, d.Admin} {
+		if host, _, err := net.SplitHostPort(addr); err != nil || host != "127.0.0.1" {
+			t.Errorf("bound %q, want a port on 127.0.0.1", addr)
+		}
+	}
+	if d.DataDir == "" || d.Token(t, "read-token") == "" {
+		t.Errorf("no read token in the data folder %q", d.DataDir)
+	}
+}
+
+// Refusal returns the error a daemon refuses to start with.
+func TestRefusalReturnsTheError(t *testing.T) {
+	err := Refusal(t, FileMode(filepath.Join(t.TempDir(), "missing.yaml")))
+	if err == nil || !strings.Contains(err.Error(), "missing.yaml") {
+		t.Fatalf("Refusal: %v, want an error naming the missing file", err)
+	}
+}
+
+// WaitFor returns once a line written by another goroutine holds the
+// string, and Keep keeps only the tail.
+func TestLogBufferWaitForAndKeep(t *testing.T) {
+	l := &LogBuffer{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.Logger().Info("first")
+		l.Logger().Info("the line", "k", "v")
+	}()
+	l.WaitFor(t, "k=v", 5*time.Second)
+	<-done
+	k := &LogBuffer{Keep: 4}
+	fmt.Fprint(k, "abcdef")
+	fmt.Fprint(k, "gh")
+	if got := k.String(); got != "efgh" {
+		t.Fatalf("kept %q, want efgh", got)
 	}
 }

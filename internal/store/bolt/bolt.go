@@ -222,47 +222,27 @@ type meta struct {
 	Expires  time.Time `json:"expires,omitzero"`
 }
 
-// A version's value: a tag byte, the lease (unix nanoseconds, 0 for none)
-// and the body as given. Binary, not JSON: a body is not inflated by
-// base64.
-const (
-	tagBody      = 'b'
-	tagTombstone = 'd'
-	headerLen    = 9
-)
-
-// encodeVersion encodes a version, its body sealed when ring is set.
+// encodeVersion encodes a version (store.EncodeValue), its body sealed
+// when ring is set.
 func encodeVersion(ring *seal.Keyring, k store.Key, body []byte, expires time.Time) []byte {
-	body = ring.Seal(store.SealContext(k), body)
-	v := make([]byte, headerLen+len(body))
-	v[0] = tagBody
-	if !expires.IsZero() {
-		binary.BigEndian.PutUint64(v[1:], uint64(expires.UnixNano()))
-	}
-	copy(v[headerLen:], body)
-	return v
+	return store.EncodeValue(ring.Seal(store.SealContext(k), body), expires)
 }
-
-var tombstone = []byte{tagTombstone, 0, 0, 0, 0, 0, 0, 0, 0}
 
 // decodeVersion returns a version's object, its body opened with ring;
 // ok false for a tombstone.
 func decodeVersion(ring *seal.Keyring, k store.Key, rev int64, v []byte) (o store.Object, ok bool, err error) {
-	if len(v) < headerLen || v[0] != tagBody && v[0] != tagTombstone {
+	val, ok := store.DecodeValue(v)
+	if !ok {
 		return o, false, fmt.Errorf("%s/%s at revision %d: a damaged version record", k.Kind, k.Name, rev)
 	}
-	if v[0] == tagTombstone {
+	if val.Deleted {
 		return o, false, nil
 	}
-	b, err := ring.Open(store.SealContext(k), v[headerLen:])
+	b, err := ring.Open(store.SealContext(k), val.Body)
 	if err != nil {
 		return o, false, fmt.Errorf("the store, revision %d: %w", rev, err)
 	}
-	o = store.Object{Key: k, Revision: rev, Body: append([]byte(nil), b...)}
-	if ns := binary.BigEndian.Uint64(v[1:headerLen]); ns != 0 {
-		o.Expires = time.Unix(0, int64(ns))
-	}
-	return o, true, nil
+	return store.Object{Key: k, Revision: rev, Body: append([]byte(nil), b...), Expires: val.Expires}, true, nil
 }
 
 // current reads an object's record; ok false when it does not exist.
@@ -381,7 +361,7 @@ func apply(tx *bbolt.Tx, ring *seal.Keyring, c store.Change, rev, lastEntry int6
 		if k, _ := vers.Cursor().First(); k == nil {
 			return tx.Bucket(versionsBucket).DeleteBucket(ok)
 		}
-		return vers.Put(revKey(rev), tombstone)
+		return vers.Put(revKey(rev), store.Tombstone())
 	}
 	if err := vers.Put(revKey(rev), encodeVersion(ring, c.Key, c.Body, c.Expires)); err != nil {
 		return err
@@ -455,7 +435,7 @@ func prune(tx *bbolt.Tx, oldest int64) error {
 		if k == nil {
 			return nil // every version is newer than the oldest entry
 		}
-		if v[0] == tagTombstone {
+		if val, _ := store.DecodeValue(v); val.Deleted {
 			drop = append(drop, append([]byte(nil), k...))
 		}
 		for k, _ = c.Prev(); k != nil; k, _ = c.Prev() {

@@ -102,7 +102,7 @@ func writeVersions(tx *bbolt.Tx, states [][]store.Object, revs []int64) error {
 		}
 		for k := range prev {
 			if !now[k] {
-				if err := versions.Bucket(objectKey(k)).Put(revKey(revs[i]), tombstone); err != nil {
+				if err := versions.Bucket(objectKey(k)).Put(revKey(revs[i]), store.Tombstone()); err != nil {
 					return err
 				}
 			}

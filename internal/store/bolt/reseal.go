@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	bbolt "go.etcd.io/bbolt"
 
@@ -55,16 +54,15 @@ func (s *Store) resealVersions(b *bbolt.Bucket, k store.Key) (int, error) {
 	type put struct{ key, value []byte }
 	var puts []put
 	err := b.ForEach(func(rk, v []byte) error {
-		if len(v) < headerLen || v[0] != tagBody || s.ring.Current(v[headerLen:]) {
+		if val, ok := store.DecodeValue(v); !ok || val.Deleted || s.ring.Current(val.Body) {
 			return nil
 		}
 		o, _, err := decodeVersion(s.ring, k, parseRev(rk), v)
 		if err != nil {
 			return err
 		}
-		nv := encodeVersion(s.ring, k, o.Body, time.Time{})
-		copy(nv[1:headerLen], v[1:headerLen]) // the lease as written
-		puts = append(puts, put{append([]byte(nil), rk...), nv})
+		// The lease as written: o.Expires is it, to the nanosecond.
+		puts = append(puts, put{append([]byte(nil), rk...), encodeVersion(s.ring, k, o.Body, o.Expires)})
 		return nil
 	})
 	if err != nil {

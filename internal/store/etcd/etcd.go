@@ -81,7 +81,6 @@ package etcd
 import (
 	"context"
 	"crypto/tls"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -340,39 +339,24 @@ func (s *Store) parseVersionKey(key string) (store.Key, int64, error) {
 
 func (s *Store) historyPrefix() string { return s.prefix + "/h/" }
 
-// Values: a tag byte, the lease as written (unix ns, 0 for none) and the
-// body as given (sealed with a keyring), as in the bbolt store.
-const (
-	tagBody   = 'b'
-	headerLen = 9
-)
-
+// encodeValue is an object's value (store.EncodeValue, as in the bbolt
+// store), its body sealed when the store has a keyring.
 func (s *Store) encodeValue(k store.Key, body []byte, expires time.Time) []byte {
-	body = s.ring.Seal(store.SealContext(k), body)
-	v := make([]byte, headerLen+len(body))
-	v[0] = tagBody
-	if !expires.IsZero() {
-		binary.BigEndian.PutUint64(v[1:], uint64(expires.UnixNano()))
-	}
-	copy(v[headerLen:], body)
-	return v
+	return store.EncodeValue(s.ring.Seal(store.SealContext(k), body), expires)
 }
 
 // decodeValue reads an object's value (lease as written), opening its
 // body.
 func (s *Store) decodeValue(k store.Key, v []byte) (store.Object, error) {
-	if len(v) < headerLen || v[0] != tagBody {
+	val, ok := store.DecodeValue(v)
+	if !ok || val.Deleted {
 		return store.Object{}, fmt.Errorf("%s/%s: a damaged record in etcd", k.Kind, k.Name)
 	}
-	b, err := s.ring.Open(store.SealContext(k), v[headerLen:])
+	b, err := s.ring.Open(store.SealContext(k), val.Body)
 	if err != nil {
 		return store.Object{}, fmt.Errorf("etcd store at %s, prefix %s: %w", s.where, s.prefix, err)
 	}
-	o := store.Object{Key: k, Body: append([]byte(nil), b...)}
-	if ns := binary.BigEndian.Uint64(v[1:headerLen]); ns != 0 {
-		o.Expires = time.Unix(0, int64(ns))
-	}
-	return o, nil
+	return store.Object{Key: k, Body: append([]byte(nil), b...), Expires: val.Expires}, nil
 }
 
 // leaseRecord is P/l/<id>: which object the lease keeps, until when, and

@@ -87,7 +87,7 @@ func (s *Store) staleObjects(ctx context.Context) ([]store.Change, error) {
 	leases := leaseRecords(kvs(resp, 1))
 	var out []store.Change
 	for _, kv := range kvs(resp, 0) {
-		if len(kv.Value) >= headerLen && s.ring.Current(kv.Value[headerLen:]) {
+		if val, ok := store.DecodeValue(kv.Value); ok && s.ring.Current(val.Body) {
 			continue
 		}
 		o, err := s.object(kv, leases)
@@ -110,7 +110,7 @@ func (s *Store) resealVersions(ctx context.Context) (int, error) {
 		}
 		var stale []*mvccpb.KeyValue
 		for _, kv := range kvs(resp, 0) {
-			if len(kv.Value) < headerLen || !s.ring.Current(kv.Value[headerLen:]) {
+			if val, ok := store.DecodeValue(kv.Value); !ok || !s.ring.Current(val.Body) {
 				stale = append(stale, kv)
 			}
 		}

@@ -1,0 +1,54 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pylon-xds/pylon/internal/diag"
+	"github.com/pylon-xds/pylon/internal/pipeline"
+)
+
+// waitingConfig routes to a service with no endpoints yet.
+const waitingConfig = `services:
+- name: waiting
+listeners:
+- { name: http, port: 10000, routes: all }
+routes:
+- name: all
+  virtual_hosts:
+  - { name: any, domains: ["*"], routes: [{ to: [{ service: waiting }] }] }
+`
+
+// pylon validate accepts a config that routes to a service with no
+// endpoints (exit 0) and prints the warning with its file and line.
+func TestValidatePrintsWarnings(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "pylon.yaml")
+	if err := os.WriteFile(cfg, []byte(waitingConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := run("validate", cfg)
+	if code != 0 || !strings.HasPrefix(out, "ok: version ") {
+		t.Fatalf("exit %d, %q %q", code, out, stderr)
+	}
+	if !strings.Contains(out, "warning: "+cfg+":") || !strings.Contains(out, `RouteConfiguration "all"`) || !strings.Contains(out, `Cluster "waiting", whose endpoint set is empty`) {
+		t.Fatalf("no warning naming the file, the route table and the cluster:\n%s", out)
+	}
+}
+
+// pylon status shows the served config's warnings after a refusal, if
+// any, and before the proxies.
+func TestStatusShowsWarnings(t *testing.T) {
+	var b strings.Builder
+	w := diag.Diagnostic{File: "pylon.yaml", Line: 6, Type: "RouteConfiguration", Name: "all", Field: "virtual_hosts[0].routes[0].route.cluster", Message: "sends traffic to Cluster \"waiting\", whose endpoint set is empty"}
+	writeWarnings(&b, pipeline.Status{Version: "v1", Warnings: []diag.Diagnostic{w}})
+	if got := b.String(); !strings.Contains(got, "1 CONFIG WARNING") || !strings.Contains(got, "  "+w.String()+"\n") {
+		t.Fatalf("status:\n%s", got)
+	}
+	b.Reset()
+	writeWarnings(&b, pipeline.Status{Version: "v1"})
+	if b.Len() != 0 {
+		t.Fatalf("status without warnings: %q", b.String())
+	}
+}
