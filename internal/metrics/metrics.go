@@ -43,6 +43,7 @@ type Metrics struct {
 	// The last load's result, as Prometheus exports its own reloads.
 	reloadOK, reloadOKAt, configRefused prometheus.Gauge
 	rollout                             rolloutMetrics
+	expiry                              *certExpiry
 }
 
 // latencyBuckets cover a push from milliseconds to the 30 s a slow fleet
@@ -94,6 +95,7 @@ func New(tracker *status.Tracker) *Metrics {
 		Help: "Encoded bytes of the responses counted by pylon_xds_resends_spared_total, by resource type.",
 	}, []string{"type"}), "pylon_xds_resend_bytes_spared_total")
 	register(m, &typeStates{tracker: tracker}, proxyTypes)
+	m.expiry = register(m, &certExpiry{}, certExpiryName)
 	register(m, buildInfo(), "pylon_build_info")
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
