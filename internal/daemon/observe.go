@@ -46,6 +46,7 @@ func NewObservability(reg *xdstype.Registry, pub *snapshot.Publisher) *Observabi
 		OnLatency: func(name string, d time.Duration) { met.Latency(name, d) },
 	})
 	met = metrics.New(tracker)
+	met.CertificateExpiry(metrics.CertSecret, secretExpiry(pub))
 	return &Observability{Tracker: tracker, Metrics: met, Observer: &tracking{reg: reg, t: tracker, m: met}}
 }
 
