@@ -420,3 +420,46 @@ func TestKubernetesProbesAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestKubernetesSecretsDocumented checks that docs/packaging.md creates
+// every Secret the manifests mount, with every file the containers read
+// from it.
+func TestKubernetesSecretsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../docs/packaging.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := map[string]string{} // secret -> its command line
+	for _, m := range regexp.MustCompile(`(?m)^kubectl .*create secret generic (\S+)(.*)$`).FindAllStringSubmatch(string(doc), -1) {
+		created[m[1]] = m[2]
+	}
+	for _, w := range loadManifests(t, manifestDir).workloads() {
+		spec := w.template.Spec
+		for _, v := range spec.Volumes {
+			if v.Secret == nil {
+				continue
+			}
+			line, ok := created[v.Secret.SecretName]
+			if !ok {
+				t.Errorf("%s: Secret %s: docs/packaging.md never creates it (kubectl create secret generic %s)", w.where, v.Secret.SecretName, v.Secret.SecretName)
+				continue
+			}
+			for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
+				for _, vm := range c.VolumeMounts {
+					if vm.Name != v.Name {
+						continue
+					}
+					for _, a := range append(slices.Clone(c.Command), c.Args...) {
+						if _, value, ok := strings.Cut(a, "="); ok {
+							a = value // a flag's file
+						}
+						file, ok := strings.CutPrefix(a, vm.MountPath+"/")
+						if ok && !regexp.MustCompile(`--from-file=(\S*/)?`+regexp.QuoteMeta(file)+`\b`).MatchString(line) {
+							t.Errorf("%s: %s reads %s from Secret %s, which docs/packaging.md does not put there", w.where, c.Name, file, v.Secret.SecretName)
+						}
+					}
+				}
+			}
+		}
+	}
+}
