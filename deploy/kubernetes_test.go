@@ -259,7 +259,8 @@ func containerPort(c corev1.Container, port string) int32 {
 	return 0
 }
 
-// fileFlags are serve's flags naming a file or folder the pod must mount.
+// fileFlags are serve's flags naming a file or folder the pod must mount
+// (given a value: --xds-require-client-cert is a switch).
 var fileFlags = regexp.MustCompile(`^(data-dir|.*-(cert|key|ca|token-file))$`)
 
 // checkPylonContainer checks the pylon container's args against serve's
@@ -280,7 +281,7 @@ func checkPylonContainer(t *testing.T, w workload, flags map[string]bool) map[st
 		args[name] = value
 	}
 	for name, value := range args {
-		if fileFlags.MatchString(name) && !slices.ContainsFunc(c.VolumeMounts, func(vm corev1.VolumeMount) bool {
+		if fileFlags.MatchString(name) && value != "" && !slices.ContainsFunc(c.VolumeMounts, func(vm corev1.VolumeMount) bool {
 			return value == vm.MountPath || strings.HasPrefix(value, vm.MountPath+"/")
 		}) {
 			t.Errorf("%s: --%s=%s lies under no volumeMount", where, name, value)
