@@ -1,6 +1,7 @@
 // Package metrics holds Pylon's Prometheus metrics. Labels are bounded: the
-// resource type, the stream kind, a result, a state; never a node or a
-// stream (that is what the status API is for).
+// resource type, the stream kind, a result, a state, a certificate kind;
+// never a node, a stream or a certificate's name (that is what the status
+// API is for).
 package metrics
 
 import (
