@@ -22,7 +22,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
@@ -97,7 +99,25 @@ func (m *manifests) decode(where string, doc []byte) error {
 	if err != nil {
 		return err
 	}
-	return errors.Join(strict...)
+	return errors.Join(append(strict, checkNames(obj.(metav1.Object))...)...)
+}
+
+// checkNames checks what the API server would of an object's name and
+// labels, with apimachinery's own validation.
+func checkNames(o metav1.Object) []error {
+	var errs []error
+	for _, msg := range validation.IsDNS1123Label(o.GetName()) {
+		errs = append(errs, fmt.Errorf("metadata.name %q: %s", o.GetName(), msg))
+	}
+	if o.GetNamespace() != "" {
+		errs = append(errs, fmt.Errorf("%s: metadata.namespace %q: the manifests are applied into a namespace of the operator's choosing", o.GetName(), o.GetNamespace()))
+	}
+	for k, v := range o.GetLabels() {
+		for _, msg := range append(validation.IsQualifiedName(k), validation.IsValidLabelValue(v)...) {
+			errs = append(errs, fmt.Errorf("%s: label %s=%s: %s", o.GetName(), k, v, msg))
+		}
+	}
+	return errs
 }
 
 // loadManifests decodes every document of every YAML file in dir.
@@ -231,6 +251,11 @@ func checkPodSecurity(t *testing.T, w workload) {
 			t.Errorf("%s: readOnlyRootFilesystem must be true", where)
 		case sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || len(sc.Capabilities.Add) > 0:
 			t.Errorf("%s: capabilities must drop ALL and add none", where)
+		}
+		for _, p := range c.Ports {
+			for _, msg := range validation.IsValidPortName(p.Name) {
+				t.Errorf("%s: port name %q: %s", where, p.Name, msg)
+			}
 		}
 		if _, ok := c.Resources.Limits[corev1.ResourceMemory]; !ok {
 			t.Errorf("%s: no memory limit", where)
