@@ -3,7 +3,7 @@
 #
 #   docker build -t pylon .
 #
-# deploy/packaging_test.go checks this file: two stages, the builder's
+# deploy/dockerfile_test.go checks this file: two stages, the builder's
 # go build command (run on the tree), a non-root final stage, and every
 # flag of the command against `pylon serve --help`.
 
