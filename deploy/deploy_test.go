@@ -28,6 +28,7 @@ import (
 	"github.com/pylon-xds/pylon/examples"
 	"github.com/pylon-xds/pylon/internal/config"
 	"github.com/pylon-xds/pylon/internal/daemon"
+	"github.com/pylon-xds/pylon/internal/metrics"
 	"github.com/pylon-xds/pylon/internal/pipeline"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/source"
@@ -90,7 +91,8 @@ func TestAlertRules(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"PylonProxiesNACKing", "PylonProxiesStale", "PylonConfigRefused", "PylonPushLatencyOverSLO",
-		"PylonNoProxiesConnected", "PylonStreamsRefusedIdentityMismatch", "PylonStreamsEvictedStalled"} {
+		"PylonNoProxiesConnected", "PylonStreamsRefusedIdentityMismatch", "PylonStreamsEvictedStalled",
+		"PylonCertificateExpiringSoon", "PylonCertificateExpiryCritical"} {
 		if !seen[want] {
 			t.Errorf("%s: no alert %s", rulesFile, want)
 		}
@@ -293,7 +295,13 @@ func drive(t *testing.T, reg *xdstype.Registry, pub *snapshot.Publisher, obs *da
 	// A reconnect spared its resend (X24): what a failover looks like.
 	obs.Observer.Observe(&status.Event{Kind: status.ResponseSpared, StreamID: 1 << 41, Node: xdstest.Node("moved"), TypeURL: xdstype.ClusterURL,
 		Version: "v1", Resources: 1, Bytes: 100, At: time.Now()})
-	waitGathered(t, obs, "pylon_push_latency_seconds", "pylon_first_sync_seconds", "pylon_xds_nacks_total", "pylon_xds_requests_ignored_total")
+	// Certificates: the Secrets' source is the observability's own (the
+	// quickstart serves none); the server's and the clients' are the
+	// daemon's TLS files and xDS server, given here as the daemon does.
+	in := time.Now().Add(30 * 24 * time.Hour)
+	obs.Metrics.CertificateExpiry(metrics.CertServer, func() (time.Time, bool) { return in, true })
+	obs.Metrics.CertificateExpiry(metrics.CertClient, func() (time.Time, bool) { return in, true })
+	waitGathered(t, obs, "pylon_certificate_expiry_seconds", "pylon_push_latency_seconds", "pylon_first_sync_seconds", "pylon_xds_nacks_total", "pylon_xds_requests_ignored_total")
 }
 
 // serve runs a real xDS server reporting to obs on 127.0.0.1:0, as

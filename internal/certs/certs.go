@@ -143,6 +143,21 @@ func (s *Server) Certificate() *x509.Certificate {
 	return s.current.Load().Certificates[0].Leaf
 }
 
+// Expiry returns when the chain being served stops verifying: the
+// earliest NotAfter of its certificates (the leaf and what is served
+// after it). It parses the chain each call: a scrape's cost, a few
+// certificates.
+func (s *Server) Expiry() time.Time {
+	pair := s.current.Load().Certificates[0]
+	end := pair.Leaf.NotAfter
+	for _, der := range pair.Certificate[1:] {
+		if c, err := x509.ParseCertificate(der); err == nil && c.NotAfter.Before(end) {
+			end = c.NotAfter
+		}
+	}
+	return end
+}
+
 // maybeReload re-reads the files if one changed since the last read, at most
 // once per CheckEvery. A handshake that finds another one checking does not
 // wait: it serves the current pair.

@@ -417,3 +417,31 @@ func TestVerifyClient(t *testing.T) {
 		}
 	}
 }
+
+// Expiry is the earliest NotAfter of the chain being served, intermediates
+// included, and follows a rotation.
+func TestServedExpiryIsTheChainsEarliest(t *testing.T) {
+	f := newFixture(t)
+	// The leaf outlives the CA certificate served after it: the chain
+	// stops verifying when the CA's ends.
+	l := certstest.Server("long")
+	l.NotAfter = time.Now().Add(72 * time.Hour).Truncate(time.Second)
+	long := f.ca.Issue(t, l)
+	certstest.WriteFile(t, f.files.Cert, append(append([]byte{}, long.CertPEM...), f.ca.PEM...))
+	certstest.WriteFile(t, f.files.Key, long.KeyPEM)
+	s, err := New(f.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.Expiry(), f.ca.Cert.NotAfter; !got.Equal(want) {
+		t.Fatalf("Expiry() %v, want the CA certificate's %v (the chain's earliest)", got, want)
+	}
+
+	l.NotAfter = time.Now().Add(2 * time.Hour).Truncate(time.Second)
+	short := f.ca.Issue(t, l)
+	short.Write(t, f.ca, f.dir, "server")
+	s.Reload()
+	if got, want := s.Expiry(), short.Cert.NotAfter; !got.Equal(want) {
+		t.Fatalf("after a rotation Expiry() %v, want the new leaf's %v", got, want)
+	}
+}

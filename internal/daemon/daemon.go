@@ -285,6 +285,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	xdsSrv, gs := newXDS(o, sec, reg, pub, status.ComposeObservers(obs.Observer, rollouts), obs.Tracker, tokens)
+	reportExpiry(met, sec, xdsSrv)
 	adminOpts := admin.Options{Tokens: tokens, TokenFile: o.TokenFile, ReadTokenFile: o.ReadTokenFile}
 	adminOpts.Pipeline, adminOpts.Proxies, adminOpts.Fleets, adminOpts.Registry = pipe, tracker, pub, reg
 	adminOpts.Metrics, adminOpts.Registerer, adminOpts.Identifier, adminOpts.Version, adminOpts.Logger = met.Registry, met.Registry, o.Identifier, o.Version, log

@@ -49,6 +49,7 @@ func NewObservability(reg *xdstype.Registry, pub *snapshot.Publisher) *Observabi
 	// First of the publisher's callbacks: before the xDS streams'.
 	rel := &releases{release: tracker.Released}
 	pub.Notify(func() { rel.observe(pub.Current(), time.Now()) })
+	met.CertificateExpiry(metrics.CertSecret, secretExpiry(pub))
 	return &Observability{Tracker: tracker, Metrics: met, Observer: &tracking{reg: reg, t: tracker, m: met}}
 }
 

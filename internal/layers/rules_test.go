@@ -265,6 +265,7 @@ var owners = []owner{
 	{"github.com/prometheus/...", []string{"bench/fleet", "internal/admin", "internal/metrics"}, "metrics live in metrics and are served by admin"},
 	{"github.com/spf13/cobra/...", []string{"internal/cli"}, "the command line is cli's"},
 	{"go.etcd.io/...", []string{"internal/store/bolt", "internal/store/etcd", "internal/store/etcd/etcdtest"}, "the stores' drivers stay behind the store interface"},
+	{"k8s.io/...", []string{"deploy"}, "the Kubernetes API types only check the shipped manifests, in deploy's tests"},
 }
 
 // bans are imports a package never makes even where the layers would permit

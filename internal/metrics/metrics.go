@@ -1,6 +1,7 @@
 // Package metrics holds Pylon's Prometheus metrics. Labels are bounded: the
-// resource type, the stream kind, a result, a state; never a node or a
-// stream (that is what the status API is for).
+// resource type, the stream kind, a result, a state, a certificate kind;
+// never a node, a stream or a certificate's name (that is what the status
+// API is for).
 package metrics
 
 import (
@@ -43,6 +44,7 @@ type Metrics struct {
 	// The last load's result, as Prometheus exports its own reloads.
 	reloadOK, reloadOKAt, configRefused prometheus.Gauge
 	rollout                             rolloutMetrics
+	expiry                              *certExpiry
 }
 
 // latencyBuckets cover a push from milliseconds to the 30 s a slow fleet
@@ -94,6 +96,7 @@ func New(tracker *status.Tracker) *Metrics {
 		Help: "Encoded bytes of the responses counted by pylon_xds_resends_spared_total, by resource type.",
 	}, []string{"type"}), "pylon_xds_resend_bytes_spared_total")
 	register(m, &typeStates{tracker: tracker}, proxyTypes)
+	m.expiry = register(m, &certExpiry{}, certExpiryName)
 	register(m, buildInfo(), "pylon_build_info")
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -39,6 +39,7 @@ type clientCert struct {
 	sent   []*x509.Certificate // leaf first, then what the client offered as intermediates
 	who    string              // what the certificate proves, for the log
 	expiry *time.Timer
+	until  time.Time // when the timer fires: the verified chains' expiry
 	closed bool
 }
 
@@ -123,6 +124,7 @@ func (c *clientCert) arm(chains [][]*x509.Certificate, now time.Time, tc *tracke
 		return
 	}
 	end := certs.Expiry(chains)
+	c.until = end
 	if c.expiry != nil {
 		c.expiry.Stop()
 	}
