@@ -33,14 +33,6 @@ var docSkipped = map[string]map[string]string{
 		`grpcurl -plaintext -import-path envoy-api -import-path xds -import-path protoc-gen-validate -proto envoy/service/status/v3/csds.proto -H "authorization: Bearer $(cat "$DATA_DIR/read-token")" -d '{"node_matchers": [{"node_id": {"prefix": "edge-"}}]}' 127.0.0.1:18000 envoy.service.status.v3.ClientStatusDiscoveryService/FetchClientStatus`: "needs grpcurl and a checkout of the Envoy, xds and protoc-gen-validate protos " +
 			"(CSDS itself is test/integration's TestCSDS*)",
 	},
-	"operations.md": {
-		`pylon serve --store etcd --etcd-endpoints etcd-0:2379,etcd-1:2379,etcd-2:2379 --etcd-prefix /pylon --etcd-ca /etc/pylon/etcd/ca.pem --etcd-cert /etc/pylon/etcd/client.pem --etcd-key /etc/pylon/etcd/client-key.pem --id "$(hostname)" --xds-addr :18000 --admin-addr 0.0.0.0:19000 --admin-tls-cert ... --admin-tls-key ... --admin-token-file /etc/pylon/admin-token --read-token-file /etc/pylon/read-token`: "needs a three-member etcd cluster with client certificates; " +
-			"the flags are test/replicas' (etcd on loopback)",
-		"etcdctl role add pylon": "needs etcdctl and an etcd cluster with authentication",
-		"etcdctl role grant-permission pylon readwrite /pylon/ --prefix": "needs etcdctl and an etcd cluster with authentication",
-		"etcdctl user add pylon --no-password":                           "needs etcdctl and an etcd cluster with authentication",
-		"etcdctl user grant-role pylon pylon":                            "needs etcdctl and an etcd cluster with authentication",
-	},
 	"render.md": {
 		"pylon render --config ./config/ --node-id edge-1 --out /etc/envoy/xds --watch": "runs until stopped; --watch is internal/cli's TestRenderWatch",
 	},
