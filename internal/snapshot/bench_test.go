@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/pylon-xds/pylon/internal/model"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -57,5 +58,35 @@ func BenchmarkBuild1000Clusters(b *testing.B) {
 		if _, err := snapshot.Build(reg, in); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkFleetGroupOf measures what every stream does on every publish:
+// resolving its node's group on the new fleet, here the last of three
+// rules, in a staged rollout, for a node with metadata and an identity.
+func BenchmarkFleetGroupOf(b *testing.B) {
+	reg := xdstype.New()
+	in := fleetInputs(reg, 1)
+	s, err := snapshot.Build(reg, in)
+	if err != nil {
+		b.Fatal(err)
+	}
+	prev, err := snapshot.Build(reg, in[1:])
+	if err != nil {
+		b.Fatal(err)
+	}
+	rules := model.Groups{
+		{Name: "ingress", Match: model.Match{ID: "ingress-*", Metadata: map[string]string{"tier": "front"}}},
+		{Name: "payments", Identities: []string{"spiffe://td/ns/payments/*"}, Match: model.Match{Cluster: "payments"}},
+		{Name: "edge", Match: model.Match{ID: "edge-*", Region: "r1"}, Rollout: &model.Rollout{Stages: []model.Stage{{Share: 0.1}, {Share: 0.5}}}},
+	}
+	f := snapshot.NewGroupedFleet(rules, []*snapshot.Snapshot{s, s, s}).Staged("edge", prev, 1)
+	n := model.Node{ID: "edge-17", Cluster: "edge", Region: "r1", Metadata: map[string]string{"tier": "edge"}, Identities: []string{"spiffe://td/ns/edge/sa/envoy"}}
+	if f.GroupOf(n) == nil {
+		b.Fatal("no group")
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		f.GroupOf(n)
 	}
 }
