@@ -14,7 +14,7 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/pipeline"
 	"github.com/pylon-xds/pylon/internal/redact"
 	"github.com/pylon-xds/pylon/internal/snapshot"
@@ -187,7 +187,7 @@ func keyFleet(t *testing.T) *snapshot.Fleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return snapshot.NewGroupedFleet(model.Groups{{Name: "edge"}, {Name: "web", Default: true}}, []*snapshot.Snapshot{edge, web})
+	return snapshot.NewGroupedFleet(nodegroup.Groups{{Name: "edge"}, {Name: "web", Default: true}}, []*snapshot.Snapshot{edge, web})
 }
 
 // TestConfigDumpIsRedacted: /config shows every group's resources, the

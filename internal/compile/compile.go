@@ -13,6 +13,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/config"
 	"github.com/pylon-xds/pylon/internal/diag"
 	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -182,14 +183,14 @@ func checkIdentities(patterns []string) diag.List {
 }
 
 // groups checks the group rules and turns them into the model's.
-func groups(reg *xdstype.Registry, specs []config.Group, all *snapshot.Snapshot, services []model.Service) (model.Groups, diag.List) {
+func groups(reg *xdstype.Registry, specs []config.Group, all *snapshot.Snapshot, services []model.Service) (nodegroup.Groups, diag.List) {
 	var problems diag.List
 	bad := func(g config.Group, field, format string, args ...any) {
 		problems = append(problems, diag.Diagnostic{File: g.File, Line: g.Line, Type: "group", Name: g.Name, Field: field, Message: fmt.Sprintf(format, args...)})
 	}
 	seen := map[string]config.Group{}
 	var def *config.Group
-	rules := make(model.Groups, 0, len(specs))
+	rules := make(nodegroup.Groups, 0, len(specs))
 	for i, g := range specs {
 		if prev, dup := seen[g.Name]; dup {
 			bad(g, "name", "duplicate group name: already defined at %s:%d", prev.File, prev.Line)
@@ -208,10 +209,10 @@ func groups(reg *xdstype.Registry, specs []config.Group, all *snapshot.Snapshot,
 		for _, d := range checkIdentities(g.Identities) {
 			bad(g, d.Field, "%s", d.Message)
 		}
-		rule := model.Group{
+		rule := nodegroup.Group{
 			Name:    g.Name,
 			Default: g.Default,
-			Match: model.Match{
+			Match: nodegroup.Match{
 				ID: g.Match.ID, Cluster: g.Match.Cluster, Metadata: g.Match.Metadata,
 				Region: g.Match.Region, Zone: g.Match.Zone, SubZone: g.Match.SubZone,
 			},
@@ -272,7 +273,7 @@ func groups(reg *xdstype.Registry, specs []config.Group, all *snapshot.Snapshot,
 
 // scoped is the snapshot of a group: everything, or what its scope names
 // and everything that names in turn.
-func scoped(reg *xdstype.Registry, all *snapshot.Snapshot, g model.Group) *snapshot.Snapshot {
+func scoped(reg *xdstype.Registry, all *snapshot.Snapshot, g nodegroup.Group) *snapshot.Snapshot {
 	if len(g.Scope) == 0 {
 		return all
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -220,13 +220,13 @@ func (c *Controller) introduced(r *run, e *status.Event) bool {
 
 // memberOf is the event's node as the stages match it: with its metadata
 // and locality (a canary picked by metadata is in its stage).
-func memberOf(e *status.Event) model.Node {
+func memberOf(e *status.Event) nodegroup.Node {
 	if e.Member != nil {
 		return *e.Member
 	}
 	// Not a stream's event with a node (the xds server sets Member on
 	// every one that has): in no stage by anything but its id.
-	return model.Node{ID: e.NodeID()}
+	return nodegroup.Node{ID: e.NodeID()}
 }
 
 // counts reports whether the event's stream may count toward a halt.

@@ -9,7 +9,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -33,7 +33,7 @@ func fleetEDS(t *testing.T, timeout time.Duration, port uint32) *snapshot.Fleet 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return snapshot.NewGroupedFleet(model.Groups{{Name: "edge", Default: true, Rollout: policy}}, []*snapshot.Snapshot{s})
+	return snapshot.NewGroupedFleet(nodegroup.Groups{{Name: "edge", Default: true, Rollout: policy}}, []*snapshot.Snapshot{s})
 }
 
 // Endpoints are not rolled out: a change of endpoints alone starts no

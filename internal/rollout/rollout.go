@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/pylon-xds/pylon/internal/config"
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/seal"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 )
@@ -102,7 +102,7 @@ type Status struct {
 type run struct {
 	Status
 	prev, next *snapshot.Snapshot
-	policy     *model.Rollout
+	policy     *nodegroup.Rollout
 	files      []config.File // the config of prev, to persist
 	late       lateness
 	// nacks are the nodes of the stage that NACKed the change, until

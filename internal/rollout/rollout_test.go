@@ -17,7 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/pylon-xds/pylon/internal/config"
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -77,13 +77,13 @@ func (c *clock) Advance(d time.Duration) {
 	c.timers = kept
 }
 
-var policy = &model.Rollout{
-	Stages: []model.Stage{{Share: 0.1, Bake: model.Duration(time.Minute)}, {Share: 0.5, Bake: model.Duration(time.Minute)}},
+var policy = &nodegroup.Rollout{
+	Stages: []nodegroup.Stage{{Share: 0.1, Bake: nodegroup.Duration(time.Minute)}, {Share: 0.5, Bake: nodegroup.Duration(time.Minute)}},
 }
 
 // fleet is a one-group fleet whose cluster "a" has the given timeout: a
 // distinct snapshot per timeout.
-func fleet(t *testing.T, timeout time.Duration, p *model.Rollout) *snapshot.Fleet {
+func fleet(t *testing.T, timeout time.Duration, p *nodegroup.Rollout) *snapshot.Fleet {
 	t.Helper()
 	reg := xdstype.New()
 	c := &clusterv3.Cluster{Name: "a", ConnectTimeout: durationpb.New(timeout), ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}}
@@ -98,7 +98,7 @@ func fleet(t *testing.T, timeout time.Duration, p *model.Rollout) *snapshot.Flee
 	if err != nil {
 		t.Fatal(err)
 	}
-	return snapshot.NewGroupedFleet(model.Groups{{Name: "edge", Default: true, Rollout: p}}, []*snapshot.Snapshot{s})
+	return snapshot.NewGroupedFleet(nodegroup.Groups{{Name: "edge", Default: true, Rollout: p}}, []*snapshot.Snapshot{s})
 }
 
 func files(v string) []config.File { return []config.File{{Path: "c.yaml", Data: []byte(v)}} }
@@ -176,14 +176,14 @@ func TestStagesAdvanceWithBake(t *testing.T) {
 func nack(node string) status.Event { return nackOf(node, xdstype.ClusterURL) }
 
 func nackOf(node, typeURL string) status.Event {
-	return status.Event{Kind: status.RequestNACK, Group: "edge", Node: &corev3.Node{Id: node}, Member: &model.Node{ID: node}, TypeURL: typeURL, Version: "x", Detail: "bad"}
+	return status.Event{Kind: status.RequestNACK, Group: "edge", Node: &corev3.Node{Id: node}, Member: &nodegroup.Node{ID: node}, TypeURL: typeURL, Version: "x", Detail: "bad"}
 }
 
 // stageNode is a node of 1000 the first stage takes, and one it does not.
 func stageNodes() (in, out string) {
 	for i := range 1000 {
 		id := fmt.Sprintf("edge-%d", i)
-		if policy.Takes(1, model.Node{ID: id}) {
+		if policy.Takes(1, nodegroup.Node{ID: id}) {
 			in = id
 		} else {
 			out = id
@@ -309,9 +309,9 @@ func TestRestartResumes(t *testing.T) {
 // counts toward not_acked; one that ACKs in time does not. More late nodes
 // than allowed halt the rollout.
 func TestNotACKedHalts(t *testing.T) {
-	slow := &model.Rollout{
-		Stages: []model.Stage{{Share: 0.1, Bake: model.Duration(time.Hour)}},
-		Halt:   model.Halt{NotACKed: &model.NotACKed{Count: 0, Within: model.Duration(time.Minute)}},
+	slow := &nodegroup.Rollout{
+		Stages: []nodegroup.Stage{{Share: 0.1, Bake: nodegroup.Duration(time.Hour)}},
+		Halt:   nodegroup.Halt{NotACKed: &nodegroup.NotACKed{Count: 0, Within: nodegroup.Duration(time.Minute)}},
 	}
 	clk, pub := newClock(), snapshot.NewPublisher()
 	c, _ := New(Options{Publisher: pub, Now: clk.Now, After: clk.After})
@@ -330,7 +330,7 @@ func TestNotACKedHalts(t *testing.T) {
 	in, _ := stageNodes()
 	set := v2.Groups()[0].Snapshot.Set(xdstype.ClusterURL).Version()
 	sent := func(stream uint64) status.Event {
-		return status.Event{Kind: status.ResponseSent, StreamID: stream, Group: "edge", Node: &corev3.Node{Id: in}, Member: &model.Node{ID: in}, TypeURL: xdstype.ClusterURL, Version: set, SetVersion: set}
+		return status.Event{Kind: status.ResponseSent, StreamID: stream, Group: "edge", Node: &corev3.Node{Id: in}, Member: &nodegroup.Node{ID: in}, TypeURL: xdstype.ClusterURL, Version: set, SetVersion: set}
 	}
 	// Stream 1 ACKs in time; stream 2 never does.
 	c.Observe(new(sent(1)))

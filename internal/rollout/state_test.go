@@ -11,7 +11,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
 	"github.com/pylon-xds/pylon/internal/config"
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -139,7 +139,7 @@ func TestStateWriteDoesNotBlockEvents(t *testing.T) {
 	waitFor(t, "the promotion to stage its state", func() bool { return c.staged.Load() != nil })
 	observed := make(chan struct{})
 	go func() {
-		e := status.Event{Kind: status.RequestACK, Group: "edge", Node: &corev3.Node{Id: in}, Member: &model.Node{ID: in}, TypeURL: xdstype.ClusterURL, StreamID: 1}
+		e := status.Event{Kind: status.RequestACK, Group: "edge", Node: &corev3.Node{Id: in}, Member: &nodegroup.Node{ID: in}, TypeURL: xdstype.ClusterURL, StreamID: 1}
 		c.Observe(&e)
 		close(observed)
 	}()

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -75,13 +75,13 @@ func BenchmarkFleetGroupOf(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rules := model.Groups{
-		{Name: "ingress", Match: model.Match{ID: "ingress-*", Metadata: map[string]string{"tier": "front"}}},
-		{Name: "payments", Identities: []string{"spiffe://td/ns/payments/*"}, Match: model.Match{Cluster: "payments"}},
-		{Name: "edge", Match: model.Match{ID: "edge-*", Region: "r1"}, Rollout: &model.Rollout{Stages: []model.Stage{{Share: 0.1}, {Share: 0.5}}}},
+	rules := nodegroup.Groups{
+		{Name: "ingress", Match: nodegroup.Match{ID: "ingress-*", Metadata: map[string]string{"tier": "front"}}},
+		{Name: "payments", Identities: []string{"spiffe://td/ns/payments/*"}, Match: nodegroup.Match{Cluster: "payments"}},
+		{Name: "edge", Match: nodegroup.Match{ID: "edge-*", Region: "r1"}, Rollout: &nodegroup.Rollout{Stages: []nodegroup.Stage{{Share: 0.1}, {Share: 0.5}}}},
 	}
 	f := snapshot.NewGroupedFleet(rules, []*snapshot.Snapshot{s, s, s}).Staged("edge", prev, 1)
-	n := model.Node{ID: "edge-17", Cluster: "edge", Region: "r1", Metadata: map[string]string{"tier": "edge"}, Identities: []string{"spiffe://td/ns/edge/sa/envoy"}}
+	n := nodegroup.Node{ID: "edge-17", Cluster: "edge", Region: "r1", Metadata: map[string]string{"tier": "edge"}, Identities: []string{"spiffe://td/ns/edge/sa/envoy"}}
 	if f.GroupOf(n) == nil {
 		b.Fatal("no group")
 	}

@@ -7,7 +7,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -37,11 +37,11 @@ func warnings(es []Exposure) string {
 // and by which fields.
 func TestFinding9_GroupsPickedByUnboundClaimsAreNamed(t *testing.T) {
 	secret := withSecret(t)
-	rules := model.Groups{
-		{Name: "payments", Match: model.Match{Metadata: map[string]string{"team": "payments"}, Zone: "z1"}},
-		{Name: "by-id", Match: model.Match{ID: "pay-*", Cluster: "pay"}},
-		{Name: "locked", Match: model.Match{Metadata: map[string]string{"team": "ops"}}, Identities: []string{"spiffe://example.org/*"}},
-		{Name: "no-secrets", Match: model.Match{Metadata: map[string]string{"team": "web"}}},
+	rules := nodegroup.Groups{
+		{Name: "payments", Match: nodegroup.Match{Metadata: map[string]string{"team": "payments"}, Zone: "z1"}},
+		{Name: "by-id", Match: nodegroup.Match{ID: "pay-*", Cluster: "pay"}},
+		{Name: "locked", Match: nodegroup.Match{Metadata: map[string]string{"team": "ops"}}, Identities: []string{"spiffe://example.org/*"}},
+		{Name: "no-secrets", Match: nodegroup.Match{Metadata: map[string]string{"team": "web"}}},
 		{Name: "default", Default: true},
 	}
 	f := NewGroupedFleet(rules, []*Snapshot{secret, secret, secret, {}, secret})
@@ -75,7 +75,7 @@ func TestFinding9_GroupsPickedByUnboundClaimsAreNamed(t *testing.T) {
 // served under no identity rule, can be halted by any client claiming a
 // node of its stage: said at publish.
 func TestFinding3_RolloutWithoutIdentitiesIsNamed(t *testing.T) {
-	p := &model.Rollout{Stages: []model.Stage{{Share: 0.1}}}
+	p := &nodegroup.Rollout{Stages: []nodegroup.Stage{{Share: 0.1}}}
 	got := warnings(f1(t, &Snapshot{}, p).Exposures(Binding{}))
 	if !strings.Contains(got, `group "edge" has a rollout and declares no identities`) {
 		t.Errorf("no rollout warning:\n%s", got)
@@ -89,7 +89,7 @@ func TestFinding3_RolloutWithoutIdentitiesIsNamed(t *testing.T) {
 	}
 }
 
-func f1(t *testing.T, s *Snapshot, p *model.Rollout) *Fleet {
+func f1(t *testing.T, s *Snapshot, p *nodegroup.Rollout) *Fleet {
 	t.Helper()
-	return NewGroupedFleet(model.Groups{{Name: "edge", Default: true, Rollout: p}}, []*Snapshot{s})
+	return NewGroupedFleet(nodegroup.Groups{{Name: "edge", Default: true, Rollout: p}}, []*Snapshot{s})
 }

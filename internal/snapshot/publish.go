@@ -9,14 +9,14 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 )
 
 // Group is one node group's share of a fleet.
 type Group struct {
 	Name     string
 	Snapshot *Snapshot
-	// SuppressDeltaNotFound: see model.Group.
+	// SuppressDeltaNotFound: see nodegroup.Group.
 	SuppressDeltaNotFound bool
 }
 
@@ -28,7 +28,7 @@ const DefaultGroup = "default"
 // and each group's snapshot. Streams resolve their node's group against the
 // fleet they serve from, so a config change can move a node.
 type Fleet struct {
-	rules   model.Groups
+	rules   nodegroup.Groups
 	groups  []*Group // aligned with rules
 	version string
 	// AcceptedAt is when the change that produced this fleet was accepted
@@ -48,19 +48,19 @@ type Fleet struct {
 type staged struct {
 	prev   *Group
 	stage  int
-	policy *model.Rollout
+	policy *nodegroup.Rollout
 }
 
 // NewFleet returns a fleet in which every node receives s.
 func NewFleet(s *Snapshot, acceptedAt time.Time) *Fleet {
-	f := NewGroupedFleet(model.Groups{{Name: DefaultGroup, Default: true}}, []*Snapshot{s})
+	f := NewGroupedFleet(nodegroup.Groups{{Name: DefaultGroup, Default: true}}, []*Snapshot{s})
 	f.AcceptedAt = acceptedAt
 	return f
 }
 
 // NewGroupedFleet returns a fleet of groups: snaps[i] is the snapshot of
 // rules[i].
-func NewGroupedFleet(rules model.Groups, snaps []*Snapshot) *Fleet {
+func NewGroupedFleet(rules nodegroup.Groups, snaps []*Snapshot) *Fleet {
 	f := &Fleet{rules: rules}
 	var pairs [][2]string
 	for i, r := range rules {
@@ -87,7 +87,7 @@ func (f *Fleet) Group(node *corev3.Node, identities []string) *Group {
 // GroupOf is Group for a node already in the model's terms (ModelNode,
 // with its identities): a stream converts its node once, not on every
 // publish.
-func (f *Fleet) GroupOf(n model.Node) *Group {
+func (f *Fleet) GroupOf(n nodegroup.Node) *Group {
 	if i := f.rules.Resolve(n); i >= 0 {
 		if s := f.staged[i]; s != nil && !s.policy.Takes(s.stage, n) {
 			return s.prev
@@ -98,7 +98,7 @@ func (f *Fleet) GroupOf(n model.Node) *Group {
 }
 
 // Staged returns a copy of f in which the nodes of group that its rollout
-// policy does not take at stage (model.Rollout.Takes) get prev instead of
+// policy does not take at stage (nodegroup.Rollout.Takes) get prev instead of
 // the group's snapshot. Both snapshots are shared, not copied. The
 // copy's version differs from f's and from any other stage's, so streams
 // move between the two snapshots as the stage changes. It returns f when
@@ -129,7 +129,7 @@ func (f *Fleet) Previous(group string) (*Snapshot, int) {
 }
 
 // Lookup returns the named group and its rule, or nil.
-func (f *Fleet) Lookup(group string) (*Group, *model.Group) {
+func (f *Fleet) Lookup(group string) (*Group, *nodegroup.Group) {
 	if i := f.index(group); i >= 0 {
 		return f.groups[i], &f.rules[i]
 	}
@@ -155,7 +155,7 @@ func (f *Fleet) For(node *corev3.Node) *Snapshot {
 }
 
 // RestrictSecrets sets which verified identities may receive each named
-// Secret: glob patterns per secret name (model.AnyMatch). A Secret not
+// Secret: glob patterns per secret name (nodegroup.AnyMatch). A Secret not
 // named is open to every node of its group whose identity is verified.
 // Each group's snapshot carries the policy too (Snapshot.WithSecretPolicy),
 // so that one kept past this fleet, the previous snapshot of a staged
@@ -188,14 +188,14 @@ func (f *Fleet) SecretAllowed(snap *Snapshot, name string, identities []string) 
 
 func allowedBy(policy map[string][]string, name string, identities []string) bool {
 	p, restricted := policy[name]
-	return !restricted || model.AnyMatch(p, identities)
+	return !restricted || nodegroup.AnyMatch(p, identities)
 }
 
 // SecretPolicy returns the policy set by RestrictSecrets. Do not modify it.
 func (f *Fleet) SecretPolicy() map[string][]string { return f.secrets }
 
 // Rules returns the group rules, aligned with Groups. Do not modify them.
-func (f *Fleet) Rules() model.Groups { return f.rules }
+func (f *Fleet) Rules() nodegroup.Groups { return f.rules }
 
 // Groups returns the fleet's groups in rule order. Do not modify the slice.
 func (f *Fleet) Groups() []*Group { return f.groups }
@@ -204,8 +204,8 @@ func (f *Fleet) Groups() []*Group { return f.groups }
 func (f *Fleet) Version() string { return f.version }
 
 // ModelNode is what group rules and rollout stages match on in n.
-func ModelNode(n *corev3.Node) model.Node {
-	out := model.Node{
+func ModelNode(n *corev3.Node) nodegroup.Node {
+	out := nodegroup.Node{
 		ID:      n.GetId(),
 		Cluster: n.GetCluster(),
 		Region:  n.GetLocality().GetRegion(),

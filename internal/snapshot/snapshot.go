@@ -271,7 +271,7 @@ func (s *Snapshot) withSet(set *Set) *Snapshot {
 
 // WithSecretPolicy returns s with the secret policy it is published with:
 // glob patterns of the verified identities that may receive each named
-// Secret (model.AnyMatch); a Secret not named is open to every verified
+// Secret (nodegroup.AnyMatch); a Secret not named is open to every verified
 // node of its group. Only the entries of s's own Secrets are kept. The
 // sets are s's, shared; s itself is returned when there is nothing to
 // keep and s has no policy.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/identity"
 	"github.com/pylon-xds/pylon/internal/identity/identitytest"
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -23,7 +23,7 @@ import (
 // the policy curPolicy.
 func stagedSecretFleet(t *testing.T, reg *xdstype.Registry, cur *snapshot.Snapshot, curPolicy map[string][]string) *snapshot.Fleet {
 	t.Helper()
-	rules := model.Groups{{Name: "edge", Default: true, Rollout: &model.Rollout{Stages: []model.Stage{{Share: 0.01}, {Share: 1}}}}}
+	rules := nodegroup.Groups{{Name: "edge", Default: true, Rollout: &nodegroup.Rollout{Stages: []nodegroup.Stage{{Share: 0.01}, {Share: 1}}}}}
 	prev := snapshot.NewGroupedFleet(rules, []*snapshot.Snapshot{secretSnap(t, reg, "key", "other")})
 	prev.RestrictSecrets(map[string][]string{"key": {"a.example"}})
 	next := snapshot.NewGroupedFleet(rules, []*snapshot.Snapshot{cur})
@@ -51,7 +51,7 @@ func secretSnap(t *testing.T, reg *xdstype.Registry, names ...string) *snapshot.
 func outsideStage(t *testing.T) string {
 	for i := range 100 {
 		id := fmt.Sprintf("edge-%d", i)
-		if model.NodeShare(id) >= 0.01 {
+		if nodegroup.NodeShare(id) >= 0.01 {
 			return id
 		}
 	}

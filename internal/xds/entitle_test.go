@@ -11,7 +11,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/identity"
 	"github.com/pylon-xds/pylon/internal/identity/identitytest"
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -65,7 +65,7 @@ func TestEntitlementSharedPerIdentity(t *testing.T) {
 	reg := xdstype.New()
 	srv := New(Options{Registry: reg, Fleets: snapshot.NewPublisher()})
 	snap := secretSnap(t, reg, "a", "b")
-	f := snapshot.NewGroupedFleet(model.Groups{{Name: "default", Default: true}}, []*snapshot.Snapshot{snap})
+	f := snapshot.NewGroupedFleet(nodegroup.Groups{{Name: "default", Default: true}}, []*snapshot.Snapshot{snap})
 	f.RestrictSecrets(map[string][]string{"a": {"a.example"}})
 	g := f.Groups()[0]
 
@@ -91,7 +91,7 @@ func TestEntitlementSharedPerIdentity(t *testing.T) {
 	if allowed.w != nil || allowed.why != "" {
 		t.Fatalf("a.example denied %v (%s)", allowed.w.names, allowed.why)
 	}
-	if f2 := snapshot.NewGroupedFleet(model.Groups{{Name: "default", Default: true}}, []*snapshot.Snapshot{snap}); streamOf("a.example").entitlement(f2, f2.Groups()[0]).w != nil {
+	if f2 := snapshot.NewGroupedFleet(nodegroup.Groups{{Name: "default", Default: true}}, []*snapshot.Snapshot{snap}); streamOf("a.example").entitlement(f2, f2.Groups()[0]).w != nil {
 		t.Fatal("a new fleet without the policy kept the old fleet's entitlement")
 	}
 }

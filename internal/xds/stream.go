@@ -18,7 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pylon-xds/pylon/internal/identity"
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/redact"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
@@ -48,7 +48,7 @@ type stream struct {
 	// node is what the stream keeps of its node once identified
 	// (keptNode), mnode the node in the group rules' terms.
 	node  *corev3.Node
-	mnode model.Node
+	mnode nodegroup.Node
 	// claimed is the node of the first request, before it is accepted,
 	// cut to the bounded fields people read (claimedNode): what a refusal
 	// at stream open reports.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/identity"
 	"github.com/pylon-xds/pylon/internal/identity/identitytest"
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
@@ -50,8 +50,8 @@ func startMTLS(t *testing.T) (*rest, *identitytest.CA) {
 	}
 	ca := identitytest.NewCA(t, "pylon test CA")
 	r := start(t, xds.Options{Identity: rule}, xdsrest.Options{}, ca.ServerConfig(t))
-	rules := model.Groups{
-		{Name: "secure", Match: model.Match{ID: "edge-*"}, Identities: []string{edgeSA + "*"}},
+	rules := nodegroup.Groups{
+		{Name: "secure", Match: nodegroup.Match{ID: "edge-*"}, Identities: []string{edgeSA + "*"}},
 		{Name: "default", Default: true},
 	}
 	secure := xdstest.Snapshot(t, r.xds.Registry, cluster("secure-web"), secret("edge-1-key"), secret("edge-ca"))
