@@ -12,6 +12,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/config"
 	"github.com/pylon-xds/pylon/internal/diag"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/model"
 	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/snapshot"
@@ -23,7 +24,7 @@ import (
 // validated and marshalled once, whatever the number of groups; a group's
 // snapshot shares the encodings. read reads the files the model names
 // (certificates); nil reads none. The error is a diag.List.
-func Compile(reg *xdstype.Registry, files []config.File, read ReadFile) (*snapshot.Fleet, error) {
+func Compile(reg *xdstype.Registry, files []config.File, read ReadFile) (*fleet.Fleet, error) {
 	return compile(reg, files, read, true, nil)
 }
 
@@ -39,19 +40,19 @@ type Cache struct {
 }
 
 // Compile is Compile reusing and updating c.
-func (c *Cache) Compile(reg *xdstype.Registry, files []config.File, read ReadFile) (*snapshot.Fleet, error) {
+func (c *Cache) Compile(reg *xdstype.Registry, files []config.File, read ReadFile) (*fleet.Fleet, error) {
 	return compile(reg, files, read, true, c)
 }
 
 // CompileSkippingTests is Compile without running the config's route
 // tests (they are still decoded and checked for form): `pylon explain`
 // shows where requests go on a config whose tests fail, to say why.
-func CompileSkippingTests(reg *xdstype.Registry, files []config.File, read ReadFile) (*snapshot.Fleet, error) {
+func CompileSkippingTests(reg *xdstype.Registry, files []config.File, read ReadFile) (*fleet.Fleet, error) {
 	return compile(reg, files, read, false, nil)
 }
 
 // compile compiles files, through c when it is not nil.
-func compile(reg *xdstype.Registry, files []config.File, read ReadFile, runTests bool, c *Cache) (*snapshot.Fleet, error) {
+func compile(reg *xdstype.Registry, files []config.File, read ReadFile, runTests bool, c *Cache) (*fleet.Fleet, error) {
 	var load *config.Cache
 	var services *translations
 	var valid *snapshot.Validated
@@ -110,7 +111,7 @@ func compile(reg *xdstype.Registry, files []config.File, read ReadFile, runTests
 // group builds the fleet: one snapshot for every node without groups, else
 // each group's scoped snapshot. A snapshot with two listeners on one
 // address, or two route scopes with one key, is refused.
-func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, listeners, scopes map[string]*snapshot.Input) (*snapshot.Fleet, error) {
+func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, listeners, scopes map[string]*snapshot.Input) (*fleet.Fleet, error) {
 	reported, reportedScopes := map[[2]string]bool{}, map[[2]string]bool{}
 	clashes := func(s *snapshot.Snapshot, group string) diag.List {
 		problems := listenerClashes(s, group, listeners, reported)
@@ -120,7 +121,7 @@ func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, 
 		if err := clashes(all, "").Err(); err != nil {
 			return nil, err
 		}
-		return snapshot.NewFleet(all, time.Time{}), nil
+		return fleet.NewFleet(all, time.Time{}), nil
 	}
 	rules, problems := groups(reg, doc.Groups, all, doc.Services)
 	if err := problems.Err(); err != nil {
@@ -134,7 +135,7 @@ func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, 
 	if err := problems.Err(); err != nil {
 		return nil, err
 	}
-	return snapshot.NewGroupedFleet(rules, snaps), nil
+	return fleet.NewGroupedFleet(rules, snaps), nil
 }
 
 // listenerInputs indexes the Listener inputs by name, for diagnostics.
@@ -182,7 +183,7 @@ func checkIdentities(patterns []string) diag.List {
 	return out
 }
 
-// groups checks the group rules and turns them into the model's.
+// groups checks the group rules and turns them into nodegroup's.
 func groups(reg *xdstype.Registry, specs []config.Group, all *snapshot.Snapshot, services []model.Service) (nodegroup.Groups, diag.List) {
 	var problems diag.List
 	bad := func(g config.Group, field, format string, args ...any) {

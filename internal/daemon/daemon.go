@@ -22,12 +22,12 @@ import (
 	"github.com/pylon-xds/pylon/internal/compile"
 	"github.com/pylon-xds/pylon/internal/configstore"
 	"github.com/pylon-xds/pylon/internal/csds"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/fleetstatus"
 	"github.com/pylon-xds/pylon/internal/metrics"
 	"github.com/pylon-xds/pylon/internal/pipeline"
 	"github.com/pylon-xds/pylon/internal/seal"
 	"github.com/pylon-xds/pylon/internal/secretfile"
-	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/source"
 	"github.com/pylon-xds/pylon/internal/source/file"
 	"github.com/pylon-xds/pylon/internal/status"
@@ -342,14 +342,14 @@ func Run(ctx context.Context, o Options) error {
 // newPipeline is the config pipeline, publishing to pub, with its results
 // reported to obs, and what each published fleet exposes under the
 // identity binding b logged (once per warning while it holds).
-func newPipeline(read compile.ReadFile, b snapshot.Binding, log *slog.Logger) (*xdstype.Registry, *snapshot.Publisher, *pipeline.Pipeline, *Observability) {
+func newPipeline(read compile.ReadFile, b fleet.Binding, log *slog.Logger) (*xdstype.Registry, *fleet.Publisher, *pipeline.Pipeline, *Observability) {
 	reg := xdstype.New()
-	pub := snapshot.NewPublisher()
+	pub := fleet.NewPublisher()
 	pipe := pipeline.New(reg, pub, log)
 	pipe.SetReader(read)
 	obs := NewObservability(reg, pub)
 	warned := map[string]bool{}
-	pipe.OnResult(func(result string, f *snapshot.Fleet) {
+	pipe.OnResult(func(result string, f *fleet.Fleet) {
 		obs.Metrics.Publish(result)
 		if f != nil {
 			obs.Published(f)
@@ -392,7 +392,7 @@ func newFleetStatus(o Options, st store.Store, tracker *status.Tracker, log *slo
 // it returns the config service and the store it opened; closeStore closes
 // the store.
 // gate refuses a write before it is stored (a halted rollout's group).
-func loadInitial(ctx context.Context, o Options, reg *xdstype.Registry, pipe *pipeline.Pipeline, read compile.ReadFile, gate func(*snapshot.Fleet) error) (cfgSvc *configstore.Service, st store.Store, closeStore func(), err error) {
+func loadInitial(ctx context.Context, o Options, reg *xdstype.Registry, pipe *pipeline.Pipeline, read compile.ReadFile, gate func(*fleet.Fleet) error) (cfgSvc *configstore.Service, st store.Store, closeStore func(), err error) {
 	closeStore = func() {}
 	initial := source.Update{AcceptedAt: time.Now()}
 	if o.ConfigPath == "" {
@@ -452,7 +452,7 @@ func loadTokens(o Options) (*token.Files, error) {
 // serves CSDS too: standard tools read each proxy's status on the port they
 // already reach, with an admin token or an allowed client certificate.
 // Streams report to observer: the tracking, composed with the rollouts'.
-func newXDS(o Options, sec *security, reg *xdstype.Registry, pub *snapshot.Publisher, observer status.Observer, tracker *status.Tracker, tokens *token.Files) (*xds.Server, *grpc.Server) {
+func newXDS(o Options, sec *security, reg *xdstype.Registry, pub *fleet.Publisher, observer status.Observer, tracker *status.Tracker, tokens *token.Files) (*xds.Server, *grpc.Server) {
 	xdsSrv := xds.New(xds.Options{
 		Registry: reg, Fleets: pub, Identifier: o.Identifier, Logger: o.Logger,
 		SuppressDeltaNotFound: o.SuppressDeltaNotFound, HoldTimeout: o.HoldTimeout,
@@ -601,7 +601,7 @@ func defaultSecretDir(configPath string) (string, error) {
 // warnExposures logs each of the fleet's exposures that was not among
 // those last logged, and returns what it holds now: a warning comes once
 // per publish that introduces it, not on every publish.
-func warnExposures(exposures []snapshot.Exposure, warned map[string]bool, log *slog.Logger) map[string]bool {
+func warnExposures(exposures []fleet.Exposure, warned map[string]bool, log *slog.Logger) map[string]bool {
 	now := make(map[string]bool, len(exposures))
 	for _, e := range exposures {
 		now[e.Warning] = true

@@ -6,9 +6,9 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/compile"
 	"github.com/pylon-xds/pylon/internal/config"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/pipeline"
 	"github.com/pylon-xds/pylon/internal/rollout"
-	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -23,11 +23,11 @@ const RolloutStateFile = "rollouts.json"
 // drives its own copy of a rollout (the stages' members are the same on
 // every replica, being a hash of the node id; the timers and halts are
 // each replica's own).
-func newRollouts(o Options, sec *security, reg *xdstype.Registry, pub *snapshot.Publisher, pipe *pipeline.Pipeline, obs *Observability, read compile.ReadFile, log *slog.Logger) (*rollout.Controller, error) {
+func newRollouts(o Options, sec *security, reg *xdstype.Registry, pub *fleet.Publisher, pipe *pipeline.Pipeline, obs *Observability, read compile.ReadFile, log *slog.Logger) (*rollout.Controller, error) {
 	ctrl, err := rollout.New(rollout.Options{
 		Publisher: pub,
 		StatePath: filepath.Join(o.DataDir, RolloutStateFile),
-		Compile: func(files []config.File) (*snapshot.Fleet, error) {
+		Compile: func(files []config.File) (*fleet.Fleet, error) {
 			// The previous version's route tests passed when it was
 			// served: they are not what a resume decides on.
 			return compile.CompileSkippingTests(reg, files, read)

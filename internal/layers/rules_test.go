@@ -16,6 +16,7 @@ const (
 	leaf        = iota // imports nothing of Pylon
 	base               // small shared vocabularies over the leaves
 	content            // the document, the Envoy resources, the snapshots
+	fleets             // who gets which snapshot: the fleet and its publisher
 	engine             // what reads content: sources, route engine, xDS server, rollouts
 	build              // compile, and what binds an engine to the outside
 	stage              // the reconcile loop and the store-mode source of truth
@@ -25,7 +26,7 @@ const (
 	program            // package main
 )
 
-var layerNames = []string{"leaf", "base", "content", "engine", "build", "stage", "surface", "composition", "command", "program"}
+var layerNames = []string{"leaf", "base", "content", "fleets", "engine", "build", "stage", "surface", "composition", "command", "program"}
 
 var layer = map[string]int{
 	"examples":                       leaf,
@@ -59,6 +60,7 @@ var layer = map[string]int{
 	"internal/status/statustest":     content,
 	"internal/store/etcd/etcdtest":   content,
 	"internal/translate":             content,
+	"internal/fleet":                 fleets,
 	"internal/csds":                  engine,
 	"internal/render":                engine,
 	"internal/rollout":               engine,
@@ -85,6 +87,7 @@ var allowed = []edge{
 	{"bench/fleet", "internal/configstore"},
 	{"bench/fleet", "internal/cowmap"},
 	{"bench/fleet", "internal/daemon"},
+	{"bench/fleet", "internal/fleet"},
 	{"bench/fleet", "internal/snapshot"},
 	{"bench/fleet", "internal/status"},
 	{"bench/fleet", "internal/store/bolt"},
@@ -95,6 +98,7 @@ var allowed = []edge{
 	{"internal/admin", "internal/admin/udiff"},
 	{"internal/admin", "internal/configstore"},
 	{"internal/admin", "internal/diag"},
+	{"internal/admin", "internal/fleet"},
 	{"internal/admin", "internal/fleetstatus"},
 	{"internal/admin", "internal/model"},
 	{"internal/admin", "internal/pipeline"},
@@ -116,6 +120,7 @@ var allowed = []edge{
 	{"internal/cli", "internal/configstore"},
 	{"internal/cli", "internal/daemon"},
 	{"internal/cli", "internal/diag"},
+	{"internal/cli", "internal/fleet"},
 	{"internal/cli", "internal/pipeline"},
 	{"internal/cli", "internal/redact"},
 	{"internal/cli", "internal/render"},
@@ -130,6 +135,7 @@ var allowed = []edge{
 	{"internal/cli", "internal/xdstype"},
 	{"internal/compile", "internal/config"},
 	{"internal/compile", "internal/diag"},
+	{"internal/compile", "internal/fleet"},
 	{"internal/compile", "internal/model"},
 	{"internal/compile", "internal/nodegroup"},
 	{"internal/compile", "internal/route"},
@@ -144,6 +150,7 @@ var allowed = []edge{
 	{"internal/configstore", "internal/compile"},
 	{"internal/configstore", "internal/config"},
 	{"internal/configstore", "internal/diag"},
+	{"internal/configstore", "internal/fleet"},
 	{"internal/configstore", "internal/model"},
 	{"internal/configstore", "internal/redact"},
 	{"internal/configstore", "internal/snapshot"},
@@ -163,6 +170,7 @@ var allowed = []edge{
 	{"internal/daemon", "internal/config"},
 	{"internal/daemon", "internal/configstore"},
 	{"internal/daemon", "internal/csds"},
+	{"internal/daemon", "internal/fleet"},
 	{"internal/daemon", "internal/fleetstatus"},
 	{"internal/daemon", "internal/identity"},
 	{"internal/daemon", "internal/metrics"},
@@ -180,6 +188,9 @@ var allowed = []edge{
 	{"internal/daemon", "internal/xdstype"},
 	{"internal/daemon/daemontest", "internal/daemon"},
 	{"internal/diag", "internal/redact"},
+	{"internal/fleet", "internal/nodegroup"},
+	{"internal/fleet", "internal/snapshot"},
+	{"internal/fleet", "internal/xdstype"},
 	{"internal/fleetstatus", "internal/redact"},
 	{"internal/fleetstatus", "internal/status"},
 	{"internal/fleetstatus", "internal/store/etcd"},
@@ -190,6 +201,7 @@ var allowed = []edge{
 	{"internal/pipeline", "internal/compile"},
 	{"internal/pipeline", "internal/config"},
 	{"internal/pipeline", "internal/diag"},
+	{"internal/pipeline", "internal/fleet"},
 	{"internal/pipeline", "internal/redact"},
 	{"internal/pipeline", "internal/snapshot"},
 	{"internal/pipeline", "internal/source"},
@@ -199,6 +211,7 @@ var allowed = []edge{
 	{"internal/render", "internal/snapshot"},
 	{"internal/render", "internal/xdstype"},
 	{"internal/rollout", "internal/config"},
+	{"internal/rollout", "internal/fleet"},
 	{"internal/rollout", "internal/nodegroup"},
 	{"internal/rollout", "internal/seal"},
 	{"internal/rollout", "internal/snapshot"},
@@ -207,7 +220,6 @@ var allowed = []edge{
 	{"internal/route", "internal/snapshot"},
 	{"internal/route", "internal/xdstype"},
 	{"internal/snapshot", "internal/diag"},
-	{"internal/snapshot", "internal/nodegroup"},
 	{"internal/snapshot", "internal/redact"}, // the output gate refuses key material outside a Secret by redact's one rule
 	{"internal/snapshot", "internal/xdstype"},
 	{"internal/source", "internal/config"},
@@ -226,12 +238,14 @@ var allowed = []edge{
 	{"internal/translate", "internal/model"},
 	{"internal/translate", "internal/nodegroup"},
 	{"internal/xds", "internal/certs"}, // a connection's client certificate verified again, as the handshake does
+	{"internal/xds", "internal/fleet"},
 	{"internal/xds", "internal/identity"},
 	{"internal/xds", "internal/nodegroup"},
 	{"internal/xds", "internal/redact"},
 	{"internal/xds", "internal/snapshot"},
 	{"internal/xds", "internal/status"}, // the stream events, and a stream's status.Stamps
 	{"internal/xds", "internal/xdstype"},
+	{"internal/xds/xdstest", "internal/fleet"},
 	{"internal/xds/xdstest", "internal/snapshot"},
 	{"internal/xds/xdstest", "internal/xds"},
 	{"internal/xds/xdstest", "internal/xdstype"},
@@ -277,7 +291,10 @@ var bans = []ban{
 	{"internal/csds", "internal/model", "the xDS side never sees the model"},
 	{"internal/rollout", "internal/model", "the rollout policy and the node are nodegroup's"},
 	{"internal/rollout", "internal/xds", "rollout reads events from status, not the server"},
+	{"internal/fleet", "internal/config", "the fleet serves group rules, not the document"},
+	{"internal/fleet", "internal/model", "the fleet serves group rules, not the model"},
 	{"internal/snapshot", "internal/model", "a snapshot is content; who gets which is the fleet's"},
+	{"internal/snapshot", "internal/nodegroup", "a snapshot is content; who gets which is the fleet's"},
 	{"internal/xds", "internal/compile", "the xDS server never sees the document"},
 	{"internal/xds", "internal/config", "the xDS server never sees the document"},
 	{"internal/xds", "internal/model", "the xDS side never sees the model"},

@@ -14,8 +14,8 @@ import (
 	"github.com/pylon-xds/pylon/internal/compile"
 	"github.com/pylon-xds/pylon/internal/config"
 	"github.com/pylon-xds/pylon/internal/diag"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/redact"
-	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/source"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -51,7 +51,7 @@ type Pipeline struct {
 	// already validated); safe for concurrent Applies.
 	compiled compile.Cache
 	reg      *xdstype.Registry
-	pub      *snapshot.Publisher
+	pub      *fleet.Publisher
 	log      *slog.Logger
 	// onFiles is told, after each good compile, the files the config named
 	// (certificates), so that the source watches them too.
@@ -59,13 +59,13 @@ type Pipeline struct {
 	files   []string // what the last good compile read
 	// onResult, if set, is told each load's result ("published",
 	// "unchanged", "refused") and, when published, the fleet.
-	onResult func(result string, f *snapshot.Fleet)
+	onResult func(result string, f *fleet.Fleet)
 	// read reads the files the config names; compile.LimitedReader unless
 	// SetReader confines it.
 	read compile.ReadFile
 	// publish publishes a good fleet (the publisher's Publish unless
 	// SetPublish replaced it); an error refuses the change.
-	publish func(*snapshot.Fleet, []config.File) (bool, error)
+	publish func(*fleet.Fleet, []config.File) (bool, error)
 	// retry asks Run to apply the last update again (Retry); last is it.
 	retry chan struct{}
 	last  *source.Update
@@ -75,12 +75,12 @@ type Pipeline struct {
 }
 
 // New returns a pipeline publishing to pub.
-func New(reg *xdstype.Registry, pub *snapshot.Publisher, log *slog.Logger) *Pipeline {
+func New(reg *xdstype.Registry, pub *fleet.Publisher, log *slog.Logger) *Pipeline {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	p := &Pipeline{reg: reg, pub: pub, log: log, read: compile.LimitedReader, retry: make(chan struct{}, 1)}
-	p.publish = func(f *snapshot.Fleet, _ []config.File) (bool, error) { return pub.Publish(f), nil }
+	p.publish = func(f *fleet.Fleet, _ []config.File) (bool, error) { return pub.Publish(f), nil }
 	return p
 }
 
@@ -88,7 +88,7 @@ func New(reg *xdstype.Registry, pub *snapshot.Publisher, log *slog.Logger) *Pipe
 // controller stages it (rollout.Controller.Publish), and may refuse it
 // (a change while a rollout is halted), which the pipeline reports like
 // an invalid config. Call before Run.
-func (p *Pipeline) SetPublish(f func(*snapshot.Fleet, []config.File) (bool, error)) { p.publish = f }
+func (p *Pipeline) SetPublish(f func(*fleet.Fleet, []config.File) (bool, error)) { p.publish = f }
 
 // Retry makes Run apply the last update again, as when what refused it
 // changed (a halted rollout superseded). It never blocks.
@@ -118,9 +118,9 @@ func (p *Pipeline) OnFiles(f func([]string)) {
 }
 
 // OnResult sets the function told each load's result. Call before Run.
-func (p *Pipeline) OnResult(f func(result string, fleet *snapshot.Fleet)) { p.onResult = f }
+func (p *Pipeline) OnResult(f func(result string, fleet *fleet.Fleet)) { p.onResult = f }
 
-func (p *Pipeline) result(r string, f *snapshot.Fleet) {
+func (p *Pipeline) result(r string, f *fleet.Fleet) {
 	if p.onResult != nil {
 		p.onResult(r, f)
 	}
@@ -158,7 +158,7 @@ func (p *Pipeline) Apply(u source.Update) error {
 		return p.read(path)
 	}
 	err := u.Err
-	var fleet *snapshot.Fleet
+	var fleet *fleet.Fleet
 	if err == nil {
 		fleet, err = p.compiled.Compile(p.reg, u.Files, reader)
 	}

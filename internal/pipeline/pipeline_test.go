@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/pylon-xds/pylon/internal/config"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/secretfile"
-	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/source"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -33,7 +33,7 @@ func newUpdate(path string, data []byte) source.Update {
 // its diagnostics, and is logged once however often it is re-read.
 func TestRefusedChangeKeepsLastGood(t *testing.T) {
 	var logs bytes.Buffer
-	pub := snapshot.NewPublisher()
+	pub := fleet.NewPublisher()
 	p := New(xdstype.New(), pub, slog.New(slog.NewTextHandler(&logs, nil)))
 
 	if err := p.Apply(newUpdate("pylon.yaml", golden(t, "valid_full.yaml"))); err != nil {
@@ -87,7 +87,7 @@ func TestRefusedChangeKeepsLastGood(t *testing.T) {
 // Bytes of a file that differ but decode to the same resources (comments,
 // key order, YAML vs JSON) publish nothing: versions are of content.
 func TestEquivalentInputPublishesNothing(t *testing.T) {
-	pub := snapshot.NewPublisher()
+	pub := fleet.NewPublisher()
 	p := New(xdstype.New(), pub, nil)
 	ch, cancel := pub.Subscribe()
 	defer cancel()
@@ -109,7 +109,7 @@ func TestEquivalentInputPublishesNothing(t *testing.T) {
 
 func TestOversizedFileRefused(t *testing.T) {
 	big := make([]byte, config.MaxFileBytes+1)
-	p := New(xdstype.New(), snapshot.NewPublisher(), nil)
+	p := New(xdstype.New(), fleet.NewPublisher(), nil)
 	err := p.Apply(newUpdate("huge.yaml", big))
 	if err == nil || !strings.Contains(err.Error(), "huge.yaml") || !strings.Contains(err.Error(), "limit") {
 		t.Fatalf("oversized file: %v", err)
@@ -124,7 +124,7 @@ func TestSetReaderConfinesSecretFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub := snapshot.NewPublisher()
+	pub := fleet.NewPublisher()
 	p := New(xdstype.New(), pub, nil)
 	p.SetReader(r.Read)
 	doc := "secrets:\n- { name: stolen, ca_file: /etc/hostname }\n"
@@ -142,7 +142,7 @@ func TestSetReaderConfinesSecretFiles(t *testing.T) {
 // resync that repeats it is still logged once.
 func TestNonDiagnosticRefusalScrubbed(t *testing.T) {
 	var logs bytes.Buffer
-	p := New(xdstype.New(), snapshot.NewPublisher(), slog.New(slog.NewTextHandler(&logs, nil)))
+	p := New(xdstype.New(), fleet.NewPublisher(), slog.New(slog.NewTextHandler(&logs, nil)))
 	const key = "-----BEGIN PRIVATE KEY-----\nSEKRITBYTES\n-----END PRIVATE KEY-----\n"
 	bad := source.Update{Err: errors.New("reading tls.key: unexpected content " + key), AcceptedAt: time.Now()}
 	for range 2 {

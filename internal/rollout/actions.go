@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/nodegroup"
-	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -272,7 +272,7 @@ func (c *Controller) nacked(r *run, e *status.Event) {
 // a group whose rollout is halted and not superseded. A store checks a
 // compiled write with it before storing it, so that a halt refuses the
 // writes to its own group only, and a write refused is not stored.
-func (c *Controller) Check(f *snapshot.Fleet) error {
+func (c *Controller) Check(f *fleet.Fleet) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.refuseHalted(f)

@@ -11,6 +11,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -35,14 +36,14 @@ func stageNodesN(t *testing.T, n int) []string {
 func running(t *testing.T, o Options, p *nodegroup.Rollout) *Controller {
 	t.Helper()
 	clk := newClock()
-	o.Publisher, o.Now, o.After = snapshot.NewPublisher(), clk.Now, clk.After
+	o.Publisher, o.Now, o.After = fleet.NewPublisher(), clk.Now, clk.After
 	c, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Publish(fleet(t, time.Second, p), files("1"))
+	c.Publish(policyFleet(t, time.Second, p), files("1"))
 	start(t, c)
-	c.Publish(fleet(t, 2*time.Second, p), files("2"))
+	c.Publish(policyFleet(t, 2*time.Second, p), files("2"))
 	return c
 }
 
@@ -57,7 +58,7 @@ func haltedFor(t *testing.T, c *Controller) string {
 // first stage's too; its NACK must not halt the group's rollout. The
 // verified node's NACK that follows does, and the halt names it.
 func TestFinding3_UnverifiedClientCannotHaltUnderIdentityRule(t *testing.T) {
-	c := running(t, Options{Binding: snapshot.Binding{ID: true, Cluster: true}}, policy)
+	c := running(t, Options{Binding: fleet.Binding{ID: true, Cluster: true}}, policy)
 	in := stageNodesN(t, 2)
 	c.Observe(new(nack(in[0]))) // no certificate: Identity ""
 	verified := nack(in[1])
@@ -113,14 +114,14 @@ func TestFinding6_MetadataCanaryIsInTheStage(t *testing.T) {
 // Finding 3 of issue 30: a halted rollout refuses changes to its own
 // group only: a change to another group is published.
 func TestFinding3_HaltInOneGroupDoesNotBlockAnother(t *testing.T) {
-	clk, pub := newClock(), snapshot.NewPublisher()
+	clk, pub := newClock(), fleet.NewPublisher()
 	c, err := New(Options{Publisher: pub, Now: clk.Now, After: clk.After})
 	if err != nil {
 		t.Fatal(err)
 	}
-	two := func(edge, mesh time.Duration) *snapshot.Fleet {
+	two := func(edge, mesh time.Duration) *fleet.Fleet {
 		rules := nodegroup.Groups{{Name: "edge", Match: nodegroup.Match{ID: "edge-*"}, Rollout: policy}, {Name: "mesh", Default: true, Rollout: policy}}
-		return snapshot.NewGroupedFleet(rules, []*snapshot.Snapshot{clusterSnap(t, edge), clusterSnap(t, mesh)})
+		return fleet.NewGroupedFleet(rules, []*snapshot.Snapshot{clusterSnap(t, edge), clusterSnap(t, mesh)})
 	}
 	c.Publish(two(time.Second, time.Second), files("1"))
 	start(t, c)
@@ -159,7 +160,7 @@ func clusterSnap(t *testing.T, timeout time.Duration) *snapshot.Snapshot {
 // may claim any id of its cluster: halt.min_nodes counts certificates.
 func TestHaltMinNodesCountsCertificatesWhenIDsAreUnbound(t *testing.T) {
 	p := &nodegroup.Rollout{Stages: policy.Stages, Halt: nodegroup.Halt{MinNodes: 2}}
-	c := running(t, Options{Binding: snapshot.Binding{Cluster: true}}, p)
+	c := running(t, Options{Binding: fleet.Binding{Cluster: true}}, p)
 	in := stageNodesN(t, 3)
 	for _, id := range in[:2] {
 		e := nack(id)

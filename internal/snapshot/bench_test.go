@@ -11,7 +11,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -58,35 +57,5 @@ func BenchmarkBuild1000Clusters(b *testing.B) {
 		if _, err := snapshot.Build(reg, in); err != nil {
 			b.Fatal(err)
 		}
-	}
-}
-
-// BenchmarkFleetGroupOf measures what every stream does on every publish:
-// resolving its node's group on the new fleet, here the last of three
-// rules, in a staged rollout, for a node with metadata and an identity.
-func BenchmarkFleetGroupOf(b *testing.B) {
-	reg := xdstype.New()
-	in := fleetInputs(reg, 1)
-	s, err := snapshot.Build(reg, in)
-	if err != nil {
-		b.Fatal(err)
-	}
-	prev, err := snapshot.Build(reg, in[1:])
-	if err != nil {
-		b.Fatal(err)
-	}
-	rules := nodegroup.Groups{
-		{Name: "ingress", Match: nodegroup.Match{ID: "ingress-*", Metadata: map[string]string{"tier": "front"}}},
-		{Name: "payments", Identities: []string{"spiffe://td/ns/payments/*"}, Match: nodegroup.Match{Cluster: "payments"}},
-		{Name: "edge", Match: nodegroup.Match{ID: "edge-*", Region: "r1"}, Rollout: &nodegroup.Rollout{Stages: []nodegroup.Stage{{Share: 0.1}, {Share: 0.5}}}},
-	}
-	f := snapshot.NewGroupedFleet(rules, []*snapshot.Snapshot{s, s, s}).Staged("edge", prev, 1)
-	n := nodegroup.Node{ID: "edge-17", Cluster: "edge", Region: "r1", Metadata: map[string]string{"tier": "edge"}, Identities: []string{"spiffe://td/ns/edge/sa/envoy"}}
-	if f.GroupOf(n) == nil {
-		b.Fatal("no group")
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		f.GroupOf(n)
 	}
 }

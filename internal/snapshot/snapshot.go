@@ -187,9 +187,11 @@ func hashBytes(b []byte) string { return versionOf(sha256.Sum256(b)) }
 // versionOf is the version cut from a SHA-256: every version is one.
 func versionOf(sum [sha256.Size]byte) string { return hex.EncodeToString(sum[:8]) }
 
-// hashPairs hashes (key, value) pairs, already in a stable order. Lengths are
-// written so that no two different lists share an encoding.
-func hashPairs(pairs [][2]string) string {
+// HashPairs hashes (key, value) pairs, already in a stable order, as every
+// version is: a snapshot's over its sets, a fleet's over its groups' and
+// rules. Lengths are written so that no two different lists share an
+// encoding.
+func HashPairs(pairs [][2]string) string {
 	h := sha256.New()
 	var n [8]byte
 	for _, p := range pairs {
@@ -223,7 +225,7 @@ func newSet(t *xdstype.Type, byName map[string]*Resource) *Set {
 			}
 		}
 	}
-	set.version = hashPairs(pairs)
+	set.version = HashPairs(pairs)
 	return set
 }
 
@@ -251,7 +253,7 @@ func fromRanked(ranked []*Set) *Snapshot {
 			s.minTTL = set.minTTL
 		}
 	}
-	s.version, s.configVersion = hashPairs(pairs), hashPairs(config)
+	s.version, s.configVersion = HashPairs(pairs), HashPairs(config)
 	return s
 }
 

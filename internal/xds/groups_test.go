@@ -5,6 +5,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
@@ -18,7 +19,7 @@ func publishGroups(t *testing.T, srv *xdstest.Server, rules nodegroup.Groups, wo
 	for i, w := range worlds {
 		snaps[i] = xdstest.Snapshot(t, srv.Registry, w...)
 	}
-	srv.Publisher.Publish(snapshot.NewGroupedFleet(rules, snaps))
+	srv.Publisher.Publish(fleet.NewGroupedFleet(rules, snaps))
 }
 
 func TestGroups(t *testing.T) {

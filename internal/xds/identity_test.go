@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/identity"
 	"github.com/pylon-xds/pylon/internal/identity/identitytest"
 	"github.com/pylon-xds/pylon/internal/nodegroup"
@@ -60,7 +61,7 @@ func startMTLS(t *testing.T, opts xds.Options) *mtls {
 	}
 	secure := xdstest.Snapshot(t, srv.Registry, xdstest.Cluster("secure-web"), xdstest.Endpoints("secure-web", 1), secret("edge-1-key"), secret("edge-ca"))
 	public := xdstest.Snapshot(t, srv.Registry, xdstest.Cluster("public-web"), xdstest.Endpoints("public-web", 2), secret("edge-ca"))
-	f := snapshot.NewGroupedFleet(rules, []*snapshot.Snapshot{secure, public})
+	f := fleet.NewGroupedFleet(rules, []*snapshot.Snapshot{secure, public})
 	f.RestrictSecrets(map[string][]string{"edge-1-key": {edgeSA + "edge-1"}})
 	srv.Publisher.Publish(f)
 	return &mtls{ca: ca, srv: srv, rec: rec}

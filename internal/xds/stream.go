@@ -17,6 +17,7 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/identity"
 	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/redact"
@@ -66,8 +67,8 @@ type stream struct {
 	boardKey string
 	// watch bounds each send (sendwatch.go).
 	watch *sendWatch
-	fleet *snapshot.Fleet
-	group *snapshot.Group // the node's group in fleet; nil for none
+	fleet *fleet.Fleet
+	group *fleet.Group // the node's group in fleet; nil for none
 	// withheld is the group's snapshot less the Secrets the stream may not
 	// have; nil when it may have them all. withheldLogged is what was last
 	// logged about it.
@@ -533,7 +534,7 @@ func (st *stream) identify(node *corev3.Node) error {
 	// What the stream keeps of the node: its group's terms, converted
 	// once, and the fields reported; not the node as sent, whose
 	// extensions and metadata run to kilobytes for every Envoy.
-	st.mnode = snapshot.ModelNode(node)
+	st.mnode = fleet.NodeOf(node)
 	st.mnode.Identities = st.ident.Names()
 	st.node, st.claimed = keptNode(node), nil
 	if st.typeURL != "" {
@@ -595,7 +596,7 @@ func (st *stream) nextNonce() string {
 // useFleet makes f the fleet the stream serves from and resolves the node's
 // group in it: a config change can move a node to another group, whose
 // snapshot the planner then brings the client to like any other change.
-func (st *stream) useFleet(f *snapshot.Fleet) {
+func (st *stream) useFleet(f *fleet.Fleet) {
 	if f == nil || f == st.fleet {
 		return
 	}

@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
@@ -158,7 +159,7 @@ func TestX44_NodeGroups(t *testing.T) {
 	}
 	edge := xdstest.Snapshot(t, r.xds.Registry, cluster("edge-web"))
 	other := xdstest.Snapshot(t, r.xds.Registry, cluster("web"))
-	r.xds.Publisher.Publish(snapshot.NewGroupedFleet(rules, []*snapshot.Snapshot{edge, other}))
+	r.xds.Publisher.Publish(fleet.NewGroupedFleet(rules, []*snapshot.Snapshot{edge, other}))
 	for node, want := range map[string]string{"edge-1": "edge-web", "core-1": "web"} {
 		rep := r.poller(t, cdsPath, xdstest.Node(node), "").poll().want(t, http.StatusOK)
 		if got := rep.names(t); !slices.Equal(got, []string{want}) {

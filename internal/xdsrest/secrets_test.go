@@ -9,6 +9,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/identity"
 	"github.com/pylon-xds/pylon/internal/identity/identitytest"
 	"github.com/pylon-xds/pylon/internal/nodegroup"
@@ -56,7 +57,7 @@ func startMTLS(t *testing.T) (*rest, *identitytest.CA) {
 	}
 	secure := xdstest.Snapshot(t, r.xds.Registry, cluster("secure-web"), secret("edge-1-key"), secret("edge-ca"))
 	public := xdstest.Snapshot(t, r.xds.Registry, cluster("public-web"), secret("edge-ca"))
-	f := snapshot.NewGroupedFleet(rules, []*snapshot.Snapshot{secure, public})
+	f := fleet.NewGroupedFleet(rules, []*snapshot.Snapshot{secure, public})
 	f.RestrictSecrets(map[string][]string{"edge-1-key": {edgeSA + "edge-1"}})
 	r.xds.Publisher.Publish(f)
 	return r, ca

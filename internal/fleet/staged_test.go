@@ -1,4 +1,4 @@
-package snapshot_test
+package fleet_test
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -21,7 +22,7 @@ func TestStagedFleet(t *testing.T) {
 	other := build(t, reg, cluster("b", time.Second))
 	policy := &nodegroup.Rollout{Stages: []nodegroup.Stage{{Share: 0.1}, {Share: 0.5}}}
 	rules := nodegroup.Groups{{Name: "other", Match: nodegroup.Match{ID: "o-*"}}, {Name: "edge", Default: true, Rollout: policy}}
-	f := snapshot.NewGroupedFleet(rules, []*snapshot.Snapshot{other, next})
+	f := fleet.NewGroupedFleet(rules, []*snapshot.Snapshot{other, next})
 
 	versions := map[string]bool{f.Version(): true}
 	for stage := 0; stage <= 2; stage++ {

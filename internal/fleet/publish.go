@@ -1,0 +1,101 @@
+package fleet
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// Publisher holds the newest Fleet and wakes subscribers when it changes.
+//
+// Publishing never blocks: the fleet is stored atomically and each
+// subscriber's one-slot channel gets a non-blocking send. A subscriber that
+// is behind finds the slot full, reads Current when it gets to it and so
+// skips every version in between.
+type Publisher struct {
+	cur  atomic.Pointer[Fleet]
+	mu   sync.Mutex
+	subs map[chan struct{}]struct{}
+	// fns are the Notify callbacks, one per stream of a fleet: a slice,
+	// which a publish walks in order, where a map cost a few cache misses
+	// per entry (BenchmarkPublishNotify).
+	fns []notified
+}
+
+// notified is a Notify callback and where its index in fns is kept, for
+// removal (-1 once removed).
+type notified struct {
+	f  func()
+	at *int
+}
+
+// NewPublisher returns a publisher with nothing published.
+func NewPublisher() *Publisher {
+	return &Publisher{subs: map[chan struct{}]struct{}{}}
+}
+
+// Current returns the newest fleet, or nil before the first publish.
+func (p *Publisher) Current() *Fleet { return p.cur.Load() }
+
+// Publish makes f current and wakes subscribers. It returns false, and
+// changes nothing, when f has the same version as the current fleet.
+func (p *Publisher) Publish(f *Fleet) bool {
+	if old := p.cur.Load(); old != nil && old.Version() == f.Version() {
+		return false
+	}
+	// Current before anyone is woken: a woken stream reads Current and
+	// serves what it finds until the next wake-up.
+	p.cur.Store(f)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for ch := range p.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	for _, n := range p.fns {
+		n.f()
+	}
+	return true
+}
+
+// Notify calls f after each publish, and returns a function that stops
+// the calls. f runs on the publishing goroutine under the publisher's
+// lock: it must return at once and must not publish. Unlike Subscribe it
+// needs no goroutine waiting on a channel: what f starts ends when done.
+func (p *Publisher) Notify(f func()) func() {
+	at := new(int)
+	p.mu.Lock()
+	*at = len(p.fns)
+	p.fns = append(p.fns, notified{f, at})
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		i := *at
+		if i < 0 {
+			return
+		}
+		// The last callback takes the removed one's place.
+		last := len(p.fns) - 1
+		p.fns[i] = p.fns[last]
+		*p.fns[i].at = i
+		p.fns[last] = notified{}
+		p.fns = p.fns[:last]
+		*at = -1
+	}
+}
+
+// Subscribe returns a channel that receives a value after each publish
+// (coalesced), and a function that unsubscribes.
+func (p *Publisher) Subscribe() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	p.mu.Lock()
+	p.subs[ch] = struct{}{}
+	p.mu.Unlock()
+	return ch, func() {
+		p.mu.Lock()
+		delete(p.subs, ch)
+		p.mu.Unlock()
+	}
+}
