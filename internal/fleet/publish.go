@@ -19,6 +19,9 @@ type Publisher struct {
 	// which a publish walks in order, where a map cost a few cache misses
 	// per entry (BenchmarkPublishNotify).
 	fns []notified
+	// spare is the buffer a publish copies fns into, to call them without
+	// the lock; nil while a publish has it (a concurrent one makes its own).
+	spare []func()
 }
 
 // notified is a Notify callback and where its index in fns is kept, for
@@ -45,6 +48,23 @@ func (p *Publisher) Publish(f *Fleet) bool {
 	// Current before anyone is woken: a woken stream reads Current and
 	// serves what it finds until the next wake-up.
 	p.cur.Store(f)
+	calls := p.wake()
+	// Outside the lock: a callback may register, stop or publish.
+	for _, call := range calls {
+		call()
+	}
+	clear(calls) // no ended stream's callback kept alive by the buffer
+	p.mu.Lock()
+	if p.spare == nil {
+		p.spare = calls[:0]
+	}
+	p.mu.Unlock()
+	return true
+}
+
+// wake posts to every subscriber and returns the callbacks to call, copied
+// under the lock.
+func (p *Publisher) wake() []func() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for ch := range p.subs {
@@ -53,16 +73,20 @@ func (p *Publisher) Publish(f *Fleet) bool {
 		default:
 		}
 	}
+	calls := p.spare[:0]
+	p.spare = nil
 	for _, n := range p.fns {
-		n.f()
+		calls = append(calls, n.f)
 	}
-	return true
+	return calls
 }
 
 // Notify calls f after each publish, and returns a function that stops
-// the calls. f runs on the publishing goroutine under the publisher's
-// lock: it must return at once and must not publish. Unlike Subscribe it
-// needs no goroutine waiting on a channel: what f starts ends when done.
+// the calls. f runs on the publishing goroutine once the fleet is current,
+// without the publisher's lock, so it may register, stop or publish; it
+// should return soon, as the publish waits for it. A publish under way
+// when stop is called may still call f once. Unlike Subscribe it needs no
+// goroutine waiting on a channel: what f starts ends when done.
 func (p *Publisher) Notify(f func()) func() {
 	at := new(int)
 	p.mu.Lock()

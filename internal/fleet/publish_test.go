@@ -163,3 +163,34 @@ func BenchmarkPublishNotify(b *testing.B) {
 		p.Publish(fleets[n%2])
 	}
 }
+
+// A publish calls no callback under the publisher's lock: a callback that
+// registers another, stops itself or publishes (as a stream woken by a
+// publish may open or close) returns, where under the lock it would wait
+// on itself for ever.
+func TestNotifyCallbacksRunOutsideThePublishersLock(t *testing.T) {
+	p, fleets := fleet.NewPublisher(), twoFleets(t)
+	var stop func()
+	registered, republished := 0, false
+	stop = p.Notify(func() {
+		p.Notify(func() { registered++ })()
+		if !republished {
+			republished = true
+			p.Publish(fleets[1])
+		}
+		stop()
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.Publish(fleets[0])
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Publish did not return: a callback waited on the publisher's lock")
+	}
+	if p.Current() != fleets[1] || registered != 0 {
+		t.Fatalf("current %v, want the fleet the callback published; the callback registered after the publish ran %d times, want 0", p.Current().Version(), registered)
+	}
+}
