@@ -245,13 +245,13 @@ func exportedMetrics(t *testing.T) map[string]*family {
 // drive makes every vector metric have children, through the real pieces.
 func drive(t *testing.T, reg *xdstype.Registry, pub *fleet.Publisher, obs *daemon.Observability) {
 	t.Helper()
-	pipe := pipeline.New(reg, pub, slog.New(slog.DiscardHandler))
-	pipe.OnResult(func(result string, f *fleet.Fleet) { // as daemon.Run wires it
-		obs.Metrics.Publish(result)
-		if f != nil {
-			obs.Published(f)
-		}
-	})
+	pipe := pipeline.New(pipeline.Options{Registry: reg, Publish: pipeline.PublishTo(pub), Logger: slog.New(slog.DiscardHandler),
+		OnResult: func(result string, f *fleet.Fleet) { // as daemon.Run wires it
+			obs.Metrics.Publish(result)
+			if f != nil {
+				obs.Published(f)
+			}
+		}})
 	good := source.Update{Files: []config.File{{Path: examples.QuickstartName, Data: examples.Quickstart()}}, AcceptedAt: time.Now()}
 	if err := pipe.Apply(good); err != nil {
 		t.Fatalf("quickstart refused: %v", err)

@@ -34,7 +34,7 @@ tests:
 // expectation and what matched instead; fixing the change publishes it.
 func TestFailingRouteTestRefusesChange(t *testing.T) {
 	pub := fleet.NewPublisher()
-	p := New(xdstype.New(), pub, nil)
+	p := New(Options{Registry: xdstype.New(), Publish: PublishTo(pub)})
 	if err := p.Apply(newUpdate("pylon.yaml", []byte(routeTested))); err != nil {
 		t.Fatal(err)
 	}
