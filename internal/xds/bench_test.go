@@ -14,7 +14,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 )
 
-// fleet is n EDS clusters with 10-endpoint assignments; gen makes each
+// fleetObjects is n EDS clusters with 10-endpoint assignments; gen makes each
 // generation's clusters differ.
 func fleetObjects(n, gen int) []proto.Message {
 	var out []proto.Message
