@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -19,9 +20,11 @@ type Publisher struct {
 	// which a publish walks in order, where a map cost a few cache misses
 	// per entry (BenchmarkPublishNotify).
 	fns []notified
-	// spare is the buffer a publish copies fns into, to call them without
-	// the lock; nil while a publish has it (a concurrent one makes its own).
-	spare []func()
+	// calling counts the publishes walking fns, without the lock: a Notify
+	// or a stop meanwhile changes a copy (own), never what they walk. gen
+	// tells a publish whether the fns it walked are still current.
+	calling int
+	gen     uint64
 }
 
 // notified is a Notify callback and where its index in fns is kept, for
@@ -48,23 +51,22 @@ func (p *Publisher) Publish(f *Fleet) bool {
 	// Current before anyone is woken: a woken stream reads Current and
 	// serves what it finds until the next wake-up.
 	p.cur.Store(f)
-	calls := p.wake()
+	fns, gen := p.wake()
 	// Outside the lock: a callback may register, stop or publish.
-	for _, call := range calls {
-		call()
+	for _, n := range fns {
+		n.f()
 	}
-	clear(calls) // no ended stream's callback kept alive by the buffer
 	p.mu.Lock()
-	if p.spare == nil {
-		p.spare = calls[:0]
+	if p.gen == gen {
+		p.calling--
 	}
 	p.mu.Unlock()
 	return true
 }
 
-// wake posts to every subscriber and returns the callbacks to call, copied
-// under the lock.
-func (p *Publisher) wake() []func() {
+// wake posts to every subscriber and returns the callbacks to call, which
+// stay as they are until the caller is done (see own).
+func (p *Publisher) wake() ([]notified, uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for ch := range p.subs {
@@ -73,12 +75,19 @@ func (p *Publisher) wake() []func() {
 		default:
 		}
 	}
-	calls := p.spare[:0]
-	p.spare = nil
-	for _, n := range p.fns {
-		calls = append(calls, n.f)
+	p.calling++
+	return p.fns, p.gen
+}
+
+// own makes fns the publisher's to change, with mu held: a copy while a
+// publish walks them. One copy per publish at most, and only when a stream
+// opens or closes during one: a publish itself copies nothing.
+func (p *Publisher) own() {
+	if p.calling > 0 {
+		p.fns = slices.Clone(p.fns)
+		p.calling = 0
+		p.gen++
 	}
-	return calls
 }
 
 // Notify calls f after each publish, and returns a function that stops
@@ -90,6 +99,7 @@ func (p *Publisher) wake() []func() {
 func (p *Publisher) Notify(f func()) func() {
 	at := new(int)
 	p.mu.Lock()
+	p.own()
 	*at = len(p.fns)
 	p.fns = append(p.fns, notified{f, at})
 	p.mu.Unlock()
@@ -100,6 +110,7 @@ func (p *Publisher) Notify(f func()) func() {
 		if i < 0 {
 			return
 		}
+		p.own()
 		// The last callback takes the removed one's place.
 		last := len(p.fns) - 1
 		p.fns[i] = p.fns[last]

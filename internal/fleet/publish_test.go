@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -192,5 +193,48 @@ func TestNotifyCallbacksRunOutsideThePublishersLock(t *testing.T) {
 	}
 	if p.Current() != fleets[1] || registered != 0 {
 		t.Fatalf("current %v, want the fleet the callback published; the callback registered after the publish ran %d times, want 0", p.Current().Version(), registered)
+	}
+}
+
+// Streams open and close while publishes walk the callbacks: what a
+// publish walks is never changed under it (the race detector watches), a
+// callback stopped during a walk is not called by a later publish, and
+// after it all every callback still registered runs once per publish.
+func TestNotifyAndStopDuringPublishes(t *testing.T) {
+	p, fleets := fleet.NewPublisher(), twoFleets(t)
+	const streams, rounds = 64, 200
+	var mu sync.Mutex
+	calls := make([]int, streams)
+	stops := make([]func(), streams)
+	for i := range streams {
+		stops[i] = p.Notify(func() { mu.Lock(); calls[i]++; mu.Unlock() })
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for round := range rounds {
+			p.Publish(fleets[round%2])
+		}
+	})
+	wg.Go(func() {
+		// Half the streams close and reopen, each as a new callback.
+		for round := range rounds {
+			i := round % (streams / 2)
+			stops[i]()
+			stops[i] = p.Notify(func() { mu.Lock(); calls[i]++; mu.Unlock() })
+		}
+	})
+	wg.Wait()
+	mu.Lock()
+	before := slices.Clone(calls)
+	mu.Unlock()
+	cur := p.Current()
+	p.Publish(fleets[0])
+	if cur == fleets[0] {
+		p.Publish(fleets[1])
+	}
+	for i := range streams {
+		if calls[i]-before[i] != 1 {
+			t.Errorf("callback %d ran %d times in the last publish, want 1", i, calls[i]-before[i])
+		}
 	}
 }
