@@ -89,7 +89,7 @@ func (f *Fleet) Group(node *corev3.Node, identities []string) *Group {
 	return f.GroupOf(n)
 }
 
-// GroupOf is Group for a node already in the model's terms (NodeOf,
+// GroupOf is Group for a node already in nodegroup's terms (NodeOf,
 // with its identities): a stream converts its node once, not on every
 // publish.
 func (f *Fleet) GroupOf(n nodegroup.Node) *Group {

@@ -1,5 +1,6 @@
 // Package snapshot holds immutable, validated, content-versioned sets of xDS
-// resources, and publishes the newest one to the xDS server.
+// resources: content only. Which node gets which snapshot, and publishing
+// them, is package fleet's.
 //
 // Each resource is marshalled once, deterministically, when a snapshot is
 // built; the encoded Any is shared by every stream that sends it, and its
