@@ -28,9 +28,9 @@ import (
 	"github.com/pylon-xds/pylon/examples"
 	"github.com/pylon-xds/pylon/internal/config"
 	"github.com/pylon-xds/pylon/internal/daemon"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/metrics"
 	"github.com/pylon-xds/pylon/internal/pipeline"
-	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/source"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds"
@@ -194,7 +194,7 @@ var boundedLabels = map[string]bool{"state": true, "result": true, "reason": tru
 // Histograms count as their _bucket, _sum and _count series.
 func exportedMetrics(t *testing.T) map[string]*family {
 	t.Helper()
-	reg, pub := xdstype.New(), snapshot.NewPublisher()
+	reg, pub := xdstype.New(), fleet.NewPublisher()
 	obs := daemon.NewObservability(reg, pub)
 	drive(t, reg, pub, obs)
 	fams, err := obs.Metrics.Registry.Gather()
@@ -245,15 +245,15 @@ func exportedMetrics(t *testing.T) map[string]*family {
 }
 
 // drive makes every vector metric have children, through the real pieces.
-func drive(t *testing.T, reg *xdstype.Registry, pub *snapshot.Publisher, obs *daemon.Observability) {
+func drive(t *testing.T, reg *xdstype.Registry, pub *fleet.Publisher, obs *daemon.Observability) {
 	t.Helper()
-	pipe := pipeline.New(reg, pub, slog.New(slog.DiscardHandler))
-	pipe.OnResult(func(result string, f *snapshot.Fleet) { // as daemon.Run wires it
-		obs.Metrics.Publish(result)
-		if f != nil {
-			obs.Published(f)
-		}
-	})
+	pipe := pipeline.New(pipeline.Options{Registry: reg, Publish: pipeline.PublishTo(pub), Logger: slog.New(slog.DiscardHandler),
+		OnResult: func(result string, f *fleet.Fleet) { // as daemon.Run wires it
+			obs.Metrics.Publish(result)
+			if f != nil {
+				obs.Published(f)
+			}
+		}})
 	good := source.Update{Files: []config.File{{Path: examples.QuickstartName, Data: examples.Quickstart()}}, AcceptedAt: time.Now()}
 	if err := pipe.Apply(good); err != nil {
 		t.Fatalf("quickstart refused: %v", err)
@@ -306,7 +306,7 @@ func drive(t *testing.T, reg *xdstype.Registry, pub *snapshot.Publisher, obs *da
 
 // serve runs a real xDS server reporting to obs on 127.0.0.1:0, as
 // xdstest starts it (the daemon's gRPC options and tracked listener).
-func serve(t *testing.T, reg *xdstype.Registry, pub *snapshot.Publisher, obs *daemon.Observability) string {
+func serve(t *testing.T, reg *xdstype.Registry, pub *fleet.Publisher, obs *daemon.Observability) string {
 	t.Helper()
 	return xdstest.Start(t, xds.Options{Registry: reg, Fleets: pub, Observer: obs.Observer, Identifier: "deploy-test"}).Addr
 }

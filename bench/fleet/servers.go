@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pylon-xds/pylon/internal/daemon"
+	pylonfleet "github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds"
@@ -92,7 +93,7 @@ func sameMessages(a, b []proto.Message) bool {
 
 type pylon struct {
 	reg *xdstype.Registry
-	pub *snapshot.Publisher
+	pub *pylonfleet.Publisher
 	obs *daemon.Observability
 }
 
@@ -111,7 +112,7 @@ func (p *pylon) set(w world) error {
 	if err != nil {
 		return err
 	}
-	f := snapshot.NewFleet(s, time.Now())
+	f := pylonfleet.NewFleet(s, time.Now())
 	p.pub.Publish(f)
 	p.obs.Published(f)
 	return nil
@@ -159,7 +160,7 @@ func serve(impl string, clusters int, watch bool) error {
 	switch impl {
 	case "pylon", "pylon-unobserved":
 		reg := xdstype.New()
-		pub := snapshot.NewPublisher()
+		pub := pylonfleet.NewPublisher()
 		// Status tracking, metrics, gRPC options and the tracked listener
 		// as the daemon has them: Pylon as it runs, not a bare xDS server.
 		obs := daemon.NewObservability(reg, pub)
@@ -235,7 +236,7 @@ func serve(impl string, clusters int, watch bool) error {
 
 // groupVersion returns the version a group's current snapshot has of a
 // type, as the daemon's status tracker reads it.
-func groupVersion(pub *snapshot.Publisher) func(group, typeURL string) string {
+func groupVersion(pub *pylonfleet.Publisher) func(group, typeURL string) string {
 	return func(group, typeURL string) string {
 		if f := pub.Current(); f != nil {
 			for _, g := range f.Groups() {

@@ -16,11 +16,11 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pylon-xds/pylon/internal/configstore"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/fleetstatus"
 	"github.com/pylon-xds/pylon/internal/pipeline"
 	"github.com/pylon-xds/pylon/internal/redact"
 	rolloutctl "github.com/pylon-xds/pylon/internal/rollout"
-	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/token"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -49,7 +49,7 @@ type TokenSource interface {
 
 // FleetSource is the fleet being served.
 type FleetSource interface {
-	Current() *snapshot.Fleet
+	Current() *fleet.Fleet
 }
 
 // Options configures the handler.
@@ -256,7 +256,7 @@ func (o Options) proxy(w http.ResponseWriter, r *http.Request) {
 }
 
 // configDump writes the fleet's resources per group, redacted.
-func configDump(w http.ResponseWriter, f *snapshot.Fleet, group string) {
+func configDump(w http.ResponseWriter, f *fleet.Fleet, group string) {
 	if f == nil {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "no config published yet"})
 		return
@@ -349,7 +349,7 @@ type proxyDump struct {
 	Drift []typeDrift `json:"drift"`
 }
 
-func dumpStream(reg *xdstype.Registry, f *snapshot.Fleet, s proxyEntry) proxyDump {
+func dumpStream(reg *xdstype.Registry, f *fleet.Fleet, s proxyEntry) proxyDump {
 	d := proxyDump{proxyEntry: s, LastSent: map[string][]json.RawMessage{}, Drift: []typeDrift{}}
 	if !s.Remote {
 		// What another replica's stream was sent stays there: nothing

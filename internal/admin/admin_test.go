@@ -15,8 +15,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/pylon-xds/pylon/internal/configstore"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/pipeline"
-	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/store"
 	"github.com/pylon-xds/pylon/internal/store/bolt"
@@ -35,9 +35,9 @@ const (
 type sources struct {
 	status  pipeline.Status
 	streams []status.Stream
-	fleet   *snapshot.Fleet // what Current returns
-	entered chan struct{}   // told when Status is called, if not nil
-	release chan struct{}   // Status waits on it, if not nil
+	fleet   *fleet.Fleet  // what Current returns
+	entered chan struct{} // told when Status is called, if not nil
+	release chan struct{} // Status waits on it, if not nil
 }
 
 func (s *sources) Status() pipeline.Status {
@@ -48,7 +48,7 @@ func (s *sources) Status() pipeline.Status {
 	return s.status
 }
 func (s *sources) Streams() []status.Stream { return s.streams }
-func (s *sources) Current() *snapshot.Fleet { return s.fleet }
+func (s *sources) Current() *fleet.Fleet    { return s.fleet }
 
 // harness is the admin API over a real bolt store in t.TempDir().
 type harness struct {
@@ -68,8 +68,8 @@ func newHarness(t testing.TB, o Options, l *limiter) *harness {
 	src := &sources{}
 	o.Pipeline, o.Proxies, o.Fleets, o.Registry = src, src, src, reg
 	// A real rollout controller gates writes as the daemon wires it.
-	var gate func(*snapshot.Fleet) error
-	if c, ok := o.Rollouts.(interface{ Check(*snapshot.Fleet) error }); ok {
+	var gate func(*fleet.Fleet) error
+	if c, ok := o.Rollouts.(interface{ Check(*fleet.Fleet) error }); ok {
 		gate = c.Check
 	}
 	o.Config = configstore.New(configstore.Options{Store: st, Registry: reg, Gate: gate})

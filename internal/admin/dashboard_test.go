@@ -12,8 +12,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/fleetstatus"
-	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/status/statustest"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
@@ -225,11 +225,11 @@ func TestDrift(t *testing.T) {
 	reg := xdstype.New()
 	snap := xdstest.Snapshot(t, reg, xdstest.Cluster("a"), xdstest.Cluster("b"), xdstest.Cluster("c"),
 		xdstest.Endpoints("a", 80), xdstest.Endpoints("b", 80), xdstest.Endpoints("c", 80))
-	f := snapshot.NewFleet(snap, time.Now())
+	f := fleet.NewFleet(snap, time.Now())
 	changedA := xdstest.Cluster("a")
 	changedA.ConnectTimeout = nil
 	sent := []proto.Message{changedA, xdstest.Cluster("b"), xdstest.Cluster("gone")}
-	s := status.Stream{Group: snapshot.DefaultGroup, Kind: "ADS", Types: []*status.Type{{Type: "CDS", State: status.Stale, Expected: "v2", ACKed: &status.Stamp{Version: "v1"}, LastSent: sent}}}
+	s := status.Stream{Group: fleet.DefaultGroup, Kind: "ADS", Types: []*status.Type{{Type: "CDS", State: status.Stale, Expected: "v2", ACKed: &status.Stamp{Version: "v1"}, LastSent: sent}}}
 	got := drift(reg, f, s)
 	want := []typeDrift{{Type: "CDS", Runs: "v1", Should: "v2", Changed: []string{"a"}, Removed: []string{"gone"}, Missing: []string{"c"}, Carried: 3, GroupHas: 3}}
 	if d := cmp.Diff(want, got); d != "" {

@@ -5,6 +5,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -41,7 +42,7 @@ type typeDrift struct {
 }
 
 // drift compares each type of s with its group's snapshot in f.
-func drift(reg *xdstype.Registry, f *snapshot.Fleet, s status.Stream) []typeDrift {
+func drift(reg *xdstype.Registry, f *fleet.Fleet, s status.Stream) []typeDrift {
 	out := []typeDrift{}
 	var snap *snapshot.Snapshot
 	if f != nil {

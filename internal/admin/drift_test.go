@@ -7,7 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/status/statustest"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
@@ -22,7 +22,7 @@ func TestDriftFollowsTheSubscription(t *testing.T) {
 	reg := xdstype.New()
 	snap := xdstest.Snapshot(t, reg, xdstest.Cluster("a"), xdstest.Cluster("b"), xdstest.Cluster("c"),
 		xdstest.Endpoints("a", 80), xdstest.Endpoints("b", 80), xdstest.Endpoints("c", 80))
-	f := snapshot.NewFleet(snap, time.Now())
+	f := fleet.NewFleet(snap, time.Now())
 	for _, tc := range []struct {
 		name     string
 		wildcard bool
@@ -40,7 +40,7 @@ func TestDriftFollowsTheSubscription(t *testing.T) {
 			tr := status.NewTracker(status.Options{Abbrev: func(string) string { return "CDS" }})
 			fd := statustest.New(tr)
 			info := status.Info{Node: "grpc-client", Kind: "ADS"}
-			fd.Seen(1, info, snapshot.DefaultGroup, time.Now())
+			fd.Seen(1, info, fleet.DefaultGroup, time.Now())
 			tr.Subscribed(1, info, xdstype.ClusterURL, tc.wildcard, tc.names, time.Now())
 			var sent []proto.Message
 			for _, n := range tc.sent {

@@ -14,7 +14,8 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/fleet"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/pipeline"
 	"github.com/pylon-xds/pylon/internal/redact"
 	"github.com/pylon-xds/pylon/internal/snapshot"
@@ -163,7 +164,7 @@ func TestStatusTextsAreScrubbed(t *testing.T) {
 // "web" serves a plain cluster. (A key inline in a Cluster's TLS context
 // no longer builds: the output gate refuses key material outside a
 // Secret.)
-func keyFleet(t *testing.T) *snapshot.Fleet {
+func keyFleet(t *testing.T) *fleet.Fleet {
 	t.Helper()
 	reg := xdstype.New()
 	cluster := func(name string) *clusterv3.Cluster {
@@ -187,7 +188,7 @@ func keyFleet(t *testing.T) *snapshot.Fleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return snapshot.NewGroupedFleet(model.Groups{{Name: "edge"}, {Name: "web", Default: true}}, []*snapshot.Snapshot{edge, web})
+	return fleet.NewGroupedFleet(nodegroup.Groups{{Name: "edge"}, {Name: "web", Default: true}}, []*snapshot.Snapshot{edge, web})
 }
 
 // TestConfigDumpIsRedacted: /config shows every group's resources, the

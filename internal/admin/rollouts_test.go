@@ -10,7 +10,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/pylon-xds/pylon/internal/config"
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/fleet"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	rolloutctl "github.com/pylon-xds/pylon/internal/rollout"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -20,8 +21,8 @@ import (
 // one snapshot to another (stage 1 of 2, long bakes; Run is not needed).
 func rollingController(t *testing.T) *rolloutctl.Controller {
 	t.Helper()
-	policy := &model.Rollout{Stages: []model.Stage{{Share: 0.1, Bake: model.Duration(time.Hour)}, {Share: 0.5, Bake: model.Duration(time.Hour)}}}
-	c, err := rolloutctl.New(rolloutctl.Options{Publisher: snapshot.NewPublisher()})
+	policy := &nodegroup.Rollout{Stages: []nodegroup.Stage{{Share: 0.1, Bake: nodegroup.Duration(time.Hour)}, {Share: 0.5, Bake: nodegroup.Duration(time.Hour)}}}
+	c, err := rolloutctl.New(rolloutctl.Options{Publisher: fleet.NewPublisher()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +33,7 @@ func rollingController(t *testing.T) *rolloutctl.Controller {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f := snapshot.NewGroupedFleet(model.Groups{{Name: "edge", Default: true, Rollout: policy}}, []*snapshot.Snapshot{s})
+		f := fleet.NewGroupedFleet(nodegroup.Groups{{Name: "edge", Default: true, Rollout: policy}}, []*snapshot.Snapshot{s})
 		if _, err := c.Publish(f, []config.File{{Path: "c.yaml", Data: []byte(timeout.String())}}); err != nil {
 			t.Fatal(err)
 		}

@@ -5,9 +5,9 @@ import (
 	"sort"
 	"time"
 
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/redact"
 	rolloutctl "github.com/pylon-xds/pylon/internal/rollout"
-	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
 )
 
@@ -118,7 +118,7 @@ func stagedOf(s rolloutctl.Status, now time.Time, nodes versionNodes) stagedRoll
 // nodesOn sorts the nodes of group's open streams by the version they
 // ACKed of the types its rollout changes, between the fleet's new
 // snapshot and the one the nodes outside the stage get.
-func nodesOn(f *snapshot.Fleet, group string, streams []status.Stream) versionNodes {
+func nodesOn(f *fleet.Fleet, group string, streams []status.Stream) versionNodes {
 	out := versionNodes{New: nodeList{Nodes: []string{}}, Previous: nodeList{Nodes: []string{}}, Neither: nodeList{Nodes: []string{}}}
 	changed := changedTypes(f, group)
 	if len(changed) == 0 {
@@ -157,7 +157,7 @@ func nodesOn(f *snapshot.Fleet, group string, streams []status.Stream) versionNo
 // changedTypes maps each type (by its abbreviation, as streams name
 // them) whose version differs between group's previous and new snapshot
 // to the two versions; nil when the group is not staged.
-func changedTypes(f *snapshot.Fleet, group string) map[string][2]string {
+func changedTypes(f *fleet.Fleet, group string) map[string][2]string {
 	if f == nil {
 		return nil
 	}

@@ -11,8 +11,9 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/pylon-xds/pylon/internal/config"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/fleetstatus"
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	rolloutctl "github.com/pylon-xds/pylon/internal/rollout"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
@@ -22,10 +23,10 @@ import (
 // rollingWithFleet is a real controller rolling group "edge" from a cluster
 // of 1s timeout to one of 2s (stage 1 of 2, hour-long bakes), the fleet it
 // published, and the CDS versions of the previous and the new config.
-func rollingWithFleet(t *testing.T) (c *rolloutctl.Controller, pub *snapshot.Publisher, prev, next string) {
+func rollingWithFleet(t *testing.T) (c *rolloutctl.Controller, pub *fleet.Publisher, prev, next string) {
 	t.Helper()
-	policy := &model.Rollout{Stages: []model.Stage{{Share: 0.1, Bake: model.Duration(time.Hour)}, {Share: 0.5, Bake: model.Duration(time.Hour)}}}
-	pub = snapshot.NewPublisher()
+	policy := &nodegroup.Rollout{Stages: []nodegroup.Stage{{Share: 0.1, Bake: nodegroup.Duration(time.Hour)}, {Share: 0.5, Bake: nodegroup.Duration(time.Hour)}}}
+	pub = fleet.NewPublisher()
 	c, err := rolloutctl.New(rolloutctl.Options{Publisher: pub})
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +40,7 @@ func rollingWithFleet(t *testing.T) (c *rolloutctl.Controller, pub *snapshot.Pub
 			t.Fatal(err)
 		}
 		versions = append(versions, s.Set(xdstype.ClusterURL).Version())
-		f := snapshot.NewGroupedFleet(model.Groups{{Name: "edge", Default: true, Rollout: policy}}, []*snapshot.Snapshot{s})
+		f := fleet.NewGroupedFleet(nodegroup.Groups{{Name: "edge", Default: true, Rollout: policy}}, []*snapshot.Snapshot{s})
 		if _, err := c.Publish(f, []config.File{{Path: "c.yaml", Data: []byte(timeout.String())}}); err != nil {
 			t.Fatal(err)
 		}

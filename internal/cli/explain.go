@@ -13,8 +13,8 @@ import (
 	"github.com/pylon-xds/pylon/internal/compile"
 	"github.com/pylon-xds/pylon/internal/config"
 	"github.com/pylon-xds/pylon/internal/configstore"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/route"
-	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/source/file"
 	"github.com/pylon-xds/pylon/internal/store"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -162,7 +162,7 @@ func placeholder(string) ([]byte, error) { return []byte("not read by pylon expl
 
 // explainFleet compiles the config to explain on: the files given, or the
 // stored objects of the running Pylon. It says which in a line.
-func explainFleet(a *adminFlags, path string) (*snapshot.Fleet, string, error) {
+func explainFleet(a *adminFlags, path string) (*fleet.Fleet, string, error) {
 	reg := xdstype.New()
 	if path != "" {
 		files, err := file.Read(path)

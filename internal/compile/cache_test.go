@@ -5,13 +5,13 @@ import (
 	"testing"
 
 	"github.com/pylon-xds/pylon/internal/config"
-	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
 // fleetSummary is every resource a fleet serves, by group, type and name,
 // with its version, and where it was written.
-func fleetSummary(f *snapshot.Fleet) map[string]string {
+func fleetSummary(f *fleet.Fleet) map[string]string {
 	out := map[string]string{}
 	for _, g := range f.Groups() {
 		for _, set := range g.Snapshot.Sets() {
@@ -82,7 +82,7 @@ func TestCacheReusesUnchangedServices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg := func(f *snapshot.Fleet, typeURL, name string) any {
+	msg := func(f *fleet.Fleet, typeURL, name string) any {
 		return f.Groups()[0].Snapshot.Set(typeURL).Get(name).Message
 	}
 	for _, typeURL := range []string{xdstype.ClusterURL, xdstype.EndpointURL} {

@@ -14,7 +14,9 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/config"
 	"github.com/pylon-xds/pylon/internal/diag"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -24,7 +26,7 @@ import (
 // validated and marshalled once, whatever the number of groups; a group's
 // snapshot shares the encodings. read reads the files the model names
 // (certificates); nil reads none. The error is a diag.List.
-func Compile(reg *xdstype.Registry, files []config.File, read ReadFile) (*snapshot.Fleet, error) {
+func Compile(reg *xdstype.Registry, files []config.File, read ReadFile) (*fleet.Fleet, error) {
 	f, _, err := compile(reg, files, read, true, nil)
 	return f, err
 }
@@ -32,7 +34,7 @@ func Compile(reg *xdstype.Registry, files []config.File, read ReadFile) (*snapsh
 // CompileWithWarnings is Compile that also returns what it accepts but an
 // operator should hear of (snapshot.EmptyEndpointRoutes: traffic sent to
 // a cluster with no endpoints), as `pylon validate` and the status show.
-func CompileWithWarnings(reg *xdstype.Registry, files []config.File, read ReadFile) (*snapshot.Fleet, diag.List, error) {
+func CompileWithWarnings(reg *xdstype.Registry, files []config.File, read ReadFile) (*fleet.Fleet, diag.List, error) {
 	return compile(reg, files, read, true, nil)
 }
 
@@ -48,20 +50,20 @@ type Cache struct {
 }
 
 // Compile is Compile reusing and updating c.
-func (c *Cache) Compile(reg *xdstype.Registry, files []config.File, read ReadFile) (*snapshot.Fleet, error) {
+func (c *Cache) Compile(reg *xdstype.Registry, files []config.File, read ReadFile) (*fleet.Fleet, error) {
 	f, _, err := compile(reg, files, read, true, c)
 	return f, err
 }
 
 // CompileWithWarnings is CompileWithWarnings reusing and updating c.
-func (c *Cache) CompileWithWarnings(reg *xdstype.Registry, files []config.File, read ReadFile) (*snapshot.Fleet, diag.List, error) {
+func (c *Cache) CompileWithWarnings(reg *xdstype.Registry, files []config.File, read ReadFile) (*fleet.Fleet, diag.List, error) {
 	return compile(reg, files, read, true, c)
 }
 
 // CompileSkippingTests is Compile without running the config's route
 // tests (they are still decoded and checked for form): `pylon explain`
 // shows where requests go on a config whose tests fail, to say why.
-func CompileSkippingTests(reg *xdstype.Registry, files []config.File, read ReadFile) (*snapshot.Fleet, error) {
+func CompileSkippingTests(reg *xdstype.Registry, files []config.File, read ReadFile) (*fleet.Fleet, error) {
 	f, _, err := compile(reg, files, read, false, nil)
 	return f, err
 }
@@ -69,7 +71,7 @@ func CompileSkippingTests(reg *xdstype.Registry, files []config.File, read ReadF
 // compile compiles files, through c when it is not nil, and returns the
 // fleet with its warnings. A diagnostic names its field's own line, not
 // its object's.
-func compile(reg *xdstype.Registry, files []config.File, read ReadFile, runTests bool, c *Cache) (*snapshot.Fleet, diag.List, error) {
+func compile(reg *xdstype.Registry, files []config.File, read ReadFile, runTests bool, c *Cache) (*fleet.Fleet, diag.List, error) {
 	fleet, warnings, err := compileFiles(reg, files, read, runTests, c)
 	if err != nil {
 		return nil, nil, config.PlaceFields(files, err)
@@ -83,7 +85,7 @@ func compile(reg *xdstype.Registry, files []config.File, read ReadFile, runTests
 	return fleet, warnings, nil
 }
 
-func compileFiles(reg *xdstype.Registry, files []config.File, read ReadFile, runTests bool, c *Cache) (*snapshot.Fleet, diag.List, error) {
+func compileFiles(reg *xdstype.Registry, files []config.File, read ReadFile, runTests bool, c *Cache) (*fleet.Fleet, diag.List, error) {
 	var load *config.Cache
 	var services *translations
 	var valid *snapshot.Validated
@@ -142,7 +144,7 @@ func compileFiles(reg *xdstype.Registry, files []config.File, read ReadFile, run
 // group builds the fleet: one snapshot for every node without groups, else
 // each group's scoped snapshot. A snapshot with two listeners on one
 // address, or two route scopes with one key, is refused.
-func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, listeners, scopes map[string]*snapshot.Input) (*snapshot.Fleet, error) {
+func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, listeners, scopes map[string]*snapshot.Input) (*fleet.Fleet, error) {
 	reported, reportedScopes := map[[2]string]bool{}, map[[2]string]bool{}
 	clashes := func(s *snapshot.Snapshot, group string) diag.List {
 		problems := listenerClashes(s, group, listeners, reported)
@@ -152,7 +154,7 @@ func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, 
 		if err := clashes(all, "").Err(); err != nil {
 			return nil, err
 		}
-		return snapshot.NewFleet(all, time.Time{}), nil
+		return fleet.NewFleet(all, time.Time{}), nil
 	}
 	rules, problems := groups(reg, doc.Groups, all, doc.Services)
 	if err := problems.Err(); err != nil {
@@ -166,7 +168,7 @@ func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, 
 	if err := problems.Err(); err != nil {
 		return nil, err
 	}
-	return snapshot.NewGroupedFleet(rules, snaps), nil
+	return fleet.NewGroupedFleet(rules, snaps), nil
 }
 
 // locator finds an input by type and name, for diagnostics; the index is
@@ -229,15 +231,15 @@ func checkIdentities(patterns []string) diag.List {
 	return out
 }
 
-// groups checks the group rules and turns them into the model's.
-func groups(reg *xdstype.Registry, specs []config.Group, all *snapshot.Snapshot, services []model.Service) (model.Groups, diag.List) {
+// groups checks the group rules and turns them into nodegroup's.
+func groups(reg *xdstype.Registry, specs []config.Group, all *snapshot.Snapshot, services []model.Service) (nodegroup.Groups, diag.List) {
 	var problems diag.List
 	bad := func(g config.Group, field, format string, args ...any) {
 		problems = append(problems, diag.Diagnostic{File: g.File, Line: g.Line, Type: "group", Name: g.Name, Field: field, Message: fmt.Sprintf(format, args...)})
 	}
 	seen := map[string]config.Group{}
 	var def *config.Group
-	rules := make(model.Groups, 0, len(specs))
+	rules := make(nodegroup.Groups, 0, len(specs))
 	for i, g := range specs {
 		if prev, dup := seen[g.Name]; dup {
 			bad(g, "name", "duplicate group name: already defined at %s:%d", prev.File, prev.Line)
@@ -256,10 +258,10 @@ func groups(reg *xdstype.Registry, specs []config.Group, all *snapshot.Snapshot,
 		for _, d := range checkIdentities(g.Identities) {
 			bad(g, d.Field, "%s", d.Message)
 		}
-		rule := model.Group{
+		rule := nodegroup.Group{
 			Name:    g.Name,
 			Default: g.Default,
-			Match: model.Match{
+			Match: nodegroup.Match{
 				ID: g.Match.ID, Cluster: g.Match.Cluster, Metadata: g.Match.Metadata,
 				Region: g.Match.Region, Zone: g.Match.Zone, SubZone: g.Match.SubZone,
 			},
@@ -320,7 +322,7 @@ func groups(reg *xdstype.Registry, specs []config.Group, all *snapshot.Snapshot,
 
 // scoped is the snapshot of a group: everything, or what its scope names
 // and everything that names in turn.
-func scoped(reg *xdstype.Registry, all *snapshot.Snapshot, g model.Group) *snapshot.Snapshot {
+func scoped(reg *xdstype.Registry, all *snapshot.Snapshot, g nodegroup.Group) *snapshot.Snapshot {
 	if len(g.Scope) == 0 {
 		return all
 	}

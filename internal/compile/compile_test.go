@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/pylon-xds/pylon/internal/config"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/golden"
-	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -120,7 +120,7 @@ func TestScopeCutsClusters(t *testing.T) {
 // receive a secret must reach the streams, so it must change the version.
 func TestSecretPolicyChangesVersion(t *testing.T) {
 	dir := filepath.Join("testdata", "compile")
-	compileWith := func(identities string) *snapshot.Fleet {
+	compileWith := func(identities string) *fleet.Fleet {
 		t.Helper()
 		data := "secrets:\n- name: edge-cert\n  cert_file: certs/edge.crt\n  key_file: certs/edge.key\n" + identities
 		fleet, err := Compile(xdstype.New(), []config.File{{Path: filepath.Join(dir, "policy.yaml"), Data: []byte(data), Dir: dir}}, os.ReadFile)

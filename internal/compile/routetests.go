@@ -13,6 +13,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/config"
 	"github.com/pylon-xds/pylon/internal/diag"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/route"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 )
@@ -37,7 +38,7 @@ type testBudget struct {
 // happened compared with what the test expects. A failing test is a
 // diagnostic naming the test, the expectation and what matched instead,
 // so a change that breaks one is refused like an invalid one.
-func routeTests(fleet *snapshot.Fleet, tests []config.RouteTest) diag.List {
+func routeTests(fleet *fleet.Fleet, tests []config.RouteTest) diag.List {
 	return runRouteTests(context.Background(), fleet, tests, testBudget{TestBudget, time.Now})
 }
 
@@ -45,7 +46,7 @@ func routeTests(fleet *snapshot.Fleet, tests []config.RouteTest) diag.List {
 // and ctx (given b's budget in real time) stops a test that walks too many
 // routes. Past the budget the run stops with a diagnostic naming the test
 // being run; what failed before it is reported too.
-func runRouteTests(ctx context.Context, fleet *snapshot.Fleet, tests []config.RouteTest, b testBudget) diag.List {
+func runRouteTests(ctx context.Context, fleet *fleet.Fleet, tests []config.RouteTest, b testBudget) diag.List {
 	if len(tests) > config.MaxRouteTests {
 		// config.Load refuses these already; the bound is kept here for
 		// any other caller.
@@ -74,7 +75,7 @@ func runRouteTests(ctx context.Context, fleet *snapshot.Fleet, tests []config.Ro
 
 // testRun is the state of one run of route tests.
 type testRun struct {
-	fleet    *snapshot.Fleet
+	fleet    *fleet.Fleet
 	problems diag.List
 	seen     map[string]config.RouteTest
 	indexed  map[*snapshot.Snapshot]*route.Resources
@@ -156,7 +157,7 @@ func TestRequest(tr config.TestRequest) (route.Request, error) {
 // as the xDS server resolves a stream's node, with the node's verified
 // identities), or the group named. With neither, the fleet must have one
 // group. On error it returns the field to blame: node or group.
-func GroupOf(fleet *snapshot.Fleet, node *config.TestNode, group string) (*snapshot.Group, string, error) {
+func GroupOf(fleet *fleet.Fleet, node *config.TestNode, group string) (*fleet.Group, string, error) {
 	groups := fleet.Groups()
 	switch {
 	case node != nil && group != "":
@@ -180,7 +181,7 @@ func GroupOf(fleet *snapshot.Fleet, node *config.TestNode, group string) (*snaps
 	return nil, "node", fmt.Errorf("the config has several groups (%s): give a node or a group", groupNames(groups))
 }
 
-func groupNames(groups []*snapshot.Group) string {
+func groupNames(groups []*fleet.Group) string {
 	names := make([]string, len(groups))
 	for i, g := range groups {
 		names[i] = g.Name

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/pylon-xds/pylon/internal/config"
-	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -21,7 +21,7 @@ func steppingClock(step time.Duration) func() time.Time {
 }
 
 // loadTests compiles f without its tests and returns the fleet and the tests.
-func loadTests(t *testing.T, f config.File) (*snapshot.Fleet, []config.RouteTest) {
+func loadTests(t *testing.T, f config.File) (*fleet.Fleet, []config.RouteTest) {
 	t.Helper()
 	reg := xdstype.New()
 	fleet, err := CompileSkippingTests(reg, []config.File{f}, nil)

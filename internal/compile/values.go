@@ -6,13 +6,14 @@ import (
 	"strings"
 
 	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 )
 
-var durationType = reflect.TypeFor[model.Duration]()
+var durationType = reflect.TypeFor[nodegroup.Duration]()
 
 // negativeDurations calls fn with the field path (as written in a config)
-// of every negative model.Duration inside v, a model object. A reflective
+// of every negative nodegroup.Duration inside v, a model object. A reflective
 // walk, so that a duration field added to the model later is covered
 // without anyone remembering to.
 func negativeDurations(v reflect.Value, path string, fn func(field string)) {
@@ -49,7 +50,7 @@ func joinField(a, b string) string {
 	return a + "." + b
 }
 
-// anyNegative reports whether v holds a negative model.Duration: the walk
+// anyNegative reports whether v holds a negative nodegroup.Duration: the walk
 // of negativeDurations without building a path for every field, which
 // under churn (every object checked on every publish) was most of it.
 // Types that cannot hold a duration (an endpoint, a header match) are
@@ -80,7 +81,7 @@ func anyNegative(v reflect.Value, holds map[reflect.Type]bool) bool {
 }
 
 // canHoldDuration reports whether a value of type t can hold a
-// model.Duration, memoized in holds. An interface is assumed to.
+// nodegroup.Duration, memoized in holds. An interface is assumed to.
 func canHoldDuration(t reflect.Type, holds map[reflect.Type]bool) bool {
 	if h, ok := holds[t]; ok {
 		return h

@@ -28,6 +28,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/diag"
 	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -192,7 +193,7 @@ type Group struct {
 	Identities []string `json:"identities,omitempty"`
 	// Rollout stages each change of the group across its nodes
 	// (docs/rollouts.md); checked by checkRollout.
-	Rollout *model.Rollout `json:"rollout,omitempty"`
+	Rollout *nodegroup.Rollout `json:"rollout,omitempty"`
 
 	File string `json:"-"`
 	Line int    `json:"-"`

@@ -12,7 +12,7 @@ import (
 )
 
 // Decoding errors speak the config's language (never a Go type name such
-// as *model.Duration), name the field even when the value's own parser
+// as *nodegroup.Duration), name the field even when the value's own parser
 // failed, and report every mistake in an object, not the first only.
 func TestModelDecodingErrors(t *testing.T) {
 	src := `services:
@@ -48,7 +48,7 @@ func TestModelDecodingErrors(t *testing.T) {
 		t.Fatalf("diagnostics (-want +got):\n%s", diff)
 	}
 	for _, g := range got {
-		if strings.Contains(g, "model.") || strings.Contains(g, "uint32") || strings.Contains(g, "time:") {
+		if strings.Contains(g, "model.") || strings.Contains(g, "nodegroup.") || strings.Contains(g, "uint32") || strings.Contains(g, "time:") {
 			t.Errorf("a Go name reached the operator: %s", g)
 		}
 	}

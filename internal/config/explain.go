@@ -11,7 +11,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 )
 
 // Decoding errors are explained here in the config's words: encoding/json's
@@ -34,7 +34,7 @@ func explainJSON(err error) (field, msg string, drop func(any) bool) {
 	return "", strings.TrimPrefix(err.Error(), "json: "), nil
 }
 
-var durationType = reflect.TypeFor[model.Duration]()
+var durationType = reflect.TypeFor[nodegroup.Duration]()
 
 // expects says what a field of Go type t takes, as a config author writes it.
 func expects(t reflect.Type) string {

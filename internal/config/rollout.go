@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/pylon-xds/pylon/internal/diag"
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 )
 
 // Bounds of a rollout policy: a policy is read on every compile and its
@@ -38,7 +38,7 @@ func checkRollout(g Group) diag.List {
 	case len(r.Stages) > MaxRolloutStages:
 		bad("stages", "%d stages, over the limit of %d", len(r.Stages), MaxRolloutStages)
 	}
-	var last model.Share
+	var last nodegroup.Share
 	for i, s := range r.Stages {
 		field := fmt.Sprintf("stages[%d]", i)
 		switch {
@@ -46,7 +46,7 @@ func checkRollout(g Group) diag.List {
 			bad(field, "a stage is a share or a selector, not both: write two stages")
 		case s.Selector == nil && s.Share <= 0:
 			bad(field, "a stage needs a share above 0%% (share: 10%%) or a selector of canary nodes")
-		case s.Selector != nil && s.Selector.Matches(model.Node{}) && len(s.Selector.Metadata) == 0:
+		case s.Selector != nil && s.Selector.Matches(nodegroup.Node{}) && len(s.Selector.Metadata) == 0:
 			bad(field+".selector", "an empty selector would take every node: name the canaries (id, cluster, metadata or locality)")
 		}
 		if s.Selector != nil {
@@ -78,4 +78,4 @@ func checkRollout(g Group) diag.List {
 	return out
 }
 
-func percent(s model.Share) string { return fmt.Sprintf("%g%%", float64(s)*100) }
+func percent(s nodegroup.Share) string { return fmt.Sprintf("%g%%", float64(s)*100) }

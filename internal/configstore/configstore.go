@@ -31,6 +31,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/compile"
 	"github.com/pylon-xds/pylon/internal/config"
 	"github.com/pylon-xds/pylon/internal/diag"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/redact"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/store"
@@ -76,7 +77,7 @@ type Options struct {
 	// Gate, if set, refuses a compiled change before it is stored (a
 	// change to a group whose rollout is halted): its error is returned
 	// as is, and nothing is stored. Dry runs are not gated.
-	Gate func(*snapshot.Fleet) error
+	Gate func(*fleet.Fleet) error
 }
 
 // sinceCommitter is a store that commits on the condition that nothing was
@@ -365,7 +366,7 @@ func (r *rendered) endpointsFile(service string, eps [][]byte, next *rendered) (
 }
 
 // compileObjects validates a would-be object set.
-func (s *Service) compileObjects(objs []store.Object) (*snapshot.Fleet, error) {
+func (s *Service) compileObjects(objs []store.Object) (*fleet.Fleet, error) {
 	files, err := Files(objs, s.opts.Now())
 	if err != nil {
 		return nil, err
@@ -565,7 +566,7 @@ func apply(objs []store.Object, changes []store.Change) ([]store.Object, error) 
 
 // Diff lists, per group, the resources whose versions differ between two
 // fleets: "+Cluster/web", "~Listener/http", "-Route/old".
-func Diff(a, b *snapshot.Fleet) map[string][]string {
+func Diff(a, b *fleet.Fleet) map[string][]string {
 	out := map[string][]string{}
 	old := map[string]*snapshot.Snapshot{}
 	for _, g := range a.Groups() {

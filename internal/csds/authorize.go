@@ -14,7 +14,7 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/pylon-xds/pylon/internal/identity"
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/token"
 )
 
@@ -60,7 +60,7 @@ func TokenOrIdentity(current func() string, identities []string) func(ctx contex
 			return nil
 		}
 		id := identity.FromContext(ctx)
-		if id.Verified() && model.AnyMatch(ids, id.Names()) {
+		if id.Verified() && nodegroup.AnyMatch(ids, id.Names()) {
 			return nil
 		}
 		switch {

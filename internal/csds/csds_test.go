@@ -23,7 +23,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/csds"
 	"github.com/pylon-xds/pylon/internal/daemon"
-	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -46,7 +46,7 @@ var (
 // daemon's real status tracker.
 type env struct {
 	addr string
-	pub  *snapshot.Publisher
+	pub  *fleet.Publisher
 	reg  *xdstype.Registry
 }
 
@@ -54,7 +54,7 @@ type env struct {
 // until the test ends.
 func start(t *testing.T, authorize func(context.Context) error, tlsConfig *tls.Config, opts csds.Options) *env {
 	t.Helper()
-	reg, pub := xdstype.New(), snapshot.NewPublisher()
+	reg, pub := xdstype.New(), fleet.NewPublisher()
 	obs := daemon.NewObservability(reg, pub)
 	srv := xds.New(xds.Options{Registry: reg, Fleets: pub, Observer: obs.Observer, InsecureServeSecrets: true, Identifier: "pylon-test"})
 	opts.Tracker, opts.Registry, opts.Authorize = obs.Tracker, reg, authorize
@@ -84,7 +84,7 @@ func start(t *testing.T, authorize func(context.Context) error, tlsConfig *tls.C
 
 func (e *env) publish(t *testing.T, msgs ...any) {
 	t.Helper()
-	e.pub.Publish(snapshot.NewFleet(xdstest.Snapshot(t, e.reg, msgs...), time.Now()))
+	e.pub.Publish(fleet.NewFleet(xdstest.Snapshot(t, e.reg, msgs...), time.Now()))
 }
 
 func secret(name string) *tlsv3.Secret {

@@ -22,12 +22,13 @@ import (
 	"github.com/pylon-xds/pylon/internal/compile"
 	"github.com/pylon-xds/pylon/internal/configstore"
 	"github.com/pylon-xds/pylon/internal/csds"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/fleetstatus"
 	"github.com/pylon-xds/pylon/internal/metrics"
 	"github.com/pylon-xds/pylon/internal/pipeline"
+	"github.com/pylon-xds/pylon/internal/rollout"
 	"github.com/pylon-xds/pylon/internal/seal"
 	"github.com/pylon-xds/pylon/internal/secretfile"
-	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/source"
 	"github.com/pylon-xds/pylon/internal/source/file"
 	"github.com/pylon-xds/pylon/internal/status"
@@ -256,9 +257,12 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	read := secrets.Read
-	reg, pub, pipe, obs := newPipeline(read, sec.binding(), log)
+	reg, pub := xdstype.New(), fleet.NewPublisher()
+	obs := NewObservability(reg, pub)
 	tracker, met := obs.Tracker, obs.Metrics
-	rollouts, err := newRollouts(o, sec, reg, pub, pipe, obs, read, log)
+	reread := make(chan struct{}, 1)
+	src := newSources(o, met, firstDir(secrets), reread, log)
+	rollouts, pipe, err := newPipeline(o, sec, reg, pub, obs, read, src.watch, log)
 	if err != nil {
 		return err
 	}
@@ -321,11 +325,10 @@ func Run(ctx context.Context, o Options) error {
 	watchCerts(gctx, g, o, sec, xdsSrv)
 	g.Go(func() error { return serveAdmin(stop.http, adminLis, o.AdminLimits) })
 	serveREST(gctx, g, o, restLis, sec, xdsSrv, log)
-	reread := make(chan struct{}, 1)
 	if o.Reload != nil {
 		g.Go(func() error { return reloadOn(gctx, o.Reload, reread, tokens, sec, log) })
 	}
-	runSources(gctx, g, o, pipe, cfgSvc, met, firstDir(secrets), reread, log)
+	src.run(gctx, g, pipe, cfgSvc)
 	g.Go(func() error {
 		stop.run(ctx, gctx)
 		endRun()
@@ -340,24 +343,30 @@ func Run(ctx context.Context, o Options) error {
 	return g.Wait()
 }
 
-// newPipeline is the config pipeline, publishing to pub, with its results
-// reported to obs, and what each published fleet exposes under the
-// identity binding b logged (once per warning while it holds).
-func newPipeline(read compile.ReadFile, b snapshot.Binding, log *slog.Logger) (*xdstype.Registry, *snapshot.Publisher, *pipeline.Pipeline, *Observability) {
-	reg := xdstype.New()
-	pub := snapshot.NewPublisher()
-	pipe := pipeline.New(reg, pub, log)
-	pipe.SetReader(read)
-	obs := NewObservability(reg, pub)
-	warned := map[string]bool{}
-	pipe.OnResult(func(result string, f *snapshot.Fleet) {
-		obs.Metrics.Publish(result)
-		if f != nil {
-			obs.Published(f)
-			warned = warnExposures(f.Exposures(b), warned, log)
-		}
+// newPipeline is the config pipeline and the rollout controller it
+// publishes through, to pub; its results are reported to obs, what each
+// published fleet exposes under the identity binding is logged (once per
+// warning while it holds), and the files each good config read are told
+// to watch. The stages are given at construction: the controller retries
+// a refused change through a channel the pipeline reads.
+func newPipeline(o Options, sec *security, reg *xdstype.Registry, pub *fleet.Publisher, obs *Observability, read compile.ReadFile, watch func([]string), log *slog.Logger) (*rollout.Controller, *pipeline.Pipeline, error) {
+	retry := make(chan struct{}, 1)
+	ctrl, err := newRollouts(o, sec, reg, pub, obs, read, retry, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, warned := sec.binding(), map[string]bool{}
+	pipe := pipeline.New(pipeline.Options{
+		Registry: reg, Read: read, Publish: ctrl.Publish, Retry: retry, OnFiles: watch, Logger: log,
+		OnResult: func(result string, f *fleet.Fleet) {
+			obs.Metrics.Publish(result)
+			if f != nil {
+				obs.Published(f)
+				warned = warnExposures(f.Exposures(b), warned, log)
+			}
+		},
 	})
-	return reg, pub, pipe, obs
+	return ctrl, pipe, nil
 }
 
 // listen opens the xDS and admin listeners.
@@ -393,7 +402,7 @@ func newFleetStatus(o Options, st store.Store, tracker *status.Tracker, log *slo
 // it returns the config service and the store it opened; closeStore closes
 // the store.
 // gate refuses a write before it is stored (a halted rollout's group).
-func loadInitial(ctx context.Context, o Options, reg *xdstype.Registry, pipe *pipeline.Pipeline, read compile.ReadFile, gate func(*snapshot.Fleet) error) (cfgSvc *configstore.Service, st store.Store, closeStore func(), err error) {
+func loadInitial(ctx context.Context, o Options, reg *xdstype.Registry, pipe *pipeline.Pipeline, read compile.ReadFile, gate func(*fleet.Fleet) error) (cfgSvc *configstore.Service, st store.Store, closeStore func(), err error) {
 	closeStore = func() {}
 	initial := source.Update{AcceptedAt: time.Now()}
 	if o.ConfigPath == "" {
@@ -453,7 +462,7 @@ func loadTokens(o Options) (*token.Files, error) {
 // serves CSDS too: standard tools read each proxy's status on the port they
 // already reach, with an admin token or an allowed client certificate.
 // Streams report to observer: the tracking, composed with the rollouts'.
-func newXDS(o Options, sec *security, reg *xdstype.Registry, pub *snapshot.Publisher, observer status.Observer, tracker *status.Tracker, tokens *token.Files) (*xds.Server, *grpc.Server) {
+func newXDS(o Options, sec *security, reg *xdstype.Registry, pub *fleet.Publisher, observer status.Observer, tracker *status.Tracker, tokens *token.Files) (*xds.Server, *grpc.Server) {
 	xdsSrv := xds.New(xds.Options{
 		Registry: reg, Fleets: pub, Identifier: o.Identifier, Logger: o.Logger,
 		SuppressDeltaNotFound: o.SuppressDeltaNotFound, HoldTimeout: o.HoldTimeout,
@@ -492,36 +501,56 @@ func grpcOptions(o Options, xdsSrv *xds.Server, sec *security) []grpc.ServerOpti
 	return opts
 }
 
-// runSources starts what feeds the pipeline: the store's service, or the
-// config file watcher. In both modes the certificates and keys the config
-// names are watched: a rotation re-reads the config, and only the changed
-// Secret is pushed.
-func runSources(ctx context.Context, g *errgroup.Group, o Options, pipe *pipeline.Pipeline, cfgSvc *configstore.Service, met *metrics.Metrics, secretDir string, reread <-chan struct{}, log *slog.Logger) {
-	updates := make(chan source.Update)
-	resync := o.Resync
-	if resync < 0 {
-		resync = 0
-	}
-	if cfgSvc != nil {
-		// The stored config did not change on a rotation: the latest
-		// stored update is replayed, and the pipeline re-reads the files.
-		certs := file.NewFiles(file.FilesOptions{
+// sources is what feeds the pipeline: in file mode the config file or
+// folder, in store mode the store's service; in both, the certificates and
+// keys the config names are watched: a rotation re-reads the config, and
+// only the changed Secret is pushed.
+type sources struct {
+	file      *file.Source // file mode
+	certs     *file.Files  // store mode: the stored config did not change on a rotation
+	secretDir string
+}
+
+// newSources is the watchers of o's mode, not yet running.
+func newSources(o Options, met *metrics.Metrics, secretDir string, reread <-chan struct{}, log *slog.Logger) *sources {
+	resync := max(o.Resync, 0)
+	if o.ConfigPath == "" {
+		return &sources{secretDir: secretDir, certs: file.NewFiles(file.FilesOptions{
 			Quiet: o.DebounceQuiet, MaxWait: o.DebounceMax, Resync: resync, Reread: reread, Logger: log, OnEvent: met.SourceEvent,
-		})
-		pipe.OnFiles(func(paths []string) { certs.Watch(under(secretDir, paths)) })
+		})}
+	}
+	return &sources{secretDir: secretDir, file: file.New(file.Options{
+		Path: o.ConfigPath, Quiet: o.DebounceQuiet, MaxWait: o.DebounceMax, Resync: resync, Reread: reread, Logger: log,
+		OnEvent: met.SourceEvent, OnRead: met.Reload,
+	})}
+}
+
+// watch is the pipeline's OnFiles: the files a good config read, watched
+// from then on. It never blocks.
+func (s *sources) watch(paths []string) {
+	paths = under(s.secretDir, paths)
+	if s.certs != nil {
+		s.certs.Watch(paths)
+		return
+	}
+	s.file.Watch(paths)
+}
+
+// run starts the sources and the pipeline they feed; cfgSvc is the store's
+// service in store mode.
+func (s *sources) run(ctx context.Context, g *errgroup.Group, pipe *pipeline.Pipeline, cfgSvc *configstore.Service) {
+	updates := make(chan source.Update)
+	if s.certs != nil {
+		// The latest stored update is replayed on a rotation, and the
+		// pipeline re-reads the files.
 		stored := make(chan source.Update)
-		g.Go(func() error { return certs.Run(ctx) })
+		g.Go(func() error { return s.certs.Run(ctx) })
 		g.Go(func() error { return cfgSvc.Run(ctx, stored) })
-		g.Go(func() error { return source.Replay(ctx, stored, certs.Changed(), updates) })
+		g.Go(func() error { return source.Replay(ctx, stored, s.certs.Changed(), updates) })
 		g.Go(func() error { return pipe.Run(ctx, updates) })
 		return
 	}
-	watcher := file.New(file.Options{
-		Path: o.ConfigPath, Quiet: o.DebounceQuiet, MaxWait: o.DebounceMax, Resync: resync, Reread: reread, Logger: log,
-		OnEvent: met.SourceEvent, OnRead: met.Reload,
-	})
-	pipe.OnFiles(func(paths []string) { watcher.Watch(under(secretDir, paths)) })
-	g.Go(func() error { return watcher.Run(ctx, updates) })
+	g.Go(func() error { return s.file.Run(ctx, updates) })
 	g.Go(func() error { return pipe.Run(ctx, updates) })
 }
 
@@ -602,7 +631,7 @@ func defaultSecretDir(configPath string) (string, error) {
 // warnExposures logs each of the fleet's exposures that was not among
 // those last logged, and returns what it holds now: a warning comes once
 // per publish that introduces it, not on every publish.
-func warnExposures(exposures []snapshot.Exposure, warned map[string]bool, log *slog.Logger) map[string]bool {
+func warnExposures(exposures []fleet.Exposure, warned map[string]bool, log *slog.Logger) map[string]bool {
 	now := make(map[string]bool, len(exposures))
 	for _, e := range exposures {
 		now[e.Warning] = true

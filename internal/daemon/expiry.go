@@ -10,6 +10,7 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 
 	"github.com/pylon-xds/pylon/internal/certs"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/metrics"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xds"
@@ -45,10 +46,10 @@ func reportExpiry(m *metrics.Metrics, s *security, srv *xds.Server) {
 // Secrets, and of the snapshot a staged rollout still serves to the
 // nodes outside its stage. Worked out once per published fleet, at the
 // scrape after it.
-func secretExpiry(pub *snapshot.Publisher) metrics.ExpirySource {
+func secretExpiry(pub *fleet.Publisher) metrics.ExpirySource {
 	var (
 		mu     sync.Mutex
-		of     *snapshot.Fleet
+		of     *fleet.Fleet
 		at     time.Time
 		served bool
 	)
@@ -66,7 +67,7 @@ func secretExpiry(pub *snapshot.Publisher) metrics.ExpirySource {
 
 // fleetSecretExpiry is the earliest expiry among f's Secrets' certificate
 // chains, and false when f serves none.
-func fleetSecretExpiry(f *snapshot.Fleet) (time.Time, bool) {
+func fleetSecretExpiry(f *fleet.Fleet) (time.Time, bool) {
 	if f == nil {
 		return time.Time{}, false
 	}

@@ -8,7 +8,8 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 
 	"github.com/pylon-xds/pylon/internal/certs/certstest"
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/fleet"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -44,9 +45,9 @@ func TestSecretExpiryIsTheEarliestServedChain(t *testing.T) {
 	next := xdstest.Snapshot(t, reg, chain("both", inBoth, true), chain("next", inNext, false), trusted)
 	prev := xdstest.Snapshot(t, reg, chain("both", inBoth, true), chain("prev", onlyPrev, false))
 
-	rules := model.Groups{{Name: "edge", Default: true, Rollout: &model.Rollout{Stages: []model.Stage{{Share: 0.5}}}}}
-	plain := snapshot.NewGroupedFleet(rules, []*snapshot.Snapshot{next})
-	pub := snapshot.NewPublisher()
+	rules := nodegroup.Groups{{Name: "edge", Default: true, Rollout: &nodegroup.Rollout{Stages: []nodegroup.Stage{{Share: 0.5}}}}}
+	plain := fleet.NewGroupedFleet(rules, []*snapshot.Snapshot{next})
+	pub := fleet.NewPublisher()
 	source := secretExpiry(pub)
 	if at, ok := source(); ok {
 		t.Fatalf("nothing published, yet an expiry: %v", at)

@@ -3,8 +3,8 @@ package daemon
 import (
 	"time"
 
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/metrics"
-	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -24,7 +24,7 @@ type Observability struct {
 
 // NewObservability returns the tracker and metrics for a server serving
 // pub's fleets.
-func NewObservability(reg *xdstype.Registry, pub *snapshot.Publisher) *Observability {
+func NewObservability(reg *xdstype.Registry, pub *fleet.Publisher) *Observability {
 	var met *metrics.Metrics
 	tracker := status.NewTracker(status.Options{
 		Expected: func(group, typeURL string) string {
@@ -54,7 +54,7 @@ func NewObservability(reg *xdstype.Registry, pub *snapshot.Publisher) *Observabi
 }
 
 // Published tells the tracker about a published fleet, for push latency.
-func (o *Observability) Published(f *snapshot.Fleet) { published(o.Tracker, f) }
+func (o *Observability) Published(f *fleet.Fleet) { published(o.Tracker, f) }
 
 // tracking feeds xDS stream events to the status tracker and the metrics.
 // What a stream sends and its client ACKs on every change, the stream
@@ -191,7 +191,7 @@ func (o *tracking) nacked(e *status.Event) {
 
 // published tells the tracker which type versions a published fleet
 // introduced and when the change was accepted, for push latency.
-func published(t *status.Tracker, f *snapshot.Fleet) {
+func published(t *status.Tracker, f *fleet.Fleet) {
 	versions := map[string][]string{}
 	for _, g := range f.Groups() {
 		for _, set := range g.Snapshot.Sets() {

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
@@ -26,9 +26,9 @@ import (
 // the sent counters stay.
 func TestX24_spared_resend_is_synced(t *testing.T) {
 	reg := xdstype.New()
-	pub := snapshot.NewPublisher()
+	pub := fleet.NewPublisher()
 	snap := xdstest.Snapshot(t, reg, xdstest.Cluster("a"), xdstest.Endpoints("a", 1), xdstest.Cluster("b"), xdstest.Endpoints("b", 2))
-	pub.Publish(snapshot.NewFleet(snap, time.Now()))
+	pub.Publish(fleet.NewFleet(snap, time.Now()))
 	version := snap.Set(xdstype.ClusterURL).Version()
 	obs := NewObservability(reg, pub)
 	// Through a real server: the stream keeps its status, the tracker
@@ -148,7 +148,7 @@ func TestX24_reconnect_spared_in_daemon(t *testing.T) {
 // A refusal of a named node is still listed, with its reason.
 func TestDrainingRefusalNotListed(t *testing.T) {
 	reg := xdstype.New()
-	obs := NewObservability(reg, snapshot.NewPublisher())
+	obs := NewObservability(reg, fleet.NewPublisher())
 	at := time.Now()
 	obs.Observer.Observe(&status.Event{Kind: status.StreamRefused, StreamID: 1, Reason: xds.RefusedDraining, Detail: "replica draining", At: at})
 	obs.Observer.Observe(&status.Event{Kind: status.StreamRefused, StreamID: 2, Node: xdstest.Node("named"), Reason: xds.RefusedDraining, Detail: "replica draining", At: at})
@@ -179,11 +179,11 @@ func TestDrainingRefusalNotListed(t *testing.T) {
 // the events carry the set version the response was planned from.
 func TestNamedSubscriptionPushLatencyAndRollout(t *testing.T) {
 	reg := xdstype.New()
-	pub := snapshot.NewPublisher()
+	pub := fleet.NewPublisher()
 	obs := NewObservability(reg, pub)
 	srv := xdstest.Start(t, xds.Options{Registry: reg, Fleets: pub, Observer: obs.Observer})
 	publish := func(port uint32) {
-		f := snapshot.NewFleet(xdstest.Snapshot(t, reg, xdstest.Cluster("a"), xdstest.Endpoints("a", port), xdstest.Cluster("b"), xdstest.Endpoints("b", 2)), time.Now())
+		f := fleet.NewFleet(xdstest.Snapshot(t, reg, xdstest.Cluster("a"), xdstest.Endpoints("a", port), xdstest.Cluster("b"), xdstest.Endpoints("b", 2)), time.Now())
 		obs.Published(f)
 		pub.Publish(f)
 	}
@@ -230,7 +230,7 @@ func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 
 // Connections the server ends and streams gRPC refuses at the per-connection
 // bound have no node: they are counted by reason, never listed as proxies.
 func TestConnectionEventsCounted(t *testing.T) {
-	obs := NewObservability(xdstype.New(), snapshot.NewPublisher())
+	obs := NewObservability(xdstype.New(), fleet.NewPublisher())
 	at := time.Now()
 	obs.Observer.Observe(&status.Event{Kind: status.ConnectionClosed, Reason: "evicted", At: at})
 	obs.Observer.Observe(&status.Event{Kind: status.ConnectionClosed, Reason: "evicted", At: at})
@@ -272,8 +272,8 @@ func labelled(t *testing.T, reg *prometheus.Registry, name, lbl, value string) f
 // clusters it never asked for).
 func TestSubscriptionReachesStatus(t *testing.T) {
 	reg := xdstype.New()
-	obs := NewObservability(reg, snapshot.NewPublisher())
-	ev := status.Event{StreamID: 9, Node: xdstest.Node("grpc"), Group: snapshot.DefaultGroup, ADS: true, TypeURL: xdstype.ClusterURL, At: time.Now()}
+	obs := NewObservability(reg, fleet.NewPublisher())
+	ev := status.Event{StreamID: 9, Node: xdstest.Node("grpc"), Group: fleet.DefaultGroup, ADS: true, TypeURL: xdstype.ClusterURL, At: time.Now()}
 	for _, k := range []status.EventKind{status.StreamOpened, status.Subscribed} {
 		ev.Kind = k
 		obs.Observer.Observe(&ev)
@@ -295,7 +295,7 @@ func TestSubscriptionReachesStatus(t *testing.T) {
 // Composed with another observer, it wants what that one wants: all of
 // them from one that does not say.
 func TestTrackingWants(t *testing.T) {
-	obs := NewObservability(xdstype.New(), snapshot.NewPublisher())
+	obs := NewObservability(xdstype.New(), fleet.NewPublisher())
 	sel, ok := obs.Observer.(status.Selective)
 	if !ok {
 		t.Fatal("the tracking is not a status.Selective: the server would report every per-change event to it")
@@ -326,8 +326,8 @@ func (everything) Observe(*status.Event) {}
 // allocation per type of every stream per scrape.
 func TestScrapeOfLiveStreamsAllocatesPerScrape(t *testing.T) {
 	reg := xdstype.New()
-	pub := snapshot.NewPublisher()
-	pub.Publish(snapshot.NewFleet(xdstest.Snapshot(t, reg, xdstest.Cluster("a"), xdstest.Endpoints("a", 1)), time.Now()))
+	pub := fleet.NewPublisher()
+	pub.Publish(fleet.NewFleet(xdstest.Snapshot(t, reg, xdstest.Cluster("a"), xdstest.Endpoints("a", 1)), time.Now()))
 	obs := NewObservability(reg, pub)
 	srv := xdstest.Start(t, xds.Options{Registry: reg, Fleets: pub, Observer: obs.Observer})
 	conn := xdstest.Dial(t, srv.Addr)

@@ -3,6 +3,7 @@ package daemon
 import (
 	"time"
 
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 )
 
@@ -12,7 +13,7 @@ import (
 // nodes, not from the change's acceptance: a stage's bake is the
 // rollout's time, not the push's (status.Tracker.Released, release).
 //
-// It watches the published fleets (snapshot.Publisher.Notify): seen is
+// It watches the published fleets (fleet.Publisher.Notify): seen is
 // touched only by the publisher's callbacks, which the publisher runs one
 // at a time. Registered before the xDS server's callbacks, it runs before
 // any stream is woken to send the released version.
@@ -28,7 +29,7 @@ type staged struct {
 	prev  *snapshot.Snapshot // what the nodes outside the stage get
 }
 
-func (r *releases) observe(f *snapshot.Fleet, at time.Time) {
+func (r *releases) observe(f *fleet.Fleet, at time.Time) {
 	if f == nil {
 		return
 	}

@@ -6,7 +6,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/fleet"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -22,12 +23,12 @@ func TestReleasesFollowTheStages(t *testing.T) {
 	v1 := xdstest.Snapshot(t, reg, xdstest.Cluster("a"), xdstest.Endpoints("a", 80))
 	v2 := xdstest.Snapshot(t, reg, xdstest.Cluster("a"), xdstest.Cluster("b"), xdstest.Endpoints("a", 80), xdstest.Endpoints("b", 80))
 	v3 := xdstest.Snapshot(t, reg, xdstest.Cluster("c"), xdstest.Endpoints("c", 80))
-	rules := model.Groups{
-		{Name: "plain", Match: model.Match{ID: "p-*"}},
-		{Name: "edge", Default: true, Rollout: &model.Rollout{Stages: []model.Stage{{Share: 0.1}, {Share: 0.5}}}},
+	rules := nodegroup.Groups{
+		{Name: "plain", Match: nodegroup.Match{ID: "p-*"}},
+		{Name: "edge", Default: true, Rollout: &nodegroup.Rollout{Stages: []nodegroup.Stage{{Share: 0.1}, {Share: 0.5}}}},
 	}
-	fleet := func(next *snapshot.Snapshot) *snapshot.Fleet {
-		return snapshot.NewGroupedFleet(rules, []*snapshot.Snapshot{v3, next})
+	grouped := func(next *snapshot.Snapshot) *fleet.Fleet {
+		return fleet.NewGroupedFleet(rules, []*snapshot.Snapshot{v3, next})
 	}
 	type call struct {
 		Step     string
@@ -38,16 +39,16 @@ func TestReleasesFollowTheStages(t *testing.T) {
 	r := &releases{release: func(v map[string][]string, _ time.Time) { got = append(got, call{step, v}) }}
 	for _, s := range []struct {
 		name string
-		f    *snapshot.Fleet
+		f    *fleet.Fleet
 	}{
-		{"v1 served", fleet(v1)},
-		{"v2 at stage 1", fleet(v2).Staged("edge", v1, 1)},
-		{"stage 2", fleet(v2).Staged("edge", v1, 2)},
-		{"halted", fleet(v2).Staged("edge", v1, 0)},
-		{"resumed", fleet(v2).Staged("edge", v1, 2)},
-		{"complete", fleet(v2)},
-		{"v3 at stage 1", fleet(v3).Staged("edge", v2, 1)},
-		{"v3 replaced by v1 at stage 1", fleet(v1).Staged("edge", v2, 1)},
+		{"v1 served", grouped(v1)},
+		{"v2 at stage 1", grouped(v2).Staged("edge", v1, 1)},
+		{"stage 2", grouped(v2).Staged("edge", v1, 2)},
+		{"halted", grouped(v2).Staged("edge", v1, 0)},
+		{"resumed", grouped(v2).Staged("edge", v1, 2)},
+		{"complete", grouped(v2)},
+		{"v3 at stage 1", grouped(v3).Staged("edge", v2, 1)},
+		{"v3 replaced by v1 at stage 1", grouped(v1).Staged("edge", v2, 1)},
 	} {
 		step = s.name
 		r.observe(s.f, time.Now())

@@ -12,8 +12,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pylon-xds/pylon/internal/certs"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/identity"
-	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xds"
 )
 
@@ -145,7 +145,7 @@ func watchCerts(ctx context.Context, g *errgroup.Group, o Options, s *security, 
 }
 
 // binding is which node claims the identity rule binds to certificates.
-func (s *security) binding() snapshot.Binding {
+func (s *security) binding() fleet.Binding {
 	id, cluster := s.identity.Binds()
-	return snapshot.Binding{ID: id, Cluster: cluster}
+	return fleet.Binding{ID: id, Cluster: cluster}
 }

@@ -16,7 +16,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/identity"
 	"github.com/pylon-xds/pylon/internal/identity/identitytest"
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 )
 
 // handshake runs a real TLS handshake over an in-memory pipe and returns
@@ -252,7 +252,7 @@ func TestRuleCheck(t *testing.T) {
 
 // A DNS SAN that reads as a URI never stands for one: x509 allows any IA5
 // text in a dNSName, and a CA that signs a SPIFFE ID as a DNS name must not
-// satisfy a SPIFFE policy (model.AnyMatch compares every pattern with every
+// satisfy a SPIFFE policy (nodegroup.AnyMatch compares every pattern with every
 // name).
 func TestNamesLeaveOutURILikeDNS(t *testing.T) {
 	ca := identitytest.NewCA(t, "test CA")
@@ -261,7 +261,7 @@ func TestNamesLeaveOutURILikeDNS(t *testing.T) {
 	if !id.Verified() {
 		t.Fatal("certificate not verified")
 	}
-	if model.AnyMatch([]string{"spiffe://example.org/ns/payments/sa/*"}, id.Names()) {
+	if nodegroup.AnyMatch([]string{"spiffe://example.org/ns/payments/sa/*"}, id.Names()) {
 		t.Errorf("a DNS SAN spelled like a SPIFFE ID satisfied a SPIFFE policy: names %q", id.Names())
 	}
 	if diff := cmp.Diff([]string{"gw.example.org"}, id.Names()); diff != "" {

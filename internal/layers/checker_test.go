@@ -195,7 +195,7 @@ func TestImportRulesCatchANewImport(t *testing.T) {
 	}
 	for _, tc := range []struct{ from, to, want string }{
 		{"internal/status", "internal/xds", `internal/status/new.go:1: internal/status (layer "base") imports internal/xds (layer "engine"): against the layers`},
-		{"internal/model", "internal/config", `internal/model/new.go:1: internal/model (layer "leaf") imports internal/config (layer "content"): against the layers`},
+		{"internal/model", "internal/config", `internal/model/new.go:1: internal/model (layer "base") imports internal/config (layer "content"): against the layers`},
 		{"internal/xds", "internal/store", "internal/xds/new.go:1: internal/xds imports internal/store (bans: the xDS server never sees the store)"},
 		{"internal/translate", "internal/redact", `internal/translate/new.go:1: internal/translate (layer "content") imports internal/redact (layer "leaf"): not in allowed for internal/translate`},
 		{"internal/translate", "internal/snapshot", `internal/translate/new.go:1: internal/translate (layer "content") imports internal/snapshot (layer "content"): against the layers`},

@@ -16,6 +16,7 @@ const (
 	leaf        = iota // imports nothing of Pylon
 	base               // small shared vocabularies over the leaves
 	content            // the document, the Envoy resources, the snapshots
+	fleets             // who gets which snapshot: the fleet and its publisher
 	engine             // what reads content: sources, route engine, xDS server, rollouts
 	build              // compile, and what binds an engine to the outside
 	stage              // the reconcile loop and the store-mode source of truth
@@ -25,7 +26,7 @@ const (
 	program            // package main
 )
 
-var layerNames = []string{"leaf", "base", "content", "engine", "build", "stage", "surface", "composition", "command", "program"}
+var layerNames = []string{"leaf", "base", "content", "fleets", "engine", "build", "stage", "surface", "composition", "command", "program"}
 
 var layer = map[string]int{
 	"examples":                       leaf,
@@ -36,7 +37,7 @@ var layer = map[string]int{
 	"internal/cowmap":                leaf,
 	"internal/golden":                leaf,
 	"internal/identity":              leaf,
-	"internal/model":                 leaf,
+	"internal/nodegroup":             leaf,
 	"internal/redact":                leaf,
 	"internal/seal":                  leaf,
 	"internal/secretfile":            leaf,
@@ -46,6 +47,7 @@ var layer = map[string]int{
 	"internal/ca":                    base,
 	"internal/diag":                  base,
 	"internal/identity/identitytest": base,
+	"internal/model":                 base,
 	"internal/status":                base,
 	"internal/store/bolt":            base,
 	"internal/store/etcd":            base,
@@ -58,6 +60,7 @@ var layer = map[string]int{
 	"internal/status/statustest":     content,
 	"internal/store/etcd/etcdtest":   content,
 	"internal/translate":             content,
+	"internal/fleet":                 fleets,
 	"internal/csds":                  engine,
 	"internal/render":                engine,
 	"internal/rollout":               engine,
@@ -84,6 +87,7 @@ var allowed = []edge{
 	{"bench/fleet", "internal/configstore"},
 	{"bench/fleet", "internal/cowmap"},
 	{"bench/fleet", "internal/daemon"},
+	{"bench/fleet", "internal/fleet"},
 	{"bench/fleet", "internal/snapshot"},
 	{"bench/fleet", "internal/status"},
 	{"bench/fleet", "internal/store/bolt"},
@@ -94,6 +98,7 @@ var allowed = []edge{
 	{"internal/admin", "internal/admin/udiff"},
 	{"internal/admin", "internal/configstore"},
 	{"internal/admin", "internal/diag"},
+	{"internal/admin", "internal/fleet"},
 	{"internal/admin", "internal/fleetstatus"},
 	{"internal/admin", "internal/model"},
 	{"internal/admin", "internal/pipeline"},
@@ -115,6 +120,7 @@ var allowed = []edge{
 	{"internal/cli", "internal/configstore"},
 	{"internal/cli", "internal/daemon"},
 	{"internal/cli", "internal/diag"},
+	{"internal/cli", "internal/fleet"},
 	{"internal/cli", "internal/pipeline"},
 	{"internal/cli", "internal/redact"},
 	{"internal/cli", "internal/render"},
@@ -129,7 +135,9 @@ var allowed = []edge{
 	{"internal/cli", "internal/xdstype"},
 	{"internal/compile", "internal/config"},
 	{"internal/compile", "internal/diag"},
+	{"internal/compile", "internal/fleet"},
 	{"internal/compile", "internal/model"},
+	{"internal/compile", "internal/nodegroup"},
 	{"internal/compile", "internal/route"},
 	{"internal/compile", "internal/secretfile"},
 	{"internal/compile", "internal/snapshot"},
@@ -137,10 +145,12 @@ var allowed = []edge{
 	{"internal/compile", "internal/xdstype"},
 	{"internal/config", "internal/diag"},
 	{"internal/config", "internal/model"},
+	{"internal/config", "internal/nodegroup"},
 	{"internal/config", "internal/xdstype"},
 	{"internal/configstore", "internal/compile"},
 	{"internal/configstore", "internal/config"},
 	{"internal/configstore", "internal/diag"},
+	{"internal/configstore", "internal/fleet"},
 	{"internal/configstore", "internal/model"},
 	{"internal/configstore", "internal/redact"},
 	{"internal/configstore", "internal/snapshot"},
@@ -148,6 +158,7 @@ var allowed = []edge{
 	{"internal/configstore", "internal/store"},
 	{"internal/configstore", "internal/xdstype"},
 	{"internal/csds", "internal/identity"},
+	{"internal/csds", "internal/nodegroup"},
 	{"internal/csds", "internal/redact"},
 	{"internal/csds", "internal/status"},
 	{"internal/csds", "internal/token"},
@@ -159,32 +170,38 @@ var allowed = []edge{
 	{"internal/daemon", "internal/config"},
 	{"internal/daemon", "internal/configstore"},
 	{"internal/daemon", "internal/csds"},
+	{"internal/daemon", "internal/fleet"},
 	{"internal/daemon", "internal/fleetstatus"},
 	{"internal/daemon", "internal/identity"},
 	{"internal/daemon", "internal/metrics"},
 	{"internal/daemon", "internal/pipeline"},
 	{"internal/daemon", "internal/rollout"},
 	{"internal/daemon", "internal/seal"},
-	{"internal/daemon", "internal/token"},
 	{"internal/daemon", "internal/secretfile"},
 	{"internal/daemon", "internal/snapshot"},
 	{"internal/daemon", "internal/source/..."},
 	{"internal/daemon", "internal/status"},
 	{"internal/daemon", "internal/store/..."},
+	{"internal/daemon", "internal/token"},
 	{"internal/daemon", "internal/xds"},
 	{"internal/daemon", "internal/xdsrest"},
 	{"internal/daemon", "internal/xdstype"},
 	{"internal/daemon/daemontest", "internal/daemon"},
 	{"internal/diag", "internal/redact"},
+	{"internal/fleet", "internal/nodegroup"},
+	{"internal/fleet", "internal/snapshot"},
+	{"internal/fleet", "internal/xdstype"},
 	{"internal/fleetstatus", "internal/redact"},
 	{"internal/fleetstatus", "internal/status"},
 	{"internal/fleetstatus", "internal/store/etcd"},
 	{"internal/identity/identitytest", "internal/certs/certstest"},
 	{"internal/metrics", "internal/cowmap"},
 	{"internal/metrics", "internal/status"},
+	{"internal/model", "internal/nodegroup"},
 	{"internal/pipeline", "internal/compile"},
 	{"internal/pipeline", "internal/config"},
 	{"internal/pipeline", "internal/diag"},
+	{"internal/pipeline", "internal/fleet"},
 	{"internal/pipeline", "internal/redact"},
 	{"internal/pipeline", "internal/snapshot"},
 	{"internal/pipeline", "internal/source"},
@@ -195,6 +212,8 @@ var allowed = []edge{
 	{"internal/render", "internal/xdstype"},
 	{"internal/rollout", "internal/config"},
 	{"internal/rollout", "internal/redact"}, // a NACK's error in a halt's detail
+	{"internal/rollout", "internal/fleet"},
+	{"internal/rollout", "internal/nodegroup"},
 	{"internal/rollout", "internal/seal"},
 	{"internal/rollout", "internal/snapshot"},
 	{"internal/rollout", "internal/status"}, // the stream events
@@ -208,6 +227,7 @@ var allowed = []edge{
 	{"internal/source/file", "internal/config"},
 	{"internal/source/file", "internal/source"},
 	{"internal/status", "internal/cowmap"},
+	{"internal/status", "internal/nodegroup"},
 	{"internal/status/statustest", "internal/status"},
 	{"internal/store/bolt", "internal/seal"},
 	{"internal/store/bolt", "internal/store"},
@@ -218,12 +238,16 @@ var allowed = []edge{
 	{"internal/store/storetest", "internal/store"},
 	{"internal/token", "internal/seal"}, // a token file is read as a key file is: seal.ReadPrivate
 	{"internal/translate", "internal/model"},
+	{"internal/translate", "internal/nodegroup"},
 	{"internal/xds", "internal/certs"}, // a connection's client certificate verified again, as the handshake does
+	{"internal/xds", "internal/fleet"},
 	{"internal/xds", "internal/identity"},
+	{"internal/xds", "internal/nodegroup"},
 	{"internal/xds", "internal/redact"},
 	{"internal/xds", "internal/snapshot"},
 	{"internal/xds", "internal/status"}, // the stream events, and a stream's status.Stamps
 	{"internal/xds", "internal/xdstype"},
+	{"internal/xds/xdstest", "internal/fleet"},
 	{"internal/xds/xdstest", "internal/snapshot"},
 	{"internal/xds/xdstest", "internal/xds"},
 	{"internal/xds/xdstest", "internal/xdstype"},
@@ -233,13 +257,7 @@ var allowed = []edge{
 
 // debts are the imports today's code has against the layering, each with the
 // step of issue 31 that removes it. Add none: a new one is a design to fix.
-var debts = []debt{
-	{edge{"internal/csds", "internal/model"}, "step 4", "authorize.go matches groups with model.AnyMatch; matching moves to nodegroup"},
-	{edge{"internal/rollout", "internal/model"}, "step 4", "reads model.Rollout and model.Node; the rollout policy and the node move to nodegroup"},
-	{edge{"internal/snapshot", "internal/model"}, "step 4", "Fleet carries group rules, rollout stages and secret policy; they move to nodegroup and fleet, snapshot keeps content"},
-	{edge{"internal/status", "internal/model"}, "step 4", "Event.Member is the node as groups match it, a model.Node; the node moves to nodegroup"},
-	{edge{"internal/xds", "internal/model"}, "step 4", "a stream and its events hold the node as model.Node; the node moves to nodegroup"},
-}
+var debts = []debt{}
 
 // testHelpers are the packages written for tests: only tests and other
 // helpers import them, and only they import package testing outside a test.
@@ -274,9 +292,12 @@ var owners = []owner{
 var bans = []ban{
 	{"internal/admin", "internal/xds", "the admin API reads status, not the server"},
 	{"internal/csds", "internal/model", "the xDS side never sees the model"},
-	{"internal/rollout", "internal/model", "the rollout policy and the node are nodegroup's (step 4)"},
+	{"internal/rollout", "internal/model", "the rollout policy and the node are nodegroup's"},
 	{"internal/rollout", "internal/xds", "rollout reads events from status, not the server"},
+	{"internal/fleet", "internal/config", "the fleet serves group rules, not the document"},
+	{"internal/fleet", "internal/model", "the fleet serves group rules, not the model"},
 	{"internal/snapshot", "internal/model", "a snapshot is content; who gets which is the fleet's"},
+	{"internal/snapshot", "internal/nodegroup", "a snapshot is content; who gets which is the fleet's"},
 	{"internal/xds", "internal/compile", "the xDS server never sees the document"},
 	{"internal/xds", "internal/config", "the xDS server never sees the document"},
 	{"internal/xds", "internal/model", "the xDS side never sees the model"},
@@ -288,8 +309,13 @@ var bans = []ban{
 	{"internal/model", "google.golang.org/protobuf/...", "the model holds no Envoy types"},
 	{"internal/model", "net/...", "the model does no I/O"},
 	{"internal/model", "os/...", "the model does no I/O"},
+	{"internal/nodegroup", "github.com/envoyproxy/...", "node groups are plain values: the fleet converts Envoy's node"},
+	{"internal/nodegroup", "google.golang.org/grpc/...", "node groups are plain values"},
+	{"internal/nodegroup", "google.golang.org/protobuf/...", "node groups are plain values: the fleet converts Envoy's node"},
+	{"internal/nodegroup", "net/...", "node groups do no I/O"},
+	{"internal/nodegroup", "os/...", "node groups do no I/O"},
 	{"internal/status", "github.com/envoyproxy/...", "status is fed plain event structs"},
-	{"internal/status", "internal/model", "status is a leaf fed plain event structs (step 4 moves the node to nodegroup)"},
+	{"internal/status", "internal/model", "status is fed plain event structs; the node they carry is nodegroup's"},
 	{"internal/status", "google.golang.org/grpc/...", "status is fed plain event structs"},
 	{"internal/translate", "google.golang.org/grpc/...", "translate does no I/O"},
 	{"internal/translate", "io/fs", "translate does no I/O"},

@@ -1,32 +1,15 @@
+// Package model holds Pylon's resolved model: plain, immutable data with no
+// I/O and no Envoy types: the services, routes, listeners and secrets a
+// config describes. The node groups it is served to are nodegroup's.
 package model
 
-import (
-	"fmt"
-	"time"
-)
+import "github.com/pylon-xds/pylon/internal/nodegroup"
 
 // Source is where an object was written, for diagnostics.
 type Source struct {
 	File string
 	Line int
 }
-
-// Duration is a time.Duration written as "1.5s" in configs.
-type Duration time.Duration
-
-// UnmarshalText reads a Go duration string. Its error quotes the value,
-// so that the decoder can find the field it was written under.
-func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
-	if err != nil {
-		return fmt.Errorf("value %q is not a duration (write it like \"1.5s\" or \"250ms\")", b)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// Std returns d as a time.Duration.
-func (d Duration) Std() time.Duration { return time.Duration(d) }
 
 // Service is an upstream: an EDS cluster and its endpoints.
 type Service struct {
@@ -35,14 +18,14 @@ type Service struct {
 	// Protocol is http1 (default), http2, grpc or tcp.
 	Protocol string `json:"protocol,omitempty"`
 	// LB is round_robin (default), least_request, random, ring_hash or maglev.
-	LB             string            `json:"lb,omitempty"`
-	ConnectTimeout *Duration         `json:"connect_timeout,omitempty"`
-	Endpoints      []Endpoint        `json:"endpoints"`
-	CircuitBreaker *CircuitBreaker   `json:"circuit_breakers,omitempty"`
-	HealthCheck    *HealthCheck      `json:"health_check,omitempty"`
-	Outlier        *OutlierDetection `json:"outlier_detection,omitempty"`
-	TLS            *UpstreamTLS      `json:"tls,omitempty"`
-	Source         Source            `json:"-"`
+	LB             string              `json:"lb,omitempty"`
+	ConnectTimeout *nodegroup.Duration `json:"connect_timeout,omitempty"`
+	Endpoints      []Endpoint          `json:"endpoints"`
+	CircuitBreaker *CircuitBreaker     `json:"circuit_breakers,omitempty"`
+	HealthCheck    *HealthCheck        `json:"health_check,omitempty"`
+	Outlier        *OutlierDetection   `json:"outlier_detection,omitempty"`
+	TLS            *UpstreamTLS        `json:"tls,omitempty"`
+	Source         Source              `json:"-"`
 }
 
 // Endpoint is one instance of a service.
@@ -68,19 +51,19 @@ type CircuitBreaker struct {
 
 // HealthCheck is an active health check: HTTP when Path is set, else TCP.
 type HealthCheck struct {
-	Path               string    `json:"path,omitempty"`
-	Interval           *Duration `json:"interval,omitempty"`
-	Timeout            *Duration `json:"timeout,omitempty"`
-	UnhealthyThreshold uint32    `json:"unhealthy_threshold,omitempty"`
-	HealthyThreshold   uint32    `json:"healthy_threshold,omitempty"`
+	Path               string              `json:"path,omitempty"`
+	Interval           *nodegroup.Duration `json:"interval,omitempty"`
+	Timeout            *nodegroup.Duration `json:"timeout,omitempty"`
+	UnhealthyThreshold uint32              `json:"unhealthy_threshold,omitempty"`
+	HealthyThreshold   uint32              `json:"healthy_threshold,omitempty"`
 }
 
 // OutlierDetection ejects hosts that keep failing.
 type OutlierDetection struct {
-	Consecutive5xx     uint32    `json:"consecutive_5xx,omitempty"`
-	Interval           *Duration `json:"interval,omitempty"`
-	BaseEjectionTime   *Duration `json:"base_ejection_time,omitempty"`
-	MaxEjectionPercent uint32    `json:"max_ejection_percent,omitempty"`
+	Consecutive5xx     uint32              `json:"consecutive_5xx,omitempty"`
+	Interval           *nodegroup.Duration `json:"interval,omitempty"`
+	BaseEjectionTime   *nodegroup.Duration `json:"base_ejection_time,omitempty"`
+	MaxEjectionPercent uint32              `json:"max_ejection_percent,omitempty"`
 }
 
 // UpstreamTLS makes the service's connections TLS, with secrets by name.
@@ -109,15 +92,15 @@ type VirtualHost struct {
 // Route is one match and what to do with it: exactly one of To, Redirect
 // and Direct.
 type Route struct {
-	Match    RouteMatch `json:"match"`
-	To       []Target   `json:"to,omitempty"`
-	Redirect *Redirect  `json:"redirect,omitempty"`
-	Direct   *Direct    `json:"direct,omitempty"`
-	Timeout  *Duration  `json:"timeout,omitempty"`
-	Retries  *Retries   `json:"retries,omitempty"`
-	Request  *Headers   `json:"request_headers,omitempty"`
-	Response *Headers   `json:"response_headers,omitempty"`
-	Limit    *RateLimit `json:"rate_limit,omitempty"`
+	Match    RouteMatch          `json:"match"`
+	To       []Target            `json:"to,omitempty"`
+	Redirect *Redirect           `json:"redirect,omitempty"`
+	Direct   *Direct             `json:"direct,omitempty"`
+	Timeout  *nodegroup.Duration `json:"timeout,omitempty"`
+	Retries  *Retries            `json:"retries,omitempty"`
+	Request  *Headers            `json:"request_headers,omitempty"`
+	Response *Headers            `json:"response_headers,omitempty"`
+	Limit    *RateLimit          `json:"rate_limit,omitempty"`
 }
 
 // RouteMatch is the request a route takes: one of Prefix, Path and Regex
@@ -161,9 +144,9 @@ type Direct struct {
 
 // Retries is a retry policy.
 type Retries struct {
-	On            string    `json:"on,omitempty"` // Envoy's retry_on, default "5xx,reset,connect-failure"
-	Attempts      uint32    `json:"attempts,omitempty"`
-	PerTryTimeout *Duration `json:"per_try_timeout,omitempty"`
+	On            string              `json:"on,omitempty"` // Envoy's retry_on, default "5xx,reset,connect-failure"
+	Attempts      uint32              `json:"attempts,omitempty"`
+	PerTryTimeout *nodegroup.Duration `json:"per_try_timeout,omitempty"`
 }
 
 // Headers adds (overwriting) and removes headers.
@@ -174,8 +157,8 @@ type Headers struct {
 
 // RateLimit is a local token bucket for a route: Requests per Per.
 type RateLimit struct {
-	Requests uint32    `json:"requests"`
-	Per      *Duration `json:"per,omitempty"` // default 1s
+	Requests uint32              `json:"requests"`
+	Per      *nodegroup.Duration `json:"per,omitempty"` // default 1s
 }
 
 // Listener is where a proxy accepts connections.
@@ -215,7 +198,7 @@ type Secret struct {
 	KeyFile  string `json:"key_file,omitempty"`
 	CAFile   string `json:"ca_file,omitempty"`
 	// Identities, when set, are glob patterns of the verified identities
-	// that may receive the secret (model.AnyMatch); empty: every verified
+	// that may receive the secret (nodegroup.AnyMatch); empty: every verified
 	// node of a group that holds it.
 	Identities []string `json:"identities,omitempty"`
 	Source     Source   `json:"-"`
@@ -226,20 +209,20 @@ type Secret struct {
 // route and takes every RPC no earlier route took. Timeout and Retries are
 // the defaults of every route that sets none of its own.
 type GRPCTarget struct {
-	Target  string       `json:"target"`
-	To      []Target     `json:"to,omitempty"`
-	Routes  []GRPCRoute  `json:"routes,omitempty"`
-	Timeout *Duration    `json:"timeout,omitempty"`
-	Retries *GRPCRetries `json:"retries,omitempty"`
-	Source  Source       `json:"-"`
+	Target  string              `json:"target"`
+	To      []Target            `json:"to,omitempty"`
+	Routes  []GRPCRoute         `json:"routes,omitempty"`
+	Timeout *nodegroup.Duration `json:"timeout,omitempty"`
+	Retries *GRPCRetries        `json:"retries,omitempty"`
+	Source  Source              `json:"-"`
 }
 
 // GRPCRoute sends the RPCs it matches to its services.
 type GRPCRoute struct {
-	Match   GRPCMatch    `json:"match"`
-	To      []Target     `json:"to"`
-	Timeout *Duration    `json:"timeout,omitempty"`
-	Retries *GRPCRetries `json:"retries,omitempty"`
+	Match   GRPCMatch           `json:"match"`
+	To      []Target            `json:"to"`
+	Timeout *nodegroup.Duration `json:"timeout,omitempty"`
+	Retries *GRPCRetries        `json:"retries,omitempty"`
 }
 
 // GRPCMatch is the RPCs a route takes: by method path ("/pkg.Service/
@@ -256,10 +239,10 @@ type GRPCMatch struct {
 // retry on, how many retries after the first attempt, and the exponential
 // backoff between them.
 type GRPCRetries struct {
-	On           []string  `json:"on"`
-	NumRetries   uint32    `json:"num_retries,omitempty"`   // default 1
-	BaseInterval *Duration `json:"base_interval,omitempty"` // default 25ms
-	MaxInterval  *Duration `json:"max_interval,omitempty"`  // default 10 x base
+	On           []string            `json:"on"`
+	NumRetries   uint32              `json:"num_retries,omitempty"`   // default 1
+	BaseInterval *nodegroup.Duration `json:"base_interval,omitempty"` // default 25ms
+	MaxInterval  *nodegroup.Duration `json:"max_interval,omitempty"`  // default 10 x base
 }
 
 // Model is the high-level part of a config.

@@ -14,8 +14,8 @@ import (
 	"github.com/pylon-xds/pylon/internal/compile"
 	"github.com/pylon-xds/pylon/internal/config"
 	"github.com/pylon-xds/pylon/internal/diag"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/redact"
-	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/source"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -49,84 +49,74 @@ type Refusal struct {
 	Diagnostics []diag.Diagnostic `json:"diagnostics,omitempty"`
 }
 
+// Options are a pipeline's stages, given at construction: what reads the
+// files a config names, what publishes a good fleet, and who is told.
+type Options struct {
+	// Registry is the resource types fleets are compiled with. Required.
+	Registry *xdstype.Registry
+	// Read reads the files a config names (certificates, keys): serve
+	// passes a secretfile.Reader's Read so that only the secret
+	// directories can be read. Nil: compile.LimitedReader, any path.
+	Read compile.ReadFile
+	// Publish publishes a good fleet, or refuses it with an error that
+	// the pipeline reports like an invalid config: the rollout
+	// controller stages it (rollout.Controller.Publish) and refuses a
+	// change while a rollout is halted. PublishTo publishes straight to
+	// a publisher. Required.
+	Publish Publish
+	// OnResult, if set, is told each load's result ("published",
+	// "unchanged", "refused") and, when published, the fleet.
+	OnResult func(result string, f *fleet.Fleet)
+	// OnFiles, if set, is told after each good compile the files the
+	// config read (certificates, keys), so that a source watches them.
+	OnFiles func(paths []string)
+	// Retry, when it receives, makes Run apply the last update again, as
+	// when what refused it changed (a halted rollout superseded). Nil:
+	// never.
+	Retry  <-chan struct{}
+	Logger *slog.Logger
+}
+
+// Publish is the pipeline's publish stage: it makes a good fleet current,
+// reporting whether that changed what is served, or refuses it.
+type Publish func(f *fleet.Fleet, files []config.File) (published bool, err error)
+
+// PublishTo is the publish stage of a pipeline without rollouts: pub
+// publishes every good fleet as it is.
+func PublishTo(pub *fleet.Publisher) Publish {
+	return func(f *fleet.Fleet, _ []config.File) (bool, error) { return pub.Publish(f), nil }
+}
+
 // Pipeline publishes updates from a source.
 type Pipeline struct {
+	o Options
 	// compiled carries what one compile leaves for the next (resources
 	// already validated); safe for concurrent Applies.
 	compiled compile.Cache
-	reg      *xdstype.Registry
-	pub      *snapshot.Publisher
-	log      *slog.Logger
-	// onFiles is told, after each good compile, the files the config named
-	// (certificates), so that the source watches them too.
-	onFiles func([]string)
-	files   []string // what the last good compile read
-	// onResult, if set, is told each load's result ("published",
-	// "unchanged", "refused") and, when published, the fleet.
-	onResult func(result string, f *snapshot.Fleet)
-	// read reads the files the config names; compile.LimitedReader unless
-	// SetReader confines it.
-	read compile.ReadFile
-	// publish publishes a good fleet (the publisher's Publish unless
-	// SetPublish replaced it); an error refuses the change.
-	publish func(*snapshot.Fleet, []config.File) (bool, error)
-	// retry asks Run to apply the last update again (Retry); last is it.
-	retry chan struct{}
-	last  *source.Update
+	last     *source.Update // what Run applied last, applied again on Retry
 
 	mu     sync.Mutex
 	status Status
 }
 
-// New returns a pipeline publishing to pub.
-func New(reg *xdstype.Registry, pub *snapshot.Publisher, log *slog.Logger) *Pipeline {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+// New returns a pipeline of o's stages. It panics without a Registry or a
+// Publish: a pipeline that cannot compile or publish is a wiring mistake.
+func New(o Options) *Pipeline {
+	if o.Registry == nil || o.Publish == nil {
+		panic("pipeline.New: Options.Registry and Options.Publish are required")
 	}
-	p := &Pipeline{reg: reg, pub: pub, log: log, read: compile.LimitedReader, retry: make(chan struct{}, 1)}
-	p.publish = func(f *snapshot.Fleet, _ []config.File) (bool, error) { return pub.Publish(f), nil }
-	return p
-}
-
-// SetPublish replaces how a good fleet is published: the rollout
-// controller stages it (rollout.Controller.Publish), and may refuse it
-// (a change while a rollout is halted), which the pipeline reports like
-// an invalid config. Call before Run.
-func (p *Pipeline) SetPublish(f func(*snapshot.Fleet, []config.File) (bool, error)) { p.publish = f }
-
-// Retry makes Run apply the last update again, as when what refused it
-// changed (a halted rollout superseded). It never blocks.
-func (p *Pipeline) Retry() {
-	select {
-	case p.retry <- struct{}{}:
-	default:
+	if o.Read == nil {
+		o.Read = compile.LimitedReader
 	}
-}
-
-// SetReader sets how the pipeline reads the files a config names
-// (certificates, keys): serve passes a secretfile.Reader's Read so that
-// only the secret directories can be read. The default,
-// compile.LimitedReader, reads any path. Call before Run.
-func (p *Pipeline) SetReader(read compile.ReadFile) {
-	if read != nil {
-		p.read = read
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	return &Pipeline{o: o}
 }
 
-// OnFiles sets the function told which files (certificates, keys) the
-// current config reads, to watch them, and tells it at once about the files
-// read so far. Call before Run.
-func (p *Pipeline) OnFiles(f func([]string)) {
-	p.onFiles = f
-	f(p.files)
-}
-
-// OnResult sets the function told each load's result. Call before Run.
-func (p *Pipeline) OnResult(f func(result string, fleet *snapshot.Fleet)) { p.onResult = f }
-
-func (p *Pipeline) result(r string, f *snapshot.Fleet) {
-	if p.onResult != nil {
-		p.onResult(r, f)
+func (p *Pipeline) result(r string, f *fleet.Fleet) {
+	if p.o.OnResult != nil {
+		p.o.OnResult(r, f)
 	}
 }
 
@@ -142,7 +132,7 @@ func (p *Pipeline) Run(ctx context.Context, in <-chan source.Update) error {
 			}
 			p.last = &u
 			_ = p.Apply(u)
-		case <-p.retry:
+		case <-p.o.Retry:
 			if p.last != nil {
 				_ = p.Apply(*p.last)
 			}
@@ -159,39 +149,38 @@ func (p *Pipeline) Apply(u source.Update) error {
 	var read []string
 	reader := func(path string) ([]byte, error) {
 		read = append(read, path)
-		return p.read(path)
+		return p.o.Read(path)
 	}
 	err := u.Err
-	var fleet *snapshot.Fleet
+	var built *fleet.Fleet
 	var warnings diag.List
 	if err == nil {
-		fleet, warnings, err = p.compiled.CompileWithWarnings(p.reg, u.Files, reader)
+		built, warnings, err = p.compiled.CompileWithWarnings(p.o.Registry, u.Files, reader)
 	}
 	now := time.Now()
 	if err != nil {
 		return p.refuse(err, now)
 	}
-	p.files = read
-	if p.onFiles != nil {
-		p.onFiles(read)
+	if p.o.OnFiles != nil {
+		p.o.OnFiles(read)
 	}
-	fleet.AcceptedAt = u.AcceptedAt
-	published, err := p.publish(fleet, u.Files)
+	built.AcceptedAt = u.AcceptedAt
+	published, err := p.o.Publish(built, u.Files)
 	if err != nil {
 		return p.refuse(err, now)
 	}
 	p.mu.Lock()
 	if p.status.Refused != nil && !published {
-		p.log.Info("config restored to the version being served", "version", fleet.Version())
+		p.o.Logger.Info("config restored to the version being served", "version", built.Version())
 	}
 	p.status.Refused = nil
 	p.status.Warnings = warnings
 	if published || p.status.Version == "" {
-		p.status.Version = fleet.Version()
+		p.status.Version = built.Version()
 		p.status.AcceptedAt = u.AcceptedAt
 		p.status.PublishedAt = now
 		p.status.Groups = p.status.Groups[:0]
-		for _, g := range fleet.Groups() {
+		for _, g := range built.Groups() {
 			gs := GroupStatus{Name: g.Name, Version: g.Snapshot.Version(), Resources: map[string]int{}}
 			for _, set := range g.Snapshot.Sets() {
 				if set.Len() > 0 {
@@ -203,11 +192,11 @@ func (p *Pipeline) Apply(u source.Update) error {
 	}
 	p.mu.Unlock()
 	if published {
-		p.log.Info("config published", "version", fleet.Version(), "groups", len(fleet.Groups()), "latency", now.Sub(u.AcceptedAt).String())
-		logWarnings(p.log, fleet.Version(), warnings)
-		p.result("published", fleet)
+		p.o.Logger.Info("config published", "version", built.Version(), "groups", len(built.Groups()), "latency", now.Sub(u.AcceptedAt).String())
+		logWarnings(p.o.Logger, built.Version(), warnings)
+		p.result("published", built)
 	} else {
-		p.log.Debug("config unchanged", "version", fleet.Version())
+		p.o.Logger.Debug("config unchanged", "version", built.Version())
 		p.result("unchanged", nil)
 	}
 	return nil
@@ -247,7 +236,7 @@ func (p *Pipeline) refuse(err error, now time.Time) error {
 	}
 	p.mu.Unlock()
 	if !repeat {
-		p.log.Error("config refused; the previous config keeps serving", "err", msg)
+		p.o.Logger.Error("config refused; the previous config keeps serving", "err", msg)
 	}
 	p.result("refused", nil)
 	return err

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"os"
@@ -10,8 +11,8 @@ import (
 	"time"
 
 	"github.com/pylon-xds/pylon/internal/config"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/secretfile"
-	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/source"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -33,8 +34,8 @@ func newUpdate(path string, data []byte) source.Update {
 // its diagnostics, and is logged once however often it is re-read.
 func TestRefusedChangeKeepsLastGood(t *testing.T) {
 	var logs bytes.Buffer
-	pub := snapshot.NewPublisher()
-	p := New(xdstype.New(), pub, slog.New(slog.NewTextHandler(&logs, nil)))
+	pub := fleet.NewPublisher()
+	p := New(Options{Registry: xdstype.New(), Publish: PublishTo(pub), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 
 	if err := p.Apply(newUpdate("pylon.yaml", golden(t, "valid_full.yaml"))); err != nil {
 		t.Fatal(err)
@@ -87,8 +88,8 @@ func TestRefusedChangeKeepsLastGood(t *testing.T) {
 // Bytes of a file that differ but decode to the same resources (comments,
 // key order, YAML vs JSON) publish nothing: versions are of content.
 func TestEquivalentInputPublishesNothing(t *testing.T) {
-	pub := snapshot.NewPublisher()
-	p := New(xdstype.New(), pub, nil)
+	pub := fleet.NewPublisher()
+	p := New(Options{Registry: xdstype.New(), Publish: PublishTo(pub)})
 	ch, cancel := pub.Subscribe()
 	defer cancel()
 	yaml := "resources:\n- {\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster, name: a, type: STATIC, connect_timeout: 1s}\n"
@@ -109,24 +110,23 @@ func TestEquivalentInputPublishesNothing(t *testing.T) {
 
 func TestOversizedFileRefused(t *testing.T) {
 	big := make([]byte, config.MaxFileBytes+1)
-	p := New(xdstype.New(), snapshot.NewPublisher(), nil)
+	p := New(Options{Registry: xdstype.New(), Publish: PublishTo(fleet.NewPublisher())})
 	err := p.Apply(newUpdate("huge.yaml", big))
 	if err == nil || !strings.Contains(err.Error(), "huge.yaml") || !strings.Contains(err.Error(), "limit") {
 		t.Fatalf("oversized file: %v", err)
 	}
 }
 
-// SetReader confines what the pipeline reads: a secret file outside the
+// Options.Read confines what the pipeline reads: a secret file outside the
 // secret directories is refused, naming the field, and nothing publishes.
-func TestSetReaderConfinesSecretFiles(t *testing.T) {
+func TestReadConfinesSecretFiles(t *testing.T) {
 	certs := t.TempDir()
 	r, err := secretfile.New([]string{certs}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub := snapshot.NewPublisher()
-	p := New(xdstype.New(), pub, nil)
-	p.SetReader(r.Read)
+	pub := fleet.NewPublisher()
+	p := New(Options{Registry: xdstype.New(), Publish: PublishTo(pub), Read: r.Read})
 	doc := "secrets:\n- { name: stolen, ca_file: /etc/hostname }\n"
 	err = p.Apply(newUpdate("pylon.yaml", []byte(doc)))
 	if err == nil || !strings.Contains(err.Error(), `secret "stolen": ca_file: /etc/hostname is outside the secret directories`) {
@@ -142,7 +142,7 @@ func TestSetReaderConfinesSecretFiles(t *testing.T) {
 // resync that repeats it is still logged once.
 func TestNonDiagnosticRefusalScrubbed(t *testing.T) {
 	var logs bytes.Buffer
-	p := New(xdstype.New(), snapshot.NewPublisher(), slog.New(slog.NewTextHandler(&logs, nil)))
+	p := New(Options{Registry: xdstype.New(), Publish: PublishTo(fleet.NewPublisher()), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	const key = "-----BEGIN PRIVATE KEY-----\nSEKRITBYTES\n-----END PRIVATE KEY-----\n"
 	bad := source.Update{Err: errors.New("reading tls.key: unexpected content " + key), AcceptedAt: time.Now()}
 	for range 2 {
@@ -167,8 +167,8 @@ func TestNonDiagnosticRefusalScrubbed(t *testing.T) {
 // log says it once; registering an endpoint clears it.
 func TestWarningsReachStatusAndLog(t *testing.T) {
 	var logs bytes.Buffer
-	pub := snapshot.NewPublisher()
-	p := New(xdstype.New(), pub, slog.New(slog.NewTextHandler(&logs, nil)))
+	pub := fleet.NewPublisher()
+	p := New(Options{Registry: xdstype.New(), Publish: PublishTo(pub), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	doc := `services:
 - name: waiting
 listeners:
@@ -197,5 +197,61 @@ routes:
 	}
 	if st := p.Status(); len(st.Warnings) != 0 {
 		t.Fatalf("warnings after endpoints were added: %v", st.Warnings)
+	}
+}
+
+// The publish stage given at construction decides: a change it refuses is
+// reported like an invalid config and nothing is served, and a value on
+// Retry makes Run apply the same update again, which it then publishes.
+func TestPublishStageRefusesAndRetryAppliesAgain(t *testing.T) {
+	pub := fleet.NewPublisher()
+	refuse := true
+	type result struct {
+		r string
+		f *fleet.Fleet
+	}
+	results := make(chan result, 2)
+	retry := make(chan struct{}, 1)
+	p := New(Options{Registry: xdstype.New(), Retry: retry,
+		Publish: func(f *fleet.Fleet, _ []config.File) (bool, error) {
+			if refuse {
+				refuse = false
+				return false, errors.New("group edge: rollout halted")
+			}
+			return pub.Publish(f), nil
+		},
+		OnResult: func(r string, f *fleet.Fleet) { results <- result{r, f} },
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	in := make(chan source.Update)
+	done := make(chan error)
+	go func() { done <- p.Run(ctx, in) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+
+	in <- newUpdate("pylon.yaml", golden(t, "valid_full.yaml"))
+	for _, want := range []string{"refused", "published"} {
+		select {
+		case got := <-results:
+			if got.r != want {
+				t.Fatalf("result %q, want %q", got.r, want)
+			}
+			if want == "refused" {
+				if pub.Current() != nil || p.Status().Refused == nil {
+					t.Fatalf("a refused change was served (%v) or not reported: %+v", pub.Current() != nil, p.Status())
+				}
+				retry <- struct{}{}
+				continue
+			}
+			if pub.Current() != got.f || p.Status().Refused != nil || p.Status().Version != got.f.Version() {
+				t.Fatalf("the retried change is not what is served and reported: %+v", p.Status())
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no %s result", want)
+		}
 	}
 }

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/route"
-	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -33,8 +33,8 @@ tests:
 // last good fleet keeps serving, the refusal names the test, the
 // expectation and what matched instead; fixing the change publishes it.
 func TestFailingRouteTestRefusesChange(t *testing.T) {
-	pub := snapshot.NewPublisher()
-	p := New(xdstype.New(), pub, nil)
+	pub := fleet.NewPublisher()
+	p := New(Options{Registry: xdstype.New(), Publish: PublishTo(pub)})
 	if err := p.Apply(newUpdate("pylon.yaml", []byte(routeTested))); err != nil {
 		t.Fatal(err)
 	}

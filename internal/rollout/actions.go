@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/fleet"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/redact"
-	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -221,13 +221,13 @@ func (c *Controller) introduced(r *run, e *status.Event) bool {
 
 // memberOf is the event's node as the stages match it: with its metadata
 // and locality (a canary picked by metadata is in its stage).
-func memberOf(e *status.Event) model.Node {
+func memberOf(e *status.Event) nodegroup.Node {
 	if e.Member != nil {
 		return *e.Member
 	}
 	// Not a stream's event with a node (the xds server sets Member on
 	// every one that has): in no stage by anything but its id.
-	return model.Node{ID: e.NodeID()}
+	return nodegroup.Node{ID: e.NodeID()}
 }
 
 // counts reports whether the event's stream may count toward a halt.
@@ -275,7 +275,7 @@ func (c *Controller) nacked(r *run, e *status.Event) {
 // a group whose rollout is halted and not superseded. A store checks a
 // compiled write with it before storing it, so that a halt refuses the
 // writes to its own group only, and a write refused is not stored.
-func (c *Controller) Check(f *snapshot.Fleet) error {
+func (c *Controller) Check(f *fleet.Fleet) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.refuseHalted(f)

@@ -9,14 +9,15 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/fleet"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
 // fleetEDS is a one-group fleet: cluster "a" with the given timeout (the
 // config) and its assignment on the given port (the endpoints).
-func fleetEDS(t *testing.T, timeout time.Duration, port uint32) *snapshot.Fleet {
+func fleetEDS(t *testing.T, timeout time.Duration, port uint32) *fleet.Fleet {
 	t.Helper()
 	reg := xdstype.New()
 	c := &clusterv3.Cluster{Name: "a", ConnectTimeout: durationpb.New(timeout), ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
@@ -33,14 +34,14 @@ func fleetEDS(t *testing.T, timeout time.Duration, port uint32) *snapshot.Fleet 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return snapshot.NewGroupedFleet(model.Groups{{Name: "edge", Default: true, Rollout: policy}}, []*snapshot.Snapshot{s})
+	return fleet.NewGroupedFleet(nodegroup.Groups{{Name: "edge", Default: true, Rollout: policy}}, []*snapshot.Snapshot{s})
 }
 
 // Endpoints are not rolled out: a change of endpoints alone starts no
 // rollout; during one it leaves the stage and its bake as they are, and
 // every node, in the stage or not, gets the current endpoints.
 func TestEndpointsAreNotRolledOut(t *testing.T) {
-	clk, pub := newClock(), snapshot.NewPublisher()
+	clk, pub := newClock(), fleet.NewPublisher()
 	c, err := New(Options{Publisher: pub, Now: clk.Now, After: clk.After})
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,8 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/fleet"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -21,7 +22,7 @@ func stageNodesN(t *testing.T, n int) []string {
 	t.Helper()
 	var out []string
 	for i := 0; i < 10000 && len(out) < n; i++ {
-		if id := fmt.Sprintf("edge-%d", i); policy.Takes(1, model.Node{ID: id}) {
+		if id := fmt.Sprintf("edge-%d", i); policy.Takes(1, nodegroup.Node{ID: id}) {
 			out = append(out, id)
 		}
 	}
@@ -32,17 +33,17 @@ func stageNodesN(t *testing.T, n int) []string {
 }
 
 // running is a controller that rolled out v2 over v1 and is at stage 1.
-func running(t *testing.T, o Options, p *model.Rollout) *Controller {
+func running(t *testing.T, o Options, p *nodegroup.Rollout) *Controller {
 	t.Helper()
 	clk := newClock()
-	o.Publisher, o.Now, o.After = snapshot.NewPublisher(), clk.Now, clk.After
+	o.Publisher, o.Now, o.After = fleet.NewPublisher(), clk.Now, clk.After
 	c, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Publish(fleet(t, time.Second, p), files("1"))
+	c.Publish(policyFleet(t, time.Second, p), files("1"))
 	start(t, c)
-	c.Publish(fleet(t, 2*time.Second, p), files("2"))
+	c.Publish(policyFleet(t, 2*time.Second, p), files("2"))
 	return c
 }
 
@@ -57,7 +58,7 @@ func haltedFor(t *testing.T, c *Controller) string {
 // first stage's too; its NACK must not halt the group's rollout. The
 // verified node's NACK that follows does, and the halt names it.
 func TestFinding3_UnverifiedClientCannotHaltUnderIdentityRule(t *testing.T) {
-	c := running(t, Options{Binding: snapshot.Binding{ID: true, Cluster: true}}, policy)
+	c := running(t, Options{Binding: fleet.Binding{ID: true, Cluster: true}}, policy)
 	in := stageNodesN(t, 2)
 	c.Observe(new(nack(in[0]))) // no certificate: Identity ""
 	verified := nack(in[1])
@@ -82,7 +83,7 @@ func TestNACKCountsWithoutIdentityRule(t *testing.T) {
 // halt.min_nodes: the rollout halts once that many distinct nodes of the
 // stage NACKed the change; one node NACKing again is still one.
 func TestHaltMinNodes(t *testing.T) {
-	p := &model.Rollout{Stages: policy.Stages, Halt: model.Halt{MinNodes: 2}}
+	p := &nodegroup.Rollout{Stages: policy.Stages, Halt: nodegroup.Halt{MinNodes: 2}}
 	c := running(t, Options{}, p)
 	in := stageNodesN(t, 2)
 	c.Observe(new(nack(in[0])))
@@ -100,10 +101,10 @@ func TestHaltMinNodes(t *testing.T) {
 // stage: the controller matches the node the stream reports as group rules
 // do (Event.Member), not the few fields it logs.
 func TestFinding6_MetadataCanaryIsInTheStage(t *testing.T) {
-	p := &model.Rollout{Stages: []model.Stage{{Selector: &model.Match{Metadata: map[string]string{"canary": "true"}}}, {Share: 1}}}
+	p := &nodegroup.Rollout{Stages: []nodegroup.Stage{{Selector: &nodegroup.Match{Metadata: map[string]string{"canary": "true"}}}, {Share: 1}}}
 	c := running(t, Options{}, p)
 	e := nack("canary-outside-any-share")
-	e.Member = &model.Node{ID: e.NodeID(), Metadata: map[string]string{"canary": "true"}}
+	e.Member = &nodegroup.Node{ID: e.NodeID(), Metadata: map[string]string{"canary": "true"}}
 	c.Observe(&e)
 	if d := haltedFor(t, c); !strings.Contains(d, "canary-outside-any-share") {
 		t.Fatalf("halted for %q", d)
@@ -113,14 +114,14 @@ func TestFinding6_MetadataCanaryIsInTheStage(t *testing.T) {
 // Finding 3 of issue 30: a halted rollout refuses changes to its own
 // group only: a change to another group is published.
 func TestFinding3_HaltInOneGroupDoesNotBlockAnother(t *testing.T) {
-	clk, pub := newClock(), snapshot.NewPublisher()
+	clk, pub := newClock(), fleet.NewPublisher()
 	c, err := New(Options{Publisher: pub, Now: clk.Now, After: clk.After})
 	if err != nil {
 		t.Fatal(err)
 	}
-	two := func(edge, mesh time.Duration) *snapshot.Fleet {
-		rules := model.Groups{{Name: "edge", Match: model.Match{ID: "edge-*"}, Rollout: policy}, {Name: "mesh", Default: true, Rollout: policy}}
-		return snapshot.NewGroupedFleet(rules, []*snapshot.Snapshot{clusterSnap(t, edge), clusterSnap(t, mesh)})
+	two := func(edge, mesh time.Duration) *fleet.Fleet {
+		rules := nodegroup.Groups{{Name: "edge", Match: nodegroup.Match{ID: "edge-*"}, Rollout: policy}, {Name: "mesh", Default: true, Rollout: policy}}
+		return fleet.NewGroupedFleet(rules, []*snapshot.Snapshot{clusterSnap(t, edge), clusterSnap(t, mesh)})
 	}
 	c.Publish(two(time.Second, time.Second), files("1"))
 	start(t, c)
@@ -158,8 +159,8 @@ func clusterSnap(t *testing.T, timeout time.Duration) *snapshot.Snapshot {
 // Under a rule that binds the cluster but not the node id, one certificate
 // may claim any id of its cluster: halt.min_nodes counts certificates.
 func TestHaltMinNodesCountsCertificatesWhenIDsAreUnbound(t *testing.T) {
-	p := &model.Rollout{Stages: policy.Stages, Halt: model.Halt{MinNodes: 2}}
-	c := running(t, Options{Binding: snapshot.Binding{Cluster: true}}, p)
+	p := &nodegroup.Rollout{Stages: policy.Stages, Halt: nodegroup.Halt{MinNodes: 2}}
+	c := running(t, Options{Binding: fleet.Binding{Cluster: true}}, p)
 	in := stageNodesN(t, 3)
 	for _, id := range in[:2] {
 		e := nack(id)

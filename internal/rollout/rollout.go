@@ -5,7 +5,7 @@
 //
 // The controller sits between the pipeline and the publisher: every fleet
 // the pipeline builds goes through Publish, which turns it into a staged
-// fleet (snapshot.Fleet.Staged: both snapshots shared, which one a node
+// fleet (fleet.Fleet.Staged: both snapshots shared, which one a node
 // gets a pure function of its id's hash and the stage). Which stage each
 // group is at is the controller's state, changed by bake timers, stream
 // events and the admin API, and persisted so that a restart resumes.
@@ -22,7 +22,8 @@ import (
 	"time"
 
 	"github.com/pylon-xds/pylon/internal/config"
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/fleet"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/seal"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 )
@@ -37,14 +38,14 @@ const (
 // Options configures a Controller.
 type Options struct {
 	// Publisher receives every fleet, staged.
-	Publisher *snapshot.Publisher
+	Publisher *fleet.Publisher
 	// StatePath is the file the rollouts are kept in, to resume after a
 	// restart; "" keeps them in memory only.
 	StatePath string
 	// Compile rebuilds a fleet from config files: on start, the previous
 	// version of a group in a rollout is compiled again from the files kept
 	// in StatePath. Nil: no resume.
-	Compile func([]config.File) (*snapshot.Fleet, error)
+	Compile func([]config.File) (*fleet.Fleet, error)
 	// Now and After are the clock (default the wall clock).
 	Now   func() time.Time
 	After func(time.Duration) <-chan time.Time
@@ -60,7 +61,7 @@ type Options struct {
 	// verified certificate count toward a halt; under one that leaves the
 	// node id unbound, halt.min_nodes counts certificates, not the ids
 	// one certificate may claim.
-	Binding snapshot.Binding
+	Binding fleet.Binding
 	Logger  *slog.Logger
 	// Seal, when set, seals the state file (it holds config, private
 	// keys included); a sealed one is read only with it.
@@ -102,7 +103,7 @@ type Status struct {
 type run struct {
 	Status
 	prev, next *snapshot.Snapshot
-	policy     *model.Rollout
+	policy     *nodegroup.Rollout
 	files      []config.File // the config of prev, to persist
 	late       lateness
 	// nacks are the nodes of the stage that NACKed the change, until
@@ -122,8 +123,8 @@ type Controller struct {
 	active atomic.Int32
 
 	mu    sync.Mutex
-	base  *snapshot.Fleet // the newest fleet published, unstaged
-	files []config.File   // base's config
+	base  *fleet.Fleet  // the newest fleet published, unstaged
+	files []config.File // base's config
 	runs  map[string]*run
 	// saved is the state read from StatePath, for the first Publish.
 	saved *state
@@ -165,7 +166,7 @@ func New(o Options) (*Controller, error) {
 // starts. A change to a group whose rollout is halted is refused (an error
 // wrapping ErrHalted) unless Supersede was called for the group; nothing
 // is published then.
-func (c *Controller) Publish(f *snapshot.Fleet, files []config.File) (bool, error) {
+func (c *Controller) Publish(f *fleet.Fleet, files []config.File) (bool, error) {
 	c.mu.Lock()
 	defer c.flush() // after the unlock
 	defer c.mu.Unlock()
@@ -186,7 +187,7 @@ func (c *Controller) Publish(f *snapshot.Fleet, files []config.File) (bool, erro
 
 // refuseHalted refuses f when it changes a group whose rollout is halted
 // and not superseded.
-func (c *Controller) refuseHalted(f *snapshot.Fleet) error {
+func (c *Controller) refuseHalted(f *fleet.Fleet) error {
 	for _, name := range c.names() {
 		r := c.runs[name]
 		g, _ := f.Lookup(name)
@@ -199,7 +200,7 @@ func (c *Controller) refuseHalted(f *snapshot.Fleet) error {
 }
 
 // start begins, replaces or ends each group's rollout for the new fleet f.
-func (c *Controller) start(f *snapshot.Fleet, now time.Time) {
+func (c *Controller) start(f *fleet.Fleet, now time.Time) {
 	for name, r := range c.runs {
 		if g, rule := f.Lookup(name); g == nil || rule.Rollout == nil {
 			c.o.Logger.Info("rollout ended: the group or its policy is gone", "group", name)

@@ -17,7 +17,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/pylon-xds/pylon/internal/config"
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/fleet"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -77,13 +78,13 @@ func (c *clock) Advance(d time.Duration) {
 	c.timers = kept
 }
 
-var policy = &model.Rollout{
-	Stages: []model.Stage{{Share: 0.1, Bake: model.Duration(time.Minute)}, {Share: 0.5, Bake: model.Duration(time.Minute)}},
+var policy = &nodegroup.Rollout{
+	Stages: []nodegroup.Stage{{Share: 0.1, Bake: nodegroup.Duration(time.Minute)}, {Share: 0.5, Bake: nodegroup.Duration(time.Minute)}},
 }
 
-// fleet is a one-group fleet whose cluster "a" has the given timeout: a
+// policyFleet is a one-group fleet whose cluster "a" has the given timeout: a
 // distinct snapshot per timeout.
-func fleet(t *testing.T, timeout time.Duration, p *model.Rollout) *snapshot.Fleet {
+func policyFleet(t *testing.T, timeout time.Duration, p *nodegroup.Rollout) *fleet.Fleet {
 	t.Helper()
 	reg := xdstype.New()
 	c := &clusterv3.Cluster{Name: "a", ConnectTimeout: durationpb.New(timeout), ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}}
@@ -98,13 +99,13 @@ func fleet(t *testing.T, timeout time.Duration, p *model.Rollout) *snapshot.Flee
 	if err != nil {
 		t.Fatal(err)
 	}
-	return snapshot.NewGroupedFleet(model.Groups{{Name: "edge", Default: true, Rollout: p}}, []*snapshot.Snapshot{s})
+	return fleet.NewGroupedFleet(nodegroup.Groups{{Name: "edge", Default: true, Rollout: p}}, []*snapshot.Snapshot{s})
 }
 
 func files(v string) []config.File { return []config.File{{Path: "c.yaml", Data: []byte(v)}} }
 
 // onNew counts the nodes of 1000 on the group's newest snapshot.
-func onNew(pub *snapshot.Publisher, want *snapshot.Snapshot) int {
+func onNew(pub *fleet.Publisher, want *snapshot.Snapshot) int {
 	n := 0
 	for i := range 1000 {
 		if pub.Current().Group(&corev3.Node{Id: fmt.Sprintf("edge-%d", i)}, nil).Snapshot.Version() == want.Version() {
@@ -135,12 +136,12 @@ func start(t *testing.T, c *Controller) {
 // A change advances stage by stage as each bake ends, then completes: the
 // nodes on the new snapshot grow 0 -> ~10% -> ~50% -> all.
 func TestStagesAdvanceWithBake(t *testing.T) {
-	clk, pub := newClock(), snapshot.NewPublisher()
+	clk, pub := newClock(), fleet.NewPublisher()
 	c, err := New(Options{Publisher: pub, Now: clk.Now, After: clk.After})
 	if err != nil {
 		t.Fatal(err)
 	}
-	v1, v2 := fleet(t, time.Second, policy), fleet(t, 2*time.Second, policy)
+	v1, v2 := policyFleet(t, time.Second, policy), policyFleet(t, 2*time.Second, policy)
 	if _, err := c.Publish(v1, files("1")); err != nil {
 		t.Fatal(err)
 	}
@@ -176,14 +177,14 @@ func TestStagesAdvanceWithBake(t *testing.T) {
 func nack(node string) status.Event { return nackOf(node, xdstype.ClusterURL) }
 
 func nackOf(node, typeURL string) status.Event {
-	return status.Event{Kind: status.RequestNACK, Group: "edge", Node: &corev3.Node{Id: node}, Member: &model.Node{ID: node}, TypeURL: typeURL, Version: "x", Detail: "bad"}
+	return status.Event{Kind: status.RequestNACK, Group: "edge", Node: &corev3.Node{Id: node}, Member: &nodegroup.Node{ID: node}, TypeURL: typeURL, Version: "x", Detail: "bad"}
 }
 
 // stageNode is a node of 1000 the first stage takes, and one it does not.
 func stageNodes() (in, out string) {
 	for i := range 1000 {
 		id := fmt.Sprintf("edge-%d", i)
-		if policy.Takes(1, model.Node{ID: id}) {
+		if policy.Takes(1, nodegroup.Node{ID: id}) {
 			in = id
 		} else {
 			out = id
@@ -196,13 +197,13 @@ func stageNodes() (in, out string) {
 // back; one by a node outside it does not. A change while halted is
 // refused unless superseded.
 func TestNACKHaltsAndRollsBack(t *testing.T) {
-	clk, pub := newClock(), snapshot.NewPublisher()
+	clk, pub := newClock(), fleet.NewPublisher()
 	var halts []string
 	c, err := New(Options{Publisher: pub, Now: clk.Now, After: clk.After, OnHalt: func(g, r string) { halts = append(halts, g+"/"+r) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	v1, v2, v3 := fleet(t, time.Second, policy), fleet(t, 2*time.Second, policy), fleet(t, 3*time.Second, policy)
+	v1, v2, v3 := policyFleet(t, time.Second, policy), policyFleet(t, 2*time.Second, policy), policyFleet(t, 3*time.Second, policy)
 	c.Publish(v1, files("1"))
 	start(t, c)
 	c.Publish(v2, files("2"))
@@ -244,9 +245,9 @@ func TestNACKHaltsAndRollsBack(t *testing.T) {
 
 // Operators promote, halt and resume.
 func TestOperatorActions(t *testing.T) {
-	clk, pub := newClock(), snapshot.NewPublisher()
+	clk, pub := newClock(), fleet.NewPublisher()
 	c, _ := New(Options{Publisher: pub, Now: clk.Now, After: clk.After})
-	v1, v2 := fleet(t, time.Second, policy), fleet(t, 2*time.Second, policy)
+	v1, v2 := policyFleet(t, time.Second, policy), policyFleet(t, 2*time.Second, policy)
 	c.Publish(v1, files("1"))
 	if _, err := c.Promote("edge"); !errors.Is(err, ErrNoRollout) {
 		t.Fatalf("promote without a rollout: %v", err)
@@ -278,24 +279,24 @@ func TestOperatorActions(t *testing.T) {
 func TestRestartResumes(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rollouts.json")
-	byFile := map[string]*snapshot.Fleet{}
-	compile := func(fs []config.File) (*snapshot.Fleet, error) { return byFile[string(fs[0].Data)], nil }
-	v1, v2 := fleet(t, time.Second, policy), fleet(t, 2*time.Second, policy)
+	byFile := map[string]*fleet.Fleet{}
+	compile := func(fs []config.File) (*fleet.Fleet, error) { return byFile[string(fs[0].Data)], nil }
+	v1, v2 := policyFleet(t, time.Second, policy), policyFleet(t, 2*time.Second, policy)
 	byFile["1"], byFile["2"] = v1, v2
 	clk := newClock()
-	c, _ := New(Options{Publisher: snapshot.NewPublisher(), StatePath: path, Compile: compile, Now: clk.Now, After: clk.After})
+	c, _ := New(Options{Publisher: fleet.NewPublisher(), StatePath: path, Compile: compile, Now: clk.Now, After: clk.After})
 	c.Publish(v1, files("1"))
 	c.Publish(v2, files("2"))
 	c.Promote("edge")
 	before := c.Status()[0]
 
 	// A new process: the same config (v2) is its first fleet.
-	pub := snapshot.NewPublisher()
+	pub := fleet.NewPublisher()
 	c2, err := New(Options{Publisher: pub, StatePath: path, Compile: compile, Now: clk.Now, After: clk.After})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c2.Publish(fleet(t, 2*time.Second, policy), files("2"))
+	c2.Publish(policyFleet(t, 2*time.Second, policy), files("2"))
 	s := c2.Status()
 	if len(s) != 1 || s[0].Stage != 2 || s[0].From != before.From || !s[0].EnteredAt.Equal(before.EnteredAt) {
 		t.Fatalf("after a restart: %+v, before %+v", s, before)
@@ -309,13 +310,13 @@ func TestRestartResumes(t *testing.T) {
 // counts toward not_acked; one that ACKs in time does not. More late nodes
 // than allowed halt the rollout.
 func TestNotACKedHalts(t *testing.T) {
-	slow := &model.Rollout{
-		Stages: []model.Stage{{Share: 0.1, Bake: model.Duration(time.Hour)}},
-		Halt:   model.Halt{NotACKed: &model.NotACKed{Count: 0, Within: model.Duration(time.Minute)}},
+	slow := &nodegroup.Rollout{
+		Stages: []nodegroup.Stage{{Share: 0.1, Bake: nodegroup.Duration(time.Hour)}},
+		Halt:   nodegroup.Halt{NotACKed: &nodegroup.NotACKed{Count: 0, Within: nodegroup.Duration(time.Minute)}},
 	}
-	clk, pub := newClock(), snapshot.NewPublisher()
+	clk, pub := newClock(), fleet.NewPublisher()
 	c, _ := New(Options{Publisher: pub, Now: clk.Now, After: clk.After})
-	v1, v2 := fleet(t, time.Second, slow), fleet(t, 2*time.Second, slow)
+	v1, v2 := policyFleet(t, time.Second, slow), policyFleet(t, 2*time.Second, slow)
 	c.Publish(v1, files("1"))
 	start(t, c)
 	// Responses and ACKs are wanted while a rollout runs, not before
@@ -330,7 +331,7 @@ func TestNotACKedHalts(t *testing.T) {
 	in, _ := stageNodes()
 	set := v2.Groups()[0].Snapshot.Set(xdstype.ClusterURL).Version()
 	sent := func(stream uint64) status.Event {
-		return status.Event{Kind: status.ResponseSent, StreamID: stream, Group: "edge", Node: &corev3.Node{Id: in}, Member: &model.Node{ID: in}, TypeURL: xdstype.ClusterURL, Version: set, SetVersion: set}
+		return status.Event{Kind: status.ResponseSent, StreamID: stream, Group: "edge", Node: &corev3.Node{Id: in}, Member: &nodegroup.Node{ID: in}, TypeURL: xdstype.ClusterURL, Version: set, SetVersion: set}
 	}
 	// Stream 1 ACKs in time; stream 2 never does.
 	c.Observe(new(sent(1)))

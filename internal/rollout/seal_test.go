@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/pylon-xds/pylon/internal/config"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/seal"
-	"github.com/pylon-xds/pylon/internal/snapshot"
 )
 
 // stateMarker is in the private key of the config a rollout saves.
@@ -65,15 +65,15 @@ func keyring(t *testing.T, lines ...string) *seal.Keyring {
 func TestEncryptionAtRest_RolloutStateFile(t *testing.T) {
 	k1, k2 := keyLine(t, "k1"), keyLine(t, "k2")
 	path := filepath.Join(t.TempDir(), "rollouts.json")
-	v1, v2 := fleet(t, time.Second, policy), fleet(t, 2*time.Second, policy)
-	byFile := map[string]*snapshot.Fleet{"1": v1, "2": v2}
-	compile := func(fs []config.File) (*snapshot.Fleet, error) {
+	v1, v2 := policyFleet(t, time.Second, policy), policyFleet(t, 2*time.Second, policy)
+	byFile := map[string]*fleet.Fleet{"1": v1, "2": v2}
+	compile := func(fs []config.File) (*fleet.Fleet, error) {
 		v, _, _ := strings.Cut(string(fs[0].Data), "\n")
 		return byFile[v], nil
 	}
 	clk := newClock()
 	open := func(ring *seal.Keyring) (*Controller, error) {
-		return New(Options{Publisher: snapshot.NewPublisher(), StatePath: path, Compile: compile, Now: clk.Now, After: clk.After, Seal: ring})
+		return New(Options{Publisher: fleet.NewPublisher(), StatePath: path, Compile: compile, Now: clk.Now, After: clk.After, Seal: ring})
 	}
 	c, err := open(keyring(t, k1))
 	if err != nil {
@@ -131,7 +131,7 @@ func TestEncryptionAtRest_RolloutStateFile(t *testing.T) {
 
 // resumesHalted checks a controller opened with ring resumes the halted
 // rollout from the state file.
-func resumesHalted(t *testing.T, open func(*seal.Keyring) (*Controller, error), ring *seal.Keyring, v2 *snapshot.Fleet) {
+func resumesHalted(t *testing.T, open func(*seal.Keyring) (*Controller, error), ring *seal.Keyring, v2 *fleet.Fleet) {
 	t.Helper()
 	c, err := open(ring)
 	if err != nil {

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/pylon-xds/pylon/internal/config"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/seal"
-	"github.com/pylon-xds/pylon/internal/snapshot"
 )
 
 // maxLate bounds the responses awaiting an ACK tracked per rollout.
@@ -312,7 +312,7 @@ func filesKey(files []config.File) string {
 // whose change is still the one being rolled out resumes at its saved
 // stage and bake; one changed while Pylon was down starts a new rollout
 // from the saved previous version.
-func (c *Controller) resume(f *snapshot.Fleet) {
+func (c *Controller) resume(f *fleet.Fleet) {
 	for _, s := range c.saved.Rollouts {
 		g, rule := f.Lookup(s.Group)
 		if g == nil || rule.Rollout == nil || c.o.Compile == nil {
@@ -320,7 +320,7 @@ func (c *Controller) resume(f *snapshot.Fleet) {
 		}
 		files := c.saved.Files[s.FromFiles]
 		old, err := c.o.Compile(files)
-		var prev *snapshot.Group
+		var prev *fleet.Group
 		if err == nil {
 			prev, _ = old.Lookup(s.Group)
 		}
@@ -357,7 +357,7 @@ func (c *Controller) resume(f *snapshot.Fleet) {
 
 // configVersion is g's config version when v, a format-0 state file's,
 // is g's snapshot version; else v.
-func configVersion(g *snapshot.Group, v string) string {
+func configVersion(g *fleet.Group, v string) string {
 	if g != nil && g.Snapshot.Version() == v {
 		return g.Snapshot.ConfigVersion()
 	}

@@ -11,8 +11,8 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
 	"github.com/pylon-xds/pylon/internal/config"
-	"github.com/pylon-xds/pylon/internal/model"
-	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/fleet"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -34,7 +34,7 @@ func TestStateFileChecked(t *testing.T) {
 		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		_, err := New(Options{Publisher: snapshot.NewPublisher(), StatePath: path})
+		_, err := New(Options{Publisher: fleet.NewPublisher(), StatePath: path})
 		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), want) {
 			t.Errorf("state %s: %v, want an error naming %s and %q", body, err, path, want)
 		}
@@ -44,14 +44,14 @@ func TestStateFileChecked(t *testing.T) {
 // haltedOnDisk runs a rollout from v1 (config "1") to v2 (config "2"),
 // halts it and returns its state file, with what a restart needs: byFile
 // is what compile gives for each config, for the test to change.
-func haltedOnDisk(t *testing.T) (path string, v1, v2 *snapshot.Fleet, byFile map[string]*snapshot.Fleet, compile func([]config.File) (*snapshot.Fleet, error), clk *clock) {
+func haltedOnDisk(t *testing.T) (path string, v1, v2 *fleet.Fleet, byFile map[string]*fleet.Fleet, compile func([]config.File) (*fleet.Fleet, error), clk *clock) {
 	t.Helper()
 	path = filepath.Join(t.TempDir(), "rollouts.json")
-	v1, v2 = fleet(t, time.Second, policy), fleet(t, 2*time.Second, policy)
-	byFile = map[string]*snapshot.Fleet{"1": v1, "2": v2}
-	compile = func(fs []config.File) (*snapshot.Fleet, error) { return byFile[string(fs[0].Data)], nil }
+	v1, v2 = policyFleet(t, time.Second, policy), policyFleet(t, 2*time.Second, policy)
+	byFile = map[string]*fleet.Fleet{"1": v1, "2": v2}
+	compile = func(fs []config.File) (*fleet.Fleet, error) { return byFile[string(fs[0].Data)], nil }
 	clk = newClock()
-	c, _ := New(Options{Publisher: snapshot.NewPublisher(), StatePath: path, Compile: compile, Now: clk.Now, After: clk.After})
+	c, _ := New(Options{Publisher: fleet.NewPublisher(), StatePath: path, Compile: compile, Now: clk.Now, After: clk.After})
 	c.Publish(v1, files("1"))
 	c.Publish(v2, files("2"))
 	if _, err := c.Halt("edge"); err != nil {
@@ -65,15 +65,15 @@ func haltedOnDisk(t *testing.T) (path string, v1, v2 *snapshot.Fleet, byFile map
 // that version: the nodes never get the rejected change.
 func TestRestartKeepsHaltedRolloutWhosePreviousChanged(t *testing.T) {
 	path, _, v2, byFile, compile, clk := haltedOnDisk(t)
-	v1b := fleet(t, 1500*time.Millisecond, policy)
+	v1b := policyFleet(t, 1500*time.Millisecond, policy)
 	// While stopped, what config 1 names changed: it now compiles to v1b.
 	byFile["1"] = v1b
-	pub := snapshot.NewPublisher()
+	pub := fleet.NewPublisher()
 	c2, err := New(Options{Publisher: pub, StatePath: path, Compile: compile, Now: clk.Now, After: clk.After})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c2.Publish(fleet(t, 2*time.Second, policy), files("2"))
+	c2.Publish(policyFleet(t, 2*time.Second, policy), files("2"))
 	s := c2.Status()
 	if len(s) != 1 || s[0].Halted != ReasonOperator || s[0].From != v1b.Groups()[0].Snapshot.ConfigVersion() {
 		t.Fatalf("after a restart: %+v, want still halted, from the recompiled previous version", s)
@@ -108,12 +108,12 @@ func TestFormat0StateResumesHalted(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	pub := snapshot.NewPublisher()
+	pub := fleet.NewPublisher()
 	c2, err := New(Options{Publisher: pub, StatePath: path, Compile: compile, Now: clk.Now, After: clk.After})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c2.Publish(fleet(t, 2*time.Second, policy), files("2"))
+	c2.Publish(policyFleet(t, 2*time.Second, policy), files("2"))
 	if s := c2.Status(); len(s) != 1 || s[0].Halted != ReasonOperator || s[0].From != v1.Groups()[0].Snapshot.ConfigVersion() {
 		t.Fatalf("after a restart from a format-0 file: %+v, want still halted", s)
 	}
@@ -129,9 +129,9 @@ func TestFormat0StateResumesHalted(t *testing.T) {
 func TestStateWriteDoesNotBlockEvents(t *testing.T) {
 	clk := newClock()
 	path := filepath.Join(t.TempDir(), "rollouts.json")
-	c, _ := New(Options{Publisher: snapshot.NewPublisher(), StatePath: path, Now: clk.Now, After: clk.After})
-	c.Publish(fleet(t, time.Second, policy), files("1"))
-	c.Publish(fleet(t, 2*time.Second, policy), files("2"))
+	c, _ := New(Options{Publisher: fleet.NewPublisher(), StatePath: path, Now: clk.Now, After: clk.After})
+	c.Publish(policyFleet(t, time.Second, policy), files("1"))
+	c.Publish(policyFleet(t, 2*time.Second, policy), files("2"))
 	in, _ := stageNodes()
 	c.saveMu.Lock() // a slow disk
 	promoted := make(chan error, 1)
@@ -139,7 +139,7 @@ func TestStateWriteDoesNotBlockEvents(t *testing.T) {
 	waitFor(t, "the promotion to stage its state", func() bool { return c.staged.Load() != nil })
 	observed := make(chan struct{})
 	go func() {
-		e := status.Event{Kind: status.RequestACK, Group: "edge", Node: &corev3.Node{Id: in}, Member: &model.Node{ID: in}, TypeURL: xdstype.ClusterURL, StreamID: 1}
+		e := status.Event{Kind: status.RequestACK, Group: "edge", Node: &corev3.Node{Id: in}, Member: &nodegroup.Node{ID: in}, TypeURL: xdstype.ClusterURL, StreamID: 1}
 		c.Observe(&e)
 		close(observed)
 	}()

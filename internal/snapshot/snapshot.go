@@ -1,5 +1,6 @@
 // Package snapshot holds immutable, validated, content-versioned sets of xDS
-// resources, and publishes the newest one to the xDS server.
+// resources: content only. Which node gets which snapshot, and publishing
+// them, is package fleet's.
 //
 // Each resource is marshalled once, deterministically, when a snapshot is
 // built; the encoded Any is shared by every stream that sends it, and its
@@ -187,9 +188,11 @@ func hashBytes(b []byte) string { return versionOf(sha256.Sum256(b)) }
 // versionOf is the version cut from a SHA-256: every version is one.
 func versionOf(sum [sha256.Size]byte) string { return hex.EncodeToString(sum[:8]) }
 
-// hashPairs hashes (key, value) pairs, already in a stable order. Lengths are
-// written so that no two different lists share an encoding.
-func hashPairs(pairs [][2]string) string {
+// HashPairs hashes (key, value) pairs, already in a stable order, as every
+// version is: a snapshot's over its sets, a fleet's over its groups' and
+// rules. Lengths are written so that no two different lists share an
+// encoding.
+func HashPairs(pairs [][2]string) string {
 	h := sha256.New()
 	var n [8]byte
 	for _, p := range pairs {
@@ -223,7 +226,7 @@ func newSet(t *xdstype.Type, byName map[string]*Resource) *Set {
 			}
 		}
 	}
-	set.version = hashPairs(pairs)
+	set.version = HashPairs(pairs)
 	return set
 }
 
@@ -251,7 +254,7 @@ func fromRanked(ranked []*Set) *Snapshot {
 			s.minTTL = set.minTTL
 		}
 	}
-	s.version, s.configVersion = hashPairs(pairs), hashPairs(config)
+	s.version, s.configVersion = HashPairs(pairs), HashPairs(config)
 	return s
 }
 
@@ -271,7 +274,7 @@ func (s *Snapshot) withSet(set *Set) *Snapshot {
 
 // WithSecretPolicy returns s with the secret policy it is published with:
 // glob patterns of the verified identities that may receive each named
-// Secret (model.AnyMatch); a Secret not named is open to every verified
+// Secret (nodegroup.AnyMatch); a Secret not named is open to every verified
 // node of its group. Only the entries of s's own Secrets are kept. The
 // sets are s's, shared; s itself is returned when there is nothing to
 // keep and s has no policy.

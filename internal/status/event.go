@@ -5,7 +5,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 )
 
 // What happens on the xDS streams, as the server reports it: events of a
@@ -97,7 +97,7 @@ type Event struct {
 	// metadata, locality and verified identities, which Node leaves out.
 	// Nil before the stream's first request; owned by the stream:
 	// read-only, and only while the event is handled.
-	Member *model.Node
+	Member *nodegroup.Node
 	// Group is the node's group when the event happened ("" for none).
 	Group   string
 	TypeURL string

@@ -29,6 +29,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 )
 
 // Defaults the model applies where a field is left out.
@@ -44,7 +45,7 @@ func ads() *corev3.ConfigSource {
 	}
 }
 
-func dur(d *model.Duration, def time.Duration) *durationpb.Duration {
+func dur(d *nodegroup.Duration, def time.Duration) *durationpb.Duration {
 	if d == nil {
 		return durationpb.New(def)
 	}
@@ -160,7 +161,7 @@ func u32(v uint32) *wrapperspb.UInt32Value {
 	return wrapperspb.UInt32(v)
 }
 
-func optDur(d *model.Duration) *durationpb.Duration {
+func optDur(d *nodegroup.Duration) *durationpb.Duration {
 	if d == nil {
 		return nil
 	}
@@ -525,7 +526,7 @@ func GRPCRoutes(g *model.GRPCTarget) *routev3.RouteConfiguration {
 }
 
 // cmpOr returns the first non-nil duration.
-func cmpOr(a, b *model.Duration) *model.Duration {
+func cmpOr(a, b *nodegroup.Duration) *nodegroup.Duration {
 	if a != nil {
 		return a
 	}
@@ -540,7 +541,7 @@ func cmpOr(a, b *model.Duration) *model.Duration {
 // applies the result as the RPC's deadline cap (MethodConfig.Timeout, in
 // internal/xds/resolver/serviceconfig.go); a route without one takes the
 // listener's. Zero means no deadline from xDS.
-func grpcAction(to []model.Target, timeout *model.Duration, retries *model.GRPCRetries) *routev3.RouteAction {
+func grpcAction(to []model.Target, timeout *nodegroup.Duration, retries *model.GRPCRetries) *routev3.RouteAction {
 	a := action(to)
 	if timeout != nil {
 		a.MaxStreamDuration = &routev3.RouteAction_MaxStreamDuration{MaxStreamDuration: durationpb.New(timeout.Std())}

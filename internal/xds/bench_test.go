@@ -8,14 +8,15 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 )
 
-// fleet is n EDS clusters with 10-endpoint assignments; gen makes each
+// fleetObjects is n EDS clusters with 10-endpoint assignments; gen makes each
 // generation's clusters differ.
-func fleet(n, gen int) []proto.Message {
+func fleetObjects(n, gen int) []proto.Message {
 	var out []proto.Message
 	for i := range n {
 		name := fmt.Sprintf("service-%04d", i)
@@ -38,10 +39,10 @@ func fleet(n, gen int) []proto.Message {
 func BenchmarkSendSnapshotToOneStream(b *testing.B) {
 	srv := xdstest.Start(b, xds.Options{})
 	snaps := []*snapshot.Snapshot{
-		xdstest.Snapshot(b, srv.Registry, fleet(1000, 0)),
-		xdstest.Snapshot(b, srv.Registry, fleet(1000, 1)),
+		xdstest.Snapshot(b, srv.Registry, fleetObjects(1000, 0)),
+		xdstest.Snapshot(b, srv.Registry, fleetObjects(1000, 1)),
 	}
-	srv.Publisher.Publish(snapshot.NewFleet(snaps[0], time.Now()))
+	srv.Publisher.Publish(fleet.NewFleet(snaps[0], time.Now()))
 	names := make([]string, 1000)
 	for i := range names {
 		names[i] = fmt.Sprintf("service-%04d", i)
@@ -57,7 +58,7 @@ func BenchmarkSendSnapshotToOneStream(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		i++
-		srv.Publisher.Publish(snapshot.NewFleet(snaps[i%2], time.Now()))
+		srv.Publisher.Publish(fleet.NewFleet(snaps[i%2], time.Now()))
 		c := s.RecvType(cds)
 		e := s.RecvType(eds)
 		if len(c.Resources) != 1000 || len(e.Resources) != 1000 {
@@ -71,7 +72,7 @@ func BenchmarkSendSnapshotToOneStream(b *testing.B) {
 // oneEndpointChange is 1,000 clusters with 10-endpoint assignments where
 // only service-0000's first endpoint differs between gen 0 and gen 1.
 func oneEndpointChange(gen int) []proto.Message {
-	out := fleet(1000, 0)
+	out := fleetObjects(1000, 0)
 	ports := make([]uint32, 10)
 	for j := range ports {
 		ports[j] = uint32(10000 + j)
@@ -93,7 +94,7 @@ func BenchmarkEndpointChangeWireBytes(b *testing.B) {
 		xdstest.Snapshot(b, srv.Registry, oneEndpointChange(0)),
 		xdstest.Snapshot(b, srv.Registry, oneEndpointChange(1)),
 	}
-	srv.Publisher.Publish(snapshot.NewFleet(snaps[0], time.Now()))
+	srv.Publisher.Publish(fleet.NewFleet(snaps[0], time.Now()))
 	names := make([]string, 1000)
 	for i := range names {
 		names[i] = fmt.Sprintf("service-%04d", i)
@@ -104,7 +105,7 @@ func BenchmarkEndpointChangeWireBytes(b *testing.B) {
 		if srv.Publisher.Current().For(nil) == next {
 			next = snaps[1]
 		}
-		srv.Publisher.Publish(snapshot.NewFleet(next, time.Now()))
+		srv.Publisher.Publish(fleet.NewFleet(next, time.Now()))
 	}
 
 	b.Run("sotw", func(b *testing.B) {
@@ -161,7 +162,7 @@ func BenchmarkFanOutNamedEndpoints(b *testing.B) {
 		xdstest.Snapshot(b, srv.Registry, oneEndpointChange(0)),
 		xdstest.Snapshot(b, srv.Registry, oneEndpointChange(1)),
 	}
-	srv.Publisher.Publish(snapshot.NewFleet(snaps[0], time.Now()))
+	srv.Publisher.Publish(fleet.NewFleet(snaps[0], time.Now()))
 	names := make([]string, 900)
 	for i := range names {
 		names[i] = fmt.Sprintf("service-%04d", i)
@@ -179,7 +180,7 @@ func BenchmarkFanOutNamedEndpoints(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		i++
-		srv.Publisher.Publish(snapshot.NewFleet(snaps[i%2], time.Now()))
+		srv.Publisher.Publish(fleet.NewFleet(snaps[i%2], time.Now()))
 		for _, s := range streams {
 			if r := s.RecvType(eds); len(r.Resources) != 1 {
 				b.Fatalf("got %d assignments for one change", len(r.Resources))

@@ -19,7 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 
-	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -98,9 +98,9 @@ func (c *countingCodec) count() map[string]int {
 func TestWholeSetResponsesAreNotEncodedPerStream(t *testing.T) {
 	cc := countEncodings(t)
 	reg := xdstype.New()
-	pub := snapshot.NewPublisher()
+	pub := fleet.NewPublisher()
 	snap := world(t, reg, 200, 1000, "c0")
-	pub.Publish(snapshot.NewFleet(snap, time.Now()))
+	pub.Publish(fleet.NewFleet(snap, time.Now()))
 	conn := serveLoopback(t, New(Options{Registry: reg, Fleets: pub}))
 	all := snap.Set(xdstype.EndpointURL).Names()
 	const streams = 10
@@ -140,9 +140,9 @@ func TestWholeSetResponsesAreNotEncodedPerStream(t *testing.T) {
 func TestDeltaWholeSetResponsesAreNotEncodedPerStream(t *testing.T) {
 	cc := countEncodings(t)
 	reg := xdstype.New()
-	pub := snapshot.NewPublisher()
+	pub := fleet.NewPublisher()
 	snap := world(t, reg, 200, 1000, "c0")
-	pub.Publish(snapshot.NewFleet(snap, time.Now()))
+	pub.Publish(fleet.NewFleet(snap, time.Now()))
 	conn := serveLoopback(t, New(Options{Registry: reg, Fleets: pub}))
 	all := snap.Set(xdstype.EndpointURL).Names()
 	const streams = 10
@@ -182,7 +182,7 @@ func TestDeltaWholeSetResponsesAreNotEncodedPerStream(t *testing.T) {
 func TestWholeSetBodyIsOneEncoding(t *testing.T) {
 	reg := xdstype.New()
 	snap := world(t, reg, 50, 1000, "c0")
-	srv := New(Options{Registry: reg, Fleets: snapshot.NewPublisher()})
+	srv := New(Options{Registry: reg, Fleets: fleet.NewPublisher()})
 	set := snap.Set(xdstype.ClusterURL)
 	var first *byte
 	for i := range 3 {
@@ -218,7 +218,7 @@ func TestWholeSetBodyIsOneEncoding(t *testing.T) {
 func TestDeltaWholeSetBodyIsOneEncoding(t *testing.T) {
 	reg := xdstype.New()
 	snap := world(t, reg, 50, 1000, "c0")
-	srv := New(Options{Registry: reg, Fleets: snapshot.NewPublisher()})
+	srv := New(Options{Registry: reg, Fleets: fleet.NewPublisher()})
 	typ := reg.Lookup(xdstype.ClusterURL)
 	set := snap.Set(xdstype.ClusterURL)
 	var first *byte

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -30,7 +30,7 @@ func (c *countingFleets) Notify(f func()) func() {
 // wakes only the streams left.
 func TestPublishWakesConnectionByConnection(t *testing.T) {
 	reg := xdstype.New()
-	pub := snapshot.NewPublisher()
+	pub := fleet.NewPublisher()
 	counted := &countingFleets{Fleets: pub}
 	f := &connFanout{fleets: counted}
 	d := newDrainers(1)
@@ -57,7 +57,7 @@ func TestPublishWakesConnectionByConnection(t *testing.T) {
 		mu.Lock()
 		order = nil
 		mu.Unlock()
-		pub.Publish(snapshot.NewFleet(world(t, reg, 1, uint32(gen), "c0"), time.Now()))
+		pub.Publish(fleet.NewFleet(world(t, reg, 1, uint32(gen), "c0"), time.Now()))
 		for _, m := range members {
 			m.w.wg.Wait()
 		}

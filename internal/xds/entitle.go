@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/identity"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -44,7 +45,7 @@ type entitled struct {
 type entitledKey struct {
 	// fleet is there for its secret policy, which a publish may change
 	// while a group's snapshot stays.
-	fleet *snapshot.Fleet
+	fleet *fleet.Fleet
 	from  *snapshot.Snapshot
 	// ident is identityKey of the stream's identity.
 	ident string
@@ -55,7 +56,7 @@ type entitledKey struct {
 // fleet, group snapshot and identity, not per stream: at ten thousand
 // streams a publish would otherwise walk the secret policy ten thousand
 // times.
-func (st *stream) entitlement(f *snapshot.Fleet, g *snapshot.Group) *entitled {
+func (st *stream) entitlement(f *fleet.Fleet, g *fleet.Group) *entitled {
 	if g == nil || g.Snapshot.Set(xdstype.SecretURL).Len() == 0 {
 		return nil
 	}
@@ -65,7 +66,7 @@ func (st *stream) entitlement(f *snapshot.Fleet, g *snapshot.Group) *entitled {
 
 // entitle works out entitlement: the shared snapshot less the Secrets the
 // stream's identity is denied, and why.
-func (st *stream) entitle(f *snapshot.Fleet, snap *snapshot.Snapshot) *entitled {
+func (st *stream) entitle(f *fleet.Fleet, snap *snapshot.Snapshot) *entitled {
 	if !st.ident.Verified() && !st.srv.opts.InsecureServeSecrets {
 		return &entitled{w: st.srv.withhold(snap, nil), why: "the connection has no verified client certificate (Secrets are served only over mTLS unless --insecure-serve-secrets)"}
 	}

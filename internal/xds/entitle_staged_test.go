@@ -10,9 +10,10 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/identity"
 	"github.com/pylon-xds/pylon/internal/identity/identitytest"
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -21,12 +22,12 @@ import (
 // whose previous snapshot holds the Secret "key", restricted to
 // a.example by the policy published with it; the new config is cur, with
 // the policy curPolicy.
-func stagedSecretFleet(t *testing.T, reg *xdstype.Registry, cur *snapshot.Snapshot, curPolicy map[string][]string) *snapshot.Fleet {
+func stagedSecretFleet(t *testing.T, reg *xdstype.Registry, cur *snapshot.Snapshot, curPolicy map[string][]string) *fleet.Fleet {
 	t.Helper()
-	rules := model.Groups{{Name: "edge", Default: true, Rollout: &model.Rollout{Stages: []model.Stage{{Share: 0.01}, {Share: 1}}}}}
-	prev := snapshot.NewGroupedFleet(rules, []*snapshot.Snapshot{secretSnap(t, reg, "key", "other")})
+	rules := nodegroup.Groups{{Name: "edge", Default: true, Rollout: &nodegroup.Rollout{Stages: []nodegroup.Stage{{Share: 0.01}, {Share: 1}}}}}
+	prev := fleet.NewGroupedFleet(rules, []*snapshot.Snapshot{secretSnap(t, reg, "key", "other")})
 	prev.RestrictSecrets(map[string][]string{"key": {"a.example"}})
-	next := snapshot.NewGroupedFleet(rules, []*snapshot.Snapshot{cur})
+	next := fleet.NewGroupedFleet(rules, []*snapshot.Snapshot{cur})
 	next.RestrictSecrets(curPolicy)
 	g, _ := prev.Lookup("edge")
 	return next.Staged("edge", g.Snapshot, 1)
@@ -51,7 +52,7 @@ func secretSnap(t *testing.T, reg *xdstype.Registry, names ...string) *snapshot.
 func outsideStage(t *testing.T) string {
 	for i := range 100 {
 		id := fmt.Sprintf("edge-%d", i)
-		if model.NodeShare(id) >= 0.01 {
+		if nodegroup.NodeShare(id) >= 0.01 {
 			return id
 		}
 	}
@@ -67,7 +68,7 @@ func outsideStage(t *testing.T) string {
 // node.
 func TestFinding1_DeletedRestrictedSecretStaysRestrictedOutsideTheStage(t *testing.T) {
 	reg := xdstype.New()
-	srv := New(Options{Registry: reg, Fleets: snapshot.NewPublisher()})
+	srv := New(Options{Registry: reg, Fleets: fleet.NewPublisher()})
 	ca := identitytest.NewCA(t, "pylon test CA")
 	streamOf := func(dns string) *stream {
 		leaf := ca.Issue(t, "", dns)

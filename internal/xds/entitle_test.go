@@ -9,9 +9,10 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/identity"
 	"github.com/pylon-xds/pylon/internal/identity/identitytest"
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -21,7 +22,7 @@ import (
 // snapshot holds, at the same versions.
 func TestWithheldSnapshotsAreShared(t *testing.T) {
 	reg := xdstype.New()
-	srv := New(Options{Registry: reg, Fleets: snapshot.NewPublisher()})
+	srv := New(Options{Registry: reg, Fleets: fleet.NewPublisher()})
 	group := world(t, reg, 3, 1000, "c0")
 	var inputs []snapshot.Input
 	for _, set := range group.Sets() {
@@ -63,9 +64,9 @@ func TestWithheldSnapshotsAreShared(t *testing.T) {
 // Identity.String lists, gets its own.
 func TestEntitlementSharedPerIdentity(t *testing.T) {
 	reg := xdstype.New()
-	srv := New(Options{Registry: reg, Fleets: snapshot.NewPublisher()})
+	srv := New(Options{Registry: reg, Fleets: fleet.NewPublisher()})
 	snap := secretSnap(t, reg, "a", "b")
-	f := snapshot.NewGroupedFleet(model.Groups{{Name: "default", Default: true}}, []*snapshot.Snapshot{snap})
+	f := fleet.NewGroupedFleet(nodegroup.Groups{{Name: "default", Default: true}}, []*snapshot.Snapshot{snap})
 	f.RestrictSecrets(map[string][]string{"a": {"a.example"}})
 	g := f.Groups()[0]
 
@@ -91,7 +92,7 @@ func TestEntitlementSharedPerIdentity(t *testing.T) {
 	if allowed.w != nil || allowed.why != "" {
 		t.Fatalf("a.example denied %v (%s)", allowed.w.names, allowed.why)
 	}
-	if f2 := snapshot.NewGroupedFleet(model.Groups{{Name: "default", Default: true}}, []*snapshot.Snapshot{snap}); streamOf("a.example").entitlement(f2, f2.Groups()[0]).w != nil {
+	if f2 := fleet.NewGroupedFleet(nodegroup.Groups{{Name: "default", Default: true}}, []*snapshot.Snapshot{snap}); streamOf("a.example").entitlement(f2, f2.Groups()[0]).w != nil {
 		t.Fatal("a new fleet without the policy kept the old fleet's entitlement")
 	}
 }

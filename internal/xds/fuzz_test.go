@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
@@ -352,7 +353,7 @@ func FuzzStreamRequests(f *testing.F) {
 	srv := xdstest.Start(f, xds.Options{MaxResourceNames: 8})
 	worlds := fuzzWorlds(f, srv.Registry)
 	pub := publishedOf(worlds)
-	srv.Publisher.Publish(snapshot.NewFleet(worlds[0], time.Now()))
+	srv.Publisher.Publish(fleet.NewFleet(worlds[0], time.Now()))
 	conn := xdstest.Dial(f, srv.Addr)
 	reconnect := map[string][]string{}
 	for _, w := range worlds {
@@ -416,7 +417,7 @@ func fuzzOne(t *testing.T, conn *grpc.ClientConn, srv *xdstest.Server, worlds []
 	publishes := 0
 	for op := 0; in.more() && op < maxOps; op++ {
 		if kind := in.next() % 4; kind == 1 {
-			srv.Publisher.Publish(snapshot.NewFleet(worlds[int(in.next())%len(worlds)], time.Now()))
+			srv.Publisher.Publish(fleet.NewFleet(worlds[int(in.next())%len(worlds)], time.Now()))
 			publishes++
 			continue
 		}

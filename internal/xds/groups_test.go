@@ -5,26 +5,27 @@ import (
 
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/fleet"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 )
 
 // publishGroups publishes a fleet of groups: worlds[i] is rules[i]'s.
-func publishGroups(t *testing.T, srv *xdstest.Server, rules model.Groups, worlds ...[]any) {
+func publishGroups(t *testing.T, srv *xdstest.Server, rules nodegroup.Groups, worlds ...[]any) {
 	t.Helper()
 	snaps := make([]*snapshot.Snapshot, len(worlds))
 	for i, w := range worlds {
 		snaps[i] = xdstest.Snapshot(t, srv.Registry, w...)
 	}
-	srv.Publisher.Publish(snapshot.NewGroupedFleet(rules, snaps))
+	srv.Publisher.Publish(fleet.NewGroupedFleet(rules, snaps))
 }
 
 func TestGroups(t *testing.T) {
-	rules := model.Groups{
-		{Name: "edge", Match: model.Match{ID: "edge-*"}},
-		{Name: "mesh", Match: model.Match{Metadata: map[string]string{"mesh": "on"}}, SuppressDeltaNotFound: true},
+	rules := nodegroup.Groups{
+		{Name: "edge", Match: nodegroup.Match{ID: "edge-*"}},
+		{Name: "mesh", Match: nodegroup.Match{Metadata: map[string]string{"mesh": "on"}}, SuppressDeltaNotFound: true},
 	}
 	edge := []any{xdstest.Cluster("web"), xdstest.Endpoints("web", 1)}
 	mesh := []any{xdstest.Cluster("payments"), xdstest.Endpoints("payments", 2)}
@@ -53,7 +54,7 @@ func TestGroups(t *testing.T) {
 		s.Request(cds)
 		e.rec.wait(t, func(ev status.Event) bool { return ev.Kind == status.NoMatchingGroup && ev.NodeID() == "stray" })
 		// A later config with a default group takes it in.
-		publishGroups(t, e.srv, append(rules[:2:2], model.Group{Name: "rest", Default: true}), edge, mesh, base())
+		publishGroups(t, e.srv, append(rules[:2:2], nodegroup.Group{Name: "rest", Default: true}), edge, mesh, base())
 		wantNames(t, s.RecvType(cds), "a", "b")
 	})
 
@@ -67,7 +68,7 @@ func TestGroups(t *testing.T) {
 		s.ExpectSilence()
 		// The edge rule now takes "edge-1" only: edge-9 falls to the new
 		// default group, and its stream moves it over.
-		moved := model.Groups{{Name: "edge", Match: model.Match{ID: "edge-1"}}, {Name: "rest", Default: true}}
+		moved := nodegroup.Groups{{Name: "edge", Match: nodegroup.Match{ID: "edge-1"}}, {Name: "rest", Default: true}}
 		publishGroups(t, e.srv, moved, edge, mesh)
 		wantNames(t, s.RecvType(cds), "payments")
 	})

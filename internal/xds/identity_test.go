@@ -13,9 +13,10 @@ import (
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/identity"
 	"github.com/pylon-xds/pylon/internal/identity/identitytest"
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds"
@@ -54,13 +55,13 @@ func startMTLS(t *testing.T, opts xds.Options) *mtls {
 	rec := newRecorder()
 	opts.Identity, opts.Observer = rule, rec
 	srv := xdstest.StartTLS(t, opts, ca.ServerConfig(t))
-	rules := model.Groups{
-		{Name: "secure", Match: model.Match{ID: "edge-*"}, Identities: []string{edgeSA + "*"}},
+	rules := nodegroup.Groups{
+		{Name: "secure", Match: nodegroup.Match{ID: "edge-*"}, Identities: []string{edgeSA + "*"}},
 		{Name: "default", Default: true},
 	}
 	secure := xdstest.Snapshot(t, srv.Registry, xdstest.Cluster("secure-web"), xdstest.Endpoints("secure-web", 1), secret("edge-1-key"), secret("edge-ca"))
 	public := xdstest.Snapshot(t, srv.Registry, xdstest.Cluster("public-web"), xdstest.Endpoints("public-web", 2), secret("edge-ca"))
-	f := snapshot.NewGroupedFleet(rules, []*snapshot.Snapshot{secure, public})
+	f := fleet.NewGroupedFleet(rules, []*snapshot.Snapshot{secure, public})
 	f.RestrictSecrets(map[string][]string{"edge-1-key": {edgeSA + "edge-1"}})
 	srv.Publisher.Publish(f)
 	return &mtls{ca: ca, srv: srv, rec: rec}

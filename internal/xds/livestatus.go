@@ -9,7 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/status"
 )
 
@@ -198,7 +198,7 @@ func (t *liveType) isSynced() bool {
 }
 
 // setGroup records the stream's group (nil for none).
-func (l *StreamStatus) setGroup(g *snapshot.Group) {
+func (l *StreamStatus) setGroup(g *fleet.Group) {
 	if l == nil {
 		return
 	}

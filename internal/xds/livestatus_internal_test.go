@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/status"
 )
 
@@ -14,7 +14,7 @@ import (
 func TestFirstSync(t *testing.T) {
 	t0 := time.Now()
 	l := &StreamStatus{opened: t0}
-	l.setGroup(&snapshot.Group{Name: "g"})
+	l.setGroup(&fleet.Group{Name: "g"})
 	var rec liveType
 	var got []time.Duration
 	note := func(d time.Duration) {

@@ -3,7 +3,7 @@ package xds_test
 import (
 	"testing"
 
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
@@ -133,8 +133,8 @@ func TestSelectiveObserver(t *testing.T) {
 // is in a group again, with nothing more sent or ACKed: its first sync is
 // reported then (it used to wait for the next write, if any).
 func TestFirstSyncAfterRegroup(t *testing.T) {
-	edge := model.Groups{{Name: "edge", Match: model.Match{ID: "edge-*"}}}
-	other := model.Groups{{Name: "other", Match: model.Match{ID: "other-*"}}}
+	edge := nodegroup.Groups{{Name: "edge", Match: nodegroup.Match{ID: "edge-*"}}}
+	other := nodegroup.Groups{{Name: "other", Match: nodegroup.Match{ID: "other-*"}}}
 	world := []any{xdstest.Cluster("web"), xdstest.Endpoints("web", 1)}
 	e := setup(t)
 	publishGroups(t, e.srv, edge, world)

@@ -191,7 +191,7 @@ func claimedNode(node *corev3.Node) *corev3.Node {
 
 // keptNode is what a stream keeps of its node once identified: the fields
 // that are logged and reported (id, cluster, locality, user agent). Group
-// rules read the node's metadata once, through snapshot.ModelNode.
+// rules read the node's metadata once, through fleet.NodeOf.
 func keptNode(node *corev3.Node) *corev3.Node {
 	kept := &corev3.Node{Id: node.GetId(), Cluster: node.GetCluster(), UserAgentName: node.GetUserAgentName()}
 	if l := node.GetLocality(); l != nil {

@@ -21,8 +21,8 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/grpc"
 
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/identity"
-	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -30,9 +30,9 @@ import (
 // Fleets is where the server reads what to serve.
 type Fleets interface {
 	// Current returns the newest fleet, or nil before the first publish.
-	Current() *snapshot.Fleet
+	Current() *fleet.Fleet
 	// Notify calls f after each publish until the returned func is
-	// called; f must return at once (snapshot.Publisher's Notify). A
+	// called; f must return at once (fleet.Publisher's Notify). A
 	// callback rather than a channel spares each stream a goroutine
 	// waiting on one.
 	Notify(f func()) func()

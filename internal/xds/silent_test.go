@@ -6,7 +6,7 @@ import (
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
-	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 )
@@ -18,19 +18,19 @@ import (
 // quietFleets serves the publisher's newest fleet but never wakes a
 // stream: a publish stays unpushed until something else makes the stream
 // look, as when a request arrives before the stream's wake-up is handled.
-type quietFleets struct{ pub *snapshot.Publisher }
+type quietFleets struct{ pub *fleet.Publisher }
 
-func (q quietFleets) Current() *snapshot.Fleet { return q.pub.Current() }
+func (q quietFleets) Current() *fleet.Fleet { return q.pub.Current() }
 
 func (q quietFleets) Notify(func()) func() { return func() {} }
 
 // Breakage caught: request() answering from the newest fleet without first
 // pushing what that fleet changed in the types the client already holds.
 func TestSotW_X40_publish_not_pushed_goes_before_a_later_answer(t *testing.T) {
-	pub := snapshot.NewPublisher()
+	pub := fleet.NewPublisher()
 	srv := xdstest.Start(t, xds.Options{Fleets: quietFleets{pub}})
 	publish := func(msgs ...any) {
-		pub.Publish(snapshot.NewFleet(xdstest.Snapshot(t, srv.Registry, msgs...), time.Now()))
+		pub.Publish(fleet.NewFleet(xdstest.Snapshot(t, srv.Registry, msgs...), time.Now()))
 	}
 	publish(base()...)
 	s := xdstest.OpenADS(t, xdstest.Dial(t, srv.Addr), xdstest.Node("n1"))

@@ -17,8 +17,9 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/identity"
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/redact"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
@@ -48,7 +49,7 @@ type stream struct {
 	// node is what the stream keeps of its node once identified
 	// (keptNode), mnode the node in the group rules' terms.
 	node  *corev3.Node
-	mnode model.Node
+	mnode nodegroup.Node
 	// claimed is the node of the first request, before it is accepted,
 	// cut to the bounded fields people read (claimedNode): what a refusal
 	// at stream open reports.
@@ -66,8 +67,8 @@ type stream struct {
 	boardKey string
 	// watch bounds each send (sendwatch.go).
 	watch *sendWatch
-	fleet *snapshot.Fleet
-	group *snapshot.Group // the node's group in fleet; nil for none
+	fleet *fleet.Fleet
+	group *fleet.Group // the node's group in fleet; nil for none
 	// withheld is the group's snapshot less the Secrets the stream may not
 	// have; nil when it may have them all. withheldLogged is what was last
 	// logged about it.
@@ -533,7 +534,7 @@ func (st *stream) identify(node *corev3.Node) error {
 	// What the stream keeps of the node: its group's terms, converted
 	// once, and the fields reported; not the node as sent, whose
 	// extensions and metadata run to kilobytes for every Envoy.
-	st.mnode = snapshot.ModelNode(node)
+	st.mnode = fleet.NodeOf(node)
 	st.mnode.Identities = st.ident.Names()
 	st.node, st.claimed = keptNode(node), nil
 	if st.typeURL != "" {
@@ -595,7 +596,7 @@ func (st *stream) nextNonce() string {
 // useFleet makes f the fleet the stream serves from and resolves the node's
 // group in it: a config change can move a node to another group, whose
 // snapshot the planner then brings the client to like any other change.
-func (st *stream) useFleet(f *snapshot.Fleet) {
+func (st *stream) useFleet(f *fleet.Fleet) {
 	if f == nil || f == st.fleet {
 		return
 	}

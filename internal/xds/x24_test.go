@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
@@ -493,8 +493,8 @@ func TestSotWReconnect(t *testing.T) {
 		// the same store revision: a client of the first that fails over
 		// to the second is resent nothing.
 		a, b := setup(t), setup(t)
-		a.srv.Publisher.Publish(snapshot.NewFleet(xdstest.Snapshot(t, a.srv.Registry, base()...), time.Now()))
-		b.srv.Publisher.Publish(snapshot.NewFleet(xdstest.Snapshot(t, b.srv.Registry, base()...), time.Now()))
+		a.srv.Publisher.Publish(fleet.NewFleet(xdstest.Snapshot(t, a.srv.Registry, base()...), time.Now()))
+		b.srv.Publisher.Publish(fleet.NewFleet(xdstest.Snapshot(t, b.srv.Registry, base()...), time.Now()))
 
 		s := a.ads(t, "envoy")
 		held := map[string]*discoveryv3.DiscoveryResponse{

@@ -15,7 +15,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/fleet"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds"
@@ -152,13 +153,13 @@ func TestX44_LongPollTimesOut(t *testing.T) {
 // Node groups apply as on gRPC: each node gets its group's clusters.
 func TestX44_NodeGroups(t *testing.T) {
 	r := start(t, xds.Options{}, xdsrest.Options{}, nil)
-	rules := model.Groups{
-		{Name: "edge", Match: model.Match{ID: "edge-*"}},
+	rules := nodegroup.Groups{
+		{Name: "edge", Match: nodegroup.Match{ID: "edge-*"}},
 		{Name: "default", Default: true},
 	}
 	edge := xdstest.Snapshot(t, r.xds.Registry, cluster("edge-web"))
 	other := xdstest.Snapshot(t, r.xds.Registry, cluster("web"))
-	r.xds.Publisher.Publish(snapshot.NewGroupedFleet(rules, []*snapshot.Snapshot{edge, other}))
+	r.xds.Publisher.Publish(fleet.NewGroupedFleet(rules, []*snapshot.Snapshot{edge, other}))
 	for node, want := range map[string]string{"edge-1": "edge-web", "core-1": "web"} {
 		rep := r.poller(t, cdsPath, xdstest.Node(node), "").poll().want(t, http.StatusOK)
 		if got := rep.names(t); !slices.Equal(got, []string{want}) {

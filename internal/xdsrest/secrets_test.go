@@ -9,9 +9,10 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/identity"
 	"github.com/pylon-xds/pylon/internal/identity/identitytest"
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
@@ -50,13 +51,13 @@ func startMTLS(t *testing.T) (*rest, *identitytest.CA) {
 	}
 	ca := identitytest.NewCA(t, "pylon test CA")
 	r := start(t, xds.Options{Identity: rule}, xdsrest.Options{}, ca.ServerConfig(t))
-	rules := model.Groups{
-		{Name: "secure", Match: model.Match{ID: "edge-*"}, Identities: []string{edgeSA + "*"}},
+	rules := nodegroup.Groups{
+		{Name: "secure", Match: nodegroup.Match{ID: "edge-*"}, Identities: []string{edgeSA + "*"}},
 		{Name: "default", Default: true},
 	}
 	secure := xdstest.Snapshot(t, r.xds.Registry, cluster("secure-web"), secret("edge-1-key"), secret("edge-ca"))
 	public := xdstest.Snapshot(t, r.xds.Registry, cluster("public-web"), secret("edge-ca"))
-	f := snapshot.NewGroupedFleet(rules, []*snapshot.Snapshot{secure, public})
+	f := fleet.NewGroupedFleet(rules, []*snapshot.Snapshot{secure, public})
 	f.RestrictSecrets(map[string][]string{"edge-1-key": {edgeSA + "edge-1"}})
 	r.xds.Publisher.Publish(f)
 	return r, ca

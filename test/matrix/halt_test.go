@@ -10,7 +10,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/rollout"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -105,7 +105,7 @@ func (f *fleet) haltAll(t *testing.T) {
 func pick(prefix string, ok func(float64) bool) string {
 	for i := range 1000 {
 		id := fmt.Sprintf("%s-%d", prefix, i)
-		if ok(model.NodeShare(id)) {
+		if ok(nodegroup.NodeShare(id)) {
 			return id
 		}
 	}

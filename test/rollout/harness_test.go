@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/pylon-xds/pylon/internal/daemon/daemontest"
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/rollout"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -53,12 +53,12 @@ resources:
 }
 
 // stages is the policy of configFor, to tell which nodes each stage takes.
-var stages = &model.Rollout{Stages: []model.Stage{{Share: 0.3}, {Share: 0.6}}}
+var stages = &nodegroup.Rollout{Stages: []nodegroup.Stage{{Share: 0.3}, {Share: 0.6}}}
 
 // firstStage returns the stage a node joins (1 or 2; 3: only at the end).
 func firstStage(id string) int {
 	for s := 1; s <= 2; s++ {
-		if stages.Takes(s, model.Node{ID: id}) {
+		if stages.Takes(s, nodegroup.Node{ID: id}) {
 			return s
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -34,7 +35,7 @@ const ADSMethod = "/envoy.service.discovery.v3.AggregatedDiscoveryService/Stream
 // Server is a Pylon xDS server on a loopback port.
 type Server struct {
 	Addr      string
-	Publisher *snapshot.Publisher
+	Publisher *fleet.Publisher
 	XDS       *xds.Server
 	Registry  *xdstype.Registry
 }
@@ -60,7 +61,7 @@ func StartGRPC(t testing.TB, opts xds.Options, tlsConfig *tls.Config, extra ...g
 	if opts.Registry == nil {
 		opts.Registry = xdstype.New()
 	}
-	pub := snapshot.NewPublisher()
+	pub := fleet.NewPublisher()
 	if opts.Fleets == nil {
 		opts.Fleets = pub
 	}
@@ -95,7 +96,7 @@ func StartGRPC(t testing.TB, opts xds.Options, tlsConfig *tls.Config, extra ...g
 func (s *Server) Publish(t testing.TB, msgs ...any) *snapshot.Snapshot {
 	t.Helper()
 	snap := Snapshot(t, s.Registry, msgs...)
-	s.Publisher.Publish(snapshot.NewFleet(snap, time.Now()))
+	s.Publisher.Publish(fleet.NewFleet(snap, time.Now()))
 	return snap
 }
 

@@ -1,7 +1,10 @@
-// Package model holds Pylon's resolved model: plain, immutable data with no
-// I/O and no Envoy types. For now it is the node groups: which nodes belong
-// to which group, and what each group sees.
-package model
+// Package nodegroup is who gets what, as plain values: the node as group
+// rules and rollout stages see it, the group rules and how a node resolves
+// to one, and a group's rollout policy with the shares it stages by. It
+// imports nothing of Pylon and no Envoy types: the fleet converts a node
+// and applies the rules; the model and the config refer to these types
+// where a value is a group rule.
+package nodegroup
 
 import (
 	"path"

@@ -1,11 +1,11 @@
-package snapshot
+package fleet
 
 import (
 	"fmt"
 	"sort"
 	"strings"
 
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -53,7 +53,7 @@ func (f *Fleet) Exposures(b Binding) []Exposure {
 
 // unbound names what picks the group that the binding does not prove; ""
 // when the binding proves all of it.
-func unbound(g model.Group, b Binding) string {
+func unbound(g nodegroup.Group, b Binding) string {
 	var fields []string
 	m := g.Match
 	if m.ID != "" && !b.ID {

@@ -1,4 +1,4 @@
-package snapshot_test
+package fleet_test
 
 import (
 	"fmt"
@@ -7,7 +7,8 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/fleet"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -19,9 +20,9 @@ func TestStagedFleet(t *testing.T) {
 	reg := xdstype.New()
 	prev, next := build(t, reg, cluster("a", time.Second)), build(t, reg, cluster("a", 2*time.Second))
 	other := build(t, reg, cluster("b", time.Second))
-	policy := &model.Rollout{Stages: []model.Stage{{Share: 0.1}, {Share: 0.5}}}
-	rules := model.Groups{{Name: "other", Match: model.Match{ID: "o-*"}}, {Name: "edge", Default: true, Rollout: policy}}
-	f := snapshot.NewGroupedFleet(rules, []*snapshot.Snapshot{other, next})
+	policy := &nodegroup.Rollout{Stages: []nodegroup.Stage{{Share: 0.1}, {Share: 0.5}}}
+	rules := nodegroup.Groups{{Name: "other", Match: nodegroup.Match{ID: "o-*"}}, {Name: "edge", Default: true, Rollout: policy}}
+	f := fleet.NewGroupedFleet(rules, []*snapshot.Snapshot{other, next})
 
 	versions := map[string]bool{f.Version(): true}
 	for stage := 0; stage <= 2; stage++ {
@@ -38,7 +39,7 @@ func TestStagedFleet(t *testing.T) {
 			id := fmt.Sprintf("edge-%d", i)
 			g := s.Group(&corev3.Node{Id: id}, nil)
 			want := next
-			if !policy.Takes(stage, model.Node{ID: id}) {
+			if !policy.Takes(stage, nodegroup.Node{ID: id}) {
 				want = prev
 			} else {
 				newCount++

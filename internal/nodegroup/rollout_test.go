@@ -1,4 +1,4 @@
-package model
+package nodegroup
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package snapshot
+package fleet
 
 import (
 	"strings"
@@ -7,14 +7,15 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 
-	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
+	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
-func withSecret(t *testing.T) *Snapshot {
+func withSecret(t *testing.T) *snapshot.Snapshot {
 	t.Helper()
 	reg := xdstype.New()
-	s, err := Build(reg, []Input{{Type: reg.Lookup(xdstype.SecretURL), Name: "k", Message: &tlsv3.Secret{Name: "k",
+	s, err := snapshot.Build(reg, []snapshot.Input{{Type: reg.Lookup(xdstype.SecretURL), Name: "k", Message: &tlsv3.Secret{Name: "k",
 		Type: &tlsv3.Secret_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
 			TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: "ca"}}}}}}})
 	if err != nil {
@@ -37,14 +38,14 @@ func warnings(es []Exposure) string {
 // and by which fields.
 func TestFinding9_GroupsPickedByUnboundClaimsAreNamed(t *testing.T) {
 	secret := withSecret(t)
-	rules := model.Groups{
-		{Name: "payments", Match: model.Match{Metadata: map[string]string{"team": "payments"}, Zone: "z1"}},
-		{Name: "by-id", Match: model.Match{ID: "pay-*", Cluster: "pay"}},
-		{Name: "locked", Match: model.Match{Metadata: map[string]string{"team": "ops"}}, Identities: []string{"spiffe://example.org/*"}},
-		{Name: "no-secrets", Match: model.Match{Metadata: map[string]string{"team": "web"}}},
+	rules := nodegroup.Groups{
+		{Name: "payments", Match: nodegroup.Match{Metadata: map[string]string{"team": "payments"}, Zone: "z1"}},
+		{Name: "by-id", Match: nodegroup.Match{ID: "pay-*", Cluster: "pay"}},
+		{Name: "locked", Match: nodegroup.Match{Metadata: map[string]string{"team": "ops"}}, Identities: []string{"spiffe://example.org/*"}},
+		{Name: "no-secrets", Match: nodegroup.Match{Metadata: map[string]string{"team": "web"}}},
 		{Name: "default", Default: true},
 	}
-	f := NewGroupedFleet(rules, []*Snapshot{secret, secret, secret, {}, secret})
+	f := NewGroupedFleet(rules, []*snapshot.Snapshot{secret, secret, secret, {}, secret})
 	got := warnings(f.Exposures(Binding{}))
 	for _, want := range []string{
 		`payments: group "payments" holds 1 Secrets and declares no identities; it is picked by match.metadata.team, match.zone`,
@@ -75,21 +76,21 @@ func TestFinding9_GroupsPickedByUnboundClaimsAreNamed(t *testing.T) {
 // served under no identity rule, can be halted by any client claiming a
 // node of its stage: said at publish.
 func TestFinding3_RolloutWithoutIdentitiesIsNamed(t *testing.T) {
-	p := &model.Rollout{Stages: []model.Stage{{Share: 0.1}}}
-	got := warnings(f1(t, &Snapshot{}, p).Exposures(Binding{}))
+	p := &nodegroup.Rollout{Stages: []nodegroup.Stage{{Share: 0.1}}}
+	got := warnings(f1(t, &snapshot.Snapshot{}, p).Exposures(Binding{}))
 	if !strings.Contains(got, `group "edge" has a rollout and declares no identities`) {
 		t.Errorf("no rollout warning:\n%s", got)
 	}
-	if got := f1(t, &Snapshot{}, p).Exposures(Binding{ID: true}); len(got) != 0 {
+	if got := f1(t, &snapshot.Snapshot{}, p).Exposures(Binding{ID: true}); len(got) != 0 {
 		t.Errorf("under an identity rule: %s", warnings(got))
 	}
 	// A rule binding the cluster alone lets a certificate claim any id.
-	if got := warnings(f1(t, &Snapshot{}, p).Exposures(Binding{Cluster: true})); !strings.Contains(got, "has a rollout") {
+	if got := warnings(f1(t, &snapshot.Snapshot{}, p).Exposures(Binding{Cluster: true})); !strings.Contains(got, "has a rollout") {
 		t.Errorf("under a rule binding only the cluster, no rollout warning:\n%s", got)
 	}
 }
 
-func f1(t *testing.T, s *Snapshot, p *model.Rollout) *Fleet {
+func f1(t *testing.T, s *snapshot.Snapshot, p *nodegroup.Rollout) *Fleet {
 	t.Helper()
-	return NewGroupedFleet(model.Groups{{Name: "edge", Default: true, Rollout: p}}, []*Snapshot{s})
+	return NewGroupedFleet(nodegroup.Groups{{Name: "edge", Default: true, Rollout: p}}, []*snapshot.Snapshot{s})
 }

@@ -1,0 +1,136 @@
+package fleet
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// Publisher holds the newest Fleet and wakes subscribers when it changes.
+//
+// Publishing never blocks: the fleet is stored atomically and each
+// subscriber's one-slot channel gets a non-blocking send. A subscriber that
+// is behind finds the slot full, reads Current when it gets to it and so
+// skips every version in between.
+type Publisher struct {
+	cur  atomic.Pointer[Fleet]
+	mu   sync.Mutex
+	subs map[chan struct{}]struct{}
+	// fns are the Notify callbacks, one per stream of a fleet: a slice,
+	// which a publish walks in order, where a map cost a few cache misses
+	// per entry (BenchmarkPublishNotify).
+	fns []notified
+	// calling counts the publishes walking fns, without the lock: a Notify
+	// or a stop meanwhile changes a copy (own), never what they walk. gen
+	// tells a publish whether the fns it walked are still current.
+	calling int
+	gen     uint64
+}
+
+// notified is a Notify callback and where its index in fns is kept, for
+// removal (-1 once removed).
+type notified struct {
+	f  func()
+	at *int
+}
+
+// NewPublisher returns a publisher with nothing published.
+func NewPublisher() *Publisher {
+	return &Publisher{subs: map[chan struct{}]struct{}{}}
+}
+
+// Current returns the newest fleet, or nil before the first publish.
+func (p *Publisher) Current() *Fleet { return p.cur.Load() }
+
+// Publish makes f current and wakes subscribers. It returns false, and
+// changes nothing, when f has the same version as the current fleet.
+func (p *Publisher) Publish(f *Fleet) bool {
+	if old := p.cur.Load(); old != nil && old.Version() == f.Version() {
+		return false
+	}
+	// Current before anyone is woken: a woken stream reads Current and
+	// serves what it finds until the next wake-up.
+	p.cur.Store(f)
+	fns, gen := p.wake()
+	// Outside the lock: a callback may register, stop or publish.
+	for _, n := range fns {
+		n.f()
+	}
+	p.mu.Lock()
+	if p.gen == gen {
+		p.calling--
+	}
+	p.mu.Unlock()
+	return true
+}
+
+// wake posts to every subscriber and returns the callbacks to call, which
+// stay as they are until the caller is done (see own).
+func (p *Publisher) wake() ([]notified, uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for ch := range p.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	p.calling++
+	return p.fns, p.gen
+}
+
+// own makes fns the publisher's to change, with mu held: a copy while a
+// publish walks them. One copy per publish at most, and only when a stream
+// opens or closes during one: a publish itself copies nothing.
+func (p *Publisher) own() {
+	if p.calling > 0 {
+		p.fns = slices.Clone(p.fns)
+		p.calling = 0
+		p.gen++
+	}
+}
+
+// Notify calls f after each publish, and returns a function that stops
+// the calls. f runs on the publishing goroutine once the fleet is current,
+// without the publisher's lock, so it may register, stop or publish; it
+// should return soon, as the publish waits for it. A publish under way
+// when stop is called may still call f once. Unlike Subscribe it needs no
+// goroutine waiting on a channel: what f starts ends when done.
+func (p *Publisher) Notify(f func()) func() {
+	at := new(int)
+	p.mu.Lock()
+	p.own()
+	*at = len(p.fns)
+	p.fns = append(p.fns, notified{f, at})
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		i := *at
+		if i < 0 {
+			return
+		}
+		p.own()
+		// The last callback takes the removed one's place.
+		last := len(p.fns) - 1
+		p.fns[i] = p.fns[last]
+		*p.fns[i].at = i
+		p.fns[last] = notified{}
+		p.fns = p.fns[:last]
+		*at = -1
+	}
+}
+
+// Subscribe returns a channel that receives a value after each publish
+// (coalesced), and a function that unsubscribes.
+func (p *Publisher) Subscribe() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	p.mu.Lock()
+	p.subs[ch] = struct{}{}
+	p.mu.Unlock()
+	return ch, func() {
+		p.mu.Lock()
+		delete(p.subs, ch)
+		p.mu.Unlock()
+	}
+}

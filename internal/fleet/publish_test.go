@@ -1,0 +1,240 @@
+package fleet_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pylon-xds/pylon/internal/fleet"
+	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/xdstype"
+)
+
+func TestPublisher(t *testing.T) {
+	reg := xdstype.New()
+	p := fleet.NewPublisher()
+	ch, cancel := p.Subscribe()
+	defer cancel()
+	s1 := build(t, reg, cluster("a", time.Second))
+	if !p.Publish(fleet.NewFleet(s1, time.Now())) {
+		t.Fatal("first publish refused")
+	}
+	if p.Publish(fleet.NewFleet(build(t, reg, cluster("a", time.Second)), time.Now())) {
+		t.Fatal("identical content published again")
+	}
+	// Many publishes wake a subscriber once; it reads the newest.
+	var last *snapshot.Snapshot
+	for i := range 10 {
+		last = build(t, reg, cluster(fmt.Sprint("c", i), time.Second))
+		p.Publish(fleet.NewFleet(last, time.Now()))
+	}
+	wakes := 0
+	for {
+		select {
+		case <-ch:
+			wakes++
+			continue
+		default:
+		}
+		break
+	}
+	if wakes != 1 {
+		t.Fatalf("subscriber woken %d times, want 1 (coalesced)", wakes)
+	}
+	if p.Current().For(nil) != last {
+		t.Fatal("current is not the newest")
+	}
+	cancel()
+	p.Publish(fleet.NewFleet(build(t, reg, cluster("z", time.Second)), time.Now()))
+	select {
+	case <-ch:
+		t.Fatal("woken after unsubscribing")
+	default:
+	}
+}
+
+// Notify calls back after each publish that changes the fleet, on the
+// publishing goroutine, until stopped.
+func TestPublisherNotify(t *testing.T) {
+	reg := xdstype.New()
+	p := fleet.NewPublisher()
+	calls := 0
+	stop := p.Notify(func() { calls++ })
+	p.Publish(fleet.NewFleet(build(t, reg, cluster("a", time.Second)), time.Now()))
+	p.Publish(fleet.NewFleet(build(t, reg, cluster("a", time.Second)), time.Now()))
+	if calls != 1 {
+		t.Fatalf("%d calls after a publish and the same content again, want 1", calls)
+	}
+	stop()
+	p.Publish(fleet.NewFleet(build(t, reg, cluster("b", time.Second)), time.Now()))
+	if calls != 1 {
+		t.Fatalf("%d calls after stop, want 1", calls)
+	}
+}
+
+// Callbacks added and stopped in any order: after each publish, every
+// callback still registered has run once and no stopped one has; stopping
+// twice changes nothing.
+func TestPublisherNotifyManyInAnyOrder(t *testing.T) {
+	p, fleets := fleet.NewPublisher(), twoFleets(t)
+	const n = 200
+	calls := make([]int, n)
+	stops := make([]func(), n)
+	for i := range n {
+		stops[i] = p.Notify(func() { calls[i]++ })
+	}
+	stopped := make([]bool, n)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for round := range 6 {
+		for _, i := range rng.Perm(n)[:n/8] {
+			stops[i]()
+			stops[i]() // a second stop is harmless
+			stopped[i] = true
+		}
+		before := slices.Clone(calls)
+		p.Publish(fleets[round%2])
+		for i := range n {
+			want := before[i] + 1
+			if stopped[i] {
+				want = before[i]
+			}
+			if calls[i] != want {
+				t.Fatalf("round %d: callback %d (stopped %v) ran %d times, want %d", round, i, stopped[i], calls[i]-before[i], want-before[i])
+			}
+		}
+	}
+}
+
+// A stream woken by a publish reads Current and serves what it finds until
+// the next wake-up: were the new fleet stored after the callbacks ran, a
+// woken stream would read the old one and keep it until the next publish.
+// Every callback, on every publish, reads the fleet being published.
+func TestPublishWakesOnlyOnceTheFleetIsCurrent(t *testing.T) {
+	p, fleets := fleet.NewPublisher(), twoFleets(t)
+	const callbacks, rounds = 3, 10
+	read := make([][]*fleet.Fleet, callbacks)
+	for i := range callbacks {
+		stop := p.Notify(func() { read[i] = append(read[i], p.Current()) })
+		defer stop()
+	}
+	for round := range rounds {
+		f := fleets[round%2]
+		if !p.Publish(f) {
+			t.Fatalf("round %d: a fleet other than the current one was refused", round)
+		}
+		for i := range callbacks {
+			if len(read[i]) != round+1 {
+				t.Fatalf("round %d: callback %d ran %d times, want %d", round, i, len(read[i]), round+1)
+			}
+			if got := read[i][round]; got != f {
+				was := "none"
+				if got != nil {
+					was = got.Version()
+				}
+				t.Fatalf("round %d: callback %d read fleet %s, not the one being published (%s)", round, i, was, f.Version())
+			}
+		}
+	}
+}
+
+// twoFleets are two fleets of different versions, to publish in turn.
+func twoFleets(t testing.TB) []*fleet.Fleet {
+	reg := xdstype.New()
+	return []*fleet.Fleet{
+		fleet.NewFleet(build(t, reg, cluster("a", time.Second)), time.Now()),
+		fleet.NewFleet(build(t, reg, cluster("b", time.Second)), time.Now()),
+	}
+}
+
+// BenchmarkPublishNotify is a publish's fan-out to 10,000 streams: each
+// callback touches state of its own, as a stream's wakeup does.
+func BenchmarkPublishNotify(b *testing.B) {
+	p, fleets := fleet.NewPublisher(), twoFleets(b)
+	// Each callback's state a 128-byte object of its own, as a stream's
+	// wakeups are.
+	states := make([][16]int, 10000)
+	for i := range states {
+		s := &states[i]
+		p.Notify(func() { s[0]++ })
+	}
+	for n := 0; b.Loop(); n++ {
+		p.Publish(fleets[n%2])
+	}
+}
+
+// A publish calls no callback under the publisher's lock: a callback that
+// registers another, stops itself or publishes (as a stream woken by a
+// publish may open or close) returns, where under the lock it would wait
+// on itself for ever.
+func TestNotifyCallbacksRunOutsideThePublishersLock(t *testing.T) {
+	p, fleets := fleet.NewPublisher(), twoFleets(t)
+	var stop func()
+	registered, republished := 0, false
+	stop = p.Notify(func() {
+		p.Notify(func() { registered++ })()
+		if !republished {
+			republished = true
+			p.Publish(fleets[1])
+		}
+		stop()
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.Publish(fleets[0])
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Publish did not return: a callback waited on the publisher's lock")
+	}
+	if p.Current() != fleets[1] || registered != 0 {
+		t.Fatalf("current %v, want the fleet the callback published; the callback registered after the publish ran %d times, want 0", p.Current().Version(), registered)
+	}
+}
+
+// Streams open and close while publishes walk the callbacks: what a
+// publish walks is never changed under it (the race detector watches), a
+// callback stopped during a walk is not called by a later publish, and
+// after it all every callback still registered runs once per publish.
+func TestNotifyAndStopDuringPublishes(t *testing.T) {
+	p, fleets := fleet.NewPublisher(), twoFleets(t)
+	const streams, rounds = 64, 200
+	var mu sync.Mutex
+	calls := make([]int, streams)
+	stops := make([]func(), streams)
+	for i := range streams {
+		stops[i] = p.Notify(func() { mu.Lock(); calls[i]++; mu.Unlock() })
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for round := range rounds {
+			p.Publish(fleets[round%2])
+		}
+	})
+	wg.Go(func() {
+		// Half the streams close and reopen, each as a new callback.
+		for round := range rounds {
+			i := round % (streams / 2)
+			stops[i]()
+			stops[i] = p.Notify(func() { mu.Lock(); calls[i]++; mu.Unlock() })
+		}
+	})
+	wg.Wait()
+	mu.Lock()
+	before := slices.Clone(calls)
+	mu.Unlock()
+	cur := p.Current()
+	p.Publish(fleets[0])
+	if cur == fleets[0] {
+		p.Publish(fleets[1])
+	}
+	for i := range streams {
+		if calls[i]-before[i] != 1 {
+			t.Errorf("callback %d ran %d times in the last publish, want 1", i, calls[i]-before[i])
+		}
+	}
+}
