@@ -16,43 +16,12 @@ import (
 // subscription and, per resource, what the client holds. Like the
 // state-of-the-world watch it is a plain value owned by the stream's loop.
 type deltaWatch struct {
-	typ    *xdstype.Type
-	shared *Server // where subscriptions and canons are shared
-
-	started  bool
-	wildcard bool
-	legacy   bool // wildcard by an empty first request (Listener, Cluster)
-	// sub is the subscription, shared with every stream subscribed alike;
-	// names are its explicit names, never "*". Both are read-only.
-	sub   *subscription
-	names map[string]struct{}
-	// reported is the subscription last reported (SubscriptionChanged).
-	reported *subscription
-	// force holds names the client just subscribed to: they are answered on
-	// the next response even if the client seems to hold them (X29).
-	force map[string]struct{}
-
-	// ledger: held is what the client was sent, updated as each response
-	// goes out; acked follows as responses are ACKed. Either may be a
-	// canon's shared map (heldAs, ackedAs): copied before any write.
-	ledger
+	typeState
 	// pending records each response not yet ACKed or NACKed. Bounded: a
 	// client that never answers cannot grow it.
 	pending *pendingSent
-	// settled is the set version the client fully has, nothing held back:
-	// a publish that leaves the type's set at that version needs no plan.
-	// (For VirtualHosts, with the route configurations' version: contentAt.)
-	settled string
-	// sentAny is set once a response of the type went out.
-	sentAny bool
-	// version is the set version the latest response (not a heartbeat)
-	// brought the client to, ackedVersion that of the latest response it
-	// ACKed, expected what status was last told it should hold (expect).
-	version, ackedVersion, expected string
 	// vhds is set for VirtualHost watches: VHDS on demand (vhds.go).
 	vhds *vhdsState
-	// live is the type's status record (livestatus.go).
-	live liveType
 }
 
 // deltaSent is what one delta response changed.
@@ -77,7 +46,7 @@ type change struct {
 const maxOutstanding = 64
 
 func newDeltaWatch(t *xdstype.Type, shared *Server) *deltaWatch {
-	w := &deltaWatch{typ: t, shared: shared}
+	w := &deltaWatch{typeState: typeState{typ: t, shared: shared}}
 	if t.URL == xdstype.VirtualHostURL {
 		w.vhds = &vhdsState{}
 	}
@@ -101,24 +70,11 @@ func own(m *map[string]*snapshot.Resource, as **canon) {
 	}
 }
 
-func (w *deltaWatch) book() *ledger { return &w.ledger }
-
-func (w *deltaWatch) active() bool { return w.started }
-
-func (w *deltaWatch) settledAt() *string { return &w.settled }
-
-func (w *deltaWatch) sentVersion() string { return w.version }
-
-func (w *deltaWatch) expectedAt() *string { return &w.expected }
-
-func (w *deltaWatch) liveRec() *liveType { return &w.live }
-
 func (w *deltaWatch) covers(name string) bool {
 	if w.vhds != nil {
 		return w.vhdsCovers(name)
 	}
-	_, ok := w.names[name]
-	return ok || w.wildcard || w.sub.inCollection(name)
+	return w.typeState.covers(name)
 }
 
 // inBulk reports whether the client has name through its wildcard or a

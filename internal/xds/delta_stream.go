@@ -78,10 +78,10 @@ func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
 		}
 		// The plan covers the whole subscription: anything it held back
 		// is what the client still lacks.
-		expect(st.stream, w, t.URL, snap.Set(t.URL).Version(), p.flags() != [3]bool{})
+		expect(st.stream, &w.typeState, t.URL, snap.Set(t.URL).Version(), p.flags() != [3]bool{})
 		p.done(false)
-	} else if !w.sentAny {
-		expect(st.stream, w, t.URL, snap.Set(t.URL).Version(), true)
+	} else if !w.sent {
+		expect(st.stream, &w.typeState, t.URL, snap.Set(t.URL).Version(), true)
 	}
 	if answered && st.holding {
 		// An answer may release what was held back for it: request
@@ -127,11 +127,11 @@ func (st *deltaStream) respond(p *planner, w *deltaWatch, snap *snapshot.Snapsho
 		// VHDS responses carry each stream's own aliases: never shared.
 		msg = st.srv.shareableDelta(set, st.ttl, resp)
 	}
-	size, err := st.send(msg, !w.sentAny)
+	size, err := st.send(msg, !w.sent)
 	if err != nil {
 		return err
 	}
-	w.sentAny = true
+	w.sent = true
 	w.version = set.Version()
 	if p.flags() != [3]bool{} {
 		// Something of the type is held back (a new resource waits for

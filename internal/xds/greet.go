@@ -92,7 +92,7 @@ func (st *sotwStream) greetNow() error {
 	if err := st.respond(pick, next, snap); err != nil {
 		return err
 	}
-	expect(st.stream, pick, pick.typ.URL, set.Version(), p.flags() != [3]bool{})
+	expect(st.stream, &pick.typeState, pick.typ.URL, set.Version(), p.flags() != [3]bool{})
 	p.done(false)
 	return nil
 }

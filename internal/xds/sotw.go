@@ -20,73 +20,24 @@ const wildcardName = "*"
 // What the client holds is usually a group's shared state (shared.go), so
 // its own size is small.
 type watch struct {
-	typ    *xdstype.Type
-	shared *Server // where subscriptions and canons are shared
+	typeState
 
-	started        bool // a request for the type has been processed
-	wildcard       bool
-	legacyWildcard bool // wildcard by an empty first request, not by "*"
-	sent           bool // a response of the type has been sent
 	// warm is set on ADS when a response of the type this one warms (CDS for
 	// EDS, LDS for RDS) was sent: Envoy finishes warming only on a fresh
 	// response, so the next request is answered even if nothing changed.
 	warm bool
-	// sub is the subscription, shared with every stream subscribed alike;
-	// names are its explicit names, never "*". Both are read-only.
-	sub *subscription
-	// reported is the subscription last reported (SubscriptionChanged).
-	reported *subscription
-	names    map[string]struct{}
-	// force holds names just added to the subscription: the response to
-	// the request that added them carries them even if unchanged (X17).
-	force map[string]struct{}
 
-	// ledger: held is the content of the latest response, complete for the
-	// subscription; acked the content of the latest one ACKed. Either may
-	// be a canon's shared map (heldAs, ackedAs): they are replaced, never
-	// written. A held canon lets a push take the group's transition.
-	ledger
-
-	nonce   string // latest nonce sent for the type; "" before the first response
-	version string // version_info of the latest response
-	// ackedVersion is the version of the response the client last ACKed:
-	// what it runs, for the NACK log line. expected is what status was
-	// last told the client should hold (expect).
-	ackedVersion, expected string
+	nonce string // latest nonce sent for the type; "" before the first response
 	// setVersion is the version of the type's whole set that the latest
 	// response was planned from, ackedSet that of the latest one ACKed:
 	// the version a publish introduced, which push latency is measured
 	// against (a subscription to part of the set has a version of its
 	// own, see heldVersion).
 	setVersion, ackedSet string
-
-	// settled is the set version the client fully has, nothing held back:
-	// a publish that leaves the type's set at that version needs no plan.
-	settled string
-
-	// live is the type's status record (livestatus.go).
-	live liveType
 }
 
 func newWatch(t *xdstype.Type, shared *Server) *watch {
-	return &watch{typ: t, shared: shared}
-}
-
-func (w *watch) book() *ledger { return &w.ledger }
-
-func (w *watch) active() bool { return w.started }
-
-func (w *watch) settledAt() *string { return &w.settled }
-
-func (w *watch) sentVersion() string { return w.version }
-
-func (w *watch) expectedAt() *string { return &w.expected }
-
-func (w *watch) liveRec() *liveType { return &w.live }
-
-func (w *watch) covers(name string) bool {
-	_, ok := w.names[name]
-	return ok || w.wildcard || w.sub.inCollection(name)
+	return &watch{typeState: typeState{typ: t, shared: shared}}
 }
 
 // requestKind says what a request meant for its type.
@@ -174,7 +125,7 @@ func (w *watch) subscribe(names []string, first bool) (added []string, changed b
 	}
 	star := slices.Contains(names, wildcardName)
 	wildcard, legacy := star, false
-	if len(names) == 0 && w.typ.Wildcard && (first || w.legacyWildcard) {
+	if len(names) == 0 && w.typ.Wildcard && (first || w.legacy) {
 		// The legacy wildcard: an empty first request, kept while later
 		// requests stay empty (X19). After an explicit subscription an empty
 		// list means no resources (X18).
@@ -202,7 +153,7 @@ func (w *watch) subscribe(names []string, first bool) (added []string, changed b
 	if wildcard && !w.wildcard {
 		added = append(added, wildcardName)
 	}
-	w.wildcard, w.legacyWildcard = wildcard, legacy
+	w.wildcard, w.legacy = wildcard, legacy
 	w.sub, w.names = sub, sub.names
 	if changed {
 		w.settled = ""
@@ -240,8 +191,8 @@ func (w *watch) same(names []string) bool {
 		}
 		count++
 	}
-	legacy := len(names) == 0 && w.typ.Wildcard && w.legacyWildcard
-	return count == len(w.names) && (star || legacy) == w.wildcard && (star || legacy || !w.wildcard) && legacy == w.legacyWildcard
+	legacy := len(names) == 0 && w.typ.Wildcard && w.legacy
+	return count == len(w.names) && (star || legacy) == w.wildcard && (star || legacy || !w.wildcard) && legacy == w.legacy
 }
 
 func anyExists(set *snapshot.Set, names []string) bool {

@@ -94,10 +94,10 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 		}
 		// The plan covers the whole subscription: anything it held back
 		// is what the client still lacks.
-		expect(st.stream, w, t.URL, snap.Set(t.URL).Version(), p.flags() != [3]bool{})
+		expect(st.stream, &w.typeState, t.URL, snap.Set(t.URL).Version(), p.flags() != [3]bool{})
 		p.done(false)
 	} else if !w.sent {
-		expect(st.stream, w, t.URL, snap.Set(t.URL).Version(), true)
+		expect(st.stream, &w.typeState, t.URL, snap.Set(t.URL).Version(), true)
 	}
 	if (kind == reqACK || kind == reqNACK) && st.holding {
 		// An answer may release what was held back for it: request

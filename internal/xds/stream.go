@@ -363,20 +363,11 @@ func (st *stream) heartbeatInterval() time.Duration {
 	return st.snapshot().MinTTL() / 2
 }
 
-// typeWatch is what both variants' per-type watches have in common.
+// typeWatch is a per-type watch of either variant: its state, shared by
+// both (typeState), and what make-before-break reads of it.
 type typeWatch interface {
 	holdings
-	active() bool
-	// settledAt is the set version the client fully has with nothing held
-	// back ("" if none); a pass skips the type while its set stays there.
-	settledAt() *string
-	// sentVersion is the version of the type's latest response ("" before
-	// one), and expectedAt what was last reported as the version the client
-	// should hold (expect).
-	sentVersion() string
-	expectedAt() *string
-	// liveRec is the type's status record (livestatus.go).
-	liveRec() *liveType
+	state() *typeState
 }
 
 // expect tells status which version the client should hold of typeURL, when
@@ -389,15 +380,15 @@ type typeWatch interface {
 // decides this for free on every pass, in O(changes) through the shared
 // transitions, and an event goes out only when the value changes: a
 // publish that leaves a stream's types alone reports nothing.
-func expect(st *stream, w typeWatch, typeURL, current string, pending bool) {
+func expect(st *stream, w *typeState, typeURL, current string, pending bool) {
 	v := current
-	if sent := w.sentVersion(); !pending && sent != "" {
+	if sent := w.version; !pending && sent != "" {
 		v = sent
 	}
-	if r := w.expectedAt(); *r != v {
-		*r = v
+	if w.expected != v {
+		w.expected = v
 		now := time.Now()
-		st.synced(typeURL, st.live.expected(w.liveRec(), typeURL, v, current, now), now)
+		st.synced(typeURL, st.live.expected(&w.live, typeURL, v, current, now), now)
 		if st.wants(status.ExpectedVersion) {
 			st.observe(&status.Event{Kind: status.ExpectedVersion, TypeURL: typeURL, Version: v, SetVersion: current, At: now})
 		}
@@ -414,7 +405,8 @@ func pass[W typeWatch](st *stream, watches *byType[W], push func(*planner, W, *s
 	}
 	p := st.planner()
 	for i, w := range watches.ws {
-		if !w.active() {
+		ts := w.state()
+		if !ts.started {
 			continue
 		}
 		url := watches.urls[i]
@@ -425,7 +417,7 @@ func pass[W typeWatch](st *stream, watches *byType[W], push func(*planner, W, *s
 			// configurations' names too (aliasOf).
 			key = contentAt(snap.Set(url), snap.Set(xdstype.RouteURL))
 		}
-		settled := w.settledAt()
+		settled := &ts.settled
 		if !st.holding && *settled != "" && *settled == key {
 			continue
 		}
@@ -441,7 +433,7 @@ func pass[W typeWatch](st *stream, watches *byType[W], push func(*planner, W, *s
 		if !p.mergeFlags(before) {
 			*settled = key
 		}
-		expect(st, w, url, version, *settled == "")
+		expect(st, ts, url, version, *settled == "")
 	}
 	p.done(true)
 	return nil
@@ -451,7 +443,7 @@ func pass[W typeWatch](st *stream, watches *byType[W], push func(*planner, W, *s
 // falling back to the node's other per-type streams.
 func useWatches[W typeWatch](st *stream, watches *byType[W]) {
 	st.holdings = func(url string) holdings {
-		if w, ok := watches.get(url); ok && w.active() {
+		if w, ok := watches.get(url); ok && w.state().started {
 			return w
 		}
 		return st.others(url)

@@ -1,0 +1,69 @@
+package xds
+
+import (
+	"github.com/pylon-xds/pylon/internal/xdstype"
+)
+
+// typeState is one stream's state for one resource type, whatever the
+// variant: the subscription, what the client holds (the ledger), the
+// versions status is told, and the type's status record. The
+// state-of-the-world watch (sotw.go) and the delta watch (delta.go) embed
+// it and add only what their variant has of its own, so that a stream's
+// pass over its types (pass), what it reports (expect) and what
+// make-before-break reads (holdings) are written once for both. It is a
+// plain value owned by the stream's loop; nothing here touches gRPC.
+type typeState struct {
+	typ    *xdstype.Type
+	shared *Server // where subscriptions and canons are shared
+
+	// sub is the subscription, shared with every stream subscribed alike;
+	// names are its explicit names, never "*". Both are read-only.
+	sub   *subscription
+	names map[string]struct{}
+	// reported is the subscription last reported (SubscriptionChanged).
+	reported *subscription
+	// force holds names just added to the subscription: the next response
+	// carries them even if the client seems to hold them (X17, X29).
+	force map[string]struct{}
+
+	// ledger: what the client was sent (held) and ACKed (acked), per
+	// resource. Either map may be a canon's shared one (heldAs, ackedAs):
+	// replaced or copied, never written.
+	ledger
+
+	// version is what the type's latest response (not a heartbeat) brought
+	// the client to: the response's version_info in state of the world,
+	// the set's version in delta. ackedVersion is that of the latest
+	// response the client ACKed: what it runs, for the NACK log line.
+	// expected is what status was last told the client should hold
+	// (expect).
+	version, ackedVersion, expected string
+	// settled is the set version the client fully has, nothing held back:
+	// a publish that leaves the type's set at that version needs no plan.
+	// (For VirtualHosts, with the route configurations' version: contentAt.)
+	settled string
+
+	// live is the type's status record (livestatus.go).
+	live liveType
+
+	// The flags, together: each apart would take a word of every watch.
+	started  bool // a request for the type has been processed
+	wildcard bool
+	// legacy is set for a wildcard by an empty first request, not by "*"
+	// (X19, X32).
+	legacy bool
+	// sent is set once a response of the type went out (in state of the
+	// world, also once a resend was spared: adopt).
+	sent bool
+}
+
+func (s *typeState) state() *typeState { return s }
+
+func (s *typeState) book() *ledger { return &s.ledger }
+
+// covers reports whether the client's subscription includes name. The
+// delta watch of VirtualHosts answers otherwise (deltaWatch.covers).
+func (s *typeState) covers(name string) bool {
+	_, ok := s.names[name]
+	return ok || s.wildcard || s.sub.inCollection(name)
+}
