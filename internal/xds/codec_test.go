@@ -224,7 +224,7 @@ func TestDeltaWholeSetBodyIsOneEncoding(t *testing.T) {
 	var first *byte
 	for i := range 3 {
 		st := &stream{srv: srv}
-		w := newDeltaWatch(typ, srv)
+		w := newDeltaWatch(typ, srv.share)
 		ws := &byType[*deltaWatch]{}
 		ws.put(typ.URL, srv.rankOf(typ), w)
 		useWatches(st, ws)

@@ -72,14 +72,15 @@ func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
 		return nil
 	}
 	if owe {
-		p := st.planner()
+		pl := st.planner()
+		p := &pl
 		if err := st.respond(p, w, snap, true); err != nil {
 			return err
 		}
 		// The plan covers the whole subscription: anything it held back
 		// is what the client still lacks.
 		expect(st.stream, &w.typeState, t.URL, snap.Set(t.URL).Version(), p.flags() != [3]bool{})
-		p.done(false)
+		st.done(p, false)
 	} else if !w.sent {
 		expect(st.stream, &w.typeState, t.URL, snap.Set(t.URL).Version(), true)
 	}

@@ -86,14 +86,15 @@ func (st *sotwStream) greetNow() error {
 	if pick == nil {
 		return nil
 	}
-	p := st.planner()
+	pl := st.planner()
+	p := &pl
 	set := snap.Set(pick.typ.URL)
 	next, _ := pick.plan(p, set)
 	if err := st.respond(pick, next, snap); err != nil {
 		return err
 	}
 	expect(st.stream, &pick.typeState, pick.typ.URL, set.Version(), p.flags() != [3]bool{})
-	p.done(false)
+	st.done(p, false)
 	return nil
 }
 

@@ -122,13 +122,24 @@ func sameVersion(a, b *snapshot.Resource) bool {
 }
 
 // planner decides, for one pass over a stream's types, what may be sent
-// now. Its caches live for one pass.
+// now. It is a pure value of what it was given: the client's holdings of
+// each type (view), the time, whether the stream's bounded hold has
+// reached its bound, and the server's planning constants (cfg). It never
+// touches the stream; what it decided (flags, rejects, decide) the stream
+// carries out (done). Its caches live for one pass.
 type planner struct {
-	st  *stream
-	now time.Time
+	view holdView
+	cfg  *planConfig
+	now  time.Time
 	// refs caches, per type URL, the names that something the client holds
 	// (sent or ACKed) refers to.
 	refs map[string]map[string]bool
+	// rejects are the resources held back because the client rejected
+	// what they name, for the stream to log.
+	rejects []rejectedHold
+	// expired is set when the stream's bounded hold for a slow client has
+	// reached its bound: nothing more is held back for a slow client.
+	expired bool
 	// nacks is whether any of the client's types has a rejected resource,
 	// computed once a pass (0 unknown, 1 no, 2 yes).
 	nacks int8
@@ -138,8 +149,30 @@ type planner struct {
 	held, rejected, waiting bool
 }
 
-func (st *stream) planner() *planner {
-	return &planner{st: st, now: time.Now()}
+// planConfig is what every pass of a server's streams plans with, fixed
+// when the server is made.
+type planConfig struct {
+	ranked []*xdstype.Type // the registry's make-before-break order
+	share  *sharing
+	// holdTimeout bounds a hold for a slow client (Options.HoldTimeout).
+	holdTimeout time.Duration
+}
+
+// holdView returns a type's state on a stream as the planner sees it, nil
+// if the client has not asked for the type there.
+type holdView func(typeURL string) holdings
+
+// rejectedHold is a resource held back, and the name of what it needs
+// that the client rejected.
+type rejectedHold struct {
+	r          *snapshot.Resource
+	dependency string
+}
+
+// expired reports whether a bounded hold that began at since (zero: none)
+// has reached its bound at now.
+func (c *planConfig) expired(since, now time.Time) bool {
+	return !since.IsZero() && now.Sub(since) >= c.holdTimeout
 }
 
 // mustWait reports whether r has to wait before it is sent: it names a
@@ -153,7 +186,7 @@ func (p *planner) mustWait(r *snapshot.Resource) bool {
 	}
 	wait, rejected := false, false
 	for _, ref := range r.Precede {
-		h := p.st.holdings(ref.TypeURL)
+		h := p.view(ref.TypeURL)
 		if h == nil || !h.covers(ref.Name) || !h.book().synced {
 			// Never held for a resource the client does not subscribe to,
 			// nor while it fetches its first config: on first connect every
@@ -164,7 +197,7 @@ func (p *planner) mustWait(r *snapshot.Resource) bool {
 		wait = wait || !ok
 		if nacked && !rejected {
 			rejected = true
-			p.st.logRejectedHold(r, ref.Name)
+			p.rejects = append(p.rejects, rejectedHold{r, ref.Name})
 		}
 		if wait && !rejected && !p.anyNacked() {
 			// Nothing can turn this into a rejection: the answer is known
@@ -182,7 +215,7 @@ func (p *planner) mustWait(r *snapshot.Resource) bool {
 	}
 	// A slow client may hold things back only for a while: past the bound,
 	// the stream moves on rather than stall.
-	if since := p.st.holdSince; !since.IsZero() && p.now.Sub(since) >= p.st.srv.holdTimeout {
+	if p.expired {
 		return false
 	}
 	p.held = true
@@ -204,7 +237,7 @@ func (p *planner) arrivedShared(r *snapshot.Resource) bool {
 	if url == "" {
 		return false
 	}
-	h := p.st.holdings(url)
+	h := p.view(url)
 	if h == nil {
 		return false
 	}
@@ -218,7 +251,7 @@ func (p *planner) arrivedShared(r *snapshot.Resource) bool {
 		return false
 	}
 	for i, t := range c.types {
-		if dh := p.st.holdings(t); dh != nil {
+		if dh := p.view(t); dh != nil {
 			if key.deps[i] = dh.book().settled(); key.deps[i] == nil {
 				return false
 			}
@@ -232,8 +265,8 @@ func (p *planner) arrivedShared(r *snapshot.Resource) bool {
 func (p *planner) anyNacked() bool {
 	if p.nacks == 0 {
 		p.nacks = 1
-		for _, t := range p.st.srv.opts.Registry.Ranked() {
-			if h := p.st.holdings(t.URL); h != nil && len(h.book().nacked) > 0 {
+		for _, t := range p.cfg.ranked {
+			if h := p.view(t.URL); h != nil && len(h.book().nacked) > 0 {
 				p.nacks = 2
 				break
 			}
@@ -251,7 +284,7 @@ func (p *planner) arrived(l *ledger, name string) (ok, nacked bool) {
 		return false, l.nacked[name] != nil
 	}
 	for _, ref := range a.Refs {
-		h := p.st.holdings(ref.TypeURL)
+		h := p.view(ref.TypeURL)
 		if h == nil {
 			continue
 		}
@@ -297,7 +330,7 @@ func (p *planner) keep(t *xdstype.Type, name string, named bool) bool {
 		// flight, and unsubscribes after. Keep it until then, within the
 		// same bound as any hold, so a name subscribed forever cannot pin
 		// a deleted cluster.
-		if since := p.st.holdSince; since.IsZero() || p.now.Sub(since) < p.st.srv.holdTimeout {
+		if !p.expired {
 			p.held = true
 			return true
 		}
@@ -314,8 +347,8 @@ func (p *planner) referenced(typeURL, name string) bool {
 			p.refs = map[string]map[string]bool{}
 		}
 		set = map[string]bool{}
-		for _, t := range p.st.srv.opts.Registry.Ranked() {
-			h := p.st.holdings(t.URL)
+		for _, t := range p.cfg.ranked {
+			h := p.view(t.URL)
 			if h == nil {
 				continue
 			}
@@ -338,25 +371,35 @@ func (p *planner) referenced(typeURL, name string) bool {
 	return set[name]
 }
 
-// done records the outcome on the stream: whether something is held back
-// (so that the client's next ACK plans again), when a bounded hold began,
-// and when to look again once the bound will release it. A full pass over
-// every type replaces the previous outcome; a partial one (a response to a
-// request) can only add to it.
-func (p *planner) done(full bool) {
-	st := p.st
+// holdDecision is what a pass decided about holding back, for the stream
+// to keep: whether something is held back (so that the client's next ACK
+// plans again), since when a bounded hold runs (zero: none), and, when
+// rewake is set, when to plan again as that bound will release it (zero:
+// never).
+type holdDecision struct {
+	holding     bool
+	since, wake time.Time
+	rewake      bool
+}
+
+// decide returns the stream's hold state after this pass, from the one
+// before it (holding, since). A full pass over every type replaces the
+// previous outcome; a partial one (a response to a request) can only add
+// to it.
+func (p *planner) decide(full, holding bool, since time.Time) holdDecision {
+	d := holdDecision{holding: holding, since: since}
 	if full {
-		st.holding = false
+		d.holding = false
 		if !p.held {
-			st.holdSince = time.Time{}
-			st.wakeAt(time.Time{})
+			d.since, d.rewake = time.Time{}, true
 		}
 	}
-	st.holding = st.holding || p.held || p.rejected || p.waiting
+	d.holding = d.holding || p.held || p.rejected || p.waiting
 	if p.held {
-		if st.holdSince.IsZero() {
-			st.holdSince = p.now
+		if d.since.IsZero() {
+			d.since = p.now
 		}
-		st.wakeAt(st.holdSince.Add(st.srv.holdTimeout))
+		d.wake, d.rewake = d.since.Add(p.cfg.holdTimeout), true
 	}
+	return d
 }

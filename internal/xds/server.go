@@ -127,21 +127,16 @@ type Server struct {
 	events sync.Pool
 	// epoch is when the server was made: streams keep times as
 	// nanoseconds since (a word each, not a time.Time's three).
-	epoch       time.Time
-	holdTimeout time.Duration
-	admission   *admission
-	drainers    *drainers
-	fanout      connFanout
-	bodies      bodies
-	tails       tails
-	// vhdsIndexes are the VHDS alias indexes by content (contentAt),
-	// shared by every stream answering aliases against it, kept while one
-	// does (vhdsState holds its index).
-	vhdsIndexes weakCache[string, vhdsIndex]
-	// subs and canons are the subscriptions and held contents that streams
-	// in the same state share (shared.go).
-	subs   *subscriptions
-	canons weakCache[canonKey, canon]
+	epoch     time.Time
+	admission *admission
+	drainers  *drainers
+	fanout    connFanout
+	bodies    bodies
+	tails     tails
+	// share is what streams in the same state share (shared.go); plan
+	// what their planners plan with.
+	share  *sharing
+	plan   planConfig
 	board  *board
 	logged *onceSet // log lines already written, by node and subject
 	// withheldSnaps are the group snapshots less the Secrets some streams
@@ -208,26 +203,31 @@ func New(opts Options) *Server {
 	// every tail is then proto.Marshal's, and its error.
 	tl, _ := newTails(cp)
 	sel, _ := obs.(status.Selective)
+	share := newSharing()
+	var ranked []*xdstype.Type
+	if opts.Registry != nil {
+		ranked = opts.Registry.Ranked()
+	}
 	return &Server{
-		slotHold:    opts.MaxSlotHold,
-		evictAfter:  3 * opts.SendStall,
-		holdTimeout: hold,
-		admission:   newAdmission(opts.MaxInitialSends, opts.NewStreamsPerSecond, opts.AdmissionWait),
-		drainers:    newDrainers(2 * runtime.GOMAXPROCS(0)),
-		fanout:      connFanout{fleets: opts.Fleets},
-		board:       newBoard(),
-		subs:        newSubscriptions(),
-		logged:      newOnceSet(4096, log),
-		opts:        opts,
-		cp:          cp,
-		tails:       tl,
-		log:         log,
-		obs:         obs,
-		sel:         sel,
-		events:      sync.Pool{New: func() any { return new(status.Event) }},
-		epoch:       time.Now(),
-		life:        life,
-		stop:        stop,
+		slotHold:   opts.MaxSlotHold,
+		evictAfter: 3 * opts.SendStall,
+		admission:  newAdmission(opts.MaxInitialSends, opts.NewStreamsPerSecond, opts.AdmissionWait),
+		drainers:   newDrainers(2 * runtime.GOMAXPROCS(0)),
+		fanout:     connFanout{fleets: opts.Fleets},
+		board:      newBoard(),
+		share:      share,
+		plan:       planConfig{ranked: ranked, share: share, holdTimeout: hold},
+		logged:     newOnceSet(4096, log),
+		opts:       opts,
+		cp:         cp,
+		tails:      tl,
+		log:        log,
+		obs:        obs,
+		sel:        sel,
+		events:     sync.Pool{New: func() any { return new(status.Event) }},
+		epoch:      time.Now(),
+		life:       life,
+		stop:       stop,
 	}
 }
 

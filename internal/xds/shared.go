@@ -25,6 +25,21 @@ import (
 // exactly a set within its subscription moves to the next set by a shared
 // list of what changed, in O(changes).
 
+// sharing is what streams in the same state share, one per server: the
+// subscriptions and held contents (canons) interned, the transitions
+// between them, and the VHDS alias indexes. Each cache keeps an entry only
+// while some stream uses it.
+type sharing struct {
+	subs   *subscriptions
+	canons weakCache[canonKey, canon]
+	// vhdsIndexes are the VHDS alias indexes by content (contentAt),
+	// shared by every stream answering aliases against it, kept while one
+	// does (vhdsState holds its index).
+	vhdsIndexes weakCache[string, vhdsIndex]
+}
+
+func newSharing() *sharing { return &sharing{subs: newSubscriptions()} }
+
 // weakCache maps keys to values kept only while some stream uses them: an
 // entry goes away after its value is garbage, so the cache needs no bound
 // and no release calls.
@@ -419,7 +434,7 @@ func (c *canon) sotwSize(typeURL string, ttl bool) int {
 }
 
 // canon returns the shared canon of set within sub.
-func (s *Server) canon(set *snapshot.Set, sub *subscription) *canon {
+func (s *sharing) canon(set *snapshot.Set, sub *subscription) *canon {
 	return s.canons.get(canonKey{set, sub}, func() *canon {
 		c := &canon{set: set, sub: sub}
 		if sub.wildcard {
@@ -490,7 +505,7 @@ func contentVersion(names []string, held map[string]*snapshot.Resource) string {
 
 // fromNothing is the transition to the canon of set within sub for a
 // client that holds nothing yet: everything is new.
-func (s *Server) fromNothing(set *snapshot.Set, sub *subscription) *transition {
+func (s *sharing) fromNothing(set *snapshot.Set, sub *subscription) *transition {
 	to := s.canon(set, sub)
 	to.mu.Lock()
 	defer to.mu.Unlock()
@@ -503,7 +518,7 @@ func (s *Server) fromNothing(set *snapshot.Set, sub *subscription) *transition {
 // canonOf returns the shared canon of set within sub when m holds exactly
 // that (by version), or nil. A stream that got there by its own path (a
 // reconnect's initial versions, a released hold) joins the shared state.
-func (s *Server) canonOf(m map[string]*snapshot.Resource, set *snapshot.Set, sub *subscription) *canon {
+func (s *sharing) canonOf(m map[string]*snapshot.Resource, set *snapshot.Set, sub *subscription) *canon {
 	if sub == nil {
 		return nil
 	}
@@ -528,11 +543,11 @@ func (p *planner) sharedStep(l *ledger, sub *subscription, forced bool, set *sna
 	var t *transition
 	switch from := l.heldAs; {
 	case from != nil && from.sub == sub && !forced:
-		t = p.st.srv.stepTo(from, set)
+		t = p.cfg.share.stepTo(from, set)
 	case from == nil && len(l.held) == 0 && sub != nil:
 		// Nothing held yet, as on a first response: everything is new,
 		// names just subscribed included.
-		t = p.st.srv.fromNothing(set, sub)
+		t = p.cfg.share.fromNothing(set, sub)
 	default:
 		return nil
 	}
@@ -546,7 +561,7 @@ func (p *planner) sharedStep(l *ledger, sub *subscription, forced bool, set *sna
 
 // stepTo returns the transition from c to the canon of set within the same
 // subscription, computing it once for every stream making the same move.
-func (s *Server) stepTo(c *canon, set *snapshot.Set) *transition {
+func (s *sharing) stepTo(c *canon, set *snapshot.Set) *transition {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.step != nil && c.step.to.set == set {

@@ -90,14 +90,14 @@ func (b *bareStream) request(t *testing.T, snap *snapshot.Snapshot, typeURL, non
 	w := b.watches.at(typeURL)
 	if w == nil {
 		typ := b.st.srv.opts.Registry.Lookup(typeURL)
-		w = newWatch(typ, b.st.srv)
+		w = newWatch(typ, b.st.srv.share)
 		b.watches.put(typeURL, b.st.srv.rankOf(typ), w)
 	}
 	_, owe := w.onRequest(&discoveryv3.DiscoveryRequest{TypeUrl: typeURL, ResponseNonce: nonce, VersionInfo: version, ResourceNames: names}, snap)
 	if !owe {
 		return nil
 	}
-	o, _ := w.plan(b.st.planner(), snap.Set(typeURL))
+	o, _ := w.plan(planFor(b.st), snap.Set(typeURL))
 	return b.respond(w, o, snap)
 }
 
@@ -105,7 +105,7 @@ func (b *bareStream) request(t *testing.T, snap *snapshot.Snapshot, typeURL, non
 // nil when nothing changed, and the plan.
 func (b *bareStream) push(snap *snapshot.Snapshot, typeURL string) (*discoveryv3.DiscoveryResponse, outcome) {
 	w := b.watches.at(typeURL)
-	o, changed := w.plan(b.st.planner(), snap.Set(typeURL))
+	o, changed := w.plan(planFor(b.st), snap.Set(typeURL))
 	if !changed {
 		return nil, o
 	}
@@ -123,6 +123,12 @@ func (b *bareStream) ack(t *testing.T, snap *snapshot.Snapshot, resp *discoveryv
 	if again := b.request(t, snap, resp.TypeUrl, resp.Nonce, resp.VersionInfo, names...); again != nil {
 		t.Fatalf("an ACK was answered with %d resources", len(again.Resources))
 	}
+}
+
+// planFor returns a planner for st, as its passes make one.
+func planFor(st *stream) *planner {
+	p := st.planner()
+	return &p
 }
 
 func samePointer[M any](a, b M) bool {
@@ -277,7 +283,7 @@ func collectedDownTo(size func() int, want int) int {
 func deltaRound(t *testing.T, st *stream, w *deltaWatch, snap *snapshot.Snapshot, nonce string) deltaPlan {
 	t.Helper()
 	set := snap.Set(w.typ.URL)
-	d := w.plan(st.planner(), set, true, false)
+	d := w.plan(planFor(st), set, true, false)
 	w.sentResponse(nonce, set.Version(), set, d, time.Now())
 	if v, _ := w.answered(nonce, false); v != set.Version() {
 		t.Fatalf("ACK of %s answered version %q, want %q", nonce, v, set.Version())
@@ -296,7 +302,7 @@ func TestDeltaSharedStateAcrossStreams(t *testing.T) {
 	var steps []*transition
 	for range 3 {
 		st := &stream{srv: srv}
-		w := newDeltaWatch(reg.Lookup(xdstype.EndpointURL), srv)
+		w := newDeltaWatch(reg.Lookup(xdstype.EndpointURL), srv.share)
 		ws := &byType[*deltaWatch]{}
 		ws.put(xdstype.EndpointURL, srv.rankOf(reg.Lookup(xdstype.EndpointURL)), w)
 		useWatches(st, ws)
@@ -431,7 +437,7 @@ func TestDeltaWildcardLosingAResourceStaysShared(t *testing.T) {
 	v2 := world(t, reg, 3, 9000, "c0") // c3 is gone
 	watch := func(subscribe ...string) (*stream, *deltaWatch) {
 		st := &stream{srv: srv}
-		w := newDeltaWatch(typ, srv)
+		w := newDeltaWatch(typ, srv.share)
 		ws := &byType[*deltaWatch]{}
 		ws.put(typ.URL, srv.rankOf(typ), w)
 		useWatches(st, ws)

@@ -36,7 +36,7 @@ type watch struct {
 	setVersion, ackedSet string
 }
 
-func newWatch(t *xdstype.Type, shared *Server) *watch {
+func newWatch(t *xdstype.Type, shared *sharing) *watch {
 	return &watch{typeState: typeState{typ: t, shared: shared}}
 }
 

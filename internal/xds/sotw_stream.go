@@ -77,7 +77,8 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 		return nil
 	}
 	if owe {
-		p := st.planner()
+		pl := st.planner()
+		p := &pl
 		next, _ := w.plan(p, snap.Set(t.URL))
 		switch {
 		case kind == reqInitial && st.spares(req, w, next, p, snap.Set(t.URL)):
@@ -95,7 +96,7 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 		// The plan covers the whole subscription: anything it held back
 		// is what the client still lacks.
 		expect(st.stream, &w.typeState, t.URL, snap.Set(t.URL).Version(), p.flags() != [3]bool{})
-		p.done(false)
+		st.done(p, false)
 	} else if !w.sent {
 		expect(st.stream, &w.typeState, t.URL, snap.Set(t.URL).Version(), true)
 	}

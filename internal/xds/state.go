@@ -14,7 +14,7 @@ import (
 // plain value owned by the stream's loop; nothing here touches gRPC.
 type typeState struct {
 	typ    *xdstype.Type
-	shared *Server // where subscriptions and canons are shared
+	shared *sharing // where subscriptions and canons are shared
 
 	// sub is the subscription, shared with every stream subscribed alike;
 	// names are its explicit names, never "*". Both are read-only.

@@ -80,8 +80,8 @@ type stream struct {
 	opened time.Time
 
 	// holdings returns a type's state on this stream, nil if the client
-	// has not asked for the type here.
-	holdings func(typeURL string) holdings
+	// has not asked for the type here: what the planner sees.
+	holdings holdView
 	// holdSince is when a hold for a slow client began, for its bound.
 	holdSince time.Time
 	// wake wakes the stream (wakeHold) at wakeDue, when a hold reaches
@@ -191,6 +191,35 @@ func (st *stream) publishView(l *ledger, wildcard bool, names map[string]struct{
 		return
 	}
 	st.srv.board.publish(st.boardKey, st.typeURL, freeze(l, wildcard, names), st.ev)
+}
+
+// planner returns a planner for one pass over what the stream's client
+// holds, now. A value: a caller that keeps it to itself keeps it on its
+// stack.
+func (st *stream) planner() planner {
+	now := time.Now()
+	return planner{view: st.holdings, cfg: &st.srv.plan, now: now, expired: st.srv.plan.expired(st.holdSince, now)}
+}
+
+// done carries out what p decided: the holds for a rejected dependency
+// are logged, and the hold state and the wake-up at a hold's bound are
+// kept (planner.decide). full is set after a pass over every type.
+func (st *stream) done(p *planner, full bool) {
+	st.logRejectedHolds(p)
+	d := p.decide(full, st.holding, st.holdSince)
+	st.holding, st.holdSince = d.holding, d.since
+	if d.rewake {
+		st.wakeAt(d.wake)
+	}
+}
+
+// logRejectedHolds logs what p held back because the client rejected what
+// it names (logRejectedHold), and forgets it.
+func (st *stream) logRejectedHolds(p *planner) {
+	for _, h := range p.rejects {
+		st.logRejectedHold(h.r, h.dependency)
+	}
+	p.rejects = p.rejects[:0]
 }
 
 // wakeAt arms the stream's one-shot timer to plan again at t (zero: never).
@@ -403,7 +432,8 @@ func pass[W typeWatch](st *stream, watches *byType[W], push func(*planner, W, *s
 	if snap == nil {
 		return nil
 	}
-	p := st.planner()
+	p := new(planner)
+	*p = st.planner()
 	for i, w := range watches.ws {
 		ts := w.state()
 		if !ts.started {
@@ -427,6 +457,7 @@ func pass[W typeWatch](st *stream, watches *byType[W], push func(*planner, W, *s
 		// client reported holding the version it lacks).
 		before := p.clearFlags()
 		if err := push(p, w, snap); err != nil {
+			st.logRejectedHolds(p)
 			return err
 		}
 		*settled = ""
@@ -435,7 +466,7 @@ func pass[W typeWatch](st *stream, watches *byType[W], push func(*planner, W, *s
 		}
 		expect(st, ts, url, version, *settled == "")
 	}
-	p.done(true)
+	st.done(p, true)
 	return nil
 }
 
@@ -458,7 +489,7 @@ func (s *Server) rankOf(t *xdstype.Type) int {
 // open identifies the stream from a request, resolves the request's type
 // and returns that type's watch, creating it. A zero watch with a nil error
 // means the request is ignored.
-func open[W typeWatch](st *stream, node *corev3.Node, typeURL string, watches *byType[W], create func(*xdstype.Type, *Server) W) (W, error) {
+func open[W typeWatch](st *stream, node *corev3.Node, typeURL string, watches *byType[W], create func(*xdstype.Type, *sharing) W) (W, error) {
 	var zero W
 	if err := st.identify(node); err != nil {
 		return zero, err
@@ -469,7 +500,7 @@ func open[W typeWatch](st *stream, node *corev3.Node, typeURL string, watches *b
 	}
 	w, ok := watches.get(t.URL)
 	if !ok {
-		w = create(t, st.srv)
+		w = create(t, st.srv.share)
 		watches.put(t.URL, st.srv.rankOf(t), w)
 		st.observe(&status.Event{Kind: status.Subscribed, TypeURL: t.URL})
 	}
