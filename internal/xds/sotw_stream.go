@@ -10,7 +10,6 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
-	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
 // sotwStream is the state-of-the-world half of a stream: a thin encoder
@@ -193,74 +192,17 @@ func (st *sotwStream) warmed(typeURL string) {
 	}
 }
 
-// warms is the type whose resources Envoy waits for after a response of
-// typeURL (X38): a cluster warms until it gets a fresh assignment, a
-// listener until it gets a fresh route configuration. "" for none.
-func warms(typeURL string) string {
-	switch typeURL {
-	case xdstype.ClusterURL:
-		return xdstype.EndpointURL
-	case xdstype.ListenerURL:
-		return xdstype.RouteURL
-	}
-	return ""
-}
-
-// warmed reports whether typeURL is one a response of another type warms.
-func warmed(typeURL string) bool {
-	return typeURL == warms(xdstype.ClusterURL) || typeURL == warms(xdstype.ListenerURL)
-}
-
 // spares reports whether the response o planned for a type's first request
 // on this stream can be left unsent because the client already holds it
-// (X24): a reconnecting client's first request carries the version_info
-// of the last response it accepted, and no response_nonce (nothing was
-// sent on this stream). Versions identify exactly what a client holds
-// (heldVersion), so an equal version means equal content, on this replica
-// or any other. Not spared, because the client may need the response all
-// the same:
-//   - a request carrying error_detail: the client rejected something and
-//     may hold part of it, which its version does not say;
-//   - a Listener or Cluster subscription naming something the set lacks:
-//     the response is how the client learns at once that it does not
-//     exist (X22), rather than when its does-not-exist timer fires;
-//   - a plan that holds anything back or keeps anything for
-//     make-before-break (not a canon, or a flag set): the client must end
-//     up with what the plan says, and gets it on the way out of the hold;
-//   - a type a response warmed on this stream (X38: after clusters are
-//     resent, Envoy waits for fresh assignments), and on per-type streams
-//     the warmed types (EDS, RDS) always, since the stream cannot see
-//     whether the node's clusters or listeners were resent on another;
-//   - resources with a TTL for a client that uses them: the resend is what
-//     refreshes the TTL the client counts down, and the first heartbeat
-//     would come only half a TTL later;
-//   - a Listener or Cluster request on a per-type stream: the response is
-//     the stream's one message, which every stream gets (greet.go).
+// (X24): the stream's side of sparesResend, which decides.
 func (st *sotwStream) spares(req *discoveryv3.DiscoveryRequest, w *watch, o outcome, p *planner, set *snapshot.Set) bool {
-	v := req.GetVersionInfo()
-	switch {
-	case v == "" || req.GetResponseNonce() != "" || req.GetErrorDetail() != nil:
-		return false
-	case o.as == nil || o.missing || p.flags() != [3]bool{} || v != o.as.version:
-		return false
-	case w.typ.FullState && o.as.missing > 0:
-		// The response would tell the client that the names it asks for
-		// and the set lacks do not exist; it may not know yet.
-		return false
-	case w.warm || slices.Contains(st.warmNext, w.typ.URL) || st.typeURL != "" && warmed(w.typ.URL):
-		return false
-	case st.typeURL != "" && w.typ.FullState && !st.quiet:
-		// The stream's first message (greet.go): a Listener or Cluster
-		// response is whole or wrong, and the stream has no other type.
-		return false
-	case st.ttl && st.wrap:
-		for _, n := range set.TTLNames() {
-			if o.next[n] != nil {
-				return false
-			}
-		}
+	on := streamTraits{
+		perType: st.typeURL != "",
+		quiet:   st.quiet,
+		ttl:     st.ttl && st.wrap,
+		warmed:  w.warm || slices.Contains(st.warmNext, w.typ.URL),
 	}
-	return true
+	return sparesResend(req, w.typ, o, p.flags() != [3]bool{}, set, on)
 }
 
 // spare records that the client holds o, what its first request of the
