@@ -169,6 +169,22 @@ type rejectedHold struct {
 	dependency string
 }
 
+// newPlanConfig is the planning constants of a server.
+func newPlanConfig(ranked []*xdstype.Type, share *sharing, holdTimeout time.Duration) planConfig {
+	return planConfig{ranked: ranked, share: share, holdTimeout: holdTimeout}
+}
+
+// newPlanner returns a planner for one pass at now over view, for a stream
+// whose bounded hold for a slow client began at holdSince (zero: none). A
+// value: a caller that keeps it to itself keeps it on its stack.
+func newPlanner(view holdView, cfg *planConfig, now, holdSince time.Time) planner {
+	return planner{view: view, cfg: cfg, now: now, expired: cfg.expired(holdSince, now)}
+}
+
+// rejectedHolds returns the resources the pass held back because the client
+// rejected what they name, for the stream to log.
+func (p *planner) rejectedHolds() []rejectedHold { return p.rejects }
+
 // expired reports whether a bounded hold that began at since (zero: none)
 // has reached its bound at now.
 func (c *planConfig) expired(since, now time.Time) bool {

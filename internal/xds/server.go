@@ -216,7 +216,7 @@ func New(opts Options) *Server {
 		fanout:     connFanout{fleets: opts.Fleets},
 		board:      newBoard(),
 		share:      share,
-		plan:       planConfig{ranked: ranked, share: share, holdTimeout: hold},
+		plan:       newPlanConfig(ranked, share, hold),
 		logged:     newOnceSet(4096, log),
 		opts:       opts,
 		cp:         cp,

@@ -197,8 +197,7 @@ func (st *stream) publishView(l *ledger, wildcard bool, names map[string]struct{
 // holds, now. A value: a caller that keeps it to itself keeps it on its
 // stack.
 func (st *stream) planner() planner {
-	now := time.Now()
-	return planner{view: st.holdings, cfg: &st.srv.plan, now: now, expired: st.srv.plan.expired(st.holdSince, now)}
+	return newPlanner(st.holdings, &st.srv.plan, time.Now(), st.holdSince)
 }
 
 // done carries out what p decided: the holds for a rejected dependency
@@ -214,12 +213,11 @@ func (st *stream) done(p *planner, full bool) {
 }
 
 // logRejectedHolds logs what p held back because the client rejected what
-// it names (logRejectedHold), and forgets it.
+// it names (logRejectedHold).
 func (st *stream) logRejectedHolds(p *planner) {
-	for _, h := range p.rejects {
+	for _, h := range p.rejectedHolds() {
 		st.logRejectedHold(h.r, h.dependency)
 	}
-	p.rejects = p.rejects[:0]
 }
 
 // wakeAt arms the stream's one-shot timer to plan again at t (zero: never).
