@@ -186,7 +186,7 @@ func TestWholeSetBodyIsOneEncoding(t *testing.T) {
 	set := snap.Set(xdstype.ClusterURL)
 	var first *byte
 	for i := range 3 {
-		b := newBareStream(srv)
+		b := newBareStream(reg, srv.share)
 		resp := b.request(t, snap, xdstype.ClusterURL, "", "")
 		if resp == nil || len(resp.Resources) != set.Len() {
 			t.Fatalf("stream %d: no whole-set response", i)
@@ -223,11 +223,9 @@ func TestDeltaWholeSetBodyIsOneEncoding(t *testing.T) {
 	set := snap.Set(xdstype.ClusterURL)
 	var first *byte
 	for i := range 3 {
-		st := &stream{srv: srv}
-		w := newDeltaWatch(typ, srv.share)
-		ws := &byType[*deltaWatch]{}
-		ws.put(typ.URL, srv.rankOf(typ), w)
-		useWatches(st, ws)
+		st := testPlanConfig(reg, srv.share)
+		nw := newDeltaWatch(typ, srv.share)
+		w := &nw
 		w.subscribe(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: typ.URL, ResourceNamesSubscribe: []string{"*"}}, set)
 		d := deltaRound(t, st, w, snap, fmt.Sprint(i))
 		// As deltaStream.respond builds it, each stream with its own nonce.

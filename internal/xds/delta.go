@@ -45,8 +45,8 @@ type change struct {
 
 const maxOutstanding = 64
 
-func newDeltaWatch(t *xdstype.Type, shared *sharing) *deltaWatch {
-	w := &deltaWatch{typeState: typeState{typ: t, shared: shared}}
+func newDeltaWatch(t *xdstype.Type, shared *sharing) deltaWatch {
+	w := deltaWatch{typeState: typeState{typ: t, shared: shared}}
 	if t.URL == xdstype.VirtualHostURL {
 		w.vhds = &vhdsState{}
 	}

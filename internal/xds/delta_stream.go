@@ -15,17 +15,30 @@ import (
 // per-type delta watches in delta.go.
 type deltaStream struct {
 	*stream
-	watches *byType[*deltaWatch]
+	watches *byType[*deltaEntry]
 }
 
+// deltaEntry is one type on a delta stream: the protocol's state of it
+// (deltaWatch, delta.go) and its status record (livestatus.go).
+type deltaEntry struct {
+	deltaWatch
+	live liveType
+}
+
+func newDeltaEntry(t *xdstype.Type, share *sharing) *deltaEntry {
+	return &deltaEntry{deltaWatch: newDeltaWatch(t, share)}
+}
+
+func (w *deltaEntry) rec() *liveType { return &w.live }
+
 func newDeltaStream(st *stream) *deltaStream {
-	d := &deltaStream{stream: st, watches: &byType[*deltaWatch]{}}
+	d := &deltaStream{stream: st, watches: &byType[*deltaEntry]{}}
 	useWatches(st, d.watches)
 	return d
 }
 
 func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
-	w, err := open(st.stream, req.GetNode(), req.GetTypeUrl(), st.watches, newDeltaWatch)
+	w, err := open(st.stream, req.GetNode(), req.GetTypeUrl(), st.watches, newDeltaEntry)
 	if err != nil || w == nil {
 		return err
 	}
@@ -79,10 +92,10 @@ func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
 		}
 		// The plan covers the whole subscription: anything it held back
 		// is what the client still lacks.
-		expect(st.stream, &w.typeState, t.URL, snap.Set(t.URL).Version(), p.flags() != [3]bool{})
+		expect(st.stream, &w.typeState, &w.live, t.URL, snap.Set(t.URL).Version(), p.flags() != [3]bool{})
 		st.done(p, false)
 	} else if !w.sent {
-		expect(st.stream, &w.typeState, t.URL, snap.Set(t.URL).Version(), true)
+		expect(st.stream, &w.typeState, &w.live, t.URL, snap.Set(t.URL).Version(), true)
 	}
 	if answered && st.holding {
 		// An answer may release what was held back for it: request
@@ -96,14 +109,14 @@ func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
 // and updates by rank, each held back while what it names has not reached
 // the client, and removals only once nothing the client holds names them.
 func (st *deltaStream) onFleet() error {
-	return pass(st.stream, st.watches, func(p *planner, w *deltaWatch, snap *snapshot.Snapshot) error {
+	return pass(st.stream, st.watches, func(p *planner, w *deltaEntry, snap *snapshot.Snapshot) error {
 		return st.respond(p, w, snap, false)
 	})
 }
 
 // respond sends what the client lacks of w's type; with always unset it
 // sends nothing when nothing is lacking.
-func (st *deltaStream) respond(p *planner, w *deltaWatch, snap *snapshot.Snapshot, always bool) error {
+func (st *deltaStream) respond(p *planner, w *deltaEntry, snap *snapshot.Snapshot, always bool) error {
 	set := snap.Set(w.typ.URL)
 	var d deltaPlan
 	if w.vhds != nil {
@@ -165,7 +178,7 @@ func (st *deltaStream) respond(p *planner, w *deltaWatch, snap *snapshot.Snapsho
 // (stack depth, see serveStream).
 //
 //go:noinline
-func (st *deltaStream) sentEvent(w *deltaWatch, resp *discoveryv3.DeltaDiscoveryResponse, sent []proto.Message, size int) {
+func (st *deltaStream) sentEvent(w *deltaEntry, resp *discoveryv3.DeltaDiscoveryResponse, sent []proto.Message, size int) {
 	now := time.Now()
 	st.synced(w.typ.URL, st.live.sent(&w.live, w.typ.URL, status.Stamp{Version: w.version, Nonce: resp.Nonce, At: now, Resources: len(resp.Resources)}, size, sent, resp.RemovedResources, false), now)
 	if st.wants(status.ResponseSent) {

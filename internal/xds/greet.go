@@ -45,7 +45,7 @@ const greetAfter = time.Second
 
 // greet is called after a type's resend was spared on this stream: it
 // sends or schedules the stream's one message if none went out yet.
-func (st *sotwStream) greet(w *watch) error {
+func (st *sotwStream) greet(w *sotwEntry) error {
 	switch {
 	case st.quiet || st.nonces > 0:
 		// Something went out already (nonces count every response).
@@ -72,7 +72,7 @@ func (st *sotwStream) greetNow() error {
 	if st.nonces > 0 || snap == nil {
 		return nil
 	}
-	var pick *watch
+	var pick *sotwEntry
 	size := 0
 	ttl := st.ttl && st.wrap
 	for _, w := range owed {
@@ -93,14 +93,14 @@ func (st *sotwStream) greetNow() error {
 	if err := st.respond(pick, next, snap); err != nil {
 		return err
 	}
-	expect(st.stream, &pick.typeState, pick.typ.URL, set.Version(), p.flags() != [3]bool{})
+	expect(st.stream, &pick.typeState, &pick.live, pick.typ.URL, set.Version(), p.flags() != [3]bool{})
 	st.done(p, false)
 	return nil
 }
 
 // touch sends w's client one resource it holds, the smallest, at the
 // version it holds: a response that changes nothing (see above).
-func (st *sotwStream) touch(w *watch) error {
+func (st *sotwStream) touch(w *sotwEntry) error {
 	var pick *snapshot.Resource
 	for _, r := range w.held {
 		if pick == nil || len(r.Any.GetValue()) < len(pick.Any.GetValue()) ||

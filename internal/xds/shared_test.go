@@ -69,43 +69,59 @@ func world(t *testing.T, reg *xdstype.Registry, n int, base uint32, route string
 	return snap
 }
 
-// bareStream is a stream's planning state without gRPC: its watches answer
-// requests and plan responses directly.
+// bareStream is a stream's planning state without a stream: its watches
+// answer requests and plan responses directly.
 type bareStream struct {
-	st      *stream
-	watches *byType[*watch]
+	cfg     *planConfig
+	reg     *xdstype.Registry
+	watches map[string]*watch
 	nonce   int
 }
 
-func newBareStream(srv *Server) *bareStream {
-	b := &bareStream{st: &stream{srv: srv}, watches: &byType[*watch]{}}
-	useWatches(b.st, b.watches)
-	return b
+func newBareStream(reg *xdstype.Registry, share *sharing) *bareStream {
+	cfg := newPlanConfig(reg.Ranked(), share, 15*time.Second)
+	return &bareStream{cfg: &cfg, reg: reg, watches: map[string]*watch{}}
+}
+
+// at is the stream's watch of typeURL, nil before a request of it.
+func (b *bareStream) at(typeURL string) *watch { return b.watches[typeURL] }
+
+// view is what the stream's planner sees: the types the client asked for.
+func (b *bareStream) view(typeURL string) holdings {
+	if w := b.watches[typeURL]; w != nil && w.started {
+		return w
+	}
+	return nil
+}
+
+func (b *bareStream) planner() *planner {
+	p := newPlanner(b.view, b.cfg, time.Now(), time.Time{})
+	return &p
 }
 
 // request applies a request for typeURL and returns the response it is
 // owed, or nil.
 func (b *bareStream) request(t *testing.T, snap *snapshot.Snapshot, typeURL, nonce, version string, names ...string) *discoveryv3.DiscoveryResponse {
 	t.Helper()
-	w := b.watches.at(typeURL)
+	w := b.watches[typeURL]
 	if w == nil {
-		typ := b.st.srv.opts.Registry.Lookup(typeURL)
-		w = newWatch(typ, b.st.srv.share)
-		b.watches.put(typeURL, b.st.srv.rankOf(typ), w)
+		nw := newWatch(b.reg.Lookup(typeURL), b.cfg.share)
+		w = &nw
+		b.watches[typeURL] = w
 	}
 	_, owe := w.onRequest(&discoveryv3.DiscoveryRequest{TypeUrl: typeURL, ResponseNonce: nonce, VersionInfo: version, ResourceNames: names}, snap)
 	if !owe {
 		return nil
 	}
-	o, _ := w.plan(planFor(b.st), snap.Set(typeURL))
+	o, _ := w.plan(b.planner(), snap.Set(typeURL))
 	return b.respond(w, o, snap)
 }
 
 // push plans typeURL for snap as a publish does, and returns the response,
 // nil when nothing changed, and the plan.
 func (b *bareStream) push(snap *snapshot.Snapshot, typeURL string) (*discoveryv3.DiscoveryResponse, outcome) {
-	w := b.watches.at(typeURL)
-	o, changed := w.plan(planFor(b.st), snap.Set(typeURL))
+	w := b.watches[typeURL]
+	o, changed := w.plan(b.planner(), snap.Set(typeURL))
 	if !changed {
 		return nil, o
 	}
@@ -125,10 +141,22 @@ func (b *bareStream) ack(t *testing.T, snap *snapshot.Snapshot, resp *discoveryv
 	}
 }
 
-// planFor returns a planner for st, as its passes make one.
-func planFor(st *stream) *planner {
-	p := st.planner()
+// soloPlanner returns a planner for a stream whose only type is w's.
+func soloPlanner(cfg *planConfig, w *deltaWatch) *planner {
+	view := func(typeURL string) holdings {
+		if typeURL == w.typ.URL && w.started {
+			return w
+		}
+		return nil
+	}
+	p := newPlanner(view, cfg, time.Now(), time.Time{})
 	return &p
+}
+
+// testPlanConfig is a server's planning constants over share.
+func testPlanConfig(reg *xdstype.Registry, share *sharing) *planConfig {
+	cfg := newPlanConfig(reg.Ranked(), share, 15*time.Second)
+	return &cfg
 }
 
 func samePointer[M any](a, b M) bool {
@@ -137,12 +165,12 @@ func samePointer[M any](a, b M) bool {
 
 func TestSharedStateAcrossStreams(t *testing.T) {
 	reg := xdstype.New()
-	srv := New(Options{Registry: reg})
+	share := newSharing()
 	names := []string{"c0", "c1", "c2", "c3"}
 	v1 := world(t, reg, 4, 9000, "c0")
 	var streams []*bareStream
 	for range 3 {
-		b := newBareStream(srv)
+		b := newBareStream(reg, share)
 		cds := b.request(t, v1, xdstype.ClusterURL, "", "")
 		b.ack(t, v1, cds)
 		eds := b.request(t, v1, xdstype.EndpointURL, "", "", names...)
@@ -152,7 +180,7 @@ func TestSharedStateAcrossStreams(t *testing.T) {
 		b.ack(t, v1, eds, names...)
 		streams = append(streams, b)
 	}
-	a, b := streams[0].watches, streams[1].watches
+	a, b := streams[0], streams[1]
 	for _, url := range []string{xdstype.ClusterURL, xdstype.EndpointURL} {
 		if a.at(url).heldAs == nil || a.at(url).heldAs != b.at(url).heldAs {
 			t.Fatalf("%s: streams holding the same set do not share it (%p, %p)", url, a.at(url).heldAs, b.at(url).heldAs)
@@ -220,9 +248,9 @@ func withResource(t *testing.T, reg *xdstype.Registry, snap *snapshot.Snapshot, 
 // has not ACKed waits, and the stream leaves the shared state.
 func TestSharedTransitionDeclinesHolds(t *testing.T) {
 	reg := xdstype.New()
-	srv := New(Options{Registry: reg})
+	share := newSharing()
 	v1 := world(t, reg, 2, 9000, "c0")
-	s := newBareStream(srv)
+	s := newBareStream(reg, share)
 	cds := s.request(t, v1, xdstype.ClusterURL, "", "")
 	s.ack(t, v1, cds)
 	eds := s.request(t, v1, xdstype.EndpointURL, "", "", "c0", "c1")
@@ -244,7 +272,7 @@ func TestSharedTransitionDeclinesHolds(t *testing.T) {
 	if !sameVersion(o.next["main"], v1.Set(xdstype.RouteURL).Get("main")) {
 		t.Fatal("the planned route is not the one the client has")
 	}
-	if s.watches.at(xdstype.RouteURL).heldAs == nil {
+	if s.at(xdstype.RouteURL).heldAs == nil {
 		t.Fatal("the stream did not hold the shared route set: nothing was declined")
 	}
 }
@@ -280,10 +308,10 @@ func collectedDownTo(size func() int, want int) int {
 
 // deltaRound sends w what it is owed for snap and ACKs it, returning the
 // plan that was sent.
-func deltaRound(t *testing.T, st *stream, w *deltaWatch, snap *snapshot.Snapshot, nonce string) deltaPlan {
+func deltaRound(t *testing.T, cfg *planConfig, w *deltaWatch, snap *snapshot.Snapshot, nonce string) deltaPlan {
 	t.Helper()
 	set := snap.Set(w.typ.URL)
-	d := w.plan(planFor(st), set, true, false)
+	d := w.plan(soloPlanner(cfg, w), set, true, false)
 	w.sentResponse(nonce, set.Version(), set, d, time.Now())
 	if v, _ := w.answered(nonce, false); v != set.Version() {
 		t.Fatalf("ACK of %s answered version %q, want %q", nonce, v, set.Version())
@@ -293,7 +321,7 @@ func deltaRound(t *testing.T, st *stream, w *deltaWatch, snap *snapshot.Snapshot
 
 func TestDeltaSharedStateAcrossStreams(t *testing.T) {
 	reg := xdstype.New()
-	srv := New(Options{Registry: reg})
+	share := newSharing()
 	names := []string{"c0", "c1", "c2", "c3"}
 	v1 := world(t, reg, 4, 9000, "c0")
 	changed := world(t, reg, 4, 8000, "c0").Set(xdstype.EndpointURL).Get("c2")
@@ -301,11 +329,9 @@ func TestDeltaSharedStateAcrossStreams(t *testing.T) {
 	var watches []*deltaWatch
 	var steps []*transition
 	for range 3 {
-		st := &stream{srv: srv}
-		w := newDeltaWatch(reg.Lookup(xdstype.EndpointURL), srv.share)
-		ws := &byType[*deltaWatch]{}
-		ws.put(xdstype.EndpointURL, srv.rankOf(reg.Lookup(xdstype.EndpointURL)), w)
-		useWatches(st, ws)
+		st := testPlanConfig(reg, share)
+		nw := newDeltaWatch(reg.Lookup(xdstype.EndpointURL), share)
+		w := &nw
 		w.subscribe(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdstype.EndpointURL, ResourceNamesSubscribe: names}, v1.Set(xdstype.EndpointURL))
 		if d := deltaRound(t, st, w, v1, "1"); len(d.resources) != 4 {
 			t.Fatalf("first response: %d assignments, want 4", len(d.resources))
@@ -349,19 +375,19 @@ func TestDeltaSharedStateAcrossStreams(t *testing.T) {
 // every stream whose client ACKed the same clusters and assignments.
 func TestArrivalCheckShared(t *testing.T) {
 	reg := xdstype.New()
-	srv := New(Options{Registry: reg})
+	share := newSharing()
 	names := []string{"c0", "c1"}
 	v1 := world(t, reg, 2, 9000, "c0")
 	var streams []*bareStream
 	for range 2 {
-		s := newBareStream(srv)
+		s := newBareStream(reg, share)
 		s.ack(t, v1, s.request(t, v1, xdstype.ClusterURL, "", ""))
 		s.ack(t, v1, s.request(t, v1, xdstype.EndpointURL, "", "", names...), names...)
 		s.ack(t, v1, s.request(t, v1, xdstype.RouteURL, "", "", "main"), "main")
 		streams = append(streams, s)
 	}
-	clusters := streams[0].watches.at(xdstype.ClusterURL).ackedAs
-	if clusters == nil || clusters != streams[1].watches.at(xdstype.ClusterURL).ackedAs {
+	clusters := streams[0].at(xdstype.ClusterURL).ackedAs
+	if clusters == nil || clusters != streams[1].at(xdstype.ClusterURL).ackedAs {
 		t.Fatal("the streams do not share the clusters they ACKed")
 	}
 
@@ -378,7 +404,7 @@ func TestArrivalCheckShared(t *testing.T) {
 	if n := len(clusters.ready) - before; n != 1 {
 		t.Fatalf("%d arrival checks memoized for the new route, want 1 for both streams", n)
 	}
-	key := arrivalKey{r: v2.Set(xdstype.RouteURL).Get("main"), deps: [4]*canon{streams[0].watches.at(xdstype.EndpointURL).ackedAs}}
+	key := arrivalKey{r: v2.Set(xdstype.RouteURL).Get("main"), deps: [4]*canon{streams[0].at(xdstype.EndpointURL).ackedAs}}
 	if ok, known := clusters.ready[key]; !ok || !known {
 		t.Fatalf("memo for the new route: %v (known %v), want true", ok, known)
 	}
@@ -391,7 +417,7 @@ func TestArrivalCheckShared(t *testing.T) {
 			t.Fatal("a route to a cluster the client lacks went out")
 		}
 	}
-	if ok, known := clusters.ready[arrivalKey{r: v3.Set(xdstype.RouteURL).Get("main"), deps: [4]*canon{streams[0].watches.at(xdstype.EndpointURL).ackedAs}}]; !known || ok {
+	if ok, known := clusters.ready[arrivalKey{r: v3.Set(xdstype.RouteURL).Get("main"), deps: [4]*canon{streams[0].at(xdstype.EndpointURL).ackedAs}}]; !known || ok {
 		t.Fatalf("memo for a route to a missing cluster: %v (known %v), want false", ok, known)
 	}
 }
@@ -431,16 +457,14 @@ func TestSubscriptionsInterned(t *testing.T) {
 // resource does need that record, and declines.
 func TestDeltaWildcardLosingAResourceStaysShared(t *testing.T) {
 	reg := xdstype.New()
-	srv := New(Options{Registry: reg})
+	share := newSharing()
 	typ := reg.Lookup(xdstype.ClusterURL)
 	v1 := world(t, reg, 4, 9000, "c0")
 	v2 := world(t, reg, 3, 9000, "c0") // c3 is gone
-	watch := func(subscribe ...string) (*stream, *deltaWatch) {
-		st := &stream{srv: srv}
-		w := newDeltaWatch(typ, srv.share)
-		ws := &byType[*deltaWatch]{}
-		ws.put(typ.URL, srv.rankOf(typ), w)
-		useWatches(st, ws)
+	watch := func(subscribe ...string) (*planConfig, *deltaWatch) {
+		st := testPlanConfig(reg, share)
+		nw := newDeltaWatch(typ, share)
+		w := &nw
 		w.subscribe(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: typ.URL, ResourceNamesSubscribe: subscribe}, v1.Set(typ.URL))
 		if d := deltaRound(t, st, w, v1, "1"); len(d.resources) != 4 {
 			t.Fatalf("first response: %d clusters, want 4", len(d.resources))

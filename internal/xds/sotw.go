@@ -36,8 +36,8 @@ type watch struct {
 	setVersion, ackedSet string
 }
 
-func newWatch(t *xdstype.Type, shared *sharing) *watch {
-	return &watch{typeState: typeState{typ: t, shared: shared}}
+func newWatch(t *xdstype.Type, shared *sharing) watch {
+	return watch{typeState: typeState{typ: t, shared: shared}}
 }
 
 // requestKind says what a request meant for its type.

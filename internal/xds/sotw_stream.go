@@ -10,13 +10,14 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
+	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
 // sotwStream is the state-of-the-world half of a stream: a thin encoder
 // over the per-type watches in sotw.go.
 type sotwStream struct {
 	*stream
-	watches *byType[*watch]
+	watches *byType[*sotwEntry]
 	// warmNext holds the types (EDS, RDS) a response warmed on ADS before
 	// the client first asked for them on this stream: their first request
 	// is answered even if the client claims to hold the version (X24, X38).
@@ -26,17 +27,30 @@ type sotwStream struct {
 	// owed are the Listener and Cluster watches whose resend was spared
 	// while the stream had sent nothing: one may still have to go out as
 	// the stream's first message (greet.go).
-	owed []*watch
+	owed []*sotwEntry
 }
 
+// sotwEntry is one type on a state-of-the-world stream: the protocol's
+// state of it (watch, sotw.go) and its status record (livestatus.go).
+type sotwEntry struct {
+	watch
+	live liveType
+}
+
+func newSotWEntry(t *xdstype.Type, share *sharing) *sotwEntry {
+	return &sotwEntry{watch: newWatch(t, share)}
+}
+
+func (w *sotwEntry) rec() *liveType { return &w.live }
+
 func newSotWStream(st *stream) *sotwStream {
-	s := &sotwStream{stream: st, watches: &byType[*watch]{}}
+	s := &sotwStream{stream: st, watches: &byType[*sotwEntry]{}}
 	useWatches(st, s.watches)
 	return s
 }
 
 func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
-	w, err := open(st.stream, req.GetNode(), req.GetTypeUrl(), st.watches, newWatch)
+	w, err := open(st.stream, req.GetNode(), req.GetTypeUrl(), st.watches, newSotWEntry)
 	if err != nil || w == nil {
 		return err
 	}
@@ -94,10 +108,10 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 		}
 		// The plan covers the whole subscription: anything it held back
 		// is what the client still lacks.
-		expect(st.stream, &w.typeState, t.URL, snap.Set(t.URL).Version(), p.flags() != [3]bool{})
+		expect(st.stream, &w.typeState, &w.live, t.URL, snap.Set(t.URL).Version(), p.flags() != [3]bool{})
 		st.done(p, false)
 	} else if !w.sent {
-		expect(st.stream, &w.typeState, t.URL, snap.Set(t.URL).Version(), true)
+		expect(st.stream, &w.typeState, &w.live, t.URL, snap.Set(t.URL).Version(), true)
 	}
 	if (kind == reqACK || kind == reqNACK) && st.holding {
 		// An answer may release what was held back for it: request
@@ -110,7 +124,7 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 // onFleet brings the client toward the newest snapshot: in make-before-break
 // order, every type whose planned content changed.
 func (st *sotwStream) onFleet() error {
-	return pass(st.stream, st.watches, func(p *planner, w *watch, snap *snapshot.Snapshot) error {
+	return pass(st.stream, st.watches, func(p *planner, w *sotwEntry, snap *snapshot.Snapshot) error {
 		next, changed := w.plan(p, snap.Set(w.typ.URL))
 		if !changed {
 			return nil
@@ -119,7 +133,7 @@ func (st *sotwStream) onFleet() error {
 	})
 }
 
-func (st *sotwStream) respond(w *watch, next outcome, snap *snapshot.Snapshot) error {
+func (st *sotwStream) respond(w *sotwEntry, next outcome, snap *snapshot.Snapshot) error {
 	first := !w.sent
 	set := snap.Set(w.typ.URL)
 	ttl := st.ttl && st.wrap
@@ -157,7 +171,7 @@ func (st *sotwStream) respond(w *watch, next outcome, snap *snapshot.Snapshot) e
 // reported, not under the send (stack depth, see serveStream).
 //
 //go:noinline
-func (st *sotwStream) sentEvent(w *watch, resp *discoveryv3.DiscoveryResponse, sent []proto.Message, size int) {
+func (st *sotwStream) sentEvent(w *sotwEntry, resp *discoveryv3.DiscoveryResponse, sent []proto.Message, size int) {
 	now := time.Now()
 	st.synced(w.typ.URL, st.live.sent(&w.live, w.typ.URL, status.Stamp{Version: resp.VersionInfo, Nonce: resp.Nonce, Set: w.setVersion, At: now, Resources: len(resp.Resources)}, size, sent, nil, false), now)
 	if st.wants(status.ResponseSent) {
@@ -195,7 +209,7 @@ func (st *sotwStream) warmed(typeURL string) {
 // spares reports whether the response o planned for a type's first request
 // on this stream can be left unsent because the client already holds it
 // (X24): the stream's side of sparesResend, which decides.
-func (st *sotwStream) spares(req *discoveryv3.DiscoveryRequest, w *watch, o outcome, p *planner, set *snapshot.Set) bool {
+func (st *sotwStream) spares(req *discoveryv3.DiscoveryRequest, w *sotwEntry, o outcome, p *planner, set *snapshot.Set) bool {
 	on := streamTraits{
 		perType: st.typeURL != "",
 		quiet:   st.quiet,
@@ -208,7 +222,7 @@ func (st *sotwStream) spares(req *discoveryv3.DiscoveryRequest, w *watch, o outc
 // spare records that the client holds o, what its first request of the
 // type would have been answered with, without sending it (X24), and
 // reports it: status shows the type sent and ACKed at its version.
-func (st *sotwStream) spare(w *watch, o outcome, set *snapshot.Set) {
+func (st *sotwStream) spare(w *sotwEntry, o outcome, set *snapshot.Set) {
 	w.adopt(o, set)
 	// Shared like a response: the node's other per-type streams hold back
 	// nothing for what this client already has.

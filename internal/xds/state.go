@@ -6,7 +6,7 @@ import (
 
 // typeState is one stream's state for one resource type, whatever the
 // variant: the subscription, what the client holds (the ledger), the
-// versions status is told, and the type's status record. The
+// versions status is told. The
 // state-of-the-world watch (sotw.go) and the delta watch (delta.go) embed
 // it and add only what their variant has of its own, so that a stream's
 // pass over its types (pass), what it reports (expect) and what
@@ -42,9 +42,6 @@ type typeState struct {
 	// a publish that leaves the type's set at that version needs no plan.
 	// (For VirtualHosts, with the route configurations' version: contentAt.)
 	settled string
-
-	// live is the type's status record (livestatus.go).
-	live liveType
 
 	// The flags, together: each apart would take a word of every watch.
 	started  bool // a request for the type has been processed

@@ -390,11 +390,13 @@ func (st *stream) heartbeatInterval() time.Duration {
 	return st.snapshot().MinTTL() / 2
 }
 
-// typeWatch is a per-type watch of either variant: its state, shared by
-// both (typeState), and what make-before-break reads of it.
+// typeWatch is a type on a stream of either variant: its state, shared by
+// both (typeState), what make-before-break reads of it, and its status
+// record.
 type typeWatch interface {
 	holdings
 	state() *typeState
+	rec() *liveType
 }
 
 // expect tells status which version the client should hold of typeURL, when
@@ -407,7 +409,7 @@ type typeWatch interface {
 // decides this for free on every pass, in O(changes) through the shared
 // transitions, and an event goes out only when the value changes: a
 // publish that leaves a stream's types alone reports nothing.
-func expect(st *stream, w *typeState, typeURL, current string, pending bool) {
+func expect(st *stream, w *typeState, live *liveType, typeURL, current string, pending bool) {
 	v := current
 	if sent := w.version; !pending && sent != "" {
 		v = sent
@@ -415,7 +417,7 @@ func expect(st *stream, w *typeState, typeURL, current string, pending bool) {
 	if w.expected != v {
 		w.expected = v
 		now := time.Now()
-		st.synced(typeURL, st.live.expected(&w.live, typeURL, v, current, now), now)
+		st.synced(typeURL, st.live.expected(live, typeURL, v, current, now), now)
 		if st.wants(status.ExpectedVersion) {
 			st.observe(&status.Event{Kind: status.ExpectedVersion, TypeURL: typeURL, Version: v, SetVersion: current, At: now})
 		}
@@ -462,7 +464,7 @@ func pass[W typeWatch](st *stream, watches *byType[W], push func(*planner, W, *s
 		if !p.mergeFlags(before) {
 			*settled = key
 		}
-		expect(st, ts, url, version, *settled == "")
+		expect(st, ts, w.rec(), url, version, *settled == "")
 	}
 	st.done(p, true)
 	return nil
