@@ -224,12 +224,12 @@ func TestDeltaWholeSetBodyIsOneEncoding(t *testing.T) {
 	var first *byte
 	for i := range 3 {
 		st := testPlanConfig(reg, srv.share)
-		nw := newDeltaWatch(typ, srv.share)
+		nw := NewDeltaWatch(typ, srv.share)
 		w := &nw
-		w.subscribe(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: typ.URL, ResourceNamesSubscribe: []string{"*"}}, set)
+		w.Subscribe(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: typ.URL, ResourceNamesSubscribe: []string{"*"}}, set)
 		d := deltaRound(t, st, w, snap, fmt.Sprint(i))
 		// As deltaStream.respond builds it, each stream with its own nonce.
-		resp := &discoverygrpc.DeltaDiscoveryResponse{SystemVersionInfo: snap.Version(), Resources: d.resources, RemovedResources: d.removed, TypeUrl: typ.URL, Nonce: fmt.Sprint("nonce-", i)}
+		resp := &discoverygrpc.DeltaDiscoveryResponse{SystemVersionInfo: snap.Version(), Resources: d.Resources, RemovedResources: d.Removed, TypeUrl: typ.URL, Nonce: fmt.Sprint("nonce-", i)}
 		if len(resp.Resources) != set.Len() {
 			t.Fatalf("stream %d: %d clusters in the first response, want the whole set's %d", i, len(resp.Resources), set.Len())
 		}

@@ -46,15 +46,15 @@ func TestX37_ARouteWaitsForTheClusterItNamesUntilItArrives(t *testing.T) {
 		{name: "X37_rejected_cluster_route_waits_past_the_bound", cds: &clientCDS{wildcard: true, nackedCluster: true}, expired: true, wait: true, nack: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var cds, eds *typeState
+			var cds, eds *TypeState
 			if c.cds != nil {
-				cds = &typeState{typ: reg.Lookup(xdstype.ClusterURL), wildcard: c.cds.wildcard}
-				cds.synced = !c.cds.unsynced
+				cds = &TypeState{Type: reg.Lookup(xdstype.ClusterURL), Wildcard: c.cds.wildcard}
+				cds.Synced = !c.cds.unsynced
 				if c.cds.named {
-					cds.names = map[string]struct{}{"c0": {}}
+					cds.Names = map[string]struct{}{"c0": {}}
 				}
 				if c.cds.ackedCluster {
-					cds.acked = map[string]*snapshot.Resource{"c0": cluster}
+					cds.Acked = map[string]*snapshot.Resource{"c0": cluster}
 				}
 				if c.cds.nackedCluster {
 					cds.reject("c0", cluster)
@@ -62,12 +62,12 @@ func TestX37_ARouteWaitsForTheClusterItNamesUntilItArrives(t *testing.T) {
 				if c.cds.clusterInFlight {
 					cds.bump("c0")
 				}
-				eds = &typeState{typ: reg.Lookup(xdstype.EndpointURL), names: map[string]struct{}{"c0": {}}}
+				eds = &TypeState{Type: reg.Lookup(xdstype.EndpointURL), Names: map[string]struct{}{"c0": {}}}
 				if c.ackedAssignment {
-					eds.acked = map[string]*snapshot.Resource{"c0": assignment}
+					eds.Acked = map[string]*snapshot.Resource{"c0": assignment}
 				}
 			}
-			view := func(url string) holdings {
+			view := func(url string) Holdings {
 				switch {
 				case url == xdstype.ClusterURL && cds != nil:
 					return cds
@@ -76,7 +76,7 @@ func TestX37_ARouteWaitsForTheClusterItNamesUntilItArrives(t *testing.T) {
 				}
 				return nil
 			}
-			p := &planner{view: view, cfg: &planConfig{ranked: reg.Ranked(), share: newSharing(), holdTimeout: time.Second}, now: time.Now(), expired: c.expired}
+			p := &Planner{view: view, cfg: &PlanConfig{ranked: reg.Ranked(), share: NewSharing(), holdTimeout: time.Second}, Now: time.Now(), expired: c.expired}
 			if got := p.mustWait(route); got != c.wait {
 				t.Errorf("route waits = %v, want %v", got, c.wait)
 			}
@@ -103,18 +103,18 @@ func TestX37_AHoldIsBoundedFromWhenItBegan(t *testing.T) {
 		full                 bool
 		holding              bool      // before the pass
 		since                time.Time // before the pass
-		want                 holdDecision
+		want                 HoldDecision
 	}{
-		{name: "X37_first_hold_starts_the_bound", held: true, full: true, want: holdDecision{holding: true, since: now, wake: now.Add(bound), rewake: true}},
-		{name: "X37_hold_going_on_keeps_its_start", held: true, full: true, holding: true, since: earlier, want: holdDecision{holding: true, since: earlier, wake: earlier.Add(bound), rewake: true}},
-		{name: "X37_full_pass_holding_nothing_ends_the_hold", full: true, holding: true, since: earlier, want: holdDecision{rewake: true}},
-		{name: "X37_answer_holding_nothing_changes_nothing", holding: true, since: earlier, want: holdDecision{holding: true, since: earlier}},
-		{name: "X37_waiting_removal_holds_unbounded", wait: true, full: true, want: holdDecision{holding: true, rewake: true}},
-		{name: "X37_rejection_holds_unbounded", rejected: true, full: true, since: earlier, want: holdDecision{holding: true, rewake: true}},
+		{name: "X37_first_hold_starts_the_bound", held: true, full: true, want: HoldDecision{Holding: true, Since: now, Wake: now.Add(bound), Rewake: true}},
+		{name: "X37_hold_going_on_keeps_its_start", held: true, full: true, holding: true, since: earlier, want: HoldDecision{Holding: true, Since: earlier, Wake: earlier.Add(bound), Rewake: true}},
+		{name: "X37_full_pass_holding_nothing_ends_the_hold", full: true, holding: true, since: earlier, want: HoldDecision{Rewake: true}},
+		{name: "X37_answer_holding_nothing_changes_nothing", holding: true, since: earlier, want: HoldDecision{Holding: true, Since: earlier}},
+		{name: "X37_waiting_removal_holds_unbounded", wait: true, full: true, want: HoldDecision{Holding: true, Rewake: true}},
+		{name: "X37_rejection_holds_unbounded", rejected: true, full: true, since: earlier, want: HoldDecision{Holding: true, Rewake: true}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p := &planner{cfg: &planConfig{holdTimeout: bound}, now: now, held: c.held, rejected: c.rejected, waiting: c.wait}
-			if got := p.decide(c.full, c.holding, c.since); got != c.want {
+			p := &Planner{cfg: &PlanConfig{holdTimeout: bound}, Now: now, held: c.held, rejected: c.rejected, waiting: c.wait}
+			if got := p.Decide(c.full, c.holding, c.since); got != c.want {
 				t.Errorf("decide = %+v, want %+v", got, c.want)
 			}
 		})

@@ -238,9 +238,9 @@ func checkNameLen(name, field, typeURL string) error {
 
 // checkGlobs refuses a subscription holding more glob collections than
 // maxGlobs.
-func (st *stream) checkGlobs(sub *subscription, typeURL string) error {
-	if sub != nil && len(sub.globs) > maxGlobs {
-		return refuse(RefusedResourceNames, codes.ResourceExhausted, "a subscription to %s holds %d xdstp:// glob collections; Pylon accepts at most %d", bounded(typeURL, maxLogged), len(sub.globs), maxGlobs)
+func (st *stream) checkGlobs(sub *Subscription, typeURL string) error {
+	if sub != nil && len(sub.Globs) > maxGlobs {
+		return refuse(RefusedResourceNames, codes.ResourceExhausted, "a subscription to %s holds %d xdstp:// glob collections; Pylon accepts at most %d", bounded(typeURL, maxLogged), len(sub.Globs), maxGlobs)
 	}
 	return nil
 }

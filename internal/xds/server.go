@@ -135,16 +135,16 @@ type Server struct {
 	tails     tails
 	// share is what streams in the same state share (shared.go); plan
 	// what their planners plan with.
-	share  *sharing
-	plan   planConfig
+	share  *Sharing
+	plan   PlanConfig
 	board  *board
 	logged *onceSet // log lines already written, by node and subject
 	// withheldSnaps are the group snapshots less the Secrets some streams
 	// may not have, shared by the streams with the same entitlement.
-	withheldSnaps weakCache[withheldKey, withheld]
+	withheldSnaps WeakCache[withheldKey, withheld]
 	// entitlements are what each identity may have of each group
 	// snapshot, worked out once per fleet (entitle.go).
-	entitlements weakCache[entitledKey, entitled]
+	entitlements WeakCache[entitledKey, entitled]
 	// conns are the connections accepted by Listener; slotHold and
 	// evictAfter bound sends (sendwatch.go).
 	conns                conns
@@ -203,7 +203,7 @@ func New(opts Options) *Server {
 	// every tail is then proto.Marshal's, and its error.
 	tl, _ := newTails(cp)
 	sel, _ := obs.(status.Selective)
-	share := newSharing()
+	share := NewSharing()
 	var ranked []*xdstype.Type
 	if opts.Registry != nil {
 		ranked = opts.Registry.Ranked()
@@ -216,7 +216,7 @@ func New(opts Options) *Server {
 		fanout:     connFanout{fleets: opts.Fleets},
 		board:      newBoard(),
 		share:      share,
-		plan:       newPlanConfig(ranked, share, hold),
+		plan:       NewPlanConfig(ranked, share, hold),
 		logged:     newOnceSet(4096, log),
 		opts:       opts,
 		cp:         cp,

@@ -12,16 +12,16 @@ import (
 // pass over its types (pass), what it reports (expect) and what
 // make-before-break reads (holdings) are written once for both. It is a
 // plain value owned by the stream's loop; nothing here touches gRPC.
-type typeState struct {
-	typ    *xdstype.Type
-	shared *sharing // where subscriptions and canons are shared
+type TypeState struct {
+	Type   *xdstype.Type
+	shared *Sharing // where subscriptions and canons are shared
 
 	// sub is the subscription, shared with every stream subscribed alike;
 	// names are its explicit names, never "*". Both are read-only.
-	sub   *subscription
-	names map[string]struct{}
+	Sub   *Subscription
+	Names map[string]struct{}
 	// reported is the subscription last reported (SubscriptionChanged).
-	reported *subscription
+	Reported *Subscription
 	// force holds names just added to the subscription: the next response
 	// carries them even if the client seems to hold them (X17, X29).
 	force map[string]struct{}
@@ -29,7 +29,7 @@ type typeState struct {
 	// ledger: what the client was sent (held) and ACKed (acked), per
 	// resource. Either map may be a canon's shared one (heldAs, ackedAs):
 	// replaced or copied, never written.
-	ledger
+	Ledger
 
 	// version is what the type's latest response (not a heartbeat) brought
 	// the client to: the response's version_info in state of the world,
@@ -37,30 +37,30 @@ type typeState struct {
 	// response the client ACKed: what it runs, for the NACK log line.
 	// expected is what status was last told the client should hold
 	// (expect).
-	version, ackedVersion, expected string
+	Version, AckedVersion, Expected string
 	// settled is the set version the client fully has, nothing held back:
 	// a publish that leaves the type's set at that version needs no plan.
 	// (For VirtualHosts, with the route configurations' version: contentAt.)
-	settled string
+	Settled string
 
 	// The flags, together: each apart would take a word of every watch.
-	started  bool // a request for the type has been processed
-	wildcard bool
+	Started  bool // a request for the type has been processed
+	Wildcard bool
 	// legacy is set for a wildcard by an empty first request, not by "*"
 	// (X19, X32).
 	legacy bool
 	// sent is set once a response of the type went out (in state of the
 	// world, also once a resend was spared: adopt).
-	sent bool
+	Sent bool
 }
 
-func (s *typeState) state() *typeState { return s }
+func (s *TypeState) State() *TypeState { return s }
 
-func (s *typeState) book() *ledger { return &s.ledger }
+func (s *TypeState) Book() *Ledger { return &s.Ledger }
 
 // covers reports whether the client's subscription includes name. The
 // delta watch of VirtualHosts answers otherwise (deltaWatch.covers).
-func (s *typeState) covers(name string) bool {
-	_, ok := s.names[name]
-	return ok || s.wildcard || s.sub.inCollection(name)
+func (s *TypeState) Covers(name string) bool {
+	_, ok := s.Names[name]
+	return ok || s.Wildcard || s.Sub.inCollection(name)
 }

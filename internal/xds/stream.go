@@ -81,7 +81,7 @@ type stream struct {
 
 	// holdings returns a type's state on this stream, nil if the client
 	// has not asked for the type here: what the planner sees.
-	holdings holdView
+	holdings HoldView
 	// holdSince is when a hold for a slow client began, for its bound.
 	holdSince time.Time
 	// wake wakes the stream (wakeHold) at wakeDue, when a hold reaches
@@ -172,7 +172,7 @@ func (st *stream) logRejectedHold(r *snapshot.Resource, dependency string) {
 
 // others returns what another per-type stream of this node publishes for
 // typeURL, for make-before-break across per-type streams, or nil.
-func (st *stream) others(typeURL string) holdings {
+func (st *stream) others(typeURL string) Holdings {
 	if st.typeURL == "" || st.node == nil {
 		return nil
 	}
@@ -186,7 +186,7 @@ func (st *stream) others(typeURL string) holdings {
 // per-type streams, after each request and each response: what the client
 // was sent keeps what it names from being removed, what it ACKed releases
 // what waits for it.
-func (st *stream) publishView(l *ledger, wildcard bool, names map[string]struct{}) {
+func (st *stream) publishView(l *Ledger, wildcard bool, names map[string]struct{}) {
 	if st.typeURL == "" || st.node == nil {
 		return
 	}
@@ -196,27 +196,27 @@ func (st *stream) publishView(l *ledger, wildcard bool, names map[string]struct{
 // planner returns a planner for one pass over what the stream's client
 // holds, now. A value: a caller that keeps it to itself keeps it on its
 // stack.
-func (st *stream) planner() planner {
-	return newPlanner(st.holdings, &st.srv.plan, time.Now(), st.holdSince)
+func (st *stream) planner() Planner {
+	return NewPlanner(st.holdings, &st.srv.plan, time.Now(), st.holdSince)
 }
 
 // done carries out what p decided: the holds for a rejected dependency
 // are logged, and the hold state and the wake-up at a hold's bound are
 // kept (planner.decide). full is set after a pass over every type.
-func (st *stream) done(p *planner, full bool) {
+func (st *stream) done(p *Planner, full bool) {
 	st.logRejectedHolds(p)
-	d := p.decide(full, st.holding, st.holdSince)
-	st.holding, st.holdSince = d.holding, d.since
-	if d.rewake {
-		st.wakeAt(d.wake)
+	d := p.Decide(full, st.holding, st.holdSince)
+	st.holding, st.holdSince = d.Holding, d.Since
+	if d.Rewake {
+		st.wakeAt(d.Wake)
 	}
 }
 
 // logRejectedHolds logs what p held back because the client rejected what
 // it names (logRejectedHold).
-func (st *stream) logRejectedHolds(p *planner) {
-	for _, h := range p.rejectedHolds() {
-		st.logRejectedHold(h.r, h.dependency)
+func (st *stream) logRejectedHolds(p *Planner) {
+	for _, h := range p.RejectedHolds() {
+		st.logRejectedHold(h.Resource, h.Dependency)
 	}
 }
 
@@ -394,8 +394,8 @@ func (st *stream) heartbeatInterval() time.Duration {
 // both (typeState), what make-before-break reads of it, and its status
 // record.
 type typeWatch interface {
-	holdings
-	state() *typeState
+	Holdings
+	State() *TypeState
 	rec() *liveType
 }
 
@@ -409,13 +409,13 @@ type typeWatch interface {
 // decides this for free on every pass, in O(changes) through the shared
 // transitions, and an event goes out only when the value changes: a
 // publish that leaves a stream's types alone reports nothing.
-func expect(st *stream, w *typeState, live *liveType, typeURL, current string, pending bool) {
+func expect(st *stream, w *TypeState, live *liveType, typeURL, current string, pending bool) {
 	v := current
-	if sent := w.version; !pending && sent != "" {
+	if sent := w.Version; !pending && sent != "" {
 		v = sent
 	}
-	if w.expected != v {
-		w.expected = v
+	if w.Expected != v {
+		w.Expected = v
 		now := time.Now()
 		st.synced(typeURL, st.live.expected(live, typeURL, v, current, now), now)
 		if st.wants(status.ExpectedVersion) {
@@ -427,16 +427,16 @@ func expect(st *stream, w *typeState, live *liveType, typeURL, current string, p
 // pass brings the client toward the newest snapshot: every type in
 // make-before-break order, skipping those whose set is unchanged and
 // settled; push plans and sends one type.
-func pass[W typeWatch](st *stream, watches *byType[W], push func(*planner, W, *snapshot.Snapshot) error) error {
+func pass[W typeWatch](st *stream, watches *byType[W], push func(*Planner, W, *snapshot.Snapshot) error) error {
 	snap := st.snapshot()
 	if snap == nil {
 		return nil
 	}
-	p := new(planner)
+	p := new(Planner)
 	*p = st.planner()
 	for i, w := range watches.ws {
-		ts := w.state()
-		if !ts.started {
+		ts := w.State()
+		if !ts.Started {
 			continue
 		}
 		url := watches.urls[i]
@@ -445,9 +445,9 @@ func pass[W typeWatch](st *stream, watches *byType[W], push func(*planner, W, *s
 		if url == xdstype.VirtualHostURL {
 			// What a VHDS alias is answered with reads the route
 			// configurations' names too (aliasOf).
-			key = contentAt(snap.Set(url), snap.Set(xdstype.RouteURL))
+			key = ContentAt(snap.Set(url), snap.Set(xdstype.RouteURL))
 		}
-		settled := &ts.settled
+		settled := &ts.Settled
 		if !st.holding && *settled != "" && *settled == key {
 			continue
 		}
@@ -455,13 +455,13 @@ func pass[W typeWatch](st *stream, watches *byType[W], push func(*planner, W, *s
 		// type set earlier in the pass must not hide that this one holds
 		// back for the same reason (it would be marked settled and its
 		// client reported holding the version it lacks).
-		before := p.clearFlags()
+		before := p.ClearFlags()
 		if err := push(p, w, snap); err != nil {
 			st.logRejectedHolds(p)
 			return err
 		}
 		*settled = ""
-		if !p.mergeFlags(before) {
+		if !p.MergeFlags(before) {
 			*settled = key
 		}
 		expect(st, ts, w.rec(), url, version, *settled == "")
@@ -473,8 +473,8 @@ func pass[W typeWatch](st *stream, watches *byType[W], push func(*planner, W, *s
 // useWatches makes the stream's make-before-break lookups read watches,
 // falling back to the node's other per-type streams.
 func useWatches[W typeWatch](st *stream, watches *byType[W]) {
-	st.holdings = func(url string) holdings {
-		if w, ok := watches.get(url); ok && w.state().started {
+	st.holdings = func(url string) Holdings {
+		if w, ok := watches.get(url); ok && w.State().Started {
 			return w
 		}
 		return st.others(url)
@@ -489,7 +489,7 @@ func (s *Server) rankOf(t *xdstype.Type) int {
 // open identifies the stream from a request, resolves the request's type
 // and returns that type's watch, creating it. A zero watch with a nil error
 // means the request is ignored.
-func open[W typeWatch](st *stream, node *corev3.Node, typeURL string, watches *byType[W], create func(*xdstype.Type, *sharing) W) (W, error) {
+func open[W typeWatch](st *stream, node *corev3.Node, typeURL string, watches *byType[W], create func(*xdstype.Type, *Sharing) W) (W, error) {
 	var zero W
 	if err := st.identify(node); err != nil {
 		return zero, err
@@ -772,12 +772,12 @@ func (st *stream) observe(e *status.Event) {
 // not reported: a response of theirs carries what changed, never the
 // whole set, so nothing is compared, and an Envoy's assignments by name
 // would cost every stream a list.
-func (st *stream) subscribed(t *xdstype.Type, sub *subscription, last **subscription) {
+func (st *stream) subscribed(t *xdstype.Type, sub *Subscription, last **Subscription) {
 	if !t.FullState || sub == nil || sub == *last {
 		return
 	}
 	*last = sub
-	st.observe(&status.Event{Kind: status.SubscriptionChanged, TypeURL: t.URL, Wildcard: sub.wildcard, Names: sub.sortedNames()})
+	st.observe(&status.Event{Kind: status.SubscriptionChanged, TypeURL: t.URL, Wildcard: sub.Wildcard, Names: sub.SortedNames()})
 }
 
 // onNACK reports a rejected response; the log line comes once per type and

@@ -21,7 +21,7 @@ import (
 // is spared its resend, and every exception to that is resent.
 func TestX24_SparesOnlyAResendTheClientHoldsExactly(t *testing.T) {
 	reg := xdstype.New()
-	share := newSharing()
+	share := NewSharing()
 	snap := world(t, reg, 3, 9000, "c0")
 	ttlSnap := ttlWorld(t, reg)
 	for _, c := range []struct {
@@ -34,7 +34,7 @@ func TestX24_SparesOnlyAResendTheClientHoldsExactly(t *testing.T) {
 		nack     bool
 		partial  bool // the plan is not the shared canon
 		heldBack bool
-		on       streamTraits
+		on       StreamTraits
 		want     bool
 	}{
 		{name: "X24_exact_version_spared", url: xdstype.ClusterURL, version: "exact", want: true},
@@ -47,12 +47,12 @@ func TestX24_SparesOnlyAResendTheClientHoldsExactly(t *testing.T) {
 		{name: "X24_plan_holding_back_resent", url: xdstype.ClusterURL, version: "exact", heldBack: true},
 		{name: "X24_missing_cluster_name_resent", url: xdstype.ClusterURL, names: []string{"c0", "gone"}, version: "exact"},
 		{name: "X24_missing_assignment_name_spared", url: xdstype.EndpointURL, names: []string{"c0", "gone"}, version: "exact", want: true},
-		{name: "X24_X38_warmed_assignments_resent", url: xdstype.EndpointURL, version: "exact", on: streamTraits{warmed: true}},
-		{name: "X24_X38_per_type_assignments_always_resent", url: xdstype.EndpointURL, version: "exact", on: streamTraits{perType: true}},
-		{name: "X24_X38_per_type_routes_always_resent", url: xdstype.RouteURL, names: []string{"main"}, version: "exact", on: streamTraits{perType: true}},
-		{name: "X24_per_type_cluster_stream_owes_its_first_message", url: xdstype.ClusterURL, version: "exact", on: streamTraits{perType: true}},
-		{name: "X24_rest_poll_of_clusters_spared", url: xdstype.ClusterURL, version: "exact", on: streamTraits{perType: true, quiet: true}, want: true},
-		{name: "X24_X41_ttl_resource_resent_to_a_ttl_client", snap: ttlSnap, url: xdstype.EndpointURL, names: []string{"c0"}, version: "exact", on: streamTraits{ttl: true}},
+		{name: "X24_X38_warmed_assignments_resent", url: xdstype.EndpointURL, version: "exact", on: StreamTraits{Warmed: true}},
+		{name: "X24_X38_per_type_assignments_always_resent", url: xdstype.EndpointURL, version: "exact", on: StreamTraits{PerType: true}},
+		{name: "X24_X38_per_type_routes_always_resent", url: xdstype.RouteURL, names: []string{"main"}, version: "exact", on: StreamTraits{PerType: true}},
+		{name: "X24_per_type_cluster_stream_owes_its_first_message", url: xdstype.ClusterURL, version: "exact", on: StreamTraits{PerType: true}},
+		{name: "X24_rest_poll_of_clusters_spared", url: xdstype.ClusterURL, version: "exact", on: StreamTraits{PerType: true, Quiet: true}, want: true},
+		{name: "X24_X41_ttl_resource_resent_to_a_ttl_client", snap: ttlSnap, url: xdstype.EndpointURL, names: []string{"c0"}, version: "exact", on: StreamTraits{TTL: true}},
 		{name: "X24_X41_ttl_resource_spared_without_ttls", snap: ttlSnap, url: xdstype.EndpointURL, names: []string{"c0"}, version: "exact", want: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -62,9 +62,9 @@ func TestX24_SparesOnlyAResendTheClientHoldsExactly(t *testing.T) {
 			}
 			set := s.Set(c.url)
 			cn := share.canon(set, share.subs.get(c.names == nil, c.names))
-			o := outcome{next: cn.held, as: cn}
+			o := Outcome{Next: cn.held, As: cn}
 			if c.partial {
-				o = outcome{next: cn.held}
+				o = Outcome{Next: cn.held}
 			}
 			req := &discoveryv3.DiscoveryRequest{TypeUrl: c.url, VersionInfo: c.version, ResponseNonce: c.nonce, ResourceNames: c.names}
 			if c.version == "exact" {
@@ -73,7 +73,7 @@ func TestX24_SparesOnlyAResendTheClientHoldsExactly(t *testing.T) {
 			if c.nack {
 				req.ErrorDetail = &rpcstatus.Status{Message: "rejected"}
 			}
-			if got := sparesResend(req, reg.Lookup(c.url), o, c.heldBack, set, c.on); got != c.want {
+			if got := SparesResend(req, reg.Lookup(c.url), o, c.heldBack, set, c.on); got != c.want {
 				t.Errorf("spared = %v, want %v (version %q, canon %q)", got, c.want, req.VersionInfo, cn.version)
 			}
 		})
@@ -91,7 +91,7 @@ func TestX38_AResponseWarmsTheTypeEnvoyWaitsFor(t *testing.T) {
 		{xdstype.RouteURL, ""},
 		{xdstype.SecretURL, ""},
 	} {
-		if got := warms(c.url); got != c.warms {
+		if got := Warms(c.url); got != c.warms {
 			t.Errorf("warms(%s) = %q, want %q", c.url, got, c.warms)
 		}
 		if got, want := warmed(c.url), c.url == xdstype.EndpointURL || c.url == xdstype.RouteURL; got != want {

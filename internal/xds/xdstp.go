@@ -10,7 +10,7 @@ import (
 
 // canonicalNames applies snapshot.CanonicalXdstp to names (X46), copying the slice only
 // when a name changes.
-func canonicalNames(names []string) []string {
+func CanonicalNames(names []string) []string {
 	var out []string
 	for i, n := range names {
 		c := snapshot.CanonicalXdstp(n)
@@ -28,7 +28,7 @@ func canonicalNames(names []string) []string {
 }
 
 // canonicalVersions is canonicalNames for initial_resource_versions' keys.
-func canonicalVersions(m map[string]string) map[string]string {
+func CanonicalVersions(m map[string]string) map[string]string {
 	var out map[string]string
 	for n := range m {
 		if snapshot.CanonicalXdstp(n) != n {
