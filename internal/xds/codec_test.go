@@ -186,8 +186,7 @@ func TestWholeSetBodyIsOneEncoding(t *testing.T) {
 	set := snap.Set(xdstype.ClusterURL)
 	var first *byte
 	for i := range 3 {
-		b := newBareStream(reg, srv.share)
-		resp := b.request(t, snap, xdstype.ClusterURL, "", "")
+		resp := firstSotW(srv, snap, xdstype.ClusterURL)
 		if resp == nil || len(resp.Resources) != set.Len() {
 			t.Fatalf("stream %d: no whole-set response", i)
 		}
@@ -223,11 +222,7 @@ func TestDeltaWholeSetBodyIsOneEncoding(t *testing.T) {
 	set := snap.Set(xdstype.ClusterURL)
 	var first *byte
 	for i := range 3 {
-		st := testPlanConfig(reg, srv.share)
-		nw := NewDeltaWatch(typ, srv.share)
-		w := &nw
-		w.Subscribe(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: typ.URL, ResourceNamesSubscribe: []string{"*"}}, set)
-		d := deltaRound(t, st, w, snap, fmt.Sprint(i))
+		d := firstDelta(srv, snap, typ.URL, "*")
 		// As deltaStream.respond builds it, each stream with its own nonce.
 		resp := &discoverygrpc.DeltaDiscoveryResponse{SystemVersionInfo: snap.Version(), Resources: d.Resources, RemovedResources: d.Removed, TypeUrl: typ.URL, Nonce: fmt.Sprint("nonce-", i)}
 		if len(resp.Resources) != set.Len() {

@@ -8,25 +8,26 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
+	"github.com/pylon-xds/pylon/internal/xds/protocol"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
 // deltaStream is the incremental half of a stream: a thin encoder over the
-// per-type delta watches in delta.go.
+// per-type delta watches of the protocol core (protocol/delta.go).
 type deltaStream struct {
 	*stream
 	watches *byType[*deltaEntry]
 }
 
 // deltaEntry is one type on a delta stream: the protocol's state of it
-// (deltaWatch, delta.go) and its status record (livestatus.go).
+// (protocol.DeltaWatch) and its status record (livestatus.go).
 type deltaEntry struct {
-	DeltaWatch
+	protocol.DeltaWatch
 	live liveType
 }
 
-func newDeltaEntry(t *xdstype.Type, share *Sharing) *deltaEntry {
-	return &deltaEntry{DeltaWatch: NewDeltaWatch(t, share)}
+func newDeltaEntry(t *xdstype.Type, share *protocol.Sharing) *deltaEntry {
+	return &deltaEntry{DeltaWatch: protocol.NewDeltaWatch(t, share)}
 }
 
 func (w *deltaEntry) rec() *liveType { return &w.live }
@@ -46,9 +47,9 @@ func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
 		return err
 	}
 	// Context parameters in any order name one resource (X46).
-	req.ResourceNamesSubscribe = CanonicalNames(req.ResourceNamesSubscribe)
-	req.ResourceNamesUnsubscribe = CanonicalNames(req.ResourceNamesUnsubscribe)
-	req.InitialResourceVersions = CanonicalVersions(req.InitialResourceVersions)
+	req.ResourceNamesSubscribe = protocol.CanonicalNames(req.ResourceNamesSubscribe)
+	req.ResourceNamesUnsubscribe = protocol.CanonicalNames(req.ResourceNamesUnsubscribe)
+	req.InitialResourceVersions = protocol.CanonicalVersions(req.InitialResourceVersions)
 	t := w.Type
 	// A request may both answer a response and change the subscription
 	// (X28); one without a nonce is spontaneous.
@@ -109,16 +110,16 @@ func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
 // and updates by rank, each held back while what it names has not reached
 // the client, and removals only once nothing the client holds names them.
 func (st *deltaStream) onFleet() error {
-	return pass(st.stream, st.watches, func(p *Planner, w *deltaEntry, snap *snapshot.Snapshot) error {
+	return pass(st.stream, st.watches, func(p *protocol.Planner, w *deltaEntry, snap *snapshot.Snapshot) error {
 		return st.respond(p, w, snap, false)
 	})
 }
 
 // respond sends what the client lacks of w's type; with always unset it
 // sends nothing when nothing is lacking.
-func (st *deltaStream) respond(p *Planner, w *deltaEntry, snap *snapshot.Snapshot, always bool) error {
+func (st *deltaStream) respond(p *protocol.Planner, w *deltaEntry, snap *snapshot.Snapshot, always bool) error {
 	set := snap.Set(w.Type.URL)
-	var d DeltaPlan
+	var d protocol.DeltaPlan
 	if w.VHDS != nil {
 		d = w.PlanVHDS(p, set, snap.Set(xdstype.RouteURL), st.ttl)
 	} else {
@@ -214,7 +215,7 @@ func (st *deltaStream) onHeartbeat() error {
 		if err != nil {
 			return err
 		}
-		w.SentResponse(resp.Nonce, w.Version, set, DeltaPlan{}, now)
+		w.SentResponse(resp.Nonce, w.Version, set, protocol.DeltaPlan{}, now)
 		st.live.heartbeat(&w.live, t.URL, size)
 		if st.wants(status.ResponseSent) {
 			st.observe(&status.Event{Kind: status.ResponseSent, TypeURL: t.URL, Version: w.Version, Nonce: resp.Nonce, Resources: len(beats), Heartbeat: true, Bytes: size})

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/pylon-xds/pylon/internal/identity"
+	"github.com/pylon-xds/pylon/internal/xds/protocol"
 )
 
 // board lets the per-type streams of one node coordinate make-before-break:
@@ -30,12 +31,12 @@ type nodeEntry struct {
 // view is a frozen copy of one type's ledger and subscription on a node's
 // per-type stream, readable from other streams' goroutines.
 type view struct {
-	Ledger
+	protocol.Ledger
 	wildcard bool
 	names    map[string]struct{}
 }
 
-func (v *view) Book() *Ledger { return &v.Ledger }
+func (v *view) Book() *protocol.Ledger { return &v.Ledger }
 
 func (v *view) Covers(name string) bool {
 	_, ok := v.names[name]
@@ -113,7 +114,7 @@ func (b *board) lookup(id, typeURL string) *view {
 
 // freeze copies a ledger and subscription into a view. Shared maps are
 // immutable and need no copy.
-func freeze(l *Ledger, wildcard bool, names map[string]struct{}) *view {
+func freeze(l *protocol.Ledger, wildcard bool, names map[string]struct{}) *view {
 	held, acked := l.Held, l.Acked
 	if l.HeldAs == nil {
 		held = maps.Clone(held)
@@ -122,7 +123,7 @@ func freeze(l *Ledger, wildcard bool, names map[string]struct{}) *view {
 		acked = maps.Clone(acked)
 	}
 	return &view{
-		Ledger: Ledger{
+		Ledger: protocol.Ledger{
 			Held:    held,
 			Acked:   acked,
 			Nacked:  maps.Clone(l.Nacked),

@@ -7,6 +7,11 @@
 // server-wide goroutines (drainers.go) pushes the newest Fleet, skipping
 // versions it was too slow to send (wakeups.go). Both hold the stream's
 // mutex, so its state has one owner at a time and its sends stay in order.
+//
+// This package is the stream shell: gRPC, the streams' lifetimes, sends,
+// bounds, logs and status. What a request means and what the next response
+// carries are decided by the protocol core (package protocol), as pure
+// values; a stream carries its decisions out.
 package xds
 
 import (
@@ -24,6 +29,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/identity"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
+	"github.com/pylon-xds/pylon/internal/xds/protocol"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -133,18 +139,18 @@ type Server struct {
 	fanout    connFanout
 	bodies    bodies
 	tails     tails
-	// share is what streams in the same state share (shared.go); plan
+	// share is what streams in the same state share (protocol.Sharing); plan
 	// what their planners plan with.
-	share  *Sharing
-	plan   PlanConfig
+	share  *protocol.Sharing
+	plan   protocol.PlanConfig
 	board  *board
 	logged *onceSet // log lines already written, by node and subject
 	// withheldSnaps are the group snapshots less the Secrets some streams
 	// may not have, shared by the streams with the same entitlement.
-	withheldSnaps WeakCache[withheldKey, withheld]
+	withheldSnaps protocol.WeakCache[withheldKey, withheld]
 	// entitlements are what each identity may have of each group
 	// snapshot, worked out once per fleet (entitle.go).
-	entitlements WeakCache[entitledKey, entitled]
+	entitlements protocol.WeakCache[entitledKey, entitled]
 	// conns are the connections accepted by Listener; slotHold and
 	// evictAfter bound sends (sendwatch.go).
 	conns                conns
@@ -203,7 +209,7 @@ func New(opts Options) *Server {
 	// every tail is then proto.Marshal's, and its error.
 	tl, _ := newTails(cp)
 	sel, _ := obs.(status.Selective)
-	share := NewSharing()
+	share := protocol.NewSharing()
 	var ranked []*xdstype.Type
 	if opts.Registry != nil {
 		ranked = opts.Registry.Ranked()
@@ -216,7 +222,7 @@ func New(opts Options) *Server {
 		fanout:     connFanout{fleets: opts.Fleets},
 		board:      newBoard(),
 		share:      share,
-		plan:       NewPlanConfig(ranked, share, hold),
+		plan:       protocol.NewPlanConfig(ranked, share, hold),
 		logged:     newOnceSet(4096, log),
 		opts:       opts,
 		cp:         cp,

@@ -10,11 +10,12 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
+	"github.com/pylon-xds/pylon/internal/xds/protocol"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
 // sotwStream is the state-of-the-world half of a stream: a thin encoder
-// over the per-type watches in sotw.go.
+// over the per-type watches of the protocol core (protocol/sotw.go).
 type sotwStream struct {
 	*stream
 	watches *byType[*sotwEntry]
@@ -31,14 +32,14 @@ type sotwStream struct {
 }
 
 // sotwEntry is one type on a state-of-the-world stream: the protocol's
-// state of it (watch, sotw.go) and its status record (livestatus.go).
+// state of it (protocol.Watch) and its status record (livestatus.go).
 type sotwEntry struct {
-	Watch
+	protocol.Watch
 	live liveType
 }
 
-func newSotWEntry(t *xdstype.Type, share *Sharing) *sotwEntry {
-	return &sotwEntry{Watch: NewWatch(t, share)}
+func newSotWEntry(t *xdstype.Type, share *protocol.Sharing) *sotwEntry {
+	return &sotwEntry{Watch: protocol.NewWatch(t, share)}
 }
 
 func (w *sotwEntry) rec() *liveType { return &w.live }
@@ -61,7 +62,7 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 		return err
 	}
 	// Context parameters in any order name one resource (X46).
-	req.ResourceNames = CanonicalNames(req.ResourceNames)
+	req.ResourceNames = protocol.CanonicalNames(req.ResourceNames)
 	t := w.Type
 	snap := st.snapshot()
 	kind, owe := w.OnRequest(req, snap)
@@ -73,17 +74,17 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 	st.publishView(&w.Ledger, w.Wildcard, w.Names)
 	st.subscribed(t, w.Sub, &w.Reported)
 	switch kind {
-	case ReqStale:
+	case protocol.ReqStale:
 		if st.debugging() {
 			st.log().Debug("ignoring request with stale nonce", "type", t.Abbrev, "nonce", bounded(req.GetResponseNonce(), maxLogged), "latest", w.Nonce)
 		}
 		return nil
-	case ReqACK:
+	case protocol.ReqACK:
 		st.ackEvent(&w.live, t.URL, req.GetVersionInfo(), w.AckedSet, req.GetResponseNonce())
-	case ReqNACK:
+	case protocol.ReqNACK:
 		st.onNACK(t, &w.live, w.Version, w.AckedVersion, req.GetResponseNonce(), req.GetErrorDetail().GetMessage())
 	}
-	if kind == ReqInitial {
+	if kind == protocol.ReqInitial {
 		defer st.warmed(t.URL)
 	}
 	if snap == nil {
@@ -94,7 +95,7 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 		p := &pl
 		next, _ := w.Plan(p, snap.Set(t.URL))
 		switch {
-		case kind == ReqInitial && st.spares(req, w, next, p, snap.Set(t.URL)):
+		case kind == protocol.ReqInitial && st.spares(req, w, next, p, snap.Set(t.URL)):
 			st.spare(w, next, snap.Set(t.URL))
 			if err := st.greet(w); err != nil {
 				return err
@@ -113,7 +114,7 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 	} else if !w.Sent {
 		expect(st.stream, &w.TypeState, &w.live, t.URL, snap.Set(t.URL).Version(), true)
 	}
-	if (kind == ReqACK || kind == ReqNACK) && st.holding {
+	if (kind == protocol.ReqACK || kind == protocol.ReqNACK) && st.holding {
 		// An answer may release what was held back for it: request
 		// pushes once this frame is gone (stack depth, see serveStream).
 		st.releaseAfter = true
@@ -124,7 +125,7 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 // onFleet brings the client toward the newest snapshot: in make-before-break
 // order, every type whose planned content changed.
 func (st *sotwStream) onFleet() error {
-	return pass(st.stream, st.watches, func(p *Planner, w *sotwEntry, snap *snapshot.Snapshot) error {
+	return pass(st.stream, st.watches, func(p *protocol.Planner, w *sotwEntry, snap *snapshot.Snapshot) error {
 		next, changed := w.Plan(p, snap.Set(w.Type.URL))
 		if !changed {
 			return nil
@@ -133,7 +134,7 @@ func (st *sotwStream) onFleet() error {
 	})
 }
 
-func (st *sotwStream) respond(w *sotwEntry, next Outcome, snap *snapshot.Snapshot) error {
+func (st *sotwStream) respond(w *sotwEntry, next protocol.Outcome, snap *snapshot.Snapshot) error {
 	first := !w.Sent
 	set := snap.Set(w.Type.URL)
 	ttl := st.ttl && st.wrap
@@ -149,7 +150,7 @@ func (st *sotwStream) respond(w *sotwEntry, next Outcome, snap *snapshot.Snapsho
 		// Envoy warms a cluster or listener until it gets a fresh assignment
 		// or route configuration, so on ADS the next request for those is
 		// answered even if unchanged (X38).
-		st.markWarm(Warms(w.Type.URL))
+		st.markWarm(protocol.Warms(w.Type.URL))
 	}
 	var sent []proto.Message
 	switch {
@@ -208,21 +209,21 @@ func (st *sotwStream) warmed(typeURL string) {
 
 // spares reports whether the response o planned for a type's first request
 // on this stream can be left unsent because the client already holds it
-// (X24): the stream's side of sparesResend, which decides.
-func (st *sotwStream) spares(req *discoveryv3.DiscoveryRequest, w *sotwEntry, o Outcome, p *Planner, set *snapshot.Set) bool {
-	on := StreamTraits{
+// (X24): the stream's side of SparesResend, which decides.
+func (st *sotwStream) spares(req *discoveryv3.DiscoveryRequest, w *sotwEntry, o protocol.Outcome, p *protocol.Planner, set *snapshot.Set) bool {
+	on := protocol.StreamTraits{
 		PerType: st.typeURL != "",
 		Quiet:   st.quiet,
 		TTL:     st.ttl && st.wrap,
 		Warmed:  w.Warm || slices.Contains(st.warmNext, w.Type.URL),
 	}
-	return SparesResend(req, w.Type, o, p.Flags() != [3]bool{}, set, on)
+	return protocol.SparesResend(req, w.Type, o, p.Flags() != [3]bool{}, set, on)
 }
 
 // spare records that the client holds o, what its first request of the
 // type would have been answered with, without sending it (X24), and
 // reports it: status shows the type sent and ACKed at its version.
-func (st *sotwStream) spare(w *sotwEntry, o Outcome, set *snapshot.Set) {
+func (st *sotwStream) spare(w *sotwEntry, o protocol.Outcome, set *snapshot.Set) {
 	w.Adopt(o, set)
 	// Shared like a response: the node's other per-type streams hold back
 	// nothing for what this client already has.

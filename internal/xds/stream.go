@@ -22,6 +22,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/redact"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
+	"github.com/pylon-xds/pylon/internal/xds/protocol"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -81,7 +82,7 @@ type stream struct {
 
 	// holdings returns a type's state on this stream, nil if the client
 	// has not asked for the type here: what the planner sees.
-	holdings HoldView
+	holdings protocol.HoldView
 	// holdSince is when a hold for a slow client began, for its bound.
 	holdSince time.Time
 	// wake wakes the stream (wakeHold) at wakeDue, when a hold reaches
@@ -172,7 +173,7 @@ func (st *stream) logRejectedHold(r *snapshot.Resource, dependency string) {
 
 // others returns what another per-type stream of this node publishes for
 // typeURL, for make-before-break across per-type streams, or nil.
-func (st *stream) others(typeURL string) Holdings {
+func (st *stream) others(typeURL string) protocol.Holdings {
 	if st.typeURL == "" || st.node == nil {
 		return nil
 	}
@@ -186,7 +187,7 @@ func (st *stream) others(typeURL string) Holdings {
 // per-type streams, after each request and each response: what the client
 // was sent keeps what it names from being removed, what it ACKed releases
 // what waits for it.
-func (st *stream) publishView(l *Ledger, wildcard bool, names map[string]struct{}) {
+func (st *stream) publishView(l *protocol.Ledger, wildcard bool, names map[string]struct{}) {
 	if st.typeURL == "" || st.node == nil {
 		return
 	}
@@ -196,14 +197,14 @@ func (st *stream) publishView(l *Ledger, wildcard bool, names map[string]struct{
 // planner returns a planner for one pass over what the stream's client
 // holds, now. A value: a caller that keeps it to itself keeps it on its
 // stack.
-func (st *stream) planner() Planner {
-	return NewPlanner(st.holdings, &st.srv.plan, time.Now(), st.holdSince)
+func (st *stream) planner() protocol.Planner {
+	return protocol.NewPlanner(st.holdings, &st.srv.plan, time.Now(), st.holdSince)
 }
 
 // done carries out what p decided: the holds for a rejected dependency
 // are logged, and the hold state and the wake-up at a hold's bound are
 // kept (planner.decide). full is set after a pass over every type.
-func (st *stream) done(p *Planner, full bool) {
+func (st *stream) done(p *protocol.Planner, full bool) {
 	st.logRejectedHolds(p)
 	d := p.Decide(full, st.holding, st.holdSince)
 	st.holding, st.holdSince = d.Holding, d.Since
@@ -214,7 +215,7 @@ func (st *stream) done(p *Planner, full bool) {
 
 // logRejectedHolds logs what p held back because the client rejected what
 // it names (logRejectedHold).
-func (st *stream) logRejectedHolds(p *Planner) {
+func (st *stream) logRejectedHolds(p *protocol.Planner) {
 	for _, h := range p.RejectedHolds() {
 		st.logRejectedHold(h.Resource, h.Dependency)
 	}
@@ -391,11 +392,11 @@ func (st *stream) heartbeatInterval() time.Duration {
 }
 
 // typeWatch is a type on a stream of either variant: its state, shared by
-// both (typeState), what make-before-break reads of it, and its status
+// both (TypeState), what make-before-break reads of it, and its status
 // record.
 type typeWatch interface {
-	Holdings
-	State() *TypeState
+	protocol.Holdings
+	State() *protocol.TypeState
 	rec() *liveType
 }
 
@@ -409,7 +410,7 @@ type typeWatch interface {
 // decides this for free on every pass, in O(changes) through the shared
 // transitions, and an event goes out only when the value changes: a
 // publish that leaves a stream's types alone reports nothing.
-func expect(st *stream, w *TypeState, live *liveType, typeURL, current string, pending bool) {
+func expect(st *stream, w *protocol.TypeState, live *liveType, typeURL, current string, pending bool) {
 	v := current
 	if sent := w.Version; !pending && sent != "" {
 		v = sent
@@ -427,12 +428,12 @@ func expect(st *stream, w *TypeState, live *liveType, typeURL, current string, p
 // pass brings the client toward the newest snapshot: every type in
 // make-before-break order, skipping those whose set is unchanged and
 // settled; push plans and sends one type.
-func pass[W typeWatch](st *stream, watches *byType[W], push func(*Planner, W, *snapshot.Snapshot) error) error {
+func pass[W typeWatch](st *stream, watches *byType[W], push func(*protocol.Planner, W, *snapshot.Snapshot) error) error {
 	snap := st.snapshot()
 	if snap == nil {
 		return nil
 	}
-	p := new(Planner)
+	p := new(protocol.Planner)
 	*p = st.planner()
 	for i, w := range watches.ws {
 		ts := w.State()
@@ -445,7 +446,7 @@ func pass[W typeWatch](st *stream, watches *byType[W], push func(*Planner, W, *s
 		if url == xdstype.VirtualHostURL {
 			// What a VHDS alias is answered with reads the route
 			// configurations' names too (aliasOf).
-			key = ContentAt(snap.Set(url), snap.Set(xdstype.RouteURL))
+			key = protocol.ContentAt(snap.Set(url), snap.Set(xdstype.RouteURL))
 		}
 		settled := &ts.Settled
 		if !st.holding && *settled != "" && *settled == key {
@@ -473,7 +474,7 @@ func pass[W typeWatch](st *stream, watches *byType[W], push func(*Planner, W, *s
 // useWatches makes the stream's make-before-break lookups read watches,
 // falling back to the node's other per-type streams.
 func useWatches[W typeWatch](st *stream, watches *byType[W]) {
-	st.holdings = func(url string) Holdings {
+	st.holdings = func(url string) protocol.Holdings {
 		if w, ok := watches.get(url); ok && w.State().Started {
 			return w
 		}
@@ -489,7 +490,7 @@ func (s *Server) rankOf(t *xdstype.Type) int {
 // open identifies the stream from a request, resolves the request's type
 // and returns that type's watch, creating it. A zero watch with a nil error
 // means the request is ignored.
-func open[W typeWatch](st *stream, node *corev3.Node, typeURL string, watches *byType[W], create func(*xdstype.Type, *Sharing) W) (W, error) {
+func open[W typeWatch](st *stream, node *corev3.Node, typeURL string, watches *byType[W], create func(*xdstype.Type, *protocol.Sharing) W) (W, error) {
 	var zero W
 	if err := st.identify(node); err != nil {
 		return zero, err
@@ -772,7 +773,7 @@ func (st *stream) observe(e *status.Event) {
 // not reported: a response of theirs carries what changed, never the
 // whole set, so nothing is compared, and an Envoy's assignments by name
 // would cost every stream a list.
-func (st *stream) subscribed(t *xdstype.Type, sub *Subscription, last **Subscription) {
+func (st *stream) subscribed(t *xdstype.Type, sub *protocol.Subscription, last **protocol.Subscription) {
 	if !t.FullState || sub == nil || sub == *last {
 		return
 	}

@@ -1,4 +1,4 @@
-package xds
+package protocol
 
 import (
 	"maps"
@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// inFlight counts as a map would, whatever the order of adds and subs and
+// InFlight counts as a map would, whatever the order of adds and subs and
 // whichever name takes the inline place: checked against a map over random
 // sequences of a few names, clones included.
 func TestInFlightCountsAsAMap(t *testing.T) {

@@ -1,4 +1,4 @@
-package xds
+package protocol
 
 import (
 	"slices"
@@ -8,7 +8,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/snapshot"
 )
 
-// canonicalNames applies snapshot.CanonicalXdstp to names (X46), copying the slice only
+// CanonicalNames applies snapshot.CanonicalXdstp to names (X46), copying the slice only
 // when a name changes.
 func CanonicalNames(names []string) []string {
 	var out []string
@@ -27,7 +27,7 @@ func CanonicalNames(names []string) []string {
 	return out
 }
 
-// canonicalVersions is canonicalNames for initial_resource_versions' keys.
+// CanonicalVersions is CanonicalNames for initial_resource_versions' keys.
 func CanonicalVersions(m map[string]string) map[string]string {
 	var out map[string]string
 	for n := range m {

@@ -1,10 +1,10 @@
-package xds
+package protocol
 
 import (
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
-// typeState is one stream's state for one resource type, whatever the
+// TypeState is one stream's state for one resource type, whatever the
 // variant: the subscription, what the client holds (the ledger), the
 // versions status is told. The
 // state-of-the-world watch (sotw.go) and the delta watch (delta.go) embed
@@ -16,11 +16,11 @@ type TypeState struct {
 	Type   *xdstype.Type
 	shared *Sharing // where subscriptions and canons are shared
 
-	// sub is the subscription, shared with every stream subscribed alike;
+	// Sub is the subscription, shared with every stream subscribed alike;
 	// names are its explicit names, never "*". Both are read-only.
 	Sub   *Subscription
 	Names map[string]struct{}
-	// reported is the subscription last reported (SubscriptionChanged).
+	// Reported is the subscription last reported (SubscriptionChanged).
 	Reported *Subscription
 	// force holds names just added to the subscription: the next response
 	// carries them even if the client seems to hold them (X17, X29).
@@ -31,16 +31,16 @@ type TypeState struct {
 	// replaced or copied, never written.
 	Ledger
 
-	// version is what the type's latest response (not a heartbeat) brought
+	// Version is what the type's latest response (not a heartbeat) brought
 	// the client to: the response's version_info in state of the world,
 	// the set's version in delta. ackedVersion is that of the latest
 	// response the client ACKed: what it runs, for the NACK log line.
 	// expected is what status was last told the client should hold
 	// (expect).
 	Version, AckedVersion, Expected string
-	// settled is the set version the client fully has, nothing held back:
+	// Settled is the set version the client fully has, nothing held back:
 	// a publish that leaves the type's set at that version needs no plan.
-	// (For VirtualHosts, with the route configurations' version: contentAt.)
+	// (For VirtualHosts, with the route configurations' version: ContentAt.)
 	Settled string
 
 	// The flags, together: each apart would take a word of every watch.
@@ -49,7 +49,7 @@ type TypeState struct {
 	// legacy is set for a wildcard by an empty first request, not by "*"
 	// (X19, X32).
 	legacy bool
-	// sent is set once a response of the type went out (in state of the
+	// Sent is set once a response of the type went out (in state of the
 	// world, also once a resend was spared: adopt).
 	Sent bool
 }
@@ -58,8 +58,8 @@ func (s *TypeState) State() *TypeState { return s }
 
 func (s *TypeState) Book() *Ledger { return &s.Ledger }
 
-// covers reports whether the client's subscription includes name. The
-// delta watch of VirtualHosts answers otherwise (deltaWatch.covers).
+// Covers reports whether the client's subscription includes name. The
+// delta watch of VirtualHosts answers otherwise (DeltaWatch.covers).
 func (s *TypeState) Covers(name string) bool {
 	_, ok := s.Names[name]
 	return ok || s.Wildcard || s.Sub.inCollection(name)

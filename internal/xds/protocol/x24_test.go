@@ -1,4 +1,4 @@
-package xds
+package protocol
 
 import (
 	"testing"
@@ -13,8 +13,8 @@ import (
 )
 
 // The reconnect rules (X24) and warming (X38) as pure functions of the
-// protocol core: no stream, no gRPC. x24_test.go drives the same rules
-// over the wire.
+// protocol core: no stream, no gRPC. Package xds's x24_test.go drives the
+// same rules over the wire.
 
 // TestX24_SparesOnlyAResendTheClientHoldsExactly: a first request of a
 // type whose version_info is the version of exactly what it would be sent

@@ -1,4 +1,4 @@
-package xds
+package protocol
 
 import (
 	"testing"
@@ -10,7 +10,8 @@ import (
 
 // Make-before-break (X37, X39) as pure functions of the planner: what the
 // client holds, the time and the hold's bound in, a decision out. No
-// stream, no gRPC; mbb_test.go drives the same rules over the wire.
+// stream, no gRPC; package xds's mbb_test.go drives the same rules over
+// the wire.
 
 // TestX37_ARouteWaitsForTheClusterItNamesUntilItArrives: a route naming a
 // cluster the client subscribes to and has not ACKed, with its assignment

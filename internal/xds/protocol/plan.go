@@ -1,4 +1,4 @@
-package xds
+package protocol
 
 import (
 	"maps"
@@ -8,28 +8,28 @@ import (
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
-// ledger is what a stream's client holds of one type, per resource: as last
+// Ledger is what a stream's client holds of one type, per resource: as last
 // sent, and as ACKed. Make-before-break decisions read it: a route waits
 // until the clusters it names are ACKed, a cluster leaves only once nothing
 // the client holds names it.
 type Ledger struct {
-	// held is what the client was sent (or said it had); a nil value, in
+	// Held is what the client was sent (or said it had); a nil value, in
 	// delta, means it was told the resource does not exist.
 	Held  map[string]*snapshot.Resource
 	Acked map[string]*snapshot.Resource
-	// nacked holds the versions the client rejected; what names them waits
+	// Nacked holds the versions the client rejected; what names them waits
 	// until the config changes.
 	Nacked map[string]*snapshot.Resource
-	// moving counts, per name, the responses not yet answered that change
+	// Moving counts, per name, the responses not yet answered that change
 	// it. A resource has arrived only when nothing about it is in flight:
 	// a removal on its way followed by a re-add leaves an Envoy with a new,
 	// cold cluster, whatever the versions say.
 	Moving InFlight
-	// synced is set once the client has ACKed or NACKed a response of
+	// Synced is set once the client has ACKed or NACKed a response of
 	// the type: before that it is still fetching its initial config, and
 	// nothing is held back for it.
 	Synced bool
-	// heldAs and ackedAs are the shared canons whose maps held and acked
+	// HeldAs and ackedAs are the shared canons whose maps held and acked
 	// are, nil when the map is the stream's own. A shared map is replaced,
 	// never written.
 	HeldAs, AckedAs *Canon
@@ -48,7 +48,7 @@ func (l *Ledger) settled() *Canon {
 // bump counts one more response in flight that changes name.
 func (l *Ledger) bump(name string) { l.Moving.add(name) }
 
-// inFlight counts, per name, the responses in flight that change it. Most
+// InFlight counts, per name, the responses in flight that change it. Most
 // changes change one name (a route table, a cluster's endpoints): that
 // one is kept inline, so a push to every stream of the fleet does not
 // make a map on each (BenchmarkFanOutNamedEndpoints's allocations show
@@ -110,7 +110,7 @@ func (l *Ledger) reject(name string, r *snapshot.Resource) {
 	l.Nacked[name] = r
 }
 
-// holdings is one type's state on a stream, as the planner sees it.
+// Holdings is one type's state on a stream, as the planner sees it.
 type Holdings interface {
 	Book() *Ledger
 	// covers reports whether the client's subscription includes name.
@@ -121,7 +121,7 @@ func sameVersion(a, b *snapshot.Resource) bool {
 	return a != nil && b != nil && a.Version == b.Version
 }
 
-// planner decides, for one pass over a stream's types, what may be sent
+// Planner decides, for one pass over a stream's types, what may be sent
 // now. It is a pure value of what it was given: the client's holdings of
 // each type (view), the time, whether the stream's bounded hold has
 // reached its bound, and the server's planning constants (cfg). It never
@@ -149,7 +149,7 @@ type Planner struct {
 	held, rejected, waiting bool
 }
 
-// planConfig is what every pass of a server's streams plans with, fixed
+// PlanConfig is what every pass of a server's streams plans with, fixed
 // when the server is made.
 type PlanConfig struct {
 	ranked []*xdstype.Type // the registry's make-before-break order
@@ -158,30 +158,30 @@ type PlanConfig struct {
 	holdTimeout time.Duration
 }
 
-// holdView returns a type's state on a stream as the planner sees it, nil
+// HoldView returns a type's state on a stream as the planner sees it, nil
 // if the client has not asked for the type there.
 type HoldView func(typeURL string) Holdings
 
-// rejectedHold is a resource held back, and the name of what it needs
+// RejectedHold is a resource held back, and the name of what it needs
 // that the client rejected.
 type RejectedHold struct {
 	Resource   *snapshot.Resource
 	Dependency string
 }
 
-// newPlanConfig is the planning constants of a server.
+// NewPlanConfig is the planning constants of a server.
 func NewPlanConfig(ranked []*xdstype.Type, share *Sharing, holdTimeout time.Duration) PlanConfig {
 	return PlanConfig{ranked: ranked, share: share, holdTimeout: holdTimeout}
 }
 
-// newPlanner returns a planner for one pass at now over view, for a stream
+// NewPlanner returns a planner for one pass at now over view, for a stream
 // whose bounded hold for a slow client began at holdSince (zero: none). A
 // value: a caller that keeps it to itself keeps it on its stack.
 func NewPlanner(view HoldView, cfg *PlanConfig, now, holdSince time.Time) Planner {
 	return Planner{view: view, cfg: cfg, Now: now, expired: cfg.expired(holdSince, now)}
 }
 
-// rejectedHolds returns the resources the pass held back because the client
+// RejectedHolds returns the resources the pass held back because the client
 // rejected what they name, for the stream to log.
 func (p *Planner) RejectedHolds() []RejectedHold { return p.rejects }
 
@@ -311,19 +311,19 @@ func (p *Planner) arrived(l *Ledger, name string) (ok, nacked bool) {
 	return true, false
 }
 
-// flags is the planner's outcome so far, to tell whether planning one type
+// Flags is the planner's outcome so far, to tell whether planning one type
 // held anything back.
 func (p *Planner) Flags() [3]bool { return [3]bool{p.held, p.rejected, p.waiting} }
 
-// clearFlags clears the outcome before planning one type of a pass and
-// returns the pass's outcome so far, for mergeFlags.
+// ClearFlags clears the outcome before planning one type of a pass and
+// returns the pass's outcome so far, for MergeFlags.
 func (p *Planner) ClearFlags() [3]bool {
 	f := p.Flags()
 	p.held, p.rejected, p.waiting = false, false, false
 	return f
 }
 
-// mergeFlags reports whether the type planned since clearFlags held
+// MergeFlags reports whether the type planned since ClearFlags held
 // anything back, and adds the pass's earlier outcome back.
 func (p *Planner) MergeFlags(before [3]bool) bool {
 	own := p.Flags() != [3]bool{}
@@ -387,7 +387,7 @@ func (p *Planner) referenced(typeURL, name string) bool {
 	return set[name]
 }
 
-// holdDecision is what a pass decided about holding back, for the stream
+// HoldDecision is what a pass decided about holding back, for the stream
 // to keep: whether something is held back (so that the client's next ACK
 // plans again), since when a bounded hold runs (zero: none), and, when
 // rewake is set, when to plan again as that bound will release it (zero:
@@ -398,7 +398,7 @@ type HoldDecision struct {
 	Rewake      bool
 }
 
-// decide returns the stream's hold state after this pass, from the one
+// Decide returns the stream's hold state after this pass, from the one
 // before it (holding, since). A full pass over every type replaces the
 // previous outcome; a partial one (a response to a request) can only add
 // to it.

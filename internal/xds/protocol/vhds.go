@@ -1,4 +1,4 @@
-package xds
+package protocol
 
 import (
 	"slices"
@@ -46,13 +46,13 @@ func (w *DeltaWatch) index(at string, set, routes *snapshot.Set) *vhdsIndex {
 
 // vhdsAnswer is what an alias was answered with: the virtual host's name,
 // or "" for not found; at is the content it was last resolved against
-// (contentAt), so that an alias is resolved again only when the config
+// (ContentAt), so that an alias is resolved again only when the config
 // changed, not on every request of a client that asked for thousands.
 type vhdsAnswer struct {
 	vhost, at string
 }
 
-// contentAt identifies what resolving an alias reads: the virtual hosts,
+// ContentAt identifies what resolving an alias reads: the virtual hosts,
 // and the route configurations (which names are namespaces, and whether
 // the port counts). Versions are content hashes.
 func ContentAt(set, routes *snapshot.Set) string {
@@ -99,7 +99,7 @@ func withoutPort(host string) string {
 	return host[:i]
 }
 
-// planVHDS is plan for a VirtualHost watch: each alias not yet answered
+// PlanVHDS is plan for a VirtualHost watch: each alias not yet answered
 // (or subscribed again, or whose virtual host changed) is answered with
 // the virtual host serving it, carrying every alias of the stream that
 // resolves to it, or as not found; a virtual host the client holds is

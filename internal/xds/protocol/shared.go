@@ -1,4 +1,4 @@
-package xds
+package protocol
 
 import (
 	"crypto/sha256"
@@ -25,14 +25,14 @@ import (
 // exactly a set within its subscription moves to the next set by a shared
 // list of what changed, in O(changes).
 
-// sharing is what streams in the same state share, one per server: the
+// Sharing is what streams in the same state share, one per server: the
 // subscriptions and held contents (canons) interned, the transitions
 // between them, and the VHDS alias indexes. Each cache keeps an entry only
 // while some stream uses it.
 type Sharing struct {
 	subs   *subscriptions
 	canons WeakCache[canonKey, Canon]
-	// vhdsIndexes are the VHDS alias indexes by content (contentAt),
+	// vhdsIndexes are the VHDS alias indexes by content (ContentAt),
 	// shared by every stream answering aliases against it, kept while one
 	// does (vhdsState holds its index).
 	vhdsIndexes WeakCache[string, vhdsIndex]
@@ -40,7 +40,7 @@ type Sharing struct {
 
 func NewSharing() *Sharing { return &Sharing{subs: newSubscriptions()} }
 
-// weakCache maps keys to values kept only while some stream uses them: an
+// WeakCache maps keys to values kept only while some stream uses them: an
 // entry goes away after its value is garbage, so the cache needs no bound
 // and no release calls.
 type WeakCache[K comparable, V any] struct {
@@ -48,7 +48,7 @@ type WeakCache[K comparable, V any] struct {
 	m  map[K]weak.Pointer[V]
 }
 
-// get returns the live value for k, or stores and returns build's. build
+// Get returns the live value for k, or stores and returns build's. build
 // runs under the cache's lock: streams asking for the same value wait for
 // one build rather than each making its own.
 func (c *WeakCache[K, V]) Get(k K, build func() *V) *V {
@@ -82,12 +82,12 @@ func (c *WeakCache[K, V]) size() int {
 	return len(c.m)
 }
 
-// subscription is a client's subscription to one type, in either variant:
+// Subscription is a client's subscription to one type, in either variant:
 // immutable and shared by every stream subscribed to the same names.
 type Subscription struct {
 	Wildcard bool
 	names    map[string]struct{} // never "*"; read-only
-	// globs are the names that are xdstp:// glob collections (X46), by
+	// Globs are the names that are xdstp:// glob collections (X46), by
 	// name; nil when there are none, as nearly always.
 	Globs map[string]collection
 	// sorted is names sorted, made once on first use (status reports).
@@ -95,7 +95,7 @@ type Subscription struct {
 	sorted   []string
 }
 
-// sortedNames returns the explicit names, sorted; shared, read-only.
+// SortedNames returns the explicit names, sorted; shared, read-only.
 func (s *Subscription) SortedNames() []string {
 	if s == nil {
 		return nil
@@ -157,7 +157,7 @@ func newSubscription(wildcard bool, set map[string]struct{}) *Subscription {
 // subscriptions interns subscriptions by an order-independent hash of
 // their names, so that a new stream's thousand names are matched without
 // sorting or copying them; a match is verified name by name. Entries go
-// with their last user, like weakCache's.
+// with their last user, like WeakCache's.
 type subscriptions struct {
 	seed maphash.Seed
 	mu   sync.Mutex
@@ -264,14 +264,14 @@ func (c *subscriptions) size() int {
 	return n
 }
 
-// canon is what a client holds of one type when it holds exactly a set's
+// Canon is what a client holds of one type when it holds exactly a set's
 // resources within a subscription: one immutable value for every stream in
 // that state.
 type Canon struct {
 	set  *snapshot.Set
 	sub  *Subscription
 	held map[string]*snapshot.Resource // read-only
-	// names are held's names, sorted: the order of a response.
+	// Names are held's names, sorted: the order of a response.
 	Names []string
 	// missing counts the subscription's explicit names not in the set.
 	missing int
@@ -347,7 +347,7 @@ type canonKey struct {
 	sub *Subscription
 }
 
-// transition is the difference between two canons of one subscription.
+// Transition is the difference between two canons of one subscription.
 type Transition struct {
 	to *Canon
 	// changed are to's names that are new or at another version, sorted;
@@ -411,18 +411,18 @@ func (t *Transition) delta(ttl bool) []*discoveryv3.Resource {
 	return t.wrapped.forDelta(t.changed, t.to.held, ttl)
 }
 
-// messages are the changed resources, for status.
+// Messages are the changed resources, for status.
 func (t *Transition) Messages() []proto.Message {
 	return t.wrapped.forStatus(t.changed, t.to.held)
 }
 
-// messages are the canon's resources, for status.
+// Messages are the canon's resources, for status.
 func (c *Canon) Messages() []proto.Message { return c.all.forStatus(c.Names, c.held) }
 
 // sotw is every resource of the canon for a response.
 func (c *Canon) sotw(ttl bool) []*anypb.Any { return c.all.forSotW(c.Names, c.held, ttl) }
 
-// sotwSize is the encoded size of the SotW response of typeURL holding
+// SotWSize is the encoded size of the SotW response of typeURL holding
 // every resource of the canon at its version (the nonce and control plane
 // left out), measured once.
 func (c *Canon) SotWSize(typeURL string, ttl bool) int {

@@ -1,4 +1,4 @@
-package xds
+package protocol
 
 import (
 	"slices"
@@ -14,7 +14,7 @@ import (
 // wildcardName is the explicit wildcard subscription.
 const wildcardName = "*"
 
-// watch is one stream's state-of-the-world state for one resource type: what
+// Watch is one stream's state-of-the-world state for one resource type: what
 // the client subscribed to, what it holds, and whether a response is owed.
 // It is a plain value owned by the stream's loop; nothing here touches gRPC.
 // What the client holds is usually a group's shared state (shared.go), so
@@ -22,13 +22,13 @@ const wildcardName = "*"
 type Watch struct {
 	TypeState
 
-	// warm is set on ADS when a response of the type this one warms (CDS for
+	// Warm is set on ADS when a response of the type this one warms (CDS for
 	// EDS, LDS for RDS) was sent: Envoy finishes warming only on a fresh
 	// response, so the next request is answered even if nothing changed.
 	Warm bool
 
 	Nonce string // latest nonce sent for the type; "" before the first response
-	// setVersion is the version of the type's whole set that the latest
+	// SetVersion is the version of the type's whole set that the latest
 	// response was planned from, ackedSet that of the latest one ACKed:
 	// the version a publish introduced, which push latency is measured
 	// against (a subscription to part of the set has a version of its
@@ -40,7 +40,7 @@ func NewWatch(t *xdstype.Type, shared *Sharing) Watch {
 	return Watch{TypeState: TypeState{Type: t, shared: shared}}
 }
 
-// requestKind says what a request meant for its type.
+// RequestKind says what a request meant for its type.
 type RequestKind int
 
 const (
@@ -51,7 +51,7 @@ const (
 	ReqNACK
 )
 
-// onRequest applies a state-of-the-world request to the watch and reports
+// OnRequest applies a state-of-the-world request to the watch and reports
 // what it was and whether a response is now owed.
 func (w *Watch) OnRequest(req *discoveryv3.DiscoveryRequest, snap *snapshot.Snapshot) (RequestKind, bool) {
 	var kind RequestKind
@@ -219,11 +219,11 @@ func (w *Watch) hasAny(set *snapshot.Set) bool {
 	return found
 }
 
-// outcome is a plan: what the client should hold of the type after the next
+// Outcome is a plan: what the client should hold of the type after the next
 // response.
 type Outcome struct {
 	Next map[string]*snapshot.Resource
-	// as is set when next is as.held: exactly the set within the
+	// As is set when next is as.held: exactly the set within the
 	// subscription, shared with every stream in that state.
 	As *Canon
 	// step is set when next was reached from the held canon by the group's
@@ -235,7 +235,7 @@ type Outcome struct {
 	missing bool
 }
 
-// plan returns what the client should hold of the type after the next
+// Plan returns what the client should hold of the type after the next
 // response, and whether that differs from what it holds in a way worth a
 // response. It follows the snapshot except where make-before-break says
 // otherwise: a resource naming a cluster the client does not have yet keeps
@@ -336,7 +336,7 @@ func (w *Watch) planShared(p *Planner, set *snapshot.Set) (o Outcome, changed, o
 	return o, len(t.changed) > 0 || w.Type.FullState && len(t.removed) > 0, true
 }
 
-// response builds the response giving the client o.next, each resource
+// Response builds the response giving the client o.next, each resource
 // encoded once in the snapshot and shared here (X8: names are unique, from
 // a map). Its version identifies what the client holds after it
 // (heldVersion).
@@ -429,7 +429,7 @@ func heldVersion(o Outcome, names []string) string {
 	return "partial-" + contentVersion(names, o.Next)
 }
 
-// adopt records o, a canon, as the client's latest response and ACKed:
+// Adopt records o, a canon, as the client's latest response and ACKed:
 // what a reconnecting client spared the resend already has (X24). The
 // nonce stays "": nothing was sent on this stream, so the client's next
 // request of the type carries none and reads as an ACK of this, not as a
@@ -452,7 +452,7 @@ func (w *Watch) bumpAcked(n string) {
 	}
 }
 
-// heartbeat builds a response refreshing the TTL of every resource with one
+// Heartbeat builds a response refreshing the TTL of every resource with one
 // that the client holds at its current version, or returns nil if there is
 // none (X41). Heartbeats are not updates: what the client holds is unchanged.
 //
@@ -479,7 +479,7 @@ func (w *Watch) Heartbeat(set *snapshot.Set, nonce string) *discoveryv3.Discover
 	return &discoveryv3.DiscoveryResponse{VersionInfo: w.Version, Resources: resources, TypeUrl: w.Type.URL, Nonce: nonce}
 }
 
-// warms is the type whose resources Envoy waits for after a response of
+// Warms is the type whose resources Envoy waits for after a response of
 // typeURL (X38): a cluster warms until it gets a fresh assignment, a
 // listener until it gets a fresh route configuration. "" for none.
 func Warms(typeURL string) string {
@@ -497,18 +497,18 @@ func warmed(typeURL string) bool {
 	return typeURL == Warms(xdstype.ClusterURL) || typeURL == Warms(xdstype.ListenerURL)
 }
 
-// streamTraits is what the stream tells sparesResend about itself and the
+// StreamTraits is what the stream tells SparesResend about itself and the
 // type's history on it.
 type StreamTraits struct {
 	PerType bool // a per-type stream, not ADS
 	Quiet   bool // one REST poll (ServeStream): it owes no first message
 	TTL     bool // the client reads resource TTLs in state of the world
-	// warmed is set when a response on this stream warmed the type
+	// Warmed is set when a response on this stream warmed the type
 	// (X38), before or since the client first asked for it.
 	Warmed bool
 }
 
-// sparesResend reports whether the response o planned for a type t's first request
+// SparesResend reports whether the response o planned for a type t's first request
 // on this stream can be left unsent because the client already holds it
 // (X24): a reconnecting client's first request carries the version_info
 // of the last response it accepted, and no response_nonce (nothing was
@@ -532,7 +532,7 @@ type StreamTraits struct {
 //     refreshes the TTL the client counts down, and the first heartbeat
 //     would come only half a TTL later;
 //   - a Listener or Cluster request on a per-type stream: the response is
-//     the stream's one message, which every stream gets (greet.go).
+//     the stream's one message, which every stream gets (xds/greet.go).
 func SparesResend(req *discoveryv3.DiscoveryRequest, t *xdstype.Type, o Outcome, heldBack bool, set *snapshot.Set, on StreamTraits) bool {
 	v := req.GetVersionInfo()
 	switch {
@@ -547,7 +547,7 @@ func SparesResend(req *discoveryv3.DiscoveryRequest, t *xdstype.Type, o Outcome,
 	case on.Warmed || on.PerType && warmed(t.URL):
 		return false
 	case on.PerType && t.FullState && !on.Quiet:
-		// The stream's first message (greet.go): a Listener or Cluster
+		// The stream's first message (xds/greet.go): a Listener or Cluster
 		// response is whole or wrong, and the stream has no other type.
 		return false
 	case on.TTL:

@@ -1,4 +1,4 @@
-package xds
+package protocol
 
 import (
 	"maps"
@@ -12,7 +12,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
-// deltaWatch is one delta stream's state for one resource type: the
+// DeltaWatch is one delta stream's state for one resource type: the
 // subscription and, per resource, what the client holds. Like the
 // state-of-the-world watch it is a plain value owned by the stream's loop.
 type DeltaWatch struct {
@@ -20,7 +20,7 @@ type DeltaWatch struct {
 	// pending records each response not yet ACKed or NACKed. Bounded: a
 	// client that never answers cannot grow it.
 	pending *pendingSent
-	// vhds is set for VirtualHost watches: VHDS on demand (vhds.go).
+	// VHDS is set for VirtualHost watches: VHDS on demand (vhds.go).
 	VHDS *vhdsState
 }
 
@@ -83,7 +83,7 @@ func (w *DeltaWatch) inBulk(name string) bool {
 	return w.Wildcard || w.Sub.inCollection(name)
 }
 
-// subscribe applies a request's subscription changes and reports whether a
+// Subscribe applies a request's subscription changes and reports whether a
 // response is owed. Changes apply whatever the request's nonce (X27): the
 // nonce only tells which response an ACK or NACK is about.
 func (w *DeltaWatch) Subscribe(req *discoveryv3.DeltaDiscoveryRequest, set *snapshot.Set) (owe bool) {
@@ -285,7 +285,7 @@ func (w *DeltaWatch) dropUncovered() {
 	}
 }
 
-// plan returns what the client lacks and may have now: every subscribed
+// Plan returns what the client lacks and may have now: every subscribed
 // resource whose version differs from what it holds (X25), unless it names
 // a cluster the client does not have yet; and in removed the names it holds
 // that are gone and no longer named by anything it holds (X34), and those
@@ -299,17 +299,17 @@ func (w *DeltaWatch) Plan(p *Planner, set *snapshot.Set, notFound, ttl bool) Del
 	return d
 }
 
-// deltaPlan is what one delta response carries.
+// DeltaPlan is what one delta response carries.
 type DeltaPlan struct {
 	Resources []*discoveryv3.Resource
 	Removed   []string
 	changes   []change
-	// step is set when the plan is the group's shared transition from the
+	// Step is set when the plan is the group's shared transition from the
 	// canon the client holds, from.
 	Step *Transition
 	from *Canon
 	// answers are, for VHDS, what the plan answers each alias with, as
-	// resolved against answersAt (contentAt).
+	// resolved against answersAt (ContentAt).
 	answers   map[string]vhdsAnswer
 	answersAt string
 }
@@ -336,7 +336,7 @@ func (w *DeltaWatch) planShared(p *Planner, set *snapshot.Set, notFound, ttl boo
 	return DeltaPlan{Step: t, from: from, Resources: t.delta(ttl), Removed: t.removed}, true
 }
 
-// each calls fn for every change the plan carries: a resource sent, or a
+// Each calls fn for every change the plan carries: a resource sent, or a
 // name removed (r nil).
 func (d *DeltaPlan) Each(fn func(name string, r *snapshot.Resource)) {
 	if t := d.Step; t != nil {
@@ -353,7 +353,7 @@ func (d *DeltaPlan) Each(fn func(name string, r *snapshot.Resource)) {
 	}
 }
 
-// size is the number of changes.
+// Size is the number of changes.
 func (d *DeltaPlan) Size() int {
 	if d.Step != nil {
 		return len(d.Step.changed) + len(d.Step.removed)
@@ -417,7 +417,7 @@ func (w *DeltaWatch) planEach(p *Planner, set *snapshot.Set, notFound, ttl bool)
 	return resources, removed, changes
 }
 
-// heartbeats lists the TTL refreshes for the resources with a TTL that the
+// Heartbeats lists the TTL refreshes for the resources with a TTL that the
 // client holds at their current version (X41).
 func (w *DeltaWatch) Heartbeats(set *snapshot.Set) []*discoveryv3.Resource {
 	var out []*discoveryv3.Resource
@@ -432,7 +432,7 @@ func (w *DeltaWatch) Heartbeats(set *snapshot.Set) []*discoveryv3.Resource {
 	return out
 }
 
-// sentResponse records what a response gave the client.
+// SentResponse records what a response gave the client.
 //
 // version is what the response brings the client to, for status: the set's
 // version, or for a heartbeat, which changes nothing, the version the
@@ -484,7 +484,7 @@ func (w *DeltaWatch) settle(rec deltaSent) {
 	rec.plan.Each(func(n string, _ *snapshot.Resource) { w.Moving.sub(n) })
 }
 
-// answered applies the client's ACK or NACK of the response with nonce and
+// Answered applies the client's ACK or NACK of the response with nonce and
 // returns the version it carried; ok is false when the nonce is unknown
 // (never sent, already answered, or too old): then nothing is applied. An ACKed
 // response's changes are what the client now has; a NACKed one's resources
