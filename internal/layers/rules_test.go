@@ -16,7 +16,7 @@ const (
 	leaf        = iota // imports nothing of Pylon
 	base               // small shared vocabularies over the leaves
 	content            // the document, the Envoy resources, the snapshots
-	protocol           // the xDS protocol's pure core: per-type state, planning, sharing
+	protocol           // the xDS protocol under its server: the pure core, the wire
 	engine             // what reads content: sources, route engine, xDS server, rollouts
 	build              // compile, and what binds an engine to the outside
 	stage              // the reconcile loop and the store-mode source of truth
@@ -60,6 +60,7 @@ var layer = map[string]int{
 	"internal/store/etcd/etcdtest":   content,
 	"internal/translate":             content,
 	"internal/xds/protocol":          protocol,
+	"internal/xds/wire":              protocol,
 	"internal/csds":                  engine,
 	"internal/render":                engine,
 	"internal/rollout":               engine,
@@ -224,9 +225,11 @@ var allowed = []edge{
 	{"internal/xds", "internal/snapshot"},
 	{"internal/xds", "internal/status"}, // the stream events, and a stream's status.Stamps
 	{"internal/xds", "internal/xds/protocol"},
+	{"internal/xds", "internal/xds/wire"},
 	{"internal/xds", "internal/xdstype"},
 	{"internal/xds/protocol", "internal/snapshot"},
 	{"internal/xds/protocol", "internal/xdstype"},
+	{"internal/xds/wire", "internal/snapshot"},
 	{"internal/xds/xdstest", "internal/snapshot"},
 	{"internal/xds/xdstest", "internal/xds"},
 	{"internal/xds/xdstest", "internal/xdstype"},

@@ -140,7 +140,7 @@ func (st *deltaStream) respond(p *protocol.Planner, w *deltaEntry, snap *snapsho
 	var msg any = resp
 	if w.VHDS == nil {
 		// VHDS responses carry each stream's own aliases: never shared.
-		msg = st.srv.shareableDelta(set, st.ttl, resp)
+		msg = st.srv.enc.Delta(set, st.ttl, resp)
 	}
 	size, err := st.send(msg, !w.Sent)
 	if err != nil {

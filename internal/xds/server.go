@@ -30,6 +30,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds/protocol"
+	"github.com/pylon-xds/pylon/internal/xds/wire"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -137,8 +138,8 @@ type Server struct {
 	admission *admission
 	drainers  *drainers
 	fanout    connFanout
-	bodies    bodies
-	tails     tails
+	// enc makes whole-set responses one encoding for every stream.
+	enc wire.Encoder
 	// share is what streams in the same state share (protocol.Sharing); plan
 	// what their planners plan with.
 	share  *protocol.Sharing
@@ -205,16 +206,13 @@ func New(opts Options) *Server {
 	}
 	opts.MaxSlotHold = min(opts.MaxSlotHold, opts.SendStall)
 	cp := &corev3.ControlPlane{Identifier: opts.Identifier}
-	// An identifier proto cannot encode (not UTF-8) leaves tails empty:
-	// every tail is then proto.Marshal's, and its error.
-	tl, _ := newTails(cp)
 	sel, _ := obs.(status.Selective)
 	share := protocol.NewSharing()
 	var ranked []*xdstype.Type
 	if opts.Registry != nil {
 		ranked = opts.Registry.Ranked()
 	}
-	return &Server{
+	s := &Server{
 		slotHold:   opts.MaxSlotHold,
 		evictAfter: 3 * opts.SendStall,
 		admission:  newAdmission(opts.MaxInitialSends, opts.NewStreamsPerSecond, opts.AdmissionWait),
@@ -226,7 +224,6 @@ func New(opts Options) *Server {
 		logged:     newOnceSet(4096, log),
 		opts:       opts,
 		cp:         cp,
-		tails:      tl,
 		log:        log,
 		obs:        obs,
 		sel:        sel,
@@ -235,6 +232,8 @@ func New(opts Options) *Server {
 		life:       life,
 		stop:       stop,
 	}
+	s.enc.Init(cp)
+	return s
 }
 
 // InitialSendsPeak is the most initial-send slots seen held at once: the
@@ -244,11 +243,11 @@ func New(opts Options) *Server {
 func (s *Server) InitialSendsPeak() int64 { return s.admission.peak.Load() }
 
 // GRPCOptions are the gRPC server options the xDS server wants: the codec
-// that shares encoded responses between streams (ServerOptions), a bound
+// that shares encoded responses between streams (wire.ServerOptions), a bound
 // on concurrent streams per connection and on the size of a request. The
 // daemon adds keepalive and transport credentials.
 func (s *Server) GRPCOptions() []grpc.ServerOption {
-	return append(ServerOptions(),
+	return append(wire.ServerOptions(),
 		grpc.MaxConcurrentStreams(s.opts.MaxStreamsPerConnection),
 		grpc.MaxRecvMsgSize(maxRecvMsgSize),
 	)

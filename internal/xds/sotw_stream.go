@@ -141,7 +141,7 @@ func (st *sotwStream) respond(w *sotwEntry, next protocol.Outcome, snap *snapsho
 	resp := w.Response(next, st.nextNonce(), ttl)
 	w.SetVersion = set.Version()
 	resp.ControlPlane = st.srv.cp
-	size, err := st.send(st.srv.shareable(set, ttl, resp), first)
+	size, err := st.send(st.srv.enc.SotW(set, ttl, resp), first)
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds/protocol"
+	"github.com/pylon-xds/pylon/internal/xds/wire"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -706,8 +707,8 @@ func (st *stream) send(msg any, first bool) (int, error) {
 	}
 	// A shared body's size is known; only a one-off message is measured.
 	switch m := msg.(type) {
-	case *encoded:
-		return len(m.body) + len(m.tail), nil
+	case *wire.Encoded:
+		return m.Size(), nil
 	case proto.Message:
 		return proto.Size(m), nil
 	}
