@@ -132,6 +132,8 @@ type Server struct {
 	sel status.Selective
 	// events are the Events lent to obs (stream.observe, report).
 	events sync.Pool
+	// planners are the planners lent to passes (pass).
+	planners sync.Pool
 	// epoch is when the server was made: streams keep times as
 	// nanoseconds since (a word each, not a time.Time's three).
 	epoch     time.Time
@@ -228,6 +230,7 @@ func New(opts Options) *Server {
 		obs:        obs,
 		sel:        sel,
 		events:     sync.Pool{New: func() any { return new(status.Event) }},
+		planners:   sync.Pool{New: func() any { return new(protocol.Planner) }},
 		epoch:      time.Now(),
 		life:       life,
 		stop:       stop,

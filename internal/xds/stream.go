@@ -202,6 +202,12 @@ func (st *stream) planner() protocol.Planner {
 	return protocol.NewPlanner(st.holdings, &st.srv.plan, time.Now(), st.holdSince)
 }
 
+// putPlanner gives p, a pass's planner, back to the pool, holding nothing.
+func (s *Server) putPlanner(p *protocol.Planner) {
+	*p = protocol.Planner{}
+	s.planners.Put(p)
+}
+
 // done carries out what p decided: the holds for a rejected dependency
 // are logged, and the hold state and the wake-up at a hold's bound are
 // kept (planner.decide). full is set after a pass over every type.
@@ -434,8 +440,12 @@ func pass[W typeWatch](st *stream, watches *byType[W], push func(*protocol.Plann
 	if snap == nil {
 		return nil
 	}
-	p := new(protocol.Planner)
+	// The push functions keep p (the closure hides it from escape
+	// analysis): lent from the server's pool rather than allocated, as a
+	// publish makes a pass on every stream.
+	p := st.srv.planners.Get().(*protocol.Planner)
 	*p = st.planner()
+	defer st.srv.putPlanner(p)
 	for i, w := range watches.ws {
 		ts := w.State()
 		if !ts.Started {
