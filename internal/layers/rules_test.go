@@ -44,6 +44,7 @@ var layer = map[string]int{
 	"internal/store":                 leaf,
 	"internal/token":                 leaf,
 	"internal/ui":                    leaf,
+	"internal/xds/guard":             leaf,
 	"internal/xdstype":               leaf,
 	"internal/ca":                    base,
 	"internal/diag":                  base,
@@ -224,6 +225,7 @@ var allowed = []edge{
 	{"internal/xds", "internal/redact"},
 	{"internal/xds", "internal/snapshot"},
 	{"internal/xds", "internal/status"}, // the stream events, and a stream's status.Stamps
+	{"internal/xds", "internal/xds/guard"},
 	{"internal/xds", "internal/xds/protocol"},
 	{"internal/xds", "internal/xds/wire"},
 	{"internal/xds", "internal/xdstype"},

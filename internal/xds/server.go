@@ -29,6 +29,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/identity"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
+	"github.com/pylon-xds/pylon/internal/xds/guard"
 	"github.com/pylon-xds/pylon/internal/xds/protocol"
 	"github.com/pylon-xds/pylon/internal/xds/wire"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -137,7 +138,7 @@ type Server struct {
 	// epoch is when the server was made: streams keep times as
 	// nanoseconds since (a word each, not a time.Time's three).
 	epoch     time.Time
-	admission *admission
+	admission *guard.Admission
 	drainers  *drainers
 	fanout    connFanout
 	// enc makes whole-set responses one encoding for every stream.
@@ -155,7 +156,7 @@ type Server struct {
 	// snapshot, worked out once per fleet (entitle.go).
 	entitlements protocol.WeakCache[entitledKey, entitled]
 	// conns are the connections accepted by Listener; slotHold and
-	// evictAfter bound sends (sendwatch.go).
+	// evictAfter bound sends (guard.SendWatch).
 	conns                conns
 	slotHold, evictAfter time.Duration
 	// life ends every stream when cancelled by Shutdown.
@@ -217,7 +218,7 @@ func New(opts Options) *Server {
 	s := &Server{
 		slotHold:   opts.MaxSlotHold,
 		evictAfter: 3 * opts.SendStall,
-		admission:  newAdmission(opts.MaxInitialSends, opts.NewStreamsPerSecond, opts.AdmissionWait),
+		admission:  guard.NewAdmission(opts.MaxInitialSends, opts.NewStreamsPerSecond, opts.AdmissionWait),
 		drainers:   newDrainers(2 * runtime.GOMAXPROCS(0)),
 		fanout:     connFanout{fleets: opts.Fleets},
 		board:      newBoard(),
@@ -243,7 +244,7 @@ func New(opts Options) *Server {
 // admission bound at work. A send that outlives MaxSlotHold has given its
 // slot back and is no longer counted, so more first responses than this
 // may be in flight.
-func (s *Server) InitialSendsPeak() int64 { return s.admission.peak.Load() }
+func (s *Server) InitialSendsPeak() int64 { return s.admission.Peak() }
 
 // GRPCOptions are the gRPC server options the xDS server wants: the codec
 // that shares encoded responses between streams (wire.ServerOptions), a bound

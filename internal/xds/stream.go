@@ -22,6 +22,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/redact"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
+	"github.com/pylon-xds/pylon/internal/xds/guard"
 	"github.com/pylon-xds/pylon/internal/xds/protocol"
 	"github.com/pylon-xds/pylon/internal/xds/wire"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -66,8 +67,8 @@ type stream struct {
 	// boardKey is the node id and identity under which per-type streams
 	// of one node share their state (nodeBoardKey).
 	boardKey string
-	// watch bounds each send (sendwatch.go).
-	watch *sendWatch
+	// watch bounds each send (guard.SendWatch).
+	watch *guard.SendWatch
 	fleet *snapshot.Fleet
 	group *snapshot.Group // the node's group in fleet; nil for none
 	// withheld is the group's snapshot less the Secrets the stream may not
@@ -331,10 +332,10 @@ func (s *Server) setUp(st *stream) (w *wakeups, cutC chan struct{}, refused erro
 		end(context.Canceled)
 	}
 	st.ident = identity.FromContext(gs.Context())
-	st.watch = &sendWatch{stall: s.slotHold, evict: s.evictAfter, onEvict: func() { s.evict(st.conn) }}
+	st.watch = guard.NewSendWatch(s.slotHold, s.evictAfter, func() { s.evict(st.conn) })
 	st.closing = func(err error) {
 		st.closed(err)
-		st.watch.stop()
+		st.watch.Stop()
 		s.open.remove(reg)
 	}
 	return w, cutC, nil
@@ -562,7 +563,7 @@ func (st *stream) identify(node *corev3.Node) error {
 	if err := st.checkNode(node); err != nil {
 		return err
 	}
-	if err := st.srv.admission.admit(st.gs.Context()); err != nil {
+	if err := st.srv.admission.Admit(st.gs.Context()); err != nil {
 		return busy(err)
 	}
 	// What the stream keeps of the node: its group's terms, converted
@@ -693,7 +694,7 @@ func (st *stream) notFound() bool {
 //
 // Every send is watched: one that outlives MaxSlotHold gives its
 // admission token back, and one that outlives three times SendStall gets
-// the stream's connection closed (sendwatch.go).
+// the stream's connection closed (guard.SendWatch).
 func (st *stream) send(msg any, first bool) (int, error) {
 	if ev := st.ev; ev != nil && ev.onPool {
 		// A drainer: another moves the queue while this one waits.
@@ -703,13 +704,13 @@ func (st *stream) send(msg any, first bool) (int, error) {
 	var release func()
 	if first {
 		var err error
-		if release, err = st.srv.admission.acquire(st.gs.Context()); err != nil {
+		if release, err = st.srv.admission.Acquire(st.gs.Context()); err != nil {
 			return 0, busy(err)
 		}
 	}
-	st.watch.begin(release)
+	st.watch.Begin(release)
 	err := st.gs.SendMsg(msg)
-	if st.watch.end() {
+	if st.watch.End() {
 		return 0, refuse(RefusedStalled, codes.Unavailable, "a response stayed unsent for %s because the client does not read it; its connection was closed", st.srv.evictAfter)
 	}
 	if err != nil {
