@@ -45,6 +45,7 @@ type change struct {
 
 const maxOutstanding = 64
 
+// NewDeltaWatch is a delta stream's state for type t, before a request.
 func NewDeltaWatch(t *xdstype.Type, shared *Sharing) DeltaWatch {
 	w := DeltaWatch{TypeState: TypeState{Type: t, shared: shared}}
 	if t.URL == xdstype.VirtualHostURL {
@@ -70,6 +71,8 @@ func own(m *map[string]*snapshot.Resource, as **Canon) {
 	}
 }
 
+// Covers reports whether the client's subscription includes name: for
+// VirtualHosts, the aliases answered (vhds.go).
 func (w *DeltaWatch) Covers(name string) bool {
 	if w.VHDS != nil {
 		return w.vhdsCovers(name)

@@ -29,7 +29,7 @@ type Ledger struct {
 	// the type: before that it is still fetching its initial config, and
 	// nothing is held back for it.
 	Synced bool
-	// HeldAs and ackedAs are the shared canons whose maps held and acked
+	// HeldAs and AckedAs are the shared canons whose maps Held and Acked
 	// are, nil when the map is the stream's own. A shared map is replaced,
 	// never written.
 	HeldAs, AckedAs *Canon
@@ -100,6 +100,7 @@ func (f *InFlight) count(name string) int {
 
 func (f *InFlight) empty() bool { return f.n == 0 && len(f.more) == 0 }
 
+// Clone is a copy of f that shares nothing with it.
 func (f *InFlight) Clone() InFlight { return InFlight{one: f.one, n: f.n, more: maps.Clone(f.more)} }
 
 // reject records that the client rejected r, named name.
@@ -125,12 +126,13 @@ func sameVersion(a, b *snapshot.Resource) bool {
 // now. It is a pure value of what it was given: the client's holdings of
 // each type (view), the time, whether the stream's bounded hold has
 // reached its bound, and the server's planning constants (cfg). It never
-// touches the stream; what it decided (flags, rejects, decide) the stream
-// carries out (done). Its caches live for one pass.
+// touches the stream; what it decided (Flags, RejectedHolds, Decide) the
+// stream carries out. Its caches live for one pass.
 type Planner struct {
 	view HoldView
 	cfg  *PlanConfig
-	Now  time.Time
+	// Now is the pass's time, which what the stream records of it takes.
+	Now time.Time
 	// refs caches, per type URL, the names that something the client holds
 	// (sent or ACKed) refers to.
 	refs map[string]map[string]bool
@@ -154,7 +156,7 @@ type Planner struct {
 type PlanConfig struct {
 	ranked []*xdstype.Type // the registry's make-before-break order
 	share  *Sharing
-	// holdTimeout bounds a hold for a slow client (Options.HoldTimeout).
+	// holdTimeout bounds a hold for a slow client (xds.Options.HoldTimeout).
 	holdTimeout time.Duration
 }
 

@@ -38,6 +38,7 @@ type Sharing struct {
 	vhdsIndexes WeakCache[string, vhdsIndex]
 }
 
+// NewSharing returns an empty Sharing, for one server.
 func NewSharing() *Sharing { return &Sharing{subs: newSubscriptions()} }
 
 // WeakCache maps keys to values kept only while some stream uses them: an

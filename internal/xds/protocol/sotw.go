@@ -36,6 +36,8 @@ type Watch struct {
 	SetVersion, AckedSet string
 }
 
+// NewWatch is a state-of-the-world stream's state for type t, before a
+// request.
 func NewWatch(t *xdstype.Type, shared *Sharing) Watch {
 	return Watch{TypeState: TypeState{Type: t, shared: shared}}
 }

@@ -54,12 +54,14 @@ type TypeState struct {
 	Sent bool
 }
 
+// State is s itself: what a watch of either variant shares.
 func (s *TypeState) State() *TypeState { return s }
 
+// Book is what the client holds of the type (Holdings).
 func (s *TypeState) Book() *Ledger { return &s.Ledger }
 
 // Covers reports whether the client's subscription includes name. The
-// delta watch of VirtualHosts answers otherwise (DeltaWatch.covers).
+// delta watch of VirtualHosts answers otherwise (DeltaWatch.Covers).
 func (s *TypeState) Covers(name string) bool {
 	_, ok := s.Names[name]
 	return ok || s.Wildcard || s.Sub.inCollection(name)
