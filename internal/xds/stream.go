@@ -211,7 +211,7 @@ func (s *Server) putPlanner(p *protocol.Planner) {
 
 // done carries out what p decided: the holds for a rejected dependency
 // are logged, and the hold state and the wake-up at a hold's bound are
-// kept (planner.decide). full is set after a pass over every type.
+// kept (Planner.Decide). full is set after a pass over every type.
 func (st *stream) done(p *protocol.Planner, full bool) {
 	st.logRejectedHolds(p)
 	d := p.Decide(full, st.holding, st.holdSince)
