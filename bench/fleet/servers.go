@@ -98,10 +98,10 @@ type pylon struct {
 }
 
 func (p *pylon) set(w world) error {
-	var inputs []snapshot.Input
+	var inputs []xdstype.Resource
 	add := func(url string, ms []proto.Message) {
 		for _, m := range ms {
-			inputs = append(inputs, snapshot.Input{Type: p.reg.Lookup(url), Name: xdstype.NameOf(m), Message: m})
+			inputs = append(inputs, xdstype.Resource{Type: p.reg.Lookup(url), Name: xdstype.NameOf(m), Message: m})
 		}
 	}
 	add(xdstype.ClusterURL, w.clusters)

@@ -170,13 +170,13 @@ func keyFleet(t *testing.T) *fleet.Fleet {
 	cluster := func(name string) *clusterv3.Cluster {
 		return &clusterv3.Cluster{Name: name, ConnectTimeout: durationpb.New(time.Second), ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}}
 	}
-	secret := func(name string, key *corev3.DataSource) snapshot.Input {
-		return snapshot.Input{Type: reg.Lookup(xdstype.SecretURL), Name: name, Message: &tlsv3.Secret{Name: name, Type: &tlsv3.Secret_TlsCertificate{TlsCertificate: &tlsv3.TlsCertificate{
+	secret := func(name string, key *corev3.DataSource) xdstype.Resource {
+		return xdstype.Resource{Type: reg.Lookup(xdstype.SecretURL), Name: name, Message: &tlsv3.Secret{Name: name, Type: &tlsv3.Secret_TlsCertificate{TlsCertificate: &tlsv3.TlsCertificate{
 			CertificateChain: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: "CERT"}},
 			PrivateKey:       key,
 		}}}}
 	}
-	edge, err := snapshot.Build(reg, []snapshot.Input{
+	edge, err := snapshot.Build(reg, []xdstype.Resource{
 		secret("s", &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: pemKey}}),
 		secret("s2", &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: []byte(pemKey)}}),
 		{Type: reg.Lookup(xdstype.ClusterURL), Name: "c", Message: cluster("c")},
@@ -184,7 +184,7 @@ func keyFleet(t *testing.T) *fleet.Fleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	web, err := snapshot.Build(reg, []snapshot.Input{{Type: reg.Lookup(xdstype.ClusterURL), Name: "w", Message: cluster("w")}})
+	web, err := snapshot.Build(reg, []xdstype.Resource{{Type: reg.Lookup(xdstype.ClusterURL), Name: "w", Message: cluster("w")}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func rollingWithFleet(t *testing.T) (c *rolloutctl.Controller, pub *fleet.Publis
 	for _, timeout := range []time.Duration{time.Second, 2 * time.Second} {
 		reg := xdstype.New()
 		cl := &clusterv3.Cluster{Name: "a", ConnectTimeout: durationpb.New(timeout), ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}}
-		s, err := snapshot.Build(reg, []snapshot.Input{{Type: reg.Lookup(xdstype.ClusterURL), Name: "a", Message: cl}})
+		s, err := snapshot.Build(reg, []xdstype.Resource{{Type: reg.Lookup(xdstype.ClusterURL), Name: "a", Message: cl}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -144,11 +144,11 @@ func compileFiles(reg *xdstype.Registry, files []config.File, read ReadFile, run
 // group builds the fleet: one snapshot for every node without groups, else
 // each group's scoped snapshot. A snapshot with two listeners on one
 // address, or two route scopes with one key, is refused.
-func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, listeners, scopes map[string]*snapshot.Input) (*fleet.Fleet, error) {
+func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, listeners, scopes map[string]*xdstype.Resource) (*fleet.Fleet, error) {
 	reported, reportedScopes := map[[2]string]bool{}, map[[2]string]bool{}
 	clashes := func(s *snapshot.Snapshot, group string) diag.List {
 		problems := listenerClashes(s, group, listeners, reported)
-		return append(problems, snapshot.ScopeKeyClashes(s, group, func(name string) *snapshot.Input { return scopes[name] }, reportedScopes)...)
+		return append(problems, snapshot.ScopeKeyClashes(s, group, func(name string) *xdstype.Resource { return scopes[name] }, reportedScopes)...)
 	}
 	if len(doc.Groups) == 0 {
 		if err := clashes(all, "").Err(); err != nil {
@@ -173,11 +173,11 @@ func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, 
 
 // locator finds an input by type and name, for diagnostics; the index is
 // built on the first call (most compiles have nothing to locate).
-func locator(inputs []snapshot.Input) func(typeURL, name string) *snapshot.Input {
-	var index map[[2]string]*snapshot.Input
-	return func(typeURL, name string) *snapshot.Input {
+func locator(inputs []xdstype.Resource) func(typeURL, name string) *xdstype.Resource {
+	var index map[[2]string]*xdstype.Resource
+	return func(typeURL, name string) *xdstype.Resource {
 		if index == nil {
-			index = make(map[[2]string]*snapshot.Input, len(inputs))
+			index = make(map[[2]string]*xdstype.Resource, len(inputs))
 			for i := range inputs {
 				index[[2]string{inputs[i].Type.URL, inputs[i].Name}] = &inputs[i]
 			}
@@ -187,8 +187,8 @@ func locator(inputs []snapshot.Input) func(typeURL, name string) *snapshot.Input
 }
 
 // inputsOf indexes the inputs of one type by name, for diagnostics.
-func inputsOf(inputs []snapshot.Input, typeURL string) map[string]*snapshot.Input {
-	out := map[string]*snapshot.Input{}
+func inputsOf(inputs []xdstype.Resource, typeURL string) map[string]*xdstype.Resource {
+	out := map[string]*xdstype.Resource{}
 	for i := range inputs {
 		if inputs[i].Type.URL == typeURL {
 			out[inputs[i].Name] = &inputs[i]

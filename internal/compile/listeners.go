@@ -19,7 +19,7 @@ import (
 // skipped. group names the group in the message ("" for an ungrouped
 // fleet); reported holds the pairs already reported, so that a clash
 // present in several groups is said once.
-func listenerClashes(s *snapshot.Snapshot, group string, where map[string]*snapshot.Input, reported map[[2]string]bool) diag.List {
+func listenerClashes(s *snapshot.Snapshot, group string, where map[string]*xdstype.Resource, reported map[[2]string]bool) diag.List {
 	var problems diag.List
 	owner := map[string]string{}
 	set := s.Set(xdstype.ListenerURL)
@@ -60,7 +60,7 @@ func listenerClashes(s *snapshot.Snapshot, group string, where map[string]*snaps
 	return problems
 }
 
-func locate(in *snapshot.Input) string {
+func locate(in *xdstype.Resource) string {
 	switch {
 	case in == nil || in.File == "":
 		return "an earlier entry"

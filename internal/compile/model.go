@@ -15,7 +15,6 @@ import (
 	"github.com/pylon-xds/pylon/internal/diag"
 	"github.com/pylon-xds/pylon/internal/model"
 	"github.com/pylon-xds/pylon/internal/secretfile"
-	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/translate"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -95,7 +94,7 @@ func oneOf(c *checker, src model.Source, kind, name, field, value string, allowe
 
 // translateModel checks the model and translates it into inputs for the
 // snapshot builder, reading the secret files it names.
-func translateModel(reg *xdstype.Registry, m *model.Model, joined map[string][]model.Source, read ReadFile, dirs map[string]string, services *serviceTranslator) ([]snapshot.Input, diag.List) {
+func translateModel(reg *xdstype.Registry, m *model.Model, joined map[string][]model.Source, read ReadFile, dirs map[string]string, services *serviceTranslator) ([]xdstype.Resource, diag.List) {
 	c := &checker{services: map[string]*model.Service{}, tables: map[string]*model.RouteTable{}, secrets: map[string]*model.Secret{}, dirs: dirs, joined: joined}
 	for i := range m.Services {
 		c.services[m.Services[i].Name] = &m.Services[i]
@@ -120,11 +119,11 @@ func translateModel(reg *xdstype.Registry, m *model.Model, joined map[string][]m
 
 	c.duplicates(m)
 	c.durations(m)
-	var inputs []snapshot.Input
+	var inputs []xdstype.Resource
 	emit := func(src model.Source, msg proto.Message) {
 		url := "type.googleapis.com/" + string(msg.ProtoReflect().Descriptor().FullName())
 		t := reg.Lookup(url)
-		inputs = append(inputs, snapshot.Input{Type: t, Name: xdstype.NameOf(msg), Message: msg, File: src.File, Line: src.Line})
+		inputs = append(inputs, xdstype.Resource{Type: t, Name: xdstype.NameOf(msg), Message: msg, File: src.File, Line: src.Line})
 	}
 
 	for i := range m.Services {

@@ -15,7 +15,7 @@ import (
 func withSecret(t *testing.T) *snapshot.Snapshot {
 	t.Helper()
 	reg := xdstype.New()
-	s, err := snapshot.Build(reg, []snapshot.Input{{Type: reg.Lookup(xdstype.SecretURL), Name: "k", Message: &tlsv3.Secret{Name: "k",
+	s, err := snapshot.Build(reg, []xdstype.Resource{{Type: reg.Lookup(xdstype.SecretURL), Name: "k", Message: &tlsv3.Secret{Name: "k",
 		Type: &tlsv3.Secret_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
 			TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: "ca"}}}}}}})
 	if err != nil {

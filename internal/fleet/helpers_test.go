@@ -22,9 +22,9 @@ func cluster(name string, timeout time.Duration) *clusterv3.Cluster {
 // build is a snapshot of the clusters.
 func build(t testing.TB, reg *xdstype.Registry, clusters ...*clusterv3.Cluster) *snapshot.Snapshot {
 	t.Helper()
-	var in []snapshot.Input
+	var in []xdstype.Resource
 	for _, c := range clusters {
-		in = append(in, snapshot.Input{Type: reg.Lookup(xdstype.ClusterURL), Name: c.GetName(), Message: c})
+		in = append(in, xdstype.Resource{Type: reg.Lookup(xdstype.ClusterURL), Name: c.GetName(), Message: c})
 	}
 	s, err := snapshot.Build(reg, in)
 	if err != nil {

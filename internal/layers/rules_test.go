@@ -17,6 +17,7 @@ const (
 	base               // small shared vocabularies over the leaves
 	content            // the document, the Envoy resources, the snapshots
 	fleets             // who gets which snapshot: the fleet and its publisher
+	protocol           // the xDS protocol under its server: the pure core, the wire
 	engine             // what reads content: sources, route engine, xDS server, rollouts
 	build              // compile, and what binds an engine to the outside
 	stage              // the reconcile loop and the store-mode source of truth
@@ -26,7 +27,7 @@ const (
 	program            // package main
 )
 
-var layerNames = []string{"leaf", "base", "content", "fleets", "engine", "build", "stage", "surface", "composition", "command", "program"}
+var layerNames = []string{"leaf", "base", "content", "fleets", "protocol", "engine", "build", "stage", "surface", "composition", "command", "program"}
 
 var layer = map[string]int{
 	"examples":                       leaf,
@@ -43,6 +44,7 @@ var layer = map[string]int{
 	"internal/secretfile":            leaf,
 	"internal/store":                 leaf,
 	"internal/ui":                    leaf,
+	"internal/xds/guard":             leaf,
 	"internal/xdstype":               leaf,
 	"internal/ca":                    base,
 	"internal/diag":                  base,
@@ -61,6 +63,8 @@ var layer = map[string]int{
 	"internal/store/etcd/etcdtest":   content,
 	"internal/translate":             content,
 	"internal/fleet":                 fleets,
+	"internal/xds/protocol":          protocol,
+	"internal/xds/wire":              protocol,
 	"internal/csds":                  engine,
 	"internal/render":                engine,
 	"internal/rollout":               engine,
@@ -246,8 +250,14 @@ var allowed = []edge{
 	{"internal/xds", "internal/redact"},
 	{"internal/xds", "internal/snapshot"},
 	{"internal/xds", "internal/status"}, // the stream events, and a stream's status.Stamps
+	{"internal/xds", "internal/xds/guard"},
+	{"internal/xds", "internal/xds/protocol"},
+	{"internal/xds", "internal/xds/wire"},
 	{"internal/xds", "internal/xdstype"},
 	{"internal/xds/xdstest", "internal/fleet"},
+	{"internal/xds/protocol", "internal/snapshot"},
+	{"internal/xds/protocol", "internal/xdstype"},
+	{"internal/xds/wire", "internal/snapshot"},
 	{"internal/xds/xdstest", "internal/snapshot"},
 	{"internal/xds/xdstest", "internal/xds"},
 	{"internal/xds/xdstest", "internal/xdstype"},
@@ -304,6 +314,10 @@ var bans = []ban{
 	{"internal/xds", "internal/source/...", "the xDS server never sees the sources"},
 	{"internal/xds", "internal/store/...", "the xDS server never sees the store"},
 	{"internal/xds", "internal/translate", "the xDS server never sees the model"},
+	{"internal/xds/protocol", "google.golang.org/grpc/...", "the protocol core is pure; the stream shell (xds) speaks gRPC"},
+	{"internal/xds/protocol", "internal/status", "the protocol core decides; the stream shell reports"},
+	{"internal/xds/protocol", "net/...", "the protocol core does no I/O"},
+	{"internal/xds/protocol", "os/...", "the protocol core does no I/O"},
 	{"internal/model", "github.com/envoyproxy/...", "the model holds no Envoy types"},
 	{"internal/model", "google.golang.org/grpc/...", "the model is plain data"},
 	{"internal/model", "google.golang.org/protobuf/...", "the model holds no Envoy types"},

@@ -27,7 +27,7 @@ func fleetEDS(t *testing.T, timeout time.Duration, port uint32) *fleet.Fleet {
 			Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
 				Address: "127.0.0.1", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port}}}}}}}},
 	}}}
-	s, err := snapshot.Build(reg, []snapshot.Input{
+	s, err := snapshot.Build(reg, []xdstype.Resource{
 		{Type: reg.Lookup(xdstype.ClusterURL), Name: "a", Message: c},
 		{Type: reg.Lookup(xdstype.EndpointURL), Name: "a", Message: cla},
 	})

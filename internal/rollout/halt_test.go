@@ -149,7 +149,7 @@ func clusterSnap(t *testing.T, timeout time.Duration) *snapshot.Snapshot {
 	t.Helper()
 	reg := xdstype.New()
 	c := &clusterv3.Cluster{Name: "a", ConnectTimeout: durationpb.New(timeout), ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}}
-	s, err := snapshot.Build(reg, []snapshot.Input{{Type: reg.Lookup(xdstype.ClusterURL), Name: "a", Message: c}})
+	s, err := snapshot.Build(reg, []xdstype.Resource{{Type: reg.Lookup(xdstype.ClusterURL), Name: "a", Message: c}})
 	if err != nil {
 		t.Fatal(err)
 	}

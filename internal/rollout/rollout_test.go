@@ -95,7 +95,7 @@ func policyFleet(t *testing.T, timeout time.Duration, p *nodegroup.Rollout) *fle
 		HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
 			Address: "10.0.0.1", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 8000 + uint32(timeout/time.Second)}}}}}},
 	}}}}}
-	s, err := snapshot.Build(reg, []snapshot.Input{{Type: reg.Lookup(xdstype.ClusterURL), Name: "a", Message: c}, {Type: reg.Lookup(xdstype.EndpointURL), Name: "b", Message: cla}})
+	s, err := snapshot.Build(reg, []xdstype.Resource{{Type: reg.Lookup(xdstype.ClusterURL), Name: "a", Message: c}, {Type: reg.Lookup(xdstype.EndpointURL), Name: "b", Message: cla}})
 	if err != nil {
 		t.Fatal(err)
 	}

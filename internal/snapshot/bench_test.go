@@ -16,8 +16,8 @@ import (
 )
 
 // fleetInputs is n EDS clusters, each with an assignment of 10 endpoints.
-func fleetInputs(reg *xdstype.Registry, n int) []snapshot.Input {
-	var in []snapshot.Input
+func fleetInputs(reg *xdstype.Registry, n int) []xdstype.Resource {
+	var in []xdstype.Resource
 	for i := range n {
 		name := fmt.Sprintf("service-%04d", i)
 		c := &clusterv3.Cluster{
@@ -40,8 +40,8 @@ func fleetInputs(reg *xdstype.Registry, n int) []snapshot.Input {
 			Locality: &corev3.Locality{Region: "r1", Zone: "z1"}, LoadBalancingWeight: wrapperspb.UInt32(1), LbEndpoints: lbs,
 		}}}
 		in = append(in,
-			snapshot.Input{Type: reg.Lookup(xdstype.ClusterURL), Name: name, Message: c},
-			snapshot.Input{Type: reg.Lookup(xdstype.EndpointURL), Name: name, Message: cla})
+			xdstype.Resource{Type: reg.Lookup(xdstype.ClusterURL), Name: name, Message: c},
+			xdstype.Resource{Type: reg.Lookup(xdstype.EndpointURL), Name: name, Message: cla})
 	}
 	return in
 }

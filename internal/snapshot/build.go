@@ -18,13 +18,8 @@ import (
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
-// Input is one resource to put in a snapshot, with where it came from:
-// xdstype's Resource, the type the config loader decodes into, so that a
-// document's resources reach Build as they are.
-type Input = xdstype.Resource
-
 // diagOf is a diagnostic about in, at its file and line.
-func diagOf(in *Input, field, format string, args ...any) diag.Diagnostic {
+func diagOf(in *xdstype.Resource, field, format string, args ...any) diag.Diagnostic {
 	return diag.Diagnostic{File: in.File, Line: in.Line, Type: in.Type.Kind, Name: in.Name, Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
@@ -39,24 +34,24 @@ var marshal = proto.MarshalOptions{Deterministic: true}
 // VirtualHost that its route configuration cannot serve by VHDS
 // (vhdsProblems), key material outside a Secret (keyProblems). The error
 // is a diag.List naming every problem.
-func Build(reg *xdstype.Registry, inputs []Input) (*Snapshot, error) {
+func Build(reg *xdstype.Registry, inputs []xdstype.Resource) (*Snapshot, error) {
 	return BuildValidated(reg, inputs, nil)
 }
 
 // BuildValidated is Build that skips validating the resources v saw pass
 // in its previous builds (nil: validates everything).
-func BuildValidated(reg *xdstype.Registry, inputs []Input, v *Validated) (*Snapshot, error) {
+func BuildValidated(reg *xdstype.Registry, inputs []xdstype.Resource, v *Validated) (*Snapshot, error) {
 	defer v.done()
 	var problems diag.List
 	holds := map[protoreflect.FullName]bool{} // the value checks' walk, per type
 	keys := &redact.Finder{}                  // the key check's walk, per type
 	byType := map[string]map[string]*Resource{}
-	firstSeen := map[string]map[string]*Input{}
+	firstSeen := map[string]map[string]*xdstype.Resource{}
 	for i := range inputs {
 		in := &inputs[i]
 		if byType[in.Type.URL] == nil {
 			byType[in.Type.URL] = map[string]*Resource{}
-			firstSeen[in.Type.URL] = map[string]*Input{}
+			firstSeen[in.Type.URL] = map[string]*xdstype.Resource{}
 		}
 		if prev := firstSeen[in.Type.URL][in.Name]; prev != nil {
 			problems = append(problems, diagOf(in, in.Type.NameField(), "duplicate name: already defined at %s", location(prev)))
@@ -121,7 +116,7 @@ func oneType(refs []xdstype.Ref) string {
 
 // validOnce validates in (its key k, its encoding enc) unless v saw it
 // pass before, adding its problems.
-func validOnce(in *Input, k validKey, v *Validated, holds map[protoreflect.FullName]bool, keys *redact.Finder, enc []byte, problems *diag.List) {
+func validOnce(in *xdstype.Resource, k validKey, v *Validated, holds map[protoreflect.FullName]bool, keys *redact.Finder, enc []byte, problems *diag.List) {
 	if v.seen(k) {
 		return
 	}
@@ -138,7 +133,7 @@ func validOnce(in *Input, k validKey, v *Validated, holds map[protoreflect.FullN
 // encoding is b, of SHA-256 sum. A TTL is part of what the client receives,
 // so it is part of the version: adding, changing or dropping it resends the
 // resource.
-func newResource(in *Input, b []byte, sum [sha256.Size]byte) (*Resource, error) {
+func newResource(in *xdstype.Resource, b []byte, sum [sha256.Size]byte) (*Resource, error) {
 	enc := &anypb.Any{TypeUrl: in.Type.URL, Value: b}
 	r := &Resource{Name: in.Name, Any: enc, Message: in.Message}
 	if in.TTL <= 0 {
@@ -164,7 +159,7 @@ func newResource(in *Input, b []byte, sum [sha256.Size]byte) (*Resource, error) 
 	return r, nil
 }
 
-func location(in *Input) string {
+func location(in *xdstype.Resource) string {
 	if in.File == "" {
 		return "an earlier entry"
 	}

@@ -15,17 +15,17 @@ import (
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
-// typedInputs makes an Input of each message, typed by its registry entry,
+// typedInputs makes an xdstype.Resource of each message, typed by its registry entry,
 // from the file a.yaml (so the diagnostics name a file).
-func typedInputs(t *testing.T, reg *xdstype.Registry, msgs ...proto.Message) []snapshot.Input {
+func typedInputs(t *testing.T, reg *xdstype.Registry, msgs ...proto.Message) []xdstype.Resource {
 	t.Helper()
-	var out []snapshot.Input
+	var out []xdstype.Resource
 	for i, m := range msgs {
 		typ := reg.Lookup("type.googleapis.com/" + string(m.ProtoReflect().Descriptor().FullName()))
 		if typ == nil {
 			t.Fatalf("no registered type for %T", m)
 		}
-		out = append(out, snapshot.Input{Type: typ, Name: xdstype.NameOf(m), Message: m, File: "a.yaml", Line: i + 1})
+		out = append(out, xdstype.Resource{Type: typ, Name: xdstype.NameOf(m), Message: m, File: "a.yaml", Line: i + 1})
 	}
 	return out
 }

@@ -16,7 +16,7 @@ import (
 // built (by type URL, then name): each must exist, unless the client does
 // without it (Ref.Optional), and be of a type the referrer accepts
 // (Ref.Accept). Problems name in's field that holds the reference.
-func refProblems(reg *xdstype.Registry, in *Input, refs []xdstype.Ref, byType map[string]map[string]*Resource) diag.List {
+func refProblems(reg *xdstype.Registry, in *xdstype.Resource, refs []xdstype.Ref, byType map[string]map[string]*Resource) diag.List {
 	var out diag.List
 	for _, ref := range refs {
 		target, ok := byType[ref.TypeURL][ref.Name]

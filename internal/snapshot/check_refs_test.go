@@ -59,7 +59,7 @@ func TestRefProblems(t *testing.T) {
 		return xdstype.Ref{TypeURL: xdstype.ExtensionConfURL, Name: name, Field: "http_filters[0].name",
 			Accept: []string{faultURL}, AcceptField: "http_filters[0].config_discovery.type_urls", Optional: optional}
 	}
-	in := &Input{Type: reg.Lookup(xdstype.ListenerURL), Name: "l", File: "a.yaml", Line: 3}
+	in := &xdstype.Resource{Type: reg.Lookup(xdstype.ListenerURL), Name: "l", File: "a.yaml", Line: 3}
 	d := func(field, msg string) diag.Diagnostic {
 		return diag.Diagnostic{File: "a.yaml", Line: 3, Type: "Listener", Name: "l", Field: field, Message: msg}
 	}
@@ -118,7 +118,7 @@ func TestExtensionSourceChecks(t *testing.T) {
 		ListenerFilters: []*listenerv3.ListenerFilter{{Name: "f", ConfigType: &listenerv3.ListenerFilter_ConfigDiscovery{ConfigDiscovery: cd(nil, true)}}},
 		FilterChains:    []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{{Name: "hcm", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: hcm}}}}},
 	}
-	_, err = Build(reg, []Input{
+	_, err = Build(reg, []xdstype.Resource{
 		{Type: reg.Lookup(xdstype.ExtensionConfURL), Name: "f", Message: &corev3.TypedExtensionConfig{Name: "f", TypedConfig: fault}},
 		{Type: reg.Lookup(xdstype.ListenerURL), Name: "l", Message: l},
 	})
@@ -153,7 +153,7 @@ func TestRuntimeLayerChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Build(reg, []Input{{Type: reg.Lookup(xdstype.RuntimeURL), Name: "r", Message: &runtimev3.Runtime{Name: "r", Layer: layer}}})
+	_, err = Build(reg, []xdstype.Resource{{Type: reg.Lookup(xdstype.RuntimeURL), Name: "r", Message: &runtimev3.Runtime{Name: "r", Layer: layer}}})
 	list, _ := err.(diag.List)
 	var got []string
 	for _, d := range list {

@@ -20,7 +20,7 @@ import (
 // typo otherwise: a warning, not a refusal. Request mirrors are not
 // counted (a mirror's answer is dropped). where locates a resource's
 // input, nil if unknown.
-func EmptyEndpointRoutes(s *Snapshot, where func(typeURL, name string) *Input) diag.List {
+func EmptyEndpointRoutes(s *Snapshot, where func(typeURL, name string) *xdstype.Resource) diag.List {
 	var out diag.List
 	for _, url := range []string{xdstype.ListenerURL, xdstype.RouteURL, xdstype.VirtualHostURL} {
 		set := s.Set(url)
@@ -51,7 +51,7 @@ func EmptyEndpointRoutes(s *Snapshot, where func(typeURL, name string) *Input) d
 // is not in s, that finds its hosts another way (ORIGINAL_DST, a custom
 // cluster_type such as an aggregate) or whose EDS resource is not in s
 // is not judged here.
-func emptyEndpoints(s *Snapshot, name string, where func(typeURL, name string) *Input) (bool, string) {
+func emptyEndpoints(s *Snapshot, name string, where func(typeURL, name string) *xdstype.Resource) (bool, string) {
 	res := s.Set(xdstype.ClusterURL).Get(name)
 	if res == nil {
 		return false, ""

@@ -71,7 +71,7 @@ func TestRouteToClusterWithoutEndpointsWarns(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a route to a cluster without endpoints is refused, want a warning: %v", err)
 	}
-	where := func(typeURL, name string) *snapshot.Input {
+	where := func(typeURL, name string) *xdstype.Resource {
 		for i := range inputs {
 			if inputs[i].Type.URL == typeURL && inputs[i].Name == name {
 				return &inputs[i]

@@ -23,13 +23,13 @@ func assignment(cluster string, port uint32) *endpointv3.ClusterLoadAssignment {
 // buildMixed builds clusters and assignments (each by its own type).
 func buildMixed(t *testing.T, reg *xdstype.Registry, msgs ...proto.Message) *snapshot.Snapshot {
 	t.Helper()
-	var in []snapshot.Input
+	var in []xdstype.Resource
 	for _, m := range msgs {
 		typ := reg.Lookup(xdstype.ClusterURL)
 		if _, ok := m.(*endpointv3.ClusterLoadAssignment); ok {
 			typ = reg.Lookup(xdstype.EndpointURL)
 		}
-		in = append(in, snapshot.Input{Type: typ, Name: xdstype.NameOf(m), Message: m})
+		in = append(in, xdstype.Resource{Type: typ, Name: xdstype.NameOf(m), Message: m})
 	}
 	s, err := snapshot.Build(reg, in)
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 //
 // keys is the build's redact.Finder (what it learns of message types
 // serves every resource) and enc the resource's encoding.
-func keyProblems(in *Input, keys *redact.Finder, enc []byte) []fieldError {
+func keyProblems(in *xdstype.Resource, keys *redact.Finder, enc []byte) []fieldError {
 	if in.Type.URL == xdstype.SecretURL {
 		return nil
 	}

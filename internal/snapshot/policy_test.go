@@ -17,7 +17,7 @@ func TestSecretPolicyTravelsWithTheSnapshot(t *testing.T) {
 	reg := xdstype.New()
 	secret := &tlsv3.Secret{Name: "k", Type: &tlsv3.Secret_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
 		TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: "ca"}}}}}
-	plain, err := snapshot.Build(reg, []snapshot.Input{
+	plain, err := snapshot.Build(reg, []xdstype.Resource{
 		{Type: reg.Lookup(xdstype.SecretURL), Name: "k", Message: secret},
 		{Type: reg.Lookup(xdstype.EndpointURL), Name: "web", Message: assignment("web", 1)},
 	})

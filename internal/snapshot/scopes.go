@@ -19,7 +19,7 @@ import (
 // in the message ("" for an ungrouped fleet); where locates a scope's
 // input, nil if unknown; reported holds the pairs already reported, so a
 // clash present in several groups is said once.
-func ScopeKeyClashes(s *Snapshot, group string, where func(name string) *Input, reported map[[2]string]bool) diag.List {
+func ScopeKeyClashes(s *Snapshot, group string, where func(name string) *xdstype.Resource, reported map[[2]string]bool) diag.List {
 	var problems diag.List
 	owner := map[string]string{}
 	set := s.Set(xdstype.ScopedRouteURL)

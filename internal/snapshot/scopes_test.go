@@ -35,7 +35,7 @@ func TestScopeKeyClashes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	where := func(name string) *snapshot.Input {
+	where := func(name string) *xdstype.Resource {
 		for i := range inputs {
 			if inputs[i].Name == name && inputs[i].Type.URL == xdstype.ScopedRouteURL {
 				return &inputs[i]

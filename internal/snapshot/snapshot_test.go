@@ -22,10 +22,10 @@ func cluster(name string, timeout time.Duration) *clusterv3.Cluster {
 	}
 }
 
-func inputs(reg *xdstype.Registry, msgs ...proto.Message) []snapshot.Input {
-	var out []snapshot.Input
+func inputs(reg *xdstype.Registry, msgs ...proto.Message) []xdstype.Resource {
+	var out []xdstype.Resource
 	for _, m := range msgs {
-		out = append(out, snapshot.Input{Type: reg.Lookup(xdstype.ClusterURL), Name: xdstype.NameOf(m), Message: m})
+		out = append(out, xdstype.Resource{Type: reg.Lookup(xdstype.ClusterURL), Name: xdstype.NameOf(m), Message: m})
 	}
 	return out
 }

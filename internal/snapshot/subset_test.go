@@ -17,8 +17,8 @@ import (
 // snapshot built from the remaining resources has.
 func TestWithout(t *testing.T) {
 	reg := xdstype.New()
-	secret := func(n string) snapshot.Input {
-		return snapshot.Input{Type: reg.Lookup(xdstype.SecretURL), Name: n, Message: &tlsv3.Secret{Name: n,
+	secret := func(n string) xdstype.Resource {
+		return xdstype.Resource{Type: reg.Lookup(xdstype.SecretURL), Name: n, Message: &tlsv3.Secret{Name: n,
 			Type: &tlsv3.Secret_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
 				TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: n}}}}}}
 	}
@@ -31,11 +31,11 @@ func TestWithout(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		names []string
-		keep  []snapshot.Input
+		keep  []xdstype.Resource
 	}{
-		{[]string{"a", "c", "missing"}, []snapshot.Input{secret("b")}},
+		{[]string{"a", "c", "missing"}, []xdstype.Resource{secret("b")}},
 		{nil, nil},
-		{[]string{}, []snapshot.Input{short, secret("b"), secret("c")}},
+		{[]string{}, []xdstype.Resource{short, secret("b"), secret("c")}},
 	} {
 		got := snapshot.Without(s, xdstype.SecretURL, tc.names)
 		want, err := snapshot.Build(reg, append(slices.Clone(base), tc.keep...))

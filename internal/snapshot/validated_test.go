@@ -35,7 +35,7 @@ func TestValidatedStillRefusesChanges(t *testing.T) {
 // build, validating everything (Build) or only what changed.
 func BenchmarkBuildValidated(b *testing.B) {
 	reg := xdstype.New()
-	world := func(n int) []snapshot.Input {
+	world := func(n int) []xdstype.Resource {
 		var msgs []proto.Message
 		for i := range 2000 {
 			timeout := time.Second

@@ -31,7 +31,7 @@ func VirtualHostNamespace(name string) (routeConfig, rest string, ok bool) {
 // exist and turn VHDS on (`vhds`; without it Envoy never asks), and no
 // domain may be served twice within it: Envoy refuses a route
 // configuration with a duplicate domain, whichever virtual host brings it.
-func vhdsProblems(inputs []Input, firstSeen map[string]map[string]*Input, byType map[string]map[string]*Resource) diag.List {
+func vhdsProblems(inputs []xdstype.Resource, firstSeen map[string]map[string]*xdstype.Resource, byType map[string]map[string]*Resource) diag.List {
 	var out diag.List
 	// domains: per route configuration, each lowercased domain and which
 	// virtual host serves it; the inline ones are entered first.

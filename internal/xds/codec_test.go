@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/pylon-xds/pylon/internal/fleet"
+	"github.com/pylon-xds/pylon/internal/xds/wire"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -33,7 +34,7 @@ type countingCodec struct {
 
 func (c *countingCodec) Marshal(v any) (mem.BufferSlice, error) {
 	m := v
-	if e, ok := v.(*encoded); ok {
+	if e, ok := v.(*wire.Encoded); ok {
 		m = e.Message
 	}
 	key, n := "", 0
@@ -92,7 +93,7 @@ func (c *countingCodec) count() map[string]int {
 
 // Streams sent the same whole set get one encoding of it, shared: the
 // proto codec never encodes a response with resources for a stream, so
-// neither the send path (shareable) nor the server's codec (ServerOptions)
+// neither the send path (wire.Encoder) nor the server's codec (wire.ServerOptions)
 // can fall back to encoding per stream unnoticed. Ten streams get every
 // cluster and every assignment of a world of 200.
 func TestWholeSetResponsesAreNotEncodedPerStream(t *testing.T) {
@@ -186,23 +187,23 @@ func TestWholeSetBodyIsOneEncoding(t *testing.T) {
 	set := snap.Set(xdstype.ClusterURL)
 	var first *byte
 	for i := range 3 {
-		b := newBareStream(srv)
-		resp := b.request(t, snap, xdstype.ClusterURL, "", "")
+		resp := firstSotW(srv, snap, xdstype.ClusterURL)
 		if resp == nil || len(resp.Resources) != set.Len() {
 			t.Fatalf("stream %d: no whole-set response", i)
 		}
-		enc, ok := srv.shareable(set, false, resp).(*encoded)
+		enc, ok := srv.enc.SotW(set, false, resp).(*wire.Encoded)
 		if !ok {
 			t.Fatalf("stream %d: the whole set's response is not sent as the shared encoding", i)
 		}
+		body, tail := enc.Parts()
 		if i == 0 {
-			first = unsafe.SliceData(enc.body)
-		} else if unsafe.SliceData(enc.body) != first {
+			first = unsafe.SliceData(body)
+		} else if unsafe.SliceData(body) != first {
 			t.Fatalf("stream %d: its body is a new encoding, not the one shared", i)
 		}
 		// Body then tail is the stream's own response, nonce included.
 		var got discoverygrpc.DiscoveryResponse
-		if err := proto.Unmarshal(append(append([]byte(nil), enc.body...), enc.tail...), &got); err != nil {
+		if err := proto.Unmarshal(append(append([]byte(nil), body...), tail...), &got); err != nil {
 			t.Fatal(err)
 		}
 		resp.ControlPlane = nil // not set on the bare stream's response
@@ -223,73 +224,28 @@ func TestDeltaWholeSetBodyIsOneEncoding(t *testing.T) {
 	set := snap.Set(xdstype.ClusterURL)
 	var first *byte
 	for i := range 3 {
-		st := &stream{srv: srv}
-		w := newDeltaWatch(typ, srv)
-		ws := &byType[*deltaWatch]{}
-		ws.put(typ.URL, srv.rankOf(typ), w)
-		useWatches(st, ws)
-		w.subscribe(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: typ.URL, ResourceNamesSubscribe: []string{"*"}}, set)
-		d := deltaRound(t, st, w, snap, fmt.Sprint(i))
+		d := firstDelta(srv, snap, typ.URL, "*")
 		// As deltaStream.respond builds it, each stream with its own nonce.
-		resp := &discoverygrpc.DeltaDiscoveryResponse{SystemVersionInfo: snap.Version(), Resources: d.resources, RemovedResources: d.removed, TypeUrl: typ.URL, Nonce: fmt.Sprint("nonce-", i)}
+		resp := &discoverygrpc.DeltaDiscoveryResponse{SystemVersionInfo: snap.Version(), Resources: d.Resources, RemovedResources: d.Removed, TypeUrl: typ.URL, Nonce: fmt.Sprint("nonce-", i)}
 		if len(resp.Resources) != set.Len() {
 			t.Fatalf("stream %d: %d clusters in the first response, want the whole set's %d", i, len(resp.Resources), set.Len())
 		}
-		enc, ok := srv.shareableDelta(set, false, resp).(*encoded)
+		enc, ok := srv.enc.Delta(set, false, resp).(*wire.Encoded)
 		if !ok {
 			t.Fatalf("stream %d: the whole set's delta response is not sent as the shared encoding", i)
 		}
+		body, tail := enc.Parts()
 		if i == 0 {
-			first = unsafe.SliceData(enc.body)
-		} else if unsafe.SliceData(enc.body) != first {
+			first = unsafe.SliceData(body)
+		} else if unsafe.SliceData(body) != first {
 			t.Fatalf("stream %d: its body is a new encoding, not the one shared", i)
 		}
 		var got discoverygrpc.DeltaDiscoveryResponse
-		if err := proto.Unmarshal(append(append([]byte(nil), enc.body...), enc.tail...), &got); err != nil {
+		if err := proto.Unmarshal(append(append([]byte(nil), body...), tail...), &got); err != nil {
 			t.Fatal(err)
 		}
 		if diff := cmp.Diff(resp, &got, protocmp.Transform()); diff != "" {
 			t.Fatalf("stream %d: body and tail decode to a different response (-want +got):\n%s", i, diff)
 		}
-	}
-}
-
-// A shared response's tail, encoded by hand, is byte for byte what
-// proto.Marshal writes for the nonce and control plane, in both message
-// kinds: an empty nonce and identifier, a long nonce (a two-byte length),
-// and a control plane other than the server's (proto.Marshal itself).
-func TestTailsAsProtoEncodes(t *testing.T) {
-	long := string(make([]byte, 300))
-	for _, id := range []string{"", "pylon-1"} {
-		cp := &corev3.ControlPlane{Identifier: id}
-		tl, err := newTails(cp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		other := &corev3.ControlPlane{Identifier: "other"}
-		for _, nonce := range []string{"", "1", "a2f9", long} {
-			for _, c := range []*corev3.ControlPlane{cp, other, nil} {
-				got, err := tl.sotw(nonce, c)
-				want, werr := proto.Marshal(&discoverygrpc.DiscoveryResponse{Nonce: nonce, ControlPlane: c})
-				if err != nil || werr != nil || string(got) != string(want) {
-					t.Errorf("SotW tail, nonce %q (%d bytes), control plane %v: %x, %v; want %x, %v", nonce[:min(len(nonce), 8)], len(nonce), c, got, err, want, werr)
-				}
-				got, err = tl.delta(nonce, c)
-				want, werr = proto.Marshal(&discoverygrpc.DeltaDiscoveryResponse{Nonce: nonce, ControlPlane: c})
-				if err != nil || werr != nil || string(got) != string(want) {
-					t.Errorf("delta tail, nonce %q (%d bytes), control plane %v: %x, %v; want %x, %v", nonce[:min(len(nonce), 8)], len(nonce), c, got, err, want, werr)
-				}
-			}
-		}
-	}
-	// An identifier proto cannot encode gives tails that leave every tail
-	// to proto.Marshal, and its error.
-	bad := &corev3.ControlPlane{Identifier: "\xff"}
-	tl, err := newTails(bad)
-	if err == nil {
-		t.Fatal("newTails of a control plane that is not UTF-8: no error")
-	}
-	if _, err := tl.sotw("1", bad); err == nil {
-		t.Error("a tail naming a control plane that is not UTF-8: no error")
 	}
 }

@@ -8,35 +8,49 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
+	"github.com/pylon-xds/pylon/internal/xds/protocol"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
 // deltaStream is the incremental half of a stream: a thin encoder over the
-// per-type delta watches in delta.go.
+// per-type delta watches of the protocol core (protocol/delta.go).
 type deltaStream struct {
 	*stream
-	watches *byType[*deltaWatch]
+	watches *byType[*deltaEntry]
 }
 
+// deltaEntry is one type on a delta stream: the protocol's state of it
+// (protocol.DeltaWatch) and its status record (livestatus.go).
+type deltaEntry struct {
+	protocol.DeltaWatch
+	live liveType
+}
+
+func newDeltaEntry(t *xdstype.Type, share *protocol.Sharing) *deltaEntry {
+	return &deltaEntry{DeltaWatch: protocol.NewDeltaWatch(t, share)}
+}
+
+func (w *deltaEntry) rec() *liveType { return &w.live }
+
 func newDeltaStream(st *stream) *deltaStream {
-	d := &deltaStream{stream: st, watches: &byType[*deltaWatch]{}}
+	d := &deltaStream{stream: st, watches: &byType[*deltaEntry]{}}
 	useWatches(st, d.watches)
 	return d
 }
 
 func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
-	w, err := open(st.stream, req.GetNode(), req.GetTypeUrl(), st.watches, newDeltaWatch)
+	w, err := open(st.stream, req.GetNode(), req.GetTypeUrl(), st.watches, newDeltaEntry)
 	if err != nil || w == nil {
 		return err
 	}
-	if err := st.checkRequest(req, w.typ.URL); err != nil {
+	if err := st.checkRequest(req, w.Type.URL); err != nil {
 		return err
 	}
 	// Context parameters in any order name one resource (X46).
-	req.ResourceNamesSubscribe = canonicalNames(req.ResourceNamesSubscribe)
-	req.ResourceNamesUnsubscribe = canonicalNames(req.ResourceNamesUnsubscribe)
-	req.InitialResourceVersions = canonicalVersions(req.InitialResourceVersions)
-	t := w.typ
+	req.ResourceNamesSubscribe = protocol.CanonicalNames(req.ResourceNamesSubscribe)
+	req.ResourceNamesUnsubscribe = protocol.CanonicalNames(req.ResourceNamesUnsubscribe)
+	req.InitialResourceVersions = protocol.CanonicalVersions(req.InitialResourceVersions)
+	t := w.Type
 	// A request may both answer a response and change the subscription
 	// (X28); one without a nonce is spontaneous.
 	nonce, nack := req.GetResponseNonce(), req.GetErrorDetail() != nil
@@ -46,24 +60,24 @@ func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
 	var version string
 	answered := false
 	if nonce != "" {
-		version, answered = w.answered(nonce, nack)
+		version, answered = w.Answered(nonce, nack)
 	}
-	owe := w.subscribe(req, st.snapshot().Set(t.URL))
+	owe := w.Subscribe(req, st.snapshot().Set(t.URL))
 	// Delta subscriptions add up: bound what one type holds by name, as
 	// state of the world bounds each request.
-	if err := st.checkNames(len(w.names), "the stream's subscription", t.URL); err != nil {
+	if err := st.checkNames(len(w.Names), "the stream's subscription", t.URL); err != nil {
 		return err
 	}
-	if err := st.checkGlobs(w.sub, t.URL); err != nil {
+	if err := st.checkGlobs(w.Sub, t.URL); err != nil {
 		return err
 	}
 	// Shared before the events go out, so that whoever waits for an ACK
 	// finds the node's other streams already aware of it.
-	st.publishView(&w.ledger, w.wildcard, w.names)
-	st.subscribed(t, w.sub, &w.reported)
+	st.publishView(&w.Ledger, w.Wildcard, w.Names)
+	st.subscribed(t, w.Sub, &w.Reported)
 	switch {
 	case answered && nack:
-		st.onNACK(t, &w.live, version, w.ackedVersion, nonce, req.GetErrorDetail().GetMessage())
+		st.onNACK(t, &w.live, version, w.AckedVersion, nonce, req.GetErrorDetail().GetMessage())
 	case answered:
 		st.ackEvent(&w.live, t.URL, version, "", nonce)
 	}
@@ -72,16 +86,17 @@ func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
 		return nil
 	}
 	if owe {
-		p := st.planner()
+		pl := st.planner()
+		p := &pl
 		if err := st.respond(p, w, snap, true); err != nil {
 			return err
 		}
 		// The plan covers the whole subscription: anything it held back
 		// is what the client still lacks.
-		expect(st.stream, w, t.URL, snap.Set(t.URL).Version(), p.flags() != [3]bool{})
-		p.done(false)
-	} else if !w.sentAny {
-		expect(st.stream, w, t.URL, snap.Set(t.URL).Version(), true)
+		expect(st.stream, &w.TypeState, &w.live, t.URL, snap.Set(t.URL).Version(), p.Flags() != [3]bool{})
+		st.done(p, false)
+	} else if !w.Sent {
+		expect(st.stream, &w.TypeState, &w.live, t.URL, snap.Set(t.URL).Version(), true)
 	}
 	if answered && st.holding {
 		// An answer may release what was held back for it: request
@@ -95,22 +110,22 @@ func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
 // and updates by rank, each held back while what it names has not reached
 // the client, and removals only once nothing the client holds names them.
 func (st *deltaStream) onFleet() error {
-	return pass(st.stream, st.watches, func(p *planner, w *deltaWatch, snap *snapshot.Snapshot) error {
+	return pass(st.stream, st.watches, func(p *protocol.Planner, w *deltaEntry, snap *snapshot.Snapshot) error {
 		return st.respond(p, w, snap, false)
 	})
 }
 
 // respond sends what the client lacks of w's type; with always unset it
 // sends nothing when nothing is lacking.
-func (st *deltaStream) respond(p *planner, w *deltaWatch, snap *snapshot.Snapshot, always bool) error {
-	set := snap.Set(w.typ.URL)
-	var d deltaPlan
-	if w.vhds != nil {
-		d = w.planVHDS(p, set, snap.Set(xdstype.RouteURL), st.ttl)
+func (st *deltaStream) respond(p *protocol.Planner, w *deltaEntry, snap *snapshot.Snapshot, always bool) error {
+	set := snap.Set(w.Type.URL)
+	var d protocol.DeltaPlan
+	if w.VHDS != nil {
+		d = w.PlanVHDS(p, set, snap.Set(xdstype.RouteURL), st.ttl)
 	} else {
-		d = w.plan(p, set, st.notFound(), st.ttl)
+		d = w.Plan(p, set, st.notFound(), st.ttl)
 	}
-	resources, removed := d.resources, d.removed
+	resources, removed := d.Resources, d.Removed
 	if !always && len(resources) == 0 && len(removed) == 0 {
 		return nil
 	}
@@ -118,38 +133,38 @@ func (st *deltaStream) respond(p *planner, w *deltaWatch, snap *snapshot.Snapsho
 		SystemVersionInfo: snap.Version(),
 		Resources:         resources,
 		RemovedResources:  removed,
-		TypeUrl:           w.typ.URL,
+		TypeUrl:           w.Type.URL,
 		Nonce:             st.nextNonce(),
 		ControlPlane:      st.srv.cp,
 	}
 	var msg any = resp
-	if w.vhds == nil {
+	if w.VHDS == nil {
 		// VHDS responses carry each stream's own aliases: never shared.
-		msg = st.srv.shareableDelta(set, st.ttl, resp)
+		msg = st.srv.enc.Delta(set, st.ttl, resp)
 	}
-	size, err := st.send(msg, !w.sentAny)
+	size, err := st.send(msg, !w.Sent)
 	if err != nil {
 		return err
 	}
-	w.sentAny = true
-	w.version = set.Version()
-	if p.flags() != [3]bool{} {
+	w.Sent = true
+	w.Version = set.Version()
+	if p.Flags() != [3]bool{} {
 		// Something of the type is held back (a new resource waits for
 		// its cluster, a removed one stays): the client is not brought to
 		// the set's version, and its ACK must not say so. The planner's
 		// flags are this type's alone (pass clears them per type).
-		w.version = "partial-" + w.version
+		w.Version = "partial-" + w.Version
 	}
-	w.sentResponse(resp.Nonce, w.version, set, d, p.now)
-	st.publishView(&w.ledger, w.wildcard, w.names)
+	w.SentResponse(resp.Nonce, w.Version, set, d, p.Now)
+	st.publishView(&w.Ledger, w.Wildcard, w.Names)
 	var sent []proto.Message
 	switch {
 	case !st.observing():
-	case d.step != nil:
-		sent = d.step.messages() // shared by every stream making this move
+	case d.Step != nil:
+		sent = d.Step.Messages() // shared by every stream making this move
 	default:
-		sent = make([]proto.Message, 0, d.size())
-		d.each(func(_ string, r *snapshot.Resource) {
+		sent = make([]proto.Message, 0, d.Size())
+		d.Each(func(_ string, r *snapshot.Resource) {
 			if r != nil {
 				sent = append(sent, r.Message)
 			}
@@ -164,14 +179,14 @@ func (st *deltaStream) respond(p *planner, w *deltaWatch, snap *snapshot.Snapsho
 // (stack depth, see serveStream).
 //
 //go:noinline
-func (st *deltaStream) sentEvent(w *deltaWatch, resp *discoveryv3.DeltaDiscoveryResponse, sent []proto.Message, size int) {
+func (st *deltaStream) sentEvent(w *deltaEntry, resp *discoveryv3.DeltaDiscoveryResponse, sent []proto.Message, size int) {
 	now := time.Now()
-	st.synced(w.typ.URL, st.live.sent(&w.live, w.typ.URL, status.Stamp{Version: w.version, Nonce: resp.Nonce, At: now, Resources: len(resp.Resources)}, size, sent, resp.RemovedResources, false), now)
+	st.synced(w.Type.URL, st.live.sent(&w.live, w.Type.URL, status.Stamp{Version: w.Version, Nonce: resp.Nonce, At: now, Resources: len(resp.Resources)}, size, sent, resp.RemovedResources, false), now)
 	if st.wants(status.ResponseSent) {
-		st.observe(&status.Event{Kind: status.ResponseSent, TypeURL: w.typ.URL, Version: w.version, Nonce: resp.Nonce, Resources: len(resp.Resources), Sent: sent, Removed: resp.RemovedResources, Bytes: size, At: now})
+		st.observe(&status.Event{Kind: status.ResponseSent, TypeURL: w.Type.URL, Version: w.Version, Nonce: resp.Nonce, Resources: len(resp.Resources), Sent: sent, Removed: resp.RemovedResources, Bytes: size, At: now})
 	}
 	if st.debugging() {
-		st.log().Debug("sent", "type", w.typ.Abbrev, "system_version", resp.SystemVersionInfo, "nonce", resp.Nonce, "resources", len(resp.Resources), "removed", len(resp.RemovedResources))
+		st.log().Debug("sent", "type", w.Type.Abbrev, "system_version", resp.SystemVersionInfo, "nonce", resp.Nonce, "resources", len(resp.Resources), "removed", len(resp.RemovedResources))
 	}
 }
 
@@ -185,7 +200,7 @@ func (st *deltaStream) onHeartbeat() error {
 			continue
 		}
 		set := snap.Set(t.URL)
-		beats := w.heartbeats(set)
+		beats := w.Heartbeats(set)
 		if len(beats) == 0 {
 			continue
 		}
@@ -200,10 +215,10 @@ func (st *deltaStream) onHeartbeat() error {
 		if err != nil {
 			return err
 		}
-		w.sentResponse(resp.Nonce, w.version, set, deltaPlan{}, now)
+		w.SentResponse(resp.Nonce, w.Version, set, protocol.DeltaPlan{}, now)
 		st.live.heartbeat(&w.live, t.URL, size)
 		if st.wants(status.ResponseSent) {
-			st.observe(&status.Event{Kind: status.ResponseSent, TypeURL: t.URL, Version: w.version, Nonce: resp.Nonce, Resources: len(beats), Heartbeat: true, Bytes: size})
+			st.observe(&status.Event{Kind: status.ResponseSent, TypeURL: t.URL, Version: w.Version, Nonce: resp.Nonce, Resources: len(beats), Heartbeat: true, Bytes: size})
 		}
 	}
 	return nil

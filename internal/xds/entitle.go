@@ -61,7 +61,7 @@ func (st *stream) entitlement(f *fleet.Fleet, g *fleet.Group) *entitled {
 		return nil
 	}
 	key := entitledKey{fleet: f, from: g.Snapshot, ident: identityKey(st.ident)}
-	return st.srv.entitlements.get(key, func() *entitled { return st.entitle(f, g.Snapshot) })
+	return st.srv.entitlements.Get(key, func() *entitled { return st.entitle(f, g.Snapshot) })
 }
 
 // entitle works out entitlement: the shared snapshot less the Secrets the
@@ -115,7 +115,7 @@ func (s *Server) withhold(from *snapshot.Snapshot, names []string) *withheld {
 	if names != nil {
 		key.names = strings.Join(names, "\x00")
 	}
-	return s.withheldSnaps.get(key, func() *withheld {
+	return s.withheldSnaps.Get(key, func() *withheld {
 		// Only the Secret set is rebuilt: every other set is the group's
 		// own, so the planning shared per set (canons, transitions) is
 		// shared with the streams that get every Secret.

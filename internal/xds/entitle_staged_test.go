@@ -35,9 +35,9 @@ func stagedSecretFleet(t *testing.T, reg *xdstype.Registry, cur *snapshot.Snapsh
 
 func secretSnap(t *testing.T, reg *xdstype.Registry, names ...string) *snapshot.Snapshot {
 	t.Helper()
-	var inputs []snapshot.Input
+	var inputs []xdstype.Resource
 	for _, n := range names {
-		inputs = append(inputs, snapshot.Input{Type: reg.Lookup(xdstype.SecretURL), Name: n, Message: &tlsv3.Secret{Name: n,
+		inputs = append(inputs, xdstype.Resource{Type: reg.Lookup(xdstype.SecretURL), Name: n, Message: &tlsv3.Secret{Name: n,
 			Type: &tlsv3.Secret_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
 				TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: n}}}}}})
 	}

@@ -24,14 +24,14 @@ func TestWithheldSnapshotsAreShared(t *testing.T) {
 	reg := xdstype.New()
 	srv := New(Options{Registry: reg, Fleets: fleet.NewPublisher()})
 	group := world(t, reg, 3, 1000, "c0")
-	var inputs []snapshot.Input
+	var inputs []xdstype.Resource
 	for _, set := range group.Sets() {
 		for _, n := range set.Names() {
-			inputs = append(inputs, snapshot.Input{Type: set.Type(), Name: n, Message: set.Get(n).Message})
+			inputs = append(inputs, xdstype.Resource{Type: set.Type(), Name: n, Message: set.Get(n).Message})
 		}
 	}
 	for _, n := range []string{"a", "b", "c"} {
-		inputs = append(inputs, snapshot.Input{Type: reg.Lookup(xdstype.SecretURL), Name: n, Message: &tlsv3.Secret{Name: n,
+		inputs = append(inputs, xdstype.Resource{Type: reg.Lookup(xdstype.SecretURL), Name: n, Message: &tlsv3.Secret{Name: n,
 			Type: &tlsv3.Secret_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
 				TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: n}}}}}})
 	}

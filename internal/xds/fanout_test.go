@@ -12,7 +12,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 )
 
-// Streams in the same state share one plan per change (shared.go), yet each
+// Streams in the same state share one plan per change (protocol/shared.go), yet each
 // gets exactly the response that is right for it: the one assignment that
 // changed, at the set's version. Under -race this also drives the shared
 // state from many streams' goroutines at once.

@@ -45,12 +45,12 @@ const greetAfter = time.Second
 
 // greet is called after a type's resend was spared on this stream: it
 // sends or schedules the stream's one message if none went out yet.
-func (st *sotwStream) greet(w *watch) error {
+func (st *sotwStream) greet(w *sotwEntry) error {
 	switch {
 	case st.quiet || st.nonces > 0:
 		// Something went out already (nonces count every response).
 		return nil
-	case !w.typ.FullState:
+	case !w.Type.FullState:
 		return st.touch(w)
 	}
 	st.owed = append(st.owed, w)
@@ -72,36 +72,37 @@ func (st *sotwStream) greetNow() error {
 	if st.nonces > 0 || snap == nil {
 		return nil
 	}
-	var pick *watch
+	var pick *sotwEntry
 	size := 0
 	ttl := st.ttl && st.wrap
 	for _, w := range owed {
-		if w.heldAs == nil {
+		if w.HeldAs == nil {
 			continue
 		}
-		if n := w.heldAs.sotwSize(w.typ.URL, ttl); pick == nil || n < size {
+		if n := w.HeldAs.SotWSize(w.Type.URL, ttl); pick == nil || n < size {
 			pick, size = w, n
 		}
 	}
 	if pick == nil {
 		return nil
 	}
-	p := st.planner()
-	set := snap.Set(pick.typ.URL)
-	next, _ := pick.plan(p, set)
+	pl := st.planner()
+	p := &pl
+	set := snap.Set(pick.Type.URL)
+	next, _ := pick.Plan(p, set)
 	if err := st.respond(pick, next, snap); err != nil {
 		return err
 	}
-	expect(st.stream, pick, pick.typ.URL, set.Version(), p.flags() != [3]bool{})
-	p.done(false)
+	expect(st.stream, &pick.TypeState, &pick.live, pick.Type.URL, set.Version(), p.Flags() != [3]bool{})
+	st.done(p, false)
 	return nil
 }
 
 // touch sends w's client one resource it holds, the smallest, at the
 // version it holds: a response that changes nothing (see above).
-func (st *sotwStream) touch(w *watch) error {
+func (st *sotwStream) touch(w *sotwEntry) error {
 	var pick *snapshot.Resource
-	for _, r := range w.held {
+	for _, r := range w.Held {
 		if pick == nil || len(r.Any.GetValue()) < len(pick.Any.GetValue()) ||
 			len(r.Any.GetValue()) == len(pick.Any.GetValue()) && r.Name < pick.Name {
 			pick = r
@@ -110,28 +111,28 @@ func (st *sotwStream) touch(w *watch) error {
 	if pick == nil {
 		return nil
 	}
-	w.nonce = st.nextNonce()
+	w.Nonce = st.nextNonce()
 	resp := &discoveryv3.DiscoveryResponse{
-		VersionInfo:  w.version,
+		VersionInfo:  w.Version,
 		Resources:    []*anypb.Any{pick.ForSotW(st.ttl && st.wrap)},
-		TypeUrl:      w.typ.URL,
-		Nonce:        w.nonce,
+		TypeUrl:      w.Type.URL,
+		Nonce:        w.Nonce,
 		ControlPlane: st.srv.cp,
 	}
 	size, err := st.send(resp, false)
 	if err != nil {
 		return err
 	}
-	e := status.Event{Kind: status.ResponseSent, TypeURL: w.typ.URL, Version: w.version, SetVersion: w.setVersion, Nonce: w.nonce, Resources: 1, Bytes: size, Greeting: true, At: time.Now()}
-	if st.observing() && w.heldAs != nil {
-		e.Sent = w.heldAs.messages() // what the client holds after it
+	e := status.Event{Kind: status.ResponseSent, TypeURL: w.Type.URL, Version: w.Version, SetVersion: w.SetVersion, Nonce: w.Nonce, Resources: 1, Bytes: size, Greeting: true, At: time.Now()}
+	if st.observing() && w.HeldAs != nil {
+		e.Sent = w.HeldAs.Messages() // what the client holds after it
 	}
-	st.synced(w.typ.URL, st.live.sent(&w.live, w.typ.URL, status.Stamp{Version: e.Version, Nonce: e.Nonce, Set: e.SetVersion, At: e.At, Resources: 1}, size, e.Sent, nil, false), e.At)
+	st.synced(w.Type.URL, st.live.sent(&w.live, w.Type.URL, status.Stamp{Version: e.Version, Nonce: e.Nonce, Set: e.SetVersion, At: e.At, Resources: 1}, size, e.Sent, nil, false), e.At)
 	if st.wants(status.ResponseSent) {
 		st.observe(&e)
 	}
 	if st.debugging() {
-		st.log().Debug("sent one held resource unchanged: the stream's first message", "type", w.typ.Abbrev, "version", w.version, "resource", pick.Name)
+		st.log().Debug("sent one held resource unchanged: the stream's first message", "type", w.Type.Abbrev, "version", w.Version, "resource", pick.Name)
 	}
 	return nil
 }

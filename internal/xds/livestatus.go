@@ -19,7 +19,10 @@ import (
 // rather than being told on every push: an event per stream for each of
 // the expected version, the response and the ACK of a change, each
 // written into the tracker's memory for that stream (cold by then), cost
-// a fleet 10-40% more CPU per change than not observing at all.
+// a fleet's changes measurably more CPU than not observing at all: the
+// fleet benchmark's pylon rows against its pylon-unobserved ones
+// (bench/fleet -impl pylon,pylon-unobserved; docs/BENCHMARKS.md, "what
+// observing a stream costs").
 
 // StreamStatus is a stream's status, read on demand: the status.Live of
 // the stream's events (status.Event.Status), from its StreamOpened on.

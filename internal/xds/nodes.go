@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/pylon-xds/pylon/internal/identity"
+	"github.com/pylon-xds/pylon/internal/xds/protocol"
 )
 
 // board lets the per-type streams of one node coordinate make-before-break:
@@ -30,14 +31,14 @@ type nodeEntry struct {
 // view is a frozen copy of one type's ledger and subscription on a node's
 // per-type stream, readable from other streams' goroutines.
 type view struct {
-	ledger
+	protocol.Ledger
 	wildcard bool
 	names    map[string]struct{}
 }
 
-func (v *view) book() *ledger { return &v.ledger }
+func (v *view) Book() *protocol.Ledger { return &v.Ledger }
 
-func (v *view) covers(name string) bool {
+func (v *view) Covers(name string) bool {
 	_, ok := v.names[name]
 	return ok || v.wildcard
 }
@@ -113,23 +114,23 @@ func (b *board) lookup(id, typeURL string) *view {
 
 // freeze copies a ledger and subscription into a view. Shared maps are
 // immutable and need no copy.
-func freeze(l *ledger, wildcard bool, names map[string]struct{}) *view {
-	held, acked := l.held, l.acked
-	if l.heldAs == nil {
+func freeze(l *protocol.Ledger, wildcard bool, names map[string]struct{}) *view {
+	held, acked := l.Held, l.Acked
+	if l.HeldAs == nil {
 		held = maps.Clone(held)
 	}
-	if l.ackedAs == nil {
+	if l.AckedAs == nil {
 		acked = maps.Clone(acked)
 	}
 	return &view{
-		ledger: ledger{
-			held:    held,
-			acked:   acked,
-			nacked:  maps.Clone(l.nacked),
-			moving:  l.moving.clone(),
-			synced:  l.synced,
-			heldAs:  l.heldAs,
-			ackedAs: l.ackedAs,
+		Ledger: protocol.Ledger{
+			Held:    held,
+			Acked:   acked,
+			Nacked:  maps.Clone(l.Nacked),
+			Moving:  l.Moving.Clone(),
+			Synced:  l.Synced,
+			HeldAs:  l.HeldAs,
+			AckedAs: l.AckedAs,
 		},
 		wildcard: wildcard,
 		names:    maps.Clone(names),

@@ -11,6 +11,7 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/pylon-xds/pylon/internal/status"
+	"github.com/pylon-xds/pylon/internal/xds/protocol"
 )
 
 // Reasons a stream is refused: the bounded values of the refusal metric's
@@ -238,9 +239,9 @@ func checkNameLen(name, field, typeURL string) error {
 
 // checkGlobs refuses a subscription holding more glob collections than
 // maxGlobs.
-func (st *stream) checkGlobs(sub *subscription, typeURL string) error {
-	if sub != nil && len(sub.globs) > maxGlobs {
-		return refuse(RefusedResourceNames, codes.ResourceExhausted, "a subscription to %s holds %d xdstp:// glob collections; Pylon accepts at most %d", bounded(typeURL, maxLogged), len(sub.globs), maxGlobs)
+func (st *stream) checkGlobs(sub *protocol.Subscription, typeURL string) error {
+	if sub != nil && len(sub.Globs) > maxGlobs {
+		return refuse(RefusedResourceNames, codes.ResourceExhausted, "a subscription to %s holds %d xdstp:// glob collections; Pylon accepts at most %d", bounded(typeURL, maxLogged), len(sub.Globs), maxGlobs)
 	}
 	return nil
 }

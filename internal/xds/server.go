@@ -7,6 +7,11 @@
 // server-wide goroutines (drainers.go) pushes the newest Fleet, skipping
 // versions it was too slow to send (wakeups.go). Both hold the stream's
 // mutex, so its state has one owner at a time and its sends stay in order.
+//
+// This package is the stream shell: gRPC, the streams' lifetimes, sends,
+// bounds, logs and status. What a request means and what the next response
+// carries are decided by the protocol core (package protocol), as pure
+// values; a stream carries its decisions out.
 package xds
 
 import (
@@ -24,6 +29,9 @@ import (
 	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/identity"
 	"github.com/pylon-xds/pylon/internal/status"
+	"github.com/pylon-xds/pylon/internal/xds/guard"
+	"github.com/pylon-xds/pylon/internal/xds/protocol"
+	"github.com/pylon-xds/pylon/internal/xds/wire"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -125,33 +133,30 @@ type Server struct {
 	sel status.Selective
 	// events are the Events lent to obs (stream.observe, report).
 	events sync.Pool
+	// planners are the planners lent to passes (pass).
+	planners sync.Pool
 	// epoch is when the server was made: streams keep times as
 	// nanoseconds since (a word each, not a time.Time's three).
-	epoch       time.Time
-	holdTimeout time.Duration
-	admission   *admission
-	drainers    *drainers
-	fanout      connFanout
-	bodies      bodies
-	tails       tails
-	// vhdsIndexes are the VHDS alias indexes by content (contentAt),
-	// shared by every stream answering aliases against it, kept while one
-	// does (vhdsState holds its index).
-	vhdsIndexes weakCache[string, vhdsIndex]
-	// subs and canons are the subscriptions and held contents that streams
-	// in the same state share (shared.go).
-	subs   *subscriptions
-	canons weakCache[canonKey, canon]
+	epoch     time.Time
+	admission *guard.Admission
+	drainers  *drainers
+	fanout    connFanout
+	// enc makes whole-set responses one encoding for every stream.
+	enc wire.Encoder
+	// share is what streams in the same state share (protocol.Sharing); plan
+	// what their planners plan with.
+	share  *protocol.Sharing
+	plan   protocol.PlanConfig
 	board  *board
 	logged *onceSet // log lines already written, by node and subject
 	// withheldSnaps are the group snapshots less the Secrets some streams
 	// may not have, shared by the streams with the same entitlement.
-	withheldSnaps weakCache[withheldKey, withheld]
+	withheldSnaps protocol.WeakCache[withheldKey, withheld]
 	// entitlements are what each identity may have of each group
 	// snapshot, worked out once per fleet (entitle.go).
-	entitlements weakCache[entitledKey, entitled]
+	entitlements protocol.WeakCache[entitledKey, entitled]
 	// conns are the connections accepted by Listener; slotHold and
-	// evictAfter bound sends (sendwatch.go).
+	// evictAfter bound sends (guard.SendWatch).
 	conns                conns
 	slotHold, evictAfter time.Duration
 	// life ends every stream when cancelled by Shutdown.
@@ -204,45 +209,49 @@ func New(opts Options) *Server {
 	}
 	opts.MaxSlotHold = min(opts.MaxSlotHold, opts.SendStall)
 	cp := &corev3.ControlPlane{Identifier: opts.Identifier}
-	// An identifier proto cannot encode (not UTF-8) leaves tails empty:
-	// every tail is then proto.Marshal's, and its error.
-	tl, _ := newTails(cp)
 	sel, _ := obs.(status.Selective)
-	return &Server{
-		slotHold:    opts.MaxSlotHold,
-		evictAfter:  3 * opts.SendStall,
-		holdTimeout: hold,
-		admission:   newAdmission(opts.MaxInitialSends, opts.NewStreamsPerSecond, opts.AdmissionWait),
-		drainers:    newDrainers(2 * runtime.GOMAXPROCS(0)),
-		fanout:      connFanout{fleets: opts.Fleets},
-		board:       newBoard(),
-		subs:        newSubscriptions(),
-		logged:      newOnceSet(4096, log),
-		opts:        opts,
-		cp:          cp,
-		tails:       tl,
-		log:         log,
-		obs:         obs,
-		sel:         sel,
-		events:      sync.Pool{New: func() any { return new(status.Event) }},
-		epoch:       time.Now(),
-		life:        life,
-		stop:        stop,
+	share := protocol.NewSharing()
+	var ranked []*xdstype.Type
+	if opts.Registry != nil {
+		ranked = opts.Registry.Ranked()
 	}
+	s := &Server{
+		slotHold:   opts.MaxSlotHold,
+		evictAfter: 3 * opts.SendStall,
+		admission:  guard.NewAdmission(opts.MaxInitialSends, opts.NewStreamsPerSecond, opts.AdmissionWait),
+		drainers:   newDrainers(2 * runtime.GOMAXPROCS(0)),
+		fanout:     connFanout{fleets: opts.Fleets},
+		board:      newBoard(),
+		share:      share,
+		plan:       protocol.NewPlanConfig(ranked, share, hold),
+		logged:     newOnceSet(4096, log),
+		opts:       opts,
+		cp:         cp,
+		log:        log,
+		obs:        obs,
+		sel:        sel,
+		events:     sync.Pool{New: func() any { return new(status.Event) }},
+		planners:   sync.Pool{New: func() any { return new(protocol.Planner) }},
+		epoch:      time.Now(),
+		life:       life,
+		stop:       stop,
+	}
+	s.enc.Init(cp)
+	return s
 }
 
 // InitialSendsPeak is the most initial-send slots seen held at once: the
 // admission bound at work. A send that outlives MaxSlotHold has given its
 // slot back and is no longer counted, so more first responses than this
 // may be in flight.
-func (s *Server) InitialSendsPeak() int64 { return s.admission.peak.Load() }
+func (s *Server) InitialSendsPeak() int64 { return s.admission.Peak() }
 
 // GRPCOptions are the gRPC server options the xDS server wants: the codec
-// that shares encoded responses between streams (ServerOptions), a bound
+// that shares encoded responses between streams (wire.ServerOptions), a bound
 // on concurrent streams per connection and on the size of a request. The
 // daemon adds keepalive and transport credentials.
 func (s *Server) GRPCOptions() []grpc.ServerOption {
-	return append(ServerOptions(),
+	return append(wire.ServerOptions(),
 		grpc.MaxConcurrentStreams(s.opts.MaxStreamsPerConnection),
 		grpc.MaxRecvMsgSize(maxRecvMsgSize),
 	)

@@ -16,8 +16,8 @@ func TestPerStreamStructsFitTheirSizeClass(t *testing.T) {
 		size, max uintptr
 	}{
 		{"stream", unsafe.Sizeof(stream{}), 576},
-		{"watch", unsafe.Sizeof(watch{}), 448},           // with its status record (liveType)
-		{"deltaWatch", unsafe.Sizeof(deltaWatch{}), 416}, // with its status record
+		{"sotwEntry", unsafe.Sizeof(sotwEntry{}), 448},   // a watch with its status record (liveType)
+		{"deltaEntry", unsafe.Sizeof(deltaEntry{}), 416}, // a delta watch with its status record
 		{"wakeups", unsafe.Sizeof(wakeups{}), 96},
 		{"liveType", unsafe.Sizeof(liveType{}), 192},
 	} {

@@ -10,14 +10,15 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
+	"github.com/pylon-xds/pylon/internal/xds/protocol"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
 // sotwStream is the state-of-the-world half of a stream: a thin encoder
-// over the per-type watches in sotw.go.
+// over the per-type watches of the protocol core (protocol/sotw.go).
 type sotwStream struct {
 	*stream
-	watches *byType[*watch]
+	watches *byType[*sotwEntry]
 	// warmNext holds the types (EDS, RDS) a response warmed on ADS before
 	// the client first asked for them on this stream: their first request
 	// is answered even if the client claims to hold the version (X24, X38).
@@ -27,65 +28,79 @@ type sotwStream struct {
 	// owed are the Listener and Cluster watches whose resend was spared
 	// while the stream had sent nothing: one may still have to go out as
 	// the stream's first message (greet.go).
-	owed []*watch
+	owed []*sotwEntry
 }
 
+// sotwEntry is one type on a state-of-the-world stream: the protocol's
+// state of it (protocol.Watch) and its status record (livestatus.go).
+type sotwEntry struct {
+	protocol.Watch
+	live liveType
+}
+
+func newSotWEntry(t *xdstype.Type, share *protocol.Sharing) *sotwEntry {
+	return &sotwEntry{Watch: protocol.NewWatch(t, share)}
+}
+
+func (w *sotwEntry) rec() *liveType { return &w.live }
+
 func newSotWStream(st *stream) *sotwStream {
-	s := &sotwStream{stream: st, watches: &byType[*watch]{}}
+	s := &sotwStream{stream: st, watches: &byType[*sotwEntry]{}}
 	useWatches(st, s.watches)
 	return s
 }
 
 func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
-	w, err := open(st.stream, req.GetNode(), req.GetTypeUrl(), st.watches, newWatch)
+	w, err := open(st.stream, req.GetNode(), req.GetTypeUrl(), st.watches, newSotWEntry)
 	if err != nil || w == nil {
 		return err
 	}
-	if err := st.checkNames(len(req.GetResourceNames()), "resource_names", w.typ.URL); err != nil {
+	if err := st.checkNames(len(req.GetResourceNames()), "resource_names", w.Type.URL); err != nil {
 		return err
 	}
-	if err := st.checkNameBytes(req.GetResourceNames(), "resource_names", w.typ.URL); err != nil {
+	if err := st.checkNameBytes(req.GetResourceNames(), "resource_names", w.Type.URL); err != nil {
 		return err
 	}
 	// Context parameters in any order name one resource (X46).
-	req.ResourceNames = canonicalNames(req.ResourceNames)
-	t := w.typ
+	req.ResourceNames = protocol.CanonicalNames(req.ResourceNames)
+	t := w.Type
 	snap := st.snapshot()
-	kind, owe := w.onRequest(req, snap)
-	if err := st.checkGlobs(w.sub, t.URL); err != nil {
+	kind, owe := w.OnRequest(req, snap)
+	if err := st.checkGlobs(w.Sub, t.URL); err != nil {
 		return err
 	}
 	// Shared before the events go out, so that whoever waits for an ACK
 	// finds the node's other streams already aware of it.
-	st.publishView(&w.ledger, w.wildcard, w.names)
-	st.subscribed(t, w.sub, &w.reported)
+	st.publishView(&w.Ledger, w.Wildcard, w.Names)
+	st.subscribed(t, w.Sub, &w.Reported)
 	switch kind {
-	case reqStale:
+	case protocol.ReqStale:
 		if st.debugging() {
-			st.log().Debug("ignoring request with stale nonce", "type", t.Abbrev, "nonce", bounded(req.GetResponseNonce(), maxLogged), "latest", w.nonce)
+			st.log().Debug("ignoring request with stale nonce", "type", t.Abbrev, "nonce", bounded(req.GetResponseNonce(), maxLogged), "latest", w.Nonce)
 		}
 		return nil
-	case reqACK:
-		st.ackEvent(&w.live, t.URL, req.GetVersionInfo(), w.ackedSet, req.GetResponseNonce())
-	case reqNACK:
-		st.onNACK(t, &w.live, w.version, w.ackedVersion, req.GetResponseNonce(), req.GetErrorDetail().GetMessage())
+	case protocol.ReqACK:
+		st.ackEvent(&w.live, t.URL, req.GetVersionInfo(), w.AckedSet, req.GetResponseNonce())
+	case protocol.ReqNACK:
+		st.onNACK(t, &w.live, w.Version, w.AckedVersion, req.GetResponseNonce(), req.GetErrorDetail().GetMessage())
 	}
-	if kind == reqInitial {
+	if kind == protocol.ReqInitial {
 		defer st.warmed(t.URL)
 	}
 	if snap == nil {
 		return nil
 	}
 	if owe {
-		p := st.planner()
-		next, _ := w.plan(p, snap.Set(t.URL))
+		pl := st.planner()
+		p := &pl
+		next, _ := w.Plan(p, snap.Set(t.URL))
 		switch {
-		case kind == reqInitial && st.spares(req, w, next, p, snap.Set(t.URL)):
+		case kind == protocol.ReqInitial && st.spares(req, w, next, p, snap.Set(t.URL)):
 			st.spare(w, next, snap.Set(t.URL))
 			if err := st.greet(w); err != nil {
 				return err
 			}
-		case w.typ.FullState || len(next.next) > 0:
+		case w.Type.FullState || len(next.Next) > 0:
 			// What the request asked for may be held back; a per-resource
 			// type then has nothing to say yet (X22).
 			if err := st.respond(w, next, snap); err != nil {
@@ -94,12 +109,12 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 		}
 		// The plan covers the whole subscription: anything it held back
 		// is what the client still lacks.
-		expect(st.stream, w, t.URL, snap.Set(t.URL).Version(), p.flags() != [3]bool{})
-		p.done(false)
-	} else if !w.sent {
-		expect(st.stream, w, t.URL, snap.Set(t.URL).Version(), true)
+		expect(st.stream, &w.TypeState, &w.live, t.URL, snap.Set(t.URL).Version(), p.Flags() != [3]bool{})
+		st.done(p, false)
+	} else if !w.Sent {
+		expect(st.stream, &w.TypeState, &w.live, t.URL, snap.Set(t.URL).Version(), true)
 	}
-	if (kind == reqACK || kind == reqNACK) && st.holding {
+	if (kind == protocol.ReqACK || kind == protocol.ReqNACK) && st.holding {
 		// An answer may release what was held back for it: request
 		// pushes once this frame is gone (stack depth, see serveStream).
 		st.releaseAfter = true
@@ -110,8 +125,8 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 // onFleet brings the client toward the newest snapshot: in make-before-break
 // order, every type whose planned content changed.
 func (st *sotwStream) onFleet() error {
-	return pass(st.stream, st.watches, func(p *planner, w *watch, snap *snapshot.Snapshot) error {
-		next, changed := w.plan(p, snap.Set(w.typ.URL))
+	return pass(st.stream, st.watches, func(p *protocol.Planner, w *sotwEntry, snap *snapshot.Snapshot) error {
+		next, changed := w.Plan(p, snap.Set(w.Type.URL))
 		if !changed {
 			return nil
 		}
@@ -119,32 +134,32 @@ func (st *sotwStream) onFleet() error {
 	})
 }
 
-func (st *sotwStream) respond(w *watch, next outcome, snap *snapshot.Snapshot) error {
-	first := !w.sent
-	set := snap.Set(w.typ.URL)
+func (st *sotwStream) respond(w *sotwEntry, next protocol.Outcome, snap *snapshot.Snapshot) error {
+	first := !w.Sent
+	set := snap.Set(w.Type.URL)
 	ttl := st.ttl && st.wrap
-	resp := w.response(next, st.nextNonce(), ttl)
-	w.setVersion = set.Version()
+	resp := w.Response(next, st.nextNonce(), ttl)
+	w.SetVersion = set.Version()
 	resp.ControlPlane = st.srv.cp
-	size, err := st.send(st.srv.shareable(set, ttl, resp), first)
+	size, err := st.send(st.srv.enc.SotW(set, ttl, resp), first)
 	if err != nil {
 		return err
 	}
-	st.publishView(&w.ledger, w.wildcard, w.names)
+	st.publishView(&w.Ledger, w.Wildcard, w.Names)
 	if st.typeURL == "" {
 		// Envoy warms a cluster or listener until it gets a fresh assignment
 		// or route configuration, so on ADS the next request for those is
 		// answered even if unchanged (X38).
-		st.markWarm(warms(w.typ.URL))
+		st.markWarm(protocol.Warms(w.Type.URL))
 	}
 	var sent []proto.Message
 	switch {
 	case !st.observing():
-	case next.as != nil:
-		sent = next.as.messages() // shared by every stream in this state
+	case next.As != nil:
+		sent = next.As.Messages() // shared by every stream in this state
 	default:
-		sent = make([]proto.Message, 0, len(next.next))
-		for _, r := range next.next {
+		sent = make([]proto.Message, 0, len(next.Next))
+		for _, r := range next.Next {
 			sent = append(sent, r.Message)
 		}
 	}
@@ -157,14 +172,14 @@ func (st *sotwStream) respond(w *watch, next outcome, snap *snapshot.Snapshot) e
 // reported, not under the send (stack depth, see serveStream).
 //
 //go:noinline
-func (st *sotwStream) sentEvent(w *watch, resp *discoveryv3.DiscoveryResponse, sent []proto.Message, size int) {
+func (st *sotwStream) sentEvent(w *sotwEntry, resp *discoveryv3.DiscoveryResponse, sent []proto.Message, size int) {
 	now := time.Now()
-	st.synced(w.typ.URL, st.live.sent(&w.live, w.typ.URL, status.Stamp{Version: resp.VersionInfo, Nonce: resp.Nonce, Set: w.setVersion, At: now, Resources: len(resp.Resources)}, size, sent, nil, false), now)
+	st.synced(w.Type.URL, st.live.sent(&w.live, w.Type.URL, status.Stamp{Version: resp.VersionInfo, Nonce: resp.Nonce, Set: w.SetVersion, At: now, Resources: len(resp.Resources)}, size, sent, nil, false), now)
 	if st.wants(status.ResponseSent) {
-		st.observe(&status.Event{Kind: status.ResponseSent, TypeURL: w.typ.URL, Version: resp.VersionInfo, SetVersion: w.setVersion, Nonce: resp.Nonce, Resources: len(resp.Resources), Sent: sent, Bytes: size, At: now})
+		st.observe(&status.Event{Kind: status.ResponseSent, TypeURL: w.Type.URL, Version: resp.VersionInfo, SetVersion: w.SetVersion, Nonce: resp.Nonce, Resources: len(resp.Resources), Sent: sent, Bytes: size, At: now})
 	}
 	if st.debugging() {
-		st.log().Debug("sent", "type", w.typ.Abbrev, "version", resp.VersionInfo, "nonce", resp.Nonce, "resources", len(resp.Resources))
+		st.log().Debug("sent", "type", w.Type.Abbrev, "version", resp.VersionInfo, "nonce", resp.Nonce, "resources", len(resp.Resources))
 	}
 }
 
@@ -172,8 +187,8 @@ func (st *sotwStream) markWarm(typeURL string) {
 	if typeURL == "" {
 		return
 	}
-	if w := st.watches.at(typeURL); w != nil && w.started {
-		w.warm = true
+	if w := st.watches.at(typeURL); w != nil && w.Started {
+		w.Warm = true
 		return
 	}
 	// Not asked for yet on this stream (a reconnecting Envoy asks for
@@ -192,95 +207,38 @@ func (st *sotwStream) warmed(typeURL string) {
 	}
 }
 
-// warms is the type whose resources Envoy waits for after a response of
-// typeURL (X38): a cluster warms until it gets a fresh assignment, a
-// listener until it gets a fresh route configuration. "" for none.
-func warms(typeURL string) string {
-	switch typeURL {
-	case xdstype.ClusterURL:
-		return xdstype.EndpointURL
-	case xdstype.ListenerURL:
-		return xdstype.RouteURL
-	}
-	return ""
-}
-
-// warmed reports whether typeURL is one a response of another type warms.
-func warmed(typeURL string) bool {
-	return typeURL == warms(xdstype.ClusterURL) || typeURL == warms(xdstype.ListenerURL)
-}
-
 // spares reports whether the response o planned for a type's first request
 // on this stream can be left unsent because the client already holds it
-// (X24): a reconnecting client's first request carries the version_info
-// of the last response it accepted, and no response_nonce (nothing was
-// sent on this stream). Versions identify exactly what a client holds
-// (heldVersion), so an equal version means equal content, on this replica
-// or any other. Not spared, because the client may need the response all
-// the same:
-//   - a request carrying error_detail: the client rejected something and
-//     may hold part of it, which its version does not say;
-//   - a Listener or Cluster subscription naming something the set lacks:
-//     the response is how the client learns at once that it does not
-//     exist (X22), rather than when its does-not-exist timer fires;
-//   - a plan that holds anything back or keeps anything for
-//     make-before-break (not a canon, or a flag set): the client must end
-//     up with what the plan says, and gets it on the way out of the hold;
-//   - a type a response warmed on this stream (X38: after clusters are
-//     resent, Envoy waits for fresh assignments), and on per-type streams
-//     the warmed types (EDS, RDS) always, since the stream cannot see
-//     whether the node's clusters or listeners were resent on another;
-//   - resources with a TTL for a client that uses them: the resend is what
-//     refreshes the TTL the client counts down, and the first heartbeat
-//     would come only half a TTL later;
-//   - a Listener or Cluster request on a per-type stream: the response is
-//     the stream's one message, which every stream gets (greet.go).
-func (st *sotwStream) spares(req *discoveryv3.DiscoveryRequest, w *watch, o outcome, p *planner, set *snapshot.Set) bool {
-	v := req.GetVersionInfo()
-	switch {
-	case v == "" || req.GetResponseNonce() != "" || req.GetErrorDetail() != nil:
-		return false
-	case o.as == nil || o.missing || p.flags() != [3]bool{} || v != o.as.version:
-		return false
-	case w.typ.FullState && o.as.missing > 0:
-		// The response would tell the client that the names it asks for
-		// and the set lacks do not exist; it may not know yet.
-		return false
-	case w.warm || slices.Contains(st.warmNext, w.typ.URL) || st.typeURL != "" && warmed(w.typ.URL):
-		return false
-	case st.typeURL != "" && w.typ.FullState && !st.quiet:
-		// The stream's first message (greet.go): a Listener or Cluster
-		// response is whole or wrong, and the stream has no other type.
-		return false
-	case st.ttl && st.wrap:
-		for _, n := range set.TTLNames() {
-			if o.next[n] != nil {
-				return false
-			}
-		}
+// (X24): the stream's side of SparesResend, which decides.
+func (st *sotwStream) spares(req *discoveryv3.DiscoveryRequest, w *sotwEntry, o protocol.Outcome, p *protocol.Planner, set *snapshot.Set) bool {
+	on := protocol.StreamTraits{
+		PerType: st.typeURL != "",
+		Quiet:   st.quiet,
+		TTL:     st.ttl && st.wrap,
+		Warmed:  w.Warm || slices.Contains(st.warmNext, w.Type.URL),
 	}
-	return true
+	return protocol.SparesResend(req, w.Type, o, p.Flags() != [3]bool{}, set, on)
 }
 
 // spare records that the client holds o, what its first request of the
 // type would have been answered with, without sending it (X24), and
 // reports it: status shows the type sent and ACKed at its version.
-func (st *sotwStream) spare(w *watch, o outcome, set *snapshot.Set) {
-	w.adopt(o, set)
+func (st *sotwStream) spare(w *sotwEntry, o protocol.Outcome, set *snapshot.Set) {
+	w.Adopt(o, set)
 	// Shared like a response: the node's other per-type streams hold back
 	// nothing for what this client already has.
-	st.publishView(&w.ledger, w.wildcard, w.names)
+	st.publishView(&w.Ledger, w.Wildcard, w.Names)
 	ttl := st.ttl && st.wrap
 	var held []proto.Message
 	if st.observing() {
-		held = o.as.messages() // shared by every stream in this state
+		held = o.As.Messages() // shared by every stream in this state
 	}
 	if st.debugging() {
-		st.log().Debug("spared a resend: the reconnecting client holds this version", "type", w.typ.Abbrev, "version", w.version, "resources", len(o.as.names))
+		st.log().Debug("spared a resend: the reconnecting client holds this version", "type", w.Type.Abbrev, "version", w.Version, "resources", len(o.As.Names))
 	}
 	now := time.Now()
-	st.synced(w.typ.URL, st.live.sent(&w.live, w.typ.URL, status.Stamp{Version: w.version, Set: w.setVersion, At: now, Resources: len(o.as.names)}, 0, held, nil, true), now)
-	st.observe(&status.Event{Kind: status.ResponseSpared, TypeURL: w.typ.URL, Version: w.version, SetVersion: w.setVersion, Resources: len(o.as.names), Sent: held, Bytes: o.as.sotwSize(w.typ.URL, ttl), At: now})
+	st.synced(w.Type.URL, st.live.sent(&w.live, w.Type.URL, status.Stamp{Version: w.Version, Set: w.SetVersion, At: now, Resources: len(o.As.Names)}, 0, held, nil, true), now)
+	st.observe(&status.Event{Kind: status.ResponseSpared, TypeURL: w.Type.URL, Version: w.Version, SetVersion: w.SetVersion, Resources: len(o.As.Names), Sent: held, Bytes: o.As.SotWSize(w.Type.URL, ttl), At: now})
 }
 
 // onHeartbeat refreshes the TTLs of what the client holds.
@@ -292,7 +250,7 @@ func (st *sotwStream) onHeartbeat() error {
 			continue
 		}
 		nonce := strconv.FormatUint(st.nonces+1, 10)
-		resp := w.heartbeat(snap.Set(t.URL), nonce)
+		resp := w.Heartbeat(snap.Set(t.URL), nonce)
 		if resp == nil {
 			continue
 		}

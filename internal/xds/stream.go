@@ -23,6 +23,9 @@ import (
 	"github.com/pylon-xds/pylon/internal/redact"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
+	"github.com/pylon-xds/pylon/internal/xds/guard"
+	"github.com/pylon-xds/pylon/internal/xds/protocol"
+	"github.com/pylon-xds/pylon/internal/xds/wire"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -65,8 +68,8 @@ type stream struct {
 	// boardKey is the node id and identity under which per-type streams
 	// of one node share their state (nodeBoardKey).
 	boardKey string
-	// watch bounds each send (sendwatch.go).
-	watch *sendWatch
+	// watch bounds each send (guard.SendWatch).
+	watch *guard.SendWatch
 	fleet *fleet.Fleet
 	group *fleet.Group // the node's group in fleet; nil for none
 	// withheld is the group's snapshot less the Secrets the stream may not
@@ -81,8 +84,8 @@ type stream struct {
 	opened time.Time
 
 	// holdings returns a type's state on this stream, nil if the client
-	// has not asked for the type here.
-	holdings func(typeURL string) holdings
+	// has not asked for the type here: what the planner sees.
+	holdings protocol.HoldView
 	// holdSince is when a hold for a slow client began, for its bound.
 	holdSince time.Time
 	// wake wakes the stream (wakeHold) at wakeDue, when a hold reaches
@@ -173,7 +176,7 @@ func (st *stream) logRejectedHold(r *snapshot.Resource, dependency string) {
 
 // others returns what another per-type stream of this node publishes for
 // typeURL, for make-before-break across per-type streams, or nil.
-func (st *stream) others(typeURL string) holdings {
+func (st *stream) others(typeURL string) protocol.Holdings {
 	if st.typeURL == "" || st.node == nil {
 		return nil
 	}
@@ -187,11 +190,44 @@ func (st *stream) others(typeURL string) holdings {
 // per-type streams, after each request and each response: what the client
 // was sent keeps what it names from being removed, what it ACKed releases
 // what waits for it.
-func (st *stream) publishView(l *ledger, wildcard bool, names map[string]struct{}) {
+func (st *stream) publishView(l *protocol.Ledger, wildcard bool, names map[string]struct{}) {
 	if st.typeURL == "" || st.node == nil {
 		return
 	}
 	st.srv.board.publish(st.boardKey, st.typeURL, freeze(l, wildcard, names), st.ev)
+}
+
+// planner returns a planner for one pass over what the stream's client
+// holds, now. A value: a caller that keeps it to itself keeps it on its
+// stack.
+func (st *stream) planner() protocol.Planner {
+	return protocol.NewPlanner(st.holdings, &st.srv.plan, time.Now(), st.holdSince)
+}
+
+// putPlanner gives p, a pass's planner, back to the pool, holding nothing.
+func (s *Server) putPlanner(p *protocol.Planner) {
+	*p = protocol.Planner{}
+	s.planners.Put(p)
+}
+
+// done carries out what p decided: the holds for a rejected dependency
+// are logged, and the hold state and the wake-up at a hold's bound are
+// kept (Planner.Decide). full is set after a pass over every type.
+func (st *stream) done(p *protocol.Planner, full bool) {
+	st.logRejectedHolds(p)
+	d := p.Decide(full, st.holding, st.holdSince)
+	st.holding, st.holdSince = d.Holding, d.Since
+	if d.Rewake {
+		st.wakeAt(d.Wake)
+	}
+}
+
+// logRejectedHolds logs what p held back because the client rejected what
+// it names (logRejectedHold).
+func (st *stream) logRejectedHolds(p *protocol.Planner) {
+	for _, h := range p.RejectedHolds() {
+		st.logRejectedHold(h.Resource, h.Dependency)
+	}
 }
 
 // wakeAt arms the stream's one-shot timer to plan again at t (zero: never).
@@ -297,10 +333,10 @@ func (s *Server) setUp(st *stream) (w *wakeups, cutC chan struct{}, refused erro
 		end(context.Canceled)
 	}
 	st.ident = identity.FromContext(gs.Context())
-	st.watch = &sendWatch{stall: s.slotHold, evict: s.evictAfter, onEvict: func() { s.evict(st.conn) }}
+	st.watch = guard.NewSendWatch(s.slotHold, s.evictAfter, func() { s.evict(st.conn) })
 	st.closing = func(err error) {
 		st.closed(err)
-		st.watch.stop()
+		st.watch.Stop()
 		s.open.remove(reg)
 	}
 	return w, cutC, nil
@@ -364,20 +400,13 @@ func (st *stream) heartbeatInterval() time.Duration {
 	return st.snapshot().MinTTL() / 2
 }
 
-// typeWatch is what both variants' per-type watches have in common.
+// typeWatch is a type on a stream of either variant: its state, shared by
+// both (TypeState), what make-before-break reads of it, and its status
+// record.
 type typeWatch interface {
-	holdings
-	active() bool
-	// settledAt is the set version the client fully has with nothing held
-	// back ("" if none); a pass skips the type while its set stays there.
-	settledAt() *string
-	// sentVersion is the version of the type's latest response ("" before
-	// one), and expectedAt what was last reported as the version the client
-	// should hold (expect).
-	sentVersion() string
-	expectedAt() *string
-	// liveRec is the type's status record (livestatus.go).
-	liveRec() *liveType
+	protocol.Holdings
+	State() *protocol.TypeState
+	rec() *liveType
 }
 
 // expect tells status which version the client should hold of typeURL, when
@@ -390,15 +419,15 @@ type typeWatch interface {
 // decides this for free on every pass, in O(changes) through the shared
 // transitions, and an event goes out only when the value changes: a
 // publish that leaves a stream's types alone reports nothing.
-func expect(st *stream, w typeWatch, typeURL, current string, pending bool) {
+func expect(st *stream, w *protocol.TypeState, live *liveType, typeURL, current string, pending bool) {
 	v := current
-	if sent := w.sentVersion(); !pending && sent != "" {
+	if sent := w.Version; !pending && sent != "" {
 		v = sent
 	}
-	if r := w.expectedAt(); *r != v {
-		*r = v
+	if w.Expected != v {
+		w.Expected = v
 		now := time.Now()
-		st.synced(typeURL, st.live.expected(w.liveRec(), typeURL, v, current, now), now)
+		st.synced(typeURL, st.live.expected(live, typeURL, v, current, now), now)
 		if st.wants(status.ExpectedVersion) {
 			st.observe(&status.Event{Kind: status.ExpectedVersion, TypeURL: typeURL, Version: v, SetVersion: current, At: now})
 		}
@@ -408,14 +437,20 @@ func expect(st *stream, w typeWatch, typeURL, current string, pending bool) {
 // pass brings the client toward the newest snapshot: every type in
 // make-before-break order, skipping those whose set is unchanged and
 // settled; push plans and sends one type.
-func pass[W typeWatch](st *stream, watches *byType[W], push func(*planner, W, *snapshot.Snapshot) error) error {
+func pass[W typeWatch](st *stream, watches *byType[W], push func(*protocol.Planner, W, *snapshot.Snapshot) error) error {
 	snap := st.snapshot()
 	if snap == nil {
 		return nil
 	}
-	p := st.planner()
+	// The push functions keep p (the closure hides it from escape
+	// analysis): lent from the server's pool rather than allocated, as a
+	// publish makes a pass on every stream.
+	p := st.srv.planners.Get().(*protocol.Planner)
+	*p = st.planner()
+	defer st.srv.putPlanner(p)
 	for i, w := range watches.ws {
-		if !w.active() {
+		ts := w.State()
+		if !ts.Started {
 			continue
 		}
 		url := watches.urls[i]
@@ -424,9 +459,9 @@ func pass[W typeWatch](st *stream, watches *byType[W], push func(*planner, W, *s
 		if url == xdstype.VirtualHostURL {
 			// What a VHDS alias is answered with reads the route
 			// configurations' names too (aliasOf).
-			key = contentAt(snap.Set(url), snap.Set(xdstype.RouteURL))
+			key = protocol.ContentAt(snap.Set(url), snap.Set(xdstype.RouteURL))
 		}
-		settled := w.settledAt()
+		settled := &ts.Settled
 		if !st.holding && *settled != "" && *settled == key {
 			continue
 		}
@@ -434,25 +469,26 @@ func pass[W typeWatch](st *stream, watches *byType[W], push func(*planner, W, *s
 		// type set earlier in the pass must not hide that this one holds
 		// back for the same reason (it would be marked settled and its
 		// client reported holding the version it lacks).
-		before := p.clearFlags()
+		before := p.ClearFlags()
 		if err := push(p, w, snap); err != nil {
+			st.logRejectedHolds(p)
 			return err
 		}
 		*settled = ""
-		if !p.mergeFlags(before) {
+		if !p.MergeFlags(before) {
 			*settled = key
 		}
-		expect(st, w, url, version, *settled == "")
+		expect(st, ts, w.rec(), url, version, *settled == "")
 	}
-	p.done(true)
+	st.done(p, true)
 	return nil
 }
 
 // useWatches makes the stream's make-before-break lookups read watches,
 // falling back to the node's other per-type streams.
 func useWatches[W typeWatch](st *stream, watches *byType[W]) {
-	st.holdings = func(url string) holdings {
-		if w, ok := watches.get(url); ok && w.active() {
+	st.holdings = func(url string) protocol.Holdings {
+		if w, ok := watches.get(url); ok && w.State().Started {
 			return w
 		}
 		return st.others(url)
@@ -467,7 +503,7 @@ func (s *Server) rankOf(t *xdstype.Type) int {
 // open identifies the stream from a request, resolves the request's type
 // and returns that type's watch, creating it. A zero watch with a nil error
 // means the request is ignored.
-func open[W typeWatch](st *stream, node *corev3.Node, typeURL string, watches *byType[W], create func(*xdstype.Type, *Server) W) (W, error) {
+func open[W typeWatch](st *stream, node *corev3.Node, typeURL string, watches *byType[W], create func(*xdstype.Type, *protocol.Sharing) W) (W, error) {
 	var zero W
 	if err := st.identify(node); err != nil {
 		return zero, err
@@ -478,7 +514,7 @@ func open[W typeWatch](st *stream, node *corev3.Node, typeURL string, watches *b
 	}
 	w, ok := watches.get(t.URL)
 	if !ok {
-		w = create(t, st.srv)
+		w = create(t, st.srv.share)
 		watches.put(t.URL, st.srv.rankOf(t), w)
 		st.observe(&status.Event{Kind: status.Subscribed, TypeURL: t.URL})
 	}
@@ -528,7 +564,7 @@ func (st *stream) identify(node *corev3.Node) error {
 	if err := st.checkNode(node); err != nil {
 		return err
 	}
-	if err := st.srv.admission.admit(st.gs.Context()); err != nil {
+	if err := st.srv.admission.Admit(st.gs.Context()); err != nil {
 		return busy(err)
 	}
 	// What the stream keeps of the node: its group's terms, converted
@@ -659,7 +695,7 @@ func (st *stream) notFound() bool {
 //
 // Every send is watched: one that outlives MaxSlotHold gives its
 // admission token back, and one that outlives three times SendStall gets
-// the stream's connection closed (sendwatch.go).
+// the stream's connection closed (guard.SendWatch).
 func (st *stream) send(msg any, first bool) (int, error) {
 	if ev := st.ev; ev != nil && ev.onPool {
 		// A drainer: another moves the queue while this one waits.
@@ -669,13 +705,13 @@ func (st *stream) send(msg any, first bool) (int, error) {
 	var release func()
 	if first {
 		var err error
-		if release, err = st.srv.admission.acquire(st.gs.Context()); err != nil {
+		if release, err = st.srv.admission.Acquire(st.gs.Context()); err != nil {
 			return 0, busy(err)
 		}
 	}
-	st.watch.begin(release)
+	st.watch.Begin(release)
 	err := st.gs.SendMsg(msg)
-	if st.watch.end() {
+	if st.watch.End() {
 		return 0, refuse(RefusedStalled, codes.Unavailable, "a response stayed unsent for %s because the client does not read it; its connection was closed", st.srv.evictAfter)
 	}
 	if err != nil {
@@ -683,8 +719,8 @@ func (st *stream) send(msg any, first bool) (int, error) {
 	}
 	// A shared body's size is known; only a one-off message is measured.
 	switch m := msg.(type) {
-	case *encoded:
-		return len(m.body) + len(m.tail), nil
+	case *wire.Encoded:
+		return m.Size(), nil
 	case proto.Message:
 		return proto.Size(m), nil
 	}
@@ -750,12 +786,12 @@ func (st *stream) observe(e *status.Event) {
 // not reported: a response of theirs carries what changed, never the
 // whole set, so nothing is compared, and an Envoy's assignments by name
 // would cost every stream a list.
-func (st *stream) subscribed(t *xdstype.Type, sub *subscription, last **subscription) {
+func (st *stream) subscribed(t *xdstype.Type, sub *protocol.Subscription, last **protocol.Subscription) {
 	if !t.FullState || sub == nil || sub == *last {
 		return
 	}
 	*last = sub
-	st.observe(&status.Event{Kind: status.SubscriptionChanged, TypeURL: t.URL, Wildcard: sub.wildcard, Names: sub.sortedNames()})
+	st.observe(&status.Event{Kind: status.SubscriptionChanged, TypeURL: t.URL, Wildcard: sub.Wildcard, Names: sub.SortedNames()})
 }
 
 // onNACK reports a rejected response; the log line comes once per type and

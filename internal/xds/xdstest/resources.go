@@ -26,7 +26,7 @@ import (
 // them) plus the probe Runtime resource. It fails the test if Build refuses.
 func Snapshot(t testing.TB, reg *xdstype.Registry, msgs ...any) *snapshot.Snapshot {
 	t.Helper()
-	inputs := []snapshot.Input{input(t, reg, Runtime(ProbeName, "probe", 1))}
+	inputs := []xdstype.Resource{input(t, reg, Runtime(ProbeName, "probe", 1))}
 	for _, m := range msgs {
 		switch v := m.(type) {
 		case TTL:
@@ -56,13 +56,13 @@ type TTL struct {
 	TTL     time.Duration
 }
 
-func input(t testing.TB, reg *xdstype.Registry, m proto.Message) snapshot.Input {
+func input(t testing.TB, reg *xdstype.Registry, m proto.Message) xdstype.Resource {
 	url := "type.googleapis.com/" + string(m.ProtoReflect().Descriptor().FullName())
 	typ := reg.Lookup(url)
 	if typ == nil {
 		t.Fatalf("no registered type for %s", url)
 	}
-	return snapshot.Input{Type: typ, Name: xdstype.NameOf(m), Message: m}
+	return xdstype.Resource{Type: typ, Name: xdstype.NameOf(m), Message: m}
 }
 
 // ADS is the config source of resources fetched over the aggregated stream.

@@ -1,4 +1,4 @@
-package xds
+package protocol
 
 import (
 	"maps"
@@ -12,47 +12,16 @@ import (
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
-// deltaWatch is one delta stream's state for one resource type: the
+// DeltaWatch is one delta stream's state for one resource type: the
 // subscription and, per resource, what the client holds. Like the
 // state-of-the-world watch it is a plain value owned by the stream's loop.
-type deltaWatch struct {
-	typ    *xdstype.Type
-	shared *Server // where subscriptions and canons are shared
-
-	started  bool
-	wildcard bool
-	legacy   bool // wildcard by an empty first request (Listener, Cluster)
-	// sub is the subscription, shared with every stream subscribed alike;
-	// names are its explicit names, never "*". Both are read-only.
-	sub   *subscription
-	names map[string]struct{}
-	// reported is the subscription last reported (SubscriptionChanged).
-	reported *subscription
-	// force holds names the client just subscribed to: they are answered on
-	// the next response even if the client seems to hold them (X29).
-	force map[string]struct{}
-
-	// ledger: held is what the client was sent, updated as each response
-	// goes out; acked follows as responses are ACKed. Either may be a
-	// canon's shared map (heldAs, ackedAs): copied before any write.
-	ledger
+type DeltaWatch struct {
+	TypeState
 	// pending records each response not yet ACKed or NACKed. Bounded: a
 	// client that never answers cannot grow it.
 	pending *pendingSent
-	// settled is the set version the client fully has, nothing held back:
-	// a publish that leaves the type's set at that version needs no plan.
-	// (For VirtualHosts, with the route configurations' version: contentAt.)
-	settled string
-	// sentAny is set once a response of the type went out.
-	sentAny bool
-	// version is the set version the latest response (not a heartbeat)
-	// brought the client to, ackedVersion that of the latest response it
-	// ACKed, expected what status was last told it should hold (expect).
-	version, ackedVersion, expected string
-	// vhds is set for VirtualHost watches: VHDS on demand (vhds.go).
-	vhds *vhdsState
-	// live is the type's status record (livestatus.go).
-	live liveType
+	// VHDS is set for VirtualHost watches: VHDS on demand (vhds.go).
+	VHDS *vhdsState
 }
 
 // deltaSent is what one delta response changed.
@@ -61,7 +30,7 @@ type deltaSent struct {
 	version string // the type's version, for status
 	// plan is what the response carried. When it was a shared transition
 	// its ACK moves acked from the origin to step.to without copying.
-	plan deltaPlan
+	plan DeltaPlan
 	// counted is set when the changes were counted as in flight (moving):
 	// not for a response sent with nothing ACKed or in flight before it,
 	// whose resources cannot have arrived before its own answer.
@@ -76,23 +45,24 @@ type change struct {
 
 const maxOutstanding = 64
 
-func newDeltaWatch(t *xdstype.Type, shared *Server) *deltaWatch {
-	w := &deltaWatch{typ: t, shared: shared}
+// NewDeltaWatch is a delta stream's state for type t, before a request.
+func NewDeltaWatch(t *xdstype.Type, shared *Sharing) DeltaWatch {
+	w := DeltaWatch{TypeState: TypeState{Type: t, shared: shared}}
 	if t.URL == xdstype.VirtualHostURL {
-		w.vhds = &vhdsState{}
+		w.VHDS = &vhdsState{}
 	}
 	return w
 }
 
 // ownHeld and ownAcked make held and acked the watch's own before a write.
-func (w *deltaWatch) ownHeld()  { own(&w.held, &w.heldAs) }
-func (w *deltaWatch) ownAcked() { own(&w.acked, &w.ackedAs) }
+func (w *DeltaWatch) ownHeld()  { own(&w.Held, &w.HeldAs) }
+func (w *DeltaWatch) ownAcked() { own(&w.Acked, &w.AckedAs) }
 
 // own makes *m a map of the stream's own before a write: a copy of the
 // shared canon's it was (as), or a new one. A ledger's maps start nil: ten
 // thousand streams need not each keep empty ones, and most come to share a
 // canon's.
-func own(m *map[string]*snapshot.Resource, as **canon) {
+func own(m *map[string]*snapshot.Resource, as **Canon) {
 	switch {
 	case *as != nil:
 		*m, *as = maps.Clone(*m), nil
@@ -101,66 +71,55 @@ func own(m *map[string]*snapshot.Resource, as **canon) {
 	}
 }
 
-func (w *deltaWatch) book() *ledger { return &w.ledger }
-
-func (w *deltaWatch) active() bool { return w.started }
-
-func (w *deltaWatch) settledAt() *string { return &w.settled }
-
-func (w *deltaWatch) sentVersion() string { return w.version }
-
-func (w *deltaWatch) expectedAt() *string { return &w.expected }
-
-func (w *deltaWatch) liveRec() *liveType { return &w.live }
-
-func (w *deltaWatch) covers(name string) bool {
-	if w.vhds != nil {
+// Covers reports whether the client's subscription includes name: for
+// VirtualHosts, the aliases answered (vhds.go).
+func (w *DeltaWatch) Covers(name string) bool {
+	if w.VHDS != nil {
 		return w.vhdsCovers(name)
 	}
-	_, ok := w.names[name]
-	return ok || w.wildcard || w.sub.inCollection(name)
+	return w.TypeState.Covers(name)
 }
 
 // inBulk reports whether the client has name through its wildcard or a
 // glob collection, whatever it names explicitly.
-func (w *deltaWatch) inBulk(name string) bool {
-	return w.wildcard || w.sub.inCollection(name)
+func (w *DeltaWatch) inBulk(name string) bool {
+	return w.Wildcard || w.Sub.inCollection(name)
 }
 
-// subscribe applies a request's subscription changes and reports whether a
+// Subscribe applies a request's subscription changes and reports whether a
 // response is owed. Changes apply whatever the request's nonce (X27): the
 // nonce only tells which response an ACK or NACK is about.
-func (w *deltaWatch) subscribe(req *discoveryv3.DeltaDiscoveryRequest, set *snapshot.Set) (owe bool) {
+func (w *DeltaWatch) Subscribe(req *discoveryv3.DeltaDiscoveryRequest, set *snapshot.Set) (owe bool) {
 	subscribe, unsubscribe := req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe()
-	first := !w.started
+	first := !w.Started
 	if !first && len(subscribe) == 0 && len(unsubscribe) == 0 {
 		return false
 	}
-	w.vhds.again(subscribe)
-	w.settled = ""
+	w.VHDS.again(subscribe)
+	w.Settled = ""
 	if first {
 		// The first request is always answered, even when the client
 		// holds everything already: its initial fetch waits for a response.
-		w.started, owe = true, true
-		if len(subscribe) == 0 && w.typ.Wildcard {
+		w.Started, owe = true, true
+		if len(subscribe) == 0 && w.Type.Wildcard {
 			// The legacy wildcard: an empty first request for a wildcard
 			// type (X32).
-			w.wildcard, w.legacy = true, true
+			w.Wildcard, w.legacy = true, true
 		}
 		if len(unsubscribe) == 0 {
 			// The common case: the request's names are the subscription,
 			// and what it says the client holds is adopted against it.
-			w.wildcard = w.wildcard || slices.Contains(subscribe, wildcardName)
-			w.sub = w.shared.subs.get(w.wildcard, subscribe)
-			w.names = w.sub.names
+			w.Wildcard = w.Wildcard || slices.Contains(subscribe, wildcardName)
+			w.Sub = w.shared.subs.get(w.Wildcard, subscribe)
+			w.Names = w.Sub.names
 			w.adopt(req.GetInitialResourceVersions(), set)
 			return true
 		}
 	}
 	// The names are shared: change a copy, then share the result.
-	names := make(map[string]struct{}, len(w.names)+len(subscribe))
-	maps.Copy(names, w.names)
-	w.names = names
+	names := make(map[string]struct{}, len(w.Names)+len(subscribe))
+	maps.Copy(names, w.Names)
+	w.Names = names
 	star, named := false, false
 	// drop is set when the client loses a wildcard or a glob collection:
 	// it drops what it no longer subscribes to, once the new subscription
@@ -172,9 +131,9 @@ func (w *deltaWatch) subscribe(req *discoveryv3.DeltaDiscoveryRequest, set *snap
 			continue
 		}
 		named = true
-		w.names[n] = struct{}{}
+		w.Names[n] = struct{}{}
 		_, told := req.GetInitialResourceVersions()[n]
-		if _, has := w.held[n]; has && !told {
+		if _, has := w.Held[n]; has && !told {
 			// Answered even if this stream believes the client has it
 			// (X29), but not when the client itself just said which
 			// version it holds (X35). A name not held is answered anyway.
@@ -186,12 +145,12 @@ func (w *deltaWatch) subscribe(req *discoveryv3.DeltaDiscoveryRequest, set *snap
 	}
 	switch {
 	case star:
-		w.wildcard, w.legacy = true, false
+		w.Wildcard, w.legacy = true, false
 		owe = true
 	case named && w.legacy:
 		// Subscribing to a name ends the legacy wildcard; a client that
 		// wants both subscribes to "*" explicitly.
-		w.wildcard, w.legacy = false, false
+		w.Wildcard, w.legacy = false, false
 		drop = true
 	}
 	if named {
@@ -199,25 +158,25 @@ func (w *deltaWatch) subscribe(req *discoveryv3.DeltaDiscoveryRequest, set *snap
 	}
 	for _, n := range req.GetResourceNamesUnsubscribe() {
 		if n == wildcardName {
-			if w.wildcard {
-				w.wildcard, w.legacy = false, false
+			if w.Wildcard {
+				w.Wildcard, w.legacy = false, false
 				drop = true
 			}
 			continue
 		}
-		if _, ok := w.names[n]; !ok {
+		if _, ok := w.Names[n]; !ok {
 			// Never subscribed: nothing to do (X30).
 			continue
 		}
-		delete(w.names, n)
+		delete(w.Names, n)
 		delete(w.force, n)
 		dropped = append(dropped, n)
-		drop = drop || w.sub.isGlob(n)
+		drop = drop || w.Sub.isGlob(n)
 	}
-	w.sub = w.shared.subs.get(w.wildcard, slices.Collect(maps.Keys(w.names)))
-	w.names = w.sub.names
+	w.Sub = w.shared.subs.get(w.Wildcard, slices.Collect(maps.Keys(w.Names)))
+	w.Names = w.Sub.names
 	for _, n := range dropped {
-		if w.held[n] == nil || !w.covers(n) {
+		if w.Held[n] == nil || !w.Covers(n) {
 			// The client drops it, unless it still has it through the
 			// wildcard (X31) or a glob collection.
 			w.forget(n)
@@ -230,10 +189,10 @@ func (w *deltaWatch) subscribe(req *discoveryv3.DeltaDiscoveryRequest, set *snap
 	if first {
 		w.adopt(req.GetInitialResourceVersions(), set)
 	}
-	if w.heldAs == nil && w.ackedAs == nil && len(w.held) > 0 && w.vhds == nil {
+	if w.HeldAs == nil && w.AckedAs == nil && len(w.Held) > 0 && w.VHDS == nil {
 		// A client left holding exactly the shared set joins it.
-		if c := w.shared.canonOf(w.held, set, w.sub); c != nil && w.shared.canonOf(w.acked, set, w.sub) == c {
-			w.held, w.heldAs, w.acked, w.ackedAs = c.held, c, c.held, c
+		if c := w.shared.canonOf(w.Held, set, w.Sub); c != nil && w.shared.canonOf(w.Acked, set, w.Sub) == c {
+			w.Held, w.HeldAs, w.Acked, w.AckedAs = c.held, c, c.held, c
 		}
 	}
 	return owe
@@ -241,22 +200,22 @@ func (w *deltaWatch) subscribe(req *discoveryv3.DeltaDiscoveryRequest, set *snap
 
 // canonUnlessVHDS is the shared canon of the set within the subscription,
 // nil for a VirtualHost watch, which never shares one (vhds.go).
-func (w *deltaWatch) canonUnlessVHDS(set *snapshot.Set) *canon {
-	if w.vhds != nil {
+func (w *DeltaWatch) canonUnlessVHDS(set *snapshot.Set) *Canon {
+	if w.VHDS != nil {
 		return nil
 	}
-	return w.shared.canon(set, w.sub)
+	return w.shared.canon(set, w.Sub)
 }
 
 // adopt takes what a reconnecting client says it holds (X35), on the first
 // request for the type. A client holding exactly the shared set joins it
 // without a map of its own; otherwise a stand-in carries each version that
 // is not the set's, and never equals a resource at another version.
-func (w *deltaWatch) adopt(initial map[string]string, set *snapshot.Set) {
+func (w *DeltaWatch) adopt(initial map[string]string, set *snapshot.Set) {
 	if len(initial) == 0 {
 		return
 	}
-	w.synced = true
+	w.Synced = true
 	if c := w.canonUnlessVHDS(set); c != nil && len(c.held) == len(initial) {
 		same := true
 		for n, v := range initial {
@@ -266,16 +225,16 @@ func (w *deltaWatch) adopt(initial map[string]string, set *snapshot.Set) {
 			}
 		}
 		if same {
-			w.held, w.heldAs, w.acked, w.ackedAs = c.held, c, c.held, c
+			w.Held, w.HeldAs, w.Acked, w.AckedAs = c.held, c, c.held, c
 			return
 		}
 	}
 	held := make(map[string]*snapshot.Resource, len(initial))
 	for n, v := range initial {
-		if !w.covers(n) {
+		if !w.Covers(n) {
 			continue // unsubscribed in the same request: dropped
 		}
-		if _, named := w.names[n]; named && w.vhds != nil {
+		if _, named := w.Names[n]; named && w.VHDS != nil {
 			continue // an alias or a namespace, answered afresh: not a virtual host
 		}
 		r := set.Get(n)
@@ -284,32 +243,32 @@ func (w *deltaWatch) adopt(initial map[string]string, set *snapshot.Set) {
 		}
 		held[n] = r
 	}
-	w.held, w.heldAs, w.acked, w.ackedAs = held, nil, maps.Clone(held), nil
+	w.Held, w.HeldAs, w.Acked, w.AckedAs = held, nil, maps.Clone(held), nil
 }
 
-func (w *deltaWatch) forget(n string) {
-	if _, ok := w.held[n]; ok {
+func (w *DeltaWatch) forget(n string) {
+	if _, ok := w.Held[n]; ok {
 		w.ownHeld()
-		delete(w.held, n)
+		delete(w.Held, n)
 	}
-	if _, ok := w.acked[n]; ok {
+	if _, ok := w.Acked[n]; ok {
 		w.ownAcked()
-		delete(w.acked, n)
+		delete(w.Acked, n)
 	}
-	delete(w.nacked, n)
+	delete(w.Nacked, n)
 }
 
 // forceMembers answers a glob collection just subscribed to with all its
 // members, those the client already holds included (X29 for a glob: the
 // client's new watch waits for them).
-func (w *deltaWatch) forceMembers(subscribe []string, set *snapshot.Set) {
+func (w *DeltaWatch) forceMembers(subscribe []string, set *snapshot.Set) {
 	for _, n := range subscribe {
-		c, ok := w.sub.globs[n]
+		c, ok := w.Sub.Globs[n]
 		if !ok {
 			continue
 		}
 		c.each(set, func(m string) {
-			if _, has := w.held[m]; has {
+			if _, has := w.Held[m]; has {
 				if w.force == nil {
 					w.force = map[string]struct{}{}
 				}
@@ -321,39 +280,39 @@ func (w *deltaWatch) forceMembers(subscribe []string, set *snapshot.Set) {
 
 // dropUncovered forgets resources the client held only through a wildcard
 // or a glob collection that has ended: it drops them itself.
-func (w *deltaWatch) dropUncovered() {
-	for n := range w.held {
-		if !w.covers(n) {
+func (w *DeltaWatch) dropUncovered() {
+	for n := range w.Held {
+		if !w.Covers(n) {
 			w.forget(n)
 		}
 	}
 }
 
-// plan returns what the client lacks and may have now: every subscribed
+// Plan returns what the client lacks and may have now: every subscribed
 // resource whose version differs from what it holds (X25), unless it names
 // a cluster the client does not have yet; and in removed the names it holds
 // that are gone and no longer named by anything it holds (X34), and those
 // it subscribed to that do not exist (X33, unless notFound is false).
-func (w *deltaWatch) plan(p *planner, set *snapshot.Set, notFound, ttl bool) deltaPlan {
+func (w *DeltaWatch) Plan(p *Planner, set *snapshot.Set, notFound, ttl bool) DeltaPlan {
 	if d, ok := w.planShared(p, set, notFound, ttl); ok {
 		return d
 	}
-	var d deltaPlan
-	d.resources, d.removed, d.changes = w.planEach(p, set, notFound, ttl)
+	var d DeltaPlan
+	d.Resources, d.Removed, d.changes = w.planEach(p, set, notFound, ttl)
 	return d
 }
 
-// deltaPlan is what one delta response carries.
-type deltaPlan struct {
-	resources []*discoveryv3.Resource
-	removed   []string
+// DeltaPlan is what one delta response carries.
+type DeltaPlan struct {
+	Resources []*discoveryv3.Resource
+	Removed   []string
 	changes   []change
-	// step is set when the plan is the group's shared transition from the
+	// Step is set when the plan is the group's shared transition from the
 	// canon the client holds, from.
-	step *transition
-	from *canon
+	Step *Transition
+	from *Canon
 	// answers are, for VHDS, what the plan answers each alias with, as
-	// resolved against answersAt (contentAt).
+	// resolved against answersAt (ContentAt).
 	answers   map[string]vhdsAnswer
 	answersAt string
 }
@@ -364,26 +323,26 @@ type deltaPlan struct {
 // make-before-break would hold or keep something, for names just
 // subscribed, and when a name still subscribed is removed (the client is
 // then told it does not exist, which the full plan records).
-func (w *deltaWatch) planShared(p *planner, set *snapshot.Set, notFound, ttl bool) (d deltaPlan, ok bool) {
-	from := w.heldAs
-	t := p.sharedStep(&w.ledger, w.sub, len(w.force) > 0, set)
+func (w *DeltaWatch) planShared(p *Planner, set *snapshot.Set, notFound, ttl bool) (d DeltaPlan, ok bool) {
+	from := w.HeldAs
+	t := p.sharedStep(&w.Ledger, w.Sub, len(w.force) > 0, set)
 	if t == nil || from == nil && notFound && t.to.missing > 0 {
 		// Holding nothing yet, a client subscribed to a missing name must
 		// be told it does not exist: the full plan records that.
 		return d, false
 	}
 	for _, n := range t.removed {
-		if _, named := w.names[n]; named || p.keep(w.typ, n, false) {
+		if _, named := w.Names[n]; named || p.keep(w.Type, n, false) {
 			return d, false
 		}
 	}
-	return deltaPlan{step: t, from: from, resources: t.delta(ttl), removed: t.removed}, true
+	return DeltaPlan{Step: t, from: from, Resources: t.delta(ttl), Removed: t.removed}, true
 }
 
-// each calls fn for every change the plan carries: a resource sent, or a
+// Each calls fn for every change the plan carries: a resource sent, or a
 // name removed (r nil).
-func (d *deltaPlan) each(fn func(name string, r *snapshot.Resource)) {
-	if t := d.step; t != nil {
+func (d *DeltaPlan) Each(fn func(name string, r *snapshot.Resource)) {
+	if t := d.Step; t != nil {
 		for _, n := range t.changed {
 			fn(n, t.to.held[n])
 		}
@@ -397,25 +356,25 @@ func (d *deltaPlan) each(fn func(name string, r *snapshot.Resource)) {
 	}
 }
 
-// size is the number of changes.
-func (d *deltaPlan) size() int {
-	if d.step != nil {
-		return len(d.step.changed) + len(d.step.removed)
+// Size is the number of changes.
+func (d *DeltaPlan) Size() int {
+	if d.Step != nil {
+		return len(d.Step.changed) + len(d.Step.removed)
 	}
 	return len(d.changes)
 }
 
 // planEach is plan by looking at every name the client subscribes to or
 // holds.
-func (w *deltaWatch) planEach(p *planner, set *snapshot.Set, notFound, ttl bool) (resources []*discoveryv3.Resource, removed []string, changes []change) {
+func (w *DeltaWatch) planEach(p *Planner, set *snapshot.Set, notFound, ttl bool) (resources []*discoveryv3.Resource, removed []string, changes []change) {
 	consider := func(n string) {
-		if !w.covers(n) {
+		if !w.Covers(n) {
 			return
 		}
 		r := set.Get(n)
-		cur, has := w.held[n]
+		cur, has := w.Held[n]
 		_, forced := w.force[n]
-		_, named := w.names[n]
+		_, named := w.Names[n]
 		switch {
 		case r != nil:
 			// A name just subscribed is answered even if the client seems
@@ -426,11 +385,11 @@ func (w *deltaWatch) planEach(p *planner, set *snapshot.Set, notFound, ttl bool)
 				changes = append(changes, change{n, r})
 			}
 		case cur != nil:
-			if !p.keep(w.typ, n, named) {
+			if !p.keep(w.Type, n, named) {
 				removed = append(removed, n) // deleted since the client got it
 				changes = append(changes, change{n, nil})
 			}
-		case named && notFound && (forced || !has) && !w.sub.isGlob(n):
+		case named && notFound && (forced || !has) && !w.Sub.isGlob(n):
 			// A glob is not a resource: it is never "not found".
 			removed = append(removed, n) // does not exist
 			changes = append(changes, change{n, nil})
@@ -439,20 +398,20 @@ func (w *deltaWatch) planEach(p *planner, set *snapshot.Set, notFound, ttl bool)
 	// Each name once: the set's names under a wildcard (or the members of
 	// the glob collections), then explicit names not already seen, then
 	// held names not already seen.
-	if w.wildcard {
+	if w.Wildcard {
 		for _, n := range set.Names() {
 			consider(n)
 		}
 	} else {
-		w.sub.eachMember(set, consider)
+		w.Sub.eachMember(set, consider)
 	}
-	for n := range w.names {
+	for n := range w.Names {
 		if !w.inBulk(n) || set.Get(n) == nil {
 			consider(n)
 		}
 	}
-	for n := range w.held {
-		if _, named := w.names[n]; !named && (!w.inBulk(n) || set.Get(n) == nil) {
+	for n := range w.Held {
+		if _, named := w.Names[n]; !named && (!w.inBulk(n) || set.Get(n) == nil) {
 			consider(n)
 		}
 	}
@@ -461,51 +420,51 @@ func (w *deltaWatch) planEach(p *planner, set *snapshot.Set, notFound, ttl bool)
 	return resources, removed, changes
 }
 
-// heartbeats lists the TTL refreshes for the resources with a TTL that the
+// Heartbeats lists the TTL refreshes for the resources with a TTL that the
 // client holds at their current version (X41).
-func (w *deltaWatch) heartbeats(set *snapshot.Set) []*discoveryv3.Resource {
+func (w *DeltaWatch) Heartbeats(set *snapshot.Set) []*discoveryv3.Resource {
 	var out []*discoveryv3.Resource
 	for _, n := range set.TTLNames() {
 		// Only at the version the client ACKed: after a NACK it runs
 		// what it had, and a heartbeat at another version reads to Envoy
 		// as an update without its resource.
-		if r := set.Get(n); sameVersion(w.held[n], r) && sameVersion(w.acked[n], r) {
+		if r := set.Get(n); sameVersion(w.Held[n], r) && sameVersion(w.Acked[n], r) {
 			out = append(out, r.Heartbeat())
 		}
 	}
 	return out
 }
 
-// sentResponse records what a response gave the client.
+// SentResponse records what a response gave the client.
 //
 // version is what the response brings the client to, for status: the set's
 // version, or for a heartbeat, which changes nothing, the version the
 // client already had.
-func (w *deltaWatch) sentResponse(nonce, version string, set *snapshot.Set, d deltaPlan, now time.Time) {
-	counted := w.pending.len() > 0 || len(w.acked) > 0
+func (w *DeltaWatch) SentResponse(nonce, version string, set *snapshot.Set, d DeltaPlan, now time.Time) {
+	counted := w.pending.len() > 0 || len(w.Acked) > 0
 	if counted {
-		d.each(func(n string, _ *snapshot.Resource) { w.bump(n) })
+		d.Each(func(n string, _ *snapshot.Resource) { w.bump(n) })
 	}
 	switch {
-	case d.step != nil && w.heldAs == d.from && (d.from != nil || len(w.held) == 0):
-		w.held, w.heldAs = d.step.to.held, d.step.to
-	case d.size() > 0:
+	case d.Step != nil && w.HeldAs == d.from && (d.from != nil || len(w.Held) == 0):
+		w.Held, w.HeldAs = d.Step.to.held, d.Step.to
+	case d.Size() > 0:
 		w.ownHeld()
-		d.each(func(n string, r *snapshot.Resource) {
-			if _, named := w.names[n]; r == nil && !named {
-				delete(w.held, n)
+		d.Each(func(n string, r *snapshot.Resource) {
+			if _, named := w.Names[n]; r == nil && !named {
+				delete(w.Held, n)
 				return
 			}
-			w.held[n] = r // nil: still subscribed, told it does not exist
+			w.Held[n] = r // nil: still subscribed, told it does not exist
 		})
-		if w.vhds == nil {
-			if c := w.shared.canonOf(w.held, set, w.sub); c != nil {
-				w.held, w.heldAs = c.held, c
+		if w.VHDS == nil {
+			if c := w.shared.canonOf(w.Held, set, w.Sub); c != nil {
+				w.Held, w.HeldAs = c.held, c
 			}
 		}
 	}
-	if w.vhds != nil {
-		w.vhds.recordAnswers(d.answers)
+	if w.VHDS != nil {
+		w.VHDS.recordAnswers(d.answers)
 	}
 	w.force = nil
 	if w.pending.len() >= maxOutstanding {
@@ -521,20 +480,20 @@ func (w *deltaWatch) sentResponse(nonce, version string, set *snapshot.Set, d de
 }
 
 // settle takes a response's changes off the in-flight counts.
-func (w *deltaWatch) settle(rec deltaSent) {
+func (w *DeltaWatch) settle(rec deltaSent) {
 	if !rec.counted {
 		return
 	}
-	rec.plan.each(func(n string, _ *snapshot.Resource) { w.moving.sub(n) })
+	rec.plan.Each(func(n string, _ *snapshot.Resource) { w.Moving.sub(n) })
 }
 
-// answered applies the client's ACK or NACK of the response with nonce and
+// Answered applies the client's ACK or NACK of the response with nonce and
 // returns the version it carried; ok is false when the nonce is unknown
 // (never sent, already answered, or too old): then nothing is applied. An ACKed
 // response's changes are what the client now has; a NACKed one's resources
 // are what it rejected. Either way the sent versions stay recorded as held,
 // so rejected versions are not sent again until they change (X12).
-func (w *deltaWatch) answered(nonce string, nack bool) (version string, ok bool) {
+func (w *DeltaWatch) Answered(nonce string, nack bool) (version string, ok bool) {
 	rec, ok := w.pending.get(nonce)
 	if !ok {
 		return "", false
@@ -543,23 +502,23 @@ func (w *deltaWatch) answered(nonce string, nack bool) (version string, ok bool)
 		w.pending = nil
 	}
 	w.settle(rec)
-	w.synced = true
+	w.Synced = true
 	if !nack {
-		w.ackedVersion = rec.version
+		w.AckedVersion = rec.version
 	}
-	if d := rec.plan; !nack && d.step != nil && w.ackedAs == d.from && (d.from != nil || len(w.acked) == 0) && w.sub == d.step.to.sub {
+	if d := rec.plan; !nack && d.Step != nil && w.AckedAs == d.from && (d.from != nil || len(w.Acked) == 0) && w.Sub == d.Step.to.sub {
 		// The client had exactly from and now has exactly step.to.
-		w.acked, w.ackedAs = d.step.to.held, d.step.to
-		if len(w.nacked) > 0 {
-			d.each(func(n string, r *snapshot.Resource) {
+		w.Acked, w.AckedAs = d.Step.to.held, d.Step.to
+		if len(w.Nacked) > 0 {
+			d.Each(func(n string, r *snapshot.Resource) {
 				if r != nil {
-					delete(w.nacked, n)
+					delete(w.Nacked, n)
 				}
 			})
 		}
 	} else {
-		rec.plan.each(func(n string, r *snapshot.Resource) {
-			if !w.covers(n) {
+		rec.plan.Each(func(n string, r *snapshot.Resource) {
+			if !w.Covers(n) {
 				// Unsubscribed since: the client dropped it.
 				return
 			}
@@ -569,19 +528,19 @@ func (w *deltaWatch) answered(nonce string, nack bool) (version string, ok bool)
 					w.reject(n, r)
 				}
 			case r == nil:
-				if _, ok := w.acked[n]; ok {
+				if _, ok := w.Acked[n]; ok {
 					w.ownAcked()
-					delete(w.acked, n)
+					delete(w.Acked, n)
 				}
 			default:
 				w.ownAcked()
-				w.acked[n] = r
-				delete(w.nacked, n)
+				w.Acked[n] = r
+				delete(w.Nacked, n)
 			}
 		})
-		if c := w.heldAs; !nack && c != nil && w.pending.len() == 0 && w.ackedAs != c && w.shared.canonOf(w.acked, c.set, w.sub) == c {
+		if c := w.HeldAs; !nack && c != nil && w.pending.len() == 0 && w.AckedAs != c && w.shared.canonOf(w.Acked, c.set, w.Sub) == c {
 			// Everything sent is ACKed and is the shared set: share it.
-			w.acked, w.ackedAs = c.held, c
+			w.Acked, w.AckedAs = c.held, c
 		}
 	}
 	return rec.version, true

@@ -1,4 +1,4 @@
-package xds
+package protocol
 
 import (
 	"fmt"
@@ -17,9 +17,9 @@ import (
 func vhdsSnapshot(t testing.TB, rc *routev3.RouteConfiguration, vhosts ...*routev3.VirtualHost) *snapshot.Snapshot {
 	t.Helper()
 	reg := xdstype.New()
-	in := []snapshot.Input{{Type: reg.Lookup(xdstype.RouteURL), Name: rc.GetName(), Message: rc}}
+	in := []xdstype.Resource{{Type: reg.Lookup(xdstype.RouteURL), Name: rc.GetName(), Message: rc}}
 	for _, vh := range vhosts {
-		in = append(in, snapshot.Input{Type: reg.Lookup(xdstype.VirtualHostURL), Name: vh.GetName(), Message: proto.Message(vh)})
+		in = append(in, xdstype.Resource{Type: reg.Lookup(xdstype.VirtualHostURL), Name: vh.GetName(), Message: proto.Message(vh)})
 	}
 	snap, err := snapshot.Build(reg, in)
 	if err != nil {

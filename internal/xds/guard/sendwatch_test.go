@@ -1,4 +1,4 @@
-package xds
+package guard
 
 import (
 	"sync/atomic"
@@ -11,11 +11,11 @@ import (
 // called directly, as the timer would, with the send made to look old.
 func TestSendWatchStoppedNeverEvicts(t *testing.T) {
 	evicted := 0
-	w := &sendWatch{stall: time.Hour, evict: 2 * time.Hour, onEvict: func() { evicted++ }}
+	w := &SendWatch{stall: time.Hour, evict: 2 * time.Hour, onEvict: func() { evicted++ }}
 	released := 0
-	w.begin(func() { released++ })
-	w.stop()
-	w.begin(nil) // a send after the stream ended
+	w.Begin(func() { released++ })
+	w.Stop()
+	w.Begin(nil) // a send after the stream ended
 	w.mu.Lock()
 	w.started = time.Now().Add(-3 * time.Hour)
 	w.mu.Unlock()
@@ -24,7 +24,7 @@ func TestSendWatchStoppedNeverEvicts(t *testing.T) {
 	if evicted != 0 {
 		t.Fatalf("onEvict called %d times after the watch stopped", evicted)
 	}
-	if w.end() {
+	if w.End() {
 		t.Fatal("a send after stop reported evicted")
 	}
 
@@ -34,11 +34,11 @@ func TestSendWatchStoppedNeverEvicts(t *testing.T) {
 	// either way it comes once.
 	var evictions atomic.Int32
 	evictedc := make(chan struct{}, 2)
-	live := &sendWatch{stall: time.Hour, evict: 2 * time.Hour, onEvict: func() {
+	live := &SendWatch{stall: time.Hour, evict: 2 * time.Hour, onEvict: func() {
 		evictions.Add(1)
 		evictedc <- struct{}{}
 	}}
-	live.begin(nil)
+	live.Begin(nil)
 	live.mu.Lock()
 	live.started = time.Now().Add(-3 * time.Hour)
 	live.mu.Unlock()
@@ -49,10 +49,10 @@ func TestSendWatchStoppedNeverEvicts(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("a send past evict on a live watch: onEvict never called")
 	}
-	if n := evictions.Load(); n != 1 || !live.end() {
-		t.Fatalf("a send past evict on a live watch: onEvict called %d times, end reports evicted %v", n, live.end())
+	if n := evictions.Load(); n != 1 || !live.End() {
+		t.Fatalf("a send past evict on a live watch: onEvict called %d times, end reports evicted %v", n, live.End())
 	}
-	live.stop()
+	live.Stop()
 }
 
 // The timer is armed once for many sends, and each send is still judged
@@ -61,12 +61,12 @@ func TestSendWatchStoppedNeverEvicts(t *testing.T) {
 // next send. The fires are called directly, as the timer would.
 func TestSendWatchArmsLazily(t *testing.T) {
 	released := 0
-	w := &sendWatch{stall: time.Hour, evict: 2 * time.Hour, onEvict: func() { t.Error("evicted") }}
-	defer w.stop()
-	w.begin(nil)
-	w.end()
+	w := &SendWatch{stall: time.Hour, evict: 2 * time.Hour, onEvict: func() { t.Error("evicted") }}
+	defer w.Stop()
+	w.Begin(nil)
+	w.End()
 	timer := w.timer
-	w.begin(func() { released++ })
+	w.Begin(func() { released++ })
 	if w.timer != timer || !w.armed {
 		t.Fatalf("a second send while armed: timer replaced %v, armed %v", w.timer != timer, w.armed)
 	}
@@ -85,7 +85,7 @@ func TestSendWatchArmsLazily(t *testing.T) {
 	if released != 1 {
 		t.Fatalf("a fire past stall: slot released %d times, want 1", released)
 	}
-	if w.end() {
+	if w.End() {
 		t.Fatal("a send past stall but not evict reported evicted")
 	}
 	if w.armed {
@@ -93,15 +93,15 @@ func TestSendWatchArmsLazily(t *testing.T) {
 		// off: the next send's slot would be held that long.
 		t.Fatal("a stalled send ended with the timer still set for its eviction")
 	}
-	w.begin(nil)
-	w.end()
+	w.Begin(nil)
+	w.End()
 	w.fire() // nothing in flight
 	if w.armed {
 		t.Fatal("a fire with no send in flight left the timer armed")
 	}
-	w.begin(nil)
+	w.Begin(nil)
 	if !w.armed {
 		t.Fatal("a send after the timer disarmed did not arm it")
 	}
-	w.end()
+	w.End()
 }

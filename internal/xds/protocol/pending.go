@@ -1,4 +1,4 @@
-package xds
+package protocol
 
 // pendingSent are a delta watch's responses not yet ACKed or NACKed, by
 // nonce. A client answers each response before the next is sent, mostly:

@@ -1,4 +1,4 @@
-package xds
+package wire
 
 import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"

@@ -1,4 +1,4 @@
-package xds
+package protocol
 
 import (
 	"maps"
@@ -6,14 +6,14 @@ import (
 	"testing"
 )
 
-// inFlight counts as a map would, whatever the order of adds and subs and
+// InFlight counts as a map would, whatever the order of adds and subs and
 // whichever name takes the inline place: checked against a map over random
 // sequences of a few names, clones included.
 func TestInFlightCountsAsAMap(t *testing.T) {
 	names := []string{"a", "b", "c"}
 	r := rand.New(rand.NewPCG(1, 2))
 	for run := range 200 {
-		var f inFlight
+		var f InFlight
 		want := map[string]int{}
 		for step := range 40 {
 			n := names[r.IntN(len(names))]
@@ -26,7 +26,7 @@ func TestInFlightCountsAsAMap(t *testing.T) {
 					delete(want, n)
 				}
 			}
-			c := f.clone()
+			c := f.Clone()
 			for _, m := range names {
 				if f.count(m) != want[m] || c.count(m) != want[m] {
 					t.Fatalf("run %d step %d: count(%s) = %d (clone %d), want %d", run, step, m, f.count(m), c.count(m), want[m])
@@ -41,10 +41,10 @@ func TestInFlightCountsAsAMap(t *testing.T) {
 		}
 	}
 	// A clone does not share its map.
-	var f inFlight
+	var f InFlight
 	f.add("a")
 	f.add("b")
-	c := f.clone()
+	c := f.Clone()
 	c.add("b")
 	if f.count("b") != 1 || maps.Equal(f.more, c.more) {
 		t.Fatalf("a clone's add changed the original: %d", f.count("b"))

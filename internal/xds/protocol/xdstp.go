@@ -1,4 +1,4 @@
-package xds
+package protocol
 
 import (
 	"slices"
@@ -8,9 +8,9 @@ import (
 	"github.com/pylon-xds/pylon/internal/snapshot"
 )
 
-// canonicalNames applies snapshot.CanonicalXdstp to names (X46), copying the slice only
+// CanonicalNames applies snapshot.CanonicalXdstp to names (X46), copying the slice only
 // when a name changes.
-func canonicalNames(names []string) []string {
+func CanonicalNames(names []string) []string {
 	var out []string
 	for i, n := range names {
 		c := snapshot.CanonicalXdstp(n)
@@ -27,8 +27,8 @@ func canonicalNames(names []string) []string {
 	return out
 }
 
-// canonicalVersions is canonicalNames for initial_resource_versions' keys.
-func canonicalVersions(m map[string]string) map[string]string {
+// CanonicalVersions is CanonicalNames for initial_resource_versions' keys.
+func CanonicalVersions(m map[string]string) map[string]string {
 	var out map[string]string
 	for n := range m {
 		if snapshot.CanonicalXdstp(n) != n {

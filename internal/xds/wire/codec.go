@@ -1,4 +1,4 @@
-package xds
+package wire
 
 import (
 	"sync"
@@ -21,16 +21,40 @@ func ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{grpc.ForceServerCodecV2(sharedCodec{encoding.GetCodecV2("proto")})}
 }
 
-// encoded is a response whose bytes are shared by every stream sending the
+// Encoded is a response whose bytes are shared by every stream sending the
 // same content: the body (version, resources, type) is encoded once; each
 // stream adds its own tail (nonce, control plane). Protobuf allows fields
 // in any order, so body then tail is the same message. It embeds the
 // message so that the stock codec, if installed instead, marshals it as
 // usual.
-type encoded struct {
+type Encoded struct {
 	proto.Message
 	body []byte
 	tail []byte
+}
+
+// Parts are the response's shared body and this stream's own tail: the
+// bytes sent, in that order.
+func (e *Encoded) Parts() (body, tail []byte) { return e.body, e.tail }
+
+// Size is the response's encoded size.
+func (e *Encoded) Size() int { return len(e.body) + len(e.tail) }
+
+// Encoder makes responses shareable between streams (SotW, Delta): it
+// keeps the bodies encoded for the current sets, and each stream's tail is
+// its nonce and the server's control plane. One per server.
+type Encoder struct {
+	bodies bodies
+	tails  tails
+}
+
+// Init readies a zero Encoder, once and before use, for a server whose
+// responses carry cp. (Kept in place rather than returned: a server holds
+// its encoder, and every response reaches it without a pointer more.) An
+// identifier proto cannot encode (not UTF-8) leaves the tails empty: every
+// tail is then proto.Marshal's, and its error.
+func (s *Encoder) Init(cp *corev3.ControlPlane) {
+	s.tails, _ = newTails(cp)
 }
 
 // sharedCodec writes an encoded response's shared bytes as they are, and
@@ -38,7 +62,7 @@ type encoded struct {
 type sharedCodec struct{ proto encoding.CodecV2 }
 
 func (c sharedCodec) Marshal(v any) (mem.BufferSlice, error) {
-	if e, ok := v.(*encoded); ok {
+	if e, ok := v.(*Encoded); ok {
 		return mem.BufferSlice{mem.SliceBuffer(e.body), mem.SliceBuffer(e.tail)}, nil
 	}
 	return c.proto.Marshal(v)
@@ -105,10 +129,10 @@ func (b *bodies) get(k bodyKey, body func() proto.Message) ([]byte, error) {
 	return enc, nil
 }
 
-// shareable wraps resp for sending: when it holds the whole set at the
-// set's version, its body is the shared one and only the tail is encoded
-// for this stream.
-func (s *Server) shareable(set *snapshot.Set, ttl bool, resp *discoveryv3.DiscoveryResponse) any {
+// SotW wraps resp for sending: when it holds the whole set at the set's
+// version, its body is the shared one and only the tail is encoded for
+// this stream (an *Encoded); otherwise it is resp.
+func (s *Encoder) SotW(set *snapshot.Set, ttl bool, resp *discoveryv3.DiscoveryResponse) any {
 	if resp.VersionInfo != set.Version() || len(resp.Resources) != set.Len() || set.Len() == 0 {
 		return resp
 	}
@@ -122,13 +146,13 @@ func (s *Server) shareable(set *snapshot.Set, ttl bool, resp *discoveryv3.Discov
 	if err != nil {
 		return resp
 	}
-	return &encoded{Message: resp, body: body, tail: tail}
+	return &Encoded{Message: resp, body: body, tail: tail}
 }
 
-// shareableDelta is shareable for delta: a response carrying every resource
-// of the set (a first wildcard or all-names response) and removing nothing
-// has the same body on every stream of the group.
-func (s *Server) shareableDelta(set *snapshot.Set, ttl bool, resp *discoveryv3.DeltaDiscoveryResponse) any {
+// Delta is SotW for delta: a response carrying every resource of the set
+// (a first wildcard or all-names response) and removing nothing has the
+// same body on every stream of the group.
+func (s *Encoder) Delta(set *snapshot.Set, ttl bool, resp *discoveryv3.DeltaDiscoveryResponse) any {
 	if len(resp.RemovedResources) > 0 || len(resp.Resources) != set.Len() || set.Len() == 0 {
 		return resp
 	}
@@ -142,7 +166,7 @@ func (s *Server) shareableDelta(set *snapshot.Set, ttl bool, resp *discoveryv3.D
 	if err != nil {
 		return resp
 	}
-	return &encoded{Message: resp, body: body, tail: tail}
+	return &Encoded{Message: resp, body: body, tail: tail}
 }
 
 // nonceField is the nonce's field number in DiscoveryResponse and in

@@ -1,4 +1,4 @@
-package xds
+package guard
 
 import (
 	"context"
@@ -10,15 +10,15 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// admission protects the server from reconnect storms: it bounds the
+// Admission protects the server from reconnect storms: it bounds the
 // slots for sending first, full-state responses, and how many new streams
 // start per second. A send holds its slot at most MaxSlotHold (the send
-// watch gives it back early, sendwatch.go), so with the default 1s the
+// watch gives it back early, SendWatch), so with the default 1s the
 // slots bound initial sends started per second, not those in flight: a
 // client that does not read cannot keep a slot. Excess streams wait, up to maxWait (well under
 // the clients' 15 s does-not-exist timer); past it they are told to retry
 // with RESOURCE_EXHAUSTED rather than all being served slowly.
-type admission struct {
+type Admission struct {
 	initial        chan struct{} // one token per initial-send slot held
 	inFlight, peak atomic.Int64
 
@@ -30,8 +30,12 @@ type admission struct {
 	maxWait time.Duration
 }
 
-func newAdmission(maxInitial int, streamsPerSecond float64, maxWait time.Duration) *admission {
-	a := &admission{rate: streamsPerSecond, burst: max(streamsPerSecond, 1), maxWait: maxWait}
+// NewAdmission returns the bounds: maxInitial initial-send slots
+// (Options.MaxInitialSends; 0 or less: no bound), streamsPerSecond new
+// streams a second (0: no bound), and maxWait the longest a stream waits
+// for either.
+func NewAdmission(maxInitial int, streamsPerSecond float64, maxWait time.Duration) *Admission {
+	a := &Admission{rate: streamsPerSecond, burst: max(streamsPerSecond, 1), maxWait: maxWait}
 	a.tokens = a.burst
 	if maxInitial > 0 {
 		a.initial = make(chan struct{}, maxInitial)
@@ -39,8 +43,8 @@ func newAdmission(maxInitial int, streamsPerSecond float64, maxWait time.Duratio
 	return a
 }
 
-// admit waits for a new stream's turn.
-func (a *admission) admit(ctx context.Context) error {
+// Admit waits for a new stream's turn.
+func (a *Admission) Admit(ctx context.Context) error {
 	if a.rate <= 0 {
 		return nil
 	}
@@ -74,11 +78,11 @@ func (a *admission) admit(ctx context.Context) error {
 	}
 }
 
-// acquire takes one of the initial-send tokens, waiting within the bound,
+// Acquire takes one of the initial-send tokens, waiting within the bound,
 // and returns the function that gives it back (idempotent: the send
 // watchdog may give it back early, for a send that stalls). With no bound
 // it returns nil.
-func (a *admission) acquire(ctx context.Context) (func(), error) {
+func (a *Admission) Acquire(ctx context.Context) (func(), error) {
 	if a.initial == nil {
 		return nil, nil
 	}
@@ -107,3 +111,6 @@ func (a *admission) acquire(ctx context.Context) (func(), error) {
 		})
 	}, nil
 }
+
+// Peak is the most initial-send slots seen held at once.
+func (a *Admission) Peak() int64 { return a.peak.Load() }

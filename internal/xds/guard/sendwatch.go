@@ -1,11 +1,11 @@
-package xds
+package guard
 
 import (
 	"sync"
 	"time"
 )
 
-// sendWatch bounds a stream's sends. grpc-go's SendMsg returns once the
+// SendWatch bounds a stream's sends. grpc-go's SendMsg returns once the
 // message is queued within the stream's flow-control window; a client that
 // never reads grants no more window, and the next SendMsg blocks for as
 // long as the client likes. The watch, armed for each send:
@@ -26,7 +26,7 @@ import (
 // than resetting and stopping it on every send: Reset and Stop on the
 // runtime's timer heap show in the CPU profile of the fleet benchmark's
 // route change (bench/fleet -n 5000 -profile).
-type sendWatch struct {
+type SendWatch struct {
 	stall, evict time.Duration
 	onEvict      func() // closes the stream's connection
 
@@ -42,8 +42,15 @@ type sendWatch struct {
 	stopped bool
 }
 
-// begin arms the watch for a send holding release (nil: no slot).
-func (w *sendWatch) begin(release func()) {
+// NewSendWatch returns the watch of one stream's sends: after stall a
+// send gives its admission slot back, after evict onEvict is called (it
+// closes the stream's connection).
+func NewSendWatch(stall, evict time.Duration, onEvict func()) *SendWatch {
+	return &SendWatch{stall: stall, evict: evict, onEvict: onEvict}
+}
+
+// Begin arms the watch for a send holding release (nil: no slot).
+func (w *SendWatch) Begin(release func()) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.started, w.release, w.stalled = time.Now(), release, false
@@ -62,10 +69,10 @@ func (w *sendWatch) begin(release func()) {
 	}
 }
 
-// end marks the send returned, releasing its slot if the watch has not,
+// End marks the send returned, releasing its slot if the watch has not,
 // and reports whether the stream was evicted meanwhile. The timer is left
-// armed (see sendWatch).
-func (w *sendWatch) end() (evicted bool) {
+// armed (see SendWatch).
+func (w *SendWatch) End() (evicted bool) {
 	w.mu.Lock()
 	if w.stalled && w.armed && !w.evicted {
 		// A stalled send left the timer set for its eviction, later than
@@ -83,8 +90,8 @@ func (w *sendWatch) end() (evicted bool) {
 	return evicted
 }
 
-// stop disarms the watch for good, when the stream ends.
-func (w *sendWatch) stop() {
+// Stop disarms the watch for good, when the stream ends.
+func (w *SendWatch) Stop() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.timer != nil {
@@ -96,7 +103,7 @@ func (w *sendWatch) stop() {
 // fire runs when the timer expires. A send may have ended and another
 // begun since the timer was set, so it decides by the elapsed time of the
 // send in flight, not by which timer this is.
-func (w *sendWatch) fire() {
+func (w *SendWatch) fire() {
 	w.mu.Lock()
 	if w.started.IsZero() || w.evicted || w.stopped {
 		// No send in flight: the next one arms the timer again.

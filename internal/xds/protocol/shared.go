@@ -1,4 +1,4 @@
-package xds
+package protocol
 
 import (
 	"crypto/sha256"
@@ -25,18 +25,34 @@ import (
 // exactly a set within its subscription moves to the next set by a shared
 // list of what changed, in O(changes).
 
-// weakCache maps keys to values kept only while some stream uses them: an
+// Sharing is what streams in the same state share, one per server: the
+// subscriptions and held contents (canons) interned, the transitions
+// between them, and the VHDS alias indexes. Each cache keeps an entry only
+// while some stream uses it.
+type Sharing struct {
+	subs   *subscriptions
+	canons WeakCache[canonKey, Canon]
+	// vhdsIndexes are the VHDS alias indexes by content (ContentAt),
+	// shared by every stream answering aliases against it, kept while one
+	// does (vhdsState holds its index).
+	vhdsIndexes WeakCache[string, vhdsIndex]
+}
+
+// NewSharing returns an empty Sharing, for one server.
+func NewSharing() *Sharing { return &Sharing{subs: newSubscriptions()} }
+
+// WeakCache maps keys to values kept only while some stream uses them: an
 // entry goes away after its value is garbage, so the cache needs no bound
 // and no release calls.
-type weakCache[K comparable, V any] struct {
+type WeakCache[K comparable, V any] struct {
 	mu sync.Mutex
 	m  map[K]weak.Pointer[V]
 }
 
-// get returns the live value for k, or stores and returns build's. build
+// Get returns the live value for k, or stores and returns build's. build
 // runs under the cache's lock: streams asking for the same value wait for
 // one build rather than each making its own.
-func (c *weakCache[K, V]) get(k K, build func() *V) *V {
+func (c *WeakCache[K, V]) Get(k K, build func() *V) *V {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if v := c.m[k].Value(); v != nil {
@@ -52,7 +68,7 @@ func (c *weakCache[K, V]) get(k K, build func() *V) *V {
 }
 
 // drop removes k once its value is gone, unless a newer value took its place.
-func (c *weakCache[K, V]) drop(k K) {
+func (c *WeakCache[K, V]) drop(k K) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if wp, ok := c.m[k]; ok && wp.Value() == nil {
@@ -61,27 +77,27 @@ func (c *weakCache[K, V]) drop(k K) {
 }
 
 // size is the number of entries, live or awaiting their cleanup.
-func (c *weakCache[K, V]) size() int {
+func (c *WeakCache[K, V]) size() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.m)
 }
 
-// subscription is a client's subscription to one type, in either variant:
+// Subscription is a client's subscription to one type, in either variant:
 // immutable and shared by every stream subscribed to the same names.
-type subscription struct {
-	wildcard bool
+type Subscription struct {
+	Wildcard bool
 	names    map[string]struct{} // never "*"; read-only
-	// globs are the names that are xdstp:// glob collections (X46), by
+	// Globs are the names that are xdstp:// glob collections (X46), by
 	// name; nil when there are none, as nearly always.
-	globs map[string]collection
+	Globs map[string]collection
 	// sorted is names sorted, made once on first use (status reports).
 	sortOnce sync.Once
 	sorted   []string
 }
 
-// sortedNames returns the explicit names, sorted; shared, read-only.
-func (s *subscription) sortedNames() []string {
+// SortedNames returns the explicit names, sorted; shared, read-only.
+func (s *Subscription) SortedNames() []string {
 	if s == nil {
 		return nil
 	}
@@ -91,11 +107,11 @@ func (s *subscription) sortedNames() []string {
 
 // inCollection reports whether name is a member of one of the
 // subscription's glob collections.
-func (s *subscription) inCollection(name string) bool {
+func (s *Subscription) inCollection(name string) bool {
 	if s == nil {
 		return false
 	}
-	for _, c := range s.globs {
+	for _, c := range s.Globs {
 		if c.contains(name) {
 			return true
 		}
@@ -105,35 +121,35 @@ func (s *subscription) inCollection(name string) bool {
 
 // isGlob reports whether name is one of the subscription's glob
 // collections.
-func (s *subscription) isGlob(name string) bool {
+func (s *Subscription) isGlob(name string) bool {
 	if s == nil {
 		return false
 	}
-	_, ok := s.globs[name]
+	_, ok := s.Globs[name]
 	return ok
 }
 
 // eachMember calls fn for every member of the subscription's glob
 // collections in set, each once (a name is in one collection at most: its
 // prefix and parameters are those of one glob).
-func (s *subscription) eachMember(set *snapshot.Set, fn func(string)) {
+func (s *Subscription) eachMember(set *snapshot.Set, fn func(string)) {
 	if s == nil {
 		return
 	}
-	for _, c := range s.globs {
+	for _, c := range s.Globs {
 		c.each(set, fn)
 	}
 }
 
 // newSubscription is the subscription to the distinct names set.
-func newSubscription(wildcard bool, set map[string]struct{}) *subscription {
-	s := &subscription{wildcard: wildcard, names: set}
+func newSubscription(wildcard bool, set map[string]struct{}) *Subscription {
+	s := &Subscription{Wildcard: wildcard, names: set}
 	for n := range set {
 		if c, ok := parseCollection(n); ok {
-			if s.globs == nil {
-				s.globs = map[string]collection{}
+			if s.Globs == nil {
+				s.Globs = map[string]collection{}
 			}
-			s.globs[n] = c
+			s.Globs[n] = c
 		}
 	}
 	return s
@@ -142,11 +158,11 @@ func newSubscription(wildcard bool, set map[string]struct{}) *subscription {
 // subscriptions interns subscriptions by an order-independent hash of
 // their names, so that a new stream's thousand names are matched without
 // sorting or copying them; a match is verified name by name. Entries go
-// with their last user, like weakCache's.
+// with their last user, like WeakCache's.
 type subscriptions struct {
 	seed maphash.Seed
 	mu   sync.Mutex
-	m    map[subKey][]weak.Pointer[subscription]
+	m    map[subKey][]weak.Pointer[Subscription]
 }
 
 // subKey is a subscription's wildcard flag, the sum of its names' hashes
@@ -158,7 +174,7 @@ type subKey struct {
 }
 
 func newSubscriptions() *subscriptions {
-	return &subscriptions{seed: maphash.MakeSeed(), m: map[subKey][]weak.Pointer[subscription]{}}
+	return &subscriptions{seed: maphash.MakeSeed(), m: map[subKey][]weak.Pointer[Subscription]{}}
 }
 
 func (c *subscriptions) key(wildcard bool, names func(func(string) bool)) subKey {
@@ -174,7 +190,7 @@ func (c *subscriptions) key(wildcard bool, names func(func(string) bool)) subKey
 
 // get returns the shared subscription to names ("*" excluded) plus, if
 // wildcard, everything.
-func (c *subscriptions) get(wildcard bool, names []string) *subscription {
+func (c *subscriptions) get(wildcard bool, names []string) *Subscription {
 	k := c.key(wildcard, slices.Values(names))
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -201,7 +217,7 @@ func (c *subscriptions) get(wildcard bool, names []string) *subscription {
 }
 
 // find returns the live subscription under k holding exactly names.
-func (c *subscriptions) find(k subKey, names func(func(string) bool)) *subscription {
+func (c *subscriptions) find(k subKey, names func(func(string) bool)) *Subscription {
 	for _, wp := range c.m[k] {
 		s := wp.Value()
 		if s == nil || len(s.names) != k.count {
@@ -249,15 +265,15 @@ func (c *subscriptions) size() int {
 	return n
 }
 
-// canon is what a client holds of one type when it holds exactly a set's
+// Canon is what a client holds of one type when it holds exactly a set's
 // resources within a subscription: one immutable value for every stream in
 // that state.
-type canon struct {
+type Canon struct {
 	set  *snapshot.Set
-	sub  *subscription
+	sub  *Subscription
 	held map[string]*snapshot.Resource // read-only
-	// names are held's names, sorted: the order of a response.
-	names []string
+	// Names are held's names, sorted: the order of a response.
+	Names []string
 	// missing counts the subscription's explicit names not in the set.
 	missing int
 	// version is the version_info of a SotW response leaving a client
@@ -269,7 +285,7 @@ type canon struct {
 	// step is the latest transition computed from here: a push moves every
 	// stream of a group from the same canon to the same next one. initial
 	// is the transition to here from nothing.
-	step, initial *transition
+	step, initial *Transition
 	// all is every resource, wrapped for a response; sizes are the
 	// encoded sizes of a SotW response holding them (without and with
 	// TTLs), for what a spared resend saved (X24).
@@ -290,13 +306,13 @@ type canon struct {
 // client does not have that type on this stream).
 type arrivalKey struct {
 	r    *snapshot.Resource
-	deps [4]*canon
+	deps [4]*Canon
 }
 
 // arrived reports, for a client that has ACKed exactly c and, of each of
 // its types, exactly k.deps, whether every resource k.r must follow is in c
 // with what it names: the same test as the planner's arrived.
-func (c *canon) arrived(k arrivalKey) bool {
+func (c *Canon) arrived(k arrivalKey) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if ok, known := c.ready[k]; known {
@@ -329,12 +345,12 @@ func (c *canon) arrived(k arrivalKey) bool {
 
 type canonKey struct {
 	set *snapshot.Set
-	sub *subscription
+	sub *Subscription
 }
 
-// transition is the difference between two canons of one subscription.
-type transition struct {
-	to *canon
+// Transition is the difference between two canons of one subscription.
+type Transition struct {
+	to *Canon
 	// changed are to's names that are new or at another version, sorted;
 	// removed are from's names that to does not have, sorted.
 	changed, removed []string
@@ -388,29 +404,29 @@ func (w *wrapped) forStatus(names []string, held map[string]*snapshot.Resource) 
 }
 
 // sotw and delta are the changed resources for a response.
-func (t *transition) sotw(ttl bool) []*anypb.Any {
+func (t *Transition) sotw(ttl bool) []*anypb.Any {
 	return t.wrapped.forSotW(t.changed, t.to.held, ttl)
 }
 
-func (t *transition) delta(ttl bool) []*discoveryv3.Resource {
+func (t *Transition) delta(ttl bool) []*discoveryv3.Resource {
 	return t.wrapped.forDelta(t.changed, t.to.held, ttl)
 }
 
-// messages are the changed resources, for status.
-func (t *transition) messages() []proto.Message {
+// Messages are the changed resources, for status.
+func (t *Transition) Messages() []proto.Message {
 	return t.wrapped.forStatus(t.changed, t.to.held)
 }
 
-// messages are the canon's resources, for status.
-func (c *canon) messages() []proto.Message { return c.all.forStatus(c.names, c.held) }
+// Messages are the canon's resources, for status.
+func (c *Canon) Messages() []proto.Message { return c.all.forStatus(c.Names, c.held) }
 
 // sotw is every resource of the canon for a response.
-func (c *canon) sotw(ttl bool) []*anypb.Any { return c.all.forSotW(c.names, c.held, ttl) }
+func (c *Canon) sotw(ttl bool) []*anypb.Any { return c.all.forSotW(c.Names, c.held, ttl) }
 
-// sotwSize is the encoded size of the SotW response of typeURL holding
+// SotWSize is the encoded size of the SotW response of typeURL holding
 // every resource of the canon at its version (the nonce and control plane
 // left out), measured once.
-func (c *canon) sotwSize(typeURL string, ttl bool) int {
+func (c *Canon) SotWSize(typeURL string, ttl bool) int {
 	l := &c.sizes[variant(ttl)]
 	l.once.Do(func() {
 		l.n = proto.Size(&discoveryv3.DiscoveryResponse{VersionInfo: c.version, Resources: c.sotw(ttl), TypeUrl: typeURL})
@@ -419,33 +435,33 @@ func (c *canon) sotwSize(typeURL string, ttl bool) int {
 }
 
 // canon returns the shared canon of set within sub.
-func (s *Server) canon(set *snapshot.Set, sub *subscription) *canon {
-	return s.canons.get(canonKey{set, sub}, func() *canon {
-		c := &canon{set: set, sub: sub}
-		if sub.wildcard {
+func (s *Sharing) canon(set *snapshot.Set, sub *Subscription) *Canon {
+	return s.canons.Get(canonKey{set, sub}, func() *Canon {
+		c := &Canon{set: set, sub: sub}
+		if sub.Wildcard {
 			// Extra names under a wildcard add nothing that exists.
-			c.names = set.Names()
+			c.Names = set.Names()
 		} else {
 			for n := range sub.names {
 				if set.Get(n) != nil {
-					c.names = append(c.names, n)
+					c.Names = append(c.Names, n)
 				}
 			}
 			sub.eachMember(set, func(n string) {
 				if _, named := sub.names[n]; !named {
-					c.names = append(c.names, n)
+					c.Names = append(c.Names, n)
 				}
 			})
-			slices.Sort(c.names)
+			slices.Sort(c.Names)
 		}
 		for n := range sub.names {
 			// A glob is not a resource: it is never missing.
-			if _, glob := sub.globs[n]; !glob && set.Get(n) == nil {
+			if _, glob := sub.Globs[n]; !glob && set.Get(n) == nil {
 				c.missing++
 			}
 		}
-		c.held = make(map[string]*snapshot.Resource, len(c.names))
-		for _, n := range c.names {
+		c.held = make(map[string]*snapshot.Resource, len(c.Names))
+		for _, n := range c.Names {
 			r := set.Get(n)
 			c.held[n] = r
 			for _, ref := range r.Refs {
@@ -460,8 +476,8 @@ func (s *Server) canon(set *snapshot.Set, sub *subscription) *canon {
 		// its (name, version) pairs, computed once here for every stream
 		// in this state.
 		c.version = set.Version()
-		if len(c.names) != set.Len() {
-			c.version = contentVersion(c.names, c.held)
+		if len(c.Names) != set.Len() {
+			c.version = contentVersion(c.Names, c.held)
 		}
 		return c
 	})
@@ -490,12 +506,12 @@ func contentVersion(names []string, held map[string]*snapshot.Resource) string {
 
 // fromNothing is the transition to the canon of set within sub for a
 // client that holds nothing yet: everything is new.
-func (s *Server) fromNothing(set *snapshot.Set, sub *subscription) *transition {
+func (s *Sharing) fromNothing(set *snapshot.Set, sub *Subscription) *Transition {
 	to := s.canon(set, sub)
 	to.mu.Lock()
 	defer to.mu.Unlock()
 	if to.initial == nil {
-		to.initial = &transition{to: to, changed: to.names}
+		to.initial = &Transition{to: to, changed: to.Names}
 	}
 	return to.initial
 }
@@ -503,7 +519,7 @@ func (s *Server) fromNothing(set *snapshot.Set, sub *subscription) *transition {
 // canonOf returns the shared canon of set within sub when m holds exactly
 // that (by version), or nil. A stream that got there by its own path (a
 // reconnect's initial versions, a released hold) joins the shared state.
-func (s *Server) canonOf(m map[string]*snapshot.Resource, set *snapshot.Set, sub *subscription) *canon {
+func (s *Sharing) canonOf(m map[string]*snapshot.Resource, set *snapshot.Set, sub *Subscription) *Canon {
 	if sub == nil {
 		return nil
 	}
@@ -524,15 +540,15 @@ func (s *Server) canonOf(m map[string]*snapshot.Resource, set *snapshot.Set, sub
 // forced; nil when it does not, or when make-before-break holds back
 // something the transition changes. Removals are the caller's to check:
 // they differ between the variants.
-func (p *planner) sharedStep(l *ledger, sub *subscription, forced bool, set *snapshot.Set) *transition {
-	var t *transition
-	switch from := l.heldAs; {
+func (p *Planner) sharedStep(l *Ledger, sub *Subscription, forced bool, set *snapshot.Set) *Transition {
+	var t *Transition
+	switch from := l.HeldAs; {
 	case from != nil && from.sub == sub && !forced:
-		t = p.st.srv.stepTo(from, set)
-	case from == nil && len(l.held) == 0 && sub != nil:
+		t = p.cfg.share.stepTo(from, set)
+	case from == nil && len(l.Held) == 0 && sub != nil:
 		// Nothing held yet, as on a first response: everything is new,
 		// names just subscribed included.
-		t = p.st.srv.fromNothing(set, sub)
+		t = p.cfg.share.fromNothing(set, sub)
 	default:
 		return nil
 	}
@@ -546,20 +562,20 @@ func (p *planner) sharedStep(l *ledger, sub *subscription, forced bool, set *sna
 
 // stepTo returns the transition from c to the canon of set within the same
 // subscription, computing it once for every stream making the same move.
-func (s *Server) stepTo(c *canon, set *snapshot.Set) *transition {
+func (s *Sharing) stepTo(c *Canon, set *snapshot.Set) *Transition {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.step != nil && c.step.to.set == set {
 		return c.step
 	}
 	to := s.canon(set, c.sub)
-	t := &transition{to: to}
-	for _, n := range to.names {
+	t := &Transition{to: to}
+	for _, n := range to.Names {
 		if !sameVersion(c.held[n], to.held[n]) {
 			t.changed = append(t.changed, n)
 		}
 	}
-	for _, n := range c.names {
+	for _, n := range c.Names {
 		if to.held[n] == nil {
 			t.removed = append(t.removed, n)
 		}

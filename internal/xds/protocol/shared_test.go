@@ -1,4 +1,4 @@
-package xds
+package protocol
 
 import (
 	"fmt"
@@ -33,9 +33,9 @@ import (
 func world(t *testing.T, reg *xdstype.Registry, n int, base uint32, route string) *snapshot.Snapshot {
 	t.Helper()
 	ads := &corev3.ConfigSource{ResourceApiVersion: corev3.ApiVersion_V3, ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}}}
-	var inputs []snapshot.Input
+	var inputs []xdstype.Resource
 	add := func(url string, m proto.Message) {
-		inputs = append(inputs, snapshot.Input{Type: reg.Lookup(url), Name: xdstype.NameOf(m), Message: m})
+		inputs = append(inputs, xdstype.Resource{Type: reg.Lookup(url), Name: xdstype.NameOf(m), Message: m})
 	}
 	for i := range n {
 		name := fmt.Sprintf("c%d", i)
@@ -69,52 +69,68 @@ func world(t *testing.T, reg *xdstype.Registry, n int, base uint32, route string
 	return snap
 }
 
-// bareStream is a stream's planning state without gRPC: its watches answer
-// requests and plan responses directly.
+// bareStream is a stream's planning state without a stream: its watches
+// answer requests and plan responses directly.
 type bareStream struct {
-	st      *stream
-	watches *byType[*watch]
+	cfg     *PlanConfig
+	reg     *xdstype.Registry
+	watches map[string]*Watch
 	nonce   int
 }
 
-func newBareStream(srv *Server) *bareStream {
-	b := &bareStream{st: &stream{srv: srv}, watches: &byType[*watch]{}}
-	useWatches(b.st, b.watches)
-	return b
+func newBareStream(reg *xdstype.Registry, share *Sharing) *bareStream {
+	cfg := NewPlanConfig(reg.Ranked(), share, 15*time.Second)
+	return &bareStream{cfg: &cfg, reg: reg, watches: map[string]*Watch{}}
+}
+
+// at is the stream's watch of typeURL, nil before a request of it.
+func (b *bareStream) at(typeURL string) *Watch { return b.watches[typeURL] }
+
+// view is what the stream's planner sees: the types the client asked for.
+func (b *bareStream) view(typeURL string) Holdings {
+	if w := b.watches[typeURL]; w != nil && w.Started {
+		return w
+	}
+	return nil
+}
+
+func (b *bareStream) planner() *Planner {
+	p := NewPlanner(b.view, b.cfg, time.Now(), time.Time{})
+	return &p
 }
 
 // request applies a request for typeURL and returns the response it is
 // owed, or nil.
 func (b *bareStream) request(t *testing.T, snap *snapshot.Snapshot, typeURL, nonce, version string, names ...string) *discoveryv3.DiscoveryResponse {
 	t.Helper()
-	w := b.watches.at(typeURL)
+	w := b.watches[typeURL]
 	if w == nil {
-		typ := b.st.srv.opts.Registry.Lookup(typeURL)
-		w = newWatch(typ, b.st.srv)
-		b.watches.put(typeURL, b.st.srv.rankOf(typ), w)
+		nw := NewWatch(b.reg.Lookup(typeURL), b.cfg.share)
+		w = &nw
+		b.watches[typeURL] = w
 	}
-	_, owe := w.onRequest(&discoveryv3.DiscoveryRequest{TypeUrl: typeURL, ResponseNonce: nonce, VersionInfo: version, ResourceNames: names}, snap)
+	_, owe := w.OnRequest(&discoveryv3.DiscoveryRequest{TypeUrl: typeURL, ResponseNonce: nonce, VersionInfo: version, ResourceNames: names}, snap)
 	if !owe {
 		return nil
 	}
-	o, _ := w.plan(b.st.planner(), snap.Set(typeURL))
+	o, _ := w.Plan(b.planner(), snap.Set(typeURL))
 	return b.respond(w, o, snap)
 }
 
 // push plans typeURL for snap as a publish does, and returns the response,
 // nil when nothing changed, and the plan.
-func (b *bareStream) push(snap *snapshot.Snapshot, typeURL string) (*discoveryv3.DiscoveryResponse, outcome) {
-	w := b.watches.at(typeURL)
-	o, changed := w.plan(b.st.planner(), snap.Set(typeURL))
+func (b *bareStream) push(snap *snapshot.Snapshot, typeURL string) (*discoveryv3.DiscoveryResponse, Outcome) {
+	w := b.watches[typeURL]
+	o, changed := w.Plan(b.planner(), snap.Set(typeURL))
 	if !changed {
 		return nil, o
 	}
 	return b.respond(w, o, snap), o
 }
 
-func (b *bareStream) respond(w *watch, o outcome, snap *snapshot.Snapshot) *discoveryv3.DiscoveryResponse {
+func (b *bareStream) respond(w *Watch, o Outcome, snap *snapshot.Snapshot) *discoveryv3.DiscoveryResponse {
 	b.nonce++
-	return w.response(o, fmt.Sprint(b.nonce), false)
+	return w.Response(o, fmt.Sprint(b.nonce), false)
 }
 
 // ack answers resp, repeating the subscription.
@@ -125,18 +141,36 @@ func (b *bareStream) ack(t *testing.T, snap *snapshot.Snapshot, resp *discoveryv
 	}
 }
 
+// soloPlanner returns a planner for a stream whose only type is w's.
+func soloPlanner(cfg *PlanConfig, w *DeltaWatch) *Planner {
+	view := func(typeURL string) Holdings {
+		if typeURL == w.Type.URL && w.Started {
+			return w
+		}
+		return nil
+	}
+	p := NewPlanner(view, cfg, time.Now(), time.Time{})
+	return &p
+}
+
+// testPlanConfig is a server's planning constants over share.
+func testPlanConfig(reg *xdstype.Registry, share *Sharing) *PlanConfig {
+	cfg := NewPlanConfig(reg.Ranked(), share, 15*time.Second)
+	return &cfg
+}
+
 func samePointer[M any](a, b M) bool {
 	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
 func TestSharedStateAcrossStreams(t *testing.T) {
 	reg := xdstype.New()
-	srv := New(Options{Registry: reg})
+	share := NewSharing()
 	names := []string{"c0", "c1", "c2", "c3"}
 	v1 := world(t, reg, 4, 9000, "c0")
 	var streams []*bareStream
 	for range 3 {
-		b := newBareStream(srv)
+		b := newBareStream(reg, share)
 		cds := b.request(t, v1, xdstype.ClusterURL, "", "")
 		b.ack(t, v1, cds)
 		eds := b.request(t, v1, xdstype.EndpointURL, "", "", names...)
@@ -146,15 +180,15 @@ func TestSharedStateAcrossStreams(t *testing.T) {
 		b.ack(t, v1, eds, names...)
 		streams = append(streams, b)
 	}
-	a, b := streams[0].watches, streams[1].watches
+	a, b := streams[0], streams[1]
 	for _, url := range []string{xdstype.ClusterURL, xdstype.EndpointURL} {
-		if a.at(url).heldAs == nil || a.at(url).heldAs != b.at(url).heldAs {
-			t.Fatalf("%s: streams holding the same set do not share it (%p, %p)", url, a.at(url).heldAs, b.at(url).heldAs)
+		if a.at(url).HeldAs == nil || a.at(url).HeldAs != b.at(url).HeldAs {
+			t.Fatalf("%s: streams holding the same set do not share it (%p, %p)", url, a.at(url).HeldAs, b.at(url).HeldAs)
 		}
-		if !samePointer(a.at(url).held, b.at(url).held) || !samePointer(a.at(url).acked, b.at(url).acked) {
+		if !samePointer(a.at(url).Held, b.at(url).Held) || !samePointer(a.at(url).Acked, b.at(url).Acked) {
 			t.Fatalf("%s: held or acked maps are per stream", url)
 		}
-		if a.at(url).sub != b.at(url).sub {
+		if a.at(url).Sub != b.at(url).Sub {
 			t.Fatalf("%s: one subscription, two copies", url)
 		}
 	}
@@ -163,7 +197,7 @@ func TestSharedStateAcrossStreams(t *testing.T) {
 	// and is sent exactly that assignment.
 	changed := world(t, reg, 4, 8000, "c0").Set(xdstype.EndpointURL).Get("c2")
 	v2 := withResource(t, reg, v1, changed)
-	var steps []*transition
+	var steps []*Transition
 	for _, s := range streams {
 		if resp, _ := s.push(v2, xdstype.ClusterURL); resp != nil {
 			t.Fatalf("CDS is unchanged but %d clusters were sent", len(resp.Resources))
@@ -192,14 +226,14 @@ func TestSharedStateAcrossStreams(t *testing.T) {
 // withResource returns snap with r in place of its namesake.
 func withResource(t *testing.T, reg *xdstype.Registry, snap *snapshot.Snapshot, r *snapshot.Resource) *snapshot.Snapshot {
 	t.Helper()
-	var inputs []snapshot.Input
+	var inputs []xdstype.Resource
 	for _, set := range snap.Sets() {
 		for _, n := range set.Names() {
 			m := set.Get(n).Message
 			if set.Type().URL == xdstype.EndpointURL && n == r.Name {
 				m = r.Message
 			}
-			inputs = append(inputs, snapshot.Input{Type: set.Type(), Name: n, Message: m})
+			inputs = append(inputs, xdstype.Resource{Type: set.Type(), Name: n, Message: m})
 		}
 	}
 	out, err := snapshot.Build(reg, inputs)
@@ -214,9 +248,9 @@ func withResource(t *testing.T, reg *xdstype.Registry, snap *snapshot.Snapshot, 
 // has not ACKed waits, and the stream leaves the shared state.
 func TestSharedTransitionDeclinesHolds(t *testing.T) {
 	reg := xdstype.New()
-	srv := New(Options{Registry: reg})
+	share := NewSharing()
 	v1 := world(t, reg, 2, 9000, "c0")
-	s := newBareStream(srv)
+	s := newBareStream(reg, share)
 	cds := s.request(t, v1, xdstype.ClusterURL, "", "")
 	s.ack(t, v1, cds)
 	eds := s.request(t, v1, xdstype.EndpointURL, "", "", "c0", "c1")
@@ -235,21 +269,21 @@ func TestSharedTransitionDeclinesHolds(t *testing.T) {
 	if resp != nil || o.step != nil {
 		t.Fatalf("the route went out before its cluster was ACKed (shared step: %v)", o.step != nil)
 	}
-	if !sameVersion(o.next["main"], v1.Set(xdstype.RouteURL).Get("main")) {
+	if !sameVersion(o.Next["main"], v1.Set(xdstype.RouteURL).Get("main")) {
 		t.Fatal("the planned route is not the one the client has")
 	}
-	if s.watches.at(xdstype.RouteURL).heldAs == nil {
+	if s.at(xdstype.RouteURL).HeldAs == nil {
 		t.Fatal("the stream did not hold the shared route set: nothing was declined")
 	}
 }
 
 func TestWeakCacheDropsUnusedEntries(t *testing.T) {
-	var c weakCache[int, [64]byte]
-	keep := c.get(1, func() *[64]byte { return new([64]byte) })
+	var c WeakCache[int, [64]byte]
+	keep := c.Get(1, func() *[64]byte { return new([64]byte) })
 	for i := 2; i <= 10; i++ {
-		c.get(i, func() *[64]byte { return new([64]byte) })
+		c.Get(i, func() *[64]byte { return new([64]byte) })
 	}
-	if again := c.get(1, func() *[64]byte { t.Fatal("rebuilt a live entry"); return nil }); again != keep {
+	if again := c.Get(1, func() *[64]byte { t.Fatal("rebuilt a live entry"); return nil }); again != keep {
 		t.Fatal("a live entry was not shared")
 	}
 	if n := collectedDownTo(c.size, 1); n != 1 {
@@ -274,12 +308,12 @@ func collectedDownTo(size func() int, want int) int {
 
 // deltaRound sends w what it is owed for snap and ACKs it, returning the
 // plan that was sent.
-func deltaRound(t *testing.T, st *stream, w *deltaWatch, snap *snapshot.Snapshot, nonce string) deltaPlan {
+func deltaRound(t *testing.T, cfg *PlanConfig, w *DeltaWatch, snap *snapshot.Snapshot, nonce string) DeltaPlan {
 	t.Helper()
-	set := snap.Set(w.typ.URL)
-	d := w.plan(st.planner(), set, true, false)
-	w.sentResponse(nonce, set.Version(), set, d, time.Now())
-	if v, _ := w.answered(nonce, false); v != set.Version() {
+	set := snap.Set(w.Type.URL)
+	d := w.Plan(soloPlanner(cfg, w), set, true, false)
+	w.SentResponse(nonce, set.Version(), set, d, time.Now())
+	if v, _ := w.Answered(nonce, false); v != set.Version() {
 		t.Fatalf("ACK of %s answered version %q, want %q", nonce, v, set.Version())
 	}
 	return d
@@ -287,38 +321,36 @@ func deltaRound(t *testing.T, st *stream, w *deltaWatch, snap *snapshot.Snapshot
 
 func TestDeltaSharedStateAcrossStreams(t *testing.T) {
 	reg := xdstype.New()
-	srv := New(Options{Registry: reg})
+	share := NewSharing()
 	names := []string{"c0", "c1", "c2", "c3"}
 	v1 := world(t, reg, 4, 9000, "c0")
 	changed := world(t, reg, 4, 8000, "c0").Set(xdstype.EndpointURL).Get("c2")
 	v2 := withResource(t, reg, v1, changed)
-	var watches []*deltaWatch
-	var steps []*transition
+	var watches []*DeltaWatch
+	var steps []*Transition
 	for range 3 {
-		st := &stream{srv: srv}
-		w := newDeltaWatch(reg.Lookup(xdstype.EndpointURL), srv)
-		ws := &byType[*deltaWatch]{}
-		ws.put(xdstype.EndpointURL, srv.rankOf(reg.Lookup(xdstype.EndpointURL)), w)
-		useWatches(st, ws)
-		w.subscribe(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdstype.EndpointURL, ResourceNamesSubscribe: names}, v1.Set(xdstype.EndpointURL))
-		if d := deltaRound(t, st, w, v1, "1"); len(d.resources) != 4 {
-			t.Fatalf("first response: %d assignments, want 4", len(d.resources))
+		st := testPlanConfig(reg, share)
+		nw := NewDeltaWatch(reg.Lookup(xdstype.EndpointURL), share)
+		w := &nw
+		w.Subscribe(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdstype.EndpointURL, ResourceNamesSubscribe: names}, v1.Set(xdstype.EndpointURL))
+		if d := deltaRound(t, st, w, v1, "1"); len(d.Resources) != 4 {
+			t.Fatalf("first response: %d assignments, want 4", len(d.Resources))
 		}
 		d := deltaRound(t, st, w, v2, "2")
-		if d.step == nil {
+		if d.Step == nil {
 			t.Fatal("the push did not take the shared transition")
 		}
-		if len(d.resources) != 1 || d.resources[0].Name != "c2" || d.resources[0].Version != changed.Version || len(d.removed) != 0 {
-			t.Fatalf("sent %d resources and removed %v, want exactly c2 at %s", len(d.resources), d.removed, changed.Version)
+		if len(d.Resources) != 1 || d.Resources[0].Name != "c2" || d.Resources[0].Version != changed.Version || len(d.Removed) != 0 {
+			t.Fatalf("sent %d resources and removed %v, want exactly c2 at %s", len(d.Resources), d.Removed, changed.Version)
 		}
-		steps = append(steps, d.step)
+		steps = append(steps, d.Step)
 		watches = append(watches, w)
 	}
 	a, b := watches[0], watches[1]
-	if a.heldAs == nil || a.heldAs != b.heldAs || a.ackedAs != a.heldAs || !samePointer(a.held, b.acked) {
+	if a.HeldAs == nil || a.HeldAs != b.HeldAs || a.AckedAs != a.HeldAs || !samePointer(a.Held, b.Acked) {
 		t.Fatal("delta streams holding and having ACKed the same set do not share it")
 	}
-	if a.sub != b.sub || !samePointer(a.names, b.names) {
+	if a.Sub != b.Sub || !samePointer(a.Names, b.Names) {
 		t.Fatal("one subscription, two copies")
 	}
 	if steps[0] != steps[1] || steps[1] != steps[2] {
@@ -327,14 +359,14 @@ func TestDeltaSharedStateAcrossStreams(t *testing.T) {
 
 	// Unsubscribing one name moves the stream to the shared state of its
 	// new subscription without touching what the other streams share.
-	a.subscribe(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdstype.EndpointURL, ResourceNamesUnsubscribe: []string{"c3"}}, v2.Set(xdstype.EndpointURL))
-	if _, ok := a.held["c3"]; ok {
+	a.Subscribe(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdstype.EndpointURL, ResourceNamesUnsubscribe: []string{"c3"}}, v2.Set(xdstype.EndpointURL))
+	if _, ok := a.Held["c3"]; ok {
 		t.Fatal("an unsubscribed name is still held")
 	}
-	if a.heldAs == nil || a.heldAs == b.heldAs || a.heldAs.sub != a.sub || len(a.heldAs.held) != 3 {
+	if a.HeldAs == nil || a.HeldAs == b.HeldAs || a.HeldAs.sub != a.Sub || len(a.HeldAs.held) != 3 {
 		t.Fatal("after unsubscribing, the stream does not share the state of its new subscription")
 	}
-	if _, ok := b.held["c3"]; !ok {
+	if _, ok := b.Held["c3"]; !ok {
 		t.Fatal("one stream's unsubscription changed another's shared state")
 	}
 }
@@ -343,19 +375,19 @@ func TestDeltaSharedStateAcrossStreams(t *testing.T) {
 // every stream whose client ACKed the same clusters and assignments.
 func TestArrivalCheckShared(t *testing.T) {
 	reg := xdstype.New()
-	srv := New(Options{Registry: reg})
+	share := NewSharing()
 	names := []string{"c0", "c1"}
 	v1 := world(t, reg, 2, 9000, "c0")
 	var streams []*bareStream
 	for range 2 {
-		s := newBareStream(srv)
+		s := newBareStream(reg, share)
 		s.ack(t, v1, s.request(t, v1, xdstype.ClusterURL, "", ""))
 		s.ack(t, v1, s.request(t, v1, xdstype.EndpointURL, "", "", names...), names...)
 		s.ack(t, v1, s.request(t, v1, xdstype.RouteURL, "", "", "main"), "main")
 		streams = append(streams, s)
 	}
-	clusters := streams[0].watches.at(xdstype.ClusterURL).ackedAs
-	if clusters == nil || clusters != streams[1].watches.at(xdstype.ClusterURL).ackedAs {
+	clusters := streams[0].at(xdstype.ClusterURL).AckedAs
+	if clusters == nil || clusters != streams[1].at(xdstype.ClusterURL).AckedAs {
 		t.Fatal("the streams do not share the clusters they ACKed")
 	}
 
@@ -372,7 +404,7 @@ func TestArrivalCheckShared(t *testing.T) {
 	if n := len(clusters.ready) - before; n != 1 {
 		t.Fatalf("%d arrival checks memoized for the new route, want 1 for both streams", n)
 	}
-	key := arrivalKey{r: v2.Set(xdstype.RouteURL).Get("main"), deps: [4]*canon{streams[0].watches.at(xdstype.EndpointURL).ackedAs}}
+	key := arrivalKey{r: v2.Set(xdstype.RouteURL).Get("main"), deps: [4]*Canon{streams[0].at(xdstype.EndpointURL).AckedAs}}
 	if ok, known := clusters.ready[key]; !ok || !known {
 		t.Fatalf("memo for the new route: %v (known %v), want true", ok, known)
 	}
@@ -385,7 +417,7 @@ func TestArrivalCheckShared(t *testing.T) {
 			t.Fatal("a route to a cluster the client lacks went out")
 		}
 	}
-	if ok, known := clusters.ready[arrivalKey{r: v3.Set(xdstype.RouteURL).Get("main"), deps: [4]*canon{streams[0].watches.at(xdstype.EndpointURL).ackedAs}}]; !known || ok {
+	if ok, known := clusters.ready[arrivalKey{r: v3.Set(xdstype.RouteURL).Get("main"), deps: [4]*Canon{streams[0].at(xdstype.EndpointURL).AckedAs}}]; !known || ok {
 		t.Fatalf("memo for a route to a missing cluster: %v (known %v), want false", ok, known)
 	}
 }
@@ -402,7 +434,7 @@ func TestSubscriptionsInterned(t *testing.T) {
 	if b := c.get(false, []string{"x", "*", "y", "z"}); b != a {
 		t.Fatal(`"*" among the names counts as a name`)
 	}
-	if b := c.get(true, []string{"x", "y", "z"}); b == a || !b.wildcard {
+	if b := c.get(true, []string{"x", "y", "z"}); b == a || !b.Wildcard {
 		t.Fatal("the wildcard is not part of the subscription's identity")
 	}
 	if b := c.get(false, []string{"x", "y"}); b == a || len(b.names) != 2 {
@@ -425,45 +457,43 @@ func TestSubscriptionsInterned(t *testing.T) {
 // resource does need that record, and declines.
 func TestDeltaWildcardLosingAResourceStaysShared(t *testing.T) {
 	reg := xdstype.New()
-	srv := New(Options{Registry: reg})
+	share := NewSharing()
 	typ := reg.Lookup(xdstype.ClusterURL)
 	v1 := world(t, reg, 4, 9000, "c0")
 	v2 := world(t, reg, 3, 9000, "c0") // c3 is gone
-	watch := func(subscribe ...string) (*stream, *deltaWatch) {
-		st := &stream{srv: srv}
-		w := newDeltaWatch(typ, srv)
-		ws := &byType[*deltaWatch]{}
-		ws.put(typ.URL, srv.rankOf(typ), w)
-		useWatches(st, ws)
-		w.subscribe(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: typ.URL, ResourceNamesSubscribe: subscribe}, v1.Set(typ.URL))
-		if d := deltaRound(t, st, w, v1, "1"); len(d.resources) != 4 {
-			t.Fatalf("first response: %d clusters, want 4", len(d.resources))
+	watch := func(subscribe ...string) (*PlanConfig, *DeltaWatch) {
+		st := testPlanConfig(reg, share)
+		nw := NewDeltaWatch(typ, share)
+		w := &nw
+		w.Subscribe(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: typ.URL, ResourceNamesSubscribe: subscribe}, v1.Set(typ.URL))
+		if d := deltaRound(t, st, w, v1, "1"); len(d.Resources) != 4 {
+			t.Fatalf("first response: %d clusters, want 4", len(d.Resources))
 		}
 		return st, w
 	}
-	var plans []deltaPlan
+	var plans []DeltaPlan
 	for range 3 {
 		st, w := watch("*")
 		d := deltaRound(t, st, w, v2, "2")
-		if d.step == nil {
+		if d.Step == nil {
 			t.Fatal("a wildcard stream losing c3 declined the shared plan")
 		}
-		if len(d.resources) != 0 || !slices.Equal(d.removed, []string{"c3"}) {
-			t.Fatalf("sent %d clusters and removed %v, want none sent and c3 removed", len(d.resources), d.removed)
+		if len(d.Resources) != 0 || !slices.Equal(d.Removed, []string{"c3"}) {
+			t.Fatalf("sent %d clusters and removed %v, want none sent and c3 removed", len(d.Resources), d.Removed)
 		}
-		if w.heldAs != d.step.to || w.ackedAs != d.step.to {
+		if w.HeldAs != d.Step.to || w.AckedAs != d.Step.to {
 			t.Fatal("after the shared move the stream does not hold the shared state it moved to")
 		}
 		plans = append(plans, d)
 	}
 	for i, d := range plans[1:] {
-		if d.step != plans[0].step || unsafe.SliceData(d.removed) != unsafe.SliceData(plans[0].removed) {
+		if d.Step != plans[0].Step || unsafe.SliceData(d.Removed) != unsafe.SliceData(plans[0].Removed) {
 			t.Fatalf("stream %d computed its own move", i+1)
 		}
 	}
 
 	st, w := watch("*", "c3")
-	if d := deltaRound(t, st, w, v2, "2"); d.step != nil {
+	if d := deltaRound(t, st, w, v2, "2"); d.Step != nil {
 		t.Fatal("a stream naming the lost cluster took the shared plan: nothing records that c3 does not exist")
 	}
 }

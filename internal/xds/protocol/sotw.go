@@ -1,4 +1,4 @@
-package xds
+package protocol
 
 import (
 	"slices"
@@ -14,149 +14,102 @@ import (
 // wildcardName is the explicit wildcard subscription.
 const wildcardName = "*"
 
-// watch is one stream's state-of-the-world state for one resource type: what
+// Watch is one stream's state-of-the-world state for one resource type: what
 // the client subscribed to, what it holds, and whether a response is owed.
 // It is a plain value owned by the stream's loop; nothing here touches gRPC.
 // What the client holds is usually a group's shared state (shared.go), so
 // its own size is small.
-type watch struct {
-	typ    *xdstype.Type
-	shared *Server // where subscriptions and canons are shared
+type Watch struct {
+	TypeState
 
-	started        bool // a request for the type has been processed
-	wildcard       bool
-	legacyWildcard bool // wildcard by an empty first request, not by "*"
-	sent           bool // a response of the type has been sent
-	// warm is set on ADS when a response of the type this one warms (CDS for
+	// Warm is set on ADS when a response of the type this one warms (CDS for
 	// EDS, LDS for RDS) was sent: Envoy finishes warming only on a fresh
 	// response, so the next request is answered even if nothing changed.
-	warm bool
-	// sub is the subscription, shared with every stream subscribed alike;
-	// names are its explicit names, never "*". Both are read-only.
-	sub *subscription
-	// reported is the subscription last reported (SubscriptionChanged).
-	reported *subscription
-	names    map[string]struct{}
-	// force holds names just added to the subscription: the response to
-	// the request that added them carries them even if unchanged (X17).
-	force map[string]struct{}
+	Warm bool
 
-	// ledger: held is the content of the latest response, complete for the
-	// subscription; acked the content of the latest one ACKed. Either may
-	// be a canon's shared map (heldAs, ackedAs): they are replaced, never
-	// written. A held canon lets a push take the group's transition.
-	ledger
-
-	nonce   string // latest nonce sent for the type; "" before the first response
-	version string // version_info of the latest response
-	// ackedVersion is the version of the response the client last ACKed:
-	// what it runs, for the NACK log line. expected is what status was
-	// last told the client should hold (expect).
-	ackedVersion, expected string
-	// setVersion is the version of the type's whole set that the latest
+	Nonce string // latest nonce sent for the type; "" before the first response
+	// SetVersion is the version of the type's whole set that the latest
 	// response was planned from, ackedSet that of the latest one ACKed:
 	// the version a publish introduced, which push latency is measured
 	// against (a subscription to part of the set has a version of its
 	// own, see heldVersion).
-	setVersion, ackedSet string
-
-	// settled is the set version the client fully has, nothing held back:
-	// a publish that leaves the type's set at that version needs no plan.
-	settled string
-
-	// live is the type's status record (livestatus.go).
-	live liveType
+	SetVersion, AckedSet string
 }
 
-func newWatch(t *xdstype.Type, shared *Server) *watch {
-	return &watch{typ: t, shared: shared}
+// NewWatch is a state-of-the-world stream's state for type t, before a
+// request.
+func NewWatch(t *xdstype.Type, shared *Sharing) Watch {
+	return Watch{TypeState: TypeState{Type: t, shared: shared}}
 }
 
-func (w *watch) book() *ledger { return &w.ledger }
-
-func (w *watch) active() bool { return w.started }
-
-func (w *watch) settledAt() *string { return &w.settled }
-
-func (w *watch) sentVersion() string { return w.version }
-
-func (w *watch) expectedAt() *string { return &w.expected }
-
-func (w *watch) liveRec() *liveType { return &w.live }
-
-func (w *watch) covers(name string) bool {
-	_, ok := w.names[name]
-	return ok || w.wildcard || w.sub.inCollection(name)
-}
-
-// requestKind says what a request meant for its type.
-type requestKind int
+// RequestKind says what a request meant for its type.
+type RequestKind int
 
 const (
-	reqStale   requestKind = iota // response_nonce is not the latest: ignored
-	reqInitial                    // the first request for the type
-	reqUpdate                     // a later request before any response of the type
-	reqACK
-	reqNACK
+	ReqStale   RequestKind = iota // response_nonce is not the latest: ignored
+	ReqInitial                    // the first request for the type
+	ReqUpdate                     // a later request before any response of the type
+	ReqACK
+	ReqNACK
 )
 
-// onRequest applies a state-of-the-world request to the watch and reports
+// OnRequest applies a state-of-the-world request to the watch and reports
 // what it was and whether a response is now owed.
-func (w *watch) onRequest(req *discoveryv3.DiscoveryRequest, snap *snapshot.Snapshot) (requestKind, bool) {
-	var kind requestKind
+func (w *Watch) OnRequest(req *discoveryv3.DiscoveryRequest, snap *snapshot.Snapshot) (RequestKind, bool) {
+	var kind RequestKind
 	switch {
-	case w.sent && req.GetResponseNonce() != w.nonce:
+	case w.Sent && req.GetResponseNonce() != w.Nonce:
 		// A response the client has not seen yet supersedes this request; the
 		// client will send a request carrying its nonce (X14).
-		return reqStale, false
-	case !w.started:
-		kind = reqInitial
-	case !w.sent:
-		kind = reqUpdate
+		return ReqStale, false
+	case !w.Started:
+		kind = ReqInitial
+	case !w.Sent:
+		kind = ReqUpdate
 	case req.GetErrorDetail() != nil:
 		// A NACK is told by error_detail alone, never by comparing versions
 		// (X10): its version_info is what the client still runs (X11). The
 		// client rejected the whole response and keeps what it had ACKed.
-		kind = reqNACK
-		for n, r := range w.held {
-			if !sameVersion(w.acked[n], r) {
+		kind = ReqNACK
+		for n, r := range w.Held {
+			if !sameVersion(w.Acked[n], r) {
 				w.reject(n, r)
 			}
 		}
-		w.moving = inFlight{}
-		w.synced = true
+		w.Moving = InFlight{}
+		w.Synced = true
 	default:
-		kind = reqACK
-		w.ackedVersion, w.ackedSet = w.version, w.setVersion
-		w.acked, w.ackedAs = w.held, w.heldAs
-		w.nacked = nil
+		kind = ReqACK
+		w.AckedVersion, w.AckedSet = w.Version, w.SetVersion
+		w.Acked, w.AckedAs = w.Held, w.HeldAs
+		w.Nacked = nil
 		// The latest response answers for every earlier one.
-		w.moving = inFlight{}
-		w.synced = true
+		w.Moving = InFlight{}
+		w.Synced = true
 	}
 
-	first := !w.started
-	w.started = true
+	first := !w.Started
+	w.Started = true
 	added, changed := w.subscribe(req.GetResourceNames(), first)
 
-	set := snap.Set(w.typ.URL)
+	set := snap.Set(w.Type.URL)
 	owe := false
 	switch {
 	case first:
 		// The full-state types always answer the first request, even with no
 		// resources: that is how a client learns its names do not exist.
-		owe = w.typ.FullState || w.hasAny(set)
-	case changed && w.typ.FullState:
+		owe = w.Type.FullState || w.hasAny(set)
+	case changed && w.Type.FullState:
 		owe = true
 	case len(added) > 0:
 		// A newly subscribed name is sent even if the client had it before at
 		// the same version (X17): the client dropped it on unsubscribe.
 		owe = anyExists(set, added)
 	}
-	if w.warm && kind != reqNACK {
+	if w.Warm && kind != ReqNACK {
 		owe = true
 	}
-	if !w.typ.FullState && !w.hasAny(set) {
+	if !w.Type.FullState && !w.hasAny(set) {
 		// An empty response for a per-resource type means nothing (X22), and
 		// Envoy reads it as an assignment gone missing; say nothing instead.
 		owe = false
@@ -166,7 +119,7 @@ func (w *watch) onRequest(req *discoveryv3.DiscoveryRequest, snap *snapshot.Snap
 
 // subscribe applies resource_names and returns the names newly added ("*"
 // when the wildcard is) and whether the subscription changed.
-func (w *watch) subscribe(names []string, first bool) (added []string, changed bool) {
+func (w *Watch) subscribe(names []string, first bool) (added []string, changed bool) {
 	if !first && w.same(names) {
 		// The common case, an ACK repeating the subscription: nothing to
 		// rebuild (an EDS ACK may carry thousands of names).
@@ -174,20 +127,20 @@ func (w *watch) subscribe(names []string, first bool) (added []string, changed b
 	}
 	star := slices.Contains(names, wildcardName)
 	wildcard, legacy := star, false
-	if len(names) == 0 && w.typ.Wildcard && (first || w.legacyWildcard) {
+	if len(names) == 0 && w.Type.Wildcard && (first || w.legacy) {
 		// The legacy wildcard: an empty first request, kept while later
 		// requests stay empty (X19). After an explicit subscription an empty
 		// list means no resources (X18).
 		wildcard, legacy = true, true
 	}
 	sub := w.shared.subs.get(wildcard, names)
-	if len(w.names) == 0 {
+	if len(w.Names) == 0 {
 		added = make([]string, 0, len(sub.names)+1)
 	}
 	for n := range sub.names {
-		if _, ok := w.names[n]; !ok {
+		if _, ok := w.Names[n]; !ok {
 			added = append(added, n)
-			if _, has := w.held[n]; !has {
+			if _, has := w.Held[n]; !has {
 				// Not held (the client dropped it on unsubscribing): it
 				// is sent anyway.
 				continue
@@ -198,28 +151,28 @@ func (w *watch) subscribe(names []string, first bool) (added []string, changed b
 			w.force[n] = struct{}{}
 		}
 	}
-	changed = sub != w.sub
-	if wildcard && !w.wildcard {
+	changed = sub != w.Sub
+	if wildcard && !w.Wildcard {
 		added = append(added, wildcardName)
 	}
-	w.wildcard, w.legacyWildcard = wildcard, legacy
-	w.sub, w.names = sub, sub.names
+	w.Wildcard, w.legacy = wildcard, legacy
+	w.Sub, w.Names = sub, sub.names
 	if changed {
-		w.settled = ""
+		w.Settled = ""
 		// The client drops what it no longer subscribes to, so it no longer
 		// holds or has ACKed it. The maps may be shared: filter into new
 		// ones.
-		w.held, w.acked = w.within(w.held), w.within(w.acked)
-		w.heldAs, w.ackedAs = nil, nil
+		w.Held, w.Acked = w.within(w.Held), w.within(w.Acked)
+		w.HeldAs, w.AckedAs = nil, nil
 	}
 	return added, changed
 }
 
 // within returns the part of m the subscription covers.
-func (w *watch) within(m map[string]*snapshot.Resource) map[string]*snapshot.Resource {
+func (w *Watch) within(m map[string]*snapshot.Resource) map[string]*snapshot.Resource {
 	out := make(map[string]*snapshot.Resource, len(m))
 	for n, r := range m {
-		if w.covers(n) {
+		if w.Covers(n) {
 			out[n] = r
 		}
 	}
@@ -227,7 +180,7 @@ func (w *watch) within(m map[string]*snapshot.Resource) map[string]*snapshot.Res
 }
 
 // same reports whether names is exactly the current subscription.
-func (w *watch) same(names []string) bool {
+func (w *Watch) same(names []string) bool {
 	star := false
 	count := 0
 	for _, n := range names {
@@ -235,13 +188,13 @@ func (w *watch) same(names []string) bool {
 			star = true
 			continue
 		}
-		if _, ok := w.names[n]; !ok {
+		if _, ok := w.Names[n]; !ok {
 			return false
 		}
 		count++
 	}
-	legacy := len(names) == 0 && w.typ.Wildcard && w.legacyWildcard
-	return count == len(w.names) && (star || legacy) == w.wildcard && (star || legacy || !w.wildcard) && legacy == w.legacyWildcard
+	legacy := len(names) == 0 && w.Type.Wildcard && w.legacy
+	return count == len(w.Names) && (star || legacy) == w.Wildcard && (star || legacy || !w.Wildcard) && legacy == w.legacy
 }
 
 func anyExists(set *snapshot.Set, names []string) bool {
@@ -254,58 +207,58 @@ func anyExists(set *snapshot.Set, names []string) bool {
 }
 
 // hasAny reports whether the client's subscription matches any resource.
-func (w *watch) hasAny(set *snapshot.Set) bool {
-	if w.wildcard {
+func (w *Watch) hasAny(set *snapshot.Set) bool {
+	if w.Wildcard {
 		return set.Len() > 0
 	}
-	for n := range w.names {
+	for n := range w.Names {
 		if set.Get(n) != nil {
 			return true
 		}
 	}
 	found := false
-	w.sub.eachMember(set, func(string) { found = true })
+	w.Sub.eachMember(set, func(string) { found = true })
 	return found
 }
 
-// outcome is a plan: what the client should hold of the type after the next
+// Outcome is a plan: what the client should hold of the type after the next
 // response.
-type outcome struct {
-	next map[string]*snapshot.Resource
-	// as is set when next is as.held: exactly the set within the
+type Outcome struct {
+	Next map[string]*snapshot.Resource
+	// As is set when next is as.held: exactly the set within the
 	// subscription, shared with every stream in that state.
-	as *canon
+	As *Canon
 	// step is set when next was reached from the held canon by the group's
 	// shared transition: what changed is listed there.
-	step *transition
+	step *Transition
 	// missing is set when a name the client subscribes to is in the set
 	// but not in next (held back): next is then not the set's version of
 	// the subscription, whatever it holds.
 	missing bool
 }
 
-// plan returns what the client should hold of the type after the next
+// Plan returns what the client should hold of the type after the next
 // response, and whether that differs from what it holds in a way worth a
 // response. It follows the snapshot except where make-before-break says
 // otherwise: a resource naming a cluster the client does not have yet keeps
 // its previous version (or stays away), and a full-state resource that is
 // gone stays while something the client holds still names it.
-func (w *watch) plan(p *planner, set *snapshot.Set) (outcome, bool) {
+func (w *Watch) Plan(p *Planner, set *snapshot.Set) (Outcome, bool) {
 	if o, changed, ok := w.planShared(p, set); ok {
 		return o, changed
 	}
-	next := make(map[string]*snapshot.Resource, max(len(w.held), len(w.names)))
+	next := make(map[string]*snapshot.Resource, max(len(w.Held), len(w.Names)))
 	missing := false
 	consider := func(n string) {
-		if _, done := next[n]; done || !w.covers(n) {
+		if _, done := next[n]; done || !w.Covers(n) {
 			return
 		}
-		r, cur := set.Get(n), w.held[n]
+		r, cur := set.Get(n), w.Held[n]
 		_, forced := w.force[n]
 		switch {
 		case r == nil:
-			_, named := w.names[n]
-			if cur != nil && w.typ.FullState && p.keep(w.typ, n, named) {
+			_, named := w.Names[n]
+			if cur != nil && w.Type.FullState && p.keep(w.Type, n, named) {
 				next[n] = cur
 			}
 		case sameVersion(cur, r) && !forced:
@@ -320,42 +273,42 @@ func (w *watch) plan(p *planner, set *snapshot.Set) (outcome, bool) {
 			missing = true
 		}
 	}
-	if w.wildcard {
+	if w.Wildcard {
 		for _, n := range set.Names() {
 			consider(n)
 		}
 	} else {
-		w.sub.eachMember(set, consider)
+		w.Sub.eachMember(set, consider)
 	}
-	for n := range w.names {
+	for n := range w.Names {
 		consider(n)
 	}
-	for n := range w.held {
+	for n := range w.Held {
 		consider(n)
 	}
-	o := outcome{next: next, missing: missing}
-	if c := w.shared.canonOf(next, set, w.sub); c != nil {
+	o := Outcome{Next: next, missing: missing}
+	if c := w.shared.canonOf(next, set, w.Sub); c != nil {
 		// The client gets exactly the set: share the group's copy, and let
 		// the next push take the shared transition.
-		o = outcome{next: c.held, as: c}
+		o = Outcome{Next: c.held, As: c}
 	}
-	if !w.typ.FullState && len(next) == 0 {
+	if !w.Type.FullState && len(next) == 0 {
 		// Nothing to say: an empty response for a per-resource type changes
 		// nothing (X22).
 		return o, false
 	}
-	if !w.sent {
+	if !w.Sent {
 		return o, true
 	}
 	for n, r := range next {
-		if !sameVersion(w.held[n], r) {
+		if !sameVersion(w.Held[n], r) {
 			return o, true
 		}
 	}
 	// For the full-state types a resource gone from the set is a change
 	// (absence deletes, X22); for the others a client keeps what is not
 	// resent, so a deletion alone is not worth a response.
-	return o, w.typ.FullState && len(next) != len(w.held)
+	return o, w.Type.FullState && len(next) != len(w.Held)
 }
 
 // planShared is plan for the common case, in O(changes): the client holds
@@ -363,29 +316,29 @@ func (w *watch) plan(p *planner, set *snapshot.Set) (outcome, bool) {
 // transition to the new set says what changes. It declines (ok false)
 // whenever make-before-break would hold something back or keep something,
 // and for names just subscribed: the full plan handles those.
-func (w *watch) planShared(p *planner, set *snapshot.Set) (o outcome, changed, ok bool) {
-	t := p.sharedStep(&w.ledger, w.sub, len(w.force) > 0, set)
+func (w *Watch) planShared(p *Planner, set *snapshot.Set) (o Outcome, changed, ok bool) {
+	t := p.sharedStep(&w.Ledger, w.Sub, len(w.force) > 0, set)
 	if t == nil {
-		return outcome{}, false, false
+		return Outcome{}, false, false
 	}
-	if w.typ.FullState {
+	if w.Type.FullState {
 		for _, n := range t.removed {
-			if _, named := w.names[n]; p.keep(w.typ, n, named) {
-				return outcome{}, false, false
+			if _, named := w.Names[n]; p.keep(w.Type, n, named) {
+				return Outcome{}, false, false
 			}
 		}
 	}
-	o = outcome{next: t.to.held, as: t.to, step: t}
+	o = Outcome{Next: t.to.held, As: t.to, step: t}
 	switch {
-	case !w.typ.FullState && len(t.to.held) == 0:
+	case !w.Type.FullState && len(t.to.held) == 0:
 		return o, false, true
-	case !w.sent:
+	case !w.Sent:
 		return o, true, true
 	}
-	return o, len(t.changed) > 0 || w.typ.FullState && len(t.removed) > 0, true
+	return o, len(t.changed) > 0 || w.Type.FullState && len(t.removed) > 0, true
 }
 
-// response builds the response giving the client o.next, each resource
+// Response builds the response giving the client o.next, each resource
 // encoded once in the snapshot and shared here (X8: names are unique, from
 // a map). Its version identifies what the client holds after it
 // (heldVersion).
@@ -395,11 +348,11 @@ func (w *watch) planShared(p *planner, set *snapshot.Set) (o outcome, changed, o
 // (and names just subscribed to): the client keeps the rest (X22), so one
 // changed assignment among a thousand costs one assignment on the wire. A
 // response that warms a cluster or listener (X38) holds them all.
-func (w *watch) response(o outcome, nonce string, ttl bool) *discoveryv3.DiscoveryResponse {
-	next := o.next
+func (w *Watch) Response(o Outcome, nonce string, ttl bool) *discoveryv3.DiscoveryResponse {
+	next := o.Next
 	var names []string
-	if o.as != nil {
-		names = o.as.names
+	if o.As != nil {
+		names = o.As.Names
 	} else {
 		names = make([]string, 0, len(next))
 		for n := range next {
@@ -407,20 +360,20 @@ func (w *watch) response(o outcome, nonce string, ttl bool) *discoveryv3.Discove
 		}
 		sort.Strings(names)
 	}
-	whole := w.typ.FullState || w.warm || !w.sent
+	whole := w.Type.FullState || w.Warm || !w.Sent
 	var resources []*anypb.Any
 	switch {
 	case o.step != nil && !whole:
 		// Only what changed, from the shared transition (nothing is
 		// forced on this path).
 		resources = o.step.sotw(ttl)
-	case o.as != nil && whole:
-		resources = o.as.sotw(ttl)
+	case o.As != nil && whole:
+		resources = o.As.sotw(ttl)
 	default:
 		resources = make([]*anypb.Any, 0, len(names))
 		for _, n := range names {
 			_, forced := w.force[n]
-			if whole || forced || !sameVersion(w.held[n], next[n]) {
+			if whole || forced || !sameVersion(w.Held[n], next[n]) {
 				resources = append(resources, next[n].ForSotW(ttl))
 			}
 		}
@@ -439,24 +392,24 @@ func (w *watch) response(o outcome, nonce string, ttl bool) *discoveryv3.Discove
 		}
 	} else {
 		for n, r := range next {
-			if !sameVersion(w.held[n], r) {
+			if !sameVersion(w.Held[n], r) {
 				w.bumpAcked(n)
 			}
 		}
-		for n := range w.held {
+		for n := range w.Held {
 			if next[n] == nil {
 				w.bumpAcked(n)
 			}
 		}
 	}
-	w.held, w.heldAs = next, o.as
+	w.Held, w.HeldAs = next, o.As
 	w.force = nil
-	w.nonce, w.version, w.sent = nonce, version, true
-	w.warm = false
+	w.Nonce, w.Version, w.Sent = nonce, version, true
+	w.Warm = false
 	return &discoveryv3.DiscoveryResponse{
 		VersionInfo: version,
 		Resources:   resources,
-		TypeUrl:     w.typ.URL,
+		TypeUrl:     w.Type.URL,
 		Nonce:       nonce,
 	}
 }
@@ -471,37 +424,37 @@ func (w *watch) response(o outcome, nonce string, ttl bool) *discoveryv3.Discove
 // make-before-break; it is hashed here, per stream, and marked "partial-"
 // so that it never equals a version the set itself gives a subscription
 // (nor, then, one a reconnect is spared for).
-func heldVersion(o outcome, names []string) string {
-	if o.as != nil {
-		return o.as.version
+func heldVersion(o Outcome, names []string) string {
+	if o.As != nil {
+		return o.As.version
 	}
-	return "partial-" + contentVersion(names, o.next)
+	return "partial-" + contentVersion(names, o.Next)
 }
 
-// adopt records o, a canon, as the client's latest response and ACKed:
+// Adopt records o, a canon, as the client's latest response and ACKed:
 // what a reconnecting client spared the resend already has (X24). The
 // nonce stays "": nothing was sent on this stream, so the client's next
 // request of the type carries none and reads as an ACK of this, not as a
 // stale request. The client's holdings count as settled, so that make-
 // before-break holds back for it what it would for a client that ACKed.
-func (w *watch) adopt(o outcome, set *snapshot.Set) {
-	w.held, w.heldAs = o.next, o.as
-	w.acked, w.ackedAs = o.next, o.as
-	w.version, w.ackedVersion = o.as.version, o.as.version
-	w.setVersion, w.ackedSet = set.Version(), set.Version()
-	w.nonce, w.sent = "", true
-	w.synced = true
-	w.force, w.warm = nil, false
-	w.moving, w.nacked = inFlight{}, nil
+func (w *Watch) Adopt(o Outcome, set *snapshot.Set) {
+	w.Held, w.HeldAs = o.Next, o.As
+	w.Acked, w.AckedAs = o.Next, o.As
+	w.Version, w.AckedVersion = o.As.version, o.As.version
+	w.SetVersion, w.AckedSet = set.Version(), set.Version()
+	w.Nonce, w.Sent = "", true
+	w.Synced = true
+	w.force, w.Warm = nil, false
+	w.Moving, w.Nacked = InFlight{}, nil
 }
 
-func (w *watch) bumpAcked(n string) {
-	if w.acked[n] != nil {
+func (w *Watch) bumpAcked(n string) {
+	if w.Acked[n] != nil {
 		w.bump(n)
 	}
 }
 
-// heartbeat builds a response refreshing the TTL of every resource with one
+// Heartbeat builds a response refreshing the TTL of every resource with one
 // that the client holds at its current version, or returns nil if there is
 // none (X41). Heartbeats are not updates: what the client holds is unchanged.
 //
@@ -511,19 +464,100 @@ func (w *watch) bumpAcked(n string) {
 // type's latest response nothing is refreshed (the response carries the
 // TTLs itself); an ACK of a heartbeat sent meanwhile would otherwise read
 // as an ACK of everything sent.
-func (w *watch) heartbeat(set *snapshot.Set, nonce string) *discoveryv3.DiscoveryResponse {
-	if !w.sent || w.ackedVersion != w.version {
+func (w *Watch) Heartbeat(set *snapshot.Set, nonce string) *discoveryv3.DiscoveryResponse {
+	if !w.Sent || w.AckedVersion != w.Version {
 		return nil
 	}
 	var resources []*anypb.Any
 	for _, n := range set.TTLNames() {
-		if r := set.Get(n); sameVersion(w.held[n], r) && sameVersion(w.acked[n], r) {
+		if r := set.Get(n); sameVersion(w.Held[n], r) && sameVersion(w.Acked[n], r) {
 			resources = append(resources, r.HeartbeatSotW())
 		}
 	}
 	if len(resources) == 0 {
 		return nil
 	}
-	w.nonce = nonce
-	return &discoveryv3.DiscoveryResponse{VersionInfo: w.version, Resources: resources, TypeUrl: w.typ.URL, Nonce: nonce}
+	w.Nonce = nonce
+	return &discoveryv3.DiscoveryResponse{VersionInfo: w.Version, Resources: resources, TypeUrl: w.Type.URL, Nonce: nonce}
+}
+
+// Warms is the type whose resources Envoy waits for after a response of
+// typeURL (X38): a cluster warms until it gets a fresh assignment, a
+// listener until it gets a fresh route configuration. "" for none.
+func Warms(typeURL string) string {
+	switch typeURL {
+	case xdstype.ClusterURL:
+		return xdstype.EndpointURL
+	case xdstype.ListenerURL:
+		return xdstype.RouteURL
+	}
+	return ""
+}
+
+// warmed reports whether typeURL is one a response of another type warms.
+func warmed(typeURL string) bool {
+	return typeURL == Warms(xdstype.ClusterURL) || typeURL == Warms(xdstype.ListenerURL)
+}
+
+// StreamTraits is what the stream tells SparesResend about itself and the
+// type's history on it.
+type StreamTraits struct {
+	PerType bool // a per-type stream, not ADS
+	Quiet   bool // one REST poll (ServeStream): it owes no first message
+	TTL     bool // the client reads resource TTLs in state of the world
+	// Warmed is set when a response on this stream warmed the type
+	// (X38), before or since the client first asked for it.
+	Warmed bool
+}
+
+// SparesResend reports whether the response o planned for a type t's first request
+// on this stream can be left unsent because the client already holds it
+// (X24): a reconnecting client's first request carries the version_info
+// of the last response it accepted, and no response_nonce (nothing was
+// sent on this stream). Versions identify exactly what a client holds
+// (heldVersion), so an equal version means equal content, on this replica
+// or any other. Not spared, because the client may need the response all
+// the same:
+//   - a request carrying error_detail: the client rejected something and
+//     may hold part of it, which its version does not say;
+//   - a Listener or Cluster subscription naming something the set lacks:
+//     the response is how the client learns at once that it does not
+//     exist (X22), rather than when its does-not-exist timer fires;
+//   - a plan that holds anything back or keeps anything for
+//     make-before-break (not a canon, or heldBack): the client must end
+//     up with what the plan says, and gets it on the way out of the hold;
+//   - a type a response warmed on this stream (X38: after clusters are
+//     resent, Envoy waits for fresh assignments), and on per-type streams
+//     the warmed types (EDS, RDS) always, since the stream cannot see
+//     whether the node's clusters or listeners were resent on another;
+//   - resources with a TTL for a client that uses them: the resend is what
+//     refreshes the TTL the client counts down, and the first heartbeat
+//     would come only half a TTL later;
+//   - a Listener or Cluster request on a per-type stream: the response is
+//     the stream's one message, which every stream gets (xds/greet.go).
+func SparesResend(req *discoveryv3.DiscoveryRequest, t *xdstype.Type, o Outcome, heldBack bool, set *snapshot.Set, on StreamTraits) bool {
+	v := req.GetVersionInfo()
+	switch {
+	case v == "" || req.GetResponseNonce() != "" || req.GetErrorDetail() != nil:
+		return false
+	case o.As == nil || o.missing || heldBack || v != o.As.version:
+		return false
+	case t.FullState && o.As.missing > 0:
+		// The response would tell the client that the names it asks for
+		// and the set lacks do not exist; it may not know yet.
+		return false
+	case on.Warmed || on.PerType && warmed(t.URL):
+		return false
+	case on.PerType && t.FullState && !on.Quiet:
+		// The stream's first message (xds/greet.go): a Listener or Cluster
+		// response is whole or wrong, and the stream has no other type.
+		return false
+	case on.TTL:
+		for _, n := range set.TTLNames() {
+			if o.Next[n] != nil {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -1,4 +1,4 @@
-package xds
+package protocol
 
 import (
 	"slices"
@@ -11,7 +11,7 @@ import (
 // vhdsIndex finds, per route configuration, the virtual host serving a
 // host as Envoy's findVirtualHost does, in map lookups rather than a walk
 // of every domain: built once per content of the virtual hosts and route
-// configurations (contentAt) and shared by every stream, so that a client
+// configurations (ContentAt) and shared by every stream, so that a client
 // holding thousands of aliases costs a lookup per alias, not a scan of
 // the namespace each.
 type vhdsIndex struct {

@@ -1,4 +1,4 @@
-package xds
+package protocol
 
 import (
 	"slices"
@@ -35,10 +35,10 @@ type vhdsState struct {
 
 // index returns the alias index of the content at, shared by every stream
 // answering against that content.
-func (w *deltaWatch) index(at string, set, routes *snapshot.Set) *vhdsIndex {
-	v := w.vhds
+func (w *DeltaWatch) index(at string, set, routes *snapshot.Set) *vhdsIndex {
+	v := w.VHDS
 	if v.idx == nil || v.idxAt != at {
-		v.idx = w.shared.vhdsIndexes.get(at, func() *vhdsIndex { return newVHDSIndex(set, routes) })
+		v.idx = w.shared.vhdsIndexes.Get(at, func() *vhdsIndex { return newVHDSIndex(set, routes) })
 		v.idxAt = at
 	}
 	return v.idx
@@ -46,34 +46,34 @@ func (w *deltaWatch) index(at string, set, routes *snapshot.Set) *vhdsIndex {
 
 // vhdsAnswer is what an alias was answered with: the virtual host's name,
 // or "" for not found; at is the content it was last resolved against
-// (contentAt), so that an alias is resolved again only when the config
+// (ContentAt), so that an alias is resolved again only when the config
 // changed, not on every request of a client that asked for thousands.
 type vhdsAnswer struct {
 	vhost, at string
 }
 
-// contentAt identifies what resolving an alias reads: the virtual hosts,
+// ContentAt identifies what resolving an alias reads: the virtual hosts,
 // and the route configurations (which names are namespaces, and whether
 // the port counts). Versions are content hashes.
-func contentAt(set, routes *snapshot.Set) string {
+func ContentAt(set, routes *snapshot.Set) string {
 	return set.Version() + "/" + routes.Version()
 }
 
 // vhdsCovers is covers for a VirtualHost watch: a name subscribed, a
 // virtual host the client holds or ACKed, or one of a namespace it
 // subscribes to (what a reconnecting client says it holds).
-func (w *deltaWatch) vhdsCovers(name string) bool {
-	if _, ok := w.names[name]; ok {
+func (w *DeltaWatch) vhdsCovers(name string) bool {
+	if _, ok := w.Names[name]; ok {
 		return true
 	}
-	if _, ok := w.held[name]; ok {
+	if _, ok := w.Held[name]; ok {
 		return true
 	}
-	if _, ok := w.acked[name]; ok {
+	if _, ok := w.Acked[name]; ok {
 		return true
 	}
 	rc, _, ok := snapshot.VirtualHostNamespace(name)
-	_, named := w.names[rc]
+	_, named := w.Names[rc]
 	return ok && named
 }
 
@@ -99,25 +99,25 @@ func withoutPort(host string) string {
 	return host[:i]
 }
 
-// planVHDS is plan for a VirtualHost watch: each alias not yet answered
+// PlanVHDS is plan for a VirtualHost watch: each alias not yet answered
 // (or subscribed again, or whose virtual host changed) is answered with
 // the virtual host serving it, carrying every alias of the stream that
 // resolves to it, or as not found; a virtual host the client holds is
 // sent again when it changes and removed when it is gone. A virtual host
 // naming a cluster the client lacks waits, as any route does.
-func (w *deltaWatch) planVHDS(p *planner, set, routes *snapshot.Set, ttl bool) deltaPlan {
-	v := w.vhds
+func (w *DeltaWatch) PlanVHDS(p *Planner, set, routes *snapshot.Set, ttl bool) DeltaPlan {
+	v := w.VHDS
 	for a := range v.answered {
-		if _, ok := w.names[a]; !ok {
+		if _, ok := w.Names[a]; !ok {
 			delete(v.answered, a) // unsubscribed: answered afresh if it comes back
 		}
 	}
 	send := map[string]*snapshot.Resource{}
 	carried := map[string][]string{} // per virtual host, the aliases it serves
 	var missing []string
-	at := contentAt(set, routes)
+	at := ContentAt(set, routes)
 	idx := w.index(at, set, routes)
-	for a := range w.names {
+	for a := range w.Names {
 		prev, done := v.answered[a]
 		if done && prev.at == at {
 			// Resolved against this very content: the answer stands.
@@ -147,13 +147,13 @@ func (w *deltaWatch) planVHDS(p *planner, set, routes *snapshot.Set, ttl bool) d
 			send[name] = r
 		}
 	}
-	d := deltaPlan{answersAt: at}
-	for n, cur := range w.held {
+	d := DeltaPlan{answersAt: at}
+	for n, cur := range w.Held {
 		switch r := set.Get(n); {
 		case cur == nil:
 			// A subscribed name told it does not exist: not a virtual host.
 		case r == nil:
-			d.removed = append(d.removed, n)
+			d.Removed = append(d.Removed, n)
 			d.changes = append(d.changes, change{n, nil})
 		case !sameVersion(cur, r) && send[n] == nil && !p.mustWait(r):
 			send[n] = r
@@ -167,12 +167,12 @@ func (w *deltaWatch) planVHDS(p *planner, set, routes *snapshot.Set, ttl bool) d
 // aliases it serves, and the empty aliased resources of the aliases no
 // virtual host serves; it records in d.answers what each alias is answered
 // with.
-func (w *deltaWatch) vhdsResources(d *deltaPlan, set *snapshot.Set, send map[string]*snapshot.Resource, carried map[string][]string, missing []string, ttl bool) {
+func (w *DeltaWatch) vhdsResources(d *DeltaPlan, set *snapshot.Set, send map[string]*snapshot.Resource, carried map[string][]string, missing []string, ttl bool) {
 	d.answers = map[string]vhdsAnswer{}
 	for n, r := range send {
 		aliases := carried[n]
 		slices.Sort(aliases)
-		d.resources = append(d.resources, withAliases(r.ForDelta(ttl), aliases))
+		d.Resources = append(d.Resources, withAliases(r.ForDelta(ttl), aliases))
 		d.changes = append(d.changes, change{n, r})
 		for _, a := range aliases {
 			d.answers[a] = vhdsAnswer{n, d.answersAt}
@@ -186,10 +186,10 @@ func (w *deltaWatch) vhdsResources(d *deltaPlan, set *snapshot.Set, send map[str
 			// twice in one response (X8).
 			continue
 		}
-		d.resources = append(d.resources, &discoveryv3.Resource{Name: a, Version: set.Version(), Aliases: []string{a}})
+		d.Resources = append(d.Resources, &discoveryv3.Resource{Name: a, Version: set.Version(), Aliases: []string{a}})
 	}
-	slices.SortFunc(d.resources, func(a, b *discoveryv3.Resource) int { return strings.Compare(a.Name, b.Name) })
-	slices.Sort(d.removed)
+	slices.SortFunc(d.Resources, func(a, b *discoveryv3.Resource) int { return strings.Compare(a.Name, b.Name) })
+	slices.Sort(d.Removed)
 }
 
 // withAliases is r with aliases, sharing r's encoded resource: r itself is
