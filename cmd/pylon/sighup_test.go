@@ -29,7 +29,7 @@ func (s *serve) adminStatus(t *testing.T, tok string) int {
 // Finding 8 (issue 30): SIGHUP, the usual way to ask a daemon to re-read
 // its files, re-reads the token files (a rewrite that kept the file's
 // size and time, which only a re-read sees, too) and serve carries on.
-func TestFinding8_SIGHUPReloadsAndDoesNotExit(t *testing.T) {
+func TestSIGHUPReloadsAndDoesNotExit(t *testing.T) {
 	s := startServe(t)
 	path := filepath.Join(s.dataDir, "read-token")
 	b, err := os.ReadFile(path)

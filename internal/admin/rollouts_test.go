@@ -78,7 +78,7 @@ func TestRolloutActions(t *testing.T) {
 // refused with 409 naming the group, once compiled (the store's gate),
 // unless they say ?supersede=true; dry runs pass. Writes to other groups
 // pass too (the gate is rollout.Controller.Check:
-// TestFinding3_HaltInOneGroupDoesNotBlockAnother).
+// TestHaltInOneGroupDoesNotBlockAnother).
 func TestWritesRefusedWhileHalted(t *testing.T) {
 	ctrl := rollingController(t)
 	h := newHarness(t, Options{Token: writeTok, Rollouts: ctrl}, nil)

@@ -14,7 +14,7 @@ import (
 // Findings 3 and 9 of issue 30, as an operator meets them: serving a
 // config whose groups rest on claims no certificate proves logs which
 // groups and fields, once.
-func TestFinding9_StartWarnsOfGroupsOpenToClaims(t *testing.T) {
+func TestStartWarnsOfGroupsOpenToClaims(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "pylon.yaml")
 	if err := os.WriteFile(cfg, []byte(`version: 1

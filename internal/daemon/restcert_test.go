@@ -20,7 +20,7 @@ import (
 // current client CAs, and refuses (403, the connection closed, logged
 // once per connection) one whose CA left them or that expired; a poll
 // without a verified certificate is not its business.
-func TestFinding5_RESTCurrentCert(t *testing.T) {
+func TestRESTCurrentCert(t *testing.T) {
 	ca, other := certstest.NewCA(t, "clients"), certstest.NewCA(t, "other")
 	valid := ca.Issue(t, certstest.Client("spiffe://example.org/ns/edge/sa/edge-1")).Cert
 	expiredLeaf := certstest.Client("spiffe://example.org/ns/edge/sa/edge-2")

@@ -28,7 +28,7 @@ const keyMarker = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQDmarker30"
 // Finding 8 (issue 30): a NACK's error_detail is the proxy's text, and a
 // proxy that fails to load a key quotes it. It reaches the log, the status
 // (/proxies) and CSDS redacted.
-func TestFinding8_NACKDetailRedactedInLog(t *testing.T) {
+func TestNACKDetailRedactedInLog(t *testing.T) {
 	r := startDaemon(t, Options{})
 	st := xdstest.OpenADS(t, xdstest.Dial(t, r.xdsAddr), xdstest.Node("nacker"))
 	st.Request(xdstype.ClusterURL)
@@ -72,7 +72,7 @@ func (r *running) get(t *testing.T, path string) string {
 // Finding 7 (issue 30): --xds-rest-allowed-host takes plain names; a
 // scheme, port or wildcard would never equal a Host and is refused at
 // start, naming the flag.
-func TestFinding7_RESTAllowedHostFlag(t *testing.T) {
+func TestRESTAllowedHostFlag(t *testing.T) {
 	for _, good := range []string{"xds.example.com", "pylon_rest", "XDS-1.internal"} {
 		o := Options{REST: RESTOptions{Addr: "127.0.0.1:0", AllowedHosts: []string{good}}}
 		if err := checkREST(o, &security{}, slog.New(slog.DiscardHandler)); err != nil {
@@ -134,7 +134,7 @@ func writeToken(t *testing.T, path, tok string) {
 // seconds, for the admin API and CSDS, and the old token stops working; a
 // token file that becomes empty or equal to the other keeps the previous
 // good tokens and is logged, never with a token.
-func TestFinding8_TokenFileRotation(t *testing.T) {
+func TestTokenFileRotation(t *testing.T) {
 	r := startDaemon(t, Options{})
 	oldRead := r.readToken
 	writeFile, readFile := filepath.Join(r.dataDir, "admin-token"), filepath.Join(r.dataDir, "read-token")
@@ -200,7 +200,7 @@ func readTokenFile(t *testing.T, path string) string {
 
 // Finding 8 (issue 30): a read token equal to the write token would let
 // every reader write: refused at start, naming both files.
-func TestFinding8_ReadEqualsWriteTokenRefused(t *testing.T) {
+func TestReadEqualsWriteTokenRefused(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	if err := os.Mkdir(data, 0o700); err != nil {

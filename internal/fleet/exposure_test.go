@@ -36,7 +36,7 @@ func warnings(es []Exposure) string {
 // claiming its metadata or locality and receive that group's Secrets no
 // identities restrict. The operator is told which groups are open to it,
 // and by which fields.
-func TestFinding9_GroupsPickedByUnboundClaimsAreNamed(t *testing.T) {
+func TestGroupsPickedByUnboundClaimsAreNamed(t *testing.T) {
 	secret := withSecret(t)
 	rules := nodegroup.Groups{
 		{Name: "payments", Match: nodegroup.Match{Metadata: map[string]string{"team": "payments"}, Zone: "z1"}},
@@ -75,7 +75,7 @@ func TestFinding9_GroupsPickedByUnboundClaimsAreNamed(t *testing.T) {
 // Finding 3 of issue 30: a rollout whose group declares no identities,
 // served under no identity rule, can be halted by any client claiming a
 // node of its stage: said at publish.
-func TestFinding3_RolloutWithoutIdentitiesIsNamed(t *testing.T) {
+func TestRolloutWithoutIdentitiesIsNamed(t *testing.T) {
 	p := &nodegroup.Rollout{Stages: []nodegroup.Stage{{Share: 0.1}}}
 	got := warnings(f1(t, &snapshot.Snapshot{}, p).Exposures(Binding{}))
 	if !strings.Contains(got, `group "edge" has a rollout and declares no identities`) {

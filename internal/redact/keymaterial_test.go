@@ -40,11 +40,11 @@ func wrap(s string, width, first int, sep string) string {
 	return b.String()
 }
 
-// TestFinding4_WrappedBase64KeyRedacted: a key in inline_bytes is found
+// TestWrappedBase64KeyRedacted: a key in inline_bytes is found
 // whatever its base64 looks like: wrapped at any width, after a
 // certificate (so the key does not start at a 3-byte boundary), in the
 // URL alphabet, unpadded; the whole field goes, the key's body with it.
-func TestFinding4_WrappedBase64KeyRedacted(t *testing.T) {
+func TestWrappedBase64KeyRedacted(t *testing.T) {
 	key, der := realKey(t)
 	marker := bodyMarker(der)
 	combined := cert + "x" + key // one byte more: the key's offset is not a multiple of 3
@@ -91,10 +91,10 @@ func TestFinding4_WrappedBase64KeyRedacted(t *testing.T) {
 	}
 }
 
-// TestFinding4_MessageDecodesEveryDataSource: the proto dump decodes an
+// TestMessageDecodesEveryDataSource: the proto dump decodes an
 // inline_bytes DataSource too: a combined PEM or a DER key held in a
 // field that is not named as secret goes whole.
-func TestFinding4_MessageDecodesEveryDataSource(t *testing.T) {
+func TestMessageDecodesEveryDataSource(t *testing.T) {
 	key, der := realKey(t)
 	marker := bodyMarker(der)
 	for name, content := range map[string][]byte{"combined": []byte(cert + key), "der": der} {
@@ -150,10 +150,10 @@ func jwtFilter(t *testing.T, local *corev3.DataSource) *listenerv3.Listener {
 	}}}}}
 }
 
-// TestFinding2_JWKSPrivateMembersRedacted: a JWKS inline in jwt_authn's
+// TestJWKSPrivateMembersRedacted: a JWKS inline in jwt_authn's
 // local_jwks loses its private members and symmetric keys in every dump,
 // proto or stored JSON, and keeps its public ones.
-func TestFinding2_JWKSPrivateMembersRedacted(t *testing.T) {
+func TestJWKSPrivateMembersRedacted(t *testing.T) {
 	for name, ds := range map[string]*corev3.DataSource{
 		"string": {Specifier: &corev3.DataSource_InlineString{InlineString: jwks}},
 		"bytes":  {Specifier: &corev3.DataSource_InlineBytes{InlineBytes: []byte(jwks)}},
@@ -202,9 +202,9 @@ func leaksBase64(body string) bool {
 	return found
 }
 
-// TestFinding2_InlineNamesTheField: Inline finds key material outside a
+// TestInlineNamesTheField: Inline finds key material outside a
 // Secret by its field path, and never quotes it.
-func TestFinding2_InlineNamesTheField(t *testing.T) {
+func TestInlineNamesTheField(t *testing.T) {
 	key, _ := realKey(t)
 	down := &tlsv3.DownstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{TlsCertificates: []*tlsv3.TlsCertificate{{
 		CertificateChain: inline(cert),

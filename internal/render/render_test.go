@@ -399,10 +399,10 @@ func TestNamesDifferingInCaseRefused(t *testing.T) {
 	}
 }
 
-// TestFinding2_RenderUsesTheOneRule: render refuses by redact.Inline, the
+// TestRenderUsesTheOneRule: render refuses by redact.Inline, the
 // rule the output gate and the dumps use, and names the field that holds
 // the key, never the key.
-func TestFinding2_RenderUsesTheOneRule(t *testing.T) {
+func TestRenderUsesTheOneRule(t *testing.T) {
 	_, err := Render(compiled(t, tlsConfig), opts(false))
 	if err == nil || !strings.Contains(err.Error(), `Secret "edge-cert" holds private key material at tls_certificate.private_key.inline_`) {
 		t.Fatalf("got %v", err)

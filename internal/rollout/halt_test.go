@@ -57,7 +57,7 @@ func haltedFor(t *testing.T, c *Controller) string {
 // client without a verified certificate can claim any node id, one of the
 // first stage's too; its NACK must not halt the group's rollout. The
 // verified node's NACK that follows does, and the halt names it.
-func TestFinding3_UnverifiedClientCannotHaltUnderIdentityRule(t *testing.T) {
+func TestUnverifiedClientCannotHaltUnderIdentityRule(t *testing.T) {
 	c := running(t, Options{Binding: fleet.Binding{ID: true, Cluster: true}}, policy)
 	in := stageNodesN(t, 2)
 	c.Observe(new(nack(in[0]))) // no certificate: Identity ""
@@ -100,7 +100,7 @@ func TestHaltMinNodes(t *testing.T) {
 // Finding 6 of issue 30: a stage's canary picked by metadata is in the
 // stage: the controller matches the node the stream reports as group rules
 // do (Event.Member), not the few fields it logs.
-func TestFinding6_MetadataCanaryIsInTheStage(t *testing.T) {
+func TestMetadataCanaryIsInTheStage(t *testing.T) {
 	p := &nodegroup.Rollout{Stages: []nodegroup.Stage{{Selector: &nodegroup.Match{Metadata: map[string]string{"canary": "true"}}}, {Share: 1}}}
 	c := running(t, Options{}, p)
 	e := nack("canary-outside-any-share")
@@ -113,7 +113,7 @@ func TestFinding6_MetadataCanaryIsInTheStage(t *testing.T) {
 
 // Finding 3 of issue 30: a halted rollout refuses changes to its own
 // group only: a change to another group is published.
-func TestFinding3_HaltInOneGroupDoesNotBlockAnother(t *testing.T) {
+func TestHaltInOneGroupDoesNotBlockAnother(t *testing.T) {
 	clk, pub := newClock(), fleet.NewPublisher()
 	c, err := New(Options{Publisher: pub, Now: clk.Now, After: clk.After})
 	if err != nil {

@@ -109,13 +109,13 @@ func extAuthzFilter(t *testing.T, key string) *hcmv3.HttpFilter {
 
 const dataSourceAdvice = "private key material inline in a %s is served to every client of its group, with or without a certificate: put it in a Secret and reference it with SDS (sds_config), or give Envoy a file (filename)"
 
-// TestFinding2_InlineKeyRefusedAtOutputGate: key material outside a
+// TestInlineKeyRefusedAtOutputGate: key material outside a
 // Secret (a TLS context's private key in a Listener or a Cluster, a
 // gRPC service's SSL key and token in a filter, a JWKS's private
 // members) is refused by the output gate every resource passes, naming
 // the field and saying what to do instead, never quoting the key. A
 // Secret holds keys; a file name and a public JWKS are no key material.
-func TestFinding2_InlineKeyRefusedAtOutputGate(t *testing.T) {
+func TestInlineKeyRefusedAtOutputGate(t *testing.T) {
 	key := pemKey(t)
 	bytesKey := &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: []byte(key)}}
 	strKey := &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: key}}

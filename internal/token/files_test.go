@@ -53,7 +53,7 @@ func loaded(t *testing.T, w, r string) (*Files, *clock, *bytes.Buffer, [2]string
 // Finding 8 (issue 30): a rotated file is read at the first check past
 // CheckEvery; a bad one (empty, spaces inside, equal to the other) keeps
 // the previous pair and is logged, naming the file and never a token.
-func TestFinding8_FilesFollowRotation(t *testing.T) {
+func TestFilesFollowRotation(t *testing.T) {
 	f, c, logs, paths := loaded(t, "write-1", "read-1")
 	if got := f.Current(); got != (Pair{"write-1", "read-1"}) {
 		t.Fatalf("loaded %+v", got)
@@ -95,7 +95,7 @@ func TestFinding8_FilesFollowRotation(t *testing.T) {
 }
 
 // Equal tokens, or a token file others can read, are refused at start.
-func TestFinding8_LoadFilesRefuses(t *testing.T) {
+func TestLoadFilesRefuses(t *testing.T) {
 	dir := t.TempDir()
 	w, r := filepath.Join(dir, "admin-token"), filepath.Join(dir, "read-token")
 	put(t, w, "same")

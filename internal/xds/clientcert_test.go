@@ -21,7 +21,7 @@ import (
 // while it is open is closed at the expiry, its streams ended, and counted
 // as client_cert_expired; a connection whose certificate is still valid
 // keeps its stream, and the expired certificate cannot connect again.
-func TestFinding5_ConnectionClosedAtCertExpiry(t *testing.T) {
+func TestConnectionClosedAtCertExpiry(t *testing.T) {
 	m := startMTLS(t, xds.Options{})
 	// X.509 keeps whole seconds: this certificate ends 1 to 2s from now.
 	short := m.ca.IssueUntil(t, time.Now().Add(2*time.Second), edgeSA+"edge-1")
@@ -58,7 +58,7 @@ func TestFinding5_ConnectionClosedAtCertExpiry(t *testing.T) {
 // certificate no longer verifies are closed (client_cert_revoked), those
 // whose CA stays keep their streams and their pushes, and a connection
 // without a certificate is left as it was.
-func TestFinding5_ClientCARotationClosesConnections(t *testing.T) {
+func TestClientCARotationClosesConnections(t *testing.T) {
 	rec := newRecorder()
 	oldCA, newCA := identitytest.NewCA(t, "old clients"), identitytest.NewCA(t, "new clients")
 	// The TLS config trusts both CAs, then only the new one, as the

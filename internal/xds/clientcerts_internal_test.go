@@ -12,7 +12,7 @@ import (
 // changed, and so may have verified against the old ones, is verified
 // again against the new ones before it serves; one that began after is
 // taken as its handshake verified it.
-func TestFinding5_HandshakeRacingCARotationVerifiedAgain(t *testing.T) {
+func TestHandshakeRacingCARotationVerifiedAgain(t *testing.T) {
 	oldCA, newCA := identitytest.NewCA(t, "old clients"), identitytest.NewCA(t, "new clients")
 	leaf := oldCA.Issue(t, "spiffe://example.org/ns/edge/sa/edge-1")
 	state := tls.ConnectionState{

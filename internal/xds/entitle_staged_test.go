@@ -66,7 +66,7 @@ func outsideStage(t *testing.T) string {
 // policy published with that snapshot, not by the new config's, in which
 // the deleted Secret has no policy and so would be open to every verified
 // node.
-func TestFinding1_DeletedRestrictedSecretStaysRestrictedOutsideTheStage(t *testing.T) {
+func TestDeletedRestrictedSecretStaysRestrictedOutsideTheStage(t *testing.T) {
 	reg := xdstype.New()
 	srv := New(Options{Registry: reg, Fleets: fleet.NewPublisher()})
 	ca := identitytest.NewCA(t, "pylon test CA")

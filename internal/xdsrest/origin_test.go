@@ -48,7 +48,7 @@ func pollAs(t *testing.T, r *rest, host string, headers map[string]string) reply
 // sends the page's name as Host: the REST port answers only the names a
 // page cannot point at it (localhost, IP addresses, a name without dots
 // such as the cluster name Envoy sends) and those configured.
-func TestFinding7_RESTRefusesForeignHost(t *testing.T) {
+func TestRESTRefusesForeignHost(t *testing.T) {
 	r := start(t, xds.Options{}, xdsrest.Options{AllowedHosts: []string{"xds.example.com"}}, nil)
 	r.xds.Publish(t, cluster("web"))
 	_, port, _ := net.SplitHostPort(r.http.Listener.Addr().String())
@@ -80,7 +80,7 @@ func TestFinding7_RESTRefusesForeignHost(t *testing.T) {
 // claims: Envoy and other xDS clients send no Origin nor Sec-Fetch-Site,
 // and the REST port serves no page of its own a same-origin request could
 // come from.
-func TestFinding7_RESTRefusesCrossOrigin(t *testing.T) {
+func TestRESTRefusesCrossOrigin(t *testing.T) {
 	r := start(t, xds.Options{}, xdsrest.Options{}, nil)
 	r.xds.Publish(t, cluster("web"))
 	host := r.http.Listener.Addr().String()

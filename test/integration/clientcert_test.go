@@ -30,7 +30,7 @@ import (
 // certificates are required here: otherwise the client reconnects without
 // one, the server no longer asking for its CA, and is served as any
 // unverified client, with no Secret.)
-func TestFinding5_ClientCARotationClosesConnections(t *testing.T) {
+func TestClientCARotationClosesConnections(t *testing.T) {
 	dir := t.TempDir()
 	oldCA, newCA := certstest.NewCA(t, "old clients"), certstest.NewCA(t, "new clients")
 	server := newCA.Issue(t, certstest.Server("pylon-1")).Write(t, newCA, dir, "server")
@@ -101,7 +101,7 @@ func dialWith(t *testing.T, addr string, ca *certstest.CA, pair tls.Certificate)
 // Finding 5 (issue 30): a connection is closed when its client
 // certificate expires, through the daemon's TLS, and receives no Secret
 // rotated after; the expired certificate cannot connect again.
-func TestFinding5_ConnectionClosedAtCertExpiry(t *testing.T) {
+func TestConnectionClosedAtCertExpiry(t *testing.T) {
 	dir := t.TempDir()
 	ca := certstest.NewCA(t, "clients")
 	server := ca.Issue(t, certstest.Server("pylon-1")).Write(t, ca, dir, "server")

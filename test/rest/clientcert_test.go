@@ -19,7 +19,7 @@ import (
 // certificate, a poll on that connection is refused (403, naming why) and
 // the connection closed, over HTTP/1.1 and h2 alike: its next connection
 // handshakes against the new bundle.
-func TestFinding5_RESTPollRefusedAfterCARotation(t *testing.T) {
+func TestRESTPollRefusedAfterCARotation(t *testing.T) {
 	p := start(t, daemon.Options{TLSCheckEvery: 20 * time.Millisecond}, "backend", "edge-web")
 	var pollers []*poller
 	for _, h2 := range []bool{false, true} {
@@ -53,7 +53,7 @@ func TestFinding5_RESTPollRefusedAfterCARotation(t *testing.T) {
 
 // A long poll that began before the rotation is answered after it: the
 // answer is the refusal, not the change it waited for.
-func TestFinding5_RESTLongPollAcrossCARotation(t *testing.T) {
+func TestRESTLongPollAcrossCARotation(t *testing.T) {
 	p := start(t, daemon.Options{TLSCheckEvery: 20 * time.Millisecond, REST: daemon.RESTOptions{Wait: 5 * time.Second}}, "backend", "edge-web")
 	// app-1's group sees every cluster: the config change below is news.
 	pl := p.poller(p.client(t, "app-1", "apps", false), "/v3/discovery:clusters", "app-1", "apps")

@@ -23,7 +23,7 @@ func canaryConfig(version int) string {
 // Finding 6 of issue 30: a canary chosen by metadata that rejects the
 // change halts the rollout. The controller must see the node as the group
 // rules do, with its metadata, not the few fields a stream keeps to log.
-func TestFinding6_MetadataCanaryNACKHalts(t *testing.T) {
+func TestMetadataCanaryNACKHalts(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "pylon.yaml")
 	if c := canaryConfig(1); !strings.Contains(c, "canary") {
 		t.Fatalf("the canary config did not take the selector:\n%s", c)

@@ -7,7 +7,7 @@ import (
 
 // Finding 8 (issue 30): a receive on Reread (the daemon's SIGHUP) reads
 // the config at once, with no file event and no resync.
-func TestFinding8_RereadReadsAtOnce(t *testing.T) {
+func TestRereadReadsAtOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "pylon.yaml")
 	write(t, path, "a")
 	reread := make(chan struct{})

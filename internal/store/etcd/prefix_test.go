@@ -78,13 +78,13 @@ func checkOwn(t *testing.T, prefix, name string, st fleetState) {
 	}
 }
 
-// TestFinding10_NestedEtcdPrefixes: a fleet whose prefix sits inside
+// TestNestedEtcdPrefixes: a fleet whose prefix sits inside
 // another's must not reach the other's keys. A prefix with a component
 // that is one of the store's own sub-namespaces (o, l, v, h, s, meta) would
 // put its keys inside the outer fleet's objects, leases, versions, history
 // or status: it is refused, naming the component. Any other nested prefix
 // is independent of the outer fleet, both ways.
-func TestFinding10_NestedEtcdPrefixes(t *testing.T) {
+func TestNestedEtcdPrefixes(t *testing.T) {
 	ctx := context.Background()
 	ms := startCluster(t, 1)
 	outer := open(t, ms, "/pylon", 0)
@@ -112,11 +112,11 @@ func TestFinding10_NestedEtcdPrefixes(t *testing.T) {
 	checkOwn(t, "/pylon/staging/east", "deeper", readFleet(t, deeper))
 }
 
-// TestFinding10_PrefixWithoutSlashNotShared: /pylon and /pylon-staging
+// TestPrefixWithoutSlashNotShared: /pylon and /pylon-staging
 // share the characters "/pylon" but no key: every read, watch and write
 // of a fleet is inside "<prefix>/", so an etcd role granted "<prefix>/"
 // (with --prefix) is all a replica needs, and holds no other fleet's keys.
-func TestFinding10_PrefixWithoutSlashNotShared(t *testing.T) {
+func TestPrefixWithoutSlashNotShared(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ms := startCluster(t, 1)
@@ -153,14 +153,14 @@ func TestFinding10_PrefixWithoutSlashNotShared(t *testing.T) {
 	}
 }
 
-// TestFinding10_RoleOnPrefixWithSlashSuffices: with etcd's access control
+// TestRoleOnPrefixWithSlashSuffices: with etcd's access control
 // on, a replica whose user holds only the role docs/operations.md gives
 // (readwrite on "/pylon/" as a prefix) does everything a replica does:
 // commits with history and pruning, leases and their renewal, reads at a
 // revision, the watch, fleet status, resealing. So Pylon uses no key
 // outside "<prefix>/". The same user cannot open /pylon-staging, which a
 // role granted "/pylon" without the slash would cover.
-func TestFinding10_RoleOnPrefixWithSlashSuffices(t *testing.T) {
+func TestRoleOnPrefixWithSlashSuffices(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ms := startCluster(t, 1)
