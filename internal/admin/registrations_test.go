@@ -39,6 +39,8 @@ func TestRegistrationsBoundApart(t *testing.T) {
 
 	// A registration whose body trickles in holds the registrations' slot.
 	pr, pw := io.Pipe()
+	// Closed on any exit: the server's cleanup waits for this request.
+	t.Cleanup(func() { pw.Close() })
 	req, err := http.NewRequest("POST", h.srv.URL+"/v1/services/web/endpoints", pr)
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +59,7 @@ func TestRegistrationsBoundApart(t *testing.T) {
 	if _, err := pw.Write([]byte(`{"address":`)); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		code, body := h.do(t, "POST", "/v1/services/web/endpoints", writeTok, []byte(`{"address":"10.0.0.3","port":80}`))
 		if code == http.StatusServiceUnavailable && strings.Contains(body, "busy") {
