@@ -58,18 +58,26 @@ type clientCert struct {
 // A nil pool trusts no CA (never the system's roots): every connection
 // with a client certificate is closed.
 func (s *Server) VerifyClients(pool *x509.CertPool) {
+	s.conns.VerifyClients(pool)
+}
+
+// VerifyClients verifies the client certificate of every tracked
+// connection again against pool (nil: no CA), closing those that no
+// longer verify, and has handshakes under way verify against it too
+// (Server.VerifyClients).
+func (c *conns) VerifyClients(pool *x509.CertPool) {
 	if pool == nil {
 		pool = x509.NewCertPool()
 	}
 	// Pool first, then the generation: a handshake that finishes after
 	// the walk below sees the generation change and verifies itself
 	// against this pool (trackedConn.verified).
-	s.conns.cas.pool.Store(pool)
-	s.conns.cas.gen.Add(1)
+	c.cas.pool.Store(pool)
+	c.cas.gen.Add(1)
 	now := time.Now()
-	for _, tc := range s.conns.all() {
+	for _, tc := range c.All() {
 		if reason := tc.cert.reverify(pool, now, tc); reason != "" {
-			tc.closeAs(reason)
+			tc.CloseAs(reason)
 		}
 	}
 }
@@ -128,7 +136,7 @@ func (c *clientCert) arm(chains [][]*x509.Certificate, now time.Time, tc *tracke
 	if c.expiry != nil {
 		c.expiry.Stop()
 	}
-	c.expiry = time.AfterFunc(end.Sub(now), func() { tc.closeAs(ConnClientCertExpired) })
+	c.expiry = time.AfterFunc(end.Sub(now), func() { tc.CloseAs(ConnClientCertExpired) })
 }
 
 // stop stops the expiry timer for good: the connection is closing.
@@ -141,8 +149,10 @@ func (c *clientCert) stop() {
 	}
 }
 
-// identity is what the connection's client certificate proves, for the
-// log line of its close ("" without one).
+// ClientIdentity is what the connection's verified client certificate
+// proves, for the log line of its close ("" without one).
+func (c *trackedConn) ClientIdentity() string { return c.cert.identity() }
+
 func (c *clientCert) identity() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()

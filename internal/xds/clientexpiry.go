@@ -8,8 +8,14 @@ import "time"
 // false when no open connection has one. For the certificate expiry
 // metric: a walk of the open connections, each under its own lock.
 func (s *Server) ClientCertExpiry() (time.Time, bool) {
+	return s.conns.ClientCertExpiry()
+}
+
+// ClientCertExpiry returns the soonest expiry among the tracked
+// connections' verified client certificates, false when none has one.
+func (c *conns) ClientCertExpiry() (time.Time, bool) {
 	var soonest time.Time
-	for _, tc := range s.conns.all() {
+	for _, tc := range c.All() {
 		if at := tc.cert.expires(); !at.IsZero() && (soonest.IsZero() || at.Before(soonest)) {
 			soonest = at
 		}

@@ -46,7 +46,7 @@ func TestPublishWakesConnectionByConnection(t *testing.T) {
 		k := conns[i%len(conns)]
 		w := poolWakeup(d, func() error {
 			mu.Lock()
-			order = append(order, k.remote)
+			order = append(order, k.Remote)
 			mu.Unlock()
 			return nil
 		})
@@ -77,7 +77,7 @@ func TestPublishWakesConnectionByConnection(t *testing.T) {
 	// Connection a's streams leave (one of them twice); b and c stay.
 	var left []member
 	for _, m := range members {
-		if m.k.remote == "a" {
+		if m.k.Remote == "a" {
 			f.remove(m.k, m.w)
 			f.remove(m.k, m.w)
 			continue

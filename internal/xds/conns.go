@@ -26,7 +26,7 @@ type conns struct {
 
 // connKey is a connection's local and remote address: unique among open
 // TCP connections, and what grpc's peer carries for a stream.
-type connKey struct{ local, remote string }
+type connKey struct{ Local, Remote string }
 
 func (c *conns) add(tc *trackedConn) {
 	c.mu.Lock()
@@ -45,23 +45,41 @@ func (c *conns) remove(tc *trackedConn) {
 	}
 }
 
-// close closes the connection with key k as evicted, reporting whether it
+// Evict closes the connection with key k as evicted, reporting whether it
 // was tracked.
-func (c *conns) close(k connKey) bool {
-	tc := c.get(k)
+func (c *conns) Evict(k connKey) bool {
+	tc := c.Get(k)
 	if tc == nil {
 		return false
 	}
 	tc.evicted.Store(true)
-	tc.closeAs(ConnEvicted)
+	tc.CloseAs(ConnEvicted)
 	return true
 }
 
-// get returns the tracked connection with key k, nil if none.
-func (c *conns) get(k connKey) *trackedConn {
+// Get returns the tracked connection with key k, nil if none.
+func (c *conns) Get(k connKey) *trackedConn {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.m[k]
+}
+
+// All returns the tracked connections.
+func (c *conns) All() []*trackedConn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*trackedConn, 0, len(c.m))
+	for _, tc := range c.m {
+		out = append(out, tc)
+	}
+	return out
+}
+
+// Listener wraps l: every connection it accepts is registered in c, each
+// write to it bounded by writeTimeout, and how it ended (and each stream
+// its transport refused) told to report.
+func (c *conns) Listener(l net.Listener, writeTimeout time.Duration, report connReporter) net.Listener {
+	return &trackedListener{Listener: l, reg: c, writeTimeout: writeTimeout, report: report}
 }
 
 // keyOf returns the connection key of a stream's peer ("" addresses when
@@ -72,10 +90,10 @@ func keyOf(p *peer.Peer) connKey {
 		return k
 	}
 	if p.Addr != nil {
-		k.remote = p.Addr.String()
+		k.Remote = p.Addr.String()
 	}
 	if p.LocalAddr != nil {
-		k.local = p.LocalAddr.String()
+		k.Local = p.LocalAddr.String()
 	}
 	return k
 }
@@ -96,7 +114,7 @@ func (l *trackedListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	tc := &trackedConn{Conn: c, reg: l.reg, writeTimeout: l.writeTimeout, report: l.report, opened: time.Now(),
-		key: connKey{local: c.LocalAddr().String(), remote: c.RemoteAddr().String()}}
+		key: connKey{Local: c.LocalAddr().String(), Remote: c.RemoteAddr().String()}}
 	l.reg.add(tc)
 	return tc, nil
 }
@@ -154,9 +172,19 @@ func (c *trackedConn) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// closeAs closes the connection for reason, unless it ended otherwise
+// Key is the connection's local and remote address.
+func (c *trackedConn) Key() connKey { return c.key }
+
+// Opened is when the connection was accepted.
+func (c *trackedConn) Opened() time.Time { return c.opened }
+
+// Evicted reports whether the connection was closed because a stream on it
+// stopped reading (conns.Evict): every stream on it ends evicted.
+func (c *trackedConn) Evicted() bool { return c.evicted.Load() }
+
+// CloseAs closes the connection for reason, unless it ended otherwise
 // first.
-func (c *trackedConn) closeAs(reason string) {
+func (c *trackedConn) CloseAs(reason string) {
 	c.end.set(reason)
 	_ = c.Close()
 }
@@ -172,7 +200,7 @@ func (c *trackedConn) Close() error {
 	c.reg.remove(c)
 	err := c.Conn.Close()
 	if c.end.reported.CompareAndSwap(false, true) && c.report != nil {
-		c.report.connClosed(c, c.end.reason())
+		c.report.ConnClosed(c, c.end.reason())
 	}
 	return err
 }

@@ -64,10 +64,10 @@ func TestTrackedConnections(t *testing.T) {
 	// Closing by the stream's peer addresses closes the connection: the
 	// client sees it end, and the registry forgets it.
 	p := &peer.Peer{Addr: client.LocalAddr(), LocalAddr: client.RemoteAddr()}
-	if !reg.close(keyOf(p)) {
+	if !reg.Evict(keyOf(p)) {
 		t.Fatal("the connection was not found by its peer addresses")
 	}
-	if reg.close(keyOf(p)) {
+	if reg.Evict(keyOf(p)) {
 		t.Fatal("a closed connection is still tracked")
 	}
 	_ = client.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -95,13 +95,13 @@ type reports struct {
 	refused int
 }
 
-func (r *reports) connClosed(_ *trackedConn, reason string) {
+func (r *reports) ConnClosed(_ *trackedConn, reason string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.reasons = append(r.reasons, reason)
 }
 
-func (r *reports) transportRefused(*trackedConn) {
+func (r *reports) TransportRefused(*trackedConn) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.refused++

@@ -53,10 +53,11 @@ const (
 )
 
 // connReporter hears how each tracked connection ended and each stream
-// its transport refused: the Server, which logs and counts them.
+// its transport refused: the Server (connReports), which logs and counts
+// them.
 type connReporter interface {
-	connClosed(tc *trackedConn, reason string)
-	transportRefused(tc *trackedConn)
+	ConnClosed(tc *trackedConn, reason string)
+	TransportRefused(tc *trackedConn)
 }
 
 // connEnd records why a connection is ending: the first reason set by
@@ -196,36 +197,43 @@ func (c *trackedConn) onFrame(typ byte, code uint32) {
 	case typ == frameGoAway:
 		c.end.sentGoAway(code)
 	case typ == frameRSTStream && code == codeRefusedStream && c.report != nil:
-		c.report.transportRefused(c)
+		c.report.TransportRefused(c)
 	}
 }
+
+// connReports is the Server as the reporter of the connections Listener
+// accepts.
+type connReports struct{ s *Server }
+
+func (r connReports) ConnClosed(tc *trackedConn, reason string) { r.s.connClosed(tc, reason) }
+func (r connReports) TransportRefused(tc *trackedConn)          { r.s.transportRefused(tc) }
 
 // connClosed logs and counts how a connection served on Listener ended.
 // A client's close is routine (debug); every other end is the server's
 // doing, and takes every stream on the connection with it: a warning,
 // once per connection, under the client-triggered lines' rate limit.
 func (s *Server) connClosed(tc *trackedConn, reason string) {
-	age := time.Since(tc.opened).Round(time.Millisecond).String()
+	age := time.Since(tc.Opened()).Round(time.Millisecond).String()
 	if reason == ConnClientClosed {
-		s.log.Debug("xDS connection closed by the client", "peer", tc.key.remote, "connected_for", age)
-	} else if s.logged.first(onceKey("conn-closed", reason, tc.key.remote)) {
-		attrs := []any{"reason", reason, "why", connReasonText(reason), "peer", tc.key.remote, "connected_for", age}
-		if who := tc.cert.identity(); who != "" && (reason == ConnClientCertRevoked || reason == ConnClientCertExpired) {
+		s.log.Debug("xDS connection closed by the client", "peer", tc.Key().Remote, "connected_for", age)
+	} else if s.logged.first(onceKey("conn-closed", reason, tc.Key().Remote)) {
+		attrs := []any{"reason", reason, "why", connReasonText(reason), "peer", tc.Key().Remote, "connected_for", age}
+		if who := tc.ClientIdentity(); who != "" && (reason == ConnClientCertRevoked || reason == ConnClientCertExpired) {
 			attrs = append(attrs, "client_cert", who)
 		}
 		s.log.Warn("xDS connection closed by the server: every stream on it ended", attrs...)
 	}
-	s.report(&status.Event{Kind: status.ConnectionClosed, Reason: reason, Peer: tc.key.remote, At: time.Now()})
+	s.report(&status.Event{Kind: status.ConnectionClosed, Reason: reason, Peer: tc.Key().Remote, At: time.Now()})
 }
 
 // transportRefused logs and counts a stream gRPC refused on a connection
 // already at its stream bound.
 func (s *Server) transportRefused(tc *trackedConn) {
-	if s.logged.first(onceKey("transport-refused", tc.key.remote)) {
+	if s.logged.first(onceKey("transport-refused", tc.Key().Remote)) {
 		s.log.Warn("xDS stream refused by gRPC: the connection is at its stream bound; the client may retry it",
-			"reason", TransportRefusedStreams, "max_streams_per_connection", s.opts.MaxStreamsPerConnection, "peer", tc.key.remote)
+			"reason", TransportRefusedStreams, "max_streams_per_connection", s.opts.MaxStreamsPerConnection, "peer", tc.Key().Remote)
 	}
-	s.report(&status.Event{Kind: status.TransportRefused, Reason: TransportRefusedStreams, Peer: tc.key.remote, At: time.Now()})
+	s.report(&status.Event{Kind: status.TransportRefused, Reason: TransportRefusedStreams, Peer: tc.Key().Remote, At: time.Now()})
 }
 
 // connReasonText explains each reason a server ends a connection, for

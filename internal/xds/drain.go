@@ -163,10 +163,10 @@ func (o *openStreams) startDrain(tracked []*trackedConn) ([]*drainGroup, int) {
 		s.group = g
 	}
 	slices.SortFunc(groups, func(a, b *drainGroup) int { return compareUint(a.oldest, b.oldest) })
-	slices.SortFunc(tracked, func(a, b *trackedConn) int { return compareKey(a.key, b.key) })
+	slices.SortFunc(tracked, func(a, b *trackedConn) int { return compareKey(a.Key(), b.Key()) })
 	for _, tc := range tracked {
-		if byConn[tc.key] == nil {
-			groups = append(groups, &drainGroup{conn: tc.key, tconn: tc, finished: true})
+		if byConn[tc.Key()] == nil {
+			groups = append(groups, &drainGroup{conn: tc.Key(), tconn: tc, finished: true})
 		}
 	}
 	return groups, len(o.m)
@@ -184,28 +184,17 @@ func compareUint(a, b uint64) int {
 
 func compareKey(a, b connKey) int {
 	switch {
-	case a.remote != b.remote:
-		if a.remote < b.remote {
+	case a.Remote != b.Remote:
+		if a.Remote < b.Remote {
 			return -1
 		}
 		return 1
-	case a.local < b.local:
+	case a.Local < b.Local:
 		return -1
-	case a.local > b.local:
+	case a.Local > b.Local:
 		return 1
 	}
 	return 0
-}
-
-// all returns the tracked connections.
-func (c *conns) all() []*trackedConn {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]*trackedConn, 0, len(c.m))
-	for _, tc := range c.m {
-		out = append(out, tc)
-	}
-	return out
 }
 
 // drainer is one Drain's schedule: group i's streams end at start plus
@@ -323,7 +312,7 @@ func (d *drainer) closeDue(now time.Time) {
 		if now.Before(f.at) {
 			break
 		}
-		f.tconn.closeAs(ConnDrained)
+		f.tconn.CloseAs(ConnDrained)
 		n++
 	}
 	clear(d.flushing[:n])
@@ -354,7 +343,7 @@ func (s *Server) Drain(ctx context.Context, period time.Duration) error {
 		return errors.New("xds: the server is already draining")
 	}
 	start := time.Now()
-	groups, n := s.open.startDrain(s.conns.all())
+	groups, n := s.open.startDrain(s.conns.All())
 	s.log.Info("draining: ending xDS streams connection by connection, spread over the period", "streams", n, "connections", len(groups), "period", period.String())
 	clock := s.drainClock
 	if clock == nil {
@@ -382,8 +371,8 @@ func (s *Server) refuseDraining(st *stream) error {
 	st.refused(r)
 	if tc := st.tconn; tc != nil {
 		time.AfterFunc(drainFlush, func() {
-			if !s.open.onConn(tc.key) {
-				tc.closeAs(ConnDrained)
+			if !s.open.onConn(tc.Key()) {
+				tc.CloseAs(ConnDrained)
 			}
 		})
 	}

@@ -263,7 +263,7 @@ func (s *Server) GRPCOptions() []grpc.ServerOption {
 // (ConnectionClosed) how each connection ends, and each stream gRPC
 // refuses on one (TransportRefused). Serve gRPC on it.
 func (s *Server) Listener(l net.Listener) net.Listener {
-	return &trackedListener{Listener: l, reg: &s.conns, writeTimeout: s.evictAfter, report: s}
+	return s.conns.Listener(l, s.evictAfter, connReports{s})
 }
 
 // evict closes the connection of a stream whose send stayed blocked past
@@ -273,11 +273,11 @@ func (s *Server) Listener(l net.Listener) net.Listener {
 // Listener the send stays blocked until the client reads or the connection
 // dies, and this only warns, once.
 func (s *Server) evict(k connKey) {
-	if s.conns.close(k) {
+	if s.conns.Evict(k) {
 		return
 	}
 	if s.logged.first("evict-untracked") {
-		s.log.Warn("a stream's send is stuck but its connection cannot be closed: serve gRPC on Server.Listener so stalled clients can be evicted", "peer", k.remote)
+		s.log.Warn("a stream's send is stuck but its connection cannot be closed: serve gRPC on Server.Listener so stalled clients can be evicted", "peer", k.Remote)
 	}
 }
 

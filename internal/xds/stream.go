@@ -319,8 +319,8 @@ func (s *Server) setUp(st *stream) (w *wakeups, cutC chan struct{}, refused erro
 	end := func(cause error) { w.stop(s.ended(cause)) }
 	if p, ok := peer.FromContext(gs.Context()); ok {
 		st.conn = keyOf(p)
-		if st.tconn = s.conns.get(st.conn); st.tconn != nil {
-			st.conn = st.tconn.key
+		if st.tconn = s.conns.Get(st.conn); st.tconn != nil {
+			st.conn = st.tconn.Key()
 		}
 	}
 	reg, ok := s.open.add(st.conn, st.tconn, end)
@@ -754,7 +754,7 @@ func (st *stream) flooding(now time.Time) bool {
 // stays on its caller's stack). An At already set is kept: the time the
 // stream's status took for the same thing.
 func (st *stream) observe(e *status.Event) {
-	e.StreamID, e.ADS, e.Delta, e.Peer, e.Poll = st.id, st.typeURL == "", st.delta, st.conn.remote, st.quiet
+	e.StreamID, e.ADS, e.Delta, e.Peer, e.Poll = st.id, st.typeURL == "", st.delta, st.conn.Remote, st.quiet
 	if e.At.IsZero() {
 		e.At = time.Now()
 	}

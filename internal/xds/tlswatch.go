@@ -45,39 +45,60 @@ type watchedCreds struct {
 }
 
 // ServerHandshake hands the tracked connection to c's handshake and
-// returns the decrypted connection, watched: from here the frames are
-// read above TLS, and the socket below only bounds writes and sees
-// resets.
+// returns the decrypted connection, watched (trackedConn.Handshake).
 func (w watchedCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	tc, ok := raw.(*trackedConn)
-	if ok {
-		// Before the handshake writes: what goes on the socket now is
-		// TLS records, never frames.
-		tc.above.Store(true)
-		// A failed handshake closes the connection before it returns.
-		tc.handshaking.Store(true)
-	}
-	var gen uint64
-	if ok {
-		gen = tc.reg.cas.gen.Load()
-	}
-	conn, info, err := w.TransportCredentials.ServerHandshake(raw)
 	if !ok {
-		return conn, info, err
+		return w.TransportCredentials.ServerHandshake(raw)
 	}
+	var info credentials.AuthInfo
+	conn, err := tc.Handshake(func() (net.Conn, tls.ConnectionState, error) {
+		conn, ai, err := w.TransportCredentials.ServerHandshake(raw)
+		info = ai
+		if err != nil {
+			return conn, tls.ConnectionState{}, err
+		}
+		return conn, tlsState(ai), nil
+	})
+	if errors.Is(err, errClientCAsChanged) {
+		return nil, nil, err
+	}
+	return conn, info, err
+}
+
+// errClientCAsChanged refuses a connection whose handshake verified its
+// client certificate against client CAs that changed meanwhile to ones
+// that do not trust it.
+var errClientCAsChanged = errors.New("client certificate no longer trusted: the client CAs changed during the handshake")
+
+// Handshake runs TLS's handshake on the connection (run: it returns the
+// decrypted connection and the handshake's state) and returns that
+// connection, watched: from here the frames are read above TLS, and the
+// socket below only bounds writes and sees resets. The client certificate
+// the handshake verified is kept, its expiry armed; when the client CAs
+// changed during the handshake and no longer trust it, the connection is
+// closed and errClientCAsChanged returned.
+func (tc *trackedConn) Handshake(run func() (net.Conn, tls.ConnectionState, error)) (net.Conn, error) {
+	// Before the handshake writes: what goes on the socket now is
+	// TLS records, never frames.
+	tc.above.Store(true)
+	// A failed handshake closes the connection before it returns.
+	tc.handshaking.Store(true)
+	gen := tc.reg.cas.gen.Load()
+	conn, state, err := run()
 	tc.handshaking.Store(false)
 	if err != nil {
 		tc.end.set(ConnHandshake)
-		return conn, info, err
+		return conn, err
 	}
-	if reason := tc.verified(tlsState(info), gen); reason != "" {
+	if reason := tc.verified(state, gen); reason != "" {
 		// The client CAs changed while the handshake ran, from a pool
 		// that still trusted this certificate to one that does not.
 		tc.end.set(reason)
 		_ = conn.Close()
-		return nil, nil, errors.New("client certificate no longer trusted: the client CAs changed during the handshake")
+		return nil, errClientCAsChanged
 	}
-	return &plainConn{Conn: conn, tc: tc}, info, nil
+	return &plainConn{Conn: conn, tc: tc}, nil
 }
 
 // tlsState is a handshake's TLS state (zero for other credentials).
