@@ -157,7 +157,7 @@ type Server struct {
 	entitlements protocol.WeakCache[entitledKey, entitled]
 	// conns are the connections accepted by Listener; slotHold and
 	// evictAfter bound sends (guard.SendWatch).
-	conns                conns
+	conns                guard.Conns
 	slotHold, evictAfter time.Duration
 	// life ends every stream when cancelled by Shutdown.
 	life context.Context
@@ -272,7 +272,7 @@ func (s *Server) Listener(l net.Listener) net.Listener {
 // the stream's context is the transport's, not the handler's), so without
 // Listener the send stays blocked until the client reads or the connection
 // dies, and this only warns, once.
-func (s *Server) evict(k connKey) {
+func (s *Server) evict(k guard.Key) {
 	if s.conns.Evict(k) {
 		return
 	}

@@ -1,4 +1,4 @@
-package xds
+package guard
 
 import (
 	"errors"
@@ -11,33 +11,33 @@ import (
 	"google.golang.org/grpc/peer"
 )
 
-// conns tracks the xDS listener's connections by their address pair, so
+// Conns tracks the xDS listener's connections by their address pair, so
 // that the server can close the connection of a stream whose sends stay
 // blocked: a client that stops reading leaves grpc-go's SendMsg waiting
 // for flow-control window it never grants, and closing the connection is
 // what reliably makes that SendMsg return.
-type conns struct {
+type Conns struct {
 	mu sync.Mutex
-	m  map[connKey]*trackedConn
+	m  map[Key]*Conn
 	// cas are the client CAs the connections' certificates were last
 	// verified against (VerifyClients).
 	cas clientCAs
 }
 
-// connKey is a connection's local and remote address: unique among open
+// Key is a connection's local and remote address: unique among open
 // TCP connections, and what grpc's peer carries for a stream.
-type connKey struct{ Local, Remote string }
+type Key struct{ Local, Remote string }
 
-func (c *conns) add(tc *trackedConn) {
+func (c *Conns) add(tc *Conn) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
-		c.m = map[connKey]*trackedConn{}
+		c.m = map[Key]*Conn{}
 	}
 	c.m[tc.key] = tc
 }
 
-func (c *conns) remove(tc *trackedConn) {
+func (c *Conns) remove(tc *Conn) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m[tc.key] == tc {
@@ -47,7 +47,7 @@ func (c *conns) remove(tc *trackedConn) {
 
 // Evict closes the connection with key k as evicted, reporting whether it
 // was tracked.
-func (c *conns) Evict(k connKey) bool {
+func (c *Conns) Evict(k Key) bool {
 	tc := c.Get(k)
 	if tc == nil {
 		return false
@@ -58,17 +58,17 @@ func (c *conns) Evict(k connKey) bool {
 }
 
 // Get returns the tracked connection with key k, nil if none.
-func (c *conns) Get(k connKey) *trackedConn {
+func (c *Conns) Get(k Key) *Conn {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.m[k]
 }
 
 // All returns the tracked connections.
-func (c *conns) All() []*trackedConn {
+func (c *Conns) All() []*Conn {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]*trackedConn, 0, len(c.m))
+	out := make([]*Conn, 0, len(c.m))
 	for _, tc := range c.m {
 		out = append(out, tc)
 	}
@@ -78,14 +78,14 @@ func (c *conns) All() []*trackedConn {
 // Listener wraps l: every connection it accepts is registered in c, each
 // write to it bounded by writeTimeout, and how it ended (and each stream
 // its transport refused) told to report.
-func (c *conns) Listener(l net.Listener, writeTimeout time.Duration, report connReporter) net.Listener {
-	return &trackedListener{Listener: l, reg: c, writeTimeout: writeTimeout, report: report}
+func (c *Conns) Listener(l net.Listener, writeTimeout time.Duration, report Reporter) net.Listener {
+	return &listener{Listener: l, reg: c, writeTimeout: writeTimeout, report: report}
 }
 
-// keyOf returns the connection key of a stream's peer ("" addresses when
+// KeyOf returns the connection key of a stream's peer ("" addresses when
 // unknown).
-func keyOf(p *peer.Peer) connKey {
-	var k connKey
+func KeyOf(p *peer.Peer) Key {
+	var k Key
 	if p == nil {
 		return k
 	}
@@ -98,44 +98,44 @@ func keyOf(p *peer.Peer) connKey {
 	return k
 }
 
-// trackedListener registers every connection it accepts. report, if set,
+// listener registers every connection it accepts. report, if set,
 // hears how each connection ended and each stream the transport refused
-// (connwatch.go).
-type trackedListener struct {
+// (Reporter).
+type listener struct {
 	net.Listener
-	reg          *conns
+	reg          *Conns
 	writeTimeout time.Duration
-	report       connReporter
+	report       Reporter
 }
 
-func (l *trackedListener) Accept() (net.Conn, error) {
+func (l *listener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
-	tc := &trackedConn{Conn: c, reg: l.reg, writeTimeout: l.writeTimeout, report: l.report, opened: time.Now(),
-		key: connKey{Local: c.LocalAddr().String(), Remote: c.RemoteAddr().String()}}
+	tc := &Conn{Conn: c, reg: l.reg, writeTimeout: l.writeTimeout, report: l.report, opened: time.Now(),
+		key: Key{Local: c.LocalAddr().String(), Remote: c.RemoteAddr().String()}}
 	l.reg.add(tc)
 	return tc, nil
 }
 
-// trackedConn bounds every write: a client that stops reading TCP
+// Conn bounds every write: a client that stops reading TCP
 // altogether fills its receive window and the kernel's buffers, and then a
 // write would block the connection's writer forever.
-type trackedConn struct {
+type Conn struct {
 	net.Conn
-	reg          *conns
-	key          connKey
+	reg          *Conns
+	key          Key
 	writeTimeout time.Duration
 	// evicted is set when the server closed the connection because a
 	// stream on it stopped reading: every stream on it ends evicted.
 	evicted atomic.Bool
-	report  connReporter
+	report  Reporter
 	opened  time.Time
 	end     connEnd
 	// frames follows what gRPC writes; only its writer (one at a time)
 	// touches it. above is set when gRPC writes through TLS to this
-	// connection (Server.Credentials): the watch then reads the plaintext
+	// connection (xds.Server.Credentials, through Handshake): the watch then reads the plaintext
 	// above it, and this connection's writes are TLS records.
 	frames frameWatch
 	above  atomic.Bool
@@ -146,7 +146,7 @@ type trackedConn struct {
 	cert clientCert
 }
 
-func (c *trackedConn) Write(b []byte) (int, error) {
+func (c *Conn) Write(b []byte) (int, error) {
 	if c.writeTimeout > 0 {
 		if err := c.Conn.SetWriteDeadline(time.Now().Add(c.writeTimeout)); err != nil {
 			return 0, err
@@ -162,7 +162,7 @@ func (c *trackedConn) Write(b []byte) (int, error) {
 	return n, err
 }
 
-func (c *trackedConn) Read(b []byte) (int, error) {
+func (c *Conn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if err != nil && !c.end.closing.Load() && !errors.Is(err, os.ErrDeadlineExceeded) {
 		// The client closed or reset it: gRPC's reader saw it first. (A
@@ -173,25 +173,25 @@ func (c *trackedConn) Read(b []byte) (int, error) {
 }
 
 // Key is the connection's local and remote address.
-func (c *trackedConn) Key() connKey { return c.key }
+func (c *Conn) Key() Key { return c.key }
 
 // Opened is when the connection was accepted.
-func (c *trackedConn) Opened() time.Time { return c.opened }
+func (c *Conn) Opened() time.Time { return c.opened }
 
 // Evicted reports whether the connection was closed because a stream on it
-// stopped reading (conns.Evict): every stream on it ends evicted.
-func (c *trackedConn) Evicted() bool { return c.evicted.Load() }
+// stopped reading (Conns.Evict): every stream on it ends evicted.
+func (c *Conn) Evicted() bool { return c.evicted.Load() }
 
 // CloseAs closes the connection for reason, unless it ended otherwise
 // first.
-func (c *trackedConn) CloseAs(reason string) {
+func (c *Conn) CloseAs(reason string) {
 	c.end.set(reason)
 	_ = c.Close()
 }
 
 // Close closes the connection (gRPC's transport calls it too, once it is
 // done with it) and reports, once, why it ended.
-func (c *trackedConn) Close() error {
+func (c *Conn) Close() error {
 	if c.handshaking.Load() {
 		c.end.set(ConnHandshake)
 	}

@@ -1,4 +1,4 @@
-package xds
+package guard
 
 import (
 	"crypto/tls"
@@ -19,17 +19,17 @@ func TestHandshakeRacingCARotationVerifiedAgain(t *testing.T) {
 		PeerCertificates: []*x509.Certificate{leaf.Cert},
 		VerifiedChains:   [][]*x509.Certificate{{leaf.Cert, oldCA.Cert}},
 	}
-	var reg conns
+	var reg Conns
 	before := reg.cas.gen.Load()
 	reg.cas.pool.Store(newCA.Pool)
 	reg.cas.gen.Add(1)
 
-	raced := &trackedConn{reg: &reg}
+	raced := &Conn{reg: &reg}
 	if got := raced.verified(state, before); got != ConnClientCertRevoked {
 		t.Errorf("a handshake that raced the change: %q, want %s", got, ConnClientCertRevoked)
 	}
 	raced.cert.stop()
-	after := &trackedConn{reg: &reg}
+	after := &Conn{reg: &reg}
 	if got := after.verified(state, reg.cas.gen.Load()); got != "" {
 		t.Errorf("a handshake that began after the change: %q, want it kept", got)
 	}
