@@ -82,8 +82,8 @@ func (c *Conns) Listener(l net.Listener, writeTimeout time.Duration, report Repo
 	return &listener{Listener: l, reg: c, writeTimeout: writeTimeout, report: report}
 }
 
-// KeyOf returns the connection key of a stream's peer ("" addresses when
-// unknown).
+// KeyOf returns the connection key of a gRPC stream's peer ("" addresses
+// when unknown).
 func KeyOf(p *peer.Peer) Key {
 	var k Key
 	if p == nil {
@@ -119,9 +119,10 @@ func (l *listener) Accept() (net.Conn, error) {
 	return tc, nil
 }
 
-// Conn bounds every write: a client that stops reading TCP
-// altogether fills its receive window and the kernel's buffers, and then a
-// write would block the connection's writer forever.
+// Conn is a connection Conns tracks (accepted by its Listener). It bounds
+// every write: a client that stops reading TCP altogether fills its
+// receive window and the kernel's buffers, and then a write would block
+// the connection's writer forever.
 type Conn struct {
 	net.Conn
 	reg          *Conns
@@ -135,8 +136,9 @@ type Conn struct {
 	end     connEnd
 	// frames follows what gRPC writes; only its writer (one at a time)
 	// touches it. above is set when gRPC writes through TLS to this
-	// connection (xds.Server.Credentials, through Handshake): the watch then reads the plaintext
-	// above it, and this connection's writes are TLS records.
+	// connection (Handshake, which xds.Server.Credentials calls): the
+	// watch then reads the plaintext above it, and this connection's
+	// writes are TLS records.
 	frames frameWatch
 	above  atomic.Bool
 	// handshaking is set while TLS's handshake runs on the connection: a
