@@ -8,10 +8,10 @@ import (
 	"github.com/pylon-xds/pylon/internal/identity/identitytest"
 )
 
-// Finding 5 (issue 30): a handshake that began before the client CAs
-// changed, and so may have verified against the old ones, is verified
-// again against the new ones before it serves; one that began after is
-// taken as its handshake verified it.
+// A handshake that began before the client CAs changed, and so may have
+// verified against the old ones, is verified again against the new ones
+// before it serves; one that began after is taken as its handshake
+// verified it.
 func TestHandshakeRacingCARotationVerifiedAgain(t *testing.T) {
 	oldCA, newCA := identitytest.NewCA(t, "old clients"), identitytest.NewCA(t, "new clients")
 	leaf := oldCA.Issue(t, "spiffe://example.org/ns/edge/sa/edge-1")
