@@ -34,6 +34,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/source"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds"
+	"github.com/pylon-xds/pylon/internal/xds/guard"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -291,7 +292,7 @@ func drive(t *testing.T, reg *xdstype.Registry, pub *fleet.Publisher, obs *daemo
 	// Connections the server closed, and a stream over the per-connection
 	// bound, as the tracked listener reports them.
 	obs.Observer.Observe(&status.Event{Kind: status.ConnectionClosed, Reason: "evicted", At: time.Now()})
-	obs.Observer.Observe(&status.Event{Kind: status.TransportRefused, Reason: xds.TransportRefusedStreams, At: time.Now()})
+	obs.Observer.Observe(&status.Event{Kind: status.TransportRefused, Reason: guard.TransportRefusedStreams, At: time.Now()})
 	// A reconnect spared its resend (X24): what a failover looks like.
 	obs.Observer.Observe(&status.Event{Kind: status.ResponseSpared, StreamID: 1 << 41, Node: xdstest.Node("moved"), TypeURL: xdstype.ClusterURL,
 		Version: "v1", Resources: 1, Bytes: 100, At: time.Now()})

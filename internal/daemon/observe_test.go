@@ -15,6 +15,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds"
+	"github.com/pylon-xds/pylon/internal/xds/guard"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -234,13 +235,13 @@ func TestConnectionEventsCounted(t *testing.T) {
 	at := time.Now()
 	obs.Observer.Observe(&status.Event{Kind: status.ConnectionClosed, Reason: "evicted", At: at})
 	obs.Observer.Observe(&status.Event{Kind: status.ConnectionClosed, Reason: "evicted", At: at})
-	obs.Observer.Observe(&status.Event{Kind: status.TransportRefused, Reason: xds.TransportRefusedStreams, At: at})
+	obs.Observer.Observe(&status.Event{Kind: status.TransportRefused, Reason: guard.TransportRefusedStreams, At: at})
 	if streams := obs.Tracker.Streams(); len(streams) != 0 {
 		t.Fatalf("connection events listed as proxies: %+v", streams)
 	}
 	for series, want := range map[[2]string]float64{
-		{"pylon_xds_connections_closed_total", "evicted"}:                2,
-		{"pylon_xds_streams_refused_total", xds.TransportRefusedStreams}: 1,
+		{"pylon_xds_connections_closed_total", "evicted"}:                  2,
+		{"pylon_xds_streams_refused_total", guard.TransportRefusedStreams}: 1,
 	} {
 		if got := labelled(t, obs.Metrics.Registry, series[0], "reason", series[1]); got != want {
 			t.Errorf("%s{reason=%s} = %v, want %v", series[0], series[1], got, want)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/certs"
 	"github.com/pylon-xds/pylon/internal/identity"
-	"github.com/pylon-xds/pylon/internal/xds"
+	"github.com/pylon-xds/pylon/internal/xds/guard"
 )
 
 // restCertMessage is what a REST client whose certificate no longer
@@ -83,9 +83,9 @@ func (h currentCert) verify(cc *connCert, r *http.Request) bool {
 	}
 	if !cc.refused {
 		cc.refused = true
-		reason := xds.ConnClientCertRevoked
+		reason := guard.ConnClientCertRevoked
 		if certs.Expired(err) {
-			reason = xds.ConnClientCertExpired
+			reason = guard.ConnClientCertExpired
 		}
 		h.log.Warn("REST xDS poll refused and its connection closed: its client certificate no longer verifies against the client CAs",
 			"reason", reason, "peer", r.RemoteAddr, "client_cert", identity.FromState(*r.TLS).String())

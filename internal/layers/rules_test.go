@@ -44,7 +44,6 @@ var layer = map[string]int{
 	"internal/secretfile":            leaf,
 	"internal/store":                 leaf,
 	"internal/ui":                    leaf,
-	"internal/xds/guard":             leaf,
 	"internal/xdstype":               leaf,
 	"internal/ca":                    base,
 	"internal/diag":                  base,
@@ -55,6 +54,7 @@ var layer = map[string]int{
 	"internal/store/etcd":            base,
 	"internal/store/storetest":       base,
 	"internal/token":                 base,
+	"internal/xds/guard":             base,
 	"internal/config":                content,
 	"internal/fleetstatus":           content,
 	"internal/metrics":               content,
@@ -188,6 +188,7 @@ var allowed = []edge{
 	{"internal/daemon", "internal/store/..."},
 	{"internal/daemon", "internal/token"},
 	{"internal/daemon", "internal/xds"},
+	{"internal/daemon", "internal/xds/guard"}, // the reasons a connection ends, named as the server names them
 	{"internal/daemon", "internal/xdsrest"},
 	{"internal/daemon", "internal/xdstype"},
 	{"internal/daemon/daemontest", "internal/daemon"},
@@ -243,7 +244,6 @@ var allowed = []edge{
 	{"internal/token", "internal/seal"}, // a token file is read as a key file is: seal.ReadPrivate
 	{"internal/translate", "internal/model"},
 	{"internal/translate", "internal/nodegroup"},
-	{"internal/xds", "internal/certs"}, // a connection's client certificate verified again, as the handshake does
 	{"internal/xds", "internal/fleet"},
 	{"internal/xds", "internal/identity"},
 	{"internal/xds", "internal/nodegroup"},
@@ -254,6 +254,8 @@ var allowed = []edge{
 	{"internal/xds", "internal/xds/protocol"},
 	{"internal/xds", "internal/xds/wire"},
 	{"internal/xds", "internal/xdstype"},
+	{"internal/xds/guard", "internal/certs"}, // a connection's client certificate verified again, as the handshake does
+	{"internal/xds/guard", "internal/identity"},
 	{"internal/xds/xdstest", "internal/fleet"},
 	{"internal/xds/protocol", "internal/snapshot"},
 	{"internal/xds/protocol", "internal/xdstype"},

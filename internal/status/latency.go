@@ -90,8 +90,11 @@ func (t *Tracker) measure(id uint64, typeURL string, st Stamp, sent, since time.
 // keeps it (Stamps.ACKedSince). Whoever reads push latency calls it first:
 // Latencies, and the metrics at a scrape. Measured on the ACK instead,
 // every stream's ACK of every change paid for an event, the lookup of the
-// change and two counters both cores write, 2.5% of a delta EDS change's
-// CPU at 10,000 streams; a harvest walks the streams once per read. What
+// change and two counters both cores write, which showed in the CPU
+// profile of the fleet benchmark's delta EDS change at 10,000 streams
+// (bench/fleet -ab -delta -n 10000 -clusters 100 -eds 100 -profile DIR;
+// docs/benchmarks-log.md, "Push latency harvested when read"); a harvest
+// walks the streams once per read. What
 // it gives up: a stream that took several versions of a type between two
 // reads counts the newest only, and a version whose acceptance the tracker
 // no longer remembers (maxAccepted: the newest 4,096 versions, of
@@ -149,14 +152,19 @@ const latencySamples = 1024
 // do streams as they end (freeze): a slot is claimed by an
 // atomic count and written atomically, so adding takes no lock of its
 // own. (When every ACK of the fleet added its sample, the sample's lock
-// and lookup were 2.6% of a route change's CPU at 5,000 streams.) A
+// and lookup showed in the CPU profile of the fleet benchmark's route
+// change, bench/fleet -n 5000 -routes 30 -profile DIR: Tracker.pushed in
+// docs/benchmarks-log.md, issue 18's fifth pass.) A
 // reader racing an add may see the slot's previous sample, or, while the
 // ring fills, a slot claimed and not yet written: slots hold a
 // sample plus one, so such a slot reads 0 and is left out rather than
 // taken for a latency of 0.
 //
 // The slots are in shards, by stream: one count that both cores added to
-// for every stream's ACK was 1.8% of an EDS change at 5,000 streams. Each
+// for every stream's ACK showed in the CPU profile of the fleet
+// benchmark's EDS change (bench/fleet -delta -n 5000 -clusters 100
+// -eds 100 -impl pylon-unobserved,pylon -profile DIR, read with pprof's
+// -diff_base; docs/benchmarks-log.md, issue 18's sixth pass). Each
 // sample keeps its time, and the window is the newest latencySamples of
 // all shards: the shards hold twice that, so that a shard whose streams
 // went quiet holds samples that fall out of the window rather than stay

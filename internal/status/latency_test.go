@@ -1,36 +1,36 @@
-package status
+package status_test
 
 import (
-	"slices"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/pylon-xds/pylon/internal/status"
 )
 
 // Percentiles are over the newest samples only, nearest rank. The window
 // is kept in shards by stream: here the ACKs come from as many streams as
-// there are shards, in turn, so the window is the newest latencySamples.
+// there are shards, in turn, so the window is the newest LatencySamples.
 func TestLatencies(t *testing.T) {
-	tr := newFeed(NewTracker(Options{Abbrev: func(string) string { return "CDS" }}))
+	tr := newFeed(status.NewTracker(status.Options{Abbrev: func(string) string { return "CDS" }}))
 	t0 := time.Now()
-	info := Info{Node: "n"}
-	for id := range uint64(ringShards) {
+	info := status.Info{Node: "n"}
+	for id := range uint64(status.RingShards) {
 		tr.Seen(id, info, "g", t0)
 	}
-	// Versions v0..v(latencySamples+99) each accepted at t0+1s and ACKed
+	// Versions v0..v(LatencySamples+99) each accepted at t0+1s and ACKed
 	// i ms later: the first 100 fall out of the window.
-	for i := range latencySamples + 100 {
+	for i := range status.LatencySamples + 100 {
 		v := "v" + strconv.Itoa(i)
 		tr.Published(map[string][]string{"cds": {v}}, t0.Add(time.Second))
-		tr.ACKed(uint64(i%ringShards), info, "cds", Stamp{Version: v, At: t0.Add(time.Second + time.Duration(i)*time.Millisecond)})
+		tr.ACKed(uint64(i%status.RingShards), info, "cds", status.Stamp{Version: v, At: t0.Add(time.Second + time.Duration(i)*time.Millisecond)})
 		tr.Harvest() // as a read between the ACKs would
 	}
 	got := tr.Latencies()
-	want := []Latency{{
-		Type: "CDS", Window: latencySamples, Total: latencySamples + 100,
+	want := []status.Latency{{
+		Type: "CDS", Window: status.LatencySamples, Total: status.LatencySamples + 100,
 		P50: 100*time.Millisecond + 511*time.Millisecond, P90: 100*time.Millisecond + 921*time.Millisecond,
 		P99: 100*time.Millisecond + 1013*time.Millisecond, Max: 100*time.Millisecond + 1023*time.Millisecond,
 	}}
@@ -38,68 +38,10 @@ func TestLatencies(t *testing.T) {
 		t.Fatalf("latencies (-want +got):\n%s", d)
 	}
 	// A second ACK of the same version is not a second push.
-	tr.ACKed(1, info, "cds", Stamp{Version: "v5", At: t0.Add(time.Hour)})
+	tr.ACKed(1, info, "cds", status.Stamp{Version: "v5", At: t0.Add(time.Hour)})
 	tr.Harvest()
-	tr.ACKed(1, info, "cds", Stamp{Version: "v5", At: t0.Add(2 * time.Hour)})
-	if n := tr.Latencies()[0].Total; n != latencySamples+101 {
+	tr.ACKed(1, info, "cds", status.Stamp{Version: "v5", At: t0.Add(2 * time.Hour)})
+	if n := tr.Latencies()[0].Total; n != status.LatencySamples+101 {
 		t.Fatalf("total %d after one more first ACK and a repeat", n)
-	}
-}
-
-// ACKs from many streams at once add their samples without a lock: none is
-// lost from the count, and the window holds exactly the samples added
-// (each a distinct duration here) once they stop, whoever wrote which slot.
-func TestLatencyRingConcurrent(t *testing.T) {
-	const writers, each = 4, latencySamples / 2
-	var r ring
-	t0 := time.Now()
-	var wg sync.WaitGroup
-	for w := range writers {
-		wg.Go(func() {
-			for i := range each {
-				r.add(uint64(i), t0.Add(time.Duration(w*each+i)), time.Duration(w*each+i+1))
-			}
-		})
-	}
-	wg.Wait()
-	d, n := r.samples()
-	if n != writers*each || len(d) != latencySamples {
-		t.Fatalf("%d writers adding %d each: count %d, window %d; want %d, %d", writers, each, n, len(d), writers*each, latencySamples)
-	}
-	// A slot claimed and not yet written (an add between its two steps)
-	// is left out, not read as a latency of 0.
-	var filling ring
-	filling.add(0, t0, 5*time.Millisecond)
-	filling.shards[0].n.Add(1) // claimed, not written
-	if d, n := filling.samples(); n != 2 || len(d) != 1 || d[0] != 5*time.Millisecond {
-		t.Fatalf("a ring with one sample and one slot claimed: %v of %d; want [5ms] of 2", d, n)
-	}
-	seen := map[time.Duration]bool{}
-	for _, x := range d {
-		if x < 1 || x > writers*each || seen[x] {
-			t.Fatalf("window holds %v: not one of the samples added, or twice", x)
-		}
-		seen[x] = true
-	}
-}
-
-// The window is the newest samples of all the ring's shards: samples of a
-// shard whose streams went quiet fall out of it as the others add newer
-// ones, rather than stay in every percentile.
-func TestLatencyWindowDropsQuietShards(t *testing.T) {
-	var r ring
-	t0 := time.Now()
-	for i := range 100 {
-		r.add(0, t0.Add(time.Duration(i)), time.Hour) // old, from one shard
-	}
-	for i := range latencySamples {
-		r.add(uint64(1+i%(ringShards-1)), t0.Add(time.Minute+time.Duration(i)), time.Millisecond)
-	}
-	d, n := r.samples()
-	if n != 100+latencySamples || len(d) != latencySamples {
-		t.Fatalf("count %d, window %d; want %d, %d", n, len(d), 100+latencySamples, latencySamples)
-	}
-	if slices.Max(d) != time.Millisecond {
-		t.Fatalf("the window holds %v: an old sample of a quiet shard", slices.Max(d))
 	}
 }

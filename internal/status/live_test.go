@@ -1,4 +1,4 @@
-package status
+package status_test
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/pylon-xds/pylon/internal/status"
 )
 
 // fakeLive is a live stream's status as its feeder keeps it: a stand-in
@@ -15,7 +17,7 @@ import (
 type fakeLive struct {
 	mu     sync.Mutex
 	group  string
-	stamps map[string]Stamps
+	stamps map[string]status.Stamps
 }
 
 func (f *fakeLive) Group() string {
@@ -24,7 +26,7 @@ func (f *fakeLive) Group() string {
 	return f.group
 }
 
-func (f *fakeLive) Stamps(url string, into *Stamps) bool {
+func (f *fakeLive) Stamps(url string, into *status.Stamps) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	p, ok := f.stamps[url]
@@ -32,7 +34,7 @@ func (f *fakeLive) Stamps(url string, into *Stamps) bool {
 	return ok
 }
 
-func (f *fakeLive) set(url string, p Stamps) {
+func (f *fakeLive) set(url string, p status.Stamps) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.stamps[url] = p
@@ -42,10 +44,10 @@ func (f *fakeLive) set(url string, p Stamps) {
 // changes without a word to the tracker, and its state, counts and
 // rollout follow. Once it ends, it shows what it last said.
 func TestLiveStreamReadWhenAsked(t *testing.T) {
-	tr := NewTracker(Options{Abbrev: func(string) string { return "CDS" }})
+	tr := status.NewTracker(status.Options{Abbrev: func(string) string { return "CDS" }})
 	t0 := time.Now()
-	live := &fakeLive{group: "edge", stamps: map[string]Stamps{}}
-	info := Info{Node: "n1"}
+	live := &fakeLive{group: "edge", stamps: map[string]status.Stamps{}}
+	info := status.Info{Node: "n1"}
 	tr.Attach(1, info, live, t0)
 	tr.Requested(1, info, "cds", t0)
 	state := func() (string, string) {
@@ -55,20 +57,20 @@ func TestLiveStreamReadWhenAsked(t *testing.T) {
 		}
 		return s[0].Group, s[0].Types[0].State
 	}
-	if g, st := state(); g != "edge" || st != NotSent {
+	if g, st := state(); g != "edge" || st != status.NotSent {
 		t.Fatalf("before anything was sent: group %q, %s; want edge, NOT SENT", g, st)
 	}
-	sent := Stamp{Version: "v1", Nonce: "1", At: t0.Add(time.Second), Resources: 2}
-	live.set("cds", Stamps{Expected: "v1", Sent: sent, Responses: 1, ResponseBytes: 100})
-	if _, st := state(); st != Stale {
+	sent := status.Stamp{Version: "v1", Nonce: "1", At: t0.Add(time.Second), Resources: 2}
+	live.set("cds", status.Stamps{Expected: "v1", Sent: sent, Responses: 1, ResponseBytes: 100})
+	if _, st := state(); st != status.Stale {
 		t.Fatalf("sent, not ACKed: %s, want STALE", st)
 	}
-	acked := Stamp{Version: "v1", Nonce: "1", At: t0.Add(2 * time.Second)}
-	live.set("cds", Stamps{Expected: "v1", Sent: sent, ACKed: acked, ACKedSince: acked.At, Responses: 1, ResponseBytes: 100, ACKs: 1})
-	if _, st := state(); st != Synced {
+	acked := status.Stamp{Version: "v1", Nonce: "1", At: t0.Add(2 * time.Second)}
+	live.set("cds", status.Stamps{Expected: "v1", Sent: sent, ACKed: acked, ACKedSince: acked.At, Responses: 1, ResponseBytes: 100, ACKs: 1})
+	if _, st := state(); st != status.Synced {
 		t.Fatalf("ACKed what it should hold: %s, want SYNCED", st)
 	}
-	if got := tr.States(); got[Synced] != 1 || got[Stale] != 0 {
+	if got := tr.States(); got[status.Synced] != 1 || got[status.Stale] != 0 {
 		t.Fatalf("counts %v, want one SYNCED", got)
 	}
 	s := tr.Streams()[0].Types[0]
@@ -76,11 +78,11 @@ func TestLiveStreamReadWhenAsked(t *testing.T) {
 		t.Fatalf("sent %+v acked %+v expected %q; want %+v, %+v, v1", s.Sent, s.ACKed, s.Expected, sent, acked)
 	}
 	tr.Closed(1, t0.Add(3*time.Second))
-	live.set("cds", Stamps{Expected: "v2", Sent: Stamp{Version: "v2", At: t0.Add(4 * time.Second)}})
+	live.set("cds", status.Stamps{Expected: "v2", Sent: status.Stamp{Version: "v2", At: t0.Add(4 * time.Second)}})
 	live.mu.Lock()
 	live.group = "other"
 	live.mu.Unlock()
-	if g, st := state(); g != "edge" || st != Synced {
+	if g, st := state(); g != "edge" || st != status.Synced {
 		t.Fatalf("after its end: group %q, %s; want what it last said (edge, SYNCED)", g, st)
 	}
 }
@@ -89,18 +91,18 @@ func TestLiveStreamReadWhenAsked(t *testing.T) {
 // counted once a stream is let go (pruned or forgotten): a counter that
 // fell would read as a restart.
 func TestTotalsKeepWhatIsLetGo(t *testing.T) {
-	tr := newFeed(NewTracker(Options{Abbrev: func(string) string { return "CDS" }, MaxGone: 1}))
+	tr := newFeed(status.NewTracker(status.Options{Abbrev: func(string) string { return "CDS" }, MaxGone: 1}))
 	t0 := time.Now()
 	for id := range uint64(3) {
-		live := &fakeLive{group: "edge", stamps: map[string]Stamps{"cds": {Responses: 2, ResponseBytes: 10, ACKs: 1}}}
-		tr.Attach(id, Info{Node: "n"}, live, t0)
-		tr.Requested(id, Info{Node: "n"}, "cds", t0)
+		live := &fakeLive{group: "edge", stamps: map[string]status.Stamps{"cds": {Responses: 2, ResponseBytes: 10, ACKs: 1}}}
+		tr.Attach(id, status.Info{Node: "n"}, live, t0)
+		tr.Requested(id, status.Info{Node: "n"}, "cds", t0)
 	}
-	fed := Info{Node: "fed"}
+	fed := status.Info{Node: "fed"}
 	tr.Requested(9, fed, "cds", t0)
-	tr.Sent(9, fed, "cds", Stamp{Version: "v1", At: t0}, 5, nil, nil)
-	tr.ACKed(9, fed, "cds", Stamp{Version: "v1", At: t0})
-	want := []Totals{{Type: "CDS", Responses: 7, ResponseBytes: 35, ACKs: 4}}
+	tr.Sent(9, fed, "cds", status.Stamp{Version: "v1", At: t0}, 5, nil, nil)
+	tr.ACKed(9, fed, "cds", status.Stamp{Version: "v1", At: t0})
+	want := []status.Totals{{Type: "CDS", Responses: 7, ResponseBytes: 35, ACKs: 4}}
 	if diff := cmp.Diff(want, tr.Totals()); diff != "" {
 		t.Fatalf("totals (-want +got):\n%s", diff)
 	}
@@ -116,16 +118,16 @@ func TestTotalsKeepWhatIsLetGo(t *testing.T) {
 }
 
 // liveFill returns a tracker with n open live streams of three types each.
-func liveFill(n int) *Tracker {
-	tr := NewTracker(Options{})
+func liveFill(n int) *status.Tracker {
+	tr := status.NewTracker(status.Options{})
 	now := time.Now()
 	for i := range uint64(n) {
-		info := Info{Node: "n"}
-		live := &fakeLive{group: "g", stamps: map[string]Stamps{}}
+		info := status.Info{Node: "n"}
+		live := &fakeLive{group: "g", stamps: map[string]status.Stamps{}}
 		tr.Attach(i, info, live, now)
 		for _, u := range []string{"cds", "eds", "lds"} {
 			tr.Requested(i, info, u, now)
-			live.stamps[u] = Stamps{Expected: "v1", Sent: Stamp{Version: "v1", At: now}, ACKed: Stamp{Version: "v1", At: now}}
+			live.stamps[u] = status.Stamps{Expected: "v1", Sent: status.Stamp{Version: "v1", At: now}, ACKed: status.Stamp{Version: "v1", At: now}}
 		}
 	}
 	return tr
@@ -135,7 +137,7 @@ func liveFill(n int) *Tracker {
 // 10 streams as for 1,000, however fed: a stream's stamps read through
 // the Live interface once allocated per type (9.6 MB a scrape at 10,000).
 func TestScrapeAllocationsIndependentOfStreams(t *testing.T) {
-	for name, fill := range map[string]func(int) *Tracker{"fed": fill, "live": liveFill} {
+	for name, fill := range map[string]func(int) *status.Tracker{"fed": fill, "live": liveFill} {
 		allocs := func(n int) float64 {
 			tr := fill(n)
 			return testing.AllocsPerRun(10, func() { tr.Counts(); tr.Totals(); tr.Harvest() })
@@ -164,16 +166,16 @@ func BenchmarkHarvest(b *testing.B) {
 	const streams = 10_000
 	var mu sync.Mutex
 	observed := 0
-	tr := NewTracker(Options{OnLatency: func(string, time.Duration) { mu.Lock(); observed++; mu.Unlock() }})
+	tr := status.NewTracker(status.Options{OnLatency: func(string, time.Duration) { mu.Lock(); observed++; mu.Unlock() }})
 	now := time.Now()
 	lives := make([]*fakeLive, streams)
 	for i := range uint64(streams) {
-		info := Info{Node: "n"}
-		lives[i] = &fakeLive{group: "g", stamps: map[string]Stamps{}}
+		info := status.Info{Node: "n"}
+		lives[i] = &fakeLive{group: "g", stamps: map[string]status.Stamps{}}
 		tr.Attach(i, info, lives[i], now)
 		for _, u := range []string{"cds", "eds", "lds"} {
 			tr.Requested(i, info, u, now)
-			lives[i].stamps[u] = Stamps{Expected: "v0", Sent: Stamp{Version: "v0", At: now}, ACKed: Stamp{Version: "v0", At: now}}
+			lives[i].stamps[u] = status.Stamps{Expected: "v0", Sent: status.Stamp{Version: "v0", At: now}, ACKed: status.Stamp{Version: "v0", At: now}}
 		}
 	}
 	for n := 0; b.Loop(); n++ {
@@ -182,8 +184,8 @@ func BenchmarkHarvest(b *testing.B) {
 		at := now.Add(time.Duration(n+1) * time.Second)
 		tr.Published(map[string][]string{"eds": {v}}, at)
 		for _, l := range lives {
-			a := Stamp{Version: v, At: at.Add(50 * time.Millisecond)}
-			l.stamps["eds"] = Stamps{Expected: v, Sent: a, ACKed: a, ACKedSince: a.At}
+			a := status.Stamp{Version: v, At: at.Add(50 * time.Millisecond)}
+			l.stamps["eds"] = status.Stamps{Expected: v, Sent: a, ACKed: a, ACKedSince: a.At}
 		}
 		b.StartTimer()
 		tr.Harvest()
@@ -197,10 +199,10 @@ func BenchmarkHarvest(b *testing.B) {
 // A type's counts drop to zero when its last stream ends, rather than
 // vanish: a series that vanished would keep its last value on a graph.
 func TestCountsKeepTypesAtZero(t *testing.T) {
-	tr := NewTracker(Options{Abbrev: func(string) string { return "CDS" }})
-	tr.Requested(1, Info{Node: "n"}, "cds", time.Now())
+	tr := status.NewTracker(status.Options{Abbrev: func(string) string { return "CDS" }})
+	tr.Requested(1, status.Info{Node: "n"}, "cds", time.Now())
 	tr.Closed(1, time.Now())
-	want := []Count{{"CDS", Nacked, 0}, {"CDS", NotSent, 0}, {"CDS", Stale, 0}, {"CDS", Synced, 0}}
+	want := []status.Count{{"CDS", status.Nacked, 0}, {"CDS", status.NotSent, 0}, {"CDS", status.Stale, 0}, {"CDS", status.Synced, 0}}
 	if diff := cmp.Diff(want, tr.Counts()); diff != "" {
 		t.Fatalf("counts once the last stream ended (-want +got):\n%s", diff)
 	}
@@ -211,17 +213,17 @@ func TestCountsKeepTypesAtZero(t *testing.T) {
 // the last as it ends; not a version accepted before it opened.
 func TestHarvestMeasuresEachTakenVersionOnce(t *testing.T) {
 	var told []time.Duration
-	tr := NewTracker(Options{Abbrev: func(string) string { return "CDS" }, OnLatency: func(_ string, d time.Duration) { told = append(told, d) }})
+	tr := status.NewTracker(status.Options{Abbrev: func(string) string { return "CDS" }, OnLatency: func(_ string, d time.Duration) { told = append(told, d) }})
 	t0 := time.Now()
 	tr.Published(map[string][]string{"cds": {"v0"}}, t0.Add(-time.Second))
-	live := &fakeLive{group: "edge", stamps: map[string]Stamps{}}
-	info := Info{Node: "n1"}
+	live := &fakeLive{group: "edge", stamps: map[string]status.Stamps{}}
+	info := status.Info{Node: "n1"}
 	tr.Attach(1, info, live, t0)
 	tr.Requested(1, info, "cds", t0)
 	take := func(v string, accepted, ackedAt time.Duration) {
 		tr.Published(map[string][]string{"cds": {v}}, t0.Add(accepted))
-		a := Stamp{Version: v, At: t0.Add(ackedAt)}
-		live.set("cds", Stamps{Expected: v, Sent: a, ACKed: a, ACKedSince: a.At})
+		a := status.Stamp{Version: v, At: t0.Add(ackedAt)}
+		live.set("cds", status.Stamps{Expected: v, Sent: a, ACKed: a, ACKedSince: a.At})
 	}
 	total := func() uint64 {
 		l := tr.Latencies()
@@ -257,21 +259,21 @@ func TestHarvestMeasuresEachTakenVersionOnce(t *testing.T) {
 // However a live stream ends (closed, refused, forgotten after a REST
 // poll), its last push is measured as it ends: no later harvest reads it.
 func TestHarvestAsTheStreamEnds(t *testing.T) {
-	for name, end := range map[string]func(tr *Tracker, at time.Time){
-		"closed":    func(tr *Tracker, at time.Time) { tr.Closed(1, at) },
-		"refused":   func(tr *Tracker, at time.Time) { tr.Refused(1, Info{Node: "n1"}, "stalled", "", at) },
-		"forgotten": func(tr *Tracker, _ time.Time) { tr.Forget(1) },
+	for name, end := range map[string]func(tr *status.Tracker, at time.Time){
+		"closed":    func(tr *status.Tracker, at time.Time) { tr.Closed(1, at) },
+		"refused":   func(tr *status.Tracker, at time.Time) { tr.Refused(1, status.Info{Node: "n1"}, "stalled", "", at) },
+		"forgotten": func(tr *status.Tracker, _ time.Time) { tr.Forget(1) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			told := 0
-			tr := NewTracker(Options{Abbrev: func(string) string { return "CDS" }, OnLatency: func(string, time.Duration) { told++ }})
+			tr := status.NewTracker(status.Options{Abbrev: func(string) string { return "CDS" }, OnLatency: func(string, time.Duration) { told++ }})
 			t0 := time.Now()
-			live := &fakeLive{group: "edge", stamps: map[string]Stamps{}}
-			tr.Attach(1, Info{Node: "n1"}, live, t0)
-			tr.Requested(1, Info{Node: "n1"}, "cds", t0)
+			live := &fakeLive{group: "edge", stamps: map[string]status.Stamps{}}
+			tr.Attach(1, status.Info{Node: "n1"}, live, t0)
+			tr.Requested(1, status.Info{Node: "n1"}, "cds", t0)
 			tr.Published(map[string][]string{"cds": {"v1"}}, t0.Add(time.Second))
-			a := Stamp{Version: "v1", At: t0.Add(2 * time.Second)}
-			live.set("cds", Stamps{Expected: "v1", Sent: a, ACKed: a, ACKedSince: a.At})
+			a := status.Stamp{Version: "v1", At: t0.Add(2 * time.Second)}
+			live.set("cds", status.Stamps{Expected: "v1", Sent: a, ACKed: a, ACKedSince: a.At})
 			end(tr, t0.Add(3*time.Second))
 			tr.Harvest()
 			if told != 1 {

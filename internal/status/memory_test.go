@@ -1,4 +1,4 @@
-package status
+package status_test
 
 import (
 	"fmt"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+
+	"github.com/pylon-xds/pylon/internal/status"
 )
 
 // BenchmarkStatusMemoryPerStream is the heap the tracker keeps per stream
@@ -40,10 +42,10 @@ func BenchmarkStatusMemoryPerStream(b *testing.B) {
 	for i := range sent {
 		sent[i] = make([]proto.Message, 3)
 	}
-	infos := make([]Info, n)
+	infos := make([]status.Info, n)
 	nonces := make([][2][4]string, n)
 	for id := range n {
-		infos[id] = Info{
+		infos[id] = status.Info{
 			Node: fmt.Sprintf("proxy-%05d", id), Cluster: "edge", Peer: fmt.Sprintf("10.0.%d.%d:%d", id/250, id%250, 40000+id),
 			Kind: "ADS", Agent: "envoy", AgentVersion: "1.30.1",
 		}
@@ -57,17 +59,17 @@ func BenchmarkStatusMemoryPerStream(b *testing.B) {
 	// made before the measure, with what two rounds left in them.
 	lives := make([]*fakeLive, n)
 	for id := range lives {
-		lives[id] = &fakeLive{group: "edge", stamps: map[string]Stamps{}}
+		lives[id] = &fakeLive{group: "edge", stamps: map[string]status.Stamps{}}
 		for i, u := range urls {
 			v := versions[1][i]
-			a := Stamp{Version: v, Nonce: nonces[id][1][i], At: time.Now(), Resources: 3}
-			lives[id].stamps[u] = Stamps{Expected: v, Sent: a, ACKed: a, ACKedSince: a.At, LastSent: sent[i], Responses: 2, ACKs: 2}
+			a := status.Stamp{Version: v, Nonce: nonces[id][1][i], At: time.Now(), Resources: 3}
+			lives[id].stamps[u] = status.Stamps{Expected: v, Sent: a, ACKed: a, ACKedSince: a.At, LastSent: sent[i], Responses: 2, ACKs: 2}
 		}
 	}
 	for b.Loop() {
-		var tr *Tracker
+		var tr *status.Tracker
 		before := heap()
-		tr = NewTracker(Options{
+		tr = status.NewTracker(status.Options{
 			Expected: func(string, string) string { return "" },
 			Abbrev:   func(u string) string { return abbrev[u] },
 		})

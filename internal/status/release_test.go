@@ -1,10 +1,12 @@
-package status
+package status_test
 
 import (
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/pylon-xds/pylon/internal/status"
 )
 
 // A staged rollout holds a change back from the nodes outside its stage
@@ -14,10 +16,10 @@ import (
 // stage, sent the change before the release, still measures from the
 // acceptance, however late it ACKs.
 func TestPushLatencyExcludesTimeHeldBackByARolloutStage(t *testing.T) {
-	tr := newFeed(NewTracker(Options{Abbrev: func(string) string { return "CDS" }}))
+	tr := newFeed(status.NewTracker(status.Options{Abbrev: func(string) string { return "CDS" }}))
 	t0 := time.Now()
 	for id, node := range []string{"stage1-fast", "stage2", "stage1-slow"} {
-		tr.Seen(uint64(id), Info{Node: node}, "g", t0)
+		tr.Seen(uint64(id), status.Info{Node: node}, "g", t0)
 	}
 	accepted := t0.Add(time.Second)
 	stage2 := accepted.Add(5 * time.Minute)
@@ -25,47 +27,25 @@ func TestPushLatencyExcludesTimeHeldBackByARolloutStage(t *testing.T) {
 	ms := time.Millisecond
 	// Stage 1: sent at once; one ACKs at once, the other only after the
 	// next stage started.
-	tr.Sent(0, Info{Node: "stage1-fast"}, "cds", Stamp{Version: "v2", At: accepted.Add(10 * ms)}, 1, nil, nil)
-	tr.ACKed(0, Info{Node: "stage1-fast"}, "cds", Stamp{Version: "v2", At: accepted.Add(20 * ms)})
-	tr.Sent(2, Info{Node: "stage1-slow"}, "cds", Stamp{Version: "v2", At: accepted.Add(10 * ms)}, 1, nil, nil)
+	tr.Sent(0, status.Info{Node: "stage1-fast"}, "cds", status.Stamp{Version: "v2", At: accepted.Add(10 * ms)}, 1, nil, nil)
+	tr.ACKed(0, status.Info{Node: "stage1-fast"}, "cds", status.Stamp{Version: "v2", At: accepted.Add(20 * ms)})
+	tr.Sent(2, status.Info{Node: "stage1-slow"}, "cds", status.Stamp{Version: "v2", At: accepted.Add(10 * ms)}, 1, nil, nil)
 	// Stage 2 starts: the change reaches the rest of the group.
 	tr.Released(map[string][]string{"cds": {"v2"}}, stage2)
-	tr.Sent(1, Info{Node: "stage2"}, "cds", Stamp{Version: "v2", At: stage2.Add(10 * ms)}, 1, nil, nil)
-	tr.ACKed(1, Info{Node: "stage2"}, "cds", Stamp{Version: "v2", At: stage2.Add(30 * ms)})
-	tr.ACKed(2, Info{Node: "stage1-slow"}, "cds", Stamp{Version: "v2", At: stage2.Add(40 * ms)})
+	tr.Sent(1, status.Info{Node: "stage2"}, "cds", status.Stamp{Version: "v2", At: stage2.Add(10 * ms)}, 1, nil, nil)
+	tr.ACKed(1, status.Info{Node: "stage2"}, "cds", status.Stamp{Version: "v2", At: stage2.Add(30 * ms)})
+	tr.ACKed(2, status.Info{Node: "stage1-slow"}, "cds", status.Stamp{Version: "v2", At: stage2.Add(40 * ms)})
 	// A stream opened after the release gets the change as its first
 	// config: not a push.
 	late := stage2.Add(time.Minute)
-	tr.Seen(3, Info{Node: "late"}, "g", late)
-	tr.Sent(3, Info{Node: "late"}, "cds", Stamp{Version: "v2", At: late.Add(10 * ms)}, 1, nil, nil)
-	tr.ACKed(3, Info{Node: "late"}, "cds", Stamp{Version: "v2", At: late.Add(20 * ms)})
+	tr.Seen(3, status.Info{Node: "late"}, "g", late)
+	tr.Sent(3, status.Info{Node: "late"}, "cds", status.Stamp{Version: "v2", At: late.Add(10 * ms)}, 1, nil, nil)
+	tr.ACKed(3, status.Info{Node: "late"}, "cds", status.Stamp{Version: "v2", At: late.Add(20 * ms)})
 
 	got := tr.Latencies()
 	slow := 5*time.Minute + 40*ms
-	want := []Latency{{Type: "CDS", Window: 3, Total: 3, P50: 30 * ms, P90: slow, P99: slow, Max: slow}}
+	want := []status.Latency{{Type: "CDS", Window: 3, Total: 3, P50: 30 * ms, P90: slow, P99: slow, Max: slow}}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatalf("latencies (-want +got):\n%s", d)
-	}
-}
-
-// Releases are bounded: per version at most maxReleases are kept (the
-// newest), and a version the tracker no longer remembers as accepted
-// keeps none.
-func TestReleasesAreBounded(t *testing.T) {
-	tr := NewTracker(Options{})
-	t0 := time.Now()
-	tr.Published(map[string][]string{"cds": {"v1"}}, t0)
-	for i := range 3 * maxReleases {
-		tr.Released(map[string][]string{"cds": {"v1"}, "lds": {"unknown"}}, t0.Add(time.Duration(i+1)*time.Second))
-	}
-	rel := *tr.released.Load()
-	if n := len(rel[acceptKey{"cds", "v1"}]); n != maxReleases {
-		t.Errorf("%d releases kept of v1; want %d", n, maxReleases)
-	}
-	if last := rel[acceptKey{"cds", "v1"}][maxReleases-1]; !last.Equal(t0.Add(3 * maxReleases * time.Second)) {
-		t.Errorf("the newest release kept is %v; want the last one", last.Sub(t0))
-	}
-	if _, ok := rel[acceptKey{"lds", "unknown"}]; ok {
-		t.Error("a release of a version never accepted is kept")
 	}
 }

@@ -53,9 +53,12 @@ type Options struct {
 //
 // A stream fed by an xds server is live (Attach): what it sent, what its
 // client ACKed and should hold, the stream keeps, and the tracker reads it
-// when asked (Live). Told on every push instead, the tracker cost a fleet
-// 10-40% more CPU per change: three events per stream, each written into
-// memory of the tracker's that was cold by then. The tracker is told only
+// when asked (Live). Told on every push instead, the tracker added to
+// every change's CPU what the fleet benchmark's rows of pylon against
+// pylon-unobserved measure (bench/fleet -delta -n 5000 -clusters 100
+// -eds 40 -impl pylon-unobserved,pylon; docs/benchmarks-log.md, issue
+// 18's sixth pass): three events per stream, each written into memory of
+// the tracker's that was cold by then. The tracker is told only
 // of rarer things: a stream's open, group, subscriptions, NACKs and end.
 //
 // The streams are spread over shards, each under a lock of its own: every

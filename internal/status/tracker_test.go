@@ -1,4 +1,4 @@
-package status
+package status_test
 
 import (
 	"fmt"
@@ -6,34 +6,35 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/pylon-xds/pylon/internal/status"
 )
 
 func TestStates(t *testing.T) {
 	expected := map[string]string{"edge/cds": "v2"}
-	tr := newFeed(NewTracker(Options{Expected: func(g, u string) string { return expected[g+"/"+u] }}))
+	tr := newFeed(status.NewTracker(status.Options{Expected: func(g, u string) string { return expected[g+"/"+u] }}))
 	t0 := time.Now()
-	info := Info{Node: "n"}
+	info := status.Info{Node: "n"}
 	state := func() string { return tr.Streams()[0].Types[0].State }
 
 	tr.Seen(1, info, "edge", t0)
 	tr.Requested(1, info, "cds", t0)
-	if s := state(); s != NotSent {
+	if s := state(); s != status.NotSent {
 		t.Fatalf("requested, nothing sent: %s", s)
 	}
-	tr.Sent(1, info, "cds", Stamp{Version: "v1", At: t0}, 0, nil, nil)
-	if s := state(); s != Stale {
+	tr.Sent(1, info, "cds", status.Stamp{Version: "v1", At: t0}, 0, nil, nil)
+	if s := state(); s != status.Stale {
 		t.Fatalf("sent, not ACKed: %s", s)
 	}
-	tr.NACKed(1, info, "cds", NACK{Version: "v1", Detail: "bad", At: t0.Add(time.Second)})
-	if s := state(); s != Nacked {
+	tr.NACKed(1, info, "cds", status.NACK{Version: "v1", Detail: "bad", At: t0.Add(time.Second)})
+	if s := state(); s != status.Nacked {
 		t.Fatalf("NACKed: %s", s)
 	}
-	tr.Sent(1, info, "cds", Stamp{Version: "v2", At: t0.Add(2 * time.Second)}, 0, nil, nil)
-	tr.ACKed(1, info, "cds", Stamp{Version: "v2", At: t0.Add(3 * time.Second)})
-	if s := state(); s != Synced {
+	tr.Sent(1, info, "cds", status.Stamp{Version: "v2", At: t0.Add(2 * time.Second)}, 0, nil, nil)
+	tr.ACKed(1, info, "cds", status.Stamp{Version: "v2", At: t0.Add(3 * time.Second)})
+	if s := state(); s != status.Synced {
 		t.Fatalf("ACKed the latest: %s", s)
 	}
 	if tr.Streams()[0].Types[0].LastNACK == nil {
@@ -41,33 +42,33 @@ func TestStates(t *testing.T) {
 	}
 	// A response in flight: STALE, even before anyone says what the
 	// stream should hold now.
-	tr.Sent(1, info, "cds", Stamp{Version: "v3", At: t0.Add(4 * time.Second)}, 0, nil, nil)
-	if s := state(); s != Stale {
+	tr.Sent(1, info, "cds", status.Stamp{Version: "v3", At: t0.Add(4 * time.Second)}, 0, nil, nil)
+	if s := state(); s != status.Stale {
 		t.Fatalf("sent v3 after the ACK of v2: %s", s)
 	}
-	tr.ACKed(1, info, "cds", Stamp{Version: "v3", At: t0.Add(5 * time.Second)})
+	tr.ACKed(1, info, "cds", status.Stamp{Version: "v3", At: t0.Add(5 * time.Second)})
 	expected["edge/cds"] = "v4" // a new config
-	if s := state(); s != Stale {
+	if s := state(); s != status.Stale {
 		t.Fatalf("behind the new config: %s", s)
 	}
 	tr.Seen(1, info, "", t0)
-	if s := state(); s != NotSent {
+	if s := state(); s != status.NotSent {
 		t.Fatalf("no group: %s", s)
 	}
 }
 
 func TestClosedStreamsAreBounded(t *testing.T) {
-	tr := NewTracker(Options{Retention: time.Hour, MaxGone: 3})
+	tr := status.NewTracker(status.Options{Retention: time.Hour, MaxGone: 3})
 	now := time.Now()
 	for i := range uint64(10) {
-		tr.Seen(i, Info{Node: "n"}, "g", now)
+		tr.Seen(i, status.Info{Node: "n"}, "g", now)
 		tr.Closed(i, now)
 	}
 	if n := len(tr.Streams()); n != 3 {
 		t.Fatalf("%d closed streams kept, want 3", n)
 	}
-	old := NewTracker(Options{Retention: time.Minute})
-	old.Seen(1, Info{Node: "n"}, "g", now)
+	old := status.NewTracker(status.Options{Retention: time.Minute})
+	old.Seen(1, status.Info{Node: "n"}, "g", now)
 	old.Closed(1, now.Add(-2*time.Minute))
 	if n := len(old.Streams()); n != 0 {
 		t.Fatalf("a stream closed past the retention is still shown")
@@ -78,22 +79,22 @@ func TestClosedStreamsAreBounded(t *testing.T) {
 // their acceptance; a stream's initial config is not a push.
 func TestPushLatency(t *testing.T) {
 	var got []time.Duration
-	tr := newFeed(NewTracker(Options{OnLatency: func(_ string, d time.Duration) { got = append(got, d) }}))
+	tr := newFeed(status.NewTracker(status.Options{OnLatency: func(_ string, d time.Duration) { got = append(got, d) }}))
 	t0 := time.Now()
-	tr.Seen(1, Info{Node: "n"}, "g", t0.Add(-time.Minute))
+	tr.Seen(1, status.Info{Node: "n"}, "g", t0.Add(-time.Minute))
 	tr.Published(map[string][]string{"cds": {"v1"}}, t0)
 	// Each ACK harvested before the next, as reads between them would.
-	for _, st := range []Stamp{
+	for _, st := range []status.Stamp{
 		{Version: "v1", At: t0.Add(150 * time.Millisecond)},
 		{Version: "v1", At: t0.Add(time.Second)}, // a repeat ACK
 		{Version: "unknown", At: t0},
 	} {
-		tr.ACKed(1, Info{Node: "n"}, "cds", st)
+		tr.ACKed(1, status.Info{Node: "n"}, "cds", st)
 		tr.Harvest()
 	}
 	// A stream opened 30s after the change: its ACK is a first sync.
-	tr.Seen(2, Info{Node: "m"}, "g", t0.Add(30*time.Second))
-	tr.ACKed(2, Info{Node: "m"}, "cds", Stamp{Version: "v1", At: t0.Add(31 * time.Second)})
+	tr.Seen(2, status.Info{Node: "m"}, "g", t0.Add(30*time.Second))
+	tr.ACKed(2, status.Info{Node: "m"}, "cds", status.Stamp{Version: "v1", At: t0.Add(31 * time.Second)})
 	tr.Harvest()
 	if len(got) != 1 || got[0] != 150*time.Millisecond {
 		t.Fatalf("latencies %v, want one of 150ms", got)
@@ -105,14 +106,14 @@ func TestPushLatency(t *testing.T) {
 // report their expected versions and for those that rely on their group's.
 func TestCountsFollowStreams(t *testing.T) {
 	group := map[string]string{}
-	tr := newFeed(NewTracker(Options{Expected: func(g, u string) string { return group[u] }, MaxGone: 1}))
+	tr := newFeed(status.NewTracker(status.Options{Expected: func(g, u string) string { return group[u] }, MaxGone: 1}))
 	rng := rand.New(rand.NewPCG(1, 2))
 	urls := []string{"cds", "eds", "lds"}
 	versions := []string{"v1", "v2", "v3"}
 	at := time.Now()
 	for step := range 5000 {
 		id := uint64(rng.IntN(20))
-		info := Info{Node: fmt.Sprint("n", id)}
+		info := status.Info{Node: fmt.Sprint("n", id)}
 		u, v := urls[rng.IntN(len(urls))], versions[rng.IntN(len(versions))]
 		at = at.Add(time.Millisecond)
 		switch rng.IntN(9) {
@@ -121,11 +122,11 @@ func TestCountsFollowStreams(t *testing.T) {
 		case 1:
 			tr.Requested(id, info, u, at)
 		case 2:
-			tr.Sent(id, info, u, Stamp{Version: v, At: at}, 0, nil, nil)
+			tr.Sent(id, info, u, status.Stamp{Version: v, At: at}, 0, nil, nil)
 		case 3:
-			tr.ACKed(id, info, u, Stamp{Version: v, At: at})
+			tr.ACKed(id, info, u, status.Stamp{Version: v, At: at})
 		case 4:
-			tr.NACKed(id, info, u, NACK{Version: v, At: at})
+			tr.NACKed(id, info, u, status.NACK{Version: v, At: at})
 		case 5:
 			tr.Expect(id, info, u, []string{"", "v1", "v2"}[rng.IntN(3)], at)
 		case 6:
@@ -160,17 +161,17 @@ func TestCountsFollowStreams(t *testing.T) {
 
 // fill returns a tracker with n open streams, each with three types in
 // various states.
-func fill(n int) *Tracker {
-	tr := newFeed(NewTracker(Options{}))
+func fill(n int) *status.Tracker {
+	tr := newFeed(status.NewTracker(status.Options{}))
 	now := time.Now()
 	for i := range uint64(n) {
-		info := Info{Node: fmt.Sprint("n", i)}
+		info := status.Info{Node: fmt.Sprint("n", i)}
 		tr.Seen(i, info, "g", now)
 		for j, u := range []string{"cds", "eds", "lds"} {
 			tr.Expect(i, info, u, "v1", now)
-			tr.Sent(i, info, u, Stamp{Version: "v1", At: now}, 0, nil, nil)
+			tr.Sent(i, info, u, status.Stamp{Version: "v1", At: now}, 0, nil, nil)
 			if (int(i)+j)%3 != 0 {
-				tr.ACKed(i, info, u, Stamp{Version: "v1", At: now})
+				tr.ACKed(i, info, u, status.Stamp{Version: "v1", At: now})
 			}
 		}
 	}
@@ -195,13 +196,13 @@ func BenchmarkScrape(b *testing.B) {
 // (then its Closed changes nothing) or refused at its first request; and
 // the kept detail is bounded.
 func TestRefused(t *testing.T) {
-	tr := NewTracker(Options{Retention: time.Hour})
+	tr := status.NewTracker(status.Options{Retention: time.Hour})
 	now := time.Now()
-	open := Info{Node: "edge-1", Identity: "spiffe://example.org/ns/edge/sa/edge-1"}
+	open := status.Info{Node: "edge-1", Identity: "spiffe://example.org/ns/edge/sa/edge-1"}
 	tr.Seen(1, open, "edge", now)
 	tr.Refused(1, open, "stalled", "a response stayed unsent", now)
 	tr.Closed(1, now.Add(time.Second))
-	tr.Refused(2, Info{Node: "edge-1", Identity: "spiffe://example.org/ns/edge/sa/edge-2"}, "identity_mismatch", string(make([]byte, 1<<20)), now)
+	tr.Refused(2, status.Info{Node: "edge-1", Identity: "spiffe://example.org/ns/edge/sa/edge-2"}, "identity_mismatch", string(make([]byte, 1<<20)), now)
 
 	got := tr.Streams()
 	if len(got) != 2 {
@@ -211,16 +212,16 @@ func TestRefused(t *testing.T) {
 	if a.Refused == nil || a.Refused.Reason != "stalled" || a.Gone == nil || !a.Gone.Equal(now) || a.Identity != open.Identity || a.Group != "edge" {
 		t.Fatalf("stream refused while open: %+v (refused %+v)", a, a.Refused)
 	}
-	if b.Refused == nil || b.Refused.Reason != "identity_mismatch" || b.Gone == nil || b.Group != NoGroup || len(b.Refused.Detail) > 5000 {
+	if b.Refused == nil || b.Refused.Reason != "identity_mismatch" || b.Gone == nil || b.Group != status.NoGroup || len(b.Refused.Detail) > 5000 {
 		t.Fatalf("stream refused at open: refused %v, gone %v, group %q", b.Refused != nil, b.Gone, b.Group)
 	}
-	if n := tr.States(); n[Synced]+n[Stale]+n[Nacked]+n[NotSent] != 0 {
+	if n := tr.States(); n[status.Synced]+n[status.Stale]+n[status.Nacked]+n[status.NotSent] != 0 {
 		t.Fatalf("refused streams counted as open: %v", n)
 	}
 
 	// What a client sent is kept bounded, whatever the feeder passed on.
 	huge := string(make([]byte, 3<<20))
-	tr.Refused(3, Info{Node: huge, Cluster: huge, Agent: huge, AgentVersion: huge}, "bad_node", "", now)
+	tr.Refused(3, status.Info{Node: huge, Cluster: huge, Agent: huge, AgentVersion: huge}, "bad_node", "", now)
 	for _, s := range tr.Streams() {
 		if s.ID == 3 && (len(s.Node) > 5000 || len(s.Cluster) > 5000 || len(s.Client) > 5000) {
 			t.Fatalf("kept %d, %d and %d bytes of a refused node's id, cluster and client", len(s.Node), len(s.Cluster), len(s.Client))
@@ -231,15 +232,15 @@ func TestRefused(t *testing.T) {
 // A stream from which some Secrets are withheld is SYNCED when it holds
 // what it may have, not its group's version; STALE once that changes.
 func TestExpectedOverride(t *testing.T) {
-	tr := newFeed(NewTracker(Options{Expected: func(g, u string) string { return "group-v" }}))
+	tr := newFeed(status.NewTracker(status.Options{Expected: func(g, u string) string { return "group-v" }}))
 	now := time.Now()
-	info := Info{Node: "n"}
+	info := status.Info{Node: "n"}
 	tr.Seen(1, info, "edge", now)
 	tr.Expect(1, info, "sds", "withheld-v", now)
-	tr.Sent(1, info, "sds", Stamp{Version: "withheld-v", At: now}, 0, nil, nil)
-	tr.ACKed(1, info, "sds", Stamp{Version: "withheld-v", At: now})
-	tr.ACKed(1, info, "cds", Stamp{Version: "group-v", At: now})
-	tr.Sent(1, info, "cds", Stamp{Version: "group-v", At: now}, 0, nil, nil)
+	tr.Sent(1, info, "sds", status.Stamp{Version: "withheld-v", At: now}, 0, nil, nil)
+	tr.ACKed(1, info, "sds", status.Stamp{Version: "withheld-v", At: now})
+	tr.ACKed(1, info, "cds", status.Stamp{Version: "group-v", At: now})
+	tr.Sent(1, info, "cds", status.Stamp{Version: "group-v", At: now}, 0, nil, nil)
 	states := func() map[string]string {
 		out := map[string]string{}
 		for _, ty := range tr.Streams()[0].Types {
@@ -247,30 +248,12 @@ func TestExpectedOverride(t *testing.T) {
 		}
 		return out
 	}
-	if got := states(); got["sds"] != Synced || got["cds"] != Synced {
+	if got := states(); got["sds"] != status.Synced || got["cds"] != status.Synced {
 		t.Fatalf("states %v, want both SYNCED", got)
 	}
 	tr.Expect(1, info, "sds", "", now) // its group's again
-	if got := states(); got["sds"] != Stale {
+	if got := states(); got["sds"] != status.Stale {
 		t.Fatalf("sds %s once the group's version is expected, want STALE", got["sds"])
-	}
-}
-
-// A shard fills whole cache lines, and its fields (before the padding)
-// lie within one, so that two cores on neighbouring shards do not share a
-// line. The allocation's header (8 bytes) puts the shards a little past a
-// line's start; the padding at each shard's end absorbs that.
-func TestShardFillsCacheLines(t *testing.T) {
-	if n := unsafe.Sizeof(shard{}); n%64 != 0 {
-		t.Fatalf("a shard is %d bytes, not a multiple of 64", n)
-	}
-	used := unsafe.Offsetof(shard{}.dropped) + unsafe.Sizeof(shard{}.dropped)
-	tr := NewTracker(Options{})
-	for i := range 2 {
-		start := uintptr(unsafe.Pointer(&tr.shards[i])) % 64
-		if start+used > 64 {
-			t.Fatalf("shard %d's fields run from byte %d to %d of a cache line, into the next", i, start, start+used)
-		}
 	}
 }
 
@@ -279,7 +262,7 @@ func TestShardFillsCacheLines(t *testing.T) {
 // (under -race), the counts add up to the open streams,
 // and the closed ones kept stay within MaxGone.
 func TestTrackerConcurrentStreams(t *testing.T) {
-	tr := newFeed(NewTracker(Options{MaxGone: 50, Retention: time.Hour}))
+	tr := newFeed(status.NewTracker(status.Options{MaxGone: 50, Retention: time.Hour}))
 	const feeders, per = 8, 300
 	stop := make(chan struct{})
 	var readers sync.WaitGroup
@@ -301,12 +284,12 @@ func TestTrackerConcurrentStreams(t *testing.T) {
 		feed.Go(func() {
 			for i := range per {
 				id := uint64(f*per + i + 1)
-				info, now := Info{Node: fmt.Sprint("n", id)}, time.Now()
+				info, now := status.Info{Node: fmt.Sprint("n", id)}, time.Now()
 				tr.Seen(id, info, "g", now)
 				tr.Requested(id, info, "u1", now)
 				tr.ExpectOf(id, info, "u1", "v1", "", now)
-				tr.Sent(id, info, "u1", Stamp{Version: "v1", Nonce: "1", At: now}, 0, nil, nil)
-				tr.ACKed(id, info, "u1", Stamp{Version: "v1", Nonce: "1", At: now})
+				tr.Sent(id, info, "u1", status.Stamp{Version: "v1", Nonce: "1", At: now}, 0, nil, nil)
+				tr.ACKed(id, info, "u1", status.Stamp{Version: "v1", Nonce: "1", At: now})
 				switch i % 6 {
 				case 0:
 					tr.Closed(id, now)
@@ -326,7 +309,7 @@ func TestTrackerConcurrentStreams(t *testing.T) {
 			continue
 		}
 		open++
-		if len(s.Types) != 1 || s.Types[0].State != Synced {
+		if len(s.Types) != 1 || s.Types[0].State != status.Synced {
 			t.Fatalf("stream %d: %+v, want u1 SYNCED", s.ID, s.Types)
 		}
 	}
@@ -336,13 +319,13 @@ func TestTrackerConcurrentStreams(t *testing.T) {
 	if gone != 50 {
 		t.Errorf("%d closed streams kept, want MaxGone (50)", gone)
 	}
-	var counts []Count
+	var counts []status.Count
 	for _, c := range tr.Counts() {
 		if c.N != 0 {
 			counts = append(counts, c)
 		}
 	}
-	if len(counts) != 1 || counts[0] != (Count{Type: "u1", State: Synced, N: open}) {
+	if len(counts) != 1 || counts[0] != (status.Count{Type: "u1", State: status.Synced, N: open}) {
 		t.Errorf("counts %+v, want u1 SYNCED %d", counts, open)
 	}
 }

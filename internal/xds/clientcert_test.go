@@ -14,6 +14,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/identity/identitytest"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds"
+	"github.com/pylon-xds/pylon/internal/xds/guard"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 )
 
@@ -93,8 +94,8 @@ func TestClientCARotationClosesConnections(t *testing.T) {
 		t.Fatalf("the removed CA's stream ended with %v, want UNAVAILABLE", err)
 	}
 	closed := rec.wait(t, func(e status.Event) bool { return e.Kind == status.ConnectionClosed })
-	if closed.Reason != xds.ConnClientCertRevoked {
-		t.Errorf("the connection closed for %q, want %s", closed.Reason, xds.ConnClientCertRevoked)
+	if closed.Reason != guard.ConnClientCertRevoked {
+		t.Errorf("the connection closed for %q, want %s", closed.Reason, guard.ConnClientCertRevoked)
 	}
 	srv.Publish(t, xdstest.Cluster("web"), xdstest.Endpoints("web", 1), xdstest.Cluster("api"), xdstest.Endpoints("api", 1))
 	for _, s := range []*xdstest.Stream{kept, anonymous} {

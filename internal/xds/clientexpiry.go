@@ -8,22 +8,5 @@ import "time"
 // false when no open connection has one. For the certificate expiry
 // metric: a walk of the open connections, each under its own lock.
 func (s *Server) ClientCertExpiry() (time.Time, bool) {
-	var soonest time.Time
-	for _, tc := range s.conns.all() {
-		if at := tc.cert.expires(); !at.IsZero() && (soonest.IsZero() || at.Before(soonest)) {
-			soonest = at
-		}
-	}
-	return soonest, !soonest.IsZero()
-}
-
-// expires is when the certificate's connection is closed for its expiry
-// (zero without a verified certificate, or once the connection closes).
-func (c *clientCert) expires() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return time.Time{}
-	}
-	return c.until
+	return s.conns.ClientCertExpiry()
 }

@@ -3,6 +3,8 @@ package xds
 import (
 	"slices"
 	"sync"
+
+	"github.com/pylon-xds/pylon/internal/xds/guard"
 )
 
 // connFanout wakes a publish's streams connection by connection: one
@@ -18,7 +20,7 @@ type connFanout struct {
 	fleets Fleets
 
 	mu    sync.Mutex
-	conns map[connKey]*connWakes
+	conns map[guard.Key]*connWakes
 }
 
 // connWakes are one connection's streams, woken by one callback.
@@ -44,13 +46,13 @@ func (c *connWakes) wake() {
 // meanwhile: posting every stream's wakeup, a millisecond or two at 10,000
 // streams. Streams of no known connection (served on ServeStream without a
 // peer) share one entry.
-func (f *connFanout) add(k connKey, w *wakeups) {
+func (f *connFanout) add(k guard.Key, w *wakeups) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	c := f.conns[k]
 	if c == nil {
 		if f.conns == nil {
-			f.conns = map[connKey]*connWakes{}
+			f.conns = map[guard.Key]*connWakes{}
 		}
 		c = &connWakes{}
 		c.unnotify = f.fleets.Notify(c.wake)
@@ -65,7 +67,7 @@ func (f *connFanout) add(k connKey, w *wakeups) {
 // callback off the publisher once it has none; a second remove does
 // nothing. A connection has at most MaxStreamsPerConnection streams: the
 // search is short.
-func (f *connFanout) remove(k connKey, w *wakeups) {
+func (f *connFanout) remove(k guard.Key, w *wakeups) {
 	f.mu.Lock()
 	c := f.conns[k]
 	if c == nil {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/xdstype"
+
+	"github.com/pylon-xds/pylon/internal/xds/guard"
 )
 
 // countingFleets counts the Notify callbacks registered and not removed.
@@ -36,9 +38,9 @@ func TestPublishWakesConnectionByConnection(t *testing.T) {
 	d := newDrainers(1)
 	var mu sync.Mutex
 	var order []string
-	conns := []connKey{{"l", "a"}, {"l", "b"}, {"l", "c"}}
+	conns := []guard.Key{{Local: "l", Remote: "a"}, {Local: "l", Remote: "b"}, {Local: "l", Remote: "c"}}
 	type member struct {
-		k connKey
+		k guard.Key
 		w *wakeups
 	}
 	var members []member
@@ -46,7 +48,7 @@ func TestPublishWakesConnectionByConnection(t *testing.T) {
 		k := conns[i%len(conns)]
 		w := poolWakeup(d, func() error {
 			mu.Lock()
-			order = append(order, k.remote)
+			order = append(order, k.Remote)
 			mu.Unlock()
 			return nil
 		})
@@ -77,7 +79,7 @@ func TestPublishWakesConnectionByConnection(t *testing.T) {
 	// Connection a's streams leave (one of them twice); b and c stay.
 	var left []member
 	for _, m := range members {
-		if m.k.remote == "a" {
+		if m.k.Remote == "a" {
 			f.remove(m.k, m.w)
 			f.remove(m.k, m.w)
 			continue
@@ -86,7 +88,7 @@ func TestPublishWakesConnectionByConnection(t *testing.T) {
 	}
 	members = left
 	f.mu.Lock()
-	_, kept := f.conns[connKey{"l", "a"}]
+	_, kept := f.conns[guard.Key{Local: "l", Remote: "a"}]
 	f.mu.Unlock()
 	if kept || counted.n.Load() != 2 {
 		t.Fatalf("a connection without streams: still registered %v; %d publisher callbacks, want 2", kept, counted.n.Load())

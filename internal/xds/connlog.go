@@ -60,7 +60,7 @@ func (st *stream) logOpened() {
 		// Envoy sends its version as numbers, not a string.
 		client += fmt.Sprintf(" %d.%d.%d", sv.GetMajorNumber(), sv.GetMinorNumber(), sv.GetPatch())
 	}
-	args := []any{"cluster", st.node.GetCluster(), "group", group, "client", bounded(client, maxLogged), "peer", st.conn.remote, "kind", st.kind()}
+	args := []any{"cluster", st.node.GetCluster(), "group", group, "client", bounded(client, maxLogged), "peer", st.conn.Remote, "kind", st.kind()}
 	if !st.ident.Verified() {
 		// A verified identity is on every line of the stream already.
 		args = append(args, "identity", "none")
@@ -98,7 +98,7 @@ func (st *stream) closedReason(err error) string {
 	case errors.Is(err, errDrained):
 		// Drain ended it: the replica hands its proxies to others.
 		return ClosedDraining
-	case errors.As(err, &r) && r.reason == RefusedStalled, st.tconn != nil && st.tconn.evicted.Load():
+	case errors.As(err, &r) && r.reason == RefusedStalled, st.tconn != nil && st.tconn.Evicted():
 		// The stream stalled, or another on its connection did.
 		return ClosedEvicted
 	case errors.As(err, &r):

@@ -19,6 +19,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/identity/identitytest"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds"
+	"github.com/pylon-xds/pylon/internal/xds/guard"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 )
 
@@ -158,10 +159,10 @@ func tooManyPings(t *testing.T, tr transport) {
 		t.Fatalf("GOAWAY %v %q, want ENHANCE_YOUR_CALM too_many_pings", f.ErrCode, f.DebugData())
 	}
 	e := rec.wait(t, func(e status.Event) bool { return e.Kind == status.ConnectionClosed })
-	if e.Reason != xds.ConnTooManyPings || e.Peer != c.conn.LocalAddr().String() {
-		t.Fatalf("ConnectionClosed reason %q peer %q, want %q from %s", e.Reason, e.Peer, xds.ConnTooManyPings, c.conn.LocalAddr())
+	if e.Reason != guard.ConnTooManyPings || e.Peer != c.conn.LocalAddr().String() {
+		t.Fatalf("ConnectionClosed reason %q peer %q, want %q from %s", e.Reason, e.Peer, guard.ConnTooManyPings, c.conn.LocalAddr())
 	}
-	line := "reason=" + xds.ConnTooManyPings
+	line := "reason=" + guard.ConnTooManyPings
 	if !strings.Contains(logs.String(), line) || !strings.Contains(logs.String(), "level=WARN") {
 		t.Fatalf("no warning with %s in the log:\n%s", line, logs.String())
 	}
@@ -189,7 +190,7 @@ func refusedByTransport(t *testing.T, tr transport) {
 		t.Fatalf("RST_STREAM on stream %d with %v, want stream 3 or 5 refused (REFUSED_STREAM)", f.StreamID, f.ErrCode)
 	}
 	e := rec.wait(t, func(e status.Event) bool { return e.Kind == status.TransportRefused })
-	if e.Reason != xds.TransportRefusedStreams || e.Peer != c.conn.LocalAddr().String() {
+	if e.Reason != guard.TransportRefusedStreams || e.Peer != c.conn.LocalAddr().String() {
 		t.Fatalf("TransportRefused reason %q peer %q", e.Reason, e.Peer)
 	}
 	// Both refusals are counted; the line is written once.
@@ -200,7 +201,7 @@ func refusedByTransport(t *testing.T, tr transport) {
 		}
 		<-rec.wake
 	}
-	if n := strings.Count(logs.String(), "reason="+xds.TransportRefusedStreams); n != 1 {
+	if n := strings.Count(logs.String(), "reason="+guard.TransportRefusedStreams); n != 1 {
 		t.Fatalf("%d log lines for the refused streams, want 1:\n%s", n, logs.String())
 	}
 	// The connection itself stays: the stream within the bound is served.
@@ -225,8 +226,8 @@ func closedByClient(t *testing.T, tr transport) {
 	c.until(t, "SETTINGS", func(f http2.Frame) bool { _, ok := f.(*http2.SettingsFrame); return ok })
 	c.conn.Close()
 	e := rec.wait(t, func(e status.Event) bool { return e.Kind == status.ConnectionClosed })
-	if e.Reason != xds.ConnClientClosed {
-		t.Fatalf("ConnectionClosed reason %q, want %q", e.Reason, xds.ConnClientClosed)
+	if e.Reason != guard.ConnClientClosed {
+		t.Fatalf("ConnectionClosed reason %q, want %q", e.Reason, guard.ConnClientClosed)
 	}
 	if strings.Contains(logs.String(), "closed by the server") {
 		t.Fatalf("a client's close logged as the server's:\n%s", logs.String())
@@ -250,11 +251,11 @@ func unansweredKeepalive(t *testing.T, tr transport) {
 	c := dialRawTLS(t, srv.Addr, tr.client(t))
 	// Read nothing, answer nothing: the server's ping goes unacknowledged.
 	e := rec.wait(t, func(e status.Event) bool { return e.Kind == status.ConnectionClosed })
-	if e.Reason != xds.ConnTransport || e.Peer != c.conn.LocalAddr().String() {
-		t.Fatalf("ConnectionClosed reason %q peer %q, want %q", e.Reason, e.Peer, xds.ConnTransport)
+	if e.Reason != guard.ConnTransport || e.Peer != c.conn.LocalAddr().String() {
+		t.Fatalf("ConnectionClosed reason %q peer %q, want %q", e.Reason, e.Peer, guard.ConnTransport)
 	}
-	if !strings.Contains(logs.String(), "reason="+xds.ConnTransport) {
-		t.Fatalf("no line with reason=%s in the log:\n%s", xds.ConnTransport, logs.String())
+	if !strings.Contains(logs.String(), "reason="+guard.ConnTransport) {
+		t.Fatalf("no line with reason=%s in the log:\n%s", guard.ConnTransport, logs.String())
 	}
 }
 
@@ -274,11 +275,11 @@ func TestConnectionClosedForTLSHandshake(t *testing.T) {
 		t.Fatal("the handshake succeeded with a client trusting another CA")
 	}
 	e := rec.wait(t, func(e status.Event) bool { return e.Kind == status.ConnectionClosed })
-	if e.Reason != xds.ConnHandshake {
-		t.Fatalf("ConnectionClosed reason %q, want %q", e.Reason, xds.ConnHandshake)
+	if e.Reason != guard.ConnHandshake {
+		t.Fatalf("ConnectionClosed reason %q, want %q", e.Reason, guard.ConnHandshake)
 	}
-	if !strings.Contains(logs.String(), "reason="+xds.ConnHandshake) {
-		t.Fatalf("no line with reason=%s in the log:\n%s", xds.ConnHandshake, logs.String())
+	if !strings.Contains(logs.String(), "reason="+guard.ConnHandshake) {
+		t.Fatalf("no line with reason=%s in the log:\n%s", guard.ConnHandshake, logs.String())
 	}
 }
 
@@ -300,7 +301,7 @@ func TestConnectionWatchOffUnderUnwrappedTLS(t *testing.T) {
 	}
 	c.until(t, "GOAWAY", func(f http2.Frame) bool { _, ok := f.(*http2.GoAwayFrame); return ok })
 	e := rec.wait(t, func(e status.Event) bool { return e.Kind == status.ConnectionClosed })
-	if e.Reason != xds.ConnTransport {
-		t.Fatalf("ConnectionClosed reason %q under unwrapped TLS, want %q", e.Reason, xds.ConnTransport)
+	if e.Reason != guard.ConnTransport {
+		t.Fatalf("ConnectionClosed reason %q under unwrapped TLS, want %q", e.Reason, guard.ConnTransport)
 	}
 }

@@ -9,6 +9,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/pylon-xds/pylon/internal/xds/guard"
 )
 
 // RefusedDraining: the replica is draining (Server.Drain) and takes no new
@@ -35,7 +37,7 @@ const drainFlush = 200 * time.Millisecond
 type openStreams struct {
 	mu       sync.Mutex
 	m        map[*openStream]struct{}
-	perConn  map[connKey]int // open streams per connection
+	perConn  map[guard.Key]int // open streams per connection
 	seq      uint64
 	draining bool
 	// finished are the drain's groups whose streams have all ended, not
@@ -47,14 +49,14 @@ type openStreams struct {
 // openStream is one stream as Drain sees it.
 type openStream struct {
 	seq   uint64 // registration order: older streams first
-	conn  connKey
-	tconn *trackedConn // nil when the connection is not tracked
+	conn  guard.Key
+	tconn *guard.Conn // nil when the connection is not tracked
 	end   context.CancelCauseFunc
 	group *drainGroup // set when a drain starts
 }
 
 // add registers a stream, or reports false when the server is draining.
-func (o *openStreams) add(conn connKey, tconn *trackedConn, end context.CancelCauseFunc) (*openStream, bool) {
+func (o *openStreams) add(conn guard.Key, tconn *guard.Conn, end context.CancelCauseFunc) (*openStream, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.draining {
@@ -62,7 +64,7 @@ func (o *openStreams) add(conn connKey, tconn *trackedConn, end context.CancelCa
 	}
 	if o.m == nil {
 		o.m = map[*openStream]struct{}{}
-		o.perConn = map[connKey]int{}
+		o.perConn = map[guard.Key]int{}
 	}
 	o.seq++
 	s := &openStream{seq: o.seq, conn: conn, tconn: tconn, end: end}
@@ -88,7 +90,7 @@ func (o *openStreams) endAll(cause error) {
 }
 
 // onConn reports whether connection k has open streams.
-func (o *openStreams) onConn(k connKey) bool {
+func (o *openStreams) onConn(k guard.Key) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.perConn[k] > 0
@@ -128,8 +130,8 @@ func (o *openStreams) takeFinished() []*drainGroup {
 
 // drainGroup is one connection's streams, ended together.
 type drainGroup struct {
-	conn    connKey
-	tconn   *trackedConn
+	conn    guard.Key
+	tconn   *guard.Conn
 	oldest  uint64
 	streams []*openStream
 	left    int // streams not ended yet; guarded by openStreams.mu
@@ -143,12 +145,12 @@ type drainGroup struct {
 // tracked connections that have no stream last (by address, to be
 // deterministic): they are closed in their turn, so that their clients
 // too reconnect elsewhere.
-func (o *openStreams) startDrain(tracked []*trackedConn) ([]*drainGroup, int) {
+func (o *openStreams) startDrain(tracked []*guard.Conn) ([]*drainGroup, int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.draining = true
 	o.wake = make(chan struct{}, 1)
-	byConn := map[connKey]*drainGroup{}
+	byConn := map[guard.Key]*drainGroup{}
 	var groups []*drainGroup
 	for s := range o.m {
 		g := byConn[s.conn]
@@ -163,10 +165,10 @@ func (o *openStreams) startDrain(tracked []*trackedConn) ([]*drainGroup, int) {
 		s.group = g
 	}
 	slices.SortFunc(groups, func(a, b *drainGroup) int { return compareUint(a.oldest, b.oldest) })
-	slices.SortFunc(tracked, func(a, b *trackedConn) int { return compareKey(a.key, b.key) })
+	slices.SortFunc(tracked, func(a, b *guard.Conn) int { return compareKey(a.Key(), b.Key()) })
 	for _, tc := range tracked {
-		if byConn[tc.key] == nil {
-			groups = append(groups, &drainGroup{conn: tc.key, tconn: tc, finished: true})
+		if byConn[tc.Key()] == nil {
+			groups = append(groups, &drainGroup{conn: tc.Key(), tconn: tc, finished: true})
 		}
 	}
 	return groups, len(o.m)
@@ -182,30 +184,19 @@ func compareUint(a, b uint64) int {
 	return 0
 }
 
-func compareKey(a, b connKey) int {
+func compareKey(a, b guard.Key) int {
 	switch {
-	case a.remote != b.remote:
-		if a.remote < b.remote {
+	case a.Remote != b.Remote:
+		if a.Remote < b.Remote {
 			return -1
 		}
 		return 1
-	case a.local < b.local:
+	case a.Local < b.Local:
 		return -1
-	case a.local > b.local:
+	case a.Local > b.Local:
 		return 1
 	}
 	return 0
-}
-
-// all returns the tracked connections.
-func (c *conns) all() []*trackedConn {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]*trackedConn, 0, len(c.m))
-	for _, tc := range c.m {
-		out = append(out, tc)
-	}
-	return out
 }
 
 // drainer is one Drain's schedule: group i's streams end at start plus
@@ -227,7 +218,7 @@ type drainer struct {
 }
 
 type flushing struct {
-	tconn *trackedConn
+	tconn *guard.Conn
 	at    time.Time
 }
 
@@ -323,7 +314,7 @@ func (d *drainer) closeDue(now time.Time) {
 		if now.Before(f.at) {
 			break
 		}
-		f.tconn.closeAs(ConnDrained)
+		f.tconn.CloseAs(guard.ConnDrained)
 		n++
 	}
 	clear(d.flushing[:n])
@@ -354,7 +345,7 @@ func (s *Server) Drain(ctx context.Context, period time.Duration) error {
 		return errors.New("xds: the server is already draining")
 	}
 	start := time.Now()
-	groups, n := s.open.startDrain(s.conns.all())
+	groups, n := s.open.startDrain(s.conns.All())
 	s.log.Info("draining: ending xDS streams connection by connection, spread over the period", "streams", n, "connections", len(groups), "period", period.String())
 	clock := s.drainClock
 	if clock == nil {
@@ -382,8 +373,8 @@ func (s *Server) refuseDraining(st *stream) error {
 	st.refused(r)
 	if tc := st.tconn; tc != nil {
 		time.AfterFunc(drainFlush, func() {
-			if !s.open.onConn(tc.key) {
-				tc.closeAs(ConnDrained)
+			if !s.open.onConn(tc.Key()) {
+				tc.CloseAs(guard.ConnDrained)
 			}
 		})
 	}

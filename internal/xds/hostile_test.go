@@ -21,6 +21,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds"
+	"github.com/pylon-xds/pylon/internal/xds/guard"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 )
 
@@ -130,8 +131,8 @@ func TestNonReadingStreamsDoNotStarveOthers(t *testing.T) {
 			conns[e.Reason]++
 		}
 	}
-	if conns[xds.ConnEvicted] != 10 || len(conns) != 1 {
-		t.Fatalf("connections reported closed: %v; want 10 %s", conns, xds.ConnEvicted)
+	if conns[guard.ConnEvicted] != 10 || len(conns) != 1 {
+		t.Fatalf("connections reported closed: %v; want 10 %s", conns, guard.ConnEvicted)
 	}
 }
 

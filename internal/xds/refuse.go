@@ -264,7 +264,7 @@ func (st *stream) refused(r *refusal) {
 	}
 	if st.srv.logged.first(onceKey("refused", r.reason, node.GetId())) {
 		st.log().Warn("refusing xDS stream", "reason", r.reason, "code", r.st.Code().String(), "detail", r.st.Message(),
-			"node", bounded(node.GetId(), maxLogged), "peer", st.conn.remote, "identity", st.ident.String())
+			"node", bounded(node.GetId(), maxLogged), "peer", st.conn.Remote, "identity", st.ident.String())
 	}
 	st.observe(&status.Event{Kind: status.StreamRefused, Reason: r.reason, Detail: r.st.Message()})
 }

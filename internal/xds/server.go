@@ -157,7 +157,7 @@ type Server struct {
 	entitlements protocol.WeakCache[entitledKey, entitled]
 	// conns are the connections accepted by Listener; slotHold and
 	// evictAfter bound sends (guard.SendWatch).
-	conns                conns
+	conns                guard.Conns
 	slotHold, evictAfter time.Duration
 	// life ends every stream when cancelled by Shutdown.
 	life context.Context
@@ -263,7 +263,7 @@ func (s *Server) GRPCOptions() []grpc.ServerOption {
 // (ConnectionClosed) how each connection ends, and each stream gRPC
 // refuses on one (TransportRefused). Serve gRPC on it.
 func (s *Server) Listener(l net.Listener) net.Listener {
-	return &trackedListener{Listener: l, reg: &s.conns, writeTimeout: s.evictAfter, report: s}
+	return s.conns.Listener(l, s.evictAfter, connReports{s})
 }
 
 // evict closes the connection of a stream whose send stayed blocked past
@@ -272,12 +272,12 @@ func (s *Server) Listener(l net.Listener) net.Listener {
 // the stream's context is the transport's, not the handler's), so without
 // Listener the send stays blocked until the client reads or the connection
 // dies, and this only warns, once.
-func (s *Server) evict(k connKey) {
-	if s.conns.close(k) {
+func (s *Server) evict(k guard.Key) {
+	if s.conns.Evict(k) {
 		return
 	}
 	if s.logged.first("evict-untracked") {
-		s.log.Warn("a stream's send is stuck but its connection cannot be closed: serve gRPC on Server.Listener so stalled clients can be evicted", "peer", k.remote)
+		s.log.Warn("a stream's send is stuck but its connection cannot be closed: serve gRPC on Server.Listener so stalled clients can be evicted", "peer", k.Remote)
 	}
 }
 

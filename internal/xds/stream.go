@@ -59,10 +59,10 @@ type stream struct {
 	claimed *corev3.Node
 	// conn is the client's connection (its remote address, the peer),
 	// for eviction; the connection's own strings when it is tracked.
-	conn connKey
+	conn guard.Key
 	// tconn is that connection when the server tracks it (nil otherwise),
 	// to tell an eviction from a client leaving.
-	tconn *trackedConn
+	tconn *guard.Conn
 	// ident is what the connection's verified client certificate proves.
 	ident identity.Identity
 	// boardKey is the node id and identity under which per-type streams
@@ -318,9 +318,9 @@ func (s *Server) setUp(st *stream) (w *wakeups, cutC chan struct{}, refused erro
 	w, cutC = newWakeups(st)
 	end := func(cause error) { w.stop(s.ended(cause)) }
 	if p, ok := peer.FromContext(gs.Context()); ok {
-		st.conn = keyOf(p)
-		if st.tconn = s.conns.get(st.conn); st.tconn != nil {
-			st.conn = st.tconn.key
+		st.conn = guard.KeyOf(p)
+		if st.tconn = s.conns.Get(st.conn); st.tconn != nil {
+			st.conn = st.tconn.Key()
 		}
 	}
 	reg, ok := s.open.add(st.conn, st.tconn, end)
@@ -754,7 +754,7 @@ func (st *stream) flooding(now time.Time) bool {
 // stays on its caller's stack). An At already set is kept: the time the
 // stream's status took for the same thing.
 func (st *stream) observe(e *status.Event) {
-	e.StreamID, e.ADS, e.Delta, e.Peer, e.Poll = st.id, st.typeURL == "", st.delta, st.conn.remote, st.quiet
+	e.StreamID, e.ADS, e.Delta, e.Peer, e.Poll = st.id, st.typeURL == "", st.delta, st.conn.Remote, st.quiet
 	if e.At.IsZero() {
 		e.At = time.Now()
 	}

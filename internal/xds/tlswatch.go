@@ -6,20 +6,12 @@ import (
 	"net"
 
 	"google.golang.org/grpc/credentials"
+
+	"github.com/pylon-xds/pylon/internal/xds/guard"
 )
 
-// ConnHandshake is a ConnectionClosed reason: the TLS handshake failed (no
-// or a rejected client certificate, no common version or cipher, a
-// client that sent no TLS, or gRPC's handshake timeout).
-const ConnHandshake = "tls_handshake"
-
-// tlsRecordHandshake is the first byte of a TLS server's first write (a
-// handshake record); an HTTP/2 server's first frame (SETTINGS, at most
-// 16 KiB by default) never starts with it.
-const tlsRecordHandshake = 0x16
-
 // Credentials wraps the xDS server's transport credentials (TLS) so that
-// the connection watch (connwatch.go) reads what gRPC writes before it is
+// the connection watch (guard.Conn) reads what gRPC writes before it is
 // encrypted: the watch tells why a connection ended from the HTTP/2
 // GOAWAY and RST_STREAM frames gRPC writes, which on the socket of a
 // TLS connection are ciphertext. Serve with
@@ -45,39 +37,25 @@ type watchedCreds struct {
 }
 
 // ServerHandshake hands the tracked connection to c's handshake and
-// returns the decrypted connection, watched: from here the frames are
-// read above TLS, and the socket below only bounds writes and sees
-// resets.
+// returns the decrypted connection, watched (guard.Conn.Handshake).
 func (w watchedCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	tc, ok := raw.(*trackedConn)
-	if ok {
-		// Before the handshake writes: what goes on the socket now is
-		// TLS records, never frames.
-		tc.above.Store(true)
-		// A failed handshake closes the connection before it returns.
-		tc.handshaking.Store(true)
-	}
-	var gen uint64
-	if ok {
-		gen = tc.reg.cas.gen.Load()
-	}
-	conn, info, err := w.TransportCredentials.ServerHandshake(raw)
+	tc, ok := raw.(*guard.Conn)
 	if !ok {
-		return conn, info, err
+		return w.TransportCredentials.ServerHandshake(raw)
 	}
-	tc.handshaking.Store(false)
-	if err != nil {
-		tc.end.set(ConnHandshake)
-		return conn, info, err
+	var info credentials.AuthInfo
+	conn, err := tc.Handshake(func() (net.Conn, tls.ConnectionState, error) {
+		conn, ai, err := w.TransportCredentials.ServerHandshake(raw)
+		info = ai
+		if err != nil {
+			return conn, tls.ConnectionState{}, err
+		}
+		return conn, tlsState(ai), nil
+	})
+	if errors.Is(err, guard.ErrClientCAsChanged) {
+		return nil, nil, err
 	}
-	if reason := tc.verified(tlsState(info), gen); reason != "" {
-		// The client CAs changed while the handshake ran, from a pool
-		// that still trusted this certificate to one that does not.
-		tc.end.set(reason)
-		_ = conn.Close()
-		return nil, nil, errors.New("client certificate no longer trusted: the client CAs changed during the handshake")
-	}
-	return &plainConn{Conn: conn, tc: tc}, info, nil
+	return conn, info, err
 }
 
 // tlsState is a handshake's TLS state (zero for other credentials).
@@ -93,38 +71,4 @@ func tlsState(info credentials.AuthInfo) tls.ConnectionState {
 
 func (w watchedCreds) Clone() credentials.TransportCredentials {
 	return watchedCreds{w.TransportCredentials.Clone()}
-}
-
-// plainConn is a tracked connection above its TLS: gRPC reads and writes
-// plaintext HTTP/2 here.
-type plainConn struct {
-	net.Conn
-	tc *trackedConn
-}
-
-func (c *plainConn) Write(b []byte) (int, error) {
-	n, err := c.Conn.Write(b)
-	// gRPC's writer is the only one here: the frames are its.
-	c.tc.frames.feed(b[:n], c.tc.onFrame)
-	return n, err
-}
-
-// Read marks the client's close: a TLS client ends with close_notify, which
-// ends reads here while the socket below reads no error.
-func (c *plainConn) Read(b []byte) (int, error) {
-	n, err := c.Conn.Read(b)
-	if err != nil && !c.tc.end.closing.Load() {
-		c.tc.end.set(ConnClientClosed)
-	}
-	return n, err
-}
-
-// Close sends TLS's close_notify and closes the socket, which reports.
-func (c *plainConn) Close() error {
-	c.tc.end.closing.Store(true)
-	err := c.Conn.Close()
-	// The TLS layer closes the socket in every case; closing the tracked
-	// connection again only makes sure it is reported.
-	_ = c.tc.Close()
-	return err
 }

@@ -1,24 +1,21 @@
-package xds
+package guard
 
 import (
 	"encoding/binary"
 	"sync"
 	"sync/atomic"
-	"time"
-
-	"github.com/pylon-xds/pylon/internal/status"
 )
 
-// Why a connection served on Listener ended: the bounded values of a
+// Why a tracked connection ended (Conns.Listener): the bounded values of a
 // ConnectionClosed event's Reason (a metric label).
 const (
 	// ConnClientClosed: the client closed or reset it.
 	ConnClientClosed = "client_closed"
 	// ConnEvicted: a stream on it left a response unread past three times
-	// Options.SendStall; every stream on it ended (refusal "stalled").
+	// xds.Options.SendStall; every stream on it ended (refusal "stalled").
 	ConnEvicted = "evicted"
 	// ConnWriteDeadline: one write to its socket stayed blocked past three
-	// times Options.SendStall (the client read nothing at all meanwhile).
+	// times xds.Options.SendStall (the client read nothing at all meanwhile).
 	ConnWriteDeadline = "write_deadline"
 	// ConnTooManyPings: gRPC's keepalive enforcement sent GOAWAY
 	// ENHANCE_YOUR_CALM ("too_many_pings") and closed it: the client
@@ -30,7 +27,7 @@ const (
 	// ConnGoAway: gRPC sent a graceful GOAWAY (NO_ERROR) first: the
 	// connection reached its maximum age, or the gRPC server stopped.
 	ConnGoAway = "goaway"
-	// ConnDrained: Drain closed it after its streams were handed over.
+	// ConnDrained: xds.Server.Drain closed it after its streams were handed over.
 	ConnDrained = "drained"
 	// ConnTransport: gRPC's transport closed it without GOAWAY: a
 	// keepalive ping unanswered within its timeout, or a read or write
@@ -40,7 +37,7 @@ const (
 
 // TransportRefusedStreams is the reason of a TransportRefused event: gRPC
 // refused a new stream with RST_STREAM REFUSED_STREAM because the
-// connection already had Options.MaxStreamsPerConnection streams. The
+// connection already had xds.Options.MaxStreamsPerConnection streams. The
 // client may retry it (grpc-go does, transparently); Pylon never saw it.
 const TransportRefusedStreams = "max_streams"
 
@@ -52,11 +49,11 @@ const (
 	codeEnhanceYourCalm = 0xb
 )
 
-// connReporter hears how each tracked connection ended and each stream
-// its transport refused: the Server, which logs and counts them.
-type connReporter interface {
-	connClosed(tc *trackedConn, reason string)
-	transportRefused(tc *trackedConn)
+// Reporter hears how each tracked connection ended and each stream
+// its transport refused: the xDS server, which logs and counts them.
+type Reporter interface {
+	ConnClosed(tc *Conn, reason string)
+	TransportRefused(tc *Conn)
 }
 
 // connEnd records why a connection is ending: the first reason set by
@@ -122,7 +119,7 @@ func (e *connEnd) reason() string {
 // from the first (the server's preface is a SETTINGS frame).
 type frameWatch struct {
 	// started is set by the first write; off when that write was TLS
-	// (credentials not wrapped by Server.Credentials): ciphertext has no
+	// (credentials not wrapped by xds.Server.Credentials): ciphertext has no
 	// frames to read, and guessing at them would invent reasons.
 	started, off bool
 
@@ -191,65 +188,11 @@ func (f *frameWatch) start() {
 }
 
 // onFrame hears the RST_STREAM and GOAWAY frames written on c.
-func (c *trackedConn) onFrame(typ byte, code uint32) {
+func (c *Conn) onFrame(typ byte, code uint32) {
 	switch {
 	case typ == frameGoAway:
 		c.end.sentGoAway(code)
 	case typ == frameRSTStream && code == codeRefusedStream && c.report != nil:
-		c.report.transportRefused(c)
+		c.report.TransportRefused(c)
 	}
-}
-
-// connClosed logs and counts how a connection served on Listener ended.
-// A client's close is routine (debug); every other end is the server's
-// doing, and takes every stream on the connection with it: a warning,
-// once per connection, under the client-triggered lines' rate limit.
-func (s *Server) connClosed(tc *trackedConn, reason string) {
-	age := time.Since(tc.opened).Round(time.Millisecond).String()
-	if reason == ConnClientClosed {
-		s.log.Debug("xDS connection closed by the client", "peer", tc.key.remote, "connected_for", age)
-	} else if s.logged.first(onceKey("conn-closed", reason, tc.key.remote)) {
-		attrs := []any{"reason", reason, "why", connReasonText(reason), "peer", tc.key.remote, "connected_for", age}
-		if who := tc.cert.identity(); who != "" && (reason == ConnClientCertRevoked || reason == ConnClientCertExpired) {
-			attrs = append(attrs, "client_cert", who)
-		}
-		s.log.Warn("xDS connection closed by the server: every stream on it ended", attrs...)
-	}
-	s.report(&status.Event{Kind: status.ConnectionClosed, Reason: reason, Peer: tc.key.remote, At: time.Now()})
-}
-
-// transportRefused logs and counts a stream gRPC refused on a connection
-// already at its stream bound.
-func (s *Server) transportRefused(tc *trackedConn) {
-	if s.logged.first(onceKey("transport-refused", tc.key.remote)) {
-		s.log.Warn("xDS stream refused by gRPC: the connection is at its stream bound; the client may retry it",
-			"reason", TransportRefusedStreams, "max_streams_per_connection", s.opts.MaxStreamsPerConnection, "peer", tc.key.remote)
-	}
-	s.report(&status.Event{Kind: status.TransportRefused, Reason: TransportRefusedStreams, Peer: tc.key.remote, At: time.Now()})
-}
-
-// connReasonText explains each reason a server ends a connection, for
-// the operator who reads the log line.
-func connReasonText(reason string) string {
-	switch reason {
-	case ConnEvicted:
-		return "a stream on it did not read a response within 3x --send-stall"
-	case ConnWriteDeadline:
-		return "a socket write stayed blocked for 3x --send-stall: the client read nothing"
-	case ConnTooManyPings:
-		return "gRPC's keepalive enforcement: the client pinged more often than allowed (GOAWAY ENHANCE_YOUR_CALM too_many_pings)"
-	case ConnGoAwayError:
-		return "gRPC sent GOAWAY with an error (a protocol error by the client)"
-	case ConnGoAway:
-		return "gRPC sent a graceful GOAWAY: maximum connection age, or the server stopping"
-	case ConnDrained:
-		return "the replica is draining: its streams were handed over"
-	case ConnClientCertRevoked:
-		return "its client certificate no longer verifies against the client CAs, which changed (--xds-client-ca): the client must connect again with a certificate they trust"
-	case ConnClientCertExpired:
-		return "its client certificate (or a CA of its chain) expired: the client must connect again with a valid one"
-	case ConnHandshake:
-		return "the TLS handshake failed: a missing or rejected client certificate, no common protocol, or no TLS at all"
-	}
-	return "gRPC's transport closed it without GOAWAY: a keepalive ping unanswered within its timeout, or a read or write error"
 }

@@ -1,4 +1,4 @@
-package xds
+package guard
 
 import (
 	"errors"
@@ -21,9 +21,9 @@ func TestTrackedConnections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var reg conns
+	var reg Conns
 	rep := &reports{}
-	tl := &trackedListener{Listener: lis, reg: &reg, writeTimeout: 200 * time.Millisecond, report: rep}
+	tl := &listener{Listener: lis, reg: &reg, writeTimeout: 200 * time.Millisecond, report: rep}
 	defer tl.Close()
 	client, err := net.Dial("tcp", lis.Addr().String())
 	if err != nil {
@@ -64,10 +64,10 @@ func TestTrackedConnections(t *testing.T) {
 	// Closing by the stream's peer addresses closes the connection: the
 	// client sees it end, and the registry forgets it.
 	p := &peer.Peer{Addr: client.LocalAddr(), LocalAddr: client.RemoteAddr()}
-	if !reg.close(keyOf(p)) {
+	if !reg.Evict(KeyOf(p)) {
 		t.Fatal("the connection was not found by its peer addresses")
 	}
-	if reg.close(keyOf(p)) {
+	if reg.Evict(KeyOf(p)) {
 		t.Fatal("a closed connection is still tracked")
 	}
 	_ = client.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -88,20 +88,20 @@ func TestTrackedConnections(t *testing.T) {
 	}
 }
 
-// reports records what a trackedListener reports.
+// reports records what a listener reports.
 type reports struct {
 	mu      sync.Mutex
 	reasons []string
 	refused int
 }
 
-func (r *reports) connClosed(_ *trackedConn, reason string) {
+func (r *reports) ConnClosed(_ *Conn, reason string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.reasons = append(r.reasons, reason)
 }
 
-func (r *reports) transportRefused(*trackedConn) {
+func (r *reports) TransportRefused(*Conn) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.refused++
