@@ -101,18 +101,7 @@ func (w *DeltaWatch) Subscribe(req *discoveryv3.DeltaDiscoveryRequest, set *snap
 		// The first request is always answered, even when the client
 		// holds everything already: its initial fetch waits for a response.
 		w.Started, owe = true, true
-		if len(subscribe) == 0 && w.Type.Wildcard {
-			// The legacy wildcard: an empty first request for a wildcard
-			// type (X32).
-			w.Wildcard, w.legacy = true, true
-		}
-		if len(unsubscribe) == 0 {
-			// The common case: the request's names are the subscription,
-			// and what it says the client holds is adopted against it.
-			w.Wildcard = w.Wildcard || slices.Contains(subscribe, wildcardName)
-			w.Sub = w.shared.subs.get(w.Wildcard, subscribe)
-			w.Names = w.Sub.names
-			w.adopt(req.GetInitialResourceVersions(), set)
+		if w.subscribeFirst(req, set) {
 			return true
 		}
 	}
@@ -120,11 +109,58 @@ func (w *DeltaWatch) Subscribe(req *discoveryv3.DeltaDiscoveryRequest, set *snap
 	names := make(map[string]struct{}, len(w.Names)+len(subscribe))
 	maps.Copy(names, w.Names)
 	w.Names = names
-	star, named := false, false
 	// drop is set when the client loses a wildcard or a glob collection:
 	// it drops what it no longer subscribes to, once the new subscription
 	// is known; dropped are the names it unsubscribed from.
-	drop, dropped := false, []string(nil)
+	added, drop := w.addNames(req)
+	lost, dropped := w.removeNames(unsubscribe)
+	drop = drop || lost
+	w.Sub = w.shared.subs.get(w.Wildcard, slices.Collect(maps.Keys(w.Names)))
+	w.Names = w.Sub.names
+	for _, n := range dropped {
+		if w.Held[n] == nil || !w.Covers(n) {
+			// The client drops it, unless it still has it through the
+			// wildcard (X31) or a glob collection.
+			w.forget(n)
+		}
+	}
+	if drop {
+		w.dropUncovered()
+	}
+	w.forceMembers(subscribe, set)
+	if first {
+		w.adopt(req.GetInitialResourceVersions(), set)
+	}
+	w.rejoinShared(set)
+	return owe || added
+}
+
+// subscribeFirst starts the subscription of a stream's first request, and
+// reports whether it handled the whole request: the common case, where the
+// request's names are the subscription and what it says the client holds
+// is adopted against it.
+func (w *DeltaWatch) subscribeFirst(req *discoveryv3.DeltaDiscoveryRequest, set *snapshot.Set) bool {
+	subscribe := req.GetResourceNamesSubscribe()
+	if len(subscribe) == 0 && w.Type.Wildcard {
+		// The legacy wildcard: an empty first request for a wildcard
+		// type (X32).
+		w.Wildcard, w.legacy = true, true
+	}
+	if len(req.GetResourceNamesUnsubscribe()) > 0 {
+		return false
+	}
+	w.Wildcard = w.Wildcard || slices.Contains(subscribe, wildcardName)
+	w.Sub = w.shared.subs.get(w.Wildcard, subscribe)
+	w.Names = w.Sub.names
+	w.adopt(req.GetInitialResourceVersions(), set)
+	return true
+}
+
+// addNames adds the request's subscriptions to w.Names (a copy the caller
+// owns) and reports whether they are owed a response, and whether the
+// client loses what the legacy wildcard gave it.
+func (w *DeltaWatch) addNames(req *discoveryv3.DeltaDiscoveryRequest) (owe, drop bool) {
+	star, named := false, false
 	for _, n := range req.GetResourceNamesSubscribe() {
 		if n == wildcardName {
 			star = true
@@ -146,17 +182,20 @@ func (w *DeltaWatch) Subscribe(req *discoveryv3.DeltaDiscoveryRequest, set *snap
 	switch {
 	case star:
 		w.Wildcard, w.legacy = true, false
-		owe = true
 	case named && w.legacy:
 		// Subscribing to a name ends the legacy wildcard; a client that
 		// wants both subscribes to "*" explicitly.
 		w.Wildcard, w.legacy = false, false
 		drop = true
 	}
-	if named {
-		owe = true
-	}
-	for _, n := range req.GetResourceNamesUnsubscribe() {
+	return star || named, drop
+}
+
+// removeNames takes the request's unsubscriptions out of w.Names (a copy
+// the caller owns): dropped are the names the client unsubscribed from,
+// and drop is set when it loses the wildcard or a glob collection.
+func (w *DeltaWatch) removeNames(unsubscribe []string) (drop bool, dropped []string) {
+	for _, n := range unsubscribe {
 		if n == wildcardName {
 			if w.Wildcard {
 				w.Wildcard, w.legacy = false, false
@@ -173,29 +212,18 @@ func (w *DeltaWatch) Subscribe(req *discoveryv3.DeltaDiscoveryRequest, set *snap
 		dropped = append(dropped, n)
 		drop = drop || w.Sub.isGlob(n)
 	}
-	w.Sub = w.shared.subs.get(w.Wildcard, slices.Collect(maps.Keys(w.Names)))
-	w.Names = w.Sub.names
-	for _, n := range dropped {
-		if w.Held[n] == nil || !w.Covers(n) {
-			// The client drops it, unless it still has it through the
-			// wildcard (X31) or a glob collection.
-			w.forget(n)
-		}
+	return drop, dropped
+}
+
+// rejoinShared makes a client left holding exactly the shared set of its
+// subscription share it again.
+func (w *DeltaWatch) rejoinShared(set *snapshot.Set) {
+	if w.HeldAs != nil || w.AckedAs != nil || len(w.Held) == 0 || w.VHDS != nil {
+		return
 	}
-	if drop {
-		w.dropUncovered()
+	if c := w.shared.canonOf(w.Held, set, w.Sub); c != nil && w.shared.canonOf(w.Acked, set, w.Sub) == c {
+		w.Held, w.HeldAs, w.Acked, w.AckedAs = c.held, c, c.held, c
 	}
-	w.forceMembers(subscribe, set)
-	if first {
-		w.adopt(req.GetInitialResourceVersions(), set)
-	}
-	if w.HeldAs == nil && w.AckedAs == nil && len(w.Held) > 0 && w.VHDS == nil {
-		// A client left holding exactly the shared set joins it.
-		if c := w.shared.canonOf(w.Held, set, w.Sub); c != nil && w.shared.canonOf(w.Acked, set, w.Sub) == c {
-			w.Held, w.HeldAs, w.Acked, w.AckedAs = c.held, c, c.held, c
-		}
-	}
-	return owe
 }
 
 // canonUnlessVHDS is the shared canon of the set within the subscription,
