@@ -69,10 +69,13 @@ func (s *Source) list(ctx context.Context, auth transport.AuthMethod) (string, p
 // read fetches the commit ref points to (that commit alone: depth 1, into
 // memory) and reads the folder at it. rev is the commit's SHA.
 func (s *Source) read(ctx context.Context, auth transport.AuthMethod, ref string, hash plumbing.Hash) (files []config.File, rev string, err error) {
-	repo, err := gogit.CloneContext(ctx, memory.NewStorage(), nil, &gogit.CloneOptions{
+	repo, err := gogit.CloneContext(ctx, &bounded{Storage: memory.NewStorage(), left: s.o.MaxBytes}, nil, &gogit.CloneOptions{
 		URL: s.o.URL, Auth: auth, ReferenceName: plumbing.ReferenceName(ref),
 		SingleBranch: true, Depth: 1, NoCheckout: true, Tags: gogit.NoTags,
 	})
+	if errors.Is(err, errTooBig) {
+		return nil, "", fmt.Errorf("git %s: fetching %s: the commit's objects are over the limit of %d KiB", s.shown, ref, s.o.MaxBytes>>10)
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("git %s: fetching %s: %w", s.shown, ref, err)
 	}
@@ -101,6 +104,24 @@ func (s *Source) read(ctx context.Context, auth transport.AuthMethod, ref string
 		return nil, rev, fmt.Errorf("git commit %s: %w", rev, err)
 	}
 	return files, rev, nil
+}
+
+// errTooBig is a fetch over Options.MaxBytes.
+var errTooBig = errors.New("over the fetch limit")
+
+// bounded is the memory a fetch writes its objects to, refusing them once
+// they are over a bound: a repository that grew a large file (or a host
+// that sends without end) is refused rather than held.
+type bounded struct {
+	*memory.Storage
+	left int64
+}
+
+func (b *bounded) SetEncodedObject(o plumbing.EncodedObject) (plumbing.Hash, error) {
+	if b.left -= o.Size(); b.left < 0 {
+		return plumbing.ZeroHash, errTooBig
+	}
+	return b.Storage.SetEncodedObject(o)
 }
 
 // commitOf is the commit hash names: itself, or the one an annotated tag

@@ -37,6 +37,10 @@ type Options struct {
 	// Timeout bounds one poll: listing the ref and fetching its commit
 	// (default 1m).
 	Timeout time.Duration
+	// MaxBytes bounds the objects one fetch brings into memory: the
+	// commit, its trees and every file of it, in the folder or not
+	// (default DefaultMaxBytes).
+	MaxBytes int64
 	// Quiet and MaxWait debounce bursts of webhook calls into one poll.
 	Quiet, MaxWait time.Duration
 	Logger         *slog.Logger
@@ -47,6 +51,9 @@ const (
 	DefaultRef     = "main"
 	DefaultPoll    = 30 * time.Second
 	DefaultTimeout = time.Minute
+	// DefaultMaxBytes is four times the config files' own limit
+	// (config.MaxTotalBytes): room for what else the commit holds.
+	DefaultMaxBytes = 256 << 20
 )
 
 // Source polls a Git repository.
@@ -93,6 +100,9 @@ func New(o Options) (*Source, error) {
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
+	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = DefaultMaxBytes
 	}
 	log := o.Logger
 	if log == nil {

@@ -263,3 +263,14 @@ func TestCredentialsFileMustBePrivate(t *testing.T) {
 		t.Fatalf("readable credentials: %v", u.Err)
 	}
 }
+
+// A fetch brings one commit's objects into memory, at most MaxBytes of
+// them: a repository that grew a large file is refused, not held.
+func TestFetchIsBounded(t *testing.T) {
+	repo := gittest.New(t)
+	repo.Commit(map[string]string{"pylon.yaml": "v1", "other/big.bin": strings.Repeat("0123456789abcdef", 1<<12)})
+	_, updates, _ := start(t, Options{URL: repo.ServeHTTP(""), MaxBytes: 16 << 10})
+	if u := next(t, updates); u.Err == nil || !strings.Contains(u.Err.Error(), "over the limit of 16 KiB") {
+		t.Fatalf("a commit of 64 KiB with a limit of 16 KiB: %v", u.Err)
+	}
+}
