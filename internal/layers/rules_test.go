@@ -131,6 +131,7 @@ var allowed = []edge{
 	{"internal/cli", "internal/snapshot"},
 	{"internal/cli", "internal/source"},
 	{"internal/cli", "internal/source/file"},
+	{"internal/cli", "internal/source/git"}, // serve's Git flags show the source's defaults
 	{"internal/cli", "internal/status"},
 	{"internal/cli", "internal/store"},
 	{"internal/cli", "internal/store/etcd"},
