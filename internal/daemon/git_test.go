@@ -160,7 +160,30 @@ func servesPushes(t *testing.T, repo *gittest.Repo, o daemon.GitOptions, token s
 		t.Fatalf("the refusal does not name configs/pylon.yaml line 8: %+v", st.Refused)
 	}
 	s.ExpectSilence()
-	for what, text := range map[string]string{"/status": body, "the log": logs.String()} {
+	texts := map[string]string{"/status after the bad push": body}
+
+	// The branch deleted (a tag left): refused, naming it; the last good
+	// keeps serving.
+	repo.Tag("v1")
+	repo.DeleteBranch(gittest.Branch)
+	adminCall(t, d, http.MethodPost, "/v1/sources/git/poll", admin)
+	st, texts["/status without the branch"] = configStatus(t, d, admin, func(st pipeline.Status) bool {
+		return st.Refused != nil && strings.Contains(st.Refused.Error, `no branch or tag "main"`)
+	})
+	if st.Revision != second {
+		t.Fatalf("without the branch: serving %s, want %s", st.Revision, second)
+	}
+	s.ExpectSilence()
+
+	// Pushed again, fixed: served, the refusal cleared.
+	fixed := repo.Commit(map[string]string{"configs/pylon.yaml": gitConfig("c")})
+	adminCall(t, d, http.MethodPost, "/v1/sources/git/poll", admin)
+	if got := clusterNames(t, s); !slices.Equal(got, []string{"c"}) {
+		t.Fatalf("clusters after the fix: %v, want [c]", got)
+	}
+	configStatus(t, d, admin, func(st pipeline.Status) bool { return st.Revision == fixed && st.Refused == nil })
+	texts["the log"] = logs.String()
+	for what, text := range texts {
 		if strings.Contains(text, token) {
 			t.Errorf("%s shows the Git token:\n%s", what, text)
 		}

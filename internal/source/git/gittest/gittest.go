@@ -92,10 +92,11 @@ func (r *Repo) Tag(name string) {
 	r.run(r.work, "push", "-q", "origin", name)
 }
 
-// DeleteBranch deletes branch from the repository.
+// DeleteBranch deletes branch from the repository (even the one its
+// HEAD names, which a push may not delete).
 func (r *Repo) DeleteBranch(branch string) {
 	r.t.Helper()
-	r.run(r.work, "push", "-q", "origin", "--delete", branch)
+	r.run(r.bare(), "update-ref", "-d", "refs/heads/"+branch)
 }
 
 // FileURL is the repository's file:// URL.
