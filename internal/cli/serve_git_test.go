@@ -28,7 +28,8 @@ func TestServeGitFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--config-git", "ssh://git@example.com/fleet.git"}, "the scheme must be https, http or file"},
+		{[]string{"--config-git", "git://example.com/fleet.git"}, "the scheme must be https, ssh, http or file"},
+		{[]string{"--config-git", "ssh://git@example.com/fleet.git"}, "needs --git-credentials-file (a private key) and --git-known-hosts"},
 		{[]string{"--config-git", "file:///nonexistent", "--config", "."}, "--config-git and --config"},
 		{[]string{"--git-ref", "main"}, "--git-ref needs --config-git"},
 	} {

@@ -15,6 +15,7 @@ type GitOptions struct {
 	URL, Ref, Path  string
 	Poll, Timeout   time.Duration
 	CredentialsFile string
+	KnownHostsFile  string
 }
 
 // newGit is o's Git source, or nil without one. It refuses a Git source
@@ -32,6 +33,7 @@ func newGit(o Options, log *slog.Logger) (*git.Source, error) {
 	}
 	return git.New(git.Options{
 		URL: g.URL, Ref: g.Ref, Path: g.Path, Poll: g.Poll, Timeout: g.Timeout, CredentialsFile: g.CredentialsFile,
-		Quiet: o.DebounceQuiet, MaxWait: o.DebounceMax, Logger: log,
+		KnownHostsFile: g.KnownHostsFile,
+		Quiet:          o.DebounceQuiet, MaxWait: o.DebounceMax, Logger: log,
 	})
 }

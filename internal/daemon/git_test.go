@@ -97,30 +97,38 @@ func clusterNames(t *testing.T, s *xdstest.Stream) []string {
 	return names
 }
 
-// The daemon serves a folder of a Git repository, over file:// and over
-// smart HTTP behind a token: a push, polled at once by the webhook,
+// The daemon serves a folder of a Git repository, over file://, over
+// smart HTTP behind a token and over SSH with a key and a pinned host: a push, polled at once by the webhook,
 // reaches an xDS client and /status names its commit; a bad push is
 // refused with its file and line, and the last good commit keeps serving.
 // The token is never shown.
 func TestGitSourceServesPushesAndRefusesABadOne(t *testing.T) {
 	const token = "git-token-7f3a9c2e51d4"
+	private := func(t *testing.T, name string, data []byte) string {
+		p := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
 	for _, tc := range []struct {
-		name  string
-		url   func(*gittest.Repo) string
-		token string
+		name string
+		git  func(*testing.T, *gittest.Repo) daemon.GitOptions
 	}{
-		{"file", (*gittest.Repo).FileURL, ""},
-		{"smart-http", func(r *gittest.Repo) string { return r.ServeHTTP(token) }, token},
+		{"file", func(_ *testing.T, r *gittest.Repo) daemon.GitOptions { return daemon.GitOptions{URL: r.FileURL()} }},
+		{"smart-http", func(t *testing.T, r *gittest.Repo) daemon.GitOptions {
+			return daemon.GitOptions{URL: r.ServeHTTP(token), CredentialsFile: private(t, "git-credentials", []byte(token+"\n"))}
+		}},
+		{"ssh", func(t *testing.T, r *gittest.Repo) daemon.GitOptions {
+			key := gittest.NewSSHKey(t)
+			url, known := r.ServeSSH(key.Public)
+			return daemon.GitOptions{URL: url, CredentialsFile: private(t, "id_ed25519", key.Private), KnownHostsFile: private(t, "known_hosts", []byte(known+"\n"))}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			repo := gittest.New(t)
-			o := daemon.GitOptions{URL: tc.url(repo), Path: "configs", Poll: time.Hour}
-			if tc.token != "" {
-				o.CredentialsFile = filepath.Join(t.TempDir(), "git-credentials")
-				if err := os.WriteFile(o.CredentialsFile, []byte(tc.token+"\n"), 0o600); err != nil {
-					t.Fatal(err)
-				}
-			}
+			o := tc.git(t, repo)
+			o.Path, o.Poll = "configs", time.Hour
 			servesPushes(t, repo, o, token)
 		})
 	}

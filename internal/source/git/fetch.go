@@ -15,7 +15,9 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
 	"github.com/go-git/go-git/v5/storage/memory"
+	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/pylon-xds/pylon/internal/config"
 	"github.com/pylon-xds/pylon/internal/seal"
@@ -34,6 +36,9 @@ func (s *Source) auth() (transport.AuthMethod, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.o.KnownHostsFile != "" {
+		return s.sshAuth(data)
+	}
 	line := string(bytes.TrimSpace(data))
 	if line == "" || strings.ContainsAny(line, "\r\n") {
 		return nil, fmt.Errorf("--git-credentials-file %s: want one line, user:password or a token", s.o.CredentialsFile)
@@ -42,6 +47,26 @@ func (s *Source) auth() (transport.AuthMethod, error) {
 		return &githttp.BasicAuth{Username: user, Password: pass}, nil
 	}
 	return &githttp.TokenAuth{Token: line}, nil
+}
+
+// sshAuth is the private key key authenticating as the URL's user (default
+// "git"), against the hosts of the known_hosts file only.
+func (s *Source) sshAuth(key []byte) (transport.AuthMethod, error) {
+	user := "git"
+	if u, err := url.Parse(s.o.URL); err == nil && u.User != nil && u.User.Username() != "" {
+		user = u.User.Username()
+	}
+	auth, err := gitssh.NewPublicKeys(user, key, "")
+	if err != nil {
+		// The parser's error names no part of the key.
+		return nil, fmt.Errorf("--git-credentials-file %s: not a private key without a passphrase: %w", s.o.CredentialsFile, err)
+	}
+	hosts, err := knownhosts.New(s.o.KnownHostsFile)
+	if err != nil {
+		return nil, fmt.Errorf("--git-known-hosts: %w", err)
+	}
+	auth.HostKeyCallback = hosts
+	return auth, nil
 }
 
 // list finds the ref on the remote, without fetching anything: a poll of

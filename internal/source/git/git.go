@@ -19,7 +19,7 @@ import (
 
 // Options configures a Source.
 type Options struct {
-	// URL is the repository: https://, http:// or file://.
+	// URL is the repository: https://, ssh://, http:// or file://.
 	URL string
 	// Ref is a branch or tag name, or a full ref (refs/...); default
 	// "main".
@@ -30,10 +30,14 @@ type Options struct {
 	// Poll is how often the ref is checked for a new commit (default
 	// 30s).
 	Poll time.Duration
-	// CredentialsFile holds the HTTP credentials: "user:password" (basic
-	// auth) or a lone token (sent as a bearer token). Read at every
-	// fetch, so a rotation needs no restart. Empty: none.
+	// CredentialsFile holds the credentials: over HTTP "user:password"
+	// (basic auth) or a lone token (sent as a bearer token); over SSH a
+	// private key (OpenSSH or PEM, no passphrase). Read at every poll, so
+	// a rotation needs no restart. Empty: none (not over SSH).
 	CredentialsFile string
+	// KnownHostsFile pins the SSH host's keys (known_hosts format);
+	// required over SSH: a host is never taken on its word.
+	KnownHostsFile string
 	// Timeout bounds one poll: listing the ref and fetching its commit
 	// (default 1m).
 	Timeout time.Duration
@@ -75,12 +79,16 @@ type Source struct {
 func New(o Options) (*Source, error) {
 	u, err := url.Parse(o.URL)
 	if err != nil {
-		return nil, fmt.Errorf("--config-git: not a URL")
+		return nil, fmt.Errorf("--config-git: not a URL (for SSH, write ssh://user@host/path)")
 	}
 	switch u.Scheme {
 	case "https", "http", "file":
+	case "ssh":
+		if o.CredentialsFile == "" || o.KnownHostsFile == "" {
+			return nil, fmt.Errorf("--config-git %s: over ssh:// needs --git-credentials-file (a private key) and --git-known-hosts (the host's keys)", u.Redacted())
+		}
 	default:
-		return nil, fmt.Errorf("--config-git %s: the scheme must be https, http or file", u.Redacted())
+		return nil, fmt.Errorf("--config-git %s: the scheme must be https, ssh, http or file", u.Redacted())
 	}
 	if o.CredentialsFile != "" && u.Scheme == "http" && !loopback(u.Hostname()) {
 		return nil, fmt.Errorf("--config-git %s: credentials would cross the network in clear over http; use https", u.Redacted())

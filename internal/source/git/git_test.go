@@ -187,7 +187,8 @@ func TestNewRefuses(t *testing.T) {
 		o    Options
 		want string
 	}{
-		{"ssh", Options{URL: "ssh://git@example.com/repo.git"}, "scheme must be https, http or file"},
+		{"scp-like", Options{URL: "git@example.com:repo.git"}, "not a URL"},
+		{"git protocol", Options{URL: "git://example.com/repo.git"}, "scheme must be https, ssh, http or file"},
 		{"credentials in clear", Options{URL: "http://example.com/repo.git", CredentialsFile: "token"}, "in clear over http"},
 		{"path outside", Options{URL: "file:///repo.git", Path: "../x"}, "inside the repository"},
 	} {
@@ -272,5 +273,58 @@ func TestFetchIsBounded(t *testing.T) {
 	_, updates, _ := start(t, Options{URL: repo.ServeHTTP(""), MaxBytes: 16 << 10})
 	if u := next(t, updates); u.Err == nil || !strings.Contains(u.Err.Error(), "over the limit of 16 KiB") {
 		t.Fatalf("a commit of 64 KiB with a limit of 16 KiB: %v", u.Err)
+	}
+}
+
+// Over SSH, the key file authenticates and the known_hosts file pins the
+// host: the right key against the pinned host is read; another key, or a
+// host whose key is not the one pinned, is refused; the key is never
+// shown.
+func TestSSH(t *testing.T) {
+	repo := gittest.New(t)
+	rev := repo.Commit(map[string]string{"pylon.yaml": "v1"})
+	key, other := gittest.NewSSHKey(t), gittest.NewSSHKey(t)
+	url, known := repo.ServeSSH(key.Public)
+	_, wrongHost := repo.ServeSSH(key.Public) // another server's host key, for this address
+	for _, tc := range []struct {
+		name  string
+		key   []byte
+		hosts string
+		want  string
+	}{
+		{"right key", key.Private, known, ""},
+		{"wrong key", other.Private, known, "unable to authenticate"},
+		{"unknown host key", key.Private, strings.Replace(wrongHost, wrongHost[:strings.Index(wrongHost, " ")], known[:strings.Index(known, " ")], 1), "key mismatch"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := Options{URL: url, CredentialsFile: writePrivate(t, string(tc.key)), KnownHostsFile: filepath.Join(t.TempDir(), "known_hosts")}
+			if err := os.WriteFile(o.KnownHostsFile, []byte(tc.hosts+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, updates, logs := start(t, o)
+			u := next(t, updates)
+			if tc.want == "" {
+				wantFiles(t, u, rev, "pylon.yaml=v1;")
+			} else if u.Err == nil || !strings.Contains(u.Err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error with %q", u.Err, tc.want)
+			}
+			body := strings.Split(string(tc.key), "\n")[1]
+			if (u.Err != nil && strings.Contains(u.Err.Error(), body)) || strings.Contains(logs.String(), body) {
+				t.Errorf("the key is shown: %v\n%s", u.Err, logs)
+			}
+		})
+	}
+}
+
+// SSH needs a key and a known_hosts file: a host is never taken on its
+// word.
+func TestSSHNeedsKeyAndKnownHosts(t *testing.T) {
+	for _, o := range []Options{
+		{URL: "ssh://git@example.com/fleet.git", KnownHostsFile: "known_hosts"},
+		{URL: "ssh://git@example.com/fleet.git", CredentialsFile: "key"},
+	} {
+		if _, err := New(o); err == nil || !strings.Contains(err.Error(), "over ssh:// needs --git-credentials-file (a private key) and --git-known-hosts") {
+			t.Errorf("%+v: %v", o, err)
+		}
 	}
 }
