@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"time"
 
 	gogit "github.com/go-git/go-git/v5"
 	gitconfig "github.com/go-git/go-git/v5/config"
@@ -17,7 +18,7 @@ import (
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
 	"github.com/go-git/go-git/v5/storage/memory"
-	"golang.org/x/crypto/ssh/knownhosts"
+	cryptossh "golang.org/x/crypto/ssh"
 
 	"github.com/pylon-xds/pylon/internal/config"
 	"github.com/pylon-xds/pylon/internal/seal"
@@ -52,8 +53,12 @@ func (s *Source) auth() (transport.AuthMethod, error) {
 // sshAuth is the private key key authenticating as the URL's user (default
 // "git"), against the hosts of the known_hosts file only.
 func (s *Source) sshAuth(key []byte) (transport.AuthMethod, error) {
+	u, err := url.Parse(s.o.URL)
+	if err != nil {
+		return nil, err
+	}
 	user := "git"
-	if u, err := url.Parse(s.o.URL); err == nil && u.User != nil && u.User.Username() != "" {
+	if u.User != nil && u.User.Username() != "" {
 		user = u.User.Username()
 	}
 	auth, err := gitssh.NewPublicKeys(user, key, "")
@@ -61,12 +66,35 @@ func (s *Source) sshAuth(key []byte) (transport.AuthMethod, error) {
 		// The parser's error names no part of the key.
 		return nil, fmt.Errorf("--git-credentials-file %s: not a private key without a passphrase: %w", s.o.CredentialsFile, err)
 	}
-	hosts, err := knownhosts.New(s.o.KnownHostsFile)
+	hosts, err := gitssh.NewKnownHostsDb(s.o.KnownHostsFile)
 	if err != nil {
 		return nil, fmt.Errorf("--git-known-hosts: %w", err)
 	}
-	auth.HostKeyCallback = hosts
-	return auth, nil
+	auth.HostKeyCallback = hosts.HostKeyCallback()
+	port := u.Port()
+	if port == "" {
+		port = "22"
+	}
+	return pinnedSSH{auth, hosts.HostKeyAlgorithms(net.JoinHostPort(u.Hostname(), port)), s.o.Timeout}, nil
+}
+
+// pinnedSSH is an SSH key that asks the host for the key types pinned for
+// it (a host with keys of several types shows the one known_hosts has),
+// and bounds the TCP connect by the poll's timeout: go-git's SSH transport
+// takes no context until it is connected.
+type pinnedSSH struct {
+	*gitssh.PublicKeys
+	algorithms []string
+	timeout    time.Duration
+}
+
+func (a pinnedSSH) ClientConfig() (*cryptossh.ClientConfig, error) {
+	c, err := a.PublicKeys.ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	c.HostKeyAlgorithms, c.Timeout = a.algorithms, a.timeout
+	return c, nil
 }
 
 // list finds the ref on the remote, without fetching anything: a poll of

@@ -1,7 +1,9 @@
 package gittest
 
 import (
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/pem"
 	"errors"
@@ -45,7 +47,9 @@ func NewSSHKey(t testing.TB) SSHKey {
 // ServeSSH serves the repository over SSH on 127.0.0.1 until the test
 // ends, to the client key allowed only, running git-upload-pack as a Git
 // host does. It returns the repository's ssh:// URL and the known_hosts
-// line of the server's host key.
+// line of the server's Ed25519 host key. The server has an ECDSA host key
+// too, which clients prefer unless told otherwise, as many Git hosts
+// have keys of several types.
 func (r *Repo) ServeSSH(allowed ssh.PublicKey) (url, knownHostsLine string) {
 	r.t.Helper()
 	hostKey := NewSSHKey(r.t)
@@ -60,6 +64,15 @@ func (r *Repo) ServeSSH(allowed ssh.PublicKey) (url, knownHostsLine string) {
 		return nil, errors.New("key not allowed")
 	}}
 	cfg.AddHostKey(signer)
+	ecKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	ecSigner, err := ssh.NewSignerFromKey(ecKey)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	cfg.AddHostKey(ecSigner)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		r.t.Fatal(err)
