@@ -50,6 +50,10 @@ type Options struct {
 	Logger         *slog.Logger
 }
 
+// stopWait bounds how long a poll in progress is waited for once the
+// source is stopped.
+const stopWait = 2 * time.Second
+
 // Defaults of Options.
 const (
 	DefaultRef     = "main"
@@ -136,7 +140,7 @@ func (s *Source) PollNow() {
 // the update with Err that says why it cannot. The daemon reads the first
 // one before anything listens; Run starts from it.
 func (s *Source) Read(ctx context.Context) source.Update {
-	u, _ := s.poll(ctx)
+	u, _, _ := s.pollOrStop(ctx)
 	return u
 }
 
@@ -154,7 +158,10 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 	}
 	first := s.last
 	if first == nil {
-		u, _ := s.poll(ctx)
+		u, _, ok := s.pollOrStop(ctx)
+		if !ok {
+			return nil
+		}
 		first = &u
 	}
 	if !send(*first) {
@@ -180,9 +187,42 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 			due = nil
 		case <-tick.C:
 		}
-		if u, changed := s.poll(ctx); changed && !send(u) {
+		u, changed, ok := s.pollOrStop(ctx)
+		if !ok || changed && !send(u) {
 			return nil
 		}
+	}
+}
+
+// pollOrStop polls in a goroutine of its own and waits for it, or, once
+// ctx ends, for at most stopWait more: go-git connects over SSH without a
+// context, so a host that accepts the connection and then says nothing
+// would hold the poll, and the stop with it. ok is false when the poll was
+// left to end by itself (when the connection does), which only a stop
+// does.
+func (s *Source) pollOrStop(ctx context.Context) (u source.Update, changed, ok bool) {
+	type result struct {
+		u       source.Update
+		changed bool
+	}
+	done := make(chan result, 1)
+	go func() {
+		u, changed := s.poll(ctx)
+		done <- result{u, changed}
+	}()
+	select {
+	case r := <-done:
+		return r.u, r.changed, true
+	case <-ctx.Done():
+	}
+	wait := time.NewTimer(stopWait)
+	defer wait.Stop()
+	select {
+	case r := <-done:
+		return r.u, r.changed, true
+	case <-wait.C:
+		err := fmt.Errorf("git %s: stopped while the host had not answered", s.shown)
+		return source.Update{Err: err, AcceptedAt: time.Now()}, false, false
 	}
 }
 

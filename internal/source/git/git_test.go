@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -326,5 +327,78 @@ func TestSSHNeedsKeyAndKnownHosts(t *testing.T) {
 		if _, err := New(o); err == nil || !strings.Contains(err.Error(), "over ssh:// needs --git-credentials-file (a private key) and --git-known-hosts") {
 			t.Errorf("%+v: %v", o, err)
 		}
+	}
+}
+
+// silentHost accepts connections on 127.0.0.1 and never says a word, as
+// a stalled SSH host; they close when the test ends. accepted receives
+// once a connection is accepted.
+func silentHost(t *testing.T) (addr string, accepted <-chan struct{}) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done, got := make(chan struct{}), make(chan struct{}, 1)
+	go func() {
+		defer close(done)
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			select {
+			case got <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		lis.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return lis.Addr().String(), got
+}
+
+// A host that accepts an SSH connection and then says nothing does not
+// hold a stop: go-git connects over SSH without a context, so the poll
+// is waited for only so long once the source is stopped.
+func TestStalledSSHHostDoesNotHoldAStop(t *testing.T) {
+	addr, accepted := silentHost(t)
+	key := gittest.NewSSHKey(t)
+	known := filepath.Join(t.TempDir(), "known_hosts")
+	if err := os.WriteFile(known, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Options{URL: "ssh://git@" + addr + "/repo.git", CredentialsFile: writePrivate(t, string(key.Private)), KnownHostsFile: known, Timeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.Run(ctx, make(chan source.Update))
+	}()
+	select {
+	case <-accepted: // the poll is connecting, and will wait for ever
+	case <-time.After(wait):
+		t.Fatal("the source did not connect")
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(stopWait + 5*time.Second):
+		t.Fatal("Run did not return after its context ended: a stalled SSH host holds it")
 	}
 }
