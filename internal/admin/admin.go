@@ -99,8 +99,10 @@ type Options struct {
 	// PollGit, with a Git source, makes it poll at once
 	// (POST /v1/sources/git/poll, the webhook); nil: there is none.
 	PollGit func()
-	// ConfigPath is, in file mode, the --config path: the dashboard names
-	// it in its read-only notice. Empty: not named.
+	// ConfigPath is, in file mode, the --config path, and with a Git
+	// source the repository (its URL as shown: no password), ref and
+	// folder: the dashboard names it in its read-only notice. Empty: not
+	// named.
 	ConfigPath string
 	// Version is the Pylon build version.
 	Version string

@@ -39,3 +39,19 @@ func TestGitPollWebhook(t *testing.T) {
 		t.Fatalf("POST %s without a Git source: %d %s, want 404 naming --config-git", path, code, body)
 	}
 }
+
+// With a Git source, /summary's mode is "git" and names the repository,
+// so that the dashboard's read-only notice says where to push.
+func TestSummaryNamesTheGitRepository(t *testing.T) {
+	const repo = "https://git.example.com/ops/fleet.git (main, configs)"
+	h := dashHarness(t, trackerFleet(2), Options{Token: writeTok, ConfigPath: repo, PollGit: func() {}})
+	code, body := h.do(t, "GET", "/summary", writeTok, nil)
+	if code != http.StatusOK {
+		t.Fatalf("/summary: %d %s", code, body)
+	}
+	var s summaryBody
+	decode(t, body, &s)
+	if s.Mode != "git" || s.ConfigPath != repo {
+		t.Fatalf("mode %q path %q, want git and %q", s.Mode, s.ConfigPath, repo)
+	}
+}

@@ -320,6 +320,7 @@ func Run(ctx context.Context, o Options) error {
 	adminOpts.ConfigPath = o.ConfigPath
 	if o.git != nil {
 		adminOpts.PollGit = o.git.PollNow
+		adminOpts.ConfigPath = o.git.Shown() + " (" + o.git.Where() + ")"
 	}
 	stop.http = newAdminServer(admin.Handler(adminOpts), o.AdminLimits, sec.adminTLS, log)
 

@@ -127,6 +127,10 @@ func New(o Options) (*Source, error) {
 // in it is masked.
 func (s *Source) Shown() string { return s.shown }
 
+// Where is the ref and folder served, as "main, configs/" (the folder
+// "/" for the root).
+func (s *Source) Where() string { return s.o.Ref + ", " + s.o.Path + "/" }
+
 // PollNow makes Run poll at once (the webhook). It never blocks: calls
 // while a poll is pending are that poll.
 func (s *Source) PollNow() {
