@@ -96,8 +96,13 @@ type Options struct {
 	Draining func() bool
 	// Rollouts drives the staged rollouts (/v1/rollouts); nil: none.
 	Rollouts Rollouts
-	// ConfigPath is, in file mode, the --config path: the dashboard names
-	// it in its read-only notice. Empty: not named.
+	// PollGit, with a Git source, makes it poll at once
+	// (POST /v1/sources/git/poll, the webhook); nil: there is none.
+	PollGit func()
+	// ConfigPath is, in file mode, the --config path, and with a Git
+	// source the repository (its URL as shown: no password), ref and
+	// folder: the dashboard names it in its read-only notice. Empty: not
+	// named.
 	ConfigPath string
 	// Version is the Pylon build version.
 	Version string
@@ -177,6 +182,7 @@ func handler(o Options, l *limiter) http.Handler {
 	who := newAuthors()
 	registerAPI(mux, g, who)
 	registerRollouts(mux, g, who)
+	registerGitPoll(mux, g, who)
 	registerDashboard(mux, g)
 	if o.Metrics != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(o.Metrics, promhttp.HandlerOpts{}))

@@ -220,7 +220,7 @@ func (a api) writeEndpoints(limit int64, h http.HandlerFunc) http.HandlerFunc {
 func (a api) writing(limit int64, gated bool, h http.HandlerFunc) http.HandlerFunc {
 	return a.g.write(audited(a.o.logger(), a.who, func(w http.ResponseWriter, r *http.Request) {
 		if a.o.Config == nil {
-			writeJSON(w, http.StatusMethodNotAllowed, apiError{Error: "read-only: this Pylon serves the config files given with --config; change those files instead"})
+			writeJSON(w, http.StatusMethodNotAllowed, apiError{Error: "read-only: this Pylon serves the config files given with --config or --config-git; change those files instead"})
 			return
 		}
 		var superseded []string

@@ -124,6 +124,9 @@ func (o Options) summary() summaryBody {
 	if o.Config == nil {
 		b.Mode, b.ConfigPath = "file", o.ConfigPath
 	}
+	if o.PollGit != nil {
+		b.Mode = "git"
+	}
 	b.Degraded, b.Reason = o.degraded()
 	groups := map[string]*groupSummary{}
 	for _, g := range st.Groups {

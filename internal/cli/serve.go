@@ -20,7 +20,7 @@ const defaultDrainPeriod = 30 * time.Second
 // asked for: that store is one replica's alone, so its proxies have nowhere
 // to go, and the next process cannot open the store until this one stops.
 func drainDefault(o *daemon.Options, set bool) {
-	if !set && o.ConfigPath == "" && o.Store != daemon.StoreEtcd {
+	if !set && o.ConfigPath == "" && o.Git.URL == "" && o.Store != daemon.StoreEtcd {
 		o.DrainPeriod = 0
 	}
 }
@@ -59,7 +59,9 @@ func newServe(g *globals, a *adminFlags) *cobra.Command {
 By default the config lives in an embedded store in --data-dir (seeded with the
 quickstart config when new) and changes through the admin API: pylon apply,
 pylon endpoints, pylon rollback. With --config, it comes from a file or folder,
-reloaded when it changes, and the API is read-only.
+reloaded when it changes, and the API is read-only; with --config-git, from a
+folder of a Git repository, polled for new commits (GET /status names the one
+served).
 
 A change that fails validation is refused as a whole, logged once and shown on
 the admin API (GET /status); the previous config keeps serving.
@@ -137,6 +139,7 @@ SIGHUP re-reads them all at once and serve carries on.`,
 	f.BoolVar(&o.SuppressDeltaNotFound, "delta-suppress-not-found", false, "do not list subscribed names that do not exist in delta removed_resources (for old Envoys that took it as an unsubscription)")
 	addSecurityFlags(cmd, &o)
 	addStoreFlags(cmd, &o)
+	addGitFlags(cmd, &o)
 	return cmd
 }
 

@@ -165,6 +165,7 @@ func fleetStatus(c adminClient, out io.Writer, o output) error {
 		// may be behind the fleet's config and writes are refused.
 		fmt.Fprintf(out, "DEGRADED: %s\n  still serving the last good config; writes are refused until the store is back\n", st.Reason)
 	}
+	writeServing(out, st.Config)
 	writeRefusal(out, st.Config)
 	writeWarnings(out, st.Config)
 	if rawProxies.Partial != "" {
@@ -172,6 +173,23 @@ func fleetStatus(c adminClient, out io.Writer, o output) error {
 		fmt.Fprintf(out, "PARTIAL: %s\n\n", rawProxies.Partial)
 	}
 	return proxyTable(out, st.Config, proxies.Streams)
+}
+
+// writeServing names the source's revision being served (a Git commit),
+// when the source has one; a refusal names it instead.
+func writeServing(out io.Writer, cfg pipeline.Status) {
+	if cfg.Revision == "" || cfg.Refused != nil {
+		return
+	}
+	fmt.Fprintf(out, "Serving revision %s (config version %s).\n\n", printable(cfg.Revision), cfg.Version)
+}
+
+// revisionNote is " (revision REV)", or "" without one.
+func revisionNote(rev string) string {
+	if rev == "" {
+		return ""
+	}
+	return " (revision " + printable(rev) + ")"
 }
 
 // writeRefusal heads the status with a refused config, the one thing an
@@ -187,9 +205,9 @@ func writeRefusal(out io.Writer, cfg pipeline.Status) {
 	}
 	serving := "nothing (no config was ever published)"
 	if cfg.Version != "" {
-		serving = "the previous config, version " + cfg.Version
+		serving = "the previous config, version " + cfg.Version + revisionNote(cfg.Revision)
 	}
-	fmt.Fprintf(out, "CONFIG REFUSED at %s: still serving %s\n", r.At.Format(time.RFC3339), serving)
+	fmt.Fprintf(out, "CONFIG REFUSED at %s%s: still serving %s\n", r.At.Format(time.RFC3339), revisionNote(r.Revision), serving)
 	if len(r.Diagnostics) == 0 {
 		for _, l := range strings.Split(strings.TrimSpace(r.Error), "\n") {
 			fmt.Fprintf(out, "  %s\n", l)

@@ -31,6 +31,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/secretfile"
 	"github.com/pylon-xds/pylon/internal/source"
 	"github.com/pylon-xds/pylon/internal/source/file"
+	"github.com/pylon-xds/pylon/internal/source/git"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/store"
 	"github.com/pylon-xds/pylon/internal/store/etcd"
@@ -46,6 +47,11 @@ type Options struct {
 	// config in the embedded store in DataDir, changed through the admin
 	// API (the default).
 	ConfigPath string
+	// Git, with a URL, reads the config from a Git repository (a third
+	// mode, beside file and store mode; see GitOptions).
+	Git GitOptions
+	// git is the source built from Git by Run.
+	git *git.Source
 	// DataDir holds the embedded store (default "pylon-data"); a fresh one
 	// is seeded with the quickstart config.
 	DataDir string
@@ -242,6 +248,9 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	o.ring = ring
+	if o.git, err = newGit(o, log); err != nil {
+		return err
+	}
 	sec, err := loadSecurity(o)
 	if err != nil {
 		return err
@@ -309,6 +318,10 @@ func Run(ctx context.Context, o Options) error {
 	adminOpts.Draining = stop.Draining
 	adminOpts.Rollouts = rollouts
 	adminOpts.ConfigPath = o.ConfigPath
+	if o.git != nil {
+		adminOpts.PollGit = o.git.PollNow
+		adminOpts.ConfigPath = o.git.Shown() + " (" + o.git.Where() + ")"
+	}
 	stop.http = newAdminServer(admin.Handler(adminOpts), o.AdminLimits, sec.adminTLS, log)
 
 	// The components outlive ctx by the drain: the config keeps flowing
@@ -405,7 +418,11 @@ func newFleetStatus(o Options, st store.Store, tracker *status.Tracker, log *slo
 func loadInitial(ctx context.Context, o Options, reg *xdstype.Registry, pipe *pipeline.Pipeline, read compile.ReadFile, gate func(*fleet.Fleet) error) (cfgSvc *configstore.Service, st store.Store, closeStore func(), err error) {
 	closeStore = func() {}
 	initial := source.Update{AcceptedAt: time.Now()}
-	if o.ConfigPath == "" {
+	switch {
+	case o.git != nil:
+		initial = o.git.Read(ctx)
+		o.Logger.Info("serving the config of a Git repository; change it with a push", "repository", o.git.Shown(), "ref", o.Git.Ref, "commit", initial.Revision)
+	case o.ConfigPath == "":
 		st, err = openStore(ctx, o, reg, o.Logger)
 		if err != nil {
 			return nil, nil, nil, err
@@ -417,7 +434,7 @@ func loadInitial(ctx context.Context, o Options, reg *xdstype.Registry, pipe *pi
 		})
 		initial.Files, initial.Err = cfgSvc.Current(ctx)
 		logServing(o)
-	} else {
+	default:
 		initial.Files, initial.Err = file.Read(o.ConfigPath)
 	}
 	if err := pipe.Apply(initial); err != nil {
@@ -507,7 +524,8 @@ func grpcOptions(o Options, xdsSrv *xds.Server, sec *security) []grpc.ServerOpti
 // only the changed Secret is pushed.
 type sources struct {
 	file      *file.Source // file mode
-	certs     *file.Files  // store mode: the stored config did not change on a rotation
+	git       *git.Source  // Git mode
+	certs     *file.Files  // store and Git mode: the config did not change on a rotation
 	secretDir string
 }
 
@@ -515,7 +533,7 @@ type sources struct {
 func newSources(o Options, met *metrics.Metrics, secretDir string, reread <-chan struct{}, log *slog.Logger) *sources {
 	resync := max(o.Resync, 0)
 	if o.ConfigPath == "" {
-		return &sources{secretDir: secretDir, certs: file.NewFiles(file.FilesOptions{
+		return &sources{secretDir: secretDir, git: o.git, certs: file.NewFiles(file.FilesOptions{
 			Quiet: o.DebounceQuiet, MaxWait: o.DebounceMax, Resync: resync, Reread: reread, Logger: log, OnEvent: met.SourceEvent,
 		})}
 	}
@@ -545,13 +563,21 @@ func (s *sources) run(ctx context.Context, g *errgroup.Group, pipe *pipeline.Pip
 		// pipeline re-reads the files.
 		stored := make(chan source.Update)
 		g.Go(func() error { return s.certs.Run(ctx) })
-		g.Go(func() error { return cfgSvc.Run(ctx, stored) })
+		g.Go(func() error { return s.runConfig(ctx, cfgSvc, stored) })
 		g.Go(func() error { return source.Replay(ctx, stored, s.certs.Changed(), updates) })
 		g.Go(func() error { return pipe.Run(ctx, updates) })
 		return
 	}
 	g.Go(func() error { return s.file.Run(ctx, updates) })
 	g.Go(func() error { return pipe.Run(ctx, updates) })
+}
+
+// runConfig runs the source of the config in store or Git mode.
+func (s *sources) runConfig(ctx context.Context, cfgSvc *configstore.Service, out chan<- source.Update) error {
+	if s.git != nil {
+		return s.git.Run(ctx, out)
+	}
+	return cfgSvc.Run(ctx, out)
 }
 
 // firstDir is the secret directory relative secret paths are read under.

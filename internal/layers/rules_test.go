@@ -43,6 +43,7 @@ var layer = map[string]int{
 	"internal/seal":                  leaf,
 	"internal/secretfile":            leaf,
 	"internal/store":                 leaf,
+	"internal/source/git/gittest":    leaf,
 	"internal/ui":                    leaf,
 	"internal/xdstype":               leaf,
 	"internal/ca":                    base,
@@ -73,6 +74,7 @@ var layer = map[string]int{
 	"internal/xds":                   engine,
 	"internal/compile":               build,
 	"internal/source/file":           build,
+	"internal/source/git":            build,
 	"internal/xds/xdstest":           build,
 	"internal/xdsrest":               build,
 	"internal/configstore":           stage,
@@ -133,6 +135,7 @@ var allowed = []edge{
 	{"internal/cli", "internal/snapshot"},
 	{"internal/cli", "internal/source"},
 	{"internal/cli", "internal/source/file"},
+	{"internal/cli", "internal/source/git"}, // serve's Git flags show the source's defaults
 	{"internal/cli", "internal/status"},
 	{"internal/cli", "internal/store"},
 	{"internal/cli", "internal/store/etcd"},
@@ -231,6 +234,9 @@ var allowed = []edge{
 	{"internal/source", "internal/config"},
 	{"internal/source/file", "internal/config"},
 	{"internal/source/file", "internal/source"},
+	{"internal/source/git", "internal/config"},
+	{"internal/source/git", "internal/seal"}, // the credentials file is read as every key file is
+	{"internal/source/git", "internal/source"},
 	{"internal/status", "internal/cowmap"},
 	{"internal/status", "internal/nodegroup"},
 	{"internal/status/statustest", "internal/status"},
@@ -278,6 +284,7 @@ var testHelpers = []string{
 	"internal/daemon/daemontest",
 	"internal/golden",
 	"internal/identity/identitytest",
+	"internal/source/git/gittest",
 	"internal/status/statustest",
 	"internal/store/etcd/etcdtest",
 	"internal/store/storetest",
@@ -292,6 +299,7 @@ var testsMayNotImport = []string{"bench/...", "cmd/...", "test/..."}
 // owners are modules outside Pylon that only the listed packages import.
 var owners = []owner{
 	{"github.com/fsnotify/fsnotify/...", []string{"internal/source/file"}, "watching files is the file source's job"},
+	{"github.com/go-git/...", []string{"internal/source/git"}, "speaking Git is the Git source's job"},
 	{"github.com/prometheus/...", []string{"bench/fleet", "internal/admin", "internal/metrics"}, "metrics live in metrics and are served by admin"},
 	{"github.com/spf13/cobra/...", []string{"internal/cli"}, "the command line is cli's"},
 	{"go.etcd.io/...", []string{"internal/store/bolt", "internal/store/etcd", "internal/store/etcd/etcdtest"}, "the stores' drivers stay behind the store interface"},

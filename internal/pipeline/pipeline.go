@@ -23,7 +23,10 @@ import (
 // Status is what the pipeline last did, for the admin API.
 type Status struct {
 	// Version is the fleet version being served ("" before the first).
-	Version     string        `json:"version"`
+	Version string `json:"version"`
+	// Revision is the source's name for the config being served (a Git
+	// commit's SHA); empty for sources without one.
+	Revision    string        `json:"revision,omitempty"`
 	AcceptedAt  time.Time     `json:"acceptedAt,omitzero"`
 	PublishedAt time.Time     `json:"publishedAt,omitzero"`
 	Groups      []GroupStatus `json:"groups"`
@@ -44,7 +47,10 @@ type GroupStatus struct {
 
 // Refusal is a change that was not published.
 type Refusal struct {
-	At          time.Time         `json:"at"`
+	At time.Time `json:"at"`
+	// Revision is the source's name for the refused change (a Git
+	// commit's SHA), if it has one.
+	Revision    string            `json:"revision,omitempty"`
 	Error       string            `json:"error"`
 	Diagnostics []diag.Diagnostic `json:"diagnostics,omitempty"`
 }
@@ -159,7 +165,7 @@ func (p *Pipeline) Apply(u source.Update) error {
 	}
 	now := time.Now()
 	if err != nil {
-		return p.refuse(err, now)
+		return p.refuse(err, u.Revision, now)
 	}
 	if p.o.OnFiles != nil {
 		p.o.OnFiles(read)
@@ -167,7 +173,7 @@ func (p *Pipeline) Apply(u source.Update) error {
 	built.AcceptedAt = u.AcceptedAt
 	published, err := p.o.Publish(built, u.Files)
 	if err != nil {
-		return p.refuse(err, now)
+		return p.refuse(err, u.Revision, now)
 	}
 	p.mu.Lock()
 	if p.status.Refused != nil && !published {
@@ -175,6 +181,8 @@ func (p *Pipeline) Apply(u source.Update) error {
 	}
 	p.status.Refused = nil
 	p.status.Warnings = warnings
+	// Unchanged content at a new revision is that revision's config.
+	p.status.Revision = u.Revision
 	if published || p.status.Version == "" {
 		p.status.Version = built.Version()
 		p.status.AcceptedAt = u.AcceptedAt
@@ -192,7 +200,7 @@ func (p *Pipeline) Apply(u source.Update) error {
 	}
 	p.mu.Unlock()
 	if published {
-		p.o.Logger.Info("config published", "version", built.Version(), "groups", len(built.Groups()), "latency", now.Sub(u.AcceptedAt).String())
+		p.o.Logger.Info("config published", append(revision(u.Revision), "version", built.Version(), "groups", len(built.Groups()), "latency", now.Sub(u.AcceptedAt).String())...)
 		logWarnings(p.o.Logger, built.Version(), warnings)
 		p.result("published", built)
 	} else {
@@ -218,16 +226,25 @@ func logWarnings(log *slog.Logger, version string, warnings diag.List) {
 	}
 }
 
-// refuse records and logs a refused change (once while it repeats).
-func (p *Pipeline) refuse(err error, now time.Time) error {
+// revision is the log attribute naming a source's revision, if any.
+func revision(rev string) []any {
+	if rev == "" {
+		return nil
+	}
+	return []any{"revision", rev}
+}
+
+// refuse records and logs a refused change (once while it repeats), at
+// its source's revision rev.
+func (p *Pipeline) refuse(err error, rev string, now time.Time) error {
 	// A diag list renders itself redacted; any other error (a source's
 	// read error, a reader's) may quote a file's content and is
 	// scrubbed of key material here.
 	msg := redact.String(err.Error())
 	p.mu.Lock()
-	repeat := p.status.Refused != nil && p.status.Refused.Error == msg
+	repeat := p.status.Refused != nil && p.status.Refused.Error == msg && p.status.Refused.Revision == rev
 	if !repeat {
-		r := &Refusal{At: now, Error: msg}
+		r := &Refusal{At: now, Revision: rev, Error: msg}
 		var dl diag.List
 		if errors.As(err, &dl) {
 			r.Diagnostics = dl
@@ -236,7 +253,7 @@ func (p *Pipeline) refuse(err error, now time.Time) error {
 	}
 	p.mu.Unlock()
 	if !repeat {
-		p.o.Logger.Error("config refused; the previous config keeps serving", "err", msg)
+		p.o.Logger.Error("config refused; the previous config keeps serving", append(revision(rev), "err", msg)...)
 	}
 	p.result("refused", nil)
 	return err

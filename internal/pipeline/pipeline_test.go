@@ -255,3 +255,37 @@ func TestPublishStageRefusesAndRetryAppliesAgain(t *testing.T) {
 		}
 	}
 }
+
+// The status names the source's revision being served, and a refused
+// change's own; a new revision of the same content is served as it.
+func TestStatusNamesTheSourceRevision(t *testing.T) {
+	var logs bytes.Buffer
+	p := New(Options{Registry: xdstype.New(), Publish: PublishTo(fleet.NewPublisher()), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	at := func(rev, name string) source.Update {
+		u := newUpdate("pylon.yaml", golden(t, name))
+		u.Revision = rev
+		return u
+	}
+	if err := p.Apply(at("good1", "valid_full.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Status(); st.Revision != "good1" {
+		t.Fatalf("serving revision %q, want good1", st.Revision)
+	}
+	if err := p.Apply(at("bad2", "dangling_refs.yaml")); err == nil {
+		t.Fatal("bad config accepted")
+	}
+	st := p.Status()
+	if st.Revision != "good1" || st.Refused == nil || st.Refused.Revision != "bad2" {
+		t.Fatalf("after a refused revision: serving %q, refused %+v; want good1 served, bad2 refused", st.Revision, st.Refused)
+	}
+	if !strings.Contains(logs.String(), "revision=bad2") {
+		t.Fatalf("the refusal's log line does not name its revision:\n%s", logs.String())
+	}
+	if err := p.Apply(at("same3", "valid_full.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Status(); st.Revision != "same3" || st.Refused != nil {
+		t.Fatalf("after a revision of the same content: serving %q, refused %+v; want same3", st.Revision, st.Refused)
+	}
+}

@@ -19,6 +19,10 @@ type Update struct {
 	Err error
 	// AcceptedAt is when the change was first noticed, for push latency.
 	AcceptedAt time.Time
+	// Revision names what the source read in its own terms (a Git
+	// commit's SHA), shown with the config it became; empty for sources
+	// without one.
+	Revision string
 }
 
 // Debouncer merges bursts of events. It fires once the events have been

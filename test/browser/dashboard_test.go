@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pylon-xds/pylon/internal/daemon"
+	"github.com/pylon-xds/pylon/internal/source/git/gittest"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -284,4 +285,21 @@ func TestFileModeReadOnly(t *testing.T) {
 		t.Errorf("the read-only notice does not name the config %s: %q", cfg, text)
 	}
 	screenshot(t, ctx, "changes-file-mode")
+}
+
+// With --config-git the changes page says the config is read-only and
+// names the repository and the commit served.
+func TestGitModeReadOnly(t *testing.T) {
+	ctx := browser(t)
+	repo := gittest.New(t)
+	rev := repo.Commit(map[string]string{"pylon.json": document(false)})
+	p := startPylon(t, daemon.Options{Git: daemon.GitOptions{URL: repo.FileURL()}})
+	p.signIn(t, ctx, p.readToken)
+	goTo(t, ctx, "#/changes")
+	waitJS(t, ctx, "the read-only notice", `(document.querySelector('#read-only') || {}).textContent?.startsWith('Read-only.')`)
+	waitJS(t, ctx, "no rollback", `!document.querySelector('button.rollback')`)
+	text := get(t, ctx, "the notice", chromedp.Evaluate[string](`document.querySelector('#read-only').textContent`))
+	if !strings.Contains(text, "Git repository "+repo.FileURL()+" (main, /)") || !strings.Contains(text, "at commit "+rev) {
+		t.Errorf("the read-only notice does not name the repository %s and the commit %s: %q", repo.FileURL(), rev, text)
+	}
 }

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -42,9 +41,8 @@ type Options struct {
 	OnEvent, OnRead func()
 }
 
-// MaxFiles bounds the config files of a folder: every file is read on
-// every change, and a folder of a hundred thousand files is a mistake.
-const MaxFiles = 1000
+// MaxFiles bounds the config files of a folder (source.MaxFiles).
+const MaxFiles = source.MaxFiles
 
 // Source watches a file or folder.
 type Source struct {
@@ -176,7 +174,7 @@ func (r *relevance) relevant(name string) bool {
 	case base == k8sData:
 		return r.dirs[dir]
 	case dir == r.dir:
-		return !strings.HasPrefix(base, ".") && isConfigName(base)
+		return !strings.HasPrefix(base, ".") && source.IsConfigName(base)
 	}
 	return false
 }
@@ -205,53 +203,7 @@ func Read(path string) ([]config.File, error) {
 		}
 		return []config.File{f}, nil
 	}
-	entries, err := os.ReadDir(path)
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	for _, e := range entries {
-		n := e.Name()
-		if strings.HasPrefix(n, ".") || !isConfigName(n) {
-			continue
-		}
-		// Follow symlinks (Kubernetes mounts ConfigMaps through them) but
-		// skip folders.
-		if st, err := os.Stat(filepath.Join(path, n)); err != nil || st.IsDir() {
-			continue
-		}
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	if len(names) == 0 {
-		return nil, fmt.Errorf("%s: no *.yaml, *.yml or *.json files", path)
-	}
-	if len(names) > MaxFiles {
-		return nil, fmt.Errorf("%s: %d config files, over the limit of %d", path, len(names), MaxFiles)
-	}
-	files := make([]config.File, 0, len(names))
-	total := 0
-	for _, n := range names {
-		f, err := readFile(filepath.Join(path, n))
-		if err != nil {
-			return nil, err
-		}
-		// Stop reading once the folder is over the limit, rather than
-		// holding every file in memory to say so.
-		if total += len(f.Data); total > config.MaxTotalBytes {
-			return nil, fmt.Errorf("%s: the config files hold more than %d MiB together, over the limit", path, config.MaxTotalBytes>>20)
-		}
-		files = append(files, f)
-	}
-	return files, nil
-}
-
-func isConfigName(n string) bool {
-	switch strings.ToLower(filepath.Ext(n)) {
-	case ".yaml", ".yml", ".json":
-		return true
-	}
-	return false
+	return source.ReadFolder(os.DirFS(path), path, absPath(path))
 }
 
 func readFile(path string) (config.File, error) {

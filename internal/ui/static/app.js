@@ -451,6 +451,13 @@
       interval: SLOW_MS,
       poll: async () => {
         const sum = await api('/summary');
+        if (sum.mode === 'git') {
+          root.replaceChildren(el('h1', {}, 'Changes'), el('div', { class: 'card alert info', id: 'read-only' },
+            el('strong', {}, 'Read-only. '), 'This Pylon serves the config of the Git repository ', el('code', {}, sum.configPath || '(given with --config-git)'),
+            ' at commit ', el('code', {}, (sum.config && sum.config.revision) || '(none yet)'),
+            '; push to it to change the config. Its history is the repository\'s.'));
+          return;
+        }
         if (sum.mode === 'file') {
           root.replaceChildren(el('h1', {}, 'Changes'), el('div', { class: 'card alert info', id: 'read-only' },
             el('strong', {}, 'Read-only. '), 'This Pylon serves the config file ', el('code', {}, sum.configPath || '(given with --config)'),

@@ -1,0 +1,39 @@
+package daemon
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/pylon-xds/pylon/internal/source/git"
+)
+
+// GitOptions is the Git source (--config-git): the config is a folder of
+// a Git repository at a branch or tag, polled; see git.Options.
+type GitOptions struct {
+	// URL is the repository; empty: no Git source.
+	URL, Ref, Path  string
+	Poll, Timeout   time.Duration
+	CredentialsFile string
+	KnownHostsFile  string
+}
+
+// newGit is o's Git source, or nil without one. It refuses a Git source
+// with another source of config.
+func newGit(o Options, log *slog.Logger) (*git.Source, error) {
+	g := o.Git
+	if g.URL == "" {
+		return nil, nil
+	}
+	switch {
+	case o.ConfigPath != "":
+		return nil, errors.New("--config-git and --config are two sources of the config: give one")
+	case o.Store == StoreEtcd:
+		return nil, errors.New("--config-git reads the config from Git: it does not go with --store etcd")
+	}
+	return git.New(git.Options{
+		URL: g.URL, Ref: g.Ref, Path: g.Path, Poll: g.Poll, Timeout: g.Timeout, CredentialsFile: g.CredentialsFile,
+		KnownHostsFile: g.KnownHostsFile,
+		Quiet:          o.DebounceQuiet, MaxWait: o.DebounceMax, Logger: log,
+	})
+}

@@ -1,0 +1,277 @@
+// Package git is the Git source: a folder of a Git repository at the tip
+// of a branch or tag, polled (and fetched at once on a webhook) and read
+// like a watched folder. It speaks Git with go-git, in process: no git
+// binary on the server, nothing written to its disk.
+package git
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/pylon-xds/pylon/internal/source"
+)
+
+// Options configures a Source.
+type Options struct {
+	// URL is the repository: https://, ssh://, http:// or file://.
+	URL string
+	// Ref is a branch or tag name, or a full ref (refs/...); default
+	// "main".
+	Ref string
+	// Path is the folder in the repository whose config files make the
+	// configuration; empty or "." is the repository's root.
+	Path string
+	// Poll is how often the ref is checked for a new commit (default
+	// 30s).
+	Poll time.Duration
+	// CredentialsFile holds the credentials: over HTTP "user:password"
+	// (basic auth) or a lone token (sent as a bearer token); over SSH a
+	// private key (OpenSSH or PEM, no passphrase). Read at every poll, so
+	// a rotation needs no restart. Empty: none (not over SSH).
+	CredentialsFile string
+	// KnownHostsFile pins the SSH host's keys (known_hosts format);
+	// required over SSH: a host is never taken on its word.
+	KnownHostsFile string
+	// Timeout bounds one poll: listing the ref and fetching its commit
+	// (default 1m).
+	Timeout time.Duration
+	// MaxBytes bounds the objects one fetch brings into memory: the
+	// commit, its trees and every file of it, in the folder or not
+	// (default DefaultMaxBytes).
+	MaxBytes int64
+	// Quiet and MaxWait debounce bursts of webhook calls into one poll.
+	Quiet, MaxWait time.Duration
+	Logger         *slog.Logger
+}
+
+// stopWait bounds how long a poll in progress is waited for once the
+// source is stopped.
+const stopWait = 2 * time.Second
+
+// Defaults of Options.
+const (
+	DefaultRef     = "main"
+	DefaultPoll    = 30 * time.Second
+	DefaultTimeout = time.Minute
+	// DefaultMaxBytes is four times the config files' own limit
+	// (config.MaxTotalBytes): room for what else the commit holds.
+	DefaultMaxBytes = 256 << 20
+)
+
+// Source polls a Git repository.
+type Source struct {
+	o     Options
+	log   *slog.Logger
+	shown string // the URL without its userinfo's password, for logs
+	// now carries webhook calls; one slot, a burst is one poll.
+	now chan struct{}
+	// last is the update last read, and its ref's hash: a poll that
+	// finds the ref unmoved sends nothing, unless the last sent was an
+	// error (then the last good read is sent again).
+	last     *source.Update
+	lastHash plumbing.Hash
+	failed   bool
+}
+
+// New checks o and returns its source.
+func New(o Options) (*Source, error) {
+	u, err := url.Parse(o.URL)
+	if err != nil {
+		return nil, fmt.Errorf("--config-git: not a URL (for SSH, write ssh://user@host/path)")
+	}
+	switch u.Scheme {
+	case "https", "http", "file":
+	case "ssh":
+		if o.CredentialsFile == "" || o.KnownHostsFile == "" {
+			return nil, fmt.Errorf("--config-git %s: over ssh:// needs --git-credentials-file (a private key) and --git-known-hosts (the host's keys)", u.Redacted())
+		}
+	default:
+		return nil, fmt.Errorf("--config-git %s: the scheme must be https, ssh, http or file", u.Redacted())
+	}
+	if o.CredentialsFile != "" && u.Scheme == "http" && !loopback(u.Hostname()) {
+		return nil, fmt.Errorf("--config-git %s: credentials would cross the network in clear over http; use https", u.Redacted())
+	}
+	if o.Ref == "" {
+		o.Ref = DefaultRef
+	}
+	o.Path = strings.Trim(o.Path, "/")
+	if o.Path == "." {
+		o.Path = ""
+	}
+	if strings.Contains("/"+o.Path+"/", "/../") {
+		return nil, fmt.Errorf("--git-path %q: must stay inside the repository", o.Path)
+	}
+	if o.Poll <= 0 {
+		o.Poll = DefaultPoll
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = DefaultMaxBytes
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Source{o: o, log: log, shown: u.Redacted(), now: make(chan struct{}, 1)}, nil
+}
+
+// Shown is the repository's URL as logs and errors show it: a password
+// in it is masked.
+func (s *Source) Shown() string { return s.shown }
+
+// Where is the ref and folder served, as "main, configs/" (the folder
+// "/" for the root).
+func (s *Source) Where() string { return s.o.Ref + ", " + s.o.Path + "/" }
+
+// PollNow makes Run poll at once (the webhook). It never blocks: calls
+// while a poll is pending are that poll.
+func (s *Source) PollNow() {
+	select {
+	case s.now <- struct{}{}:
+	default:
+	}
+}
+
+// Read polls once and returns the configuration at the ref's commit, or
+// the update with Err that says why it cannot. The daemon reads the first
+// one before anything listens; Run starts from it.
+func (s *Source) Read(ctx context.Context) source.Update {
+	u, _, _ := s.pollOrStop(ctx)
+	return u
+}
+
+// Run sends the configuration to out once at the start and again on each
+// poll (every Poll, and after a burst of PollNow) that finds a new commit
+// or an error, until ctx ends.
+func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
+	send := func(u source.Update) bool {
+		select {
+		case out <- u:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	first := s.last
+	if first == nil {
+		u, _, ok := s.pollOrStop(ctx)
+		if !ok {
+			return nil
+		}
+		first = &u
+	}
+	if !send(*first) {
+		return nil
+	}
+	tick := time.NewTicker(s.o.Poll)
+	defer tick.Stop()
+	d := source.Debouncer{Quiet: s.o.Quiet, MaxWait: s.o.MaxWait}
+	var due <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.now:
+			d.Event(time.Now())
+			due = after(d)
+			continue
+		case <-due:
+			if !d.Fire(time.Now()) {
+				due = after(d)
+				continue
+			}
+			due = nil
+		case <-tick.C:
+		}
+		u, changed, ok := s.pollOrStop(ctx)
+		if !ok || changed && !send(u) {
+			return nil
+		}
+	}
+}
+
+// pollOrStop polls in a goroutine of its own and waits for it, or, once
+// ctx ends, for at most stopWait more: go-git connects over SSH without a
+// context, so a host that accepts the connection and then says nothing
+// would hold the poll, and the stop with it. ok is false when the poll was
+// left to end by itself (when the connection does), which only a stop
+// does.
+func (s *Source) pollOrStop(ctx context.Context) (u source.Update, changed, ok bool) {
+	type result struct {
+		u       source.Update
+		changed bool
+	}
+	done := make(chan result, 1)
+	go func() {
+		u, changed := s.poll(ctx)
+		done <- result{u, changed}
+	}()
+	select {
+	case r := <-done:
+		return r.u, r.changed, true
+	case <-ctx.Done():
+	}
+	wait := time.NewTimer(stopWait)
+	defer wait.Stop()
+	select {
+	case r := <-done:
+		return r.u, r.changed, true
+	case <-wait.C:
+		err := fmt.Errorf("git %s: stopped while the host had not answered", s.shown)
+		return source.Update{Err: err, AcceptedAt: time.Now()}, false, false
+	}
+}
+
+// after is a channel that receives when d's pending burst is due.
+func after(d source.Debouncer) <-chan time.Time {
+	at, ok := d.Due()
+	if !ok {
+		return nil
+	}
+	return time.After(time.Until(at))
+}
+
+// poll lists the ref and, if it moved, fetches its commit and reads the
+// folder. changed reports whether the update differs from the last sent:
+// a ref that has not moved sends nothing, unless the poll before failed
+// (then the last read is sent again, which ends the failure).
+func (s *Source) poll(ctx context.Context) (u source.Update, changed bool) {
+	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
+	defer cancel()
+	at := time.Now()
+	auth, err := s.auth()
+	var ref string
+	var hash plumbing.Hash
+	if err == nil {
+		ref, hash, err = s.list(ctx, auth)
+	}
+	if err != nil {
+		s.failed = true
+		err = s.scrub(ctx, err)
+		s.log.Warn("git poll failed; the last good config keeps serving", "repository", s.shown, "err", err)
+		return source.Update{Err: err, AcceptedAt: at}, true
+	}
+	if s.last != nil && hash == s.lastHash {
+		changed, s.failed = s.failed, false
+		return *s.last, changed
+	}
+	s.failed = false
+	u = source.Update{AcceptedAt: at}
+	u.Files, u.Revision, u.Err = s.read(ctx, auth, ref, hash)
+	if u.Err != nil {
+		u.Err = s.scrub(ctx, u.Err)
+		s.log.Warn("git commit not read; the last good config keeps serving", "repository", s.shown, "ref", ref, "commit", u.Revision, "err", u.Err)
+	} else {
+		s.log.Info("git commit read", "repository", s.shown, "ref", ref, "commit", u.Revision, "files", len(u.Files))
+	}
+	s.last, s.lastHash = &u, hash
+	return u, true
+}
