@@ -136,6 +136,10 @@ type statusBody struct {
 	// and why); the last good config keeps serving, writes are refused.
 	Degraded bool   `json:"degraded"`
 	Reason   string `json:"reason,omitempty"`
+	// Partial says why other replicas' proxies may be missing or out of
+	// date (etcd unreadable: as of when); "" when the list is whole or
+	// there is no other replica.
+	Partial string `json:"partial,omitempty"`
 	// Rollout counts, per group, the open streams holding the group's
 	// current config in every type they use, against all of them.
 	Rollout map[string]Rollout `json:"rollout"`
@@ -167,6 +171,9 @@ func handler(o Options, l *limiter) http.Handler {
 			body.Staged = o.Rollouts.Status()
 		}
 		body.Degraded, body.Reason = o.degraded()
+		if o.Fleet != nil {
+			_, body.Partial = o.Fleet.Remote()
+		}
 		writeJSON(w, http.StatusOK, body)
 	}))
 	mux.HandleFunc("GET /proxies", g.read(o.listProxies))

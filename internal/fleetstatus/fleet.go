@@ -65,12 +65,20 @@ type Fleet struct {
 	mu      sync.Mutex
 	remote  []Remote
 	partial string
+	// readAt is when the others' summaries were last read; unread, why
+	// the last read failed ("" when it did not).
+	readAt time.Time
+	unread string
 }
 
 // Remote is a proxy stream served by another replica.
 type Remote struct {
 	Replica string
 	Proxy
+	// ReadAt is when its summary was read. Stale: the last read failed,
+	// so its state is as of ReadAt and may no longer hold.
+	ReadAt time.Time
+	Stale  bool
 }
 
 // New returns a Fleet; Run publishes and reads.
@@ -91,11 +99,20 @@ func New(o Options) *Fleet {
 }
 
 // Remote returns the other replicas' proxies as last read, by node, and
-// when they could not all be read, why ("" when they could).
+// when they could not all be read, why ("" when they could). When etcd
+// cannot be read, each is marked Stale and the reason says how old the
+// list is: a proxy shown SYNCED a minute ago may have failed since.
 func (f *Fleet) Remote() ([]Remote, string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.remote, f.partial
+	if f.unread == "" {
+		return f.remote, f.partial
+	}
+	asOf := "never read"
+	if !f.readAt.IsZero() {
+		asOf = "as last read " + time.Since(f.readAt).Round(time.Second).String() + " ago"
+	}
+	return f.remote, fmt.Sprintf("%s (%s); other replicas' proxies %s, their state unknown since", Partial, f.unread, asOf)
 }
 
 // Run publishes and reads every Period until ctx ends, then revokes the
@@ -188,10 +205,20 @@ func (f *Fleet) refresh(ctx context.Context) {
 	boards, err := f.reader.Boards(ctx)
 	if err != nil {
 		f.mu.Lock()
-		f.partial = fmt.Sprintf("%s (%v); other replicas' proxies as last read", Partial, err)
-		f.mu.Unlock()
+		defer f.mu.Unlock()
+		if f.unread == "" {
+			// Marked on a copy: a caller may hold the previous list.
+			stale := make([]Remote, len(f.remote))
+			for i, r := range f.remote {
+				r.Stale = true
+				stale[i] = r
+			}
+			f.remote = stale
+		}
+		f.unread = err.Error()
 		return
 	}
+	readAt := time.Now()
 	var remote []Remote
 	var problems []string
 	for replica, shards := range boards {
@@ -206,7 +233,7 @@ func (f *Fleet) refresh(ctx context.Context) {
 			problems = append(problems, fmt.Sprintf("replica %s: %d streams not published (too many)", replica, omitted))
 		}
 		for _, p := range proxies {
-			remote = append(remote, Remote{Replica: replica, Proxy: p})
+			remote = append(remote, Remote{Replica: replica, Proxy: p, ReadAt: readAt})
 		}
 	}
 	sort.Slice(remote, func(i, j int) bool {
@@ -218,7 +245,7 @@ func (f *Fleet) refresh(ctx context.Context) {
 	sort.Strings(problems)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.remote, f.partial = remote, ""
+	f.remote, f.partial, f.readAt, f.unread = remote, "", readAt, ""
 	if len(problems) > 0 {
 		f.partial = "fleet status partial: " + strings.Join(problems, "; ")
 	}

@@ -161,11 +161,26 @@ func TestEtcdAwayMakesTheListPartial(t *testing.T) {
 	if nodes(a) != "b/b-1=NACKED" {
 		t.Errorf("a dropped what it last read of b: %q", nodes(a))
 	}
+	remote, partial := a.Remote()
+	if !strings.Contains(partial, "as last read ") || !strings.Contains(partial, " ago") {
+		t.Errorf("partial %q does not say how old the list is", partial)
+	}
+	for _, r := range remote {
+		if !r.Stale || r.ReadAt.IsZero() {
+			t.Errorf("%s of %s with etcd away: stale %v, read at %v; want stale, with when it was read", r.Node, r.Replica, r.Stale, r.ReadAt)
+		}
+	}
 	srv.Restart()
 	waitFor(t, "a's list is whole again", func() bool {
 		_, partial := a.Remote()
 		return partial == "" && nodes(a) == "b/b-1=NACKED"
 	})
+	remote, _ = a.Remote()
+	for _, r := range remote {
+		if r.Stale {
+			t.Errorf("%s of %s still stale once etcd is back", r.Node, r.Replica)
+		}
+	}
 }
 
 // A lease etcd no longer knows (it expired while etcd was away from this

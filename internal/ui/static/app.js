@@ -12,7 +12,7 @@
   // reads are heavier: a proxy's dump, the store's history), HIDDEN_MS when
   // it is not; on errors the interval doubles up to MAX_BACKOFF_MS.
   const POLL_MS = 2000, SLOW_MS = 5000, HIDDEN_MS = 15000, MAX_BACKOFF_MS = 30000;
-  const STATES = ['SYNCED', 'STALE', 'NACKED', 'NOT SENT'];
+  const STATES = ['SYNCED', 'STALE', 'NACKED', 'NOT SENT', 'UNKNOWN'];
 
   const $ = (id) => document.getElementById(id);
 
@@ -310,7 +310,9 @@
     const rows = page.streams.map((s) => {
       const byType = {};
       for (const t of s.types || []) byType[t.type] = t.state;
-      const states = s.disconnectedAt ? [badge('DISCONNECTED')] : types.filter((t) => byType[t]).map((t) => badge(byType[t], t + ' ' + byType[t]));
+      const states = s.disconnectedAt ? [badge('DISCONNECTED')]
+        : s.stale ? [el('span', { class: 'stale-note', title: 'etcd cannot be read: ' + s.replica + '\'s proxies as last read ' + s.ageSeconds + 's ago' }, types.filter((t) => byType[t]).map((t) => badge('UNKNOWN', t + ' UNKNOWN')), ' as of ' + s.ageSeconds + 's ago')]
+        : types.filter((t) => byType[t]).map((t) => badge(byType[t], t + ' ' + byType[t]));
       return el('tr', { class: 'clickable', 'data-node': s.node, onclick: () => { location.hash = '#/proxy/' + encodeURIComponent(s.node); } },
         el('td', {}, el('a', { href: '#/proxy/' + encodeURIComponent(s.node), class: 'mono' }, s.node)),
         el('td', {}, s.group),
@@ -410,8 +412,10 @@
       el('div', { class: 'card alert info', id: 'remote-note' }, el('strong', {}, 'Served by replica ' + s.replica + '. '),
         'This page shows what ' + s.replica + ' publishes of its proxies every few seconds: each type\'s state, the versions sent and ACKed, the last NACK. ',
         'Not known here: when each response was sent and how many resources it carried, the stream\'s address, client and identity, what it was last sent, and so whether it runs what it should. Open ' + s.replica + '\'s dashboard for those.'),
+      s.stale ? el('div', { class: 'card alert', id: 'stale-note' }, el('strong', {}, 'Not current. '),
+        'etcd cannot be read, so this is what ' + s.replica + ' published ' + s.ageSeconds + 's ago; the proxy may have changed state since.') : null,
       el('dl', { class: 'kv' }, facts.map(([k, v]) => [el('dt', {}, k), el('dd', {}, String(v))])),
-      el('h3', {}, 'Per type, as ' + s.replica + ' reports it'),
+      el('h3', {}, (s.stale ? 'Per type, as ' + s.replica + ' last reported it ' + s.ageSeconds + 's ago' : 'Per type, as ' + s.replica + ' reports it')),
       el('table', { class: 'types' }, el('thead', {}, el('tr', {}, ['Type', 'State', 'Last sent', 'ACKed (runs)', 'Last NACK'].map((h) => el('th', {}, h)))), el('tbody', {}, rows)));
   }
 
