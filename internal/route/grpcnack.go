@@ -1,0 +1,142 @@
+package route
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+)
+
+// maxNACKReasons bounds the reasons listed for one route configuration: a
+// generated config may repeat one mistake on thousands of routes.
+const maxNACKReasons = 8
+
+// GRPCRejects lists why a proxyless gRPC client rejects (NACKs) rc: what
+// Envoy takes but grpc-go's xDS client refuses when it reads a
+// RouteConfiguration (gRFC A28 and its validation), in every virtual host,
+// for the client refuses the whole resource over one route. The checks
+// are grpc-go's (internal/xds/xdsclient/xdsresource/unmarshal_rds.go):
+// a route without a match or path specifier, or with one it does not
+// know (path_separated_prefix, path_match_policy, CONNECT); a regex Go's
+// RE2 does not compile; an empty or custom string matcher; a weighted
+// split of total weight 0 or over 2^32-1; a cluster_specifier_plugin the
+// configuration does not declare; a retry policy of zero retries or a
+// zero backoff. Routes with query_parameters are skipped, as the client
+// skips them. At most maxNACKReasons are listed.
+func GRPCRejects(rc *routev3.RouteConfiguration) []string {
+	c := &nackCheck{plugins: map[string]bool{}}
+	for _, p := range rc.GetClusterSpecifierPlugins() {
+		c.plugins[p.GetExtension().GetName()] = true
+	}
+	for _, vh := range rc.GetVirtualHosts() {
+		c.retry(fmt.Sprintf("virtual host %q", vh.GetName()), vh.GetRetryPolicy())
+		for i, r := range vh.GetRoutes() {
+			c.route(fmt.Sprintf("virtual host %q, route %q", vh.GetName(), routeID(r, i)), r)
+		}
+	}
+	if c.more > 0 {
+		c.out = append(c.out, fmt.Sprintf("and %d more", c.more))
+	}
+	return c.out
+}
+
+type nackCheck struct {
+	plugins map[string]bool
+	out     []string
+	more    int
+}
+
+func (c *nackCheck) add(where, format string, args ...any) {
+	if len(c.out) == maxNACKReasons {
+		c.more++
+		return
+	}
+	c.out = append(c.out, where+": "+fmt.Sprintf(format, args...))
+}
+
+func (c *nackCheck) route(where string, r *routev3.Route) {
+	m := r.GetMatch()
+	switch {
+	case m == nil:
+		c.add(where, "no match")
+		return
+	case len(m.GetQueryParameters()) > 0:
+		return // skipped by the client, not refused
+	}
+	switch p := m.GetPathSpecifier().(type) {
+	case nil:
+		c.add(where, "match has no path specifier (prefix, path or safe_regex)")
+	case *routev3.RouteMatch_Prefix, *routev3.RouteMatch_Path:
+	case *routev3.RouteMatch_SafeRegex:
+		c.regex(where, "match.safe_regex", p.SafeRegex.GetRegex())
+	default:
+		c.add(where, "match uses a path specifier gRPC clients do not know (they take prefix, path and safe_regex)")
+	}
+	for _, h := range m.GetHeaders() {
+		c.header(where, h)
+	}
+	a := r.GetRoute()
+	if a == nil {
+		return // a redirect or direct response: not refused, the RPC fails (see Outcome)
+	}
+	switch s := a.GetClusterSpecifier().(type) {
+	case *routev3.RouteAction_WeightedClusters:
+		var total uint64
+		for _, wc := range s.WeightedClusters.GetClusters() {
+			total += uint64(wc.GetWeight().GetValue())
+		}
+		if total == 0 {
+			c.add(where, "weighted_clusters: every weight is 0")
+		} else if total > math.MaxUint32 {
+			c.add(where, "weighted_clusters: the weights add up to over 2^32-1")
+		}
+	case *routev3.RouteAction_ClusterSpecifierPlugin:
+		if !c.plugins[s.ClusterSpecifierPlugin] {
+			c.add(where, "cluster_specifier_plugin %q is not among the configuration's cluster_specifier_plugins", s.ClusterSpecifierPlugin)
+		}
+	}
+	c.retry(where, a.GetRetryPolicy())
+}
+
+func (c *nackCheck) header(where string, h *routev3.HeaderMatcher) {
+	field := fmt.Sprintf("header %q", h.GetName())
+	switch s := h.GetHeaderMatchSpecifier().(type) {
+	case *routev3.HeaderMatcher_SafeRegexMatch:
+		c.regex(where, field+" safe_regex_match", s.SafeRegexMatch.GetRegex())
+	case *routev3.HeaderMatcher_StringMatch:
+		switch p := s.StringMatch.GetMatchPattern().(type) {
+		case nil:
+			c.add(where, "%s: string_match without a pattern", field)
+		case *matcherv3.StringMatcher_SafeRegex:
+			c.regex(where, field+" string_match.safe_regex", p.SafeRegex.GetRegex())
+		case *matcherv3.StringMatcher_Custom:
+			c.add(where, "%s: a custom string matcher, which gRPC clients do not know", field)
+		}
+	}
+}
+
+// regex checks a regex as the client compiles it: Go's RE2.
+func (c *nackCheck) regex(where, field, re string) {
+	if _, err := regexp.Compile(re); err != nil {
+		c.add(where, "%s %q does not compile as RE2: %v", field, re, err)
+	}
+}
+
+func (c *nackCheck) retry(where string, rp *routev3.RetryPolicy) {
+	if rp == nil {
+		return
+	}
+	if n := rp.GetNumRetries(); n != nil && n.GetValue() < 1 {
+		c.add(where, "retry_policy.num_retries is %d; gRPC clients require at least 1", n.GetValue())
+	}
+	if b := rp.GetRetryBackOff(); b != nil {
+		if b.GetBaseInterval().AsDuration() <= 0 {
+			c.add(where, "retry_policy.retry_back_off.base_interval must be above zero")
+		}
+		if m := b.GetMaxInterval(); m != nil && m.AsDuration() <= 0 {
+			c.add(where, "retry_policy.retry_back_off.max_interval must be above zero")
+		}
+	}
+}
