@@ -54,7 +54,7 @@ func TestExplainSaysWhichVersionANodeHoldsInARollout(t *testing.T) {
 
 	for _, c := range []struct {
 		node, version, why string
-		port              int
+		port               int
 	}{
 		{"canary-1", "new", "it matches the stage's selector", bs.ports[1]},
 		{"app-1", "previous", "joins at stage 2", bs.ports[0]},
