@@ -167,10 +167,16 @@
         $('replica').textContent = s.identifier ? 'replica ' + s.identifier : '';
         const v = (s.config || {}).version;
         if (s.mode === 'store' && v && v !== rev.version) {
-          const h = await api('/v1/history');
-          const e = (h.history || []).find((x) => x.version === v);
-          rev.version = v;
-          rev.revision = e ? e.revision : null;
+          try {
+            const h = await api('/v1/history');
+            const e = (h.history || []).find((x) => x.version === v);
+            rev.version = v;
+            rev.revision = e ? e.revision : null;
+          } catch (e) {
+            // The store unreachable (the summary says degraded, and why):
+            // the overview shows without the revision, tried again next poll.
+            if (e.status === 401) throw e;
+          }
         }
         s.revision = s.mode === 'store' && rev.version === v ? rev.revision : null;
         root.replaceChildren(renderOverview(s));
