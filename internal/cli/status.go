@@ -260,7 +260,8 @@ func proxyTable(out io.Writer, cfg pipeline.Status, streams []fleetStream) error
 	tw := tabwriter.NewWriter(out, 0, 0, 3, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tGROUP\t"+strings.Join(statusTypes, "\t")+"\tREPLICA\tVERSION")
 	var nacks []string
-	for _, r := range rows(streams) {
+	all := rows(streams)
+	for _, r := range all {
 		name := printable(r.node)
 		if r.identity != "" {
 			name += " (" + printable(r.identity) + ")"
@@ -282,6 +283,9 @@ func proxyTable(out io.Writer, cfg pipeline.Status, streams []fleetStream) error
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if len(all) == 0 {
+		fmt.Fprintln(out, "No proxy connected: give one a bootstrap (pylon bootstrap --node-id ID) pointing at this Pylon's xDS address.")
 	}
 	if len(nacks) > 0 {
 		fmt.Fprintln(out)
