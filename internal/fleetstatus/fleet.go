@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pylon-xds/pylon/internal/status"
+	"github.com/pylon-xds/pylon/internal/store"
 	"github.com/pylon-xds/pylon/internal/store/etcd"
 )
 
@@ -124,7 +125,12 @@ func (f *Fleet) Run(ctx context.Context) error {
 	defer t.Stop()
 	p := publisher{f: f}
 	for {
-		p.publish(ctx)
+		if err := p.publish(ctx); errors.Is(err, store.ErrUnavailable) {
+			// etcd did not take this replica's summary: the list is
+			// partial from now, not from when the read below times out
+			// too (as soon as the store says it is degraded).
+			f.unreadable(err)
+		}
 		f.refresh(ctx)
 		select {
 		case <-ctx.Done():
@@ -153,8 +159,8 @@ type publisher struct {
 }
 
 // publish writes the summary when it changed or etcd lost it, and renews
-// the lease otherwise.
-func (p *publisher) publish(ctx context.Context) {
+// the lease otherwise. It returns why it could not.
+func (p *publisher) publish(ctx context.Context) error {
 	f := p.f
 	proxies, omitted := Summarize(f.opts.Local(), f.opts.MaxProxies)
 	b, _ := json.Marshal(struct {
@@ -167,6 +173,7 @@ func (p *publisher) publish(ctx context.Context) {
 		err = p.put(ctx, proxies, omitted, h)
 	}
 	p.report(err, omitted)
+	return err
 }
 
 func (p *publisher) put(ctx context.Context, proxies []Proxy, omitted int, h [32]byte) error {
@@ -199,23 +206,31 @@ func (p *publisher) report(err error, omitted int) {
 
 func ctxAlive(err error) bool { return !errors.Is(err, context.Canceled) }
 
+// unreadable marks the other replicas' proxies as last read: etcd cannot
+// be reached, for err.
+func (f *Fleet) unreadable(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.unread == "" {
+		// Marked on a copy: a caller may hold the previous list.
+		stale := make([]Remote, len(f.remote))
+		for i, r := range f.remote {
+			r.Stale = true
+			stale[i] = r
+		}
+		f.remote = stale
+	}
+	f.unread = err.Error()
+}
+
 // refresh reads the other replicas' summaries. When etcd cannot be read,
 // the last ones read are kept and the list says it is partial.
 func (f *Fleet) refresh(ctx context.Context) {
 	boards, err := f.reader.Boards(ctx)
 	if err != nil {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if f.unread == "" {
-			// Marked on a copy: a caller may hold the previous list.
-			stale := make([]Remote, len(f.remote))
-			for i, r := range f.remote {
-				r.Stale = true
-				stale[i] = r
-			}
-			f.remote = stale
+		if ctxAlive(err) {
+			f.unreadable(err)
 		}
-		f.unread = err.Error()
 		return
 	}
 	readAt := time.Now()

@@ -154,10 +154,15 @@ func TestEtcdAwayMakesTheListPartial(t *testing.T) {
 	waitFor(t, "a lists b's proxy", func() bool { return nodes(a) == "b/b-1=NACKED" })
 
 	srv.Stop()
+	var first string
 	waitFor(t, "a says its list is partial", func() bool {
-		_, partial := a.Remote()
-		return strings.HasPrefix(partial, Partial)
+		_, first = a.Remote()
+		return strings.HasPrefix(first, Partial)
 	})
+	// As soon as its own publish fails, not a read timeout later.
+	if strings.Contains(first, "reading fleet status") {
+		t.Errorf("the list became partial only once the read failed too: %q", first)
+	}
 	if nodes(a) != "b/b-1=NACKED" {
 		t.Errorf("a dropped what it last read of b: %q", nodes(a))
 	}
