@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/pylon-xds/pylon/internal/pipeline"
+	"github.com/pylon-xds/pylon/internal/status"
 )
 
 // `pylon get` without a kind says which kinds there are, as a wrong kind
@@ -29,5 +30,28 @@ func TestStatusWithoutProxiesSaysSo(t *testing.T) {
 	}
 	if got := b.String(); !strings.HasPrefix(got, "NAME ") || !strings.Contains(got, "\nNo proxy connected: ") || !strings.Contains(got, "pylon bootstrap --node-id") {
 		t.Fatalf("status without proxies:\n%s", got)
+	}
+}
+
+// Another replica's stream read before etcd became unreachable shows
+// UNKNOWN in every type it subscribes to, its replica with how old its
+// state is; a fresh stream of the same node (it moved here) wins.
+func TestStaleStreamsShowUnknown(t *testing.T) {
+	types := []*status.Type{{Type: "CDS", State: status.Synced}, {Type: "LDS", State: status.Synced}}
+	stale := fleetStream{Replica: "b", Stale: true, AgeSeconds: 12, Stream: status.Stream{Node: "n1", Group: "g", Types: types}}
+	var b strings.Builder
+	if err := proxyTable(&b, pipeline.Status{}, []fleetStream{stale}); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.String(); strings.Contains(got, "SYNCED") || strings.Count(got, "UNKNOWN") != 2 || !strings.Contains(got, "b (as of 12s ago)") {
+		t.Errorf("a stale stream:\n%s", got)
+	}
+	fresh := fleetStream{Replica: "a", Stream: status.Stream{Node: "n1", Group: "g", Types: types}}
+	b.Reset()
+	if err := proxyTable(&b, pipeline.Status{}, []fleetStream{fresh, stale}); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.String(); strings.Count(got, "SYNCED") != 2 || strings.Contains(got, "UNKNOWN") {
+		t.Errorf("a node on this replica and, stale, on another:\n%s", got)
 	}
 }

@@ -68,7 +68,11 @@ func servedBy(s fleetStream) string {
 	if !s.Stale {
 		return s.Replica
 	}
-	return fmt.Sprintf("%s (as of %s ago)", s.Replica, time.Duration(s.AgeSeconds*float64(time.Second)).Round(time.Second))
+	return fmt.Sprintf("%s (as of %s ago)", s.Replica, age(s.AgeSeconds))
+}
+
+func age(seconds float64) time.Duration {
+	return time.Duration(seconds * float64(time.Second)).Round(time.Second)
 }
 
 func rows(streams []fleetStream) []*proxyRow {
@@ -355,7 +359,7 @@ func proxyDetail(c adminClient, out io.Writer, id string, o output) error {
 			fmt.Fprintf(out, "  disconnected %s\n", s.Gone.Format(time.RFC3339))
 		}
 		if s.Stale {
-			fmt.Fprintf(out, "  state as last read from etcd, %s: etcd cannot be read now, and it may no longer hold\n", strings.TrimPrefix(servedBy(s.fleetStream), s.Replica+" "))
+			fmt.Fprintf(out, "  state as last read from etcd %s ago: etcd cannot be read now, and it may no longer hold\n", age(s.AgeSeconds))
 		}
 		if s.Refused != nil {
 			fmt.Fprintf(out, "  refused (%s): %s\n", s.Refused.Reason, printable(s.Refused.Detail))
