@@ -149,7 +149,7 @@ func explainHTTP(ctx context.Context, res *Resources, l *listenerv3.Listener, re
 		host, _ = req.host()
 	}
 	if req.GRPC {
-		out.GRPCNACK = GRPCRejects(rc)
+		out.GRPCNACK = append(GRPCListenerRejects(l.GetName(), hcm), GRPCRejects(rc)...)
 	}
 	m := newMatcher(n, req.GRPC, res.regex)
 	return routeIn(ctx, res, rc, host, req, m, out)

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"strings"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 )
 
@@ -141,4 +143,53 @@ func (c *nackCheck) retry(where string, rp *routev3.RetryPolicy) {
 			c.add(where, "retry_policy.retry_back_off.max_interval must be above zero")
 		}
 	}
+}
+
+// GRPCListenerRejects lists why a proxyless gRPC client rejects (NACKs)
+// the api_listener l whose connection manager is hcm (gRFC A41 and A39,
+// as grpc-go checks them): xff_num_trusted_hops or
+// original_ip_detection_extensions set, routes over RDS from a source
+// other than ADS or self, or without a name, and HTTP filters the client
+// cannot run as a chain: none, a name twice, the router not last or not
+// there. Filters it does not know are not judged here (which it supports
+// depends on its version): the explanation lists them as passed through.
+func GRPCListenerRejects(l string, hcm *hcmv3.HttpConnectionManager) []string {
+	c := &nackCheck{}
+	where := fmt.Sprintf("listener %q", l)
+	if hcm.GetXffNumTrustedHops() != 0 {
+		c.add(where, "xff_num_trusted_hops is %d; gRPC clients require it unset or 0", hcm.GetXffNumTrustedHops())
+	}
+	if len(hcm.GetOriginalIpDetectionExtensions()) > 0 {
+		c.add(where, "original_ip_detection_extensions must be empty for gRPC clients")
+	}
+	if rds := hcm.GetRds(); rds != nil {
+		if src := rds.GetConfigSource(); src.GetAds() == nil && src.GetSelf() == nil {
+			c.add(where, "rds.config_source must be ads or self for gRPC clients")
+		}
+		if rds.GetRouteConfigName() == "" {
+			c.add(where, "rds.route_config_name is empty")
+		}
+	}
+	filters := hcm.GetHttpFilters()
+	seen := map[string]bool{}
+	for i, f := range filters {
+		if seen[f.GetName()] {
+			c.add(where, "http_filters[%d]: the name %q twice", i, f.GetName())
+		}
+		seen[f.GetName()] = true
+		if isRouter(f) && i != len(filters)-1 {
+			c.add(where, "http_filters[%d]: the router is a terminal filter and must be last", i)
+		}
+	}
+	switch {
+	case len(filters) == 0:
+		c.add(where, "http_filters is empty: gRPC clients need the router, last")
+	case !isRouter(filters[len(filters)-1]) && !filters[len(filters)-1].GetIsOptional():
+		c.add(where, "http_filters ends with %q, not the router (a terminal filter must be last)", filters[len(filters)-1].GetName())
+	}
+	return c.out
+}
+
+func isRouter(f *hcmv3.HttpFilter) bool {
+	return strings.HasSuffix(f.GetTypedConfig().GetTypeUrl(), ".router.v3.Router") || f.GetName() == routerName && f.GetTypedConfig() == nil
 }

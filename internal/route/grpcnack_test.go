@@ -5,6 +5,9 @@ import (
 	"testing"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
@@ -41,5 +44,36 @@ func TestGRPCRejectsNamesTheRouteAndField(t *testing.T) {
 		if strings.Contains(got, not) {
 			t.Errorf("route %s flagged:\n%s", not, got)
 		}
+	}
+}
+
+// GRPCListenerRejects names what grpc-go refuses in an api_listener's
+// connection manager, and passes a plain one.
+func TestGRPCListenerRejectsNamesTheField(t *testing.T) {
+	parse := func(js string) *hcmv3.HttpConnectionManager {
+		h := &hcmv3.HttpConnectionManager{}
+		if err := protojson.Unmarshal([]byte(js), h); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	router := `{"name": "router", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}`
+	fault := `{"name": "fault", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault"}}`
+	if got := GRPCListenerRejects("ok", parse(`{"rds": {"route_config_name": "r", "config_source": {"ads": {}}}, "http_filters": [`+fault+`, `+router+`]}`)); len(got) != 0 {
+		t.Errorf("a plain listener flagged: %q", got)
+	}
+	got := strings.Join(GRPCListenerRejects("bad", parse(`{"xff_num_trusted_hops": 2, "rds": {"route_config_name": "r", "config_source": {"path_config_source": {"path": "/x"}}}, "http_filters": [`+router+`, `+fault+`]}`)), "\n")
+	for _, want := range []string{
+		`listener "bad": xff_num_trusted_hops is 2`,
+		`rds.config_source must be ads or self`,
+		`http_filters[0]: the router is a terminal filter and must be last`,
+		`http_filters ends with "fault", not the router`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in:\n%s", want, got)
+		}
+	}
+	if got := GRPCListenerRejects("none", parse(`{"rds": {"route_config_name": "r", "config_source": {"ads": {}}}}`)); len(got) != 1 || !strings.Contains(got[0], "http_filters is empty") {
+		t.Errorf("no filters: %q", got)
 	}
 }

@@ -43,7 +43,7 @@ func WriteText(w io.Writer, r *Result) error {
 	writeAction(tw, r)
 	fmt.Fprintf(tw, "outcome\t%s\n", r.Outcome)
 	if len(r.GRPCNACK) > 0 {
-		fmt.Fprintf(tw, "gRPC NACK\ta gRPC client rejects route config %q whole and keeps the version it last ACKed: what it runs is not what is explained here\n", r.RouteConfig)
+		fmt.Fprintf(tw, "gRPC NACK\ta gRPC client rejects the listener or route config below whole and keeps the version it last ACKed: what it runs is not what is explained here\n")
 		for _, why := range r.GRPCNACK {
 			fmt.Fprintf(tw, "  because\t%s\n", quoteLine(why))
 		}

@@ -11,7 +11,8 @@ import (
 // and grpc-go rejects (a retry policy of zero retries) reaches a real
 // grpc-go client, which NACKs it; `pylon explain` of an RPC on that
 // target says so, naming the route and the field, and that the client
-// keeps the version it ran before.
+// keeps the version it ran before. So for a Listener (X-Forwarded-For
+// hops trusted).
 func TestExplainFlagsRouteGRPCClientsNACK(t *testing.T) {
 	bs := startBackends(t, 6)
 	p := startPylon(t, "")
@@ -39,6 +40,20 @@ func TestExplainFlagsRouteGRPCClientsNACK(t *testing.T) {
 	out := p.cli(t, "explain", "--node", node, "xds:///greeter/grpc.testing.TestService/UnaryCall", "-H", "x-code: 123")
 	if !strings.Contains(out, "gRPC NACK") || !strings.Contains(out, "keeps the version it last ACKed") {
 		t.Errorf("explain's text does not flag the NACK:\n%s", out)
+	}
+
+	// The listener too: a connection manager trusting X-Forwarded-For hops
+	// (gRFC A41), on a node whose client took the listener before.
+	const other = "explain-nack-lds"
+	p.cli(t, "apply", "-f", writeConfig(t, rawConfig(bs.ports)))
+	warm(t, p.client(t, other, "greeter"), rpc{method: "UnaryCall"})
+	p.cli(t, "apply", "-f", writeConfig(t, strings.Replace(rawConfig(bs.ports), "      stat_prefix: greeter\n", "      stat_prefix: greeter\n      xff_num_trusted_hops: 1\n", 1)))
+	if detail := waitNACK(t, p, other, "LDS"); !strings.Contains(detail, "xff_num_trusted_hops") {
+		t.Fatalf("grpc-go NACKed the listener, but not for xff_num_trusted_hops: %s", detail)
+	}
+	e = explainRPC(t, p, nil, other, "greeter", rpc{method: "UnaryCall", headers: []string{"x-code: 123"}})
+	if got := strings.Join(e.Result.GRPCNACK, "\n"); !strings.Contains(got, `listener "greeter": xff_num_trusted_hops is 1`) {
+		t.Errorf("explain -o json of an RPC through a listener grpc-go NACKs: grpcNack %q", got)
 	}
 }
 
