@@ -162,12 +162,13 @@ func (f *explainFlags) nodeOf(cmd *cobra.Command) (*config.TestNode, error) {
 }
 
 func explainText(w io.Writer, node, group, where string, staged *rolloutNote, res *route.Result) error {
+	var head [][2]string
 	if node != "" {
-		fmt.Fprintf(w, "node          %q in group %q\n", node, group)
+		head = append(head, [2]string{"node", fmt.Sprintf("%q in group %q", node, group)})
 	} else {
-		fmt.Fprintf(w, "group         %q\n", group)
+		head = append(head, [2]string{"group", fmt.Sprintf("%q", group)})
 	}
-	fmt.Fprintf(w, "config        %s\n", where)
+	head = append(head, [2]string{"config", where})
 	if r := staged; r != nil {
 		state := ""
 		if r.Halted != "" {
@@ -179,10 +180,11 @@ func explainText(w io.Writer, node, group, where string, staged *rolloutNote, re
 		} else if r.Runs != "" {
 			runs += " " + r.Runs
 		}
-		fmt.Fprintf(w, "rollout       group %q at stage %d of %d%s: this node runs %s\n", r.Group, r.Stage, r.Stages, state, runs)
-		fmt.Fprintf(w, "  because     %s\n", r.Why)
+		head = append(head,
+			[2]string{"rollout", fmt.Sprintf("group %q at stage %d of %d%s: this node runs %s", r.Group, r.Stage, r.Stages, state, runs)},
+			[2]string{"  because", r.Why})
 	}
-	return route.WriteText(w, res)
+	return route.WriteTextAfter(w, head, res)
 }
 
 // placeholder stands for the contents of a secret file: explain needs the

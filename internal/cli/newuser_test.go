@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -53,5 +54,28 @@ func TestStaleStreamsShowUnknown(t *testing.T) {
 	}
 	if got := b.String(); strings.Count(got, "SYNCED") != 2 || strings.Contains(got, "UNKNOWN") {
 		t.Errorf("a node on this replica and, stale, on another:\n%s", got)
+	}
+}
+
+// explain's own lines (node, config, rollout) line up with the route's,
+// however wide the route's labels are ("direct response").
+func TestExplainLinesAlign(t *testing.T) {
+	// The quickstart's first route answers itself: a direct response.
+	cfg := filepath.Join("..", "..", "examples", "quickstart.yaml")
+	code, out, stderr := run("explain", "--config", cfg, "--node-id", "n1", "http://localhost:10000/")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	col := -1
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if strings.HasPrefix(l, " ") || strings.HasPrefix(l, "cluster ") || l == "" {
+			continue
+		}
+		label, rest, _ := strings.Cut(l, "  ")
+		c := len(label) + 2 + len(rest) - len(strings.TrimLeft(rest, " "))
+		if col >= 0 && c != col {
+			t.Fatalf("line %q starts its value at column %d, the others at %d:\n%s", l, c, col, out)
+		}
+		col = c
 	}
 }
