@@ -174,14 +174,14 @@ func explainText(w io.Writer, node, group, where string, staged *rolloutNote, re
 		if r.Halted != "" {
 			state = " (halted: " + printable(r.Halted) + ")"
 		}
-		runs := "the " + r.Version + " version"
+		runs := "this node runs the " + r.Version + " version"
 		if r.Version == "either" {
-			runs = "a node runs either version"
+			runs = "a node of it runs either version"
 		} else if r.Runs != "" {
 			runs += " " + r.Runs
 		}
 		head = append(head,
-			[2]string{"rollout", fmt.Sprintf("group %q at stage %d of %d%s: this node runs %s", r.Group, r.Stage, r.Stages, state, runs)},
+			[2]string{"rollout", fmt.Sprintf("group %q at stage %d of %d%s: %s", r.Group, r.Stage, r.Stages, state, runs)},
 			[2]string{"  because", r.Why})
 	}
 	return route.WriteTextAfter(w, head, res)

@@ -77,6 +77,31 @@ func TestExplainSaysWhichVersionANodeHoldsInARollout(t *testing.T) {
 		}
 		check(t, bs, client, rpc{name: c.node + " during the rollout", method: "UnaryCall"}, want, 20)
 	}
+
+	// A group named instead of a node: either version, the new one
+	// explained.
+	out := p.cli(t, "explain", "--group", "edge", "xds:///hello/grpc.testing.TestService/UnaryCall")
+	if !strings.Contains(out, `rollout       group "edge" at stage 1 of 2: a node of it runs either version`) || !strings.Contains(out, "give --node-id") {
+		t.Errorf("explain of the group during the rollout:\n%s", out)
+	}
+
+	// Halted, the stage is rolled back: the canary runs the previous
+	// version again, and explain says so and why.
+	p.cli(t, "rollout", "halt", "edge")
+	waitStage(t, p, "edge", 0)
+	out = p.cli(t, "explain", "--node-id", "canary-1", "xds:///hello/grpc.testing.TestService/UnaryCall")
+	if !strings.Contains(out, "(halted: ") || !strings.Contains(out, "this node runs the previous version") || !strings.Contains(out, "the rollout is halted at stage 0") {
+		t.Errorf("explain of the canary once the rollout halted:\n%s", out)
+	}
+	e := explainRPC(t, p, nil, "canary-1", "hello", rpc{method: "UnaryCall"})
+	deadline = time.Now().Add(bound)
+	for bs.counts()[bs.ports[0]] == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no call of the canary reached the old service within %v of the halt", bound)
+		}
+		callWithin(canary, rpc{method: "UnaryCall"}, time.Second)
+	}
+	check(t, bs, canary, rpc{name: "canary-1 after the halt", method: "UnaryCall"}, expect(t, e), 20)
 }
 
 // waitStage waits, within bound, until group's rollout is at stage.
