@@ -21,6 +21,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/pipeline"
 	"github.com/pylon-xds/pylon/internal/redact"
 	rolloutctl "github.com/pylon-xds/pylon/internal/rollout"
+	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/token"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -141,6 +142,10 @@ type statusBody struct {
 	// and why); the last good config keeps serving, writes are refused.
 	Degraded bool   `json:"degraded"`
 	Reason   string `json:"reason,omitempty"`
+	// Partial says why other replicas' proxies may be missing or out of
+	// date (etcd unreadable: as of when); "" when the list is whole or
+	// there is no other replica.
+	Partial string `json:"partial,omitempty"`
 	// Rollout counts, per group, the open streams holding the group's
 	// current config in every type they use, against all of them.
 	Rollout map[string]Rollout `json:"rollout"`
@@ -172,12 +177,20 @@ func handler(o Options, l *limiter) http.Handler {
 			body.Staged = o.Rollouts.Status()
 		}
 		body.Degraded, body.Reason = o.degraded()
+		if o.Fleet != nil {
+			_, body.Partial = o.Fleet.Remote()
+		}
 		writeJSON(w, http.StatusOK, body)
 	}))
 	mux.HandleFunc("GET /proxies", g.read(o.listProxies))
 	mux.HandleFunc("GET /proxies/{id}", g.read(o.proxy))
 	mux.HandleFunc("GET /config", g.read(func(w http.ResponseWriter, r *http.Request) {
-		configDump(w, o.Fleets.Current(), r.URL.Query().Get("group"))
+		q := r.URL.Query()
+		if q.Get("previous") == "true" {
+			previousDump(w, o.Fleets.Current(), q.Get("group"))
+			return
+		}
+		configDump(w, o.Fleets.Current(), q.Get("group"))
 	}))
 	who := newAuthors()
 	registerAPI(mux, g, who)
@@ -272,15 +285,34 @@ func configDump(w http.ResponseWriter, f *fleet.Fleet, group string) {
 		if group != "" && g.Name != group {
 			continue
 		}
-		gd := groupDump{Name: g.Name, Version: g.Snapshot.Version(), Resources: map[string][]json.RawMessage{}}
-		for _, set := range g.Snapshot.Sets() {
-			for _, n := range set.Names() {
-				gd.Resources[set.Type().Kind] = append(gd.Resources[set.Type().Kind], dump(set.Get(n).Message))
-			}
-		}
-		out = append(out, gd)
+		out = append(out, dumpGroup(g.Name, g.Snapshot))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"version": f.Version(), "groups": out})
+}
+
+// previousDump writes, for a group in a staged rollout, the snapshot its
+// nodes outside the stage run (redacted, as configDump's).
+func previousDump(w http.ResponseWriter, f *fleet.Fleet, group string) {
+	if f == nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "no config published yet"})
+		return
+	}
+	prev, _ := f.Previous(group)
+	if prev == nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "group " + redact.String(group) + " is in no staged rollout: every node of it runs its current config"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"version": f.Version(), "groups": []groupDump{dumpGroup(group, prev)}})
+}
+
+func dumpGroup(name string, s *snapshot.Snapshot) groupDump {
+	gd := groupDump{Name: name, Version: s.Version(), Resources: map[string][]json.RawMessage{}}
+	for _, set := range s.Sets() {
+		for _, n := range set.Names() {
+			gd.Resources[set.Type().Kind] = append(gd.Resources[set.Type().Kind], dump(set.Get(n).Message))
+		}
+	}
+	return gd
 }
 
 // scrubStreams redacts what a proxy wrote into its NACKs: an Envoy error

@@ -119,7 +119,7 @@ func (o Options) summary() summaryBody {
 	b := summaryBody{
 		Identifier: o.Identifier, Version: o.Version, Mode: "store", Config: st, Partial: partial,
 		Totals: stateCounts{}, Types: []string{}, Groups: []groupSummary{}, Replicas: []replicaCount{}, Latency: []latencyView{},
-		States: []string{status.Synced, status.Stale, status.Nacked, status.NotSent}, At: time.Now(),
+		States: []string{status.Synced, status.Stale, status.Nacked, status.NotSent, Unknown}, At: time.Now(),
 	}
 	if o.Config == nil {
 		b.Mode, b.ConfigPath = "file", o.ConfigPath
@@ -151,8 +151,14 @@ func (o Options) summary() summaryBody {
 		g.Streams++
 		for _, t := range e.Types {
 			types[t.Type] = true
-			g.States.add(t.Type, t.State)
-			b.Totals.add(t.Type, t.State)
+			state := t.State
+			if e.Stale {
+				// Another replica's, as last read before etcd became
+				// unreachable: not known to hold now.
+				state = Unknown
+			}
+			g.States.add(t.Type, state)
+			b.Totals.add(t.Type, state)
 		}
 	}
 	b.Nodes = len(nodes)

@@ -151,7 +151,11 @@ func (p pageParams) match(e proxyEntry, q string) bool {
 // any).
 func hasType(e proxyEntry, typ, state string) bool {
 	for _, t := range e.Types {
-		if (typ == "" || t.Type == typ) && (state == "" || t.State == state) {
+		st := t.State
+		if e.Stale {
+			st = Unknown // as the summary counts it
+		}
+		if (typ == "" || t.Type == typ) && (state == "" || st == state) {
 			return true
 		}
 	}

@@ -2,7 +2,9 @@ package admin
 
 import (
 	"sort"
+	"time"
 
+	"github.com/pylon-xds/pylon/internal/fleetstatus"
 	"github.com/pylon-xds/pylon/internal/status"
 )
 
@@ -15,8 +17,19 @@ type proxyEntry struct {
 	// publish are zero here because they are not known, not because they
 	// are zero.
 	Remote bool `json:"remote,omitempty"`
+	// Stale is set on another replica's stream when etcd could not be
+	// read: its state is as of AsOf, AgeSeconds ago by this replica's
+	// clock (a reader need not trust its own), and may no longer hold.
+	Stale      bool      `json:"stale,omitempty"`
+	AsOf       time.Time `json:"asOf,omitzero"`
+	AgeSeconds float64   `json:"ageSeconds,omitempty"`
 	status.Stream
 }
+
+// Unknown is the dashboard's state of another replica's stream while etcd
+// cannot be read (proxyEntry.Stale), where its last state read would
+// otherwise count as current.
+const Unknown = "UNKNOWN"
 
 // proxiesBody is the JSON of /proxies and /proxies/{id}. Partial says why
 // the other replicas' proxies may be missing or out of date.
@@ -39,17 +52,23 @@ func (o Options) proxies(node string) ([]proxyEntry, string) {
 	}
 	remote, partial := o.Fleet.Remote()
 	var streams []status.Stream
-	var replicas []string
+	var from []fleetstatus.Remote
 	for _, r := range remote {
 		if node == "" || r.Node == node {
 			streams = append(streams, r.Stream())
-			replicas = append(replicas, r.Replica)
+			from = append(from, r)
 		}
 	}
 	// Published redacted; scrubbed again: etcd is shared, and what
 	// another writer put there is read here.
+	now := time.Now()
 	for i, s := range scrubStreams(streams) {
-		out = append(out, proxyEntry{Replica: replicas[i], Remote: true, Stream: s})
+		e := proxyEntry{Replica: from[i].Replica, Remote: true, Stream: s}
+		if from[i].Stale {
+			e.Stale, e.AsOf = true, from[i].ReadAt
+			e.AgeSeconds = now.Sub(from[i].ReadAt).Round(time.Second).Seconds()
+		}
+		out = append(out, e)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Node < out[j].Node })
 	return out, partial

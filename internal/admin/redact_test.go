@@ -239,3 +239,24 @@ func TestConfigDumpIsRedacted(t *testing.T) {
 		t.Fatal("the dump redacted the served Secret itself: proxies would be sent no key")
 	}
 }
+
+// TestPreviousConfigDump: /config?previous=true&group= shows the version
+// the nodes outside a staged rollout's stage run, redacted like /config;
+// a group in no rollout has none (404, saying so).
+func TestPreviousConfigDump(t *testing.T) {
+	h := newHarness(t, Options{Token: writeTok, ReadToken: readTok}, nil)
+	keys := keyFleet(t)
+	edge, _ := keys.Lookup("edge")
+	web, _ := keys.Lookup("web")
+	rules := nodegroup.Groups{{Name: "edge", Rollout: &nodegroup.Rollout{Stages: []nodegroup.Stage{{Share: 0.5}}}}, {Name: "web", Default: true}}
+	h.src.fleet = fleet.NewGroupedFleet(rules, []*snapshot.Snapshot{web.Snapshot, web.Snapshot}).Staged("edge", edge.Snapshot, 1)
+
+	code, body := h.do(t, "GET", "/config?previous=true&group=edge", readTok, nil)
+	if code != http.StatusOK || leaks(body) || strings.Count(body, `"`+redact.Redacted+`"`) != 2 || !strings.Contains(body, `"name": "c"`) {
+		t.Errorf("the previous version of edge: %d %.600s", code, body)
+	}
+	code, body = h.do(t, "GET", "/config?previous=true&group=web", readTok, nil)
+	if code != http.StatusNotFound || !strings.Contains(body, "in no staged rollout") {
+		t.Errorf("the previous version of a group in no rollout: %d %s", code, body)
+	}
+}

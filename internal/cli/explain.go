@@ -54,7 +54,13 @@ server does (--node-id, --cluster, --locality, --metadata, --identity), or the
 group is named (--group). The config is the stored one of a running Pylon
 (read with the read token and compiled here with the server's code), or
 files (--config FILE|FOLDER). Secret files are not read. The route tests of
-the config are not run, so a config whose tests fail can be explained.`,
+the config are not run, so a config whose tests fail can be explained.
+
+On a running Pylon, during a staged rollout of the node's group, it says
+which version the node runs (new or previous) and why (the stage that
+takes it, by selector or node id share), and explains on that version.
+For a proxyless gRPC call it flags a route configuration that gRPC
+clients reject (NACK) whole, with each reason ("gRPC NACK").`,
 		Example: `  pylon explain --node-id edge-1 'GET https://shop.example.com/api/cart' -H 'x-canary: 1'
   pylon explain --config ./config/ --group edge http://shop.example.com/ --port 8080 -o json
   pylon explain --node-id app-1 xds:///greeter/helloworld.Greeter/SayHello -H 'x-user: beta'`,
@@ -86,10 +92,11 @@ the config are not run, so a config whose tests fail can be explained.`,
 
 // explanation is what -o json and yaml print.
 type explanation struct {
-	Node   string        `json:"node,omitempty"`
-	Group  string        `json:"group"`
-	Config string        `json:"config"`
-	Result *route.Result `json:"result"`
+	Node    string        `json:"node,omitempty"`
+	Group   string        `json:"group"`
+	Config  string        `json:"config"`
+	Rollout *rolloutNote  `json:"rollout,omitempty"`
+	Result  *route.Result `json:"result"`
 }
 
 func runExplain(cmd *cobra.Command, a *adminFlags, f *explainFlags, args []string) error {
@@ -110,15 +117,23 @@ func runExplain(cmd *cobra.Command, a *adminFlags, f *explainFlags, args []strin
 	if err != nil {
 		return err
 	}
-	res, err := route.Explain(route.FromSnapshot(g.Snapshot), req)
+	resources := route.FromSnapshot(g.Snapshot)
+	var staged *rolloutNote
+	if f.config == "" {
+		// A running Pylon: the node may be outside its rollout's stage.
+		if staged, resources, err = explainedVersion(a.client(), fleet, g, node, resources); err != nil {
+			return err
+		}
+	}
+	res, err := route.Explain(resources, req)
 	if err != nil {
 		return fmt.Errorf("%s (group %s): %w", req, g.Name, err)
 	}
 	out := cmd.OutOrStdout()
 	if !f.out.table() {
-		return render(out, f.out.format, explanation{Node: f.node.ID, Group: g.Name, Config: where, Result: res})
+		return render(out, f.out.format, explanation{Node: f.node.ID, Group: g.Name, Config: where, Rollout: staged, Result: res})
 	}
-	return explainText(out, f.node.ID, g.Name, where, res)
+	return explainText(out, f.node.ID, g.Name, where, staged, res)
 }
 
 // nodeOf is the node the flags describe, nil when none is given.
@@ -146,14 +161,30 @@ func (f *explainFlags) nodeOf(cmd *cobra.Command) (*config.TestNode, error) {
 	return &n, nil
 }
 
-func explainText(w io.Writer, node, group, where string, res *route.Result) error {
+func explainText(w io.Writer, node, group, where string, staged *rolloutNote, res *route.Result) error {
+	var head [][2]string
 	if node != "" {
-		fmt.Fprintf(w, "node          %q in group %q\n", node, group)
+		head = append(head, [2]string{"node", fmt.Sprintf("%q in group %q", node, group)})
 	} else {
-		fmt.Fprintf(w, "group         %q\n", group)
+		head = append(head, [2]string{"group", fmt.Sprintf("%q", group)})
 	}
-	fmt.Fprintf(w, "config        %s\n", where)
-	return route.WriteText(w, res)
+	head = append(head, [2]string{"config", where})
+	if r := staged; r != nil {
+		state := ""
+		if r.Halted != "" {
+			state = " (halted: " + printable(r.Halted) + ")"
+		}
+		runs := "this node runs the " + r.Version + " version"
+		if r.Version == "either" {
+			runs = "a node of it runs either version"
+		} else if r.Runs != "" {
+			runs += " " + r.Runs
+		}
+		head = append(head,
+			[2]string{"rollout", fmt.Sprintf("group %q at stage %d of %d%s: %s", r.Group, r.Stage, r.Stages, state, runs)},
+			[2]string{"  because", r.Why})
+	}
+	return route.WriteTextAfter(w, head, res)
 }
 
 // placeholder stands for the contents of a secret file: explain needs the

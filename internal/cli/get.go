@@ -41,7 +41,15 @@ shown). -o json or yaml prints whole resources.`,
   pylon get routes --group edge
   pylon get secrets
   pylon get objects -o yaml`,
-		Args:      cobra.ExactArgs(1),
+		Args: func(_ *cobra.Command, args []string) error {
+			switch {
+			case len(args) == 0:
+				return fmt.Errorf("say what to list: %s", getKinds)
+			case len(args) > 1:
+				return fmt.Errorf("one kind at a time (%s), not %d", getKinds, len(args))
+			}
+			return nil
+		},
 		ValidArgs: []string{"proxies", "objects", "clusters", "listeners", "routes", "endpoints", "secrets"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.check(); err != nil {

@@ -51,7 +51,28 @@ type proxyRow struct {
 // several replicas on etcd, /proxies on any lists every replica's).
 type fleetStream struct {
 	Replica string `json:"replica"`
+	// Stale: another replica's stream as last read from etcd, AgeSeconds
+	// ago; etcd cannot be read now, so its state is unknown.
+	Stale      bool    `json:"stale"`
+	AgeSeconds float64 `json:"ageSeconds"`
 	status.Stream
+}
+
+// unknown is a type's cell for a stream whose state is not known now:
+// another replica's, last read from etcd before etcd became unreachable.
+const unknown = "UNKNOWN"
+
+// servedBy is the REPLICA column's name for s's replica: with how old it
+// is when its state is not known now.
+func servedBy(s fleetStream) string {
+	if !s.Stale {
+		return s.Replica
+	}
+	return fmt.Sprintf("%s (as of %s ago)", s.Replica, age(s.AgeSeconds))
+}
+
+func age(seconds float64) time.Duration {
+	return time.Duration(seconds * float64(time.Second)).Round(time.Second)
 }
 
 func rows(streams []fleetStream) []*proxyRow {
@@ -68,11 +89,18 @@ func rows(streams []fleetStream) []*proxyRow {
 			byNode[key] = r
 			order = append(order, key)
 		}
-		if !slices.Contains(r.replicas, s.Replica) {
-			r.replicas = append(r.replicas, s.Replica)
+		if by := servedBy(s); !slices.Contains(r.replicas, by) {
+			r.replicas = append(r.replicas, by)
 		}
 		for _, t := range s.Types {
 			if !subscribes(t) {
+				continue
+			}
+			if s.Stale {
+				// A fresh stream of the node (it moved here) says more.
+				if r.states[t.Type] == "" {
+					r.states[t.Type] = unknown
+				}
 				continue
 			}
 			r.states[t.Type] = t.State
@@ -98,9 +126,11 @@ func newStatus(a *adminFlags) *cobra.Command {
 why (the previous config keeps serving); then a table of the connected
 proxies: per type SYNCED (holds the latest of what it subscribes to), STALE
 (not yet ACKed), NACKED (rejected it; the reasons follow the table),
-NOT SENT (nothing to send, or a proxy in no group) or - (the proxy does
+NOT SENT (nothing to send, or a proxy in no group), - (the proxy does
 not subscribe to the type: a proxyless gRPC client never asks for
-Secrets). With a node id: its
+Secrets) or UNKNOWN (another replica's proxy while etcd cannot be read:
+PARTIAL heads the table, and REPLICA says how old the last state read
+is). With a node id: its
 streams, per type what was sent, ACKed and rejected and when, and the
 difference between what it has and what it should run.`,
 		Example: `  pylon status
@@ -170,7 +200,11 @@ func fleetStatus(c adminClient, out io.Writer, o output) error {
 	writeWarnings(out, st.Config)
 	if rawProxies.Partial != "" {
 		// Proxies of other replicas may be missing or out of date.
-		fmt.Fprintf(out, "PARTIAL: %s\n\n", rawProxies.Partial)
+		fmt.Fprintf(out, "PARTIAL: %s\n", rawProxies.Partial)
+		if anyStale(proxies.Streams) {
+			fmt.Fprintf(out, "  other replicas' proxies show %s: their state as last read is in pylon status -o json\n", unknown)
+		}
+		fmt.Fprintln(out)
 	}
 	return proxyTable(out, st.Config, proxies.Streams)
 }
@@ -190,6 +224,10 @@ func revisionNote(rev string) string {
 		return ""
 	}
 	return " (revision " + printable(rev) + ")"
+}
+
+func anyStale(streams []fleetStream) bool {
+	return slices.ContainsFunc(streams, func(s fleetStream) bool { return s.Stale })
 }
 
 // writeRefusal heads the status with a refused config, the one thing an
@@ -244,7 +282,8 @@ func proxyTable(out io.Writer, cfg pipeline.Status, streams []fleetStream) error
 	tw := tabwriter.NewWriter(out, 0, 0, 3, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tGROUP\t"+strings.Join(statusTypes, "\t")+"\tREPLICA\tVERSION")
 	var nacks []string
-	for _, r := range rows(streams) {
+	all := rows(streams)
+	for _, r := range all {
 		name := printable(r.node)
 		if r.identity != "" {
 			name += " (" + printable(r.identity) + ")"
@@ -266,6 +305,9 @@ func proxyTable(out io.Writer, cfg pipeline.Status, streams []fleetStream) error
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if len(all) == 0 {
+		fmt.Fprintln(out, "No proxy connected: give one a bootstrap (pylon bootstrap --node-id ID) pointing at this Pylon's xDS address.")
 	}
 	if len(nacks) > 0 {
 		fmt.Fprintln(out)
@@ -333,6 +375,9 @@ func proxyDetail(c adminClient, out io.Writer, id string, o output) error {
 		fmt.Fprintf(out, "  address %s  client %s  identity %s  connected %s\n", s.Peer, printable(s.Client), printable(identity), s.Since.Format(time.RFC3339))
 		if s.Gone != nil {
 			fmt.Fprintf(out, "  disconnected %s\n", s.Gone.Format(time.RFC3339))
+		}
+		if s.Stale {
+			fmt.Fprintf(out, "  state as last read from etcd %s ago: etcd cannot be read now, and it may no longer hold\n", age(s.AgeSeconds))
 		}
 		if s.Refused != nil {
 			fmt.Fprintf(out, "  refused (%s): %s\n", s.Refused.Reason, printable(s.Refused.Detail))

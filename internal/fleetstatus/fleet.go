@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pylon-xds/pylon/internal/status"
+	"github.com/pylon-xds/pylon/internal/store"
 	"github.com/pylon-xds/pylon/internal/store/etcd"
 )
 
@@ -65,12 +66,20 @@ type Fleet struct {
 	mu      sync.Mutex
 	remote  []Remote
 	partial string
+	// readAt is when the others' summaries were last read; unread, why
+	// the last read failed ("" when it did not).
+	readAt time.Time
+	unread string
 }
 
 // Remote is a proxy stream served by another replica.
 type Remote struct {
 	Replica string
 	Proxy
+	// ReadAt is when its summary was read. Stale: the last read failed,
+	// so its state is as of ReadAt and may no longer hold.
+	ReadAt time.Time
+	Stale  bool
 }
 
 // New returns a Fleet; Run publishes and reads.
@@ -91,11 +100,20 @@ func New(o Options) *Fleet {
 }
 
 // Remote returns the other replicas' proxies as last read, by node, and
-// when they could not all be read, why ("" when they could).
+// when they could not all be read, why ("" when they could). When etcd
+// cannot be read, each is marked Stale and the reason says how old the
+// list is: a proxy shown SYNCED a minute ago may have failed since.
 func (f *Fleet) Remote() ([]Remote, string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.remote, f.partial
+	if f.unread == "" {
+		return f.remote, f.partial
+	}
+	asOf := "never read"
+	if !f.readAt.IsZero() {
+		asOf = "as last read " + time.Since(f.readAt).Round(time.Second).String() + " ago"
+	}
+	return f.remote, fmt.Sprintf("%s (%s); other replicas' proxies %s, their state unknown since", Partial, f.unread, asOf)
 }
 
 // Run publishes and reads every Period until ctx ends, then revokes the
@@ -107,7 +125,12 @@ func (f *Fleet) Run(ctx context.Context) error {
 	defer t.Stop()
 	p := publisher{f: f}
 	for {
-		p.publish(ctx)
+		if err := p.publish(ctx); errors.Is(err, store.ErrUnavailable) {
+			// etcd did not take this replica's summary: the list is
+			// partial from now, not from when the read below times out
+			// too (as soon as the store says it is degraded).
+			f.unreadable(err)
+		}
 		f.refresh(ctx)
 		select {
 		case <-ctx.Done():
@@ -136,8 +159,8 @@ type publisher struct {
 }
 
 // publish writes the summary when it changed or etcd lost it, and renews
-// the lease otherwise.
-func (p *publisher) publish(ctx context.Context) {
+// the lease otherwise. It returns why it could not.
+func (p *publisher) publish(ctx context.Context) error {
 	f := p.f
 	proxies, omitted := Summarize(f.opts.Local(), f.opts.MaxProxies)
 	b, _ := json.Marshal(struct {
@@ -150,6 +173,7 @@ func (p *publisher) publish(ctx context.Context) {
 		err = p.put(ctx, proxies, omitted, h)
 	}
 	p.report(err, omitted)
+	return err
 }
 
 func (p *publisher) put(ctx context.Context, proxies []Proxy, omitted int, h [32]byte) error {
@@ -182,16 +206,34 @@ func (p *publisher) report(err error, omitted int) {
 
 func ctxAlive(err error) bool { return !errors.Is(err, context.Canceled) }
 
+// unreadable marks the other replicas' proxies as last read: etcd cannot
+// be reached, for err.
+func (f *Fleet) unreadable(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.unread == "" {
+		// Marked on a copy: a caller may hold the previous list.
+		stale := make([]Remote, len(f.remote))
+		for i, r := range f.remote {
+			r.Stale = true
+			stale[i] = r
+		}
+		f.remote = stale
+	}
+	f.unread = err.Error()
+}
+
 // refresh reads the other replicas' summaries. When etcd cannot be read,
 // the last ones read are kept and the list says it is partial.
 func (f *Fleet) refresh(ctx context.Context) {
 	boards, err := f.reader.Boards(ctx)
 	if err != nil {
-		f.mu.Lock()
-		f.partial = fmt.Sprintf("%s (%v); other replicas' proxies as last read", Partial, err)
-		f.mu.Unlock()
+		if ctxAlive(err) {
+			f.unreadable(err)
+		}
 		return
 	}
+	readAt := time.Now()
 	var remote []Remote
 	var problems []string
 	for replica, shards := range boards {
@@ -206,7 +248,7 @@ func (f *Fleet) refresh(ctx context.Context) {
 			problems = append(problems, fmt.Sprintf("replica %s: %d streams not published (too many)", replica, omitted))
 		}
 		for _, p := range proxies {
-			remote = append(remote, Remote{Replica: replica, Proxy: p})
+			remote = append(remote, Remote{Replica: replica, Proxy: p, ReadAt: readAt})
 		}
 	}
 	sort.Slice(remote, func(i, j int) bool {
@@ -218,7 +260,7 @@ func (f *Fleet) refresh(ctx context.Context) {
 	sort.Strings(problems)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.remote, f.partial = remote, ""
+	f.remote, f.partial, f.readAt, f.unread = remote, "", readAt, ""
 	if len(problems) > 0 {
 		f.partial = "fleet status partial: " + strings.Join(problems, "; ")
 	}

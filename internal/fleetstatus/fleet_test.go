@@ -154,18 +154,38 @@ func TestEtcdAwayMakesTheListPartial(t *testing.T) {
 	waitFor(t, "a lists b's proxy", func() bool { return nodes(a) == "b/b-1=NACKED" })
 
 	srv.Stop()
+	var first string
 	waitFor(t, "a says its list is partial", func() bool {
-		_, partial := a.Remote()
-		return strings.HasPrefix(partial, Partial)
+		_, first = a.Remote()
+		return strings.HasPrefix(first, Partial)
 	})
+	// As soon as its own publish fails, not a read timeout later.
+	if strings.Contains(first, "reading fleet status") {
+		t.Errorf("the list became partial only once the read failed too: %q", first)
+	}
 	if nodes(a) != "b/b-1=NACKED" {
 		t.Errorf("a dropped what it last read of b: %q", nodes(a))
+	}
+	remote, partial := a.Remote()
+	if !strings.Contains(partial, "as last read ") || !strings.Contains(partial, " ago") {
+		t.Errorf("partial %q does not say how old the list is", partial)
+	}
+	for _, r := range remote {
+		if !r.Stale || r.ReadAt.IsZero() {
+			t.Errorf("%s of %s with etcd away: stale %v, read at %v; want stale, with when it was read", r.Node, r.Replica, r.Stale, r.ReadAt)
+		}
 	}
 	srv.Restart()
 	waitFor(t, "a's list is whole again", func() bool {
 		_, partial := a.Remote()
 		return partial == "" && nodes(a) == "b/b-1=NACKED"
 	})
+	remote, _ = a.Remote()
+	for _, r := range remote {
+		if r.Stale {
+			t.Errorf("%s of %s still stale once etcd is back", r.Node, r.Replica)
+		}
+	}
 }
 
 // A lease etcd no longer knows (it expired while etcd was away from this

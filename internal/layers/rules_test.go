@@ -201,6 +201,7 @@ var allowed = []edge{
 	{"internal/fleet", "internal/xdstype"},
 	{"internal/fleetstatus", "internal/redact"},
 	{"internal/fleetstatus", "internal/status"},
+	{"internal/fleetstatus", "internal/store"},
 	{"internal/fleetstatus", "internal/store/etcd"},
 	{"internal/identity/identitytest", "internal/certs/certstest"},
 	{"internal/metrics", "internal/cowmap"},

@@ -103,3 +103,25 @@ func (r *Rollout) Takes(stage int, n Node) bool {
 	}
 	return false
 }
+
+// JoinsAt returns the first stage (1-based) that takes n, and why it does
+// ("its selector matches", "its node id's share 4.2% is under 10%"); 0
+// and why no stage does (the node gets the change when the rollout
+// completes). Takes(stage, n) is JoinsAt(n) in 1..stage.
+func (r *Rollout) JoinsAt(n Node) (int, string) {
+	if r == nil {
+		return 0, "the group has no rollout policy"
+	}
+	share := NodeShare(n.ID)
+	for i, s := range r.Stages {
+		if share < float64(s.Share) {
+			return i + 1, fmt.Sprintf("its node id's share %s is under the stage's %s", percent(share), percent(float64(s.Share)))
+		}
+		if s.Selector != nil && s.Selector.Matches(n) {
+			return i + 1, "it matches the stage's selector"
+		}
+	}
+	return 0, fmt.Sprintf("no stage takes it (its node id's share is %s): it gets the change when the rollout completes", percent(share))
+}
+
+func percent(f float64) string { return strconv.FormatFloat(f*100, 'f', 1, 64) + "%" }

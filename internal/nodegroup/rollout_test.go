@@ -78,3 +78,28 @@ func TestShareDecoding(t *testing.T) {
 		}
 	}
 }
+
+// JoinsAt names the first stage Takes says yes at, and why.
+func TestJoinsAtIsTheFirstStageThatTakes(t *testing.T) {
+	r := &Rollout{Stages: []Stage{{Selector: &Match{ID: "canary-*"}}, {Share: 0.1}, {Share: 0.5}}}
+	for i := range 200 {
+		n := Node{ID: fmt.Sprintf("node-%d", i)}
+		if i%20 == 0 {
+			n.ID = fmt.Sprintf("canary-%d", i)
+		}
+		stage, why := r.JoinsAt(n)
+		first := 0
+		for s := 1; s <= len(r.Stages); s++ {
+			if r.Takes(s, n) {
+				first = s
+				break
+			}
+		}
+		if stage != first || why == "" {
+			t.Fatalf("%s: JoinsAt %d (%s), Takes first at %d", n.ID, stage, why, first)
+		}
+		if stage == 1 && why != "it matches the stage's selector" {
+			t.Errorf("%s joins at the canary stage because %q", n.ID, why)
+		}
+	}
+}

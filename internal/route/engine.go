@@ -148,6 +148,9 @@ func explainHTTP(ctx context.Context, res *Resources, l *listenerv3.Listener, re
 		(hcm.GetStripMatchingHostPort() && out.Listener.Port == port)) {
 		host, _ = req.host()
 	}
+	if req.GRPC {
+		out.GRPCNACK = append(GRPCListenerRejects(l.GetName(), hcm), GRPCRejects(rc)...)
+	}
 	m := newMatcher(n, req.GRPC, res.regex)
 	return routeIn(ctx, res, rc, host, req, m, out)
 }

@@ -11,8 +11,16 @@ import (
 // takes, the clusters with their endpoints, then what was not simulated.
 // Values from the config and the request are quoted where they could hold
 // anything (%q), so that a name cannot write to the terminal.
-func WriteText(w io.Writer, r *Result) error {
+func WriteText(w io.Writer, r *Result) error { return WriteTextAfter(w, nil, r) }
+
+// WriteTextAfter is WriteText with the caller's own lines first (label,
+// value; the value already quoted where it needs to be), aligned with the
+// result's.
+func WriteTextAfter(w io.Writer, head [][2]string, r *Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, h := range head {
+		fmt.Fprintf(tw, "%s\t%s\n", h[0], h[1])
+	}
 	fmt.Fprintf(tw, "request\t%s\n", quoteLine(r.Request.String()))
 	for _, h := range r.Request.HeaderLines() {
 		fmt.Fprintf(tw, "  header\t%s\n", quoteLine(h))
@@ -42,6 +50,12 @@ func WriteText(w io.Writer, r *Result) error {
 	}
 	writeAction(tw, r)
 	fmt.Fprintf(tw, "outcome\t%s\n", r.Outcome)
+	if len(r.GRPCNACK) > 0 {
+		fmt.Fprintf(tw, "gRPC NACK\ta gRPC client rejects the listener or route config below whole and keeps the version it last ACKed: what it runs is not what is explained here\n")
+		for _, why := range r.GRPCNACK {
+			fmt.Fprintf(tw, "  because\t%s\n", quoteLine(why))
+		}
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}

@@ -72,6 +72,12 @@ type Result struct {
 	// GRPCStatus is, for a proxyless gRPC call that fails in the client,
 	// the status code name it fails with.
 	GRPCStatus string `json:"grpcStatus,omitempty"`
+	// GRPCNACK is, for a proxyless gRPC call, why a gRPC client rejects
+	// (NACKs) the api_listener or the route configuration the call is
+	// routed with: the whole resource is refused, and the client keeps the
+	// version it last ACKed, not the one explained. Empty when it accepts
+	// both.
+	GRPCNACK []string `json:"grpcNack,omitempty"`
 	// Outcome says in a line what happens.
 	Outcome string `json:"outcome"`
 	// NotSimulated lists what in the path of this request the engine does

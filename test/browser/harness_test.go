@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/pylon-xds/pylon/internal/daemon"
+	"github.com/pylon-xds/pylon/internal/daemon/daemontest"
 )
 
 // bound is how long any one wait may take.
@@ -29,53 +30,25 @@ type pylon struct {
 	readToken, token   string
 }
 
-// startPylon runs the daemon with the embedded store on loopback.
+// startPylon runs the daemon (daemontest.Start: loopback, a fresh data
+// folder unless o names one) with the suites' short debounce and its log
+// in a daemontest.LogBuffer, printed when the test fails.
 func startPylon(t testing.TB, o daemon.Options) *pylon {
 	t.Helper()
-	o.XDSAddr, o.AdminAddr = "127.0.0.1:0", "127.0.0.1:0"
-	o.DebounceQuiet, o.DebounceMax = 20*time.Millisecond, 200*time.Millisecond
+	o.DebounceQuiet, o.DebounceMax = daemontest.Quiet, daemontest.MaxWait
 	if o.Identifier == "" {
 		o.Identifier = "pylon-ui"
 	}
 	o.Version = "v0.9.0-test"
-	if o.DataDir == "" {
-		o.DataDir = t.TempDir()
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan [2]string, 1)
-	errc := make(chan error, 1)
-	o.OnReady = func(x, a string) { ready <- [2]string{x, a} }
-	go func() { errc <- daemon.Run(ctx, o) }()
+	logs := &daemontest.LogBuffer{Keep: 256 << 10}
+	o.Logger = logs.Logger()
+	d := daemontest.Start(t, o)
 	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-errc:
-			if err != nil {
-				t.Errorf("daemon: %v", err)
-			}
-		case <-time.After(bound):
-			t.Error("the daemon did not stop")
+		if t.Failed() {
+			t.Logf("--- log of %s ---\n%s", o.Identifier, logs.String())
 		}
 	})
-	select {
-	case addrs := <-ready:
-		return &pylon{xdsAddr: addrs[0], adminAddr: addrs[1],
-			readToken: fileToken(t, filepath.Join(o.DataDir, "read-token")), token: fileToken(t, filepath.Join(o.DataDir, "admin-token"))}
-	case err := <-errc:
-		t.Fatalf("the daemon did not start: %v", err)
-	case <-time.After(bound):
-		t.Fatal("the daemon did not start")
-	}
-	return nil
-}
-
-func fileToken(t testing.TB, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(b))
+	return &pylon{xdsAddr: d.XDS, adminAddr: d.Admin, readToken: d.Token(t, "read-token"), token: d.Token(t, "admin-token")}
 }
 
 // call sends one admin request and returns the status and body.

@@ -14,15 +14,18 @@ import (
 )
 
 // startReplicas runs two Pylons sharing one etcd, each publishing its
-// proxies' summary every 100ms.
-func startReplicas(t *testing.T) (a, b *pylon) {
+// proxies' summary every 100ms, and giving up on an etcd call after 1s
+// (a stopped etcd shows within seconds).
+func startReplicas(t *testing.T) (a, b *pylon, srv *etcdtest.Server) {
 	t.Helper()
-	srv := etcdtest.Start(t)
+	srv = etcdtest.Start(t)
 	opts := func(id string) daemon.Options {
-		return daemon.Options{Identifier: id, Store: daemon.StoreEtcd, Etcd: daemon.EtcdOptions{Endpoints: []string{srv.Endpoint()}},
+		o := daemon.Options{Identifier: id, Store: daemon.StoreEtcd, Etcd: daemon.EtcdOptions{Endpoints: []string{srv.Endpoint()}},
 			FleetStatusPeriod: 100 * time.Millisecond}
+		o.Etcd.Timeout = time.Second
+		return o
 	}
-	return startPylon(t, opts("pylon-a")), startPylon(t, opts("pylon-b"))
+	return startPylon(t, opts("pylon-a")), startPylon(t, opts("pylon-b")), srv
 }
 
 // The page of a proxy served by another replica shows what that replica
@@ -31,7 +34,7 @@ func startReplicas(t *testing.T) (a, b *pylon) {
 // comparison with the config it cannot make.
 func TestAnotherReplicasProxy(t *testing.T) {
 	ctx := browser(t)
-	a, b := startReplicas(t)
+	a, b, _ := startReplicas(t)
 	_, v := a.apply(t, document(false))
 	b.waitServing(t, v)
 	far := xdstest.NewProxy(t, xdstest.Dial(t, b.xdsAddr), "edge-1", false)
@@ -74,4 +77,36 @@ func TestAnotherReplicasProxy(t *testing.T) {
 	// This replica's own proxy keeps its full page.
 	goTo(t, ctx, "#/proxy/edge-2")
 	waitJS(t, ctx, "the local comparison", `!!document.querySelector('table.drift tr[data-type="CDS"]') && !document.querySelector('#remote-note')`)
+}
+
+// With etcd stopped, another replica's proxy is not shown SYNCED: the
+// overview counts it UNKNOWN, the list shows its types UNKNOWN with how
+// old its state is, and its page says it is not current. This replica's
+// own proxy keeps its state. With etcd back, all is current again.
+func TestEtcdDownOtherReplicasProxiesUnknown(t *testing.T) {
+	ctx := browser(t)
+	a, b, srv := startReplicas(t)
+	_, v := a.apply(t, document(false))
+	b.waitServing(t, v)
+	far := xdstest.NewProxy(t, xdstest.Dial(t, b.xdsAddr), "edge-1", false)
+	near := xdstest.NewProxy(t, xdstest.Dial(t, a.xdsAddr), "edge-2", false)
+	far.Settle()
+	near.Settle()
+	a.signIn(t, ctx, a.readToken)
+	goTo(t, ctx, "#/proxies")
+	waitJS(t, ctx, "edge-1 SYNCED", `!!document.querySelector('#proxies tr[data-node="edge-1"] .badge[data-state="SYNCED"]')`)
+
+	srv.Stop()
+	goTo(t, ctx, "#/overview")
+	waitJS(t, ctx, "UNKNOWN in the totals", `[...document.querySelectorAll('#totals .badge')].some(b => b.textContent.startsWith('UNKNOWN ') && b.textContent !== 'UNKNOWN 0')`)
+	waitJS(t, ctx, "the partial notice", `[...document.querySelectorAll('.alert.info')].some(e => e.textContent.includes('etcd unreachable'))`)
+	goTo(t, ctx, "#/proxies")
+	waitJS(t, ctx, "edge-1 UNKNOWN, as of some seconds ago", `(() => { const r = document.querySelector('#proxies tr[data-node="edge-1"]'); return !!r && !r.querySelector('.badge[data-state="SYNCED"]') && !!r.querySelector('.badge[data-state="UNKNOWN"]') && / as of \d+s ago/.test(r.textContent); })()`)
+	waitJS(t, ctx, "edge-2 still SYNCED", `!!document.querySelector('#proxies tr[data-node="edge-2"] .badge[data-state="SYNCED"]')`)
+	goTo(t, ctx, "#/proxy/edge-1")
+	waitJS(t, ctx, "the not-current note", `(document.querySelector('#stale-note') || {}).textContent?.startsWith('Not current.')`)
+
+	srv.Restart()
+	goTo(t, ctx, "#/proxies")
+	waitJS(t, ctx, "edge-1 SYNCED again", `!!document.querySelector('#proxies tr[data-node="edge-1"] .badge[data-state="SYNCED"]')`)
 }

@@ -169,8 +169,11 @@ func callWithin(c testgrpc.TestServiceClient, r rpc, timeout time.Duration) code
 
 // explained is what `pylon explain -o json` printed.
 type explained struct {
-	Group  string       `json:"group"`
-	Result route.Result `json:"result"`
+	Group   string       `json:"group"`
+	Result  route.Result `json:"result"`
+	Rollout *struct {
+		Version string `json:"version"`
+	} `json:"rollout"`
 }
 
 // expected is what explain says of an RPC: each backend port's share of

@@ -266,6 +266,7 @@ type statusBody struct {
 	Identifier string `json:"identifier"`
 	Degraded   bool   `json:"degraded"`
 	Reason     string `json:"reason"`
+	Partial    string `json:"partial"`
 	Config     struct {
 		Version string `json:"version"`
 	} `json:"config"`

@@ -13,6 +13,9 @@
   // it is not; on errors the interval doubles up to MAX_BACKOFF_MS.
   const POLL_MS = 2000, SLOW_MS = 5000, HIDDEN_MS = 15000, MAX_BACKOFF_MS = 30000;
   const STATES = ['SYNCED', 'STALE', 'NACKED', 'NOT SENT'];
+  // UNKNOWN: another replica's proxies while etcd cannot be read; shown
+  // only when some are.
+  const ALL_STATES = STATES.concat(['UNKNOWN']);
 
   const $ = (id) => document.getElementById(id);
 
@@ -164,10 +167,16 @@
         $('replica').textContent = s.identifier ? 'replica ' + s.identifier : '';
         const v = (s.config || {}).version;
         if (s.mode === 'store' && v && v !== rev.version) {
-          const h = await api('/v1/history');
-          const e = (h.history || []).find((x) => x.version === v);
-          rev.version = v;
-          rev.revision = e ? e.revision : null;
+          try {
+            const h = await api('/v1/history');
+            const e = (h.history || []).find((x) => x.version === v);
+            rev.version = v;
+            rev.revision = e ? e.revision : null;
+          } catch (e) {
+            // The store unreachable (the summary says degraded, and why):
+            // the overview shows without the revision, tried again next poll.
+            if (e.status === 401) throw e;
+          }
         }
         s.revision = s.mode === 'store' && rev.version === v ? rev.revision : null;
         root.replaceChildren(renderOverview(s));
@@ -187,7 +196,7 @@
         el('div', { class: 'value', id: 'stream-count' }, num(s.streams)),
         el('div', { class: 'sub' }, num(s.nodes) + ' nodes · ' + num(s.gone) + ' recently closed')),
       el('div', { class: 'card stat' }, el('div', { class: 'label' }, 'Types by state'),
-        el('div', { class: 'count', id: 'totals' }, STATES.map((st) => el('a', { href: '#/proxies?state=' + encodeURIComponent(st), title: st }, badge(st, st + ' ' + num(stateTotal(st)))))),
+        el('div', { class: 'count', id: 'totals' }, ALL_STATES.filter((st) => st !== 'UNKNOWN' || stateTotal(st)).map((st) => el('a', { href: '#/proxies?state=' + encodeURIComponent(st), title: st }, badge(st, st + ' ' + num(stateTotal(st)))))),
         el('div', { class: 'sub' }, 'per proxy stream and resource type')),
       el('div', { class: 'card stat' }, el('div', { class: 'label' }, 'Pylon'),
         el('div', { class: 'value' }, s.degraded ? el('span', { class: 'error' }, 'degraded') : 'serving'),
@@ -196,19 +205,38 @@
     if (s.degraded) parts.push(el('div', { class: 'card alert section' }, el('strong', {}, 'Config store unreachable'), el('pre', {}, s.reason || '')));
     if (s.partial) parts.push(el('div', { class: 'card alert info section' }, el('strong', {}, 'Partial list: '), s.partial));
     parts.push(refusedCard(cfg.refused));
+    if ((cfg.warnings || []).length) parts.push(warningsCard(cfg));
     parts.push(el('div', { class: 'grid cols-2 section' }, groupsCard(s), latencyCard(s.latency || [])));
     if (s.replicas.length > 1) parts.push(replicasCard(s.replicas));
     return el('div', {}, parts);
+  }
+
+  // diagText is a diagnostic's place (file:line, object, field) and
+  // message, for a refusal and a warning alike.
+  function diagText(d) {
+    const file = d.file ? d.file + (d.line ? ':' + d.line : '') : '';
+    const object = d.type ? d.type + (d.name ? ' "' + d.name + '"' : '') : d.name;
+    return [file, object, d.field].filter(Boolean).join(' · ') + ': ' + (d.message || '');
   }
 
   function refusedCard(r) {
     if (!r) {
       return el('div', { class: 'card alert ok section', id: 'refused' }, el('strong', {}, 'No refused change. '), el('span', { class: 'muted' }, 'The newest config change was accepted.'));
     }
-    const diags = (r.diagnostics || []).map((d) => el('li', {}, [d.file, d.type, d.name, d.field].filter(Boolean).join(' · ') + ': ' + (d.message || '')));
+    const diags = (r.diagnostics || []).map((d) => el('li', {}, diagText(d)));
     return el('div', { class: 'card alert section', id: 'refused' },
       el('strong', {}, 'Last refused change '), when(r.at), el('span', { class: 'muted' }, ' — the previous config keeps serving'),
       el('pre', { class: 'error-text' }, r.error || ''), diags.length ? el('ul', {}, diags) : null);
+  }
+
+  // warningsCard lists what the served config was accepted with but an
+  // operator should hear of (a route to a service with no endpoints).
+  function warningsCard(cfg) {
+    const list = cfg.warnings;
+    return el('div', { class: 'card alert warn section', id: 'warnings' },
+      el('strong', {}, plural(list.length, 'config warning')), ' ',
+      el('span', { class: 'muted' }, '— version ' + short(cfg.version) + ' is served; these do not stop it, but traffic may not go where meant'),
+      el('ul', {}, list.map((d) => el('li', {}, diagText(d)))));
   }
 
   function groupsCard(s) {
@@ -225,7 +253,7 @@
   }
 
   function stateCounts(group, type, counts) {
-    const shown = STATES.filter((st) => counts[st]);
+    const shown = ALL_STATES.filter((st) => counts[st]);
     if (!shown.length) return el('span', { class: 'zero' }, '—');
     return el('span', { class: 'count' }, shown.map((st) => el('a', {
       href: '#/proxies?group=' + encodeURIComponent(group) + '&type=' + encodeURIComponent(type) + '&state=' + encodeURIComponent(st),
@@ -257,7 +285,7 @@
     const table = el('div', { id: 'proxies-table' });
     const search = el('input', { type: 'search', id: 'filter-q', placeholder: 'Search node, cluster or identity', value: q.q });
     const groupSel = el('select', { id: 'filter-group' }, el('option', { value: '' }, 'All groups'));
-    const stateSel = el('select', { id: 'filter-state' }, el('option', { value: '' }, 'Any state'), STATES.concat(['DISCONNECTED']).map((s) => el('option', { value: s }, s)));
+    const stateSel = el('select', { id: 'filter-state' }, el('option', { value: '' }, 'Any state'), ALL_STATES.concat(['DISCONNECTED']).map((s) => el('option', { value: s }, s)));
     const typeSel = el('select', { id: 'filter-type' }, el('option', { value: '' }, 'Any type'));
     stateSel.value = q.state;
     let debounce = null;
@@ -310,7 +338,9 @@
     const rows = page.streams.map((s) => {
       const byType = {};
       for (const t of s.types || []) byType[t.type] = t.state;
-      const states = s.disconnectedAt ? [badge('DISCONNECTED')] : types.filter((t) => byType[t]).map((t) => badge(byType[t], t + ' ' + byType[t]));
+      const states = s.disconnectedAt ? [badge('DISCONNECTED')]
+        : s.stale ? [el('span', { class: 'stale-note', title: 'etcd cannot be read: ' + s.replica + '\'s proxies as last read ' + s.ageSeconds + 's ago' }, types.filter((t) => byType[t]).map((t) => badge('UNKNOWN', t + ' UNKNOWN')), ' as of ' + s.ageSeconds + 's ago')]
+        : types.filter((t) => byType[t]).map((t) => badge(byType[t], t + ' ' + byType[t]));
       return el('tr', { class: 'clickable', 'data-node': s.node, onclick: () => { location.hash = '#/proxy/' + encodeURIComponent(s.node); } },
         el('td', {}, el('a', { href: '#/proxy/' + encodeURIComponent(s.node), class: 'mono' }, s.node)),
         el('td', {}, s.group),
@@ -410,8 +440,10 @@
       el('div', { class: 'card alert info', id: 'remote-note' }, el('strong', {}, 'Served by replica ' + s.replica + '. '),
         'This page shows what ' + s.replica + ' publishes of its proxies every few seconds: each type\'s state, the versions sent and ACKed, the last NACK. ',
         'Not known here: when each response was sent and how many resources it carried, the stream\'s address, client and identity, what it was last sent, and so whether it runs what it should. Open ' + s.replica + '\'s dashboard for those.'),
+      s.stale ? el('div', { class: 'card alert', id: 'stale-note' }, el('strong', {}, 'Not current. '),
+        'etcd cannot be read, so this is what ' + s.replica + ' published ' + s.ageSeconds + 's ago; the proxy may have changed state since.') : null,
       el('dl', { class: 'kv' }, facts.map(([k, v]) => [el('dt', {}, k), el('dd', {}, String(v))])),
-      el('h3', {}, 'Per type, as ' + s.replica + ' reports it'),
+      el('h3', {}, (s.stale ? 'Per type, as ' + s.replica + ' last reported it ' + s.ageSeconds + 's ago' : 'Per type, as ' + s.replica + ' reports it')),
       el('table', { class: 'types' }, el('thead', {}, el('tr', {}, ['Type', 'State', 'Last sent', 'ACKed (runs)', 'Last NACK'].map((h) => el('th', {}, h)))), el('tbody', {}, rows)));
   }
 
