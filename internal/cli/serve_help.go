@@ -18,6 +18,7 @@ var serveSections = []struct {
 	{"xDS", []string{"xds-addr", "xds-rest-addr", "xds-rest-wait", "xds-rest-allowed-host", "hold-timeout", "delta-suppress-not-found"}},
 	{"Config", []string{"config", "debounce", "debounce-max", "resync", "history-limit"}},
 	{"Admin API", []string{"admin-addr", "admin-token-file", "read-token-file", "admin-tls-cert", "admin-tls-key", "admin-client-ca", "admin-insecure"}},
+	{"Kubernetes", []string{"kubeconfig", "kube-in-cluster", "kube-namespaces", "kube-selector"}},
 	{"Store", []string{"data-dir", "store", "etcd-endpoints", "etcd-prefix", "etcd-cert", "etcd-key", "etcd-ca", "etcd-timeout", "etcd-probe", "encryption-key-file"}},
 	{"Security", []string{"xds-tls-cert", "xds-tls-key", "xds-client-ca", "xds-require-client-cert", "node-identity", "trust-domain", "csds-identity", "insecure-serve-secrets", "secret-dir"}},
 	{"Limits", []string{"max-initial-sends", "new-streams-per-second", "max-resource-names", "max-streams-per-connection", "send-stall", "xds-rest-max-polls", "admin-max-conns"}},

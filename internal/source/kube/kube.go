@@ -72,8 +72,8 @@ type Source struct {
 // New returns a source for opts: it reads the kubeconfig (or the pod's
 // service account) and checks the selector, and connects to nothing yet.
 func New(opts Options) (*Source, error) {
-	if opts.Kubeconfig == "" && !opts.InCluster {
-		return nil, errors.New("kubernetes: no kubeconfig and not in-cluster")
+	if (opts.Kubeconfig == "") == !opts.InCluster {
+		return nil, errors.New("kubernetes: give a kubeconfig or in-cluster, not both")
 	}
 	if _, err := labels.Parse(opts.Selector); err != nil {
 		return nil, fmt.Errorf("--kube-selector %q: %w", opts.Selector, err)
