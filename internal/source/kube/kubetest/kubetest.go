@@ -25,10 +25,12 @@ import (
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/yaml"
 
 	"github.com/pylon-xds/pylon/internal/store/etcd/etcdtest"
 )
@@ -294,4 +296,36 @@ func clientcmdapiConfig(addr, user string, ca []byte, bearer string) clientcmdap
 	cfg.Contexts["kubetest"] = &clientcmdapi.Context{Cluster: "kubetest", AuthInfo: user}
 	cfg.CurrentContext = "kubetest"
 	return *cfg
+}
+
+// Grant creates, as Admin, the ClusterRoles of the manifest at path (the
+// shipped deploy/kubernetes/pylon-kube-source-rbac.yaml) and binds each to
+// user: the user may then do what the shipped RBAC allows, and no more.
+// Other objects in the file are ignored.
+func (s *Server) Grant(path, user string) {
+	s.t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rbac := s.Clientset(Admin).RbacV1()
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		var role rbacv1.ClusterRole
+		if err := yaml.UnmarshalStrict([]byte(doc), &role); err != nil || role.Kind != "ClusterRole" {
+			continue
+		}
+		if _, err := rbac.ClusterRoles().Create(ctx, &role, metav1.CreateOptions{}); err != nil {
+			s.t.Fatalf("creating ClusterRole %s: %v", role.Name, err)
+		}
+		binding := &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: role.Name + "-" + user},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+		}
+		if _, err := rbac.ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+			s.t.Fatalf("binding ClusterRole %s to %s: %v", role.Name, user, err)
+		}
+	}
 }
