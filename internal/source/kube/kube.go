@@ -35,7 +35,7 @@ type Options struct {
 	// service account.
 	Kubeconfig string
 	InCluster  bool
-	// Cluster names the cluster in the files' paths (default "default").
+	// Cluster names the cluster in the files' paths (default "cluster").
 	Cluster string
 	// Namespaces limits the watch to these namespaces (default: all).
 	Namespaces []string
@@ -79,7 +79,7 @@ func New(opts Options) (*Source, error) {
 		return nil, fmt.Errorf("--kube-selector %q: %w", opts.Selector, err)
 	}
 	if opts.Cluster == "" {
-		opts.Cluster = "default"
+		opts.Cluster = "cluster"
 	}
 	if opts.MaxEndpoints <= 0 {
 		opts.MaxEndpoints = DefaultMaxEndpoints

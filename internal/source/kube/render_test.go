@@ -9,6 +9,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/pylon-xds/pylon/internal/compile"
 	"github.com/pylon-xds/pylon/internal/config"
 	"github.com/pylon-xds/pylon/internal/model"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -185,5 +186,21 @@ func TestTransformKeepsOnlyWhatTheSourceReads(t *testing.T) {
 	}
 	if got.Endpoints[0].Addresses[0] != "10.0.0.1" || *got.Endpoints[0].Zone != "z" || got.Labels[discoveryv1.LabelServiceName] != "web" {
 		t.Fatalf("transform dropped what Pylon reads: %+v", got)
+	}
+}
+
+func TestAServiceBothTheFilesAndTheClusterDefineIsRefusedNamingBoth(t *testing.T) {
+	r, err := newService(svcObj("shop", "web", corev1.ServicePort{Name: "http", Port: 80}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := render("kubernetes/test", map[key]*service{{"shop", "web"}: r}, nil, DefaultMaxEndpoints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := config.File{Path: "pylon.yaml", Data: []byte("services:\n- { name: \"shop/web:http\", endpoints: [] }\n")}
+	_, err = compile.Compile(xdstype.New(), append([]config.File{own}, files...), compile.LimitedReader)
+	if err == nil || !strings.Contains(err.Error(), "pylon.yaml:2") || !strings.Contains(err.Error(), "kubernetes/test/services.json:2") {
+		t.Fatalf("err %v, want a duplicate naming pylon.yaml:2 and kubernetes/test/services.json:2", err)
 	}
 }
