@@ -61,6 +61,15 @@ func kubeInitial(ctx context.Context, src *kube.Source, initial *source.Update) 
 	initial.Files = append(append([]config.File(nil), initial.Files...), files...)
 }
 
+// kubeFiles is the store's Extra: the cluster's files as the source sees
+// them now, so that a write may name its services (nil without one).
+func kubeFiles(src *kube.Source) func() []config.File {
+	if src == nil {
+		return nil
+	}
+	return src.Files
+}
+
 // withKube is where the config's own source sends: updates itself, or,
 // with the Kubernetes source, a channel merged with the cluster's files
 // into updates.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -109,7 +110,7 @@ func TestKubernetesServiceReachesGRPCAsEDS(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "pylon.yaml")
 	writeAtomically(t, cfg, kubeGreeter)
 	p, _ := runPylon(t, daemon.Options{ConfigPath: cfg, Kube: daemon.KubeOptions{Kubeconfig: k.Kubeconfig(kubetest.Pylon), Namespaces: []string{"shop"}}})
-	client := kubeGRPCClient(t, p, "kube-client")
+	client := kubeGRPCClient(t, p, "kube-client", "greeter")
 	call := func() string { return client.call(t) }
 	if got := call(); got != "backend-0" {
 		t.Fatalf("first RPC served by %s, want backend-0 (the slice's endpoint)", got)
@@ -157,9 +158,9 @@ func TestKubernetesServiceReachesGRPCAsEDS(t *testing.T) {
 	}
 }
 
-// kubeGRPCClient is grpcClient's xds:///greeter client, dialling the
+// kubeGRPCClient is grpcClient's client of xds:///TARGET, dialling the
 // slices' TEST-NET-1 addresses on loopback (loopbackDialer).
-func kubeGRPCClient(t *testing.T, p *pylon, nodeID string) greeter {
+func kubeGRPCClient(t *testing.T, p *pylon, nodeID, target string) greeter {
 	t.Helper()
 	var bs, stderr bytes.Buffer
 	if code := cli.Execute(context.Background(), []string{"bootstrap", "--grpc", "--node-id", nodeID, "--node-cluster", "e2e", "--xds-address", p.xdsAddr}, &bs, &stderr); code != 0 {
@@ -169,11 +170,55 @@ func kubeGRPCClient(t *testing.T, p *pylon, nodeID string) greeter {
 	if err != nil {
 		t.Fatalf("grpc-go refused the bootstrap: %v", err)
 	}
-	conn, err := grpc.NewClient("xds:///greeter", grpc.WithResolvers(resolver),
+	conn, err := grpc.NewClient("xds:///"+target, grpc.WithResolvers(resolver),
 		grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithContextDialer(loopbackDialer))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
 	return greeter{testgrpc.NewTestServiceClient(conn)}
+}
+
+// TestKubernetesServicesJoinTheStoresConfig: in store mode a route applied
+// through the admin API may name a Kubernetes service (the write is
+// validated with the cluster's services), and a slice change reaches
+// grpc-go while the stored config stays as it was.
+func TestKubernetesServicesJoinTheStoresConfig(t *testing.T) {
+	k, admin := kubeCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*bound)
+	defer cancel()
+	ports := startBackends(t, 2)
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "greeter", Namespace: "shop"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "grpc", Port: 50051}}},
+	}
+	if _, err := admin.CoreV1().Services("shop").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	slices := admin.DiscoveryV1().EndpointSlices("shop")
+	a, err := slices.Create(ctx, greeterSlice("greeter-a", ports[0], endpoint(testNet+"10", true, true, false)), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	dataDir := t.TempDir()
+	p, _ := runPylon(t, daemon.Options{DataDir: dataDir, Kube: daemon.KubeOptions{Kubeconfig: k.Kubeconfig(kubetest.Pylon), Namespaces: []string{"shop"}}})
+	p.token = readToken(t, dataDir)
+	// The store was seeded with the quickstart's greeter: another target.
+	target := strings.Replace(kubeGreeter, "target: greeter", "target: kube-greeter", 1)
+	if code, res := p.api(t, "POST", "/v1/apply", target); code != http.StatusOK {
+		t.Fatalf("apply a gRPC target to shop/greeter:grpc: %d %v", code, res)
+	}
+	client := kubeGRPCClient(t, p, "kube-store-client", "kube-greeter")
+	call := func() string { return client.call(t) }
+	if !eventually(func() bool { return onlyTo(call, "backend-0", 5) }) {
+		t.Fatal("the applied target did not reach backend-0 through the slice")
+	}
+	a.Ports[0].Port = ptrTo(int32(ports[1]))
+	if _, err = slices.Update(ctx, a, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(func() bool { return onlyTo(call, "backend-1", 20) }) {
+		t.Fatal("the slice update did not move the RPCs to backend-1")
+	}
 }

@@ -95,8 +95,9 @@ func New(opts Options) (*Source, error) {
 		return nil, fmt.Errorf("kubernetes: %w", err)
 	}
 	cfg.UserAgent = "pylon"
-	// A watch stays open; a request that does not answer is bounded.
-	cfg.Timeout = 30 * time.Second
+	// No cfg.Timeout: it would cut every watch short. Sync is bounded by
+	// its context, and the informers' lists and watches by client-go's
+	// own timeouts.
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: %w", err)
@@ -147,6 +148,43 @@ func (s *Source) Sync(ctx context.Context) ([]config.File, error) {
 	return s.files()
 }
 
+// Files are the files of the objects as the source sees them now; nil
+// when they cannot be rendered (over MaxEndpoints). The store validates
+// every write with them (configstore.Options.Extra), as the pipeline
+// will compile it.
+func (s *Source) Files() []config.File {
+	files, _ := s.files()
+	return files
+}
+
+// replace makes the source's objects exactly the informers' caches:
+// what Sync listed at start and was deleted before the watch began is
+// dropped. An event handled after this only sets or deletes again.
+func (s *Source) replace(svcStores, sliceStores []cache.Store) {
+	services, slices := map[key]*service{}, map[key]*slice{}
+	for _, st := range svcStores {
+		for _, obj := range st.List() {
+			if svc, ok := obj.(*corev1.Service); ok {
+				if r, err := newService(svc); err == nil {
+					services[key{svc.Namespace, svc.Name}] = r
+				}
+			}
+		}
+	}
+	for _, st := range sliceStores {
+		for _, obj := range st.List() {
+			if sl, ok := obj.(*discoveryv1.EndpointSlice); ok {
+				if r, err := newSlice(sl); err == nil {
+					slices[key{sl.Namespace, sl.Name}] = r
+				}
+			}
+		}
+	}
+	s.mu.Lock()
+	s.services, s.slices = services, slices
+	s.mu.Unlock()
+}
+
 // files renders the current objects.
 func (s *Source) files() ([]config.File, error) {
 	s.mu.Lock()
@@ -168,6 +206,7 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 		}
 	}()
 	var synced []cache.InformerSynced
+	var svcStores, sliceStores []cache.Store
 	for _, ns := range s.namespaces() {
 		f := informers.NewSharedInformerFactoryWithOptions(s.cs, 0,
 			informers.WithNamespace(ns),
@@ -183,11 +222,13 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 			return err
 		}
 		synced = append(synced, svc.HasSynced, sl.HasSynced)
+		svcStores, sliceStores = append(svcStores, svc.GetStore()), append(sliceStores, sl.GetStore())
 		f.Start(ctx.Done())
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return nil // ctx ended
 	}
+	s.replace(svcStores, sliceStores)
 	s.log.Info("kubernetes: watching services and endpointslices", "cluster", s.opts.Cluster, "namespaces", s.opts.Namespaces, "selector", s.opts.Selector)
 	if !s.send(ctx, out, time.Now()) {
 		return nil
