@@ -88,20 +88,7 @@ func TestServicesAndSlicesCreatedThroughTheAPIBecomeServices(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	src, err := New(Options{Kubeconfig: k.Kubeconfig(kubetest.Pylon), Cluster: "test", Namespaces: []string{"shop"}, Quiet: 20 * time.Millisecond, MaxWait: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	updates := make(chan source.Update)
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- src.Run(runCtx, updates) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	updates := run(t, k, Options{Cluster: "test", Namespaces: []string{"shop"}})
 	await(t, updates, map[string][]model.Endpoint{"shop/web:http": {{Address: "10.0.0.1", Port: 8080, Zone: "z1", Health: "healthy"}}})
 
 	// A slice update: a second endpoint, the first one terminating but
@@ -121,4 +108,70 @@ func TestServicesAndSlicesCreatedThroughTheAPIBecomeServices(t *testing.T) {
 		t.Fatal(err)
 	}
 	await(t, updates, map[string][]model.Endpoint{})
+}
+
+// run runs a source for k as the pylon user with opts until the test ends,
+// and returns its updates.
+func run(t *testing.T, k *kubetest.Server, opts Options) <-chan source.Update {
+	t.Helper()
+	opts.Kubeconfig, opts.Quiet, opts.MaxWait = k.Kubeconfig(kubetest.Pylon), 20*time.Millisecond, 200*time.Millisecond
+	src, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	updates := make(chan source.Update)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- src.Run(ctx, updates) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return updates
+}
+
+func TestSelectorAndNamespacesLimitWhatIsWatched(t *testing.T) {
+	k := kubetest.Start(t)
+	k.Grant(rbacManifest, kubetest.Pylon)
+	admin := k.Clientset(kubetest.Admin)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*bound)
+	defer cancel()
+	exposed := map[string]string{"pylon.dev/expose": "true"}
+	for _, ns := range []string{"shop", "other"} {
+		if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"web", "hidden"} {
+			svc := svcObj(ns, name, corev1.ServicePort{Name: "http", Port: 80})
+			sl := sliceObj(ns, name+"-a", name, discoveryv1.AddressTypeIPv4,
+				[]discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}}, ep("10.0.0.1", yes, yes, no, ""))
+			if name == "web" {
+				// The endpoints' controller copies a Service's labels to
+				// its slices.
+				svc.Labels = exposed
+				sl.Labels["pylon.dev/expose"] = "true"
+			}
+			if _, err := admin.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := admin.DiscoveryV1().EndpointSlices(ns).Create(ctx, sl, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	updates := run(t, k, Options{Namespaces: []string{"shop"}, Selector: "pylon.dev/expose=true"})
+	await(t, updates, map[string][]model.Endpoint{"shop/web:http": {{Address: "10.0.0.1", Port: 8080, Health: "healthy"}}})
+
+	// A dual-stack Service's IPv6 slice joins the same endpoint set.
+	v6 := sliceObj("shop", "web-b", "web", discoveryv1.AddressTypeIPv6,
+		[]discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}}, ep("fd00::1", yes, yes, no, ""))
+	v6.Labels["pylon.dev/expose"] = "true"
+	if _, err := admin.DiscoveryV1().EndpointSlices("shop").Create(ctx, v6, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	await(t, updates, map[string][]model.Endpoint{"shop/web:http": {
+		{Address: "10.0.0.1", Port: 8080, Health: "healthy"}, {Address: "fd00::1", Port: 8080, Health: "healthy"},
+	}})
 }
