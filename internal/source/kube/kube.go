@@ -67,6 +67,8 @@ type Source struct {
 	slices   map[key]*slice
 	// changed is poked, one slot, whenever an object changes.
 	changed chan struct{}
+	// listed: Sync has listed the objects.
+	listed bool
 }
 
 // New returns a source for opts: it reads the kubeconfig (or the pod's
@@ -145,6 +147,9 @@ func (s *Source) Sync(ctx context.Context) ([]config.File, error) {
 			s.setSlice(&slices.Items[i])
 		}
 	}
+	s.mu.Lock()
+	s.listed = true
+	s.mu.Unlock()
 	return s.files()
 }
 
@@ -194,7 +199,9 @@ func (s *Source) files() ([]config.File, error) {
 
 // Run watches Services and EndpointSlices and sends the files they make
 // once the informers' caches have synced, then after every debounced
-// burst of changes, until ctx ends.
+// burst of changes, until ctx ends. After a Sync it sends what Sync
+// listed at once, so that a source merged with this one is not held back
+// while the API server is slow or away.
 func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 	ctx, cancel := context.WithCancel(ctx)
 	var factories []informers.SharedInformerFactory
@@ -224,6 +231,12 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 		synced = append(synced, svc.HasSynced, sl.HasSynced)
 		svcStores, sliceStores = append(svcStores, svc.GetStore()), append(sliceStores, sl.GetStore())
 		f.Start(ctx.Done())
+	}
+	s.mu.Lock()
+	listed := s.listed
+	s.mu.Unlock()
+	if listed && !s.send(ctx, out, time.Now()) {
+		return nil
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return nil // ctx ended

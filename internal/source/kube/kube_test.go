@@ -175,3 +175,38 @@ func TestSelectorAndNamespacesLimitWhatIsWatched(t *testing.T) {
 		{Address: "10.0.0.1", Port: 8080, Health: "healthy"}, {Address: "fd00::1", Port: 8080, Health: "healthy"},
 	}})
 }
+
+func TestAfterSyncRunSendsWhatWasListedWhileTheAPIIsAway(t *testing.T) {
+	k := kubetest.Start(t)
+	k.Grant(rbacManifest, kubetest.Pylon)
+	admin := k.Clientset(kubetest.Admin)
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CoreV1().Services("shop").Create(ctx, svcObj("shop", "web", corev1.ServicePort{Name: "http", Port: 80}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	src, err := New(Options{Kubeconfig: k.Kubeconfig(kubetest.Pylon), Namespaces: []string{"shop"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	k.Stop()
+	updates := make(chan source.Update)
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- src.Run(runCtx, updates) }()
+	defer func() { stop(); <-done }()
+	select {
+	case u := <-updates:
+		if got := services(t, u); !cmp.Equal(got, map[string][]model.Endpoint{"shop/web:http": {}}) {
+			t.Fatalf("sent %v, want what Sync listed", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run sent nothing within 5s while the API server is away: a source merged with it would be held back")
+	}
+}

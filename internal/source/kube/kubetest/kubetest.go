@@ -96,7 +96,7 @@ func Start(t testing.TB) *Server {
 	s := &Server{t: t, dir: t.TempDir(), addr: etcdtest.FreePorts(t, 1)[0], exited: make(chan struct{})}
 	s.writeFiles()
 	s.launch(bin, etcd.Endpoint())
-	t.Cleanup(s.stop)
+	t.Cleanup(s.Stop)
 	s.waitReady()
 	return s
 }
@@ -166,8 +166,9 @@ func (s *Server) launch(bin, etcdEndpoint string) {
 	}()
 }
 
-// stop ends the process, gracefully first, and waits for it.
-func (s *Server) stop() {
+// Stop ends the process, gracefully first, and waits for it: the API is
+// away from then on. A no-op once stopped.
+func (s *Server) Stop() {
 	select {
 	case <-s.exited:
 		return
