@@ -22,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -43,6 +44,8 @@ type manifests struct {
 	statefulSets []*appsv1.StatefulSet
 	budgets      []*policyv1.PodDisruptionBudget
 	policies     []*networkingv1.NetworkPolicy
+	roles        []*rbacv1.ClusterRole
+	bindings     []*rbacv1.ClusterRoleBinding
 }
 
 // workload is a Deployment's or StatefulSet's pods, for the checks they share.
@@ -84,8 +87,14 @@ func (m *manifests) decode(where string, doc []byte) error {
 	case "networking.k8s.io/v1 NetworkPolicy":
 		o := &networkingv1.NetworkPolicy{}
 		m.policies, obj = append(m.policies, o), o
+	case "rbac.authorization.k8s.io/v1 ClusterRole":
+		o := &rbacv1.ClusterRole{}
+		m.roles, obj = append(m.roles, o), o
+	case "rbac.authorization.k8s.io/v1 ClusterRoleBinding":
+		o := &rbacv1.ClusterRoleBinding{}
+		m.bindings, obj = append(m.bindings, o), o
 	default:
-		return fmt.Errorf("apiVersion %q kind %q: not an object these manifests should hold (no RBAC: Pylon never calls the Kubernetes API)", tm.APIVersion, tm.Kind)
+		return fmt.Errorf("apiVersion %q kind %q: not an object these manifests should hold", tm.APIVersion, tm.Kind)
 	}
 	// Strict, as the API server's strict field validation: a field the API
 	// type does not have (a typo, a field at the wrong level, a name in
@@ -195,6 +204,7 @@ func TestKubernetesManifests(t *testing.T) {
 	args := checkPylonContainer(t, pylon, serveFlags(t))
 	checkEtcdEndpoints(t, m, args["etcd-endpoints"])
 	checkSelectors(t, m)
+	checkKubeSourceRBAC(t, m)
 	for _, a := range m.accounts {
 		if a.AutomountServiceAccountToken == nil || *a.AutomountServiceAccountToken {
 			t.Errorf("ServiceAccount %s: automountServiceAccountToken must be false (nothing calls the Kubernetes API)", a.Name)
@@ -485,6 +495,51 @@ func TestKubernetesSecretsDocumented(t *testing.T) {
 						}
 					}
 				}
+			}
+		}
+	}
+}
+
+// kubeSourceReads is all the Kubernetes source may do: read Services and
+// EndpointSlices. The RBAC shipped grants nothing more.
+var kubeSourceReads = map[string]bool{"/services": true, "discovery.k8s.io/endpointslices": true}
+
+// checkKubeSourceRBAC checks the only RBAC shipped, the Kubernetes
+// source's: ClusterRoles that get, list and watch Services and
+// EndpointSlices and nothing else, bound only to the pylon ServiceAccount.
+func checkKubeSourceRBAC(t *testing.T, m *manifests) {
+	t.Helper()
+	roles := map[string]bool{}
+	for _, r := range m.roles {
+		roles[r.Name] = true
+		if r.AggregationRule != nil {
+			t.Errorf("ClusterRole %s: aggregates other roles; it must list its rules", r.Name)
+		}
+		for i, rule := range r.Rules {
+			for _, v := range rule.Verbs {
+				if v != "get" && v != "list" && v != "watch" {
+					t.Errorf("ClusterRole %s: rules[%d]: verb %q; the Kubernetes source only reads (get, list, watch)", r.Name, i, v)
+				}
+			}
+			if len(rule.NonResourceURLs) > 0 || len(rule.ResourceNames) > 0 {
+				t.Errorf("ClusterRole %s: rules[%d]: only resources, by type", r.Name, i)
+			}
+			for _, g := range rule.APIGroups {
+				for _, res := range rule.Resources {
+					if !kubeSourceReads[g+"/"+res] {
+						t.Errorf("ClusterRole %s: rules[%d]: %s in group %q; the Kubernetes source reads only services and discovery.k8s.io endpointslices", r.Name, i, res, g)
+					}
+				}
+			}
+		}
+	}
+	for _, b := range m.bindings {
+		if b.RoleRef.Kind != "ClusterRole" || !roles[b.RoleRef.Name] {
+			t.Errorf("ClusterRoleBinding %s: binds %s %s, not a ClusterRole of these manifests", b.Name, b.RoleRef.Kind, b.RoleRef.Name)
+		}
+		for _, s := range b.Subjects {
+			if s.Kind != "ServiceAccount" || s.Name != "pylon" {
+				t.Errorf("ClusterRoleBinding %s: binds %s %s; only the pylon ServiceAccount", b.Name, s.Kind, s.Name)
 			}
 		}
 	}

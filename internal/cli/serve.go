@@ -140,6 +140,7 @@ SIGHUP re-reads them all at once and serve carries on.`,
 	addSecurityFlags(cmd, &o)
 	addStoreFlags(cmd, &o)
 	addGitFlags(cmd, &o)
+	addKubeFlags(cmd, &o)
 	return cmd
 }
 

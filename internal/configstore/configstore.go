@@ -78,6 +78,10 @@ type Options struct {
 	// change to a group whose rollout is halted): its error is returned
 	// as is, and nothing is stored. Dry runs are not gated.
 	Gate func(*fleet.Fleet) error
+	// Extra, if set, is the files another source adds to the config (a
+	// Kubernetes cluster's services): every write is validated with them,
+	// as the pipeline will compile it, so that a route may name them.
+	Extra func() []config.File
 }
 
 // sinceCommitter is a store that commits on the condition that nothing was
@@ -370,6 +374,9 @@ func (s *Service) compileObjects(objs []store.Object) (*fleet.Fleet, error) {
 	files, err := Files(objs, s.opts.Now())
 	if err != nil {
 		return nil, err
+	}
+	if s.opts.Extra != nil {
+		files = append(files, s.opts.Extra()...)
 	}
 	fleet, err := compile.Compile(s.opts.Registry, files, s.opts.Read)
 	return fleet, unlined(err)

@@ -32,6 +32,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/source"
 	"github.com/pylon-xds/pylon/internal/source/file"
 	"github.com/pylon-xds/pylon/internal/source/git"
+	"github.com/pylon-xds/pylon/internal/source/kube"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/store"
 	"github.com/pylon-xds/pylon/internal/store/etcd"
@@ -63,6 +64,9 @@ type Options struct {
 	// Etcd). DataDir still holds the token files in etcd mode.
 	Store string
 	Etcd  EtcdOptions
+	// Kube adds a Kubernetes cluster's Services and EndpointSlices to
+	// the config of either mode (off by default; see kube.go).
+	Kube KubeOptions
 	// EncryptionKeyFile, when set, lists the keys that seal what Pylon
 	// keeps at rest: every stored object and past version (bbolt or
 	// etcd) and the rollout state file (see package seal and
@@ -271,12 +275,15 @@ func Run(ctx context.Context, o Options) error {
 	tracker, met := obs.Tracker, obs.Metrics
 	reread := make(chan struct{}, 1)
 	src := newSources(o, met, firstDir(secrets), reread, log)
+	if src.kube, err = newKube(o, met, log); err != nil {
+		return err
+	}
 	rollouts, pipe, err := newPipeline(o, sec, reg, pub, obs, read, src.watch, log)
 	if err != nil {
 		return err
 	}
 
-	cfgSvc, st, closeStore, err := loadInitial(ctx, o, reg, pipe, read, rollouts.Check)
+	cfgSvc, st, closeStore, err := loadInitial(ctx, o, reg, pipe, read, rollouts.Check, src.kube)
 	if err != nil {
 		return err
 	}
@@ -415,7 +422,8 @@ func newFleetStatus(o Options, st store.Store, tracker *status.Tracker, log *slo
 // it returns the config service and the store it opened; closeStore closes
 // the store.
 // gate refuses a write before it is stored (a halted rollout's group).
-func loadInitial(ctx context.Context, o Options, reg *xdstype.Registry, pipe *pipeline.Pipeline, read compile.ReadFile, gate func(*fleet.Fleet) error) (cfgSvc *configstore.Service, st store.Store, closeStore func(), err error) {
+// With the Kubernetes source, the cluster's files join the first config.
+func loadInitial(ctx context.Context, o Options, reg *xdstype.Registry, pipe *pipeline.Pipeline, read compile.ReadFile, gate func(*fleet.Fleet) error, k8s *kube.Source) (cfgSvc *configstore.Service, st store.Store, closeStore func(), err error) {
 	closeStore = func() {}
 	initial := source.Update{AcceptedAt: time.Now()}
 	switch {
@@ -430,13 +438,14 @@ func loadInitial(ctx context.Context, o Options, reg *xdstype.Registry, pipe *pi
 		closeStore = func() { st.Close() }
 		cfgSvc = configstore.New(configstore.Options{
 			Store: st, Registry: reg, Read: read, Keep: o.HistoryLimit, Debounce: o.DebounceQuiet, Logger: o.Logger, Probe: o.Etcd.Probe,
-			Gate: gate,
+			Gate: gate, Extra: kubeFiles(k8s),
 		})
 		initial.Files, initial.Err = cfgSvc.Current(ctx)
 		logServing(o)
 	default:
 		initial.Files, initial.Err = file.Read(o.ConfigPath)
 	}
+	kubeInitial(ctx, k8s, &initial)
 	if err := pipe.Apply(initial); err != nil {
 		closeStore()
 		return nil, nil, nil, fmt.Errorf("initial config refused: %w", err)
@@ -526,6 +535,7 @@ type sources struct {
 	file      *file.Source // file mode
 	git       *git.Source  // Git mode
 	certs     *file.Files  // store and Git mode: the config did not change on a rotation
+	kube      *kube.Source // with --kubeconfig: joins either mode's config
 	secretDir string
 }
 
@@ -558,17 +568,18 @@ func (s *sources) watch(paths []string) {
 // service in store mode.
 func (s *sources) run(ctx context.Context, g *errgroup.Group, pipe *pipeline.Pipeline, cfgSvc *configstore.Service) {
 	updates := make(chan source.Update)
+	own := withKube(ctx, g, s.kube, updates)
 	if s.certs != nil {
 		// The latest stored update is replayed on a rotation, and the
 		// pipeline re-reads the files.
 		stored := make(chan source.Update)
 		g.Go(func() error { return s.certs.Run(ctx) })
 		g.Go(func() error { return s.runConfig(ctx, cfgSvc, stored) })
-		g.Go(func() error { return source.Replay(ctx, stored, s.certs.Changed(), updates) })
+		g.Go(func() error { return source.Replay(ctx, stored, s.certs.Changed(), own) })
 		g.Go(func() error { return pipe.Run(ctx, updates) })
 		return
 	}
-	g.Go(func() error { return s.file.Run(ctx, updates) })
+	g.Go(func() error { return s.file.Run(ctx, own) })
 	g.Go(func() error { return pipe.Run(ctx, updates) })
 }
 

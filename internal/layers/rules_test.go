@@ -75,6 +75,8 @@ var layer = map[string]int{
 	"internal/compile":               build,
 	"internal/source/file":           build,
 	"internal/source/git":            build,
+	"internal/source/kube":           build,
+	"internal/source/kube/kubetest":  engine,
 	"internal/xds/xdstest":           build,
 	"internal/xdsrest":               build,
 	"internal/configstore":           stage,
@@ -238,6 +240,10 @@ var allowed = []edge{
 	{"internal/source/git", "internal/config"},
 	{"internal/source/git", "internal/seal"}, // the credentials file is read as every key file is
 	{"internal/source/git", "internal/source"},
+	{"internal/source/kube", "internal/config"},
+	{"internal/source/kube", "internal/model"},
+	{"internal/source/kube", "internal/source"},
+	{"internal/source/kube/kubetest", "internal/store/etcd/etcdtest"},
 	{"internal/status", "internal/cowmap"},
 	{"internal/status", "internal/nodegroup"},
 	{"internal/status/statustest", "internal/status"},
@@ -286,6 +292,7 @@ var testHelpers = []string{
 	"internal/golden",
 	"internal/identity/identitytest",
 	"internal/source/git/gittest",
+	"internal/source/kube/kubetest",
 	"internal/status/statustest",
 	"internal/store/etcd/etcdtest",
 	"internal/store/storetest",
@@ -304,7 +311,8 @@ var owners = []owner{
 	{"github.com/prometheus/...", []string{"bench/fleet", "internal/admin", "internal/metrics"}, "metrics live in metrics and are served by admin"},
 	{"github.com/spf13/cobra/...", []string{"internal/cli"}, "the command line is cli's"},
 	{"go.etcd.io/...", []string{"internal/store/bolt", "internal/store/etcd", "internal/store/etcd/etcdtest"}, "the stores' drivers stay behind the store interface"},
-	{"k8s.io/...", []string{"deploy"}, "the Kubernetes API types only check the shipped manifests, in deploy's tests"},
+	{"k8s.io/client-go/...", []string{"internal/source/kube", "internal/source/kube/kubetest"}, "talking to a Kubernetes API server is the Kubernetes source's job"},
+	{"k8s.io/...", []string{"deploy", "internal/source/kube", "internal/source/kube/kubetest"}, "the Kubernetes API types are the Kubernetes source's, and check the shipped manifests in deploy's tests"},
 }
 
 // bans are imports a package never makes even where the layers would permit

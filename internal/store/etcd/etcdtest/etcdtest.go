@@ -77,7 +77,7 @@ type Cluster struct {
 // would only make the tests slower.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
-	ports := freePorts(t, 2*n)
+	ports := FreePorts(t, 2*n)
 	c := &Cluster{t: t, Members: make([]*Server, n)}
 	var initial []string
 	for i := range c.Members {
@@ -104,13 +104,15 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	return c
 }
 
-// freePorts returns n distinct loopback ports nothing listens on now: held
+// FreePorts returns n distinct loopback ports nothing listens on now: held
 // together so none is handed out twice, closed just before etcd binds them
 // (etcd needs its URLs before it listens). They are drawn below the
 // kernel's ephemeral range: a port from there, closed, could be taken by
 // any other test's listener on port 0 or outgoing connection before etcd
 // binds it, which failed a member's start under a loaded CI run.
-func freePorts(t testing.TB, n int) []string {
+// Other helpers that must name a port before their server binds it (the
+// kube-apiserver of source/kube/kubetest) use it too.
+func FreePorts(t testing.TB, n int) []string {
 	t.Helper()
 	low := ephemeralLow()
 	var out []string
@@ -129,7 +131,7 @@ func freePorts(t testing.TB, n int) []string {
 	return out
 }
 
-// portsFrom is where freePorts draws from, up to the ephemeral range.
+// portsFrom is where FreePorts draws from, up to the ephemeral range.
 const portsFrom = 20000
 
 // ephemeralLow is the first port of the kernel's ephemeral range (Linux's

@@ -1,0 +1,244 @@
+package kube
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/pylon-xds/pylon/internal/config"
+	"github.com/pylon-xds/pylon/internal/model"
+)
+
+// ServiceName is the model service a Service's port becomes:
+// NAMESPACE/NAME:PORT, or NAMESPACE/NAME for a Service's single unnamed
+// port (Kubernetes allows an unnamed port only when it is the only one).
+func ServiceName(namespace, name, port string) string {
+	if port == "" {
+		return namespace + "/" + name
+	}
+	return namespace + "/" + name + ":" + port
+}
+
+// key is an object's namespace and name.
+type key struct{ namespace, name string }
+
+// service is what a Service contributes: its ports as model services.
+type service struct {
+	// names are the model services, one per TCP port, in the Service's
+	// order, with their protocol.
+	names []string
+	items [][]byte
+}
+
+// slice is what one EndpointSlice contributes: its endpoints under the
+// model services it names, rendered once when the slice changes.
+type slice struct {
+	// services are the model services the slice's endpoints join.
+	services []string
+	eps      []config.Endpoint
+	items    [][]byte
+}
+
+// newService renders a Service: one model service per TCP port, with
+// the port's appProtocol as the protocol where Pylon knows it. A Service
+// of no TCP port contributes nothing.
+func newService(s *corev1.Service) (*service, error) {
+	out := &service{}
+	for _, p := range s.Spec.Ports {
+		if p.Protocol != "" && p.Protocol != corev1.ProtocolTCP {
+			continue
+		}
+		svc := model.Service{Name: ServiceName(s.Namespace, s.Name, p.Name), Endpoints: []model.Endpoint{}}
+		if p.AppProtocol != nil {
+			svc.Protocol = protocolOf(*p.AppProtocol)
+		}
+		item, err := json.Marshal(svc)
+		if err != nil {
+			return nil, err
+		}
+		out.names = append(out.names, svc.Name)
+		out.items = append(out.items, item)
+	}
+	return out, nil
+}
+
+// protocolOf maps a port's appProtocol to the model's protocol ("" for
+// the model's default, http1).
+func protocolOf(app string) string {
+	switch app {
+	case "grpc":
+		return "grpc"
+	case "kubernetes.io/h2c", "http2", "h2c":
+		return "http2"
+	}
+	return ""
+}
+
+// serviceOf is the Service an EndpointSlice belongs to (its
+// kubernetes.io/service-name label), "" for none.
+func serviceOf(s *discoveryv1.EndpointSlice) string {
+	return s.Labels[discoveryv1.LabelServiceName]
+}
+
+// newSlice renders an EndpointSlice: every endpoint that should receive
+// traffic, once per TCP port of the slice. The port is the slice's own,
+// which for a named target port the endpoints' controller has already
+// resolved. Endpoints of FQDN slices (deprecated) are left out: a gRPC
+// client cannot dial a host name from EDS.
+func newSlice(s *discoveryv1.EndpointSlice) (*slice, error) {
+	out := &slice{}
+	svcName := serviceOf(s)
+	if svcName == "" || (s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6) {
+		return out, nil
+	}
+	for _, p := range s.Ports {
+		if p.Port == nil || (p.Protocol != nil && *p.Protocol != corev1.ProtocolTCP) {
+			continue
+		}
+		name := ""
+		if p.Name != nil {
+			name = *p.Name
+		}
+		service := ServiceName(s.Namespace, svcName, name)
+		out.services = append(out.services, service)
+		for _, e := range s.Endpoints {
+			h, ok := health(e.Conditions)
+			if !ok || len(e.Addresses) == 0 {
+				continue
+			}
+			ep := config.Endpoint{Service: service, Endpoint: model.Endpoint{Address: e.Addresses[0], Port: uint32(*p.Port), Health: h}}
+			if e.Zone != nil {
+				ep.Zone = *e.Zone
+			}
+			item, err := json.Marshal(ep)
+			if err != nil {
+				return nil, err
+			}
+			out.eps = append(out.eps, ep)
+			out.items = append(out.items, item)
+		}
+	}
+	return out, nil
+}
+
+// health maps an endpoint's conditions to Envoy's health: ready is
+// healthy; terminating but still serving is draining (existing
+// connections finish, no new ones); anything else receives no traffic and
+// is left out. An unset ready means ready, as the API defines it.
+func health(c discoveryv1.EndpointConditions) (string, bool) {
+	if c.Terminating != nil && *c.Terminating {
+		if c.Serving != nil && *c.Serving {
+			return "draining", true
+		}
+		return "", false
+	}
+	if c.Ready == nil || *c.Ready {
+		return "healthy", true
+	}
+	return "", false
+}
+
+// render is the config the cluster's objects make: a file of services,
+// then a file of endpoints per EndpointSlice, named under prefix. The
+// slices' items were rendered when each changed; here they are only
+// joined. An endpoint of a service that no Service defines (a slice
+// outliving its Service) is left out, and so is one address and port met
+// again in another slice (the endpoints' controller may hold both while it
+// moves an endpoint), so that neither refuses the whole config.
+func render(prefix string, services map[key]*service, slices map[key]*slice, maxEndpoints int) ([]config.File, error) {
+	files := []config.File{renderServices(prefix, services)}
+	defined := map[string]bool{}
+	for _, s := range services {
+		for _, n := range s.names {
+			defined[n] = true
+		}
+	}
+	keys := make([]key, 0, len(slices))
+	for k := range slices {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].namespace != keys[j].namespace {
+			return keys[i].namespace < keys[j].namespace
+		}
+		return keys[i].name < keys[j].name
+	})
+	type at struct {
+		service, address string
+		port             uint32
+	}
+	seen, total := map[at]bool{}, 0
+	for _, k := range keys {
+		s := slices[k]
+		path := fmt.Sprintf("%s/endpointslices/%s/%s", prefix, k.namespace, k.name)
+		var eps []config.Endpoint
+		var items [][]byte
+		for i, e := range s.eps {
+			a := at{e.Service, e.Address, e.Port}
+			if !defined[e.Service] || seen[a] {
+				continue
+			}
+			seen[a] = true
+			eps, items = append(eps, e), append(items, s.items[i])
+		}
+		if len(eps) == 0 {
+			continue
+		}
+		if total += len(eps); total > maxEndpoints {
+			return nil, fmt.Errorf("kubernetes: over %d endpoints; narrow the source with --kube-namespaces or --kube-selector", maxEndpoints)
+		}
+		files = append(files, endpointsFile(path, eps, items))
+	}
+	return files, nil
+}
+
+// renderServices is the file of every Service's model services, one per
+// line, in name order.
+func renderServices(prefix string, services map[key]*service) config.File {
+	type named struct {
+		name string
+		item []byte
+	}
+	var all []named
+	for _, s := range services {
+		for i, n := range s.names {
+			all = append(all, named{n, s.items[i]})
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].name < all[j].name })
+	var data bytes.Buffer
+	data.WriteString(`{"services": [`)
+	for i, n := range all {
+		if i > 0 {
+			data.WriteString(",")
+		}
+		data.WriteString("\n")
+		data.Write(n.item)
+	}
+	data.WriteString("\n]}\n")
+	return config.File{Path: prefix + "/services.json", Data: data.Bytes()}
+}
+
+// endpointsFile is a file of the top-level endpoints list, item i on line
+// i+1, handed over decoded as the store hands its registered endpoints
+// (config.File.Endpoints), so that a publish does not parse again what
+// did not change.
+func endpointsFile(path string, eps []config.Endpoint, items [][]byte) config.File {
+	var data bytes.Buffer
+	data.WriteString(`{"endpoints": [`)
+	decoded := make([]config.Endpoint, len(eps))
+	for i, e := range eps {
+		if i > 0 {
+			data.WriteString(",\n")
+		}
+		data.Write(items[i])
+		decoded[i] = e
+		decoded[i].File, decoded[i].Line = path, i+1
+	}
+	data.WriteString("]}")
+	return config.File{Path: path, Data: data.Bytes(), Endpoints: decoded}
+}

@@ -1,0 +1,206 @@
+package kube
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pylon-xds/pylon/internal/compile"
+	"github.com/pylon-xds/pylon/internal/config"
+	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/xdstype"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func svcObj(ns, name string, ports ...corev1.ServicePort) *corev1.Service {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.ServiceSpec{Ports: ports}}
+}
+
+func sliceObj(ns, name, svc string, typ discoveryv1.AddressType, ports []discoveryv1.EndpointPort, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+		AddressType: typ, Ports: ports, Endpoints: eps,
+	}
+}
+
+func ep(addr string, ready, serving, terminating *bool, zone string) discoveryv1.Endpoint {
+	e := discoveryv1.Endpoint{Addresses: []string{addr}, Conditions: discoveryv1.EndpointConditions{Ready: ready, Serving: serving, Terminating: terminating}}
+	if zone != "" {
+		e.Zone = ptr(zone)
+	}
+	return e
+}
+
+// load renders the objects and loads the files as the pipeline would,
+// returning each service's endpoints.
+func load(t *testing.T, svcs []*corev1.Service, slices []*discoveryv1.EndpointSlice) map[string][]model.Endpoint {
+	t.Helper()
+	ss, sl := map[key]*service{}, map[key]*slice{}
+	for _, s := range svcs {
+		r, err := newService(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ss[key{s.Namespace, s.Name}] = r
+	}
+	for _, s := range slices {
+		r, err := newSlice(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sl[key{s.Namespace, s.Name}] = r
+	}
+	files, err := render("kubernetes/test", ss, sl, DefaultMaxEndpoints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := config.Load(xdstype.New(), files)
+	if err != nil {
+		t.Fatalf("the rendered files do not load: %v", err)
+	}
+	if problems := doc.JoinEndpoints(); len(problems) > 0 {
+		t.Fatalf("the rendered endpoints do not join: %v", problems)
+	}
+	out := map[string][]model.Endpoint{}
+	for _, s := range doc.Services {
+		out[s.Name] = s.Endpoints
+		if out[s.Name] == nil {
+			out[s.Name] = []model.Endpoint{}
+		}
+	}
+	return out
+}
+
+var (
+	yes, no = ptr(true), ptr(false)
+	tcp     = ptr(corev1.ProtocolTCP)
+)
+
+func TestEndpointConditionsMapToEnvoyHealth(t *testing.T) {
+	got := load(t,
+		[]*corev1.Service{svcObj("shop", "web", corev1.ServicePort{Name: "http", Port: 80})},
+		[]*discoveryv1.EndpointSlice{sliceObj("shop", "web-a", "web", discoveryv1.AddressTypeIPv4,
+			[]discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080)), Protocol: tcp}},
+			ep("10.0.0.1", yes, yes, no, "z1"),  // ready
+			ep("10.0.0.2", nil, nil, nil, "z2"), // unset: ready
+			ep("10.0.0.3", no, yes, yes, "z1"),  // terminating, serving: draining
+			ep("10.0.0.4", no, no, yes, "z1"),   // terminating, not serving: absent
+			ep("10.0.0.5", no, no, no, "z1"),    // not ready: absent
+		)})
+	want := map[string][]model.Endpoint{"shop/web:http": {
+		{Address: "10.0.0.1", Port: 8080, Zone: "z1", Health: "healthy"},
+		{Address: "10.0.0.2", Port: 8080, Zone: "z2", Health: "healthy"},
+		{Address: "10.0.0.3", Port: 8080, Zone: "z1", Health: "draining"},
+	}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("services (-want +got):\n%s", d)
+	}
+}
+
+func TestNamedTargetPortsAreTheSlicesPortsAndDualStackJoins(t *testing.T) {
+	got := load(t,
+		[]*corev1.Service{svcObj("shop", "api",
+			corev1.ServicePort{Name: "grpc", Port: 9000, AppProtocol: ptr("grpc")},
+			corev1.ServicePort{Name: "metrics", Port: 9100},
+			corev1.ServicePort{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP},
+		)},
+		[]*discoveryv1.EndpointSlice{
+			sliceObj("shop", "api-v4", "api", discoveryv1.AddressTypeIPv4,
+				[]discoveryv1.EndpointPort{{Name: ptr("grpc"), Port: ptr(int32(50051))}, {Name: ptr("metrics"), Port: ptr(int32(9102))}},
+				ep("10.0.0.1", yes, yes, no, "")),
+			sliceObj("shop", "api-v6", "api", discoveryv1.AddressTypeIPv6,
+				[]discoveryv1.EndpointPort{{Name: ptr("grpc"), Port: ptr(int32(50051))}},
+				ep("fd00::1", yes, yes, no, "")),
+		})
+	want := map[string][]model.Endpoint{
+		"shop/api:grpc":    {{Address: "10.0.0.1", Port: 50051, Health: "healthy"}, {Address: "fd00::1", Port: 50051, Health: "healthy"}},
+		"shop/api:metrics": {{Address: "10.0.0.1", Port: 9102, Health: "healthy"}},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("services (-want +got):\n%s", d)
+	}
+}
+
+func TestHeadlessServiceIsAPlainEndpointSetAndAnUnnamedPortHasNoSuffix(t *testing.T) {
+	headless := svcObj("db", "pg", corev1.ServicePort{Port: 5432})
+	headless.Spec.ClusterIP = corev1.ClusterIPNone
+	got := load(t, []*corev1.Service{headless},
+		[]*discoveryv1.EndpointSlice{sliceObj("db", "pg-1", "pg", discoveryv1.AddressTypeIPv4,
+			[]discoveryv1.EndpointPort{{Port: ptr(int32(5432))}}, ep("10.0.1.1", yes, yes, no, ""))})
+	want := map[string][]model.Endpoint{"db/pg": {{Address: "10.0.1.1", Port: 5432, Health: "healthy"}}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("services (-want +got):\n%s", d)
+	}
+}
+
+func TestSliceWithoutItsServiceAndRepeatedEndpointsAreLeftOut(t *testing.T) {
+	port := []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}}
+	got := load(t,
+		[]*corev1.Service{svcObj("shop", "web", corev1.ServicePort{Name: "http", Port: 80})},
+		[]*discoveryv1.EndpointSlice{
+			sliceObj("shop", "web-a", "web", discoveryv1.AddressTypeIPv4, port, ep("10.0.0.1", yes, yes, no, "")),
+			// The controller moving an endpoint between slices holds it in both.
+			sliceObj("shop", "web-b", "web", discoveryv1.AddressTypeIPv4, port, ep("10.0.0.1", yes, yes, no, ""), ep("10.0.0.2", yes, yes, no, "")),
+			// The Service is gone; its slice lingers until collected.
+			sliceObj("shop", "old-a", "old", discoveryv1.AddressTypeIPv4, port, ep("10.0.0.9", yes, yes, no, "")),
+		})
+	want := map[string][]model.Endpoint{"shop/web:http": {
+		{Address: "10.0.0.1", Port: 8080, Health: "healthy"}, {Address: "10.0.0.2", Port: 8080, Health: "healthy"},
+	}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("services (-want +got):\n%s", d)
+	}
+}
+
+func TestOverMaxEndpointsIsAnError(t *testing.T) {
+	ss := map[key]*service{}
+	r, _ := newService(svcObj("shop", "web", corev1.ServicePort{Name: "http", Port: 80}))
+	ss[key{"shop", "web"}] = r
+	s, _ := newSlice(sliceObj("shop", "web-a", "web", discoveryv1.AddressTypeIPv4,
+		[]discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}},
+		ep("10.0.0.1", yes, yes, no, ""), ep("10.0.0.2", yes, yes, no, "")))
+	_, err := render("kubernetes/test", ss, map[key]*slice{{"shop", "web-a"}: s}, 1)
+	if err == nil || !strings.Contains(err.Error(), "over 1 endpoints") {
+		t.Fatalf("err %v, want over 1 endpoints", err)
+	}
+}
+
+func TestTransformKeepsOnlyWhatTheSourceReads(t *testing.T) {
+	in := sliceObj("shop", "web-a", "web", discoveryv1.AddressTypeIPv4, nil, ep("10.0.0.1", yes, yes, no, "z"))
+	in.Annotations = map[string]string{"big": strings.Repeat("x", 1000)}
+	in.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager"}}
+	in.Endpoints[0].NodeName = ptr("node-1")
+	in.Endpoints[0].TargetRef = &corev1.ObjectReference{Kind: "Pod", Name: "web-1"}
+	out, err := transform(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*discoveryv1.EndpointSlice)
+	if got.Annotations != nil || got.ManagedFields != nil || got.Endpoints[0].NodeName != nil || got.Endpoints[0].TargetRef != nil {
+		t.Fatalf("transform kept fields Pylon does not read: %+v", got)
+	}
+	if got.Endpoints[0].Addresses[0] != "10.0.0.1" || *got.Endpoints[0].Zone != "z" || got.Labels[discoveryv1.LabelServiceName] != "web" {
+		t.Fatalf("transform dropped what Pylon reads: %+v", got)
+	}
+}
+
+func TestAServiceBothTheFilesAndTheClusterDefineIsRefusedNamingBoth(t *testing.T) {
+	r, err := newService(svcObj("shop", "web", corev1.ServicePort{Name: "http", Port: 80}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := render("kubernetes/test", map[key]*service{{"shop", "web"}: r}, nil, DefaultMaxEndpoints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := config.File{Path: "pylon.yaml", Data: []byte("services:\n- { name: \"shop/web:http\", endpoints: [] }\n")}
+	_, err = compile.Compile(xdstype.New(), append([]config.File{own}, files...), compile.LimitedReader)
+	if err == nil || !strings.Contains(err.Error(), "pylon.yaml:2") || !strings.Contains(err.Error(), "kubernetes/test/services.json:2") {
+		t.Fatalf("err %v, want a duplicate naming pylon.yaml:2 and kubernetes/test/services.json:2", err)
+	}
+}
