@@ -1,0 +1,65 @@
+package grpcrules
+
+import (
+	"slices"
+	"testing"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+var ads = &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}}}
+
+func apiListener(filters ...*hcmv3.HttpFilter) *listenerv3.Listener {
+	h := &hcmv3.HttpConnectionManager{
+		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{RouteConfigName: "r", ConfigSource: ads}},
+		HttpFilters:    filters,
+	}
+	a, _ := anypb.New(h)
+	return &listenerv3.Listener{Name: "l", ApiListener: &listenerv3.ApiListener{ApiListener: a}}
+}
+
+func filter(name, typeURL string, optional bool) *hcmv3.HttpFilter {
+	return &hcmv3.HttpFilter{Name: name, IsOptional: optional, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: &anypb.Any{TypeUrl: typeURL}}}
+}
+
+// refusers checks msg for every client and returns who refuses under rule.
+func refusers(t *testing.T, msg any, rule string) []Client {
+	t.Helper()
+	var who []Client
+	for _, p := range Check(msg.(proto.Message), All) {
+		if p.Rule.ID == rule {
+			who = append(who, p.Clients...)
+		}
+	}
+	return who
+}
+
+// TestClientsDifferWhereTheirImplementationsDo: least_request is grpc-go's
+// alone, stateful sessions C-core's alone; the router read through a
+// TypedStruct is still the router.
+func TestClientsDifferWhereTheirImplementationsDo(t *testing.T) {
+	lr := &clusterv3.Cluster{Name: "c", ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS}, LbPolicy: clusterv3.Cluster_LEAST_REQUEST,
+		EdsClusterConfig: &clusterv3.Cluster_EdsClusterConfig{EdsConfig: ads}}
+	if got, want := refusers(t, lr, "cluster-lb-policy"), []Client{Core, JS}; !slices.Equal(got, want) {
+		t.Errorf("LEAST_REQUEST refused by %v, want %v", got, want)
+	}
+	session := apiListener(filter("session", typeSession, false), filter("router", typeRouter, false))
+	if got, want := refusers(t, session, "hcm-filter-unknown"), []Client{Go, JS}; !slices.Equal(got, want) {
+		t.Errorf("stateful_session refused by %v, want %v", got, want)
+	}
+	ts := protowire.AppendTag(nil, 1, protowire.BytesType)
+	ts = protowire.AppendString(ts, typeRouter)
+	wrapped := apiListener(&hcmv3.HttpFilter{Name: "router", ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: &anypb.Any{TypeUrl: typeStructV3, Value: ts}}})
+	if p := Check(wrapped, All); len(p) != 0 {
+		t.Errorf("a router in a TypedStruct: %+v", p)
+	}
+	if p := Check(lr, []Client{Go}); len(p) != 0 {
+		t.Errorf("grpc-go alone refuses LEAST_REQUEST: %+v", p)
+	}
+}

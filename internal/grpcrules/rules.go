@@ -1,0 +1,134 @@
+// Package grpcrules is what proxyless gRPC clients accept of xDS resources:
+// one table of the rules by which each client implementation NACKs a
+// resource (or accepts one it can never use), read from the clients' own
+// parsers at the versions in Versions, and Check, which applies them to one
+// resource for the clients a node group serves. It sees Envoy's messages
+// only; the caller names the file, the line and the group.
+package grpcrules
+
+import (
+	"slices"
+	"strings"
+)
+
+// Client is a gRPC implementation with an xDS client.
+type Client string
+
+// The clients Pylon knows the rules of, as a group's `clients:` names them.
+const (
+	Go   Client = "grpc-go"   // grpc-go
+	Core Client = "grpc-core" // gRPC C-core: C++, Python, Ruby, PHP
+	JS   Client = "grpc-js"   // grpc-js with @grpc/grpc-js-xds
+)
+
+// All is every client, in the order messages name them.
+var All = []Client{Go, Core, JS}
+
+// Versions are the releases each client's rules were read from, and which
+// test/integration (grpc-go) and test/interop (C-core, grpc-js) run.
+var Versions = map[Client]string{
+	Go:   "grpc-go v1.85.0",
+	Core: "C-core 1.51+ (Debian's python3-grpcio)",
+	JS:   "@grpc/grpc-js-xds 1.14.1",
+}
+
+// Parse reads a client's name as a group states it.
+func Parse(name string) (Client, bool) {
+	c := Client(name)
+	return c, slices.Contains(All, c)
+}
+
+// Names are the clients' names, for messages.
+func Names() []string {
+	out := make([]string, len(All))
+	for i, c := range All {
+		out[i] = string(c)
+	}
+	return out
+}
+
+// Effect is what a client does with a resource a rule finds.
+type Effect string
+
+const (
+	// NACK: the client rejects the resource and keeps the one it had (or,
+	// with none, has no configuration for the name).
+	NACK Effect = "NACK"
+	// Unusable: the client accepts the resource but fails every RPC that
+	// reaches the part a rule names, with UNAVAILABLE.
+	Unusable Effect = "fails RPCs"
+)
+
+// Rule is one reason a gRPC client refuses a resource.
+type Rule struct {
+	ID   string
+	Type string // the resource's kind: Listener, RouteConfiguration, Cluster
+	// Clients are the clients the rule holds for. Where clients differ on
+	// a value (an LB policy, an HTTP filter), the rule holds for those
+	// that lack it; Check says which.
+	Clients []Client
+	Effect  Effect
+	// What is the rule, as docs/grpc.md shows it.
+	What string
+}
+
+// Rules is the table: every rule Check applies, one place. The rules follow
+// grpc-go v1.85.0's internal/xds/xdsclient/xdsresource (unmarshal_lds.go,
+// unmarshal_rds.go, unmarshal_cds.go), gRPC's doc/grpc_xds_features.md for
+// what C-core and grpc-js implement, and the gRFCs they cite (A27, A28,
+// A29, A37, A39, A42, A44, A48).
+var Rules = []Rule{
+	{"listener-kind", "Listener", All, NACK, "a Listener is a client's (api_listener) or an xDS-enabled server's (address); neither is refused"},
+	{"listener-hcm", "Listener", All, NACK, "the api_listener is an HttpConnectionManager"},
+	{"hcm-routes", "Listener", All, NACK, "the HttpConnectionManager has rds (from ADS or self) or an inline route_config; scoped routes are not implemented"},
+	{"hcm-unsupported-value", "Listener", []Client{Go}, NACK, "xff_num_trusted_hops is zero and original_ip_detection_extensions empty"},
+	{"hcm-filter-unknown", "Listener", All, NACK, "every HTTP filter that is not is_optional is one the client implements on its side (client: router, fault; C-core also stateful_session, gcp_authn; grpc-go also gcp_authn; server: router, fault, rbac)"},
+	{"hcm-router-last", "Listener", All, NACK, "the filters the client keeps are not empty and end with the router, and only there (A39)"},
+	{"route-path", "RouteConfiguration", All, NACK, "every route's match has prefix, path or safe_regex (A28)"},
+	{"route-weights", "RouteConfiguration", All, NACK, "weighted_clusters' weights sum to more than zero and at most 2^32-1"},
+	{"route-plugin", "RouteConfiguration", All, NACK, "a cluster_specifier_plugin a route names is in the RouteConfiguration"},
+	{"route-retry", "RouteConfiguration", All, NACK, "a retry_policy's num_retries, if set, is at least 1, and its back-off intervals above zero (A44)"},
+	{"route-action", "RouteConfiguration", All, Unusable, "a client's route has a route action (redirect, direct_response and filter_action are accepted and fail every RPC they match)"},
+	{"cluster-lb-policy", "Cluster", All, NACK, "lb_policy is one the client implements: ROUND_ROBIN, RING_HASH; LEAST_REQUEST in grpc-go only (A42, A48); a whole CDS response with one such cluster is NACKed"},
+	{"cluster-ring-hash", "Cluster", All, NACK, "ring hash uses XX_HASH (A42)"},
+	{"cluster-least-request", "Cluster", []Client{Go}, NACK, "least_request's choice_count is at least 2 (A48)"},
+	{"cluster-type", "Cluster", All, NACK, "the cluster is EDS (from ADS or self), LOGICAL_DNS or an aggregate cluster (A37); STATIC, STRICT_DNS and ORIGINAL_DST are not implemented"},
+	{"cluster-logical-dns", "Cluster", All, NACK, "a LOGICAL_DNS cluster's load_assignment has exactly one locality with one endpoint (A37)"},
+	{"cluster-lrs", "Cluster", All, NACK, "lrs_server, if set, is self"},
+	{"cluster-tls", "Cluster", All, NACK, "TLS comes from certificate provider instances, not SDS, and transport_socket_matches is empty (A29)"},
+}
+
+// rule returns the rule with id; a typo in a check is a programming error.
+func rule(id string) *Rule {
+	for i := range Rules {
+		if Rules[i].ID == id {
+			return &Rules[i]
+		}
+	}
+	panic("grpcrules: no rule " + id)
+}
+
+// Problem is a rule a resource breaks for some of the clients checked.
+type Problem struct {
+	Rule *Rule
+	// Clients are those of the checked clients that refuse it, in All's
+	// order.
+	Clients []Client
+	// Field is the path of the offending field in the resource, as
+	// Pylon's diagnostics name fields.
+	Field   string
+	Message string
+}
+
+// ClientList says clients in prose: "grpc-go", "grpc-go and grpc-js",
+// "grpc-go, grpc-core and grpc-js".
+func ClientList(clients []Client) string {
+	names := make([]string, len(clients))
+	for i, c := range clients {
+		names[i] = string(c)
+	}
+	if len(names) <= 1 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
