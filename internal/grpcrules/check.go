@@ -83,10 +83,10 @@ func (c *checker) listener(l *listenerv3.Listener) {
 // serverListener checks an xDS-enabled server's Listener (gRFC A36).
 func (c *checker) serverListener(l *listenerv3.Listener) {
 	if len(l.GetListenerFilters()) > 0 {
-		c.add("hcm-unsupported-value", nil, "listener_filters", "not supported by gRPC servers; leave it empty")
+		c.add("server-listener", nil, "listener_filters", "not supported by gRPC servers; leave it empty")
 	}
 	if l.GetUseOriginalDst().GetValue() {
-		c.add("hcm-unsupported-value", nil, "use_original_dst", "not supported by gRPC servers; leave it unset")
+		c.add("server-listener", nil, "use_original_dst", "not supported by gRPC servers; leave it unset")
 	}
 	chains := l.GetFilterChains()
 	fields := make([]string, len(chains))
@@ -290,14 +290,9 @@ func (c *checker) lbPolicy(cl *clusterv3.Cluster) {
 	if len(lacking) > 0 {
 		c.add("cluster-lb-policy", lacking, "lb_policy", "%s is not an LB policy they implement; they NACK the whole CDS response that carries it", p)
 	}
-	switch p {
-	case clusterv3.Cluster_RING_HASH:
+	if p == clusterv3.Cluster_RING_HASH {
 		if f := cl.GetRingHashLbConfig().GetHashFunction(); f != clusterv3.Cluster_RingHashLbConfig_XX_HASH {
 			c.add("cluster-ring-hash", nil, "ring_hash_lb_config.hash_function", "%s: gRPC clients hash with XX_HASH only", f)
-		}
-	case clusterv3.Cluster_LEAST_REQUEST:
-		if n := cl.GetLeastRequestLbConfig().GetChoiceCount(); n != nil && n.GetValue() < 2 {
-			c.add("cluster-least-request", nil, "least_request_lb_config.choice_count", "%d: must be at least 2", n.GetValue())
 		}
 	}
 }
