@@ -15,7 +15,7 @@ import (
 // naming the first group that would refuse it.
 type grpcClientChecks struct {
 	where    func(typeURL, name string) *snapshot.Input
-	reported map[[3]string]bool // type, name, field
+	reported map[[4]string]bool // type, name, field, rule
 }
 
 // grpcTypes are the types gRPC clients read rules of.
@@ -32,14 +32,14 @@ func (c *grpcClientChecks) check(s *snapshot.Snapshot, group string, names []str
 		}
 	}
 	if c.reported == nil {
-		c.reported = map[[3]string]bool{}
+		c.reported = map[[4]string]bool{}
 	}
 	var problems diag.List
 	for _, url := range grpcTypes {
 		set := s.Set(url)
 		for _, name := range set.Names() {
 			for _, p := range grpcrules.Check(set.Get(name).Message, clients) {
-				key := [3]string{url, name, p.Field}
+				key := [4]string{url, name, p.Field, p.Rule.ID}
 				if c.reported[key] {
 					continue
 				}

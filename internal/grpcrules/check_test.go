@@ -40,8 +40,8 @@ func refusers(t *testing.T, msg any, rule string) []Client {
 	return who
 }
 
-// TestClientsDifferWhereTheirImplementationsDo: least_request is grpc-go's
-// alone, stateful sessions C-core's alone; the router read through a
+// TestClientsDifferWhereTheirImplementationsDo: least_request and the
+// gcp_authn filter are grpc-go's alone; the router read through a
 // TypedStruct is still the router.
 func TestClientsDifferWhereTheirImplementationsDo(t *testing.T) {
 	lr := &clusterv3.Cluster{Name: "c", ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS}, LbPolicy: clusterv3.Cluster_LEAST_REQUEST,
@@ -49,9 +49,9 @@ func TestClientsDifferWhereTheirImplementationsDo(t *testing.T) {
 	if got, want := refusers(t, lr, "cluster-lb-policy"), []Client{Core, JS}; !slices.Equal(got, want) {
 		t.Errorf("LEAST_REQUEST refused by %v, want %v", got, want)
 	}
-	session := apiListener(filter("session", typeSession, false), filter("router", typeRouter, false))
-	if got, want := refusers(t, session, "hcm-filter-unknown"), []Client{Go, JS}; !slices.Equal(got, want) {
-		t.Errorf("stateful_session refused by %v, want %v", got, want)
+	authn := apiListener(filter("authn", typeGCPAuthn, false), filter("router", typeRouter, false))
+	if got, want := refusers(t, authn, "hcm-filter-unknown"), []Client{Core, JS}; !slices.Equal(got, want) {
+		t.Errorf("gcp_authn refused by %v, want %v", got, want)
 	}
 	ts := protowire.AppendTag(nil, 1, protowire.BytesType)
 	ts = protowire.AppendString(ts, typeRouter)

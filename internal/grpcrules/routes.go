@@ -34,12 +34,16 @@ func (c *checker) route(field string, r *routev3.Route, plugins map[string]bool)
 		c.action(field+".route", a.Route, plugins)
 	case *routev3.Route_NonForwardingAction:
 		// An xDS-enabled server's route (gRFC A36).
-	case *routev3.Route_Redirect:
-		c.add("route-action", nil, field+".redirect", "every RPC it matches fails with UNAVAILABLE; route RPCs to a cluster")
-	case *routev3.Route_DirectResponse:
-		c.add("route-action", nil, field+".direct_response", "every RPC it matches fails with UNAVAILABLE; route RPCs to a cluster")
 	default:
-		c.add("route-action", nil, field, "no route action gRPC clients implement: every RPC it matches fails with UNAVAILABLE")
+		f := field
+		switch r.GetAction().(type) {
+		case *routev3.Route_Redirect:
+			f += ".redirect"
+		case *routev3.Route_DirectResponse:
+			f += ".direct_response"
+		}
+		c.add("route-action", nil, f, "not a route action gRPC clients implement: the RPCs it matches fail; route them to a cluster")
+		c.add("route-action-nack", nil, f, "not a route action gRPC clients implement; route RPCs to a cluster")
 	}
 }
 

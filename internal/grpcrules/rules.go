@@ -28,8 +28,8 @@ var All = []Client{Go, Core, JS}
 // test/integration (grpc-go) and test/interop (C-core, grpc-js) run.
 var Versions = map[Client]string{
 	Go:   "grpc-go v1.85.0",
-	Core: "C-core 1.51+ (Debian's python3-grpcio)",
-	JS:   "@grpc/grpc-js-xds 1.14.1",
+	Core: "C-core 1.51.1 (Debian's python3-grpcio)",
+	JS:   "@grpc/grpc-js 1.14.7 with @grpc/grpc-js-xds 1.14.1",
 }
 
 // Parse reads a client's name as a group states it.
@@ -85,13 +85,14 @@ var Rules = []Rule{
 	{"listener-hcm", "Listener", All, NACK, "the api_listener is an HttpConnectionManager"},
 	{"hcm-routes", "Listener", All, NACK, "the HttpConnectionManager has rds (from ADS or self) or an inline route_config; scoped routes are not implemented"},
 	{"hcm-unsupported-value", "Listener", []Client{Go}, NACK, "xff_num_trusted_hops is zero and original_ip_detection_extensions empty"},
-	{"hcm-filter-unknown", "Listener", All, NACK, "every HTTP filter that is not is_optional is one the client implements on its side (client: router, fault; C-core also stateful_session, gcp_authn; grpc-go also gcp_authn; server: router, fault, rbac)"},
+	{"hcm-filter-unknown", "Listener", All, NACK, "every HTTP filter that is not is_optional is one the client implements on its side (client: router, fault, and in grpc-go gcp_authn; server: router, rbac)"},
 	{"hcm-router-last", "Listener", All, NACK, "the filters the client keeps are not empty and end with the router, and only there (A39)"},
 	{"route-path", "RouteConfiguration", All, NACK, "every route's match has prefix, path or safe_regex (A28)"},
 	{"route-weights", "RouteConfiguration", All, NACK, "weighted_clusters' weights sum to more than zero and at most 2^32-1"},
 	{"route-plugin", "RouteConfiguration", All, NACK, "a cluster_specifier_plugin a route names is in the RouteConfiguration"},
 	{"route-retry", "RouteConfiguration", All, NACK, "a retry_policy's num_retries, if set, is at least 1, and its back-off intervals above zero (A44)"},
-	{"route-action", "RouteConfiguration", All, Unusable, "a client's route has a route action (redirect, direct_response and filter_action are accepted and fail every RPC they match)"},
+	{"route-action", "RouteConfiguration", []Client{Go, Core}, Unusable, "a client's route has a route action: grpc-go accepts redirect, direct_response and filter_action and fails the RPCs they match with UNAVAILABLE; C-core drops the route, and RPCs it would have taken fail"},
+	{"route-action-nack", "RouteConfiguration", []Client{JS}, NACK, "a client's route has a route action: grpc-js NACKs any other (\"unsupported action\")"},
 	{"cluster-lb-policy", "Cluster", All, NACK, "lb_policy is one the client implements: ROUND_ROBIN, RING_HASH; LEAST_REQUEST in grpc-go only (A42, A48); a whole CDS response with one such cluster is NACKed"},
 	{"cluster-ring-hash", "Cluster", All, NACK, "ring hash uses XX_HASH (A42)"},
 	{"cluster-type", "Cluster", All, NACK, "the cluster is EDS (from ADS or self), LOGICAL_DNS or an aggregate cluster (A37); STATIC, STRICT_DNS and ORIGINAL_DST are not implemented"},
