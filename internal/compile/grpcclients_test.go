@@ -63,3 +63,34 @@ func compileTestdata(t *testing.T, name string) error {
 	_, err = Compile(xdstype.New(), []config.File{{Path: path, Data: data, Dir: dir}}, nil)
 	return err
 }
+
+// TestGRPCServiceOutlierDetectionIsWhatGRPCReads: a service of a gRPC
+// target that asks only for consecutive_5xx, which gRPC clients ignore
+// (gRFC A50), is refused, as is a failure percentage over 100.
+func TestGRPCServiceOutlierDetectionIsWhatGRPCReads(t *testing.T) {
+	const doc = `services:
+- name: greeter
+  protocol: grpc
+  outlier_detection: { consecutive_5xx: 5 }
+  endpoints: [{ address: 127.0.0.1, port: 8080 }]
+- name: other
+  protocol: grpc
+  outlier_detection: { failure_percentage: { threshold: 101 } }
+  endpoints: [{ address: 127.0.0.1, port: 8081 }]
+grpc:
+- target: greeter
+  to: [{ service: greeter }, { service: other }]
+`
+	_, err := Compile(xdstype.New(), []config.File{{Path: "g.yaml", Data: []byte(doc)}}, nil)
+	if err == nil {
+		t.Fatal("compiled; want a refusal")
+	}
+	for _, want := range []string{
+		`g.yaml:4: service "greeter": outlier_detection.consecutive_5xx: proxyless gRPC clients ignore it; say failure_percentage`,
+		`g.yaml:8: service "other": outlier_detection.failure_percentage.threshold: 101: a percentage, at most 100`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal does not say %q:\n%v", want, err)
+		}
+	}
+}

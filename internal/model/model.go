@@ -64,6 +64,21 @@ type OutlierDetection struct {
 	Interval           *nodegroup.Duration `json:"interval,omitempty"`
 	BaseEjectionTime   *nodegroup.Duration `json:"base_ejection_time,omitempty"`
 	MaxEjectionPercent uint32              `json:"max_ejection_percent,omitempty"`
+	// FailurePercentage ejects a host whose share of failed requests
+	// reaches a threshold; the detection proxyless gRPC implements (gRFC
+	// A50), with success rate, and Envoy too.
+	FailurePercentage *FailurePercentage `json:"failure_percentage,omitempty"`
+}
+
+// FailurePercentage is failure-percentage ejection: a host with at least
+// RequestVolume requests in an interval, of a cluster with at least
+// MinimumHosts such hosts, is ejected when Threshold percent or more of
+// its requests failed. Zero values take Envoy's and gRPC's defaults (85,
+// 5, 50).
+type FailurePercentage struct {
+	Threshold     uint32 `json:"threshold,omitempty"`
+	MinimumHosts  uint32 `json:"minimum_hosts,omitempty"`
+	RequestVolume uint32 `json:"request_volume,omitempty"`
 }
 
 // UpstreamTLS makes the service's connections TLS, with secrets by name.

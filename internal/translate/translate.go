@@ -125,6 +125,14 @@ func Cluster(s *model.Service) *clusterv3.Cluster {
 			BaseEjectionTime:   optDur(od.BaseEjectionTime),
 			MaxEjectionPercent: u32(od.MaxEjectionPercent),
 		}
+		if fp := od.FailurePercentage; fp != nil {
+			// Envoy and gRPC leave failure-percentage ejection off unless
+			// it is enforced: asking for it is enforcing it.
+			c.OutlierDetection.EnforcingFailurePercentage = wrapperspb.UInt32(100)
+			c.OutlierDetection.FailurePercentageThreshold = u32(fp.Threshold)
+			c.OutlierDetection.FailurePercentageMinimumHosts = u32(fp.MinimumHosts)
+			c.OutlierDetection.FailurePercentageRequestVolume = u32(fp.RequestVolume)
+		}
 	}
 	if t := s.TLS; t != nil {
 		ctx := &tlsv3.UpstreamTlsContext{Sni: t.SNI, CommonTlsContext: &tlsv3.CommonTlsContext{}}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,5 +131,103 @@ grpc:
 	}
 	if got := client.call(t); got != "held" {
 		t.Fatalf("after the others ended: answered by %q", got)
+	}
+}
+
+// flaky is a backend that fails every RPC with INTERNAL while failing is
+// set.
+type flaky struct {
+	testgrpc.UnimplementedTestServiceServer
+	id      string
+	failing atomic.Bool
+}
+
+func (f *flaky) UnaryCall(context.Context, *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+	if f.failing.Load() {
+		return nil, grpcstatus.Error(codes.Internal, f.id+" is failing")
+	}
+	return &testgrpc.SimpleResponse{ServerId: f.id}, nil
+}
+
+// startFlaky starts n flaky backends, backend-0 to backend-n-1, on
+// loopback, none failing.
+func startFlaky(t *testing.T, n int) ([]*flaky, []int) {
+	t.Helper()
+	var backends []*flaky
+	var ports []int
+	for i := range n {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := &flaky{id: fmt.Sprintf("backend-%d", i)}
+		s := grpc.NewServer()
+		testgrpc.RegisterTestServiceServer(s, f)
+		done := make(chan struct{})
+		go func() { defer close(done); _ = s.Serve(lis) }()
+		t.Cleanup(func() { s.Stop(); <-done })
+		backends, ports = append(backends, f), append(ports, lis.Addr().(*net.TCPAddr).Port)
+	}
+	return backends, ports
+}
+
+// TestGRPCOutlierDetectionEjectsAFailingBackend (gRFC A50): a service's
+// outlier_detection.failure_percentage reaches grpc-go, which ejects the
+// backend failing every RPC, so RPCs stop failing; when the backend
+// recovers, it is brought back after the ejection time.
+func TestGRPCOutlierDetectionEjectsAFailingBackend(t *testing.T) {
+	backends, ports := startFlaky(t, 3)
+	cfg := filepath.Join(t.TempDir(), "pylon.yaml")
+	writeAtomically(t, cfg, fmt.Sprintf(`services:
+- name: greeter
+  protocol: grpc
+  outlier_detection:
+    interval: 100ms
+    base_ejection_time: 300ms
+    max_ejection_percent: 50
+    failure_percentage: { threshold: 50, minimum_hosts: 3, request_volume: 5 }
+  endpoints:
+  - { address: 127.0.0.1, port: %d }
+  - { address: 127.0.0.1, port: %d }
+  - { address: 127.0.0.1, port: %d }
+grpc:
+- target: greeter
+  to: [{ service: greeter }]
+`, ports[0], ports[1], ports[2]))
+	p := startPylon(t, cfg)
+	if st := p.status(t); st.Refused != nil {
+		t.Fatalf("the config was refused: %s", st.Refused.Error)
+	}
+	client := p.grpcClient(t, "outlier-client")
+	client.call(t) // the client has its configuration
+
+	// try makes an RPC and returns the backend that answered, "" if it
+	// failed.
+	try := func() string {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := client.UnaryCall(ctx, &testgrpc.SimpleRequest{})
+		if err != nil {
+			return ""
+		}
+		return resp.GetServerId()
+	}
+	backends[2].failing.Store(true)
+	// Round robin without ejection sends every third RPC to backend-2, so
+	// 30 RPCs in a row that succeed say it is out.
+	if !eventually(func() bool {
+		for range 30 {
+			if try() == "" {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatal("RPCs kept failing: the failing backend was not ejected")
+	}
+
+	backends[2].failing.Store(false)
+	if !eventually(func() bool { return try() == "backend-2" }) {
+		t.Fatal("the recovered backend was not brought back")
 	}
 }
