@@ -1,6 +1,7 @@
 package compile
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -49,6 +50,9 @@ func (c *checker) grpcTarget(g *model.GRPCTarget) {
 		return
 	}
 	c.grpcRetries(g, "retries", g.Retries)
+	if g.Hash != nil {
+		c.grpcHash(g, "hash", g.Hash, g.To)
+	}
 	for i := range g.Routes {
 		r := &g.Routes[i]
 		f := fmt.Sprintf("routes[%d]", i)
@@ -58,6 +62,36 @@ func (c *checker) grpcTarget(g *model.GRPCTarget) {
 		c.targets(g.Source, grpcKind, g.Target, f+".to", r.To)
 		c.grpcMatch(g, f+".match", &r.Match)
 		c.grpcRetries(g, f+".retries", r.Retries)
+		if r.Hash != nil {
+			c.grpcHash(g, f+".hash", r.Hash, r.To)
+		} else if g.Hash != nil {
+			c.grpcHash(g, f+".to", nil, r.To)
+		}
+	}
+}
+
+// grpcHash checks a hash policy (field is where it is written) and that
+// the services it applies to balance by ring hash: under any other policy
+// a client computes the hash and never reads it, the outage nobody can
+// find. A nil h checks only the services, for a route that inherits the
+// target's.
+func (c *checker) grpcHash(g *model.GRPCTarget, field string, h *model.GRPCHash, to []model.Target) {
+	bad := func(f, format string, args ...any) { c.add(g.Source, grpcKind, g.Target, f, format, args...) }
+	if h != nil {
+		name := strings.ToLower(h.Header)
+		switch {
+		case (h.Header != "") == h.Channel:
+			bad(field, "needs exactly one of header and channel: true")
+		case strings.HasPrefix(name, ":"):
+			bad(field+".header", "%q is a pseudo-header, which is not in an RPC's metadata", h.Header)
+		case strings.HasSuffix(name, "-bin"):
+			bad(field+".header", "%q: gRPC clients skip binary (-bin) metadata when hashing, so every RPC would hash at random", h.Header)
+		}
+	}
+	for _, t := range to {
+		if s := c.services[t.Service]; s != nil && s.LB != "ring_hash" {
+			bad(field, "service %q balances by %s, which reads no hash; say lb: ring_hash on the service", s.Name, cmp.Or(s.LB, "round_robin"))
+		}
 	}
 }
 

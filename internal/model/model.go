@@ -229,7 +229,18 @@ type GRPCTarget struct {
 	Routes  []GRPCRoute         `json:"routes,omitempty"`
 	Timeout *nodegroup.Duration `json:"timeout,omitempty"`
 	Retries *GRPCRetries        `json:"retries,omitempty"`
-	Source  Source              `json:"-"`
+	// Hash is what a ring_hash service hashes an RPC on (gRFC A42): the
+	// default of every route without its own.
+	Hash   *GRPCHash `json:"hash,omitempty"`
+	Source Source    `json:"-"`
+}
+
+// GRPCHash picks a ring hash backend for an RPC by one of: the value of a
+// metadata key (RPCs without it hash at random), or the client channel
+// (every RPC of a channel to one backend).
+type GRPCHash struct {
+	Header  string `json:"header,omitempty"`
+	Channel bool   `json:"channel,omitempty"`
 }
 
 // GRPCRoute sends the RPCs it matches to its services.
@@ -238,6 +249,7 @@ type GRPCRoute struct {
 	To      []Target            `json:"to"`
 	Timeout *nodegroup.Duration `json:"timeout,omitempty"`
 	Retries *GRPCRetries        `json:"retries,omitempty"`
+	Hash    *GRPCHash           `json:"hash,omitempty"`
 }
 
 // GRPCMatch is the RPCs a route takes: by method path ("/pkg.Service/

@@ -519,7 +519,7 @@ func GRPCRoutes(g *model.GRPCTarget) *routev3.RouteConfiguration {
 		r := &g.Routes[i]
 		vh.Routes = append(vh.Routes, &routev3.Route{
 			Match:  grpcMatch(&r.Match),
-			Action: &routev3.Route_Route{Route: grpcAction(r.To, cmpOr(r.Timeout, g.Timeout), r.Retries)},
+			Action: &routev3.Route_Route{Route: grpcAction(r.To, cmpOr(r.Timeout, g.Timeout), r.Retries, hashOr(r.Hash, g.Hash))},
 		})
 	}
 	if len(g.To) > 0 {
@@ -527,7 +527,7 @@ func GRPCRoutes(g *model.GRPCTarget) *routev3.RouteConfiguration {
 			// gRPC needs a path specifier on every match; the empty prefix
 			// takes every method.
 			Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: ""}},
-			Action: &routev3.Route_Route{Route: grpcAction(g.To, g.Timeout, nil)},
+			Action: &routev3.Route_Route{Route: grpcAction(g.To, g.Timeout, nil, g.Hash)},
 		})
 	}
 	return &routev3.RouteConfiguration{Name: g.Target, VirtualHosts: []*routev3.VirtualHost{vh}}
@@ -549,13 +549,41 @@ func cmpOr(a, b *nodegroup.Duration) *nodegroup.Duration {
 // applies the result as the RPC's deadline cap (MethodConfig.Timeout, in
 // internal/xds/resolver/serviceconfig.go); a route without one takes the
 // listener's. Zero means no deadline from xDS.
-func grpcAction(to []model.Target, timeout *nodegroup.Duration, retries *model.GRPCRetries) *routev3.RouteAction {
+func grpcAction(to []model.Target, timeout *nodegroup.Duration, retries *model.GRPCRetries, hash *model.GRPCHash) *routev3.RouteAction {
 	a := action(to)
 	if timeout != nil {
 		a.MaxStreamDuration = &routev3.RouteAction_MaxStreamDuration{MaxStreamDuration: durationpb.New(timeout.Std())}
 	}
 	a.RetryPolicy = grpcRetryPolicy(retries)
+	a.HashPolicy = grpcHashPolicy(hash)
 	return a
+}
+
+// GRPCChannelIDKey is the filter state key gRPC clients read as the
+// channel's own id (gRFC A42).
+const GRPCChannelIDKey = "io.grpc.channel_id"
+
+// grpcHashPolicy is a hash policy as gRPC clients read it (gRFC A42): a
+// header, or the filter state key of the channel id. Envoy reads the
+// header the same way; the channel id means nothing to it.
+func grpcHashPolicy(h *model.GRPCHash) []*routev3.RouteAction_HashPolicy {
+	switch {
+	case h == nil:
+		return nil
+	case h.Channel:
+		return []*routev3.RouteAction_HashPolicy{{PolicySpecifier: &routev3.RouteAction_HashPolicy_FilterState_{
+			FilterState: &routev3.RouteAction_HashPolicy_FilterState{Key: GRPCChannelIDKey}}}}
+	}
+	return []*routev3.RouteAction_HashPolicy{{PolicySpecifier: &routev3.RouteAction_HashPolicy_Header_{
+		Header: &routev3.RouteAction_HashPolicy_Header{HeaderName: strings.ToLower(h.Header)}}}}
+}
+
+// hashOr returns the first non-nil hash.
+func hashOr(a, b *model.GRPCHash) *model.GRPCHash {
+	if a != nil {
+		return a
+	}
+	return b
 }
 
 // DefaultGRPCRetryBase is gRFC A44's (and grpc-go's) default base backoff.

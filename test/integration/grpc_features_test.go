@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
 	grpcstatus "google.golang.org/grpc/status"
 )
 
@@ -229,5 +230,62 @@ grpc:
 	backends[2].failing.Store(false)
 	if !eventually(func() bool { return try() == "backend-2" }) {
 		t.Fatal("the recovered backend was not brought back")
+	}
+}
+
+// TestGRPCRingHashKeepsAHeadersRPCsOnOneBackend (gRFC A42): a target's
+// hash on a header reaches grpc-go as the route's hash policy over a
+// ring_hash service: every RPC of one x-user value lands on one backend,
+// and the users spread over the backends.
+func TestGRPCRingHashKeepsAHeadersRPCsOnOneBackend(t *testing.T) {
+	ports := startBackends(t, 3)
+	cfg := filepath.Join(t.TempDir(), "pylon.yaml")
+	writeAtomically(t, cfg, fmt.Sprintf(`services:
+- name: greeter
+  protocol: grpc
+  lb: ring_hash
+  endpoints:
+  - { address: 127.0.0.1, port: %d }
+  - { address: 127.0.0.1, port: %d }
+  - { address: 127.0.0.1, port: %d }
+grpc:
+- target: greeter
+  hash: { header: x-user }
+  to: [{ service: greeter }]
+`, ports[0], ports[1], ports[2]))
+	p := startPylon(t, cfg)
+	if st := p.status(t); st.Refused != nil {
+		t.Fatalf("the config was refused: %s", st.Refused.Error)
+	}
+	client := p.grpcClient(t, "ring-client")
+	as := func(user string) string {
+		ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "x-user", user), 5*time.Second)
+		defer cancel()
+		resp, err := client.UnaryCall(ctx, &testgrpc.SimpleRequest{}, grpc.WaitForReady(true))
+		if err != nil {
+			t.Fatalf("RPC as %s: %v", user, err)
+		}
+		return resp.GetServerId()
+	}
+	// A ring hash client connects to a backend when a hash first picks
+	// it; the first RPCs of a user may land on the next connected one
+	// (gRFC A42's picker), so each user's backend is read once all three
+	// are connected.
+	for i := range 60 {
+		as(fmt.Sprintf("warm-%d", i))
+	}
+	spread := map[string]bool{}
+	for i := range 20 {
+		user := fmt.Sprintf("user-%d", i)
+		first := as(user)
+		spread[first] = true
+		for range 10 {
+			if got := as(user); got != first {
+				t.Fatalf("%s's RPCs reached %s and %s", user, first, got)
+			}
+		}
+	}
+	if len(spread) < 2 {
+		t.Fatalf("20 users all on %v: the header is not hashed", spread)
 	}
 }
