@@ -52,10 +52,11 @@ func (c *grpcClientChecks) check(s *snapshot.Snapshot, group string, names []str
 }
 
 func (c *grpcClientChecks) diagnostic(kind, url, name, group string, p grpcrules.Problem) diag.Diagnostic {
-	effect := "NACK it"
-	if p.Rule.Effect == grpcrules.Unusable {
-		effect = "accept it and fail RPCs"
-	}
+	effect := map[grpcrules.Effect]string{
+		grpcrules.NACK:     "NACK it",
+		grpcrules.Unusable: "accept it and fail RPCs",
+		grpcrules.Crash:    "crash on it",
+	}[p.Rule.Effect]
 	d := diag.Diagnostic{Type: kind, Name: name, Field: p.Field,
 		Message: fmt.Sprintf("%s of group %q would %s: %s (rule %s)", grpcrules.ClientList(p.Clients), group, effect, p.Message, p.Rule.ID)}
 	if in := c.where(url, name); in != nil {

@@ -271,6 +271,10 @@ func (c *checker) cluster(cl *clusterv3.Cluster) {
 		c.add("cluster-lrs", nil, "lrs_server", "gRPC clients report load only to the server they have: say self: {}")
 	}
 	c.tls(cl)
+	if od := cl.GetOutlierDetection(); od != nil && (od.GetEnforcingSuccessRate() == nil || od.GetEnforcingSuccessRate().GetValue() > 0) &&
+		(od.GetSuccessRateMinimumHosts() == nil || od.GetSuccessRateRequestVolume() == nil) {
+		c.add("cluster-outlier-defaults", nil, "outlier_detection", "success rate ejection is on and success_rate_minimum_hosts or success_rate_request_volume is unset; write both (Envoy's defaults: 5 and 100), or enforcing_success_rate: 0")
+	}
 }
 
 // lbPolicies are the lb_policy values each client implements.
@@ -292,6 +296,7 @@ func (c *checker) lbPolicy(cl *clusterv3.Cluster) {
 		c.add("cluster-lb-policy", lacking, "lb_policy", "%s is not an LB policy they implement; they NACK the whole CDS response that carries it", p)
 	}
 	if p == clusterv3.Cluster_RING_HASH {
+		c.add("cluster-ring-hash-core", nil, "lb_policy", "RING_HASH: C-core 1.51.1 serves no RPC over it (they wait out their deadline, or the client exits with SIGSEGV); use ROUND_ROBIN for this group")
 		if f := cl.GetRingHashLbConfig().GetHashFunction(); f != clusterv3.Cluster_RingHashLbConfig_XX_HASH {
 			c.add("cluster-ring-hash", nil, "ring_hash_lb_config.hash_function", "%s: gRPC clients hash with XX_HASH only", f)
 		}

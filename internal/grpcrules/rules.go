@@ -55,8 +55,11 @@ const (
 	// with none, has no configuration for the name).
 	NACK Effect = "NACK"
 	// Unusable: the client accepts the resource but fails every RPC that
-	// reaches the part a rule names, with UNAVAILABLE.
+	// reaches the part a rule names.
 	Unusable Effect = "fails RPCs"
+	// Crash: the client accepts the resource and its process dies; what
+	// test/interop saw of a client at the version in Versions.
+	Crash Effect = "crashes"
 )
 
 // Rule is one reason a gRPC client refuses a resource.
@@ -95,6 +98,8 @@ var Rules = []Rule{
 	{"route-action-nack", "RouteConfiguration", []Client{JS}, NACK, "a client's route has a route action: grpc-js NACKs any other (\"unsupported action\")"},
 	{"cluster-lb-policy", "Cluster", All, NACK, "lb_policy is one the client implements: ROUND_ROBIN, RING_HASH; LEAST_REQUEST in grpc-go only (A42, A48); a whole CDS response with one such cluster is NACKed"},
 	{"cluster-ring-hash", "Cluster", All, NACK, "ring hash uses XX_HASH (A42)"},
+	{"cluster-ring-hash-core", "Cluster", []Client{Core}, Unusable, "no RING_HASH for C-core 1.51.1: Debian's python3-grpcio serves no RPC over such a cluster (test/interop saw the RPC wait out its deadline, and the process exit with SIGSEGV)"},
+	{"cluster-outlier-defaults", "Cluster", []Client{JS}, Crash, "an outlier_detection with success rate on (it is, unless enforcing_success_rate is 0) states success_rate_minimum_hosts and success_rate_request_volume: grpc-js 1.14 reads them unset as undefined and crashes in its ejection timer"},
 	{"cluster-type", "Cluster", All, NACK, "the cluster is EDS (from ADS or self), LOGICAL_DNS or an aggregate cluster (A37); STATIC, STRICT_DNS and ORIGINAL_DST are not implemented"},
 	{"cluster-logical-dns", "Cluster", All, NACK, "a LOGICAL_DNS cluster's load_assignment has exactly one locality with one endpoint (A37)"},
 	{"cluster-lrs", "Cluster", All, NACK, "lrs_server, if set, is self"},

@@ -5,6 +5,7 @@
 package translate
 
 import (
+	"cmp"
 	"sort"
 	"strings"
 	"time"
@@ -119,20 +120,7 @@ func Cluster(s *model.Service) *clusterv3.Cluster {
 		c.HealthChecks = []*corev3.HealthCheck{healthCheck(hc)}
 	}
 	if od := s.Outlier; od != nil {
-		c.OutlierDetection = &clusterv3.OutlierDetection{
-			Consecutive_5Xx:    u32(od.Consecutive5xx),
-			Interval:           optDur(od.Interval),
-			BaseEjectionTime:   optDur(od.BaseEjectionTime),
-			MaxEjectionPercent: u32(od.MaxEjectionPercent),
-		}
-		if fp := od.FailurePercentage; fp != nil {
-			// Envoy and gRPC leave failure-percentage ejection off unless
-			// it is enforced: asking for it is enforcing it.
-			c.OutlierDetection.EnforcingFailurePercentage = wrapperspb.UInt32(100)
-			c.OutlierDetection.FailurePercentageThreshold = u32(fp.Threshold)
-			c.OutlierDetection.FailurePercentageMinimumHosts = u32(fp.MinimumHosts)
-			c.OutlierDetection.FailurePercentageRequestVolume = u32(fp.RequestVolume)
-		}
+		c.OutlierDetection = outlierDetection(od)
 	}
 	if t := s.TLS; t != nil {
 		ctx := &tlsv3.UpstreamTlsContext{Sni: t.SNI, CommonTlsContext: &tlsv3.CommonTlsContext{}}
@@ -145,6 +133,43 @@ func Cluster(s *model.Service) *clusterv3.Cluster {
 		c.TransportSocket = &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: pack(ctx)}}
 	}
 	return c
+}
+
+// Outlier detection's defaults, as Envoy documents them and gRPC (A50)
+// applies them.
+const (
+	DefaultSuccessRateMinimumHosts        = 5
+	DefaultSuccessRateRequestVolume       = 100
+	DefaultSuccessRateStdevFactor         = 1900
+	DefaultFailurePercentageThreshold     = 85
+	DefaultFailurePercentageMinimumHosts  = 5
+	DefaultFailurePercentageRequestVolume = 50
+)
+
+// outlierDetection writes the detection's thresholds out in full, defaults
+// included: success rate is on unless disabled, and grpc-js 1.14 reads an
+// unset threshold of an enabled detection as undefined and crashes in its
+// ejection timer (test/interop shows it); Envoy and grpc-go read the
+// written defaults as they would the unset ones.
+func outlierDetection(od *model.OutlierDetection) *clusterv3.OutlierDetection {
+	out := &clusterv3.OutlierDetection{
+		Consecutive_5Xx:          u32(od.Consecutive5xx),
+		Interval:                 optDur(od.Interval),
+		BaseEjectionTime:         optDur(od.BaseEjectionTime),
+		MaxEjectionPercent:       u32(od.MaxEjectionPercent),
+		SuccessRateMinimumHosts:  wrapperspb.UInt32(DefaultSuccessRateMinimumHosts),
+		SuccessRateRequestVolume: wrapperspb.UInt32(DefaultSuccessRateRequestVolume),
+		SuccessRateStdevFactor:   wrapperspb.UInt32(DefaultSuccessRateStdevFactor),
+	}
+	if fp := od.FailurePercentage; fp != nil {
+		// Envoy and gRPC leave failure-percentage ejection off unless it
+		// is enforced: asking for it is enforcing it.
+		out.EnforcingFailurePercentage = wrapperspb.UInt32(100)
+		out.FailurePercentageThreshold = wrapperspb.UInt32(cmp.Or(fp.Threshold, DefaultFailurePercentageThreshold))
+		out.FailurePercentageMinimumHosts = wrapperspb.UInt32(cmp.Or(fp.MinimumHosts, DefaultFailurePercentageMinimumHosts))
+		out.FailurePercentageRequestVolume = wrapperspb.UInt32(cmp.Or(fp.RequestVolume, DefaultFailurePercentageRequestVolume))
+	}
+	return out
 }
 
 func healthCheck(hc *model.HealthCheck) *corev3.HealthCheck {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -49,7 +50,7 @@ const rawGreeter = `resources:
   endpoints:
   - locality: { region: interop }
     lb_endpoints:
-    - endpoint: { address: { socket_address: { address: 127.0.0.1, port_value: 1 } } }
+    - endpoint: { address: { socket_address: { address: 127.0.0.1, port_value: BACKEND_PORT } } }
 `
 
 const (
@@ -64,23 +65,26 @@ const (
 // under rule (a rule whose name starts so: where clients differ, each has
 // its own), and what that client does when it is served anyway: NACK the
 // resource of typeURL, or, for the clients in failsRPCs, accept it and
-// fail the RPC. accepts lists the clients that take it.
+// fail the RPC (or exit), or, for those in crashes, accept it and exit. accepts
+// lists the clients that take it.
 type refusal struct {
-	name, old, new     string
-	rule, typeURL      string
-	accepts, failsRPCs []string
+	name, old, new              string
+	rule, typeURL               string
+	accepts, failsRPCs, crashes []string
 }
 
 var refusals = []refusal{
-	{"as written", "", "", "", xdstype.ClusterURL, []string{"grpc-go", "grpc-core", "grpc-js"}, nil},
-	{"no router", router, "      - name: fault\n        typed_config: { \"@type\": type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault }\n", "hcm-router-last", xdstype.ListenerURL, nil, nil},
-	{"filter gRPC lacks", router, "      - name: cors\n        typed_config: { \"@type\": type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors }\n" + router, "hcm-filter-unknown", xdstype.ListenerURL, nil, nil},
-	{"no retries", route, "      route: { cluster: greeter-backends, retry_policy: { retry_on: unavailable, num_retries: 0 } }\n", "route-retry", xdstype.RouteURL, nil, nil},
-	{"MAGLEV", eds, eds + "  lb_policy: MAGLEV\n", "cluster-lb-policy", xdstype.ClusterURL, nil, nil},
-	{"LEAST_REQUEST", eds, eds + "  lb_policy: LEAST_REQUEST\n", "cluster-lb-policy", xdstype.ClusterURL, []string{"grpc-go"}, nil},
-	{"ring hash not xxHash", eds, eds + "  lb_policy: RING_HASH\n  ring_hash_lb_config: { hash_function: MURMUR_HASH_2 }\n", "cluster-ring-hash", xdstype.ClusterURL, nil, nil},
-	{"STATIC", "  type: EDS\n" + eds, "  type: STATIC\n  load_assignment: { cluster_name: greeter-backends, endpoints: [{ lb_endpoints: [{ endpoint: { address: { socket_address: { address: 127.0.0.1, port_value: 1 } } } }] }] }\n", "cluster-type", xdstype.ClusterURL, nil, nil},
-	{"redirect", route, "      redirect: { host_redirect: example.com }\n", "route-action", xdstype.RouteURL, nil, []string{"grpc-go", "grpc-core"}},
+	{"as written", "", "", "", xdstype.ClusterURL, []string{"grpc-go", "grpc-core", "grpc-js"}, nil, nil},
+	{"no router", router, "      - name: fault\n        typed_config: { \"@type\": type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault }\n", "hcm-router-last", xdstype.ListenerURL, nil, nil, nil},
+	{"filter gRPC lacks", router, "      - name: cors\n        typed_config: { \"@type\": type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors }\n" + router, "hcm-filter-unknown", xdstype.ListenerURL, nil, nil, nil},
+	{"no retries", route, "      route: { cluster: greeter-backends, retry_policy: { retry_on: unavailable, num_retries: 0 } }\n", "route-retry", xdstype.RouteURL, nil, nil, nil},
+	{"MAGLEV", eds, eds + "  lb_policy: MAGLEV\n", "cluster-lb-policy", xdstype.ClusterURL, nil, nil, nil},
+	{"LEAST_REQUEST", eds, eds + "  lb_policy: LEAST_REQUEST\n", "cluster-lb-policy", xdstype.ClusterURL, []string{"grpc-go"}, nil, nil},
+	{"ring hash not xxHash", eds, eds + "  lb_policy: RING_HASH\n  ring_hash_lb_config: { hash_function: MURMUR_HASH_2 }\n", "cluster-ring-hash", xdstype.ClusterURL, nil, nil, nil},
+	{"STATIC", "  type: EDS\n" + eds, "  type: STATIC\n  load_assignment: { cluster_name: greeter-backends, endpoints: [{ lb_endpoints: [{ endpoint: { address: { socket_address: { address: 127.0.0.1, port_value: 1 } } } }] }] }\n", "cluster-type", xdstype.ClusterURL, nil, nil, nil},
+	{"RING_HASH", eds, eds + "  lb_policy: RING_HASH\n", "cluster-ring-hash-core", xdstype.ClusterURL, []string{"grpc-go", "grpc-js"}, []string{"grpc-core"}, nil},
+	{"outlier detection thresholds unset", eds, eds + "  outlier_detection: { interval: 0.1s }\n", "cluster-outlier-defaults", xdstype.ClusterURL, []string{"grpc-go", "grpc-core"}, nil, []string{"grpc-js"}},
+	{"redirect", route, "      redirect: { host_redirect: example.com }\n", "route-action", xdstype.RouteURL, nil, []string{"grpc-go", "grpc-core"}, nil},
 }
 
 // TestClientsRejectWhatTheirGroupRefuses: for each client, what Pylon
@@ -134,6 +138,8 @@ func checkRefusal(t *testing.T, client string, r refusal, start func(*testing.T,
 		t.Fatalf("rawGreeter has no %q", r.old)
 	}
 	doc := strings.Replace(rawGreeter, r.old, r.new, 1)
+	// A live backend: some clients fail only once they connect.
+	doc = strings.Replace(doc, "BACKEND_PORT", strconv.Itoa(startBackends(t, 1)[0]), 1)
 	reg := xdstype.New()
 	grouped := fmt.Sprintf("groups:\n- name: apps\n  default: true\n  clients: [%s]\n", client) + doc
 	_, err := compile.Compile(reg, []config.File{{Path: "greeter.yaml", Data: []byte(grouped)}}, nil)
@@ -157,7 +163,20 @@ func checkRefusal(t *testing.T, client string, r refusal, start func(*testing.T,
 	srv.Publisher.Publish(fleet.NewFleet(snap, time.Now()))
 	path, js := writeBootstrap(t, client, srv.Addr)
 	cl := start(t, path, js)
+	if slices.Contains(r.crashes, client) {
+		cl.(*subprocess).crashes.Store(true)
+		// An RPC starts the channel; the client dies on its
+		// configuration, before the RPC's deadline.
+		if _, err := cl.call(method, nil); err == nil || !strings.Contains(err.Error(), "the client exited") {
+			t.Fatalf("%s: RPC %v, want the client to exit", client, err)
+		}
+		t.Logf("%s: exited", client)
+		return
+	}
 	if slices.Contains(r.failsRPCs, client) {
+		if p, ok := cl.(*subprocess); ok {
+			p.crashes.Store(true)
+		}
 		if _, err := cl.call(method, nil); err == nil {
 			t.Fatalf("%s: the RPC succeeded", client)
 		} else {
