@@ -307,7 +307,7 @@ func (c *checker) lbPolicy(cl *clusterv3.Cluster) {
 // certificate provider instances named in their bootstrap (gRFC A29).
 func (c *checker) tls(cl *clusterv3.Cluster) {
 	if len(cl.GetTransportSocketMatches()) > 0 {
-		c.add("cluster-tls", nil, "transport_socket_matches", "not supported by gRPC clients; leave it empty")
+		c.add("cluster-socket-matches", nil, "transport_socket_matches", "not supported by grpc-go; leave it empty")
 	}
 	up := &tlsv3.UpstreamTlsContext{}
 	ts := cl.GetTransportSocket().GetTypedConfig()

@@ -84,7 +84,7 @@ type Rule struct {
 // here.
 var Rules = []Rule{
 	{"listener-kind", "Listener", All, NACK, "a Listener is a client's (api_listener) or an xDS-enabled server's (address); neither is refused"},
-	{"server-listener", "Listener", []Client{Go, Core}, NACK, "an xDS-enabled server's Listener has no listener_filters and no use_original_dst (A36; grpc-js is not checked as a server)"},
+	{"server-listener", "Listener", []Client{Go}, NACK, "an xDS-enabled server's Listener has no listener_filters and no use_original_dst (A36; only grpc-go's servers are run here)"},
 	{"listener-hcm", "Listener", All, NACK, "the api_listener is an HttpConnectionManager"},
 	{"hcm-routes", "Listener", All, NACK, "the HttpConnectionManager has rds (from ADS or self) or an inline route_config; scoped routes are not implemented"},
 	{"hcm-unsupported-value", "Listener", []Client{Go}, NACK, "xff_num_trusted_hops is zero and original_ip_detection_extensions empty"},
@@ -103,7 +103,8 @@ var Rules = []Rule{
 	{"cluster-type", "Cluster", All, NACK, "the cluster is EDS (from ADS or self), LOGICAL_DNS or an aggregate cluster (A37); STATIC, STRICT_DNS and ORIGINAL_DST are not implemented"},
 	{"cluster-logical-dns", "Cluster", All, NACK, "a LOGICAL_DNS cluster's load_assignment has exactly one locality with one endpoint (A37)"},
 	{"cluster-lrs", "Cluster", All, NACK, "lrs_server, if set, is self"},
-	{"cluster-tls", "Cluster", All, NACK, "TLS comes from certificate provider instances, not SDS, and transport_socket_matches is empty (A29)"},
+	{"cluster-tls", "Cluster", All, NACK, "TLS comes from certificate provider instances, not SDS (A29)"},
+	{"cluster-socket-matches", "Cluster", []Client{Go}, NACK, "transport_socket_matches is empty (C-core and grpc-js ignore it)"},
 }
 
 // rule returns the rule with id; a typo in a check is a programming error.

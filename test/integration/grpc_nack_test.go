@@ -62,6 +62,12 @@ var provenElsewhere = []string{
 	"server-listener", // TestGRPCGoServerRejectsWhatItsGroupRefuses
 }
 
+// caSecret is a CA for a cluster's TLS over SDS.
+const caSecret = `- "@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret
+  name: greeter-ca
+  validation_context: { trusted_ca: { inline_string: "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n" } }
+`
+
 // greeterListener is grpcConfig's Listener.
 var greeterListener = func() string {
 	b := grpcConfig("greeter-backends", "greeter-backends", []int{1})
@@ -97,7 +103,9 @@ var nackCases = []nackCase{
 		"cluster-logical-dns", xdstype.ClusterURL, "must have exactly one endpoint"},
 	{"load reports elsewhere", edsLine, edsLine + "  lrs_server: { ads: {} }\n", "cluster-lrs", xdstype.ClusterURL, "unsupported config_source_specifier"},
 	{"transport socket matches", edsLine, edsLine + "  transport_socket_matches: [{ name: raw, match: {}, transport_socket: { name: raw, typed_config: { \"@type\": type.googleapis.com/envoy.extensions.transport_sockets.raw_buffer.v3.RawBuffer } } }]\n",
-		"cluster-tls", xdstype.ClusterURL, "unsupported transport_socket_matches field is non-empty"},
+		"cluster-socket-matches", xdstype.ClusterURL, "unsupported transport_socket_matches field is non-empty"},
+	{"certificates over SDS", edsLine, edsLine + "  transport_socket: { name: envoy.transport_sockets.tls, typed_config: { \"@type\": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext, common_tls_context: { validation_context_sds_secret_config: { name: greeter-ca, sds_config: { ads: {}, resource_api_version: V3 } } } } }\n" + caSecret,
+		"cluster-tls", xdstype.ClusterURL, "validation context contains unexpected type"},
 	{"redirect", routeLine, "      redirect: { host_redirect: example.com }\n", "route-action", "", ""},
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/compile"
 	"github.com/pylon-xds/pylon/internal/config"
 	"github.com/pylon-xds/pylon/internal/fleet"
+	"github.com/pylon-xds/pylon/internal/grpcrules"
 	"github.com/pylon-xds/pylon/internal/snapshot"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds"
@@ -53,6 +54,15 @@ const rawGreeter = `resources:
     - endpoint: { address: { socket_address: { address: 127.0.0.1, port_value: BACKEND_PORT } } }
 `
 
+// caSecret is a CA for a cluster's TLS over SDS.
+const caSecret = `- "@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret
+  name: greeter-ca
+  validation_context: { trusted_ca: { inline_string: "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n" } }
+`
+
+// listener is rawGreeter's Listener.
+var listener = rawGreeter[strings.Index(rawGreeter, "- \"@type\": type.googleapis.com/envoy.config.listener.v3.Listener"):strings.Index(rawGreeter, "- \"@type\": type.googleapis.com/envoy.config.route.v3.RouteConfiguration")]
+
 const (
 	router = `      - name: router
         typed_config: { "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router }
@@ -82,6 +92,23 @@ var refusals = []refusal{
 	{"LEAST_REQUEST", eds, eds + "  lb_policy: LEAST_REQUEST\n", "cluster-lb-policy", xdstype.ClusterURL, []string{"grpc-go"}, nil, nil},
 	{"ring hash not xxHash", eds, eds + "  lb_policy: RING_HASH\n  ring_hash_lb_config: { hash_function: MURMUR_HASH_2 }\n", "cluster-ring-hash", xdstype.ClusterURL, nil, nil, nil},
 	{"STATIC", "  type: EDS\n" + eds, "  type: STATIC\n  load_assignment: { cluster_name: greeter-backends, endpoints: [{ lb_endpoints: [{ endpoint: { address: { socket_address: { address: 127.0.0.1, port_value: 1 } } } }] }] }\n", "cluster-type", xdstype.ClusterURL, nil, nil, nil},
+	{"neither client nor server", listener, "- \"@type\": type.googleapis.com/envoy.config.listener.v3.Listener\n  name: greeter\n  stat_prefix: greeter\n", "listener-kind", xdstype.ListenerURL, nil, nil, nil},
+	{"api_listener not an HttpConnectionManager", listener, "- \"@type\": type.googleapis.com/envoy.config.listener.v3.Listener\n  name: greeter\n  api_listener: { api_listener: { \"@type\": type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy, stat_prefix: greeter, cluster: greeter-backends } }\n",
+		"listener-hcm", xdstype.ListenerURL, nil, nil, nil},
+	{"routes not over ADS", "config_source: { ads: {}, resource_api_version: V3 } }\n      http_filters",
+		"config_source: { resource_api_version: V3, api_config_source: { api_type: GRPC, transport_api_version: V3, grpc_services: [{ envoy_grpc: { cluster_name: greeter-backends } }] } } }\n      http_filters",
+		"hcm-routes", xdstype.ListenerURL, nil, nil, nil},
+	{"CONNECT matcher", `    - match: { prefix: "" }`, `    - match: { connect_matcher: {} }`, "route-path", xdstype.RouteURL, nil, nil, nil},
+	{"weights sum to zero", route, "      route: { weighted_clusters: { clusters: [{ name: greeter-backends, weight: 0 }] } }\n", "route-weights", xdstype.RouteURL, nil, nil, nil},
+	{"plugin not in the routes", route, "      route: { cluster_specifier_plugin: rls }\n", "route-plugin", xdstype.RouteURL, nil, nil, nil},
+	{"LOGICAL_DNS of two endpoints", "  type: EDS\n" + eds,
+		"  type: LOGICAL_DNS\n  load_assignment: { cluster_name: greeter-backends, endpoints: [{ lb_endpoints: [{ endpoint: { address: { socket_address: { address: a.example, port_value: 1 } } } }, { endpoint: { address: { socket_address: { address: b.example, port_value: 1 } } } }] }] }\n",
+		"cluster-logical-dns", xdstype.ClusterURL, nil, nil, nil},
+	{"load reports elsewhere", eds, eds + "  lrs_server: { ads: {} }\n", "cluster-lrs", xdstype.ClusterURL, nil, nil, nil},
+	{"transport socket matches", eds, eds + "  transport_socket_matches: [{ name: raw, match: {}, transport_socket: { name: raw, typed_config: { \"@type\": type.googleapis.com/envoy.extensions.transport_sockets.raw_buffer.v3.RawBuffer } } }]\n",
+		"cluster-socket-matches", xdstype.ClusterURL, []string{"grpc-core", "grpc-js"}, nil, nil},
+	{"certificates over SDS", eds, eds + "  transport_socket: { name: envoy.transport_sockets.tls, typed_config: { \"@type\": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext, common_tls_context: { validation_context_sds_secret_config: { name: greeter-ca, sds_config: { ads: {}, resource_api_version: V3 } } } } }\n" + caSecret,
+		"cluster-tls", xdstype.ClusterURL, nil, nil, nil},
 	{"RING_HASH", eds, eds + "  lb_policy: RING_HASH\n", "cluster-ring-hash-core", xdstype.ClusterURL, []string{"grpc-go", "grpc-js"}, []string{"grpc-core"}, nil},
 	{"outlier detection thresholds unset", eds, eds + "  outlier_detection: { interval: 0.1s }\n", "cluster-outlier-defaults", xdstype.ClusterURL, []string{"grpc-go", "grpc-core"}, nil, []string{"grpc-js"}},
 	{"redirect", route, "      redirect: { host_redirect: example.com }\n", "route-action", xdstype.RouteURL, nil, []string{"grpc-go", "grpc-core"}, nil},
@@ -93,6 +120,14 @@ var refusals = []refusal{
 // (or fails the RPC it cannot route); what Pylon accepts for a group of
 // that client (least_request, for grpc-go), the client ACKs.
 func TestClientsRejectWhatTheirGroupRefuses(t *testing.T) {
+	for _, rule := range grpcrules.Rules {
+		if !slices.ContainsFunc(rule.Clients, func(c grpcrules.Client) bool { return c != grpcrules.Go }) {
+			continue // test/integration proves grpc-go's
+		}
+		if !slices.ContainsFunc(refusals, func(r refusal) bool { return r.rule != "" && strings.HasPrefix(rule.ID, r.rule) }) {
+			t.Errorf("rule %s holds for %v and no case here shows a client refusing it", rule.ID, rule.Clients)
+		}
+	}
 	for _, c := range []struct {
 		name  string
 		start func(t *testing.T, bootstrapPath string, bootstrapJSON []byte) trigger
