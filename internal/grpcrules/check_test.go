@@ -1,7 +1,10 @@
 package grpcrules
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -61,5 +64,34 @@ func TestClientsDifferWhereTheirImplementationsDo(t *testing.T) {
 	}
 	if p := Check(lr, []Client{Go}); len(p) != 0 {
 		t.Errorf("grpc-go alone refuses LEAST_REQUEST: %+v", p)
+	}
+}
+
+// TestDocsListEveryRule: docs/grpc.md's table of refusals names every rule,
+// and no rule that is gone.
+func TestDocsListEveryRule(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "grpc.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, refusals, ok := strings.Cut(string(doc), "\n## Refusals\n")
+	if !ok {
+		t.Fatal("docs/grpc.md has no section Refusals")
+	}
+	listed := map[string]bool{}
+	for _, line := range strings.Split(refusals, "\n") {
+		if id, ok := strings.CutPrefix(line, "| `"); ok {
+			id, _, _ = strings.Cut(id, "`")
+			listed[id] = true
+		}
+	}
+	for _, r := range Rules {
+		if !listed[r.ID] {
+			t.Errorf("docs/grpc.md does not list rule %s", r.ID)
+		}
+		delete(listed, r.ID)
+	}
+	for id := range listed {
+		t.Errorf("docs/grpc.md lists %q, which is no rule", id)
 	}
 }
