@@ -3,6 +3,7 @@ package compile
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -53,6 +54,7 @@ func (c *checker) grpcTarget(g *model.GRPCTarget) {
 	if g.Hash != nil {
 		c.grpcHash(g, "hash", g.Hash, g.To)
 	}
+	c.grpcFault(g, "fault", g.Fault)
 	for i := range g.Routes {
 		r := &g.Routes[i]
 		f := fmt.Sprintf("routes[%d]", i)
@@ -62,10 +64,39 @@ func (c *checker) grpcTarget(g *model.GRPCTarget) {
 		c.targets(g.Source, grpcKind, g.Target, f+".to", r.To)
 		c.grpcMatch(g, f+".match", &r.Match)
 		c.grpcRetries(g, f+".retries", r.Retries)
+		c.grpcFault(g, f+".fault", r.Fault)
 		if r.Hash != nil {
 			c.grpcHash(g, f+".hash", r.Hash, r.To)
 		} else if g.Hash != nil {
 			c.grpcHash(g, f+".to", nil, r.To)
+		}
+	}
+}
+
+// grpcFault checks a fault (gRFC A33): a delay above zero, a status code
+// by name, shares in percent.
+func (c *checker) grpcFault(g *model.GRPCTarget, field string, f *model.GRPCFault) {
+	if f == nil {
+		return
+	}
+	bad := func(f, format string, args ...any) { c.add(g.Source, grpcKind, g.Target, f, format, args...) }
+	if f.Delay == nil && f.Abort == nil {
+		bad(field, "needs delay, abort or both")
+	}
+	if d := f.Delay; d != nil {
+		if d.Delay == nil || d.Delay.Std() <= 0 {
+			bad(field+".delay.delay", "missing: how long to hold the RPCs, above zero")
+		}
+		if d.Percent != nil && *d.Percent > 100 {
+			bad(field+".delay.percent", "%d: a percentage, at most 100", *d.Percent)
+		}
+	}
+	if a := f.Abort; a != nil {
+		if _, ok := translate.GRPCStatusCodes[a.Status]; !ok {
+			bad(field+".abort.status", "%q is not a gRPC status code (one of %v, lowercase)", a.Status, slices.Sorted(maps.Keys(translate.GRPCStatusCodes)))
+		}
+		if a.Percent != nil && *a.Percent > 100 {
+			bad(field+".abort.percent", "%d: a percentage, at most 100", *a.Percent)
 		}
 	}
 }

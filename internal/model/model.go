@@ -231,8 +231,31 @@ type GRPCTarget struct {
 	Retries *GRPCRetries        `json:"retries,omitempty"`
 	// Hash is what a ring_hash service hashes an RPC on (gRFC A42): the
 	// default of every route without its own.
-	Hash   *GRPCHash `json:"hash,omitempty"`
-	Source Source    `json:"-"`
+	Hash *GRPCHash `json:"hash,omitempty"`
+	// Fault is the fault injected into RPCs (gRFC A33): the default of
+	// every route without its own.
+	Fault  *GRPCFault `json:"fault,omitempty"`
+	Source Source     `json:"-"`
+}
+
+// GRPCFault delays or aborts a share of the RPCs a route takes, in the
+// client, before they leave it.
+type GRPCFault struct {
+	Delay *GRPCDelay `json:"delay,omitempty"`
+	Abort *GRPCAbort `json:"abort,omitempty"`
+}
+
+// GRPCDelay holds Percent of RPCs (default 100) for Delay.
+type GRPCDelay struct {
+	Delay   *nodegroup.Duration `json:"delay"`
+	Percent *uint32             `json:"percent,omitempty"`
+}
+
+// GRPCAbort fails Percent of RPCs (default 100) with Status, a status
+// code's name in lowercase ("unavailable", "resource-exhausted").
+type GRPCAbort struct {
+	Status  string  `json:"status"`
+	Percent *uint32 `json:"percent,omitempty"`
 }
 
 // GRPCHash picks a ring hash backend for an RPC by one of: the value of a
@@ -250,6 +273,7 @@ type GRPCRoute struct {
 	Timeout *nodegroup.Duration `json:"timeout,omitempty"`
 	Retries *GRPCRetries        `json:"retries,omitempty"`
 	Hash    *GRPCHash           `json:"hash,omitempty"`
+	Fault   *GRPCFault          `json:"fault,omitempty"`
 }
 
 // GRPCMatch is the RPCs a route takes: by method path ("/pkg.Service/

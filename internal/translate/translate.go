@@ -516,9 +516,13 @@ func Secret(s *model.Secret, files map[string][]byte) *tlsv3.Secret {
 // xds:///target: an HTTP connection manager using the route configuration
 // of the same name.
 func GRPCListener(g *model.GRPCTarget) *listenerv3.Listener {
+	h := hcm(g.Target, g.Target, false)
+	if hasFault(g) {
+		h.HttpFilters = append([]*hcmv3.HttpFilter{faultFilter()}, h.HttpFilters...)
+	}
 	return &listenerv3.Listener{
 		Name:        g.Target,
-		ApiListener: &listenerv3.ApiListener{ApiListener: pack(hcm(g.Target, g.Target, false))},
+		ApiListener: &listenerv3.ApiListener{ApiListener: pack(h)},
 	}
 }
 
@@ -543,16 +547,18 @@ func GRPCRoutes(g *model.GRPCTarget) *routev3.RouteConfiguration {
 	for i := range g.Routes {
 		r := &g.Routes[i]
 		vh.Routes = append(vh.Routes, &routev3.Route{
-			Match:  grpcMatch(&r.Match),
-			Action: &routev3.Route_Route{Route: grpcAction(r.To, cmpOr(r.Timeout, g.Timeout), r.Retries, hashOr(r.Hash, g.Hash))},
+			Match:                grpcMatch(&r.Match),
+			Action:               &routev3.Route_Route{Route: grpcAction(r.To, cmpOr(r.Timeout, g.Timeout), r.Retries, hashOr(r.Hash, g.Hash))},
+			TypedPerFilterConfig: grpcFaultConfig(faultOr(r.Fault, g.Fault)),
 		})
 	}
 	if len(g.To) > 0 {
 		vh.Routes = append(vh.Routes, &routev3.Route{
 			// gRPC needs a path specifier on every match; the empty prefix
 			// takes every method.
-			Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: ""}},
-			Action: &routev3.Route_Route{Route: grpcAction(g.To, g.Timeout, nil, g.Hash)},
+			Match:                &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: ""}},
+			Action:               &routev3.Route_Route{Route: grpcAction(g.To, g.Timeout, nil, g.Hash)},
+			TypedPerFilterConfig: grpcFaultConfig(g.Fault),
 		})
 	}
 	return &routev3.RouteConfiguration{Name: g.Target, VirtualHosts: []*routev3.VirtualHost{vh}}

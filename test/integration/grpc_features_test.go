@@ -289,3 +289,62 @@ grpc:
 		t.Fatalf("20 users all on %v: the header is not hashed", spread)
 	}
 }
+
+// TestGRPCFaultInjectionAbortsTheConfiguredShare (gRFC A33): a target's
+// fault aborts its share of RPCs with the configured status, and a route's
+// own fault delays every RPC it takes.
+func TestGRPCFaultInjectionAbortsTheConfiguredShare(t *testing.T) {
+	ports := startBackends(t, 1)
+	cfg := filepath.Join(t.TempDir(), "pylon.yaml")
+	writeAtomically(t, cfg, fmt.Sprintf(`services:
+- { name: greeter, protocol: grpc, endpoints: [{ address: 127.0.0.1, port: %d }] }
+grpc:
+- target: greeter
+  fault: { abort: { status: resource-exhausted, percent: 30 } }
+  routes:
+  - match: { headers: [{ name: x-slow, present: true }] }
+    to: [{ service: greeter }]
+    fault: { delay: { delay: 300ms } }
+  to: [{ service: greeter }]
+`, ports[0]))
+	p := startPylon(t, cfg)
+	if st := p.status(t); st.Refused != nil {
+		t.Fatalf("the config was refused: %s", st.Refused.Error)
+	}
+	client := p.grpcClient(t, "fault-client")
+	rpc := func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, err := client.UnaryCall(ctx, &testgrpc.SimpleRequest{}, grpc.WaitForReady(true))
+		return err
+	}
+	// The share of aborts is binomial: 0.07 is over four standard
+	// deviations at n = 800.
+	const n = 800
+	aborted := 0
+	for range n {
+		switch err := rpc(context.Background()); grpcstatus.Code(err) {
+		case codes.OK:
+		case codes.ResourceExhausted:
+			aborted++
+		default:
+			t.Fatalf("RPC: %v, want OK or RESOURCE_EXHAUSTED", err)
+		}
+	}
+	if share := float64(aborted) / n; share < 0.23 || share > 0.37 {
+		t.Fatalf("%d of %d RPCs aborted (%.3f), want 0.30 ± 0.07", aborted, n, share)
+	}
+
+	// The x-slow route has a fault of its own: every RPC delayed, none
+	// aborted (a route's fault replaces the target's).
+	slow := metadata.AppendToOutgoingContext(context.Background(), "x-slow", "1")
+	for range 3 {
+		start := time.Now()
+		if err := rpc(slow); err != nil {
+			t.Fatalf("delayed RPC: %v", err)
+		}
+		if d := time.Since(start); d < 300*time.Millisecond {
+			t.Fatalf("an x-slow RPC took %v, want at least the 300ms delay", d)
+		}
+	}
+}
