@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -175,4 +176,37 @@ func within(cond func() bool) bool {
 		}
 	}
 	return false
+}
+
+// TestClientsFaultInjectionAbortsTheConfiguredShare (gRFC A33) with each
+// client: half the RPCs fail with the configured RESOURCE_EXHAUSTED, the
+// others reach the backend.
+func TestClientsFaultInjectionAbortsTheConfiguredShare(t *testing.T) {
+	for _, c := range featureClients {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ports := startBackends(t, 3)
+			cfg := filepath.Join(t.TempDir(), "pylon.yaml")
+			writeAtomically(t, cfg, featureConfig(c.name, ports, "", "  fault: { abort: { status: resource-exhausted, percent: 50 } }"))
+			path, js := writeBootstrap(t, c.name, startPylon(t, cfg))
+			cl := c.start(t, path, js)
+			// Binomial at n = 200: 0.15 is over four standard deviations.
+			const n = 200
+			aborted := 0
+			for range n {
+				_, err := cl.call(method, nil)
+				switch {
+				case err == nil:
+				case status.Code(err) == codes.ResourceExhausted || strings.Contains(err.Error(), "RESOURCE_EXHAUSTED"):
+					aborted++
+				default:
+					t.Fatalf("RPC: %v, want OK or RESOURCE_EXHAUSTED", err)
+				}
+			}
+			if share := float64(aborted) / n; share < 0.35 || share > 0.65 {
+				t.Fatalf("%d of %d RPCs aborted (%.2f), want 0.50 ± 0.15", aborted, n, share)
+			}
+			t.Logf("%s: %d of %d RPCs aborted", c.name, aborted, n)
+		})
+	}
 }
