@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -233,26 +234,34 @@ grpc:
 	}
 }
 
-// TestGRPCRingHashKeepsAHeadersRPCsOnOneBackend (gRFC A42): a target's
-// hash on a header reaches grpc-go as the route's hash policy over a
-// ring_hash service: every RPC of one x-user value lands on one backend,
-// and the users spread over the backends.
-func TestGRPCRingHashKeepsAHeadersRPCsOnOneBackend(t *testing.T) {
-	ports := startBackends(t, 3)
-	cfg := filepath.Join(t.TempDir(), "pylon.yaml")
-	writeAtomically(t, cfg, fmt.Sprintf(`services:
+// ringConfig is xds:///greeter over a ring_hash service of the backends
+// at ports, hashing RPCs on x-user.
+func ringConfig(ports []int) string {
+	var eps strings.Builder
+	for _, p := range ports {
+		fmt.Fprintf(&eps, "  - { address: 127.0.0.1, port: %d }\n", p)
+	}
+	return fmt.Sprintf(`services:
 - name: greeter
   protocol: grpc
   lb: ring_hash
   endpoints:
-  - { address: 127.0.0.1, port: %d }
-  - { address: 127.0.0.1, port: %d }
-  - { address: 127.0.0.1, port: %d }
-grpc:
+%sgrpc:
 - target: greeter
   hash: { header: x-user }
   to: [{ service: greeter }]
-`, ports[0], ports[1], ports[2]))
+`, eps.String())
+}
+
+// TestGRPCRingHashKeepsAHeadersRPCsOnOneBackend (gRFC A42): a target's
+// hash on a header reaches grpc-go as the route's hash policy over a
+// ring_hash service: every RPC of one x-user value lands on one backend,
+// the users spread over the backends, and when a backend leaves, its users
+// move and few of the others do.
+func TestGRPCRingHashKeepsAHeadersRPCsOnOneBackend(t *testing.T) {
+	ports := startBackends(t, 3)
+	cfg := filepath.Join(t.TempDir(), "pylon.yaml")
+	writeAtomically(t, cfg, ringConfig(ports))
 	p := startPylon(t, cfg)
 	if st := p.status(t); st.Refused != nil {
 		t.Fatalf("the config was refused: %s", st.Refused.Error)
@@ -274,20 +283,52 @@ grpc:
 	for i := range 60 {
 		as(fmt.Sprintf("warm-%d", i))
 	}
-	spread := map[string]bool{}
-	for i := range 20 {
+	home := map[string]string{}
+	spread := map[string]int{}
+	for i := range 60 {
 		user := fmt.Sprintf("user-%d", i)
-		first := as(user)
-		spread[first] = true
-		for range 10 {
-			if got := as(user); got != first {
-				t.Fatalf("%s's RPCs reached %s and %s", user, first, got)
+		home[user] = as(user)
+		spread[home[user]]++
+		for range 5 {
+			if got := as(user); got != home[user] {
+				t.Fatalf("%s's RPCs reached %s and %s", user, home[user], got)
 			}
 		}
 	}
-	if len(spread) < 2 {
-		t.Fatalf("20 users all on %v: the header is not hashed", spread)
+	if len(spread) < 3 {
+		t.Fatalf("60 users on %v: the header is not hashed", spread)
 	}
+
+	// backend-2 leaves: its users move; of the others, only those whose
+	// point on the ring the two remaining backends' new points take (about
+	// a sixth: each backend's share of the ring grows from 1/3 to 1/2),
+	// not the two thirds a hash modulo the backends would move.
+	writeAtomically(t, cfg, ringConfig(ports[:2]))
+	if !eventually(func() bool {
+		for user, h := range home {
+			if h == "backend-2" && as(user) == "backend-2" {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatal("backend-2's users still reach it after it left")
+	}
+	stayed, moved := 0, 0
+	for user, h := range home {
+		if h == "backend-2" {
+			continue
+		}
+		if as(user) == h {
+			stayed++
+		} else {
+			moved++
+		}
+	}
+	if moved*100 > (stayed+moved)*35 {
+		t.Fatalf("%d of the %d users of the remaining backends moved, want under 35%%", moved, stayed+moved)
+	}
+	t.Logf("users per backend %v; after backend-2 left, %d of the others moved, %d stayed", spread, moved, stayed)
 }
 
 // TestGRPCFaultInjectionAbortsTheConfiguredShare (gRFC A33): a target's
