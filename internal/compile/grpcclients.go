@@ -19,7 +19,7 @@ type grpcClientChecks struct {
 }
 
 // grpcTypes are the types gRPC clients read rules of.
-var grpcTypes = []string{xdstype.ListenerURL, xdstype.RouteURL, xdstype.ClusterURL}
+var grpcTypes = []string{xdstype.ListenerURL, xdstype.RouteURL, xdstype.ClusterURL, xdstype.EndpointURL}
 
 func (c *grpcClientChecks) check(s *snapshot.Snapshot, group string, names []string) diag.List {
 	if len(names) == 0 {

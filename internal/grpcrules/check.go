@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -25,6 +26,8 @@ func Check(msg proto.Message, clients []Client) []Problem {
 		c.routes("", m)
 	case *clusterv3.Cluster:
 		c.cluster(m)
+	case *endpointv3.ClusterLoadAssignment:
+		c.endpoints(m)
 	}
 	return c.problems
 }

@@ -65,7 +65,7 @@ const (
 // Rule is one reason a gRPC client refuses a resource.
 type Rule struct {
 	ID   string
-	Type string // the resource's kind: Listener, RouteConfiguration, Cluster
+	Type string // the resource's kind: Listener, RouteConfiguration, Cluster, ClusterLoadAssignment
 	// Clients are the clients the rule holds for. Where clients differ on
 	// a value (an LB policy, an HTTP filter), the rule holds for those
 	// that lack it; Check says which.
@@ -99,6 +99,10 @@ var Rules = []Rule{
 	{"cluster-lb-policy", "Cluster", All, NACK, "lb_policy is one the client implements: ROUND_ROBIN, RING_HASH; LEAST_REQUEST in grpc-go only (A42, A48); a whole CDS response with one such cluster is NACKed"},
 	{"cluster-ring-hash", "Cluster", All, NACK, "ring hash uses XX_HASH (A42)"},
 	{"cluster-ring-hash-core", "Cluster", []Client{Core}, Unusable, "no RING_HASH for C-core 1.51.1: Debian's python3-grpcio serves no RPC over such a cluster (test/interop saw the RPC wait out its deadline, and the process exit with SIGSEGV)"},
+	{"endpoints-locality", "ClusterLoadAssignment", All, NACK, "every group of endpoints has a locality (it may be empty), once per priority, and a priority's locality weights sum to at most 2^32-1"},
+	{"endpoints-locality-weight", "ClusterLoadAssignment", All, Unusable, "every group of endpoints has a load_balancing_weight: a group without one is dropped, and its endpoints get no RPCs"},
+	{"endpoints-priorities", "ClusterLoadAssignment", All, NACK, "priorities run from 0 without a gap"},
+	{"endpoints-duplicate", "ClusterLoadAssignment", All, NACK, "an address and port appears once in an assignment"},
 	{"cluster-outlier-defaults", "Cluster", []Client{JS}, Crash, "an outlier_detection with success rate on (it is, unless enforcing_success_rate is 0) states success_rate_minimum_hosts and success_rate_request_volume: grpc-js 1.14 reads them unset as undefined and crashes in its ejection timer"},
 	{"cluster-type", "Cluster", All, NACK, "the cluster is EDS (from ADS or self), LOGICAL_DNS or an aggregate cluster (A37); STATIC, STRICT_DNS and ORIGINAL_DST are not implemented"},
 	{"cluster-logical-dns", "Cluster", All, NACK, "a LOGICAL_DNS cluster's load_assignment has exactly one locality with one endpoint (A37)"},
