@@ -15,6 +15,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/config"
 	"github.com/pylon-xds/pylon/internal/diag"
 	"github.com/pylon-xds/pylon/internal/fleet"
+	"github.com/pylon-xds/pylon/internal/grpcrules"
 	"github.com/pylon-xds/pylon/internal/model"
 	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/snapshot"
@@ -123,7 +124,7 @@ func compileFiles(reg *xdstype.Registry, files []config.File, read ReadFile, run
 	if err != nil {
 		return nil, nil, err
 	}
-	fleet, err := group(reg, doc, all, inputsOf(inputs, xdstype.ListenerURL), inputsOf(inputs, xdstype.ScopedRouteURL))
+	fleet, err := group(reg, doc, all, inputsOf(inputs, xdstype.ListenerURL), inputsOf(inputs, xdstype.ScopedRouteURL), locator(inputs))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -144,7 +145,7 @@ func compileFiles(reg *xdstype.Registry, files []config.File, read ReadFile, run
 // group builds the fleet: one snapshot for every node without groups, else
 // each group's scoped snapshot. A snapshot with two listeners on one
 // address, or two route scopes with one key, is refused.
-func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, listeners, scopes map[string]*xdstype.Resource) (*fleet.Fleet, error) {
+func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, listeners, scopes map[string]*xdstype.Resource, where func(typeURL, name string) *xdstype.Resource) (*fleet.Fleet, error) {
 	reported, reportedScopes := map[[2]string]bool{}, map[[2]string]bool{}
 	clashes := func(s *snapshot.Snapshot, group string) diag.List {
 		problems := listenerClashes(s, group, listeners, reported)
@@ -161,9 +162,13 @@ func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, 
 		return nil, err
 	}
 	snaps := make([]*snapshot.Snapshot, len(rules))
+	clients := grpcClientChecks{where: where}
 	for i, g := range rules {
 		snaps[i] = scoped(reg, all, g)
 		problems = append(problems, clashes(snaps[i], g.Name)...)
+		// rules[i] is doc.Groups[i]: a group that was skipped is a problem
+		// reported above.
+		problems = append(problems, clients.check(snaps[i], g.Name, doc.Groups[i].Clients)...)
 	}
 	if err := problems.Err(); err != nil {
 		return nil, err
@@ -257,6 +262,11 @@ func groups(reg *xdstype.Registry, specs []config.Group, all *snapshot.Snapshot,
 		}
 		for _, d := range checkIdentities(g.Identities) {
 			bad(g, d.Field, "%s", d.Message)
+		}
+		for j, name := range g.Clients {
+			if _, ok := grpcrules.Parse(name); !ok {
+				bad(g, fmt.Sprintf("clients[%d]", j), "%q is not a gRPC client Pylon knows the rules of (one of %v)", name, grpcrules.Names())
+			}
 		}
 		rule := nodegroup.Group{
 			Name:    g.Name,

@@ -1,7 +1,9 @@
 package compile
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -49,6 +51,10 @@ func (c *checker) grpcTarget(g *model.GRPCTarget) {
 		return
 	}
 	c.grpcRetries(g, "retries", g.Retries)
+	if g.Hash != nil {
+		c.grpcHash(g, "hash", g.Hash, g.To)
+	}
+	c.grpcFault(g, "fault", g.Fault)
 	for i := range g.Routes {
 		r := &g.Routes[i]
 		f := fmt.Sprintf("routes[%d]", i)
@@ -58,6 +64,65 @@ func (c *checker) grpcTarget(g *model.GRPCTarget) {
 		c.targets(g.Source, grpcKind, g.Target, f+".to", r.To)
 		c.grpcMatch(g, f+".match", &r.Match)
 		c.grpcRetries(g, f+".retries", r.Retries)
+		c.grpcFault(g, f+".fault", r.Fault)
+		if r.Hash != nil {
+			c.grpcHash(g, f+".hash", r.Hash, r.To)
+		} else if g.Hash != nil {
+			c.grpcHash(g, f+".to", nil, r.To)
+		}
+	}
+}
+
+// grpcFault checks a fault (gRFC A33): a delay above zero, a status code
+// by name, shares in percent.
+func (c *checker) grpcFault(g *model.GRPCTarget, field string, f *model.GRPCFault) {
+	if f == nil {
+		return
+	}
+	bad := func(f, format string, args ...any) { c.add(g.Source, grpcKind, g.Target, f, format, args...) }
+	if f.Delay == nil && f.Abort == nil {
+		bad(field, "needs delay, abort or both")
+	}
+	if d := f.Delay; d != nil {
+		if d.Delay == nil || d.Delay.Std() <= 0 {
+			bad(field+".delay.delay", "missing: how long to hold the RPCs, above zero")
+		}
+		if d.Percent != nil && *d.Percent > 100 {
+			bad(field+".delay.percent", "%d: a percentage, at most 100", *d.Percent)
+		}
+	}
+	if a := f.Abort; a != nil {
+		if _, ok := translate.GRPCStatusCodes[a.Status]; !ok {
+			bad(field+".abort.status", "%q is not a gRPC status code (one of %v, lowercase)", a.Status, slices.Sorted(maps.Keys(translate.GRPCStatusCodes)))
+		}
+		if a.Percent != nil && *a.Percent > 100 {
+			bad(field+".abort.percent", "%d: a percentage, at most 100", *a.Percent)
+		}
+	}
+}
+
+// grpcHash checks a hash policy (field is where it is written) and that
+// the services it applies to balance by ring hash: under any other policy
+// a client computes the hash and never reads it, the outage nobody can
+// find. A nil h checks only the services, for a route that inherits the
+// target's.
+func (c *checker) grpcHash(g *model.GRPCTarget, field string, h *model.GRPCHash, to []model.Target) {
+	bad := func(f, format string, args ...any) { c.add(g.Source, grpcKind, g.Target, f, format, args...) }
+	if h != nil {
+		name := strings.ToLower(h.Header)
+		switch {
+		case (h.Header != "") == h.Channel:
+			bad(field, "needs exactly one of header and channel: true")
+		case strings.HasPrefix(name, ":"):
+			bad(field+".header", "%q is a pseudo-header, which is not in an RPC's metadata", h.Header)
+		case strings.HasSuffix(name, "-bin"):
+			bad(field+".header", "%q: gRPC clients skip binary (-bin) metadata when hashing, so every RPC would hash at random", h.Header)
+		}
+	}
+	for _, t := range to {
+		if s := c.services[t.Service]; s != nil && s.LB != "ring_hash" {
+			bad(field, "service %q balances by %s, which reads no hash; say lb: ring_hash on the service", s.Name, cmp.Or(s.LB, "round_robin"))
+		}
 	}
 }
 

@@ -209,6 +209,13 @@ func (c *checker) service(s *model.Service, grpc bool) {
 		if s.Protocol == "tcp" {
 			c.add(s.Source, kind, s.Name, "protocol", "a service for proxyless gRPC carries gRPC, not raw TCP")
 		}
+		if od := s.Outlier; od != nil && od.Consecutive5xx > 0 && od.FailurePercentage == nil {
+			// gRFC A50 implements success rate and failure percentage only.
+			c.add(s.Source, kind, s.Name, "outlier_detection.consecutive_5xx", "proxyless gRPC clients ignore it; say failure_percentage")
+		}
+	}
+	if od := s.Outlier; od != nil && od.FailurePercentage != nil && od.FailurePercentage.Threshold > 100 {
+		c.add(s.Source, kind, s.Name, "outlier_detection.failure_percentage.threshold", "%d: a percentage, at most 100", od.FailurePercentage.Threshold)
 	}
 }
 

@@ -194,6 +194,10 @@ type Group struct {
 	// Rollout stages each change of the group across its nodes
 	// (docs/rollouts.md); checked by checkRollout.
 	Rollout *nodegroup.Rollout `json:"rollout,omitempty"`
+	// Clients, when set, are the proxyless gRPC implementations the
+	// group's nodes run (grpc-go, grpc-core, grpc-js): every resource the
+	// group receives is checked against what each of them accepts.
+	Clients []string `json:"clients,omitempty"`
 
 	File string `json:"-"`
 	Line int    `json:"-"`

@@ -64,6 +64,21 @@ type OutlierDetection struct {
 	Interval           *nodegroup.Duration `json:"interval,omitempty"`
 	BaseEjectionTime   *nodegroup.Duration `json:"base_ejection_time,omitempty"`
 	MaxEjectionPercent uint32              `json:"max_ejection_percent,omitempty"`
+	// FailurePercentage ejects a host whose share of failed requests
+	// reaches a threshold; the detection proxyless gRPC implements (gRFC
+	// A50), with success rate, and Envoy too.
+	FailurePercentage *FailurePercentage `json:"failure_percentage,omitempty"`
+}
+
+// FailurePercentage is failure-percentage ejection: a host with at least
+// RequestVolume requests in an interval, of a cluster with at least
+// MinimumHosts such hosts, is ejected when Threshold percent or more of
+// its requests failed. Zero values take Envoy's and gRPC's defaults (85,
+// 5, 50).
+type FailurePercentage struct {
+	Threshold     uint32 `json:"threshold,omitempty"`
+	MinimumHosts  uint32 `json:"minimum_hosts,omitempty"`
+	RequestVolume uint32 `json:"request_volume,omitempty"`
 }
 
 // UpstreamTLS makes the service's connections TLS, with secrets by name.
@@ -214,7 +229,41 @@ type GRPCTarget struct {
 	Routes  []GRPCRoute         `json:"routes,omitempty"`
 	Timeout *nodegroup.Duration `json:"timeout,omitempty"`
 	Retries *GRPCRetries        `json:"retries,omitempty"`
-	Source  Source              `json:"-"`
+	// Hash is what a ring_hash service hashes an RPC on (gRFC A42): the
+	// default of every route without its own.
+	Hash *GRPCHash `json:"hash,omitempty"`
+	// Fault is the fault injected into RPCs (gRFC A33): the default of
+	// every route without its own.
+	Fault  *GRPCFault `json:"fault,omitempty"`
+	Source Source     `json:"-"`
+}
+
+// GRPCFault delays or aborts a share of the RPCs a route takes, in the
+// client, before they leave it.
+type GRPCFault struct {
+	Delay *GRPCDelay `json:"delay,omitempty"`
+	Abort *GRPCAbort `json:"abort,omitempty"`
+}
+
+// GRPCDelay holds Percent of RPCs (default 100) for Delay.
+type GRPCDelay struct {
+	Delay   *nodegroup.Duration `json:"delay"`
+	Percent *uint32             `json:"percent,omitempty"`
+}
+
+// GRPCAbort fails Percent of RPCs (default 100) with Status, a status
+// code's name in lowercase ("unavailable", "resource-exhausted").
+type GRPCAbort struct {
+	Status  string  `json:"status"`
+	Percent *uint32 `json:"percent,omitempty"`
+}
+
+// GRPCHash picks a ring hash backend for an RPC by one of: the value of a
+// metadata key (RPCs without it hash at random), or the client channel
+// (every RPC of a channel to one backend).
+type GRPCHash struct {
+	Header  string `json:"header,omitempty"`
+	Channel bool   `json:"channel,omitempty"`
 }
 
 // GRPCRoute sends the RPCs it matches to its services.
@@ -223,6 +272,8 @@ type GRPCRoute struct {
 	To      []Target            `json:"to"`
 	Timeout *nodegroup.Duration `json:"timeout,omitempty"`
 	Retries *GRPCRetries        `json:"retries,omitempty"`
+	Hash    *GRPCHash           `json:"hash,omitempty"`
+	Fault   *GRPCFault          `json:"fault,omitempty"`
 }
 
 // GRPCMatch is the RPCs a route takes: by method path ("/pkg.Service/

@@ -5,6 +5,7 @@
 package translate
 
 import (
+	"cmp"
 	"sort"
 	"strings"
 	"time"
@@ -119,12 +120,7 @@ func Cluster(s *model.Service) *clusterv3.Cluster {
 		c.HealthChecks = []*corev3.HealthCheck{healthCheck(hc)}
 	}
 	if od := s.Outlier; od != nil {
-		c.OutlierDetection = &clusterv3.OutlierDetection{
-			Consecutive_5Xx:    u32(od.Consecutive5xx),
-			Interval:           optDur(od.Interval),
-			BaseEjectionTime:   optDur(od.BaseEjectionTime),
-			MaxEjectionPercent: u32(od.MaxEjectionPercent),
-		}
+		c.OutlierDetection = outlierDetection(od)
 	}
 	if t := s.TLS; t != nil {
 		ctx := &tlsv3.UpstreamTlsContext{Sni: t.SNI, CommonTlsContext: &tlsv3.CommonTlsContext{}}
@@ -137,6 +133,43 @@ func Cluster(s *model.Service) *clusterv3.Cluster {
 		c.TransportSocket = &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: pack(ctx)}}
 	}
 	return c
+}
+
+// Outlier detection's defaults, as Envoy documents them and gRPC (A50)
+// applies them.
+const (
+	DefaultSuccessRateMinimumHosts        = 5
+	DefaultSuccessRateRequestVolume       = 100
+	DefaultSuccessRateStdevFactor         = 1900
+	DefaultFailurePercentageThreshold     = 85
+	DefaultFailurePercentageMinimumHosts  = 5
+	DefaultFailurePercentageRequestVolume = 50
+)
+
+// outlierDetection writes the detection's thresholds out in full, defaults
+// included: success rate is on unless disabled, and grpc-js 1.14 reads an
+// unset threshold of an enabled detection as undefined and crashes in its
+// ejection timer (test/interop shows it); Envoy and grpc-go read the
+// written defaults as they would the unset ones.
+func outlierDetection(od *model.OutlierDetection) *clusterv3.OutlierDetection {
+	out := &clusterv3.OutlierDetection{
+		Consecutive_5Xx:          u32(od.Consecutive5xx),
+		Interval:                 optDur(od.Interval),
+		BaseEjectionTime:         optDur(od.BaseEjectionTime),
+		MaxEjectionPercent:       u32(od.MaxEjectionPercent),
+		SuccessRateMinimumHosts:  wrapperspb.UInt32(DefaultSuccessRateMinimumHosts),
+		SuccessRateRequestVolume: wrapperspb.UInt32(DefaultSuccessRateRequestVolume),
+		SuccessRateStdevFactor:   wrapperspb.UInt32(DefaultSuccessRateStdevFactor),
+	}
+	if fp := od.FailurePercentage; fp != nil {
+		// Envoy and gRPC leave failure-percentage ejection off unless it
+		// is enforced: asking for it is enforcing it.
+		out.EnforcingFailurePercentage = wrapperspb.UInt32(100)
+		out.FailurePercentageThreshold = wrapperspb.UInt32(cmp.Or(fp.Threshold, DefaultFailurePercentageThreshold))
+		out.FailurePercentageMinimumHosts = wrapperspb.UInt32(cmp.Or(fp.MinimumHosts, DefaultFailurePercentageMinimumHosts))
+		out.FailurePercentageRequestVolume = wrapperspb.UInt32(cmp.Or(fp.RequestVolume, DefaultFailurePercentageRequestVolume))
+	}
+	return out
 }
 
 func healthCheck(hc *model.HealthCheck) *corev3.HealthCheck {
@@ -483,9 +516,13 @@ func Secret(s *model.Secret, files map[string][]byte) *tlsv3.Secret {
 // xds:///target: an HTTP connection manager using the route configuration
 // of the same name.
 func GRPCListener(g *model.GRPCTarget) *listenerv3.Listener {
+	h := hcm(g.Target, g.Target, false)
+	if hasFault(g) {
+		h.HttpFilters = append([]*hcmv3.HttpFilter{faultFilter()}, h.HttpFilters...)
+	}
 	return &listenerv3.Listener{
 		Name:        g.Target,
-		ApiListener: &listenerv3.ApiListener{ApiListener: pack(hcm(g.Target, g.Target, false))},
+		ApiListener: &listenerv3.ApiListener{ApiListener: pack(h)},
 	}
 }
 
@@ -510,16 +547,18 @@ func GRPCRoutes(g *model.GRPCTarget) *routev3.RouteConfiguration {
 	for i := range g.Routes {
 		r := &g.Routes[i]
 		vh.Routes = append(vh.Routes, &routev3.Route{
-			Match:  grpcMatch(&r.Match),
-			Action: &routev3.Route_Route{Route: grpcAction(r.To, cmpOr(r.Timeout, g.Timeout), r.Retries)},
+			Match:                grpcMatch(&r.Match),
+			Action:               &routev3.Route_Route{Route: grpcAction(r.To, cmpOr(r.Timeout, g.Timeout), r.Retries, hashOr(r.Hash, g.Hash))},
+			TypedPerFilterConfig: grpcFaultConfig(faultOr(r.Fault, g.Fault)),
 		})
 	}
 	if len(g.To) > 0 {
 		vh.Routes = append(vh.Routes, &routev3.Route{
 			// gRPC needs a path specifier on every match; the empty prefix
 			// takes every method.
-			Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: ""}},
-			Action: &routev3.Route_Route{Route: grpcAction(g.To, g.Timeout, nil)},
+			Match:                &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: ""}},
+			Action:               &routev3.Route_Route{Route: grpcAction(g.To, g.Timeout, nil, g.Hash)},
+			TypedPerFilterConfig: grpcFaultConfig(g.Fault),
 		})
 	}
 	return &routev3.RouteConfiguration{Name: g.Target, VirtualHosts: []*routev3.VirtualHost{vh}}
@@ -541,13 +580,41 @@ func cmpOr(a, b *nodegroup.Duration) *nodegroup.Duration {
 // applies the result as the RPC's deadline cap (MethodConfig.Timeout, in
 // internal/xds/resolver/serviceconfig.go); a route without one takes the
 // listener's. Zero means no deadline from xDS.
-func grpcAction(to []model.Target, timeout *nodegroup.Duration, retries *model.GRPCRetries) *routev3.RouteAction {
+func grpcAction(to []model.Target, timeout *nodegroup.Duration, retries *model.GRPCRetries, hash *model.GRPCHash) *routev3.RouteAction {
 	a := action(to)
 	if timeout != nil {
 		a.MaxStreamDuration = &routev3.RouteAction_MaxStreamDuration{MaxStreamDuration: durationpb.New(timeout.Std())}
 	}
 	a.RetryPolicy = grpcRetryPolicy(retries)
+	a.HashPolicy = grpcHashPolicy(hash)
 	return a
+}
+
+// GRPCChannelIDKey is the filter state key gRPC clients read as the
+// channel's own id (gRFC A42).
+const GRPCChannelIDKey = "io.grpc.channel_id"
+
+// grpcHashPolicy is a hash policy as gRPC clients read it (gRFC A42): a
+// header, or the filter state key of the channel id. Envoy reads the
+// header the same way; the channel id means nothing to it.
+func grpcHashPolicy(h *model.GRPCHash) []*routev3.RouteAction_HashPolicy {
+	switch {
+	case h == nil:
+		return nil
+	case h.Channel:
+		return []*routev3.RouteAction_HashPolicy{{PolicySpecifier: &routev3.RouteAction_HashPolicy_FilterState_{
+			FilterState: &routev3.RouteAction_HashPolicy_FilterState{Key: GRPCChannelIDKey}}}}
+	}
+	return []*routev3.RouteAction_HashPolicy{{PolicySpecifier: &routev3.RouteAction_HashPolicy_Header_{
+		Header: &routev3.RouteAction_HashPolicy_Header{HeaderName: strings.ToLower(h.Header)}}}}
+}
+
+// hashOr returns the first non-nil hash.
+func hashOr(a, b *model.GRPCHash) *model.GRPCHash {
+	if a != nil {
+		return a
+	}
+	return b
 }
 
 // DefaultGRPCRetryBase is gRFC A44's (and grpc-go's) default base backoff.
