@@ -241,31 +241,7 @@ func (o *Options) defaults() {
 func Run(ctx context.Context, o Options) error {
 	o.defaults()
 	log := o.Logger
-	// Certificates, the identity rule and what the addresses expose are
-	// checked first: a mistake there is a start-up error, before anything
-	// is read or bound.
-	if err := checkStore(o); err != nil {
-		return err
-	}
-	ring, err := loadKeyring(o, log)
-	if err != nil {
-		return err
-	}
-	o.ring = ring
-	if o.git, err = newGit(o, log); err != nil {
-		return err
-	}
-	sec, err := loadSecurity(o)
-	if err != nil {
-		return err
-	}
-	if err := checkExposure(o, sec, o.XDSAddr, o.AdminAddr, log); err != nil {
-		return err
-	}
-	if err := checkREST(o, sec, log); err != nil {
-		return err
-	}
-	secrets, err := secretReader(o)
+	sec, secrets, err := checkStart(&o)
 	if err != nil {
 		return err
 	}
@@ -293,22 +269,14 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 
-	xdsLis, adminLis, err := listen(o)
+	lis, err := listen(o)
 	if err != nil {
-		return err
-	}
-	restLis, err := listenREST(o)
-	if err != nil {
-		xdsLis.Close()
-		adminLis.Close()
 		return err
 	}
 
 	xdsSrv, gs := newXDS(o, sec, reg, pub, status.ComposeObservers(obs.Observer, rollouts), obs.Tracker, tokens)
 	reportExpiry(met, sec, xdsSrv)
-	adminOpts := admin.Options{Tokens: tokens, TokenFile: o.TokenFile, ReadTokenFile: o.ReadTokenFile}
-	adminOpts.Pipeline, adminOpts.Proxies, adminOpts.Fleets, adminOpts.Registry = pipe, tracker, pub, reg
-	adminOpts.Metrics, adminOpts.Registerer, adminOpts.Identifier, adminOpts.Version, adminOpts.Logger = met.Registry, met.Registry, o.Identifier, o.Version, log
+	adminOpts := adminOptions(o, tokens, pipe, obs, pub, reg)
 	if cfgSvc != nil {
 		// Only a shared store is ever away; the embedded one answers
 		// false.
@@ -319,15 +287,12 @@ func Run(ctx context.Context, o Options) error {
 		adminOpts.Fleet = fleet
 	}
 	stop := &stopper{
-		period: o.DrainPeriod, grace: o.ShutdownGrace, log: log, gs: gs, xds: xdsSrv, lis: xdsLis,
+		period: o.DrainPeriod, grace: o.ShutdownGrace, log: log, gs: gs, xds: xdsSrv, lis: lis.xds,
 		now: StopNow(ctx), streams: func() int { return openStreams(tracker) },
 	}
-	adminOpts.Draining = stop.Draining
-	adminOpts.Rollouts = rollouts
-	adminOpts.ConfigPath = o.ConfigPath
+	adminOpts.Draining, adminOpts.Rollouts = stop.Draining, rollouts
 	if o.git != nil {
-		adminOpts.PollGit = o.git.PollNow
-		adminOpts.ConfigPath = o.git.Shown() + " (" + o.git.Where() + ")"
+		adminOpts.PollGit, adminOpts.ConfigPath = o.git.PollNow, o.git.Shown()+" ("+o.git.Where()+")"
 	}
 	stop.http = newAdminServer(admin.Handler(adminOpts), o.AdminLimits, sec.adminTLS, log)
 
@@ -341,10 +306,10 @@ func Run(ctx context.Context, o Options) error {
 		g.Go(func() error { return fleet.Run(gctx) })
 	}
 	g.Go(func() error { return rollouts.Run(gctx) })
-	g.Go(func() error { return stop.serveXDS(xdsSrv.Listener(xdsLis)) })
+	g.Go(func() error { return stop.serveXDS(xdsSrv.Listener(lis.xds)) })
 	watchCerts(gctx, g, o, sec, xdsSrv)
-	g.Go(func() error { return serveAdmin(stop.http, adminLis, o.AdminLimits) })
-	serveREST(gctx, g, o, restLis, sec, xdsSrv, log)
+	g.Go(func() error { return serveAdmin(stop.http, lis.admin, o.AdminLimits) })
+	serveREST(gctx, g, o, lis.rest, sec, xdsSrv, log)
 	if o.Reload != nil {
 		g.Go(func() error { return reloadOn(gctx, o.Reload, reread, tokens, sec, log) })
 	}
@@ -355,12 +320,58 @@ func Run(ctx context.Context, o Options) error {
 		return stop.shutdown()
 	})
 
-	log.Info("pylon serving", "xds", xdsLis.Addr().String(), "admin", adminLis.Addr().String(), "version", pipe.Status().Version,
+	log.Info("pylon serving", "xds", lis.xds.Addr().String(), "admin", lis.admin.Addr().String(), "version", pipe.Status().Version,
 		"xds_tls", sec.xdsTLS != nil, "admin_tls", sec.adminTLS != nil)
 	if o.OnReady != nil {
-		o.OnReady(xdsLis.Addr().String(), adminLis.Addr().String())
+		o.OnReady(lis.xds.Addr().String(), lis.admin.Addr().String())
 	}
 	return g.Wait()
+}
+
+// adminOptions are the admin API's options that the start-up's first
+// stages give; Run adds the store's, the fleet status's and the stopper's.
+func adminOptions(o Options, tokens *token.Files, pipe *pipeline.Pipeline, obs *Observability, pub *fleet.Publisher, reg *xdstype.Registry) admin.Options {
+	return admin.Options{
+		Tokens: tokens, TokenFile: o.TokenFile, ReadTokenFile: o.ReadTokenFile,
+		Pipeline: pipe, Proxies: obs.Tracker, Fleets: pub, Registry: reg,
+		Metrics: obs.Metrics.Registry, Registerer: obs.Metrics.Registry,
+		Identifier: o.Identifier, Version: o.Version, Logger: o.Logger, ConfigPath: o.ConfigPath,
+	}
+}
+
+// checkStart checks what a start-up must refuse before anything is read
+// or bound (the store's settings, the keyring, the Git source, the
+// certificates and identity rule, what the addresses expose), and returns
+// the security settings and the secret files' reader. It fills o's keyring
+// and Git source.
+func checkStart(o *Options) (*security, *secretfile.Reader, error) {
+	log := o.Logger
+	if err := checkStore(*o); err != nil {
+		return nil, nil, err
+	}
+	ring, err := loadKeyring(*o, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	o.ring = ring
+	if o.git, err = newGit(*o, log); err != nil {
+		return nil, nil, err
+	}
+	sec, err := loadSecurity(*o)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkExposure(*o, sec, o.XDSAddr, o.AdminAddr, log); err != nil {
+		return nil, nil, err
+	}
+	if err := checkREST(*o, sec, log); err != nil {
+		return nil, nil, err
+	}
+	secrets, err := secretReader(*o)
+	if err != nil {
+		return nil, nil, err
+	}
+	return sec, secrets, nil
 }
 
 // newPipeline is the config pipeline and the rollout controller it
@@ -389,18 +400,29 @@ func newPipeline(o Options, sec *security, reg *xdstype.Registry, pub *fleet.Pub
 	return ctrl, pipe, nil
 }
 
-// listen opens the xDS and admin listeners.
-func listen(o Options) (xdsLis, adminLis net.Listener, err error) {
-	xdsLis, err = net.Listen("tcp", o.XDSAddr)
+// listeners are the server's: xDS, admin and, with --xds-rest-addr, REST.
+type listeners struct {
+	xds, admin, rest net.Listener
+}
+
+// listen opens the xDS, admin and REST listeners.
+func listen(o Options) (listeners, error) {
+	xdsLis, err := net.Listen("tcp", o.XDSAddr)
 	if err != nil {
-		return nil, nil, fmt.Errorf("xds listener: %w", err)
+		return listeners{}, fmt.Errorf("xds listener: %w", err)
 	}
-	adminLis, err = net.Listen("tcp", o.AdminAddr)
+	adminLis, err := net.Listen("tcp", o.AdminAddr)
 	if err != nil {
 		xdsLis.Close()
-		return nil, nil, fmt.Errorf("admin listener: %w", err)
+		return listeners{}, fmt.Errorf("admin listener: %w", err)
 	}
-	return xdsLis, adminLis, nil
+	restLis, err := listenREST(o)
+	if err != nil {
+		xdsLis.Close()
+		adminLis.Close()
+		return listeners{}, err
+	}
+	return listeners{xds: xdsLis, admin: adminLis, rest: restLis}, nil
 }
 
 // newFleetStatus is, on the etcd store, what publishes this replica's
