@@ -544,3 +544,149 @@ func checkKubeSourceRBAC(t *testing.T, m *manifests) {
 		}
 	}
 }
+
+// secretFile names the Secret and the file in it that a container reads
+// at path, through the pod's volumeMounts ("" if no Secret holds it).
+func secretFile(spec corev1.PodSpec, c corev1.Container, path string) (secret, file string) {
+	for _, vm := range c.VolumeMounts {
+		rest, ok := strings.CutPrefix(path, vm.MountPath+"/")
+		if !ok {
+			continue
+		}
+		for _, v := range spec.Volumes {
+			if v.Name == vm.Name && v.Secret != nil {
+				return v.Secret.SecretName, rest
+			}
+		}
+	}
+	return "", ""
+}
+
+// containerArgs is a container's --flag=value arguments by flag (a switch:
+// "").
+func containerArgs(c corev1.Container) map[string]string {
+	args := map[string]string{}
+	for _, a := range append(slices.Clone(c.Command[min(len(c.Command), 1):]), c.Args...) {
+		name, value, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		args[name] = value
+	}
+	return args
+}
+
+// docSecretFolders reads docs/packaging.md's `kubectl create secret`
+// lines: the folder each Secret's file comes from, by Secret and file.
+func docSecretFolders(t *testing.T) map[[2]string]string {
+	t.Helper()
+	doc, err := os.ReadFile("../docs/packaging.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[[2]string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^kubectl .*create secret generic (\S+)(.*)$`).FindAllStringSubmatch(string(doc), -1) {
+		for _, f := range regexp.MustCompile(`--from-file=(\S+)`).FindAllStringSubmatch(m[2], -1) {
+			out[[2]string{m[1], filepath.Base(f[1])}] = filepath.Dir(f[1])
+		}
+	}
+	return out
+}
+
+// TestKubernetesEtcdTrustsOnlyItsOwnCA checks that no proxy's xDS
+// certificate is an etcd credential, and Pylon's etcd certificate no xDS
+// identity: etcd trusts a CA of its own (docs/packaging.md makes it in
+// another folder than the xDS CA, with another trust domain), for its
+// clients and its peers; the peers speak TLS and accept only the members'
+// certificate (its common name); Pylon verifies etcd by that CA and
+// presents a certificate it issued.
+func TestKubernetesEtcdTrustsOnlyItsOwnCA(t *testing.T) {
+	m := loadManifests(t, manifestDir)
+	if len(m.statefulSets) != 1 || len(m.statefulSets[0].Spec.Template.Spec.Containers) != 1 {
+		t.Fatal("want one StatefulSet, etcd, of one container")
+	}
+	etcdSpec := m.statefulSets[0].Spec.Template.Spec
+	etcd := containerArgs(etcdSpec.Containers[0])
+	pylonSpec := m.pylonWorkload(t).template.Spec
+	pylon := containerArgs(pylonSpec.Containers[slices.IndexFunc(pylonSpec.Containers, func(c corev1.Container) bool { return c.Name == "pylon" })])
+	for _, flag := range []string{"client-cert-auth", "peer-client-cert-auth"} {
+		if v, ok := etcd[flag]; !ok || (v != "" && v != "true") {
+			t.Errorf("etcd: --%s is not on", flag)
+		}
+	}
+	for _, flag := range []string{"listen-client-urls", "listen-peer-urls", "initial-advertise-peer-urls", "advertise-client-urls", "initial-cluster"} {
+		for _, u := range strings.Split(etcd[flag], ",") {
+			if _, url, named := strings.Cut(u, "="); named {
+				u = url // initial-cluster's NAME=URL
+			}
+			if !strings.HasPrefix(u, "https://") {
+				t.Errorf("etcd: --%s: %s is not over TLS", flag, u)
+			}
+		}
+	}
+	folders := docSecretFolders(t)
+	folder := func(spec corev1.PodSpec, args map[string]string, flag string) string {
+		secret, file := secretFile(spec, spec.Containers[slices.IndexFunc(spec.Containers, func(c corev1.Container) bool { return c.Name == "pylon" || c.Name == "etcd" })], args[flag])
+		dir, ok := folders[[2]string{secret, file}]
+		if secret == "" || !ok {
+			t.Errorf("--%s=%s: no Secret file that docs/packaging.md creates (Secret %q, file %q)", flag, args[flag], secret, file)
+		}
+		return dir
+	}
+	etcdCA := folder(etcdSpec, etcd, "trusted-ca-file")
+	xdsCA := folder(pylonSpec, pylon, "xds-client-ca")
+	if etcdCA == xdsCA {
+		t.Errorf("etcd's --trusted-ca-file and Pylon's --xds-client-ca are both %s/ca.pem: every proxy's certificate is an etcd client's, and Pylon's etcd certificate an xDS identity", xdsCA)
+	}
+	for _, c := range []struct {
+		spec       corev1.PodSpec
+		args       map[string]string
+		flag, want string
+	}{
+		{etcdSpec, etcd, "peer-trusted-ca-file", etcdCA},
+		{etcdSpec, etcd, "cert-file", etcdCA},
+		{etcdSpec, etcd, "peer-cert-file", etcdCA},
+		{pylonSpec, pylon, "etcd-ca", etcdCA},
+		{pylonSpec, pylon, "etcd-cert", etcdCA},
+	} {
+		if got := folder(c.spec, c.args, c.flag); got != c.want {
+			t.Errorf("--%s=%s comes from docs/packaging.md's folder %s, want etcd's CA's, %s", c.flag, c.args[c.flag], got, c.want)
+		}
+	}
+	checkEtcdIssued(t, etcdCA, xdsCA, etcd, pylon)
+}
+
+// checkEtcdIssued checks docs/packaging.md's `pylon certs` commands: the
+// etcd CA's trust domain is not Pylon's, the members' certificate is a
+// peer's (server and client auth) whose common name, its first --dns, is
+// the one etcd's peers accept, and it names every member as peers dial it.
+func checkEtcdIssued(t *testing.T, etcdCA, xdsCA string, etcd, pylon map[string]string) {
+	t.Helper()
+	doc, err := os.ReadFile("../docs/packaging.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	trustDomain := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^pylon certs init --dir (\S+) --trust-domain (\S+)$`).FindAllStringSubmatch(string(doc), -1) {
+		trustDomain[m[1]] = m[2]
+	}
+	if trustDomain[xdsCA] != pylon["trust-domain"] || trustDomain[etcdCA] == "" || trustDomain[etcdCA] == pylon["trust-domain"] {
+		t.Errorf("docs/packaging.md: the CAs' trust domains %v: want %s's Pylon's (%s) and %s's another", trustDomain, xdsCA, pylon["trust-domain"], etcdCA)
+	}
+	cert := strings.TrimSuffix(filepath.Base(etcd["peer-cert-file"]), ".pem")
+	issue := regexp.MustCompile(`(?m)^pylon certs issue --server --peer --dir ` + regexp.QuoteMeta(etcdCA) + ` --name ` + regexp.QuoteMeta(cert) + ` (.*)$`).FindStringSubmatch(string(doc))
+	if issue == nil {
+		t.Fatalf("docs/packaging.md issues no %s/%s.pem with --server --peer", etcdCA, cert)
+	}
+	var names []string
+	for _, d := range regexp.MustCompile(`--dns (\S+)`).FindAllStringSubmatch(issue[1], -1) {
+		names = append(names, d[1])
+	}
+	if len(names) == 0 || etcd["peer-cert-allowed-cn"] != names[0] {
+		t.Errorf("etcd --peer-cert-allowed-cn=%s: want the members' certificate's common name, its first --dns (%v)", etcd["peer-cert-allowed-cn"], names)
+	}
+	for _, member := range strings.Split(etcd["initial-cluster"], ",") {
+		_, u, _ := strings.Cut(member, "=")
+		host, _, _ := strings.Cut(strings.TrimPrefix(u, "https://"), ":")
+		if !slices.Contains(names, host) {
+			t.Errorf("etcd member %s: %s is not among the --dns names of %s.pem (%v)", member, host, cert, names)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pylon-xds/pylon/internal/certs"
 	"github.com/pylon-xds/pylon/internal/identity"
 )
 
@@ -226,5 +227,38 @@ func TestIssueRefusals(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(filepath.Dir(dir), "edge-1.pem")); err == nil {
 		t.Error("a file was written outside the CA folder")
+	}
+}
+
+// A peer's certificate verifies both as a server's for the names it
+// carries and as a client's (etcd's members dial each other with the
+// certificate they serve with); a plain server certificate is no client's.
+func TestIssueServerForPeersAuthenticatesBothEnds(t *testing.T) {
+	dir := newCA(t, "")
+	b, err := os.ReadFile(filepath.Join(dir, CertFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(b)
+	for _, peer := range []bool{true, false} {
+		out, err := IssueServer(ServerOptions{Dir: dir, Name: "etcd", DNS: []string{"etcd", "etcd-0.etcd"}, Peer: peer, Force: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := leaf(t, out)
+		if _, err := c.Verify(x509.VerifyOptions{Roots: pool, DNSName: "etcd-0.etcd", KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+			t.Errorf("peer %v: not a server's certificate for etcd-0.etcd: %v", peer, err)
+		}
+		_, err = certs.VerifyClient([]*x509.Certificate{c}, pool, time.Now())
+		if peer && err != nil {
+			t.Errorf("a peer's certificate does not verify as a client's: %v (usages %v)", err, c.ExtKeyUsage)
+		}
+		if !peer && err == nil {
+			t.Errorf("a server's certificate verifies as a client's (usages %v)", c.ExtKeyUsage)
+		}
+		if c.Subject.CommonName != "etcd" {
+			t.Errorf("peer %v: common name %q, want the first DNS name (etcd's --peer-cert-allowed-cn)", peer, c.Subject.CommonName)
+		}
 	}
 }

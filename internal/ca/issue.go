@@ -170,6 +170,10 @@ type ServerOptions struct {
 	// DNS and IPs are the names clients dial; at least one.
 	DNS []string
 	IPs []net.IP
+	// Peer makes the certificate good for client auth too: for a server
+	// that dials its peers with the certificate it serves with, as an
+	// etcd member does on its peer port (--peer-cert-file).
+	Peer bool
 	// Name names the files NAME.pem and NAME-key.pem ("": "server").
 	Name     string
 	Validity time.Duration // 0: DefaultServerValidity
@@ -207,6 +211,9 @@ func IssueServer(o ServerOptions) (Issued, error) {
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames:    o.DNS,
 		IPAddresses: o.IPs,
+	}
+	if o.Peer {
+		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
 	}
 	if len(o.DNS) > 0 {
 		tmpl.Subject.CommonName = o.DNS[0]

@@ -70,7 +70,7 @@ unverifiable: issue them again.`,
 
 func newCertsIssue() *cobra.Command {
 	var client ca.ClientOptions
-	var server bool
+	var server, peer bool
 	var ips []string
 	cmd := &cobra.Command{
 		Use:   "issue",
@@ -88,17 +88,23 @@ is refused with the server's error. It is for client auth only, and valid for
 
 With --server, a certificate for Pylon's xDS or admin port (--xds-tls-cert,
 --admin-tls-cert) naming what clients dial, --dns and --ip; valid for 90 days
-unless --validity says otherwise. No certificate outlives its CA.`,
+unless --validity says otherwise. No certificate outlives its CA. With --peer
+as well, it is good for client auth too: for a server that dials its peers
+with the certificate it serves with, such as an etcd member (its
+--peer-cert-file). Its common name is the first --dns.`,
 		Example: `  pylon certs issue --dir pki --node-id edge-1 --cluster edge
   pylon certs issue --dir pki --node-id edge-1 --cluster edge --node-identity '{id}.{cluster}.proxies.example.com'
-  pylon certs issue --server --dir pki --dns pylon.example.com --ip 127.0.0.1`,
+  pylon certs issue --server --dir pki --dns pylon.example.com --ip 127.0.0.1
+  pylon certs issue --server --peer --dir etcd-pki --name etcd --dns etcd --dns etcd-0.etcd`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if server {
-				return issueServer(cmd, client, ips)
+				return issueServer(cmd, client, ips, peer)
 			}
-			if cmd.Flags().Changed("ip") {
-				return fmt.Errorf("--ip is for a server certificate (--server)")
+			for _, name := range []string{"ip", "peer"} {
+				if cmd.Flags().Changed(name) {
+					return fmt.Errorf("--%s is for a server certificate (--server)", name)
+				}
 			}
 			if client.NodeID == "" {
 				return fmt.Errorf("--node-id is required for a client certificate (or pass --server)")
@@ -114,6 +120,7 @@ unless --validity says otherwise. No certificate outlives its CA.`,
 	f := cmd.Flags()
 	f.StringVar(&client.Dir, "dir", "", "the CA's folder (required), where the certificate is written")
 	f.BoolVar(&server, "server", false, "issue a server certificate for Pylon's own ports")
+	f.BoolVar(&peer, "peer", false, "with --server, make it good for client auth too (an etcd member's --peer-cert-file)")
 	f.StringVar(&client.NodeID, "node-id", "", "the node id the client certificate proves")
 	f.StringVar(&client.Cluster, "cluster", "", "the node cluster the client certificate proves")
 	f.StringVar(&client.Rule, "node-identity", ca.DefaultRule, "the identity rule pylon serve runs with (its --node-identity)")
@@ -130,7 +137,7 @@ unless --validity says otherwise. No certificate outlives its CA.`,
 
 // issueServer issues a server certificate; the client-only flags are
 // refused rather than ignored.
-func issueServer(cmd *cobra.Command, c ca.ClientOptions, ipFlags []string) error {
+func issueServer(cmd *cobra.Command, c ca.ClientOptions, ipFlags []string, peer bool) error {
 	for _, name := range []string{"node-id", "cluster", "node-identity", "trust-domain"} {
 		if cmd.Flags().Changed(name) {
 			return fmt.Errorf("--%s is for a client certificate, not --server", name)
@@ -144,7 +151,7 @@ func issueServer(cmd *cobra.Command, c ca.ClientOptions, ipFlags []string) error
 		}
 		ips = append(ips, ip)
 	}
-	out, err := ca.IssueServer(ca.ServerOptions{Dir: c.Dir, DNS: c.DNS, IPs: ips, Name: c.Name, Validity: c.Validity, Force: c.Force})
+	out, err := ca.IssueServer(ca.ServerOptions{Dir: c.Dir, DNS: c.DNS, IPs: ips, Peer: peer, Name: c.Name, Validity: c.Validity, Force: c.Force})
 	if err != nil {
 		return err
 	}

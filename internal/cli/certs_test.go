@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -386,6 +387,7 @@ func TestCertsFlagsRefused(t *testing.T) {
 		{[]string{"--server", "--dns", "localhost", "--node-id", "edge-1"}, "--node-id is for a client certificate"},
 		{[]string{"--node-id", "edge-1", "--cluster", "edge", "--ip", "127.0.0.1"}, "--ip is for a server certificate"},
 		{[]string{"--cluster", "edge"}, "--node-id is required"},
+		{[]string{"--node-id", "edge-1", "--cluster", "edge", "--peer"}, "--peer is for a server certificate"},
 		{[]string{"--node-id", "edge-1", "--cluster", "edge", "--trust-domain", "other.org"}, "this CA is for trust domain example.org"},
 	} {
 		code, _, stderr := run(append([]string{"certs", "issue", "--dir", dir}, c.args...)...)
@@ -395,5 +397,24 @@ func TestCertsFlagsRefused(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
 		t.Errorf("refused issues left files: %v", entries)
+	}
+}
+
+// --server --peer makes a certificate an etcd member serves and dials its
+// peers with: server and client auth, for the names given.
+func TestCertsIssuePeerCertificate(t *testing.T) {
+	dir := t.TempDir()
+	mustCerts(t, "init", "--dir", dir)
+	mustCerts(t, "issue", "--server", "--peer", "--dir", dir, "--name", "etcd", "--dns", "etcd", "--dns", "etcd-0.etcd")
+	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, "etcd.pem"), filepath.Join(dir, "etcd-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(c.ExtKeyUsage, x509.ExtKeyUsageServerAuth) || !slices.Contains(c.ExtKeyUsage, x509.ExtKeyUsageClientAuth) || c.VerifyHostname("etcd-0.etcd") != nil {
+		t.Errorf("--server --peer: usages %v, names %v: want server and client auth for etcd-0.etcd", c.ExtKeyUsage, c.DNSNames)
 	}
 }
