@@ -19,9 +19,16 @@ import (
 
 func printResult(cmd *cobra.Command, res map[string]any) {
 	out := cmd.OutOrStdout()
-	if dry, _ := res["dryRun"].(bool); dry {
+	dry, _ := res["dryRun"].(bool)
+	same, _ := res["unchanged"].(bool)
+	switch rev, ok := res["revision"].(float64); {
+	case dry && same:
+		fmt.Fprintln(out, "dry run: no change, nothing would be stored")
+	case dry:
 		fmt.Fprintln(out, "dry run: nothing stored")
-	} else if rev, ok := res["revision"].(float64); ok {
+	case same:
+		fmt.Fprintln(out, "no change: the store already has this config; no revision made")
+	case ok:
 		fmt.Fprintf(out, "stored as revision %d\n", int64(rev))
 	}
 	if v, ok := res["version"].(string); ok && v != "" {

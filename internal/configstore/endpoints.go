@@ -328,7 +328,7 @@ func rollbackChanges(target, current []store.Object) []store.Change {
 		switch {
 		case !keep:
 			changes = append(changes, store.Change{Key: o.Key})
-		case bytes.Equal(w.Body, o.Body) && w.Expires.Equal(o.Expires):
+		case sameBody(w.Body, o.Body) && w.Expires.Equal(o.Expires):
 		default:
 			changes = append(changes, store.Change{Key: w.Key, Body: w.Body, Expires: w.Expires})
 		}
