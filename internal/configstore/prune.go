@@ -175,6 +175,7 @@ func (d Document) Place(err error, file string) error {
 		return err
 	}
 	out := make(diag.List, len(list))
+	fields := config.NewFieldLines(d.data)
 	for i, p := range list {
 		out[i] = p
 		if p.File == "apply" {
@@ -188,7 +189,7 @@ func (d Document) Place(err error, file string) error {
 		}
 		out[i].File, out[i].Line = file, line
 		if p.Field != "" {
-			out[i].Line = config.FieldLine(d.data, line, p.Field)
+			out[i].Line = fields.Line(line, p.Field)
 		}
 	}
 	return &ValidationError{Err: out}
