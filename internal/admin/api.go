@@ -43,7 +43,8 @@ func badRequest(format string, args ...any) error {
 
 // fail maps an error to its status: 400 for a config that does not
 // validate (with the same diagnostics a file gets), 409 for a stale
-// revision, 404 for what does not exist, 413 for a body over its bound,
+// revision, 404 for what does not exist, 413 for a body over its bound or
+// a change too large for one store transaction (nothing stored),
 // 415 for a body type the API does not read, 503 for a store that cannot
 // be reached, 500 for a store that fails.
 // The text is redacted: a decoding error may quote the body, and the body
@@ -60,6 +61,10 @@ func fail(w http.ResponseWriter, err error) {
 		body.Error = fmt.Sprintf("the body is limited to %d bytes", tooBig.Limit)
 	case errors.As(err, &unsupported):
 		code = http.StatusUnsupportedMediaType
+	case errors.Is(err, store.ErrTooLarge):
+		// The store refused the commit whole, for its size: nothing was
+		// written, and the same request will be refused again.
+		code = http.StatusRequestEntityTooLarge
 	case errors.Is(err, configstore.ErrInvalid):
 		code = http.StatusBadRequest
 		if errors.As(err, &dl) {
@@ -230,7 +235,8 @@ func (a api) writing(limit int64, gated bool, h http.HandlerFunc) http.HandlerFu
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		sw := &statusWriter{ResponseWriter: w}
 		h(sw, r)
-		a.supersedeFailed(superseded, sw.code)
+		rec, _ := r.Context().Value(auditKey{}).(*auditRecord)
+		a.supersedeFailed(superseded, rec != nil && rec.recorded, sw.code)
 	}))
 }
 
