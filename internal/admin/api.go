@@ -390,15 +390,15 @@ func (a api) apply(w http.ResponseWriter, r *http.Request) {
 		summary := "apply " + strconv.Itoa(len(doc.Changes)) + " object(s)"
 		if !prune {
 			res, err = a.cfg().Commit(r.Context(), doc.Changes, summary, p.dryRun)
-		} else if res, err = a.cfg().Prune(r.Context(), doc, summary+", prune "+strings.Join(doc.Kinds, ", "), p.dryRun); err == nil {
-			// The deletions were worked out against the store at commit
-			// time: the audit line names them from the result.
-			for _, l := range res.Objects {
-				if k, ok := strings.CutPrefix(l, "- "); ok {
-					noteChanges(r, "delete "+k)
-				}
-			}
+		} else {
+			res, err = a.cfg().Prune(r.Context(), doc, summary+", prune "+strings.Join(doc.Kinds, ", "), p.dryRun)
 		}
+	}
+	if err == nil {
+		// What changed, and a prune's deletions (worked out against the
+		// store at commit time), from the result: a refused write's
+		// line keeps the document's objects, what it tried.
+		noteObjects(r, res.Objects)
 	}
 	if err != nil {
 		fail(w, doc.Place(err, file))
