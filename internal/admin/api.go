@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/pylon-xds/pylon/internal/configstore"
 	"github.com/pylon-xds/pylon/internal/diag"
@@ -372,10 +373,7 @@ func (a api) apply(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		prune, err = boolParam(r, "prune")
 	}
-	var file string
-	if err == nil {
-		file, err = fileParam(r)
-	}
+	file := fileParam(r)
 	var doc configstore.Document
 	if err == nil {
 		doc, err = configstore.ReadDocument(a.o.Registry, b)
@@ -409,14 +407,27 @@ func (a api) apply(w http.ResponseWriter, r *http.Request) {
 }
 
 // fileParam is ?file=, the name of the document the client read (pylon
-// apply sends it), for diagnostics to name: bounded, printable, shown only
-// to this client (a refused write is not stored).
-func fileParam(r *http.Request) (string, error) {
-	f := r.URL.Query().Get("file")
-	if len(f) > maxKey || strings.IndexFunc(f, func(c rune) bool { return !unicode.IsPrint(c) }) >= 0 {
-		return "", badRequest("file: a file name of at most %d printable bytes", maxKey)
+// apply sends it as given), for diagnostics to name, shown only to this
+// client (a refused write is not stored). Any name is taken, sanitized:
+// each character that is not printable (a tab, a newline, a non-ASCII
+// space) becomes "?", and a name over maxKey bytes keeps its end (the
+// file's own name) after "...". A file's name is never a reason to refuse
+// its document.
+func fileParam(r *http.Request) string {
+	f := strings.Map(func(c rune) rune {
+		if !unicode.IsPrint(c) {
+			return '?'
+		}
+		return c
+	}, r.URL.Query().Get("file"))
+	if len(f) > maxKey {
+		cut := len(f) - (maxKey - 3)
+		for cut < len(f) && !utf8.RuneStart(f[cut]) {
+			cut++
+		}
+		f = "..." + f[cut:]
 	}
-	return f, nil
+	return f
 }
 
 func (a api) registerEndpoints(mux *http.ServeMux) {
