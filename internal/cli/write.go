@@ -114,7 +114,9 @@ are, unless --prune: then the document becomes the whole config of the
 kinds it names (services, routes, listeners, secrets, grpc, tests, groups,
 and each @type under resources), and what the store has of those kinds
 and the document lacks is deleted, in the same single revision. Registered
-endpoints are never pruned. A prune of an empty document is refused.`,
+endpoints are never pruned, but a service deleted (by a prune or by pylon
+delete) takes its registered endpoints with it, in the same revision. A
+prune of an empty document is refused.`,
 		Example: `  pylon apply examples/edge-gateway.yaml --dry-run
   pylon apply -f edge.json
   pylon apply edge.yaml --prune --dry-run`,

@@ -496,7 +496,7 @@ func (s *Service) commitOnce(ctx context.Context, plan func([]store.Object) []st
 		}
 		return Result{}, stale{fmt.Errorf("%w: the store was new", store.ErrConflict)}
 	}
-	changes := plan(objs)
+	changes := withRegistrations(objs, plan(objs))
 	next, err := apply(objs, changes)
 	if err != nil {
 		return Result{}, err

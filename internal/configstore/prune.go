@@ -20,7 +20,9 @@ import (
 // doc names that doc does not have, in one commit: one revision, validated
 // as a whole, so the order of the deletions cannot leave a reference
 // dangling in between (the result lists them referrers first). Registered
-// endpoints are runtime state, never a document's: a prune leaves them.
+// endpoints are runtime state, never a document's: a prune leaves them,
+// but for those of a service it deletes, which go with it (as with a
+// plain delete: withRegistrations).
 // The deletions are worked out again from each read a commit validates,
 // so an object created through another replica meanwhile goes too.
 func (s *Service) Prune(ctx context.Context, doc Document, summary string, dryRun bool) (Result, error) {
