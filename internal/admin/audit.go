@@ -33,6 +33,8 @@ type auditRecord struct {
 	// recorded: the write made a history entry (registrations and
 	// renewals do not), the only writes whose author history shows.
 	recorded bool
+	// unchanged: the write changed no object and stored nothing.
+	unchanged bool
 }
 
 type auditKey struct{}
@@ -74,7 +76,7 @@ func noteObjects(r *http.Request, lines []string) {
 // noteResult records what a write did.
 func noteResult(r *http.Request, res configstore.Result) {
 	if rec, ok := r.Context().Value(auditKey{}).(*auditRecord); ok {
-		rec.revision, rec.dryRun, rec.recorded = res.Revision, res.DryRun, res.Recorded
+		rec.revision, rec.dryRun, rec.recorded, rec.unchanged = res.Revision, res.DryRun, res.Recorded, res.Unchanged
 	}
 }
 
@@ -148,6 +150,9 @@ func audited(log *slog.Logger, who *authors, h http.HandlerFunc) http.HandlerFun
 		}
 		if rec.dryRun {
 			attrs = append(attrs, "dry_run", true)
+		}
+		if rec.unchanged {
+			attrs = append(attrs, "unchanged", true)
 		}
 		log.Info("admin write", attrs...)
 	}

@@ -454,9 +454,16 @@ func TestPruneAuditNamesItsDeletions(t *testing.T) {
 	if code, body := h.do(t, "POST", "/v1/apply?prune=true", writeTok, doc(append(all[:25:25], "n1")...)); code != http.StatusOK {
 		t.Fatalf("prune: %d %s", code, body)
 	}
+	// The same prune again changes nothing, and its line says so.
+	if code, body := h.do(t, "POST", "/v1/apply?prune=true", writeTok, doc(append(all[:25:25], "n1")...)); code != http.StatusOK {
+		t.Fatalf("prune again: %d %s", code, body)
+	}
 	lines := logs.lines(t, "admin write")
-	if len(lines) != 2 {
-		t.Fatalf("%d audit lines, want 2", len(lines))
+	if len(lines) != 3 {
+		t.Fatalf("%d audit lines, want 3", len(lines))
+	}
+	if again := lines[2]; again["unchanged"] != true || again["changed"] != nil || again["deleted"] != nil || again["revision"] != nil {
+		t.Errorf("the audit line of a prune that changed nothing: %v", again)
 	}
 	prune := lines[1]
 	if prune["deleted"] != "services/s25,services/s26,services/s27,services/s28,services/s29" || prune["changed"] != "+ services/n1" {
