@@ -31,10 +31,17 @@ const (
 	maxKey = 512
 )
 
+// maxDiagnostics bounds the diagnostics a refusal answers with (the first,
+// and their total): a document with a mistake in each of many objects has
+// as many.
+const maxDiagnostics = 1000
+
 // apiError is the one shape of every /v1 error.
 type apiError struct {
 	Error       string            `json:"error"`
 	Diagnostics []diag.Diagnostic `json:"diagnostics,omitempty"`
+	// DiagnosticsTotal counts them all when more than maxDiagnostics.
+	DiagnosticsTotal int `json:"diagnosticsTotal,omitempty"`
 }
 
 // badRequest is an input the API refuses before it reaches the store.
@@ -70,6 +77,9 @@ func fail(w http.ResponseWriter, err error) {
 		code = http.StatusBadRequest
 		if errors.As(err, &dl) {
 			body.Diagnostics = dl
+			if len(dl) > maxDiagnostics {
+				body.Diagnostics, body.DiagnosticsTotal = dl[:maxDiagnostics], len(dl)
+			}
 		}
 	case errors.Is(err, store.ErrUnavailable):
 		// Nothing is wrong with the request: the store's backend cannot
