@@ -64,6 +64,12 @@ func newHarness(t testing.TB, o Options, l *limiter) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	return newHarnessOn(t, o, l, st)
+}
+
+// newHarnessOn is newHarness over st.
+func newHarnessOn(t testing.TB, o Options, l *limiter, st store.Store) *harness {
+	t.Helper()
 	reg := xdstype.New()
 	src := &sources{}
 	o.Pipeline, o.Proxies, o.Fleets, o.Registry = src, src, src, reg

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/pylon-xds/pylon/internal/configstore"
 	"github.com/pylon-xds/pylon/internal/diag"
@@ -30,10 +31,17 @@ const (
 	maxKey = 512
 )
 
+// maxDiagnostics bounds the diagnostics a refusal answers with (the first,
+// and their total): a document with a mistake in each of many objects has
+// as many.
+const maxDiagnostics = 1000
+
 // apiError is the one shape of every /v1 error.
 type apiError struct {
 	Error       string            `json:"error"`
 	Diagnostics []diag.Diagnostic `json:"diagnostics,omitempty"`
+	// DiagnosticsTotal counts them all when more than maxDiagnostics.
+	DiagnosticsTotal int `json:"diagnosticsTotal,omitempty"`
 }
 
 // badRequest is an input the API refuses before it reaches the store.
@@ -43,7 +51,8 @@ func badRequest(format string, args ...any) error {
 
 // fail maps an error to its status: 400 for a config that does not
 // validate (with the same diagnostics a file gets), 409 for a stale
-// revision, 404 for what does not exist, 413 for a body over its bound,
+// revision, 404 for what does not exist, 413 for a body over its bound or
+// a change too large for one store transaction (nothing stored),
 // 415 for a body type the API does not read, 503 for a store that cannot
 // be reached, 500 for a store that fails.
 // The text is redacted: a decoding error may quote the body, and the body
@@ -60,10 +69,17 @@ func fail(w http.ResponseWriter, err error) {
 		body.Error = fmt.Sprintf("the body is limited to %d bytes", tooBig.Limit)
 	case errors.As(err, &unsupported):
 		code = http.StatusUnsupportedMediaType
+	case errors.Is(err, store.ErrTooLarge):
+		// The store refused the commit whole, for its size: nothing was
+		// written, and the same request will be refused again.
+		code = http.StatusRequestEntityTooLarge
 	case errors.Is(err, configstore.ErrInvalid):
 		code = http.StatusBadRequest
 		if errors.As(err, &dl) {
 			body.Diagnostics = dl
+			if len(dl) > maxDiagnostics {
+				body.Diagnostics, body.DiagnosticsTotal = dl[:maxDiagnostics], len(dl)
+			}
 		}
 	case errors.Is(err, store.ErrUnavailable):
 		// Nothing is wrong with the request: the store's backend cannot
@@ -230,7 +246,8 @@ func (a api) writing(limit int64, gated bool, h http.HandlerFunc) http.HandlerFu
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		sw := &statusWriter{ResponseWriter: w}
 		h(sw, r)
-		a.supersedeFailed(superseded, sw.code)
+		rec, _ := r.Context().Value(auditKey{}).(*auditRecord)
+		a.supersedeFailed(superseded, rec != nil && rec.recorded, sw.code)
 	}))
 }
 
@@ -366,10 +383,7 @@ func (a api) apply(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		prune, err = boolParam(r, "prune")
 	}
-	var file string
-	if err == nil {
-		file, err = fileParam(r)
-	}
+	file := fileParam(r)
 	var doc configstore.Document
 	if err == nil {
 		doc, err = configstore.ReadDocument(a.o.Registry, b)
@@ -384,15 +398,15 @@ func (a api) apply(w http.ResponseWriter, r *http.Request) {
 		summary := "apply " + strconv.Itoa(len(doc.Changes)) + " object(s)"
 		if !prune {
 			res, err = a.cfg().Commit(r.Context(), doc.Changes, summary, p.dryRun)
-		} else if res, err = a.cfg().Prune(r.Context(), doc, summary+", prune "+strings.Join(doc.Kinds, ", "), p.dryRun); err == nil {
-			// The deletions were worked out against the store at commit
-			// time: the audit line names them from the result.
-			for _, l := range res.Objects {
-				if k, ok := strings.CutPrefix(l, "- "); ok {
-					noteChanges(r, "delete "+k)
-				}
-			}
+		} else {
+			res, err = a.cfg().Prune(r.Context(), doc, summary+", prune "+strings.Join(doc.Kinds, ", "), p.dryRun)
 		}
+	}
+	if err == nil {
+		// What changed, and a prune's deletions (worked out against the
+		// store at commit time), from the result: a refused write's
+		// line keeps the document's objects, what it tried.
+		noteObjects(r, res.Objects)
 	}
 	if err != nil {
 		fail(w, doc.Place(err, file))
@@ -403,14 +417,27 @@ func (a api) apply(w http.ResponseWriter, r *http.Request) {
 }
 
 // fileParam is ?file=, the name of the document the client read (pylon
-// apply sends it), for diagnostics to name: bounded, printable, shown only
-// to this client (a refused write is not stored).
-func fileParam(r *http.Request) (string, error) {
-	f := r.URL.Query().Get("file")
-	if len(f) > maxKey || strings.IndexFunc(f, func(c rune) bool { return !unicode.IsPrint(c) }) >= 0 {
-		return "", badRequest("file: a file name of at most %d printable bytes", maxKey)
+// apply sends it as given), for diagnostics to name, shown only to this
+// client (a refused write is not stored). Any name is taken, sanitized:
+// each character that is not printable (a tab, a newline, a non-ASCII
+// space) becomes "?", and a name over maxKey bytes keeps its end (the
+// file's own name) after "...". A file's name is never a reason to refuse
+// its document.
+func fileParam(r *http.Request) string {
+	f := strings.Map(func(c rune) rune {
+		if !unicode.IsPrint(c) {
+			return '?'
+		}
+		return c
+	}, r.URL.Query().Get("file"))
+	if len(f) > maxKey {
+		cut := len(f) - (maxKey - 3)
+		for cut < len(f) && !utf8.RuneStart(f[cut]) {
+			cut++
+		}
+		f = "..." + f[cut:]
 	}
-	return f, nil
+	return f
 }
 
 func (a api) registerEndpoints(mux *http.ServeMux) {

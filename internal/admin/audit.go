@@ -22,13 +22,19 @@ const maxAuditKeys = 20
 // auditRecord is what a write handler tells the audit line: what it
 // changes and the revision it made.
 type auditRecord struct {
-	changes  []string
-	count    int
-	revision int64
-	dryRun   bool
+	changes []string
+	count   int
+	// deleted are the objects a prune deleted, apart: a document's
+	// objects must not crowd them out of the line.
+	deleted      []string
+	deletedCount int
+	revision     int64
+	dryRun       bool
 	// recorded: the write made a history entry (registrations and
 	// renewals do not), the only writes whose author history shows.
 	recorded bool
+	// unchanged: the write changed no object and stored nothing.
+	unchanged bool
 }
 
 type auditKey struct{}
@@ -45,10 +51,32 @@ func noteChanges(r *http.Request, keys ...string) {
 	}
 }
 
+// noteObjects replaces the objects noted with what a config write did,
+// from its result's object lines: those created or changed ("+ kind/name",
+// "~ kind/name") as changed, those deleted apart. Objects written as they
+// were stored are left out: nothing happened to them.
+func noteObjects(r *http.Request, lines []string) {
+	rec, ok := r.Context().Value(auditKey{}).(*auditRecord)
+	if !ok {
+		return
+	}
+	rec.changes, rec.count = nil, 0
+	for _, l := range lines {
+		if k, gone := strings.CutPrefix(l, "- "); gone {
+			rec.deletedCount++
+			if len(rec.deleted) < maxAuditKeys {
+				rec.deleted = append(rec.deleted, redact.String(truncate(k)))
+			}
+			continue
+		}
+		noteChanges(r, l)
+	}
+}
+
 // noteResult records what a write did.
 func noteResult(r *http.Request, res configstore.Result) {
 	if rec, ok := r.Context().Value(auditKey{}).(*auditRecord); ok {
-		rec.revision, rec.dryRun, rec.recorded = res.Revision, res.DryRun, res.Recorded
+		rec.revision, rec.dryRun, rec.recorded, rec.unchanged = res.Revision, res.DryRun, res.Recorded, res.Unchanged
 	}
 }
 
@@ -81,8 +109,8 @@ func tokenID(token string) string {
 }
 
 // audited logs every write that passed the write token as one INFO line,
-// "admin write": which token, the method and path, the objects it changes,
-// the new revision, the outcome, and the client's address (the connection's,
+// "admin write": which token, the method and path, the objects it changes
+// (and, apart, those a prune deleted), the new revision, the outcome, and the client's address (the connection's,
 // not a header a client can set). Refused writes are logged too: an
 // attempt is part of the audit trail.
 func audited(log *slog.Logger, who *authors, h http.HandlerFunc) http.HandlerFunc {
@@ -110,11 +138,21 @@ func audited(log *slog.Logger, who *authors, h http.HandlerFunc) http.HandlerFun
 			}
 			attrs = append(attrs, "changed", changed, "objects", rec.count)
 		}
+		if rec.deletedCount > 0 {
+			deleted := strings.Join(rec.deleted, ",")
+			if rec.deletedCount > len(rec.deleted) {
+				deleted += ",..."
+			}
+			attrs = append(attrs, "deleted", deleted, "deletions", rec.deletedCount)
+		}
 		if rec.revision != 0 {
 			attrs = append(attrs, "revision", rec.revision)
 		}
 		if rec.dryRun {
 			attrs = append(attrs, "dry_run", true)
+		}
+		if rec.unchanged {
+			attrs = append(attrs, "unchanged", true)
 		}
 		log.Info("admin write", attrs...)
 	}

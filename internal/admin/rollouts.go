@@ -83,15 +83,19 @@ func (a api) haltedGate(r *http.Request) (superseded []string) {
 	return superseded
 }
 
-// supersedeFailed takes back the supersede marks of a write that was
-// refused (4xx: refused before anything was stored): the rollouts it would
-// have superseded stay halted, and the next change is refused as before. A
-// 5xx may come after the change was stored, which the marks must then let
-// through: they stay.
-func (a api) supersedeFailed(groups []string, code int) {
-	if len(groups) == 0 || code < 400 || code >= 500 {
+// supersedeFailed takes back the supersede marks of a write that stored
+// no config change (refused, failed, or one that changed nothing): the
+// rollouts it would have superseded stay halted, and the next change is
+// refused as before. The marks stay only for a write that made a history
+// entry: that change must go through. A write whose outcome the store
+// could not tell (etcd gone mid-commit) takes them back too: better an
+// operator supersedes again (pylon rollout supersede) than the next
+// writer's change replaces a halted rollout unasked. A mark the change
+// already used (its fleet published) is not taken back.
+func (a api) supersedeFailed(groups []string, recorded bool, code int) {
+	if len(groups) == 0 || recorded {
 		return
 	}
 	a.o.Rollouts.Unsupersede(groups)
-	a.o.logger().Warn("the superseding config write was refused: the rollouts stay halted", "groups", strings.Join(groups, ","), "status", code)
+	a.o.logger().Warn("the superseding config write stored nothing: the rollouts stay halted", "groups", strings.Join(groups, ","), "status", code)
 }

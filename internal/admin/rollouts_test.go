@@ -89,6 +89,9 @@ func TestWritesRefusedWhileHalted(t *testing.T) {
 	if _, err := ctrl.Halt("edge"); err != nil {
 		t.Fatal(err)
 	}
+	// A write while halted must change something: one that changes
+	// nothing stores nothing and has nothing to gate.
+	doc = []byte(strings.Replace(string(doc), `"port": 80`, `"port": 81`, 1))
 	code, body := h.do(t, "POST", "/v1/apply", writeTok, doc)
 	if code != http.StatusConflict || !strings.Contains(body, `group \"edge\": rollout halted at stage 1 (operator)`) || !strings.Contains(body, "supersede=true") {
 		t.Fatalf("apply while halted: %d %s, want 409 naming the group and how to supersede", code, body)

@@ -429,3 +429,44 @@ func TestStoreUnavailableIs503(t *testing.T) {
 		}
 	}
 }
+
+// A prune's audit line names what it deleted, in an attribute of its own,
+// however many objects the document has; and what the write changed, not
+// every object of the document (those stored as they are were not
+// written).
+func TestPruneAuditNamesItsDeletions(t *testing.T) {
+	var logs logBuffer
+	h := newHarness(t, Options{Token: writeTok, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}, nil)
+	doc := func(names ...string) []byte {
+		var items []string
+		for _, n := range names {
+			items = append(items, fmt.Sprintf(`{"name": %q, "endpoints": [{"address": "10.0.0.1", "port": 80}]}`, n))
+		}
+		return []byte(`{"services": [` + strings.Join(items, ",") + `]}`)
+	}
+	var all []string
+	for i := range 30 {
+		all = append(all, fmt.Sprint("s", i))
+	}
+	if code, body := h.do(t, "POST", "/v1/apply", writeTok, doc(all...)); code != http.StatusOK {
+		t.Fatalf("apply: %d %s", code, body)
+	}
+	if code, body := h.do(t, "POST", "/v1/apply?prune=true", writeTok, doc(append(all[:25:25], "n1")...)); code != http.StatusOK {
+		t.Fatalf("prune: %d %s", code, body)
+	}
+	// The same prune again changes nothing, and its line says so.
+	if code, body := h.do(t, "POST", "/v1/apply?prune=true", writeTok, doc(append(all[:25:25], "n1")...)); code != http.StatusOK {
+		t.Fatalf("prune again: %d %s", code, body)
+	}
+	lines := logs.lines(t, "admin write")
+	if len(lines) != 3 {
+		t.Fatalf("%d audit lines, want 3", len(lines))
+	}
+	if again := lines[2]; again["unchanged"] != true || again["changed"] != nil || again["deleted"] != nil || again["revision"] != nil {
+		t.Errorf("the audit line of a prune that changed nothing: %v", again)
+	}
+	prune := lines[1]
+	if prune["deleted"] != "services/s25,services/s26,services/s27,services/s28,services/s29" || prune["changed"] != "+ services/n1" {
+		t.Errorf("the prune's audit line: changed %v, deleted %v; want + services/n1, and s25 to s29 deleted", prune["changed"], prune["deleted"])
+	}
+}

@@ -374,6 +374,8 @@ func (e *apiError) Error() string {
 	var body struct {
 		Error       string            `json:"error"`
 		Diagnostics []diag.Diagnostic `json:"diagnostics"`
+		// Total counts them when the server sent only the first.
+		Total int `json:"diagnosticsTotal"`
 	}
 	if json.Unmarshal(e.Body, &body) != nil {
 		// Not the API's JSON (a proxy in between?): its text, bounded
@@ -388,9 +390,13 @@ func (e *apiError) Error() string {
 		return fmt.Sprintf("%s (%s)", body.Error, e.Status)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "refused (%s), %d problem(s):", e.Status, len(body.Diagnostics))
+	total := max(body.Total, len(body.Diagnostics))
+	fmt.Fprintf(&b, "refused (%s), %d problem(s):", e.Status, total)
 	for _, d := range body.Diagnostics {
 		b.WriteString("\n  " + d.String())
+	}
+	if more := total - len(body.Diagnostics); more > 0 {
+		fmt.Fprintf(&b, "\n  ... and %d more (the server sends the first %d)", more, len(body.Diagnostics))
 	}
 	return b.String()
 }

@@ -107,15 +107,41 @@ func TestApplyTakesTheFileAsArgument(t *testing.T) {
 	d := startServe(t)
 	doc := filepath.Join(t.TempDir(), "envoy.yaml")
 	writeFile(t, doc, envoyHalf(t))
-	if out := d.must(t, "apply", doc); !strings.Contains(out, "stored as revision") {
+	// The store holds the quickstart, which has all of the document:
+	// both applies are read, validated and found to change nothing.
+	if out := d.must(t, "apply", doc); !strings.Contains(out, "no change") {
 		t.Errorf("apply FILE:\n%s", out)
 	}
-	if out := d.must(t, "apply", "-f", doc); !strings.Contains(out, "stored as revision") {
-		t.Errorf("apply -f FILE:\n%s", out)
+	if out := d.must(t, "apply", "-f", doc); !strings.Contains(out, "no change") {
+		t.Errorf("apply -f FILE, the same document again:\n%s", out)
 	}
 	for _, args := range [][]string{{"apply"}, {"apply", doc, "-f", doc}, {"apply", doc, doc}} {
 		if code, _, stderr := d.cli(args...); code != 1 || !strings.Contains(stderr, "FILE") {
 			t.Errorf("pylon %v: exit %d, %q", args, code, stderr)
 		}
+	}
+}
+
+// An apply or a prune of what the store already has stores nothing: no
+// revision, no history entry (a GitOps loop applying the same document
+// every minute would otherwise push every real rollback point out of the
+// history), and the CLI says so.
+func TestApplyOfTheStoredConfigSaysNoChange(t *testing.T) {
+	d := startServe(t)
+	doc := filepath.Join(t.TempDir(), "envoy.yaml")
+	writeFile(t, doc, envoyHalf(t))
+	d.must(t, "apply", doc, "--prune")
+	before := historyLen(t, d)
+	for _, args := range [][]string{{"apply", doc}, {"apply", doc, "--prune"}} {
+		out := d.must(t, args...)
+		if !strings.Contains(out, "no change") || strings.Contains(out, "stored as revision") {
+			t.Errorf("pylon %v again:\n%s", args, out)
+		}
+	}
+	if out := d.must(t, "apply", doc, "--dry-run"); !strings.Contains(out, "dry run: no change") {
+		t.Errorf("apply --dry-run of the stored config:\n%s", out)
+	}
+	if n := historyLen(t, d); n != before {
+		t.Errorf("history went from %d to %d entries on applies that change nothing", before, n)
 	}
 }

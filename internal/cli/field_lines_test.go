@@ -37,17 +37,27 @@ func TestErrorsNameTheFileAndTheFieldsLine(t *testing.T) {
 }
 
 // Through the API without a file name, a diagnostic names the object by
-// its store key (kind/name), with no line; a file name that is not
-// printable, or too long, is refused before the body is read.
+// its store key (kind/name), with no line. A file name with a tab or a
+// control character in it, or a long one, is shown sanitized (each such
+// character a "?", a long name cut to its last 512 bytes), never a reason
+// to refuse the write: a document in such a file applies as any other.
 func TestApplyAPINamesTheBodyWithoutAFile(t *testing.T) {
 	d := startServe(t)
 	body := "version: 1\nservices:\n- name: api\n  conect_timeout: 1s\n"
 	if code, got := d.post(t, "/v1/apply?dryRun=true", "application/yaml", body); code != 400 || !strings.Contains(got, `"file": "services/api"`) || strings.Contains(got, `"line"`) {
 		t.Errorf("apply without a file: %d %s", code, got)
 	}
-	for _, bad := range []string{"a%0Ab.yaml", strings.Repeat("x", 600)} {
-		if code, got := d.post(t, "/v1/apply?dryRun=true&file="+bad, "application/yaml", body); code != 400 || !strings.Contains(got, "printable") {
-			t.Errorf("file=%.20s: %d %s", bad, code, got)
+	long := strings.Repeat("x", 600) + ".yaml"
+	for _, c := range []struct{ file, shown string }{
+		{"a%0Ab%09c.yaml", `"file": "a?b?c.yaml"`},
+		{long, `"file": "...` + long[len(long)-509:] + `"`},
+	} {
+		if code, got := d.post(t, "/v1/apply?dryRun=true&file="+c.file, "application/yaml", body); code != 400 || !strings.Contains(got, c.shown) {
+			t.Errorf("file=%.20s: %d %s, want the diagnostics to name %s", c.file, code, got, c.shown)
+		}
+		good := "version: 1\nservices:\n- name: api\n  endpoints: [{address: 10.0.0.1, port: 80}]\n"
+		if code, got := d.post(t, "/v1/apply?dryRun=true&file="+c.file, "application/yaml", good); code != 200 {
+			t.Errorf("a valid document from file=%.20s: %d %s", c.file, code, got)
 		}
 	}
 }

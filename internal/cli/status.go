@@ -259,17 +259,22 @@ func writeRefusal(out io.Writer, cfg pipeline.Status) {
 
 // writeWarnings lists what the served config was accepted with but an
 // operator should hear of (a route to a cluster with no endpoints).
+// The server keeps the first pipeline.MaxWarnings and their count.
 func writeWarnings(out io.Writer, cfg pipeline.Status) {
 	if len(cfg.Warnings) == 0 {
 		return
 	}
+	total := max(cfg.WarningsTotal, len(cfg.Warnings))
 	plural := ""
-	if len(cfg.Warnings) > 1 {
+	if total > 1 {
 		plural = "S"
 	}
-	fmt.Fprintf(out, "%d CONFIG WARNING%s (version %s is served):\n", len(cfg.Warnings), plural, cfg.Version)
+	fmt.Fprintf(out, "%d CONFIG WARNING%s (version %s is served):\n", total, plural, cfg.Version)
 	for _, d := range cfg.Warnings {
 		fmt.Fprintf(out, "  %s\n", d)
+	}
+	if more := total - len(cfg.Warnings); more > 0 {
+		fmt.Fprintf(out, "  ... and %d more warnings (the first %d are shown)\n", more, len(cfg.Warnings))
 	}
 	fmt.Fprintln(out)
 }

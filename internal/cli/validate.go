@@ -7,6 +7,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/compile"
 	"github.com/pylon-xds/pylon/internal/config"
+	"github.com/pylon-xds/pylon/internal/pipeline"
 	"github.com/pylon-xds/pylon/internal/source/file"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -20,7 +21,7 @@ func newValidate() *cobra.Command {
 duplicate and reference checks that serve applies before publishing, and run
 its route tests (tests:, see docs/route-tests.md). Prints
 the snapshot version and any warnings (a route to a cluster with no
-endpoints) on success, every problem (file:line, type, name, field) on
+endpoints; the first 50 and how many more) on success, every problem (file:line, type, name, field) on
 failure, and exits 1 then. Useful in CI before a config reaches the fleet.
 The path is an argument or --config, as serve takes it.`,
 		Example: "  pylon validate examples/quickstart.yaml\n  pylon validate --config ./config/",
@@ -44,8 +45,12 @@ The path is an argument or --config, as serve takes it.`,
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "ok: version %s\n", fleet.Version())
-			for _, w := range warnings {
+			shown, total := pipeline.FirstWarnings(warnings)
+			for _, w := range shown {
 				fmt.Fprintf(out, "warning: %s\n", w)
+			}
+			if more := total - len(shown); more > 0 {
+				fmt.Fprintf(out, "... and %d more warnings (the first %d are shown)\n", more, len(shown))
 			}
 			for _, g := range fleet.Groups() {
 				n := 0

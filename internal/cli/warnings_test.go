@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,5 +51,37 @@ func TestStatusShowsWarnings(t *testing.T) {
 	writeWarnings(&b, pipeline.Status{Version: "v1"})
 	if b.Len() != 0 {
 		t.Fatalf("status without warnings: %q", b.String())
+	}
+}
+
+// Many warnings are shown as their count and the first
+// pipeline.MaxWarnings, as the server keeps them, by pylon status and
+// pylon validate alike.
+func TestManyWarningsShowTheFirstAndTheCount(t *testing.T) {
+	const n = 3 * pipeline.MaxWarnings
+	var b strings.Builder
+	b.WriteString("services:\n- name: waiting\nlisteners:\n- { name: http, port: 10000, routes: all }\nroutes:\n- name: all\n  virtual_hosts:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "  - { name: v%d, domains: [\"v%d.example\"], routes: [{ to: [{ service: waiting }] }] }\n", i, i)
+	}
+	cfg := filepath.Join(t.TempDir(), "pylon.yaml")
+	if err := os.WriteFile(cfg, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	more := fmt.Sprintf("and %d more warnings", n-pipeline.MaxWarnings)
+	code, out, stderr := run("validate", cfg)
+	if code != 0 || strings.Count(out, "warning: ") != pipeline.MaxWarnings || !strings.Contains(out, more) {
+		t.Errorf("validate: exit %d, %d warning lines, want %d and %q:\n%s%s", code, strings.Count(out, "warning: "), pipeline.MaxWarnings, more, out, stderr)
+	}
+
+	w := diag.Diagnostic{File: "pylon.yaml", Line: 6, Type: "RouteConfiguration", Name: "all", Message: "m"}
+	first := make([]diag.Diagnostic, pipeline.MaxWarnings)
+	for i := range first {
+		first[i] = w
+	}
+	var st strings.Builder
+	writeWarnings(&st, pipeline.Status{Version: "v1", Warnings: first, WarningsTotal: n})
+	if got := st.String(); !strings.Contains(got, fmt.Sprintf("%d CONFIG WARNINGS", n)) || strings.Count(got, w.String()) != pipeline.MaxWarnings || !strings.Contains(got, more) {
+		t.Errorf("status:\n%s", got)
 	}
 }

@@ -19,9 +19,16 @@ import (
 
 func printResult(cmd *cobra.Command, res map[string]any) {
 	out := cmd.OutOrStdout()
-	if dry, _ := res["dryRun"].(bool); dry {
+	dry, _ := res["dryRun"].(bool)
+	same, _ := res["unchanged"].(bool)
+	switch rev, ok := res["revision"].(float64); {
+	case dry && same:
+		fmt.Fprintln(out, "dry run: no change, nothing would be stored")
+	case dry:
 		fmt.Fprintln(out, "dry run: nothing stored")
-	} else if rev, ok := res["revision"].(float64); ok {
+	case same:
+		fmt.Fprintln(out, "no change: the store already has this config; no revision made")
+	case ok:
 		fmt.Fprintf(out, "stored as revision %d\n", int64(rev))
 	}
 	if v, ok := res["version"].(string); ok && v != "" {
@@ -107,7 +114,9 @@ are, unless --prune: then the document becomes the whole config of the
 kinds it names (services, routes, listeners, secrets, grpc, tests, groups,
 and each @type under resources), and what the store has of those kinds
 and the document lacks is deleted, in the same single revision. Registered
-endpoints are never pruned. A prune of an empty document is refused.`,
+endpoints are never pruned, but a service deleted (by a prune or by pylon
+delete) takes its registered endpoints with it, in the same revision. A
+prune of an empty document is refused.`,
 		Example: `  pylon apply examples/edge-gateway.yaml --dry-run
   pylon apply -f edge.json
   pylon apply edge.yaml --prune --dry-run`,

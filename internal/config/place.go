@@ -28,7 +28,7 @@ func PlaceFields(files []File, err error) error {
 	for _, f := range files {
 		data[f.Path] = f.Data
 	}
-	roots := map[string]*yaml.Node{}
+	placers := map[string]*FieldLines{}
 	out := make(diag.List, len(list))
 	for i, d := range list {
 		out[i] = d
@@ -36,20 +36,42 @@ func PlaceFields(files []File, err error) error {
 		if !ok || d.Line <= 0 || d.Field == "" {
 			continue
 		}
-		root, seen := roots[d.File]
+		p, seen := placers[d.File]
 		if !seen {
-			root = parseRoot(b)
-			roots[d.File] = root
+			p = NewFieldLines(b)
+			placers[d.File] = p
 		}
-		out[i].Line = fieldLine(root, d.Line, d.Field)
+		out[i].Line = p.Line(d.Line, d.Field)
 	}
 	return out
 }
 
-// FieldLine is the line of field inside the object of data that starts at
-// line: the deepest key of the path that the file has, else line.
-func FieldLine(data []byte, line int, field string) int {
-	return fieldLine(parseRoot(data), line, field)
+// FieldLines finds fields' lines in one YAML document, parsed once, on
+// the first Line, and indexed by line: placing each of many diagnostics
+// costs its path, not another pass over the document.
+type FieldLines struct {
+	data   []byte
+	parsed bool
+	// objects are the mappings that start on each line, in file order.
+	objects map[int][]*yaml.Node
+}
+
+// NewFieldLines returns the field lines of data, parsed when first asked.
+func NewFieldLines(data []byte) *FieldLines { return &FieldLines{data: data} }
+
+// Line is the line of field inside the object of the document that starts
+// at line: the deepest key of the path that the document has, else line.
+func (f *FieldLines) Line(line int, field string) int {
+	if !f.parsed {
+		f.parsed, f.objects = true, indexMappings(parseRoot(f.data))
+	}
+	path := fieldPath(field)
+	for _, n := range f.objects[line] {
+		if l := follow(n, path); l > 0 {
+			return l
+		}
+	}
+	return line
 }
 
 func parseRoot(data []byte) *yaml.Node {
@@ -60,35 +82,26 @@ func parseRoot(data []byte) *yaml.Node {
 	return &root
 }
 
-func fieldLine(root *yaml.Node, line int, field string) int {
-	if root == nil {
-		return line
-	}
-	path := fieldPath(field)
-	best := line
-	var walk func(n *yaml.Node, depth int) bool
-	walk = func(n *yaml.Node, depth int) bool {
+// indexMappings lists the mapping nodes under root by the line each
+// starts on, in file order, down to maxDepth.
+func indexMappings(root *yaml.Node) map[int][]*yaml.Node {
+	out := map[int][]*yaml.Node{}
+	var walk func(n *yaml.Node, depth int)
+	walk = func(n *yaml.Node, depth int) {
 		if depth > maxDepth {
-			return false
+			return
 		}
-		if n.Kind == yaml.MappingNode && n.Line == line {
-			if l := follow(n, path); l > 0 {
-				best = l
-				return true
-			}
-		}
-		if n.Line > line && n.Kind != yaml.DocumentNode {
-			return false // nodes come in file order: the object is behind
+		if n.Kind == yaml.MappingNode {
+			out[n.Line] = append(out[n.Line], n)
 		}
 		for _, c := range n.Content {
-			if walk(c, depth+1) {
-				return true
-			}
+			walk(c, depth+1)
 		}
-		return false
 	}
-	walk(root, 0)
-	return best
+	if root != nil {
+		walk(root, 0)
+	}
+	return out
 }
 
 // follow walks path from the mapping n and returns the line of the

@@ -161,6 +161,10 @@ type Result struct {
 	// kind/name"), changes ("~") and deletes ("-").
 	Objects []string `json:"objects,omitempty"`
 	DryRun  bool     `json:"dryRun,omitempty"`
+	// Unchanged says the write would change no object (an apply of what
+	// is stored, the same prune again): nothing was stored, no revision
+	// nor history entry made.
+	Unchanged bool `json:"unchanged,omitempty"`
 	// Recorded says the write made a history entry. Registrations and
 	// expiries are runtime state with a revision but no entry: whoever
 	// notes a history entry's author (the admin API's "by") notes it
@@ -413,7 +417,7 @@ func (s *Service) Current(ctx context.Context) ([]config.File, error) {
 
 // Commit validates changes against what is stored and, unless dryRun,
 // stores them at a new revision with summary in the history. An invalid
-// result stores nothing.
+// result stores nothing, and so does one that changes nothing (Unchanged).
 func (s *Service) Commit(ctx context.Context, changes []store.Change, summary string, dryRun bool) (Result, error) {
 	return s.commit(ctx, func([]store.Object) []store.Change { return changes }, summary, dryRun)
 }
@@ -499,7 +503,7 @@ func (s *Service) commitOnce(ctx context.Context, plan func([]store.Object) []st
 		}
 		return Result{}, stale{fmt.Errorf("%w: the store was new", store.ErrConflict)}
 	}
-	changes := plan(objs)
+	changes := withRegistrations(objs, plan(objs))
 	next, err := apply(objs, changes)
 	if err != nil {
 		return Result{}, err
@@ -510,11 +514,16 @@ func (s *Service) commitOnce(ctx context.Context, plan func([]store.Object) []st
 	}
 	res := Result{Version: fleet.Version(), DryRun: dryRun, Objects: objectLines(objs, changes)}
 	if dryRun {
+		res.Unchanged = unchanged(objs, changes)
 		// What would change is worth a second compile only when asked:
 		// the write path (endpoint registrations) stays one compile.
 		if before, err := s.compileObjects(objs); err == nil {
 			res.Changes = Diff(before, fleet)
 		}
+		return res, nil
+	}
+	if unchanged(objs, changes) {
+		res.Unchanged = true
 		return res, nil
 	}
 	if s.opts.Gate != nil {

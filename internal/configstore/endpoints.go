@@ -33,7 +33,9 @@ func endpointKey(service string, e model.Endpoint) store.Key {
 // (the same rules a service's endpoints get), stored and fsynced, and
 // published with the next debounced update, without compiling the whole
 // config on every call. They are runtime state, not config history: they do
-// not fill the history, and a rollback leaves them in place.
+// not fill the history, and a rollback leaves them in place. A service
+// deleted (by a delete, a prune or a rollback) takes its registrations
+// with it, in the same revision (withRegistrations).
 func (s *Service) Register(ctx context.Context, service string, e model.Endpoint, ttl time.Duration) (Result, error) {
 	svc, err := s.st.Get(ctx, store.Key{Kind: "services", Name: service})
 	if errors.Is(err, store.ErrNotFound) {
@@ -308,9 +310,37 @@ func (s *Service) Rollback(ctx context.Context, rev int64, dryRun bool) (Result,
 	return s.commit(ctx, plan, fmt.Sprintf("rollback to revision %d", rev), dryRun)
 }
 
+// withRegistrations adds to changes the deletion of every endpoint
+// registered for a service that changes delete: a service's registrations
+// are its instances, and left behind they would come back with a new
+// service of the same name (an address since given to something else).
+// They go in the same revision, listed in its result.
+func withRegistrations(objs []store.Object, changes []store.Change) []store.Change {
+	gone := map[string]bool{}
+	for _, c := range changes {
+		if c.Kind == "services" {
+			gone[c.Name] = c.Body == nil
+		}
+	}
+	deleting := map[store.Key]bool{}
+	for _, c := range changes {
+		deleting[c.Key] = c.Body == nil
+	}
+	var eps []store.Change
+	for _, o := range objs {
+		svc, ok := strings.CutPrefix(o.Kind, "endpoints.")
+		if ok && gone[svc] && !deleting[o.Key] {
+			eps = append(eps, store.Change{Key: o.Key})
+		}
+	}
+	sort.Slice(eps, func(i, j int) bool { return compareKeys(eps[i].Key, eps[j].Key) < 0 })
+	return append(changes, eps...)
+}
+
 // rollbackChanges are the changes that turn the current objects into the
 // config objects of target. Registered endpoints are runtime state: a
-// rollback of the config leaves them as they are.
+// rollback of the config leaves them as they are (but for those of a
+// service it deletes: withRegistrations).
 func rollbackChanges(target, current []store.Object) []store.Change {
 	runtime := func(o store.Object) bool { return strings.HasPrefix(o.Kind, "endpoints.") }
 	want := map[store.Key]store.Object{}
@@ -328,7 +358,7 @@ func rollbackChanges(target, current []store.Object) []store.Change {
 		switch {
 		case !keep:
 			changes = append(changes, store.Change{Key: o.Key})
-		case bytes.Equal(w.Body, o.Body) && w.Expires.Equal(o.Expires):
+		case sameBody(w.Body, o.Body) && w.Expires.Equal(o.Expires):
 		default:
 			changes = append(changes, store.Change{Key: w.Key, Body: w.Body, Expires: w.Expires})
 		}

@@ -3,8 +3,10 @@ package configstore
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -18,7 +20,9 @@ import (
 // doc names that doc does not have, in one commit: one revision, validated
 // as a whole, so the order of the deletions cannot leave a reference
 // dangling in between (the result lists them referrers first). Registered
-// endpoints are runtime state, never a document's: a prune leaves them.
+// endpoints are runtime state, never a document's: a prune leaves them,
+// but for those of a service it deletes, which go with it (as with a
+// plain delete: withRegistrations).
 // The deletions are worked out again from each read a commit validates,
 // so an object created through another replica meanwhile goes too.
 func (s *Service) Prune(ctx context.Context, doc Document, summary string, dryRun bool) (Result, error) {
@@ -45,7 +49,7 @@ func pruneChanges(reg *xdstype.Registry, doc Document, objs []store.Object) []st
 	var changes []store.Change
 	for _, c := range doc.Changes {
 		keep[c.Key] = true
-		if b, ok := stored[c.Key]; !ok || !bytes.Equal(b, c.Body) {
+		if b, ok := stored[c.Key]; !ok || !sameBody(b, c.Body) {
 			changes = append(changes, c)
 		}
 	}
@@ -104,11 +108,61 @@ func objectLines(objs []store.Object, changes []store.Change) []string {
 		case c.Body == nil:
 		case !have[c.Key]:
 			out = append(out, "+ "+name)
-		case !bytes.Equal(byKey[c.Key], c.Body):
+		case !sameBody(byKey[c.Key], c.Body):
 			out = append(out, "~ "+name)
 		}
 	}
 	return out
+}
+
+// unchanged reports whether changes leave objs as they are: every write
+// is of an object stored with the same body and lease, every deletion of
+// one not stored. Such a commit stores nothing: a revision and a history
+// entry that change nothing would push real rollback points out of the
+// bounded history (a GitOps loop applying the same document).
+func unchanged(objs []store.Object, changes []store.Change) bool {
+	stored := make(map[store.Key]store.Object, len(objs))
+	for _, o := range objs {
+		stored[o.Key] = o
+	}
+	for _, c := range changes {
+		o, ok := stored[c.Key]
+		switch {
+		case c.Body == nil && ok:
+			return false
+		case c.Body == nil:
+		case !ok || !o.Expires.Equal(c.Expires) || !sameBody(o.Body, c.Body):
+			return false
+		}
+	}
+	return true
+}
+
+// sameBody reports whether two stored bodies say the same: equal bytes,
+// or the same JSON value written with other spacing or key order (a
+// document's object marshalled from YAML against one written by PUT).
+// Numbers compare as written, so 80 and 80.0 differ: a difference the
+// decoder might see is a change.
+func sameBody(a, b []byte) bool {
+	if bytes.Equal(a, b) {
+		return true
+	}
+	va, erra := decodeNumbers(a)
+	vb, errb := decodeNumbers(b)
+	return erra == nil && errb == nil && reflect.DeepEqual(va, vb)
+}
+
+func decodeNumbers(b []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("something follows the value")
+	}
+	return v, nil
 }
 
 // Place names file (the document's, as the client sent it) in the
@@ -123,6 +177,7 @@ func (d Document) Place(err error, file string) error {
 		return err
 	}
 	out := make(diag.List, len(list))
+	fields := config.NewFieldLines(d.data)
 	for i, p := range list {
 		out[i] = p
 		if p.File == "apply" {
@@ -136,7 +191,7 @@ func (d Document) Place(err error, file string) error {
 		}
 		out[i].File, out[i].Line = file, line
 		if p.Field != "" {
-			out[i].Line = config.FieldLine(d.data, line, p.Field)
+			out[i].Line = fields.Line(line, p.Field)
 		}
 	}
 	return &ValidationError{Err: out}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -35,8 +36,18 @@ type Status struct {
 	// Warnings are what the config being served was accepted with but an
 	// operator should hear of (compile.CompileWithWarnings): a route to a
 	// cluster whose endpoint set is empty.
-	Warnings []diag.Diagnostic `json:"warnings,omitempty"`
+	// At most MaxWarnings are kept, the first; WarningsTotal counts them
+	// all.
+	Warnings      []diag.Diagnostic `json:"warnings,omitempty"`
+	WarningsTotal int               `json:"warningsTotal,omitempty"`
 }
+
+// MaxWarnings bounds the warnings a status keeps (and every place that
+// shows them: /status, /summary, the dashboard, pylon status and pylon
+// validate): a config of thousands of routes to a service with no
+// endpoints has as many warnings, and /status is polled every few
+// seconds.
+const MaxWarnings = 50
 
 // GroupStatus is one node group's snapshot.
 type GroupStatus struct {
@@ -180,7 +191,7 @@ func (p *Pipeline) Apply(u source.Update) error {
 		p.o.Logger.Info("config restored to the version being served", "version", built.Version())
 	}
 	p.status.Refused = nil
-	p.status.Warnings = warnings
+	p.status.Warnings, p.status.WarningsTotal = FirstWarnings(warnings)
 	// Unchanged content at a new revision is that revision's config.
 	p.status.Revision = u.Revision
 	if published || p.status.Version == "" {
@@ -210,8 +221,17 @@ func (p *Pipeline) Apply(u source.Update) error {
 	return nil
 }
 
+// FirstWarnings are the first MaxWarnings of warnings, and how many there
+// are in all (0 for none).
+func FirstWarnings(warnings diag.List) (diag.List, int) {
+	if len(warnings) > MaxWarnings {
+		return slices.Clone(warnings[:MaxWarnings]), len(warnings) // not the whole list's array
+	}
+	return warnings, len(warnings)
+}
+
 // loggedWarnings bounds the warnings a publish logs one by one; the status
-// has them all.
+// has more (MaxWarnings) and their count.
 const loggedWarnings = 10
 
 // logWarnings logs a published config's warnings (redacted, as a

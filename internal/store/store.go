@@ -61,6 +61,10 @@ type Entry struct {
 var (
 	ErrConflict = errors.New("revision conflict")
 	ErrNotFound = errors.New("not found")
+	// ErrTooLarge is a commit the store refused whole, before writing
+	// anything, for its size (etcd: more operations or bytes than one
+	// transaction takes): split the change.
+	ErrTooLarge = errors.New("too large for one commit")
 )
 
 // Store keeps objects and history. Writes are durable when they return.

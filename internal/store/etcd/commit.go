@@ -100,7 +100,7 @@ func (s *Store) commitOnce(ctx context.Context, since int64, changes []store.Cha
 	}
 	// Each leased change adds two puts once its lease is granted.
 	if n := max(len(p.cmps), len(p.ops)+2*len(p.leased)); n > s.maxOps {
-		return 0, true, fmt.Errorf("etcd store at %s: a commit of %d changes needs %d operations in one transaction, more than etcd allows (--max-txn-ops %d): apply fewer objects at once, or raise etcd's limit and this store's with it", s.where, len(changes), n, s.maxOps)
+		return 0, true, fmt.Errorf("etcd store at %s: a commit of %d changes needs %d operations in one transaction, more than etcd allows (--max-txn-ops %d): %s, or raise etcd's limit and this store's with it: %w", s.where, len(changes), n, s.maxOps, splitAdvice, store.ErrTooLarge)
 	}
 	if p.pruned {
 		s.prune(&p, snap.versions, s.maxOps-len(p.ops)-2*len(p.leased))

@@ -72,6 +72,10 @@ func (s *Store) fail(op string, err error) error {
 	return s.failWrite(op, err, false)
 }
 
+// splitAdvice says how to split a change too large for one transaction,
+// an apply's or a prune's (whose deletions count too).
+const splitAdvice = "split the change: apply fewer objects at once; for a prune, delete some of the objects it would delete first (pylon delete), or prune fewer kinds at a time"
+
 // failWrite is fail for a write: when etcd may have applied it, the
 // message says so.
 func (s *Store) failWrite(op string, err error, write bool) error {
@@ -81,9 +85,9 @@ func (s *Store) failWrite(op string, err error, write bool) error {
 	case errors.Is(err, context.Canceled):
 		return err
 	case errors.Is(err, rpctypes.ErrTooManyOps):
-		return fmt.Errorf("etcd store at %s: %s: more operations in one transaction than etcd allows (its --max-txn-ops; this store was told %d): apply fewer objects at once, or raise both: %w", s.where, op, s.maxOps, err)
+		return fmt.Errorf("etcd store at %s: %s: more operations in one transaction than etcd allows (its --max-txn-ops; this store was told %d): %s, or raise both: %w (%w)", s.where, op, s.maxOps, splitAdvice, err, store.ErrTooLarge)
 	case tooLarge(err):
-		return fmt.Errorf("etcd store at %s: %s: the request is larger than etcd accepts (its --max-request-bytes, 1.5 MiB by default; this client sends at most 2 MiB): apply fewer or smaller objects at once: %w", s.where, op, err)
+		return fmt.Errorf("etcd store at %s: %s: the request is larger than etcd accepts (its --max-request-bytes, 1.5 MiB by default; this client sends at most 2 MiB): %s, or with smaller objects: %w (%w)", s.where, op, splitAdvice, err, store.ErrTooLarge)
 	case errors.Is(err, rpctypes.ErrNoSpace):
 		return &unreachable{where: s.where, op: op + " (etcd is out of space and refuses writes until an operator compacts, defragments and disarms the NOSPACE alarm)", err: err}
 	case isUnavailable(err):

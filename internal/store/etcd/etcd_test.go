@@ -344,8 +344,8 @@ func TestTooManyOperations(t *testing.T) {
 		changes = append(changes, store.Change{Key: store.Key{Kind: "services", Name: fmt.Sprint("s", i)}, Body: []byte(`1`)})
 	}
 	_, err := s.Commit(ctx, changes, &store.Entry{}, 10)
-	if err == nil || !strings.Contains(err.Error(), "--max-txn-ops") {
-		t.Fatalf("200 changes: %v", err)
+	if !errors.Is(err, store.ErrTooLarge) || !strings.Contains(err.Error(), "--max-txn-ops") || !strings.Contains(err.Error(), "prune") {
+		t.Fatalf("200 changes: %v, want store.ErrTooLarge naming --max-txn-ops and what to do for a prune", err)
 	}
 	if objs, _, err := s.List(ctx); err != nil || len(objs) != 0 {
 		t.Fatalf("a refused commit wrote %d objects (%v)", len(objs), err)
@@ -353,7 +353,7 @@ func TestTooManyOperations(t *testing.T) {
 	// Told the truth about a larger limit, the store sends it, and etcd's
 	// refusal is as clear.
 	s.maxOps = 1000
-	if _, err := s.Commit(ctx, changes, &store.Entry{}, 10); err == nil || !strings.Contains(err.Error(), "max-txn-ops") {
+	if _, err := s.Commit(ctx, changes, &store.Entry{}, 10); !errors.Is(err, store.ErrTooLarge) || !strings.Contains(err.Error(), "max-txn-ops") {
 		t.Fatalf("200 changes past etcd's own limit: %v", err)
 	}
 }

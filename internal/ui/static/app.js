@@ -230,13 +230,16 @@
   }
 
   // warningsCard lists what the served config was accepted with but an
-  // operator should hear of (a route to a service with no endpoints).
+  // operator should hear of (a route to a service with no endpoints): the
+  // first the server keeps (50), and how many more there are.
   function warningsCard(cfg) {
     const list = cfg.warnings;
+    const total = Math.max(cfg.warningsTotal || 0, list.length);
+    const more = total > list.length ? el('li', { class: 'muted' }, '… and ' + (total - list.length) + ' more') : null;
     return el('div', { class: 'card alert warn section', id: 'warnings' },
-      el('strong', {}, plural(list.length, 'config warning')), ' ',
+      el('strong', {}, plural(total, 'config warning')), ' ',
       el('span', { class: 'muted' }, '— version ' + short(cfg.version) + ' is served; these do not stop it, but traffic may not go where meant'),
-      el('ul', {}, list.map((d) => el('li', {}, diagText(d)))));
+      el('ul', {}, list.map((d) => el('li', {}, diagText(d))), more));
   }
 
   function groupsCard(s) {
