@@ -132,11 +132,23 @@ func checkNames(o metav1.Object) []error {
 // loadManifests decodes every document of every YAML file in dir.
 func loadManifests(t *testing.T, dir string) *manifests {
 	t.Helper()
+	m := &manifests{}
+	eachDocument(t, dir, func(f string, i int, doc []byte) {
+		if err := m.decode(f, doc); err != nil {
+			t.Errorf("%s: document %d: %v", f, i, err)
+		}
+	})
+	return m
+}
+
+// eachDocument calls fn with every document (numbered from 1) of every
+// YAML file in dir, leaving out those holding only comments.
+func eachDocument(t *testing.T, dir string, fn func(file string, i int, doc []byte)) {
+	t.Helper()
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no manifests in %s: %v", dir, err)
 	}
-	m := &manifests{}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -146,12 +158,9 @@ func loadManifests(t *testing.T, dir string) *manifests {
 			if strings.TrimSpace(regexp.MustCompile(`(?m)^\s*#.*$`).ReplaceAllString(doc, "")) == "" {
 				continue
 			}
-			if err := m.decode(f, []byte(doc)); err != nil {
-				t.Errorf("%s: document %d: %v", f, i+1, err)
-			}
+			fn(f, i+1, []byte(doc))
 		}
 	}
-	return m
 }
 
 func (m *manifests) workloads() []workload {
