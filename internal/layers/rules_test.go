@@ -313,7 +313,7 @@ var owners = []owner{
 	{"github.com/prometheus/...", []string{"bench/fleet", "internal/admin", "internal/metrics"}, "metrics live in metrics and are served by admin"},
 	{"github.com/spf13/cobra/...", []string{"internal/cli"}, "the command line is cli's"},
 	{"go.etcd.io/...", []string{"internal/store/bolt", "internal/store/etcd", "internal/store/etcd/etcdtest"}, "the stores' drivers stay behind the store interface"},
-	{"k8s.io/client-go/...", []string{"internal/source/kube", "internal/source/kube/kubetest"}, "talking to a Kubernetes API server is the Kubernetes source's job"},
+	{"k8s.io/client-go/...", []string{"deploy", "internal/source/kube", "internal/source/kube/kubetest"}, "talking to a Kubernetes API server is the Kubernetes source's job, and deploy's tests send the shipped manifests to a real one"},
 	{"k8s.io/...", []string{"deploy", "internal/source/kube", "internal/source/kube/kubetest"}, "the Kubernetes API types are the Kubernetes source's, and check the shipped manifests in deploy's tests"},
 }
 
