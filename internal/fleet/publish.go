@@ -68,6 +68,23 @@ func (p *Publisher) Publish(f *Fleet) bool {
 		return true
 	}
 	p.walking = true
+	p.walk()
+	return true
+}
+
+// walk calls the callbacks, with mu held, and again as long as publishes
+// come meanwhile; it returns with mu released. Should a callback panic
+// (and its caller, an HTTP handler say, recover), the next publish walks:
+// none is left waiting on a walk that ended.
+func (p *Publisher) walk() {
+	done := false
+	defer func() {
+		if !done {
+			p.mu.Lock()
+			p.walking, p.again, p.shared = false, false, false
+			p.mu.Unlock()
+		}
+	}()
 	for {
 		fns := p.wake()
 		p.mu.Unlock()
@@ -84,7 +101,7 @@ func (p *Publisher) Publish(f *Fleet) bool {
 	}
 	p.walking = false
 	p.mu.Unlock()
-	return true
+	done = true
 }
 
 // wake posts to every subscriber and returns the callbacks to call, which

@@ -290,3 +290,27 @@ func TestConcurrentPublishesLeaveTheNewestCurrent(t *testing.T) {
 		t.Fatalf("the last callback read fleet %v (%d calls), not the one current at the end (%s)", seen, walks, want.Version())
 	}
 }
+
+// A callback that panics, in a publish whose caller recovers (an HTTP
+// handler's), leaves the publisher working: the next publish calls every
+// callback.
+func TestPublishesWakeAfterACallbackPanicked(t *testing.T) {
+	p, fleets := fleet.NewPublisher(), twoFleets(t)
+	calls, panicking := 0, true
+	defer p.Notify(func() {
+		if panicking {
+			panicking = false
+			panic("callback")
+		}
+	})()
+	defer p.Notify(func() { calls++ })()
+	func() {
+		defer func() { _ = recover() }()
+		p.Publish(fleets[0])
+	}()
+	before := calls
+	p.Publish(fleets[1])
+	if calls != before+1 || p.Current() != fleets[1] {
+		t.Fatalf("after a callback panicked: the next publish called the others %d times, want 1 (current is the new fleet: %v)", calls-before, p.Current() == fleets[1])
+	}
+}
