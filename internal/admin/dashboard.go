@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"hash/maphash"
 	"net/http"
 	"sort"
 	"time"
@@ -43,7 +44,7 @@ func registerDashboard(mux *http.ServeMux, g guard) {
 	mux.HandleFunc("GET /rollout", g.read(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, rolloutView(g.o.insight(), time.Now()))
 	}))
-	mux.HandleFunc("GET /rollout/staged", g.read(g.o.staged))
+	mux.HandleFunc("GET /rollout/staged", g.read(g.o.staged(maphash.MakeSeed())))
 }
 
 // summaryBody is GET /summary: the fleet at a glance.

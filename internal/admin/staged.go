@@ -1,8 +1,10 @@
 package admin
 
 import (
+	"cmp"
+	"hash/maphash"
 	"net/http"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/pylon-xds/pylon/internal/fleet"
@@ -18,7 +20,11 @@ import (
 // stream: a read per page view, like /summary.
 
 // maxStagedNodes bounds the node ids listed per rollout and version; the
-// totals count them all.
+// totals count them all. With more, the nodes named are those with a
+// verified client certificate first, then the others in an order a
+// client cannot foresee or choose (a hash of the id keyed by a seed the
+// server draws at start), so ids picked to sort first (an unverified
+// client's choice) cannot push the fleet's real nodes off the list.
 const maxStagedNodes = 100
 
 // stagedNote says what the node lists are.
@@ -63,30 +69,34 @@ type versionNodes struct {
 	Neither  nodeList `json:"neither"`
 }
 
-// nodeList is at most maxStagedNodes node ids, sorted, and how many there
-// are.
+// nodeList is at most maxStagedNodes node ids (picked as maxStagedNodes
+// says), sorted, and how many there are.
 type nodeList struct {
 	Total int      `json:"total"`
 	Nodes []string `json:"nodes"`
 }
 
-func (o Options) staged(w http.ResponseWriter, r *http.Request) {
-	body := stagedBody{Rollouts: []stagedRollout{}, Note: stagedNote, Replica: o.Identifier, Shared: o.Fleet != nil}
-	if o.Rollouts == nil {
+// staged serves GET /rollout/staged; seed keys which nodes are named
+// (maxStagedNodes).
+func (o Options) staged(seed maphash.Seed) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body := stagedBody{Rollouts: []stagedRollout{}, Note: stagedNote, Replica: o.Identifier, Shared: o.Fleet != nil}
+		if o.Rollouts == nil {
+			writeJSON(w, http.StatusOK, body)
+			return
+		}
+		now := time.Now()
+		all := o.Rollouts.Status()
+		var streams []status.Stream
+		if len(all) > 0 {
+			streams, body.Partial = o.allStreams()
+		}
+		f := o.Fleets.Current()
+		for _, s := range all {
+			body.Rollouts = append(body.Rollouts, stagedOf(s, now, nodesOn(f, s.Group, streams, seed)))
+		}
 		writeJSON(w, http.StatusOK, body)
-		return
 	}
-	now := time.Now()
-	all := o.Rollouts.Status()
-	var streams []status.Stream
-	if len(all) > 0 {
-		streams, body.Partial = o.allStreams()
-	}
-	f := o.Fleets.Current()
-	for _, s := range all {
-		body.Rollouts = append(body.Rollouts, stagedOf(s, now, nodesOn(f, s.Group, streams)))
-	}
-	writeJSON(w, http.StatusOK, body)
 }
 
 // allStreams is this replica's streams and the other replicas'.
@@ -118,7 +128,7 @@ func stagedOf(s rolloutctl.Status, now time.Time, nodes versionNodes) stagedRoll
 // nodesOn sorts the nodes of group's open streams by the version they
 // ACKed of the types its rollout changes, between the fleet's new
 // snapshot and the one the nodes outside the stage get.
-func nodesOn(f *fleet.Fleet, group string, streams []status.Stream) versionNodes {
+func nodesOn(f *fleet.Fleet, group string, streams []status.Stream, seed maphash.Seed) versionNodes {
 	out := versionNodes{New: nodeList{Nodes: []string{}}, Previous: nodeList{Nodes: []string{}}, Neither: nodeList{Nodes: []string{}}}
 	changed := changedTypes(f, group)
 	if len(changed) == 0 {
@@ -126,6 +136,7 @@ func nodesOn(f *fleet.Fleet, group string, streams []status.Stream) versionNodes
 	}
 	const onNew, onPrev, onNeither = 1, 2, 3
 	byNode := map[string]int{}
+	verified := map[string]bool{}
 	for _, s := range streams {
 		if s.Gone != nil || s.Group != group {
 			continue
@@ -138,20 +149,51 @@ func nodesOn(f *fleet.Fleet, group string, streams []status.Stream) versionNodes
 			c = onNeither // its streams disagree
 		}
 		byNode[s.Node] = c
-	}
-	names := make([]string, 0, len(byNode))
-	for n := range byNode {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		l := map[int]*nodeList{onNew: &out.New, onPrev: &out.Previous, onNeither: &out.Neither}[byNode[n]]
-		l.Total++
-		if len(l.Nodes) < maxStagedNodes {
-			l.Nodes = append(l.Nodes, n)
+		if s.Identity != "" {
+			verified[s.Node] = true
 		}
 	}
+	lists := map[int]*nodeList{onNew: &out.New, onPrev: &out.Previous, onNeither: &out.Neither}
+	for c, l := range lists {
+		var ns []namedNode
+		for n, on := range byNode {
+			if on == c {
+				ns = append(ns, namedNode{n, verified[n], maphash.String(seed, n)})
+			}
+		}
+		*l = named(ns)
+	}
 	return out
+}
+
+// namedNode is a node id and what picks it to be named: a verified client
+// certificate, then its keyed hash.
+type namedNode struct {
+	id       string
+	verified bool
+	hash     uint64
+}
+
+// named is the list of ns: at most maxStagedNodes ids, picked verified
+// first and then by hash, sorted.
+func named(ns []namedNode) nodeList {
+	if len(ns) > maxStagedNodes {
+		slices.SortFunc(ns, func(a, b namedNode) int {
+			if a.verified != b.verified {
+				if a.verified {
+					return -1
+				}
+				return 1
+			}
+			return cmp.Or(cmp.Compare(a.hash, b.hash), cmp.Compare(a.id, b.id))
+		})
+	}
+	l := nodeList{Total: len(ns), Nodes: []string{}}
+	for _, n := range ns[:min(len(ns), maxStagedNodes)] {
+		l.Nodes = append(l.Nodes, n.id)
+	}
+	slices.Sort(l.Nodes)
+	return l
 }
 
 // changedTypes maps each type (by its abbreviation, as streams name

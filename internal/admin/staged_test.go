@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -118,5 +119,55 @@ func TestStagedDetailIsRedacted(t *testing.T) {
 	s := stagedOf(rolloutctl.Status{Group: "edge", Halted: rolloutctl.ReasonNACK, Detail: "node edge-1 refused: " + key}, time.Now(), versionNodes{})
 	if strings.Contains(s.Detail, "MIIEvQ") || !strings.HasPrefix(s.Detail, "node edge-1 refused: ") {
 		t.Errorf("detail %q", s.Detail)
+	}
+}
+
+// At most 100 nodes are named per version, and a client cannot pick its id
+// to push the others out of the list (ids sorting first, say): nodes with
+// a verified client certificate are named first, the others in an order a
+// client cannot foresee (a hash keyed by the server), the list shown
+// sorted; the total counts them all.
+func TestStagedNodesCannotBeCrowdedOutByChosenIds(t *testing.T) {
+	c, pub, _, next := rollingWithFleet(t)
+	h := newHarness(t, Options{Token: writeTok, ReadToken: readTok, Rollouts: c}, nil)
+	h.src.fleet = pub.Current()
+	add := func(node, identity string) {
+		h.src.streams = append(h.src.streams, status.Stream{ID: uint64(len(h.src.streams) + 1), Node: node, Group: "edge", Kind: "ADS", Identity: identity,
+			Types: []*status.Type{{Type: "CDS", State: status.Synced, ACKed: &status.Stamp{Version: next}}}})
+	}
+	const chosen, others, verified = 200, 100, 10
+	for i := range chosen {
+		add(fmt.Sprintf("!%03d", i), "")
+	}
+	for i := range others {
+		add(fmt.Sprintf("edge-%03d", i), "")
+	}
+	for i := range verified {
+		add(fmt.Sprintf("zz-%d", i), "spiffe://td/ns/edge/sa/envoy")
+	}
+	code, body := h.do(t, "GET", "/rollout/staged", readTok, nil)
+	if code != http.StatusOK {
+		t.Fatalf("GET /rollout/staged: %d %s", code, body)
+	}
+	var got stagedBody
+	decode(t, body, &got)
+	l := got.Rollouts[0].Nodes.New
+	if l.Total != chosen+others+verified || len(l.Nodes) != maxStagedNodes || !slices.IsSorted(l.Nodes) {
+		t.Fatalf("new: %d nodes named of %d, sorted %v; want %d of %d, sorted", len(l.Nodes), l.Total, slices.IsSorted(l.Nodes), maxStagedNodes, chosen+others+verified)
+	}
+	var named [3]int
+	for _, n := range l.Nodes {
+		switch {
+		case strings.HasPrefix(n, "zz-"):
+			named[2]++
+		case strings.HasPrefix(n, "edge-"):
+			named[1]++
+		default:
+			named[0]++
+		}
+	}
+	// 90 places for 300 unverified nodes: about 30 of the 100 others.
+	if named[2] != verified || named[1] < 10 {
+		t.Errorf("named %d of the %d verified nodes and %d of the %d others (and %d of the %d chosen ids); want every verified node and about a third of the others", named[2], verified, named[1], others, named[0], chosen)
 	}
 }

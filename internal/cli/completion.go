@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/spf13/cobra"
 )
@@ -33,13 +32,15 @@ func (a *adminFlags) fetch(path string, v any) bool {
 }
 
 // candidates are the names that start with prefix, sorted, once each, at
-// most maxCompletions. A name a shell would not take as one word is left
-// out: node ids are the clients' choice, and a newline or a control
-// character in one would be a second candidate or reach the terminal.
+// most maxCompletions. Only a name a shell takes as it is, unquoted, is
+// offered: node ids are the clients' choice, and a shell may insert a
+// candidate, or what several share, without quoting it, so a $( ), a ;, a
+// glob or a newline in one would run or expand in the operator's shell,
+// and a leading "-" would be an option.
 func candidates(names []string, prefix string) ([]string, cobra.ShellCompDirective) {
 	var out []string
 	for _, n := range names {
-		if strings.HasPrefix(n, prefix) && n != "" && strings.IndexFunc(n, func(r rune) bool { return !unicode.IsGraphic(r) || unicode.IsSpace(r) }) < 0 {
+		if strings.HasPrefix(n, prefix) && literalWord(n) {
 			out = append(out, n)
 		}
 	}
@@ -49,6 +50,22 @@ func candidates(names []string, prefix string) ([]string, cobra.ShellCompDirecti
 		out = out[:maxCompletions]
 	}
 	return out, cobra.ShellCompDirectiveNoFileComp
+}
+
+// literalWord says n is one word to bash, zsh and fish, unquoted, meaning
+// itself: ASCII letters, digits and ._:@/+=,- only, and not starting with
+// "-" (an option) or "=" (zsh's =command expansion).
+func literalWord(n string) bool {
+	if n == "" || n[0] == '-' || n[0] == '=' {
+		return false
+	}
+	for i := range len(n) {
+		c := n[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("._:@/+=,-", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // firstArg completes the first argument with names, and nothing after it.

@@ -45,32 +45,48 @@ func reportExpiry(m *metrics.Metrics, s *security, srv *xds.Server) {
 // the earliest NotAfter among the certificate chains of every group's
 // Secrets, and of the snapshot a staged rollout still serves to the
 // nodes outside its stage. Worked out once per published fleet, at the
-// scrape after it.
+// scrape after it, parsing only the Secrets not in the fleet read before
+// (by resource version, a hash of the content): a publish that changes a
+// route does not cost a parse of every chain.
 func secretExpiry(pub *fleet.Publisher) metrics.ExpirySource {
-	var (
-		mu     sync.Mutex
-		of     *fleet.Fleet
-		at     time.Time
-		served bool
-	)
-	return func() (time.Time, bool) {
-		f := pub.Current()
-		mu.Lock()
-		defer mu.Unlock()
-		if f != of {
-			of = f
-			at, served = fleetSecretExpiry(f)
-		}
-		return at, served
-	}
+	return (&secretExpiries{pub: pub}).source
 }
 
-// fleetSecretExpiry is the earliest expiry among f's Secrets' certificate
-// chains, and false when f serves none.
-func fleetSecretExpiry(f *fleet.Fleet) (time.Time, bool) {
+// secretExpiries is secretExpiry's state.
+type secretExpiries struct {
+	pub *fleet.Publisher
+
+	mu     sync.Mutex
+	of     *fleet.Fleet
+	at     time.Time
+	served bool
+	// byVersion is the expiry of each Secret of the fleet read last, by
+	// resource version (the zero time: no certificate inline); parses
+	// counts the Secrets parsed, for tests.
+	byVersion map[string]time.Time
+	parses    int
+}
+
+func (e *secretExpiries) source() (time.Time, bool) {
+	f := e.pub.Current()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if f != e.of {
+		e.of = f
+		e.at, e.served = e.fleetExpiry(f)
+	}
+	return e.at, e.served
+}
+
+// fleetExpiry is the earliest expiry among f's Secrets' certificate
+// chains, and false when f serves none. It keeps the expiries of f's
+// Secrets only, for the next fleet: as many as f serves.
+func (e *secretExpiries) fleetExpiry(f *fleet.Fleet) (time.Time, bool) {
 	if f == nil {
+		e.byVersion = nil
 		return time.Time{}, false
 	}
+	seen := map[string]time.Time{}
 	var soonest time.Time
 	for _, g := range f.Groups() {
 		snaps := []*snapshot.Snapshot{g.Snapshot}
@@ -80,17 +96,32 @@ func fleetSecretExpiry(f *fleet.Fleet) (time.Time, bool) {
 		for _, s := range snaps {
 			set := s.Set(xdstype.SecretURL)
 			for _, name := range set.Names() {
-				sec, ok := set.Get(name).Message.(*tlsv3.Secret)
-				if !ok {
-					continue
-				}
-				if at, ok := chainExpiry(sec.GetTlsCertificate().GetCertificateChain()); ok && (soonest.IsZero() || at.Before(soonest)) {
+				at := e.expiryOf(set.Get(name), seen)
+				if !at.IsZero() && (soonest.IsZero() || at.Before(soonest)) {
 					soonest = at
 				}
 			}
 		}
 	}
+	e.byVersion = seen
 	return soonest, !soonest.IsZero()
+}
+
+// expiryOf is r's chain's earliest expiry (zero if none), from the fleet
+// read before when r was in it, and notes it in seen.
+func (e *secretExpiries) expiryOf(r *snapshot.Resource, seen map[string]time.Time) time.Time {
+	if at, ok := seen[r.Version]; ok {
+		return at
+	}
+	at, ok := e.byVersion[r.Version]
+	if !ok {
+		if sec, isSecret := r.Message.(*tlsv3.Secret); isSecret {
+			e.parses++
+			at, _ = chainExpiry(sec.GetTlsCertificate().GetCertificateChain())
+		}
+	}
+	seen[r.Version] = at
+	return at
 }
 
 // maxChainCertificates bounds how many PEM blocks of one chain are read.

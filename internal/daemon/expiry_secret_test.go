@@ -61,3 +61,47 @@ func TestSecretExpiryIsTheEarliestServedChain(t *testing.T) {
 		t.Errorf("during the rollout: expiry %v (%v), want the previous snapshot's %v", at, ok, onlyPrev.Cert.NotAfter)
 	}
 }
+
+// A new fleet reads only the Secrets it has changed: a Secret of the same
+// version is not parsed again (nor the same one in another group), so a
+// scrape after each publish costs the changed chains, not every chain.
+func TestSecretExpiryReadsOnlyChangedSecrets(t *testing.T) {
+	reg := xdstype.New()
+	ca := certstest.NewCA(t, "secret cache CA")
+	secret := func(name string, h time.Duration) *tlsv3.Secret {
+		l := certstest.Server(name)
+		l.NotAfter = time.Now().Add(h).Truncate(time.Second)
+		p := ca.Issue(t, l)
+		return &tlsv3.Secret{Name: name, Type: &tlsv3.Secret_TlsCertificate{TlsCertificate: &tlsv3.TlsCertificate{
+			CertificateChain: &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: p.CertPEM}},
+		}}}
+	}
+	a, b, b2 := secret("a", 10*time.Hour), secret("b", 20*time.Hour), secret("b", 5*time.Hour)
+	rules := nodegroup.Groups{{Name: "edge", Match: nodegroup.Match{ID: "edge-*"}}, {Name: "api", Default: true}}
+	fleetOf := func(msgs ...any) *fleet.Fleet {
+		s := xdstest.Snapshot(t, reg, msgs...)
+		return fleet.NewGroupedFleet(rules, []*snapshot.Snapshot{s, s})
+	}
+	pub := fleet.NewPublisher()
+	e := &secretExpiries{pub: pub}
+	steps := []struct {
+		what   string
+		f      *fleet.Fleet
+		parses int // in all
+		want   time.Time
+	}{
+		{"two Secrets in two groups", fleetOf(a, b), 2, time.Now().Add(10 * time.Hour)},
+		{"a runtime added", fleetOf(a, b, xdstest.Runtime("extra", "k", 1)), 2, time.Now().Add(10 * time.Hour)},
+		{"b renewed", fleetOf(a, b2, xdstest.Runtime("extra", "k", 1)), 3, time.Now().Add(5 * time.Hour)},
+	}
+	for _, s := range steps {
+		pub.Publish(s.f)
+		at, ok := e.source()
+		if !ok || at.Sub(s.want).Abs() > time.Minute {
+			t.Errorf("%s: expiry %v (%v), want %v", s.what, at, ok, s.want)
+		}
+		if e.parses != s.parses {
+			t.Errorf("%s: %d Secrets read in all, want %d", s.what, e.parses, s.parses)
+		}
+	}
+}

@@ -14,8 +14,8 @@ import (
 // rollout's time, not the push's (status.Tracker.Released, release).
 //
 // It watches the published fleets (fleet.Publisher.Notify): seen is
-// touched only by the publisher's callbacks, which the publisher runs one
-// at a time. Registered before the xDS server's callbacks, it runs before
+// touched only by the publisher's callbacks, which the publisher runs for
+// one publish at a time, whichever goroutines publish. Registered before the xDS server's callbacks, it runs before
 // any stream is woken to send the released version.
 type releases struct {
 	release func(versions map[string][]string, at time.Time) // status.Tracker.Released

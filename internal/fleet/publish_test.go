@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -236,5 +237,80 @@ func TestNotifyAndStopDuringPublishes(t *testing.T) {
 		if calls[i]-before[i] != 1 {
 			t.Errorf("callback %d ran %d times in the last publish, want 1", i, calls[i]-before[i])
 		}
+	}
+}
+
+// Publishes from several goroutines at once: each that reports a change
+// made one (the fleet current just before it was the other), so with two
+// fleets published in turn the changes alternate and the newest change is
+// the fleet current at the end. The callbacks run one publish at a time
+// (the race detector watches their state, which nothing guards), and the
+// last of them read the fleet current at the end.
+func TestConcurrentPublishesLeaveTheNewestCurrent(t *testing.T) {
+	p, fleets := fleet.NewPublisher(), twoFleets(t)
+	var seen *fleet.Fleet
+	walks := 0
+	defer p.Notify(func() {
+		seen = p.Current()
+		runtime.Gosched() // another publish, if any, meanwhile
+		walks++
+	})()
+	p.Publish(fleets[0])
+	const publishers, rounds = 4, 500
+	changed := make([][2]int, publishers)
+	var wg sync.WaitGroup
+	for g := range publishers {
+		wg.Go(func() {
+			for round := range rounds {
+				if i := (round + 1) % 2; p.Publish(fleets[i]) {
+					changed[g][i]++
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var n [2]int
+	for _, c := range changed {
+		n[0], n[1] = n[0]+c[0], n[1]+c[1]
+	}
+	// After fleets[0]: fleets[1], fleets[0], fleets[1], ...
+	var want *fleet.Fleet
+	switch n[1] - n[0] {
+	case 0:
+		want = fleets[0]
+	case 1:
+		want = fleets[1]
+	default:
+		t.Fatalf("%d changes to fleet 0 and %d to fleet 1 after fleet 0: two publishes changed the fleet to the same one", n[0], n[1])
+	}
+	if p.Current() != want {
+		t.Fatalf("current is fleet %s, not the newest change's %s", p.Current().Version(), want.Version())
+	}
+	if seen != want || walks == 0 {
+		t.Fatalf("the last callback read fleet %v (%d calls), not the one current at the end (%s)", seen, walks, want.Version())
+	}
+}
+
+// A callback that panics, in a publish whose caller recovers (an HTTP
+// handler's), leaves the publisher working: the next publish calls every
+// callback.
+func TestPublishesWakeAfterACallbackPanicked(t *testing.T) {
+	p, fleets := fleet.NewPublisher(), twoFleets(t)
+	calls, panicking := 0, true
+	defer p.Notify(func() {
+		if panicking {
+			panicking = false
+			panic("callback")
+		}
+	})()
+	defer p.Notify(func() { calls++ })()
+	func() {
+		defer func() { _ = recover() }()
+		p.Publish(fleets[0])
+	}()
+	before := calls
+	p.Publish(fleets[1])
+	if calls != before+1 || p.Current() != fleets[1] {
+		t.Fatalf("after a callback panicked: the next publish called the others %d times, want 1 (current is the new fleet: %v)", calls-before, p.Current() == fleets[1])
 	}
 }

@@ -42,10 +42,11 @@ func (c *connWakes) wake() {
 
 // add makes a publish wake w with the other streams of connection k, until
 // remove(k, w). A connection's first stream registers its callback with
-// the publisher under f.mu, so stream opens wait out a publish's fan-out
-// meanwhile: posting every stream's wakeup, a millisecond or two at 10,000
-// streams. Streams of no known connection (served on ServeStream without a
-// peer) share one entry.
+// the publisher under f.mu; the publisher's lock is held only to add it
+// (a publish walks the callbacks without it, and c.wake takes c.mu, not
+// f.mu), so a stream open does not wait out a publish's fan-out. Streams
+// of no known connection (served on ServeStream without a peer) share one
+// entry.
 func (f *connFanout) add(k guard.Key, w *wakeups) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
