@@ -93,6 +93,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	grpcbackoff "google.golang.org/grpc/backoff"
 
 	"github.com/pylon-xds/pylon/internal/seal"
 	"github.com/pylon-xds/pylon/internal/store"
@@ -195,8 +197,21 @@ func (s *Store) clientConfig(opts Options) clientv3.Config {
 		// so that a watch moves to another endpoint.
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: s.timeout,
+		// gRPC's default backoff grows to two minutes between attempts:
+		// after an outage of a minute, a replica would stay degraded
+		// (its proxies missing from the other replicas' lists) for up
+		// to a minute more once etcd is back. Capped, it notices within
+		// reconnectMax.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           grpcbackoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: reconnectMax},
+			MinConnectTimeout: s.timeout,
+		})},
 	}
 }
+
+// reconnectMax bounds the wait between attempts to reach an etcd that is
+// away.
+const reconnectMax = 2 * time.Second
 
 // connect makes the client and prepares the prefix.
 func (s *Store) connect(ctx context.Context, cfg clientv3.Config) (*Store, error) {
