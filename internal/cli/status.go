@@ -254,6 +254,9 @@ func writeRefusal(out io.Writer, cfg pipeline.Status) {
 	for _, d := range r.Diagnostics {
 		fmt.Fprintf(out, "  %s\n", d)
 	}
+	if more := r.DiagnosticsTotal - len(r.Diagnostics); more > 0 {
+		fmt.Fprintf(out, "  ... and %d more\n", more)
+	}
 	fmt.Fprintln(out)
 }
 

@@ -6,6 +6,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -64,7 +65,15 @@ type Refusal struct {
 	Revision    string            `json:"revision,omitempty"`
 	Error       string            `json:"error"`
 	Diagnostics []diag.Diagnostic `json:"diagnostics,omitempty"`
+	// DiagnosticsTotal counts them all when there are more than
+	// MaxDiagnostics; Diagnostics and Error hold the first.
+	DiagnosticsTotal int `json:"diagnosticsTotal,omitempty"`
 }
+
+// MaxDiagnostics bounds the diagnostics a refusal keeps, in the status
+// (/status and /summary, polled every few seconds) and its log line, as
+// the admin API's refusals are bounded.
+const MaxDiagnostics = 1000
 
 // Options are a pipeline's stages, given at construction: what reads the
 // files a config names, what publishes a good fleet, and who is told.
@@ -260,16 +269,17 @@ func (p *Pipeline) refuse(err error, rev string, now time.Time) error {
 	// A diag list renders itself redacted; any other error (a source's
 	// read error, a reader's) may quote a file's content and is
 	// scrubbed of key material here.
+	var dl diag.List
+	total := 0
+	if errors.As(err, &dl) && len(dl) > MaxDiagnostics {
+		dl, total = dl[:MaxDiagnostics:MaxDiagnostics], len(dl)
+		err = fmt.Errorf("%w\n  ... and %d more", dl, total-MaxDiagnostics)
+	}
 	msg := redact.String(err.Error())
 	p.mu.Lock()
 	repeat := p.status.Refused != nil && p.status.Refused.Error == msg && p.status.Refused.Revision == rev
 	if !repeat {
-		r := &Refusal{At: now, Revision: rev, Error: msg}
-		var dl diag.List
-		if errors.As(err, &dl) {
-			r.Diagnostics = dl
-		}
-		p.status.Refused = r
+		p.status.Refused = &Refusal{At: now, Revision: rev, Error: msg, Diagnostics: dl, DiagnosticsTotal: total}
 	}
 	p.mu.Unlock()
 	if !repeat {

@@ -224,6 +224,9 @@
       return el('div', { class: 'card alert ok section', id: 'refused' }, el('strong', {}, 'No refused change. '), el('span', { class: 'muted' }, 'The newest config change was accepted.'));
     }
     const diags = (r.diagnostics || []).map((d) => el('li', {}, diagText(d)));
+    if (r.diagnosticsTotal > diags.length) {
+      diags.push(el('li', { class: 'muted' }, `… and ${r.diagnosticsTotal - diags.length} more`));
+    }
     return el('div', { class: 'card alert section', id: 'refused' },
       el('strong', {}, 'Last refused change '), when(r.at), el('span', { class: 'muted' }, ' — the previous config keeps serving'),
       el('pre', { class: 'error-text' }, r.error || ''), diags.length ? el('ul', {}, diags) : null);
