@@ -9,36 +9,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/pylon-xds/pylon/internal/status"
+	"github.com/pylon-xds/pylon/internal/status/statustest"
 )
-
-// fakeLive is a live stream's status as its feeder keeps it: a stand-in
-// for the xds server's streams (internal/xds keeps the real ones, tested
-// there and end to end in the daemon and integration tests).
-type fakeLive struct {
-	mu     sync.Mutex
-	group  string
-	stamps map[string]status.Stamps
-}
-
-func (f *fakeLive) Group() string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.group
-}
-
-func (f *fakeLive) Stamps(url string, into *status.Stamps) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	p, ok := f.stamps[url]
-	*into = p
-	return ok
-}
-
-func (f *fakeLive) set(url string, p status.Stamps) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.stamps[url] = p
-}
 
 // A live stream's stamps and group are read when asked: what it holds
 // changes without a word to the tracker, and its state, counts and
@@ -46,7 +18,7 @@ func (f *fakeLive) set(url string, p status.Stamps) {
 func TestLiveStreamReadWhenAsked(t *testing.T) {
 	tr := status.NewTracker(status.Options{Abbrev: func(string) string { return "CDS" }})
 	t0 := time.Now()
-	live := &fakeLive{group: "edge", stamps: map[string]status.Stamps{}}
+	live := statustest.NewStream("edge")
 	info := status.Info{Node: "n1"}
 	tr.Attach(1, info, live, t0)
 	tr.Requested(1, info, "cds", t0)
@@ -61,12 +33,12 @@ func TestLiveStreamReadWhenAsked(t *testing.T) {
 		t.Fatalf("before anything was sent: group %q, %s; want edge, NOT SENT", g, st)
 	}
 	sent := status.Stamp{Version: "v1", Nonce: "1", At: t0.Add(time.Second), Resources: 2}
-	live.set("cds", status.Stamps{Expected: "v1", Sent: sent, Responses: 1, ResponseBytes: 100})
+	live.Set("cds", status.Stamps{Expected: "v1", Sent: sent, Responses: 1, ResponseBytes: 100})
 	if _, st := state(); st != status.Stale {
 		t.Fatalf("sent, not ACKed: %s, want STALE", st)
 	}
 	acked := status.Stamp{Version: "v1", Nonce: "1", At: t0.Add(2 * time.Second)}
-	live.set("cds", status.Stamps{Expected: "v1", Sent: sent, ACKed: acked, ACKedSince: acked.At, Responses: 1, ResponseBytes: 100, ACKs: 1})
+	live.Set("cds", status.Stamps{Expected: "v1", Sent: sent, ACKed: acked, ACKedSince: acked.At, Responses: 1, ResponseBytes: 100, ACKs: 1})
 	if _, st := state(); st != status.Synced {
 		t.Fatalf("ACKed what it should hold: %s, want SYNCED", st)
 	}
@@ -78,10 +50,8 @@ func TestLiveStreamReadWhenAsked(t *testing.T) {
 		t.Fatalf("sent %+v acked %+v expected %q; want %+v, %+v, v1", s.Sent, s.ACKed, s.Expected, sent, acked)
 	}
 	tr.Closed(1, t0.Add(3*time.Second))
-	live.set("cds", status.Stamps{Expected: "v2", Sent: status.Stamp{Version: "v2", At: t0.Add(4 * time.Second)}})
-	live.mu.Lock()
-	live.group = "other"
-	live.mu.Unlock()
+	live.Set("cds", status.Stamps{Expected: "v2", Sent: status.Stamp{Version: "v2", At: t0.Add(4 * time.Second)}})
+	live.SetGroup("other")
 	if g, st := state(); g != "edge" || st != status.Synced {
 		t.Fatalf("after its end: group %q, %s; want what it last said (edge, SYNCED)", g, st)
 	}
@@ -94,7 +64,8 @@ func TestTotalsKeepWhatIsLetGo(t *testing.T) {
 	tr := newFeed(status.NewTracker(status.Options{Abbrev: func(string) string { return "CDS" }, MaxGone: 1}))
 	t0 := time.Now()
 	for id := range uint64(3) {
-		live := &fakeLive{group: "edge", stamps: map[string]status.Stamps{"cds": {Responses: 2, ResponseBytes: 10, ACKs: 1}}}
+		live := statustest.NewStream("edge")
+		live.Set("cds", status.Stamps{Responses: 2, ResponseBytes: 10, ACKs: 1})
 		tr.Attach(id, status.Info{Node: "n"}, live, t0)
 		tr.Requested(id, status.Info{Node: "n"}, "cds", t0)
 	}
@@ -123,11 +94,11 @@ func liveFill(n int) *status.Tracker {
 	now := time.Now()
 	for i := range uint64(n) {
 		info := status.Info{Node: "n"}
-		live := &fakeLive{group: "g", stamps: map[string]status.Stamps{}}
+		live := statustest.NewStream("g")
 		tr.Attach(i, info, live, now)
 		for _, u := range []string{"cds", "eds", "lds"} {
 			tr.Requested(i, info, u, now)
-			live.stamps[u] = status.Stamps{Expected: "v1", Sent: status.Stamp{Version: "v1", At: now}, ACKed: status.Stamp{Version: "v1", At: now}}
+			live.Set(u, status.Stamps{Expected: "v1", Sent: status.Stamp{Version: "v1", At: now}, ACKed: status.Stamp{Version: "v1", At: now}})
 		}
 	}
 	return tr
@@ -168,14 +139,14 @@ func BenchmarkHarvest(b *testing.B) {
 	observed := 0
 	tr := status.NewTracker(status.Options{OnLatency: func(string, time.Duration) { mu.Lock(); observed++; mu.Unlock() }})
 	now := time.Now()
-	lives := make([]*fakeLive, streams)
+	lives := make([]*statustest.Stream, streams)
 	for i := range uint64(streams) {
 		info := status.Info{Node: "n"}
-		lives[i] = &fakeLive{group: "g", stamps: map[string]status.Stamps{}}
+		lives[i] = statustest.NewStream("g")
 		tr.Attach(i, info, lives[i], now)
 		for _, u := range []string{"cds", "eds", "lds"} {
 			tr.Requested(i, info, u, now)
-			lives[i].stamps[u] = status.Stamps{Expected: "v0", Sent: status.Stamp{Version: "v0", At: now}, ACKed: status.Stamp{Version: "v0", At: now}}
+			lives[i].Set(u, status.Stamps{Expected: "v0", Sent: status.Stamp{Version: "v0", At: now}, ACKed: status.Stamp{Version: "v0", At: now}})
 		}
 	}
 	for n := 0; b.Loop(); n++ {
@@ -185,7 +156,7 @@ func BenchmarkHarvest(b *testing.B) {
 		tr.Published(map[string][]string{"eds": {v}}, at)
 		for _, l := range lives {
 			a := status.Stamp{Version: v, At: at.Add(50 * time.Millisecond)}
-			l.stamps["eds"] = status.Stamps{Expected: v, Sent: a, ACKed: a, ACKedSince: a.At}
+			l.Set("eds", status.Stamps{Expected: v, Sent: a, ACKed: a, ACKedSince: a.At})
 		}
 		b.StartTimer()
 		tr.Harvest()
@@ -216,14 +187,14 @@ func TestHarvestMeasuresEachTakenVersionOnce(t *testing.T) {
 	tr := status.NewTracker(status.Options{Abbrev: func(string) string { return "CDS" }, OnLatency: func(_ string, d time.Duration) { told = append(told, d) }})
 	t0 := time.Now()
 	tr.Published(map[string][]string{"cds": {"v0"}}, t0.Add(-time.Second))
-	live := &fakeLive{group: "edge", stamps: map[string]status.Stamps{}}
+	live := statustest.NewStream("edge")
 	info := status.Info{Node: "n1"}
 	tr.Attach(1, info, live, t0)
 	tr.Requested(1, info, "cds", t0)
 	take := func(v string, accepted, ackedAt time.Duration) {
 		tr.Published(map[string][]string{"cds": {v}}, t0.Add(accepted))
 		a := status.Stamp{Version: v, At: t0.Add(ackedAt)}
-		live.set("cds", status.Stamps{Expected: v, Sent: a, ACKed: a, ACKedSince: a.At})
+		live.Set("cds", status.Stamps{Expected: v, Sent: a, ACKed: a, ACKedSince: a.At})
 	}
 	total := func() uint64 {
 		l := tr.Latencies()
@@ -268,12 +239,12 @@ func TestHarvestAsTheStreamEnds(t *testing.T) {
 			told := 0
 			tr := status.NewTracker(status.Options{Abbrev: func(string) string { return "CDS" }, OnLatency: func(string, time.Duration) { told++ }})
 			t0 := time.Now()
-			live := &fakeLive{group: "edge", stamps: map[string]status.Stamps{}}
+			live := statustest.NewStream("edge")
 			tr.Attach(1, status.Info{Node: "n1"}, live, t0)
 			tr.Requested(1, status.Info{Node: "n1"}, "cds", t0)
 			tr.Published(map[string][]string{"cds": {"v1"}}, t0.Add(time.Second))
 			a := status.Stamp{Version: "v1", At: t0.Add(2 * time.Second)}
-			live.set("cds", status.Stamps{Expected: "v1", Sent: a, ACKed: a, ACKedSince: a.At})
+			live.Set("cds", status.Stamps{Expected: "v1", Sent: a, ACKed: a, ACKedSince: a.At})
 			end(tr, t0.Add(3*time.Second))
 			tr.Harvest()
 			if told != 1 {

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pylon-xds/pylon/internal/status"
+	"github.com/pylon-xds/pylon/internal/status/statustest"
 )
 
 // BenchmarkStatusMemoryPerStream is the heap the tracker keeps per stream
@@ -57,13 +58,13 @@ func BenchmarkStatusMemoryPerStream(b *testing.B) {
 	}
 	// The streams keep their own stamps (Live), as the xds server's do:
 	// made before the measure, with what two rounds left in them.
-	lives := make([]*fakeLive, n)
+	lives := make([]*statustest.Stream, n)
 	for id := range lives {
-		lives[id] = &fakeLive{group: "edge", stamps: map[string]status.Stamps{}}
+		lives[id] = statustest.NewStream("edge")
 		for i, u := range urls {
 			v := versions[1][i]
 			a := status.Stamp{Version: v, Nonce: nonces[id][1][i], At: time.Now(), Resources: 3}
-			lives[id].stamps[u] = status.Stamps{Expected: v, Sent: a, ACKed: a, ACKedSince: a.At, LastSent: sent[i], Responses: 2, ACKs: 2}
+			lives[id].Set(u, status.Stamps{Expected: v, Sent: a, ACKed: a, ACKedSince: a.At, LastSent: sent[i], Responses: 2, ACKs: 2})
 		}
 	}
 	for b.Loop() {

@@ -38,6 +38,24 @@ func (s *Stream) Stamps(typeURL string, into *status.Stamps) bool {
 	return ok
 }
 
+// NewStream is a stream of group with no stamps yet, for a test that
+// attaches it itself and sets its stamps whole (Set).
+func NewStream(group string) *Stream {
+	return &Stream{group: group, stamps: map[string]status.Stamps{}}
+}
+
+// Set replaces the stream's stamps of typeURL.
+func (s *Stream) Set(typeURL string, p status.Stamps) {
+	s.update(typeURL, func(q *status.Stamps) { *q = p })
+}
+
+// SetGroup moves the stream to group, as a stream's node moves.
+func (s *Stream) SetGroup(group string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.group = group
+}
+
 // update runs f on the stamps of typeURL.
 func (s *Stream) update(typeURL string, f func(p *status.Stamps)) {
 	s.mu.Lock()
@@ -66,7 +84,7 @@ func (f *Feed) Stream(id uint64, who status.Who, at time.Time) *Stream {
 	f.mu.Lock()
 	s := f.streams[id]
 	if s == nil {
-		s = &Stream{stamps: map[string]status.Stamps{}}
+		s = NewStream("")
 		f.streams[id] = s
 	}
 	f.mu.Unlock()
@@ -77,10 +95,7 @@ func (f *Feed) Stream(id uint64, who status.Who, at time.Time) *Stream {
 // Seen says stream id is open and in group ("" for none).
 func (f *Feed) Seen(id uint64, who status.Who, group string, at time.Time) {
 	f.T.Seen(id, who, group, at)
-	s := f.Stream(id, who, at)
-	s.mu.Lock()
-	s.group = group
-	s.mu.Unlock()
+	f.Stream(id, who, at).SetGroup(group)
 }
 
 // typ returns stream id, with an entry of typeURL in the tracker.
