@@ -8,7 +8,8 @@ import (
 // Merge joins the updates of several sources (the config's files and a
 // Kubernetes cluster's objects, say) into one config: each update from any
 // of ins is sent on with the files of the latest update of every other, in
-// the order of ins, and the first error among them. Nothing is sent before
+// the order of ins, the first error among them, and the first revision (a
+// Git source's commit: the merged config is that commit's and the others'). Nothing is sent before
 // every source has sent once, since a config without one source's part
 // would name services that are not there yet. It returns when ctx ends or
 // an input closes.
@@ -48,6 +49,9 @@ func join(latest []*Update) (merged Update, ready bool) {
 		merged.Files = append(merged.Files, u.Files...)
 		if merged.Err == nil {
 			merged.Err = u.Err
+		}
+		if merged.Revision == "" {
+			merged.Revision = u.Revision
 		}
 	}
 	return merged, true

@@ -54,9 +54,19 @@ func TestMergeWaitsForEverySourceThenJoinsTheLatestOfEach(t *testing.T) {
 	if !u.AcceptedAt.Equal(t0.Add(time.Second)) {
 		t.Fatalf("first merge accepted at %v, want the last update's", u.AcceptedAt)
 	}
-	a <- Update{Files: []config.File{{Path: "a2"}}, AcceptedAt: t0.Add(2 * time.Second)}
-	if got := paths(recv()); len(got) != 3 || got[0] != "a2" || got[1] != "b1" {
+	// A Git source names its commit: the merged config is that commit's
+	// (with the cluster's objects), and /status says so.
+	a <- Update{Files: []config.File{{Path: "a2"}}, AcceptedAt: t0.Add(2 * time.Second), Revision: "c0ffee"}
+	u = recv()
+	if got := paths(u); len(got) != 3 || got[0] != "a2" || got[1] != "b1" {
 		t.Fatalf("after a's change: files %v, want [a2 b1 b2]", got)
+	}
+	if u.Revision != "c0ffee" {
+		t.Fatalf("merged revision %q, want a's c0ffee", u.Revision)
+	}
+	b <- Update{Files: []config.File{{Path: "b3"}}, AcceptedAt: t0.Add(2500 * time.Millisecond)}
+	if u := recv(); u.Revision != "c0ffee" {
+		t.Fatalf("after b's change: revision %q, want a's c0ffee still", u.Revision)
 	}
 	bad := errors.New("cannot read")
 	b <- Update{Err: bad, AcceptedAt: t0.Add(3 * time.Second)}
