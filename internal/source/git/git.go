@@ -8,11 +8,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
+	"github.com/go-git/go-git/v5/plumbing/transport"
 
 	"github.com/pylon-xds/pylon/internal/source"
 )
@@ -43,16 +46,18 @@ type Options struct {
 	Timeout time.Duration
 	// MaxBytes bounds the objects one fetch brings into memory: the
 	// commit, its trees and every file of it, in the folder or not
-	// (default DefaultMaxBytes).
+	// (default DefaultMaxBytes); and so what the host may send for them.
 	MaxBytes int64
+	// MaxObjects bounds how many objects (files and folders) one fetch
+	// brings (default DefaultMaxObjects).
+	MaxObjects int
+	// MaxRefBytes bounds the host's ref advertisement, which names every
+	// branch and tag of the repository (default DefaultMaxRefBytes).
+	MaxRefBytes int64
 	// Quiet and MaxWait debounce bursts of webhook calls into one poll.
 	Quiet, MaxWait time.Duration
 	Logger         *slog.Logger
 }
-
-// stopWait bounds how long a poll in progress is waited for once the
-// source is stopped.
-const stopWait = 2 * time.Second
 
 // Defaults of Options.
 const (
@@ -62,6 +67,13 @@ const (
 	// DefaultMaxBytes is four times the config files' own limit
 	// (config.MaxTotalBytes): room for what else the commit holds.
 	DefaultMaxBytes = 256 << 20
+	// DefaultMaxObjects is room for a monorepo's tree; a config
+	// repository has a few hundred.
+	DefaultMaxObjects = 200_000
+	// DefaultMaxRefBytes holds some 500,000 refs (a large host's
+	// repository, with its pull requests' refs, advertises a few hundred
+	// thousand).
+	DefaultMaxRefBytes = 32 << 20
 )
 
 // Source polls a Git repository.
@@ -69,6 +81,9 @@ type Source struct {
 	o     Options
 	log   *slog.Logger
 	shown string // the URL without its userinfo's password, for logs
+	// http is the connections to an HTTP(S) host, reused from poll to
+	// poll; each poll bounds what it reads over them (see wire).
+	http *http.Transport
 	// now carries webhook calls; one slot, a burst is one poll.
 	now chan struct{}
 	// last is the update last read, and its ref's hash: a poll that
@@ -116,11 +131,18 @@ func New(o Options) (*Source, error) {
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = DefaultMaxBytes
 	}
+	if o.MaxObjects <= 0 {
+		o.MaxObjects = DefaultMaxObjects
+	}
+	if o.MaxRefBytes <= 0 {
+		o.MaxRefBytes = DefaultMaxRefBytes
+	}
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Source{o: o, log: log, shown: u.Redacted(), now: make(chan struct{}, 1)}, nil
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	return &Source{o: o, log: log, shown: u.Redacted(), http: tr, now: make(chan struct{}, 1)}, nil
 }
 
 // Shown is the repository's URL as logs and errors show it: a password
@@ -144,7 +166,7 @@ func (s *Source) PollNow() {
 // the update with Err that says why it cannot. The daemon reads the first
 // one before anything listens; Run starts from it.
 func (s *Source) Read(ctx context.Context) source.Update {
-	u, _, _ := s.pollOrStop(ctx)
+	u, _ := s.poll(ctx)
 	return u
 }
 
@@ -152,6 +174,7 @@ func (s *Source) Read(ctx context.Context) source.Update {
 // poll (every Poll, and after a burst of PollNow) that finds a new commit
 // or an error, until ctx ends.
 func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
+	defer s.http.CloseIdleConnections()
 	send := func(u source.Update) bool {
 		select {
 		case out <- u:
@@ -162,8 +185,8 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 	}
 	first := s.last
 	if first == nil {
-		u, _, ok := s.pollOrStop(ctx)
-		if !ok {
+		u, _ := s.poll(ctx)
+		if ctx.Err() != nil {
 			return nil
 		}
 		first = &u
@@ -191,42 +214,12 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 			due = nil
 		case <-tick.C:
 		}
-		u, changed, ok := s.pollOrStop(ctx)
-		if !ok || changed && !send(u) {
+		// A stop ends the poll at once: every step of it (connect,
+		// handshake, reads) ends with ctx.
+		u, changed := s.poll(ctx)
+		if ctx.Err() != nil || changed && !send(u) {
 			return nil
 		}
-	}
-}
-
-// pollOrStop polls in a goroutine of its own and waits for it, or, once
-// ctx ends, for at most stopWait more: go-git connects over SSH without a
-// context, so a host that accepts the connection and then says nothing
-// would hold the poll, and the stop with it. ok is false when the poll was
-// left to end by itself (when the connection does), which only a stop
-// does.
-func (s *Source) pollOrStop(ctx context.Context) (u source.Update, changed, ok bool) {
-	type result struct {
-		u       source.Update
-		changed bool
-	}
-	done := make(chan result, 1)
-	go func() {
-		u, changed := s.poll(ctx)
-		done <- result{u, changed}
-	}()
-	select {
-	case r := <-done:
-		return r.u, r.changed, true
-	case <-ctx.Done():
-	}
-	wait := time.NewTimer(stopWait)
-	defer wait.Stop()
-	select {
-	case r := <-done:
-		return r.u, r.changed, true
-	case <-wait.C:
-		err := fmt.Errorf("git %s: stopped while the host had not answered", s.shown)
-		return source.Update{Err: err, AcceptedAt: time.Now()}, false, false
 	}
 }
 
@@ -242,30 +235,41 @@ func after(d source.Debouncer) <-chan time.Time {
 // poll lists the ref and, if it moved, fetches its commit and reads the
 // folder. changed reports whether the update differs from the last sent:
 // a ref that has not moved sends nothing, unless the poll before failed
-// (then the last read is sent again, which ends the failure).
+// (then the last read is sent again, which ends the failure). A commit's
+// verdict (read, or refused for what it holds) is kept until the ref
+// moves; a fetch that failed on the way (the network, the time, the
+// host) is tried again at the next poll.
 func (s *Source) poll(ctx context.Context) (u source.Update, changed bool) {
 	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
 	defer cancel()
 	at := time.Now()
+	w := &wire{s: s}
 	auth, err := s.auth()
+	var sess transport.UploadPackSession
+	var ar *packp.AdvRefs
 	var ref string
-	var hash plumbing.Hash
+	var hash, want plumbing.Hash
 	if err == nil {
-		ref, hash, err = s.list(ctx, auth)
+		sess, ar, err = s.open(ctx, w, auth)
+	}
+	if err == nil {
+		defer sess.Close()
+		ref, hash, want, err = s.find(ar)
 	}
 	if err != nil {
-		s.failed = true
-		err = s.scrub(ctx, err)
-		s.log.Warn("git poll failed; the last good config keeps serving", "repository", s.shown, "err", err)
-		return source.Update{Err: err, AcceptedAt: at}, true
+		return s.failure(ctx, at, err, "git poll failed; the last good config keeps serving"), true
 	}
 	if s.last != nil && hash == s.lastHash {
 		changed, s.failed = s.failed, false
 		return *s.last, changed
 	}
-	s.failed = false
 	u = source.Update{AcceptedAt: at}
-	u.Files, u.Revision, u.Err = s.read(ctx, auth, ref, hash)
+	var verdict bool
+	u.Files, u.Revision, verdict, u.Err = s.read(ctx, w, sess, ar, ref, want)
+	if u.Err != nil && !verdict {
+		return s.failure(ctx, at, u.Err, "git commit not fetched; the last good config keeps serving"), true
+	}
+	s.failed = false
 	if u.Err != nil {
 		u.Err = s.scrub(ctx, u.Err)
 		s.log.Warn("git commit not read; the last good config keeps serving", "repository", s.shown, "ref", ref, "commit", u.Revision, "err", u.Err)
@@ -274,4 +278,13 @@ func (s *Source) poll(ctx context.Context) (u source.Update, changed bool) {
 	}
 	s.last, s.lastHash = &u, hash
 	return u, true
+}
+
+// failure is the update of a poll that failed before a commit's verdict:
+// the next poll tries again.
+func (s *Source) failure(ctx context.Context, at time.Time, err error, msg string) source.Update {
+	s.failed = true
+	err = s.scrub(ctx, err)
+	s.log.Warn(msg, "repository", s.shown, "err", err)
+	return source.Update{Err: err, AcceptedAt: at}
 }

@@ -371,8 +371,7 @@ func silentHost(t *testing.T) (addr string, accepted <-chan struct{}) {
 }
 
 // A host that accepts an SSH connection and then says nothing does not
-// hold a stop: go-git connects over SSH without a context, so the poll
-// is waited for only so long once the source is stopped.
+// hold a stop: the connection ends with the source's context.
 func TestStalledSSHHostDoesNotHoldAStop(t *testing.T) {
 	addr, accepted := silentHost(t)
 	key := gittest.NewSSHKey(t)
@@ -398,7 +397,7 @@ func TestStalledSSHHostDoesNotHoldAStop(t *testing.T) {
 	cancel()
 	select {
 	case <-done:
-	case <-time.After(stopWait + 5*time.Second):
+	case <-time.After(2*time.Second + 5*time.Second):
 		t.Fatal("Run did not return after its context ended: a stalled SSH host holds it")
 	}
 }

@@ -12,13 +12,26 @@ import (
 // treeFS is one folder of a commit as an fs.FS, for source.ReadFolder:
 // its regular files and subfolders. Symbolic links and submodules are not
 // listed: a link's target is text, and following it could leave the tree.
-type treeFS struct{ t *object.Tree }
+// Its entries are indexed by name: ReadFolder looks up every entry it
+// lists, and a folder may have hundreds of thousands.
+type treeFS struct {
+	t      *object.Tree
+	byName map[string]object.TreeEntry
+}
+
+func newTreeFS(t *object.Tree) treeFS {
+	f := treeFS{t: t, byName: make(map[string]object.TreeEntry, len(t.Entries))}
+	for _, e := range t.Entries {
+		if listed(e.Mode) {
+			f.byName[e.Name] = e
+		}
+	}
+	return f
+}
 
 func (f treeFS) entry(name string) (object.TreeEntry, error) {
-	for _, e := range f.t.Entries {
-		if e.Name == name && listed(e.Mode) {
-			return e, nil
-		}
+	if e, ok := f.byName[name]; ok {
+		return e, nil
 	}
 	return object.TreeEntry{}, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
 }

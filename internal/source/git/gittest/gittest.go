@@ -108,20 +108,34 @@ func (r *Repo) FileURL() string { return "file://" + filepath.ToSlash(r.bare()) 
 // get 401, as a Git host answers.
 func (r *Repo) ServeHTTP(token string) string {
 	r.t.Helper()
+	return r.Serve(r.HTTPHandler(token))
+}
+
+// Serve serves h on 127.0.0.1 until the test ends and returns the
+// repository's URL on it: a test wraps HTTPHandler in a host that
+// misbehaves.
+func (r *Repo) Serve(h http.Handler) string {
+	r.t.Helper()
+	srv := httptest.NewServer(h)
+	r.t.Cleanup(srv.Close)
+	return srv.URL + "/repo.git"
+}
+
+// HTTPHandler is the repository's smart HTTP handler (git http-backend),
+// behind token as ServeHTTP says; its paths are under /repo.git/.
+func (r *Repo) HTTPHandler(token string) http.Handler {
 	backend := &cgi.Handler{
 		Path: r.git, Args: []string{"http-backend"}, Dir: r.root,
 		Env: []string{"GIT_PROJECT_ROOT=" + r.root, "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"},
 	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if token != "" && !authorized(req, token) {
 			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
 			http.Error(w, "authentication required", http.StatusUnauthorized)
 			return
 		}
 		backend.ServeHTTP(w, req)
-	}))
-	r.t.Cleanup(srv.Close)
-	return srv.URL + "/repo.git"
+	})
 }
 
 func authorized(req *http.Request, token string) bool {
