@@ -93,7 +93,7 @@ func TestAlertRules(t *testing.T) {
 	}
 	for _, want := range []string{"PylonProxiesNACKing", "PylonProxiesStale", "PylonConfigRefused", "PylonPushLatencyOverSLO",
 		"PylonNoProxiesConnected", "PylonStreamsRefusedIdentityMismatch", "PylonStreamsEvictedStalled",
-		"PylonCertificateExpiringSoon", "PylonCertificateExpiryCritical"} {
+		"PylonCertificateExpiringSoon", "PylonCertificateExpiryCritical", "PylonGitPollsFailing"} {
 		if !seen[want] {
 			t.Errorf("%s: no alert %s", rulesFile, want)
 		}

@@ -254,6 +254,7 @@ func Run(ctx context.Context, o Options) error {
 	if src.kube, err = newKube(o, met, log); err != nil {
 		return err
 	}
+	observeGit(o.git, met)
 	rollouts, pipe, err := newPipeline(o, sec, reg, pub, obs, read, src.watch, log)
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/pylon-xds/pylon/internal/metrics"
 	"github.com/pylon-xds/pylon/internal/source/git"
 )
 
@@ -36,4 +37,11 @@ func newGit(o Options, log *slog.Logger) (*git.Source, error) {
 		KnownHostsFile: g.KnownHostsFile,
 		Quiet:          o.DebounceQuiet, MaxWait: o.DebounceMax, Logger: log,
 	})
+}
+
+// observeGit counts g's polls in met (pylon_git_*); g may be nil.
+func observeGit(g *git.Source, met *metrics.Metrics) {
+	if g != nil {
+		g.OnPoll(func(p git.Poll) { met.GitPoll(p.Result, p.Commit, p.At) })
+	}
 }

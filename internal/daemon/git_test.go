@@ -190,12 +190,30 @@ func servesPushes(t *testing.T, repo *gittest.Repo, o daemon.GitOptions, token s
 		t.Fatalf("clusters after the fix: %v, want [c]", got)
 	}
 	configStatus(t, d, admin, func(st pipeline.Status) bool { return st.Revision == fixed && st.Refused == nil })
+	code, metrics := adminCall(t, d, http.MethodGet, "/metrics", admin)
+	for _, want := range []string{`pylon_git_commit_info{commit="` + fixed + `"} 1`, `pylon_git_polls_total{result="read"} 4`, `pylon_git_polls_total{result="failed"} 1`, "pylon_git_last_success_timestamp_seconds "} {
+		if code != http.StatusOK || !strings.Contains(metrics, want) {
+			t.Errorf("/metrics (%d) lacks %s:\n%s", code, want, grep(metrics, "pylon_git_"))
+		}
+	}
+	texts["/metrics"] = metrics
 	texts["the log"] = logs.String()
 	for what, text := range texts {
 		if strings.Contains(text, token) {
 			t.Errorf("%s shows the Git token:\n%s", what, text)
 		}
 	}
+}
+
+// grep is text's lines that contain s.
+func grep(text, s string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // A Git source with a wrong token does not start: there is no last good

@@ -149,7 +149,7 @@ func (s *Source) read(ctx context.Context, w *wire, sess transport.UploadPackSes
 	st := &bounded{Storage: memory.NewStorage(), w: w, ref: ref, left: s.o.MaxBytes}
 	if err := fetch(ctx, sess, ar, want, st); err != nil {
 		if st.over != nil {
-			return nil, "", true, st.over
+			return nil, want.String(), true, st.over
 		}
 		if over := w.tripped(); over != nil {
 			return nil, "", false, over

@@ -6,6 +6,7 @@ package git
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -76,11 +77,40 @@ const (
 	DefaultMaxRefBytes = 32 << 20
 )
 
+// The results of a poll, as Poll reports them: a fixed few.
+const (
+	// PollRead: the ref moved, and its commit was read.
+	PollRead = "read"
+	// PollUnchanged: the ref has not moved since the last poll.
+	PollUnchanged = "unchanged"
+	// PollBadCommit: the ref moved to a commit refused for what it holds
+	// (no such folder, over a bound); the next poll that finds the ref
+	// moved again reads it.
+	PollBadCommit = "bad_commit"
+	// PollFailed: the host was not reached, refused the credentials,
+	// has no such ref, or sent what it should not.
+	PollFailed = "failed"
+	// PollTimeout: the poll took longer than Options.Timeout.
+	PollTimeout = "timeout"
+)
+
+// Poll is what one poll found, for metrics.
+type Poll struct {
+	// Result is one of the Poll* results.
+	Result string
+	// Commit is the commit read (PollRead) or found unmoved
+	// (PollUnchanged), or the refused one (PollBadCommit); else empty.
+	Commit string
+	At     time.Time
+}
+
 // Source polls a Git repository.
 type Source struct {
-	o     Options
-	log   *slog.Logger
-	shown string // the URL without its userinfo's password, for logs
+	// onPoll is told every poll's result (see OnPoll).
+	onPoll func(Poll)
+	o      Options
+	log    *slog.Logger
+	shown  string // the URL without its userinfo's password, for logs
 	// http is the connections to an HTTP(S) host, reused from poll to
 	// poll; each poll bounds what it reads over them (see wire).
 	http *http.Transport
@@ -144,6 +174,10 @@ func New(o Options) (*Source, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	return &Source{o: o, log: log, shown: u.Redacted(), http: tr, now: make(chan struct{}, 1)}, nil
 }
+
+// OnPoll makes f told every poll's result, from the goroutine that polls.
+// Call it before Read and Run.
+func (s *Source) OnPoll(f func(Poll)) { s.onPoll = f }
 
 // Shown is the repository's URL as logs and errors show it: a password
 // in it is masked.
@@ -260,6 +294,7 @@ func (s *Source) poll(ctx context.Context) (u source.Update, changed bool) {
 		return s.failure(ctx, at, err, "git poll failed; the last good config keeps serving"), true
 	}
 	if s.last != nil && hash == s.lastHash {
+		s.report(PollUnchanged, s.last.Revision, at)
 		changed, s.failed = s.failed, false
 		return *s.last, changed
 	}
@@ -272,8 +307,10 @@ func (s *Source) poll(ctx context.Context) (u source.Update, changed bool) {
 	s.failed = false
 	if u.Err != nil {
 		u.Err = s.scrub(ctx, u.Err)
+		s.report(PollBadCommit, u.Revision, at)
 		s.log.Warn("git commit not read; the last good config keeps serving", "repository", s.shown, "ref", ref, "commit", u.Revision, "err", u.Err)
 	} else {
+		s.report(PollRead, u.Revision, at)
 		s.log.Info("git commit read", "repository", s.shown, "ref", ref, "commit", u.Revision, "files", len(u.Files))
 	}
 	s.last, s.lastHash = &u, hash
@@ -284,7 +321,19 @@ func (s *Source) poll(ctx context.Context) (u source.Update, changed bool) {
 // the next poll tries again.
 func (s *Source) failure(ctx context.Context, at time.Time, err error, msg string) source.Update {
 	s.failed = true
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		s.report(PollTimeout, "", at)
+	} else {
+		s.report(PollFailed, "", at)
+	}
 	err = s.scrub(ctx, err)
 	s.log.Warn(msg, "repository", s.shown, "err", err)
 	return source.Update{Err: err, AcceptedAt: at}
+}
+
+// report tells OnPoll's function what a poll found.
+func (s *Source) report(result, commit string, at time.Time) {
+	if s.onPoll != nil {
+		s.onPoll(Poll{Result: result, Commit: commit, At: at})
+	}
 }

@@ -45,6 +45,14 @@ func (l *logBuffer) String() string {
 // with PollNow.
 func start(t *testing.T, o Options) (*Source, <-chan source.Update, *logBuffer) {
 	t.Helper()
+	s, logs := newSource(t, o)
+	return s, run(t, s), logs
+}
+
+// newSource is a source of o (polled hourly unless o says, debounced
+// briefly) and its log.
+func newSource(t *testing.T, o Options) (*Source, *logBuffer) {
+	t.Helper()
 	if o.Poll == 0 {
 		o.Poll = time.Hour
 	}
@@ -55,6 +63,12 @@ func start(t *testing.T, o Options) (*Source, <-chan source.Update, *logBuffer) 
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s, logs
+}
+
+// run runs s until the test ends and returns its updates.
+func run(t *testing.T, s *Source) <-chan source.Update {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out := make(chan source.Update, 16)
 	done := make(chan error, 1)
@@ -65,7 +79,7 @@ func start(t *testing.T, o Options) (*Source, <-chan source.Update, *logBuffer) 
 			t.Errorf("Run: %v", err)
 		}
 	})
-	return s, out, logs
+	return out
 }
 
 // next is the next update, within a bound.

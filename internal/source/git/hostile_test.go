@@ -5,7 +5,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -161,8 +163,13 @@ func TestStalledSSHHandshakeTimesOut(t *testing.T) {
 	if err := os.WriteFile(known, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s, updates, _ := start(t, Options{URL: "ssh://git@" + addr + "/repo.git", CredentialsFile: writePrivate(t, string(key.Private)), KnownHostsFile: known, Timeout: 300 * time.Millisecond})
-	wantRefusal(t, s, next(t, updates), "no answer within 300ms")
+	s, _ := newSource(t, Options{URL: "ssh://git@" + addr + "/repo.git", CredentialsFile: writePrivate(t, string(key.Private)), KnownHostsFile: known, Timeout: 300 * time.Millisecond})
+	p := &polls{}
+	s.OnPoll(p.add)
+	wantRefusal(t, s, next(t, run(t, s)), "no answer within 300ms")
+	if r, _ := p.last(t, 1); r != PollTimeout {
+		t.Fatalf("a poll past its timeout is reported %q, want %q", r, PollTimeout)
+	}
 }
 
 // A folder's tree over 8 MiB (some 200,000 entries, decoded whole when
@@ -181,4 +188,68 @@ func TestHugeTreeIsRefused(t *testing.T) {
 	if _, err := b.SetEncodedObject(tree); err == nil || !strings.Contains(err.Error(), "over the limit of 8192 KiB for one folder") || !strings.Contains(err.Error(), "git.example.com/fleet.git") {
 		t.Fatalf("a tree of 8 MiB and a byte: %v", err)
 	}
+}
+
+// polls records what a source's OnPoll is told.
+type polls struct {
+	mu  sync.Mutex
+	got []Poll
+}
+
+func (p *polls) add(r Poll) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.got = append(p.got, r)
+}
+
+// last is the last poll's result and commit, once there are n.
+func (p *polls) last(t *testing.T, n int) (string, string) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		p.mu.Lock()
+		got := slices.Clone(p.got)
+		p.mu.Unlock()
+		if len(got) >= n {
+			if got[n-1].At.IsZero() {
+				t.Fatalf("poll %d has no time: %+v", n, got[n-1])
+			}
+			return got[n-1].Result, got[n-1].Commit
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d polls reported, want %d: %+v", len(got), n, got)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Every poll's result is reported, from a fixed few: the commit read,
+// the ref unmoved, the host misbehaving, a commit refused for what it
+// holds, and the timeout.
+func TestEachPollIsReported(t *testing.T) {
+	repo := gittest.New(t)
+	first := repo.Commit(map[string]string{"configs/pylon.yaml": "v1"})
+	var mode atomic.Int32
+	s, _ := newSource(t, Options{URL: hostileHost(t, repo, &mode), Path: "configs", MaxRefBytes: 64 << 10})
+	p := &polls{}
+	s.OnPoll(p.add)
+	run(t, s)
+
+	type poll struct{ result, commit string }
+	check := func(n int, want poll) {
+		t.Helper()
+		if r, c := p.last(t, n); r != want.result || c != want.commit {
+			t.Fatalf("poll %d: %s %s, want %s %s", n, r, c, want.result, want.commit)
+		}
+	}
+	check(1, poll{PollRead, first})
+	s.PollNow()
+	check(2, poll{PollUnchanged, first})
+	mode.Store(endlessRefs)
+	s.PollNow()
+	check(3, poll{PollFailed, ""})
+	mode.Store(behave)
+	bad := repo.Commit(map[string]string{"configs/pylon.yaml": "", "other.yaml": "x"})
+	s.PollNow()
+	check(4, poll{PollBadCommit, bad})
 }

@@ -36,8 +36,8 @@ type sshSession struct {
 }
 
 // connect dials the host and starts git-upload-pack on the repository's
-// path, under ctx: its deadline is the connection's, and its end closes
-// the connection (which ends any read or write in progress).
+// path, under ctx: its end (the poll's timeout, or a stop) closes the
+// connection, which ends any read or write in progress.
 func (s *sshSession) connect(ctx context.Context) error {
 	port := s.ep.Port
 	if port <= 0 {
@@ -53,9 +53,8 @@ func (s *sshSession) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if at, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(at)
-	}
+	// Closed when ctx ends (not a deadline of the connection's own,
+	// which could fire before ctx says why).
 	s.conn, s.stop = conn, context.AfterFunc(ctx, func() { conn.Close() })
 	c, chans, reqs, err := cryptossh.NewClientConn(conn, addr, cfg)
 	if err != nil {
