@@ -12,8 +12,8 @@ const maxWebhookBody = 1 << 20
 
 // registerGitPoll adds POST /v1/sources/git/poll, the webhook that makes
 // the Git source poll at once. It is a write (the write token): a caller
-// may make Pylon fetch, and so load the Git host, as often as it calls;
-// the source batches calls, and a burst is one fetch.
+// makes Pylon ask the Git host; the source makes a burst of calls one
+// poll, and its polls at least git.Options.MinGap apart.
 func registerGitPoll(mux *http.ServeMux, g guard, who *authors) {
 	poll := g.o.PollGit
 	mux.HandleFunc("POST /v1/sources/git/poll", g.write(audited(g.o.logger(), who, func(w http.ResponseWriter, r *http.Request) {

@@ -17,6 +17,9 @@ type GitOptions struct {
 	Poll, Timeout   time.Duration
 	CredentialsFile string
 	KnownHostsFile  string
+	// MinGap is the least time between polls the webhook asks for
+	// (default git.DefaultMinGap); no flag: tests shorten it.
+	MinGap time.Duration
 }
 
 // newGit is o's Git source, or nil without one. It refuses a Git source
@@ -34,8 +37,8 @@ func newGit(o Options, log *slog.Logger) (*git.Source, error) {
 	}
 	return git.New(git.Options{
 		URL: g.URL, Ref: g.Ref, Path: g.Path, Poll: g.Poll, Timeout: g.Timeout, CredentialsFile: g.CredentialsFile,
-		KnownHostsFile: g.KnownHostsFile,
-		Quiet:          o.DebounceQuiet, MaxWait: o.DebounceMax, Logger: log,
+		KnownHostsFile: g.KnownHostsFile, MinGap: g.MinGap,
+		Quiet: o.DebounceQuiet, MaxWait: o.DebounceMax, Logger: log,
 	})
 }
 

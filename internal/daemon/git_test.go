@@ -128,7 +128,7 @@ func TestGitSourceServesPushesAndRefusesABadOne(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			repo := gittest.New(t)
 			o := tc.git(t, repo)
-			o.Path, o.Poll = "configs", time.Hour
+			o.Path, o.Poll, o.MinGap = "configs", time.Hour, time.Millisecond
 			servesPushes(t, repo, o, token)
 		})
 	}

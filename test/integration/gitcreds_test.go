@@ -44,7 +44,7 @@ func TestGitCredentialsAreNeverShown(t *testing.T) {
 			repo.Commit(map[string]string{"pylon.yaml": "version: 1\nservices:\n- { name: a, endpoints: [{ address: 10.0.0.1, port: 80 }] }\n"})
 			logs := &daemontest.LogBuffer{}
 			o := tc.git(repo.ServeHTTP(secret))
-			o.Poll = time.Hour
+			o.Poll, o.MinGap = time.Hour, time.Millisecond
 			d := daemontest.Start(t, daemon.Options{Git: o, DebounceQuiet: daemontest.Quiet, DebounceMax: daemontest.MaxWait, Logger: logs.Logger()})
 			admin, read := d.Token(t, "admin-token"), d.Token(t, "read-token")
 			shown := map[string]string{}

@@ -57,7 +57,11 @@ type Options struct {
 	MaxRefBytes int64
 	// Quiet and MaxWait debounce bursts of webhook calls into one poll.
 	Quiet, MaxWait time.Duration
-	Logger         *slog.Logger
+	// MinGap is the least time from one poll to a poll the webhook asks
+	// for (default DefaultMinGap): calls within it are one poll at its
+	// end, so no caller makes Pylon load the host faster.
+	MinGap time.Duration
+	Logger *slog.Logger
 }
 
 // Defaults of Options.
@@ -65,6 +69,7 @@ const (
 	DefaultRef     = "main"
 	DefaultPoll    = 30 * time.Second
 	DefaultTimeout = time.Minute
+	DefaultMinGap  = 5 * time.Second
 	// DefaultMaxBytes is four times the config files' own limit
 	// (config.MaxTotalBytes): room for what else the commit holds.
 	DefaultMaxBytes = 256 << 20
@@ -158,6 +163,9 @@ func New(o Options) (*Source, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
 	}
+	if o.MinGap <= 0 {
+		o.MinGap = DefaultMinGap
+	}
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = DefaultMaxBytes
 	}
@@ -231,7 +239,8 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 	tick := time.NewTicker(s.o.Poll)
 	defer tick.Stop()
 	d := source.Debouncer{Quiet: s.o.Quiet, MaxWait: s.o.MaxWait}
-	var due <-chan time.Time
+	var due, held <-chan time.Time
+	last := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -246,15 +255,32 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 				continue
 			}
 			due = nil
+			if held = s.hold(last); held != nil {
+				continue
+			}
+		case <-held:
+			if held = s.hold(last); held != nil {
+				continue
+			}
 		case <-tick.C:
 		}
 		// A stop ends the poll at once: every step of it (connect,
 		// handshake, reads) ends with ctx.
+		last = time.Now()
 		u, changed := s.poll(ctx)
 		if ctx.Err() != nil || changed && !send(u) {
 			return nil
 		}
 	}
+}
+
+// hold is when a poll the webhook asked for may run, MinGap after the
+// last poll began; nil: now.
+func (s *Source) hold(last time.Time) <-chan time.Time {
+	if wait := s.o.MinGap - time.Since(last); wait > 0 {
+		return time.After(wait)
+	}
+	return nil
 }
 
 // after is a channel that receives when d's pending burst is due.

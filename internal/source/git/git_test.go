@@ -57,6 +57,9 @@ func newSource(t *testing.T, o Options) (*Source, *logBuffer) {
 		o.Poll = time.Hour
 	}
 	o.Quiet, o.MaxWait = 10*time.Millisecond, 100*time.Millisecond
+	if o.MinGap == 0 {
+		o.MinGap = time.Millisecond
+	}
 	logs := &logBuffer{}
 	o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s, err := New(o)

@@ -253,3 +253,39 @@ func TestEachPollIsReported(t *testing.T) {
 	s.PollNow()
 	check(4, poll{PollBadCommit, bad})
 }
+
+// count is how many polls were reported.
+func (p *polls) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.got)
+}
+
+// A caller of the webhook cannot make Pylon poll the host faster than
+// MinGap: a flood of calls is one poll once the gap since the last has
+// passed, not a poll per debounced burst.
+func TestWebhookFloodIsOnePollPerGap(t *testing.T) {
+	repo := gittest.New(t)
+	repo.Commit(map[string]string{"pylon.yaml": "v1"})
+	const gap = 800 * time.Millisecond
+	s, _ := newSource(t, Options{URL: repo.ServeHTTP(""), MinGap: gap})
+	p := &polls{}
+	s.OnPoll(p.add)
+	updates := run(t, s)
+	next(t, updates)
+	start := time.Now()
+	for time.Since(start) < gap/2 {
+		s.PollNow()
+		time.Sleep(2 * time.Millisecond)
+	}
+	if r, _ := p.last(t, 2); r != PollUnchanged {
+		t.Fatalf("the flood's poll: %s", r)
+	}
+	if took := time.Since(start); took < gap*3/4 {
+		t.Fatalf("the flood was polled %s after it began, within the gap of %s", took, gap)
+	}
+	time.Sleep(gap) // room for any poll the flood should not have made
+	if n := p.count(); n != 2 {
+		t.Fatalf("%d polls for the first read and a flood of webhook calls, want 2: %+v", n, p.got)
+	}
+}
