@@ -180,6 +180,9 @@ func New(o Options) (*Source, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	// A Git host's headers are a few hundred bytes; net/http's default
+	// bound is 10 MiB.
+	tr.MaxResponseHeaderBytes = 64 << 10
 	return &Source{o: o, log: log, shown: u.Redacted(), http: tr, now: make(chan struct{}, 1)}, nil
 }
 

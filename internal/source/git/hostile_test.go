@@ -25,6 +25,7 @@ const (
 	endlessRefs       // an advertisement of refs without end, each name 60 KiB
 	endlessPack       // a fetch answered with shallow lines without end
 	hugeRefusal       // 401 with a body of 4 MiB that echoes the credentials
+	hugeHeaders       // 1 MiB of response headers
 )
 
 // hostileHost serves repo over smart HTTP, or misbehaves as mode says.
@@ -54,6 +55,11 @@ func hostileHost(t *testing.T, repo *gittest.Repo, mode *atomic.Int32) string {
 					return
 				}
 			}
+		case m == hugeHeaders:
+			for i := range 64 {
+				w.Header().Set(fmt.Sprintf("X-Filler-%d", i), strings.Repeat("h", 16<<10))
+			}
+			w.WriteHeader(http.StatusOK)
 		case m == hugeRefusal:
 			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
 			w.WriteHeader(http.StatusUnauthorized)
@@ -115,6 +121,16 @@ func TestEndlessPackIsRefused(t *testing.T) {
 	mode.Store(behave)
 	s.PollNow()
 	wantFiles(t, next(t, updates), second, "pylon.yaml=v2;")
+}
+
+// A host's answer of huge headers is cut off at 64 KiB, not held.
+func TestHugeResponseHeadersAreRefused(t *testing.T) {
+	repo := gittest.New(t)
+	repo.Commit(map[string]string{"pylon.yaml": "v1"})
+	var mode atomic.Int32
+	mode.Store(hugeHeaders)
+	s, updates, _ := start(t, Options{URL: hostileHost(t, repo, &mode)})
+	wantRefusal(t, s, next(t, updates), "server response headers exceeded 65536 bytes")
 }
 
 // A commit of more objects than MaxObjects is refused, naming the bound.
