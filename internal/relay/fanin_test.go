@@ -1,0 +1,58 @@
+package relay_test
+
+import (
+	"fmt"
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/grpc"
+
+	"github.com/pylon-xds/pylon/internal/daemon"
+	"github.com/pylon-xds/pylon/internal/xds/xdstest"
+	"github.com/pylon-xds/pylon/internal/xdstype"
+)
+
+// fanIn is how many downstream proxies share one key in
+// TestProxiesOfOneKeyShareOneUpstreamStream.
+const fanIn = 200
+
+// TestProxiesOfOneKeyShareOneUpstreamStream: 200 proxies of one cluster,
+// half SotW and half delta, all get the upstream's config through the
+// relay, and the upstream sees one stream: the relay's, for the key.
+func TestProxiesOfOneKeyShareOneUpstreamStream(t *testing.T) {
+	up := startUpstream(t, "", greeter(9001))
+	rd := startRelay(t, []string{up.d.XDS}, "", daemon.RelayOptions{})
+	var conns []*grpc.ClientConn
+	for range fanIn/50 + 1 {
+		conns = append(conns, xdstest.Dial(t, rd.xds))
+	}
+	for i := range fanIn {
+		node := &corev3.Node{Id: fmt.Sprintf("proxy-%d", i), Cluster: "e2e"}
+		conn := conns[i%len(conns)]
+		if i%2 == 0 {
+			s := xdstest.OpenADS(t, conn, node)
+			s.Request(xdstype.ClusterURL)
+			if resp := s.RecvType(xdstype.ClusterURL); len(resp.Resources) != 1 {
+				t.Fatalf("SotW proxy %d got %d clusters, want 1", i, len(resp.Resources))
+			}
+			continue
+		}
+		s := xdstest.OpenDeltaADS(t, conn, node)
+		s.Subscribe(xdstype.ClusterURL, "*")
+		if resp := s.RecvType(xdstype.ClusterURL); len(resp.Resources) != 1 || resp.Resources[0].Name != "greeter-backends" {
+			t.Fatalf("delta proxy %d got %v, want the cluster greeter-backends", i, resp.Resources)
+		}
+	}
+	streams := open(proxies(t, up.d.Admin, up.read))
+	if len(streams) != 1 || streams[0].Node != "relay-test/e2e" {
+		var nodes []string
+		for _, s := range streams {
+			nodes = append(nodes, s.Node)
+		}
+		t.Fatalf("the upstream serves %d streams (%v), want one: the relay's for key e2e", len(streams), nodes)
+	}
+	keys := rd.r.Keys()
+	if len(keys) != 1 || keys[0].Proxies != fanIn || keys[0].Streams != 1 {
+		t.Fatalf("relay keys %+v, want one key of %d proxies on one upstream stream", keys, fanIn)
+	}
+}
