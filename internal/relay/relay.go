@@ -78,6 +78,8 @@ type keyState struct {
 	client *upstream.Client
 	stop   context.CancelFunc
 	kick   chan struct{}
+	// done is closed once the key's stream and builds have ended.
+	done chan struct{}
 	// streams counts the downstream streams of the key; idleSince is when
 	// it last fell to zero.
 	streams   int
@@ -187,28 +189,36 @@ func (r *Relay) stopAll() {
 // sweep drops the keys no proxy has used for IdleKey.
 func (r *Relay) sweep(now time.Time) {
 	r.mu.Lock()
-	var gone []string
+	var gone []*keyState
 	for name, ks := range r.keys {
 		if ks.streams == 0 && now.Sub(ks.idleSince) >= r.o.IdleKey {
 			ks.stop()
 			delete(r.keys, name)
-			gone = append(gone, name)
+			gone = append(gone, ks)
 		}
 	}
 	r.mu.Unlock()
 	if len(gone) == 0 {
 		return
 	}
-	for _, name := range gone {
-		r.o.Logger.Info("relay key dropped: no proxy used it", "key", name, "idle", r.o.IdleKey.String())
-		r.forget(name)
-	}
 	r.publish(now)
+	for _, ks := range gone {
+		// Its builds over, nothing writes its file again; unless a proxy
+		// brought the key back meanwhile.
+		<-ks.done
+		r.mu.Lock()
+		back := r.keys[ks.key.Name] != nil
+		r.mu.Unlock()
+		r.o.Logger.Info("relay key dropped: no proxy used it", "key", ks.key.Name, "idle", r.o.IdleKey.String())
+		if !back {
+			r.forget(ks.key.Name)
+		}
+	}
 }
 
 // newKey adds a key, its upstream stream not yet started; mu is held.
 func (r *Relay) newKey(k Key, resume upstream.State) *keyState {
-	ks := &keyState{key: k, kick: make(chan struct{}, 1), valid: &snapshot.Validated{}}
+	ks := &keyState{key: k, kick: make(chan struct{}, 1), done: make(chan struct{}), valid: &snapshot.Validated{}}
 	ks.client = upstream.New(upstream.Options{
 		Addrs: r.o.Upstreams, Dial: r.o.Pool.Conn, Node: k.Node(r.o.ID), Types: r.types,
 		Resume: resume, MaxResources: r.o.MaxResources, MinBackoff: r.o.MinBackoff, MaxBackoff: r.o.MaxBackoff,
@@ -228,14 +238,21 @@ func (r *Relay) newKey(k Key, resume upstream.State) *keyState {
 func (r *Relay) goKey(ks *keyState) {
 	ctx, stop := context.WithCancel(r.ctx)
 	ks.stop = stop
-	r.wg.Add(2)
+	var both sync.WaitGroup
+	both.Add(2)
+	r.wg.Add(1)
 	go func() {
-		defer r.wg.Done()
+		defer both.Done()
 		_ = ks.client.Run(ctx)
 	}()
 	go func() {
-		defer r.wg.Done()
+		defer both.Done()
 		r.runKey(ctx, ks)
+	}()
+	go func() {
+		defer r.wg.Done()
+		both.Wait()
+		close(ks.done)
 	}()
 }
 
