@@ -64,8 +64,12 @@ type Relay struct {
 	o     Options
 	types []upstream.Type
 
-	mu   sync.Mutex
-	ctx  context.Context
+	// pubMu orders publishes: the fleet made last is the one published
+	// last. mu is not held across a publish, whose callbacks wake the
+	// streams.
+	pubMu sync.Mutex
+	mu    sync.Mutex
+	ctx   context.Context
 	keys map[string]*keyState
 	wg   sync.WaitGroup
 	// status is what /status shows of the relay's fleet.
@@ -319,6 +323,8 @@ func (r *Relay) publish(at time.Time) {
 	var snaps []*snapshot.Snapshot
 	var groups []GroupStatus
 	var held []string
+	r.pubMu.Lock()
+	defer r.pubMu.Unlock()
 	r.mu.Lock()
 	for _, name := range slices.Sorted(maps.Keys(r.keys)) {
 		ks := r.keys[name]
@@ -338,9 +344,12 @@ func (r *Relay) publish(at time.Time) {
 		}
 		groups = append(groups, gs)
 	}
+	r.mu.Unlock()
 	f := fleet.NewGroupedFleet(rules, snaps)
 	f.AcceptedAt = at
-	if r.o.Publisher.Publish(f) {
+	published := r.o.Publisher.Publish(f)
+	r.mu.Lock()
+	if published {
 		r.status.Version, r.status.AcceptedAt, r.status.PublishedAt, r.status.Groups = f.Version(), at, time.Now(), groups
 	}
 	r.status.HeldBack = held
