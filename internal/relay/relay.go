@@ -282,7 +282,7 @@ func (r *Relay) runKey(ctx context.Context, ks *keyState) {
 		}
 		state := ks.client.State()
 		inputs := r.inputs(ks.key.Name, state)
-		missing := r.subscribe(ks, state, inputs)
+		missing := r.subscribe(ks, state, inputs) || !r.firstWhole(ks)
 		now := time.Now()
 		if missing && settleC == nil {
 			if waiting.IsZero() {
@@ -302,6 +302,25 @@ func (r *Relay) runKey(ctx context.Context, ks *keyState) {
 			r.publish(now)
 		}
 	}
+}
+
+// firstWhole reports whether the key may publish: once it has a snapshot,
+// always; before, once the upstream answered every wildcard type, so that
+// a key's first proxies get its whole config at once rather than the
+// types in the order they came.
+func (r *Relay) firstWhole(ks *keyState) bool {
+	r.mu.Lock()
+	has := ks.snap != nil
+	r.mu.Unlock()
+	if has {
+		return true
+	}
+	for _, t := range r.types {
+		if t.Wildcard && !ks.client.Answered(t.URL) {
+			return false
+		}
+	}
+	return true
 }
 
 // snapshotKeys are the keys now, in name order.

@@ -131,6 +131,15 @@ func (c *Client) Connected() (addr string, up bool, streams int) {
 	return c.addr, c.connected, c.streams
 }
 
+// Answered reports whether the upstream has answered the type at all,
+// on this stream or an earlier one.
+func (c *Client) Answered(typeURL string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.sysVersion[typeURL]
+	return ok
+}
+
 // SetNames sets what a named type subscribes to; the stream subscribes
 // and unsubscribes the difference. What is no longer subscribed is no
 // longer held.
