@@ -18,6 +18,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/csds"
 	"github.com/pylon-xds/pylon/internal/diag"
 	"github.com/pylon-xds/pylon/internal/fleet"
+	"github.com/pylon-xds/pylon/internal/metrics"
 	"github.com/pylon-xds/pylon/internal/pipeline"
 	"github.com/pylon-xds/pylon/internal/relay"
 	"github.com/pylon-xds/pylon/internal/relay/upstream"
@@ -106,6 +107,10 @@ func RunRelay(ctx context.Context, o Options, ro RelayOptions) error {
 		Authorize: csds.TokenOrIdentity(func() string { return tokens.Current().Read }, o.CSDSIdentities),
 	}).Register(gs)
 	reportExpiry(obs.Metrics, sec, xdsSrv)
+	obs.Metrics.Relay(func() metrics.RelayStats {
+		s := rl.Stats()
+		return metrics.RelayStats{Keys: s.Keys, Connected: s.Connected, HeldBack: s.HeldBack, UpstreamStreams: s.UpstreamStreams, NACKsReported: s.NACKsReported}
+	})
 	stop := &stopper{
 		period: o.DrainPeriod, grace: o.ShutdownGrace, log: log, gs: gs, xds: xdsSrv, lis: lis.xds,
 		now: StopNow(ctx), streams: func() int { return openStreams(obs.Tracker) },

@@ -114,6 +114,7 @@ func (r *Relay) Observe(e *status.Event) {
 	}
 	detail := fmt.Sprintf("downstream proxy %q (through relay %s): %s", e.NodeID(), r.o.ID, e.Detail)
 	if ks.client.ReportNACK(e.TypeURL, detail) {
+		r.nacks.Add(1)
 		r.o.Logger.Info("relay: a downstream NACK reported upstream", "key", k.Name, "node", e.NodeID(), "type", e.TypeURL)
 	}
 }

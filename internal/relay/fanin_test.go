@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -54,5 +55,11 @@ func TestProxiesOfOneKeyShareOneUpstreamStream(t *testing.T) {
 	keys := rd.r.Keys()
 	if len(keys) != 1 || keys[0].Proxies != fanIn || keys[0].Streams != 1 {
 		t.Fatalf("relay keys %+v, want one key of %d proxies on one upstream stream", keys, fanIn)
+	}
+	m := metricsText(t, rd.admin)
+	for _, want := range []string{"\npylon_relay_keys 1\n", "\npylon_relay_upstream_streams_total 1\n", "\npylon_relay_keys_connected 1\n"} {
+		if !strings.Contains(m, want) {
+			t.Errorf("the relay's /metrics lacks %q", strings.TrimSpace(want))
+		}
 	}
 }

@@ -222,3 +222,18 @@ func greeter(ports ...int) string {
     lb_endpoints:
 %s`, eps.String())
 }
+
+// metricsText is GET /metrics of an admin API (open: no token).
+func metricsText(t *testing.T, admin string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

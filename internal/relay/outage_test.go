@@ -116,6 +116,9 @@ func TestDownstreamNACKShowsUpstream(t *testing.T) {
 			t.Errorf("upstream NACK detail %q does not name %q", detail, want)
 		}
 	}
+	if m := metricsText(t, rd.admin); !strings.Contains(m, "\npylon_relay_nacks_reported_total 1\n") {
+		t.Error("the relay's /metrics does not count the NACK it reported")
+	}
 }
 
 // TestRelayFailsOverToTheNextUpstream: with the first upstream gone, the

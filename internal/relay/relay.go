@@ -16,6 +16,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pylon-xds/pylon/internal/fleet"
@@ -74,6 +75,10 @@ type Relay struct {
 	wg   sync.WaitGroup
 	// status is what /status shows of the relay's fleet.
 	status Status
+	// droppedStreams counts the upstream streams of keys dropped since;
+	// nacks the downstream NACKs reported upstream.
+	droppedStreams uint64
+	nacks          atomic.Uint64
 }
 
 // keyState is one key: its upstream stream, its proxies, its snapshot.
@@ -207,6 +212,10 @@ func (r *Relay) sweep(now time.Time) {
 	}
 	r.publish(now)
 	for _, ks := range gone {
+		_, _, n := ks.client.Connected()
+		r.mu.Lock()
+		r.droppedStreams += uint64(n)
+		r.mu.Unlock()
 		// Its builds over, nothing writes its file again; unless a proxy
 		// brought the key back meanwhile.
 		<-ks.done
@@ -415,6 +424,30 @@ type KeyStatus struct {
 	Streams int    `json:"upstreamStreams"`
 	Proxies int    `json:"proxies"`
 	Version string `json:"version,omitempty"`
+}
+
+// Stats are the relay's figures for its metrics.
+type Stats struct {
+	Keys, Connected, HeldBack      int
+	UpstreamStreams, NACKsReported uint64
+}
+
+// Stats reads the relay's figures.
+func (r *Relay) Stats() Stats {
+	var s Stats
+	for _, k := range r.Keys() {
+		s.Keys++
+		if k.Connected {
+			s.Connected++
+		}
+		s.UpstreamStreams += uint64(k.Streams)
+	}
+	r.mu.Lock()
+	s.UpstreamStreams += r.droppedStreams
+	s.HeldBack = len(r.status.HeldBack)
+	r.mu.Unlock()
+	s.NACKsReported = r.nacks.Load()
+	return s
 }
 
 // Keys lists the keys.
