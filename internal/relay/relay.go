@@ -71,8 +71,8 @@ type Relay struct {
 	pubMu sync.Mutex
 	mu    sync.Mutex
 	ctx   context.Context
-	keys map[string]*keyState
-	wg   sync.WaitGroup
+	keys  map[string]*keyState
+	wg    sync.WaitGroup
 	// status is what /status shows of the relay's fleet.
 	status Status
 	// droppedStreams counts the upstream streams of keys dropped since;
