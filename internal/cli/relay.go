@@ -55,6 +55,12 @@ pylon status shows it from the relay's node. See docs/relay.md.`,
 		},
 	}
 	cmd.SetUsageFunc(relayUsage)
+	addRelayFlags(cmd, &o, &ro)
+	return cmd
+}
+
+// addRelayFlags are relay's flags: its own, and those it shares with serve.
+func addRelayFlags(cmd *cobra.Command, o *daemon.Options, ro *daemon.RelayOptions) {
 	f := cmd.Flags()
 	f.StringSliceVar(&ro.Upstreams, "upstream", nil, "upstream xDS servers, HOST:PORT (comma-separated or repeated), tried in order: a failed stream moves to the next")
 	f.StringVar(&ro.Key, "key", relay.DefaultKey, "the key proxies are grouped by, one upstream stream each: a template of {cluster}, {locality.region}, {locality.zone}, {locality.sub_zone} and {metadata.NAME}")
@@ -89,5 +95,4 @@ pylon status shows it from the relay's node. See docs/relay.md.`,
 	f.StringVar(&o.AdminTLS.Key, "admin-tls-key", "", "the admin certificate's PEM private key")
 	f.StringVar(&o.AdminTLS.ClientCA, "admin-client-ca", "", "verify admin client certificates, when given, against these PEM CAs")
 	f.IntVar(&o.AdminLimits.MaxConns, "admin-max-conns", 2048, "admin API connections served at once")
-	return cmd
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/relay"
 	"github.com/pylon-xds/pylon/internal/relay/upstream"
 	"github.com/pylon-xds/pylon/internal/status"
+	"github.com/pylon-xds/pylon/internal/token"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -59,6 +60,9 @@ type RelayOptions struct {
 func RunRelay(ctx context.Context, o Options, ro RelayOptions) error {
 	o.defaults()
 	log := o.Logger
+	if ro.Key == "" {
+		ro.Key = relay.DefaultKey
+	}
 	reg := xdstype.New()
 	rl, pub, pool, err := newRelay(o, ro, reg)
 	if err != nil {
@@ -85,6 +89,7 @@ func RunRelay(ctx context.Context, o Options, ro RelayOptions) error {
 	if err := rl.Start(runCtx); err != nil {
 		return err
 	}
+	defer rl.Close() // on a failed start too: the keys' streams have begun
 	if ro.Relay != nil {
 		ro.Relay(rl)
 	}
@@ -92,20 +97,7 @@ func RunRelay(ctx context.Context, o Options, ro RelayOptions) error {
 	if err != nil {
 		return err
 	}
-	xdsSrv := xds.New(xds.Options{
-		Registry: reg, Fleets: pub, Identifier: o.Identifier, Logger: log,
-		SuppressDeltaNotFound: o.SuppressDeltaNotFound, HoldTimeout: o.HoldTimeout,
-		MaxInitialSends: o.MaxInitialSends, NewStreamsPerSecond: o.NewStreamsPerSecond,
-		Observer: status.ComposeObservers(obs.Observer, rl),
-		Identity: sec.identity, InsecureServeSecrets: o.InsecureServeSecrets,
-		MaxResourceNames: o.MaxResourceNames, MaxStreamsPerConnection: o.MaxStreamsPerConnection, SendStall: o.SendStall,
-	})
-	gs := grpc.NewServer(append(grpcOptions(o, xdsSrv, sec), grpc.ChainStreamInterceptor(rl.StreamInterceptor()))...)
-	xdsSrv.Register(gs)
-	csds.New(csds.Options{
-		Tracker: obs.Tracker, Registry: reg, Logger: log,
-		Authorize: csds.TokenOrIdentity(func() string { return tokens.Current().Read }, o.CSDSIdentities),
-	}).Register(gs)
+	xdsSrv, gs := newRelayXDS(o, sec, reg, pub, obs, rl, tokens)
 	reportExpiry(obs.Metrics, sec, xdsSrv)
 	obs.Metrics.Relay(func() metrics.RelayStats {
 		s := rl.Stats()
@@ -143,14 +135,32 @@ func RunRelay(ctx context.Context, o Options, ro RelayOptions) error {
 	return g.Wait()
 }
 
+// newRelayXDS is the relay's xDS server, as serve's (newXDS) but for the
+// relay's admission of each stream into its key (relay.StreamInterceptor)
+// and its observing the streams' NACKs: CSDS on the same gRPC server.
+func newRelayXDS(o Options, sec *security, reg *xdstype.Registry, pub *fleet.Publisher, obs *Observability, rl *relay.Relay, tokens *token.Files) (*xds.Server, *grpc.Server) {
+	xdsSrv := xds.New(xds.Options{
+		Registry: reg, Fleets: pub, Identifier: o.Identifier, Logger: o.Logger,
+		SuppressDeltaNotFound: o.SuppressDeltaNotFound, HoldTimeout: o.HoldTimeout,
+		MaxInitialSends: o.MaxInitialSends, NewStreamsPerSecond: o.NewStreamsPerSecond,
+		Observer: status.ComposeObservers(obs.Observer, rl),
+		Identity: sec.identity, InsecureServeSecrets: o.InsecureServeSecrets,
+		MaxResourceNames: o.MaxResourceNames, MaxStreamsPerConnection: o.MaxStreamsPerConnection, SendStall: o.SendStall,
+	})
+	gs := grpc.NewServer(append(grpcOptions(o, xdsSrv, sec), grpc.ChainStreamInterceptor(rl.StreamInterceptor()))...)
+	xdsSrv.Register(gs)
+	csds.New(csds.Options{
+		Tracker: obs.Tracker, Registry: reg, Logger: o.Logger,
+		Authorize: csds.TokenOrIdentity(func() string { return tokens.Current().Read }, o.CSDSIdentities),
+	}).Register(gs)
+	return xdsSrv, gs
+}
+
 // newRelay checks the relay's own options and makes the relay, the
 // publisher it feeds and the pool of its upstream connections.
 func newRelay(o Options, ro RelayOptions, reg *xdstype.Registry) (*relay.Relay, *fleet.Publisher, *upstream.Pool, error) {
 	if len(ro.Upstreams) == 0 {
 		return nil, nil, nil, errors.New("--upstream: name at least one upstream xDS server, HOST:PORT")
-	}
-	if ro.Key == "" {
-		ro.Key = relay.DefaultKey
 	}
 	tmpl, err := relay.ParseTemplate(ro.Key)
 	if err != nil {

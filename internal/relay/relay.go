@@ -186,10 +186,16 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 }
 
+// Close ends every key's upstream stream and waits for them; Run does it
+// when its context ends.
+func (r *Relay) Close() { r.stopAll() }
+
 func (r *Relay) stopAll() {
 	r.mu.Lock()
 	for _, ks := range r.keys {
-		ks.stop()
+		if ks.stop != nil {
+			ks.stop()
+		}
 	}
 	r.mu.Unlock()
 	r.wg.Wait()
