@@ -103,11 +103,18 @@ type upstream struct {
 // with config.
 func startUpstream(t *testing.T, addr, config string) *upstream {
 	t.Helper()
+	return startUpstreamWith(t, addr, config, func(*daemon.Options) {})
+}
+
+// startUpstreamWith is startUpstream with options of the test's.
+func startUpstreamWith(t *testing.T, addr, config string, set func(*daemon.Options)) *upstream {
+	t.Helper()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "pylon.yaml")
 	writeAtomically(t, cfg, config)
 	o := daemontest.FileMode(cfg)
 	o.XDSAddr, o.Identifier = addr, "upstream"
+	set(&o)
 	d := daemontest.Start(t, o)
 	return &upstream{d: d, cfg: cfg, read: d.Token(t, "read-token")}
 }

@@ -197,6 +197,7 @@ func (c *Client) Run(ctx context.Context) error {
 		return errors.New("upstream: no address")
 	}
 	backoff := c.o.MinBackoff
+	failing := false
 	for i := 0; ; i = (i + 1) % len(c.o.Addrs) {
 		addr := c.o.Addrs[i]
 		got, err := c.stream(ctx, addr)
@@ -204,9 +205,15 @@ func (c *Client) Run(ctx context.Context) error {
 			return nil
 		}
 		if got {
-			backoff = c.o.MinBackoff
+			backoff, failing = c.o.MinBackoff, false
 		}
-		c.o.Logger.Warn("upstream stream ended; trying the next upstream", "upstream", addr, "err", err, "retry_in", backoff.String())
+		// Said once per outage, not at every retry of every key.
+		level := slog.LevelWarn
+		if failing {
+			level = slog.LevelDebug
+		}
+		failing = true
+		c.o.Logger.Log(ctx, level, "upstream stream ended; trying the next upstream", "upstream", addr, "err", err, "retry_in", backoff.String())
 		t := time.NewTimer(jitter(backoff))
 		select {
 		case <-ctx.Done():
