@@ -63,3 +63,36 @@ func TestProxiesOfOneKeyShareOneUpstreamStream(t *testing.T) {
 		}
 	}
 }
+
+// TestFiveThousandProxiesOneUpstreamStream is the figure: 5,000
+// delta proxies of one key behind one relay, one upstream stream. Skipped
+// with -short (it holds 10,000 streams in one process).
+func TestFiveThousandProxiesOneUpstreamStream(t *testing.T) {
+	if testing.Short() {
+		t.Skip("5,000 proxies: skipped with -short")
+	}
+	const proxies5k = 5000
+	up := startUpstream(t, "", greeter(9001))
+	rd := startRelay(t, []string{up.d.XDS}, "", daemon.RelayOptions{})
+	var conns []*grpc.ClientConn
+	for range proxies5k/100 + 1 {
+		conns = append(conns, xdstest.Dial(t, rd.xds))
+	}
+	streams := make([]*xdstest.DeltaStream, proxies5k)
+	for i := range proxies5k {
+		streams[i] = xdstest.OpenDeltaADS(t, conns[i%len(conns)], &corev3.Node{Id: fmt.Sprintf("proxy-%d", i), Cluster: "e2e"})
+		streams[i].Subscribe(xdstype.ClusterURL, "*")
+	}
+	for i, s := range streams {
+		if resp := s.RecvType(xdstype.ClusterURL); len(resp.Resources) != 1 {
+			t.Fatalf("proxy %d got %d clusters, want 1", i, len(resp.Resources))
+		}
+	}
+	up1 := open(proxies(t, up.d.Admin, up.read))
+	if len(up1) != 1 || up1[0].Node != "relay-test/e2e" {
+		t.Fatalf("the upstream serves %d streams, want one: the relay's for key e2e", len(up1))
+	}
+	if k := rd.r.Keys(); len(k) != 1 || k[0].Proxies != proxies5k || k[0].Streams != 1 {
+		t.Fatalf("relay keys %+v, want one key of %d proxies on one upstream stream", k, proxies5k)
+	}
+}
