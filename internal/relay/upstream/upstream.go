@@ -483,6 +483,9 @@ func (c *Client) apply(resp *discoveryv3.DeltaDiscoveryResponse) (changed bool, 
 		}
 	}
 	for n, r := range add {
+		if _, ok := slices.BinarySearch(c.names[url], n); !t.Wildcard && !ok {
+			continue // not subscribed (any more): not kept
+		}
 		if old, ok := next[n]; !ok || old.Version != r.Version || r.Version == "" {
 			changed = true
 		}
