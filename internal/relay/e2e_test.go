@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,6 +95,16 @@ func TestGRPCClientGetsConfigThroughRelay(t *testing.T) {
 	if len(seen) != 2 {
 		t.Fatalf("RPCs through the relay reached %v, want both backends", seen)
 	}
+	// pylon status reads the relay as it reads serve: its proxy, in the
+	// key's group.
+	var out, stderr bytes.Buffer
+	if code := cli.Execute(context.Background(), []string{"status", "--admin-addr", rd.admin, "--data-dir", rd.dataDir}, &out, &stderr); code != 0 {
+		t.Fatalf("pylon status against the relay: exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(out.String(), "grpc-1") || !strings.Contains(out.String(), "e2e") {
+		t.Errorf("pylon status against the relay does not show proxy grpc-1 in group e2e:\n%s", out.String())
+	}
+
 	writeAtomically(t, up.cfg, greeter(ports[1]))
 	if !eventually(func() bool {
 		for range 10 {
