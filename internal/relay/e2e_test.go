@@ -117,3 +117,41 @@ func TestGRPCClientGetsConfigThroughRelay(t *testing.T) {
 		t.Fatal("the client did not follow the upstream's change through the relay")
 	}
 }
+
+// TestGRPCClientFallsBackToTheRelay: a bootstrap naming Pylon first and
+// the relay second (gRFC A71): with Pylon away, a new grpc-go client gets
+// its config from the relay, which serves what it kept.
+func TestGRPCClientFallsBackToTheRelay(t *testing.T) {
+	ports := startBackends(t, 1)
+	up := startUpstream(t, "", greeter(ports...))
+	rd := startRelay(t, []string{up.d.XDS}, "", daemon.RelayOptions{})
+	// The relay holds key e2e's config before Pylon goes.
+	subscribeEndpoints(t, rd.xds, "warm-up")
+	up.d.Stop(t)
+
+	bootstrap := fmt.Sprintf(`{
+  "xds_servers": [
+    {"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]},
+    {"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}
+  ],
+  "node": {"id": "grpc-fallback", "cluster": "e2e"}
+}`, up.d.XDS, rd.xds)
+	resolver, err := xds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
+	if err != nil {
+		t.Fatalf("grpc-go refused the bootstrap: %v", err)
+	}
+	conn, err := grpc.NewClient("xds:///greeter", grpc.WithResolvers(resolver), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	resp, err := testgrpc.NewTestServiceClient(conn).UnaryCall(ctx, &testgrpc.SimpleRequest{}, grpc.WaitForReady(true))
+	if err != nil {
+		t.Fatalf("an RPC with Pylon away and the relay as fallback: %v", err)
+	}
+	if resp.GetServerId() != "backend-0" {
+		t.Fatalf("served by %q, want backend-0", resp.GetServerId())
+	}
+}
