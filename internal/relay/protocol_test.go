@@ -5,8 +5,11 @@ import (
 	"strings"
 	"testing"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
 	"github.com/pylon-xds/pylon/internal/daemon"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
+	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
 // envoyConfig is an Envoy's config: a listener whose routes send
@@ -87,5 +90,34 @@ func TestRelayKeepsMakeBeforeBreak(t *testing.T) {
 				t.Fatalf("make-before-break broken through the relay:\n%s", strings.Join(p.Violations, "\n"))
 			}
 		})
+	}
+}
+
+// TestRelayServesEveryVariant: through the relay, the clusters reach a
+// client on each of xDS's four variants: state of the world and delta,
+// aggregated and per type.
+func TestRelayServesEveryVariant(t *testing.T) {
+	up := startUpstream(t, "", envoyConfig("c1"))
+	rd := startRelay(t, []string{up.d.XDS}, "", daemon.RelayOptions{})
+	conn := xdstest.Dial(t, rd.xds)
+	cds := xdstype.New().Lookup(xdstype.ClusterURL)
+	node := func(id string) *corev3.Node { return &corev3.Node{Id: id, Cluster: "e2e"} }
+	for name, s := range map[string]*xdstest.Stream{
+		"SotW ADS":      xdstest.OpenADS(t, conn, node("sotw-ads")),
+		"SotW per type": xdstest.OpenType(t, conn, cds, node("sotw-cds")),
+	} {
+		s.Request(xdstype.ClusterURL)
+		if resp := s.RecvType(xdstype.ClusterURL); len(resp.Resources) != 1 {
+			t.Errorf("%s: %d clusters, want 1", name, len(resp.Resources))
+		}
+	}
+	for name, s := range map[string]*xdstest.DeltaStream{
+		"delta ADS":      xdstest.OpenDeltaADS(t, conn, node("delta-ads")),
+		"delta per type": xdstest.OpenDeltaType(t, conn, cds, node("delta-cds")),
+	} {
+		s.Subscribe(xdstype.ClusterURL, "*")
+		if resp := s.RecvType(xdstype.ClusterURL); len(resp.Resources) != 1 {
+			t.Errorf("%s: %d clusters, want 1", name, len(resp.Resources))
+		}
 	}
 }
