@@ -63,7 +63,7 @@ func newRoot(stdout, stderr io.Writer, getenv func(string) string) *cobra.Comman
 	admin := &adminFlags{}
 	admin.register(root, getenv)
 	root.AddCommand(newServe(g, admin), newBootstrap(), newValidate(), newVersion(), newStatus(admin), newGet(admin), newExplain(admin),
-		newRender(g), newRollout(admin), newCerts())
+		newRender(g), newRollout(admin), newCerts(), newRelay(g, admin))
 	addWriteCommands(root, admin)
 	return root
 }

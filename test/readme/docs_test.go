@@ -33,6 +33,10 @@ var docSkipped = map[string]map[string]string{
 		`grpcurl -plaintext -import-path envoy-api -import-path xds -import-path protoc-gen-validate -proto envoy/service/status/v3/csds.proto -H "authorization: Bearer $(cat "$DATA_DIR/read-token")" -d '{"node_matchers": [{"node_id": {"prefix": "edge-"}}]}' 127.0.0.1:18000 envoy.service.status.v3.ClientStatusDiscoveryService/FetchClientStatus`: "needs grpcurl and a checkout of the Envoy, xds and protoc-gen-validate protos " +
 			"(CSDS itself is test/integration's TestCSDS*)",
 	},
+	"relay.md": {
+		"pylon relay --upstream pylon-1.example:18000,pylon-2.example:18000 --xds-addr :18000 --admin-addr 127.0.0.1:19001 --data-dir /var/lib/pylon-relay": "runs until stopped, in front of upstreams the page names; " +
+			"the relay end to end is internal/relay's tests",
+	},
 	"render.md": {
 		"pylon render --config ./config/ --node-id edge-1 --out /etc/envoy/xds --watch": "runs until stopped; --watch is internal/cli's TestRenderWatch",
 	},

@@ -1,0 +1,156 @@
+package relay
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/pylon-xds/pylon/internal/diag"
+	"github.com/pylon-xds/pylon/internal/relay/upstream"
+	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/xdstype"
+)
+
+// checker decodes a resource of t as the upstream client's check.
+func checker(t *xdstype.Type) func(a *anypb.Any) (string, error) {
+	return func(a *anypb.Any) (string, error) {
+		m := t.New()
+		if err := proto.Unmarshal(a.GetValue(), m); err != nil {
+			return "", fmt.Errorf("cannot decode a %s: %w", t.Kind, err)
+		}
+		name := xdstype.NameOf(m)
+		if name == "" {
+			return "", fmt.Errorf("a %s without a name", t.Kind)
+		}
+		return name, nil
+	}
+}
+
+// inputs are the state's resources decoded, in type rank and name order.
+func (r *Relay) inputs(key string, state upstream.State) []xdstype.Resource {
+	var out []xdstype.Resource
+	for _, t := range r.o.Registry.Ranked() {
+		held := state[t.URL]
+		for _, name := range slices.Sorted(maps.Keys(held)) {
+			m := t.New()
+			if proto.Unmarshal(held[name].Any.GetValue(), m) != nil {
+				continue // checked on arrival; a kept file's may not be
+			}
+			out = append(out, xdstype.Resource{Type: t, Name: name, Message: m, File: "upstream of key " + key})
+		}
+	}
+	return out
+}
+
+// subscribe sets what the key subscribes to by name: what its resources
+// name of the named types (routes, endpoints, extension configs), which is
+// what their clients ask for. It reports whether any of it has not
+// arrived.
+func (r *Relay) subscribe(ks *keyState, state upstream.State, inputs []xdstype.Resource) (missing bool) {
+	wanted := map[string]map[string]bool{}
+	for _, t := range r.types {
+		if !t.Wildcard {
+			wanted[t.URL] = map[string]bool{}
+		}
+	}
+	for _, in := range inputs {
+		if in.Type.Refs == nil {
+			continue
+		}
+		for _, ref := range in.Type.Refs(in.Message) {
+			if w := wanted[ref.TypeURL]; w != nil {
+				w[ref.Name] = true
+			}
+		}
+	}
+	for url, names := range wanted {
+		ks.client.SetNames(url, slices.Collect(maps.Keys(names)))
+		for n := range names {
+			if _, ok := state[url][n]; !ok {
+				missing = true
+			}
+		}
+	}
+	return missing
+}
+
+// maxHeld bounds what a key's status says it held back.
+const maxHeld = 50
+
+// build makes the key's snapshot from its upstream resources and reports
+// whether it or what was held back changed. A resource Pylon would not
+// serve (it names what does not exist, a Secret among others, or fails
+// validation) is held back: its previous good version is served if there
+// is one, else nothing of it, and what names it is held back in turn.
+func (r *Relay) build(ks *keyState, state upstream.State, inputs []xdstype.Resource) bool {
+	r.mu.Lock()
+	prev := ks.snap
+	r.mu.Unlock()
+	snap, held := buildKeeping(r.o.Registry, inputs, prev, ks.valid)
+	if len(held) > maxHeld {
+		held = append(held[:maxHeld], fmt.Sprintf("and %d more", len(held)-maxHeld))
+	}
+	r.mu.Lock()
+	heldChanged := !slices.Equal(held, ks.heldBack)
+	ks.heldBack = held
+	changed := snap != nil && (prev == nil || prev.Version() != snap.Version())
+	if changed {
+		ks.snap = snap
+	}
+	r.mu.Unlock()
+	if heldChanged && len(held) > 0 {
+		r.o.Logger.Warn("relay: resources from upstream held back (not served downstream)", "key", ks.key.Name, "held_back", held)
+	}
+	if changed {
+		if err := r.persist(ks.key, state, snap); err != nil {
+			r.o.Logger.Warn("relay: cannot keep the key's config in the data folder", "key", ks.key.Name, "err", err)
+		}
+	}
+	return changed || heldChanged
+}
+
+// maxPasses bounds the builds of one change: each pass holds back what
+// the last one found wrong, and what named it comes up in the next.
+const maxPasses = 16
+
+// buildKeeping builds inputs, holding back each resource a build refuses
+// (its previous version in prev taking its place, once). It returns nil
+// when no pass builds.
+func buildKeeping(reg *xdstype.Registry, inputs []xdstype.Resource, prev *snapshot.Snapshot, v *snapshot.Validated) (*snapshot.Snapshot, []string) {
+	var held []string
+	type id struct{ kind, name string }
+	usedOld := map[id]bool{}
+	for range maxPasses {
+		snap, err := snapshot.BuildValidated(reg, inputs, v)
+		if err == nil {
+			return snap, held
+		}
+		var list diag.List
+		if !errors.As(err, &list) {
+			return nil, append(held, err.Error())
+		}
+		bad := map[id]bool{}
+		for _, d := range list {
+			bad[id{d.Type, d.Name}] = true
+			held = append(held, fmt.Sprintf("%s %q: %s: %s", d.Type, d.Name, d.Field, d.Message))
+		}
+		next := make([]xdstype.Resource, 0, len(inputs))
+		for _, in := range inputs {
+			k := id{in.Type.Kind, in.Name}
+			switch old := prev.Set(in.Type.URL).Get(in.Name); {
+			case !bad[k]:
+				next = append(next, in)
+			case old != nil && !usedOld[k]:
+				usedOld[k] = true
+				in.Message = old.Message
+				next = append(next, in)
+			}
+		}
+		inputs = next
+	}
+	return nil, held
+}

@@ -1,0 +1,203 @@
+package relay
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/pylon-xds/pylon/internal/nodegroup"
+	"github.com/pylon-xds/pylon/internal/relay/upstream"
+	"github.com/pylon-xds/pylon/internal/snapshot"
+)
+
+// What a relay keeps of a key in its data folder: the resources of its
+// last good snapshot as the upstream sent them (encoded protos, with the
+// upstream's versions, which the next stream resumes with), one file per
+// key, written whole or not at all. Only what was served is kept: never a
+// Secret (the relay subscribes to none), never a resource the build held
+// back (key material outside a Secret among others).
+
+// keptKey is one key's file.
+type keptKey struct {
+	Key    string                    `json:"key"`
+	Values map[string]string         `json:"values"`
+	Types  map[string][]keptResource `json:"types"`
+}
+
+type keptResource struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Value   []byte `json:"value"`
+}
+
+// maxKeptFile bounds one key's file on reading.
+const maxKeptFile = 256 << 20
+
+func (r *Relay) keysDir() string { return filepath.Join(r.o.DataDir, "relay-keys") }
+
+func (r *Relay) keyFile(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return filepath.Join(r.keysDir(), hex.EncodeToString(sum[:12])+".json")
+}
+
+// persist writes the key's served resources; a no-op without DataDir.
+func (r *Relay) persist(k Key, state upstream.State, snap *snapshot.Snapshot) error {
+	if r.o.DataDir == "" {
+		return nil
+	}
+	kept := keptKey{Key: k.Name, Values: k.Values, Types: map[string][]keptResource{}}
+	for url, held := range state {
+		set := snap.Set(url)
+		for _, name := range slices.Sorted(maps.Keys(held)) {
+			if set.Get(name) == nil {
+				continue
+			}
+			kept.Types[url] = append(kept.Types[url], keptResource{Name: name, Version: held[name].Version, Value: held[name].Any.GetValue()})
+		}
+	}
+	b, err := json.Marshal(kept)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(r.keysDir(), 0o700); err != nil {
+		return err
+	}
+	return writeAtomic(r.keyFile(k.Name), b)
+}
+
+// writeAtomic writes b to path through a synced temporary file renamed
+// over it: a crash leaves the old file or the new, never half of one.
+func writeAtomic(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// forget removes a dropped key's file.
+func (r *Relay) forget(name string) {
+	if r.o.DataDir == "" {
+		return
+	}
+	if err := os.Remove(r.keyFile(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		r.o.Logger.Warn("relay: cannot remove a dropped key's file", "key", name, "err", err)
+	}
+}
+
+// loaded is a key read back from the data folder.
+type loaded struct {
+	key   Key
+	state upstream.State
+}
+
+// load reads the kept keys. A file that cannot be read, or whose key the
+// template no longer makes, is skipped with a warning: the upstream
+// sends that key's config again.
+func (r *Relay) load() ([]loaded, error) {
+	if r.o.DataDir == "" {
+		return nil, nil
+	}
+	entries, err := os.ReadDir(r.keysDir())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("relay data folder: %w", err)
+	}
+	var out []loaded
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".json") || len(out) >= r.o.MaxKeys {
+			continue
+		}
+		path := filepath.Join(r.keysDir(), e.Name())
+		l, err := r.loadFile(path)
+		if err != nil {
+			r.o.Logger.Warn("relay: skipping a kept key", "file", path, "err", err)
+			continue
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+func (r *Relay) loadFile(path string) (loaded, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return loaded{}, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxKeptFile+1))
+	if err != nil {
+		return loaded{}, err
+	}
+	if len(b) > maxKeptFile {
+		return loaded{}, fmt.Errorf("larger than the bound of %d bytes", maxKeptFile)
+	}
+	var kept keptKey
+	if err := json.Unmarshal(b, &kept); err != nil {
+		return loaded{}, err
+	}
+	k, err := r.o.Template.KeyOf(nodeOf(kept.Values))
+	if err != nil || k.Name != kept.Key || path != r.keyFile(k.Name) {
+		return loaded{}, fmt.Errorf("key %q is not one the key template %q makes", kept.Key, r.o.Template)
+	}
+	state := upstream.State{}
+	relayed := map[string]bool{}
+	for _, t := range r.types {
+		relayed[t.URL] = true
+	}
+	for url, rs := range kept.Types {
+		if !relayed[url] {
+			continue // a Secret, say: never served from a file
+		}
+		m := make(map[string]upstream.Resource, len(rs))
+		for _, res := range rs {
+			m[res.Name] = upstream.Resource{Version: res.Version, Any: &anypb.Any{TypeUrl: url, Value: res.Value}}
+		}
+		state[url] = m
+	}
+	return loaded{key: k, state: state}, nil
+}
+
+// nodeOf is a node with the given key fields.
+func nodeOf(values map[string]string) nodegroup.Node {
+	n := nodegroup.Node{Metadata: map[string]string{}}
+	for f, v := range values {
+		switch f {
+		case "cluster":
+			n.Cluster = v
+		case "locality.region":
+			n.Region = v
+		case "locality.zone":
+			n.Zone = v
+		case "locality.sub_zone":
+			n.SubZone = v
+		default:
+			n.Metadata[strings.TrimPrefix(f, "metadata.")] = v
+		}
+	}
+	return n
+}

@@ -1,0 +1,473 @@
+// Package relay is `pylon relay`'s engine: downstream proxies are grouped
+// by an aggregation key (a template over node fields), each key is a node
+// group of the relay's own fleet, and each key's config comes from one
+// upstream delta ADS stream (package upstream) instead of a config source.
+// The relay subscribes upstream to what the key's proxies need (every
+// Listener and Cluster, and the routes, endpoints and extension configs
+// they name), builds a snapshot of it, publishes the fleet of every key to
+// a fleet.Publisher the xDS server reads, keeps each key's last good
+// resources in its data folder, and reports downstream NACKs upstream.
+// Secrets are never relayed (see docs/relay.md).
+package relay
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pylon-xds/pylon/internal/fleet"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
+	"github.com/pylon-xds/pylon/internal/relay/upstream"
+	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/xdstype"
+)
+
+// Options configure a Relay.
+type Options struct {
+	// Upstreams are the upstream xDS addresses, in order of preference.
+	Upstreams []string
+	// Pool dials them (TLS as configured).
+	Pool     *upstream.Pool
+	Template Template
+	// ID is the relay's own node id prefix upstream: each key's stream
+	// announces ID/KEY.
+	ID        string
+	Registry  *xdstype.Registry
+	Publisher *fleet.Publisher
+	// DataDir, when set, keeps each key's last good resources, so that a
+	// relay restarted while the upstream is away serves at once.
+	DataDir string
+	// MaxKeys bounds the keys (default 1,000): a proxy of a new key past
+	// it is refused with RESOURCE_EXHAUSTED.
+	MaxKeys int
+	// IdleKey is how long a key no proxy uses lives on (default 5m): its
+	// upstream stream and group go after.
+	IdleKey time.Duration
+	// MaxResources bounds one key's resources (upstream.Options).
+	MaxResources int
+	// Settle is how long a build waits for names it subscribed to arrive
+	// before it builds without them (default 1s).
+	Settle time.Duration
+	// MinBackoff and MaxBackoff: see upstream.Options.
+	MinBackoff, MaxBackoff time.Duration
+	Logger                 *slog.Logger
+}
+
+// DefaultMaxKeys is MaxKeys's default.
+const DefaultMaxKeys = 1000
+
+// Relay is the relay's engine.
+type Relay struct {
+	o     Options
+	types []upstream.Type
+
+	// pubMu orders publishes: the fleet made last is the one published
+	// last. mu is not held across a publish, whose callbacks wake the
+	// streams.
+	pubMu sync.Mutex
+	mu    sync.Mutex
+	ctx   context.Context
+	keys  map[string]*keyState
+	wg    sync.WaitGroup
+	// status is what /status shows of the relay's fleet.
+	status Status
+	// droppedStreams counts the upstream streams of keys dropped since;
+	// nacks the downstream NACKs reported upstream.
+	droppedStreams uint64
+	nacks          atomic.Uint64
+}
+
+// keyState is one key: its upstream stream, its proxies, its snapshot.
+type keyState struct {
+	key    Key
+	client *upstream.Client
+	stop   context.CancelFunc
+	kick   chan struct{}
+	// done is closed once the key's stream and builds have ended.
+	done chan struct{}
+	// streams counts the downstream streams of the key; idleSince is when
+	// it last fell to zero.
+	streams   int
+	idleSince time.Time
+	// snap is the key's last good snapshot (nil before its first);
+	// heldBack what its last build left out, and why.
+	snap     *snapshot.Snapshot
+	heldBack []string
+	valid    *snapshot.Validated
+}
+
+// New returns a relay; Start it before serving.
+func New(o Options) *Relay {
+	if o.MaxKeys <= 0 {
+		o.MaxKeys = DefaultMaxKeys
+	}
+	if o.IdleKey <= 0 {
+		o.IdleKey = 5 * time.Minute
+	}
+	if o.Settle <= 0 {
+		o.Settle = time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Relay{o: o, types: relayedTypes(o.Registry), keys: map[string]*keyState{}}
+}
+
+// relayedTypes are the types the relay subscribes to: the wildcard types
+// whole, and the routes, endpoints and extension configs by name. Not
+// Secrets (a relay cannot prove a downstream proxy's entitlement to a key
+// the upstream gave the relay), nor Runtime and VirtualHost, which
+// clients name from their bootstrap or on demand.
+func relayedTypes(reg *xdstype.Registry) []upstream.Type {
+	var out []upstream.Type
+	for _, t := range reg.Ranked() {
+		switch t.URL {
+		case xdstype.SecretURL, xdstype.RuntimeURL, xdstype.VirtualHostURL:
+			continue
+		}
+		out = append(out, upstream.Type{URL: t.URL, Wildcard: t.Wildcard, Check: checker(t)})
+	}
+	return out
+}
+
+// Start loads the keys kept in the data folder, publishes them and starts
+// their upstream streams: a relay restarted during an upstream outage
+// serves at once. ctx bounds every key's stream.
+func (r *Relay) Start(ctx context.Context) error {
+	loaded, err := r.load()
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	r.mu.Lock()
+	r.ctx = ctx
+	var fresh []*keyState
+	for _, l := range loaded {
+		if len(r.keys) >= r.o.MaxKeys {
+			break
+		}
+		ks := r.newKey(l.key, l.state)
+		ks.idleSince = now
+		fresh = append(fresh, ks)
+	}
+	r.mu.Unlock()
+	for _, ks := range fresh {
+		state := ks.client.State()
+		inputs := r.inputs(ks.key.Name, state)
+		r.subscribe(ks, state, inputs)
+		r.build(ks, state, inputs)
+	}
+	r.publish(now)
+	r.mu.Lock()
+	for _, ks := range fresh {
+		r.goKey(ks)
+	}
+	r.mu.Unlock()
+	return nil
+}
+
+// Run removes the keys left idle until ctx ends, then waits for the keys'
+// streams to end.
+func (r *Relay) Run(ctx context.Context) error {
+	tick := time.NewTicker(min(r.o.IdleKey/2, 30*time.Second))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			r.stopAll()
+			return nil
+		case now := <-tick.C:
+			r.sweep(now)
+		}
+	}
+}
+
+// Close ends every key's upstream stream and waits for them; Run does it
+// when its context ends.
+func (r *Relay) Close() { r.stopAll() }
+
+func (r *Relay) stopAll() {
+	r.mu.Lock()
+	for _, ks := range r.keys {
+		if ks.stop != nil {
+			ks.stop()
+		}
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+}
+
+// sweep drops the keys no proxy has used for IdleKey.
+func (r *Relay) sweep(now time.Time) {
+	r.mu.Lock()
+	var gone []*keyState
+	for name, ks := range r.keys {
+		if ks.streams == 0 && now.Sub(ks.idleSince) >= r.o.IdleKey {
+			ks.stop()
+			delete(r.keys, name)
+			gone = append(gone, ks)
+		}
+	}
+	r.mu.Unlock()
+	if len(gone) == 0 {
+		return
+	}
+	r.publish(now)
+	for _, ks := range gone {
+		_, _, n := ks.client.Connected()
+		r.mu.Lock()
+		r.droppedStreams += uint64(n)
+		r.mu.Unlock()
+		// Its builds over, nothing writes its file again; unless a proxy
+		// brought the key back meanwhile.
+		<-ks.done
+		r.mu.Lock()
+		back := r.keys[ks.key.Name] != nil
+		r.mu.Unlock()
+		r.o.Logger.Info("relay key dropped: no proxy used it", "key", ks.key.Name, "idle", r.o.IdleKey.String())
+		if !back {
+			r.forget(ks.key.Name)
+		}
+	}
+}
+
+// newKey adds a key, its upstream stream not yet started; mu is held.
+func (r *Relay) newKey(k Key, resume upstream.State) *keyState {
+	ks := &keyState{key: k, kick: make(chan struct{}, 1), done: make(chan struct{}), valid: &snapshot.Validated{}}
+	ks.client = upstream.New(upstream.Options{
+		Addrs: r.o.Upstreams, Dial: r.o.Pool.Conn, Node: k.Node(r.o.ID), Types: r.types,
+		Resume: resume, MaxResources: r.o.MaxResources, MinBackoff: r.o.MinBackoff, MaxBackoff: r.o.MaxBackoff,
+		Logger: r.o.Logger.With("key", k.Name),
+		OnChange: func() {
+			select {
+			case ks.kick <- struct{}{}:
+			default:
+			}
+		},
+	})
+	r.keys[k.Name] = ks
+	return ks
+}
+
+// goKey starts the key's upstream stream and its builds; mu is held.
+func (r *Relay) goKey(ks *keyState) {
+	ctx, stop := context.WithCancel(r.ctx)
+	ks.stop = stop
+	var both sync.WaitGroup
+	both.Add(2)
+	r.wg.Add(1)
+	go func() {
+		defer both.Done()
+		_ = ks.client.Run(ctx)
+	}()
+	go func() {
+		defer both.Done()
+		r.runKey(ctx, ks)
+	}()
+	go func() {
+		defer r.wg.Done()
+		both.Wait()
+		close(ks.done)
+	}()
+}
+
+// runKey builds the key's snapshot after each upstream change. While
+// names it subscribed to have not arrived it waits, up to Settle, so that
+// a change and what it names reach the proxies together.
+func (r *Relay) runKey(ctx context.Context, ks *keyState) {
+	var settle *time.Timer
+	var settleC <-chan time.Time
+	var waiting time.Time
+	defer func() {
+		if settle != nil {
+			settle.Stop()
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ks.kick:
+		case <-settleC:
+			settleC = nil
+		}
+		state := ks.client.State()
+		inputs := r.inputs(ks.key.Name, state)
+		missing := r.subscribe(ks, state, inputs) || !r.firstWhole(ks)
+		now := time.Now()
+		if missing && settleC == nil {
+			if waiting.IsZero() {
+				waiting = now
+			}
+			if left := r.o.Settle - now.Sub(waiting); left > 0 {
+				settle = time.NewTimer(left)
+				settleC = settle.C
+				continue
+			}
+		}
+		if missing && settleC != nil {
+			continue
+		}
+		waiting = time.Time{}
+		if r.build(ks, state, inputs) {
+			r.publish(now)
+		}
+	}
+}
+
+// firstWhole reports whether the key may publish: once it has a snapshot,
+// always; before, once the upstream answered every wildcard type, so that
+// a key's first proxies get its whole config at once rather than the
+// types in the order they came.
+func (r *Relay) firstWhole(ks *keyState) bool {
+	r.mu.Lock()
+	has := ks.snap != nil
+	r.mu.Unlock()
+	if has {
+		return true
+	}
+	for _, t := range r.types {
+		if t.Wildcard && !ks.client.Answered(t.URL) {
+			return false
+		}
+	}
+	return true
+}
+
+// snapshotKeys are the keys now, in name order.
+func (r *Relay) snapshotKeys() []*keyState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	names := slices.Sorted(maps.Keys(r.keys))
+	out := make([]*keyState, len(names))
+	for i, n := range names {
+		out[i] = r.keys[n]
+	}
+	return out
+}
+
+// publish makes the fleet of every key with a snapshot current: a group
+// per key, matching the key's fields exactly.
+func (r *Relay) publish(at time.Time) {
+	var rules nodegroup.Groups
+	var snaps []*snapshot.Snapshot
+	var groups []GroupStatus
+	var held []string
+	r.pubMu.Lock()
+	defer r.pubMu.Unlock()
+	r.mu.Lock()
+	for _, name := range slices.Sorted(maps.Keys(r.keys)) {
+		ks := r.keys[name]
+		for _, h := range ks.heldBack {
+			held = append(held, name+": "+h)
+		}
+		if ks.snap == nil {
+			continue
+		}
+		rules = append(rules, nodegroup.Group{Name: name, Match: ks.key.Match()})
+		snaps = append(snaps, ks.snap)
+		gs := GroupStatus{Name: name, Version: ks.snap.Version(), Resources: map[string]int{}}
+		for _, set := range ks.snap.Sets() {
+			if set.Len() > 0 {
+				gs.Resources[set.Type().Kind] = set.Len()
+			}
+		}
+		groups = append(groups, gs)
+	}
+	r.mu.Unlock()
+	f := fleet.NewGroupedFleet(rules, snaps)
+	f.AcceptedAt = at
+	published := r.o.Publisher.Publish(f)
+	r.mu.Lock()
+	if published {
+		r.status.Version, r.status.AcceptedAt, r.status.PublishedAt, r.status.Groups = f.Version(), at, time.Now(), groups
+	}
+	r.status.HeldBack = held
+	r.mu.Unlock()
+}
+
+// Status is the relay's fleet as the admin API's /status shows it.
+type Status struct {
+	Version                 string
+	AcceptedAt, PublishedAt time.Time
+	Groups                  []GroupStatus
+	// HeldBack are the resources the keys' last builds left out, each as
+	// "KEY: why".
+	HeldBack []string
+}
+
+// GroupStatus is one key's group: its snapshot's version and how many
+// resources of each kind it has.
+type GroupStatus struct {
+	Name      string
+	Version   string
+	Resources map[string]int
+}
+
+// Status is the relay's fleet: a group per key, and what the keys'
+// builds held back.
+func (r *Relay) Status() Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.status
+	s.Groups = slices.Clone(s.Groups)
+	s.HeldBack = slices.Clone(s.HeldBack)
+	return s
+}
+
+// KeyStatus is one key as the relay sees it.
+type KeyStatus struct {
+	Key      string `json:"key"`
+	Upstream string `json:"upstream"`
+	// Connected: the upstream stream is up and answered.
+	Connected bool `json:"connected"`
+	// Streams is the upstream streams the key opened (1 while it never
+	// lost one); Proxies the downstream streams using it now.
+	Streams int    `json:"upstreamStreams"`
+	Proxies int    `json:"proxies"`
+	Version string `json:"version,omitempty"`
+}
+
+// Stats are the relay's figures for its metrics.
+type Stats struct {
+	Keys, Connected, HeldBack      int
+	UpstreamStreams, NACKsReported uint64
+}
+
+// Stats reads the relay's figures.
+func (r *Relay) Stats() Stats {
+	var s Stats
+	for _, k := range r.Keys() {
+		s.Keys++
+		if k.Connected {
+			s.Connected++
+		}
+		s.UpstreamStreams += uint64(k.Streams)
+	}
+	r.mu.Lock()
+	s.UpstreamStreams += r.droppedStreams
+	s.HeldBack = len(r.status.HeldBack)
+	r.mu.Unlock()
+	s.NACKsReported = r.nacks.Load()
+	return s
+}
+
+// Keys lists the keys.
+func (r *Relay) Keys() []KeyStatus {
+	var out []KeyStatus
+	for _, ks := range r.snapshotKeys() {
+		addr, up, n := ks.client.Connected()
+		r.mu.Lock()
+		k := KeyStatus{Key: ks.key.Name, Upstream: addr, Connected: up, Streams: n, Proxies: ks.streams}
+		if ks.snap != nil {
+			k.Version = ks.snap.Version()
+		}
+		r.mu.Unlock()
+		out = append(out, k)
+	}
+	return out
+}

@@ -1,0 +1,506 @@
+// Package upstream is the relay's client of the control plane above it:
+// one delta ADS stream per aggregation key, which subscribes to what the
+// key's downstream proxies need, keeps what the upstream sent, ACKs what
+// it can pass down and NACKs what it cannot, and reports downstream NACKs
+// back up. The stream reconnects with backoff, fails over across the
+// upstream addresses in order, and resumes with what it holds
+// (initial_resource_versions), so that a reconnect resends nothing that
+// did not change.
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// Type is one resource type the client subscribes to: everything of it
+// (Wildcard: Listener, Cluster) or the names SetNames gives.
+type Type struct {
+	URL      string
+	Wildcard bool
+	// Check decodes and checks one resource of the type and returns its
+	// name; an error refuses the whole response (a NACK).
+	Check func(a *anypb.Any) (name string, err error)
+}
+
+// Resource is one resource as the upstream sent it.
+type Resource struct {
+	Version string
+	Any     *anypb.Any
+}
+
+// State is what the client holds: by type URL, then name. A State handed
+// out is never changed: the client replaces a type's map on each change.
+type State map[string]map[string]Resource
+
+// Options configure a Client.
+type Options struct {
+	// Addrs are the upstream addresses, tried in order: a stream that
+	// fails moves to the next.
+	Addrs []string
+	// Dial returns the connection to an address (a Pool's Conn).
+	Dial func(addr string) (*grpc.ClientConn, error)
+	// Node is the node the stream announces.
+	Node  *corev3.Node
+	Types []Type
+	// Resume is what the client held before (the relay's data folder): it
+	// is told to the upstream on the first stream, which then sends only
+	// what changed.
+	Resume State
+	// MaxResources bounds what one key holds, over every type (default
+	// 100,000): a response past it is NACKed.
+	MaxResources int
+	// MinBackoff and MaxBackoff bound the wait between failed streams
+	// (defaults 100ms and 5s, doubling, with jitter).
+	MinBackoff, MaxBackoff time.Duration
+	Logger                 *slog.Logger
+	// OnChange is called, on the client's goroutine, after each response
+	// that changed the state. It must not block.
+	OnChange func()
+}
+
+// Client is one key's upstream stream.
+type Client struct {
+	o     Options
+	types map[string]Type
+	kick  chan struct{}
+
+	mu      sync.Mutex
+	state   State
+	names   map[string][]string // the named types' subscription, wanted
+	reports map[string]string   // downstream NACKs to report, by type
+	// sysVersion is the upstream's system_version_info of each type;
+	// nacked the version last reported NACKed (one NACK per version).
+	sysVersion, nacked map[string]string
+	addr               string
+	connected          bool
+	streams            int
+}
+
+// New returns a client; Run runs it.
+func New(o Options) *Client {
+	if o.MaxResources <= 0 {
+		o.MaxResources = 100000
+	}
+	if o.MinBackoff <= 0 {
+		o.MinBackoff = 100 * time.Millisecond
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = 5 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	c := &Client{
+		o: o, types: map[string]Type{}, kick: make(chan struct{}, 1),
+		state: State{}, names: map[string][]string{}, reports: map[string]string{},
+		sysVersion: map[string]string{}, nacked: map[string]string{},
+	}
+	for _, t := range o.Types {
+		c.types[t.URL] = t
+		if held := o.Resume[t.URL]; len(held) > 0 {
+			c.state[t.URL] = maps.Clone(held)
+		}
+	}
+	return c
+}
+
+// State returns what the client holds now. Do not modify it.
+func (c *Client) State() State {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.state)
+}
+
+// Connected reports whether a stream is up and on which address, and how
+// many streams the client has opened.
+func (c *Client) Connected() (addr string, up bool, streams int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.addr, c.connected, c.streams
+}
+
+// Answered reports whether the upstream has answered the type at all,
+// on this stream or an earlier one.
+func (c *Client) Answered(typeURL string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.sysVersion[typeURL]
+	return ok
+}
+
+// SetNames sets what a named type subscribes to; the stream subscribes
+// and unsubscribes the difference. What is no longer subscribed is no
+// longer held.
+func (c *Client) SetNames(typeURL string, names []string) {
+	names = slices.Clone(names)
+	slices.Sort(names)
+	names = slices.Compact(names)
+	c.mu.Lock()
+	same := slices.Equal(c.names[typeURL], names)
+	c.names[typeURL] = names
+	if held := c.state[typeURL]; !same && len(held) > 0 {
+		kept := make(map[string]Resource, len(held))
+		for n, r := range held {
+			if _, ok := slices.BinarySearch(names, n); ok {
+				kept[n] = r
+			}
+		}
+		c.state[typeURL] = kept
+	}
+	c.mu.Unlock()
+	if !same {
+		c.poke()
+	}
+}
+
+// ReportNACK reports a downstream NACK of typeURL upstream: the stream
+// asks for one of the type's resources again and answers that response
+// with a NACK carrying detail. Once per upstream version of the type: a
+// NACK of a version already reported is dropped.
+func (c *Client) ReportNACK(typeURL, detail string) bool {
+	c.mu.Lock()
+	v, ok := c.sysVersion[typeURL]
+	if !ok || c.nacked[typeURL] == v || len(c.state[typeURL]) == 0 {
+		c.mu.Unlock()
+		return false
+	}
+	c.nacked[typeURL] = v
+	c.reports[typeURL] = detail
+	c.mu.Unlock()
+	c.poke()
+	return true
+}
+
+func (c *Client) poke() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run keeps a stream up until ctx ends: on a failure it waits (backoff)
+// and tries the next address.
+func (c *Client) Run(ctx context.Context) error {
+	if len(c.o.Addrs) == 0 {
+		return errors.New("upstream: no address")
+	}
+	backoff := c.o.MinBackoff
+	failing := false
+	for i := 0; ; i = (i + 1) % len(c.o.Addrs) {
+		addr := c.o.Addrs[i]
+		got, err := c.stream(ctx, addr)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if got {
+			backoff, failing = c.o.MinBackoff, false
+		}
+		// Said once per outage, not at every retry of every key.
+		level := slog.LevelWarn
+		if failing {
+			level = slog.LevelDebug
+		}
+		failing = true
+		c.o.Logger.Log(ctx, level, "upstream stream ended; trying the next upstream", "upstream", addr, "err", err, "retry_in", backoff.String())
+		t := time.NewTimer(jitter(backoff))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		backoff = min(2*backoff, c.o.MaxBackoff)
+	}
+}
+
+// jitter is d less up to a fifth, so that many keys' streams failing
+// together do not retry together.
+func jitter(d time.Duration) time.Duration {
+	return d - time.Duration(time.Now().UnixNano()%int64(d/5+1))
+}
+
+// recvd is what the reader hands the stream's loop.
+type recvd struct {
+	resp *discoveryv3.DeltaDiscoveryResponse
+	err  error
+}
+
+// stream runs one stream on addr until it fails or ctx ends; got reports
+// whether the upstream answered at all.
+func (c *Client) stream(ctx context.Context, addr string) (got bool, err error) {
+	conn, err := c.o.Dial(addr)
+	if err != nil {
+		return false, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cs, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(sctx)
+	if err != nil {
+		return false, err
+	}
+	s := &session{c: c, cs: cs, sent: map[string][]string{}}
+	if err := s.start(); err != nil {
+		return false, err
+	}
+	c.mu.Lock()
+	c.addr, c.streams = addr, c.streams+1
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.connected = false
+		c.mu.Unlock()
+	}()
+	in := make(chan recvd, 1)
+	go func() {
+		defer close(in)
+		for {
+			resp, err := cs.Recv()
+			select {
+			case in <- recvd{resp, err}:
+			case <-sctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	defer func() {
+		cancel()
+		for range in { // the reader ends with the stream's context
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return got, ctx.Err()
+		case r := <-in:
+			if r.err != nil {
+				return got, r.err
+			}
+			if !got {
+				got = true
+				c.mu.Lock()
+				c.connected = true
+				c.mu.Unlock()
+				c.o.Logger.Info("upstream stream up", "upstream", addr, "node", c.o.Node.GetId())
+			}
+			if err := s.handle(r.resp); err != nil {
+				return got, err
+			}
+		case <-c.kick:
+			if err := s.update(); err != nil {
+				return got, err
+			}
+		}
+	}
+}
+
+// session is one stream's state: what it subscribed by name, and which
+// types are waiting for a resend to NACK.
+type session struct {
+	c     *Client
+	cs    discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResourcesClient
+	first bool
+	sent  map[string][]string
+	// nack holds, by type, the detail the next response of the type is
+	// answered with.
+	nack map[string]string
+}
+
+// start sends each type's first request: the wildcard or the names, and
+// what the client holds of it.
+func (s *session) start() error {
+	c := s.c
+	c.mu.Lock()
+	var reqs []*discoveryv3.DeltaDiscoveryRequest
+	for _, t := range c.o.Types {
+		var sub []string
+		if t.Wildcard {
+			// "*" said outright: a name subscribed later (a NACK's resend)
+			// must not end a legacy wildcard.
+			sub = []string{"*"}
+		} else {
+			sub = c.names[t.URL]
+			s.sent[t.URL] = sub
+			if len(sub) == 0 {
+				continue
+			}
+		}
+		req := &discoveryv3.DeltaDiscoveryRequest{TypeUrl: t.URL, ResourceNamesSubscribe: sub}
+		if held := c.state[t.URL]; len(held) > 0 {
+			req.InitialResourceVersions = make(map[string]string, len(held))
+			for n, r := range held {
+				req.InitialResourceVersions[n] = r.Version
+			}
+		}
+		reqs = append(reqs, req)
+	}
+	c.mu.Unlock()
+	for _, req := range reqs {
+		if err := s.send(req); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *session) send(req *discoveryv3.DeltaDiscoveryRequest) error {
+	if !s.first {
+		s.first = true
+		req.Node = s.c.o.Node
+	}
+	return s.cs.Send(req)
+}
+
+// update sends the named types' subscription changes and asks again for a
+// resource of each type with a downstream NACK to report.
+func (s *session) update() error {
+	c := s.c
+	c.mu.Lock()
+	var reqs []*discoveryv3.DeltaDiscoveryRequest
+	for _, t := range c.o.Types {
+		if t.Wildcard {
+			continue
+		}
+		want := c.names[t.URL]
+		sub, unsub := diff(s.sent[t.URL], want)
+		if len(sub)+len(unsub) > 0 {
+			s.sent[t.URL] = want
+			reqs = append(reqs, &discoveryv3.DeltaDiscoveryRequest{TypeUrl: t.URL, ResourceNamesSubscribe: sub, ResourceNamesUnsubscribe: unsub})
+		}
+	}
+	for url, detail := range c.reports {
+		delete(c.reports, url)
+		names := slices.Sorted(maps.Keys(c.state[url]))
+		if len(names) == 0 {
+			continue
+		}
+		if s.nack == nil {
+			s.nack = map[string]string{}
+		}
+		// A name subscribed again is sent again (the xDS spec; Pylon's
+		// X29): its response is the one answered with the NACK.
+		s.nack[url] = detail
+		reqs = append(reqs, &discoveryv3.DeltaDiscoveryRequest{TypeUrl: url, ResourceNamesSubscribe: names[:1]})
+	}
+	c.mu.Unlock()
+	for _, req := range reqs {
+		if err := s.send(req); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// diff is what to subscribe and unsubscribe to go from have to want, both
+// sorted.
+func diff(have, want []string) (sub, unsub []string) {
+	for _, n := range want {
+		if _, ok := slices.BinarySearch(have, n); !ok {
+			sub = append(sub, n)
+		}
+	}
+	for _, n := range have {
+		if _, ok := slices.BinarySearch(want, n); !ok {
+			unsub = append(unsub, n)
+		}
+	}
+	return sub, unsub
+}
+
+// handle applies a response and answers it: a NACK naming the problem
+// when it cannot be passed down (the state keeps what it was), else an
+// ACK, or the NACK of a downstream NACK being reported.
+func (s *session) handle(resp *discoveryv3.DeltaDiscoveryResponse) error {
+	c := s.c
+	url := resp.GetTypeUrl()
+	ack := &discoveryv3.DeltaDiscoveryRequest{TypeUrl: url, ResponseNonce: resp.GetNonce()}
+	changed, err := c.apply(resp)
+	if err != nil {
+		c.o.Logger.Warn("upstream response refused (NACK)", "type", url, "version", resp.GetSystemVersionInfo(), "err", err)
+		ack.ErrorDetail = errorDetail(err.Error())
+	} else if detail, ok := s.nack[url]; ok {
+		delete(s.nack, url)
+		ack.ErrorDetail = errorDetail(detail)
+	}
+	if err := s.send(ack); err != nil {
+		return err
+	}
+	if changed && c.o.OnChange != nil {
+		c.o.OnChange()
+	}
+	return nil
+}
+
+// apply checks resp whole and, if it passes, makes it the state.
+func (c *Client) apply(resp *discoveryv3.DeltaDiscoveryResponse) (changed bool, err error) {
+	url := resp.GetTypeUrl()
+	t, ok := c.types[url]
+	if !ok {
+		return false, fmt.Errorf("type %q was not subscribed to", url)
+	}
+	add := make(map[string]Resource, len(resp.GetResources()))
+	for i, r := range resp.GetResources() {
+		a := r.GetResource()
+		if a == nil {
+			continue // a heartbeat: the name's TTL, nothing else
+		}
+		if a.GetTypeUrl() != url {
+			return false, fmt.Errorf("resources[%d] (%q): type %q in a response of %q", i, r.GetName(), a.GetTypeUrl(), url)
+		}
+		name, err := t.Check(a)
+		if err != nil {
+			return false, fmt.Errorf("resources[%d] (%q): %w", i, r.GetName(), err)
+		}
+		if r.GetName() != "" && r.GetName() != name {
+			return false, fmt.Errorf("resources[%d]: named %q but holds %q", i, r.GetName(), name)
+		}
+		add[name] = Resource{Version: r.GetVersion(), Any: a}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	next := maps.Clone(c.state[url])
+	if next == nil {
+		next = map[string]Resource{}
+	}
+	for _, n := range resp.GetRemovedResources() {
+		if _, ok := next[n]; ok {
+			delete(next, n)
+			changed = true
+		}
+	}
+	for n, r := range add {
+		if _, ok := slices.BinarySearch(c.names[url], n); !t.Wildcard && !ok {
+			continue // not subscribed (any more): not kept
+		}
+		if old, ok := next[n]; !ok || old.Version != r.Version || r.Version == "" {
+			changed = true
+		}
+		next[n] = r
+	}
+	total := len(next)
+	for u, m := range c.state {
+		if u != url {
+			total += len(m)
+		}
+	}
+	if total > c.o.MaxResources {
+		return false, fmt.Errorf("the relay holds at most %d resources for one key (its bound), and this response makes %d", c.o.MaxResources, total)
+	}
+	c.state[url] = next
+	c.sysVersion[url] = resp.GetSystemVersionInfo()
+	return changed, nil
+}
