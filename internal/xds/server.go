@@ -117,6 +117,9 @@ type Options struct {
 	// where SendStall alone would make it N/MaxInitialSends x SendStall,
 	// past AdmissionWait as soon as N exceeds MaxInitialSends.
 	MaxSlotHold time.Duration
+	// Balance, if set, spreads the streams over the replicas of this
+	// replica's shard (balance.go); run Server.Balance to shed.
+	Balance *Balance
 }
 
 // maxRecvMsgSize bounds one request: ten thousand names of a hundred

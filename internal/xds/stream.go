@@ -323,7 +323,7 @@ func (s *Server) setUp(st *stream) (w *wakeups, cutC chan struct{}, refused erro
 			st.conn = st.tconn.Key()
 		}
 	}
-	reg, ok := s.open.add(st.conn, st.tconn, end)
+	reg, ok := s.open.add(st.conn, st.tconn, end, st.delta, st.quiet)
 	if !ok {
 		return w, cutC, s.refuseDraining(st)
 	}
@@ -562,6 +562,9 @@ func (st *stream) identify(node *corev3.Node) error {
 	}
 	st.claimed = claimedNode(node)
 	if err := st.checkNode(node); err != nil {
+		return err
+	}
+	if err := st.srv.balanceAdmit(st); err != nil {
 		return err
 	}
 	if err := st.srv.admission.Admit(st.gs.Context()); err != nil {

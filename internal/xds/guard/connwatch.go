@@ -29,6 +29,10 @@ const (
 	ConnGoAway = "goaway"
 	// ConnDrained: xds.Server.Drain closed it after its streams were handed over.
 	ConnDrained = "drained"
+	// ConnBalanced: the server refused or shed its stream to balance the
+	// fleet across replicas (xds.Balance), and closed it so that its
+	// client reconnects, possibly to another replica.
+	ConnBalanced = "balanced"
 	// ConnTransport: gRPC's transport closed it without GOAWAY: a
 	// keepalive ping unanswered within its timeout, or a read or write
 	// error.
