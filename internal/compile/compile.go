@@ -165,7 +165,7 @@ func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, 
 			return nil, err
 		}
 		f := fleet.NewFleet(all, time.Time{})
-		f.Groups()[0].Unserved = !serves.Serves(fleet.DefaultGroup)
+		f.ServeOnly(serves)
 		return f, nil
 	}
 	rules, problems := groups(reg, doc.Groups, all, doc.Services)
@@ -189,9 +189,7 @@ func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, 
 		return nil, err
 	}
 	f := fleet.NewGroupedFleet(rules, snaps)
-	for _, g := range f.Groups() {
-		g.Unserved = !serves.Serves(g.Name)
-	}
+	f.ServeOnly(serves)
 	return f, nil
 }
 

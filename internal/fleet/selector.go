@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path"
 	"strings"
+
+	"github.com/pylon-xds/pylon/internal/snapshot"
 )
 
 // Bounds of a Selector: it is published with this replica's summary and
@@ -66,4 +68,22 @@ func (s Selector) String() string {
 		return "*"
 	}
 	return strings.Join(s, ",")
+}
+
+// ServeOnly marks the groups s does not take Unserved, for a replica of
+// one shard (compile does, having built them empty). Which groups are
+// served is part of the fleet's version: a shard's change of --groups, or
+// a node moved to a group served elsewhere, reaches the streams. Call
+// before publishing.
+func (f *Fleet) ServeOnly(s Selector) {
+	var unserved []string
+	for _, g := range f.groups {
+		g.Unserved = !s.Serves(g.Name)
+		if g.Unserved {
+			unserved = append(unserved, g.Name)
+		}
+	}
+	if len(unserved) > 0 {
+		f.version = snapshot.HashPairs([][2]string{{"fleet", f.version}, {"unserved", strings.Join(unserved, "\x00")}})
+	}
 }

@@ -1,12 +1,18 @@
-package fleet
+package fleet_test
 
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/pylon-xds/pylon/internal/fleet"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
+	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
 func TestSelectorServesNamesAndGlobs(t *testing.T) {
-	s, err := ParseSelector(" web-*, db ,cache-?")
+	s, err := fleet.ParseSelector(" web-*, db ,cache-?")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -19,9 +25,9 @@ func TestSelectorServesNamesAndGlobs(t *testing.T) {
 		t.Errorf("String() = %q", s.String())
 	}
 	for _, all := range []string{"", "*", "a,*"} {
-		s, err := ParseSelector(all)
+		s, err := fleet.ParseSelector(all)
 		if err != nil || s != nil || !s.Serves("anything") || s.String() != "*" {
-			t.Errorf("ParseSelector(%q) = %v, %v; want every group", all, s, err)
+			t.Errorf("fleet.ParseSelector(%q) = %v, %v; want every group", all, s, err)
 		}
 	}
 }
@@ -33,8 +39,28 @@ func TestSelectorRefusesBadPatterns(t *testing.T) {
 		strings.Repeat("x", 300):        "300 bytes",
 		strings.Repeat("a,", 300) + "a": "301 patterns",
 	} {
-		if _, err := ParseSelector(in); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("ParseSelector(%.20q…) = %v, want an error saying %q", in, err, want)
+		if _, err := fleet.ParseSelector(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("fleet.ParseSelector(%.20q…) = %v, want an error saying %q", in, err, want)
 		}
+	}
+}
+
+// Which groups a replica serves is part of the fleet's version: the same
+// content served by another shard is another fleet.
+func TestServeOnlyChangesTheVersion(t *testing.T) {
+	mk := func() *fleet.Fleet {
+		rules := nodegroup.Groups{{Name: "a", Match: nodegroup.Match{ID: "a-*"}}, {Name: "b", Default: true}}
+		return fleet.NewGroupedFleet(rules, []*snapshot.Snapshot{build(t, xdstype.New(), cluster("x", time.Second)), build(t, xdstype.New(), cluster("y", time.Second))})
+	}
+	all, onlyA := mk(), mk()
+	onlyA.ServeOnly(fleet.Selector{"a"})
+	if all.Version() == onlyA.Version() {
+		t.Error("serving only group a left the fleet's version as it was")
+	}
+	if g, _ := onlyA.Lookup("b"); !g.Unserved {
+		t.Error("group b is not marked Unserved")
+	}
+	if g, _ := onlyA.Lookup("a"); g.Unserved {
+		t.Error("group a is marked Unserved")
 	}
 }

@@ -120,6 +120,9 @@ type Options struct {
 	// Balance, if set, spreads the streams over the replicas of this
 	// replica's shard (balance.go); run Server.Balance to shed.
 	Balance *Balance
+	// Shard, if set, names the replicas serving the groups this one does
+	// not (shard.go), in the refusal of their nodes.
+	Shard *Shard
 }
 
 // maxRecvMsgSize bounds one request: ten thousand names of a hundred
