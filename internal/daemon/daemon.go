@@ -293,7 +293,7 @@ func Run(ctx context.Context, o Options) error {
 		period: o.DrainPeriod, grace: o.ShutdownGrace, log: log, gs: gs, xds: xdsSrv, lis: lis.xds,
 		now: StopNow(ctx), streams: func() int { return openStreams(tracker) },
 	}
-	adminOpts.Draining, adminOpts.Rollouts = stop.Draining, rollouts
+	adminOpts.Draining, adminOpts.Rollouts, adminOpts.Shard = stop.Draining, rollouts, shardName(o)
 	if o.git != nil {
 		adminOpts.PollGit, adminOpts.ConfigPath = o.git.PollNow, o.git.Shown()+" ("+o.git.Where()+")"
 	}

@@ -29,6 +29,15 @@ type ReplicaOptions struct {
 	Groups fleet.Selector
 }
 
+// shardName is the shard shown with this replica's proxies: "" for every
+// group.
+func shardName(o Options) string {
+	if o.Replicas.Groups == nil {
+		return ""
+	}
+	return o.Replicas.Groups.String()
+}
+
 // checkReplicas refuses a negative shed rate.
 func checkReplicas(o Options) error {
 	if o.Replicas.ShedRate < 0 {
