@@ -276,7 +276,10 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 
-	fleet := newFleetStatus(o, st, tracker, lis, log)
+	// The fleet status says when this replica drains; the stopper is made
+	// below, before anything runs.
+	var stop *stopper
+	fleet := newFleetStatus(o, st, tracker, lis, func() bool { return stop.Draining() }, log)
 	bal, shard := replicaXDS(o, fleet, met)
 	xdsSrv, gs := newXDS(o, sec, reg, pub, status.ComposeObservers(obs.Observer, rollouts), obs.Tracker, tokens, bal, shard)
 	reportExpiry(met, sec, xdsSrv)
@@ -289,7 +292,7 @@ func Run(ctx context.Context, o Options) error {
 	if fleet != nil {
 		adminOpts.Fleet = fleet
 	}
-	stop := &stopper{
+	stop = &stopper{
 		period: o.DrainPeriod, grace: o.ShutdownGrace, log: log, gs: gs, xds: xdsSrv, lis: lis.xds,
 		now: StopNow(ctx), streams: func() int { return openStreams(tracker) },
 	}
@@ -434,14 +437,14 @@ func listen(o Options) (listeners, error) {
 
 // newFleetStatus is, on the etcd store, what publishes this replica's
 // proxies and reads the others' (nil otherwise: one replica, no merge).
-func newFleetStatus(o Options, st store.Store, tracker *status.Tracker, lis listeners, log *slog.Logger) *fleetstatus.Fleet {
+func newFleetStatus(o Options, st store.Store, tracker *status.Tracker, lis listeners, draining func() bool, log *slog.Logger) *fleetstatus.Fleet {
 	es, ok := st.(*etcd.Store)
 	if !ok {
 		return nil
 	}
 	return fleetstatus.New(fleetstatus.Options{
 		Replica: o.Identifier, Store: es, Local: tracker.Streams,
-		Period: o.FleetStatusPeriod, TTL: o.FleetStatusTTL, Logger: log, Self: selfOf(o, lis.xds),
+		Period: o.FleetStatusPeriod, TTL: o.FleetStatusTTL, Logger: log, Self: selfOf(o, lis.xds), Draining: draining,
 	})
 }
 

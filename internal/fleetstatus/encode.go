@@ -84,6 +84,10 @@ type shard struct {
 type Self struct {
 	Groups []string `json:"groups,omitempty"`
 	XDS    string   `json:"xds,omitempty"`
+	// Draining: the replica is handing its proxies over (its graceful
+	// stop): the others do not count it among the replicas they balance
+	// with, nor name it as a shard.
+	Draining bool `json:"draining,omitempty"`
 }
 
 // cut bounds a proxy-supplied text, at a rune boundary, after redaction.

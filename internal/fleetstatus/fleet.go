@@ -58,6 +58,9 @@ type Options struct {
 	// Self is what this replica publishes of itself: the groups it serves
 	// (none: all) and its xDS address.
 	Self Self
+	// Draining, if set, says whether this replica is draining; published
+	// as Self.Draining.
+	Draining func() bool
 }
 
 // Fleet publishes this replica's summary and keeps the others'.
@@ -169,22 +172,25 @@ type publisher struct {
 func (p *publisher) publish(ctx context.Context) error {
 	f := p.f
 	proxies, omitted := Summarize(f.opts.Local(), f.opts.MaxProxies)
+	self := f.opts.Self
+	self.Draining = f.opts.Draining != nil && f.opts.Draining()
 	b, _ := json.Marshal(struct {
 		P []Proxy
 		O int
-	}{proxies, omitted})
+		S Self
+	}{proxies, omitted, self})
 	h := sha256.Sum256(b)
 	alive, err := f.board.KeepAlive(ctx)
 	if err == nil && (!alive || h != p.hash) {
-		err = p.put(ctx, proxies, omitted, h)
+		err = p.put(ctx, self, proxies, omitted, h)
 	}
 	p.report(err, omitted)
 	return err
 }
 
-func (p *publisher) put(ctx context.Context, proxies []Proxy, omitted int, h [32]byte) error {
+func (p *publisher) put(ctx context.Context, self Self, proxies []Proxy, omitted int, h [32]byte) error {
 	p.gen++
-	shards, err := Encode(p.gen, p.f.opts.Self, proxies, omitted, etcd.MaxBoardValue)
+	shards, err := Encode(p.gen, self, proxies, omitted, etcd.MaxBoardValue)
 	if err != nil {
 		return err
 	}

@@ -30,23 +30,29 @@ func (f *Fleet) fresh() bool {
 
 // Load is the load of this replica's shard (the replicas serving the same
 // groups) for balancing: local is this replica's open streams, counted
-// now; the others' are as last published. A count not read within the
+// now; the others' are as last published, a draining replica's among
+// them though it is not counted as a replica. A count not read within the
 // lease is not Fresh, and balances nothing.
 func (f *Fleet) Load(local int) guard.Load {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	l := guard.Load{Replicas: 1, Streams: local, Fresh: f.fresh()}
 	for _, p := range f.peers {
-		if slices.Equal(p.Groups, f.opts.Self.Groups) {
+		if !slices.Equal(p.Groups, f.opts.Self.Groups) {
+			continue
+		}
+		// A draining replica's streams are on their way to the others:
+		// counted, but it is not one of the replicas to share them.
+		l.Streams += p.Streams
+		if !p.Draining {
 			l.Replicas++
-			l.Streams += p.Streams
 		}
 	}
 	return l
 }
 
 // ServedBy returns the live replicas that serve group, as last read, by
-// name; none when the summaries are not fresh (a replica they list may be
+// name, but those draining; none when the summaries are not fresh (a replica they list may be
 // gone).
 func (f *Fleet) ServedBy(group string) []Peer {
 	f.mu.Lock()
@@ -56,7 +62,7 @@ func (f *Fleet) ServedBy(group string) []Peer {
 	}
 	var out []Peer
 	for _, p := range f.peers {
-		if p.Serves(group) {
+		if p.Serves(group) && !p.Draining {
 			out = append(out, p)
 		}
 	}
