@@ -56,10 +56,13 @@ type BalanceReporter interface {
 }
 
 // balanceAdmit refuses a new stream when this replica is over its target.
-// A REST poll is not balanced: it lasts one request.
+// A REST poll is not balanced: it lasts one request. Nor is a stream on a
+// connection that has another: its client is served here already (an
+// Envoy's per-type streams share a connection), and refusing one of its
+// types would leave it half configured, not moved.
 func (s *Server) balanceAdmit(st *stream) error {
 	b := s.opts.Balance
-	if b == nil || st.quiet {
+	if b == nil || st.quiet || s.open.onConnCount(st.conn) > 1 {
 		return nil
 	}
 	local := s.open.count()
@@ -111,12 +114,12 @@ func jitter(r *rand.Rand) time.Duration {
 }
 
 // shed ends up to budget of this replica's streams over its target and
-// returns how many it ended.
+// returns how many it ended. It ends whole connections, each with all its
+// streams, so that a client's per-type streams move together.
 func (s *Server) shed(b *Balance, budget int, r *rand.Rand) int {
 	if s.draining.Load() {
 		return 0
 	}
-	cands := s.open.sheddable()
 	load := b.Load(s.open.count())
 	target, _ := load.Target()
 	if b.Report != nil {
@@ -126,26 +129,32 @@ func (s *Server) shed(b *Balance, budget int, r *rand.Rand) int {
 	if n == 0 {
 		return 0
 	}
-	delta := make([]bool, len(cands))
-	for i, c := range cands {
+	conns := s.open.sheddable()
+	delta := make([]bool, len(conns))
+	for i, c := range conns {
 		delta[i] = c.delta
 	}
-	picked := guard.PickShed(delta, n, r)
-	deltas := 0
-	for _, i := range picked {
-		c := cands[i]
-		c.end(&refusal{reason: RefusedShed, st: status.New(codes.Unavailable, shedMessage)})
-		s.closeWhenIdle(c.tconn, guard.ConnBalanced)
-		if c.delta {
-			deltas++
+	ended, deltas := 0, 0
+	for _, i := range guard.PickShed(delta, len(conns), r) {
+		if ended >= n {
+			break
 		}
-		if b.Report != nil {
-			b.Report.BalanceShed(c.delta)
+		c := conns[i]
+		for _, st := range c.streams {
+			st.end(&refusal{reason: RefusedShed, st: status.New(codes.Unavailable, shedMessage)})
+			if b.Report != nil {
+				b.Report.BalanceShed(st.delta)
+			}
+		}
+		s.closeWhenIdle(c.tconn, guard.ConnBalanced)
+		ended += len(c.streams)
+		if c.delta {
+			deltas += len(c.streams)
 		}
 	}
 	s.log.Info("balance: shedding streams over this replica's share of the fleet; their clients reconnect, at best to another replica",
-		"shed", len(picked), "delta", deltas, "target", target, "replicas", load.Replicas, "fleet_streams", load.Streams)
-	return len(picked)
+		"shed", ended, "delta", deltas, "target", target, "replicas", load.Replicas, "fleet_streams", load.Streams)
+	return ended
 }
 
 // count is how many streams are open.
@@ -155,15 +164,39 @@ func (o *openStreams) count() int {
 	return len(o.m)
 }
 
-// sheddable lists the open streams balancing may end: not REST polls.
-func (o *openStreams) sheddable() []*openStream {
+// shedConn is a connection balancing may end: its streams (none of them
+// a REST poll), delta when they all are.
+type shedConn struct {
+	tconn   *guard.Conn
+	streams []*openStream
+	delta   bool
+}
+
+// sheddable lists the connections balancing may end, with their streams.
+func (o *openStreams) sheddable() []*shedConn {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	out := make([]*openStream, 0, len(o.m))
+	byConn := map[guard.Key]*shedConn{}
+	var out []*shedConn
 	for s := range o.m {
-		if !s.quiet {
-			out = append(out, s)
+		if s.quiet {
+			continue
 		}
+		c := byConn[s.conn]
+		if c == nil {
+			c = &shedConn{tconn: s.tconn, delta: true}
+			byConn[s.conn] = c
+			out = append(out, c)
+		}
+		c.streams = append(c.streams, s)
+		c.delta = c.delta && s.delta
 	}
 	return out
+}
+
+// onConnCount is how many streams are open on connection k.
+func (o *openStreams) onConnCount(k guard.Key) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.perConn[k]
 }

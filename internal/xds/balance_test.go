@@ -184,3 +184,65 @@ func TestBalanceShedsDeltaStreamsFirst(t *testing.T) {
 		alive(t, s)
 	}
 }
+
+// Balancing moves clients, not streams: a stream on a connection that has
+// another is taken over the target (its client is here already; refusing
+// one of an Envoy's per-type streams would leave it half configured), and
+// shedding ends a connection's streams together.
+func TestBalanceKeepsAConnectionsStreamsTogether(t *testing.T) {
+	load := &shardLoad{}
+	counts := &balanceCounts{}
+	srv := xdstest.Start(t, xds.Options{Balance: &xds.Balance{Load: load.get, Report: counts, ShedRate: 100}})
+	srv.Publish(t, base()...)
+	reg := srv.Registry
+	// A delta client's two per-type streams on one connection, a SotW
+	// client's two ADS streams on another.
+	dconn := xdstest.Dial(t, srv.Addr)
+	var deltas []*xdstest.DeltaStream
+	for _, url := range []string{cds, eds} {
+		d := xdstest.OpenDeltaType(t, dconn, reg.Lookup(url), xdstest.Node("delta-envoy"))
+		d.Subscribe(url, map[string][]string{cds: nil, eds: {"a"}}[url]...)
+		d.RecvType(url)
+		deltas = append(deltas, d)
+	}
+	sconn := xdstest.Dial(t, srv.Addr)
+	var sotws []*xdstest.Stream
+	for range 2 {
+		s := xdstest.OpenADS(t, sconn, xdstest.Node("sotw-envoy"))
+		s.Request(cds)
+		s.RecvType(cds)
+		sotws = append(sotws, s)
+	}
+	// 2 streams on 2 replicas: a target of 3 (the mean, 1, plus the
+	// slack). A new client is refused; another stream of one here is not.
+	load.set(guard.Load{Replicas: 2, Streams: 2, Fresh: true})
+	if _, err := openSotW(t, srv, "new-envoy"); grpcstatus.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a new client over the target: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	third := xdstest.OpenType(t, sconn, reg.Lookup(lds), xdstest.Node("sotw-envoy"))
+	third.Request(lds)
+	third.RecvType(lds)
+
+	// 5 streams, 1 over a target of 4: the delta connection goes, both
+	// its streams.
+	load.set(guard.Load{Replicas: 2, Streams: 4, Fresh: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.XDS.Balance(ctx) }()
+	defer func() { cancel(); <-done }()
+	for i, d := range deltas {
+		if err := d.Err(); grpcstatus.Code(err) != codes.Unavailable {
+			t.Fatalf("delta stream %d ended with %v, want UNAVAILABLE (shed)", i, err)
+		}
+	}
+	counts.waitLooks(t, 2)
+	if d, s := counts.shedDelta.Load(), counts.shedSotW.Load(); d != 2 || s != 0 {
+		t.Fatalf("shed %d delta and %d state-of-the-world streams, want the delta connection's 2", d, s)
+	}
+	for _, s := range sotws {
+		alive(t, s)
+	}
+	if ended, err := third.Ended(); ended {
+		t.Errorf("the SotW client's per-type stream ended: %v", err)
+	}
+}
