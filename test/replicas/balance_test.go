@@ -2,7 +2,9 @@ package replicas_test
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -92,6 +94,73 @@ func shedCount(e *envoy) int {
 	n := 0
 	for _, s := range e.streams {
 		if grpcstatus.Code(s.err) == codes.Unavailable && strings.Contains(grpcstatus.Convert(s.err).Message(), "over its share") {
+			n++
+		}
+	}
+	return n
+}
+
+// A draining replica is left out of the balance: while its proxies move
+// to the others, those do not refuse them for being over a target shared
+// with the replica that is leaving. Thirty scripted Envoys spread over
+// three replicas by a round-robin balancer; C drains; every proxy ends on
+// A or B, none refused for balance on a count of three replicas (the two
+// may still even out between them).
+func TestDrainingReplicaIsLeftOutOfTheBalance(t *testing.T) {
+	const n = 30
+	srv := etcdtest.Start(t)
+	f := newFleet(t, []string{srv.Endpoint()})
+	drain := []string{"--drain-period", "3s"}
+	a, b, c := f.start("replica-a", drain...), f.start("replica-b", drain...), f.start("replica-c", drain...)
+	sameVersion(t, []*replica{a, b, c}, a.apply(greeterDoc(startBackend(t, "backend-1"))).Version)
+	lb := startForwarder(t, a.xdsAddr, b.xdsAddr, c.xdsAddr)
+	lb.balance()
+	var envoys []*envoy
+	for i := range n {
+		envoys = append(envoys, startEnvoy(t, lb.Addr(), fmt.Sprintf("envoy-drain-balance-%d", i), i%2 == 0))
+	}
+	for _, e := range envoys {
+		e.ready("backend", "greeter")
+	}
+	onC := servedBy(envoys, c.id)
+	if onC == 0 {
+		t.Fatalf("no proxy on %s before its drain", c.id)
+	}
+	refusedBefore := 0
+	for _, e := range envoys {
+		refusedBefore += refusedCount(e, "on 3 replicas")
+	}
+
+	c.signal(syscall.SIGTERM)
+	waitUntil(t, c.id+"'s /readyz answering 503 draining", func() bool {
+		code, word := c.readyz()
+		return code == http.StatusServiceUnavailable && word == "draining"
+	})
+	lb.markDead(c.xdsAddr)
+	waitShow(t, fmt.Sprintf("every proxy on %s or %s", a.id, b.id), func() bool {
+		return servedBy(envoys, a.id)+servedBy(envoys, b.id) == n
+	}, func() string {
+		return fmt.Sprintf("%s %d, %s %d, %s %d", a.id, servedBy(envoys, a.id), b.id, servedBy(envoys, b.id), c.id, servedBy(envoys, c.id))
+	})
+	refused := -refusedBefore
+	for _, e := range envoys {
+		e.ready("backend", "greeter")
+		refused += refusedCount(e, "on 3 replicas")
+	}
+	t.Logf("%d proxies moved off %s: %s serves %d, %s %d; %d refused on a count of 3 replicas", onC, c.id, a.id, servedBy(envoys, a.id), b.id, servedBy(envoys, b.id), refused)
+	if refused > 0 {
+		t.Errorf("%d streams refused for balance on a count of 3 replicas while %s drained: the draining replica was counted among those sharing its proxies", refused, c.id)
+	}
+}
+
+// refusedCount is how many of e's streams a replica refused for balance
+// (RESOURCE_EXHAUSTED, over its share) with a message saying why.
+func refusedCount(e *envoy, why string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, s := range e.streams {
+		if msg := grpcstatus.Convert(s.err).Message(); grpcstatus.Code(s.err) == codes.ResourceExhausted && strings.Contains(msg, "over its share") && strings.Contains(msg, why) {
 			n++
 		}
 	}
