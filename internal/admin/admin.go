@@ -86,6 +86,9 @@ type Options struct {
 	// Fleet, with the etcd store, adds the other replicas' proxies to
 	// /proxies and /proxies/{id}; nil lists this replica's only.
 	Fleet FleetView
+	// Shard is the node groups this replica serves (--groups), shown with
+	// its proxies; "" when it serves every group.
+	Shard string
 	// Degraded reports whether the config store is unreachable, and why
 	// (configstore.Service.Degraded); nil when it cannot be (file mode).
 	// Degraded, the replica still serves its last good config: /readyz

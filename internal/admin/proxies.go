@@ -2,6 +2,7 @@ package admin
 
 import (
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/pylon-xds/pylon/internal/fleetstatus"
@@ -13,6 +14,9 @@ import (
 // those stay on the replica serving it), with the replica serving it.
 type proxyEntry struct {
 	Replica string `json:"replica"`
+	// Shard is the node groups that replica serves (--groups), when it
+	// serves some only.
+	Shard string `json:"shard,omitempty"`
 	// Remote is set on another replica's stream: the fields it does not
 	// publish are zero here because they are not known, not because they
 	// are zero.
@@ -44,7 +48,7 @@ func (o Options) proxies(node string) ([]proxyEntry, string) {
 	out := []proxyEntry{}
 	for _, s := range scrubStreams(o.Proxies.Streams()) {
 		if node == "" || s.Node == node {
-			out = append(out, proxyEntry{Replica: o.Identifier, Stream: s})
+			out = append(out, proxyEntry{Replica: o.Identifier, Shard: o.Shard, Stream: s})
 		}
 	}
 	if o.Fleet == nil {
@@ -63,7 +67,7 @@ func (o Options) proxies(node string) ([]proxyEntry, string) {
 	// another writer put there is read here.
 	now := time.Now()
 	for i, s := range scrubStreams(streams) {
-		e := proxyEntry{Replica: from[i].Replica, Remote: true, Stream: s}
+		e := proxyEntry{Replica: from[i].Replica, Shard: strings.Join(from[i].Groups, ","), Remote: true, Stream: s}
 		if from[i].Stale {
 			e.Stale, e.AsOf = true, from[i].ReadAt
 			e.AgeSeconds = now.Sub(from[i].ReadAt).Round(time.Second).Seconds()

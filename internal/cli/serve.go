@@ -139,6 +139,7 @@ SIGHUP re-reads them all at once and serve carries on.`,
 	f.BoolVar(&o.SuppressDeltaNotFound, "delta-suppress-not-found", false, "do not list subscribed names that do not exist in delta removed_resources (for old Envoys that took it as an unsubscription)")
 	addSecurityFlags(cmd, &o)
 	addStoreFlags(cmd, &o)
+	addReplicaFlags(cmd, &o)
 	addGitFlags(cmd, &o)
 	addKubeFlags(cmd, &o)
 	return cmd

@@ -23,7 +23,7 @@ var serveSections = []struct {
 	{"Store", []string{"data-dir", "store", "etcd-endpoints", "etcd-prefix", "etcd-cert", "etcd-key", "etcd-ca", "etcd-timeout", "etcd-probe", "encryption-key-file"}},
 	{"Security", []string{"xds-tls-cert", "xds-tls-key", "xds-client-ca", "xds-require-client-cert", "node-identity", "trust-domain", "csds-identity", "insecure-serve-secrets", "secret-dir"}},
 	{"Limits", []string{"max-initial-sends", "new-streams-per-second", "max-resource-names", "max-streams-per-connection", "send-stall", "xds-rest-max-polls", "admin-max-conns"}},
-	{"Replicas and stopping", []string{"id", "max-connection-age", "max-connection-age-grace", "fleet-status-period", "fleet-status-ttl", "drain-period", "shutdown-grace"}},
+	{"Replicas and stopping", []string{"id", "max-connection-age", "max-connection-age-grace", "fleet-status-period", "fleet-status-ttl", "balance", "shed-rate", "groups", "drain-period", "shutdown-grace"}},
 	{"Logging and help", []string{"log-level", "log-format", "help"}},
 	{"Other commands'", []string{"token-file", "admin-ca-file", "admin-cert-file", "admin-key-file"}},
 }

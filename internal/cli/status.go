@@ -51,6 +51,8 @@ type proxyRow struct {
 // several replicas on etcd, /proxies on any lists every replica's).
 type fleetStream struct {
 	Replica string `json:"replica"`
+	// Shard is the groups that replica serves, when it serves some only.
+	Shard string `json:"shard"`
 	// Stale: another replica's stream as last read from etcd, AgeSeconds
 	// ago; etcd cannot be read now, so its state is unknown.
 	Stale      bool    `json:"stale"`
@@ -65,10 +67,14 @@ const unknown = "UNKNOWN"
 // servedBy is the REPLICA column's name for s's replica: with how old it
 // is when its state is not known now.
 func servedBy(s fleetStream) string {
-	if !s.Stale {
-		return s.Replica
+	by := s.Replica
+	if s.Shard != "" {
+		by += " [" + printable(s.Shard) + "]"
 	}
-	return fmt.Sprintf("%s (as of %s ago)", s.Replica, age(s.AgeSeconds))
+	if !s.Stale {
+		return by
+	}
+	return fmt.Sprintf("%s (as of %s ago)", by, age(s.AgeSeconds))
 }
 
 func age(seconds float64) time.Duration {

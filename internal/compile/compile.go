@@ -48,6 +48,11 @@ type Cache struct {
 	load     config.Cache
 	services translations
 	valid    snapshot.Validated
+	// Groups are the node groups this replica serves (`pylon serve
+	// --groups`; nil: all): the others get an empty snapshot, marked
+	// Unserved, and none of their own checks. Set it before the first
+	// compile.
+	Groups fleet.Selector
 }
 
 // Compile is Compile reusing and updating c.
@@ -90,8 +95,9 @@ func compileFiles(reg *xdstype.Registry, files []config.File, read ReadFile, run
 	var load *config.Cache
 	var services *translations
 	var valid *snapshot.Validated
+	var serves fleet.Selector
 	if c != nil {
-		load, services, valid = &c.load, &c.services, &c.valid
+		load, services, valid, serves = &c.load, &c.services, &c.valid, c.Groups
 	}
 	doc, err := load.Load(reg, files)
 	if err != nil {
@@ -124,7 +130,7 @@ func compileFiles(reg *xdstype.Registry, files []config.File, read ReadFile, run
 	if err != nil {
 		return nil, nil, err
 	}
-	fleet, err := group(reg, doc, all, inputsOf(inputs, xdstype.ListenerURL), inputsOf(inputs, xdstype.ScopedRouteURL), locator(inputs))
+	fleet, err := group(reg, doc, all, inputsOf(inputs, xdstype.ListenerURL), inputsOf(inputs, xdstype.ScopedRouteURL), locator(inputs), serves)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -144,8 +150,11 @@ func compileFiles(reg *xdstype.Registry, files []config.File, read ReadFile, run
 
 // group builds the fleet: one snapshot for every node without groups, else
 // each group's scoped snapshot. A snapshot with two listeners on one
-// address, or two route scopes with one key, is refused.
-func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, listeners, scopes map[string]*xdstype.Resource, where func(typeURL, name string) *xdstype.Resource) (*fleet.Fleet, error) {
+// address, or two route scopes with one key, is refused. A group serves
+// does not take gets an empty snapshot and is marked Unserved: its scope
+// is neither built nor checked here (`pylon validate` and a store's
+// writes check every group).
+func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, listeners, scopes map[string]*xdstype.Resource, where func(typeURL, name string) *xdstype.Resource, serves fleet.Selector) (*fleet.Fleet, error) {
 	reported, reportedScopes := map[[2]string]bool{}, map[[2]string]bool{}
 	clashes := func(s *snapshot.Snapshot, group string) diag.List {
 		problems := listenerClashes(s, group, listeners, reported)
@@ -155,7 +164,9 @@ func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, 
 		if err := clashes(all, "").Err(); err != nil {
 			return nil, err
 		}
-		return fleet.NewFleet(all, time.Time{}), nil
+		f := fleet.NewFleet(all, time.Time{})
+		f.ServeOnly(serves)
+		return f, nil
 	}
 	rules, problems := groups(reg, doc.Groups, all, doc.Services)
 	if err := problems.Err(); err != nil {
@@ -164,6 +175,10 @@ func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, 
 	snaps := make([]*snapshot.Snapshot, len(rules))
 	clients := grpcClientChecks{where: where}
 	for i, g := range rules {
+		if !serves.Serves(g.Name) {
+			snaps[i] = snapshot.Subset(reg, all, snapshot.Names{})
+			continue
+		}
 		snaps[i] = scoped(reg, all, g)
 		problems = append(problems, clashes(snaps[i], g.Name)...)
 		// rules[i] is doc.Groups[i]: a group that was skipped is a problem
@@ -173,7 +188,9 @@ func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, 
 	if err := problems.Err(); err != nil {
 		return nil, err
 	}
-	return fleet.NewGroupedFleet(rules, snaps), nil
+	f := fleet.NewGroupedFleet(rules, snaps)
+	f.ServeOnly(serves)
+	return f, nil
 }
 
 // locator finds an input by type and name, for diagnostics; the index is

@@ -78,6 +78,8 @@ type Options struct {
 	// publishes its proxies' summary to etcd, and how long it outlives
 	// the replica (see fleetstatus.Options; defaults 5s and 3 periods).
 	FleetStatusPeriod, FleetStatusTTL time.Duration
+	// Replicas: load balancing and sharding (shard.go).
+	Replicas ReplicaOptions
 	// HistoryLimit bounds the stored config history (default 100).
 	HistoryLimit int
 	XDSAddr      string // default ":18000"
@@ -275,7 +277,12 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 
-	xdsSrv, gs := newXDS(o, sec, reg, pub, status.ComposeObservers(obs.Observer, rollouts), obs.Tracker, tokens)
+	// The fleet status says when this replica drains; the stopper is made
+	// below, before anything runs.
+	var stop *stopper
+	fleet := newFleetStatus(o, st, tracker, lis, func() bool { return stop.Draining() }, log)
+	bal, shard := replicaXDS(o, fleet, met)
+	xdsSrv, gs := newXDS(o, sec, reg, pub, status.ComposeObservers(obs.Observer, rollouts), obs.Tracker, tokens, bal, shard)
 	reportExpiry(met, sec, xdsSrv)
 	adminOpts := adminOptions(o, tokens, pipe, obs, pub, reg)
 	if cfgSvc != nil {
@@ -283,15 +290,14 @@ func Run(ctx context.Context, o Options) error {
 		// false.
 		adminOpts.Config, adminOpts.Degraded = cfgSvc, cfgSvc.Degraded
 	}
-	fleet := newFleetStatus(o, st, tracker, log)
 	if fleet != nil {
 		adminOpts.Fleet = fleet
 	}
-	stop := &stopper{
+	stop = &stopper{
 		period: o.DrainPeriod, grace: o.ShutdownGrace, log: log, gs: gs, xds: xdsSrv, lis: lis.xds,
 		now: StopNow(ctx), streams: func() int { return openStreams(tracker) },
 	}
-	adminOpts.Draining, adminOpts.Rollouts = stop.Draining, rollouts
+	adminOpts.Draining, adminOpts.Rollouts, adminOpts.Shard = stop.Draining, rollouts, shardName(o)
 	if o.git != nil {
 		adminOpts.PollGit, adminOpts.ConfigPath = o.git.PollNow, o.git.Shown()+" ("+o.git.Where()+")"
 	}
@@ -305,6 +311,7 @@ func Run(ctx context.Context, o Options) error {
 	g, gctx := errgroup.WithContext(runCtx)
 	if fleet != nil {
 		g.Go(func() error { return fleet.Run(gctx) })
+		g.Go(func() error { return xdsSrv.Balance(gctx) })
 	}
 	g.Go(func() error { return rollouts.Run(gctx) })
 	g.Go(func() error { return stop.serveXDS(xdsSrv.Listener(lis.xds)) })
@@ -368,6 +375,9 @@ func checkStart(o *Options) (*security, *secretfile.Reader, error) {
 	if err := checkREST(*o, sec, log); err != nil {
 		return nil, nil, err
 	}
+	if err := checkReplicas(*o); err != nil {
+		return nil, nil, err
+	}
 	secrets, err := secretReader(*o)
 	if err != nil {
 		return nil, nil, err
@@ -389,7 +399,7 @@ func newPipeline(o Options, sec *security, reg *xdstype.Registry, pub *fleet.Pub
 	}
 	b, warned := sec.binding(), map[string]bool{}
 	pipe := pipeline.New(pipeline.Options{
-		Registry: reg, Read: read, Publish: ctrl.Publish, Retry: retry, OnFiles: watch, Logger: log,
+		Registry: reg, Read: read, Publish: ctrl.Publish, Retry: retry, OnFiles: watch, Logger: log, Groups: o.Replicas.Groups,
 		OnResult: func(result string, f *fleet.Fleet) {
 			obs.Metrics.Publish(result)
 			if f != nil {
@@ -428,14 +438,14 @@ func listen(o Options) (listeners, error) {
 
 // newFleetStatus is, on the etcd store, what publishes this replica's
 // proxies and reads the others' (nil otherwise: one replica, no merge).
-func newFleetStatus(o Options, st store.Store, tracker *status.Tracker, log *slog.Logger) *fleetstatus.Fleet {
+func newFleetStatus(o Options, st store.Store, tracker *status.Tracker, lis listeners, draining func() bool, log *slog.Logger) *fleetstatus.Fleet {
 	es, ok := st.(*etcd.Store)
 	if !ok {
 		return nil
 	}
 	return fleetstatus.New(fleetstatus.Options{
 		Replica: o.Identifier, Store: es, Local: tracker.Streams,
-		Period: o.FleetStatusPeriod, TTL: o.FleetStatusTTL, Logger: log,
+		Period: o.FleetStatusPeriod, TTL: o.FleetStatusTTL, Logger: log, Self: selfOf(o, lis.xds), Draining: draining,
 	})
 }
 
@@ -511,7 +521,7 @@ func loadTokens(o Options) (*token.Files, error) {
 // serves CSDS too: standard tools read each proxy's status on the port they
 // already reach, with an admin token or an allowed client certificate.
 // Streams report to observer: the tracking, composed with the rollouts'.
-func newXDS(o Options, sec *security, reg *xdstype.Registry, pub *fleet.Publisher, observer status.Observer, tracker *status.Tracker, tokens *token.Files) (*xds.Server, *grpc.Server) {
+func newXDS(o Options, sec *security, reg *xdstype.Registry, pub *fleet.Publisher, observer status.Observer, tracker *status.Tracker, tokens *token.Files, bal *xds.Balance, shard *xds.Shard) (*xds.Server, *grpc.Server) {
 	xdsSrv := xds.New(xds.Options{
 		Registry: reg, Fleets: pub, Identifier: o.Identifier, Logger: o.Logger,
 		SuppressDeltaNotFound: o.SuppressDeltaNotFound, HoldTimeout: o.HoldTimeout,
@@ -519,6 +529,7 @@ func newXDS(o Options, sec *security, reg *xdstype.Registry, pub *fleet.Publishe
 		Observer: observer,
 		Identity: sec.identity, InsecureServeSecrets: o.InsecureServeSecrets,
 		MaxResourceNames: o.MaxResourceNames, MaxStreamsPerConnection: o.MaxStreamsPerConnection, SendStall: o.SendStall,
+		Balance: bal, Shard: shard,
 	})
 	gs := grpc.NewServer(grpcOptions(o, xdsSrv, sec)...)
 	xdsSrv.Register(gs)

@@ -23,6 +23,10 @@ type Group struct {
 	Snapshot *snapshot.Snapshot
 	// SuppressDeltaNotFound: see nodegroup.Group.
 	SuppressDeltaNotFound bool
+	// Unserved: this replica does not serve the group (its --groups
+	// leave it to another shard): Snapshot is empty, and the xDS server
+	// refuses its nodes.
+	Unserved bool
 }
 
 // DefaultGroup is the name of the group of a config without groups: every
@@ -119,7 +123,7 @@ func (f *Fleet) Staged(group string, prev *snapshot.Snapshot, stage int) *Fleet 
 		c.staged[k] = v
 	}
 	g := f.groups[i]
-	c.staged[i] = &staged{prev: &Group{Name: g.Name, Snapshot: prev, SuppressDeltaNotFound: g.SuppressDeltaNotFound}, stage: stage, policy: f.rules[i].Rollout}
+	c.staged[i] = &staged{prev: &Group{Name: g.Name, Snapshot: prev, SuppressDeltaNotFound: g.SuppressDeltaNotFound, Unserved: g.Unserved}, stage: stage, policy: f.rules[i].Rollout}
 	c.version = snapshot.HashPairs([][2]string{{"fleet", f.version}, {"staged", group}, {"previous", prev.Version()}, {"stage", strconv.Itoa(stage)}})
 	return &c
 }

@@ -36,6 +36,8 @@ const (
 	maxTypes = 32
 	// format is the encoding's version.
 	format = 1
+	// MaxGroupPatterns bounds the patterns of --groups a replica publishes.
+	MaxGroupPatterns = 256
 )
 
 // Proxy is one stream of a proxy, as another replica sees it.
@@ -73,6 +75,19 @@ type shard struct {
 	Of      int     `json:"of"`
 	Omitted int     `json:"omitted,omitempty"`
 	Proxies []Proxy `json:"proxies"`
+	Self
+}
+
+// Self is what a replica says of itself in every shard of its summary: the
+// node groups it serves (--groups; none: every group) and its xDS address,
+// so that another replica can name the shard serving a group.
+type Self struct {
+	Groups []string `json:"groups,omitempty"`
+	XDS    string   `json:"xds,omitempty"`
+	// Draining: the replica is handing its proxies over (its graceful
+	// stop): the others do not count it among the replicas they balance
+	// with, nor name it as a shard.
+	Draining bool `json:"draining,omitempty"`
 }
 
 // cut bounds a proxy-supplied text, at a rune boundary, after redaction.
@@ -124,14 +139,14 @@ func Summarize(streams []status.Stream, max int) (out []Proxy, omitted int) {
 // Encode splits proxies into shards of at most maxValue bytes each
 // (gzipped JSON), halving a part until it fits. A single proxy is bounded
 // by Summarize and fits any sensible maxValue; if not, it is an error.
-func Encode(gen uint64, proxies []Proxy, omitted, maxValue int) ([][]byte, error) {
-	parts, err := split(proxies, maxValue)
+func Encode(gen uint64, self Self, proxies []Proxy, omitted, maxValue int) ([][]byte, error) {
+	parts, err := split(self, proxies, maxValue)
 	if err != nil {
 		return nil, err
 	}
 	out := make([][]byte, len(parts))
 	for i, p := range parts {
-		sh := shard{Format: format, Gen: gen, Of: len(parts), Proxies: p}
+		sh := shard{Format: format, Gen: gen, Of: len(parts), Proxies: p, Self: self}
 		if i == 0 {
 			sh.Omitted = omitted
 		}
@@ -144,8 +159,8 @@ func Encode(gen uint64, proxies []Proxy, omitted, maxValue int) ([][]byte, error
 
 // split cuts proxies into parts whose encoding fits maxValue. It encodes
 // each part to measure it; the recursion halves, so it is O(n log n).
-func split(proxies []Proxy, maxValue int) ([][]Proxy, error) {
-	b, err := compress(shard{Format: format, Gen: ^uint64(0), Of: 1 << 20, Omitted: 1 << 30, Proxies: proxies})
+func split(self Self, proxies []Proxy, maxValue int) ([][]Proxy, error) {
+	b, err := compress(shard{Format: format, Gen: ^uint64(0), Of: 1 << 20, Omitted: 1 << 30, Proxies: proxies, Self: self})
 	if err != nil {
 		return nil, err
 	}
@@ -156,11 +171,11 @@ func split(proxies []Proxy, maxValue int) ([][]Proxy, error) {
 		return nil, fmt.Errorf("fleet status: one proxy's summary is %d bytes, more than %d", len(b), maxValue)
 	}
 	h := len(proxies) / 2
-	a, err := split(proxies[:h], maxValue)
+	a, err := split(self, proxies[:h], maxValue)
 	if err != nil {
 		return nil, err
 	}
-	c, err := split(proxies[h:], maxValue)
+	c, err := split(self, proxies[h:], maxValue)
 	return append(a, c...), err
 }
 
@@ -199,7 +214,13 @@ func decode(b []byte) (shard, error) {
 		return sh, fmt.Errorf("format %d, this Pylon reads %d", sh.Format, format)
 	case len(sh.Proxies) > DefaultMaxProxies:
 		return sh, fmt.Errorf("%d proxies, at most %d", len(sh.Proxies), DefaultMaxProxies)
+	case len(sh.Groups) > MaxGroupPatterns:
+		return sh, fmt.Errorf("%d group patterns, at most %d", len(sh.Groups), MaxGroupPatterns)
 	}
+	for i, g := range sh.Groups {
+		sh.Groups[i] = cut(g)
+	}
+	sh.XDS = cut(sh.XDS)
 	return sh, nil
 }
 
@@ -210,6 +231,13 @@ var errIncomplete = errors.New("its summary is being rewritten: some of its prox
 // and how many that replica left out. An undecodable shard is an error
 // that names it; the proxies of the others are still returned.
 func Decode(shards [][]byte) (proxies []Proxy, omitted int, err error) {
+	proxies, omitted, _, err = decodeAll(shards)
+	return proxies, omitted, err
+}
+
+// decodeAll is Decode that also returns what the replica says of itself
+// (in its newest generation).
+func decodeAll(shards [][]byte) (proxies []Proxy, omitted int, self Self, err error) {
 	decoded := make([]shard, 0, len(shards))
 	var errs []error
 	var newest uint64
@@ -227,14 +255,14 @@ func Decode(shards [][]byte) (proxies []Proxy, omitted int, err error) {
 		if sh.Gen != newest {
 			continue
 		}
-		n, of = n+1, sh.Of
+		n, of, self = n+1, sh.Of, sh.Self
 		omitted += sh.Omitted
 		proxies = append(proxies, sh.Proxies...)
 	}
 	if n != of && len(errs) == 0 {
 		errs = append(errs, errIncomplete)
 	}
-	return proxies, omitted, errors.Join(errs...)
+	return proxies, omitted, self, errors.Join(errs...)
 }
 
 // Stream is p as the tracker's stream type, for the admin API's lists.

@@ -48,7 +48,7 @@ func TestEncodeSplitsIntoBoundedShards(t *testing.T) {
 		t.Fatalf("summarized %d, omitted %d", len(proxies), omitted)
 	}
 	const maxValue = 32 << 10
-	shards, err := Encode(7, proxies, 0, maxValue)
+	shards, err := Encode(7, Self{}, proxies, 0, maxValue)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,15 +125,15 @@ func TestDecodeRefusesAnInflatingValue(t *testing.T) {
 func TestDecodeKeepsTheNewestGeneration(t *testing.T) {
 	old, _ := Summarize([]status.Stream{stream("old", "x")}, 10)
 	cur, _ := Summarize([]status.Stream{stream("new-1", noise(900)), stream("new-2", noise(900))}, 10)
-	o, err := Encode(1, old, 0, 1<<20)
+	o, err := Encode(1, Self{}, old, 0, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A value that holds one of the new proxies but not two: gen 2 has
 	// two shards.
-	one, _ := Encode(2, cur[:1], 0, 1<<20)
-	two, _ := Encode(2, cur[1:], 0, 1<<20)
-	n, err := Encode(2, cur, 0, max(len(one[0]), len(two[0]))+64)
+	one, _ := Encode(2, Self{}, cur[:1], 0, 1<<20)
+	two, _ := Encode(2, Self{}, cur[1:], 0, 1<<20)
+	n, err := Encode(2, Self{}, cur, 0, max(len(one[0]), len(two[0]))+64)
 	if err != nil || len(n) != 2 {
 		t.Fatalf("%d shards (%v), want 2", len(n), err)
 	}

@@ -55,6 +55,12 @@ type Options struct {
 	MaxProxies int
 	// Logger receives etcd trouble, once per change of state.
 	Logger *slog.Logger
+	// Self is what this replica publishes of itself: the groups it serves
+	// (none: all) and its xDS address.
+	Self Self
+	// Draining, if set, says whether this replica is draining; published
+	// as Self.Draining.
+	Draining func() bool
 }
 
 // Fleet publishes this replica's summary and keeps the others'.
@@ -65,6 +71,7 @@ type Fleet struct {
 
 	mu      sync.Mutex
 	remote  []Remote
+	peers   []Peer
 	partial string
 	// readAt is when the others' summaries were last read; unread, why
 	// the last read failed ("" when it did not).
@@ -75,6 +82,8 @@ type Fleet struct {
 // Remote is a proxy stream served by another replica.
 type Remote struct {
 	Replica string
+	// Groups are the node groups that replica serves (none: every group).
+	Groups []string
 	Proxy
 	// ReadAt is when its summary was read. Stale: the last read failed,
 	// so its state is as of ReadAt and may no longer hold.
@@ -163,22 +172,25 @@ type publisher struct {
 func (p *publisher) publish(ctx context.Context) error {
 	f := p.f
 	proxies, omitted := Summarize(f.opts.Local(), f.opts.MaxProxies)
+	self := f.opts.Self
+	self.Draining = f.opts.Draining != nil && f.opts.Draining()
 	b, _ := json.Marshal(struct {
 		P []Proxy
 		O int
-	}{proxies, omitted})
+		S Self
+	}{proxies, omitted, self})
 	h := sha256.Sum256(b)
 	alive, err := f.board.KeepAlive(ctx)
 	if err == nil && (!alive || h != p.hash) {
-		err = p.put(ctx, proxies, omitted, h)
+		err = p.put(ctx, self, proxies, omitted, h)
 	}
 	p.report(err, omitted)
 	return err
 }
 
-func (p *publisher) put(ctx context.Context, proxies []Proxy, omitted int, h [32]byte) error {
+func (p *publisher) put(ctx context.Context, self Self, proxies []Proxy, omitted int, h [32]byte) error {
 	p.gen++
-	shards, err := Encode(p.gen, proxies, omitted, etcd.MaxBoardValue)
+	shards, err := Encode(p.gen, self, proxies, omitted, etcd.MaxBoardValue)
 	if err != nil {
 		return err
 	}
@@ -235,12 +247,14 @@ func (f *Fleet) refresh(ctx context.Context) {
 	}
 	readAt := time.Now()
 	var remote []Remote
+	var peers []Peer
 	var problems []string
 	for replica, shards := range boards {
 		if replica == f.opts.Replica {
 			continue
 		}
-		proxies, omitted, err := Decode(shards)
+		proxies, omitted, self, err := decodeAll(shards)
+		peers = append(peers, Peer{Replica: replica, Self: self, Streams: len(proxies) + omitted})
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("replica %s: %v", replica, err))
 		}
@@ -248,7 +262,7 @@ func (f *Fleet) refresh(ctx context.Context) {
 			problems = append(problems, fmt.Sprintf("replica %s: %d streams not published (too many)", replica, omitted))
 		}
 		for _, p := range proxies {
-			remote = append(remote, Remote{Replica: replica, Proxy: p, ReadAt: readAt})
+			remote = append(remote, Remote{Replica: replica, Groups: self.Groups, Proxy: p, ReadAt: readAt})
 		}
 	}
 	sort.Slice(remote, func(i, j int) bool {
@@ -258,9 +272,10 @@ func (f *Fleet) refresh(ctx context.Context) {
 		return remote[i].Replica < remote[j].Replica
 	})
 	sort.Strings(problems)
+	sort.Slice(peers, func(i, j int) bool { return peers[i].Replica < peers[j].Replica })
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.remote, f.partial, f.readAt, f.unread = remote, "", readAt, ""
+	f.remote, f.peers, f.partial, f.readAt, f.unread = remote, peers, "", readAt, ""
 	if len(problems) > 0 {
 		f.partial = "fleet status partial: " + strings.Join(problems, "; ")
 	}

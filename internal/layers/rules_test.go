@@ -209,10 +209,12 @@ var allowed = []edge{
 	{"internal/fleet", "internal/nodegroup"},
 	{"internal/fleet", "internal/snapshot"},
 	{"internal/fleet", "internal/xdstype"},
+	{"internal/fleetstatus", "internal/nodegroup"},
 	{"internal/fleetstatus", "internal/redact"},
 	{"internal/fleetstatus", "internal/status"},
 	{"internal/fleetstatus", "internal/store"},
 	{"internal/fleetstatus", "internal/store/etcd"},
+	{"internal/fleetstatus", "internal/xds/guard"}, // the balance decision's input, guard.Load
 	{"internal/identity/identitytest", "internal/certs/certstest"},
 	{"internal/metrics", "internal/cowmap"},
 	{"internal/metrics", "internal/status"},

@@ -45,6 +45,7 @@ type Metrics struct {
 	reloadOK, reloadOKAt, configRefused prometheus.Gauge
 	rollout                             rolloutMetrics
 	git                                 gitMetrics
+	balance                             balanceMetrics
 	expiry                              *certExpiry
 }
 
@@ -78,13 +79,14 @@ func New(tracker *status.Tracker) *Metrics {
 	m.registerConfig()
 	m.registerRollout()
 	m.registerGit()
+	m.registerBalance()
 	m.refused = register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pylon_xds_streams_refused_total",
-		Help: "xDS streams the server ended on purpose or refused, by reason (identity_mismatch, bad_node, resource_names, stalled, flood, busy, draining, max_streams: over --max-streams-per-connection).",
+		Help: "xDS streams the server ended on purpose or refused, by reason (identity_mismatch, bad_node, resource_names, stalled, flood, busy, draining, max_streams: over --max-streams-per-connection, balance: over this replica's share, shed: ended to come down to it, other_shard: the node's group served by another shard).",
 	}, []string{"reason"}), "pylon_xds_streams_refused_total")
 	m.connsClosed = register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pylon_xds_connections_closed_total",
-		Help: "xDS client connections that ended, by reason: client_closed, or closed by the server: evicted, write_deadline, too_many_pings, goaway_error, goaway (maximum age or stop), drained, tls_handshake, client_cert_revoked (its CA left --xds-client-ca), client_cert_expired, transport (keepalive unanswered, read or write error).",
+		Help: "xDS client connections that ended, by reason: client_closed, or closed by the server: evicted, write_deadline, too_many_pings, goaway_error, goaway (maximum age or stop), drained, balanced (refused or shed for balance), other_shard, tls_handshake, client_cert_revoked (its CA left --xds-client-ca), client_cert_expired, transport (keepalive unanswered, read or write error).",
 	}, []string{"reason"}), "pylon_xds_connections_closed_total")
 	m.ignored = register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pylon_xds_requests_ignored_total", Help: "xDS requests ignored, by reason (unknown_type); logged once a stream.",

@@ -170,6 +170,7 @@ func TestNames(t *testing.T) {
 	m.Spared("CDS", 10)
 	m.RolloutStage("edge", 2)
 	m.RolloutHalt("edge", "nack")
+	m.BalanceShed(true)
 	m.CertificateExpiry(CertServer, func() (time.Time, bool) { return time.Now(), true })
 	m.GitPoll("read", strings.Repeat("a", 40), time.Now())
 	families, err := m.Registry.Gather()

@@ -101,6 +101,9 @@ type Options struct {
 	// never.
 	Retry  <-chan struct{}
 	Logger *slog.Logger
+	// Groups are the node groups this replica serves (`pylon serve
+	// --groups`; nil: all): compile builds only theirs (compile.Cache).
+	Groups fleet.Selector
 }
 
 // Publish is the pipeline's publish stage: it makes a good fleet current,
@@ -137,7 +140,9 @@ func New(o Options) *Pipeline {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Pipeline{o: o}
+	p := &Pipeline{o: o}
+	p.compiled.Groups = o.Groups
+	return p
 }
 
 func (p *Pipeline) result(r string, f *fleet.Fleet) {

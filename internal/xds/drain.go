@@ -53,10 +53,13 @@ type openStream struct {
 	tconn *guard.Conn // nil when the connection is not tracked
 	end   context.CancelCauseFunc
 	group *drainGroup // set when a drain starts
+	// delta and quiet are the stream's (balance.go picks delta streams
+	// first to shed, and never a REST poll).
+	delta, quiet bool
 }
 
 // add registers a stream, or reports false when the server is draining.
-func (o *openStreams) add(conn guard.Key, tconn *guard.Conn, end context.CancelCauseFunc) (*openStream, bool) {
+func (o *openStreams) add(conn guard.Key, tconn *guard.Conn, end context.CancelCauseFunc, delta, quiet bool) (*openStream, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.draining {
@@ -67,7 +70,7 @@ func (o *openStreams) add(conn guard.Key, tconn *guard.Conn, end context.CancelC
 		o.perConn = map[guard.Key]int{}
 	}
 	o.seq++
-	s := &openStream{seq: o.seq, conn: conn, tconn: tconn, end: end}
+	s := &openStream{seq: o.seq, conn: conn, tconn: tconn, end: end, delta: delta, quiet: quiet}
 	o.m[s] = struct{}{}
 	o.perConn[conn]++
 	return s, true
@@ -371,12 +374,20 @@ func (s *Server) Draining() bool { return s.draining.Load() }
 func (s *Server) refuseDraining(st *stream) error {
 	r := &refusal{reason: RefusedDraining, st: status.New(codes.Unavailable, drainMessage)}
 	st.refused(r)
-	if tc := st.tconn; tc != nil {
-		time.AfterFunc(drainFlush, func() {
-			if !s.open.onConn(tc.Key()) {
-				tc.CloseAs(guard.ConnDrained)
-			}
-		})
-	}
+	s.closeWhenIdle(st.tconn, guard.ConnDrained)
 	return r
+}
+
+// closeWhenIdle closes tc (when the server tracks it: not nil), a moment
+// after a stream on it was refused or ended, for the status to go out,
+// unless another stream is open on it.
+func (s *Server) closeWhenIdle(tc *guard.Conn, reason string) {
+	if tc == nil {
+		return
+	}
+	time.AfterFunc(drainFlush, func() {
+		if !s.open.onConn(tc.Key()) {
+			tc.CloseAs(reason)
+		}
+	})
 }

@@ -117,6 +117,12 @@ type Options struct {
 	// where SendStall alone would make it N/MaxInitialSends x SendStall,
 	// past AdmissionWait as soon as N exceeds MaxInitialSends.
 	MaxSlotHold time.Duration
+	// Balance, if set, spreads the streams over the replicas of this
+	// replica's shard (balance.go); run Server.Balance to shed.
+	Balance *Balance
+	// Shard, if set, names the replicas serving the groups this one does
+	// not (shard.go), in the refusal of their nodes.
+	Shard *Shard
 }
 
 // maxRecvMsgSize bounds one request: ten thousand names of a hundred

@@ -323,7 +323,7 @@ func (s *Server) setUp(st *stream) (w *wakeups, cutC chan struct{}, refused erro
 			st.conn = st.tconn.Key()
 		}
 	}
-	reg, ok := s.open.add(st.conn, st.tconn, end)
+	reg, ok := s.open.add(st.conn, st.tconn, end, st.delta, st.quiet)
 	if !ok {
 		return w, cutC, s.refuseDraining(st)
 	}
@@ -530,6 +530,9 @@ func request[P any](st *stream, req P, onRequest func(P) error, onFleet func() e
 	if st.node != nil {
 		prev := st.fleet
 		st.useFleet(st.srv.opts.Fleets.Current())
+		if err := st.checkShard(); err != nil {
+			return err
+		}
 		if st.fleet != prev {
 			// A publish this stream has not pushed yet goes out first, so
 			// that the answer to a request never overtakes changes
@@ -564,14 +567,23 @@ func (st *stream) identify(node *corev3.Node) error {
 	if err := st.checkNode(node); err != nil {
 		return err
 	}
-	if err := st.srv.admission.Admit(st.gs.Context()); err != nil {
-		return busy(err)
-	}
 	// What the stream keeps of the node: its group's terms, converted
 	// once, and the fields reported; not the node as sent, whose
 	// extensions and metadata run to kilobytes for every Envoy.
-	st.mnode = fleet.NodeOf(node)
-	st.mnode.Identities = st.ident.Names()
+	mnode := fleet.NodeOf(node)
+	mnode.Identities = st.ident.Names()
+	if f := st.srv.opts.Fleets.Current(); f != nil {
+		if g := f.GroupOf(mnode); g != nil && g.Unserved {
+			return st.refuseShard(g, node.GetId())
+		}
+	}
+	if err := st.srv.balanceAdmit(st); err != nil {
+		return err
+	}
+	if err := st.srv.admission.Admit(st.gs.Context()); err != nil {
+		return busy(err)
+	}
+	st.mnode = mnode
 	st.node, st.claimed = keptNode(node), nil
 	if st.typeURL != "" {
 		st.boardKey = nodeBoardKey(node.GetId(), st.ident)

@@ -345,6 +345,9 @@ func (s *Server) ended(cause error) error {
 func (st *stream) woken(bits uint8, onFleet, onHeartbeat func() error) error {
 	if bits&wakeFleet != 0 && st.node != nil {
 		st.useFleet(st.srv.opts.Fleets.Current())
+		if err := st.checkShard(); err != nil {
+			return err
+		}
 		if err := onFleet(); err != nil {
 			return err
 		}

@@ -22,8 +22,10 @@ func TestDrainSIGTERM(t *testing.T) {
 	const period, grace = 2 * time.Second, 5 * time.Second
 	srv := etcdtest.Start(t)
 	f := newFleet(t, []string{srv.Endpoint()})
-	a := f.start("replica-a", "--drain-period", period.String(), "--shutdown-grace", grace.String())
-	b := f.start("replica-b")
+	// Balancing off: this test's balancer prefers A, which would refuse,
+	// again and again, the proxies it shed to come down to its share.
+	a := f.start("replica-a", "--drain-period", period.String(), "--shutdown-grace", grace.String(), "--balance=false")
+	b := f.start("replica-b", "--balance=false")
 	fwd := startForwarder(t, a.xdsAddr, b.xdsAddr)
 
 	var envoys []*envoy

@@ -29,6 +29,14 @@ const (
 	ConnGoAway = "goaway"
 	// ConnDrained: xds.Server.Drain closed it after its streams were handed over.
 	ConnDrained = "drained"
+	// ConnBalanced: the server refused or shed its stream to balance the
+	// fleet across replicas (xds.Balance), and closed it so that its
+	// client reconnects, possibly to another replica.
+	ConnBalanced = "balanced"
+	// ConnOtherShard: the server refused its stream because the node's
+	// group is another shard's (xds.Shard), and closed it so that its
+	// client reconnects, possibly to that shard.
+	ConnOtherShard = "other_shard"
 	// ConnTransport: gRPC's transport closed it without GOAWAY: a
 	// keepalive ping unanswered within its timeout, or a read or write
 	// error.
