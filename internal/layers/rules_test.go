@@ -244,6 +244,7 @@ var allowed = []edge{
 	{"internal/source/git", "internal/source"},
 	{"internal/source/kube", "internal/config"},
 	{"internal/source/kube", "internal/model"},
+	{"internal/source/kube", "internal/redact"},
 	{"internal/source/kube", "internal/source"},
 	{"internal/source/kube/kubetest", "internal/store/etcd/etcdtest"},
 	{"internal/status", "internal/cowmap"},
