@@ -62,7 +62,7 @@ type Server struct {
 	// bin and etcd are what Restart launches again.
 	bin, etcd string
 	cmd       *exec.Cmd
-	log  string
+	log       string
 	// exited is closed when the process has exited.
 	exited chan struct{}
 }
