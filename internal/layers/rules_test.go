@@ -114,6 +114,7 @@ var allowed = []edge{
 	{"internal/admin", "internal/redact"},
 	{"internal/admin", "internal/rollout"},
 	{"internal/admin", "internal/snapshot"},
+	{"internal/admin", "internal/source"},
 	{"internal/admin", "internal/status"},
 	{"internal/admin", "internal/store"},
 	{"internal/admin", "internal/token"},

@@ -44,6 +44,7 @@ type Metrics struct {
 	// The last load's result, as Prometheus exports its own reloads.
 	reloadOK, reloadOKAt, configRefused prometheus.Gauge
 	rollout                             rolloutMetrics
+	kube                                kubeMetrics
 	expiry                              *certExpiry
 }
 
@@ -76,6 +77,7 @@ func New(tracker *status.Tracker) *Metrics {
 	}, []string{"type"}), "pylon_first_sync_seconds")
 	m.registerConfig()
 	m.registerRollout()
+	m.registerKube()
 	m.refused = register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pylon_xds_streams_refused_total",
 		Help: "xDS streams the server ended on purpose or refused, by reason (identity_mismatch, bad_node, resource_names, stalled, flood, busy, draining, max_streams: over --max-streams-per-connection).",

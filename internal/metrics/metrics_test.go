@@ -170,6 +170,7 @@ func TestNames(t *testing.T) {
 	m.Spared("CDS", 10)
 	m.RolloutStage("edge", 2)
 	m.RolloutHalt("edge", "nack")
+	m.KubeCluster("east", true, time.Now())
 	m.CertificateExpiry(CertServer, func() (time.Time, bool) { return time.Now(), true })
 	families, err := m.Registry.Gather()
 	if err != nil {
