@@ -272,3 +272,15 @@ func BenchmarkRenderOneSliceChange(b *testing.B) {
 		}
 	}
 }
+
+func TestAServiceTwoClustersDefineWithDifferentProtocolsIsRefusedNamingBoth(t *testing.T) {
+	grpc, _ := newService(svcObj("shop", "web", corev1.ServicePort{Name: "api", Port: 80, AppProtocol: ptr("grpc")}), naming{})
+	plain, _ := newService(svcObj("shop", "web", corev1.ServicePort{Name: "api", Port: 80}), naming{region: "west"})
+	_, err := renderAll([]part{
+		{cluster: "east", prefix: "kubernetes/east", services: map[key]*service{{"shop", "web"}: grpc}},
+		{cluster: "west", prefix: "kubernetes/west", services: map[key]*service{{"shop", "web"}: plain}},
+	}, DefaultMaxEndpoints)
+	if err == nil || !strings.Contains(err.Error(), `shop/web:api is protocol "grpc" in cluster east and "" in cluster west`) {
+		t.Fatalf("err %v, want the two clusters' protocols named", err)
+	}
+}
