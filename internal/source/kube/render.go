@@ -203,11 +203,13 @@ func renderAll(parts []part, maxEndpoints int) ([]config.File, error) {
 		}
 		files = append(files, renderServices(p.prefix, svcs))
 	}
-	type at struct {
-		service, address string
-		port             uint32
+	size := 0
+	for _, p := range parts {
+		for _, s := range p.slices {
+			size += len(s.eps)
+		}
 	}
-	seen, total := map[at]bool{}, 0
+	seen, total := make(map[at]bool, size), 0
 	for _, p := range parts {
 		defined := map[string]bool{}
 		for _, s := range p.services {
@@ -217,36 +219,67 @@ func renderAll(parts []part, maxEndpoints int) ([]config.File, error) {
 		}
 		for _, k := range sortedKeys(p.slices) {
 			s := p.slices[k]
-			var eps []config.Endpoint
-			var items [][]byte
-			for i, e := range s.eps {
-				a := at{e.Service, e.Address, e.Port}
-				if !defined[e.Service] || seen[a] {
-					continue
-				}
-				seen[a] = true
-				eps, items = append(eps, e), append(items, s.items[i])
+			kept := s.keep(defined, seen)
+			n := len(s.eps)
+			if kept != nil {
+				n = len(kept)
 			}
-			if len(eps) == 0 {
+			if n == 0 {
 				continue
 			}
-			if total += len(eps); total > maxEndpoints {
+			if total += n; total > maxEndpoints {
 				return nil, fmt.Errorf("kubernetes: over %d endpoints; narrow the source with --kube-namespaces or --kube-selector", maxEndpoints)
 			}
-			files = append(files, s.render(fmt.Sprintf("%s/endpointslices/%s/%s", p.prefix, k.namespace, k.name), eps, items))
+			files = append(files, s.render(p.prefix, k, kept))
 		}
 	}
 	return files, nil
 }
 
-// render is the slice's file of eps (its endpoints less those left out):
-// the file last rendered when nothing is left out, as before.
-func (s *slice) render(path string, eps []config.Endpoint, items [][]byte) config.File {
-	if len(eps) < len(s.eps) {
-		return endpointsFile(path, eps, items)
+// at is an endpoint's service, address and port: served once.
+type at struct {
+	service, address string
+	port             uint32
+}
+
+// keep marks the slice's endpoints in seen and returns the indexes of
+// those to serve, nil for all of them: an endpoint is left out when its
+// service is not defined or it was seen before.
+func (s *slice) keep(defined map[string]bool, seen map[at]bool) []int {
+	var kept []int
+	for i, e := range s.eps {
+		a := at{e.Service, e.Address, e.Port}
+		if defined[e.Service] && !seen[a] {
+			seen[a] = true
+			if kept != nil {
+				kept = append(kept, i)
+			}
+			continue
+		}
+		if kept == nil {
+			kept = make([]int, i, len(s.eps))
+			for j := range i {
+				kept[j] = j
+			}
+		}
 	}
-	if s.file == nil || s.file.Path != path {
-		f := endpointsFile(path, eps, items)
+	return kept
+}
+
+// render is the slice's file, named under prefix, of the endpoints kept
+// (nil: all of them): the file last rendered whole is reused while
+// nothing is left out (a slice keeps its key, so its path too).
+func (s *slice) render(prefix string, k key, kept []int) config.File {
+	path := func() string { return fmt.Sprintf("%s/endpointslices/%s/%s", prefix, k.namespace, k.name) }
+	if kept != nil {
+		eps, items := make([]config.Endpoint, len(kept)), make([][]byte, len(kept))
+		for i, j := range kept {
+			eps[i], items[i] = s.eps[j], s.items[j]
+		}
+		return endpointsFile(path(), eps, items)
+	}
+	if s.file == nil {
+		f := endpointsFile(path(), s.eps, s.items)
 		s.file = &f
 	}
 	return *s.file
