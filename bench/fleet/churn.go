@@ -75,8 +75,17 @@ func runChurn(cc churnCase) (string, error) {
 		if err := writeChurnFile(dir, cc.clusters, nil); err != nil {
 			return "", err
 		}
+	case cc.via == "kube":
+		serveAs = "pylon-kube"
 	default:
-		return "", fmt.Errorf("-via: %q is neither api nor file", cc.via)
+		return "", fmt.Errorf("-via: %q is neither api, file nor kube", cc.via)
+	}
+	var kube *kubeAPI
+	if serveAs == "pylon-kube" {
+		if kube, err = kubeWorld(dir, cc.clusters); err != nil {
+			return "", err
+		}
+		defer kube.stop()
 	}
 	c, err := startChild(serveAs, cc.clusters, "-dir", dir)
 	if err != nil {
@@ -85,6 +94,9 @@ func runChurn(cc churnCase) (string, error) {
 	defer c.stop()
 	total := cc.rate * int(cc.duration/time.Second)
 	f := newFleet(cc.n, cc.clusters, cc.delta, cc.perConn)
+	if kube != nil {
+		f.prefixNames(kubeNS + "/")
+	}
 	f.churn = newChurnTracker(cc.n, cc.clusters, cc.subs, total)
 	// A proxy refused at the cold start (RESOURCE_EXHAUSTED while the
 	// server is busy with initial configs) retries; presenting what it
@@ -101,7 +113,7 @@ func runChurn(cc churnCase) (string, error) {
 		return "", fmt.Errorf("first config: %w", err)
 	}
 	time.Sleep(time.Second) // let ACKs settle before the clock starts
-	issue, err := churnIssuer(serveAs, c, dir, cc.clusters)
+	issue, err := churnIssuer(serveAs, c, dir, cc.clusters, kube)
 	if err != nil {
 		return "", err
 	}
@@ -144,10 +156,13 @@ func runChurn(cc churnCase) (string, error) {
 
 // churnIssuer is how change k reaches the server: a registration or
 // deregistration through the admin API (one call per change), the config
-// file rewritten with every change up to k, or go-control-plane's control
+// file rewritten with every change up to k, the EndpointSlices changed up
+// to k updated through the Kubernetes API, or go-control-plane's control
 // endpoint told how many are due.
-func churnIssuer(serveAs string, c *child, dir string, clusters int) (func(k int, at time.Time) error, error) {
+func churnIssuer(serveAs string, c *child, dir string, clusters int, kube *kubeAPI) (func(k int, at time.Time) error, error) {
 	switch serveAs {
+	case "pylon-kube":
+		return func(k int, _ time.Time) error { return kube.upto(k + 1) }, nil
 	case "pylon-api":
 		api, err := newChurnAPI(c.ctl, dir, clusters)
 		if err != nil {

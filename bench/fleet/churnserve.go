@@ -57,6 +57,9 @@ func serveDaemon(impl string, clusters int, dir string) error {
 	switch impl {
 	case "pylon-file":
 		o.ConfigPath = filepath.Join(dir, "config.json")
+	case "pylon-kube":
+		o.ConfigPath = filepath.Join(dir, "config.json")
+		o.Kube = daemon.KubeOptions{Kubeconfig: filepath.Join(dir, "kubeconfig"), Namespaces: []string{kubeNS}}
 	case "pylon-api":
 		if err := seedStore(o.DataDir, clusters); err != nil {
 			return err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -143,9 +144,11 @@ func (t *churnTracker) hold(k int, now int64) {
 	}
 }
 
-// clusterIndex reads i from "service-%04d".
+// clusterIndex reads i from "service-%04d", or from a Kubernetes
+// source's "bench/service-%04d".
 func clusterIndex(name string) int {
 	const prefix = "service-"
+	name = strings.TrimPrefix(name, kubeNS+"/")
 	if len(name) <= len(prefix) || name[:len(prefix)] != prefix {
 		return -1
 	}

@@ -116,6 +116,12 @@ func (s *churnState) advance(k int) []churnChange {
 // (nil: none) among the services' endpoints: what the file source reads.
 // In store mode the same document seeds the store without them.
 func churnDoc(clusters int, st *churnState) ([]byte, error) {
+	return churnDocOf(clusters, st, "")
+}
+
+// churnDocOf is churnDoc; with a Kubernetes namespace (-via kube) it
+// defines no service and routes to the cluster's, ns/service-NNNN.
+func churnDocOf(clusters int, st *churnState, ns string) ([]byte, error) {
 	type ep struct {
 		Address string `json:"address"`
 		Port    int    `json:"port"`
@@ -141,8 +147,15 @@ func churnDoc(clusters int, st *churnState) ([]byte, error) {
 				s.Endpoints = append(s.Endpoints, ep{Address: seqAddr(r), Port: 8080})
 			}
 		}
+		if ns != "" {
+			routes = append(routes, route{Match: map[string]string{"prefix": "/" + s.Name + "/"}, To: []map[string]string{{"service": ns + "/" + s.Name}}})
+			continue
+		}
 		svcs = append(svcs, s)
 		routes = append(routes, route{Match: map[string]string{"prefix": "/" + s.Name + "/"}, To: []map[string]string{{"service": s.Name}}})
+	}
+	if svcs == nil {
+		svcs = []svc{}
 	}
 	return json.Marshal(map[string]any{
 		"version":  1,

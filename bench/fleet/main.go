@@ -25,7 +25,10 @@
 // measures sustained endpoint churn instead: changes at each rate for the
 // duration, through the admin API or the config file (Pylon's whole
 // daemon) and into go-control-plane's cache; a change has converged when
-// every proxy subscribed to its service holds it (churn.go).
+// every proxy subscribed to its service holds it (churn.go). With -via
+// kube the services are Kubernetes Services and EndpointSlices on a real
+// kube-apiserver the driver starts, and a change is a slice's update
+// (churnkube.go).
 package main
 
 import (
@@ -59,7 +62,7 @@ func main() {
 	failover := flag.Bool("failover", false, "measure a failover instead: the proxies reach their config on server A, A is killed (SIGKILL) and they move to B")
 	present := flag.String("present", "yes,no", "with -failover: whether reconnecting proxies present what they hold (yes), or not (no: the baseline), or both")
 	churnRates := flag.String("churn", "", "measure sustained endpoint churn instead, at these rates (changes per second, comma-separated, e.g. 10,100,1000): see churn.go")
-	via := flag.String("via", "api,file", "with -churn: how changes reach Pylon: api (registrations and deregistrations through the admin API, embedded store) and/or file (the config file rewritten and renamed into place); go-control-plane takes them into its snapshot cache")
+	via := flag.String("via", "api,file", "with -churn: how changes reach Pylon: api (registrations and deregistrations through the admin API, embedded store), file (the config file rewritten and renamed into place) and/or kube (EndpointSlices updated on a kube-apiserver the driver starts, from .ci/kube-apiserver.sh's cache or $PYLON_KUBE_APISERVER, over Debian's etcd; Pylon watches them with --kubeconfig); go-control-plane takes them into its snapshot cache")
 	duration := flag.Duration("duration", time.Minute, "with -churn: how long changes are issued at each rate (then at most 30s more for the last to converge)")
 	subs := flag.Int("subs", 10, "with -churn: services each proxy subscribes to over EDS (all proxies get every Cluster; below -clusters, unlike Envoy, which asks for every EDS cluster's assignment, so Pylon holds the route table back until its hold timeout, 15s: at the cold start in SotW, once more after it in delta)")
 	dir := flag.String("dir", "", "internal: the churn server's folder (store or config file)")
@@ -152,7 +155,7 @@ func checkFlags(routes, eds, driverGC int, impls string, scenario bool, duration
 // serveChild runs impl as the driver's child until killed.
 func serveChild(impl string, clusters int, dir string, watch bool) error {
 	switch impl {
-	case "pylon-api", "pylon-file":
+	case "pylon-api", "pylon-file", "pylon-kube":
 		return serveDaemon(impl, clusters, dir)
 	case "gcp-churn":
 		return serveGCPChurn(clusters)

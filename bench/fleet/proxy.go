@@ -25,6 +25,8 @@ import (
 type fleet struct {
 	n, clusters int
 	delta       bool
+	// prefix is before each service name asked for (prefixNames).
+	prefix string
 	// present: a proxy opening a new stream tells the server what it
 	// holds, as Envoy does (SotW: version_info per type; delta:
 	// initial_resource_versions). Without it, it asks as a new proxy would.
@@ -76,6 +78,15 @@ func (f *fleet) intern(b []byte) string {
 		return s // full: no lock for what would not be kept
 	}
 	return f.strings.LoadOrStore(s, s, maxInterned)
+}
+
+// prefixNames puts prefix before every service name the proxies ask
+// for: a Kubernetes source's are NAMESPACE/NAME.
+func (f *fleet) prefixNames(prefix string) {
+	f.prefix = prefix
+	for i := range f.names {
+		f.names[i] = prefix + clusterName(i)
+	}
 }
 
 func newFleet(n, clusters int, delta bool, perConn int) *fleet {
@@ -364,7 +375,7 @@ func (p *proxy) names(url string) []string {
 		}
 		if p.edsNames == nil {
 			for _, c := range p.f.churn.subsOf(p.id) {
-				p.edsNames = append(p.edsNames, clusterName(c))
+				p.edsNames = append(p.edsNames, p.f.prefix+clusterName(c))
 			}
 		}
 		return p.edsNames

@@ -22,6 +22,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/redact"
 	rolloutctl "github.com/pylon-xds/pylon/internal/rollout"
 	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/source"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/token"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -100,6 +101,10 @@ type Options struct {
 	Draining func() bool
 	// Rollouts drives the staged rollouts (/v1/rollouts); nil: none.
 	Rollouts Rollouts
+	// Sources, if set, is what the sources say of themselves (each
+	// Kubernetes cluster: reachable or not, since when, its last error),
+	// shown in /status.
+	Sources func() source.Status
 	// PollGit, with a Git source, makes it poll at once
 	// (POST /v1/sources/git/poll, the webhook); nil: there is none.
 	PollGit func()
@@ -149,6 +154,9 @@ type statusBody struct {
 	// date (etcd unreadable: as of when); "" when the list is whole or
 	// there is no other replica.
 	Partial string `json:"partial,omitempty"`
+	// Sources say what the sources say of themselves: each Kubernetes
+	// cluster, reachable or not (away, its last endpoints keep serving).
+	Sources *source.Status `json:"sources,omitempty"`
 	// Rollout counts, per group, the open streams holding the group's
 	// current config in every type they use, against all of them.
 	Rollout map[string]Rollout `json:"rollout"`
@@ -180,6 +188,10 @@ func handler(o Options, l *limiter) http.Handler {
 			body.Staged = o.Rollouts.Status()
 		}
 		body.Degraded, body.Reason = o.degraded()
+		if o.Sources != nil {
+			st := o.Sources()
+			body.Sources = &st
+		}
 		if o.Fleet != nil {
 			_, body.Partial = o.Fleet.Remote()
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pylon-xds/pylon/internal/pipeline"
+	"github.com/pylon-xds/pylon/internal/source"
 	"github.com/pylon-xds/pylon/internal/status"
 )
 
@@ -165,6 +166,7 @@ type statusBody struct {
 	Config   pipeline.Status `json:"config"`
 	Degraded bool            `json:"degraded"`
 	Reason   string          `json:"reason"`
+	Sources  source.Status   `json:"sources"`
 }
 
 func fleetStatus(c adminClient, out io.Writer, o output) error {
@@ -201,6 +203,7 @@ func fleetStatus(c adminClient, out io.Writer, o output) error {
 		// may be behind the fleet's config and writes are refused.
 		fmt.Fprintf(out, "DEGRADED: %s\n  still serving the last good config; writes are refused until the store is back\n", st.Reason)
 	}
+	writeSources(out, st.Sources)
 	writeServing(out, st.Config)
 	writeRefusal(out, st.Config)
 	writeWarnings(out, st.Config)
@@ -491,4 +494,20 @@ func wants(sub *status.Subscription, name string) bool {
 	}
 	_, found := slices.BinarySearch(sub.Names, name)
 	return found
+}
+
+// writeSources heads the status with each Kubernetes cluster that is
+// away: the fleet gets its endpoints as they were when it last answered.
+func writeSources(out io.Writer, st source.Status) {
+	for _, c := range st.Kubernetes {
+		if c.Connected {
+			continue
+		}
+		fmt.Fprintf(out, "KUBERNETES CLUSTER %s UNREACHABLE since %s: %s\n", printable(c.Name), c.Since.UTC().Format(time.RFC3339), printable(c.LastError))
+		asOf := "never listed"
+		if !c.LastContact.IsZero() {
+			asOf = "as of " + c.LastContact.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(out, "  still serving its last services and endpoints (%s)\n\n", asOf)
+	}
 }

@@ -285,6 +285,7 @@ func Run(ctx context.Context, o Options) error {
 	xdsSrv, gs := newXDS(o, sec, reg, pub, status.ComposeObservers(obs.Observer, rollouts), obs.Tracker, tokens, bal, shard)
 	reportExpiry(met, sec, xdsSrv)
 	adminOpts := adminOptions(o, tokens, pipe, obs, pub, reg)
+	adminOpts.Sources = kubeStatus(src.kube)
 	if cfgSvc != nil {
 		// Only a shared store is ever away; the embedded one answers
 		// false.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -15,13 +16,21 @@ import (
 )
 
 // KubeOptions configure the Kubernetes source: off unless Kubeconfig is
-// set or InCluster. Its Services and EndpointSlices join the config of
-// either mode (see docs/sources.md).
+// set, InCluster, or Clusters are given. Its Services and EndpointSlices
+// join the config of either mode (see docs/sources.md).
 type KubeOptions struct {
 	// Kubeconfig is a kubeconfig file; InCluster uses the pod's service
-	// account instead.
+	// account instead. Either is the unnamed cluster.
 	Kubeconfig string
 	InCluster  bool
+	// Clusters are named clusters, each NAME=KUBECONFIG
+	// (--kube-cluster).
+	Clusters []string
+	// Merge is how a service several clusters define is served:
+	// "locality" (default: one service, each named cluster's endpoints in
+	// its own region) or "separate" (named clusters' services are
+	// NAME/NAMESPACE/NAME:PORT).
+	Merge string
 	// Namespaces limits the watch (default: all); Selector is a label
 	// selector for Services and EndpointSlices.
 	Namespaces []string
@@ -34,13 +43,52 @@ const kubeSyncTimeout = 30 * time.Second
 // newKube is the Kubernetes source o configures, nil when off.
 func newKube(o Options, met *metrics.Metrics, log *slog.Logger) (*kube.Source, error) {
 	k := o.Kube
-	if k.Kubeconfig == "" && !k.InCluster {
+	if k.Kubeconfig == "" && !k.InCluster && len(k.Clusters) == 0 {
 		return nil, nil
 	}
+	named, err := kubeClusters(k.Clusters)
+	if err != nil {
+		return nil, err
+	}
+	var separate bool
+	switch k.Merge {
+	case "", "locality":
+	case "separate":
+		separate = true
+	default:
+		return nil, fmt.Errorf("--kube-merge %q: give locality or separate", k.Merge)
+	}
 	return kube.New(kube.Options{
-		Kubeconfig: k.Kubeconfig, InCluster: k.InCluster, Namespaces: k.Namespaces, Selector: k.Selector,
+		Kubeconfig: k.Kubeconfig, InCluster: k.InCluster, Named: named, Separate: separate,
+		Namespaces: k.Namespaces, Selector: k.Selector,
 		Quiet: o.DebounceQuiet, MaxWait: o.DebounceMax, Logger: log, OnEvent: met.SourceEvent, OnRead: met.Reload,
+		OnCluster: func(st source.ClusterStatus) { met.KubeCluster(st.Name, st.Connected, st.LastContact) },
 	})
+}
+
+// kubeClusters parses --kube-cluster NAME=KUBECONFIG values.
+func kubeClusters(values []string) ([]kube.Named, error) {
+	var out []kube.Named
+	for _, v := range values {
+		name, file, ok := strings.Cut(v, "=")
+		if !ok || file == "" {
+			return nil, fmt.Errorf("--kube-cluster %q: give NAME=KUBECONFIG", v)
+		}
+		if err := kube.CheckName(name); err != nil {
+			return nil, err
+		}
+		out = append(out, kube.Named{Name: name, Kubeconfig: file})
+	}
+	return out, nil
+}
+
+// kubeStatus is the admin API's Sources: the clusters' states (nil
+// without the source).
+func kubeStatus(src *kube.Source) func() source.Status {
+	if src == nil {
+		return nil
+	}
+	return src.Status
 }
 
 // kubeInitial adds the cluster's files to the first config, listed once

@@ -46,6 +46,7 @@ type Metrics struct {
 	rollout                             rolloutMetrics
 	git                                 gitMetrics
 	balance                             balanceMetrics
+	kube                                kubeMetrics
 	expiry                              *certExpiry
 }
 
@@ -80,6 +81,7 @@ func New(tracker *status.Tracker) *Metrics {
 	m.registerRollout()
 	m.registerGit()
 	m.registerBalance()
+	m.registerKube()
 	m.refused = register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pylon_xds_streams_refused_total",
 		Help: "xDS streams the server ended on purpose or refused, by reason (identity_mismatch, bad_node, resource_names, stalled, flood, busy, draining, max_streams: over --max-streams-per-connection, balance: over this replica's share, shed: ended to come down to it, other_shard: the node's group served by another shard).",

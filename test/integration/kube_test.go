@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/cli"
 	"github.com/pylon-xds/pylon/internal/daemon"
+	"github.com/pylon-xds/pylon/internal/source"
 	"github.com/pylon-xds/pylon/internal/source/kube/kubetest"
 )
 
@@ -220,5 +222,119 @@ func TestKubernetesServicesJoinTheStoresConfig(t *testing.T) {
 	}
 	if !eventually(func() bool { return onlyTo(call, "backend-1", 20) }) {
 		t.Fatal("the slice update did not move the RPCs to backend-1")
+	}
+}
+
+// servedBy is the backends n calls reach.
+func servedBy(call func() string, n int) map[string]bool {
+	got := map[string]bool{}
+	for range n {
+		got[call()] = true
+	}
+	return got
+}
+
+// clusterState is GET /status's word on the Kubernetes cluster name.
+func (p *pylon) clusterState(t *testing.T, name string) source.ClusterStatus {
+	t.Helper()
+	var body struct {
+		Sources source.Status `json:"sources"`
+	}
+	if err := json.Unmarshal([]byte(p.get(t, "/status")), &body); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range body.Sources.Kubernetes {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("/status names no cluster %s: %+v", name, body.Sources)
+	return source.ClusterStatus{}
+}
+
+// TestAClusterAwayKeepsServingItsEndpointsToGRPC: the same Service in two
+// clusters is one endpoint set for grpc-go; with the second cluster's
+// apiserver stopped, its endpoints are still served (through a change of
+// the first cluster's), and /status, pylon status and the metric say it
+// is away; back, it is up again and its changes flow.
+func TestAClusterAwayKeepsServingItsEndpointsToGRPC(t *testing.T) {
+	east, adminEast := kubeCluster(t)
+	west, adminWest := kubeCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*bound)
+	defer cancel()
+	ports := startBackends(t, 3)
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "greeter", Namespace: "shop"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "grpc", Port: 50051, AppProtocol: ptrTo("grpc")}}},
+	}
+	slice := map[*kubernetes.Clientset]*discoveryv1.EndpointSlice{}
+	for i, admin := range []*kubernetes.Clientset{adminEast, adminWest} {
+		if _, err := admin.CoreV1().Services("shop").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		sl, err := admin.DiscoveryV1().EndpointSlices("shop").Create(ctx, greeterSlice("greeter-a", ports[i], endpoint(fmt.Sprint(testNet, 10+i), true, true, false)), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		slice[admin] = sl
+	}
+	move := func(admin *kubernetes.Clientset, port int) {
+		t.Helper()
+		sl := slice[admin]
+		sl.Ports[0].Port = ptrTo(int32(port))
+		sl, err := admin.DiscoveryV1().EndpointSlices("shop").Update(ctx, sl, metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		slice[admin] = sl
+	}
+
+	cfg := filepath.Join(t.TempDir(), "pylon.yaml")
+	writeAtomically(t, cfg, kubeGreeter)
+	p, _ := runPylon(t, daemon.Options{ConfigPath: cfg, Kube: daemon.KubeOptions{
+		Clusters:   []string{"east=" + east.Kubeconfig(kubetest.Pylon), "west=" + west.Kubeconfig(kubetest.Pylon)},
+		Namespaces: []string{"shop"},
+	}})
+	client := kubeGRPCClient(t, p, "kube-clusters-client", "greeter")
+	call := func() string { return client.call(t) }
+	reaches := func(want ...string) func() bool {
+		return func() bool {
+			got := servedBy(call, 40)
+			return len(got) == len(want) && got[want[0]] && got[want[len(want)-1]]
+		}
+	}
+	if !eventually(reaches("backend-0", "backend-1")) {
+		t.Fatalf("RPCs do not reach both clusters' endpoints: %v", servedBy(call, 40))
+	}
+
+	west.Stop()
+	if !eventually(func() bool { return !p.clusterState(t, "west").Connected }) {
+		t.Fatalf("/status does not say west is away: %+v", p.clusterState(t, "west"))
+	}
+	if st := p.clusterState(t, "west"); st.LastError == "" || strings.Contains(st.LastError, "kubetest-pylon-token") {
+		t.Fatalf("west's last error in /status is %q: want the cause, without the token", st.LastError)
+	}
+	if m := p.get(t, "/metrics"); !strings.Contains(m, `pylon_kube_cluster_up{cluster="west"} 0`) || !strings.Contains(m, `pylon_kube_cluster_up{cluster="east"} 1`) {
+		t.Fatal("pylon_kube_cluster_up does not say west 0 and east 1")
+	}
+	if out := p.cli(t, "status"); !strings.Contains(out, "KUBERNETES CLUSTER west UNREACHABLE") || strings.Contains(out, "CLUSTER east") {
+		t.Fatalf("pylon status does not head with west away (and east not):\n%s", out)
+	}
+	// East's change is published with west's last endpoints.
+	move(adminEast, ports[2])
+	if !eventually(reaches("backend-1", "backend-2")) {
+		t.Fatalf("with west away, RPCs do not reach east's new endpoint and west's last: %v", servedBy(call, 40))
+	}
+
+	west.Restart()
+	if !eventually(func() bool { return p.clusterState(t, "west").Connected }) {
+		t.Fatalf("/status does not say west is back: %+v", p.clusterState(t, "west"))
+	}
+	move(adminWest, ports[0])
+	if !eventually(reaches("backend-0", "backend-2")) {
+		t.Fatalf("west's change after its return does not reach the RPCs: %v", servedBy(call, 40))
+	}
+	if m := p.get(t, "/metrics"); !strings.Contains(m, `pylon_kube_cluster_up{cluster="west"} 1`) {
+		t.Fatal("pylon_kube_cluster_up does not say west is back")
 	}
 }

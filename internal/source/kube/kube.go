@@ -20,10 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/pylon-xds/pylon/internal/config"
 	"github.com/pylon-xds/pylon/internal/source"
@@ -32,11 +29,20 @@ import (
 // Options configures a Source.
 type Options struct {
 	// Kubeconfig is a kubeconfig file; "" with InCluster uses the pod's
-	// service account.
+	// service account. Either is the unnamed cluster, named Cluster.
 	Kubeconfig string
 	InCluster  bool
-	// Cluster names the cluster in the files' paths (default "cluster").
+	// Cluster names the unnamed cluster in the files' paths, /status and
+	// the metrics (default "cluster").
 	Cluster string
+	// Named are the clusters given by name (--kube-cluster NAME=FILE):
+	// each named cluster's endpoints have its name as their locality
+	// region.
+	Named []Named
+	// Separate keeps named clusters' services apart, named
+	// NAME/NAMESPACE/NAME:PORT; otherwise a service several clusters
+	// define is one service with every cluster's endpoints.
+	Separate bool
 	// Namespaces limits the watch to these namespaces (default: all).
 	Namespaces []string
 	// Selector is a label selector for Services and EndpointSlices (the
@@ -47,35 +53,49 @@ type Options struct {
 	// MaxEndpoints bounds the endpoints served (default 200,000): past
 	// it the source reports an error and the last good config stays.
 	MaxEndpoints int
-	Logger       *slog.Logger
+	// Probe is how often each cluster's API server is asked whether it is
+	// ready (default 5s, each ask bounded by it too).
+	Probe  time.Duration
+	Logger *slog.Logger
 	// OnEvent and OnRead, if set, are told of each object change and each
 	// config handed over (for metrics, as the file source does).
 	OnEvent, OnRead func()
+	// OnCluster, if set, is told of each cluster's state after every
+	// probe and sync (for metrics).
+	OnCluster func(source.ClusterStatus)
 }
+
+// Named is a cluster given by name.
+type Named struct{ Name, Kubeconfig string }
 
 // DefaultMaxEndpoints is Options.MaxEndpoints' default.
 const DefaultMaxEndpoints = 200_000
 
-// Source watches one cluster.
-type Source struct {
-	opts Options
-	log  *slog.Logger
-	cs   kubernetes.Interface
+// defaultProbe is Options.Probe's default.
+const defaultProbe = 5 * time.Second
 
-	mu       sync.Mutex
-	services map[key]*service
-	slices   map[key]*slice
+// Source watches one cluster or several.
+type Source struct {
+	opts     Options
+	log      *slog.Logger
+	clusters []*cluster
+
+	mu sync.Mutex
 	// changed is poked, one slot, whenever an object changes.
 	changed chan struct{}
 	// listed: Sync has listed the objects.
 	listed bool
 }
 
-// New returns a source for opts: it reads the kubeconfig (or the pod's
-// service account) and checks the selector, and connects to nothing yet.
+// New returns a source for opts: it reads the kubeconfigs (or the pod's
+// service account) and checks the names and the selector, and connects
+// to nothing yet.
 func New(opts Options) (*Source, error) {
-	if (opts.Kubeconfig == "") == !opts.InCluster {
+	if opts.Kubeconfig != "" && opts.InCluster {
 		return nil, errors.New("kubernetes: give a kubeconfig or in-cluster, not both")
+	}
+	if opts.Kubeconfig == "" && !opts.InCluster && len(opts.Named) == 0 {
+		return nil, errors.New("kubernetes: no cluster: give a kubeconfig, in-cluster or a named cluster")
 	}
 	if _, err := labels.Parse(opts.Selector); err != nil {
 		return nil, fmt.Errorf("--kube-selector %q: %w", opts.Selector, err)
@@ -86,36 +106,56 @@ func New(opts Options) (*Source, error) {
 	if opts.MaxEndpoints <= 0 {
 		opts.MaxEndpoints = DefaultMaxEndpoints
 	}
-	var cfg *rest.Config
-	var err error
-	if opts.Kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", opts.Kubeconfig)
-	} else {
-		cfg, err = rest.InClusterConfig()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes: %w", err)
-	}
-	cfg.UserAgent = "pylon"
-	// No cfg.Timeout: it would cut every watch short. Sync is bounded by
-	// its context, and the informers' lists and watches by client-go's
-	// own timeouts.
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes: %w", err)
+	if opts.Probe <= 0 {
+		opts.Probe = defaultProbe
 	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Source{
-		opts: opts, log: log, cs: cs,
-		services: map[key]*service{}, slices: map[key]*slice{}, changed: make(chan struct{}, 1),
-	}, nil
+	if err := checkNames(opts); err != nil {
+		return nil, err
+	}
+	s := &Source{opts: opts, log: log, changed: make(chan struct{}, 1)}
+	if opts.Kubeconfig != "" || opts.InCluster {
+		c, err := newCluster(opts.Cluster, opts.Kubeconfig, naming{})
+		if err != nil {
+			return nil, err
+		}
+		s.clusters = append(s.clusters, c)
+	}
+	for _, n := range opts.Named {
+		nm := naming{region: n.Name}
+		if opts.Separate {
+			nm.prefix = n.Name + "/"
+		}
+		c, err := newCluster(n.Name, n.Kubeconfig, nm)
+		if err != nil {
+			return nil, fmt.Errorf("--kube-cluster %s: %w", n.Name, err)
+		}
+		s.clusters = append(s.clusters, c)
+	}
+	return s, nil
 }
 
-// prefix is where the source's files are named.
-func (s *Source) prefix() string { return "kubernetes/" + s.opts.Cluster }
+// checkNames refuses a named cluster's name that is not a short DNS
+// label, or is given twice, or is the unnamed cluster's.
+func checkNames(opts Options) error {
+	seen := map[string]bool{opts.Cluster: opts.Kubeconfig != "" || opts.InCluster}
+	for _, n := range opts.Named {
+		if err := CheckName(n.Name); err != nil {
+			return err
+		}
+		if seen[n.Name] {
+			return fmt.Errorf("--kube-cluster %s: the name is given twice (the --kubeconfig cluster is named %s)", n.Name, opts.Cluster)
+		}
+		seen[n.Name] = true
+	}
+	return nil
+}
+
+// prefix is where a cluster's files are named.
+func (c *cluster) prefix() string { return "kubernetes/" + c.name }
 
 // namespaces are the namespaces watched, metav1.NamespaceAll for all.
 func (s *Source) namespaces() []string {
@@ -125,27 +165,31 @@ func (s *Source) namespaces() []string {
 	return s.opts.Namespaces
 }
 
-// Sync lists the cluster's Services and EndpointSlices once and returns
+// Sync lists every cluster's Services and EndpointSlices once and returns
 // the files they make: the daemon's first config, before anything
 // listens, includes them, so that a config naming them is good from the
-// start. ctx bounds it.
+// start. ctx bounds it; a cluster that cannot be listed is an error
+// naming it.
 func (s *Source) Sync(ctx context.Context) ([]config.File, error) {
 	list := metav1.ListOptions{LabelSelector: s.opts.Selector}
-	for _, ns := range s.namespaces() {
-		svcs, err := s.cs.CoreV1().Services(ns).List(ctx, list)
-		if err != nil {
-			return nil, fmt.Errorf("kubernetes: listing services: %w", err)
+	for _, c := range s.clusters {
+		for _, ns := range s.namespaces() {
+			svcs, err := c.cs.CoreV1().Services(ns).List(ctx, list)
+			if err != nil {
+				return nil, fmt.Errorf("kubernetes: cluster %s: listing services: %w", c.name, err)
+			}
+			for i := range svcs.Items {
+				s.setService(c, &svcs.Items[i])
+			}
+			slices, err := c.cs.DiscoveryV1().EndpointSlices(ns).List(ctx, list)
+			if err != nil {
+				return nil, fmt.Errorf("kubernetes: cluster %s: listing endpointslices: %w", c.name, err)
+			}
+			for i := range slices.Items {
+				s.setSlice(c, &slices.Items[i])
+			}
 		}
-		for i := range svcs.Items {
-			s.setService(&svcs.Items[i])
-		}
-		slices, err := s.cs.DiscoveryV1().EndpointSlices(ns).List(ctx, list)
-		if err != nil {
-			return nil, fmt.Errorf("kubernetes: listing endpointslices: %w", err)
-		}
-		for i := range slices.Items {
-			s.setSlice(&slices.Items[i])
-		}
+		s.contact(c, time.Now())
 	}
 	s.mu.Lock()
 	s.listed = true
@@ -162,31 +206,31 @@ func (s *Source) Files() []config.File {
 	return files
 }
 
-// replace makes the source's objects exactly the informers' caches:
-// what Sync listed at start and was deleted before the watch began is
+// replace makes a cluster's objects exactly its informers' caches: what
+// Sync listed at start and was deleted before the watch began is
 // dropped. An event handled after this only sets or deletes again.
-func (s *Source) replace(svcStores, sliceStores []cache.Store) {
+func (s *Source) replace(c *cluster, w *watch) {
 	services, slices := map[key]*service{}, map[key]*slice{}
-	for _, st := range svcStores {
+	for _, st := range w.svcStores {
 		for _, obj := range st.List() {
 			if svc, ok := obj.(*corev1.Service); ok {
-				if r, err := newService(svc); err == nil {
+				if r, err := newService(svc, c.naming); err == nil {
 					services[key{svc.Namespace, svc.Name}] = r
 				}
 			}
 		}
 	}
-	for _, st := range sliceStores {
+	for _, st := range w.sliceStores {
 		for _, obj := range st.List() {
 			if sl, ok := obj.(*discoveryv1.EndpointSlice); ok {
-				if r, err := newSlice(sl); err == nil {
+				if r, err := newSlice(sl, c.naming); err == nil {
 					slices[key{sl.Namespace, sl.Name}] = r
 				}
 			}
 		}
 	}
 	s.mu.Lock()
-	s.services, s.slices = services, slices
+	c.services, c.slices = services, slices
 	s.mu.Unlock()
 }
 
@@ -194,59 +238,118 @@ func (s *Source) replace(svcStores, sliceStores []cache.Store) {
 func (s *Source) files() ([]config.File, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return render(s.prefix(), s.services, s.slices, s.opts.MaxEndpoints)
+	parts := make([]part, len(s.clusters))
+	for i, c := range s.clusters {
+		parts[i] = part{cluster: c.name, prefix: c.prefix(), services: c.services, slices: c.slices}
+	}
+	return renderAll(parts, s.opts.MaxEndpoints)
 }
 
-// Run watches Services and EndpointSlices and sends the files they make
-// once the informers' caches have synced, then after every debounced
-// burst of changes, until ctx ends. After a Sync it sends what Sync
-// listed at once, so that a source merged with this one is not held back
-// while the API server is slow or away.
-func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
-	ctx, cancel := context.WithCancel(ctx)
-	var factories []informers.SharedInformerFactory
-	defer func() {
-		// Stopped first (cancel), then waited for.
-		cancel()
-		for _, f := range factories {
-			f.Shutdown()
-		}
-	}()
-	var synced []cache.InformerSynced
-	var svcStores, sliceStores []cache.Store
+// watch is one cluster's informers.
+type watch struct {
+	factories              []informers.SharedInformerFactory
+	synced                 []cache.InformerSynced
+	svcStores, sliceStores []cache.Store
+}
+
+// start starts a cluster's informers, one factory per namespace watched.
+// A failed list or watch is recorded as the cluster's last error; the
+// informers keep their caches, so the cluster's last objects keep being
+// served while client-go retries.
+func (s *Source) start(ctx context.Context, c *cluster, w *watch) error {
 	for _, ns := range s.namespaces() {
-		f := informers.NewSharedInformerFactoryWithOptions(s.cs, 0,
+		f := informers.NewSharedInformerFactoryWithOptions(c.cs, 0,
 			informers.WithNamespace(ns),
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = s.opts.Selector }),
 			informers.WithTransform(transform))
-		factories = append(factories, f)
+		w.factories = append(w.factories, f)
 		svc := f.Core().V1().Services().Informer()
 		sl := f.Discovery().V1().EndpointSlices().Informer()
-		if _, err := svc.AddEventHandler(s.handler(s.setServiceObj, s.deleteService)); err != nil {
+		for _, inf := range []cache.SharedIndexInformer{svc, sl} {
+			if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) { s.failed(c, err) }); err != nil {
+				return err
+			}
+		}
+		if _, err := svc.AddEventHandler(s.handler(func(o any) { s.setServiceObj(c, o) }, func(k key) { s.deleteService(c, k) })); err != nil {
 			return err
 		}
-		if _, err := sl.AddEventHandler(s.handler(s.setSliceObj, s.deleteSlice)); err != nil {
+		if _, err := sl.AddEventHandler(s.handler(func(o any) { s.setSliceObj(c, o) }, func(k key) { s.deleteSlice(c, k) })); err != nil {
 			return err
 		}
-		synced = append(synced, svc.HasSynced, sl.HasSynced)
-		svcStores, sliceStores = append(svcStores, svc.GetStore()), append(sliceStores, sl.GetStore())
+		w.synced = append(w.synced, svc.HasSynced, sl.HasSynced)
+		w.svcStores, w.sliceStores = append(w.svcStores, svc.GetStore()), append(w.sliceStores, sl.GetStore())
 		f.Start(ctx.Done())
+	}
+	return nil
+}
+
+// Run watches every cluster's Services and EndpointSlices and sends the
+// files they make once every cluster's caches have synced, then after
+// every debounced burst of changes, until ctx ends. After a Sync it sends
+// what Sync listed at once, so that a source merged with this one is not
+// held back while an API server is slow or away. Each cluster is probed
+// every Options.Probe; one that is away keeps its last objects.
+func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	watches := make([]*watch, len(s.clusters))
+	defer func() {
+		// Stopped first (cancel), then waited for.
+		cancel()
+		for _, w := range watches {
+			if w != nil {
+				for _, f := range w.factories {
+					f.Shutdown()
+				}
+			}
+		}
+		wg.Wait()
+	}()
+	synced := make(chan struct{}, len(s.clusters))
+	for i, c := range s.clusters {
+		watches[i] = &watch{}
+		if err := s.start(ctx, c, watches[i]); err != nil {
+			return err
+		}
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			s.await(ctx, c, watches[i], synced)
+		}()
+		go func() {
+			defer wg.Done()
+			s.probe(ctx, c)
+		}()
 	}
 	s.mu.Lock()
 	listed := s.listed
 	s.mu.Unlock()
-	if listed && !s.send(ctx, out, time.Now()) {
-		return nil
+	if !listed {
+		for range s.clusters {
+			select {
+			case <-synced:
+			case <-ctx.Done():
+				return nil
+			}
+		}
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		return nil // ctx ended
-	}
-	s.replace(svcStores, sliceStores)
-	s.log.Info("kubernetes: watching services and endpointslices", "cluster", s.opts.Cluster, "namespaces", s.opts.Namespaces, "selector", s.opts.Selector)
 	if !s.send(ctx, out, time.Now()) {
 		return nil
 	}
 	return s.loop(ctx, out)
+}
+
+// await waits for a cluster's caches to sync, makes its objects theirs
+// and tells synced and the loop.
+func (s *Source) await(ctx context.Context, c *cluster, w *watch, synced chan<- struct{}) {
+	if !cache.WaitForCacheSync(ctx.Done(), w.synced...) {
+		return // ctx ended
+	}
+	s.replace(c, w)
+	s.contact(c, time.Now())
+	s.log.Info("kubernetes: watching services and endpointslices", "cluster", c.name, "namespaces", s.opts.Namespaces, "selector", s.opts.Selector)
+	synced <- struct{}{}
+	s.poke()
 }
 
 // loop debounces changes into updates.
@@ -315,52 +418,52 @@ func (s *Source) poke() {
 	}
 }
 
-func (s *Source) setServiceObj(obj any) {
+func (s *Source) setServiceObj(c *cluster, obj any) {
 	if svc, ok := obj.(*corev1.Service); ok {
-		s.setService(svc)
+		s.setService(c, svc)
 	}
 }
 
-func (s *Source) setSliceObj(obj any) {
+func (s *Source) setSliceObj(c *cluster, obj any) {
 	if sl, ok := obj.(*discoveryv1.EndpointSlice); ok {
-		s.setSlice(sl)
+		s.setSlice(c, sl)
 	}
 }
 
 // setService renders one Service's contribution, replacing its last.
-func (s *Source) setService(svc *corev1.Service) {
-	r, err := newService(svc)
+func (s *Source) setService(c *cluster, svc *corev1.Service) {
+	r, err := newService(svc, c.naming)
 	if err != nil {
-		s.log.Warn("kubernetes: service left out", "namespace", svc.Namespace, "name", svc.Name, "error", err)
+		s.log.Warn("kubernetes: service left out", "cluster", c.name, "namespace", svc.Namespace, "name", svc.Name, "error", err)
 		return
 	}
 	s.mu.Lock()
-	s.services[key{svc.Namespace, svc.Name}] = r
+	c.services[key{svc.Namespace, svc.Name}] = r
 	s.mu.Unlock()
 }
 
 // setSlice renders one slice's contribution, replacing its last: a
 // change of one slice renders that slice alone.
-func (s *Source) setSlice(sl *discoveryv1.EndpointSlice) {
-	r, err := newSlice(sl)
+func (s *Source) setSlice(c *cluster, sl *discoveryv1.EndpointSlice) {
+	r, err := newSlice(sl, c.naming)
 	if err != nil {
-		s.log.Warn("kubernetes: endpointslice left out", "namespace", sl.Namespace, "name", sl.Name, "error", err)
+		s.log.Warn("kubernetes: endpointslice left out", "cluster", c.name, "namespace", sl.Namespace, "name", sl.Name, "error", err)
 		return
 	}
 	s.mu.Lock()
-	s.slices[key{sl.Namespace, sl.Name}] = r
+	c.slices[key{sl.Namespace, sl.Name}] = r
 	s.mu.Unlock()
 }
 
-func (s *Source) deleteService(k key) {
+func (s *Source) deleteService(c *cluster, k key) {
 	s.mu.Lock()
-	delete(s.services, k)
+	delete(c.services, k)
 	s.mu.Unlock()
 }
 
-func (s *Source) deleteSlice(k key) {
+func (s *Source) deleteSlice(c *cluster, k key) {
 	s.mu.Lock()
-	delete(s.slices, k)
+	delete(c.slices, k)
 	s.mu.Unlock()
 }
 

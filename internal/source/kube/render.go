@@ -26,12 +26,21 @@ func ServiceName(namespace, name, port string) string {
 // key is an object's namespace and name.
 type key struct{ namespace, name string }
 
+// naming is how one cluster's objects are named in the model: prefix
+// before each service's name (a named cluster's "NAME/" when clusters
+// are kept apart) and region as its endpoints' locality region (a named
+// cluster's name), both empty for the unnamed cluster.
+type naming struct{ prefix, region string }
+
 // service is what a Service contributes: its ports as model services.
 type service struct {
 	// names are the model services, one per TCP port, in the Service's
 	// order, with their protocol.
 	names []string
-	items [][]byte
+	// protocols are the names' protocols, compared when several clusters
+	// define the same service.
+	protocols []string
+	items     [][]byte
 }
 
 // slice is what one EndpointSlice contributes: its endpoints under the
@@ -41,18 +50,22 @@ type slice struct {
 	services []string
 	eps      []config.Endpoint
 	items    [][]byte
+	// file is the slice's file as last rendered whole (nothing of it left
+	// out): a render reuses it while the slice is unchanged, so that one
+	// slice's change rebuilds that slice's file alone.
+	file *config.File
 }
 
 // newService renders a Service: one model service per TCP port, with
 // the port's appProtocol as the protocol where Pylon knows it. A Service
 // of no TCP port contributes nothing.
-func newService(s *corev1.Service) (*service, error) {
+func newService(s *corev1.Service, n naming) (*service, error) {
 	out := &service{}
 	for _, p := range s.Spec.Ports {
 		if p.Protocol != "" && p.Protocol != corev1.ProtocolTCP {
 			continue
 		}
-		svc := model.Service{Name: ServiceName(s.Namespace, s.Name, p.Name), Endpoints: []model.Endpoint{}}
+		svc := model.Service{Name: n.prefix + ServiceName(s.Namespace, s.Name, p.Name), Endpoints: []model.Endpoint{}}
 		if p.AppProtocol != nil {
 			svc.Protocol = protocolOf(*p.AppProtocol)
 		}
@@ -60,7 +73,7 @@ func newService(s *corev1.Service) (*service, error) {
 		if err != nil {
 			return nil, err
 		}
-		out.names = append(out.names, svc.Name)
+		out.names, out.protocols = append(out.names, svc.Name), append(out.protocols, svc.Protocol)
 		out.items = append(out.items, item)
 	}
 	return out, nil
@@ -89,7 +102,7 @@ func serviceOf(s *discoveryv1.EndpointSlice) string {
 // which for a named target port the endpoints' controller has already
 // resolved. Endpoints of FQDN slices (deprecated) are left out: a gRPC
 // client cannot dial a host name from EDS.
-func newSlice(s *discoveryv1.EndpointSlice) (*slice, error) {
+func newSlice(s *discoveryv1.EndpointSlice, n naming) (*slice, error) {
 	out := &slice{}
 	svcName := serviceOf(s)
 	if svcName == "" || (s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6) {
@@ -103,14 +116,14 @@ func newSlice(s *discoveryv1.EndpointSlice) (*slice, error) {
 		if p.Name != nil {
 			name = *p.Name
 		}
-		service := ServiceName(s.Namespace, svcName, name)
+		service := n.prefix + ServiceName(s.Namespace, svcName, name)
 		out.services = append(out.services, service)
 		for _, e := range s.Endpoints {
 			h, ok := health(e.Conditions)
 			if !ok || len(e.Addresses) == 0 {
 				continue
 			}
-			ep := config.Endpoint{Service: service, Endpoint: model.Endpoint{Address: e.Addresses[0], Port: uint32(*p.Port), Health: h}}
+			ep := config.Endpoint{Service: service, Endpoint: model.Endpoint{Address: e.Addresses[0], Port: uint32(*p.Port), Health: h, Region: n.region}}
 			if e.Zone != nil {
 				ep.Zone = *e.Zone
 			}
@@ -142,21 +155,138 @@ func health(c discoveryv1.EndpointConditions) (string, bool) {
 	return "", false
 }
 
-// render is the config the cluster's objects make: a file of services,
-// then a file of endpoints per EndpointSlice, named under prefix. The
-// slices' items were rendered when each changed; here they are only
-// joined. An endpoint of a service that no Service defines (a slice
-// outliving its Service) is left out, and so is one address and port met
-// again in another slice (the endpoints' controller may hold both while it
-// moves an endpoint), so that neither refuses the whole config.
+// part is one cluster's objects, to render: its files are named under
+// prefix.
+type part struct {
+	cluster, prefix string
+	services        map[key]*service
+	slices          map[key]*slice
+}
+
+// render is the config one cluster's objects make (renderAll of one
+// part).
 func render(prefix string, services map[key]*service, slices map[key]*slice, maxEndpoints int) ([]config.File, error) {
-	files := []config.File{renderServices(prefix, services)}
-	defined := map[string]bool{}
-	for _, s := range services {
-		for _, n := range s.names {
-			defined[n] = true
+	return renderAll([]part{{cluster: prefix, prefix: prefix, services: services, slices: slices}}, maxEndpoints)
+}
+
+// renderAll is the config the clusters' objects make: per cluster, in
+// order, a file of the services it is the first to define, then a file of
+// endpoints per EndpointSlice. A service several clusters define is
+// defined once, by the first, and its endpoints are every cluster's (each
+// named cluster's in its own region); defined with different protocols it
+// is an error naming both clusters. The slices' items were rendered when
+// each changed, and a slice's file is reused while nothing of it is left
+// out. An endpoint of a service its own cluster does not define (a slice
+// outliving its Service) is left out, and so is one address and port met
+// again (the endpoints' controller may hold both while it moves an
+// endpoint), so that neither refuses the whole config.
+func renderAll(parts []part, maxEndpoints int) ([]config.File, error) {
+	type def struct{ cluster, protocol string }
+	defs := map[string]def{}
+	var files []config.File
+	for _, p := range parts {
+		svcs := map[key]*service{}
+		for k, s := range p.services {
+			own := &service{}
+			for i, n := range s.names {
+				d, ok := defs[n]
+				if ok && d.protocol != s.protocols[i] {
+					return nil, fmt.Errorf("kubernetes: service %s is protocol %q in cluster %s and %q in cluster %s; give the Services' ports the same appProtocol, or keep the clusters apart (--kube-merge=separate)",
+						n, d.protocol, d.cluster, s.protocols[i], p.cluster)
+				}
+				if !ok {
+					defs[n] = def{p.cluster, s.protocols[i]}
+					own.names, own.items = append(own.names, n), append(own.items, s.items[i])
+				}
+			}
+			svcs[k] = own
+		}
+		files = append(files, renderServices(p.prefix, svcs))
+	}
+	size := 0
+	for _, p := range parts {
+		for _, s := range p.slices {
+			size += len(s.eps)
 		}
 	}
+	seen, total := make(map[at]bool, size), 0
+	for _, p := range parts {
+		defined := map[string]bool{}
+		for _, s := range p.services {
+			for _, n := range s.names {
+				defined[n] = true
+			}
+		}
+		for _, k := range sortedKeys(p.slices) {
+			s := p.slices[k]
+			kept := s.keep(defined, seen)
+			n := len(s.eps)
+			if kept != nil {
+				n = len(kept)
+			}
+			if n == 0 {
+				continue
+			}
+			if total += n; total > maxEndpoints {
+				return nil, fmt.Errorf("kubernetes: over %d endpoints; narrow the source with --kube-namespaces or --kube-selector", maxEndpoints)
+			}
+			files = append(files, s.render(p.prefix, k, kept))
+		}
+	}
+	return files, nil
+}
+
+// at is an endpoint's service, address and port: served once.
+type at struct {
+	service, address string
+	port             uint32
+}
+
+// keep marks the slice's endpoints in seen and returns the indexes of
+// those to serve, nil for all of them: an endpoint is left out when its
+// service is not defined or it was seen before.
+func (s *slice) keep(defined map[string]bool, seen map[at]bool) []int {
+	var kept []int
+	for i, e := range s.eps {
+		a := at{e.Service, e.Address, e.Port}
+		if defined[e.Service] && !seen[a] {
+			seen[a] = true
+			if kept != nil {
+				kept = append(kept, i)
+			}
+			continue
+		}
+		if kept == nil {
+			kept = make([]int, i, len(s.eps))
+			for j := range i {
+				kept[j] = j
+			}
+		}
+	}
+	return kept
+}
+
+// render is the slice's file, named under prefix, of the endpoints kept
+// (nil: all of them): the file last rendered whole is reused while
+// nothing is left out (a slice keeps its key, so its path too).
+func (s *slice) render(prefix string, k key, kept []int) config.File {
+	path := func() string { return fmt.Sprintf("%s/endpointslices/%s/%s", prefix, k.namespace, k.name) }
+	if kept != nil {
+		eps, items := make([]config.Endpoint, len(kept)), make([][]byte, len(kept))
+		for i, j := range kept {
+			eps[i], items[i] = s.eps[j], s.items[j]
+		}
+		return endpointsFile(path(), eps, items)
+	}
+	if s.file == nil {
+		f := endpointsFile(path(), s.eps, s.items)
+		s.file = &f
+	}
+	return *s.file
+}
+
+// sortedKeys are the slices' keys in namespace and name order.
+func sortedKeys(slices map[key]*slice) []key {
 	keys := make([]key, 0, len(slices))
 	for k := range slices {
 		keys = append(keys, k)
@@ -167,33 +297,7 @@ func render(prefix string, services map[key]*service, slices map[key]*slice, max
 		}
 		return keys[i].name < keys[j].name
 	})
-	type at struct {
-		service, address string
-		port             uint32
-	}
-	seen, total := map[at]bool{}, 0
-	for _, k := range keys {
-		s := slices[k]
-		path := fmt.Sprintf("%s/endpointslices/%s/%s", prefix, k.namespace, k.name)
-		var eps []config.Endpoint
-		var items [][]byte
-		for i, e := range s.eps {
-			a := at{e.Service, e.Address, e.Port}
-			if !defined[e.Service] || seen[a] {
-				continue
-			}
-			seen[a] = true
-			eps, items = append(eps, e), append(items, s.items[i])
-		}
-		if len(eps) == 0 {
-			continue
-		}
-		if total += len(eps); total > maxEndpoints {
-			return nil, fmt.Errorf("kubernetes: over %d endpoints; narrow the source with --kube-namespaces or --kube-selector", maxEndpoints)
-		}
-		files = append(files, endpointsFile(path, eps, items))
-	}
-	return files, nil
+	return keys
 }
 
 // renderServices is the file of every Service's model services, one per

@@ -1,6 +1,8 @@
 package kube
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -42,14 +44,14 @@ func load(t *testing.T, svcs []*corev1.Service, slices []*discoveryv1.EndpointSl
 	t.Helper()
 	ss, sl := map[key]*service{}, map[key]*slice{}
 	for _, s := range svcs {
-		r, err := newService(s)
+		r, err := newService(s, naming{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ss[key{s.Namespace, s.Name}] = r
 	}
 	for _, s := range slices {
-		r, err := newSlice(s)
+		r, err := newSlice(s, naming{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,11 +161,11 @@ func TestSliceWithoutItsServiceAndRepeatedEndpointsAreLeftOut(t *testing.T) {
 
 func TestOverMaxEndpointsIsAnError(t *testing.T) {
 	ss := map[key]*service{}
-	r, _ := newService(svcObj("shop", "web", corev1.ServicePort{Name: "http", Port: 80}))
+	r, _ := newService(svcObj("shop", "web", corev1.ServicePort{Name: "http", Port: 80}), naming{})
 	ss[key{"shop", "web"}] = r
 	s, _ := newSlice(sliceObj("shop", "web-a", "web", discoveryv1.AddressTypeIPv4,
 		[]discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}},
-		ep("10.0.0.1", yes, yes, no, ""), ep("10.0.0.2", yes, yes, no, "")))
+		ep("10.0.0.1", yes, yes, no, ""), ep("10.0.0.2", yes, yes, no, "")), naming{})
 	_, err := render("kubernetes/test", ss, map[key]*slice{{"shop", "web-a"}: s}, 1)
 	if err == nil || !strings.Contains(err.Error(), "over 1 endpoints") {
 		t.Fatalf("err %v, want over 1 endpoints", err)
@@ -190,7 +192,7 @@ func TestTransformKeepsOnlyWhatTheSourceReads(t *testing.T) {
 }
 
 func TestAServiceBothTheFilesAndTheClusterDefineIsRefusedNamingBoth(t *testing.T) {
-	r, err := newService(svcObj("shop", "web", corev1.ServicePort{Name: "http", Port: 80}))
+	r, err := newService(svcObj("shop", "web", corev1.ServicePort{Name: "http", Port: 80}), naming{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,5 +204,83 @@ func TestAServiceBothTheFilesAndTheClusterDefineIsRefusedNamingBoth(t *testing.T
 	_, err = compile.Compile(xdstype.New(), append([]config.File{own}, files...), compile.LimitedReader)
 	if err == nil || !strings.Contains(err.Error(), "pylon.yaml:2") || !strings.Contains(err.Error(), "kubernetes/test/services.json:2") {
 		t.Fatalf("err %v, want a duplicate naming pylon.yaml:2 and kubernetes/test/services.json:2", err)
+	}
+}
+
+// manySlices are n Services' slices, each of per endpoints.
+func manySlices(n, per int) (map[key]*service, map[key]*slice) {
+	ss, sl := map[key]*service{}, map[key]*slice{}
+	for i := range n {
+		name := "web" + strconv.Itoa(i)
+		r, _ := newService(svcObj("shop", name, corev1.ServicePort{Name: "http", Port: 80}), naming{})
+		ss[key{"shop", name}] = r
+		sl[key{"shop", name + "-a"}] = sliceOf(name, i, per)
+	}
+	return ss, sl
+}
+
+// sliceOf is Service name's slice of per endpoints, numbered gen.
+func sliceOf(name string, gen, per int) *slice {
+	eps := make([]discoveryv1.Endpoint, per)
+	for j := range eps {
+		eps[j] = ep(fmt.Sprintf("10.%d.%d.%d", gen/256%256, gen%256, j), yes, yes, no, "z1")
+	}
+	s, _ := newSlice(sliceObj("shop", name+"-a", name, discoveryv1.AddressTypeIPv4,
+		[]discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}}, eps...), naming{})
+	return s
+}
+
+func TestOneSliceChangeRendersThatSlicesFileAlone(t *testing.T) {
+	ss, sl := manySlices(20, 5)
+	before, err := render("kubernetes/test", ss, sl, DefaultMaxEndpoints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl[key{"shop", "web7-a"}] = sliceOf("web7", 1000, 5)
+	after, err := render("kubernetes/test", ss, sl, DefaultMaxEndpoints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(before) != len(after) {
+		t.Fatalf("%d files, then %d", len(before), len(after))
+	}
+	// A file built again has new bytes; a reused one the same.
+	var rebuilt []string
+	for i := range after {
+		if &before[i].Data[0] != &after[i].Data[0] {
+			rebuilt = append(rebuilt, after[i].Path)
+		}
+	}
+	want := []string{"kubernetes/test/services.json", "kubernetes/test/endpointslices/shop/web7-a"}
+	if d := cmp.Diff(want, rebuilt); d != "" {
+		t.Fatalf("files rebuilt after one slice's change (-want +got):\n%s", d)
+	}
+}
+
+// BenchmarkRenderOneSliceChange renders 10,000 endpoints in 1,000
+// slices after one slice changed, as the source does for each change.
+func BenchmarkRenderOneSliceChange(b *testing.B) {
+	ss, sl := manySlices(1000, 10)
+	if _, err := render("kubernetes/test", ss, sl, DefaultMaxEndpoints); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		sl[key{"shop", "web7-a"}] = sliceOf("web7", 1000+i%2, 10)
+		if _, err := render("kubernetes/test", ss, sl, DefaultMaxEndpoints); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func TestAServiceTwoClustersDefineWithDifferentProtocolsIsRefusedNamingBoth(t *testing.T) {
+	grpc, _ := newService(svcObj("shop", "web", corev1.ServicePort{Name: "api", Port: 80, AppProtocol: ptr("grpc")}), naming{})
+	plain, _ := newService(svcObj("shop", "web", corev1.ServicePort{Name: "api", Port: 80}), naming{region: "west"})
+	_, err := renderAll([]part{
+		{cluster: "east", prefix: "kubernetes/east", services: map[key]*service{{"shop", "web"}: grpc}},
+		{cluster: "west", prefix: "kubernetes/west", services: map[key]*service{{"shop", "web"}: plain}},
+	}, DefaultMaxEndpoints)
+	if err == nil || !strings.Contains(err.Error(), `shop/web:api is protocol "grpc" in cluster east and "" in cluster west`) {
+		t.Fatalf("err %v, want the two clusters' protocols named", err)
 	}
 }

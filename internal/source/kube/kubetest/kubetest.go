@@ -59,8 +59,10 @@ type Server struct {
 	t    testing.TB
 	dir  string
 	addr string // 127.0.0.1:port
-	cmd  *exec.Cmd
-	log  string
+	// bin and etcd are what Restart launches again.
+	bin, etcd string
+	cmd       *exec.Cmd
+	log       string
 	// exited is closed when the process has exited.
 	exited chan struct{}
 }
@@ -93,9 +95,9 @@ func Start(t testing.TB) *Server {
 		t.Skip(msg)
 	}
 	etcd := etcdtest.Start(t)
-	s := &Server{t: t, dir: t.TempDir(), addr: etcdtest.FreePorts(t, 1)[0], exited: make(chan struct{})}
+	s := &Server{t: t, dir: t.TempDir(), addr: etcdtest.FreePorts(t, 1)[0], bin: bin, etcd: etcd.Endpoint(), exited: make(chan struct{})}
 	s.writeFiles()
-	s.launch(bin, etcd.Endpoint())
+	s.launch()
 	t.Cleanup(s.Stop)
 	s.waitReady()
 	return s
@@ -128,8 +130,9 @@ func token(user string) string { return "kubetest-" + user + "-token" }
 
 // launch starts the process. Its output goes to a file (read on failure),
 // so no goroutine copies it; it is killed if the test binary dies first.
-func (s *Server) launch(bin, etcdEndpoint string) {
+func (s *Server) launch() {
 	s.t.Helper()
+	bin, etcdEndpoint := s.bin, s.etcd
 	host, port, _ := strings.Cut(s.addr, ":")
 	args := []string{
 		"--etcd-servers=http://" + etcdEndpoint,
@@ -149,7 +152,7 @@ func (s *Server) launch(bin, etcdEndpoint string) {
 		"--v=1",
 	}
 	s.log = filepath.Join(s.dir, "kube-apiserver.log")
-	out, err := os.Create(s.log)
+	out, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -160,10 +163,22 @@ func (s *Server) launch(bin, etcdEndpoint string) {
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("starting kube-apiserver: %v", err)
 	}
+	cmd, exited := s.cmd, s.exited
 	go func() {
-		_ = s.cmd.Wait()
-		close(s.exited)
+		_ = cmd.Wait()
+		close(exited)
 	}()
+}
+
+// Restart starts a stopped apiserver again on the same address, etcd
+// and serving certificate: its objects are as they were, and kubeconfigs
+// written before still reach it. It waits until it is ready.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Stop()
+	s.exited = make(chan struct{})
+	s.launch()
+	s.waitReady()
 }
 
 // Stop ends the process, gracefully first, and waits for it: the API is

@@ -1,0 +1,33 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pylon-xds/pylon/internal/source"
+)
+
+// pylon status heads with each Kubernetes cluster that is away (its last
+// endpoints still served) and says nothing of the connected ones.
+func TestStatusSaysWhichKubernetesClusterIsAway(t *testing.T) {
+	since := time.Date(2026, 12, 6, 19, 0, 0, 0, time.UTC)
+	st := source.Status{Kubernetes: []source.ClusterStatus{
+		{Name: "east", Connected: true, Since: since.Add(-time.Hour), LastContact: since.Add(time.Minute)},
+		{Name: "west", Since: since, LastContact: since.Add(-5 * time.Second), LastError: "dial tcp 127.0.0.1:6443: connect: connection refused\x1b[2J"},
+	}}
+	var out bytes.Buffer
+	writeSources(&out, st)
+	for _, w := range []string{
+		"KUBERNETES CLUSTER west UNREACHABLE since 2026-12-06T19:00:00Z: dial tcp 127.0.0.1:6443: connect: connection refused\\x1b[2J\n",
+		"still serving its last services and endpoints (as of 2026-12-06T18:59:55Z)",
+	} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("status lacks %q:\n%s", w, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "east") {
+		t.Errorf("status names the connected cluster east:\n%s", out.String())
+	}
+}

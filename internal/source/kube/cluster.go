@@ -1,0 +1,150 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/pylon-xds/pylon/internal/redact"
+	"github.com/pylon-xds/pylon/internal/source"
+)
+
+// cluster is one cluster's client, objects and state; the objects and
+// the state are guarded by the Source's mu.
+type cluster struct {
+	name   string
+	naming naming
+	cs     kubernetes.Interface
+
+	services map[key]*service
+	slices   map[key]*slice
+	state    source.ClusterStatus
+}
+
+// newCluster is a cluster reached with kubeconfig, or the pod's service
+// account for "". It connects to nothing yet.
+func newCluster(name, kubeconfig string, n naming) (*cluster, error) {
+	var cfg *rest.Config
+	var err error
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: %w", err)
+	}
+	cfg.UserAgent = "pylon"
+	// No cfg.Timeout: it would cut every watch short. Sync is bounded by
+	// its context, the probes by theirs, and the informers' lists and
+	// watches by client-go's own timeouts.
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: %w", err)
+	}
+	return &cluster{
+		name: name, naming: n, cs: cs, services: map[key]*service{}, slices: map[key]*slice{},
+		state: source.ClusterStatus{Name: name, Since: time.Now()},
+	}, nil
+}
+
+// clusterName is a cluster's name: a DNS label of at most 32 characters,
+// since it names files, a metric label, a locality region and (kept
+// apart) a prefix of service names.
+var clusterName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$`)
+
+// CheckName refuses a cluster name that is not a short DNS label.
+func CheckName(name string) error {
+	if !clusterName.MatchString(name) {
+		return fmt.Errorf("--kube-cluster %q: a cluster's name is 1 to 32 lowercase letters, digits and '-', starting and ending with a letter or digit", name)
+	}
+	return nil
+}
+
+// maxError bounds a cluster's last error as shown.
+const maxError = 512
+
+// Status is each cluster's state, in the order given: reachable or not
+// since when, its last contact and its last error.
+func (s *Source) Status() source.Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := source.Status{Kubernetes: make([]source.ClusterStatus, len(s.clusters))}
+	for i, c := range s.clusters {
+		out.Kubernetes[i] = c.state
+	}
+	return out
+}
+
+// contact records that c answered at now.
+func (s *Source) contact(c *cluster, now time.Time) {
+	s.mu.Lock()
+	if !c.state.Connected {
+		c.state.Connected, c.state.Since = true, now
+		s.log.Info("kubernetes: cluster reachable", "cluster", c.name)
+	}
+	c.state.LastContact = now
+	st := c.state
+	s.mu.Unlock()
+	s.report(st)
+}
+
+// failed records c's failed probe, list or watch. A failed probe marks
+// it unreachable; a failed list or watch (reported by client-go while it
+// retries) is its last error only, the probe deciding reachability.
+func (s *Source) failed(c *cluster, err error) {
+	s.setError(c, err, false)
+}
+
+func (s *Source) setError(c *cluster, err error, down bool) {
+	msg := redact.String(err.Error())
+	if len(msg) > maxError {
+		msg = msg[:maxError] + "..."
+	}
+	now := time.Now()
+	s.mu.Lock()
+	if down && c.state.Connected {
+		c.state.Connected, c.state.Since = false, now
+		s.log.Warn("kubernetes: cluster unreachable: serving its last services and endpoints", "cluster", c.name, "error", msg)
+	}
+	c.state.LastError, c.state.LastErrorAt = msg, now
+	st := c.state
+	s.mu.Unlock()
+	s.report(st)
+}
+
+func (s *Source) report(st source.ClusterStatus) {
+	if s.opts.OnCluster != nil {
+		s.opts.OnCluster(st)
+	}
+}
+
+// probe asks c's API server every Options.Probe whether it is ready
+// (GET /readyz, which every authenticated user may read), until ctx ends.
+func (s *Source) probe(ctx context.Context, c *cluster) {
+	tick := time.NewTicker(s.opts.Probe)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, s.opts.Probe)
+		err := c.cs.Discovery().RESTClient().Get().AbsPath("/readyz").Do(pctx).Error()
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			s.setError(c, err, true)
+		default:
+			s.contact(c, time.Now())
+		}
+	}
+}

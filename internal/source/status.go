@@ -1,0 +1,28 @@
+package source
+
+import "time"
+
+// Status is what the sources say of themselves in GET /status and pylon
+// status, beside the config's own revision.
+type Status struct {
+	// Kubernetes are the clusters of the Kubernetes source, in the order
+	// given.
+	Kubernetes []ClusterStatus `json:"kubernetes,omitempty"`
+}
+
+// ClusterStatus is one Kubernetes cluster as the source sees it.
+type ClusterStatus struct {
+	Name string `json:"name"`
+	// Connected: its API server answered the last probe. Not connected,
+	// its last services and endpoints keep being served.
+	Connected bool `json:"connected"`
+	// Since is when Connected last changed (the source's start at first).
+	Since time.Time `json:"since"`
+	// LastContact is when the cluster last answered: its caches' listing
+	// or a probe.
+	LastContact time.Time `json:"lastContact,omitzero"`
+	// LastError is the last failed probe, list or watch, bounded, with
+	// no credentials; LastErrorAt when it happened.
+	LastError   string    `json:"lastError,omitempty"`
+	LastErrorAt time.Time `json:"lastErrorAt,omitzero"`
+}
