@@ -38,7 +38,7 @@ func (f *Fleet) Load(local int) guard.Load {
 	defer f.mu.Unlock()
 	l := guard.Load{Replicas: 1, Streams: local, Fresh: f.fresh()}
 	for _, p := range f.peers {
-		if !slices.Equal(p.Groups, f.opts.Self.Groups) {
+		if !sameGroups(p.Groups, f.opts.Self.Groups) {
 			continue
 		}
 		// A draining replica's streams are on their way to the others:
@@ -74,4 +74,15 @@ func (f *Fleet) Peers() []Peer {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.peers
+}
+
+// sameGroups reports whether two replicas' --groups name the same
+// patterns, in whatever order and repetition they were written.
+func sameGroups(a, b []string) bool {
+	norm := func(g []string) []string {
+		g = slices.Clone(g)
+		slices.Sort(g)
+		return slices.Compact(g)
+	}
+	return slices.Equal(norm(a), norm(b))
 }

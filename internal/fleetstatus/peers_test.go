@@ -79,3 +79,14 @@ func TestLoadCountsTheReplicasOfTheSameShard(t *testing.T) {
 		t.Errorf("with etcd away, ServedBy(cache) = %+v, want none named from a stale read", peers)
 	}
 }
+
+// Two replicas started with `--groups a,b` and `--groups b,a,a` serve one
+// shard and balance together.
+func TestSameGroupsIgnoresOrderAndRepetition(t *testing.T) {
+	if !sameGroups([]string{"a", "b"}, []string{"b", "a", "a"}) {
+		t.Error("a,b and b,a,a are not the same shard")
+	}
+	if sameGroups([]string{"a"}, []string{"a", "b"}) {
+		t.Error("a and a,b are the same shard")
+	}
+}

@@ -65,7 +65,7 @@ func (s *Server) balanceAdmit(st *stream) error {
 	if b == nil || st.quiet || s.open.onConnCount(st.conn) > 1 {
 		return nil
 	}
-	local := s.open.count()
+	local := s.open.count() + 1 // this stream, not yet identified
 	over, why := b.Load(local).Over(local)
 	if !over {
 		return nil
@@ -140,6 +140,12 @@ func (s *Server) shed(b *Balance, budget int, r *rand.Rand) int {
 			break
 		}
 		c := conns[i]
+		if ended > 0 && ended+len(c.streams) > n {
+			// Past the budget: a connection of many streams (a relay's
+			// keys) is shed only as the round's first, so that one round
+			// ends at most one connection beyond its budget.
+			continue
+		}
 		for _, st := range c.streams {
 			st.end(&refusal{reason: RefusedShed, st: status.New(codes.Unavailable, shedMessage)})
 			if b.Report != nil {
@@ -157,11 +163,24 @@ func (s *Server) shed(b *Balance, budget int, r *rand.Rand) int {
 	return ended
 }
 
-// count is how many streams are open.
+// count is how many streams balancing counts: open, identified, and not
+// REST polls, as the status tracker (and so the fleet's summary) counts
+// them. Counting streams that never sent a request would let a client
+// make a replica refuse and shed the fleet's proxies with silent streams.
 func (o *openStreams) count() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return len(o.m)
+	return o.counted
+}
+
+// identify marks s as a proxy's stream, counted by balancing.
+func (o *openStreams) identify(s *openStream) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, open := o.m[s]; open && !s.identified && !s.quiet {
+		o.counted++
+	}
+	s.identified = true
 }
 
 // shedConn is a connection balancing may end: its streams (none of them
@@ -179,7 +198,7 @@ func (o *openStreams) sheddable() []*shedConn {
 	byConn := map[guard.Key]*shedConn{}
 	var out []*shedConn
 	for s := range o.m {
-		if s.quiet {
+		if s.quiet || !s.identified {
 			continue
 		}
 		c := byConn[s.conn]

@@ -246,3 +246,30 @@ func TestBalanceKeepsAConnectionsStreamsTogether(t *testing.T) {
 		t.Errorf("the SotW client's per-type stream ended: %v", err)
 	}
 }
+
+// Only streams that identified themselves count towards a replica's load:
+// streams opened and left silent (no request, so no node, admission or
+// new-streams-a-second turn) must not make a replica refuse or shed the
+// fleet's real proxies.
+func TestBalanceCountsOnlyIdentifiedStreams(t *testing.T) {
+	load := &shardLoad{}
+	// 4 streams on 2 replicas: a target of 4.
+	load.set(guard.Load{Replicas: 2, Streams: 4, Fresh: true})
+	srv := xdstest.Start(t, xds.Options{Balance: &xds.Balance{Load: load.get}})
+	srv.Publish(t, base()...)
+	for i := range 10 {
+		xdstest.OpenADS(t, xdstest.Dial(t, srv.Addr), xdstest.Node(fmt.Sprintf("silent-%d", i)))
+	}
+	for i := range 4 {
+		if _, err := openSotW(t, srv, fmt.Sprintf("proxy-%d", i)); err != nil {
+			t.Fatalf("proxy %d of a target of 4, with 10 silent streams open: %v", i, err)
+		}
+	}
+	s, err := openSotW(t, srv, "over")
+	if err == nil {
+		err = s.Err()
+	}
+	if grpcstatus.Code(err) != codes.ResourceExhausted || !strings.Contains(grpcstatus.Convert(err).Message(), "4 streams, target 4") {
+		t.Fatalf("the fifth proxy ended with %v, want RESOURCE_EXHAUSTED counting the 4 identified streams", err)
+	}
+}

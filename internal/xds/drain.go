@@ -38,6 +38,7 @@ type openStreams struct {
 	mu       sync.Mutex
 	m        map[*openStream]struct{}
 	perConn  map[guard.Key]int // open streams per connection
+	counted  int               // identified streams, REST polls aside (balance.go)
 	seq      uint64
 	draining bool
 	// finished are the drain's groups whose streams have all ended, not
@@ -54,8 +55,10 @@ type openStream struct {
 	end   context.CancelCauseFunc
 	group *drainGroup // set when a drain starts
 	// delta and quiet are the stream's (balance.go picks delta streams
-	// first to shed, and never a REST poll).
-	delta, quiet bool
+	// first to shed, and never a REST poll); identified is set once its
+	// node is accepted (balance.go counts only those: a stream that never
+	// sends a request has passed no admission and is no proxy's).
+	delta, quiet, identified bool
 }
 
 // add registers a stream, or reports false when the server is draining.
@@ -105,6 +108,9 @@ func (o *openStreams) remove(s *openStream) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	delete(o.m, s)
+	if s.identified && !s.quiet {
+		o.counted--
+	}
 	if o.perConn[s.conn]--; o.perConn[s.conn] <= 0 {
 		delete(o.perConn, s.conn)
 	}

@@ -43,6 +43,8 @@ type stream struct {
 	// closing ends the stream (serveStream); nil once it ran. It runs
 	// before the stream's status goes out.
 	closing func(err error)
+	// reg is the stream as Drain and balancing see it.
+	reg     *openStream
 	srv     *Server
 	gs      grpc.ServerStream
 	id      uint64
@@ -327,6 +329,7 @@ func (s *Server) setUp(st *stream) (w *wakeups, cutC chan struct{}, refused erro
 	if !ok {
 		return w, cutC, s.refuseDraining(st)
 	}
+	st.reg = reg
 	if s.life.Err() != nil {
 		// Shutdown ends the streams it finds open (endAll); this one was
 		// not yet among them.
@@ -583,6 +586,7 @@ func (st *stream) identify(node *corev3.Node) error {
 	if err := st.srv.admission.Admit(st.gs.Context()); err != nil {
 		return busy(err)
 	}
+	st.srv.open.identify(st.reg)
 	st.mnode = mnode
 	st.node, st.claimed = keptNode(node), nil
 	if st.typeURL != "" {
