@@ -90,7 +90,7 @@ func (r *Relay) build(ks *keyState, state upstream.State, inputs []xdstype.Resou
 	r.mu.Lock()
 	prev := ks.snap
 	r.mu.Unlock()
-	snap, held := buildKeeping(r.o.Registry, inputs, prev, ks.valid)
+	snap, held, old := buildKeeping(r.o.Registry, inputs, prev, ks.valid)
 	if len(held) > maxHeld {
 		held = append(held[:maxHeld], fmt.Sprintf("and %d more", len(held)-maxHeld))
 	}
@@ -106,7 +106,7 @@ func (r *Relay) build(ks *keyState, state upstream.State, inputs []xdstype.Resou
 		r.o.Logger.Warn("relay: resources from upstream held back (not served downstream)", "key", ks.key.Name, "held_back", held)
 	}
 	if changed {
-		if err := r.persist(ks.key, state, snap); err != nil {
+		if err := r.persist(ks, state, snap, old); err != nil {
 			r.o.Logger.Warn("relay: cannot keep the key's config in the data folder", "key", ks.key.Name, "err", err)
 		}
 	}
@@ -117,21 +117,27 @@ func (r *Relay) build(ks *keyState, state upstream.State, inputs []xdstype.Resou
 // the last one found wrong, and what named it comes up in the next.
 const maxPasses = 16
 
+// resourceID names a resource of a key: its type URL and name.
+type resourceID struct{ url, name string }
+
 // buildKeeping builds inputs, holding back each resource a build refuses
 // (its previous version in prev taking its place, once). It returns nil
-// when no pass builds.
-func buildKeeping(reg *xdstype.Registry, inputs []xdstype.Resource, prev *snapshot.Snapshot, v *snapshot.Validated) (*snapshot.Snapshot, []string) {
+// when no pass builds, and which resources are served at their previous
+// version (what the data folder must keep of them is that version, not
+// the upstream's newest).
+func buildKeeping(reg *xdstype.Registry, inputs []xdstype.Resource, prev *snapshot.Snapshot, v *snapshot.Validated) (*snapshot.Snapshot, []string, map[resourceID]bool) {
 	var held []string
 	type id struct{ kind, name string }
 	usedOld := map[id]bool{}
+	old := map[resourceID]bool{}
 	for range maxPasses {
 		snap, err := snapshot.BuildValidated(reg, inputs, v)
 		if err == nil {
-			return snap, held
+			return snap, held, old
 		}
 		var list diag.List
 		if !errors.As(err, &list) {
-			return nil, append(held, err.Error())
+			return nil, append(held, err.Error()), nil
 		}
 		bad := map[id]bool{}
 		for _, d := range list {
@@ -141,16 +147,17 @@ func buildKeeping(reg *xdstype.Registry, inputs []xdstype.Resource, prev *snapsh
 		next := make([]xdstype.Resource, 0, len(inputs))
 		for _, in := range inputs {
 			k := id{in.Type.Kind, in.Name}
-			switch old := prev.Set(in.Type.URL).Get(in.Name); {
+			switch was := prev.Set(in.Type.URL).Get(in.Name); {
 			case !bad[k]:
 				next = append(next, in)
-			case old != nil && !usedOld[k]:
+			case was != nil && !usedOld[k]:
 				usedOld[k] = true
-				in.Message = old.Message
+				old[resourceID{in.Type.URL, in.Name}] = true
+				in.Message = was.Message
 				next = append(next, in)
 			}
 		}
 		inputs = next
 	}
-	return nil, held
+	return nil, held, nil
 }

@@ -27,7 +27,7 @@ func inputsOf(reg *xdstype.Registry, msgs ...proto.Message) []xdstype.Resource {
 func TestBuildHoldsBackWhatNamesWhatIsMissing(t *testing.T) {
 	reg := xdstype.New()
 	in := inputsOf(reg, xdstest.APIListener("l", "r"), xdstest.Route("r", "c"), xdstest.Cluster("other"), xdstest.Endpoints("other", 1))
-	snap, held := buildKeeping(reg, in, nil, nil)
+	snap, held, _ := buildKeeping(reg, in, nil, nil)
 	if snap == nil {
 		t.Fatalf("nothing built: %v", held)
 	}
@@ -50,7 +50,7 @@ func TestBuildKeepsThePreviousVersionOfWhatItHoldsBack(t *testing.T) {
 	moved := xdstest.Cluster("c")
 	moved.EdsClusterConfig.ServiceName = "c-v2" // its endpoints are not here yet
 	moved.ConnectTimeout = durationpb.New(7e9)
-	snap, held := buildKeeping(reg, inputsOf(reg, moved, xdstest.Endpoints("c", 1)), prev, nil)
+	snap, held, _ := buildKeeping(reg, inputsOf(reg, moved, xdstest.Endpoints("c", 1)), prev, nil)
 	if snap == nil {
 		t.Fatalf("nothing built: %v", held)
 	}

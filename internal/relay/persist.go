@@ -50,11 +50,16 @@ func (r *Relay) keyFile(name string) string {
 	return filepath.Join(r.keysDir(), hex.EncodeToString(sum[:12])+".json")
 }
 
-// persist writes the key's served resources; a no-op without DataDir.
-func (r *Relay) persist(k Key, state upstream.State, snap *snapshot.Snapshot) error {
+// persist writes the key's served resources; a no-op without DataDir. A
+// resource served at its previous version (old: its newest was held back)
+// is kept as last kept, never as the upstream's newest: that may hold key
+// material, and kept under the newest version a restarted relay would
+// resume claiming it and never be sent it again, losing the good one.
+func (r *Relay) persist(ks *keyState, state upstream.State, snap *snapshot.Snapshot, old map[resourceID]bool) error {
 	if r.o.DataDir == "" {
 		return nil
 	}
+	k := ks.key
 	kept := keptKey{Key: k.Name, Values: k.Values, Types: map[string][]keptResource{}}
 	for url, held := range state {
 		set := snap.Set(url)
@@ -62,7 +67,14 @@ func (r *Relay) persist(k Key, state upstream.State, snap *snapshot.Snapshot) er
 			if set.Get(name) == nil {
 				continue
 			}
-			kept.Types[url] = append(kept.Types[url], keptResource{Name: name, Version: held[name].Version, Value: held[name].Any.GetValue()})
+			res := keptResource{Name: name, Version: held[name].Version, Value: held[name].Any.GetValue()}
+			if old[resourceID{url, name}] {
+				var ok bool
+				if res, ok = ks.lastKept(url, name); !ok {
+					continue // its good version came from no file: the upstream sends it again
+				}
+			}
+			kept.Types[url] = append(kept.Types[url], res)
 		}
 	}
 	b, err := json.Marshal(kept)
@@ -72,7 +84,21 @@ func (r *Relay) persist(k Key, state upstream.State, snap *snapshot.Snapshot) er
 	if err := os.MkdirAll(r.keysDir(), 0o700); err != nil {
 		return err
 	}
-	return writeAtomic(r.keyFile(k.Name), b)
+	if err := writeAtomic(r.keyFile(k.Name), b); err != nil {
+		return err
+	}
+	ks.kept = kept.Types
+	return nil
+}
+
+// lastKept is what the key's file last kept of a resource.
+func (ks *keyState) lastKept(url, name string) (keptResource, bool) {
+	for _, res := range ks.kept[url] {
+		if res.Name == name {
+			return res, true
+		}
+	}
+	return keptResource{}, false
 }
 
 // writeAtomic writes b to path through a synced temporary file renamed

@@ -98,6 +98,9 @@ type keyState struct {
 	snap     *snapshot.Snapshot
 	heldBack []string
 	valid    *snapshot.Validated
+	// kept is what the key's file last kept, by type URL (persist.go),
+	// touched only by the key's builds.
+	kept map[string][]keptResource
 }
 
 // New returns a relay; Start it before serving.
