@@ -59,6 +59,8 @@ const (
 // grpc-go refusing.
 var provenElsewhere = []string{
 	"server-listener", // TestGRPCGoServerRejectsWhatItsGroupRefuses
+	// TestGRPCGoServerRejectsWhatItsGroupRefusesByRule:
+	"server-filter-chains", "server-network-filters", "server-tls", "server-rbac", "server-route-action",
 }
 
 // caSecret is a CA for a cluster's TLS over SDS.
