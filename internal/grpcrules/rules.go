@@ -85,7 +85,7 @@ type Rule struct {
 var Rules = []Rule{
 	{"listener-kind", "Listener", All, NACK, "a Listener is a client's (api_listener) or an xDS-enabled server's (address); neither is refused"},
 	{"server-listener", "Listener", []Client{Go}, NACK, "an xDS-enabled server's Listener has a socket_address, no listener_filters and no use_original_dst (A36; only grpc-go's servers are run here)"},
-	{"server-filter-chains", "Listener", []Client{Go}, NACK, "a server's Listener has a default_filter_chain or a filter chain the server keeps (it drops those matching destination_port, server_names, application_protocols or a transport_protocol other than raw_buffer), no two with the same match, and CIDR ranges in their prefix_ranges"},
+	{"server-filter-chains", "Listener", []Client{Go}, NACK, "a server's Listener has a default_filter_chain or a filter chain the server keeps (it drops those matching destination_port, server_names, application_protocols or a transport_protocol other than raw_buffer), and no two with the same match"},
 	{"server-network-filters", "Listener", []Client{Go}, NACK, "each of a server's filter chains has an HttpConnectionManager, and only network filters named once each that are HttpConnectionManagers"},
 	{"server-tls", "Listener", []Client{Go}, NACK, "a server's transport_socket is envoy.transport_sockets.tls with a DownstreamTlsContext: its certificate (and, when it requires client certificates, its CA) from certificate provider instances (A29), no require_sni, LENIENT_STAPLING, no match_subject_alt_names"},
 	{"server-rbac", "Listener", []Client{Go}, NACK, "a server's RBAC policies have no condition or checked_condition and no header matcher on :scheme or a grpc- name (A41)"},

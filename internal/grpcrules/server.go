@@ -2,7 +2,6 @@ package grpcrules
 
 import (
 	"fmt"
-	"net/netip"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -40,7 +39,7 @@ func (c *checker) serverListener(l *listenerv3.Listener) {
 			continue
 		}
 		kept++
-		for _, key := range c.matchKeys(field+".filter_chain_match", fc.GetFilterChainMatch()) {
+		for _, key := range c.matchKeys(fc.GetFilterChainMatch()) {
 			if prev, dup := matches[key]; dup {
 				c.add("server-filter-chains", nil, field+".filter_chain_match", "matches what %s matches: gRPC servers NACK overlapping filter chains", prev)
 				break
@@ -63,10 +62,10 @@ func dropped(m *listenerv3.FilterChainMatch) bool {
 
 // matchKeys are the (destination prefix, transport protocol, source type,
 // source prefix, source port) combinations a chain matches, the way
-// grpc-go files chains; it reports prefixes that are not CIDR ranges.
-func (c *checker) matchKeys(field string, m *listenerv3.FilterChainMatch) []string {
-	dst := c.prefixes(field+".prefix_ranges", m.GetPrefixRanges())
-	src := c.prefixes(field+".source_prefix_ranges", m.GetSourcePrefixRanges())
+// grpc-go files chains.
+func (c *checker) matchKeys(m *listenerv3.FilterChainMatch) []string {
+	dst := c.prefixes(m.GetPrefixRanges())
+	src := c.prefixes(m.GetSourcePrefixRanges())
 	ports := []uint32{0}
 	if len(m.GetSourcePorts()) > 0 {
 		ports = m.GetSourcePorts()
@@ -82,19 +81,16 @@ func (c *checker) matchKeys(field string, m *listenerv3.FilterChainMatch) []stri
 	return keys
 }
 
-func (c *checker) prefixes(field string, ranges []*corev3.CidrRange) []string {
+// prefixes are the ranges as written: two ranges written differently for
+// one network are not caught as overlapping (grpc-go would NACK them),
+// and no range is refused that grpc-go takes.
+func (c *checker) prefixes(ranges []*corev3.CidrRange) []string {
 	if len(ranges) == 0 {
 		return []string{""}
 	}
-	var out []string
+	out := make([]string, len(ranges))
 	for i, r := range ranges {
-		addr, err := netip.ParseAddr(r.GetAddressPrefix())
-		bits := int(r.GetPrefixLen().GetValue())
-		if err != nil || bits > addr.Unmap().BitLen() {
-			c.add("server-filter-chains", nil, fmt.Sprintf("%s[%d]", field, i), "%q/%d is not a CIDR range", r.GetAddressPrefix(), bits)
-			continue
-		}
-		out = append(out, netip.PrefixFrom(addr.Unmap(), bits).Masked().String())
+		out[i] = fmt.Sprintf("%s/%d", strings.ToLower(r.GetAddressPrefix()), r.GetPrefixLen().GetValue())
 	}
 	return out
 }

@@ -3,7 +3,7 @@ package translate
 import (
 	"cmp"
 	"fmt"
-	"net"
+	"strconv"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -86,16 +86,19 @@ func GRPCServerListener(g *model.GRPCTarget) *listenerv3.Listener {
 	}
 }
 
-// splitListen splits host:port; a malformed address (refused by the
-// model's checks, translated all the same) gives what it can.
+// splitListen splits host:port, an IPv6 host in brackets; a malformed
+// address (refused by the model's checks, translated all the same) gives
+// what it can.
 func splitListen(listen string) (string, uint32) {
-	host, p, err := net.SplitHostPort(listen)
-	if err != nil {
+	i := strings.LastIndexByte(listen, ':')
+	if i < 0 {
 		return listen, 0
 	}
-	var port uint32
-	_, _ = fmt.Sscan(p, &port)
-	return host, port
+	port, err := strconv.ParseUint(listen[i+1:], 10, 16)
+	if err != nil {
+		port = 0
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(listen[:i], "["), "]"), uint32(port)
 }
 
 // serverTLS is a server's DownstreamTlsContext from certificate provider
