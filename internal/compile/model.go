@@ -210,10 +210,13 @@ func (c *checker) service(s *model.Service, grpc bool) {
 			c.add(s.Source, kind, s.Name, "tls.client_cert", "secret %q holds a CA, not a certificate", t.ClientCert)
 		}
 	}
+	if !grpc && slices.Contains(translate.GRPCOnlyLBPolicies(), s.LB) {
+		c.add(s.Source, kind, s.Name, "lb", "%q is a proxyless gRPC client's policy (gRFC A52, A62), and no grpc target sends RPCs to this service; Envoy balances by round_robin, least_request, random, ring_hash or maglev", s.LB)
+	}
 	if grpc {
 		// What grpc-go's xDS client rejects, said before it NACKs.
-		if !slices.Contains([]string{"", "round_robin", "ring_hash", "least_request"}, s.LB) {
-			c.add(s.Source, kind, s.Name, "lb", "%q is not supported by proxyless gRPC clients (round_robin, ring_hash, least_request)", s.LB)
+		if !slices.Contains([]string{"", "round_robin", "ring_hash", "least_request", "pick_first", "wrr_locality"}, s.LB) {
+			c.add(s.Source, kind, s.Name, "lb", "%q is not supported by proxyless gRPC clients (round_robin, ring_hash, least_request, pick_first, wrr_locality)", s.LB)
 		}
 		if s.TLS != nil && s.TLS.Provider == "" {
 			c.add(s.Source, kind, s.Name, "tls", "proxyless gRPC clients reject TLS delivered over SDS; name their certificate provider instance (provider: default)")

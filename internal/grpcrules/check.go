@@ -280,6 +280,11 @@ var lbPolicies = map[Client][]clusterv3.Cluster_LbPolicy{
 }
 
 func (c *checker) lbPolicy(cl *clusterv3.Cluster) {
+	if lbp := cl.GetLoadBalancingPolicy(); lbp != nil {
+		// gRPC clients read it in place of lb_policy (gRFC A52).
+		c.lbConfig("load_balancing_policy", lbp, cl.GetLbPolicy())
+		return
+	}
 	p := cl.GetLbPolicy()
 	var lacking []Client
 	for _, client := range All {

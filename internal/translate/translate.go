@@ -83,6 +83,7 @@ func LBPolicies() []string {
 			out = append(out, k)
 		}
 	}
+	out = append(out, GRPCOnlyLBPolicies()...)
 	sort.Strings(out)
 	return out
 }
@@ -98,6 +99,9 @@ func Cluster(s *model.Service) *clusterv3.Cluster {
 		EdsClusterConfig:     &clusterv3.Cluster_EdsClusterConfig{EdsConfig: ads()},
 		ConnectTimeout:       dur(s.ConnectTimeout, DefaultConnectTimeout),
 		LbPolicy:             lbPolicies[s.LB],
+	}
+	if p := grpcLBPolicies[s.LB]; p != nil {
+		c.LoadBalancingPolicy = p()
 	}
 	if s.Protocol == "http2" || s.Protocol == "grpc" {
 		c.TypedExtensionProtocolOptions = map[string]*anypb.Any{
