@@ -2,6 +2,7 @@ package interop
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -19,6 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/pylon-xds/pylon/internal/bootstrap"
+	"github.com/pylon-xds/pylon/internal/certs/certstest"
 	"github.com/pylon-xds/pylon/internal/compile"
 	"github.com/pylon-xds/pylon/internal/config"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -203,5 +206,75 @@ func rbacRefusedByGRPCJS(t *testing.T, start func(*testing.T, string, string, st
 		if _, err := c.call(method); status.Code(err) != codes.DeadlineExceeded && status.Code(err) != codes.Unavailable {
 			t.Fatalf("grpc-js served a Listener with RBAC: %v", err)
 		}
+	}
+}
+
+// TestServersMTLSFromCertificateProviders (gRFC A29) with C-core's and
+// grpc-js's xDS-enabled servers: their TLS comes from the certificate
+// provider instance `pylon bootstrap --grpc --server --cert-dir` names,
+// and requires a client certificate their CA signed: a client with one is
+// served (and, where RBAC runs, refused with PERMISSION_DENIED for another
+// identity), one without is refused at the handshake, and plaintext is not
+// served.
+func TestServersMTLSFromCertificateProviders(t *testing.T) {
+	for _, s := range featureServers {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			ca := certstest.NewCA(t, "interop-ca")
+			dir := t.TempDir()
+			server := ca.Issue(t, certstest.Leaf{CommonName: "greeter", DNS: []string{"localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Both: true})
+			certstest.WriteFile(t, filepath.Join(dir, bootstrap.CertDirCert), server.CertPEM)
+			certstest.WriteFile(t, filepath.Join(dir, bootstrap.CertDirKey), server.KeyPEM)
+			certstest.WriteFile(t, filepath.Join(dir, bootstrap.CertDirCA), ca.PEM)
+			const allowed = "spiffe://example.org/ns/apps/sa/caller"
+			extra := "    tls: {}\n"
+			if s.name == "grpc-core" {
+				extra += fmt.Sprintf("    rbac: { allow: [{ name: callers, principals: [%q] }] }\n", allowed)
+			}
+			port := freePort(t)
+			address := fmt.Sprintf("127.0.0.1:%d", port)
+			cfg := filepath.Join(t.TempDir(), "pylon.yaml")
+			writeAtomically(t, cfg, serverConfig(s.name, port, address, extra, false))
+			o := node(s.name)
+			o.XDSAddress, o.Server, o.CertDir = startPylon(t, cfg), true, dir
+			content, err := bootstrap.GRPC(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(t.TempDir(), "xds-bootstrap.json")
+			certstest.WriteFile(t, path, content)
+			s.start(t, path, s.name+"-server", address)
+
+			dial := func(leaf *certstest.Leaf) serverConn {
+				cfg := &tls.Config{RootCAs: certstest.Pool(ca), ServerName: "localhost", MinVersion: tls.VersionTLS12}
+				if leaf != nil {
+					cfg.Certificates = []tls.Certificate{ca.Issue(t, *leaf).TLS(t)}
+				}
+				conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { conn.Close() })
+				return serverConn{conn}
+			}
+			caller := certstest.Client(allowed)
+			dial(&caller).waitServed(t, s.name+"-server")
+			if s.name == "grpc-core" {
+				intruder := certstest.Client("spiffe://example.org/ns/apps/sa/intruder")
+				if _, err := dial(&intruder).call(method); status.Code(err) != codes.PermissionDenied {
+					t.Fatalf("another identity: %v, want PERMISSION_DENIED", err)
+				} else {
+					t.Logf("another identity: %v", err)
+				}
+			}
+			if _, err := dial(nil).call(method); status.Code(err) == codes.OK {
+				t.Fatal("a client without a certificate was served")
+			} else {
+				t.Logf("no certificate: %v", err)
+			}
+			if _, err := dialServer(t, address).call(method); status.Code(err) == codes.OK {
+				t.Fatal("a plaintext client was served")
+			}
+		})
 	}
 }
