@@ -145,17 +145,22 @@ func (c *checker) serverTLS(field string, ts *corev3.TransportSocket) {
 		bad(ctx+".common_tls_context", "missing")
 		return
 	}
-	identity := common.GetTlsCertificateProviderInstance().GetInstanceName() != "" ||
-		common.GetTlsCertificateCertificateProviderInstance().GetInstanceName() != ""
+	// The deprecated fields count too: grpc-go falls back to them.
+	identity := common.GetTlsCertificateProviderInstance().GetInstanceName() != ""
+	//lint:ignore SA1019 grpc-go still reads the deprecated provider fields
+	identity = identity || common.GetTlsCertificateCertificateProviderInstance().GetInstanceName() != ""
 	if !identity {
 		bad(ctx+".common_tls_context", "no tls_certificate_provider_instance: gRPC servers take their certificate from a certificate provider instance of their bootstrap (gRFC A29), not from SDS or inline")
 	}
-	root := common.GetValidationContext().GetCaCertificateProviderInstance().GetInstanceName() != "" ||
-		common.GetValidationContextCertificateProviderInstance().GetInstanceName() != "" ||
-		common.GetCombinedValidationContext().GetValidationContextCertificateProviderInstance().GetInstanceName() != ""
+	root := common.GetValidationContext().GetCaCertificateProviderInstance().GetInstanceName() != ""
+	//lint:ignore SA1019 grpc-go still reads the deprecated provider fields
+	root = root || common.GetValidationContextCertificateProviderInstance().GetInstanceName() != ""
+	//lint:ignore SA1019 grpc-go still reads the deprecated provider fields
+	root = root || common.GetCombinedValidationContext().GetValidationContextCertificateProviderInstance().GetInstanceName() != ""
 	if down.GetRequireClientCertificate().GetValue() && !root {
 		bad(ctx+".require_client_certificate", "no CA certificate provider instance to verify the client certificates it requires")
 	}
+	//lint:ignore SA1019 grpc-go NACKs the deprecated field on servers
 	if len(common.GetValidationContext().GetMatchSubjectAltNames()) > 0 || len(common.GetCombinedValidationContext().GetDefaultValidationContext().GetMatchSubjectAltNames()) > 0 {
 		bad(ctx+".common_tls_context", "match_subject_alt_names: gRPC servers do not match clients' names in TLS; say who may call in RBAC")
 	}
