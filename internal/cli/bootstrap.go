@@ -44,23 +44,16 @@ files, never their contents; gRPC re-reads them every --refresh-interval.`,
 				return fmt.Errorf("--metadata: %w", err)
 			}
 			o.Metadata = md
+			// A TLS file without --tls would silently print a plaintext
+			// bootstrap; a gRPC server's flags would be dropped from Envoy's.
+			if err := needs(cmd, useTLS, "tls", "ca-file", "cert-file", "key-file", "server-name", "refresh-interval"); err != nil {
+				return err
+			}
+			if err := needs(cmd, grpcClient, "grpc", "server", "cert-dir"); err != nil {
+				return err
+			}
 			if useTLS {
 				o.TLS = &t
-			} else {
-				// A TLS file without --tls would silently print a
-				// plaintext bootstrap.
-				for _, name := range []string{"ca-file", "cert-file", "key-file", "server-name", "refresh-interval"} {
-					if cmd.Flags().Changed(name) {
-						return fmt.Errorf("--%s needs --tls", name)
-					}
-				}
-			}
-			if !grpcClient {
-				for _, name := range []string{"server", "cert-dir"} {
-					if cmd.Flags().Changed(name) {
-						return fmt.Errorf("--%s needs --grpc", name)
-					}
-				}
 			}
 			var out []byte
 			if grpcClient {
@@ -97,4 +90,18 @@ files, never their contents; gRPC re-reads them every --refresh-interval.`,
 	_ = cmd.MarkFlagRequired("node-id")
 	cmd.MarkFlagsRequiredTogether("cert-file", "key-file")
 	return cmd
+}
+
+// needs refuses the flags names when the flag owner they belong to is not
+// on.
+func needs(cmd *cobra.Command, on bool, owner string, names ...string) error {
+	if on {
+		return nil
+	}
+	for _, name := range names {
+		if cmd.Flags().Changed(name) {
+			return fmt.Errorf("--%s needs --%s", name, owner)
+		}
+	}
+	return nil
 }
