@@ -17,6 +17,7 @@ import os
 import sys
 
 import grpc
+import grpc.experimental
 
 # Lines are bounded so that a confused driver cannot make this read forever.
 MAX_LINE = 64 << 10
@@ -39,8 +40,6 @@ def call(channel, req):
 def main():
     target = sys.argv[1]
     if os.environ.get("PYLON_INTEROP_XDS_CREDS") == "1":
-        import grpc.experimental  # pylint: disable=import-outside-toplevel
-
         creds = grpc.xds_channel_credentials(grpc.experimental.insecure_channel_credentials())
         channel = grpc.secure_channel(target, creds)
     else:
