@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +44,14 @@ type Options struct {
 	Locality Locality
 	// Metadata are node.metadata's string values, which node groups match.
 	Metadata map[string]string
+	// Server makes a gRPC bootstrap an xDS-enabled server's (gRFC A36):
+	// it names the Listener the server fetches for its address.
+	Server bool
+	// CertDir, for gRPC, holds the certificates of the certificate
+	// provider instance "default" (gRFC A29), which a server's and its
+	// clients' TLS from xDS use: tls.crt and tls.key (the node's own),
+	// ca.crt (the CA that verifies its peers).
+	CertDir string
 }
 
 // Locality is where the node runs (node.locality); empty fields are unset.
@@ -387,6 +396,33 @@ func EnvoyYAML(o Options) ([]byte, error) {
 type grpcBootstrap struct {
 	XDSServers []grpcServer `json:"xds_servers"`
 	Node       grpcNode     `json:"node"`
+	// ServerListenerTemplate names an xDS-enabled server's Listener:
+	// %s is the address it serves on (host:port).
+	ServerListenerTemplate string                  `json:"server_listener_resource_name_template,omitempty"`
+	CertificateProviders   map[string]certProvider `json:"certificate_providers,omitempty"`
+}
+
+// ServerListenerTemplate is the name of the Listener an xDS-enabled gRPC
+// server fetches, %s its address: grpc-go's and C-core's default, which
+// translate.GRPCServerListenerName writes.
+const ServerListenerTemplate = "grpc/server?xds.resource.listening_address=%s"
+
+// CertProviderInstance is the certificate provider instance CertDir
+// fills, the one the model's TLS for proxyless gRPC names by default.
+const CertProviderInstance = "default"
+
+// The files CertDir holds, named as in a Kubernetes TLS secret.
+const (
+	CertDirCert = "tls.crt"
+	CertDirKey  = "tls.key"
+	CertDirCA   = "ca.crt"
+)
+
+// certProvider is a certificate provider instance: gRPC's file_watcher
+// plugin re-reads the files every refresh_interval.
+type certProvider struct {
+	PluginName string            `json:"plugin_name"`
+	Config     map[string]string `json:"config"`
 }
 
 type grpcServer struct {
@@ -441,6 +477,17 @@ func GRPC(o Options) ([]byte, error) {
 			ID: o.NodeID, Cluster: o.NodeCluster, Metadata: o.Metadata,
 			Locality: grpcLocality{Region: o.Locality.Region, Zone: o.Locality.Zone, SubZone: o.Locality.SubZone},
 		},
+	}
+	if o.Server {
+		b.ServerListenerTemplate = ServerListenerTemplate
+	}
+	if o.CertDir != "" {
+		b.CertificateProviders = map[string]certProvider{CertProviderInstance: {PluginName: "file_watcher", Config: map[string]string{
+			"certificate_file":    filepath.Join(o.CertDir, CertDirCert),
+			"private_key_file":    filepath.Join(o.CertDir, CertDirKey),
+			"ca_certificate_file": filepath.Join(o.CertDir, CertDirCA),
+			"refresh_interval":    "60s",
+		}}}
 	}
 	out, err := json.MarshalIndent(b, "", "  ")
 	if err != nil {

@@ -378,3 +378,25 @@ func TestBootstrapNodeErrors(t *testing.T) {
 		})
 	}
 }
+
+// An xDS-enabled server's bootstrap (gRFC A36) names the Listener it
+// fetches for its address, and --cert-dir is the certificate provider
+// instance its TLS from xDS uses (A29): file names, never contents.
+func TestGRPCBootstrapServer(t *testing.T) {
+	o := Options{NodeID: "greeter-1", NodeCluster: "greeter-servers", XDSAddress: "127.0.0.1:18000", Server: true, CertDir: "/etc/greeter/certs"}
+	out, err := GRPC(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, filepath.Join("testdata", "grpc-server.json"), string(out), *update)
+	// A client has no template, and no providers without --cert-dir.
+	o.Server, o.CertDir = false, ""
+	if out, err = GRPC(o); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"server_listener_resource_name_template", "certificate_providers"} {
+		if strings.Contains(string(out), key) {
+			t.Errorf("a client's bootstrap without --cert-dir has %s:\n%s", key, out)
+		}
+	}
+}

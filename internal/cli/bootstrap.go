@@ -27,6 +27,7 @@ files, never their contents; gRPC re-reads them every --refresh-interval.`,
 		Example: `  pylon bootstrap --node-id edge-1 --cluster edge > envoy.yaml && envoy -c envoy.yaml
   pylon bootstrap --grpc --node-id app-1 > xds-bootstrap.json && GRPC_XDS_BOOTSTRAP=xds-bootstrap.json ./app
   pylon bootstrap --grpc --node-id app-1 --locality eu-west1/eu-west1-b --metadata mesh=true --metadata team=payments
+  pylon bootstrap --grpc --server --cert-dir /etc/greeter/certs --node-id greeter-1 --cluster greeter-servers
   pylon bootstrap --grpc --tls --ca-file ca.crt --cert-file app-1.crt --key-file app-1.key \
     --node-id app-1 --cluster apps --xds-address pylon.internal:18000`,
 		Args: cobra.NoArgs,
@@ -43,16 +44,16 @@ files, never their contents; gRPC re-reads them every --refresh-interval.`,
 				return fmt.Errorf("--metadata: %w", err)
 			}
 			o.Metadata = md
+			// A TLS file without --tls would silently print a plaintext
+			// bootstrap; a gRPC server's flags would be dropped from Envoy's.
+			if err := needs(cmd, useTLS, "tls", "ca-file", "cert-file", "key-file", "server-name", "refresh-interval"); err != nil {
+				return err
+			}
+			if err := needs(cmd, grpcClient, "grpc", "server", "cert-dir"); err != nil {
+				return err
+			}
 			if useTLS {
 				o.TLS = &t
-			} else {
-				// A TLS file without --tls would silently print a
-				// plaintext bootstrap.
-				for _, name := range []string{"ca-file", "cert-file", "key-file", "server-name", "refresh-interval"} {
-					if cmd.Flags().Changed(name) {
-						return fmt.Errorf("--%s needs --tls", name)
-					}
-				}
 			}
 			var out []byte
 			if grpcClient {
@@ -84,7 +85,23 @@ files, never their contents; gRPC re-reads them every --refresh-interval.`,
 	f.StringVar(&t.KeyFile, "key-file", "", "with --tls: the node's client key")
 	f.StringVar(&t.ServerName, "server-name", "", "with --tls: the name Pylon's certificate must carry (Envoy; default: the host of --xds-address)")
 	f.DurationVar(&t.RefreshInterval, "refresh-interval", time.Minute, "with --tls --grpc: how often gRPC re-reads the certificate files")
+	f.BoolVar(&o.Server, "server", false, "with --grpc: the bootstrap of an xDS-enabled gRPC server (names the Listener it fetches for its address)")
+	f.StringVar(&o.CertDir, "cert-dir", "", "with --grpc: a directory of tls.crt, tls.key and ca.crt, the certificate provider \"default\" that TLS from xDS uses (re-read every minute)")
 	_ = cmd.MarkFlagRequired("node-id")
 	cmd.MarkFlagsRequiredTogether("cert-file", "key-file")
 	return cmd
+}
+
+// needs refuses the flags names when the flag owner they belong to is not
+// on.
+func needs(cmd *cobra.Command, on bool, owner string, names ...string) error {
+	if on {
+		return nil
+	}
+	for _, name := range names {
+		if cmd.Flags().Changed(name) {
+			return fmt.Errorf("--%s needs --%s", name, owner)
+		}
+	}
+	return nil
 }

@@ -162,6 +162,21 @@ func TestBootstrapTLSFlags(t *testing.T) {
 	}
 }
 
+// --server and --cert-dir belong to the gRPC bootstrap: with Envoy's they
+// would be dropped silently.
+func TestBootstrapServerFlagsNeedGRPC(t *testing.T) {
+	code, out, stderr := run("bootstrap", "--grpc", "--server", "--cert-dir", "/p/certs", "--node-id", "greeter-1")
+	if code != 0 || !strings.Contains(out, `"server_listener_resource_name_template"`) || !strings.Contains(out, `"certificate_file": "/p/certs/tls.crt"`) {
+		t.Fatalf("grpc server bootstrap: exit %d %s\n%s", code, stderr, out)
+	}
+	for _, flag := range [][]string{{"--server"}, {"--cert-dir", "/p/certs"}} {
+		args := append([]string{"bootstrap", "--node-id", "edge-1"}, flag...)
+		if code, out, stderr := run(args...); code != 1 || out != "" || !strings.Contains(stderr, flag[0]+" needs --grpc") {
+			t.Fatalf("%s without --grpc: exit %d, %q %q", flag[0], code, out, stderr)
+		}
+	}
+}
+
 func TestValidateCommand(t *testing.T) {
 	code, out, _ := run("validate", "--config", "../../examples/quickstart.yaml")
 	if code != 0 || !strings.HasPrefix(out, "ok: version ") || !strings.Contains(out, "group default: 8 resources") {

@@ -56,6 +56,7 @@ func (c *grpcClientChecks) diagnostic(kind, url, name, group string, p grpcrules
 		grpcrules.NACK:     "NACK it",
 		grpcrules.Unusable: "accept it and fail RPCs",
 		grpcrules.Crash:    "crash on it",
+		grpcrules.Ignored:  "accept it and ignore it",
 	}[p.Rule.Effect]
 	d := diag.Diagnostic{Type: kind, Name: name, Field: p.Field,
 		Message: fmt.Sprintf("%s of group %q would %s: %s (rule %s)", grpcrules.ClientList(p.Clients), group, effect, p.Message, p.Rule.ID)}

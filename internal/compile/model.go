@@ -152,11 +152,16 @@ func translateModel(reg *xdstype.Registry, m *model.Model, joined map[string][]m
 			emit(s.Source, translate.Secret(s, files))
 		}
 	}
+	listens := map[string]*model.GRPCTarget{}
 	for i := range m.GRPC {
 		g := &m.GRPC[i]
 		c.grpcTarget(g)
+		c.grpcServer(g, listens)
 		emit(g.Source, translate.GRPCListener(g))
 		emit(g.Source, translate.GRPCRoutes(g))
+		if l := translate.GRPCServerListener(g); l != nil {
+			emit(g.Source, l)
+		}
 	}
 	return inputs, c.problems
 }
@@ -190,7 +195,14 @@ func (c *checker) service(s *model.Service, grpc bool) {
 		}
 		seen[key] = i
 	}
-	if t := s.TLS; t != nil {
+	if t := s.TLS; t != nil && t.Provider != "" {
+		if t.CA != "" || t.ClientCert != "" {
+			c.add(s.Source, kind, s.Name, "tls.provider", "a certificate provider (proxyless gRPC) or secrets (ca, client_cert: Envoy), not both")
+		}
+		if !grpc {
+			c.add(s.Source, kind, s.Name, "tls.provider", "certificate providers are read by proxyless gRPC clients only, and no grpc target sends RPCs to this service; Envoy takes ca and client_cert")
+		}
+	} else if t != nil {
 		if t.CA != "" && ref(c, s.Source, kind, s.Name, "tls.ca", "secret", t.CA, c.secrets) && c.secrets[t.CA].CAFile == "" {
 			c.add(s.Source, kind, s.Name, "tls.ca", "secret %q holds a certificate, not a CA", t.CA)
 		}
@@ -198,13 +210,16 @@ func (c *checker) service(s *model.Service, grpc bool) {
 			c.add(s.Source, kind, s.Name, "tls.client_cert", "secret %q holds a CA, not a certificate", t.ClientCert)
 		}
 	}
+	if !grpc && slices.Contains(translate.GRPCOnlyLBPolicies(), s.LB) {
+		c.add(s.Source, kind, s.Name, "lb", "%q is a proxyless gRPC client's policy (gRFC A52, A62), and no grpc target sends RPCs to this service; Envoy balances by round_robin, least_request, random, ring_hash or maglev", s.LB)
+	}
 	if grpc {
 		// What grpc-go's xDS client rejects, said before it NACKs.
-		if !slices.Contains([]string{"", "round_robin", "ring_hash", "least_request"}, s.LB) {
-			c.add(s.Source, kind, s.Name, "lb", "%q is not supported by proxyless gRPC clients (round_robin, ring_hash, least_request)", s.LB)
+		if !slices.Contains([]string{"", "round_robin", "ring_hash", "least_request", "pick_first", "wrr_locality"}, s.LB) {
+			c.add(s.Source, kind, s.Name, "lb", "%q is not supported by proxyless gRPC clients (round_robin, ring_hash, least_request, pick_first, wrr_locality)", s.LB)
 		}
-		if s.TLS != nil {
-			c.add(s.Source, kind, s.Name, "tls", "proxyless gRPC clients reject TLS delivered over SDS")
+		if s.TLS != nil && s.TLS.Provider == "" {
+			c.add(s.Source, kind, s.Name, "tls", "proxyless gRPC clients reject TLS delivered over SDS; name their certificate provider instance (provider: default)")
 		}
 		if s.Protocol == "tcp" {
 			c.add(s.Source, kind, s.Name, "protocol", "a service for proxyless gRPC carries gRPC, not raw TCP")

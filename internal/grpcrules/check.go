@@ -9,6 +9,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	rbacfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -23,7 +24,7 @@ func Check(msg proto.Message, clients []Client) []Problem {
 	case *listenerv3.Listener:
 		c.listener(m)
 	case *routev3.RouteConfiguration:
-		c.routes("", m)
+		c.routes("", m, false)
 	case *clusterv3.Cluster:
 		c.cluster(m)
 	case *endpointv3.ClusterLoadAssignment:
@@ -83,32 +84,6 @@ func (c *checker) listener(l *listenerv3.Listener) {
 	c.hcm(field, hcm, false)
 }
 
-// serverListener checks an xDS-enabled server's Listener (gRFC A36).
-func (c *checker) serverListener(l *listenerv3.Listener) {
-	if len(l.GetListenerFilters()) > 0 {
-		c.add("server-listener", nil, "listener_filters", "not supported by gRPC servers; leave it empty")
-	}
-	if l.GetUseOriginalDst().GetValue() {
-		c.add("server-listener", nil, "use_original_dst", "not supported by gRPC servers; leave it unset")
-	}
-	chains := l.GetFilterChains()
-	fields := make([]string, len(chains))
-	for i := range chains {
-		fields[i] = fmt.Sprintf("filter_chains[%d]", i)
-	}
-	if d := l.GetDefaultFilterChain(); d != nil {
-		chains, fields = append(chains, d), append(fields, "default_filter_chain")
-	}
-	for i, fc := range chains {
-		for j, f := range fc.GetFilters() {
-			hcm := &hcmv3.HttpConnectionManager{}
-			if f.GetTypedConfig().MessageIs(hcm) && f.GetTypedConfig().UnmarshalTo(hcm) == nil {
-				c.hcm(fmt.Sprintf("%s.filters[%d].typed_config", fields[i], j), hcm, true)
-			}
-		}
-	}
-}
-
 // hcm checks an HttpConnectionManager of a client's api_listener or, with
 // server, of a server's filter chain.
 func (c *checker) hcm(field string, h *hcmv3.HttpConnectionManager, server bool) {
@@ -124,11 +99,19 @@ func (c *checker) hcm(field string, h *hcmv3.HttpConnectionManager, server bool)
 			c.add("hcm-routes", nil, join(field, "rds.config_source"), "gRPC clients fetch routes over the stream they have: say ads: {} (or self: {})")
 		}
 	case *hcmv3.HttpConnectionManager_RouteConfig:
-		c.routes(join(field, "route_config"), rs.RouteConfig)
+		c.routes(join(field, "route_config"), rs.RouteConfig, server)
 	default:
 		c.add("hcm-routes", nil, field, "gRPC clients read routes from rds or route_config only (scoped routes are not implemented)")
 	}
 	c.filters(join(field, "http_filters"), h.GetHttpFilters(), server)
+	if server {
+		for i, f := range h.GetHttpFilters() {
+			cfg := &rbacfilterv3.RBAC{}
+			if f.GetTypedConfig().MessageIs(cfg) && f.GetTypedConfig().UnmarshalTo(cfg) == nil {
+				c.serverRBAC(fmt.Sprintf("%s.http_filters[%d].typed_config", field, i), cfg)
+			}
+		}
+	}
 }
 
 // The HTTP filters' type URLs gRPC clients know.
@@ -146,7 +129,7 @@ const (
 // implements, at the version in Versions, on a channel and on an
 // xDS-enabled server (gRFC A39, A33, A41; grpc-go's ext_proc and ext_authz
 // are off by default; C-core's stateful_session, A55, came in 1.61, after
-// the 1.51 tested here). grpc-js is not checked as a server.
+// the 1.51 tested here).
 var (
 	clientFilters = map[Client][]string{
 		Go:   {typeRouter, typeFault, typeGCPAuthn},
@@ -156,6 +139,9 @@ var (
 	serverFilters = map[Client][]string{
 		Go:   {typeRouter, typeRBAC},
 		Core: {typeRouter, typeRBAC},
+		// grpc-js 1.14 registers its RBAC filter only with
+		// GRPC_XDS_EXPERIMENTAL_RBAC=true, which Pylon cannot see.
+		JS: {typeRouter},
 	}
 )
 
@@ -195,8 +181,14 @@ func (c *checker) filters(field string, fs []*hcmv3.HttpFilter, server bool) {
 	}
 	for i, f := range fs {
 		if who := unknown[i]; len(who) > 0 {
+			advice := "mark it is_optional: true, or scope it away from the group"
+			if filterType(f.GetTypedConfig().GetTypeUrl(), f.GetTypedConfig().GetValue()) == typeRBAC {
+				// An optional RBAC filter is skipped: the servers would
+				// serve every caller.
+				advice = "an is_optional RBAC filter would be skipped, serving every caller: run servers that enforce RBAC, or leave it out for this group"
+			}
 			c.add("hcm-filter-unknown", who, fmt.Sprintf("%s[%d].typed_config", field, i),
-				"filter %q (%s) is not one they implement on the %s side; mark it is_optional: true, or scope it away from the group", f.GetName(), f.GetTypedConfig().GetTypeUrl(), side)
+				"filter %q (%s) is not one they implement on the %s side; %s", f.GetName(), f.GetTypedConfig().GetTypeUrl(), side, advice)
 		}
 	}
 	for _, key := range order {
@@ -288,6 +280,11 @@ var lbPolicies = map[Client][]clusterv3.Cluster_LbPolicy{
 }
 
 func (c *checker) lbPolicy(cl *clusterv3.Cluster) {
+	if lbp := cl.GetLoadBalancingPolicy(); lbp != nil {
+		// gRPC clients read it in place of lb_policy (gRFC A52).
+		c.lbConfig("load_balancing_policy", lbp, cl.GetLbPolicy())
+		return
+	}
 	p := cl.GetLbPolicy()
 	var lacking []Client
 	for _, client := range All {

@@ -95,3 +95,35 @@ func TestDocsListEveryRule(t *testing.T) {
 		t.Errorf("docs/grpc.md lists %q, which is no rule", id)
 	}
 }
+
+// A server's filter chains overlap when grpc-go would file two under one
+// match; raw_buffer and an unset transport protocol do not, nor do chains
+// it drops.
+func TestServerFilterChainsOverlap(t *testing.T) {
+	hcm, _ := anypb.New(&hcmv3.HttpConnectionManager{
+		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{RouteConfigName: "r", ConfigSource: ads}},
+		HttpFilters:    []*hcmv3.HttpFilter{filter("router", typeRouter, false)},
+	})
+	chain := func(m *listenerv3.FilterChainMatch) *listenerv3.FilterChain {
+		return &listenerv3.FilterChain{FilterChainMatch: m, Filters: []*listenerv3.Filter{{Name: "hcm", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: hcm}}}}
+	}
+	server := func(chains ...*listenerv3.FilterChain) *listenerv3.Listener {
+		return &listenerv3.Listener{Name: "s", Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{Address: "0.0.0.0"}}}, FilterChains: chains}
+	}
+	for _, tc := range []struct {
+		name    string
+		l       *listenerv3.Listener
+		refused bool
+	}{
+		{"one chain", server(chain(nil)), false},
+		{"two without a match", server(chain(nil), chain(nil)), true},
+		{"raw_buffer beside unset", server(chain(nil), chain(&listenerv3.FilterChainMatch{TransportProtocol: "raw_buffer"})), false},
+		{"one kept, one dropped", server(chain(nil), chain(&listenerv3.FilterChainMatch{ServerNames: []string{"a"}})), false},
+		{"only dropped", server(chain(&listenerv3.FilterChainMatch{ServerNames: []string{"a"}})), true},
+		{"by source port", server(chain(&listenerv3.FilterChainMatch{SourcePorts: []uint32{1, 2}}), chain(&listenerv3.FilterChainMatch{SourcePorts: []uint32{2}})), true},
+	} {
+		if got := len(refusers(t, tc.l, "server-filter-chains")) > 0; got != tc.refused {
+			t.Errorf("%s: refused %v, want %v", tc.name, got, tc.refused)
+		}
+	}
+}

@@ -8,8 +8,8 @@ import (
 )
 
 // routes checks a RouteConfiguration, on its own (prefix "") or inline in
-// an HttpConnectionManager.
-func (c *checker) routes(prefix string, rc *routev3.RouteConfiguration) {
+// an HttpConnectionManager, of a server's with server.
+func (c *checker) routes(prefix string, rc *routev3.RouteConfiguration, server bool) {
 	plugins := map[string]bool{}
 	for _, p := range rc.GetClusterSpecifierPlugins() {
 		plugins[p.GetExtension().GetName()] = true
@@ -18,7 +18,12 @@ func (c *checker) routes(prefix string, rc *routev3.RouteConfiguration) {
 		vf := join(prefix, fmt.Sprintf("virtual_hosts[%d]", i))
 		c.retry(vf+".retry_policy", vh.GetRetryPolicy())
 		for j, r := range vh.GetRoutes() {
-			c.route(fmt.Sprintf("%s.routes[%d]", vf, j), r, plugins)
+			f := fmt.Sprintf("%s.routes[%d]", vf, j)
+			if server {
+				c.serverRoute(f, r)
+				continue
+			}
+			c.route(f, r, plugins)
 		}
 	}
 }
@@ -44,6 +49,19 @@ func (c *checker) route(field string, r *routev3.Route, plugins map[string]bool)
 		}
 		c.add("route-action", nil, f, "not a route action gRPC clients implement: the RPCs it matches fail; route them to a cluster")
 		c.add("route-action-nack", nil, f, "not a route action gRPC clients implement; route RPCs to a cluster")
+	}
+}
+
+// serverRoute checks a server's route: grpc-go fails the RPCs a route
+// matches unless it is non_forwarding_action (the server serves them).
+func (c *checker) serverRoute(field string, r *routev3.Route) {
+	switch r.GetMatch().GetPathSpecifier().(type) {
+	case *routev3.RouteMatch_Prefix, *routev3.RouteMatch_Path, *routev3.RouteMatch_SafeRegex:
+	default:
+		c.add("route-path", nil, field+".match", "gRPC servers match the method path by prefix, path or safe_regex only")
+	}
+	if _, ok := r.GetAction().(*routev3.Route_NonForwardingAction); !ok {
+		c.add("server-route-action", nil, field, "not non_forwarding_action: a gRPC server fails the RPCs this route matches (UNAVAILABLE); say non_forwarding_action: {}")
 	}
 }
 

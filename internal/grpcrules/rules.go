@@ -57,6 +57,9 @@ const (
 	// Unusable: the client accepts the resource but fails every RPC that
 	// reaches the part a rule names.
 	Unusable Effect = "fails RPCs"
+	// Ignored: the client accepts the resource and does not do what the
+	// field a rule names says (it balances otherwise, say).
+	Ignored Effect = "ignores it"
 	// Crash: the client accepts the resource and its process dies; what
 	// test/interop saw of a client at the version in Versions.
 	Crash Effect = "crashes"
@@ -84,7 +87,12 @@ type Rule struct {
 // here.
 var Rules = []Rule{
 	{"listener-kind", "Listener", All, NACK, "a Listener is a client's (api_listener) or an xDS-enabled server's (address); neither is refused"},
-	{"server-listener", "Listener", []Client{Go}, NACK, "an xDS-enabled server's Listener has no listener_filters and no use_original_dst (A36; only grpc-go's servers are run here)"},
+	{"server-listener", "Listener", []Client{Go}, NACK, "an xDS-enabled server's Listener has a socket_address, no listener_filters and no use_original_dst (A36; only grpc-go's servers are run here)"},
+	{"server-filter-chains", "Listener", []Client{Go}, NACK, "a server's Listener has a default_filter_chain or a filter chain the server keeps (it drops those matching destination_port, server_names, application_protocols or a transport_protocol other than raw_buffer), and no two with the same match"},
+	{"server-network-filters", "Listener", []Client{Go}, NACK, "each of a server's filter chains has an HttpConnectionManager, and only network filters named once each that are HttpConnectionManagers"},
+	{"server-tls", "Listener", []Client{Go}, NACK, "a server's transport_socket is envoy.transport_sockets.tls with a DownstreamTlsContext: its certificate (and, when it requires client certificates, its CA) from certificate provider instances (A29), no require_sni, LENIENT_STAPLING, no match_subject_alt_names"},
+	{"server-rbac", "Listener", []Client{Go}, NACK, "a server's RBAC policies have no condition or checked_condition and no header matcher on :scheme or a grpc- name (A41)"},
+	{"server-route-action", "Listener", []Client{Go}, Unusable, "a server's routes are non_forwarding_action: it fails the RPCs another action matches with UNAVAILABLE (A36)"},
 	{"listener-hcm", "Listener", All, NACK, "the api_listener is an HttpConnectionManager"},
 	{"hcm-routes", "Listener", All, NACK, "the HttpConnectionManager has rds (from ADS or self) or an inline route_config; scoped routes are not implemented"},
 	{"hcm-unsupported-value", "Listener", []Client{Go}, NACK, "xff_num_trusted_hops is zero and original_ip_detection_extensions empty"},
@@ -97,6 +105,8 @@ var Rules = []Rule{
 	{"route-action", "RouteConfiguration", []Client{Go, Core}, Unusable, "a client's route has a route action: grpc-go accepts redirect, direct_response and filter_action and fails the RPCs they match with UNAVAILABLE; C-core drops the route, and RPCs it would have taken fail"},
 	{"route-action-nack", "RouteConfiguration", []Client{JS}, NACK, "a client's route has a route action: grpc-js NACKs any other (\"unsupported action\")"},
 	{"cluster-lb-policy", "Cluster", All, NACK, "lb_policy is one the client implements: ROUND_ROBIN, RING_HASH; LEAST_REQUEST in grpc-go only (A42, A48); a whole CDS response with one such cluster is NACKed"},
+	{"cluster-lb-config", "Cluster", []Client{Go, JS}, NACK, "a load_balancing_policy (read in place of lb_policy, A52) lists a policy the client implements, and so do the child lists of those it picks: grpc-go round_robin, ring_hash, pick_first, wrr_locality, least_request, client_side_weighted_round_robin; grpc-js round_robin, wrr_locality (pick_first and weighted round robin only behind environment variables)"},
+	{"cluster-lb-config-core", "Cluster", []Client{Core}, Ignored, "C-core 1.51.1 ignores load_balancing_policy and balances by lb_policy: a load_balancing_policy is refused unless it says what lb_policy ROUND_ROBIN does (round_robin, alone or under wrr_locality)"},
 	{"cluster-ring-hash", "Cluster", All, NACK, "ring hash uses XX_HASH (A42)"},
 	{"cluster-ring-hash-core", "Cluster", []Client{Core}, Unusable, "no RING_HASH for C-core 1.51.1: Debian's python3-grpcio serves no RPC over such a cluster (test/interop saw the RPC wait out its deadline, and the process exit with SIGSEGV)"},
 	{"endpoints-locality", "ClusterLoadAssignment", All, NACK, "every group of endpoints has a locality (it may be empty), once per priority, and a priority's locality weights sum to at most 2^32-1"},

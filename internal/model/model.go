@@ -88,6 +88,11 @@ type UpstreamTLS struct {
 	CA string `json:"ca,omitempty"`
 	// ClientCert names a secret holding the client certificate and key.
 	ClientCert string `json:"client_cert,omitempty"`
+	// Provider, for proxyless gRPC clients instead of CA and ClientCert,
+	// names the certificate provider instance of their bootstrap that
+	// holds the CA verifying the service and their own certificate (gRFC
+	// A29).
+	Provider string `json:"provider,omitempty"`
 }
 
 // RouteTable is a RouteConfiguration: virtual hosts of ordered routes.
@@ -234,8 +239,52 @@ type GRPCTarget struct {
 	Hash *GRPCHash `json:"hash,omitempty"`
 	// Fault is the fault injected into RPCs (gRFC A33): the default of
 	// every route without its own.
-	Fault  *GRPCFault `json:"fault,omitempty"`
-	Source Source     `json:"-"`
+	Fault *GRPCFault `json:"fault,omitempty"`
+	// Server, when set, is the target's xDS-enabled gRPC servers (gRFC
+	// A36): the Listener they fetch for the address they serve on.
+	Server *GRPCServer `json:"server,omitempty"`
+	Source Source      `json:"-"`
+}
+
+// GRPCServer is what the xDS-enabled gRPC servers of a target fetch: the
+// address they listen on (host:port as they pass it to Serve, e.g.
+// 0.0.0.0:50051), their TLS (gRFC A29) and who may call them (gRFC A41).
+// Which nodes receive it is their node group's scope.
+type GRPCServer struct {
+	Listen string         `json:"listen"`
+	TLS    *GRPCServerTLS `json:"tls,omitempty"`
+	RBAC   *GRPCRBAC      `json:"rbac,omitempty"`
+}
+
+// GRPCServerTLS is a server's TLS from the certificate provider instances
+// its bootstrap names: Certificates (default "default") for its own
+// certificate, CA (default: Certificates) for the clients'. Clients must
+// present a certificate unless RequireClientCertificate is false.
+type GRPCServerTLS struct {
+	Certificates             string `json:"certificates,omitempty"`
+	CA                       string `json:"ca,omitempty"`
+	RequireClientCertificate *bool  `json:"require_client_certificate,omitempty"`
+}
+
+// GRPCRBAC says who may call a target's servers: an RPC that a Deny
+// policy matches is refused; with Allow set, so is one that no Allow
+// policy matches.
+type GRPCRBAC struct {
+	Allow []GRPCPolicy `json:"allow,omitempty"`
+	Deny  []GRPCPolicy `json:"deny,omitempty"`
+}
+
+// GRPCPolicy matches an RPC whose caller is one of Principals (empty: any
+// caller), whose method is one of Methods (empty: any) and whose metadata
+// matches every one of Headers. A principal is the identity of the
+// caller's certificate (a URI SAN such as a SPIFFE id, else a DNS SAN, else
+// the subject), exact or, ending in "*", by prefix; "*" is any caller with
+// a certificate. A method is "/pkg.Service/Method" or "/pkg.Service/*".
+type GRPCPolicy struct {
+	Name       string        `json:"name"`
+	Principals []string      `json:"principals,omitempty"`
+	Methods    []string      `json:"methods,omitempty"`
+	Headers    []HeaderMatch `json:"headers,omitempty"`
 }
 
 // GRPCFault delays or aborts a share of the RPCs a route takes, in the

@@ -83,6 +83,7 @@ func LBPolicies() []string {
 			out = append(out, k)
 		}
 	}
+	out = append(out, GRPCOnlyLBPolicies()...)
 	sort.Strings(out)
 	return out
 }
@@ -98,6 +99,9 @@ func Cluster(s *model.Service) *clusterv3.Cluster {
 		EdsClusterConfig:     &clusterv3.Cluster_EdsClusterConfig{EdsConfig: ads()},
 		ConnectTimeout:       dur(s.ConnectTimeout, DefaultConnectTimeout),
 		LbPolicy:             lbPolicies[s.LB],
+	}
+	if p := grpcLBPolicies[s.LB]; p != nil {
+		c.LoadBalancingPolicy = p()
 	}
 	if s.Protocol == "http2" || s.Protocol == "grpc" {
 		c.TypedExtensionProtocolOptions = map[string]*anypb.Any{
@@ -122,7 +126,9 @@ func Cluster(s *model.Service) *clusterv3.Cluster {
 	if od := s.Outlier; od != nil {
 		c.OutlierDetection = outlierDetection(od)
 	}
-	if t := s.TLS; t != nil {
+	if t := s.TLS; t != nil && t.Provider != "" {
+		c.TransportSocket = &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: pack(clientTLS(t.Provider, t.SNI))}}
+	} else if t != nil {
 		ctx := &tlsv3.UpstreamTlsContext{Sni: t.SNI, CommonTlsContext: &tlsv3.CommonTlsContext{}}
 		if t.CA != "" {
 			ctx.CommonTlsContext.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContextSdsSecretConfig{ValidationContextSdsSecretConfig: sds(t.CA)}

@@ -59,6 +59,8 @@ const (
 // grpc-go refusing.
 var provenElsewhere = []string{
 	"server-listener", // TestGRPCGoServerRejectsWhatItsGroupRefuses
+	// TestGRPCGoServerRejectsWhatItsGroupRefusesByRule:
+	"server-filter-chains", "server-network-filters", "server-tls", "server-rbac", "server-route-action",
 }
 
 // caSecret is a CA for a cluster's TLS over SDS.
@@ -84,6 +86,8 @@ var nackCases = []nackCase{
 	{"no retries", routeLine, "      route: { cluster: greeter-backends, retry_policy: { retry_on: unavailable, num_retries: 0 } }\n", "route-retry", xdstype.RouteURL, "retry_policy.num_retries = 0; must be >= 1"},
 	{"weights sum to zero", routeLine, "      route: { weighted_clusters: { clusters: [{ name: greeter-backends, weight: 0 }] } }\n", "route-weights", xdstype.RouteURL, "has no valid cluster in WeightedCluster action"},
 	{"MAGLEV", edsLine, edsLine + "  lb_policy: MAGLEV\n", "cluster-lb-policy", xdstype.ClusterURL, "unexpected lbPolicy MAGLEV"},
+	{"wrr_locality without a child policy", edsLine, edsLine + "  load_balancing_policy: { policies: [{ typed_extension_config: { name: wrr, typed_config: { \"@type\": type.googleapis.com/envoy.extensions.load_balancing_policies.wrr_locality.v3.WrrLocality, endpoint_picking_policy: { policies: [] } } } }] }\n",
+		"cluster-lb-config", xdstype.ClusterURL, "error converting LoadBalancingPolicy"},
 	{"ring hash not xxHash", edsLine, edsLine + "  lb_policy: RING_HASH\n  ring_hash_lb_config: { hash_function: MURMUR_HASH_2 }\n", "cluster-ring-hash", xdstype.ClusterURL, "unsupported ring_hash hash function MURMUR_HASH_2"},
 	{"STATIC", "  type: EDS\n  connect_timeout: 1s\n" + edsLine, "  type: STATIC\n  connect_timeout: 1s\n  load_assignment: { cluster_name: greeter-backends, endpoints: [{ lb_endpoints: [{ endpoint: { address: { socket_address: { address: 127.0.0.1, port_value: 1 } } } }] }] }\n",
 		"cluster-type", xdstype.ClusterURL, "unsupported cluster type (STATIC"},

@@ -8,7 +8,9 @@
 // makes that unary RPC (empty request, wait for ready) and answers one JSON
 // line on stdout: {"ok": true, "response": "<hex>"} or {"ok": false,
 // "code": "UNAVAILABLE", "error": "..."}. Exits at the end of stdin. No
-// generated stubs: requests and responses are Buffers.
+// generated stubs: requests and responses are Buffers. With
+// PYLON_INTEROP_XDS_CREDS=1 the channel has xDS credentials (TLS where a
+// cluster says so, gRFC A29; plaintext otherwise).
 'use strict';
 
 const readline = require('node:readline');
@@ -17,7 +19,10 @@ const xds = require('@grpc/grpc-js-xds');
 
 xds.register();
 
-const client = new grpc.Client(process.argv[2], grpc.credentials.createInsecure());
+const creds = process.env.PYLON_INTEROP_XDS_CREDS === '1'
+  ? new xds.XdsChannelCredentials(grpc.credentials.createInsecure())
+  : grpc.credentials.createInsecure();
+const client = new grpc.Client(process.argv[2], creds);
 const identity = (x) => x;
 
 function unary(req, waitForReady, timeout) {

@@ -7,13 +7,17 @@ Reads one JSON request per line on stdin:
 makes that unary RPC (empty request, wait for ready) and answers one JSON
 line on stdout: {"ok": true, "response": "<hex>"} or {"ok": false,
 "code": "UNAVAILABLE", "error": "..."}. Exits at the end of stdin. No
-generated stubs: requests and responses are bytes.
+generated stubs: requests and responses are bytes. With
+PYLON_INTEROP_XDS_CREDS=1 the channel has xDS credentials (TLS where a
+cluster says so, gRFC A29; plaintext otherwise).
 """
 
 import json
+import os
 import sys
 
 import grpc
+import grpc.experimental
 
 # Lines are bounded so that a confused driver cannot make this read forever.
 MAX_LINE = 64 << 10
@@ -35,7 +39,12 @@ def call(channel, req):
 
 def main():
     target = sys.argv[1]
-    with grpc.insecure_channel(target) as channel:
+    if os.environ.get("PYLON_INTEROP_XDS_CREDS") == "1":
+        creds = grpc.xds_channel_credentials(grpc.experimental.insecure_channel_credentials())
+        channel = grpc.secure_channel(target, creds)
+    else:
+        channel = grpc.insecure_channel(target)
+    with channel:
         while True:
             line = sys.stdin.readline(MAX_LINE)
             if not line:

@@ -110,12 +110,19 @@ type answer struct {
 // bound); its stderr goes to the test log if the test failed.
 func startSubprocess(t *testing.T, bootstrapPath string, argv ...string) *subprocess {
 	t.Helper()
+	return startSubprocessEnv(t, bootstrapPath, nil, argv...)
+}
+
+// startSubprocessEnv is startSubprocess with extra environment variables
+// (KEY=value) for the process.
+func startSubprocessEnv(t *testing.T, bootstrapPath string, env []string, argv ...string) *subprocess {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), clientLife)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	// The xDS client's and resolver's traces say why a client got no
 	// configuration (its bootstrap refused, a resource NACKed); they are
 	// shown only if the test fails.
-	cmd.Env = append(clientEnv(), "GRPC_XDS_BOOTSTRAP="+bootstrapPath, "GRPC_VERBOSITY=DEBUG", "GRPC_TRACE=xds_client,xds_resolver")
+	cmd.Env = append(append(clientEnv(), env...), "GRPC_XDS_BOOTSTRAP="+bootstrapPath, "GRPC_VERBOSITY=DEBUG", "GRPC_TRACE=xds_client,xds_resolver")
 	cmd.WaitDelay = 5 * time.Second
 	stderr := &daemontest.LogBuffer{Keep: stderrKept}
 	cmd.Stderr = stderr
