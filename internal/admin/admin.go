@@ -163,6 +163,10 @@ type statusBody struct {
 	// Staged are the staged rollouts in progress or halted
 	// (GET /v1/rollouts).
 	Staged []rolloutctl.Status `json:"stagedRollouts,omitempty"`
+	// Clients are the groups whose connected proxyless gRPC clients their
+	// `clients:` does not state (status.ClientWarnings): shown, never
+	// compiled.
+	Clients []string `json:"clientWarnings,omitempty"`
 }
 
 // Rollout is a group's progress toward its current config.
@@ -183,7 +187,11 @@ func handler(o Options, l *limiter) http.Handler {
 	mux := http.NewServeMux()
 	g := guard{o: o, fails: newRefusals(o.Registerer, o.logger())}
 	mux.HandleFunc("GET /status", g.read(func(w http.ResponseWriter, r *http.Request) {
-		body := statusBody{Identifier: o.Identifier, Version: o.Version, Config: redactStatus(o.Pipeline.Status()), Rollout: rollout(o.Proxies.Streams())}
+		streams := o.Proxies.Streams()
+		body := statusBody{Identifier: o.Identifier, Version: o.Version, Config: redactStatus(o.Pipeline.Status()), Rollout: rollout(streams)}
+		if f := o.Fleets.Current(); f != nil {
+			body.Clients = status.ClientWarnings(f.Rules(), streams)
+		}
 		if o.Rollouts != nil {
 			body.Staged = o.Rollouts.Status()
 		}

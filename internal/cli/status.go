@@ -167,6 +167,9 @@ type statusBody struct {
 	Degraded bool            `json:"degraded"`
 	Reason   string          `json:"reason"`
 	Sources  source.Status   `json:"sources"`
+	// ClientWarnings name groups whose connected gRPC clients their
+	// `clients:` does not state.
+	ClientWarnings []string `json:"clientWarnings"`
 }
 
 func fleetStatus(c adminClient, out io.Writer, o output) error {
@@ -207,6 +210,7 @@ func fleetStatus(c adminClient, out io.Writer, o output) error {
 	writeServing(out, st.Config)
 	writeRefusal(out, st.Config)
 	writeWarnings(out, st.Config)
+	writeClientWarnings(out, st)
 	if rawProxies.Partial != "" {
 		// Proxies of other replicas may be missing or out of date.
 		fmt.Fprintf(out, "PARTIAL: %s\n", rawProxies.Partial)
@@ -287,6 +291,24 @@ func writeWarnings(out io.Writer, cfg pipeline.Status) {
 	}
 	if more := total - len(cfg.Warnings); more > 0 {
 		fmt.Fprintf(out, "  ... and %d more warnings (the first %d are shown)\n", more, len(cfg.Warnings))
+	}
+	fmt.Fprintln(out)
+}
+
+// writeClientWarnings lists the groups whose connected proxyless gRPC
+// clients their `clients:` does not state: what the proxies connected now
+// say they are, not the config.
+func writeClientWarnings(out io.Writer, st statusBody) {
+	if len(st.ClientWarnings) == 0 {
+		return
+	}
+	plural := ""
+	if len(st.ClientWarnings) > 1 {
+		plural = "S"
+	}
+	fmt.Fprintf(out, "%d CLIENT WARNING%s (proxies connected now):\n", len(st.ClientWarnings), plural)
+	for _, w := range st.ClientWarnings {
+		fmt.Fprintf(out, "  %s\n", printable(w))
 	}
 	fmt.Fprintln(out)
 }

@@ -85,3 +85,20 @@ func TestManyWarningsShowTheFirstAndTheCount(t *testing.T) {
 		t.Errorf("status:\n%s", got)
 	}
 }
+
+// pylon status shows the groups whose connected gRPC clients their
+// `clients:` does not state (GET /status's clientWarnings), and nothing
+// without any.
+func TestStatusShowsClientWarnings(t *testing.T) {
+	var b strings.Builder
+	w := `group "web" states clients [grpc-go] but grpc-js 1.14.1 is connected: what it receives is not checked against what those accept; add them to ` + "`clients:`"
+	writeClientWarnings(&b, statusBody{ClientWarnings: []string{w}})
+	if got := b.String(); !strings.Contains(got, "1 CLIENT WARNING (proxies connected now):\n") || !strings.Contains(got, "  "+w+"\n") {
+		t.Fatalf("status:\n%s", got)
+	}
+	b.Reset()
+	writeClientWarnings(&b, statusBody{})
+	if b.Len() != 0 {
+		t.Fatalf("status without client warnings: %q", b.String())
+	}
+}

@@ -288,6 +288,7 @@ func groups(reg *xdstype.Registry, specs []config.Group, all *snapshot.Snapshot,
 		rule := nodegroup.Group{
 			Name:    g.Name,
 			Default: g.Default,
+			Clients: g.Clients,
 			Match: nodegroup.Match{
 				ID: g.Match.ID, Cluster: g.Match.Cluster, Metadata: g.Match.Metadata,
 				Region: g.Match.Region, Zone: g.Match.Zone, SubZone: g.Match.SubZone,

@@ -81,6 +81,10 @@ type Group struct {
 	// Rollout, when set, stages each change of the group's snapshot
 	// across its nodes (see Rollout); nil: every node gets it at once.
 	Rollout *Rollout `json:"rollout,omitempty"`
+	// Clients are the proxyless gRPC implementations the group states it
+	// serves (`clients:`: grpc-go, grpc-core, grpc-js); empty: none
+	// stated. Only shown: status compares them with the clients connected.
+	Clients []string `json:"clients,omitempty"`
 }
 
 // Groups are the group rules in order: the first whose Match matches wins,

@@ -88,7 +88,12 @@ type Stream struct {
 	Group   string `json:"group"`
 	Peer    string `json:"address,omitempty"`
 	Client  string `json:"client,omitempty"`
-	Kind    string `json:"kind"` // "ADS", "ADS delta", "CDS", "CDS delta", ...
+	// Implementation and ImplementationVersion are what Client reads as
+	// (Implementation): grpc-go, grpc-core, grpc-js or envoy; "" for
+	// another client. The client's word, as Client is.
+	Implementation        string `json:"implementation,omitempty"`
+	ImplementationVersion string `json:"implementationVersion,omitempty"`
+	Kind                  string `json:"kind"` // "ADS", "ADS delta", "CDS", "CDS delta", ...
 	// Identity is what the connection's verified client certificate
 	// proves ("" without one): who the proxy is, as opposed to what its
 	// node id claims.
@@ -197,6 +202,7 @@ func (t *Tracker) export(s *stream, buf *Stamps) Stream {
 		ID: s.id, Node: s.node, Cluster: s.cluster, Group: s.groupOf(), Peer: s.peer, Client: s.client, Kind: s.kind,
 		Identity: s.ident, Since: s.since, Gone: s.gone, Types: make([]*Type, len(s.types)),
 	}
+	c.Implementation, c.ImplementationVersion = Implementation(s.client)
 	types := make([]Type, len(s.types))
 	var stamps []Stamp
 	for i := range s.types {

@@ -126,7 +126,8 @@ func (st *deltaStream) respond(p *protocol.Planner, w *deltaEntry, snap *snapsho
 		d = w.Plan(p, set, st.notFound(), st.ttl)
 	}
 	resources, removed := d.Resources, d.Removed
-	if !always && len(resources) == 0 && len(removed) == 0 {
+	errs := w.DeltaErrors(st.told, &d, set)
+	if !always && len(resources) == 0 && len(removed) == 0 && len(errs) == 0 {
 		return nil
 	}
 	resp := &discoveryv3.DeltaDiscoveryResponse{
@@ -136,6 +137,7 @@ func (st *deltaStream) respond(p *protocol.Planner, w *deltaEntry, snap *snapsho
 		TypeUrl:           w.Type.URL,
 		Nonce:             st.nextNonce(),
 		ControlPlane:      st.srv.cp,
+		ResourceErrors:    errs,
 	}
 	var msg any = resp
 	if w.VHDS == nil {

@@ -65,6 +65,7 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 	req.ResourceNames = protocol.CanonicalNames(req.ResourceNames)
 	t := w.Type
 	snap := st.snapshot()
+	sub := w.Sub
 	kind, owe := w.OnRequest(req, snap)
 	if err := st.checkGlobs(w.Sub, t.URL); err != nil {
 		return err
@@ -100,10 +101,17 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 			if err := st.greet(w); err != nil {
 				return err
 			}
+			if err := st.tellMissing(w, next, snap); err != nil {
+				return err
+			}
 		case w.Type.FullState || len(next.Next) > 0:
 			// What the request asked for may be held back; a per-resource
 			// type then has nothing to say yet (X22).
 			if err := st.respond(w, next, snap); err != nil {
+				return err
+			}
+		default:
+			if err := st.tellMissing(w, next, snap); err != nil {
 				return err
 			}
 		}
@@ -111,8 +119,19 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 		// is what the client still lacks.
 		expect(st.stream, &w.TypeState, &w.live, t.URL, snap.Set(t.URL).Version(), p.Flags() != [3]bool{})
 		st.done(p, false)
-	} else if !w.Sent {
-		expect(st.stream, &w.TypeState, &w.live, t.URL, snap.Set(t.URL).Version(), true)
+	} else {
+		// A per-resource type owes no response when nothing subscribed
+		// exists (X22); a client reading resource_errors is still told.
+		told := false
+		if w.Sub != sub && st.told != nil {
+			var err error
+			if told, err = st.tellHeld(w, snap); err != nil {
+				return err
+			}
+		}
+		if told || !w.Sent {
+			expect(st.stream, &w.TypeState, &w.live, t.URL, snap.Set(t.URL).Version(), !told)
+		}
 	}
 	if (kind == protocol.ReqACK || kind == protocol.ReqNACK) && st.holding {
 		// An answer may release what was held back for it: request
@@ -128,17 +147,48 @@ func (st *sotwStream) onFleet() error {
 	return pass(st.stream, st.watches, func(p *protocol.Planner, w *sotwEntry, snap *snapshot.Snapshot) error {
 		next, changed := w.Plan(p, snap.Set(w.Type.URL))
 		if !changed {
-			return nil
+			return st.tellMissing(w, next, snap)
 		}
 		return st.respond(w, next, snap)
 	})
 }
 
+// tellMissing sends a client that reads resource_errors those a plan with
+// nothing else worth a response still owes it (xRFC TP3): a per-resource
+// type answers neither a missing name nor a deletion (X22), and the
+// client would wait out its does-not-exist timer. Nothing for others.
+func (st *sotwStream) tellMissing(w *sotwEntry, next protocol.Outcome, snap *snapshot.Snapshot) error {
+	if st.told == nil {
+		return nil
+	}
+	errs := w.SotWErrors(st.told, next, snap.Set(w.Type.URL))
+	if len(errs) == 0 {
+		return nil
+	}
+	return st.respondWith(w, next, snap, errs)
+}
+
+// tellHeld is tellMissing for a request owed no response: what the client
+// holds stays as it is. It reports whether a response went out.
+func (st *sotwStream) tellHeld(w *sotwEntry, snap *snapshot.Snapshot) (bool, error) {
+	sent := w.Nonce
+	err := st.tellMissing(w, protocol.Outcome{Next: w.Held, As: w.HeldAs}, snap)
+	return w.Nonce != sent, err
+}
+
 func (st *sotwStream) respond(w *sotwEntry, next protocol.Outcome, snap *snapshot.Snapshot) error {
+	return st.respondWith(w, next, snap, w.SotWErrors(st.told, next, snap.Set(w.Type.URL)))
+}
+
+// respondWith sends the response giving the client next, with errs, the
+// resource_errors it carries (planned before it: Response clears the names
+// just subscribed, which are told again).
+func (st *sotwStream) respondWith(w *sotwEntry, next protocol.Outcome, snap *snapshot.Snapshot, errs []*discoveryv3.ResourceError) error {
 	first := !w.Sent
 	set := snap.Set(w.Type.URL)
 	ttl := st.ttl && st.wrap
 	resp := w.Response(next, st.nextNonce(), ttl)
+	resp.ResourceErrors = errs
 	w.SetVersion = set.Version()
 	resp.ControlPlane = st.srv.cp
 	size, err := st.send(st.srv.enc.SotW(set, ttl, resp), first)

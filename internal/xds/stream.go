@@ -123,6 +123,9 @@ type stream struct {
 	// ttl is set when the client supports resource TTLs; wrap when it also
 	// unwraps Resource in state-of-the-world responses (X42).
 	ttl, wrap bool
+	// told is set when the client reads resource_errors (xRFC TP3): the
+	// names it was told do not exist (protocol.Told).
+	told *protocol.Told
 	// unknownLogged is set once a request for a type not served was
 	// logged (X2): once a stream, however many such requests come.
 	unknownLogged bool
@@ -601,6 +604,8 @@ func (st *stream) identify(node *corev3.Node) error {
 			// Both spellings are in use: the first in Envoy's code, the
 			// second in its client features documentation.
 			st.wrap = true
+		case protocol.ResourceErrorsFeature:
+			st.told = protocol.NewTold()
 		}
 	}
 	st.useFleet(st.srv.opts.Fleets.Current())

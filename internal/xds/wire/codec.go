@@ -131,9 +131,10 @@ func (b *bodies) get(k bodyKey, body func() proto.Message) ([]byte, error) {
 
 // SotW wraps resp for sending: when it holds the whole set at the set's
 // version, its body is the shared one and only the tail is encoded for
-// this stream (an *Encoded); otherwise it is resp.
+// this stream (an *Encoded); otherwise it is resp. A response with
+// resource_errors is the stream's own: sent whole.
 func (s *Encoder) SotW(set *snapshot.Set, ttl bool, resp *discoveryv3.DiscoveryResponse) any {
-	if resp.VersionInfo != set.Version() || len(resp.Resources) != set.Len() || set.Len() == 0 {
+	if resp.VersionInfo != set.Version() || len(resp.Resources) != set.Len() || set.Len() == 0 || len(resp.ResourceErrors) > 0 {
 		return resp
 	}
 	body, err := s.bodies.get(bodyKey{set: set, ttl: ttl}, func() proto.Message {
@@ -151,9 +152,9 @@ func (s *Encoder) SotW(set *snapshot.Set, ttl bool, resp *discoveryv3.DiscoveryR
 
 // Delta is SotW for delta: a response carrying every resource of the set
 // (a first wildcard or all-names response) and removing nothing has the
-// same body on every stream of the group.
+// same body on every stream of the group (resource_errors aside).
 func (s *Encoder) Delta(set *snapshot.Set, ttl bool, resp *discoveryv3.DeltaDiscoveryResponse) any {
-	if len(resp.RemovedResources) > 0 || len(resp.Resources) != set.Len() || set.Len() == 0 {
+	if len(resp.RemovedResources) > 0 || len(resp.Resources) != set.Len() || set.Len() == 0 || len(resp.ResourceErrors) > 0 {
 		return resp
 	}
 	body, err := s.bodies.get(bodyKey{set: set, ttl: ttl, delta: true}, func() proto.Message {

@@ -4,8 +4,16 @@ import (
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/google/go-cmp/cmp"
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
 // A shared response's tail, encoded by hand, is byte for byte what
@@ -45,5 +53,49 @@ func TestTailsAsProtoEncodes(t *testing.T) {
 	}
 	if _, err := tl.sotw("1", bad); err == nil {
 		t.Error("a tail naming a control plane that is not UTF-8: no error")
+	}
+}
+
+// TestSharedEncodingKeepsResourceErrors: a response carrying every
+// resource of its set would share the set's encoded body; one that also
+// carries resource_errors (xRFC TP3) must still send them, so it is sent
+// whole, SotW and delta alike.
+func TestSharedEncodingKeepsResourceErrors(t *testing.T) {
+	reg := xdstype.New()
+	snap, err := snapshot.Build(reg, []xdstype.Resource{{Type: reg.Lookup(xdstype.EndpointURL), Name: "a", Message: &endpointv3.ClusterLoadAssignment{ClusterName: "a"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := snap.Set(xdstype.EndpointURL)
+	var enc Encoder
+	enc.Init(&corev3.ControlPlane{Identifier: "pylon"})
+	errs := []*discoverygrpc.ResourceError{{ResourceName: &discoverygrpc.ResourceName{Name: "ghost"}, ErrorDetail: &rpcstatus.Status{Code: 5, Message: "not found"}}}
+	sotw := &discoverygrpc.DiscoveryResponse{VersionInfo: set.Version(), Resources: []*anypb.Any{set.Get("a").ForSotW(false)}, TypeUrl: xdstype.EndpointURL, Nonce: "1", ResourceErrors: errs}
+	delta := &discoverygrpc.DeltaDiscoveryResponse{SystemVersionInfo: "v", Resources: []*discoverygrpc.Resource{set.Get("a").ForDelta(false)}, TypeUrl: xdstype.EndpointURL, Nonce: "1", ResourceErrors: errs}
+	for _, c := range []struct {
+		name string
+		msg  any
+		want proto.Message
+	}{
+		{"sotw", enc.SotW(set, false, sotw), sotw},
+		{"delta", enc.Delta(set, false, delta), delta},
+	} {
+		var got []byte
+		if e, ok := c.msg.(*Encoded); ok {
+			body, tail := e.Parts()
+			got = append(append([]byte{}, body...), tail...)
+		} else {
+			got, err = proto.Marshal(c.msg.(proto.Message))
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		decoded := c.want.ProtoReflect().New().Interface()
+		if err := proto.Unmarshal(got, decoded); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(c.want, decoded, protocmp.Transform()); diff != "" {
+			t.Errorf("%s: what is sent differs from the response (-want +sent):\n%s", c.name, diff)
+		}
 	}
 }
