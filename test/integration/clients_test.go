@@ -44,3 +44,32 @@ func TestStatusNamesTheGRPCClientsAGroupDoesNotState(t *testing.T) {
 		t.Fatalf("pylon status:\n%s", out)
 	}
 }
+
+// A group whose `clients:` states the implementation connected is not
+// warned about: the group's stated clients reach the status side.
+func TestStatusDoesNotWarnOfClientsAGroupStates(t *testing.T) {
+	ports := startBackends(t, 1)
+	cfg := filepath.Join(t.TempDir(), "pylon.yaml")
+	writeAtomically(t, cfg, "groups:\n- name: apps\n  default: true\n  clients: [grpc-go]\n"+greeterConfig("greeter-backends", ports))
+	p := startPylon(t, cfg)
+	p.grpcClient(t, "go-client").call(t)
+	if !eventually(func() bool {
+		for _, s := range p.proxies(t) {
+			if s.Node == "go-client" && s.Gone == nil && s.Implementation == "grpc-go" {
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatal("go-client never shown as grpc-go")
+	}
+	var body struct {
+		Clients []string `json:"clientWarnings"`
+	}
+	if err := json.Unmarshal([]byte(p.get(t, "/status")), &body); err != nil {
+		t.Fatal(err)
+	}
+	if len(body.Clients) != 0 {
+		t.Fatalf("clientWarnings %q for a group stating clients [grpc-go] with grpc-go connected, want none", body.Clients)
+	}
+}
