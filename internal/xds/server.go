@@ -28,6 +28,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/identity"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds/guard"
 	"github.com/pylon-xds/pylon/internal/xds/protocol"
@@ -91,6 +92,12 @@ type Options struct {
 	// in the TLS layer. Nil: node ids are not bound to certificates (the
 	// certificate's identity still decides groups and Secrets).
 	Identity *identity.Rule
+	// Admit, if set, takes each stream whose node passed every check
+	// (identity, bounds, shard, balance, admission) before it is served,
+	// and may refuse it with a gRPC status error; release runs when the
+	// stream ends. A relay starts a key's upstream stream here: only a
+	// node the server accepts may make it fetch anything.
+	Admit func(n nodegroup.Node) (release func(), err error)
 	// InsecureServeSecrets serves Secrets over connections without a
 	// verified client certificate (off by default: such streams get every
 	// resource but the Secrets). The secret policy still applies.

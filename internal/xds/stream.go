@@ -44,7 +44,9 @@ type stream struct {
 	// before the stream's status goes out.
 	closing func(err error)
 	// reg is the stream as Drain and balancing see it.
-	reg     *openStream
+	reg *openStream
+	// release ends the stream's admission by Options.Admit, if any.
+	release func()
 	srv     *Server
 	gs      grpc.ServerStream
 	id      uint64
@@ -344,6 +346,9 @@ func (s *Server) setUp(st *stream) (w *wakeups, cutC chan struct{}, refused erro
 		st.closed(err)
 		st.watch.Stop()
 		s.open.remove(reg)
+		if st.release != nil {
+			st.release()
+		}
 	}
 	return w, cutC, nil
 }
@@ -588,6 +593,13 @@ func (st *stream) identify(node *corev3.Node) error {
 	}
 	if err := st.srv.admission.Admit(st.gs.Context()); err != nil {
 		return busy(err)
+	}
+	if admit := st.srv.opts.Admit; admit != nil {
+		release, err := admit(mnode)
+		if err != nil {
+			return err
+		}
+		st.release = release
 	}
 	st.srv.open.identify(st.reg)
 	st.mnode = mnode
