@@ -96,6 +96,22 @@ func TestDeltasAreCountedOnce(t *testing.T) {
 	wantFiles(t, next(t, updates), rev, "pylon.yaml=resources: []\n;")
 }
 
+// A delta whose instructions are over twice the bound of one object is
+// refused from its header, before they are inflated.
+func TestHugeDeltaIsRefusedBeforeItIsInflated(t *testing.T) {
+	repo := gittest.New(t)
+	rev := repo.Commit(map[string]string{"pylon.yaml": "resources: []\n"})
+	var pack bytes.Buffer
+	pack.WriteString("PACK")
+	_ = binary.Write(&pack, binary.BigEndian, [2]uint32{2, 2})
+	packObject(&pack, 3, 4, []byte("base"), nil)
+	packObject(&pack, 6, 2*maxObjectBytes+1, []byte{4, 4}, ofsDelta(pack.Len()-12))
+	sum := sha1.Sum(pack.Bytes())
+	pack.Write(sum[:])
+	s, updates, _ := start(t, Options{URL: repo.Serve(packHost(repo.HTTPHandler(""), rev, pack.Bytes()))})
+	wantRefusal(t, s, next(t, updates), "a delta of 134217729 bytes, over the limit of 128 MiB for one")
+}
+
 // packHost serves h, but answers a fetch with pack, after the shallow
 // line for want.
 func packHost(h http.Handler, want string, pack []byte) http.Handler {
@@ -130,17 +146,16 @@ func deltaBomb(size int) []byte {
 	pack.WriteString("PACK")
 	_ = binary.Write(&pack, binary.BigEndian, [2]uint32{2, 2})
 	first := pack.Len()
-	packObject(&pack, 3, make([]byte, base), nil)
-	packObject(&pack, 6, delta, ofsDelta(pack.Len()-first))
+	packObject(&pack, 3, base, make([]byte, base), nil)
+	packObject(&pack, 6, len(delta), delta, ofsDelta(pack.Len()-first))
 	sum := sha1.Sum(pack.Bytes())
 	pack.Write(sum[:])
 	return pack.Bytes()
 }
 
-// packObject appends an object of type typ and its data, deflated, to
-// pack; extra follows the header (a delta's base).
-func packObject(pack *bytes.Buffer, typ byte, data, extra []byte) {
-	n := len(data)
+// packObject appends an object of type typ, its size n and its data,
+// deflated, to pack; extra follows the header (a delta's base).
+func packObject(pack *bytes.Buffer, typ byte, n int, data, extra []byte) {
 	c := typ<<4 | byte(n&15)
 	for n >>= 4; n > 0; n >>= 7 {
 		pack.WriteByte(c | 0x80)

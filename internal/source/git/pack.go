@@ -130,9 +130,10 @@ func (b *bounded) check(pack []byte) error {
 		typ, size := h.Type, h.Length
 		if typ.IsDelta() {
 			// A delta's instructions are at most a little larger than
-			// what they make; their target's type is its base's.
-			if err := b.overObject(typ, size/2); err != nil {
-				return err
+			// what they make (the parser holds them whole); what they
+			// make is weighed below.
+			if size > 2*maxObjectBytes {
+				return b.refuse("the commit holds a delta of %d bytes, over the limit of %d MiB for one", size, 2*maxObjectBytes>>20)
 			}
 			if size, err = deltaTarget(sc); err != nil {
 				return err
