@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync/atomic"
 
@@ -109,13 +111,36 @@ func (t cappedHTTP) RoundTrip(req *http.Request) (*http.Response, error) {
 	return res, nil
 }
 
+// sameOrigin refuses a redirect to another scheme, host or port: the
+// repository read, and the one the credentials go to, is the one the
+// operator named. (go-git refuses https to http itself, and drops the
+// credentials on a hop to another host, but would read that host's
+// config.) A redirect within the host, a repository moved or named
+// without .git, is followed.
+func sameOrigin(req *http.Request, via []*http.Request) error {
+	if origin(req.URL) != origin(via[0].URL) {
+		return fmt.Errorf("the host redirected to %s, another scheme, host or port: refused (if the repository moved, use its new URL)", origin(req.URL))
+	}
+	return nil
+}
+
+// origin is u's scheme, host and port (the scheme's default if u names
+// none), as scheme://host:port.
+func origin(u *url.URL) string {
+	scheme, port := strings.ToLower(u.Scheme), u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[scheme]
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
 // session opens an upload-pack session with the host, over a transport
 // of this poll's own: go-git's default ones are shared by the process and
 // unbounded.
 func (w *wire) session(ep *transport.Endpoint, auth transport.AuthMethod) (transport.UploadPackSession, error) {
 	switch ep.Protocol {
 	case "http", "https":
-		client := githttp.NewClient(&http.Client{Transport: cappedHTTP{base: w.s.http, w: w}})
+		client := githttp.NewClient(&http.Client{Transport: cappedHTTP{base: w.s.http, w: w}, CheckRedirect: sameOrigin})
 		return client.NewUploadPackSession(ep, auth)
 	case "ssh":
 		a, ok := auth.(pinnedSSH)
