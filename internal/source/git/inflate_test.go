@@ -112,6 +112,33 @@ func TestHugeDeltaIsRefusedBeforeItIsInflated(t *testing.T) {
 	wantRefusal(t, s, next(t, updates), "a delta of 134217729 bytes, over the limit of 128 MiB for one")
 }
 
+// The sizes check weighs objects by bound what inflating them makes: a
+// file that inflates past the size its header declares fails as it
+// passes it (go-git's scanner), not once it is whole.
+func TestFileLongerThanItsHeaderIsRefused(t *testing.T) {
+	repo := gittest.New(t)
+	rev := repo.Commit(map[string]string{"pylon.yaml": "resources: []\n"})
+	var pack bytes.Buffer
+	pack.WriteString("PACK")
+	_ = binary.Write(&pack, binary.BigEndian, [2]uint32{2, 1})
+	packObject(&pack, 3, 4, make([]byte, 64<<20), nil)
+	sum := sha1.Sum(pack.Bytes())
+	pack.Write(sum[:])
+	url := repo.Serve(packHost(repo.HTTPHandler(""), rev, pack.Bytes()))
+	const max = 1 << 20
+	var s *Source
+	var u source.Update
+	n := allocated(func() {
+		var updates <-chan source.Update
+		s, updates, _ = start(t, Options{URL: url, MaxBytes: max})
+		u = next(t, updates)
+	})
+	wantRefusal(t, s, u, "fetching refs/heads/main: packfile: inflated object exceeds declared size")
+	if n > 8*max {
+		t.Errorf("a fetch bounded at 1 MiB of objects allocated %d MiB to refuse a file of 4 bytes that inflates to 64 MiB", n>>20)
+	}
+}
+
 // packHost serves h, but answers a fetch with pack, after the shallow
 // line for want.
 func packHost(h http.Handler, want string, pack []byte) http.Handler {
