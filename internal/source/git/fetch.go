@@ -13,7 +13,6 @@ import (
 	"unicode"
 
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
@@ -191,7 +190,7 @@ func (s *Source) readFolder(st storer.EncodedObjectStorer, want plumbing.Hash) (
 
 // fetch asks the host for want alone (depth 1, no progress) and stores
 // the pack it sends in st.
-func fetch(ctx context.Context, sess transport.UploadPackSession, ar *packp.AdvRefs, want plumbing.Hash, st storer.Storer) error {
+func fetch(ctx context.Context, sess transport.UploadPackSession, ar *packp.AdvRefs, want plumbing.Hash, st *bounded) error {
 	req := packp.NewUploadPackRequestFromCapabilities(ar.Capabilities)
 	req.Wants = []plumbing.Hash{want}
 	req.Depth = packp.DepthCommits(1)
@@ -215,7 +214,7 @@ func fetch(ctx context.Context, sess transport.UploadPackSession, ar *packp.AdvR
 	case req.Capabilities.Supports(capability.Sideband):
 		pack = sideband.NewDemuxer(sideband.Sideband, res)
 	}
-	return packfile.UpdateObjectStorage(st, pack)
+	return st.load(pack)
 }
 
 // commitOf is the commit hash names: itself, or the one an annotated tag

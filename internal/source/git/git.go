@@ -46,8 +46,10 @@ type Options struct {
 	// (default 1m).
 	Timeout time.Duration
 	// MaxBytes bounds the objects one fetch brings into memory: the
-	// commit, its trees and every file of it, in the folder or not
-	// (default DefaultMaxBytes); and so what the host may send for them.
+	// commit, its trees and every file of it, in the folder or not,
+	// counted inflated, from the sizes the pack declares before any is
+	// inflated (default DefaultMaxBytes); and so what the host may send
+	// for them.
 	MaxBytes int64
 	// MaxObjects bounds how many objects (files and folders) one fetch
 	// brings (default DefaultMaxObjects).

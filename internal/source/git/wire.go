@@ -4,15 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync/atomic"
 
-	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/plumbing/transport/file"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
-	"github.com/go-git/go-git/v5/storage/memory"
 )
 
 // wire is one poll's connection to the host, and the bounds on what the
@@ -111,13 +111,36 @@ func (t cappedHTTP) RoundTrip(req *http.Request) (*http.Response, error) {
 	return res, nil
 }
 
+// sameOrigin refuses a redirect to another scheme, host or port: the
+// repository read, and the one the credentials go to, is the one the
+// operator named. (go-git refuses https to http itself, and drops the
+// credentials on a hop to another host, but would read that host's
+// config.) A redirect within the host, a repository moved or named
+// without .git, is followed.
+func sameOrigin(req *http.Request, via []*http.Request) error {
+	if origin(req.URL) != origin(via[0].URL) {
+		return fmt.Errorf("the host redirected to %s, another scheme, host or port: refused (if the repository moved, use its new URL)", origin(req.URL))
+	}
+	return nil
+}
+
+// origin is u's scheme, host and port (the scheme's default if u names
+// none), as scheme://host:port.
+func origin(u *url.URL) string {
+	scheme, port := strings.ToLower(u.Scheme), u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[scheme]
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
 // session opens an upload-pack session with the host, over a transport
 // of this poll's own: go-git's default ones are shared by the process and
 // unbounded.
 func (w *wire) session(ep *transport.Endpoint, auth transport.AuthMethod) (transport.UploadPackSession, error) {
 	switch ep.Protocol {
 	case "http", "https":
-		client := githttp.NewClient(&http.Client{Transport: cappedHTTP{base: w.s.http, w: w}})
+		client := githttp.NewClient(&http.Client{Transport: cappedHTTP{base: w.s.http, w: w}, CheckRedirect: sameOrigin})
 		return client.NewUploadPackSession(ep, auth)
 	case "ssh":
 		a, ok := auth.(pinnedSSH)
@@ -131,44 +154,4 @@ func (w *wire) session(ep *transport.Endpoint, auth transport.AuthMethod) (trans
 		return file.DefaultClient.NewUploadPackSession(ep, auth)
 	}
 	return nil, fmt.Errorf("unsupported scheme %q", ep.Protocol)
-}
-
-// bounded is the memory a fetch writes its objects to, refusing them once
-// they are over a bound: their bytes (a repository that grew a large
-// file), their count (a pack of countless empty objects, each of which
-// costs memory to hold), or one tree's size (a folder of millions of
-// entries, decoded whole when read).
-type bounded struct {
-	*memory.Storage
-	w       *wire
-	ref     string
-	left    int64
-	objects int
-	// over is the bound the commit's objects went over: a verdict on
-	// the commit, which the same commit meets again.
-	over error
-}
-
-// maxTreeBytes bounds one tree object: 8 MiB is some 200,000 entries, far
-// more than a folder of config has, and decoding it takes a few times
-// that in memory.
-const maxTreeBytes = 8 << 20
-
-func (b *bounded) SetEncodedObject(o plumbing.EncodedObject) (plumbing.Hash, error) {
-	if b.over != nil {
-		return plumbing.ZeroHash, b.over
-	}
-	s := b.w.s
-	b.objects++
-	switch b.left -= o.Size(); {
-	case b.left < 0:
-		b.over = fmt.Errorf("git %s: fetching %s: the commit's objects are over the limit of %d KiB", s.shown, b.ref, s.o.MaxBytes>>10)
-	case b.objects > s.o.MaxObjects:
-		b.over = fmt.Errorf("git %s: fetching %s: the commit has more than %d objects (files and folders), over the limit", s.shown, b.ref, s.o.MaxObjects)
-	case o.Type() == plumbing.TreeObject && o.Size() > maxTreeBytes:
-		b.over = fmt.Errorf("git %s: fetching %s: folder %s is a tree of %d KiB, over the limit of %d KiB for one folder", s.shown, b.ref, o.Hash(), o.Size()>>10, maxTreeBytes>>10)
-	default:
-		return b.Storage.SetEncodedObject(o)
-	}
-	return plumbing.ZeroHash, b.over
 }
