@@ -35,6 +35,11 @@ type RelayOptions struct {
 	// Upstreams are the upstream xDS servers, HOST:PORT, in order of
 	// preference.
 	Upstreams []string
+	// UpstreamFor routes keys to shards: each "SELECTOR=HOST:PORT,..."
+	// sends the keys whose name the selector (group names or globs, as
+	// serve's --groups) takes to those upstreams; the first that takes a
+	// key wins, Upstreams take the rest.
+	UpstreamFor []string
 	// Key is the key template (default relay.DefaultKey).
 	Key string
 	// ID is the relay's node id upstream, each key's stream announcing
@@ -166,6 +171,10 @@ func newRelay(o Options, ro RelayOptions, reg *xdstype.Registry) (*relay.Relay, 
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	routes, err := relay.ParseRoutes(ro.UpstreamFor)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	creds, err := upstreamCreds(ro)
 	if err != nil {
 		return nil, nil, nil, err
@@ -176,7 +185,7 @@ func newRelay(o Options, ro RelayOptions, reg *xdstype.Registry) (*relay.Relay, 
 	}
 	pub, pool := fleet.NewPublisher(), upstream.NewPool(creds, 0)
 	rl := relay.New(relay.Options{
-		Upstreams: ro.Upstreams, Pool: pool, Template: tmpl, ID: ro.ID,
+		Upstreams: ro.Upstreams, Routes: routes, Pool: pool, Template: tmpl, ID: ro.ID,
 		Registry: reg, Publisher: pub, DataDir: o.DataDir,
 		MaxKeys: ro.MaxKeys, IdleKey: ro.IdleKey, MaxResources: ro.MaxResources,
 		MinBackoff: ro.MinBackoff, MaxBackoff: ro.MaxBackoff, Logger: o.Logger,
@@ -217,7 +226,8 @@ func upstreamCreds(ro RelayOptions) (credentials.TransportCredentials, error) {
 }
 
 // relayStatus is the relay's fleet as the admin API's config status: a
-// group per key; what the keys' builds held back as warnings.
+// group per key; as warnings, the keys a shard refused (misrouted) and
+// what the keys' builds held back.
 type relayStatus struct{ r *relay.Relay }
 
 func (s relayStatus) Status() pipeline.Status {
@@ -226,9 +236,18 @@ func (s relayStatus) Status() pipeline.Status {
 	for _, g := range rs.Groups {
 		out.Groups = append(out.Groups, pipeline.GroupStatus{Name: g.Name, Version: g.Version, Resources: g.Resources})
 	}
-	out.WarningsTotal = len(rs.HeldBack)
-	for _, h := range rs.HeldBack[:min(len(rs.HeldBack), pipeline.MaxWarnings)] {
-		out.Warnings = append(out.Warnings, diag.Diagnostic{Message: "held back from upstream: " + h})
+	var warn []string
+	for _, k := range s.r.Keys() {
+		if k.Refused != "" {
+			warn = append(warn, "key "+k.Key+" misrouted (--upstream-for): "+k.Refused)
+		}
+	}
+	for _, h := range rs.HeldBack {
+		warn = append(warn, "held back from upstream: "+h)
+	}
+	out.WarningsTotal = len(warn)
+	for _, w := range warn[:min(len(warn), pipeline.MaxWarnings)] {
+		out.Warnings = append(out.Warnings, diag.Diagnostic{Message: w})
 	}
 	return out
 }

@@ -30,6 +30,9 @@ import (
 type Options struct {
 	// Upstreams are the upstream xDS addresses, in order of preference.
 	Upstreams []string
+	// Routes send the keys their selectors take to other upstreams (the
+	// shards serving those groups), the first route taking a key winning.
+	Routes []Route
 	// Pool dials them (TLS as configured).
 	Pool     *upstream.Pool
 	Template Template
@@ -239,7 +242,7 @@ func (r *Relay) sweep(now time.Time) {
 func (r *Relay) newKey(k Key, resume upstream.State) *keyState {
 	ks := &keyState{key: k, kick: make(chan struct{}, 1), done: make(chan struct{}), valid: &snapshot.Validated{}}
 	ks.client = upstream.New(upstream.Options{
-		Addrs: r.o.Upstreams, Dial: r.o.Pool.Conn, Node: k.Node(r.o.ID), Types: r.types,
+		Addrs: r.upstreamsOf(k.Name), Known: r.known(), Dial: r.o.Pool.Conn, Node: k.Node(r.o.ID), Types: r.types,
 		Resume: resume, MaxResources: r.o.MaxResources, MinBackoff: r.o.MinBackoff, MaxBackoff: r.o.MaxBackoff,
 		Logger: r.o.Logger.With("key", k.Name),
 		OnChange: func() {
@@ -430,6 +433,10 @@ type KeyStatus struct {
 	Streams int    `json:"upstreamStreams"`
 	Proxies int    `json:"proxies"`
 	Version string `json:"version,omitempty"`
+	// Refused is the last refusal of the key by an upstream that does not
+	// serve its group (another shard does): which upstream, what it said,
+	// and whether the relay could retry where it pointed.
+	Refused string `json:"refused,omitempty"`
 }
 
 // Stats are the relay's figures for its metrics.
@@ -462,7 +469,7 @@ func (r *Relay) Keys() []KeyStatus {
 	for _, ks := range r.snapshotKeys() {
 		addr, up, n := ks.client.Connected()
 		r.mu.Lock()
-		k := KeyStatus{Key: ks.key.Name, Upstream: addr, Connected: up, Streams: n, Proxies: ks.streams}
+		k := KeyStatus{Key: ks.key.Name, Upstream: addr, Connected: up, Streams: n, Proxies: ks.streams, Refused: ks.client.Refused()}
 		if ks.snap != nil {
 			k.Version = ks.snap.Version()
 		}
