@@ -199,6 +199,7 @@ func handler(o Options, l *limiter) http.Handler {
 	registerAPI(mux, g, who)
 	registerRollouts(mux, g, who)
 	registerGitPoll(mux, g, who)
+	registerGroups(mux, g)
 	registerDashboard(mux, g)
 	if o.Metrics != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(o.Metrics, promhttp.HandlerOpts{}))

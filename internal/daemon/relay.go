@@ -40,6 +40,11 @@ type RelayOptions struct {
 	// serve's --groups) takes to those upstreams; the first that takes a
 	// key wins, Upstreams take the rest.
 	UpstreamFor []string
+	// UpstreamAdmin is a Pylon upstream's admin API (https://HOST:PORT;
+	// http only on loopback): the relay reads its group rules there (GET
+	// /v1/groups) with the read token in UpstreamReadTokenFile, and keys
+	// each proxy by its group instead of by Key.
+	UpstreamAdmin, UpstreamReadTokenFile string
 	// Key is the key template (default relay.DefaultKey).
 	Key string
 	// ID is the relay's node id upstream, each key's stream announcing
@@ -69,7 +74,7 @@ func RunRelay(ctx context.Context, o Options, ro RelayOptions) error {
 		ro.Key = relay.DefaultKey
 	}
 	reg := xdstype.New()
-	rl, pub, pool, err := newRelay(o, ro, reg)
+	rl, pub, pool, rules, err := newRelay(o, ro, reg)
 	if err != nil {
 		return err
 	}
@@ -91,6 +96,11 @@ func RunRelay(ctx context.Context, o Options, ro RelayOptions) error {
 	obs := NewObservability(reg, pub)
 	runCtx, endRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer endRun()
+	if rules != nil {
+		// Read before serving, so that a proxy connecting at once is keyed;
+		// a failure is not fatal: kept keys serve, and Run reads again.
+		_ = rules.Read(runCtx)
+	}
 	if err := rl.Start(runCtx); err != nil {
 		return err
 	}
@@ -123,6 +133,9 @@ func RunRelay(ctx context.Context, o Options, ro RelayOptions) error {
 
 	g, gctx := errgroup.WithContext(runCtx)
 	g.Go(func() error { return rl.Run(gctx) })
+	if rules != nil {
+		g.Go(func() error { return rules.Run(gctx) })
+	}
 	g.Go(func() error { return stop.serveXDS(xdsSrv.Listener(lis.xds)) })
 	watchCerts(gctx, g, o, sec, xdsSrv)
 	g.Go(func() error { return serveAdmin(stop.http, lis.admin, o.AdminLimits) })
@@ -162,22 +175,31 @@ func newRelayXDS(o Options, sec *security, reg *xdstype.Registry, pub *fleet.Pub
 }
 
 // newRelay checks the relay's own options and makes the relay, the
-// publisher it feeds and the pool of its upstream connections.
-func newRelay(o Options, ro RelayOptions, reg *xdstype.Registry) (*relay.Relay, *fleet.Publisher, *upstream.Pool, error) {
+// publisher it feeds, the pool of its upstream connections and, with
+// --upstream-admin, the reader of the upstream's group rules.
+func newRelay(o Options, ro RelayOptions, reg *xdstype.Registry) (*relay.Relay, *fleet.Publisher, *upstream.Pool, *relay.GroupRules, error) {
 	if len(ro.Upstreams) == 0 {
-		return nil, nil, nil, errors.New("--upstream: name at least one upstream xDS server, HOST:PORT")
+		return nil, nil, nil, nil, errors.New("--upstream: name at least one upstream xDS server, HOST:PORT")
 	}
 	tmpl, err := relay.ParseTemplate(ro.Key)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	routes, err := relay.ParseRoutes(ro.UpstreamFor)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	creds, err := upstreamCreds(ro)
+	tlsCfg, err := upstreamTLS(ro)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
+	}
+	rules, err := groupRules(ro, tlsCfg, o.Logger)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	var creds credentials.TransportCredentials
+	if tlsCfg != nil {
+		creds = credentials.NewTLS(tlsCfg)
 	}
 	if ro.ID == "" {
 		host, _ := os.Hostname()
@@ -185,17 +207,17 @@ func newRelay(o Options, ro RelayOptions, reg *xdstype.Registry) (*relay.Relay, 
 	}
 	pub, pool := fleet.NewPublisher(), upstream.NewPool(creds, 0)
 	rl := relay.New(relay.Options{
-		Upstreams: ro.Upstreams, Routes: routes, Pool: pool, Template: tmpl, ID: ro.ID,
+		Upstreams: ro.Upstreams, Routes: routes, Pool: pool, Template: tmpl, Groups: rules, ID: ro.ID,
 		Registry: reg, Publisher: pub, DataDir: o.DataDir,
 		MaxKeys: ro.MaxKeys, IdleKey: ro.IdleKey, MaxResources: ro.MaxResources,
 		MinBackoff: ro.MinBackoff, MaxBackoff: ro.MaxBackoff, Logger: o.Logger,
 	})
-	return rl, pub, pool, nil
+	return rl, pub, pool, rules, nil
 }
 
-// upstreamCreds is TLS to the upstream when a CA is given (nil:
+// upstreamTLS is TLS to the upstream when a CA is given (nil:
 // plaintext). The client certificate is read once, at start.
-func upstreamCreds(ro RelayOptions) (credentials.TransportCredentials, error) {
+func upstreamTLS(ro RelayOptions) (*tls.Config, error) {
 	if ro.UpstreamCA == "" {
 		if ro.UpstreamCert != "" || ro.UpstreamKey != "" || ro.UpstreamServerName != "" {
 			return nil, errors.New("--upstream-cert, --upstream-key and --upstream-server-name need --upstream-ca: the upstream's certificate must be verified")
@@ -222,7 +244,7 @@ func upstreamCreds(ro RelayOptions) (credentials.TransportCredentials, error) {
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}
-	return credentials.NewTLS(cfg), nil
+	return cfg, nil
 }
 
 // relayStatus is the relay's fleet as the admin API's config status: a

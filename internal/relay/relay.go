@@ -36,6 +36,9 @@ type Options struct {
 	// Pool dials them (TLS as configured).
 	Pool     *upstream.Pool
 	Template Template
+	// Groups, when set, are a Pylon upstream's group rules: each proxy is
+	// keyed by the group the upstream would put it in, not by Template.
+	Groups *GroupRules
 	// ID is the relay's own node id prefix upstream: each key's stream
 	// announces ID/KEY.
 	ID        string
@@ -363,15 +366,20 @@ func (r *Relay) publish(at time.Time) {
 	r.pubMu.Lock()
 	defer r.pubMu.Unlock()
 	r.mu.Lock()
-	for _, name := range slices.Sorted(maps.Keys(r.keys)) {
-		ks := r.keys[name]
+	order, blocked := r.published()
+	for _, ks := range order {
+		name := ks.key.Name
 		for _, h := range ks.heldBack {
 			held = append(held, name+": "+h)
 		}
-		if ks.snap == nil {
+		if ks.snap == nil || blocked[ks] {
 			continue
 		}
-		rules = append(rules, nodegroup.Group{Name: name, Match: ks.key.Match()})
+		rule := nodegroup.Group{Name: name, Match: ks.key.Match()}
+		if ks.key.Group != nil {
+			rule.Default = ks.key.Group.Default
+		}
+		rules = append(rules, rule)
 		snaps = append(snaps, ks.snap)
 		gs := GroupStatus{Name: name, Version: ks.snap.Version(), Resources: map[string]int{}}
 		for _, set := range ks.snap.Sets() {
