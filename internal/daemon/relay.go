@@ -45,6 +45,9 @@ type RelayOptions struct {
 	// /v1/groups) with the read token in UpstreamReadTokenFile, and keys
 	// each proxy by its group instead of by Key.
 	UpstreamAdmin, UpstreamReadTokenFile string
+	// ReportEvery is how often the relay reports its downstream status to
+	// UpstreamAdmin (default relay.DefaultReportEvery).
+	ReportEvery time.Duration
 	// Key is the key template (default relay.DefaultKey).
 	Key string
 	// ID is the relay's node id upstream, each key's stream announcing
@@ -134,7 +137,10 @@ func RunRelay(ctx context.Context, o Options, ro RelayOptions) error {
 	g, gctx := errgroup.WithContext(runCtx)
 	g.Go(func() error { return rl.Run(gctx) })
 	if rules != nil {
+		rep := &relay.Reporter{Rules: rules, Relay: rl, Every: ro.ReportEvery,
+			Report: func() []relay.KeyReport { return rl.Report(obs.Tracker.Streams()) }}
 		g.Go(func() error { return rules.Run(gctx) })
+		g.Go(func() error { return rep.Run(gctx) })
 	}
 	g.Go(func() error { return stop.serveXDS(xdsSrv.Listener(lis.xds)) })
 	watchCerts(gctx, g, o, sec, xdsSrv)
