@@ -17,8 +17,8 @@ type upstreamRelays struct {
 	Relays []struct {
 		Relay string `json:"relay"`
 		Keys  []struct {
-			Key                            string
-			Version                        string
+			Key                             string
+			Version                         string
 			Proxies, ACKed, NACKed, Pending int
 		} `json:"keys"`
 	} `json:"relays"`
