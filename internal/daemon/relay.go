@@ -100,9 +100,7 @@ func RunRelay(ctx context.Context, o Options, ro RelayOptions) error {
 	runCtx, endRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer endRun()
 	if rules != nil {
-		// Read before serving, so that a proxy connecting at once is keyed;
-		// a failure is not fatal: kept keys serve, and Run reads again.
-		_ = rules.Read(runCtx)
+		_ = rules.Read(runCtx) // before serving; a failure is logged, and Run reads again
 	}
 	if err := rl.Start(runCtx); err != nil {
 		return err
@@ -136,12 +134,7 @@ func RunRelay(ctx context.Context, o Options, ro RelayOptions) error {
 
 	g, gctx := errgroup.WithContext(runCtx)
 	g.Go(func() error { return rl.Run(gctx) })
-	if rules != nil {
-		rep := &relay.Reporter{Rules: rules, Relay: rl, Every: ro.ReportEvery,
-			Report: func() []relay.KeyReport { return rl.Report(obs.Tracker.Streams()) }}
-		g.Go(func() error { return rules.Run(gctx) })
-		g.Go(func() error { return rep.Run(gctx) })
-	}
+	runUpstreamAdmin(gctx, g, rules, rl, obs.Tracker, ro.ReportEvery)
 	g.Go(func() error { return stop.serveXDS(xdsSrv.Listener(lis.xds)) })
 	watchCerts(gctx, g, o, sec, xdsSrv)
 	g.Go(func() error { return serveAdmin(stop.http, lis.admin, o.AdminLimits) })

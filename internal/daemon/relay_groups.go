@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -12,7 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/pylon-xds/pylon/internal/relay"
+	"github.com/pylon-xds/pylon/internal/status"
 )
 
 // groupRules is the reader of a Pylon upstream's group rules
@@ -58,4 +62,17 @@ func groupRules(ro RelayOptions, tlsCfg *tls.Config, log *slog.Logger) (*relay.G
 			return strings.TrimSpace(string(b)), nil
 		},
 	}, nil
+}
+
+// runUpstreamAdmin runs, with --upstream-admin, the reading of the
+// upstream's group rules and the reports of the relay's downstream status
+// to it, until ctx ends.
+func runUpstreamAdmin(ctx context.Context, g *errgroup.Group, rules *relay.GroupRules, rl *relay.Relay, tracker *status.Tracker, every time.Duration) {
+	if rules == nil {
+		return
+	}
+	rep := &relay.Reporter{Rules: rules, Relay: rl, Every: every,
+		Report: func() []relay.KeyReport { return rl.Report(tracker.Streams()) }}
+	g.Go(func() error { return rules.Run(ctx) })
+	g.Go(func() error { return rep.Run(ctx) })
 }
