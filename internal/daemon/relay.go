@@ -192,7 +192,7 @@ func newRelay(o Options, ro RelayOptions, reg *xdstype.Registry) (*relay.Relay, 
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	rules, err := groupRules(ro, tlsCfg, o.Logger)
+	rules, err := groupRules(ro, tlsCfg, o.DataDir, o.Logger)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}

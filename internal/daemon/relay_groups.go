@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -23,7 +24,7 @@ import (
 // (--upstream-admin), nil without it. The read token crosses in clear
 // only to a loopback address: elsewhere the URL must be https, verified
 // with --upstream-ca (and the relay's --upstream-cert presented).
-func groupRules(ro RelayOptions, tlsCfg *tls.Config, log *slog.Logger) (*relay.GroupRules, error) {
+func groupRules(ro RelayOptions, tlsCfg *tls.Config, dataDir string, log *slog.Logger) (*relay.GroupRules, error) {
 	if ro.UpstreamAdmin == "" {
 		if ro.UpstreamReadTokenFile != "" {
 			return nil, errors.New("--upstream-read-token-file needs --upstream-admin")
@@ -53,7 +54,7 @@ func groupRules(ro RelayOptions, tlsCfg *tls.Config, log *slog.Logger) (*relay.G
 	path := ro.UpstreamReadTokenFile
 	return &relay.GroupRules{
 		URL: strings.TrimSuffix(ro.UpstreamAdmin, "/"), Client: &http.Client{Transport: tr, Timeout: 10 * time.Second},
-		Logger: log,
+		Logger: log, Kept: filepath.Join(dataDir, "relay-groups.json"),
 		Token: func() (string, error) {
 			b, err := os.ReadFile(path)
 			if err != nil {

@@ -58,3 +58,26 @@ func TestProxiesAreKeyedByTheUpstreamsGroups(t *testing.T) {
 		t.Errorf("a node of no upstream group: %v, want FAILED_PRECONDITION", err)
 	}
 }
+
+// TestGroupKeyedRelayRestartedDuringAnOutageServes: keyed by a Pylon
+// upstream's groups, a relay restarted while the upstream (xDS and admin
+// API) is away keys a new proxy by the rules it kept and serves it the
+// group's config kept in its data folder.
+func TestGroupKeyedRelayRestartedDuringAnOutageServes(t *testing.T) {
+	up := startUpstream(t, "", twoGroups+greeter(9001))
+	ro := daemon.RelayOptions{UpstreamAdmin: "http://" + up.d.Admin, UpstreamReadTokenFile: filepath.Join(up.d.DataDir, "read-token")}
+	rd := startRelay(t, []string{up.d.XDS}, "", ro)
+	if _, p := subscribeEndpointsOf(t, rd.xds, "edge-1", "site-a"); p != 9001 {
+		t.Fatalf("edge-1 got endpoints on port %d, want 9001", p)
+	}
+	rd.stop()
+	up.d.Stop(t)
+
+	again := startRelay(t, []string{up.d.XDS}, rd.dataDir, ro)
+	if _, p := subscribeEndpointsOf(t, again.xds, "edge-3", "site-c"); p != 9001 {
+		t.Fatalf("edge-3, on the relay restarted during the outage, got endpoints on port %d, want 9001", p)
+	}
+	if k := again.r.Keys(); len(k) != 1 || k[0].Key != "edge" || k[0].Connected {
+		t.Errorf("keys %+v, want edge alone, not connected", k)
+	}
+}

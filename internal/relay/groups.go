@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -46,6 +47,10 @@ type GroupRules struct {
 	Client *http.Client
 	Every  time.Duration
 	Logger *slog.Logger
+	// Kept, when set, is the file the rules last read are kept in, so that
+	// a relay restarted while the upstream is away keys new proxies to
+	// the keys it kept.
+	Kept string
 
 	mu      sync.Mutex
 	rules   nodegroup.Groups
@@ -82,17 +87,63 @@ func (g *GroupRules) Run(ctx context.Context) error {
 }
 
 // Read reads the rules once (Run does it every period); a relay starting
-// reads them before it serves.
-func (g *GroupRules) Read(ctx context.Context) error { return g.refresh(ctx) }
+// reads them before it serves. When it cannot, the rules kept at the last
+// read are used until a read succeeds.
+func (g *GroupRules) Read(ctx context.Context) error {
+	err := g.refresh(ctx)
+	if err != nil && g.Kept != "" {
+		g.loadKept()
+	}
+	return err
+}
+
+// keptRules is the Kept file.
+type keptRules struct {
+	Version string           `json:"version"`
+	Groups  nodegroup.Groups `json:"groups"`
+}
+
+func (g *GroupRules) keep(rules nodegroup.Groups, version string) error {
+	b, err := json.Marshal(keptRules{Version: version, Groups: rules})
+	if err != nil {
+		return err
+	}
+	return writeAtomic(g.Kept, b)
+}
+
+// loadKept takes the kept rules, bounded, unless rules were read.
+func (g *GroupRules) loadKept() {
+	f, err := os.Open(g.Kept)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxGroupsBody+1))
+	var kept keptRules
+	if err != nil || len(b) > maxGroupsBody || json.Unmarshal(b, &kept) != nil || len(kept.Groups) > maxGroupRules {
+		g.logger().Warn("relay: the kept group rules cannot be read; new proxies wait for the upstream's", "file", g.Kept)
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.read {
+		g.rules, g.version, g.read = kept.Groups, kept.Version, true
+		g.logger().Info("relay: keying by the group rules kept at the last read, until the upstream's are read", "version", kept.Version, "groups", len(kept.Groups))
+	}
+}
+
+func (g *GroupRules) logger() *slog.Logger {
+	if g.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return g.Logger
+}
 
 func (g *GroupRules) refresh(ctx context.Context) error {
 	rules, version, err := g.fetch(ctx)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	log := g.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log := g.logger()
 	if err != nil {
 		if ctx.Err() == nil && g.failing != err.Error() {
 			log.Warn("relay: cannot read the upstream's group rules; keeping those read before", "url", g.URL, "err", err)
@@ -103,8 +154,13 @@ func (g *GroupRules) refresh(ctx context.Context) error {
 	if g.failing != "" {
 		log.Info("relay: the upstream's group rules are read again", "url", g.URL)
 	}
-	if version != g.version {
+	if version != g.version || !g.read {
 		log.Info("relay: the upstream's group rules", "version", version, "groups", len(rules))
+		if g.Kept != "" {
+			if err := g.keep(rules, version); err != nil {
+				log.Warn("relay: cannot keep the upstream's group rules in the data folder", "file", g.Kept, "err", err)
+			}
+		}
 	}
 	g.rules, g.version, g.read, g.failing = rules, version, true, ""
 	return nil
