@@ -56,6 +56,10 @@ type FleetSource interface {
 
 // Options configures the handler.
 type Options struct {
+	// relays are the relays' reports (POST /v1/relays/{relay}), made by
+	// Handler.
+	relays *relayReports
+
 	Pipeline StatusSource
 	Proxies  ProxySource
 	Fleets   FleetSource
@@ -185,6 +189,7 @@ func Handler(o Options) http.Handler {
 
 func handler(o Options, l *limiter) http.Handler {
 	mux := http.NewServeMux()
+	o.relays = newRelayReports()
 	g := guard{o: o, fails: newRefusals(o.Registerer, o.logger())}
 	mux.HandleFunc("GET /status", g.read(func(w http.ResponseWriter, r *http.Request) {
 		streams := o.Proxies.Streams()
@@ -219,6 +224,8 @@ func handler(o Options, l *limiter) http.Handler {
 	registerAPI(mux, g, who)
 	registerRollouts(mux, g, who)
 	registerGitPoll(mux, g, who)
+	registerGroups(mux, g)
+	registerRelays(mux, g, o.relays)
 	registerDashboard(mux, g)
 	if o.Metrics != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(o.Metrics, promhttp.HandlerOpts{}))
@@ -268,7 +275,7 @@ func handler(o Options, l *limiter) http.Handler {
 func (o Options) listProxies(w http.ResponseWriter, r *http.Request) {
 	streams, partial := o.proxies("")
 	if !paged(r) {
-		writeJSON(w, http.StatusOK, proxiesBody{Streams: streams, Partial: partial})
+		writeJSON(w, http.StatusOK, proxiesBody{Streams: streams, Partial: partial, Relays: o.relays.list()})
 		return
 	}
 	p, err := parsePage(r)

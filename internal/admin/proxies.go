@@ -40,6 +40,9 @@ const Unknown = "UNKNOWN"
 type proxiesBody struct {
 	Streams any    `json:"streams"`
 	Partial string `json:"partial,omitempty"`
+	// Relays are the relays' reports of the proxies behind them: counts
+	// per key, apart from the streams this server serves.
+	Relays []RelayReport `json:"relays,omitempty"`
 }
 
 // proxies merges this replica's streams (fresh, redacted) with the other

@@ -53,6 +53,8 @@ func TestRelayRefusesBadFlags(t *testing.T) {
 		{[]string{"relay", "--data-dir", dir, "--admin-addr", "127.0.0.1:0", "--xds-addr", "127.0.0.1:0"}, "--upstream"},
 		{[]string{"relay", "--data-dir", dir, "--admin-addr", "127.0.0.1:0", "--xds-addr", "127.0.0.1:0", "--upstream", "127.0.0.1:1", "--key", "{id}"}, "per proxy"},
 		{[]string{"relay", "--data-dir", dir, "--admin-addr", "127.0.0.1:0", "--xds-addr", "127.0.0.1:0", "--upstream", "127.0.0.1:1", "--upstream-cert", "c.pem"}, "--upstream-ca"},
+		{[]string{"relay", "--data-dir", dir, "--admin-addr", "127.0.0.1:0", "--xds-addr", "127.0.0.1:0", "--upstream", "127.0.0.1:1", "--upstream-for", "edge-*"}, "SELECTOR=HOST:PORT"},
+		{[]string{"relay", "--data-dir", dir, "--admin-addr", "127.0.0.1:0", "--xds-addr", "127.0.0.1:0", "--upstream", "127.0.0.1:1", "--upstream-for", "edge-[=127.0.0.1:2"}, "bad pattern"},
 	} {
 		code, _, stderr := run(tc.args...)
 		if code == 0 || !strings.Contains(stderr, tc.want) {

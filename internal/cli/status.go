@@ -187,6 +187,7 @@ func fleetStatus(c adminClient, out io.Writer, o output) error {
 	var rawProxies struct {
 		Streams json.RawMessage `json:"streams"`
 		Partial string          `json:"partial"`
+		Relays  json.RawMessage `json:"relays"`
 	}
 	if err := c.get("/proxies", &rawProxies); err != nil {
 		return err
@@ -195,6 +196,9 @@ func fleetStatus(c adminClient, out io.Writer, o output) error {
 		v := map[string]any{"status": rawStatus, "streams": rawProxies.Streams}
 		if rawProxies.Partial != "" {
 			v["partial"] = rawProxies.Partial
+		}
+		if len(rawProxies.Relays) > 0 {
+			v["relays"] = rawProxies.Relays
 		}
 		return render(out, o.format, v)
 	}
@@ -219,7 +223,16 @@ func fleetStatus(c adminClient, out io.Writer, o output) error {
 		}
 		fmt.Fprintln(out)
 	}
-	return proxyTable(out, st.Config, proxies.Streams)
+	if err := proxyTable(out, st.Config, proxies.Streams); err != nil {
+		return err
+	}
+	var relays []relayKeys
+	if len(rawProxies.Relays) > 0 {
+		if err := json.Unmarshal(rawProxies.Relays, &relays); err != nil {
+			return fmt.Errorf("/proxies relays: %w", err)
+		}
+	}
+	return relaysTable(out, relays)
 }
 
 // writeServing names the source's revision being served (a Git commit),

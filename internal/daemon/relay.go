@@ -35,6 +35,19 @@ type RelayOptions struct {
 	// Upstreams are the upstream xDS servers, HOST:PORT, in order of
 	// preference.
 	Upstreams []string
+	// UpstreamFor routes keys to shards: each "SELECTOR=HOST:PORT,..."
+	// sends the keys whose name the selector (group names or globs, as
+	// serve's --groups) takes to those upstreams; the first that takes a
+	// key wins, Upstreams take the rest.
+	UpstreamFor []string
+	// UpstreamAdmin is a Pylon upstream's admin API (https://HOST:PORT;
+	// http only on loopback): the relay reads its group rules there (GET
+	// /v1/groups) with the read token in UpstreamReadTokenFile, and keys
+	// each proxy by its group instead of by Key.
+	UpstreamAdmin, UpstreamReadTokenFile string
+	// ReportEvery is how often the relay reports its downstream status to
+	// UpstreamAdmin (default relay.DefaultReportEvery).
+	ReportEvery time.Duration
 	// Key is the key template (default relay.DefaultKey).
 	Key string
 	// ID is the relay's node id upstream, each key's stream announcing
@@ -64,7 +77,7 @@ func RunRelay(ctx context.Context, o Options, ro RelayOptions) error {
 		ro.Key = relay.DefaultKey
 	}
 	reg := xdstype.New()
-	rl, pub, pool, err := newRelay(o, ro, reg)
+	rl, pub, pool, rules, err := newRelay(o, ro, reg)
 	if err != nil {
 		return err
 	}
@@ -86,6 +99,9 @@ func RunRelay(ctx context.Context, o Options, ro RelayOptions) error {
 	obs := NewObservability(reg, pub)
 	runCtx, endRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer endRun()
+	if rules != nil {
+		_ = rules.Read(runCtx) // before serving; a failure is logged, and Run reads again
+	}
 	if err := rl.Start(runCtx); err != nil {
 		return err
 	}
@@ -118,6 +134,7 @@ func RunRelay(ctx context.Context, o Options, ro RelayOptions) error {
 
 	g, gctx := errgroup.WithContext(runCtx)
 	g.Go(func() error { return rl.Run(gctx) })
+	runUpstreamAdmin(gctx, g, rules, rl, obs.Tracker, ro.ReportEvery)
 	g.Go(func() error { return stop.serveXDS(xdsSrv.Listener(lis.xds)) })
 	watchCerts(gctx, g, o, sec, xdsSrv)
 	g.Go(func() error { return serveAdmin(stop.http, lis.admin, o.AdminLimits) })
@@ -157,18 +174,31 @@ func newRelayXDS(o Options, sec *security, reg *xdstype.Registry, pub *fleet.Pub
 }
 
 // newRelay checks the relay's own options and makes the relay, the
-// publisher it feeds and the pool of its upstream connections.
-func newRelay(o Options, ro RelayOptions, reg *xdstype.Registry) (*relay.Relay, *fleet.Publisher, *upstream.Pool, error) {
+// publisher it feeds, the pool of its upstream connections and, with
+// --upstream-admin, the reader of the upstream's group rules.
+func newRelay(o Options, ro RelayOptions, reg *xdstype.Registry) (*relay.Relay, *fleet.Publisher, *upstream.Pool, *relay.GroupRules, error) {
 	if len(ro.Upstreams) == 0 {
-		return nil, nil, nil, errors.New("--upstream: name at least one upstream xDS server, HOST:PORT")
+		return nil, nil, nil, nil, errors.New("--upstream: name at least one upstream xDS server, HOST:PORT")
 	}
 	tmpl, err := relay.ParseTemplate(ro.Key)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	creds, err := upstreamCreds(ro)
+	routes, err := relay.ParseRoutes(ro.UpstreamFor)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
+	}
+	tlsCfg, err := upstreamTLS(ro)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	rules, err := groupRules(ro, tlsCfg, o.DataDir, o.Logger)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	var creds credentials.TransportCredentials
+	if tlsCfg != nil {
+		creds = credentials.NewTLS(tlsCfg)
 	}
 	if ro.ID == "" {
 		host, _ := os.Hostname()
@@ -176,17 +206,17 @@ func newRelay(o Options, ro RelayOptions, reg *xdstype.Registry) (*relay.Relay, 
 	}
 	pub, pool := fleet.NewPublisher(), upstream.NewPool(creds, 0)
 	rl := relay.New(relay.Options{
-		Upstreams: ro.Upstreams, Pool: pool, Template: tmpl, ID: ro.ID,
+		Upstreams: ro.Upstreams, Routes: routes, Pool: pool, Template: tmpl, Groups: rules, ID: ro.ID,
 		Registry: reg, Publisher: pub, DataDir: o.DataDir,
 		MaxKeys: ro.MaxKeys, IdleKey: ro.IdleKey, MaxResources: ro.MaxResources,
 		MinBackoff: ro.MinBackoff, MaxBackoff: ro.MaxBackoff, Logger: o.Logger,
 	})
-	return rl, pub, pool, nil
+	return rl, pub, pool, rules, nil
 }
 
-// upstreamCreds is TLS to the upstream when a CA is given (nil:
+// upstreamTLS is TLS to the upstream when a CA is given (nil:
 // plaintext). The client certificate is read once, at start.
-func upstreamCreds(ro RelayOptions) (credentials.TransportCredentials, error) {
+func upstreamTLS(ro RelayOptions) (*tls.Config, error) {
 	if ro.UpstreamCA == "" {
 		if ro.UpstreamCert != "" || ro.UpstreamKey != "" || ro.UpstreamServerName != "" {
 			return nil, errors.New("--upstream-cert, --upstream-key and --upstream-server-name need --upstream-ca: the upstream's certificate must be verified")
@@ -213,11 +243,12 @@ func upstreamCreds(ro RelayOptions) (credentials.TransportCredentials, error) {
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}
-	return credentials.NewTLS(cfg), nil
+	return cfg, nil
 }
 
 // relayStatus is the relay's fleet as the admin API's config status: a
-// group per key; what the keys' builds held back as warnings.
+// group per key; as warnings, the keys a shard refused (misrouted) and
+// what the keys' builds held back.
 type relayStatus struct{ r *relay.Relay }
 
 func (s relayStatus) Status() pipeline.Status {
@@ -226,9 +257,18 @@ func (s relayStatus) Status() pipeline.Status {
 	for _, g := range rs.Groups {
 		out.Groups = append(out.Groups, pipeline.GroupStatus{Name: g.Name, Version: g.Version, Resources: g.Resources})
 	}
-	out.WarningsTotal = len(rs.HeldBack)
-	for _, h := range rs.HeldBack[:min(len(rs.HeldBack), pipeline.MaxWarnings)] {
-		out.Warnings = append(out.Warnings, diag.Diagnostic{Message: "held back from upstream: " + h})
+	var warn []string
+	for _, k := range s.r.Keys() {
+		if k.Refused != "" {
+			warn = append(warn, "key "+k.Key+" misrouted (--upstream-for): "+k.Refused)
+		}
+	}
+	for _, h := range rs.HeldBack {
+		warn = append(warn, "held back from upstream: "+h)
+	}
+	out.WarningsTotal = len(warn)
+	for _, w := range warn[:min(len(warn), pipeline.MaxWarnings)] {
+		out.Warnings = append(out.Warnings, diag.Diagnostic{Message: w})
 	}
 	return out
 }

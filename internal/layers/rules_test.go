@@ -111,6 +111,7 @@ var allowed = []edge{
 	{"internal/admin", "internal/diag"},
 	{"internal/admin", "internal/fleet"},
 	{"internal/admin", "internal/fleetstatus"},
+	{"internal/admin", "internal/nodegroup"}, // GET /v1/groups shows the group rules
 	{"internal/admin", "internal/model"},
 	{"internal/admin", "internal/pipeline"},
 	{"internal/admin", "internal/redact"},

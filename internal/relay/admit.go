@@ -21,7 +21,12 @@ import (
 // template makes no key of (FAILED_PRECONDITION) and a new key past
 // MaxKeys (RESOURCE_EXHAUSTED). release ends the stream's use of the key.
 func (r *Relay) Admit(n nodegroup.Node) (release func(), err error) {
-	k, err := r.o.Template.KeyOf(n)
+	if r.o.Groups != nil {
+		if _, ok := r.o.Groups.Current(); !ok {
+			return nil, grpcstatus.Errorf(codes.Unavailable, "the relay has not read its upstream's group rules yet (%s): retry", r.o.Groups.URL)
+		}
+	}
+	k, err := r.keyOf(n)
 	if err != nil {
 		return nil, grpcstatus.Error(codes.FailedPrecondition, err.Error())
 	}
@@ -102,7 +107,7 @@ func (r *Relay) Observe(e *status.Event) {
 	if e.Kind != status.RequestNACK || e.Member == nil {
 		return
 	}
-	k, err := r.o.Template.KeyOf(*e.Member)
+	k, err := r.keyOf(*e.Member)
 	if err != nil {
 		return
 	}

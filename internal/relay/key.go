@@ -89,10 +89,14 @@ func (t Template) Fields() []string {
 	return out
 }
 
-// Key is one key's name and the node fields that make it.
+// Key is one key's name and the node fields that make it: the template's
+// fields, or, with a Pylon upstream's group rules, the group's rule and
+// the node announced upstream for it.
 type Key struct {
 	Name   string
 	Values map[string]string // by template field
+	Group  *nodegroup.Group
+	As     *nodegroup.Node
 }
 
 // KeyOf is n's key. Every field the template reads must have a value: a
@@ -136,6 +140,9 @@ func fieldOf(n nodegroup.Node, f string) string {
 
 // Match is the group rule taking the key's nodes: every field equal.
 func (k Key) Match() nodegroup.Match {
+	if k.Group != nil {
+		return k.Group.Match
+	}
 	var m nodegroup.Match
 	for f, v := range k.Values {
 		switch f {
@@ -161,6 +168,9 @@ func (k Key) Match() nodegroup.Match {
 // fields, so that the upstream puts it where the key's proxies would be,
 // and the relay's id.
 func (k Key) Node(relayID string) *corev3.Node {
+	if k.As != nil {
+		return announced(*k.As)
+	}
 	m := k.Match()
 	n := &corev3.Node{Id: relayID + "/" + k.Name, Cluster: m.Cluster, UserAgentName: "pylon-relay"}
 	if m.Region != "" || m.Zone != "" || m.SubZone != "" {

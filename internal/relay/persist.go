@@ -31,6 +31,8 @@ import (
 type keptKey struct {
 	Key    string                    `json:"key"`
 	Values map[string]string         `json:"values"`
+	Group  *nodegroup.Group          `json:"group,omitempty"`
+	As     *nodegroup.Node           `json:"as,omitempty"`
 	Types  map[string][]keptResource `json:"types"`
 }
 
@@ -60,7 +62,7 @@ func (r *Relay) persist(ks *keyState, state upstream.State, snap *snapshot.Snaps
 		return nil
 	}
 	k := ks.key
-	kept := keptKey{Key: k.Name, Values: k.Values, Types: map[string][]keptResource{}}
+	kept := keptKey{Key: k.Name, Values: k.Values, Group: k.Group, As: k.As, Types: map[string][]keptResource{}}
 	for url, held := range state {
 		set := snap.Set(url)
 		for _, name := range slices.Sorted(maps.Keys(held)) {
@@ -186,9 +188,9 @@ func (r *Relay) loadFile(path string) (loaded, error) {
 	if err := json.Unmarshal(b, &kept); err != nil {
 		return loaded{}, err
 	}
-	k, err := r.o.Template.KeyOf(nodeOf(kept.Values))
-	if err != nil || k.Name != kept.Key || path != r.keyFile(k.Name) {
-		return loaded{}, fmt.Errorf("key %q is not one the key template %q makes", kept.Key, r.o.Template)
+	k, err := r.keptKeyOf(kept, path)
+	if err != nil {
+		return loaded{}, err
 	}
 	state := upstream.State{}
 	relayed := map[string]bool{}
@@ -206,6 +208,26 @@ func (r *Relay) loadFile(path string) (loaded, error) {
 		state[url] = m
 	}
 	return loaded{key: k, state: state}, nil
+}
+
+// keptKeyOf is the key of a kept file: the template's, or with a Pylon
+// upstream's group rules, the group's as kept (the rules are read again
+// from the upstream; until then the kept keys serve what they hold).
+func (r *Relay) keptKeyOf(kept keptKey, path string) (Key, error) {
+	if r.o.Groups != nil {
+		if kept.Group == nil || kept.As == nil || kept.Group.Name != kept.Key || path != r.keyFile(kept.Key) {
+			return Key{}, fmt.Errorf("key %q is not a group of the upstream's (the relay was keyed by --key before)", kept.Key)
+		}
+		g := nodegroup.Group{Name: kept.Group.Name, Match: kept.Group.Match, Default: kept.Group.Default}
+		as := *kept.As
+		as.Identities = nil
+		return Key{Name: kept.Key, Group: &g, As: &as}, nil
+	}
+	k, err := r.o.Template.KeyOf(nodeOf(kept.Values))
+	if err != nil || kept.Group != nil || k.Name != kept.Key || path != r.keyFile(k.Name) {
+		return Key{}, fmt.Errorf("key %q is not one the key template %q makes", kept.Key, r.o.Template)
+	}
+	return k, nil
 }
 
 // nodeOf is a node with the given key fields.

@@ -30,9 +30,15 @@ import (
 type Options struct {
 	// Upstreams are the upstream xDS addresses, in order of preference.
 	Upstreams []string
+	// Routes send the keys their selectors take to other upstreams (the
+	// shards serving those groups), the first route taking a key winning.
+	Routes []Route
 	// Pool dials them (TLS as configured).
 	Pool     *upstream.Pool
 	Template Template
+	// Groups, when set, are a Pylon upstream's group rules: each proxy is
+	// keyed by the group the upstream would put it in, not by Template.
+	Groups *GroupRules
 	// ID is the relay's own node id prefix upstream: each key's stream
 	// announces ID/KEY.
 	ID        string
@@ -242,7 +248,7 @@ func (r *Relay) sweep(now time.Time) {
 func (r *Relay) newKey(k Key, resume upstream.State) *keyState {
 	ks := &keyState{key: k, kick: make(chan struct{}, 1), done: make(chan struct{}), valid: &snapshot.Validated{}}
 	ks.client = upstream.New(upstream.Options{
-		Addrs: r.o.Upstreams, Dial: r.o.Pool.Conn, Node: k.Node(r.o.ID), Types: r.types,
+		Addrs: r.upstreamsOf(k.Name), Known: r.known(), Dial: r.o.Pool.Conn, Node: k.Node(r.o.ID), Types: r.types,
 		Resume: resume, MaxResources: r.o.MaxResources, MinBackoff: r.o.MinBackoff, MaxBackoff: r.o.MaxBackoff,
 		Logger: r.o.Logger.With("key", k.Name),
 		OnChange: func() {
@@ -363,15 +369,20 @@ func (r *Relay) publish(at time.Time) {
 	r.pubMu.Lock()
 	defer r.pubMu.Unlock()
 	r.mu.Lock()
-	for _, name := range slices.Sorted(maps.Keys(r.keys)) {
-		ks := r.keys[name]
+	order, blocked := r.published()
+	for _, ks := range order {
+		name := ks.key.Name
 		for _, h := range ks.heldBack {
 			held = append(held, name+": "+h)
 		}
-		if ks.snap == nil {
+		if ks.snap == nil || blocked[ks] {
 			continue
 		}
-		rules = append(rules, nodegroup.Group{Name: name, Match: ks.key.Match()})
+		rule := nodegroup.Group{Name: name, Match: ks.key.Match()}
+		if ks.key.Group != nil {
+			rule.Default = ks.key.Group.Default
+		}
+		rules = append(rules, rule)
 		snaps = append(snaps, ks.snap)
 		gs := GroupStatus{Name: name, Version: ks.snap.Version(), Resources: map[string]int{}}
 		for _, set := range ks.snap.Sets() {
@@ -433,6 +444,10 @@ type KeyStatus struct {
 	Streams int    `json:"upstreamStreams"`
 	Proxies int    `json:"proxies"`
 	Version string `json:"version,omitempty"`
+	// Refused is the last refusal of the key by an upstream that does not
+	// serve its group (another shard does): which upstream, what it said,
+	// and whether the relay could retry where it pointed.
+	Refused string `json:"refused,omitempty"`
 }
 
 // Stats are the relay's figures for its metrics.
@@ -465,7 +480,7 @@ func (r *Relay) Keys() []KeyStatus {
 	for _, ks := range r.snapshotKeys() {
 		addr, up, n := ks.client.Connected()
 		r.mu.Lock()
-		k := KeyStatus{Key: ks.key.Name, Upstream: addr, Connected: up, Streams: n, Proxies: ks.streams}
+		k := KeyStatus{Key: ks.key.Name, Upstream: addr, Connected: up, Streams: n, Proxies: ks.streams, Refused: ks.client.Refused()}
 		if ks.snap != nil {
 			k.Version = ks.snap.Version()
 		}

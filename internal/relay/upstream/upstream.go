@@ -49,6 +49,10 @@ type Options struct {
 	// Addrs are the upstream addresses, tried in order: a stream that
 	// fails moves to the next.
 	Addrs []string
+	// Known are every address the relay may dial: a refusal by a shard
+	// that does not serve the key's group, naming one of them as the
+	// shard that does, is retried there.
+	Known []string
 	// Dial returns the connection to an address (a Pool's Conn).
 	Dial func(addr string) (*grpc.ClientConn, error)
 	// Node is the node the stream announces.
@@ -86,6 +90,8 @@ type Client struct {
 	addr               string
 	connected          bool
 	streams            int
+	// refused is the last refusal by a shard not serving the key's group.
+	refused string
 }
 
 // New returns a client; Run runs it.
@@ -198,14 +204,26 @@ func (c *Client) Run(ctx context.Context) error {
 	}
 	backoff := c.o.MinBackoff
 	failing := false
+	redirect := ""
 	for i := 0; ; i = (i + 1) % len(c.o.Addrs) {
-		addr := c.o.Addrs[i]
+		addr, redirected := c.o.Addrs[i], redirect != ""
+		if redirected {
+			addr, redirect = redirect, ""
+			i-- // the listed order resumes where it was
+		}
 		got, err := c.stream(ctx, addr)
 		if ctx.Err() != nil {
 			return nil
 		}
 		if got {
 			backoff, failing = c.o.MinBackoff, false
+			if !redirected {
+				c.noteRefusal(ctx, "") // the key's own upstreams serve it
+			}
+		}
+		if shown, next := c.refusal(addr, err); shown != "" {
+			redirect = next
+			c.noteRefusal(ctx, shown)
 		}
 		// Said once per outage, not at every retry of every key.
 		level := slog.LevelWarn
@@ -222,6 +240,19 @@ func (c *Client) Run(ctx context.Context) error {
 		case <-t.C:
 		}
 		backoff = min(2*backoff, c.o.MaxBackoff)
+	}
+}
+
+// noteRefusal keeps a shard's refusal for the key's status and logs it,
+// once while it says the same: a misrouted key is an operator's to fix
+// (--upstream-for).
+func (c *Client) noteRefusal(ctx context.Context, shown string) {
+	c.mu.Lock()
+	same := c.refused == shown
+	c.refused = shown
+	c.mu.Unlock()
+	if !same && shown != "" {
+		c.o.Logger.Log(ctx, slog.LevelWarn, "relay key misrouted: its upstream serves other groups (check --upstream-for)", "node", c.o.Node.GetId(), "refusal", shown)
 	}
 }
 

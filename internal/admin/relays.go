@@ -1,0 +1,149 @@
+package admin
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/pylon-xds/pylon/internal/redact"
+)
+
+// Bounds of the relays' reports (POST /v1/relays/{relay}).
+const (
+	maxRelays          = 1000
+	maxRelayBody       = 256 << 10
+	maxRelayKeys       = 2000
+	maxRelayText       = 256
+	RelayReportExpires = 60 * time.Second
+)
+
+// RelayKey is one key of a relay's report: its downstream proxies'
+// counts, never their names.
+type RelayKey struct {
+	Key     string `json:"key"`
+	Version string `json:"version,omitempty"`
+	Proxies int    `json:"proxies"`
+	ACKed   int    `json:"acked"`
+	NACKed  int    `json:"nacked"`
+	Pending int    `json:"pending"`
+}
+
+// RelayReport is a relay's downstream status as the upstream shows it in
+// /proxies: what the relay said (with the token it holds: a report, not
+// a proof) and when; Identity is what its verified client certificate
+// proves, when the admin API verifies one.
+type RelayReport struct {
+	Relay      string     `json:"relay"`
+	Identity   string     `json:"identity,omitempty"`
+	ReportedAt time.Time  `json:"reportedAt"`
+	Keys       []RelayKey `json:"keys"`
+}
+
+// relayReports holds the relays' last reports, each until it expires.
+type relayReports struct {
+	mu sync.Mutex
+	m  map[string]RelayReport
+}
+
+func newRelayReports() *relayReports { return &relayReports{m: map[string]RelayReport{}} }
+
+// list is the reports not expired, by relay.
+func (rr *relayReports) list() []RelayReport {
+	if rr == nil {
+		return nil
+	}
+	now := time.Now()
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	var out []RelayReport
+	for id, r := range rr.m {
+		if now.Sub(r.ReportedAt) > RelayReportExpires {
+			delete(rr.m, id)
+			continue
+		}
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b RelayReport) int { return strings.Compare(a.Relay, b.Relay) })
+	return out
+}
+
+// registerRelays adds POST /v1/relays/{relay}: a relay's summary of its
+// downstream proxies, per key (docs/relay.md). The read token suffices: a
+// report names no node, decides nothing (no balance, no rollout halt),
+// is shown apart from the proxies this server serves, under the relay's
+// name, and expires unless renewed; it is bounded in size, keys and
+// relays.
+func registerRelays(mux *http.ServeMux, g guard, rr *relayReports) {
+	mux.HandleFunc("POST /v1/relays/{relay}", g.read(func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("relay")
+		if id == "" || len(id) > maxRelayText || !utf8.ValidString(id) {
+			writeJSON(w, http.StatusBadRequest, apiError{Error: fmt.Sprintf("relay id: 1 to %d bytes of UTF-8", maxRelayText)})
+			return
+		}
+		b, err := io.ReadAll(io.LimitReader(r.Body, maxRelayBody+1))
+		if err != nil || len(b) > maxRelayBody {
+			writeJSON(w, http.StatusRequestEntityTooLarge, apiError{Error: fmt.Sprintf("a relay's report is at most %d bytes", maxRelayBody)})
+			return
+		}
+		var body struct {
+			Keys []RelayKey `json:"keys"`
+		}
+		if err := json.Unmarshal(b, &body); err != nil {
+			writeJSON(w, http.StatusBadRequest, apiError{Error: "a relay's report: " + truncate(err.Error())})
+			return
+		}
+		if len(body.Keys) > maxRelayKeys {
+			writeJSON(w, http.StatusBadRequest, apiError{Error: fmt.Sprintf("a relay's report: %d keys; at most %d", len(body.Keys), maxRelayKeys)})
+			return
+		}
+		rep := RelayReport{Relay: cutText(id), ReportedAt: time.Now().UTC(), Keys: make([]RelayKey, 0, len(body.Keys))}
+		if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 && len(r.TLS.VerifiedChains) > 0 {
+			if c := r.TLS.PeerCertificates[0]; len(c.URIs) > 0 {
+				rep.Identity = cutText(c.URIs[0].String())
+			}
+		}
+		for _, k := range body.Keys {
+			if k.Proxies < 0 || k.ACKed < 0 || k.NACKed < 0 || k.Pending < 0 {
+				writeJSON(w, http.StatusBadRequest, apiError{Error: "a relay's report: negative counts"})
+				return
+			}
+			k.Key, k.Version = cutText(k.Key), cutText(k.Version)
+			rep.Keys = append(rep.Keys, k)
+		}
+		if !rr.put(rep) {
+			writeJSON(w, http.StatusTooManyRequests, apiError{Error: fmt.Sprintf("reports of %d relays are held, the bound: this one is not", maxRelays)})
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+}
+
+// put keeps rep, unless maxRelays others are held.
+func (rr *relayReports) put(rep RelayReport) bool {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	if _, ok := rr.m[rep.Relay]; !ok && len(rr.m) >= maxRelays {
+		return false
+	}
+	rr.m[rep.Relay] = rep
+	return true
+}
+
+// cutText bounds a relay-supplied text, redacted, at a rune boundary.
+func cutText(s string) string {
+	s = redact.String(s)
+	if len(s) <= maxRelayText {
+		return s
+	}
+	s = s[:maxRelayText]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}

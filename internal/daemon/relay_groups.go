@@ -1,0 +1,79 @@
+package daemon
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/pylon-xds/pylon/internal/relay"
+	"github.com/pylon-xds/pylon/internal/status"
+)
+
+// groupRules is the reader of a Pylon upstream's group rules
+// (--upstream-admin), nil without it. The read token crosses in clear
+// only to a loopback address: elsewhere the URL must be https, verified
+// with --upstream-ca (and the relay's --upstream-cert presented).
+func groupRules(ro RelayOptions, tlsCfg *tls.Config, dataDir string, log *slog.Logger) (*relay.GroupRules, error) {
+	if ro.UpstreamAdmin == "" {
+		if ro.UpstreamReadTokenFile != "" {
+			return nil, errors.New("--upstream-read-token-file needs --upstream-admin")
+		}
+		return nil, nil
+	}
+	u, err := url.Parse(ro.UpstreamAdmin)
+	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return nil, fmt.Errorf("--upstream-admin %q: want https://HOST:PORT, the upstream's admin API", ro.UpstreamAdmin)
+	}
+	if ro.UpstreamReadTokenFile == "" {
+		return nil, errors.New("--upstream-admin needs --upstream-read-token-file, the upstream's read token")
+	}
+	tr := &http.Transport{Proxy: nil, MaxIdleConns: 2, IdleConnTimeout: time.Minute, ResponseHeaderTimeout: 5 * time.Second}
+	switch {
+	case u.Scheme == "http":
+		if ip := net.ParseIP(u.Hostname()); ip == nil || !ip.IsLoopback() {
+			return nil, fmt.Errorf("--upstream-admin %q: http sends the read token in clear; use https (verified with --upstream-ca), or a loopback address", ro.UpstreamAdmin)
+		}
+	case tlsCfg == nil:
+		return nil, fmt.Errorf("--upstream-admin %q: https needs --upstream-ca to verify the upstream's admin certificate", ro.UpstreamAdmin)
+	default:
+		c := tlsCfg.Clone()
+		c.ServerName = "" // the admin API's own host name, not --upstream-server-name
+		tr.TLSClientConfig = c
+	}
+	path := ro.UpstreamReadTokenFile
+	return &relay.GroupRules{
+		URL: strings.TrimSuffix(ro.UpstreamAdmin, "/"), Client: &http.Client{Transport: tr, Timeout: 10 * time.Second},
+		Logger: log, Kept: filepath.Join(dataDir, "relay-groups.json"),
+		Token: func() (string, error) {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return "", fmt.Errorf("--upstream-read-token-file: %w", err)
+			}
+			return strings.TrimSpace(string(b)), nil
+		},
+	}, nil
+}
+
+// runUpstreamAdmin runs, with --upstream-admin, the reading of the
+// upstream's group rules and the reports of the relay's downstream status
+// to it, until ctx ends.
+func runUpstreamAdmin(ctx context.Context, g *errgroup.Group, rules *relay.GroupRules, rl *relay.Relay, tracker *status.Tracker, every time.Duration) {
+	if rules == nil {
+		return
+	}
+	rep := &relay.Reporter{Rules: rules, Relay: rl, Every: every,
+		Report: func() []relay.KeyReport { return rl.Report(tracker.Streams()) }}
+	g.Go(func() error { return rules.Run(ctx) })
+	g.Go(func() error { return rep.Run(ctx) })
+}
