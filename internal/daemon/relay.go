@@ -153,8 +153,9 @@ func RunRelay(ctx context.Context, o Options, ro RelayOptions) error {
 }
 
 // newRelayXDS is the relay's xDS server, as serve's (newXDS) but for the
-// relay's admission of each stream into its key (relay.StreamInterceptor)
-// and its observing the streams' NACKs: CSDS on the same gRPC server.
+// relay's admission of each stream into its key (relay.Admit, once the
+// server accepted the stream's node: identity, bounds, admission) and its
+// observing the streams' NACKs: CSDS on the same gRPC server.
 func newRelayXDS(o Options, sec *security, reg *xdstype.Registry, pub *fleet.Publisher, obs *Observability, rl *relay.Relay, tokens *token.Files) (*xds.Server, *grpc.Server) {
 	xdsSrv := xds.New(xds.Options{
 		Registry: reg, Fleets: pub, Identifier: o.Identifier, Logger: o.Logger,
@@ -163,8 +164,9 @@ func newRelayXDS(o Options, sec *security, reg *xdstype.Registry, pub *fleet.Pub
 		Observer: status.ComposeObservers(obs.Observer, rl),
 		Identity: sec.identity, InsecureServeSecrets: o.InsecureServeSecrets,
 		MaxResourceNames: o.MaxResourceNames, MaxStreamsPerConnection: o.MaxStreamsPerConnection, SendStall: o.SendStall,
+		Admit: rl.Admit,
 	})
-	gs := grpc.NewServer(append(grpcOptions(o, xdsSrv, sec), grpc.ChainStreamInterceptor(rl.StreamInterceptor()))...)
+	gs := grpc.NewServer(grpcOptions(o, xdsSrv, sec)...)
 	xdsSrv.Register(gs)
 	csds.New(csds.Options{
 		Tracker: obs.Tracker, Registry: reg, Logger: o.Logger,

@@ -2,22 +2,21 @@ package relay
 
 import (
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 
-	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/status"
 )
 
 // Admit takes a downstream stream of node n into its key: the key's
-// upstream stream starts with its first proxy. It refuses a node the
+// upstream stream starts with its first proxy. The xDS server calls it
+// (xds.Options.Admit) once it accepted the node, its certificate's
+// identity among the rest: a claim it refuses never makes the relay fetch
+// anything with its own identity, nor takes a key. It refuses a node the
 // template makes no key of (FAILED_PRECONDITION) and a new key past
 // MaxKeys (RESOURCE_EXHAUSTED). release ends the stream's use of the key.
 func (r *Relay) Admit(n nodegroup.Node) (release func(), err error) {
@@ -55,50 +54,6 @@ func (r *Relay) Admit(n nodegroup.Node) (release func(), err error) {
 			}
 		})
 	}, nil
-}
-
-// StreamInterceptor admits each xDS stream by the node of its first
-// request (Admit) before the xDS server sees that request, so that a
-// refused stream ends with the refusal and an admitted one's key is
-// already on its way. CSDS and other services pass through.
-func (r *Relay) StreamInterceptor() grpc.StreamServerInterceptor {
-	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		if strings.HasPrefix(info.FullMethod, "/envoy.service.status.") {
-			return handler(srv, ss)
-		}
-		w := &admitted{ServerStream: ss, r: r}
-		defer func() {
-			if w.release != nil {
-				w.release()
-			}
-		}()
-		return handler(srv, w)
-	}
-}
-
-// admitted is a stream whose first request is admitted.
-type admitted struct {
-	grpc.ServerStream
-	r       *Relay
-	done    bool
-	release func()
-}
-
-func (a *admitted) RecvMsg(m any) error {
-	if err := a.ServerStream.RecvMsg(m); err != nil || a.done {
-		return err
-	}
-	a.done = true
-	req, ok := m.(interface{ GetNode() *corev3.Node })
-	if !ok || req.GetNode() == nil {
-		return nil // the xDS server refuses a first request without a node
-	}
-	rel, err := a.r.Admit(fleet.NodeOf(req.GetNode()))
-	if err != nil {
-		return err
-	}
-	a.release = rel
-	return nil
 }
 
 // Observe reports a downstream NACK upstream, on the stream of the
