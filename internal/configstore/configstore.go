@@ -105,6 +105,7 @@ type Service struct {
 	health health
 	log    *slog.Logger
 	mu     sync.Mutex // one writer at a time: validate against what is stored
+	writes writeCache // under mu
 	notify chan time.Time
 	leases leases
 	// renewMu orders lease renewals against expiry (see renew):
@@ -373,16 +374,26 @@ func (r *rendered) endpointsFile(service string, eps [][]byte, next *rendered) (
 	return f, nil
 }
 
-// compileObjects validates a would-be object set.
+// writeCache is what one write's compile leaves for the next, as the
+// pipeline keeps one for its updates: a write changes one object of a
+// thousand, and the objects rendered, decoded, translated and encoded for
+// the last write are those of this one but for the change. Results are
+// those of a compile without it (compile.Cache). Guarded by Service.mu.
+type writeCache struct {
+	rendered rendered
+	compiled compile.Cache
+}
+
+// compileObjects validates a would-be object set. The caller holds s.mu.
 func (s *Service) compileObjects(objs []store.Object) (*fleet.Fleet, error) {
-	files, err := Files(objs, s.opts.Now())
+	files, err := s.writes.rendered.files(objs, s.opts.Now())
 	if err != nil {
 		return nil, err
 	}
 	if s.opts.Extra != nil {
 		files = append(files, s.opts.Extra()...)
 	}
-	fleet, err := compile.Compile(s.opts.Registry, files, s.opts.Read)
+	fleet, err := s.writes.compiled.Compile(s.opts.Registry, files, s.opts.Read)
 	return fleet, unlined(err)
 }
 
