@@ -69,7 +69,7 @@ func BuildValidated(reg *xdstype.Registry, inputs []xdstype.Resource, v *Validat
 		// An invalid resource still goes in the set: what names it is not
 		// also reported as dangling.
 		validOnce(in, validKey{in.Type.URL, sum}, v, holds, keys, b, &problems)
-		r, err := newResource(in, b, sum)
+		r, err := v.resource(reg, in, b, sum)
 		if err != nil {
 			problems = append(problems, diagOf(in, "", "cannot encode: %v", err))
 			continue
@@ -81,15 +81,11 @@ func BuildValidated(reg *xdstype.Registry, inputs []xdstype.Resource, v *Validat
 		if in.Type.Refs == nil || firstSeen[in.Type.URL][in.Name] != in {
 			continue
 		}
-		refs := in.Type.Refs(in.Message)
+		var refs []xdstype.Ref
 		if r := byType[in.Type.URL][in.Name]; r != nil {
-			r.Refs = refs
-			for _, ref := range refs {
-				if t := reg.Lookup(ref.TypeURL); t != nil && t.MustPrecede {
-					r.Precede = append(r.Precede, ref)
-				}
-			}
-			r.precedeType = oneType(r.Precede)
+			refs = r.Refs
+		} else {
+			refs = in.Type.Refs(in.Message)
 		}
 		problems = append(problems, refProblems(reg, in, refs, byType)...)
 	}
@@ -130,10 +126,27 @@ func validOnce(in *xdstype.Resource, k validKey, v *Validated, holds map[protore
 }
 
 // newResource builds the encoded forms of a resource whose deterministic
-// encoding is b, of SHA-256 sum. A TTL is part of what the client receives,
-// so it is part of the version: adding, changing or dropping it resends the
-// resource.
-func newResource(in *xdstype.Resource, b []byte, sum [sha256.Size]byte) (*Resource, error) {
+// encoding is b, of SHA-256 sum, and reads what it names. A TTL is part of
+// what the client receives, so it is part of the version: adding,
+// changing or dropping it resends the resource. The Resource is complete
+// when it is returned: builds share it (Validated) and never change it.
+func newResource(reg *xdstype.Registry, in *xdstype.Resource, b []byte, sum [sha256.Size]byte) (*Resource, error) {
+	r, err := encodedForms(in, b, sum)
+	if err != nil || in.Type.Refs == nil {
+		return r, err
+	}
+	r.Refs = in.Type.Refs(in.Message)
+	for _, ref := range r.Refs {
+		if t := reg.Lookup(ref.TypeURL); t != nil && t.MustPrecede {
+			r.Precede = append(r.Precede, ref)
+		}
+	}
+	r.precedeType = oneType(r.Precede)
+	return r, nil
+}
+
+// encodedForms is newResource's Resource without what it names.
+func encodedForms(in *xdstype.Resource, b []byte, sum [sha256.Size]byte) (*Resource, error) {
 	enc := &anypb.Any{TypeUrl: in.Type.URL, Value: b}
 	r := &Resource{Name: in.Name, Any: enc, Message: in.Message}
 	if in.TTL <= 0 {

@@ -3,8 +3,11 @@ package snapshot
 import (
 	"crypto/sha256"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/proto"
+
+	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
 // Validated remembers which resources passed validation in the previous
@@ -29,10 +32,42 @@ type Validated struct {
 	encCur, encPrev map[proto.Message]encoding
 }
 
-// encoding is a message's deterministic encoding and its SHA-256.
+// encoding is a message's deterministic encoding and its SHA-256, and
+// the Resource a build made of it, if any.
 type encoding struct {
 	b   []byte
 	sum [sha256.Size]byte
+	res *builtResource
+}
+
+// builtResource is a Resource and what it was built from besides its
+// message: the same message under another name, type, TTL or registry
+// is built again.
+type builtResource struct {
+	r    *Resource
+	reg  *xdstype.Registry
+	typ  *xdstype.Type
+	name string
+	ttl  time.Duration
+}
+
+// resource returns in's Resource (its encoding b of SHA-256 sum), the
+// previous build's when it built one of the same message, name, type and
+// TTL: a Resource is never changed once built, so builds share it, and a
+// change to one object of a thousand does not rebuild the others' encoded
+// forms and references.
+func (v *Validated) resource(reg *xdstype.Registry, in *xdstype.Resource, b []byte, sum [sha256.Size]byte) (*Resource, error) {
+	if e, ok := v.encoded(in.Message); ok && e.res != nil {
+		if p := e.res; p.reg == reg && p.typ == in.Type && p.name == in.Name && p.ttl == in.TTL && e.sum == sum {
+			return p.r, nil
+		}
+	}
+	r, err := newResource(reg, in, b, sum)
+	if err != nil {
+		return nil, err
+	}
+	v.keepEncoding(in.Message, encoding{b, sum, &builtResource{r, reg, in.Type, in.Name, in.TTL}})
+	return r, nil
 }
 
 // encode returns m's deterministic encoding and its hash, from the
@@ -45,7 +80,7 @@ func (v *Validated) encode(m proto.Message) ([]byte, [sha256.Size]byte, error) {
 	if err != nil {
 		return nil, [sha256.Size]byte{}, err
 	}
-	e := encoding{b, sha256.Sum256(b)}
+	e := encoding{b: b, sum: sha256.Sum256(b)}
 	v.keepEncoding(m, e)
 	return e.b, e.sum, nil
 }
