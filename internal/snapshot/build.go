@@ -61,18 +61,25 @@ func BuildValidated(reg *xdstype.Registry, inputs []xdstype.Resource, v *Validat
 		if msg := XdstpProblem(in.Name, string(in.Message.ProtoReflect().Descriptor().FullName())); msg != "" {
 			problems = append(problems, diagOf(in, in.Type.NameField(), "%s", msg))
 		}
-		b, sum, err := v.encode(in.Message)
+		e, err := v.encode(in.Message)
 		if err != nil {
 			problems = append(problems, diagOf(in, "", "cannot encode: %v", err))
 			continue
 		}
+		if r := e.res.reuse(reg, in); r != nil {
+			byType[in.Type.URL][in.Name] = r
+			continue
+		}
 		// An invalid resource still goes in the set: what names it is not
 		// also reported as dangling.
-		validOnce(in, validKey{in.Type.URL, sum}, v, holds, keys, b, &problems)
-		r, err := v.resource(reg, in, b, sum)
+		valid := validOnce(in, validKey{in.Type.URL, e.sum}, v, holds, keys, e.b, &problems)
+		r, err := newResource(reg, in, e.b, e.sum)
 		if err != nil {
 			problems = append(problems, diagOf(in, "", "cannot encode: %v", err))
 			continue
+		}
+		if valid {
+			v.keepBuilt(reg, in, e, r)
 		}
 		byType[in.Type.URL][in.Name] = r
 	}
@@ -111,10 +118,10 @@ func oneType(refs []xdstype.Ref) string {
 }
 
 // validOnce validates in (its key k, its encoding enc) unless v saw it
-// pass before, adding its problems.
-func validOnce(in *xdstype.Resource, k validKey, v *Validated, holds map[protoreflect.FullName]bool, keys *redact.Finder, enc []byte, problems *diag.List) {
+// pass before, adding its problems; it reports whether in is valid.
+func validOnce(in *xdstype.Resource, k validKey, v *Validated, holds map[protoreflect.FullName]bool, keys *redact.Finder, enc []byte, problems *diag.List) bool {
 	if v.seen(k) {
-		return
+		return true
 	}
 	fes := append(validate(in.Message, holds), keyProblems(in, keys, enc)...)
 	for _, fe := range fes {
@@ -123,6 +130,7 @@ func validOnce(in *xdstype.Resource, k validKey, v *Validated, holds map[protore
 	if len(fes) == 0 {
 		v.passed(k)
 	}
+	return len(fes) == 0
 }
 
 // newResource builds the encoded forms of a resource whose deterministic

@@ -51,38 +51,40 @@ type builtResource struct {
 	ttl  time.Duration
 }
 
-// resource returns in's Resource (its encoding b of SHA-256 sum), the
-// previous build's when it built one of the same message, name, type and
-// TTL: a Resource is never changed once built, so builds share it, and a
-// change to one object of a thousand does not rebuild the others' encoded
-// forms and references.
-func (v *Validated) resource(reg *xdstype.Registry, in *xdstype.Resource, b []byte, sum [sha256.Size]byte) (*Resource, error) {
-	if e, ok := v.encoded(in.Message); ok && e.res != nil {
-		if p := e.res; p.reg == reg && p.typ == in.Type && p.name == in.Name && p.ttl == in.TTL && e.sum == sum {
-			return p.r, nil
-		}
+// reuse returns the Resource built before of in's message, if it was
+// built of it under in's name, type and TTL (and reg): a Resource is never
+// changed once built, so builds share it, and a change to one object of a
+// thousand does not rebuild the others' encoded forms and references.
+// Only Resources that passed validation are kept, so one reused needs no
+// validating either.
+func (b *builtResource) reuse(reg *xdstype.Registry, in *xdstype.Resource) *Resource {
+	if b == nil || b.reg != reg || b.typ != in.Type || b.name != in.Name || b.ttl != in.TTL {
+		return nil
 	}
-	r, err := newResource(reg, in, b, sum)
-	if err != nil {
-		return nil, err
-	}
-	v.keepEncoding(in.Message, encoding{b, sum, &builtResource{r, reg, in.Type, in.Name, in.TTL}})
-	return r, nil
+	return b.r
+}
+
+// keepBuilt keeps r, built of in's message (encoded as e) and valid, for
+// the next build.
+func (v *Validated) keepBuilt(reg *xdstype.Registry, in *xdstype.Resource, e encoding, r *Resource) {
+	e.res = &builtResource{r, reg, in.Type, in.Name, in.TTL}
+	v.keepEncoding(in.Message, e)
 }
 
 // encode returns m's deterministic encoding and its hash, from the
-// previous build when it encoded m.
-func (v *Validated) encode(m proto.Message) ([]byte, [sha256.Size]byte, error) {
+// previous build when it encoded m (with the Resource built of it, if
+// any).
+func (v *Validated) encode(m proto.Message) (encoding, error) {
 	if e, ok := v.encoded(m); ok {
-		return e.b, e.sum, nil
+		return e, nil
 	}
 	b, err := marshal.Marshal(m)
 	if err != nil {
-		return nil, [sha256.Size]byte{}, err
+		return encoding{}, err
 	}
 	e := encoding{b: b, sum: sha256.Sum256(b)}
 	v.keepEncoding(m, e)
-	return e.b, e.sum, nil
+	return e, nil
 }
 
 // encoded returns m's encoding from this build or the previous one,

@@ -91,3 +91,16 @@ func TestValidatedRebuildsAMessageUnderAnotherTTL(t *testing.T) {
 		t.Errorf("the message built again with a TTL: TTL %v, version %s (as without), want a TTL and a version of its own", r.TTL, r.Version)
 	}
 }
+
+// An invalid message given again is refused again: only what passed is
+// kept for the next build.
+func TestValidatedRefusesTheSameInvalidMessageAgain(t *testing.T) {
+	reg := xdstype.New()
+	var v snapshot.Validated
+	in := inputs(reg, cluster("a", time.Second), cluster("b", -time.Second))
+	for i := range 3 {
+		if _, err := snapshot.BuildValidated(reg, in, &v); err == nil || !strings.Contains(err.Error(), "connect_timeout") {
+			t.Fatalf("build %d of an invalid message: %v, want it refused naming connect_timeout", i, err)
+		}
+	}
+}
