@@ -47,11 +47,17 @@ func BuildValidated(reg *xdstype.Registry, inputs []xdstype.Resource, v *Validat
 	keys := &redact.Finder{}                  // the key check's walk, per type
 	byType := map[string]map[string]*Resource{}
 	firstSeen := map[string]map[string]*xdstype.Resource{}
+	// The maps sized at once: a thousand resources of a type would grow
+	// them a dozen times.
+	counts := map[string]int{}
+	for i := range inputs {
+		counts[inputs[i].Type.URL]++
+	}
 	for i := range inputs {
 		in := &inputs[i]
 		if byType[in.Type.URL] == nil {
-			byType[in.Type.URL] = map[string]*Resource{}
-			firstSeen[in.Type.URL] = map[string]*xdstype.Resource{}
+			byType[in.Type.URL] = make(map[string]*Resource, counts[in.Type.URL])
+			firstSeen[in.Type.URL] = make(map[string]*xdstype.Resource, counts[in.Type.URL])
 		}
 		if prev := firstSeen[in.Type.URL][in.Name]; prev != nil {
 			problems = append(problems, diagOf(in, in.Type.NameField(), "duplicate name: already defined at %s", location(prev)))

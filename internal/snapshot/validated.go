@@ -115,7 +115,9 @@ func (v *Validated) keepEncoding(m proto.Message, e encoding) {
 
 func (v *Validated) keepEncodingLocked(m proto.Message, e encoding) {
 	if v.encCur == nil {
-		v.encCur = map[proto.Message]encoding{}
+		// Sized as the last build's: a build of a thousand resources
+		// would otherwise grow it a dozen times.
+		v.encCur = make(map[proto.Message]encoding, len(v.encPrev))
 	}
 	v.encCur[m] = e
 }
@@ -157,7 +159,7 @@ func (v *Validated) passed(k validKey) {
 
 func (v *Validated) keep(k validKey) {
 	if v.cur == nil {
-		v.cur = map[validKey]struct{}{}
+		v.cur = make(map[validKey]struct{}, len(v.prev))
 	}
 	v.cur[k] = struct{}{}
 }
