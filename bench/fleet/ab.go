@@ -208,6 +208,8 @@ func checkAB(impls string, eds int, scenario bool) string {
 		return "-ab: -impl names two servers"
 	case eds < 2:
 		return "-ab: -eds at least 2 (the table compares the halves)"
+	case strings.Contains(impls, "pylon-api") || strings.Contains(impls, "pylon-file"):
+		return "-ab: not pylon-api or pylon-file (changes through the daemon's API or file are measured in the fleet scenario)"
 	}
 	return ""
 }

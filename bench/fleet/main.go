@@ -54,7 +54,7 @@ func main() {
 	serveImpl := flag.String("serve", "", "internal: run this server (pylon or gcp) instead of the driver")
 	ns := flag.String("n", "1000", "proxy counts, comma-separated")
 	cs := flag.String("clusters", "100", "cluster counts, comma-separated")
-	impls := flag.String("impl", "pylon,gcp", "servers to measure: pylon, gcp, and (not with -churn or -failover) pylon-unobserved, Pylon without status tracking and metrics, a diagnostic of what they cost; NAME@PATH (fleet scenario and -ab) is NAME as another build of this benchmark at PATH serves it")
+	impls := flag.String("impl", "pylon,gcp", "servers to measure: pylon, gcp, and (not with -churn or -failover) pylon-unobserved, Pylon without status tracking and metrics, a diagnostic of what they cost, and pylon-api and pylon-file, the whole daemon changed through the admin API or its config file written in place (daemonfleet.go); NAME@PATH (fleet scenario and -ab) is NAME as another build of this benchmark at PATH serves it")
 	delta := flag.Bool("delta", false, "simulated Envoys speak delta xDS (go-control-plane is measured in SotW only)")
 	perConn := flag.Int("streams-per-conn", 200, "streams multiplexed on one gRPC connection")
 	profile := flag.String("profile", "", "write the servers' heap profile (after the first full config) and CPU profiles (the first 3s of the first full config, 3s around the EDS change, the route changes, the first 10s of the reconnect; with -failover, B's first 3s after the kill) into this folder")
@@ -146,6 +146,8 @@ func checkFlags(routes, eds, driverGC int, impls string, scenario bool, duration
 		return "-driver-gogc: at least 10 (the driver's collector cannot be turned off: the simulator would grow without bound)"
 	case scenario && strings.Contains(impls, "pylon-unobserved"):
 		return "-impl pylon-unobserved: only in the fleet scenario, not with -churn or -failover"
+	case scenario && (strings.Contains(impls, "pylon-api") || strings.Contains(impls, "pylon-file")):
+		return "-impl pylon-api, pylon-file: only in the fleet scenario (with -churn, say -impl pylon -via api,file)"
 	case duration <= 0 || duration > time.Hour:
 		return "-duration: between 1s and 1h"
 	}
@@ -204,6 +206,11 @@ type child struct {
 	xds, ctl string
 	pprof    string // the daemon child's pprof address, when not ctl
 	once     sync.Once
+	// change, when set, makes set's changes instead of the control
+	// endpoint (a daemon child: daemonfleet.go); cleanup, when set,
+	// runs after stop.
+	change  func(eds, route int) error
+	cleanup func()
 }
 
 // startChild starts a server process; extra are more flags for it. An
@@ -248,6 +255,9 @@ func (c *child) stop() {
 	c.once.Do(func() {
 		_ = c.cmd.Process.Kill()
 		_ = c.cmd.Wait()
+		if c.cleanup != nil {
+			c.cleanup()
+		}
 	})
 }
 
@@ -289,6 +299,9 @@ func (c *child) rss() float64 {
 }
 
 func (c *child) set(eds, route int) error {
+	if c.change != nil {
+		return c.change(eds, route)
+	}
 	_, err := c.post(fmt.Sprintf("/set?eds=%d&route=%d", eds, route))
 	return err
 }
@@ -372,7 +385,13 @@ type result struct {
 type changes struct{ eds, routes int }
 
 func run(impl string, n, clusters int, delta bool, perConn int, ch changes, profile string) (string, error) {
-	c, err := startChild(impl, clusters)
+	var c *child
+	var err error
+	if via, ok := daemonImpl(impl); ok {
+		c, err = startDaemonChild(impl, via, clusters)
+	} else {
+		c, err = startChild(impl, clusters)
+	}
 	if err != nil {
 		return "", err
 	}

@@ -137,13 +137,14 @@ func translateModel(reg *xdstype.Registry, m *model.Model, joined map[string][]m
 	for i := range m.Routes {
 		rt := &m.Routes[i]
 		c.table(rt)
-		rateLimited[rt.Name] = translate.UsesRateLimit(rt)
-		emit(rt.Source, translate.RouteConfiguration(rt))
+		config, limited := services.routes(rt)
+		rateLimited[rt.Name] = limited
+		emit(rt.Source, config)
 	}
 	for i := range m.Listeners {
 		l := &m.Listeners[i]
 		c.listener(l)
-		emit(l.Source, translate.Listener(l, func(t string) bool { return rateLimited[t] }))
+		emit(l.Source, services.listener(l, func(t string) bool { return rateLimited[t] }))
 	}
 	files := map[string][]byte{}
 	for i := range m.Secrets {

@@ -82,6 +82,12 @@ type Options struct {
 	// Kubernetes cluster's services): every write is validated with them,
 	// as the pipeline will compile it, so that a route may name them.
 	Extra func() []config.File
+	// Cache, if set, is the compile cache writes are validated through:
+	// the daemon passes its pipeline's (pipeline.Pipeline.Cache), so that
+	// a write and the publish that follows it share what they decoded,
+	// translated and encoded, and the config is kept decoded once rather
+	// than twice. Nil: the service keeps its own.
+	Cache *compile.Cache
 }
 
 // sinceCommitter is a store that commits on the condition that nothing was
@@ -105,6 +111,7 @@ type Service struct {
 	health health
 	log    *slog.Logger
 	mu     sync.Mutex // one writer at a time: validate against what is stored
+	writes writeCache // under mu
 	notify chan time.Time
 	leases leases
 	// renewMu orders lease renewals against expiry (see renew):
@@ -141,6 +148,10 @@ func New(opts Options) *Service {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Service{opts: opts, log: log, notify: make(chan time.Time, 1)}
+	s.writes.compiled = opts.Cache
+	if s.writes.compiled == nil {
+		s.writes.compiled = &compile.Cache{}
+	}
 	s.health = health{log: log, now: opts.Now}
 	s.st = observed{Store: opts.Store, h: &s.health, w: &s.written}
 	return s
@@ -373,16 +384,28 @@ func (r *rendered) endpointsFile(service string, eps [][]byte, next *rendered) (
 	return f, nil
 }
 
-// compileObjects validates a would-be object set.
+// writeCache is what one write's compile leaves for the next, as the
+// pipeline keeps one for its updates: a write changes one object of a
+// thousand, and the objects rendered, decoded, translated and encoded for
+// the last write are those of this one but for the change. Results are
+// those of a compile without it (compile.Cache). Guarded by Service.mu
+// (compiled may be shared with the pipeline: compile.Cache is safe for
+// concurrent compiles).
+type writeCache struct {
+	rendered rendered
+	compiled *compile.Cache
+}
+
+// compileObjects validates a would-be object set. The caller holds s.mu.
 func (s *Service) compileObjects(objs []store.Object) (*fleet.Fleet, error) {
-	files, err := Files(objs, s.opts.Now())
+	files, err := s.writes.rendered.files(objs, s.opts.Now())
 	if err != nil {
 		return nil, err
 	}
 	if s.opts.Extra != nil {
 		files = append(files, s.opts.Extra()...)
 	}
-	fleet, err := compile.Compile(s.opts.Registry, files, s.opts.Read)
+	fleet, err := s.writes.compiled.Compile(s.opts.Registry, files, s.opts.Read)
 	return fleet, unlined(err)
 }
 

@@ -145,6 +145,11 @@ func New(o Options) *Pipeline {
 	return p
 }
 
+// Cache is the compile cache the pipeline compiles through, for the
+// config store to validate writes through (configstore.Options.Cache):
+// the publish that follows a write then finds what the write decoded.
+func (p *Pipeline) Cache() *compile.Cache { return &p.compiled }
+
 func (p *Pipeline) result(r string, f *fleet.Fleet) {
 	if p.o.OnResult != nil {
 		p.o.OnResult(r, f)

@@ -47,11 +47,17 @@ func BuildValidated(reg *xdstype.Registry, inputs []xdstype.Resource, v *Validat
 	keys := &redact.Finder{}                  // the key check's walk, per type
 	byType := map[string]map[string]*Resource{}
 	firstSeen := map[string]map[string]*xdstype.Resource{}
+	// The maps sized at once: a thousand resources of a type would grow
+	// them a dozen times.
+	counts := map[string]int{}
+	for i := range inputs {
+		counts[inputs[i].Type.URL]++
+	}
 	for i := range inputs {
 		in := &inputs[i]
 		if byType[in.Type.URL] == nil {
-			byType[in.Type.URL] = map[string]*Resource{}
-			firstSeen[in.Type.URL] = map[string]*xdstype.Resource{}
+			byType[in.Type.URL] = make(map[string]*Resource, counts[in.Type.URL])
+			firstSeen[in.Type.URL] = make(map[string]*xdstype.Resource, counts[in.Type.URL])
 		}
 		if prev := firstSeen[in.Type.URL][in.Name]; prev != nil {
 			problems = append(problems, diagOf(in, in.Type.NameField(), "duplicate name: already defined at %s", location(prev)))
@@ -61,18 +67,25 @@ func BuildValidated(reg *xdstype.Registry, inputs []xdstype.Resource, v *Validat
 		if msg := XdstpProblem(in.Name, string(in.Message.ProtoReflect().Descriptor().FullName())); msg != "" {
 			problems = append(problems, diagOf(in, in.Type.NameField(), "%s", msg))
 		}
-		b, sum, err := v.encode(in.Message)
+		e, err := v.encode(in.Message)
 		if err != nil {
 			problems = append(problems, diagOf(in, "", "cannot encode: %v", err))
 			continue
 		}
+		if r := e.res.reuse(reg, in); r != nil {
+			byType[in.Type.URL][in.Name] = r
+			continue
+		}
 		// An invalid resource still goes in the set: what names it is not
 		// also reported as dangling.
-		validOnce(in, validKey{in.Type.URL, sum}, v, holds, keys, b, &problems)
-		r, err := newResource(in, b, sum)
+		valid := validOnce(in, validKey{in.Type.URL, e.sum}, v, holds, keys, e.b, &problems)
+		r, err := newResource(reg, in, e.b, e.sum)
 		if err != nil {
 			problems = append(problems, diagOf(in, "", "cannot encode: %v", err))
 			continue
+		}
+		if valid {
+			v.keepBuilt(reg, in, e, r)
 		}
 		byType[in.Type.URL][in.Name] = r
 	}
@@ -81,15 +94,11 @@ func BuildValidated(reg *xdstype.Registry, inputs []xdstype.Resource, v *Validat
 		if in.Type.Refs == nil || firstSeen[in.Type.URL][in.Name] != in {
 			continue
 		}
-		refs := in.Type.Refs(in.Message)
+		var refs []xdstype.Ref
 		if r := byType[in.Type.URL][in.Name]; r != nil {
-			r.Refs = refs
-			for _, ref := range refs {
-				if t := reg.Lookup(ref.TypeURL); t != nil && t.MustPrecede {
-					r.Precede = append(r.Precede, ref)
-				}
-			}
-			r.precedeType = oneType(r.Precede)
+			refs = r.Refs
+		} else {
+			refs = in.Type.Refs(in.Message)
 		}
 		problems = append(problems, refProblems(reg, in, refs, byType)...)
 	}
@@ -115,10 +124,10 @@ func oneType(refs []xdstype.Ref) string {
 }
 
 // validOnce validates in (its key k, its encoding enc) unless v saw it
-// pass before, adding its problems.
-func validOnce(in *xdstype.Resource, k validKey, v *Validated, holds map[protoreflect.FullName]bool, keys *redact.Finder, enc []byte, problems *diag.List) {
+// pass before, adding its problems; it reports whether in is valid.
+func validOnce(in *xdstype.Resource, k validKey, v *Validated, holds map[protoreflect.FullName]bool, keys *redact.Finder, enc []byte, problems *diag.List) bool {
 	if v.seen(k) {
-		return
+		return true
 	}
 	fes := append(validate(in.Message, holds), keyProblems(in, keys, enc)...)
 	for _, fe := range fes {
@@ -127,13 +136,31 @@ func validOnce(in *xdstype.Resource, k validKey, v *Validated, holds map[protore
 	if len(fes) == 0 {
 		v.passed(k)
 	}
+	return len(fes) == 0
 }
 
 // newResource builds the encoded forms of a resource whose deterministic
-// encoding is b, of SHA-256 sum. A TTL is part of what the client receives,
-// so it is part of the version: adding, changing or dropping it resends the
-// resource.
-func newResource(in *xdstype.Resource, b []byte, sum [sha256.Size]byte) (*Resource, error) {
+// encoding is b, of SHA-256 sum, and reads what it names. A TTL is part of
+// what the client receives, so it is part of the version: adding,
+// changing or dropping it resends the resource. The Resource is complete
+// when it is returned: builds share it (Validated) and never change it.
+func newResource(reg *xdstype.Registry, in *xdstype.Resource, b []byte, sum [sha256.Size]byte) (*Resource, error) {
+	r, err := encodedForms(in, b, sum)
+	if err != nil || in.Type.Refs == nil {
+		return r, err
+	}
+	r.Refs = in.Type.Refs(in.Message)
+	for _, ref := range r.Refs {
+		if t := reg.Lookup(ref.TypeURL); t != nil && t.MustPrecede {
+			r.Precede = append(r.Precede, ref)
+		}
+	}
+	r.precedeType = oneType(r.Precede)
+	return r, nil
+}
+
+// encodedForms is newResource's Resource without what it names.
+func encodedForms(in *xdstype.Resource, b []byte, sum [sha256.Size]byte) (*Resource, error) {
 	enc := &anypb.Any{TypeUrl: in.Type.URL, Value: b}
 	r := &Resource{Name: in.Name, Any: enc, Message: in.Message}
 	if in.TTL <= 0 {

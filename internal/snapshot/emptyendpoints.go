@@ -70,18 +70,25 @@ func emptyEndpoints(s *Snapshot, name string, where func(typeURL, name string) *
 		if cla == nil {
 			return false, ""
 		}
+		// Where the set is, only for a warning: locating builds an
+		// index of every input, which a publish need not pay for.
+		if a, _ := cla.Message.(*endpointv3.ClusterLoadAssignment); !noEndpoints(a) {
+			return false, ""
+		}
 		what := fmt.Sprintf("ClusterLoadAssignment %q", claName)
 		if in := where(xdstype.EndpointURL, claName); in != nil {
 			what += " (" + location(in) + ")"
 		}
-		a, _ := cla.Message.(*endpointv3.ClusterLoadAssignment)
-		return noEndpoints(a), what
+		return true, what
 	case clusterv3.Cluster_STATIC, clusterv3.Cluster_STRICT_DNS, clusterv3.Cluster_LOGICAL_DNS:
+		if !noEndpoints(c.GetLoadAssignment()) {
+			return false, ""
+		}
 		what := "its load_assignment"
 		if in := where(xdstype.ClusterURL, name); in != nil {
 			what += " (" + location(in) + ")"
 		}
-		return noEndpoints(c.GetLoadAssignment()), what
+		return true, what
 	}
 	return false, ""
 }

@@ -3,8 +3,11 @@ package snapshot
 import (
 	"crypto/sha256"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/proto"
+
+	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
 // Validated remembers which resources passed validation in the previous
@@ -29,25 +32,59 @@ type Validated struct {
 	encCur, encPrev map[proto.Message]encoding
 }
 
-// encoding is a message's deterministic encoding and its SHA-256.
+// encoding is a message's deterministic encoding and its SHA-256, and
+// the Resource a build made of it, if any.
 type encoding struct {
 	b   []byte
 	sum [sha256.Size]byte
+	res *builtResource
+}
+
+// builtResource is a Resource and what it was built from besides its
+// message: the same message under another name, type, TTL or registry
+// is built again.
+type builtResource struct {
+	r    *Resource
+	reg  *xdstype.Registry
+	typ  *xdstype.Type
+	name string
+	ttl  time.Duration
+}
+
+// reuse returns the Resource built before of in's message, if it was
+// built of it under in's name, type and TTL (and reg): a Resource is never
+// changed once built, so builds share it, and a change to one object of a
+// thousand does not rebuild the others' encoded forms and references.
+// Only Resources that passed validation are kept, so one reused needs no
+// validating either.
+func (b *builtResource) reuse(reg *xdstype.Registry, in *xdstype.Resource) *Resource {
+	if b == nil || b.reg != reg || b.typ != in.Type || b.name != in.Name || b.ttl != in.TTL {
+		return nil
+	}
+	return b.r
+}
+
+// keepBuilt keeps r, built of in's message (encoded as e) and valid, for
+// the next build.
+func (v *Validated) keepBuilt(reg *xdstype.Registry, in *xdstype.Resource, e encoding, r *Resource) {
+	e.res = &builtResource{r, reg, in.Type, in.Name, in.TTL}
+	v.keepEncoding(in.Message, e)
 }
 
 // encode returns m's deterministic encoding and its hash, from the
-// previous build when it encoded m.
-func (v *Validated) encode(m proto.Message) ([]byte, [sha256.Size]byte, error) {
+// previous build when it encoded m (with the Resource built of it, if
+// any).
+func (v *Validated) encode(m proto.Message) (encoding, error) {
 	if e, ok := v.encoded(m); ok {
-		return e.b, e.sum, nil
+		return e, nil
 	}
 	b, err := marshal.Marshal(m)
 	if err != nil {
-		return nil, [sha256.Size]byte{}, err
+		return encoding{}, err
 	}
-	e := encoding{b, sha256.Sum256(b)}
+	e := encoding{b: b, sum: sha256.Sum256(b)}
 	v.keepEncoding(m, e)
-	return e.b, e.sum, nil
+	return e, nil
 }
 
 // encoded returns m's encoding from this build or the previous one,
@@ -78,7 +115,9 @@ func (v *Validated) keepEncoding(m proto.Message, e encoding) {
 
 func (v *Validated) keepEncodingLocked(m proto.Message, e encoding) {
 	if v.encCur == nil {
-		v.encCur = map[proto.Message]encoding{}
+		// Sized as the last build's: a build of a thousand resources
+		// would otherwise grow it a dozen times.
+		v.encCur = make(map[proto.Message]encoding, len(v.encPrev))
 	}
 	v.encCur[m] = e
 }
@@ -120,7 +159,7 @@ func (v *Validated) passed(k validKey) {
 
 func (v *Validated) keep(k validKey) {
 	if v.cur == nil {
-		v.cur = map[validKey]struct{}{}
+		v.cur = make(map[validKey]struct{}, len(v.prev))
 	}
 	v.cur[k] = struct{}{}
 }

@@ -62,3 +62,45 @@ func BenchmarkBuildValidated(b *testing.B) {
 		}
 	})
 }
+
+// A message built again through a Validated gets the Resource it got
+// before only under the same name and TTL: the TTL is part of what a
+// client receives, and so of the version.
+func TestValidatedRebuildsAMessageUnderAnotherTTL(t *testing.T) {
+	reg := xdstype.New()
+	var v snapshot.Validated
+	in := inputs(reg, cluster("a", time.Second))
+	first, err := snapshot.BuildValidated(reg, in, &v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := snapshot.BuildValidated(reg, in, &v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := first.Set(xdstype.ClusterURL).Get("a"), again.Set(xdstype.ClusterURL).Get("a"); a != b {
+		t.Errorf("the same message built again is a new Resource (%p, then %p), want the first shared", a, b)
+	}
+	in[0].TTL = time.Minute
+	ttl, err := snapshot.BuildValidated(reg, in, &v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := ttl.Set(xdstype.ClusterURL).Get("a")
+	if r.TTL == nil || r.Version == first.Set(xdstype.ClusterURL).Get("a").Version {
+		t.Errorf("the message built again with a TTL: TTL %v, version %s (as without), want a TTL and a version of its own", r.TTL, r.Version)
+	}
+}
+
+// An invalid message given again is refused again: only what passed is
+// kept for the next build.
+func TestValidatedRefusesTheSameInvalidMessageAgain(t *testing.T) {
+	reg := xdstype.New()
+	var v snapshot.Validated
+	in := inputs(reg, cluster("a", time.Second), cluster("b", -time.Second))
+	for i := range 3 {
+		if _, err := snapshot.BuildValidated(reg, in, &v); err == nil || !strings.Contains(err.Error(), "connect_timeout") {
+			t.Fatalf("build %d of an invalid message: %v, want it refused naming connect_timeout", i, err)
+		}
+	}
+}

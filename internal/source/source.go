@@ -28,22 +28,34 @@ type Update struct {
 // Debouncer merges bursts of events. It fires once the events have been
 // quiet for Quiet, or MaxWait after the first event of a burst, whichever
 // comes first, so a steady trickle of writes cannot postpone a reload
-// forever. It is a plain value driven with explicit times, so tests need no
-// clock.
+// forever. With Settle, the first events after a quiet spell fire at once
+// but for Settle. It is a plain value driven with explicit times, so
+// tests need no clock.
 type Debouncer struct {
 	Quiet   time.Duration
 	MaxWait time.Duration
+	// Settle, when positive, is the leading edge: events that begin
+	// after a quiet spell (none for Quiet) fire Settle after the last of
+	// them rather than Quiet, so the first change after a quiet spell is
+	// published at once but for a file's write settling (the events of
+	// one save come within a millisecond or two of each other). Events
+	// within Quiet of the last are a burst, batched by Quiet and MaxWait
+	// as without. Zero: every burst waits Quiet.
+	Settle time.Duration
 
 	pending     bool
 	first, last time.Time
 	// whole: every event of the pending burst brought a whole file
 	// (Whole), so there is nothing to wait for.
 	whole bool
+	// leading: the pending events began after a quiet spell (Settle).
+	leading bool
 }
 
 // Event records an event at now.
 func (d *Debouncer) Event(now time.Time) {
 	if !d.pending {
+		d.leading = d.Settle > 0 && (d.last.IsZero() || now.Sub(d.last) >= d.Quiet)
 		d.pending = true
 		d.first = now
 	}
@@ -76,6 +88,9 @@ func (d *Debouncer) Due() (due time.Time, ok bool) {
 		return d.last, true
 	}
 	due = d.last.Add(d.Quiet)
+	if d.leading {
+		due = d.last.Add(d.Settle)
+	}
 	if limit := d.first.Add(d.MaxWait); d.MaxWait > 0 && limit.Before(due) {
 		due = limit
 	}

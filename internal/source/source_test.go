@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -49,6 +50,57 @@ func TestDebouncer(t *testing.T) {
 		// Without MaxWait the trickle would never fire; with it, every 300ms.
 		if fired != 3 {
 			t.Fatalf("fired %d times in 1s, want 3", fired)
+		}
+	})
+
+	t.Run("leading edge: the first event after a quiet spell fires after Settle", func(t *testing.T) {
+		d := Debouncer{Quiet: 100 * time.Millisecond, MaxWait: time.Second, Settle: 10 * time.Millisecond}
+		d.Event(ms(0))
+		d.Event(ms(2)) // the same save's second event
+		if due, _ := d.Due(); !due.Equal(ms(12)) {
+			t.Fatalf("due %v, want +12ms (the last event, then Settle)", due.Sub(t0))
+		}
+		if d.Fire(ms(11)) || !d.Fire(ms(12)) {
+			t.Fatal("did not fire exactly Settle after the last event")
+		}
+		// Within Quiet of the last event: a burst, batched.
+		d.Event(ms(40))
+		if due, _ := d.Due(); !due.Equal(ms(140)) {
+			t.Fatalf("an event 38ms after the last is due %v, want +140ms (Quiet)", due.Sub(t0))
+		}
+		if !d.Fire(ms(140)) {
+			t.Fatal("the burst did not fire after Quiet")
+		}
+		// A quiet spell again: at once but for Settle.
+		d.Event(ms(240))
+		if due, _ := d.Due(); !due.Equal(ms(250)) {
+			t.Fatalf("an event after a quiet spell is due %v, want +250ms", due.Sub(t0))
+		}
+	})
+
+	t.Run("leading edge: a trickle is still batched", func(t *testing.T) {
+		d := Debouncer{Quiet: 100 * time.Millisecond, MaxWait: 300 * time.Millisecond, Settle: 10 * time.Millisecond}
+		var fired []int
+		for i := 0; i <= 1000; i += 5 { // every 5ms: fire when due, an event every 50ms
+			if d.Fire(ms(i)) {
+				fired = append(fired, i)
+			}
+			if i%50 == 0 {
+				d.Event(ms(i))
+			}
+		}
+		// The first after Settle, then MaxWait after each burst's first
+		// event (50, 350 and 650 ms).
+		if want := []int{10, 350, 650, 950}; !slices.Equal(fired, want) {
+			t.Fatalf("fired at %v ms, want %v", fired, want)
+		}
+	})
+
+	t.Run("without Settle every burst waits Quiet", func(t *testing.T) {
+		d := Debouncer{Quiet: 100 * time.Millisecond, MaxWait: time.Second}
+		d.Event(ms(0))
+		if due, _ := d.Due(); !due.Equal(ms(100)) {
+			t.Fatalf("due %v, want +100ms", due.Sub(t0))
 		}
 	})
 

@@ -26,6 +26,13 @@ type Options struct {
 	// Quiet and MaxWait debounce bursts of file events.
 	Quiet   time.Duration
 	MaxWait time.Duration
+	// Settle is how long a change after a quiet spell waits for its
+	// file's write to settle before the config is read
+	// (source.Debouncer's leading edge): an editor's save is a few
+	// events within a millisecond or two. Changes within Quiet of the
+	// last are a burst and wait Quiet. Zero: DefaultSettle; negative:
+	// none, every change waits Quiet.
+	Settle time.Duration
 	// Resync re-reads the configuration this often even without events, in
 	// case an event was lost (network file systems, overflowing queues).
 	// Zero disables it.
@@ -40,6 +47,10 @@ type Options struct {
 	// batching).
 	OnEvent, OnRead func()
 }
+
+// DefaultSettle is Options.Settle's default: a few times the spread of
+// one save's events, short beside a publish.
+const DefaultSettle = 10 * time.Millisecond
 
 // MaxFiles bounds the config files of a folder (source.MaxFiles).
 const MaxFiles = source.MaxFiles
@@ -108,7 +119,7 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 
 	l := &loop{
 		w: w, rel: rel, keep: absPath(dir), paths: s.extra, what: "config", log: s.log, onEvent: s.opts.OnEvent,
-		quiet: s.opts.Quiet, maxWait: s.opts.MaxWait, resync: s.opts.Resync, reread: s.opts.Reread,
+		quiet: s.opts.Quiet, maxWait: s.opts.MaxWait, settle: s.settle(), resync: s.opts.Resync, reread: s.opts.Reread,
 	}
 	return l.run(ctx, send, send)
 }
@@ -224,4 +235,15 @@ func readFile(path string) (config.File, error) {
 		return config.File{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return config.File{Path: path, Data: data, Dir: dir}, nil
+}
+
+// settle is the Debouncer's Settle for opts.Settle.
+func (s *Source) settle() time.Duration {
+	switch {
+	case s.opts.Settle == 0:
+		return DefaultSettle
+	case s.opts.Settle < 0:
+		return 0
+	}
+	return s.opts.Settle
 }

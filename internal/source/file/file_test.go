@@ -331,10 +331,16 @@ func waitFor(t *testing.T, cond func() bool) {
 // runWith starts a source with the given debounce and returns its updates.
 func runWith(t *testing.T, path string, quiet, maxWait time.Duration) <-chan source.Update {
 	t.Helper()
+	return runOpts(t, Options{Path: path, Quiet: quiet, MaxWait: maxWait})
+}
+
+// runOpts starts a source of opts and returns its updates.
+func runOpts(t *testing.T, opts Options) <-chan source.Update {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out := make(chan source.Update)
 	done := make(chan error, 1)
-	s := New(Options{Path: path, Quiet: quiet, MaxWait: maxWait})
+	s := New(opts)
 	go func() { done <- s.Run(ctx, out) }()
 	t.Cleanup(func() {
 		cancel()
@@ -370,14 +376,37 @@ func TestRenameIntoPlaceReadAtOnce(t *testing.T) {
 	}
 }
 
-// A write in place still waits out the quiet period: the file may be
-// half-written when its first event comes.
-func TestWriteInPlaceWaitsQuiet(t *testing.T) {
+// A write in place after a quiet spell is read once its events settle
+// (Settle), not after the quiet period; a second write within the quiet
+// period is a burst and waits it out. With Settle negative every write
+// waits the quiet period.
+func TestWriteInPlaceAfterQuietSpellWaitsOnlySettle(t *testing.T) {
 	const quiet = 300 * time.Millisecond
 	dir := t.TempDir()
 	path := filepath.Join(dir, "pylon.yaml")
 	write(t, path, "v1")
 	updates := runWith(t, path, quiet, time.Hour)
+	next(t, updates, has("pylon.yaml=v1;"))
+	wrote := time.Now()
+	write(t, path, "v2")
+	next(t, updates, has("pylon.yaml=v2;"))
+	if took := time.Since(wrote); took >= quiet {
+		t.Fatalf("a write after a quiet spell was read %v after it, not before the %v quiet period", took, quiet)
+	}
+	// The next write comes within the quiet period of v2's events.
+	write(t, path, "v3")
+	next(t, updates, has("pylon.yaml=v3;"))
+	if took := time.Since(wrote); took < quiet {
+		t.Fatalf("a second write %v after the first was read before the %v quiet period", took, quiet)
+	}
+}
+
+func TestWriteInPlaceWithoutSettleWaitsQuiet(t *testing.T) {
+	const quiet = 300 * time.Millisecond
+	dir := t.TempDir()
+	path := filepath.Join(dir, "pylon.yaml")
+	write(t, path, "v1")
+	updates := runOpts(t, Options{Path: path, Quiet: quiet, MaxWait: time.Hour, Settle: -1})
 	next(t, updates, has("pylon.yaml=v1;"))
 	writeWaitsQuiet(t, updates, path, quiet)
 }

@@ -25,6 +25,9 @@ type loop struct {
 	watched map[string]bool
 
 	quiet, maxWait, resync time.Duration
+	// settle is the debouncer's leading edge (source.Debouncer.Settle):
+	// 0 for none.
+	settle time.Duration
 	// reread asks for a resync now (SIGHUP); nil never does.
 	reread  <-chan struct{}
 	onEvent func()
@@ -43,7 +46,7 @@ func (l *loop) run(ctx context.Context, fire, resync func(time.Time) bool) error
 		defer t.Stop()
 		tick = t.C
 	}
-	deb := source.Debouncer{Quiet: l.quiet, MaxWait: l.maxWait}
+	deb := source.Debouncer{Quiet: l.quiet, MaxWait: l.maxWait, Settle: l.settle}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
