@@ -38,29 +38,45 @@ func TestRegistrationsBoundApart(t *testing.T) {
 	h.src.entered = nil
 
 	// A registration whose body trickles in holds the registrations' slot.
-	pr, pw := io.Pipe()
-	// Closed on any exit: the server's cleanup waits for this request.
-	t.Cleanup(func() { pw.Close() })
-	req, err := http.NewRequest("POST", h.srv.URL+"/v1/services/web/endpoints", pr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+writeTok)
+	// It waits 20 ms at most for the slot: under load one of the probing
+	// registrations below may hold it longer, and then it is refused busy
+	// itself and is started again.
+	var pw *io.PipeWriter
 	slow := make(chan int, 1)
-	go func() {
-		resp, err := h.srv.Client().Do(req)
+	trickle := func() {
+		var pr *io.PipeReader
+		pr, pw = io.Pipe()
+		// Closed on any exit: the server's cleanup waits for this request.
+		t.Cleanup(func() { pw.Close() })
+		req, err := http.NewRequest("POST", h.srv.URL+"/v1/services/web/endpoints", pr)
 		if err != nil {
-			slow <- 0
-			return
+			t.Fatal(err)
 		}
-		resp.Body.Close()
-		slow <- resp.StatusCode
-	}()
-	if _, err := pw.Write([]byte(`{"address":`)); err != nil {
-		t.Fatal(err)
+		req.Header.Set("Authorization", "Bearer "+writeTok)
+		go func() {
+			resp, err := h.srv.Client().Do(req)
+			if err != nil {
+				slow <- 0
+				return
+			}
+			resp.Body.Close()
+			slow <- resp.StatusCode
+		}()
+		if _, err := pw.Write([]byte(`{"address":`)); err != nil {
+			t.Fatal(err)
+		}
 	}
+	trickle()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
+		select {
+		case c := <-slow:
+			if c != http.StatusServiceUnavailable {
+				t.Fatalf("the trickled registration ended early: %d", c)
+			}
+			trickle()
+		default:
+		}
 		code, body := h.do(t, "POST", "/v1/services/web/endpoints", writeTok, []byte(`{"address":"10.0.0.3","port":80}`))
 		if code == http.StatusServiceUnavailable && strings.Contains(body, "busy") {
 			break
