@@ -7,6 +7,7 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/daemon"
 	"github.com/pylon-xds/pylon/internal/relay"
+	"github.com/pylon-xds/pylon/internal/relay/upstream"
 )
 
 func newRelay(g *globals, a *adminFlags) *cobra.Command {
@@ -71,6 +72,7 @@ func addRelayFlags(cmd *cobra.Command, o *daemon.Options, ro *daemon.RelayOption
 	f.IntVar(&ro.MaxKeys, "max-keys", relay.DefaultMaxKeys, "most keys held at once: a proxy of a new key past it is refused with RESOURCE_EXHAUSTED")
 	f.DurationVar(&ro.IdleKey, "idle-key", 5*time.Minute, "drop a key, its upstream stream and its kept config, once no proxy has used it for this long")
 	f.IntVar(&ro.MaxResources, "max-key-resources", 100000, "most resources one key holds: an upstream response past it is NACKed")
+	f.IntVar(&ro.StreamsPerConnection, "upstream-streams-per-connection", upstream.DefaultStreamsPerConnection, "most keys' streams on one upstream connection; keep it under the upstream's own bound (serve's --max-streams-per-connection, 100 by default), past which a key's stream would wait unanswered")
 	f.StringVar(&ro.UpstreamCA, "upstream-ca", "", "reach the upstreams over TLS, verifying their certificates with this PEM CA bundle")
 	f.StringVar(&ro.UpstreamCert, "upstream-cert", "", "with --upstream-ca: present this PEM client certificate to the upstreams (read at start)")
 	f.StringVar(&ro.UpstreamKey, "upstream-key", "", "the upstream client certificate's PEM private key")

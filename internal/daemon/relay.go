@@ -57,6 +57,9 @@ type RelayOptions struct {
 	MaxKeys      int
 	IdleKey      time.Duration
 	MaxResources int
+	// StreamsPerConnection bounds the keys' streams on one upstream
+	// connection (default upstream.DefaultStreamsPerConnection).
+	StreamsPerConnection int
 	// UpstreamCA verifies the upstream's certificate (TLS when set);
 	// UpstreamCert and UpstreamKey are the relay's client certificate;
 	// UpstreamServerName overrides the name verified.
@@ -206,7 +209,7 @@ func newRelay(o Options, ro RelayOptions, reg *xdstype.Registry) (*relay.Relay, 
 		host, _ := os.Hostname()
 		ro.ID = "relay-" + host
 	}
-	pub, pool := fleet.NewPublisher(), upstream.NewPool(creds, 0)
+	pub, pool := fleet.NewPublisher(), upstream.NewPool(creds, 0, ro.StreamsPerConnection)
 	rl := relay.New(relay.Options{
 		Upstreams: ro.Upstreams, Routes: routes, Pool: pool, Template: tmpl, Groups: rules, ID: ro.ID,
 		Registry: reg, Publisher: pub, DataDir: o.DataDir,

@@ -137,6 +137,7 @@ var allowed = []edge{
 	{"internal/cli", "internal/pipeline"},
 	{"internal/cli", "internal/redact"},
 	{"internal/cli", "internal/relay"},
+	{"internal/cli", "internal/relay/upstream"},
 	{"internal/cli", "internal/render"},
 	{"internal/cli", "internal/rollout"},
 	{"internal/cli", "internal/route"},

@@ -19,7 +19,7 @@ import (
 func TestKeySubscribesToWhatItsResourcesName(t *testing.T) {
 	up := xdstest.Start(t, xds.Options{})
 	up.Publish(t, xdstest.APIListener("l", "r1"), xdstest.Route("r1", "c"), xdstest.Route("r2", "c"), xdstest.Cluster("c"), xdstest.Endpoints("c", 1))
-	pool := upstream.NewPool(nil, 0)
+	pool := upstream.NewPool(nil, 0, 0)
 	defer pool.Close()
 	tmpl, _ := ParseTemplate("{cluster}")
 	r := New(Options{Upstreams: []string{up.Addr}, Pool: pool, Template: tmpl, ID: "relay", Registry: xdstype.New(), Publisher: fleet.NewPublisher()})

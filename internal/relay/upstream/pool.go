@@ -25,50 +25,86 @@ func errorDetail(msg string) *rpcstatus.Status {
 // key's config, the first response after a restart, fits many times over.
 const DefaultMaxMessageBytes = 64 << 20
 
-// Pool holds one connection per upstream address, shared by every key's
-// stream: many streams, few connections.
+// DefaultStreamsPerConnection is how many keys' streams share one
+// upstream connection at most: under the upstream's own bound (Pylon's
+// --max-streams-per-connection is 100 by default), past which gRPC would
+// hold a new stream waiting for a slot, unanswered and unreported.
+const DefaultStreamsPerConnection = 50
+
+// Pool holds the connections to the upstream addresses, shared by the
+// keys' streams, at most perConn streams on each: many streams, few
+// connections, none past what the upstream accepts on one.
 type Pool struct {
 	creds    credentials.TransportCredentials
 	maxBytes int
+	perConn  int
 	mu       sync.Mutex
-	conns    map[string]*grpc.ClientConn
+	conns    map[string][]*pooled
 }
 
-// NewPool returns a pool dialing with creds (nil: plaintext) and
-// accepting responses of up to maxBytes (0: DefaultMaxMessageBytes).
-func NewPool(creds credentials.TransportCredentials, maxBytes int) *Pool {
+// pooled is one connection and how many streams hold it.
+type pooled struct {
+	conn    *grpc.ClientConn
+	streams int
+}
+
+// NewPool returns a pool dialing with creds (nil: plaintext), accepting
+// responses of up to maxBytes (0: DefaultMaxMessageBytes) and putting at
+// most perConn streams on a connection (0: DefaultStreamsPerConnection).
+func NewPool(creds credentials.TransportCredentials, maxBytes, perConn int) *Pool {
 	if creds == nil {
 		creds = insecure.NewCredentials()
 	}
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxMessageBytes
 	}
-	return &Pool{creds: creds, maxBytes: maxBytes, conns: map[string]*grpc.ClientConn{}}
+	if perConn <= 0 {
+		perConn = DefaultStreamsPerConnection
+	}
+	return &Pool{creds: creds, maxBytes: maxBytes, perConn: perConn, conns: map[string][]*pooled{}}
 }
 
-// Conn returns the connection to addr, made on first use (gRPC connects
-// and reconnects it lazily).
-func (p *Pool) Conn(addr string) (*grpc.ClientConn, error) {
+// Conn returns a connection to addr with room for one more stream, made
+// when none has (gRPC connects and reconnects it lazily); release gives
+// the room back when the stream ends.
+func (p *Pool) Conn(addr string) (conn *grpc.ClientConn, release func(), err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if c := p.conns[addr]; c != nil {
-		return c, nil
+	var pc *pooled
+	for _, c := range p.conns[addr] {
+		if c.streams < p.perConn {
+			pc = c
+			break
+		}
 	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(p.creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(p.maxBytes)))
-	if err != nil {
-		return nil, err
+	if pc == nil {
+		c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(p.creds),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(p.maxBytes)))
+		if err != nil {
+			return nil, nil, err
+		}
+		pc = &pooled{conn: c}
+		p.conns[addr] = append(p.conns[addr], pc)
 	}
-	p.conns[addr] = c
-	return c, nil
+	pc.streams++
+	var once sync.Once
+	return pc.conn, func() {
+		once.Do(func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			pc.streams--
+		})
+	}, nil
 }
 
 // Close closes every connection.
 func (p *Pool) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for a, c := range p.conns {
-		c.Close()
+	for a, cs := range p.conns {
+		for _, c := range cs {
+			c.conn.Close()
+		}
 		delete(p.conns, a)
 	}
 }

@@ -53,8 +53,9 @@ type Options struct {
 	// that does not serve the key's group, naming one of them as the
 	// shard that does, is retried there.
 	Known []string
-	// Dial returns the connection to an address (a Pool's Conn).
-	Dial func(addr string) (*grpc.ClientConn, error)
+	// Dial returns a connection to an address for one stream, and its
+	// release once the stream ends (a Pool's Conn).
+	Dial func(addr string) (conn *grpc.ClientConn, release func(), err error)
 	// Node is the node the stream announces.
 	Node  *corev3.Node
 	Types []Type
@@ -271,10 +272,11 @@ type recvd struct {
 // stream runs one stream on addr until it fails or ctx ends; got reports
 // whether the upstream answered at all.
 func (c *Client) stream(ctx context.Context, addr string) (got bool, err error) {
-	conn, err := c.o.Dial(addr)
+	conn, release, err := c.o.Dial(addr)
 	if err != nil {
 		return false, err
 	}
+	defer release()
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cs, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(sctx)

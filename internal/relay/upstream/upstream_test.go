@@ -76,7 +76,7 @@ func clusterType() upstream.Type {
 // run runs a client until the test ends.
 func run(t *testing.T, o upstream.Options) *upstream.Client {
 	t.Helper()
-	pool := upstream.NewPool(nil, 0)
+	pool := upstream.NewPool(nil, 0, 0)
 	o.Dial, o.Types = pool.Conn, []upstream.Type{clusterType()}
 	if o.Node == nil {
 		o.Node = &corev3.Node{Id: "relay/k", Cluster: "k"}
