@@ -2,6 +2,7 @@ package relay
 
 import (
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -35,6 +36,11 @@ func (r *Relay) Admit(n nodegroup.Node) (release func(), err error) {
 		return nil, grpcstatus.Error(codes.Unavailable, "the relay is not serving")
 	}
 	ks := r.keys[k.Name]
+	if ks != nil && r.o.Groups == nil && !maps.Equal(ks.key.Values, k.Values) {
+		// Escaped names keep different values apart (Template.escape);
+		// this holds it should a template ever let two meet.
+		return nil, grpcstatus.Errorf(codes.FailedPrecondition, "node %q: key %q is held for other field values", n.ID, k.Name)
+	}
 	if ks == nil {
 		if len(r.keys) >= r.o.MaxKeys {
 			return nil, grpcstatus.Errorf(codes.ResourceExhausted, "the relay serves at most %d keys (--max-keys) and holds as many; node %q would add key %q", r.o.MaxKeys, n.ID, k.Name)

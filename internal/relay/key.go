@@ -54,6 +54,9 @@ func ParseTemplate(s string) (Template, error) {
 		if err := checkField(f); err != nil {
 			return Template{}, fmt.Errorf("--key %q: %w", s, err)
 		}
+		if n := len(t.parts); n > 0 && t.parts[n-1].field != "" {
+			return Template{}, fmt.Errorf("--key %q: {%s} follows {%s} with nothing between: two proxies' different fields could make one key; put a separator between them", s, f, t.parts[n-1].field)
+		}
 		t.parts = append(t.parts, part{field: f})
 		rest = rest[i+j+1:]
 	}
@@ -115,13 +118,46 @@ func (t Template) KeyOf(n nodegroup.Node) (Key, error) {
 			return Key{}, fmt.Errorf("node %q has no %s, which the relay's key template %q needs", n.ID, p.field, t.src)
 		}
 		k.Values[p.field] = v
-		b.WriteString(v)
+		b.WriteString(t.escape(v))
 	}
 	k.Name = b.String()
 	if len(k.Name) > maxKeyLen {
 		return Key{}, fmt.Errorf("node %q: its key is %d bytes long, past the relay's bound of %d", n.ID, len(k.Name), maxKeyLen)
 	}
 	return k, nil
+}
+
+// escape writes a field's value so that it cannot pass for the
+// template's literal text: '%' and every character of that text become
+// %XX, so that different values always make different keys (cluster
+// "a/b" and role "c" against cluster "a" and role "b/c" under
+// "{cluster}/{metadata.role}"). Values without them are written as is.
+func (t Template) escape(v string) string {
+	special := func(r rune) bool {
+		if r == '%' {
+			return true
+		}
+		for _, p := range t.parts {
+			if p.field == "" && strings.ContainsRune(p.text, r) {
+				return true
+			}
+		}
+		return false
+	}
+	if !strings.ContainsFunc(v, special) {
+		return v
+	}
+	var b strings.Builder
+	for _, r := range v {
+		if special(r) {
+			for _, c := range []byte(string(r)) {
+				fmt.Fprintf(&b, "%%%02X", c)
+			}
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 func fieldOf(n nodegroup.Node, f string) string {
