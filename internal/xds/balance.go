@@ -173,14 +173,15 @@ func (o *openStreams) count() int {
 	return o.counted
 }
 
-// identify marks s as a proxy's stream, counted by balancing.
-func (o *openStreams) identify(s *openStream) {
+// identify marks s as a proxy's stream, counted by balancing, admitted
+// with release (nil: none) to run when it ends.
+func (o *openStreams) identify(s *openStream, release func()) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if _, open := o.m[s]; open && !s.identified && !s.quiet {
 		o.counted++
 	}
-	s.identified = true
+	s.identified, s.release = true, release
 }
 
 // shedConn is a connection balancing may end: its streams (none of them

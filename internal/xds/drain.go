@@ -59,6 +59,8 @@ type openStream struct {
 	// node is accepted (balance.go counts only those: a stream that never
 	// sends a request has passed no admission and is no proxy's).
 	delta, quiet, identified bool
+	// release ends the stream's admission by Options.Admit, if any.
+	release func()
 }
 
 // add registers a stream, or reports false when the server is draining.
@@ -104,9 +106,10 @@ func (o *openStreams) onConn(k guard.Key) bool {
 
 // remove unregisters a stream whose handler is done; the last of a
 // drained connection's streams tells the drain.
-func (o *openStreams) remove(s *openStream) {
+func (o *openStreams) remove(s *openStream) (release func()) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	release = s.release
 	delete(o.m, s)
 	if s.identified && !s.quiet {
 		o.counted--
@@ -125,6 +128,7 @@ func (o *openStreams) remove(s *openStream) {
 		default:
 		}
 	}
+	return release
 }
 
 // takeFinished returns the groups whose streams all ended since the last

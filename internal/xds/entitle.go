@@ -2,6 +2,7 @@ package xds
 
 import (
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strings"
 
@@ -130,10 +131,18 @@ func (st *stream) logWithheld(w *withheld, why string) {
 	if w != nil && why != "" {
 		key = why + "\x00" + strings.Join(w.names, "\x00")
 	}
-	if key == st.withheldLogged {
+	// The stream keeps the key's hash, not the key: a word of every
+	// stream rather than two (a collision would only skip a log line).
+	var sum uint64
+	if key != "" {
+		h := fnv.New64a()
+		h.Write([]byte(key))
+		sum = h.Sum64() | 1
+	}
+	if sum == st.withheldLogged {
 		return
 	}
-	st.withheldLogged = key
+	st.withheldLogged = sum
 	if key == "" || !st.srv.logged.first(onceKey("withheld", st.node.GetId(), key)) {
 		return
 	}

@@ -44,9 +44,7 @@ type stream struct {
 	// before the stream's status goes out.
 	closing func(err error)
 	// reg is the stream as Drain and balancing see it.
-	reg *openStream
-	// release ends the stream's admission by Options.Admit, if any.
-	release func()
+	reg     *openStream
 	srv     *Server
 	gs      grpc.ServerStream
 	id      uint64
@@ -80,7 +78,7 @@ type stream struct {
 	// have; nil when it may have them all. withheldLogged is what was last
 	// logged about it.
 	withheld       *withheld
-	withheldLogged string
+	withheldLogged uint64 // a hash of what was logged (logWithheld)
 	// entitled is where withheld comes from, shared with the streams of
 	// the same identity and group; held so the shared entry lives.
 	entitled *entitled
@@ -115,6 +113,9 @@ type stream struct {
 	// live is the stream's status, which status reads when asked
 	// (livestatus.go); nil when the server has no observer.
 	live *StreamStatus
+	// told is set when the client reads resource_errors (xRFC TP3): the
+	// names it was told do not exist (protocol.Told).
+	told *protocol.Told
 
 	windowCount int32
 
@@ -125,9 +126,6 @@ type stream struct {
 	// ttl is set when the client supports resource TTLs; wrap when it also
 	// unwraps Resource in state-of-the-world responses (X42).
 	ttl, wrap bool
-	// told is set when the client reads resource_errors (xRFC TP3): the
-	// names it was told do not exist (protocol.Told).
-	told *protocol.Told
 	// unknownLogged is set once a request for a type not served was
 	// logged (X2): once a stream, however many such requests come.
 	unknownLogged bool
@@ -345,9 +343,8 @@ func (s *Server) setUp(st *stream) (w *wakeups, cutC chan struct{}, refused erro
 	st.closing = func(err error) {
 		st.closed(err)
 		st.watch.Stop()
-		s.open.remove(reg)
-		if st.release != nil {
-			st.release()
+		if release := s.open.remove(reg); release != nil {
+			release()
 		}
 	}
 	return w, cutC, nil
@@ -594,14 +591,14 @@ func (st *stream) identify(node *corev3.Node) error {
 	if err := st.srv.admission.Admit(st.gs.Context()); err != nil {
 		return busy(err)
 	}
+	var release func()
 	if admit := st.srv.opts.Admit; admit != nil {
-		release, err := admit(mnode)
-		if err != nil {
+		var err error
+		if release, err = admit(mnode); err != nil {
 			return err
 		}
-		st.release = release
 	}
-	st.srv.open.identify(st.reg)
+	st.srv.open.identify(st.reg, release)
 	st.mnode = mnode
 	st.node, st.claimed = keptNode(node), nil
 	if st.typeURL != "" {
