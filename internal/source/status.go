@@ -25,4 +25,10 @@ type ClusterStatus struct {
 	// no credentials; LastErrorAt when it happened.
 	LastError   string    `json:"lastError,omitempty"`
 	LastErrorAt time.Time `json:"lastErrorAt,omitzero"`
+	// Dropped counts the cluster's objects and parts of objects not
+	// served (a port out of range, a denied address, a slice over its
+	// bound, a service the config's files define); DroppedNote says what
+	// the first few were, bounded.
+	Dropped     int    `json:"dropped,omitempty"`
+	DroppedNote string `json:"droppedNote,omitempty"`
 }
