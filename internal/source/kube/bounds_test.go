@@ -1,13 +1,17 @@
 package kube
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/klog/v2"
 
 	"github.com/pylon-xds/pylon/internal/model"
 )
@@ -169,5 +173,16 @@ func TestTheSlicesHeldAreBoundedWhateverAClusterSends(t *testing.T) {
 	src.setSlice(c, sliceObj("shop", "web-4", "web", discoveryv1.AddressTypeIPv4, httpPort(8080), ep("10.0.4.1", yes, yes, no, "")))
 	if src.held != 5 {
 		t.Fatalf("counted %d held after a delete and a change, want 5", src.held)
+	}
+}
+
+func TestClientGosLogGoesToTheDaemonsLogger(t *testing.T) {
+	var buf bytes.Buffer
+	LogThrough(slog.New(slog.NewTextHandler(&buf, nil)))
+	defer klog.ClearLogger()
+	klog.ErrorS(errors.New("watch refused"), "Failed to watch", "reflector", "services")
+	klog.Flush()
+	if !strings.Contains(buf.String(), "Failed to watch") || !strings.Contains(buf.String(), "from=client-go") {
+		t.Fatalf("the daemon's log holds %q: want client-go's line", buf.String())
 	}
 }

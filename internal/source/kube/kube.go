@@ -21,8 +21,11 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/pager"
+	"k8s.io/klog/v2"
 
 	"github.com/pylon-xds/pylon/internal/config"
 	"github.com/pylon-xds/pylon/internal/source"
@@ -57,7 +60,7 @@ type Options struct {
 	// together: a slice or a Service past them is dropped with a warning,
 	// and the rest served.
 	MaxEndpoints, MaxServices int
-	// DenyCIDRs are addresses never served (default DefaultDenyCIDRs, the
+	// DenyCIDRs are addresses never served (nil: DefaultDenyCIDRs, the
 	// cloud metadata services'); AllowCIDRs, if any, the only ones served.
 	DenyCIDRs, AllowCIDRs []string
 	// ForeignSlices serves EndpointSlices not made by Kubernetes'
@@ -92,7 +95,9 @@ const (
 // AWS's IPv6 fd00:ec2::254; Azure's wire server 168.63.129.16; Alibaba's
 // 100.100.100.200): an endpoint there would send a service's traffic, and
 // whatever credentials it carries, to the node's metadata service.
-var DefaultDenyCIDRs = []string{"169.254.0.0/16", "fd00:ec2::254/128", "168.63.129.16/32", "100.100.100.200/32"}
+func DefaultDenyCIDRs() []string {
+	return []string{"169.254.0.0/16", "fd00:ec2::254/128", "168.63.129.16/32", "100.100.100.200/32"}
+}
 
 // defaultProbe is Options.Probe's default.
 const defaultProbe = 5 * time.Second
@@ -140,7 +145,7 @@ func New(opts Options) (*Source, error) {
 		opts.MaxServices = DefaultMaxServices
 	}
 	if opts.DenyCIDRs == nil {
-		opts.DenyCIDRs = DefaultDenyCIDRs
+		opts.DenyCIDRs = DefaultDenyCIDRs()
 	}
 	chk, err := newCheck(opts)
 	if err != nil {
@@ -230,22 +235,28 @@ func (s *Source) namespaces() []string {
 // start. ctx bounds it; a cluster that cannot be listed is an error
 // naming it.
 func (s *Source) Sync(ctx context.Context) ([]config.File, error) {
-	list := metav1.ListOptions{LabelSelector: s.opts.Selector}
+	list := metav1.ListOptions{LabelSelector: s.opts.Selector, Limit: syncPage}
 	for _, c := range s.clusters {
 		for _, ns := range s.namespaces() {
-			svcs, err := c.cs.CoreV1().Services(ns).List(ctx, list)
+			services := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return c.cs.CoreV1().Services(ns).List(ctx, o)
+			})
+			err := services.EachListItem(ctx, list, func(obj runtime.Object) error {
+				s.setServiceObj(c, obj)
+				return nil
+			})
 			if err != nil {
 				return nil, fmt.Errorf("kubernetes: cluster %s: listing services: %w", c.name, err)
 			}
-			for i := range svcs.Items {
-				s.setService(c, &svcs.Items[i])
-			}
-			slices, err := c.cs.DiscoveryV1().EndpointSlices(ns).List(ctx, list)
+			slices := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return c.cs.DiscoveryV1().EndpointSlices(ns).List(ctx, o)
+			})
+			err = slices.EachListItem(ctx, list, func(obj runtime.Object) error {
+				s.setSliceObj(c, obj)
+				return nil
+			})
 			if err != nil {
 				return nil, fmt.Errorf("kubernetes: cluster %s: listing endpointslices: %w", c.name, err)
-			}
-			for i := range slices.Items {
-				s.setSlice(c, &slices.Items[i])
 			}
 		}
 		s.contact(c, time.Now())
@@ -255,6 +266,10 @@ func (s *Source) Sync(ctx context.Context) ([]config.File, error) {
 	s.mu.Unlock()
 	return s.files()
 }
+
+// syncPage is how many objects a page of Sync's listing holds, so that a
+// large cluster is listed in bounded pieces.
+const syncPage = 500
 
 // Files are the files of the objects as the source sees them now. The
 // store validates every write with them (configstore.Options.Extra), as
@@ -618,10 +633,29 @@ func transform(obj any) (any, error) {
 }
 
 // slimMeta keeps what the informer and the source need of an object's
-// metadata.
+// metadata: of its labels, only the slice's Service and its maker (the
+// selector is applied by the API server).
 func slimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
+	var labels map[string]string
+	for _, l := range []string{discoveryv1.LabelServiceName, labelManagedBy} {
+		if v, ok := m.Labels[l]; ok {
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			labels[l] = v
+		}
+	}
 	return metav1.ObjectMeta{
 		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
-		Labels: m.Labels, DeletionTimestamp: m.DeletionTimestamp,
+		Labels: labels, DeletionTimestamp: m.DeletionTimestamp,
+	}
+}
+
+// LogThrough sends client-go's log (klog, which writes to stderr
+// otherwise) to log. klog is one for the whole process: the daemon calls
+// this once.
+func LogThrough(log *slog.Logger) {
+	if log != nil {
+		klog.SetSlogLogger(log.With("from", "client-go"))
 	}
 }

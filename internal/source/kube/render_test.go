@@ -178,6 +178,7 @@ func TestASlicePastMaxEndpointsIsDroppedAndTheRestServed(t *testing.T) {
 func TestTransformKeepsOnlyWhatTheSourceReads(t *testing.T) {
 	in := sliceObj("shop", "web-a", "web", discoveryv1.AddressTypeIPv4, nil, ep("10.0.0.1", yes, yes, no, "z"))
 	in.Annotations = map[string]string{"big": strings.Repeat("x", 1000)}
+	in.Labels["team"] = strings.Repeat("y", 63)
 	in.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager"}}
 	in.Endpoints[0].NodeName = ptr("node-1")
 	in.Endpoints[0].TargetRef = &corev1.ObjectReference{Kind: "Pod", Name: "web-1"}
@@ -186,10 +187,10 @@ func TestTransformKeepsOnlyWhatTheSourceReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := out.(*discoveryv1.EndpointSlice)
-	if got.Annotations != nil || got.ManagedFields != nil || got.Endpoints[0].NodeName != nil || got.Endpoints[0].TargetRef != nil {
+	if got.Annotations != nil || got.ManagedFields != nil || got.Endpoints[0].NodeName != nil || got.Endpoints[0].TargetRef != nil || got.Labels["team"] != "" {
 		t.Fatalf("transform kept fields Pylon does not read: %+v", got)
 	}
-	if got.Endpoints[0].Addresses[0] != "10.0.0.1" || *got.Endpoints[0].Zone != "z" || got.Labels[discoveryv1.LabelServiceName] != "web" {
+	if got.Endpoints[0].Addresses[0] != "10.0.0.1" || *got.Endpoints[0].Zone != "z" || got.Labels[discoveryv1.LabelServiceName] != "web" || got.Labels[labelManagedBy] != controllerValue {
 		t.Fatalf("transform dropped what Pylon reads: %+v", got)
 	}
 }
@@ -317,7 +318,7 @@ var defaultBounds = bounds{endpoints: DefaultMaxEndpoints, services: DefaultMaxS
 // defaultCheck is the source's default check of a slice's endpoints.
 func defaultCheck(t testing.TB) check {
 	t.Helper()
-	c, err := newCheck(Options{DenyCIDRs: DefaultDenyCIDRs})
+	c, err := newCheck(Options{DenyCIDRs: DefaultDenyCIDRs()})
 	if err != nil {
 		t.Fatal(err)
 	}
