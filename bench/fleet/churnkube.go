@@ -248,7 +248,7 @@ func (k *kubeAPI) slice(i int, rv string) map[string]any {
 	for _, r := range slices.Sorted(maps.Keys(k.st.regs[i])) {
 		add(seqAddr(r))
 	}
-	meta := map[string]any{"name": clusterName(i) + "-a", "labels": map[string]string{"kubernetes.io/service-name": clusterName(i)}}
+	meta := map[string]any{"name": clusterName(i) + "-a", "labels": map[string]string{"kubernetes.io/service-name": clusterName(i), "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"}}
 	if rv != "" {
 		meta["resourceVersion"] = rv
 	}

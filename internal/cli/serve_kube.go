@@ -14,5 +14,8 @@ func addKubeFlags(cmd *cobra.Command, o *daemon.Options) {
 	f.StringArrayVar(&o.Kube.Clusters, "kube-cluster", nil, "also serve this named cluster, NAME=KUBECONFIG (repeatable; NAME a DNS label of at most 32 characters): its endpoints' locality region is NAME; with --kubeconfig too, that one is the unnamed cluster")
 	f.StringVar(&o.Kube.Merge, "kube-merge", "locality", "a service several clusters define: locality (one service, each named cluster's endpoints in region NAME) or separate (named clusters' services are NAME/NAMESPACE/NAME:PORT)")
 	f.StringSliceVar(&o.Kube.Namespaces, "kube-namespaces", nil, "watch only these namespaces (comma-separated or repeated; default: all)")
-	f.StringVar(&o.Kube.Selector, "kube-selector", "", "watch only the Services and EndpointSlices matching this label selector, e.g. 'pylon.dev/expose=true'")
+	f.StringVar(&o.Kube.Selector, "kube-selector", "", "watch only the Services and EndpointSlices matching this label selector, e.g. 'pylon.dev/expose=true' (a filter, not a trust boundary: whoever writes a Service sets its labels)")
+	f.StringSliceVar(&o.Kube.DenyCIDRs, "kube-deny-cidrs", daemon.DefaultKubeDenyCIDRs(), "never serve an endpoint address in these CIDRs (default: the cloud metadata services'; empty denies none of them; loopback, link-local and multicast are never served)")
+	f.StringSliceVar(&o.Kube.AllowCIDRs, "kube-allow-cidrs", nil, "serve only endpoint addresses in these CIDRs, e.g. the pod network's (default: any not denied)")
+	f.BoolVar(&o.Kube.ForeignSlices, "kube-foreign-slices", false, "also serve EndpointSlices not made by Kubernetes' EndpointSlice controller (custom controllers, slices written by hand, mirrored Endpoints)")
 }

@@ -535,6 +535,10 @@ func wants(sub *status.Subscription, name string) bool {
 // away: the fleet gets its endpoints as they were when it last answered.
 func writeSources(out io.Writer, st source.Status) {
 	for _, c := range st.Kubernetes {
+		if c.Connected && c.Degraded {
+			fmt.Fprintf(out, "KUBERNETES CLUSTER %s DEGRADED since %s: lists or watches refused: %s\n", printable(c.Name), c.LastErrorAt.UTC().Format(time.RFC3339), printable(c.LastError))
+			fmt.Fprintf(out, "  still serving its last services and endpoints\n\n")
+		}
 		if c.Connected {
 			continue
 		}

@@ -31,3 +31,18 @@ func TestStatusSaysWhichKubernetesClusterIsAway(t *testing.T) {
 		t.Errorf("status names the connected cluster east:\n%s", out.String())
 	}
 }
+
+// A reachable cluster that refuses the source's lists is degraded: said,
+// with its refusal.
+func TestStatusSaysWhichKubernetesClusterIsDegraded(t *testing.T) {
+	at := time.Date(2026, 12, 6, 19, 0, 0, 0, time.UTC)
+	st := source.Status{Kubernetes: []source.ClusterStatus{
+		{Name: "east", Connected: true, Degraded: true, LastErrorAt: at, LastError: `endpointslices.discovery.k8s.io is forbidden: User "pylon" cannot list`},
+	}}
+	var out bytes.Buffer
+	writeSources(&out, st)
+	want := `KUBERNETES CLUSTER east DEGRADED since 2026-12-06T19:00:00Z: lists or watches refused: endpointslices.discovery.k8s.io is forbidden: User "pylon" cannot list` + "\n"
+	if !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "still serving its last services and endpoints") {
+		t.Errorf("status lacks %q:\n%s", want, out.String())
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/metrics"
 	"github.com/pylon-xds/pylon/internal/source"
 	"github.com/pylon-xds/pylon/internal/source/kube"
+	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
 // KubeOptions configure the Kubernetes source: off unless Kubeconfig is
@@ -35,7 +37,18 @@ type KubeOptions struct {
 	// selector for Services and EndpointSlices.
 	Namespaces []string
 	Selector   string
+	// DenyCIDRs are endpoint addresses never served (nil: the cloud
+	// metadata services', kube.DefaultDenyCIDRs); AllowCIDRs, if any, the
+	// only ones served.
+	DenyCIDRs, AllowCIDRs []string
+	// ForeignSlices serves EndpointSlices not made by Kubernetes'
+	// EndpointSlice controller.
+	ForeignSlices bool
 }
+
+// DefaultKubeDenyCIDRs is --kube-deny-cidrs' default: the cloud metadata
+// services' addresses.
+func DefaultKubeDenyCIDRs() []string { return kube.DefaultDenyCIDRs() }
 
 // kubeSyncTimeout bounds the first listing of the cluster at start.
 const kubeSyncTimeout = 30 * time.Second
@@ -58,11 +71,16 @@ func newKube(o Options, met *metrics.Metrics, log *slog.Logger) (*kube.Source, e
 	default:
 		return nil, fmt.Errorf("--kube-merge %q: give locality or separate", k.Merge)
 	}
+	kube.LogThrough(log)
 	return kube.New(kube.Options{
 		Kubeconfig: k.Kubeconfig, InCluster: k.InCluster, Named: named, Separate: separate,
 		Namespaces: k.Namespaces, Selector: k.Selector,
+		DenyCIDRs: k.DenyCIDRs, AllowCIDRs: k.AllowCIDRs, ForeignSlices: k.ForeignSlices,
 		Quiet: o.DebounceQuiet, MaxWait: o.DebounceMax, Logger: log, OnEvent: met.SourceEvent, OnRead: met.Reload,
-		OnCluster: func(st source.ClusterStatus) { met.KubeCluster(st.Name, st.Connected, st.LastContact) },
+		OnCluster: func(st source.ClusterStatus) {
+			met.KubeCluster(st.Name, st.Connected, st.LastContact)
+			met.KubeClusterDegraded(st.Name, st.Degraded)
+		},
 	})
 }
 
@@ -99,6 +117,8 @@ func kubeInitial(ctx context.Context, src *kube.Source, initial *source.Update) 
 	if src == nil || initial.Err != nil {
 		return
 	}
+	var m kubeMerger
+	m.reserve(src, initial.Files)
 	ctx, cancel := context.WithTimeout(ctx, kubeSyncTimeout)
 	defer cancel()
 	files, err := src.Sync(ctx)
@@ -127,6 +147,90 @@ func withKube(ctx context.Context, g *errgroup.Group, src *kube.Source, updates 
 	}
 	own, cluster := make(chan source.Update), make(chan source.Update)
 	g.Go(func() error { return src.Run(ctx, cluster) })
-	g.Go(func() error { return source.Merge(ctx, updates, own, cluster) })
+	g.Go(func() error { return (&kubeMerger{src: src}).run(ctx, updates, own, cluster) })
 	return own
+}
+
+// kubeMerger joins the config's own updates and the cluster's, as
+// source.Merge does, where the own files win a name both define: the
+// services the own files define are reserved in the source, which leaves
+// them out of the cluster's files, so that a cluster's writer never
+// overrides the files nor blocks their changes.
+type kubeMerger struct {
+	src   *kube.Source
+	cache config.Cache
+	// names are the services the own files defined last.
+	names map[string]bool
+	// dirty: names changed since the cluster's last update, which may
+	// have been rendered with the former names.
+	dirty bool
+}
+
+// rendered is u with the cluster's files as the source renders them now.
+func (m *kubeMerger) rendered(u source.Update) *source.Update {
+	u.Files = m.src.Files()
+	return &u
+}
+
+// reserve reserves the services the own files define in src, and says
+// whether they changed. Files that do not load keep the former names:
+// the pipeline refuses them anyway.
+func (m *kubeMerger) reserve(src *kube.Source, files []config.File) bool {
+	doc, err := m.cache.Load(xdstype.New(), files)
+	if err != nil {
+		return false
+	}
+	names := make(map[string]bool, len(doc.Services))
+	for _, s := range doc.Services {
+		names[s.Name] = true
+	}
+	if maps.Equal(names, m.names) {
+		return false
+	}
+	m.names, m.dirty = names, true
+	src.Reserve(names)
+	return true
+}
+
+// run sends each update of own or cluster on, with the latest of the
+// other (own's files first), once both have sent; it returns when ctx
+// ends or an input closes.
+func (m *kubeMerger) run(ctx context.Context, out chan<- source.Update, own, cluster <-chan source.Update) error {
+	var o, c *source.Update
+	for {
+		var at time.Time
+		select {
+		case <-ctx.Done():
+			return nil
+		case u, ok := <-own:
+			if !ok {
+				return nil
+			}
+			o, at = &u, u.AcceptedAt
+			if m.reserve(m.src, u.Files) && c != nil {
+				c = m.rendered(*c)
+			}
+		case u, ok := <-cluster:
+			if !ok {
+				return nil
+			}
+			c, at = &u, u.AcceptedAt
+			if m.dirty {
+				// Perhaps rendered before the names changed: once more.
+				c, m.dirty = m.rendered(u), false
+			}
+		}
+		if o == nil || c == nil {
+			continue
+		}
+		merged := source.Update{Files: append(append([]config.File(nil), o.Files...), c.Files...), Err: o.Err, Revision: o.Revision, AcceptedAt: at}
+		if merged.Err == nil {
+			merged.Err = c.Err
+		}
+		select {
+		case out <- merged:
+		case <-ctx.Done():
+			return nil
+		}
+	}
 }

@@ -19,3 +19,17 @@ func TestKubeClusterIsANameAndAKubeconfig(t *testing.T) {
 		t.Errorf("--kube-merge both: err %v, want one naming --kube-merge", err)
 	}
 }
+
+func TestKubeCIDRsAreCheckedAtStart(t *testing.T) {
+	for _, flag := range []string{"--kube-deny-cidrs", "--kube-allow-cidrs"} {
+		k := KubeOptions{Clusters: []string{"east=/nonexistent"}}
+		if flag == "--kube-deny-cidrs" {
+			k.DenyCIDRs = []string{"10.0.0.0/33"}
+		} else {
+			k.AllowCIDRs = []string{"pods"}
+		}
+		if _, err := newKube(Options{Kube: k}, nil, nil); err == nil || !strings.Contains(err.Error(), flag) {
+			t.Errorf("%s: err %v, want one naming the flag", flag, err)
+		}
+	}
+}

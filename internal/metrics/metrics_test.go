@@ -172,6 +172,7 @@ func TestNames(t *testing.T) {
 	m.RolloutHalt("edge", "nack")
 	m.BalanceShed(true)
 	m.KubeCluster("east", true, time.Now())
+	m.KubeClusterDegraded("east", false)
 	m.CertificateExpiry(CertServer, func() (time.Time, bool) { return time.Now(), true })
 	m.GitPoll("read", strings.Repeat("a", 40), time.Now())
 	families, err := m.Registry.Gather()

@@ -25,4 +25,13 @@ type ClusterStatus struct {
 	// no credentials; LastErrorAt when it happened.
 	LastError   string    `json:"lastError,omitempty"`
 	LastErrorAt time.Time `json:"lastErrorAt,omitzero"`
+	// Degraded: connected, but a list or watch was refused (RBAC changed,
+	// say) and no listing since succeeded: its objects may be stale.
+	Degraded bool `json:"degraded,omitempty"`
+	// Dropped counts the cluster's objects and parts of objects not
+	// served (a port out of range, a denied address, a slice over its
+	// bound, a service the config's files define); DroppedNote says what
+	// the first few were, bounded.
+	Dropped     int    `json:"dropped,omitempty"`
+	DroppedNote string `json:"droppedNote,omitempty"`
 }

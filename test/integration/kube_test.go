@@ -79,7 +79,9 @@ func endpoint(addr string, ready, serving, terminating bool) discoveryv1.Endpoin
 // backends all listen on 127.0.0.1).
 func greeterSlice(name string, port int, e discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
 	return &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: "shop", Labels: map[string]string{discoveryv1.LabelServiceName: "greeter"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", Labels: map[string]string{
+			discoveryv1.LabelServiceName: "greeter", "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io",
+		}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       []discoveryv1.EndpointPort{{Name: ptrTo("grpc"), Port: ptrTo(int32(port)), Protocol: ptrTo(corev1.ProtocolTCP)}},
 		Endpoints:   []discoveryv1.Endpoint{e},
@@ -157,6 +159,50 @@ func TestKubernetesServiceReachesGRPCAsEDS(t *testing.T) {
 	}
 	if !onlyTo(call, "backend-0", 20) {
 		t.Fatal("the last good config stopped serving after the refusal")
+	}
+}
+
+// TestAServiceTheFilesAndAClusterDefineIsTheFilesAndTheirChangesPublish:
+// a Service named like a service of the config files is dropped from the
+// cluster's, never overriding the files nor refusing their changes.
+func TestAServiceTheFilesAndAClusterDefineIsTheFilesAndTheirChangesPublish(t *testing.T) {
+	k, admin := kubeCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*bound)
+	defer cancel()
+	ports := startBackends(t, 2)
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "greeter", Namespace: "shop"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "grpc", Port: 50051, AppProtocol: ptrTo("grpc")}}},
+	}
+	if _, err := admin.CoreV1().Services("shop").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.DiscoveryV1().EndpointSlices("shop").Create(ctx, greeterSlice("greeter-a", ports[0], endpoint(testNet+"10", true, true, false)), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	own := func(port int) string {
+		return kubeGreeter + fmt.Sprintf("services:\n- name: \"shop/greeter:grpc\"\n  protocol: grpc\n  endpoints: [{ address: %s20, port: %d }]\n", testNet, port)
+	}
+	cfg := filepath.Join(t.TempDir(), "pylon.yaml")
+	writeAtomically(t, cfg, kubeGreeter)
+	p, _ := runPylon(t, daemon.Options{ConfigPath: cfg, Kube: daemon.KubeOptions{Kubeconfig: k.Kubeconfig(kubetest.Pylon), Namespaces: []string{"shop"}}})
+	client := kubeGRPCClient(t, p, "kube-clash-client", "greeter")
+	call := func() string { return client.call(t) }
+	if !eventually(func() bool { return onlyTo(call, "backend-0", 5) }) {
+		t.Fatal("the RPCs do not reach the cluster's endpoint (backend-0)")
+	}
+	// The files define the cluster's service too: the files' publish.
+	writeAtomically(t, cfg, own(ports[1]))
+	if !eventually(func() bool { return onlyTo(call, "backend-1", 5) }) {
+		t.Fatalf("the files defining the cluster's service did not publish: refused %+v", p.status(t).Refused)
+	}
+	if st := p.clusterState(t, "cluster"); st.Dropped != 1 || !strings.Contains(st.DroppedNote, "shop/greeter:grpc") {
+		t.Fatalf("cluster status %+v: want the Service dropped and named", st)
+	}
+	// The files' definition gone, the cluster's service is back.
+	writeAtomically(t, cfg, kubeGreeter)
+	if !eventually(func() bool { return onlyTo(call, "backend-0", 5) }) {
+		t.Fatalf("the cluster's service did not come back: refused %+v", p.status(t).Refused)
 	}
 }
 

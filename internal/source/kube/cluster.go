@@ -2,10 +2,14 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -94,11 +98,52 @@ func (s *Source) contact(c *cluster, now time.Time) {
 	s.report(st)
 }
 
-// failed records c's failed probe, list or watch. A failed probe marks
-// it unreachable; a failed list or watch (reported by client-go while it
-// retries) is its last error only, the probe deciding reachability.
+// failed records c's failed list or watch, reported by client-go while
+// it retries: its last error, and, unless routine (a watch expired, a
+// connection closed), degraded until a listing succeeds again (the probe
+// tries one). The probe alone decides reachability.
 func (s *Source) failed(c *cluster, err error) {
 	s.setError(c, err, false)
+	if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return
+	}
+	s.mu.Lock()
+	if !c.state.Degraded {
+		c.state.Degraded = true
+		s.log.Warn("kubernetes: a list or watch is refused: serving the cluster's last services and endpoints", "cluster", c.name, "error", c.state.LastError)
+	}
+	st := c.state
+	s.mu.Unlock()
+	s.report(st)
+}
+
+// relist tries, for a degraded cluster, to list each resource in each
+// namespace watched (one object each): when all are allowed again, it is
+// no longer degraded (client-go's informers relist on their own).
+func (s *Source) relist(ctx context.Context, c *cluster) {
+	s.mu.Lock()
+	degraded := c.state.Degraded
+	s.mu.Unlock()
+	if !degraded {
+		return
+	}
+	one := metav1.ListOptions{LabelSelector: s.opts.Selector, Limit: 1}
+	for _, ns := range s.namespaces() {
+		if _, err := c.cs.CoreV1().Services(ns).List(ctx, one); err != nil {
+			s.setError(c, err, false)
+			return
+		}
+		if _, err := c.cs.DiscoveryV1().EndpointSlices(ns).List(ctx, one); err != nil {
+			s.setError(c, err, false)
+			return
+		}
+	}
+	s.mu.Lock()
+	c.state.Degraded = false
+	st := c.state
+	s.mu.Unlock()
+	s.log.Info("kubernetes: lists and watches allowed again", "cluster", c.name)
+	s.report(st)
 }
 
 func (s *Source) setError(c *cluster, err error, down bool) {
@@ -137,14 +182,16 @@ func (s *Source) probe(ctx context.Context, c *cluster) {
 		}
 		pctx, cancel := context.WithTimeout(ctx, s.opts.Probe)
 		err := c.cs.Discovery().RESTClient().Get().AbsPath("/readyz").Do(pctx).Error()
-		cancel()
 		switch {
 		case ctx.Err() != nil:
+			cancel()
 			return
 		case err != nil:
 			s.setError(c, err, true)
 		default:
 			s.contact(c, time.Now())
+			s.relist(pctx, c)
 		}
+		cancel()
 	}
 }

@@ -171,3 +171,24 @@ func TestAClusterNameMustBeAShortDNSLabel(t *testing.T) {
 		}
 	}
 }
+
+func TestAClusterThatRefusesListsWhileReadyIsDegradedUntilAllowed(t *testing.T) {
+	k := kubetest.Start(t)
+	// No RBAC yet: /readyz answers, every list is forbidden.
+	src, _ := runClusters(t, Options{Kubeconfig: k.Kubeconfig(kubetest.Pylon)})
+	deadline := time.Now().Add(bound)
+	var st source.ClusterStatus
+	for st = src.Status().Kubernetes[0]; !(st.Connected && st.Degraded) && time.Now().Before(deadline); st = src.Status().Kubernetes[0] {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !st.Connected || !st.Degraded || !strings.Contains(st.LastError, "forbidden") {
+		t.Fatalf("status %+v: want connected, degraded, the refusal its last error", st)
+	}
+	k.Grant(rbacManifest, kubetest.Pylon)
+	for st = src.Status().Kubernetes[0]; st.Degraded && time.Now().Before(deadline.Add(bound)); st = src.Status().Kubernetes[0] {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if st.Degraded || !st.Connected {
+		t.Fatalf("status %+v: want connected and no longer degraded once allowed", st)
+	}
+}

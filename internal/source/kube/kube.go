@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,8 +21,11 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/pager"
+	"k8s.io/klog/v2"
 
 	"github.com/pylon-xds/pylon/internal/config"
 	"github.com/pylon-xds/pylon/internal/source"
@@ -50,9 +55,18 @@ type Options struct {
 	Selector string
 	// Quiet and MaxWait debounce bursts of changes.
 	Quiet, MaxWait time.Duration
-	// MaxEndpoints bounds the endpoints served (default 200,000): past
-	// it the source reports an error and the last good config stays.
-	MaxEndpoints int
+	// MaxEndpoints bounds the endpoints served (default 200,000) and
+	// MaxServices the services (default 20,000), every cluster's
+	// together: a slice or a Service past them is dropped with a warning,
+	// and the rest served.
+	MaxEndpoints, MaxServices int
+	// DenyCIDRs are addresses never served (nil: DefaultDenyCIDRs, the
+	// cloud metadata services'); AllowCIDRs, if any, the only ones served.
+	DenyCIDRs, AllowCIDRs []string
+	// ForeignSlices serves EndpointSlices not made by Kubernetes'
+	// EndpointSlice controller (custom controllers, slices written by
+	// hand); otherwise they are dropped with a warning.
+	ForeignSlices bool
 	// Probe is how often each cluster's API server is asked whether it is
 	// ready (default 5s, each ask bounded by it too).
 	Probe  time.Duration
@@ -68,8 +82,22 @@ type Options struct {
 // Named is a cluster given by name.
 type Named struct{ Name, Kubeconfig string }
 
-// DefaultMaxEndpoints is Options.MaxEndpoints' default.
-const DefaultMaxEndpoints = 200_000
+// DefaultMaxEndpoints and DefaultMaxServices are Options.MaxEndpoints'
+// and MaxServices' defaults. 20,000 services of the longest names
+// Kubernetes allows fit the 16 MiB a config file may hold.
+const (
+	DefaultMaxEndpoints = 200_000
+	DefaultMaxServices  = 20_000
+)
+
+// DefaultDenyCIDRs are the cloud metadata services' addresses (AWS, GCP,
+// Azure, OpenStack, Oracle: 169.254.169.254 and its link-local range;
+// AWS's IPv6 fd00:ec2::254; Azure's wire server 168.63.129.16; Alibaba's
+// 100.100.100.200): an endpoint there would send a service's traffic, and
+// whatever credentials it carries, to the node's metadata service.
+func DefaultDenyCIDRs() []string {
+	return []string{"169.254.0.0/16", "fd00:ec2::254/128", "168.63.129.16/32", "100.100.100.200/32"}
+}
 
 // defaultProbe is Options.Probe's default.
 const defaultProbe = 5 * time.Second
@@ -80,7 +108,14 @@ type Source struct {
 	log      *slog.Logger
 	clusters []*cluster
 
+	// check is what a slice's endpoints must pass.
+	check check
+
 	mu sync.Mutex
+	// reserved are the services the config's own files define (Reserve).
+	reserved map[string]bool
+	// held counts the endpoints of every cluster's slices held.
+	held int
 	// changed is poked, one slot, whenever an object changes.
 	changed chan struct{}
 	// listed: Sync has listed the objects.
@@ -106,6 +141,16 @@ func New(opts Options) (*Source, error) {
 	if opts.MaxEndpoints <= 0 {
 		opts.MaxEndpoints = DefaultMaxEndpoints
 	}
+	if opts.MaxServices <= 0 {
+		opts.MaxServices = DefaultMaxServices
+	}
+	if opts.DenyCIDRs == nil {
+		opts.DenyCIDRs = DefaultDenyCIDRs()
+	}
+	chk, err := newCheck(opts)
+	if err != nil {
+		return nil, err
+	}
 	if opts.Probe <= 0 {
 		opts.Probe = defaultProbe
 	}
@@ -116,7 +161,7 @@ func New(opts Options) (*Source, error) {
 	if err := checkNames(opts); err != nil {
 		return nil, err
 	}
-	s := &Source{opts: opts, log: log, changed: make(chan struct{}, 1)}
+	s := &Source{opts: opts, log: log, check: chk, changed: make(chan struct{}, 1)}
 	if opts.Kubeconfig != "" || opts.InCluster {
 		c, err := newCluster(opts.Cluster, opts.Kubeconfig, naming{})
 		if err != nil {
@@ -136,6 +181,25 @@ func New(opts Options) (*Source, error) {
 		s.clusters = append(s.clusters, c)
 	}
 	return s, nil
+}
+
+// newCheck parses the CIDRs of opts.
+func newCheck(opts Options) (check, error) {
+	c := check{foreign: opts.ForeignSlices}
+	for _, l := range []struct {
+		flag string
+		in   []string
+		out  *[]netip.Prefix
+	}{{"--kube-deny-cidrs", opts.DenyCIDRs, &c.deny}, {"--kube-allow-cidrs", opts.AllowCIDRs, &c.allow}} {
+		for _, v := range l.in {
+			p, err := netip.ParsePrefix(strings.TrimSpace(v))
+			if err != nil {
+				return check{}, fmt.Errorf("%s %q: %w", l.flag, v, err)
+			}
+			*l.out = append(*l.out, p.Masked())
+		}
+	}
+	return c, nil
 }
 
 // checkNames refuses a named cluster's name that is not a short DNS
@@ -171,22 +235,28 @@ func (s *Source) namespaces() []string {
 // start. ctx bounds it; a cluster that cannot be listed is an error
 // naming it.
 func (s *Source) Sync(ctx context.Context) ([]config.File, error) {
-	list := metav1.ListOptions{LabelSelector: s.opts.Selector}
+	list := metav1.ListOptions{LabelSelector: s.opts.Selector, Limit: syncPage}
 	for _, c := range s.clusters {
 		for _, ns := range s.namespaces() {
-			svcs, err := c.cs.CoreV1().Services(ns).List(ctx, list)
+			services := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return c.cs.CoreV1().Services(ns).List(ctx, o)
+			})
+			err := services.EachListItem(ctx, list, func(obj runtime.Object) error {
+				s.setServiceObj(c, obj)
+				return nil
+			})
 			if err != nil {
 				return nil, fmt.Errorf("kubernetes: cluster %s: listing services: %w", c.name, err)
 			}
-			for i := range svcs.Items {
-				s.setService(c, &svcs.Items[i])
-			}
-			slices, err := c.cs.DiscoveryV1().EndpointSlices(ns).List(ctx, list)
+			slices := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return c.cs.DiscoveryV1().EndpointSlices(ns).List(ctx, o)
+			})
+			err = slices.EachListItem(ctx, list, func(obj runtime.Object) error {
+				s.setSliceObj(c, obj)
+				return nil
+			})
 			if err != nil {
 				return nil, fmt.Errorf("kubernetes: cluster %s: listing endpointslices: %w", c.name, err)
-			}
-			for i := range slices.Items {
-				s.setSlice(c, &slices.Items[i])
 			}
 		}
 		s.contact(c, time.Now())
@@ -197,13 +267,27 @@ func (s *Source) Sync(ctx context.Context) ([]config.File, error) {
 	return s.files()
 }
 
-// Files are the files of the objects as the source sees them now; nil
-// when they cannot be rendered (over MaxEndpoints). The store validates
-// every write with them (configstore.Options.Extra), as the pipeline
-// will compile it.
+// syncPage is how many objects a page of Sync's listing holds, so that a
+// large cluster is listed in bounded pieces.
+const syncPage = 500
+
+// Files are the files of the objects as the source sees them now. The
+// store validates every write with them (configstore.Options.Extra), as
+// the pipeline will compile it.
 func (s *Source) Files() []config.File {
 	files, _ := s.files()
 	return files
+}
+
+// Reserve names the services the config's own files define: the files
+// win, and a cluster's service of one of these names is dropped with a
+// warning (a cluster's writers never override the files, nor block
+// their changes). Files and the updates Run sends from then on leave
+// them out.
+func (s *Source) Reserve(names map[string]bool) {
+	s.mu.Lock()
+	s.reserved = names
+	s.mu.Unlock()
 }
 
 // replace makes a cluster's objects exactly its informers' caches: what
@@ -220,29 +304,65 @@ func (s *Source) replace(c *cluster, w *watch) {
 			}
 		}
 	}
+	// The slices held are counted anew, each admitted as it is made: the
+	// new ones are bounded as they are rendered.
+	s.mu.Lock()
+	for _, old := range c.slices {
+		s.held -= len(old.eps)
+	}
+	s.mu.Unlock()
 	for _, st := range w.sliceStores {
 		for _, obj := range st.List() {
 			if sl, ok := obj.(*discoveryv1.EndpointSlice); ok {
-				if r, err := newSlice(sl, c.naming); err == nil {
-					slices[key{sl.Namespace, sl.Name}] = r
+				if r, err := newSlice(sl, c.naming, s.check); err == nil {
+					s.mu.Lock()
+					slices[key{sl.Namespace, sl.Name}] = s.admit(nil, r)
+					s.mu.Unlock()
 				}
 			}
 		}
 	}
 	s.mu.Lock()
 	c.services, c.slices = services, slices
+	// Counted again whole: a change handled meanwhile counted the old map.
+	s.held = 0
+	for _, c := range s.clusters {
+		for _, sl := range c.slices {
+			s.held += len(sl.eps)
+		}
+	}
 	s.mu.Unlock()
 }
 
-// files renders the current objects.
+// files renders the current objects, and logs what the clusters' objects
+// had dropped from them when that changed (so a warning is not repeated
+// at every change) and shows it in each cluster's status. It never fails:
+// what cannot be served is dropped, object by object.
 func (s *Source) files() ([]config.File, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	parts := make([]part, len(s.clusters))
 	for i, c := range s.clusters {
 		parts[i] = part{cluster: c.name, prefix: c.prefix(), services: c.services, slices: c.slices}
 	}
-	return renderAll(parts, s.opts.MaxEndpoints)
+	r := renderAll(parts, bounds{endpoints: s.opts.MaxEndpoints, services: s.opts.MaxServices, reserved: s.reserved})
+	var changed []source.ClusterStatus
+	for _, c := range s.clusters {
+		d := r.dropped[c.name]
+		note := d.String()
+		if d.n == c.state.Dropped && note == c.state.DroppedNote {
+			continue
+		}
+		c.state.Dropped, c.state.DroppedNote = d.n, note
+		changed = append(changed, c.state)
+		if d.n > 0 {
+			s.log.Warn("kubernetes: objects dropped: the rest is served", "cluster", c.name, "dropped", d.n, "first", note)
+		}
+	}
+	s.mu.Unlock()
+	for _, st := range changed {
+		s.report(st)
+	}
+	return r.files, nil
 }
 
 // watch is one cluster's informers.
@@ -445,14 +565,33 @@ func (s *Source) setService(c *cluster, svc *corev1.Service) {
 // setSlice renders one slice's contribution, replacing its last: a
 // change of one slice renders that slice alone.
 func (s *Source) setSlice(c *cluster, sl *discoveryv1.EndpointSlice) {
-	r, err := newSlice(sl, c.naming)
+	r, err := newSlice(sl, c.naming, s.check)
 	if err != nil {
 		s.log.Warn("kubernetes: endpointslice left out", "cluster", c.name, "namespace", sl.Namespace, "name", sl.Name, "error", err)
 		return
 	}
+	k := key{sl.Namespace, sl.Name}
 	s.mu.Lock()
-	c.slices[key{sl.Namespace, sl.Name}] = r
+	c.slices[k] = s.admit(c.slices[k], r)
 	s.mu.Unlock()
+}
+
+// admit is the slice r to hold in place of old: r itself, or an empty one
+// saying it is dropped when the slices held would be over twice
+// MaxEndpoints (the render leaves out duplicates and slices of no
+// Service, so the rendered endpoints are bounded again there): what the
+// source holds stays bounded whatever a cluster sends. s.mu is held.
+func (s *Source) admit(old, r *slice) *slice {
+	if old != nil {
+		s.held -= len(old.eps)
+	}
+	if limit := 2 * s.opts.MaxEndpoints; s.held+len(r.eps) > limit {
+		out := &slice{}
+		out.dropped.add("its %d endpoints would make the slices held over %d: dropped whole; narrow the source with --kube-namespaces", len(r.eps), limit)
+		return out
+	}
+	s.held += len(r.eps)
+	return r
 }
 
 func (s *Source) deleteService(c *cluster, k key) {
@@ -463,6 +602,9 @@ func (s *Source) deleteService(c *cluster, k key) {
 
 func (s *Source) deleteSlice(c *cluster, k key) {
 	s.mu.Lock()
+	if old := c.slices[k]; old != nil {
+		s.held -= len(old.eps)
+	}
 	delete(c.slices, k)
 	s.mu.Unlock()
 }
@@ -491,10 +633,29 @@ func transform(obj any) (any, error) {
 }
 
 // slimMeta keeps what the informer and the source need of an object's
-// metadata.
+// metadata: of its labels, only the slice's Service and its maker (the
+// selector is applied by the API server).
 func slimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
+	var labels map[string]string
+	for _, l := range []string{discoveryv1.LabelServiceName, labelManagedBy} {
+		if v, ok := m.Labels[l]; ok {
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			labels[l] = v
+		}
+	}
 	return metav1.ObjectMeta{
 		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
-		Labels: m.Labels, DeletionTimestamp: m.DeletionTimestamp,
+		Labels: labels, DeletionTimestamp: m.DeletionTimestamp,
+	}
+}
+
+// LogThrough sends client-go's log (klog, which writes to stderr
+// otherwise) to log. klog is one for the whole process: the daemon calls
+// this once.
+func LogThrough(log *slog.Logger) {
+	if log != nil {
+		klog.SetSlogLogger(log.With("from", "client-go"))
 	}
 }

@@ -2,6 +2,8 @@ package kube
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -208,5 +210,60 @@ func TestAfterSyncRunSendsWhatWasListedWhileTheAPIIsAway(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run sent nothing within 5s while the API server is away: a source merged with it would be held back")
+	}
+}
+
+func TestWhatTheAPIAcceptsButCannotBeServedIsDroppedAndTheRestServed(t *testing.T) {
+	k := kubetest.Start(t)
+	k.Grant(rbacManifest, kubetest.Pylon)
+	admin := k.Clientset(kubetest.Admin)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*bound)
+	defer cancel()
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	svc := svcObj("shop", "web", corev1.ServicePort{Name: "http", Port: 80}, corev1.ServicePort{Name: "big", Port: 81})
+	if _, err := admin.CoreV1().Services("shop").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	slices := []*discoveryv1.EndpointSlice{
+		// Ports the API accepts: 0, -1 and 70000.
+		sliceObj("shop", "web-ports", "web", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{
+			{Name: ptr("zero"), Port: ptr(int32(0))}, {Name: ptr("neg"), Port: ptr(int32(-1))},
+			{Name: ptr("big"), Port: ptr(int32(70000))}, {Name: ptr("http"), Port: ptr(int32(8080))},
+		}, ep("10.0.0.1", yes, yes, no, "")),
+		// Cloud metadata addresses (the API refuses 169.254.0.0/16 alone), and
+		// a zone of 100 KB.
+		sliceObj("shop", "web-meta", "web", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}},
+			ep("168.63.129.16", yes, yes, no, ""), ep("100.100.100.200", yes, yes, no, ""), ep("10.0.0.2", yes, yes, no, strings.Repeat("z", 100_000))),
+		sliceObj("shop", "web-meta6", "web", discoveryv1.AddressTypeIPv6, []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}},
+			ep("fd00:ec2::254", yes, yes, no, "")),
+	}
+	// A slice not made by the EndpointSlice controller.
+	manual := sliceObj("shop", "web-manual", "web", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}}, ep("10.0.0.9", yes, yes, no, ""))
+	delete(manual.Labels, labelManagedBy)
+	// 1,000 endpoints by 20,000 ports: twenty million entries, if made.
+	ports := make([]discoveryv1.EndpointPort, 20_000)
+	for i := range ports {
+		ports[i] = discoveryv1.EndpointPort{Name: ptr(fmt.Sprintf("p%d", i)), Port: ptr(int32(1 + i))}
+	}
+	eps := make([]discoveryv1.Endpoint, 1000)
+	for i := range eps {
+		eps[i] = discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.1.%d.%d", i/256, i%256)}}
+	}
+	huge := sliceObj("shop", "web-huge", "web", discoveryv1.AddressTypeIPv4, ports, eps...)
+	for _, sl := range append(slices, manual, huge) {
+		if _, err := admin.DiscoveryV1().EndpointSlices("shop").Create(ctx, sl, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("the API refuses slice %s: %v", sl.Name, err)
+		}
+	}
+	src, updates := runClusters(t, Options{Kubeconfig: k.Kubeconfig(kubetest.Pylon)})
+	await(t, updates, map[string][]model.Endpoint{
+		"shop/web:http": {{Address: "10.0.0.2", Port: 8080, Health: "healthy"}, {Address: "10.0.0.1", Port: 8080, Health: "healthy"}},
+		"shop/web:big":  {},
+	})
+	st := src.Status().Kubernetes[0]
+	if st.Dropped < 8 || !strings.Contains(st.DroppedNote, "web-huge") {
+		t.Fatalf("status: %d dropped, %q; want the ports, addresses, zone and slices counted", st.Dropped, st.DroppedNote)
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -54,6 +56,8 @@ type slice struct {
 	// out): a render reuses it while the slice is unchanged, so that one
 	// slice's change rebuilds that slice's file alone.
 	file *config.File
+	// dropped is what of the slice is not served, and why.
+	dropped drops
 }
 
 // newService renders a Service: one model service per TCP port, with
@@ -97,35 +101,139 @@ func serviceOf(s *discoveryv1.EndpointSlice) string {
 	return s.Labels[discoveryv1.LabelServiceName]
 }
 
+// Bounds on what the cluster sends: what is over them is dropped with a
+// warning, object by object, and the rest is served.
+const (
+	// maxSliceEntries bounds one slice's endpoints times its ports: the
+	// API accepts 1,000 endpoints and 20,000 ports in one slice, twenty
+	// million entries, which would exhaust Pylon's memory as it renders
+	// them. A real slice holds at most 100 endpoints by default (1,000
+	// configured) for the ports of one Service.
+	maxSliceEntries = 10_000
+	// maxZoneBytes bounds an endpoint's zone, copied into every EDS
+	// locality: a label value (a zone's name) is at most 63 bytes.
+	maxZoneBytes = 63
+	// maxDropNotes bounds what is said, per slice, of what was dropped.
+	maxDropNotes = 3
+)
+
+// Labels of a slice made by Kubernetes' EndpointSlice controller.
+const (
+	labelManagedBy  = "endpointslice.kubernetes.io/managed-by"
+	controllerValue = "endpointslice-controller.k8s.io"
+)
+
+// check is what a slice's endpoints must pass to be served.
+type check struct {
+	// deny are addresses never served (cloud metadata services by
+	// default); allow, if any, are the only ones served.
+	deny, allow []netip.Prefix
+	// foreign serves slices not made by the EndpointSlice controller.
+	foreign bool
+}
+
+// address parses a and says why it is not served ("" when it is).
+func (c check) address(a string) (netip.Addr, string) {
+	ip, err := netip.ParseAddr(a)
+	if err != nil || ip.Zone() != "" {
+		return ip, "not an IP address"
+	}
+	ip = ip.Unmap()
+	if ip.IsLoopback() || ip.IsUnspecified() || ip.IsMulticast() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() {
+		return ip, "loopback, link-local, multicast or unspecified"
+	}
+	for _, p := range c.deny {
+		if p.Contains(ip) {
+			return ip, "in --kube-deny-cidrs " + p.String()
+		}
+	}
+	if len(c.allow) == 0 {
+		return ip, ""
+	}
+	for _, p := range c.allow {
+		if p.Contains(ip) {
+			return ip, ""
+		}
+	}
+	return ip, "not in --kube-allow-cidrs"
+}
+
+// drops counts what a slice or render left out and keeps the first
+// notes of it, so that a warning says what without growing with it.
+type drops struct {
+	n     int
+	notes []string
+}
+
+func (d *drops) add(format string, args ...any) {
+	d.n++
+	if len(d.notes) < maxDropNotes {
+		d.notes = append(d.notes, fmt.Sprintf(format, args...))
+	}
+}
+
+// String is the notes, and how many more were not noted.
+func (d drops) String() string {
+	s := strings.Join(d.notes, "; ")
+	if d.n > len(d.notes) {
+		s += fmt.Sprintf("; and %d more", d.n-len(d.notes))
+	}
+	return s
+}
+
+// slicePort is one of a slice's ports that is served.
+type slicePort struct {
+	service string
+	port    uint32
+}
+
 // newSlice renders an EndpointSlice: every endpoint that should receive
 // traffic, once per TCP port of the slice. The port is the slice's own,
 // which for a named target port the endpoints' controller has already
 // resolved. Endpoints of FQDN slices (deprecated) are left out: a gRPC
-// client cannot dial a host name from EDS.
-func newSlice(s *discoveryv1.EndpointSlice, n naming) (*slice, error) {
+// client cannot dial a host name from EDS. What the API accepts but Pylon
+// must not serve is dropped and noted in the slice's dropped: a port out
+// of 1..65535, an address c refuses, a zone over 63 bytes; a slice over
+// maxSliceEntries, or (unless c.foreign) not made by the EndpointSlice
+// controller, is dropped whole, before any entry is made.
+func newSlice(s *discoveryv1.EndpointSlice, n naming, c check) (*slice, error) {
 	out := &slice{}
 	svcName := serviceOf(s)
 	if svcName == "" || (s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6) {
 		return out, nil
 	}
-	for _, p := range s.Ports {
-		if p.Port == nil || (p.Protocol != nil && *p.Protocol != corev1.ProtocolTCP) {
-			continue
+	if by := s.Labels[labelManagedBy]; !c.foreign && by != controllerValue {
+		out.dropped.add("not made by the EndpointSlice controller (%s is %q, not %q): dropped whole; --kube-foreign-slices serves it", labelManagedBy, clip(by), controllerValue)
+		return out, nil
+	}
+	ports := out.ports(s, n, svcName)
+	var eps []discoveryv1.Endpoint
+	for _, e := range s.Endpoints {
+		if _, ok := health(e.Conditions); ok && len(e.Addresses) > 0 {
+			eps = append(eps, e)
 		}
-		name := ""
-		if p.Name != nil {
-			name = *p.Name
-		}
-		service := n.prefix + ServiceName(s.Namespace, svcName, name)
-		out.services = append(out.services, service)
-		for _, e := range s.Endpoints {
-			h, ok := health(e.Conditions)
-			if !ok || len(e.Addresses) == 0 {
+	}
+	if len(eps)*len(ports) > maxSliceEntries {
+		out.services = nil
+		out.dropped = drops{}
+		out.dropped.add("%d endpoints times %d ports is over the %d entries a slice may make: dropped whole", len(eps), len(ports), maxSliceEntries)
+		return out, nil
+	}
+	for _, p := range ports {
+		for _, e := range eps {
+			ip, why := c.address(e.Addresses[0])
+			if why != "" {
+				out.dropped.add("address %q %s", clip(e.Addresses[0]), why)
 				continue
 			}
-			ep := config.Endpoint{Service: service, Endpoint: model.Endpoint{Address: e.Addresses[0], Port: uint32(*p.Port), Health: h, Region: n.region}}
+			h, _ := health(e.Conditions)
+			ep := config.Endpoint{Service: p.service, Endpoint: model.Endpoint{Address: ip.String(), Port: p.port, Health: h, Region: n.region}}
 			if e.Zone != nil {
-				ep.Zone = *e.Zone
+				if len(*e.Zone) <= maxZoneBytes {
+					ep.Zone = *e.Zone
+				} else {
+					out.dropped.add("zone of %s is %d bytes, over %d: served without a zone", ep.Address, len(*e.Zone), maxZoneBytes)
+				}
 			}
 			item, err := json.Marshal(ep)
 			if err != nil {
@@ -136,6 +244,39 @@ func newSlice(s *discoveryv1.EndpointSlice, n naming) (*slice, error) {
 		}
 	}
 	return out, nil
+}
+
+// ports are the slice's TCP ports to serve, each with the model service
+// it joins; a port out of 1..65535 (the API accepts 0, negatives and
+// 70000) is noted as dropped.
+func (out *slice) ports(s *discoveryv1.EndpointSlice, n naming, svcName string) []slicePort {
+	var ports []slicePort
+	for _, p := range s.Ports {
+		if p.Port == nil || (p.Protocol != nil && *p.Protocol != corev1.ProtocolTCP) {
+			continue
+		}
+		name := ""
+		if p.Name != nil {
+			name = *p.Name
+		}
+		if *p.Port < 1 || *p.Port > 65535 {
+			out.dropped.add("port %q is %d, not 1 to 65535", clip(name), *p.Port)
+			continue
+		}
+		service := n.prefix + ServiceName(s.Namespace, svcName, name)
+		out.services = append(out.services, service)
+		ports = append(ports, slicePort{service, uint32(*p.Port)})
+	}
+	return ports
+}
+
+// clip bounds a value the cluster sends, as shown in a warning.
+func clip(s string) string {
+	const max = 64
+	if len(s) > max {
+		return s[:max] + "..."
+	}
+	return s
 }
 
 // health maps an endpoint's conditions to Envoy's health: ready is
@@ -163,45 +304,56 @@ type part struct {
 	slices          map[key]*slice
 }
 
+// bounds are what a render may make: past them, objects are dropped.
+type bounds struct {
+	// endpoints and services bound the endpoints and the model services
+	// served, every cluster's together.
+	endpoints, services int
+	// reserved are the services the config's own files define: the files
+	// win, and the clusters' services of these names are dropped.
+	reserved map[string]bool
+}
+
+// rendered is a render's files and what each cluster's objects had
+// dropped from them, by cluster.
+type rendered struct {
+	files   []config.File
+	dropped map[string]*drops
+}
+
 // render is the config one cluster's objects make (renderAll of one
 // part).
-func render(prefix string, services map[key]*service, slices map[key]*slice, maxEndpoints int) ([]config.File, error) {
-	return renderAll([]part{{cluster: prefix, prefix: prefix, services: services, slices: slices}}, maxEndpoints)
+func render(prefix string, services map[key]*service, slices map[key]*slice, b bounds) rendered {
+	return renderAll([]part{{cluster: prefix, prefix: prefix, services: services, slices: slices}}, b)
 }
 
 // renderAll is the config the clusters' objects make: per cluster, in
 // order, a file of the services it is the first to define, then a file of
 // endpoints per EndpointSlice. A service several clusters define is
 // defined once, by the first, and its endpoints are every cluster's (each
-// named cluster's in its own region); defined with different protocols it
-// is an error naming both clusters. The slices' items were rendered when
-// each changed, and a slice's file is reused while nothing of it is left
-// out. An endpoint of a service its own cluster does not define (a slice
-// outliving its Service) is left out, and so is one address and port met
-// again (the endpoints' controller may hold both while it moves an
-// endpoint), so that neither refuses the whole config.
-func renderAll(parts []part, maxEndpoints int) ([]config.File, error) {
-	type def struct{ cluster, protocol string }
+// named cluster's in its own region). The slices' items were rendered
+// when each changed, and a slice's file is reused while nothing of it is
+// left out. Nothing a cluster sends refuses the whole config: what cannot
+// be served is dropped and counted in dropped, by cluster (a service a
+// later cluster defines with another protocol, or the config's own files
+// define; services past b.services; a slice past b.endpoints). An
+// endpoint of a service its own cluster does not define (a slice
+// outliving its Service) is left out silently, and so is one address and
+// port met again (the endpoints' controller may hold both while it moves
+// an endpoint).
+func renderAll(parts []part, b bounds) rendered {
+	out := rendered{dropped: map[string]*drops{}}
 	defs := map[string]def{}
-	var files []config.File
-	for _, p := range parts {
+	defined := make([]map[string]bool, len(parts))
+	for i, p := range parts {
+		d := &drops{}
+		out.dropped[p.cluster] = d
 		svcs := map[key]*service{}
-		for k, s := range p.services {
-			own := &service{}
-			for i, n := range s.names {
-				d, ok := defs[n]
-				if ok && d.protocol != s.protocols[i] {
-					return nil, fmt.Errorf("kubernetes: service %s is protocol %q in cluster %s and %q in cluster %s; give the Services' ports the same appProtocol, or keep the clusters apart (--kube-merge=separate)",
-						n, d.protocol, d.cluster, s.protocols[i], p.cluster)
-				}
-				if !ok {
-					defs[n] = def{p.cluster, s.protocols[i]}
-					own.names, own.items = append(own.names, n), append(own.items, s.items[i])
-				}
-			}
-			svcs[k] = own
+		defined[i] = map[string]bool{}
+		for _, k := range sortedKeys(p.services) {
+			svcs[k] = ownServices(p, k, defs, defined[i], b, d)
 		}
-		files = append(files, renderServices(p.prefix, svcs))
+		out.files = append(out.files, renderServices(p.prefix, svcs))
 	}
 	size := 0
 	for _, p := range parts {
@@ -210,16 +362,15 @@ func renderAll(parts []part, maxEndpoints int) ([]config.File, error) {
 		}
 	}
 	seen, total := make(map[at]bool, size), 0
-	for _, p := range parts {
-		defined := map[string]bool{}
-		for _, s := range p.services {
-			for _, n := range s.names {
-				defined[n] = true
-			}
-		}
+	for i, p := range parts {
+		d := out.dropped[p.cluster]
 		for _, k := range sortedKeys(p.slices) {
 			s := p.slices[k]
-			kept := s.keep(defined, seen)
+			if s.dropped.n > 0 {
+				d.add("endpointslice %s/%s: %s", k.namespace, k.name, s.dropped)
+				d.n += s.dropped.n - 1
+			}
+			kept := s.keep(defined[i], seen)
 			n := len(s.eps)
 			if kept != nil {
 				n = len(kept)
@@ -227,13 +378,44 @@ func renderAll(parts []part, maxEndpoints int) ([]config.File, error) {
 			if n == 0 {
 				continue
 			}
-			if total += n; total > maxEndpoints {
-				return nil, fmt.Errorf("kubernetes: over %d endpoints; narrow the source with --kube-namespaces or --kube-selector", maxEndpoints)
+			if total+n > b.endpoints {
+				d.add("endpointslice %s/%s: its %d endpoints would be over the %d served: dropped; narrow the source with --kube-namespaces", k.namespace, k.name, n, b.endpoints)
+				s.unsee(kept, seen)
+				continue
 			}
-			files = append(files, s.render(p.prefix, k, kept))
+			total += n
+			out.files = append(out.files, s.render(p.prefix, k, kept))
 		}
 	}
-	return files, nil
+	return out
+}
+
+// def is the cluster that defines a service, and its protocol.
+type def struct{ cluster, protocol string }
+
+// ownServices are the model services of p's Service k that p is the first
+// to define, marked in defs and defined; what is dropped is counted in d.
+func ownServices(p part, k key, defs map[string]def, defined map[string]bool, b bounds, d *drops) *service {
+	s, own := p.services[k], &service{}
+	for i, n := range s.names {
+		first, ok := defs[n]
+		switch {
+		case b.reserved[n]:
+			d.add("service %s: the config's own files define it; they win, and the cluster's is dropped", n)
+		case ok && first.protocol != s.protocols[i]:
+			d.add("service %s: protocol %q here but %q in cluster %s, which defines it first: dropped here; give the Services' ports the same appProtocol, or keep the clusters apart (--kube-merge=separate)",
+				n, s.protocols[i], first.protocol, first.cluster)
+		case ok:
+			defined[n] = true
+		case len(defs) >= b.services:
+			d.add("service %s: over the %d services served: dropped; narrow the source with --kube-namespaces", n, b.services)
+		default:
+			defs[n] = def{p.cluster, s.protocols[i]}
+			defined[n] = true
+			own.names, own.items = append(own.names, n), append(own.items, s.items[i])
+		}
+	}
+	return own
 }
 
 // at is an endpoint's service, address and port: served once.
@@ -266,6 +448,21 @@ func (s *slice) keep(defined map[string]bool, seen map[at]bool) []int {
 	return kept
 }
 
+// unsee unmarks in seen the endpoints kept (nil: all) of a slice that
+// is dropped, so that another slice may serve them.
+func (s *slice) unsee(kept []int, seen map[at]bool) {
+	if kept == nil {
+		for _, e := range s.eps {
+			delete(seen, at{e.Service, e.Address, e.Port})
+		}
+		return
+	}
+	for _, j := range kept {
+		e := s.eps[j]
+		delete(seen, at{e.Service, e.Address, e.Port})
+	}
+}
+
 // render is the slice's file, named under prefix, of the endpoints kept
 // (nil: all of them): the file last rendered whole is reused while
 // nothing is left out (a slice keeps its key, so its path too).
@@ -285,10 +482,10 @@ func (s *slice) render(prefix string, k key, kept []int) config.File {
 	return *s.file
 }
 
-// sortedKeys are the slices' keys in namespace and name order.
-func sortedKeys(slices map[key]*slice) []key {
-	keys := make([]key, 0, len(slices))
-	for k := range slices {
+// sortedKeys are the objects' keys in namespace and name order.
+func sortedKeys[V any](objs map[key]V) []key {
+	keys := make([]key, 0, len(objs))
+	for k := range objs {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool {

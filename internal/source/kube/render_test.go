@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,7 +26,9 @@ func svcObj(ns, name string, ports ...corev1.ServicePort) *corev1.Service {
 
 func sliceObj(ns, name, svc string, typ discoveryv1.AddressType, ports []discoveryv1.EndpointPort, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
 	return &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{
+			discoveryv1.LabelServiceName: svc, labelManagedBy: controllerValue,
+		}},
 		AddressType: typ, Ports: ports, Endpoints: eps,
 	}
 }
@@ -51,16 +54,13 @@ func load(t *testing.T, svcs []*corev1.Service, slices []*discoveryv1.EndpointSl
 		ss[key{s.Namespace, s.Name}] = r
 	}
 	for _, s := range slices {
-		r, err := newSlice(s, naming{})
+		r, err := newSlice(s, naming{}, defaultCheck(t))
 		if err != nil {
 			t.Fatal(err)
 		}
 		sl[key{s.Namespace, s.Name}] = r
 	}
-	files, err := render("kubernetes/test", ss, sl, DefaultMaxEndpoints)
-	if err != nil {
-		t.Fatal(err)
-	}
+	files := render("kubernetes/test", ss, sl, defaultBounds).files
 	doc, err := config.Load(xdstype.New(), files)
 	if err != nil {
 		t.Fatalf("the rendered files do not load: %v", err)
@@ -159,22 +159,26 @@ func TestSliceWithoutItsServiceAndRepeatedEndpointsAreLeftOut(t *testing.T) {
 	}
 }
 
-func TestOverMaxEndpointsIsAnError(t *testing.T) {
-	ss := map[key]*service{}
-	r, _ := newService(svcObj("shop", "web", corev1.ServicePort{Name: "http", Port: 80}), naming{})
-	ss[key{"shop", "web"}] = r
-	s, _ := newSlice(sliceObj("shop", "web-a", "web", discoveryv1.AddressTypeIPv4,
-		[]discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}},
-		ep("10.0.0.1", yes, yes, no, ""), ep("10.0.0.2", yes, yes, no, "")), naming{})
-	_, err := render("kubernetes/test", ss, map[key]*slice{{"shop", "web-a"}: s}, 1)
-	if err == nil || !strings.Contains(err.Error(), "over 1 endpoints") {
-		t.Fatalf("err %v, want over 1 endpoints", err)
+func TestASlicePastMaxEndpointsIsDroppedAndTheRestServed(t *testing.T) {
+	ss, sl := manySlices(3, 2)
+	r := render("kubernetes/test", ss, sl, bounds{endpoints: 5, services: DefaultMaxServices})
+	var paths []string
+	for _, f := range r.files {
+		paths = append(paths, f.Path)
+	}
+	want := []string{"kubernetes/test/services.json", "kubernetes/test/endpointslices/shop/web0-a", "kubernetes/test/endpointslices/shop/web1-a"}
+	if d := cmp.Diff(want, paths); d != "" {
+		t.Fatalf("files (-want +got):\n%s", d)
+	}
+	if d := r.dropped["kubernetes/test"]; d.n != 1 || !strings.Contains(d.String(), "shop/web2-a: its 2 endpoints would be over the 5 served") {
+		t.Fatalf("dropped %d: %q, want web2-a's slice named", d.n, d.String())
 	}
 }
 
 func TestTransformKeepsOnlyWhatTheSourceReads(t *testing.T) {
 	in := sliceObj("shop", "web-a", "web", discoveryv1.AddressTypeIPv4, nil, ep("10.0.0.1", yes, yes, no, "z"))
 	in.Annotations = map[string]string{"big": strings.Repeat("x", 1000)}
+	in.Labels["team"] = strings.Repeat("y", 63)
 	in.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager"}}
 	in.Endpoints[0].NodeName = ptr("node-1")
 	in.Endpoints[0].TargetRef = &corev1.ObjectReference{Kind: "Pod", Name: "web-1"}
@@ -183,27 +187,53 @@ func TestTransformKeepsOnlyWhatTheSourceReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := out.(*discoveryv1.EndpointSlice)
-	if got.Annotations != nil || got.ManagedFields != nil || got.Endpoints[0].NodeName != nil || got.Endpoints[0].TargetRef != nil {
+	if got.Annotations != nil || got.ManagedFields != nil || got.Endpoints[0].NodeName != nil || got.Endpoints[0].TargetRef != nil || got.Labels["team"] != "" {
 		t.Fatalf("transform kept fields Pylon does not read: %+v", got)
 	}
-	if got.Endpoints[0].Addresses[0] != "10.0.0.1" || *got.Endpoints[0].Zone != "z" || got.Labels[discoveryv1.LabelServiceName] != "web" {
+	if got.Endpoints[0].Addresses[0] != "10.0.0.1" || *got.Endpoints[0].Zone != "z" || got.Labels[discoveryv1.LabelServiceName] != "web" || got.Labels[labelManagedBy] != controllerValue {
 		t.Fatalf("transform dropped what Pylon reads: %+v", got)
 	}
 }
 
-func TestAServiceBothTheFilesAndTheClusterDefineIsRefusedNamingBoth(t *testing.T) {
-	r, err := newService(svcObj("shop", "web", corev1.ServicePort{Name: "http", Port: 80}), naming{})
+func TestAServiceTheConfigsFilesDefineIsDroppedFromTheClusterAndTheFilesWin(t *testing.T) {
+	r, err := newService(svcObj("shop", "web", corev1.ServicePort{Name: "http", Port: 80}, corev1.ServicePort{Name: "admin", Port: 81}), naming{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := render("kubernetes/test", map[key]*service{{"shop", "web"}: r}, nil, DefaultMaxEndpoints)
+	sl, err := newSlice(sliceObj("shop", "web-a", "web", discoveryv1.AddressTypeIPv4,
+		[]discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}, {Name: ptr("admin"), Port: ptr(int32(8081))}},
+		ep("10.0.0.1", yes, yes, no, "")), naming{}, defaultCheck(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	own := config.File{Path: "pylon.yaml", Data: []byte("services:\n- { name: \"shop/web:http\", endpoints: [] }\n")}
-	_, err = compile.Compile(xdstype.New(), append([]config.File{own}, files...), compile.LimitedReader)
-	if err == nil || !strings.Contains(err.Error(), "pylon.yaml:2") || !strings.Contains(err.Error(), "kubernetes/test/services.json:2") {
-		t.Fatalf("err %v, want a duplicate naming pylon.yaml:2 and kubernetes/test/services.json:2", err)
+	b := defaultBounds
+	b.reserved = map[string]bool{"shop/web:http": true}
+	out := render("kubernetes/test", map[key]*service{{"shop", "web"}: r}, map[key]*slice{{"shop", "web-a"}: sl}, b)
+	own := config.File{Path: "pylon.yaml", Data: []byte("services:\n- { name: \"shop/web:http\", endpoints: [{ address: 192.0.2.1, port: 80 }] }\n")}
+	all := append([]config.File{own}, out.files...)
+	if _, err := compile.Compile(xdstype.New(), all, compile.LimitedReader); err != nil {
+		t.Fatalf("the files and the cluster's rest do not compile: %v", err)
+	}
+	doc, err := config.Load(xdstype.New(), all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := doc.JoinEndpoints(); len(p) > 0 {
+		t.Fatal(p)
+	}
+	got := map[string][]model.Endpoint{}
+	for _, s := range doc.Services {
+		got[s.Name] = s.Endpoints
+	}
+	want := map[string][]model.Endpoint{
+		"shop/web:http":  {{Address: "192.0.2.1", Port: 80}},
+		"shop/web:admin": {{Address: "10.0.0.1", Port: 8081, Health: "healthy"}},
+	}
+	if d := cmp.Diff(want, got, cmpopts.EquateEmpty()); d != "" {
+		t.Fatalf("services (-want +got):\n%s", d)
+	}
+	if d := out.dropped["kubernetes/test"]; d.n != 1 || !strings.Contains(d.String(), "shop/web:http: the config's own files define it; they win") {
+		t.Fatalf("dropped %d: %q, want shop/web:http named", d.n, d.String())
 	}
 }
 
@@ -226,21 +256,15 @@ func sliceOf(name string, gen, per int) *slice {
 		eps[j] = ep(fmt.Sprintf("10.%d.%d.%d", gen/256%256, gen%256, j), yes, yes, no, "z1")
 	}
 	s, _ := newSlice(sliceObj("shop", name+"-a", name, discoveryv1.AddressTypeIPv4,
-		[]discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}}, eps...), naming{})
+		[]discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}}, eps...), naming{}, check{})
 	return s
 }
 
 func TestOneSliceChangeRendersThatSlicesFileAlone(t *testing.T) {
 	ss, sl := manySlices(20, 5)
-	before, err := render("kubernetes/test", ss, sl, DefaultMaxEndpoints)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := render("kubernetes/test", ss, sl, defaultBounds).files
 	sl[key{"shop", "web7-a"}] = sliceOf("web7", 1000, 5)
-	after, err := render("kubernetes/test", ss, sl, DefaultMaxEndpoints)
-	if err != nil {
-		t.Fatal(err)
-	}
+	after := render("kubernetes/test", ss, sl, defaultBounds).files
 	if len(before) != len(after) {
 		t.Fatalf("%d files, then %d", len(before), len(after))
 	}
@@ -261,26 +285,42 @@ func TestOneSliceChangeRendersThatSlicesFileAlone(t *testing.T) {
 // slices after one slice changed, as the source does for each change.
 func BenchmarkRenderOneSliceChange(b *testing.B) {
 	ss, sl := manySlices(1000, 10)
-	if _, err := render("kubernetes/test", ss, sl, DefaultMaxEndpoints); err != nil {
-		b.Fatal(err)
-	}
+	render("kubernetes/test", ss, sl, defaultBounds)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		sl[key{"shop", "web7-a"}] = sliceOf("web7", 1000+i%2, 10)
-		if _, err := render("kubernetes/test", ss, sl, DefaultMaxEndpoints); err != nil {
-			b.Fatal(err)
-		}
+		render("kubernetes/test", ss, sl, defaultBounds)
 	}
 }
 
-func TestAServiceTwoClustersDefineWithDifferentProtocolsIsRefusedNamingBoth(t *testing.T) {
+func TestAServiceALaterClusterDefinesWithAnotherProtocolIsDroppedThereAndTheFirstServed(t *testing.T) {
 	grpc, _ := newService(svcObj("shop", "web", corev1.ServicePort{Name: "api", Port: 80, AppProtocol: ptr("grpc")}), naming{})
 	plain, _ := newService(svcObj("shop", "web", corev1.ServicePort{Name: "api", Port: 80}), naming{region: "west"})
-	_, err := renderAll([]part{
+	r := renderAll([]part{
 		{cluster: "east", prefix: "kubernetes/east", services: map[key]*service{{"shop", "web"}: grpc}},
 		{cluster: "west", prefix: "kubernetes/west", services: map[key]*service{{"shop", "web"}: plain}},
-	}, DefaultMaxEndpoints)
-	if err == nil || !strings.Contains(err.Error(), `shop/web:api is protocol "grpc" in cluster east and "" in cluster west`) {
-		t.Fatalf("err %v, want the two clusters' protocols named", err)
+	}, defaultBounds)
+	if d := r.dropped["west"]; d.n != 1 || !strings.Contains(d.String(), `shop/web:api: protocol "" here but "grpc" in cluster east`) {
+		t.Fatalf("west dropped %d: %q, want shop/web:api named with both protocols", d.n, d.String())
 	}
+	doc, err := config.Load(xdstype.New(), r.files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Services) != 1 || doc.Services[0].Protocol != "grpc" {
+		t.Fatalf("services %+v, want east's shop/web:api alone, grpc", doc.Services)
+	}
+}
+
+// defaultBounds are the source's default bounds.
+var defaultBounds = bounds{endpoints: DefaultMaxEndpoints, services: DefaultMaxServices}
+
+// defaultCheck is the source's default check of a slice's endpoints.
+func defaultCheck(t testing.TB) check {
+	t.Helper()
+	c, err := newCheck(Options{DenyCIDRs: DefaultDenyCIDRs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
