@@ -125,7 +125,7 @@ SIGHUP re-reads them all at once and serve carries on.`,
 	f.DurationVar(&o.REST.Wait, "xds-rest-wait", 0, "long poll: how long a REST poll with nothing new waits for a change before 304 (0: answer at once; keep it below the clients' request_timeout, 1s by default in Envoy; at most 5m)")
 	f.IntVar(&o.REST.MaxPolls, "xds-rest-max-polls", 1024, "REST polls served at once; beyond it a poll gets 503")
 	f.StringSliceVar(&o.REST.AllowedHosts, "xds-rest-allowed-host", nil, "a host name REST polls may be addressed to (repeatable), beyond localhost, IP addresses and names without dots; polls for other names get 421 (a guard against DNS rebinding)")
-	f.DurationVar(&o.DebounceQuiet, "debounce", 100*time.Millisecond, "reload once config files have been quiet this long")
+	f.DurationVar(&o.DebounceQuiet, "debounce", 100*time.Millisecond, "a change after a quiet spell is read once its writes settle (10 ms); further changes within this long are batched into one reload, read once they have been quiet this long")
 	f.DurationVar(&o.DebounceMax, "debounce-max", time.Second, "reload at most this long after the first change of a burst")
 	f.DurationVar(&o.Resync, "resync", 30*time.Second, "re-read the config this often even without file events (negative: never)")
 	f.DurationVar(&o.ShutdownGrace, "shutdown-grace", 10*time.Second, "how long a graceful stop may take after the drain")
