@@ -56,7 +56,10 @@ func serveDaemon(impl string, clusters int, dir string) error {
 	}
 	switch impl {
 	case "pylon-file":
+		// The benchmark writes its file whole in one write: it may take
+		// the settle (serve --debounce-settle 10ms) rather than the quiet.
 		o.ConfigPath = filepath.Join(dir, "config.json")
+		o.DebounceSettle = 10 * time.Millisecond
 	case "pylon-kube":
 		o.ConfigPath = filepath.Join(dir, "config.json")
 		o.Kube = daemon.KubeOptions{Kubeconfig: filepath.Join(dir, "kubeconfig"), Namespaces: []string{kubeNS}}

@@ -16,7 +16,7 @@ var serveSections = []struct {
 	flags []string
 }{
 	{"xDS", []string{"xds-addr", "xds-rest-addr", "xds-rest-wait", "xds-rest-allowed-host", "hold-timeout", "delta-suppress-not-found"}},
-	{"Config", []string{"config", "debounce", "debounce-max", "resync", "history-limit"}},
+	{"Config", []string{"config", "debounce", "debounce-settle", "debounce-max", "resync", "history-limit"}},
 	{"Git", []string{"config-git", "git-ref", "git-path", "git-poll", "git-timeout", "git-credentials-file", "git-known-hosts"}},
 	{"Admin API", []string{"admin-addr", "admin-token-file", "read-token-file", "admin-tls-cert", "admin-tls-key", "admin-client-ca", "admin-insecure"}},
 	{"Kubernetes", []string{"kubeconfig", "kube-in-cluster", "kube-cluster", "kube-merge", "kube-namespaces", "kube-selector", "kube-deny-cidrs", "kube-allow-cidrs", "kube-foreign-slices"}},

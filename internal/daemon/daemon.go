@@ -91,6 +91,11 @@ type Options struct {
 	// (defaults 100ms and 1s).
 	DebounceQuiet time.Duration
 	DebounceMax   time.Duration
+	// DebounceSettle, when positive, reads a config file written in place
+	// after a quiet spell once its writes settle this long, rather than
+	// DebounceQuiet (file.Options.Settle): for writers that write files
+	// whole, never pausing mid-file.
+	DebounceSettle time.Duration
 	// Resync re-reads the config this often (default 30s; negative
 	// disables).
 	Resync time.Duration
@@ -583,7 +588,7 @@ func newSources(o Options, met *metrics.Metrics, secretDir string, reread <-chan
 		})}
 	}
 	return &sources{secretDir: secretDir, file: file.New(file.Options{
-		Path: o.ConfigPath, Quiet: o.DebounceQuiet, MaxWait: o.DebounceMax, Resync: resync, Reread: reread, Logger: log,
+		Path: o.ConfigPath, Quiet: o.DebounceQuiet, MaxWait: o.DebounceMax, Settle: o.DebounceSettle, Resync: resync, Reread: reread, Logger: log,
 		OnEvent: met.SourceEvent, OnRead: met.Reload,
 	})}
 }

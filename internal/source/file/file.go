@@ -26,12 +26,15 @@ type Options struct {
 	// Quiet and MaxWait debounce bursts of file events.
 	Quiet   time.Duration
 	MaxWait time.Duration
-	// Settle is how long a change after a quiet spell waits for its
-	// file's write to settle before the config is read
+	// Settle, when positive, is how long a change after a quiet spell
+	// waits for its file's write to settle before the config is read
 	// (source.Debouncer's leading edge): an editor's save is a few
 	// events within a millisecond or two. Changes within Quiet of the
-	// last are a burst and wait Quiet. Zero: DefaultSettle; negative:
-	// none, every change waits Quiet.
+	// last are a burst and wait Quiet. Zero (the default): every change
+	// written in place waits Quiet, so that a writer pausing mid-file for
+	// less than Quiet is not read in part (a cut config that still parses
+	// would be served, its missing listeners and clusters dropped); a
+	// rename into place is read at once either way.
 	Settle time.Duration
 	// Resync re-reads the configuration this often even without events, in
 	// case an event was lost (network file systems, overflowing queues).
@@ -48,9 +51,10 @@ type Options struct {
 	OnEvent, OnRead func()
 }
 
-// DefaultSettle is Options.Settle's default: a few times the spread of
-// one save's events, short beside a publish.
-const DefaultSettle = 10 * time.Millisecond
+// SuggestedSettle is a Settle for writers that write a file whole in one
+// go: a few times the spread of one save's events, short beside a
+// publish.
+const SuggestedSettle = 10 * time.Millisecond
 
 // MaxFiles bounds the config files of a folder (source.MaxFiles).
 const MaxFiles = source.MaxFiles
@@ -238,12 +242,4 @@ func readFile(path string) (config.File, error) {
 }
 
 // settle is the Debouncer's Settle for opts.Settle.
-func (s *Source) settle() time.Duration {
-	switch {
-	case s.opts.Settle == 0:
-		return DefaultSettle
-	case s.opts.Settle < 0:
-		return 0
-	}
-	return s.opts.Settle
-}
+func (s *Source) settle() time.Duration { return max(s.opts.Settle, 0) }

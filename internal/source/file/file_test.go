@@ -385,7 +385,7 @@ func TestWriteInPlaceAfterQuietSpellWaitsOnlySettle(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "pylon.yaml")
 	write(t, path, "v1")
-	updates := runWith(t, path, quiet, time.Hour)
+	updates := runOpts(t, Options{Path: path, Quiet: quiet, MaxWait: time.Hour, Settle: SuggestedSettle})
 	next(t, updates, has("pylon.yaml=v1;"))
 	wrote := time.Now()
 	write(t, path, "v2")
@@ -406,7 +406,7 @@ func TestWriteInPlaceWithoutSettleWaitsQuiet(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "pylon.yaml")
 	write(t, path, "v1")
-	updates := runOpts(t, Options{Path: path, Quiet: quiet, MaxWait: time.Hour, Settle: -1})
+	updates := runOpts(t, Options{Path: path, Quiet: quiet, MaxWait: time.Hour})
 	next(t, updates, has("pylon.yaml=v1;"))
 	writeWaitsQuiet(t, updates, path, quiet)
 }
@@ -441,4 +441,36 @@ func TestMoveAwayThenWriteWaitsQuiet(t *testing.T) {
 	// does, with nothing pending.
 	next(t, updates, func(u source.Update) bool { return !has("pylon.yaml=v1;")(u) })
 	writeWaitsQuiet(t, updates, path, quiet)
+}
+
+// By default a file written in place is read once it has been quiet for
+// Quiet, whether or not a quiet spell came before: a writer that pauses
+// mid-file (here 20 ms) is not read in part, where the cut config may
+// still parse and be served with half its objects gone.
+func TestWriteInPlaceWithAPauseIsNotReadInPart(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "pylon.yaml")
+	part1, part2 := "services:\n  - name: a\n", "  - name: b\n"
+	write(t, path, part1+part2)
+	updates := runOpts(t, Options{Path: path, Quiet: 100 * time.Millisecond, MaxWait: time.Second})
+	next(t, updates, has("pylon.yaml="+part1+part2+";"))
+	time.Sleep(150 * time.Millisecond) // a quiet spell longer than Quiet, as the leading edge needs
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(part1); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // the writer's pause, the subject of the test
+	if _, err := f.WriteString(part2); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	u := next(t, updates, func(source.Update) bool { return true })
+	if got := contents(u); got != "pylon.yaml="+part1+part2+";" {
+		t.Fatalf("the first read after an in-place write paused mid-file was %q, want the whole file", got)
+	}
 }
