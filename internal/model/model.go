@@ -249,9 +249,12 @@ type GRPCTarget struct {
 // GRPCServer is what the xDS-enabled gRPC servers of a target fetch: the
 // address they listen on (host:port as they pass it to Serve, e.g.
 // 0.0.0.0:50051), their TLS (gRFC A29) and who may call them (gRFC A41).
-// Which nodes receive it is their node group's scope.
+// Groups, when set, names the node groups whose nodes are the servers:
+// the Listener goes to them alone. Unset, it goes where the groups' scopes
+// take it (an unscoped group, an Envoy group's too, receives it).
 type GRPCServer struct {
 	Listen string         `json:"listen"`
+	Groups []string       `json:"groups,omitempty"`
 	TLS    *GRPCServerTLS `json:"tls,omitempty"`
 	RBAC   *GRPCRBAC      `json:"rbac,omitempty"`
 }
