@@ -116,6 +116,7 @@ func translateModel(reg *xdstype.Registry, m *model.Model, joined map[string][]m
 			}
 		}
 	}
+	aggregated(grpcServices, c.services)
 
 	c.duplicates(m)
 	c.durations(m)
@@ -129,9 +130,12 @@ func translateModel(reg *xdstype.Registry, m *model.Model, joined map[string][]m
 	for i := range m.Services {
 		s := &m.Services[i]
 		c.service(s, grpcServices[s.Name])
+		c.serviceType(s, grpcServices[s.Name])
 		cluster, assignment := services.translate(s)
 		emit(s.Source, cluster)
-		emit(s.Source, assignment)
+		if translate.HasAssignment(s) {
+			emit(s.Source, assignment)
+		}
 	}
 	rateLimited := map[string]bool{}
 	for i := range m.Routes {

@@ -21,11 +21,19 @@ type Service struct {
 	LB             string              `json:"lb,omitempty"`
 	ConnectTimeout *nodegroup.Duration `json:"connect_timeout,omitempty"`
 	Endpoints      []Endpoint          `json:"endpoints"`
-	CircuitBreaker *CircuitBreaker     `json:"circuit_breakers,omitempty"`
-	HealthCheck    *HealthCheck        `json:"health_check,omitempty"`
-	Outlier        *OutlierDetection   `json:"outlier_detection,omitempty"`
-	TLS            *UpstreamTLS        `json:"tls,omitempty"`
-	Source         Source              `json:"-"`
+	// Type is eds (default: the endpoints served over EDS) or logical_dns:
+	// the one endpoint's host name, which the clients resolve themselves
+	// (gRFC A37).
+	Type string `json:"type,omitempty"`
+	// Aggregate, when set, makes the service an aggregate cluster of these
+	// services in priority order: RPCs go to the first with a healthy
+	// endpoint (gRFC A37). Such a service has no endpoints of its own.
+	Aggregate      []string          `json:"aggregate,omitempty"`
+	CircuitBreaker *CircuitBreaker   `json:"circuit_breakers,omitempty"`
+	HealthCheck    *HealthCheck      `json:"health_check,omitempty"`
+	Outlier        *OutlierDetection `json:"outlier_detection,omitempty"`
+	TLS            *UpstreamTLS      `json:"tls,omitempty"`
+	Source         Source            `json:"-"`
 }
 
 // Endpoint is one instance of a service.
