@@ -3,8 +3,10 @@ package compile
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/pylon-xds/pylon/internal/model"
+	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/translate"
 )
 
@@ -62,5 +64,33 @@ func (c *checker) serviceType(s *model.Service, grpc bool) {
 		case ref(c, s.Source, kind, s.Name, f, "service", name, c.services) && len(c.services[name].Aggregate) > 0:
 			bad(f, "%q is an aggregate itself: name its services here instead", name)
 		}
+	}
+}
+
+// weightedRoundRobin checks lb: weighted_round_robin's knobs as grpc-go
+// reads them (gRFC A58): it rejects a negative penalty and raises an
+// update period under 100ms to 100ms, which is said here rather than
+// done silently.
+func (c *checker) weightedRoundRobin(s *model.Service) {
+	w := s.WRR
+	if w == nil {
+		return
+	}
+	bad := func(f, format string, args ...any) { c.add(s.Source, "service", s.Name, f, format, args...) }
+	if s.LB != "weighted_round_robin" {
+		bad("weighted_round_robin", "tunes lb: weighted_round_robin, and lb is %q", s.LB)
+	}
+	// grpc-go 1.85 reads a zero as unset and applies the default: the
+	// operator who wrote 0 would get 10s of blackout or a penalty of 1.
+	for f, d := range map[string]*nodegroup.Duration{"blackout_period": w.BlackoutPeriod, "weight_expiration_period": w.WeightExpirationPeriod} {
+		if d != nil && *d == 0 {
+			bad("weighted_round_robin."+f, "0: grpc-go reads 0 as unset and applies its default; say 1ms for next to none")
+		}
+	}
+	if p := w.ErrorUtilizationPenalty; p != nil && (*p <= 0 || *p > 1e6) {
+		bad("weighted_round_robin.error_utilization_penalty", "%g: above 0 (grpc-go reads 0 as unset, a penalty of 1) and at most 1e6", *p)
+	}
+	if d := w.WeightUpdatePeriod; d != nil && d.Std() < 100*time.Millisecond {
+		bad("weighted_round_robin.weight_update_period", "%s: gRPC clients recompute weights at most every 100ms", d.Std())
 	}
 }

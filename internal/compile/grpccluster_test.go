@@ -83,3 +83,72 @@ grpc:
 		}
 	}
 }
+
+// TestWeightedRoundRobinKnobsAreWhatGRPCReads: knobs grpc-go would reject,
+// raise or read as unset are refused naming the field, as are knobs
+// without the policy they tune.
+func TestWeightedRoundRobinKnobsAreWhatGRPCReads(t *testing.T) {
+	const doc = `services:
+- name: greeter
+  protocol: grpc
+  lb: weighted_round_robin
+  weighted_round_robin: { blackout_period: 0s, weight_expiration_period: 0s, weight_update_period: 10ms, error_utilization_penalty: -1 }
+  endpoints: [{ address: 127.0.0.1, port: 50051 }]
+- name: other
+  protocol: grpc
+  weighted_round_robin: { blackout_period: 1s }
+  endpoints: [{ address: 127.0.0.1, port: 50052 }]
+- name: envoy
+  lb: weighted_round_robin
+  endpoints: [{ address: 127.0.0.1, port: 50053 }]
+grpc:
+- target: greeter
+  to: [{ service: greeter }, { service: other }]
+`
+	_, err := Compile(xdstype.New(), []config.File{{Path: "g.yaml", Data: []byte(doc)}}, nil)
+	if err == nil {
+		t.Fatal("compiled; want a refusal")
+	}
+	for _, want := range []string{
+		`g.yaml:5: service "greeter": weighted_round_robin.blackout_period: 0: grpc-go reads 0 as unset`,
+		`service "greeter": weighted_round_robin.weight_expiration_period: 0: grpc-go reads 0 as unset`,
+		`service "greeter": weighted_round_robin.weight_update_period: 10ms: gRPC clients recompute weights at most every 100ms`,
+		`service "greeter": weighted_round_robin.error_utilization_penalty: -1: above 0`,
+		`service "other": weighted_round_robin: tunes lb: weighted_round_robin, and lb is ""`,
+		`service "envoy": lb: "weighted_round_robin" is a proxyless gRPC client's policy`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal does not say %q:\n%v", want, err)
+		}
+	}
+}
+
+// TestWeightedRoundRobinRefusedForClientsLackingIt: C-core 1.51.1 would
+// ignore the policy and grpc-js 1.14 NACK it; a group of either refuses a
+// service with lb: weighted_round_robin, and a grpc-go group takes it.
+func TestWeightedRoundRobinRefusedForClientsLackingIt(t *testing.T) {
+	doc := func(clients string) string {
+		return `groups:
+- name: apps
+  default: true
+  clients: [` + clients + `]
+services:
+- name: greeter
+  protocol: grpc
+  lb: weighted_round_robin
+  endpoints: [{ address: 127.0.0.1, port: 50051 }]
+grpc:
+- target: greeter
+  to: [{ service: greeter }]
+`
+	}
+	if _, err := Compile(xdstype.New(), []config.File{{Path: "g.yaml", Data: []byte(doc("grpc-go"))}}, nil); err != nil {
+		t.Fatalf("a grpc-go group refused it: %v", err)
+	}
+	for client, rule := range map[string]string{"grpc-js": "cluster-lb-config", "grpc-core": "cluster-lb-config-core"} {
+		_, err := Compile(xdstype.New(), []config.File{{Path: "g.yaml", Data: []byte(doc(client))}}, nil)
+		if err == nil || !strings.Contains(err.Error(), `Cluster "greeter"`) || !strings.Contains(err.Error(), "(rule "+rule+")") {
+			t.Errorf("a %s group: %v; want Cluster \"greeter\" refused by rule %s", client, err, rule)
+		}
+	}
+}

@@ -17,8 +17,12 @@ type Service struct {
 	Labels map[string]string `json:"labels,omitempty"`
 	// Protocol is http1 (default), http2, grpc or tcp.
 	Protocol string `json:"protocol,omitempty"`
-	// LB is round_robin (default), least_request, random, ring_hash or maglev.
-	LB             string              `json:"lb,omitempty"`
+	// LB is round_robin (default), least_request, random, ring_hash or
+	// maglev; for proxyless gRPC clients also pick_first, wrr_locality and
+	// weighted_round_robin.
+	LB string `json:"lb,omitempty"`
+	// WRR tunes lb: weighted_round_robin (gRFC A58).
+	WRR            *WeightedRoundRobin `json:"weighted_round_robin,omitempty"`
 	ConnectTimeout *nodegroup.Duration `json:"connect_timeout,omitempty"`
 	Endpoints      []Endpoint          `json:"endpoints"`
 	// Type is eds (default: the endpoints served over EDS) or logical_dns:
@@ -34,6 +38,20 @@ type Service struct {
 	Outlier        *OutlierDetection `json:"outlier_detection,omitempty"`
 	TLS            *UpstreamTLS      `json:"tls,omitempty"`
 	Source         Source            `json:"-"`
+}
+
+// WeightedRoundRobin is client-side weighted round robin (gRFC A58): each
+// endpoint weighted by the queries per second it reports over ORCA,
+// divided by its utilization (plus ErrorUtilizationPenalty times its
+// errors per query). Unset fields take the clients' defaults: a weight
+// counts BlackoutPeriod (10s) after an endpoint's first report, lapses
+// WeightExpirationPeriod (3m) after its last, and the weights are
+// recomputed every WeightUpdatePeriod (1s); penalty 1.
+type WeightedRoundRobin struct {
+	BlackoutPeriod          *nodegroup.Duration `json:"blackout_period,omitempty"`
+	WeightExpirationPeriod  *nodegroup.Duration `json:"weight_expiration_period,omitempty"`
+	WeightUpdatePeriod      *nodegroup.Duration `json:"weight_update_period,omitempty"`
+	ErrorUtilizationPenalty *float64            `json:"error_utilization_penalty,omitempty"`
 }
 
 // Endpoint is one instance of a service.

@@ -101,7 +101,7 @@ func Cluster(s *model.Service) *clusterv3.Cluster {
 		LbPolicy:             lbPolicies[s.LB],
 	}
 	if p := grpcLBPolicies[s.LB]; p != nil {
-		c.LoadBalancingPolicy = p()
+		c.LoadBalancingPolicy = p(s)
 	}
 	discovery(c, s)
 	if s.Protocol == "http2" || s.Protocol == "grpc" {
