@@ -82,11 +82,11 @@ grpc:
 		return got * 100 / n
 	}
 	// Weights apply once both backends have reported and an update period
-	// has passed.
-	if !eventually(func() bool { return share(100) >= 70 }) {
-		t.Fatal("backend-0 (20% CPU) never took 70% of the RPCs; weighted round robin did not follow the reported load")
-	}
-	if got := share(400); got < 70 || got > 90 {
-		t.Errorf("backend-0 took %d%% of 400 RPCs, want about 80%%", got)
+	// has passed; a balancer rebuilt by a later update (the config file's
+	// watch can fire twice) starts its weights over. Round robin gives
+	// 50% however long it runs.
+	last := 0
+	if !eventually(func() bool { last = share(400); return last >= 70 && last <= 90 }) {
+		t.Fatalf("backend-0 (20%% CPU) took %d%% of the last 400 RPCs, want about 80%%: weighted round robin did not follow the reported load", last)
 	}
 }
