@@ -90,6 +90,8 @@ type refusal struct {
 // instead), by the case's name.
 var ignoredBy = map[string][]string{
 	"pick_first": {"grpc-core"}, // TestClientsPickFirstSendsEveryRPCToTheFirstBackend
+	// C-core 1.51.1 balances by lb_policy (ROUND_ROBIN here).
+	"weighted round robin": {"grpc-core"},
 }
 
 var refusals = []refusal{
@@ -100,6 +102,8 @@ var refusals = []refusal{
 	{"MAGLEV", eds, eds + "  lb_policy: MAGLEV\n", "cluster-lb-policy", xdstype.ClusterURL, nil, nil, nil},
 	{"LEAST_REQUEST", eds, eds + "  lb_policy: LEAST_REQUEST\n", "cluster-lb-policy", xdstype.ClusterURL, []string{"grpc-go"}, nil, nil},
 	{"pick_first", eds, eds + "  load_balancing_policy: { policies: [{ typed_extension_config: { name: pick_first, typed_config: { \"@type\": type.googleapis.com/envoy.extensions.load_balancing_policies.pick_first.v3.PickFirst } } }] }\n",
+		"cluster-lb-config", xdstype.ClusterURL, []string{"grpc-go"}, nil, nil},
+	{"weighted round robin", eds, eds + "  load_balancing_policy: { policies: [{ typed_extension_config: { name: wrr, typed_config: { \"@type\": type.googleapis.com/envoy.extensions.load_balancing_policies.client_side_weighted_round_robin.v3.ClientSideWeightedRoundRobin } } }] }\n",
 		"cluster-lb-config", xdstype.ClusterURL, []string{"grpc-go"}, nil, nil},
 	{"ring hash not xxHash", eds, eds + "  lb_policy: RING_HASH\n  ring_hash_lb_config: { hash_function: MURMUR_HASH_2 }\n", "cluster-ring-hash", xdstype.ClusterURL, nil, nil, nil},
 	{"STATIC", "  type: EDS\n" + eds, "  type: STATIC\n  load_assignment: { cluster_name: greeter-backends, endpoints: [{ lb_endpoints: [{ endpoint: { address: { socket_address: { address: 127.0.0.1, port_value: 1 } } } }] }] }\n", "cluster-type", xdstype.ClusterURL, nil, nil, nil},
