@@ -98,6 +98,7 @@ var refusals = []refusal{
 	{"as written", "", "", "", xdstype.ClusterURL, []string{"grpc-go", "grpc-core", "grpc-js"}, nil, nil},
 	{"no router", router, "      - name: fault\n        typed_config: { \"@type\": type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault }\n", "hcm-router-last", xdstype.ListenerURL, nil, nil, nil},
 	{"filter gRPC lacks", router, "      - name: cors\n        typed_config: { \"@type\": type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors }\n" + router, "hcm-filter-unknown", xdstype.ListenerURL, nil, nil, nil},
+	{"stateful session", router, "      - name: envoy.filters.http.stateful_session\n        typed_config: { \"@type\": type.googleapis.com/envoy.extensions.filters.http.stateful_session.v3.StatefulSession, session_state: { name: envoy.http.stateful_session.cookie, typed_config: { \"@type\": type.googleapis.com/envoy.extensions.http.stateful_session.cookie.v3.CookieBasedSessionState, cookie: { name: session, ttl: 60s } } } }\n" + router, "hcm-filter-unknown", xdstype.ListenerURL, nil, nil, nil},
 	{"no retries", route, "      route: { cluster: greeter-backends, retry_policy: { retry_on: unavailable, num_retries: 0 } }\n", "route-retry", xdstype.RouteURL, nil, nil, nil},
 	{"MAGLEV", eds, eds + "  lb_policy: MAGLEV\n", "cluster-lb-policy", xdstype.ClusterURL, nil, nil, nil},
 	{"LEAST_REQUEST", eds, eds + "  lb_policy: LEAST_REQUEST\n", "cluster-lb-policy", xdstype.ClusterURL, []string{"grpc-go"}, nil, nil},
