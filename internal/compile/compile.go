@@ -160,6 +160,10 @@ func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, 
 		problems := listenerClashes(s, group, listeners, reported)
 		return append(problems, snapshot.ScopeKeyClashes(s, group, func(name string) *xdstype.Resource { return scopes[name] }, reportedScopes)...)
 	}
+	servers, problems := placeServers(doc)
+	if err := problems.Err(); err != nil {
+		return nil, err
+	}
 	if len(doc.Groups) == 0 {
 		if err := clashes(all, "").Err(); err != nil {
 			return nil, err
@@ -179,7 +183,7 @@ func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, 
 			snaps[i] = snapshot.Subset(reg, all, snapshot.Names{})
 			continue
 		}
-		snaps[i] = scoped(reg, all, g)
+		snaps[i] = servers.apply(reg, all, scoped(reg, all, g), g.Name)
 		problems = append(problems, clashes(snaps[i], g.Name)...)
 		// rules[i] is doc.Groups[i]: a group that was skipped is a problem
 		// reported above.

@@ -116,6 +116,7 @@ func translateModel(reg *xdstype.Registry, m *model.Model, joined map[string][]m
 			}
 		}
 	}
+	aggregated(grpcServices, c.services)
 
 	c.duplicates(m)
 	c.durations(m)
@@ -129,9 +130,13 @@ func translateModel(reg *xdstype.Registry, m *model.Model, joined map[string][]m
 	for i := range m.Services {
 		s := &m.Services[i]
 		c.service(s, grpcServices[s.Name])
+		c.serviceType(s, grpcServices[s.Name])
+		c.weightedRoundRobin(s)
 		cluster, assignment := services.translate(s)
 		emit(s.Source, cluster)
-		emit(s.Source, assignment)
+		if translate.HasAssignment(s) {
+			emit(s.Source, assignment)
+		}
 	}
 	rateLimited := map[string]bool{}
 	for i := range m.Routes {
@@ -216,8 +221,8 @@ func (c *checker) service(s *model.Service, grpc bool) {
 	}
 	if grpc {
 		// What grpc-go's xDS client rejects, said before it NACKs.
-		if !slices.Contains([]string{"", "round_robin", "ring_hash", "least_request", "pick_first", "wrr_locality"}, s.LB) {
-			c.add(s.Source, kind, s.Name, "lb", "%q is not supported by proxyless gRPC clients (round_robin, ring_hash, least_request, pick_first, wrr_locality)", s.LB)
+		if !slices.Contains([]string{"", "round_robin", "ring_hash", "least_request", "pick_first", "wrr_locality", "weighted_round_robin"}, s.LB) {
+			c.add(s.Source, kind, s.Name, "lb", "%q is not supported by proxyless gRPC clients (round_robin, ring_hash, least_request, pick_first, wrr_locality, weighted_round_robin)", s.LB)
 		}
 		if s.TLS != nil && s.TLS.Provider == "" {
 			c.add(s.Source, kind, s.Name, "tls", "proxyless gRPC clients reject TLS delivered over SDS; name their certificate provider instance (provider: default)")

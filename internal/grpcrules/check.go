@@ -259,6 +259,7 @@ func (c *checker) cluster(cl *clusterv3.Cluster) {
 		if len(eps) != 1 || len(eps[0].GetLbEndpoints()) != 1 {
 			c.add("cluster-logical-dns", nil, "load_assignment", "a LOGICAL_DNS cluster for gRPC clients has one locality with one endpoint, the name to resolve")
 		}
+		c.add("cluster-logical-dns-core", nil, "type", "LOGICAL_DNS: C-core 1.51.1 exits with SIGSEGV when an aggregate cluster fails back from it to an EDS cluster; use EDS for this group")
 	default:
 		c.add("cluster-type", nil, "type", "%s is not a cluster type gRPC clients implement (EDS, LOGICAL_DNS, or an aggregate cluster)", cl.GetType())
 	}

@@ -116,6 +116,7 @@ var Rules = []Rule{
 	{"cluster-outlier-defaults", "Cluster", []Client{JS}, Crash, "an outlier_detection with success rate on (it is, unless enforcing_success_rate is 0) states success_rate_minimum_hosts and success_rate_request_volume: grpc-js 1.14 reads them unset as undefined and crashes in its ejection timer"},
 	{"cluster-type", "Cluster", All, NACK, "the cluster is EDS (from ADS or self), LOGICAL_DNS or an aggregate cluster (A37); STATIC, STRICT_DNS and ORIGINAL_DST are not implemented"},
 	{"cluster-logical-dns", "Cluster", All, NACK, "a LOGICAL_DNS cluster's load_assignment has exactly one locality with one endpoint (A37)"},
+	{"cluster-logical-dns-core", "Cluster", []Client{Core}, Crash, "no LOGICAL_DNS for C-core 1.51.1: the process exited with SIGSEGV when an aggregate cluster failed back from its LOGICAL_DNS cluster to its EDS one (test/interop, TestClientsAggregateFailsOverToALogicalDNSService); an aggregate of EDS clusters works"},
 	{"cluster-lrs", "Cluster", All, NACK, "lrs_server, if set, is self"},
 	{"cluster-tls", "Cluster", All, NACK, "TLS comes from certificate provider instances, not SDS (A29)"},
 	{"cluster-socket-matches", "Cluster", []Client{Go}, NACK, "transport_socket_matches is empty (C-core and grpc-js ignore it)"},

@@ -17,15 +17,41 @@ type Service struct {
 	Labels map[string]string `json:"labels,omitempty"`
 	// Protocol is http1 (default), http2, grpc or tcp.
 	Protocol string `json:"protocol,omitempty"`
-	// LB is round_robin (default), least_request, random, ring_hash or maglev.
-	LB             string              `json:"lb,omitempty"`
+	// LB is round_robin (default), least_request, random, ring_hash or
+	// maglev; for proxyless gRPC clients also pick_first, wrr_locality and
+	// weighted_round_robin.
+	LB string `json:"lb,omitempty"`
+	// WRR tunes lb: weighted_round_robin (gRFC A58).
+	WRR            *WeightedRoundRobin `json:"weighted_round_robin,omitempty"`
 	ConnectTimeout *nodegroup.Duration `json:"connect_timeout,omitempty"`
 	Endpoints      []Endpoint          `json:"endpoints"`
-	CircuitBreaker *CircuitBreaker     `json:"circuit_breakers,omitempty"`
-	HealthCheck    *HealthCheck        `json:"health_check,omitempty"`
-	Outlier        *OutlierDetection   `json:"outlier_detection,omitempty"`
-	TLS            *UpstreamTLS        `json:"tls,omitempty"`
-	Source         Source              `json:"-"`
+	// Type is eds (default: the endpoints served over EDS) or logical_dns:
+	// the one endpoint's host name, which the clients resolve themselves
+	// (gRFC A37).
+	Type string `json:"type,omitempty"`
+	// Aggregate, when set, makes the service an aggregate cluster of these
+	// services in priority order: RPCs go to the first with a healthy
+	// endpoint (gRFC A37). Such a service has no endpoints of its own.
+	Aggregate      []string          `json:"aggregate,omitempty"`
+	CircuitBreaker *CircuitBreaker   `json:"circuit_breakers,omitempty"`
+	HealthCheck    *HealthCheck      `json:"health_check,omitempty"`
+	Outlier        *OutlierDetection `json:"outlier_detection,omitempty"`
+	TLS            *UpstreamTLS      `json:"tls,omitempty"`
+	Source         Source            `json:"-"`
+}
+
+// WeightedRoundRobin is client-side weighted round robin (gRFC A58): each
+// endpoint weighted by the queries per second it reports over ORCA,
+// divided by its utilization (plus ErrorUtilizationPenalty times its
+// errors per query). Unset fields take the clients' defaults: a weight
+// counts BlackoutPeriod (10s) after an endpoint's first report, lapses
+// WeightExpirationPeriod (3m) after its last, and the weights are
+// recomputed every WeightUpdatePeriod (1s); penalty 1.
+type WeightedRoundRobin struct {
+	BlackoutPeriod          *nodegroup.Duration `json:"blackout_period,omitempty"`
+	WeightExpirationPeriod  *nodegroup.Duration `json:"weight_expiration_period,omitempty"`
+	WeightUpdatePeriod      *nodegroup.Duration `json:"weight_update_period,omitempty"`
+	ErrorUtilizationPenalty *float64            `json:"error_utilization_penalty,omitempty"`
 }
 
 // Endpoint is one instance of a service.
@@ -249,9 +275,12 @@ type GRPCTarget struct {
 // GRPCServer is what the xDS-enabled gRPC servers of a target fetch: the
 // address they listen on (host:port as they pass it to Serve, e.g.
 // 0.0.0.0:50051), their TLS (gRFC A29) and who may call them (gRFC A41).
-// Which nodes receive it is their node group's scope.
+// Groups, when set, names the node groups whose nodes are the servers:
+// the Listener goes to them alone. Unset, it goes where the groups' scopes
+// take it (an unscoped group, an Envoy group's too, receives it).
 type GRPCServer struct {
 	Listen string         `json:"listen"`
+	Groups []string       `json:"groups,omitempty"`
 	TLS    *GRPCServerTLS `json:"tls,omitempty"`
 	RBAC   *GRPCRBAC      `json:"rbac,omitempty"`
 }

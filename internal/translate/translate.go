@@ -91,7 +91,7 @@ func LBPolicies() []string {
 // Protocols lists the protocols a service may name.
 func Protocols() []string { return []string{"grpc", "http1", "http2", "tcp"} }
 
-// Cluster is the EDS cluster of a service.
+// Cluster is the cluster of a service: EDS, LOGICAL_DNS or aggregate.
 func Cluster(s *model.Service) *clusterv3.Cluster {
 	c := &clusterv3.Cluster{
 		Name:                 s.Name,
@@ -101,8 +101,9 @@ func Cluster(s *model.Service) *clusterv3.Cluster {
 		LbPolicy:             lbPolicies[s.LB],
 	}
 	if p := grpcLBPolicies[s.LB]; p != nil {
-		c.LoadBalancingPolicy = p()
+		c.LoadBalancingPolicy = p(s)
 	}
+	discovery(c, s)
 	if s.Protocol == "http2" || s.Protocol == "grpc" {
 		c.TypedExtensionProtocolOptions = map[string]*anypb.Any{
 			"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": pack(&httpv3.HttpProtocolOptions{

@@ -11,6 +11,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	aggregatev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/aggregate/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
@@ -221,6 +222,14 @@ func clusterRefs(m proto.Message) []Ref {
 			name, field = c.GetName(), "name"
 		}
 		refs = append(refs, Ref{TypeURL: EndpointURL, Name: name, Field: field})
+	}
+	if ct := c.GetClusterType(); ct.GetName() == "envoy.clusters.aggregate" {
+		// An aggregate's clients fetch each of its clusters.
+		if ac, ok := unpack(ct.GetTypedConfig(), &aggregatev3.ClusterConfig{}); ok {
+			for i, n := range ac.GetClusters() {
+				refs = append(refs, Ref{TypeURL: ClusterURL, Name: n, Field: fmt.Sprintf("cluster_type.typed_config.clusters[%d]", i)})
+			}
+		}
 	}
 	upstream := func(path string, ts *corev3.TransportSocket) {
 		if tc, ok := unpack(ts.GetTypedConfig(), &tlsv3.UpstreamTlsContext{}); ok {

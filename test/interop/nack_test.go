@@ -90,16 +90,21 @@ type refusal struct {
 // instead), by the case's name.
 var ignoredBy = map[string][]string{
 	"pick_first": {"grpc-core"}, // TestClientsPickFirstSendsEveryRPCToTheFirstBackend
+	// C-core 1.51.1 balances by lb_policy (ROUND_ROBIN here).
+	"weighted round robin": {"grpc-core"},
 }
 
 var refusals = []refusal{
 	{"as written", "", "", "", xdstype.ClusterURL, []string{"grpc-go", "grpc-core", "grpc-js"}, nil, nil},
 	{"no router", router, "      - name: fault\n        typed_config: { \"@type\": type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault }\n", "hcm-router-last", xdstype.ListenerURL, nil, nil, nil},
 	{"filter gRPC lacks", router, "      - name: cors\n        typed_config: { \"@type\": type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors }\n" + router, "hcm-filter-unknown", xdstype.ListenerURL, nil, nil, nil},
+	{"stateful session", router, "      - name: envoy.filters.http.stateful_session\n        typed_config: { \"@type\": type.googleapis.com/envoy.extensions.filters.http.stateful_session.v3.StatefulSession, session_state: { name: envoy.http.stateful_session.cookie, typed_config: { \"@type\": type.googleapis.com/envoy.extensions.http.stateful_session.cookie.v3.CookieBasedSessionState, cookie: { name: session, ttl: 60s } } } }\n" + router, "hcm-filter-unknown", xdstype.ListenerURL, nil, nil, nil},
 	{"no retries", route, "      route: { cluster: greeter-backends, retry_policy: { retry_on: unavailable, num_retries: 0 } }\n", "route-retry", xdstype.RouteURL, nil, nil, nil},
 	{"MAGLEV", eds, eds + "  lb_policy: MAGLEV\n", "cluster-lb-policy", xdstype.ClusterURL, nil, nil, nil},
 	{"LEAST_REQUEST", eds, eds + "  lb_policy: LEAST_REQUEST\n", "cluster-lb-policy", xdstype.ClusterURL, []string{"grpc-go"}, nil, nil},
 	{"pick_first", eds, eds + "  load_balancing_policy: { policies: [{ typed_extension_config: { name: pick_first, typed_config: { \"@type\": type.googleapis.com/envoy.extensions.load_balancing_policies.pick_first.v3.PickFirst } } }] }\n",
+		"cluster-lb-config", xdstype.ClusterURL, []string{"grpc-go"}, nil, nil},
+	{"weighted round robin", eds, eds + "  load_balancing_policy: { policies: [{ typed_extension_config: { name: wrr, typed_config: { \"@type\": type.googleapis.com/envoy.extensions.load_balancing_policies.client_side_weighted_round_robin.v3.ClientSideWeightedRoundRobin } } }] }\n",
 		"cluster-lb-config", xdstype.ClusterURL, []string{"grpc-go"}, nil, nil},
 	{"ring hash not xxHash", eds, eds + "  lb_policy: RING_HASH\n  ring_hash_lb_config: { hash_function: MURMUR_HASH_2 }\n", "cluster-ring-hash", xdstype.ClusterURL, nil, nil, nil},
 	{"STATIC", "  type: EDS\n" + eds, "  type: STATIC\n  load_assignment: { cluster_name: greeter-backends, endpoints: [{ lb_endpoints: [{ endpoint: { address: { socket_address: { address: 127.0.0.1, port_value: 1 } } } }] }] }\n", "cluster-type", xdstype.ClusterURL, nil, nil, nil},
