@@ -85,6 +85,11 @@ type Options struct {
 	// TokenFile and ReadTokenFile say where the tokens live, for the
 	// message of a refused request (never the token itself).
 	TokenFile, ReadTokenFile string
+	// RelayToken, when set, authorises the relays' reports (POST
+	// /v1/relays/{relay}) and nothing else; the write token does too, the
+	// read token never (a reader could post any relay's report and hide
+	// its NACKs). RelayTokenFile names its file in a refusal's message.
+	RelayToken, RelayTokenFile string
 	// Identifier names this Pylon replica: the replica of its own
 	// proxies in /proxies.
 	Identifier string

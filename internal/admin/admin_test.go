@@ -112,13 +112,13 @@ var (
 		{"GET", "/status"}, {"GET", "/proxies"}, {"GET", "/proxies/n1"}, {"GET", "/config"},
 		{"GET", "/v1/objects"}, {"GET", "/v1/objects/services/web"}, {"GET", "/v1/history"}, {"GET", "/v1/history/1"},
 		{"GET", "/debug/pprof/"}, {"GET", "/debug/pprof/cmdline"}, {"GET", "/debug/pprof/symbol"},
-		{"GET", "/summary"}, {"GET", "/rollout"}, {"GET", "/v1/groups"}, {"POST", "/v1/relays/relay-1"},
+		{"GET", "/summary"}, {"GET", "/rollout"}, {"GET", "/v1/groups"},
 	}
 	writeRoutes = [][2]string{
 		{"POST", "/v1/apply"}, {"POST", "/v1/objects/services/web"}, {"PUT", "/v1/objects/services/web"},
 		{"DELETE", "/v1/objects/services/web"}, {"POST", "/v1/services/web/endpoints"},
 		{"DELETE", "/v1/services/web/endpoints/10.0.0.1:80"}, {"PUT", "/v1/services/web/endpoints/10.0.0.1:80"},
-		{"POST", "/v1/rollback/1"},
+		{"POST", "/v1/rollback/1"}, {"POST", "/v1/relays/relay-1"},
 	}
 )
 

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/pylon-xds/pylon/internal/redact"
+	"github.com/pylon-xds/pylon/internal/token"
 )
 
 // Bounds of the relays' reports (POST /v1/relays/{relay}).
@@ -74,13 +75,13 @@ func (rr *relayReports) list() []RelayReport {
 }
 
 // registerRelays adds POST /v1/relays/{relay}: a relay's summary of its
-// downstream proxies, per key (docs/relay.md). The read token suffices: a
-// report names no node, decides nothing (no balance, no rollout halt),
-// is shown apart from the proxies this server serves, under the relay's
-// name, and expires unless renewed; it is bounded in size, keys and
-// relays.
+// downstream proxies, per key (docs/relay.md), with the relay token or
+// the write token (guard.relay). A report names no node, decides nothing
+// (no balance, no rollout halt), is shown apart from the proxies this
+// server serves, under the relay's name, and expires unless renewed; it
+// is bounded in size, keys and relays.
 func registerRelays(mux *http.ServeMux, g guard, rr *relayReports) {
-	mux.HandleFunc("POST /v1/relays/{relay}", g.read(func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST /v1/relays/{relay}", g.relay(func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("relay")
 		if id == "" || len(id) > maxRelayText || !utf8.ValidString(id) {
 			writeJSON(w, http.StatusBadRequest, apiError{Error: fmt.Sprintf("relay id: 1 to %d bytes of UTF-8", maxRelayText)})
@@ -122,6 +123,34 @@ func registerRelays(mux *http.ServeMux, g guard, rr *relayReports) {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	}))
+}
+
+// relay lets a relay's report through with the relay token or the write
+// token, never the read token: whoever reads the status must not be able
+// to post, or overwrite, what a relay says of its proxies.
+func (g guard) relay(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		got := bearer(r)
+		// All compared, always: the time taken says nothing of which.
+		tok := g.tokens()
+		okRelay := g.o.RelayToken != "" && token.Equal(got, g.o.RelayToken)
+		okRead, okWrite := token.Equal(got, tok.Read), token.Equal(got, tok.Write)
+		need := "relays' reports need Authorization: Bearer <relay token> (" + where(g.o.RelayTokenFile, "relay-token") + ") or the write token (" + where(g.o.TokenFile, "admin-token") + ")"
+		if g.o.RelayToken == "" {
+			need = "relays' reports need Authorization: Bearer <write token> (" + where(g.o.TokenFile, "admin-token") + "), or a relay token (serve --relay-token-file)"
+		}
+		switch {
+		case okRelay || okWrite:
+			h(w, r)
+		case okRead:
+			g.fails.refused(r, reasonReadForWrite)
+			g.refuse(w, opening(reasonReadForWrite)+"the read token does not authorise writes, a relay's report among them: "+need)
+		default:
+			reason := failed(got)
+			g.fails.refused(r, reason)
+			g.refuse(w, opening(reason)+need)
+		}
+	}
 }
 
 // put keeps rep, unless maxRelays others are held.

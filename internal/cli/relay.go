@@ -67,6 +67,7 @@ func addRelayFlags(cmd *cobra.Command, o *daemon.Options, ro *daemon.RelayOption
 	f.StringArrayVar(&ro.UpstreamFor, "upstream-for", nil, "route keys to a shard: 'SELECTOR=HOST:PORT[,HOST:PORT]' (repeatable), the keys the selector (group names or globs, as serve's --groups) takes go to those upstreams; the first route taking a key wins, --upstream takes the rest")
 	f.StringVar(&ro.UpstreamAdmin, "upstream-admin", "", "a Pylon upstream's admin API, https://HOST:PORT: key each proxy by the node group the upstream would put it in (its rules read from GET /v1/groups), instead of --key")
 	f.StringVar(&ro.UpstreamReadTokenFile, "upstream-read-token-file", "", "with --upstream-admin: the file holding the upstream's read token")
+	f.StringVar(&ro.UpstreamRelayTokenFile, "upstream-relay-token-file", "", "with --upstream-admin: the file holding the upstream's relay token (its --relay-token-file), to report the downstream status upstream; without it, none is reported")
 	f.StringVar(&ro.Key, "key", relay.DefaultKey, "the key proxies are grouped by, one upstream stream each: a template of {cluster}, {locality.region}, {locality.zone}, {locality.sub_zone} and {metadata.NAME}")
 	f.StringVar(&ro.ID, "relay-id", "", "the relay's node id upstream, each key's stream announcing RELAY_ID/KEY (default relay-HOSTNAME)")
 	f.IntVar(&ro.MaxKeys, "max-keys", relay.DefaultMaxKeys, "most keys held at once: a proxy of a new key past it is refused with RESOURCE_EXHAUSTED")

@@ -15,7 +15,7 @@ var relaySections = []struct {
 	title string
 	flags []string
 }{
-	{"Upstream", []string{"upstream", "upstream-for", "upstream-admin", "upstream-read-token-file", "key", "relay-id", "upstream-ca", "upstream-cert", "upstream-key", "upstream-server-name"}},
+	{"Upstream", []string{"upstream", "upstream-for", "upstream-admin", "upstream-read-token-file", "upstream-relay-token-file", "key", "relay-id", "upstream-ca", "upstream-cert", "upstream-key", "upstream-server-name"}},
 	{"xDS", []string{"xds-addr"}},
 	{"Admin API", []string{"admin-addr", "data-dir", "admin-token-file", "read-token-file", "admin-tls-cert", "admin-tls-key", "admin-client-ca", "admin-insecure"}},
 	{"Security", []string{"xds-tls-cert", "xds-tls-key", "xds-client-ca", "xds-require-client-cert", "node-identity", "trust-domain", "csds-identity"}},

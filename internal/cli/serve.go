@@ -119,6 +119,7 @@ SIGHUP re-reads them all at once and serve carries on.`,
 	f := cmd.Flags()
 	f.StringVar(&o.ConfigPath, "config", "", "serve a config file or folder of *.yaml/*.json files (file mode); without it, the config is kept in the embedded store in --data-dir")
 	f.StringVar(&o.TokenFile, "admin-token-file", "", "the admin API's write token (default DATA_DIR/admin-token, generated on first start)")
+	f.StringVar(&o.RelayTokenFile, "relay-token-file", "", "the token relays post their reports with (POST /v1/relays; it authorises nothing else), a 0600 file read at start; without it, reports need the write token")
 	f.IntVar(&o.HistoryLimit, "history-limit", 100, "stored config revisions kept for history and rollback")
 	f.StringVar(&o.XDSAddr, "xds-addr", ":18000", "address of the xDS gRPC server")
 	f.StringVar(&o.REST.Addr, "xds-rest-addr", "", "also serve xDS as REST-JSON polling (Envoy's api_type REST) on this address, with the xDS TLS settings (off by default; see docs/rest.md)")

@@ -18,7 +18,7 @@ var serveSections = []struct {
 	{"xDS", []string{"xds-addr", "xds-rest-addr", "xds-rest-wait", "xds-rest-allowed-host", "hold-timeout", "delta-suppress-not-found"}},
 	{"Config", []string{"config", "debounce", "debounce-settle", "debounce-max", "resync", "history-limit"}},
 	{"Git", []string{"config-git", "git-ref", "git-path", "git-poll", "git-timeout", "git-credentials-file", "git-known-hosts"}},
-	{"Admin API", []string{"admin-addr", "admin-token-file", "read-token-file", "admin-tls-cert", "admin-tls-key", "admin-client-ca", "admin-insecure"}},
+	{"Admin API", []string{"admin-addr", "admin-token-file", "read-token-file", "relay-token-file", "admin-tls-cert", "admin-tls-key", "admin-client-ca", "admin-insecure"}},
 	{"Kubernetes", []string{"kubeconfig", "kube-in-cluster", "kube-cluster", "kube-merge", "kube-namespaces", "kube-selector", "kube-deny-cidrs", "kube-allow-cidrs", "kube-foreign-slices"}},
 	{"Store", []string{"data-dir", "store", "etcd-endpoints", "etcd-prefix", "etcd-cert", "etcd-key", "etcd-ca", "etcd-timeout", "etcd-probe", "encryption-key-file"}},
 	{"Security", []string{"xds-tls-cert", "xds-tls-key", "xds-client-ca", "xds-require-client-cert", "node-identity", "trust-domain", "csds-identity", "insecure-serve-secrets", "secret-dir"}},

@@ -172,6 +172,10 @@ type Options struct {
 	// ReadTokenFile holds the admin API's read token (default
 	// DataDir/read-token, generated on first start).
 	ReadTokenFile string
+	// RelayTokenFile holds the token relays post their reports with
+	// (--relay-token-file; read at start, daemon/relaytoken.go); empty:
+	// reports need the write token.
+	RelayTokenFile string
 	// SecretDirs are the only folders secret files named by the config are
 	// read from (default: the config's folder in file mode, the working
 	// directory at start in store mode). DataDir is never read.
@@ -290,6 +294,9 @@ func Run(ctx context.Context, o Options) error {
 	xdsSrv, gs := newXDS(o, sec, reg, pub, status.ComposeObservers(obs.Observer, rollouts), obs.Tracker, tokens, bal, shard)
 	reportExpiry(met, sec, xdsSrv)
 	adminOpts := adminOptions(o, tokens, pipe, obs, pub, reg)
+	if adminOpts.RelayToken, err = relayToken(o.RelayTokenFile, tokens); err != nil {
+		return err
+	}
 	adminOpts.Sources = kubeStatus(src.kube)
 	if cfgSvc != nil {
 		// Only a shared store is ever away; the embedded one answers
@@ -346,7 +353,7 @@ func Run(ctx context.Context, o Options) error {
 // stages give; Run adds the store's, the fleet status's and the stopper's.
 func adminOptions(o Options, tokens *token.Files, pipe *pipeline.Pipeline, obs *Observability, pub *fleet.Publisher, reg *xdstype.Registry) admin.Options {
 	return admin.Options{
-		Tokens: tokens, TokenFile: o.TokenFile, ReadTokenFile: o.ReadTokenFile,
+		Tokens: tokens, TokenFile: o.TokenFile, ReadTokenFile: o.ReadTokenFile, RelayTokenFile: o.RelayTokenFile,
 		Pipeline: pipe, Proxies: obs.Tracker, Fleets: pub, Registry: reg,
 		Metrics: obs.Metrics.Registry, Registerer: obs.Metrics.Registry,
 		Identifier: o.Identifier, Version: o.Version, Logger: o.Logger, ConfigPath: o.ConfigPath,
@@ -671,7 +678,7 @@ func secretReader(o Options) (*secretfile.Reader, error) {
 	// The etcd client key gives write access to every replica's config:
 	// a config naming it as a secret must not serve it to proxies.
 	// So does the encryption key file: it opens what the store keeps.
-	deny := []string{o.DataDir, o.TokenFile, o.ReadTokenFile, o.XDSTLS.Key, o.AdminTLS.Key, o.Etcd.Key, o.EncryptionKeyFile}
+	deny := []string{o.DataDir, o.TokenFile, o.ReadTokenFile, o.RelayTokenFile, o.XDSTLS.Key, o.AdminTLS.Key, o.Etcd.Key, o.EncryptionKeyFile}
 	r, err := secretfile.New(dirs, deny)
 	if err != nil {
 		return nil, fmt.Errorf("--secret-dir: %w", err)

@@ -45,6 +45,11 @@ type RelayOptions struct {
 	// /v1/groups) with the read token in UpstreamReadTokenFile, and keys
 	// each proxy by its group instead of by Key.
 	UpstreamAdmin, UpstreamReadTokenFile string
+	// UpstreamRelayTokenFile, with UpstreamAdmin, holds the upstream's
+	// relay token (its --relay-token-file), which the relay's reports of
+	// its downstream status are posted with; without it, none is posted
+	// (the read token does not authorise them).
+	UpstreamRelayTokenFile string
 	// ReportEvery is how often the relay reports its downstream status to
 	// UpstreamAdmin (default relay.DefaultReportEvery).
 	ReportEvery time.Duration
@@ -137,7 +142,7 @@ func RunRelay(ctx context.Context, o Options, ro RelayOptions) error {
 
 	g, gctx := errgroup.WithContext(runCtx)
 	g.Go(func() error { return rl.Run(gctx) })
-	runUpstreamAdmin(gctx, g, rules, rl, obs.Tracker, ro.ReportEvery)
+	runUpstreamAdmin(gctx, g, rules, rl, obs.Tracker, ro, log)
 	g.Go(func() error { return stop.serveXDS(xdsSrv.Listener(lis.xds)) })
 	watchCerts(gctx, g, o, sec, xdsSrv)
 	g.Go(func() error { return serveAdmin(stop.http, lis.admin, o.AdminLimits) })

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pylon-xds/pylon/internal/relay"
+	"github.com/pylon-xds/pylon/internal/seal"
 	"github.com/pylon-xds/pylon/internal/status"
 )
 
@@ -26,8 +27,8 @@ import (
 // with --upstream-ca (and the relay's --upstream-cert presented).
 func groupRules(ro RelayOptions, tlsCfg *tls.Config, dataDir string, log *slog.Logger) (*relay.GroupRules, error) {
 	if ro.UpstreamAdmin == "" {
-		if ro.UpstreamReadTokenFile != "" {
-			return nil, errors.New("--upstream-read-token-file needs --upstream-admin")
+		if ro.UpstreamReadTokenFile != "" || ro.UpstreamRelayTokenFile != "" {
+			return nil, errors.New("--upstream-read-token-file and --upstream-relay-token-file need --upstream-admin")
 		}
 		return nil, nil
 	}
@@ -68,12 +69,21 @@ func groupRules(ro RelayOptions, tlsCfg *tls.Config, dataDir string, log *slog.L
 // runUpstreamAdmin runs, with --upstream-admin, the reading of the
 // upstream's group rules and the reports of the relay's downstream status
 // to it, until ctx ends.
-func runUpstreamAdmin(ctx context.Context, g *errgroup.Group, rules *relay.GroupRules, rl *relay.Relay, tracker *status.Tracker, every time.Duration) {
+func runUpstreamAdmin(ctx context.Context, g *errgroup.Group, rules *relay.GroupRules, rl *relay.Relay, tracker *status.Tracker, ro RelayOptions, log *slog.Logger) {
 	if rules == nil {
 		return
 	}
-	rep := &relay.Reporter{Rules: rules, Relay: rl, Every: every,
-		Report: func() []relay.KeyReport { return rl.Report(tracker.Streams()) }}
 	g.Go(func() error { return rules.Run(ctx) })
+	if ro.UpstreamRelayTokenFile == "" {
+		log.Info("relay: the downstream status is not reported upstream: it needs --upstream-relay-token-file, the upstream's relay token")
+		return
+	}
+	path := ro.UpstreamRelayTokenFile
+	rep := &relay.Reporter{Rules: rules, Relay: rl, Every: ro.ReportEvery,
+		Report: func() []relay.KeyReport { return rl.Report(tracker.Streams()) },
+		Token: func() (string, error) {
+			b, err := seal.ReadPrivate(path, "--upstream-relay-token-file", maxRelayToken)
+			return strings.TrimSpace(string(b)), err
+		}}
 	g.Go(func() error { return rep.Run(ctx) })
 }

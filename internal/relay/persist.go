@@ -141,17 +141,21 @@ type loaded struct {
 	state upstream.State
 }
 
-// load reads the kept keys. A file that cannot be read, or whose key the
-// template no longer makes, is skipped with a warning: the upstream
-// sends that key's config again.
+// load reads the kept keys. A file that cannot be read, whose key the
+// template no longer makes, or that holds more than MaxResources is
+// skipped with a warning: the upstream sends that key's config again. A
+// folder others can read or write is refused (checkKeysDir).
 func (r *Relay) load() ([]loaded, error) {
 	if r.o.DataDir == "" {
 		return nil, nil
 	}
-	entries, err := os.ReadDir(r.keysDir())
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+	if err := checkKeysDir(r.keysDir()); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
 	}
+	entries, err := os.ReadDir(r.keysDir())
 	if err != nil {
 		return nil, fmt.Errorf("relay data folder: %w", err)
 	}
@@ -169,6 +173,24 @@ func (r *Relay) load() ([]loaded, error) {
 		out = append(out, l)
 	}
 	return out, nil
+}
+
+// checkKeysDir refuses a kept keys' folder that is not a folder of its
+// own (a link) or that others can read or write: what it holds is served
+// to every key's proxies at start, so a writer could serve them anything,
+// as a reader could learn the whole config. It is made 0700; a mode
+// changed since is the operator's to fix, as for the other private files.
+func checkKeysDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	switch {
+	case err != nil:
+		return err
+	case !fi.IsDir():
+		return fmt.Errorf("relay data folder %s is not a folder (a link?): the kept keys need a folder of their own, mode 0700", dir)
+	case fi.Mode().Perm()&0o077 != 0:
+		return fmt.Errorf("relay data folder %s has mode %v: others can read or change the config it keeps; chmod 700 it", dir, fi.Mode().Perm())
+	}
+	return nil
 }
 
 func (r *Relay) loadFile(path string) (loaded, error) {
@@ -197,9 +219,13 @@ func (r *Relay) loadFile(path string) (loaded, error) {
 	for _, t := range r.types {
 		relayed[t.URL] = true
 	}
+	total := 0
 	for url, rs := range kept.Types {
 		if !relayed[url] {
 			continue // a Secret, say: never served from a file
+		}
+		if total += len(rs); total > r.o.MaxResources {
+			return loaded{}, fmt.Errorf("key %q holds more than %d resources (--max-key-resources)", kept.Key, r.o.MaxResources)
 		}
 		m := make(map[string]upstream.Resource, len(rs))
 		for _, res := range rs {

@@ -117,6 +117,9 @@ func New(o Options) *Relay {
 	if o.IdleKey <= 0 {
 		o.IdleKey = 5 * time.Minute
 	}
+	if o.MaxResources <= 0 {
+		o.MaxResources = 100000 // upstream.Options' default, which the kept files are held to as well
+	}
 	if o.Settle <= 0 {
 		o.Settle = time.Second
 	}

@@ -77,10 +77,14 @@ func (r *Relay) Report(streams []status.Stream) []KeyReport {
 // admin API (POST /v1/relays/RELAY_ID) every Every, so that the upstream's
 // /proxies and pylon status show the proxies behind the relay.
 type Reporter struct {
-	Rules  *GroupRules // the upstream's admin API: URL, token, client
+	Rules  *GroupRules // the upstream's admin API: URL and client
 	Relay  *Relay
 	Every  time.Duration
 	Report func() []KeyReport
+	// Token is the upstream's relay token (read on each report, so a
+	// rotation needs no restart): the read token does not authorise a
+	// report.
+	Token func() (string, error)
 }
 
 // Run reports until ctx ends; a failed report is logged once until one
@@ -126,7 +130,7 @@ func (p *Reporter) post(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tok, err := p.Rules.Token()
+	tok, err := p.Token()
 	if err != nil {
 		return err
 	}

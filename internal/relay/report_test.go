@@ -3,6 +3,7 @@ package relay_test
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"regexp"
 	"testing"
@@ -27,12 +28,17 @@ type upstreamRelays struct {
 // TestRelayDownstreamStatusShowsUpstream: a relay in front of a Pylon
 // reports its downstream proxies per key (counts and the key's version,
 // no node's name), and the upstream's /proxies lists them as behind the
-// relay, apart from the streams it serves itself.
+// relay, apart from the streams it serves itself. The relay posts with
+// the upstream's relay token (--relay-token-file), not the read token.
 func TestRelayDownstreamStatusShowsUpstream(t *testing.T) {
-	up := startUpstream(t, "", twoGroups+greeter(9001))
+	tokFile := filepath.Join(t.TempDir(), "relay-token")
+	if err := os.WriteFile(tokFile, []byte("relay-token-0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	up := startUpstreamWith(t, "", twoGroups+greeter(9001), func(o *daemon.Options) { o.RelayTokenFile = tokFile })
 	rd := startRelay(t, []string{up.d.XDS}, "", daemon.RelayOptions{
 		UpstreamAdmin: "http://" + up.d.Admin, UpstreamReadTokenFile: filepath.Join(up.d.DataDir, "read-token"),
-		ReportEvery: 50 * time.Millisecond,
+		UpstreamRelayTokenFile: tokFile, ReportEvery: 50 * time.Millisecond,
 	})
 	for _, p := range []struct{ id, cluster string }{{"edge-1", "site-a"}, {"edge-2", "site-b"}, {"mesh-1", "mesh"}} {
 		subscribeEndpointsOf(t, rd.xds, p.id, p.cluster)

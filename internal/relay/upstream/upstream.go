@@ -93,6 +93,9 @@ type Client struct {
 	streams            int
 	// refused is the last refusal by a shard not serving the key's group.
 	refused string
+	// warned is, by type (refusalKey), the version whose refusal was
+	// last logged as a warning: a repeat of it is logged at debug.
+	warned map[string]string
 }
 
 // New returns a client; Run runs it.
@@ -112,7 +115,7 @@ func New(o Options) *Client {
 	c := &Client{
 		o: o, types: map[string]Type{}, kick: make(chan struct{}, 1),
 		state: State{}, names: map[string][]string{}, reports: map[string]string{},
-		sysVersion: map[string]string{}, nacked: map[string]string{},
+		sysVersion: map[string]string{}, nacked: map[string]string{}, warned: map[string]string{},
 	}
 	for _, t := range o.Types {
 		c.types[t.URL] = t
@@ -283,7 +286,8 @@ func (c *Client) stream(ctx context.Context, addr string) (got bool, err error) 
 	if err != nil {
 		return false, err
 	}
-	s := &session{c: c, cs: cs, sent: map[string][]string{}}
+	s := &session{c: c, cs: cs, sent: map[string][]string{}, refusing: map[string]int{}, held: map[string]heldNACK{}}
+	defer s.stopTimer()
 	if err := s.start(); err != nil {
 		return false, err
 	}
@@ -337,6 +341,10 @@ func (c *Client) stream(ctx context.Context, addr string) (got bool, err error) 
 			if err := s.update(); err != nil {
 				return got, err
 			}
+		case <-s.due():
+			if err := s.flush(); err != nil {
+				return got, err
+			}
 		}
 	}
 }
@@ -351,6 +359,12 @@ type session struct {
 	// nack holds, by type, the detail the next response of the type is
 	// answered with.
 	nack map[string]string
+	// refusing is, by type (refusalKey), how many responses in a row the
+	// client refused; held, the NACKs waiting out their backoff; timer
+	// fires when the earliest is due.
+	refusing map[string]int
+	held     map[string]heldNACK
+	timer    *time.Timer
 }
 
 // start sends each type's first request: the wildcard or the names, and
@@ -463,11 +477,23 @@ func (s *session) handle(resp *discoveryv3.DeltaDiscoveryResponse) error {
 	ack := &discoveryv3.DeltaDiscoveryRequest{TypeUrl: url, ResponseNonce: resp.GetNonce()}
 	changed, err := c.apply(resp)
 	if err != nil {
-		c.o.Logger.Warn("upstream response refused (NACK)", "type", url, "version", resp.GetSystemVersionInfo(), "err", err)
+		key := c.refusalKey(url)
+		c.logRefusal(key, url, resp.GetSystemVersionInfo(), err)
 		ack.ErrorDetail = errorDetail(err.Error())
+		s.refusing[key]++
+		if n := s.refusing[key]; n > 1 {
+			s.hold(key, ack, c.nackBackoff(n))
+			return nil
+		}
 	} else if detail, ok := s.nack[url]; ok {
 		delete(s.nack, url)
 		ack.ErrorDetail = errorDetail(detail)
+	}
+	if err == nil {
+		// A response passed: the refusals in a row end, and a held NACK
+		// answers a nonce this one supersedes.
+		delete(s.refusing, url)
+		delete(s.held, url)
 	}
 	if err := s.send(ack); err != nil {
 		return err
@@ -483,7 +509,7 @@ func (c *Client) apply(resp *discoveryv3.DeltaDiscoveryResponse) (changed bool, 
 	url := resp.GetTypeUrl()
 	t, ok := c.types[url]
 	if !ok {
-		return false, fmt.Errorf("type %q was not subscribed to", url)
+		return false, fmt.Errorf("type %q was not subscribed to", cut(url))
 	}
 	add := make(map[string]Resource, len(resp.GetResources()))
 	for i, r := range resp.GetResources() {
@@ -492,14 +518,14 @@ func (c *Client) apply(resp *discoveryv3.DeltaDiscoveryResponse) (changed bool, 
 			continue // a heartbeat: the name's TTL, nothing else
 		}
 		if a.GetTypeUrl() != url {
-			return false, fmt.Errorf("resources[%d] (%q): type %q in a response of %q", i, r.GetName(), a.GetTypeUrl(), url)
+			return false, fmt.Errorf("resources[%d] (%q): type %q in a response of %q", i, cut(r.GetName()), cut(a.GetTypeUrl()), cut(url))
 		}
 		name, err := t.Check(a)
 		if err != nil {
-			return false, fmt.Errorf("resources[%d] (%q): %w", i, r.GetName(), err)
+			return false, fmt.Errorf("resources[%d] (%q): %w", i, cut(r.GetName()), err)
 		}
 		if r.GetName() != "" && r.GetName() != name {
-			return false, fmt.Errorf("resources[%d]: named %q but holds %q", i, r.GetName(), name)
+			return false, fmt.Errorf("resources[%d]: named %q but holds %q", i, cut(r.GetName()), cut(name))
 		}
 		add[name] = Resource{Version: r.GetVersion(), Any: a}
 	}
