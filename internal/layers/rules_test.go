@@ -134,6 +134,7 @@ var allowed = []edge{
 	{"internal/cli", "internal/daemon"},
 	{"internal/cli", "internal/diag"},
 	{"internal/cli", "internal/fleet"},
+	{"internal/cli", "internal/grpcrules"}, // validate and explain name each client's rules
 	{"internal/cli", "internal/pipeline"},
 	{"internal/cli", "internal/redact"},
 	{"internal/cli", "internal/relay"},
