@@ -250,6 +250,7 @@ var allowed = []edge{
 	{"internal/rollout", "internal/snapshot"},
 	{"internal/rollout", "internal/status"}, // the stream events
 	{"internal/rollout", "internal/xdstype"},
+	{"internal/route", "internal/grpcrules"}, // explain says what a gRPC client does with what it fetches
 	{"internal/route", "internal/snapshot"},
 	{"internal/route", "internal/xdstype"},
 	{"internal/snapshot", "internal/diag"},
