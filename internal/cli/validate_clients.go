@@ -10,10 +10,8 @@ import (
 
 	"github.com/pylon-xds/pylon/internal/diag"
 	"github.com/pylon-xds/pylon/internal/grpcrules"
+	"github.com/pylon-xds/pylon/internal/route"
 )
-
-// rulesDocs is where each rule of a gRPC client is explained.
-const rulesDocs = "docs/grpc.md#refusals"
 
 // validateResult is what `pylon validate -o json` prints: the version and
 // groups of a config that passes, or its problems, those of the groups'
@@ -110,7 +108,7 @@ func clientRefusalOf(d diag.Diagnostic) ([]grpcrules.Client, clientRefusal, bool
 		who = append(who, c)
 	}
 	return who, clientRefusal{File: d.File, Line: d.Line, Group: group, Type: d.Type, Name: d.Name, Field: d.Field,
-		Effect: string(rule.Effect), Message: m[3], Rule: rule.ID, Docs: rulesDocs}, true
+		Effect: string(rule.Effect), Message: m[3], Rule: rule.ID, Docs: route.RulesDocs}, true
 }
 
 // effectPhrase says what a client does with a resource, in a sentence.

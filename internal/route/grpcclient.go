@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/proto"
@@ -174,7 +175,7 @@ func fetchedFor(res *Resources, out *Result) []fetched {
 		if eds == "" {
 			eds = name
 		}
-		if cla := res.Endpoints[eds]; cla != nil && cl.GetType().String() == "EDS" {
+		if cla := res.Endpoints[eds]; cla != nil && cl.GetType() == clusterv3.Cluster_EDS && cl.GetClusterType() == nil {
 			list = append(list, fetched{"ClusterLoadAssignment", eds, cla, call})
 		}
 	}
