@@ -33,6 +33,7 @@ type explainFlags struct {
 	listener   string
 	sni        string
 	identities []string
+	client     string
 }
 
 func newExplain(a *adminFlags) *cobra.Command {
@@ -60,10 +61,17 @@ On a running Pylon, during a staged rollout of the node's group, it says
 which version the node runs (new or previous) and why (the stage that
 takes it, by selector or node id share), and explains on that version.
 For a proxyless gRPC call it flags a route configuration that gRPC
-clients reject (NACK) whole, with each reason ("gRPC NACK").`,
+clients reject (NACK) whole, with each reason ("gRPC NACK"), and checks
+what the client fetches for the target (listener, routes, clusters,
+endpoints) against that client's rules (docs/grpc.md#refusals), saying
+what it does with the call: takes it as explained, NACKs a resource,
+fails the RPC, crashes. The client is --client; else, on a running Pylon,
+the implementation the node's stream says it is (its user agent); else
+each of the group's clients:.`,
 		Example: `  pylon explain --node-id edge-1 'GET https://shop.example.com/api/cart' -H 'x-canary: 1'
   pylon explain --config ./config/ --group edge http://shop.example.com/ --port 8080 -o json
-  pylon explain --node-id app-1 xds:///greeter/helloworld.Greeter/SayHello -H 'x-user: beta'`,
+  pylon explain --node-id app-1 xds:///greeter/helloworld.Greeter/SayHello -H 'x-user: beta'
+  pylon explain --config ./config/ --group apps --client grpc-js xds:///greeter/helloworld.Greeter/SayHello`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := f.out.check(); err != nil {
@@ -87,6 +95,7 @@ clients reject (NACK) whole, with each reason ("gRPC NACK").`,
 	fl.Uint32Var(&f.port, "port", 0, "the destination port the connection reaches (default: the URL's port, else 80 or 443)")
 	fl.StringVar(&f.listener, "listener", "", "the listener by name, instead of by port")
 	fl.StringVar(&f.sni, "sni", "", "the TLS server name (default: the URL's host, for https)")
+	fl.StringVar(&f.client, "client", "", "for a gRPC call: the client implementation to check it for, grpc-go, grpc-core or grpc-js (default: the one the node's stream says it is on a running Pylon, else the group's clients:)")
 	return cmd
 }
 
@@ -105,6 +114,13 @@ func runExplain(cmd *cobra.Command, a *adminFlags, f *explainFlags, args []strin
 		return err
 	}
 	req.Port, req.Listener, req.SNI = f.port, f.listener, f.sni
+	given, err := parseClientFlag(f.client)
+	if err != nil {
+		return err
+	}
+	if given != nil && !req.GRPC {
+		return fmt.Errorf("--client checks a proxyless gRPC call (xds:///TARGET/pkg.Service/Method), not %s", req)
+	}
 	node, err := f.nodeOf(cmd)
 	if err != nil {
 		return err
@@ -117,6 +133,7 @@ func runExplain(cmd *cobra.Command, a *adminFlags, f *explainFlags, args []strin
 	if err != nil {
 		return err
 	}
+	_, rule := fleet.Lookup(g.Name)
 	resources := route.FromSnapshot(g.Snapshot)
 	var staged *rolloutNote
 	if f.config == "" {
@@ -128,6 +145,17 @@ func runExplain(cmd *cobra.Command, a *adminFlags, f *explainFlags, args []strin
 	res, err := route.Explain(resources, req)
 	if err != nil {
 		return fmt.Errorf("%s (group %s): %w", req, g.Name, err)
+	}
+	if req.GRPC {
+		var stated []string
+		if rule != nil {
+			stated = rule.Clients
+		}
+		clients, err := clientsToExplain(a, given, f.config == "", node, stated)
+		if err != nil {
+			return err
+		}
+		checkClients(resources, res, clients)
 	}
 	out := cmd.OutOrStdout()
 	if !f.out.table() {

@@ -134,6 +134,7 @@ var allowed = []edge{
 	{"internal/cli", "internal/daemon"},
 	{"internal/cli", "internal/diag"},
 	{"internal/cli", "internal/fleet"},
+	{"internal/cli", "internal/grpcrules"}, // validate and explain name each client's rules
 	{"internal/cli", "internal/pipeline"},
 	{"internal/cli", "internal/redact"},
 	{"internal/cli", "internal/relay"},
@@ -249,6 +250,7 @@ var allowed = []edge{
 	{"internal/rollout", "internal/snapshot"},
 	{"internal/rollout", "internal/status"}, // the stream events
 	{"internal/rollout", "internal/xdstype"},
+	{"internal/route", "internal/grpcrules"}, // explain says what a gRPC client does with what it fetches
 	{"internal/route", "internal/snapshot"},
 	{"internal/route", "internal/xdstype"},
 	{"internal/snapshot", "internal/diag"},

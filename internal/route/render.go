@@ -56,6 +56,9 @@ func WriteTextAfter(w io.Writer, head [][2]string, r *Result) error {
 			fmt.Fprintf(tw, "  because\t%s\n", quoteLine(why))
 		}
 	}
+	for _, c := range r.GRPCClients {
+		writeClient(tw, c)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -64,6 +67,23 @@ func WriteTextAfter(w io.Writer, head [][2]string, r *Result) error {
 		fmt.Fprintf(w, "not simulated: %s\n", n)
 	}
 	return nil
+}
+
+// writeClient says what one gRPC client does with the call, and each rule
+// of its that what it fetches breaks.
+func writeClient(w io.Writer, c *ClientCheck) {
+	fmt.Fprintf(w, "gRPC client\t%s (%s), rules of %s\n", c.Client, quoteLine(c.From), c.RulesFrom)
+	fmt.Fprintf(w, "  this call\t%s\n", quoteLine(c.Call))
+	if c.Passes {
+		fmt.Fprintf(w, "  passes\twhat it fetches for the target breaks none of its rules\n")
+	}
+	for _, p := range c.Problems {
+		line := fmt.Sprintf("%s %q: %s: %s (rule %s, %s)", p.Type, p.Name, p.Field, p.Message, p.Rule, p.Docs)
+		fmt.Fprintf(w, "  %s\t%s\n", p.Effect, quoteLine(line))
+	}
+	if c.More > 0 {
+		fmt.Fprintf(w, "  \tand %d more\n", c.More)
+	}
 }
 
 func writeAction(w io.Writer, r *Result) {

@@ -78,6 +78,10 @@ type Result struct {
 	// version it last ACKed, not the one explained. Empty when it accepts
 	// both.
 	GRPCNACK []string `json:"grpcNack,omitempty"`
+	// GRPCClients are, for a proxyless gRPC call, the client
+	// implementations it is explained for (CheckClient): whether what each
+	// fetches passes its rules, and what it does with the call.
+	GRPCClients []*ClientCheck `json:"grpcClients,omitempty"`
 	// Outcome says in a line what happens.
 	Outcome string `json:"outcome"`
 	// NotSimulated lists what in the path of this request the engine does
