@@ -93,6 +93,12 @@ func (c *checker) grpcPolicies(g *model.GRPCTarget, field string, ps []model.GRP
 			bad(pf, "over %d principals, methods or headers", MaxGRPCPolicyItems)
 			continue
 		}
+		if len(p.Principals)+len(p.Methods)+len(p.Headers) == 0 {
+			// A policy of nothing matches every RPC: an allow that admits
+			// everybody (an empty list rendered by a template, say) or a
+			// deny that refuses everybody, never what was meant.
+			bad(pf, "names no principals, methods or headers, so it would match every RPC: say whom it is for (principals: [\"*\"] for any caller with a certificate)")
+		}
 		if len(p.Principals) > 0 && !mtls {
 			bad(pf+".principals", "a caller is known by its certificate: say server.tls (client certificates required) for principals to match")
 		}
