@@ -137,7 +137,7 @@ func getProxies(c adminClient, out io.Writer, o output) error {
 		if s.Gone != nil {
 			since = "gone " + s.Gone.Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Node, s.Kind, s.Group, s.Peer, s.Client, since)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", printable(s.Node), s.Kind, printable(s.Group), printable(s.Peer), printable(s.Client), since)
 	}
 	return tw.Flush()
 }

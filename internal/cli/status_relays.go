@@ -34,7 +34,7 @@ func relaysTable(out io.Writer, relays []relayKeys) error {
 			name += " (" + printable(r.Identity) + ")"
 		}
 		for _, k := range r.Keys {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", name, printable(k.Key), k.Proxies, k.ACKed, k.NACKed, k.Pending, printable(k.Version))
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", printable(name), printable(k.Key), k.Proxies, k.ACKed, k.NACKed, k.Pending, printable(k.Version))
 		}
 	}
 	return tw.Flush()
