@@ -85,10 +85,12 @@ func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
 	if snap == nil {
 		return nil
 	}
-	if owe {
+	// An answer to a response whose errors stopped at the bound is told
+	// the next of them (protocol.Told.Backlog).
+	if owe || answered && st.told.Backlog(t.URL) {
 		pl := st.planner()
 		p := &pl
-		if err := st.respond(p, w, snap, true); err != nil {
+		if err := st.respond(p, w, snap, owe); err != nil {
 			return err
 		}
 		// The plan covers the whole subscription: anything it held back

@@ -151,3 +151,50 @@ func aMoved() []any {
 		xdstest.APIListener("l1", "r1"), xdstest.Route("r1", "a"),
 	}
 }
+
+// ghosts are n names that do not exist, in name order.
+func ghosts(n int) []string {
+	out := make([]string, 0, n)
+	for i := range n {
+		out = append(out, fmt.Sprintf("ghost%03d", i))
+	}
+	return out
+}
+
+// TestResourceErrors_SotWBacklogPastTheBoundFollowsTheACK: a client
+// subscribed to more missing names than one response reports gets the
+// rest in answer to its ACK of the capped response, with no publish in
+// between, one bounded response per round trip.
+func TestResourceErrors_SotWBacklogPastTheBoundFollowsTheACK(t *testing.T) {
+	e := setup(t, base()...)
+	s := xdstest.OpenADS(t, e.conn, readsErrors("n1"))
+	names := append([]string{"a"}, ghosts(protocol.MaxResourceErrors+6)...)
+	missing := names[1:]
+	s.Request(eds, names...)
+	r := s.RecvType(eds)
+	wantNames(t, r, "a")
+	wantErrorNames(t, "first response", r.ResourceErrors, missing[:protocol.MaxResourceErrors]...)
+	s.ACK(r, names...)
+	r = s.RecvType(eds)
+	wantNames(t, r) // a unchanged: the client keeps it (X22)
+	wantErrorNames(t, "answer to the ACK", r.ResourceErrors, missing[protocol.MaxResourceErrors:]...)
+	s.ACK(r, names...)
+	s.ExpectSilence()
+}
+
+// TestResourceErrors_DeltaBacklogPastTheBoundFollowsTheACK: the delta
+// variant.
+func TestResourceErrors_DeltaBacklogPastTheBoundFollowsTheACK(t *testing.T) {
+	e := setup(t, base()...)
+	s := xdstest.OpenDeltaADS(t, e.conn, readsErrors("n1"))
+	missing := ghosts(protocol.MaxResourceErrors + 6)
+	s.Subscribe(eds, append([]string{"a"}, missing...)...)
+	r := s.RecvType(eds)
+	wantErrorNames(t, "first response", r.ResourceErrors, missing[:protocol.MaxResourceErrors]...)
+	s.ACK(r)
+	r = s.RecvType(eds)
+	wantDelta(t, r, nil, nil)
+	wantErrorNames(t, "answer to the ACK", r.ResourceErrors, missing[protocol.MaxResourceErrors:]...)
+	s.ACK(r)
+	s.ExpectSilence()
+}

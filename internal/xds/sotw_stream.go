@@ -121,9 +121,12 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 		st.done(p, false)
 	} else {
 		// A per-resource type owes no response when nothing subscribed
-		// exists (X22); a client reading resource_errors is still told.
+		// exists (X22); a client reading resource_errors is still told,
+		// and its answer to a response whose errors stopped at the bound
+		// is told the next of them.
 		told := false
-		if w.Sub != sub && st.told != nil {
+		answer := kind == protocol.ReqACK || kind == protocol.ReqNACK
+		if st.told != nil && (w.Sub != sub || answer && st.told.Backlog(t.URL)) {
 			var err error
 			if told, err = st.tellHeld(w, snap); err != nil {
 				return err

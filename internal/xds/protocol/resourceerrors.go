@@ -32,7 +32,9 @@ import (
 const ResourceErrorsFeature = "xds.config.supports-resource-errors"
 
 // MaxResourceErrors bounds the errors one response carries; names beyond
-// it are reported in the type's next responses.
+// it are the type's backlog (Told.Backlog), reported in the response that
+// answers the client's ACK or NACK of this one: at the client's own pace,
+// a bounded response per round trip, without waiting for a publish.
 const MaxResourceErrors = 64
 
 // grpcNotFound is google.rpc.Code NOT_FOUND (the core imports no gRPC).
@@ -45,11 +47,25 @@ const grpcNotFound = 5
 // bounded by the stream's subscriptions, which the server bounds.
 type Told struct {
 	byType map[string]map[string]struct{}
+	// backlog are the types whose last errors stopped at
+	// MaxResourceErrors with more names to tell.
+	backlog map[string]struct{}
 }
 
 // NewTold is an empty record, for a stream whose client reads
 // resource_errors.
 func NewTold() *Told { return &Told{byType: map[string]map[string]struct{}{}} }
+
+// Backlog reports whether the last errors of typeURL stopped at
+// MaxResourceErrors with more to tell: the client's answer to that
+// response is owed one with the next of them. False for a nil t.
+func (t *Told) Backlog(typeURL string) bool {
+	if t == nil {
+		return false
+	}
+	_, more := t.backlog[typeURL]
+	return more
+}
 
 // SotWErrors returns the resource_errors of the response giving the client
 // o (planned, not yet built: Response clears the names just subscribed):
@@ -84,7 +100,8 @@ func (w *DeltaWatch) DeltaErrors(t *Told, d *DeltaPlan, set *snapshot.Set) []*di
 // tell forgets the told names that exist again or left the subscription,
 // then reports, in name order and at most MaxResourceErrors, the explicit
 // names of s's subscription that set lacks and the client does not hold,
-// not told before (or subscribed afresh), and records them as told.
+// not told before (or subscribed afresh), and records them as told. It
+// records whether more were left to tell (Backlog).
 func (t *Told) tell(s *TypeState, set *snapshot.Set, holds func(string) bool) []*discoveryv3.ResourceError {
 	told := t.byType[s.Type.URL]
 	for n := range told {
@@ -92,17 +109,22 @@ func (t *Told) tell(s *TypeState, set *snapshot.Set, holds func(string) bool) []
 			delete(told, n)
 		}
 	}
+	delete(t.backlog, s.Type.URL)
 	var out []*discoveryv3.ResourceError
 	for _, n := range s.Sub.SortedNames() {
-		if len(out) == MaxResourceErrors {
-			break
-		}
 		if s.Sub.isGlob(n) || set.Get(n) != nil || holds(n) {
 			continue
 		}
 		_, fresh := s.force[n]
 		if _, done := told[n]; done && !fresh {
 			continue
+		}
+		if len(out) == MaxResourceErrors {
+			if t.backlog == nil {
+				t.backlog = map[string]struct{}{}
+			}
+			t.backlog[s.Type.URL] = struct{}{}
+			break
 		}
 		if told == nil {
 			told = map[string]struct{}{}

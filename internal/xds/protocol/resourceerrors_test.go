@@ -114,6 +114,60 @@ func TestResourceErrors_AreBoundedPerResponse(t *testing.T) {
 	wantErrors(t, "third response", sotwRound(b, w, told, v1))
 }
 
+// TestResourceErrors_BacklogPastTheBoundIsOwedTheClientsAnswer: errors
+// that stop at MaxResourceErrors with more names untold leave a backlog,
+// which the stream answers the client's ACK with; the response that tells
+// the last of them leaves none. SotW and delta alike.
+func TestResourceErrors_BacklogPastTheBoundIsOwedTheClientsAnswer(t *testing.T) {
+	reg := xdstype.New()
+	share := NewSharing()
+	v1 := world(t, reg, 1, 9000, "c0")
+	var names []string
+	for i := range MaxResourceErrors + 6 {
+		names = append(names, fmt.Sprintf("g%03d", i))
+	}
+	t.Run("sotw", func(t *testing.T) {
+		b := newBareStream(reg, share)
+		told := NewTold()
+		nw := NewWatch(reg.Lookup(xdstype.EndpointURL), b.cfg.share)
+		w := &nw
+		b.watches[xdstype.EndpointURL] = w
+		w.OnRequest(&discoveryv3.DiscoveryRequest{TypeUrl: xdstype.EndpointURL, ResourceNames: names}, v1)
+		if told.Backlog(xdstype.EndpointURL) {
+			t.Fatal("a backlog before any response")
+		}
+		wantErrors(t, "first response", sotwRound(b, w, told, v1), names[:MaxResourceErrors]...)
+		if !told.Backlog(xdstype.EndpointURL) {
+			t.Fatalf("no backlog after a response capped at %d with %d names untold", MaxResourceErrors, len(names)-MaxResourceErrors)
+		}
+		wantErrors(t, "answer to the ACK", sotwRound(b, w, told, v1), names[MaxResourceErrors:]...)
+		if told.Backlog(xdstype.EndpointURL) {
+			t.Fatal("a backlog after the last names were told")
+		}
+	})
+	t.Run("delta", func(t *testing.T) {
+		cfg := testPlanConfig(reg, share)
+		told := NewTold()
+		nw := NewDeltaWatch(reg.Lookup(xdstype.EndpointURL), share)
+		w := &nw
+		w.Subscribe(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdstype.EndpointURL, ResourceNamesSubscribe: names}, v1.Set(xdstype.EndpointURL))
+		set := v1.Set(xdstype.EndpointURL)
+		for i, want := range [][]string{names[:MaxResourceErrors], names[MaxResourceErrors:]} {
+			d := w.Plan(soloPlanner(cfg, w), set, true, false)
+			wantErrors(t, fmt.Sprintf("response %d", i+1), w.DeltaErrors(told, &d, set), want...)
+			nonce := fmt.Sprint(i + 1)
+			w.SentResponse(nonce, set.Version(), set, d, time.Now())
+			w.Answered(nonce, false)
+			if got, wantMore := told.Backlog(xdstype.EndpointURL), i == 0; got != wantMore {
+				t.Fatalf("after response %d: backlog %v, want %v", i+1, got, wantMore)
+			}
+		}
+	})
+	if NewTold().Backlog(xdstype.EndpointURL) || (*Told)(nil).Backlog(xdstype.EndpointURL) {
+		t.Error("an empty or nil record has a backlog")
+	}
+}
+
 // TestResourceErrors_NotReportedForANameTheClientWillHold: a name gone
 // from the set that the client still holds (make-before-break keeps it
 // while something names it) is not "not found": the response carries it.
