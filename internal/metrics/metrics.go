@@ -84,7 +84,7 @@ func New(tracker *status.Tracker) *Metrics {
 	m.registerKube()
 	m.refused = register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pylon_xds_streams_refused_total",
-		Help: "xDS streams the server ended on purpose or refused, by reason (identity_mismatch, bad_node, resource_names, stalled, flood, busy, draining, max_streams: over --max-streams-per-connection, balance: over this replica's share, shed: ended to come down to it, other_shard: the node's group served by another shard).",
+		Help: "xDS streams the server ended on purpose or refused, by reason (identity_mismatch, bad_node, resource_names, stalled, flood, busy, no_request: no request within 30s of the stream opening, draining, max_streams: over --max-streams-per-connection, balance: over this replica's share, shed: ended to come down to it, other_shard: the node's group served by another shard).",
 	}, []string{"reason"}), "pylon_xds_streams_refused_total")
 	m.connsClosed = register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pylon_xds_connections_closed_total",

@@ -32,6 +32,9 @@ const (
 	RefusedStalled = "stalled"
 	// RefusedFlood: more requests a second than Options.MaxRequestsPerSecond.
 	RefusedFlood = "flood"
+	// RefusedNoRequest: the stream sent no request within
+	// Options.FirstRequestTimeout of its opening.
+	RefusedNoRequest = "no_request"
 	// RefusedBusy: no initial-send slot or new-stream turn within
 	// Options.AdmissionWait; the client should retry.
 	RefusedBusy = "busy"

@@ -124,6 +124,11 @@ type Options struct {
 	// where SendStall alone would make it N/MaxInitialSends x SendStall,
 	// past AdmissionWait as soon as N exceeds MaxInitialSends.
 	MaxSlotHold time.Duration
+	// FirstRequestTimeout bounds the wait for a stream's first request
+	// (default 30s): a stream that sends none holds a goroutine and
+	// memory, yet passes no admission and counts toward no balance, so
+	// past it the stream ends as refused (RefusedNoRequest).
+	FirstRequestTimeout time.Duration
 	// Balance, if set, spreads the streams over the replicas of this
 	// replica's shard (balance.go); run Server.Balance to shed.
 	Balance *Balance
@@ -221,6 +226,9 @@ func New(opts Options) *Server {
 		opts.MaxSlotHold = time.Second
 	}
 	opts.MaxSlotHold = min(opts.MaxSlotHold, opts.SendStall)
+	if opts.FirstRequestTimeout <= 0 {
+		opts.FirstRequestTimeout = 30 * time.Second
+	}
 	cp := &corev3.ControlPlane{Identifier: opts.Identifier}
 	sel, _ := obs.(status.Selective)
 	share := protocol.NewSharing()

@@ -97,7 +97,8 @@ type stream struct {
 	// greetTimer wakes the stream (wakeGreet) when a state-of-the-world
 	// stream whose resends were all spared still owes its client a first
 	// message (greet.go): greetDue (below) is set until it is handled,
-	// and onGreet sends it.
+	// and onGreet sends it. Until the first request it is the bound on
+	// that request's wait (firstrequest.go).
 	greetTimer *time.Timer
 	onGreet    func() error
 	// leave unregisters from the board, where another per-type stream of
@@ -568,6 +569,7 @@ func (st *stream) identify(node *corev3.Node) error {
 	if st.node != nil {
 		return nil
 	}
+	st.firstCame()
 	if node == nil {
 		return grpcstatus.Error(codes.InvalidArgument, "the first request on a stream must carry node")
 	}

@@ -35,6 +35,7 @@ const (
 	wakeHold                    // a bounded hold reached its bound (wakeAt)
 	wakeGreet                   // the stream's first message is due (greet.go)
 	wakeBeat                    // a TTL heartbeat is due
+	wakeFirst                   // the bound on the first request passed (firstrequest.go)
 )
 
 // wakeups runs what wakes a stream and settles how the stream ends, as one
@@ -278,6 +279,9 @@ func run[Req any, P interface {
 		return st.woken(bits, onFleet, onHeartbeat)
 	}
 	st.ev = w
+	st.mu.Lock()
+	st.awaitFirst(w)
+	st.mu.Unlock()
 	st.hb.fire = func() { w.post(wakeBeat) }
 	defer st.hb.stop()
 	st.srv.fanout.add(st.conn, w)
@@ -343,6 +347,9 @@ func (s *Server) ended(cause error) error {
 
 // woken handles what woke the stream, under its mutex.
 func (st *stream) woken(bits uint8, onFleet, onHeartbeat func() error) error {
+	if bits&wakeFirst != 0 && st.node == nil {
+		return st.noRequest()
+	}
 	if bits&wakeFleet != 0 && st.node != nil {
 		st.useFleet(st.srv.opts.Fleets.Current())
 		if err := st.checkShard(); err != nil {
