@@ -153,9 +153,12 @@ func (o *tracking) observeStream(e *status.Event) {
 		o.t.Seen(e.StreamID, o.info(e), "", e.At)
 	case status.StreamRefused:
 		o.m.Refused(e.Reason)
-		if e.Reason == xds.RefusedDraining && e.NodeID() == "" {
+		if (e.Reason == xds.RefusedDraining || e.Reason == xds.RefusedNoRequest) && e.NodeID() == "" {
 			// A draining replica turns reconnects away before they say
-			// who they are: nothing to show per proxy, only the count.
+			// who they are, and a stream that never sent a request never
+			// said: nothing to show per proxy, only the count (listed,
+			// a flood of silent streams would push real proxies' ended
+			// streams out of the tracker's list).
 			return
 		}
 		o.t.Refused(e.StreamID, o.info(e), e.Reason, e.Detail, e.At)

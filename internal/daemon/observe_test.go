@@ -352,3 +352,14 @@ func TestScrapeOfLiveStreamsAllocatesPerScrape(t *testing.T) {
 		t.Fatalf("a scrape allocates %v times at 2 streams, %v at 14", few, many)
 	}
 }
+
+// A stream that never sent a request has no node to list: its refusal is
+// counted, not kept among the ended streams a flood of them would push
+// out.
+func TestSilentStreamRefusalNotListed(t *testing.T) {
+	obs := NewObservability(xdstype.New(), fleet.NewPublisher())
+	obs.Observer.Observe(&status.Event{Kind: status.StreamRefused, StreamID: 1, Reason: xds.RefusedNoRequest, Detail: "no request", At: time.Now()})
+	if streams := obs.Tracker.Streams(); len(streams) != 0 {
+		t.Fatalf("streams listed: %+v; want none for a stream that never said who it is", streams)
+	}
+}
