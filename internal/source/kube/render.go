@@ -498,7 +498,9 @@ func sortedKeys[V any](objs map[key]V) []key {
 }
 
 // renderServices is the file of every Service's model services, one per
-// line, in name order.
+// line, in name order. Like the slices' files, it is bounded by the
+// source's own bounds (services and endpoints served), not by the total
+// the config's own files may hold (config.File.SourceBounded).
 func renderServices(prefix string, services map[key]*service) config.File {
 	type named struct {
 		name string
@@ -521,7 +523,7 @@ func renderServices(prefix string, services map[key]*service) config.File {
 		data.Write(n.item)
 	}
 	data.WriteString("\n]}\n")
-	return config.File{Path: prefix + "/services.json", Data: data.Bytes()}
+	return config.File{Path: prefix + "/services.json", Data: data.Bytes(), SourceBounded: true}
 }
 
 // endpointsFile is a file of the top-level endpoints list, item i on line
@@ -541,5 +543,5 @@ func endpointsFile(path string, eps []config.Endpoint, items [][]byte) config.Fi
 		decoded[i].File, decoded[i].Line = path, i+1
 	}
 	data.WriteString("]}")
-	return config.File{Path: path, Data: data.Bytes(), Endpoints: decoded}
+	return config.File{Path: path, Data: data.Bytes(), Endpoints: decoded, SourceBounded: true}
 }
