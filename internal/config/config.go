@@ -100,6 +100,12 @@ type File struct {
 	// them; Data stays the file's text, what is hashed and saved (not
 	// Endpoints: a file read back decodes its Data).
 	Endpoints []Endpoint `json:"-"`
+	// SourceBounded: the source that rendered the file bounds what it
+	// holds by its own limits (the Kubernetes source: its services and
+	// endpoints served), so Load leaves it out of MaxTotalBytes, which
+	// bounds what the config's own writers send; a large cluster then
+	// never leaves the own files no room. MaxFileBytes still holds.
+	SourceBounded bool `json:"-"`
 }
 
 // Document is a whole configuration: every file's resources and groups, in
@@ -214,12 +220,18 @@ func Load(reg *xdstype.Registry, files []File) (*Document, error) {
 func (c *Cache) Load(reg *xdstype.Registry, files []File) (*Document, error) {
 	defer c.done()
 	doc := &Document{}
-	total := 0
+	total, counted, first := 0, 0, ""
 	for _, f := range files {
-		total += len(f.Data)
+		if f.SourceBounded {
+			continue
+		}
+		if counted == 0 {
+			first = f.Path
+		}
+		total, counted = total+len(f.Data), counted+1
 	}
 	if total > MaxTotalBytes {
-		return nil, diag.List{{File: files[0].Path, Message: fmt.Sprintf("the %d config files hold %d bytes together, over the %d MiB limit", len(files), total, MaxTotalBytes>>20)}}
+		return nil, diag.List{{File: first, Message: fmt.Sprintf("the %d config files hold %d bytes together, over the %d MiB limit", counted, total, MaxTotalBytes>>20)}}
 	}
 	var problems diag.List
 	for _, f := range files {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"os"
 	"runtime"
 	"strings"
@@ -111,5 +112,28 @@ func TestLoadRefusesTotalOverLimit(t *testing.T) {
 	_, err := Load(xdstype.New(), files)
 	if err == nil || !strings.Contains(err.Error(), "over the 64 MiB limit") {
 		t.Fatalf("Load of %d MiB: %v", len(files)*MaxFileBytes>>20, err)
+	}
+}
+
+// Files a source bounds itself (the Kubernetes source's) are not counted
+// in the own files' total: the own files keep their whole room.
+func TestLoadLeavesSourceBoundedFilesOutOfTheTotal(t *testing.T) {
+	padded := func(path string, n int) File {
+		data := append([]byte(`{"resources": []`), bytes.Repeat([]byte(" "), n-len(`{"resources": []}`))...)
+		return File{Path: path, Data: append(data, '}')}
+	}
+	files := make([]File, MaxTotalBytes/MaxFileBytes)
+	for i := range files {
+		files[i] = padded("own"+string(rune('a'+i)), MaxFileBytes)
+	}
+	bounded := padded("kubernetes/cluster/services.json", 1<<20)
+	bounded.SourceBounded = true
+	if _, err := Load(xdstype.New(), append(files, bounded)); err != nil {
+		t.Fatalf("the own files at the limit and a source-bounded file: %v", err)
+	}
+	bounded.SourceBounded = false
+	_, err := Load(xdstype.New(), append(files, bounded))
+	if err == nil || !strings.Contains(err.Error(), "over the 64 MiB limit") {
+		t.Fatalf("the same file not source-bounded: %v, want refused over the limit", err)
 	}
 }

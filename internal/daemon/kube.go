@@ -152,17 +152,17 @@ func withKube(ctx context.Context, g *errgroup.Group, src *kube.Source, updates 
 }
 
 // kubeMerger joins the config's own updates and the cluster's, as
-// source.Merge does, where the own files win a name both define: the
-// services the own files define are reserved in the source, which leaves
-// them out of the cluster's files, so that a cluster's writer never
+// source.Merge does, where the own files win a name or an endpoint both
+// hold: what the own files hold is reserved in the source, which leaves
+// it out of the cluster's files, so that a cluster's writer never
 // overrides the files nor blocks their changes.
 type kubeMerger struct {
 	src   *kube.Source
 	cache config.Cache
-	// names are the services the own files defined last.
-	names map[string]bool
-	// dirty: names changed since the cluster's last update, which may
-	// have been rendered with the former names.
+	// own is what the own files held last.
+	own kube.Own
+	// dirty: own changed since the cluster's last update, which may have
+	// been rendered with the former.
 	dirty bool
 }
 
@@ -172,24 +172,51 @@ func (m *kubeMerger) rendered(u source.Update) *source.Update {
 	return &u
 }
 
-// reserve reserves the services the own files define in src, and says
-// whether they changed. Files that do not load keep the former names:
-// the pipeline refuses them anyway.
+// reserve reserves what the own files hold in src (ownOf), and says
+// whether it changed. Files that do not load keep the former: the
+// pipeline refuses them anyway.
 func (m *kubeMerger) reserve(src *kube.Source, files []config.File) bool {
 	doc, err := m.cache.Load(xdstype.New(), files)
 	if err != nil {
 		return false
 	}
-	names := make(map[string]bool, len(doc.Services))
-	for _, s := range doc.Services {
-		names[s.Name] = true
-	}
-	if maps.Equal(names, m.names) {
+	own := ownOf(doc)
+	if maps.Equal(own.Names, m.own.Names) && maps.Equal(own.Endpoints, m.own.Endpoints) {
 		return false
 	}
-	m.names, m.dirty = names, true
-	src.Reserve(names)
+	m.own, m.dirty = own, true
+	src.Reserve(own)
 	return true
+}
+
+// ownOf is what the own files of doc hold that a cluster's objects would
+// clash with: the names of their services and of their raw Clusters and
+// ClusterLoadAssignments (a model service becomes both, of its name), and
+// the endpoints of their top-level list that join a service they do not
+// define (the store's registrations join its own services only).
+func ownOf(doc *config.Document) kube.Own {
+	own := kube.Own{Names: make(map[string]string, len(doc.Services)), Endpoints: map[kube.Endpoint]bool{}}
+	for _, s := range doc.Services {
+		own.Names[s.Name] = "service"
+	}
+	for _, r := range doc.Resources {
+		kind := ""
+		switch r.Type.URL {
+		case xdstype.ClusterURL:
+			kind = "Cluster"
+		case xdstype.EndpointURL:
+			kind = "ClusterLoadAssignment"
+		}
+		if kind != "" && own.Names[r.Name] == "" {
+			own.Names[r.Name] = kind
+		}
+	}
+	for _, e := range doc.Endpoints {
+		if own.Names[e.Service] == "" {
+			own.Endpoints[kube.Endpoint{Service: e.Service, Address: e.Address, Port: e.Port}] = true
+		}
+	}
+	return own
 }
 
 // run sends each update of own or cluster on, with the latest of the

@@ -112,8 +112,8 @@ type Source struct {
 	check check
 
 	mu sync.Mutex
-	// reserved are the services the config's own files define (Reserve).
-	reserved map[string]bool
+	// own is what the config's own files hold (Reserve).
+	own Own
 	// held counts the endpoints of every cluster's slices held.
 	held int
 	// changed is poked, one slot, whenever an object changes.
@@ -279,14 +279,33 @@ func (s *Source) Files() []config.File {
 	return files
 }
 
-// Reserve names the services the config's own files define: the files
-// win, and a cluster's service of one of these names is dropped with a
-// warning (a cluster's writers never override the files, nor block
-// their changes). Files and the updates Run sends from then on leave
-// them out.
-func (s *Source) Reserve(names map[string]bool) {
+// Own is what the config's own files (or the store's objects) hold that
+// a cluster's objects could clash with.
+type Own struct {
+	// Names are the names the own files take, each with what takes it:
+	// "service" for a model service, "Cluster" or
+	// "ClusterLoadAssignment" for a raw resource (a model service is a
+	// Cluster and an assignment of its own name).
+	Names map[string]string
+	// Endpoints are the own files' endpoints (of the top-level endpoints
+	// list) of services they do not define.
+	Endpoints map[Endpoint]bool
+}
+
+// Endpoint is a service's endpoint: served once per address and port.
+type Endpoint struct {
+	Service, Address string
+	Port             uint32
+}
+
+// Reserve names what the config's own files hold: the files win, and a
+// cluster's service of one of own's names, or endpoint of own's, is
+// dropped with a warning (a cluster's writers never override the files,
+// nor block their changes). Files and the updates Run sends from then
+// on leave them out.
+func (s *Source) Reserve(own Own) {
 	s.mu.Lock()
-	s.reserved = names
+	s.own = own
 	s.mu.Unlock()
 }
 
@@ -344,7 +363,7 @@ func (s *Source) files() ([]config.File, error) {
 	for i, c := range s.clusters {
 		parts[i] = part{cluster: c.name, prefix: c.prefix(), services: c.services, slices: c.slices}
 	}
-	r := renderAll(parts, bounds{endpoints: s.opts.MaxEndpoints, services: s.opts.MaxServices, reserved: s.reserved})
+	r := renderAll(parts, bounds{endpoints: s.opts.MaxEndpoints, services: s.opts.MaxServices, own: s.own})
 	var changed []source.ClusterStatus
 	for _, c := range s.clusters {
 		d := r.dropped[c.name]

@@ -309,9 +309,10 @@ type bounds struct {
 	// endpoints and services bound the endpoints and the model services
 	// served, every cluster's together.
 	endpoints, services int
-	// reserved are the services the config's own files define: the files
-	// win, and the clusters' services of these names are dropped.
-	reserved map[string]bool
+	// own is what the config's own files hold: they win, and the
+	// clusters' services of its names, and endpoints of its endpoints,
+	// are dropped.
+	own Own
 }
 
 // rendered is a render's files and what each cluster's objects had
@@ -336,7 +337,8 @@ func render(prefix string, services map[key]*service, slices map[key]*slice, b b
 // left out. Nothing a cluster sends refuses the whole config: what cannot
 // be served is dropped and counted in dropped, by cluster (a service a
 // later cluster defines with another protocol, or the config's own files
-// define; services past b.services; a slice past b.endpoints). An
+// define, or name a raw Cluster or assignment after; services past
+// b.services; an endpoint the own files hold; a slice past b.endpoints). An
 // endpoint of a service its own cluster does not define (a slice
 // outliving its Service) is left out silently, and so is one address and
 // port met again (the endpoints' controller may hold both while it moves
@@ -370,7 +372,7 @@ func renderAll(parts []part, b bounds) rendered {
 				d.add("endpointslice %s/%s: %s", k.namespace, k.name, s.dropped)
 				d.n += s.dropped.n - 1
 			}
-			kept := s.keep(defined[i], seen)
+			kept := s.keep(defined[i], seen, b.own.Endpoints, k, d)
 			n := len(s.eps)
 			if kept != nil {
 				n = len(kept)
@@ -400,8 +402,12 @@ func ownServices(p part, k key, defs map[string]def, defined map[string]bool, b 
 	for i, n := range s.names {
 		first, ok := defs[n]
 		switch {
-		case b.reserved[n]:
-			d.add("service %s: the config's own files define it; they win, and the cluster's is dropped", n)
+		case b.own.Names[n] != "":
+			what := "it"
+			if k := b.own.Names[n]; k != "service" {
+				what = "a " + k + " of that name"
+			}
+			d.add("service %s: the config's own files define %s; they win, and the cluster's is dropped", n, what)
 		case ok && first.protocol != s.protocols[i]:
 			d.add("service %s: protocol %q here but %q in cluster %s, which defines it first: dropped here; give the Services' ports the same appProtocol, or keep the clusters apart (--kube-merge=separate)",
 				n, s.protocols[i], first.protocol, first.cluster)
@@ -419,19 +425,22 @@ func ownServices(p part, k key, defs map[string]def, defined map[string]bool, b 
 }
 
 // at is an endpoint's service, address and port: served once.
-type at struct {
-	service, address string
-	port             uint32
-}
+type at = Endpoint
 
 // keep marks the slice's endpoints in seen and returns the indexes of
 // those to serve, nil for all of them: an endpoint is left out when its
-// service is not defined or it was seen before.
-func (s *slice) keep(defined map[string]bool, seen map[at]bool) []int {
+// service is not defined or it was seen before, and dropped (noted in d
+// as the slice k's) when the own files hold it.
+func (s *slice) keep(defined map[string]bool, seen, own map[at]bool, k key, d *drops) []int {
 	var kept []int
 	for i, e := range s.eps {
 		a := at{e.Service, e.Address, e.Port}
-		if defined[e.Service] && !seen[a] {
+		ok := defined[e.Service] && !seen[a]
+		if ok && len(own) > 0 && own[a] {
+			ok = false
+			d.add("endpointslice %s/%s: endpoint %s:%d of service %s: the config's own files list it; theirs is served", k.namespace, k.name, e.Address, e.Port, e.Service)
+		}
+		if ok {
 			seen[a] = true
 			if kept != nil {
 				kept = append(kept, i)
@@ -498,7 +507,9 @@ func sortedKeys[V any](objs map[key]V) []key {
 }
 
 // renderServices is the file of every Service's model services, one per
-// line, in name order.
+// line, in name order. Like the slices' files, it is bounded by the
+// source's own bounds (services and endpoints served), not by the total
+// the config's own files may hold (config.File.SourceBounded).
 func renderServices(prefix string, services map[key]*service) config.File {
 	type named struct {
 		name string
@@ -521,7 +532,7 @@ func renderServices(prefix string, services map[key]*service) config.File {
 		data.Write(n.item)
 	}
 	data.WriteString("\n]}\n")
-	return config.File{Path: prefix + "/services.json", Data: data.Bytes()}
+	return config.File{Path: prefix + "/services.json", Data: data.Bytes(), SourceBounded: true}
 }
 
 // endpointsFile is a file of the top-level endpoints list, item i on line
@@ -541,5 +552,5 @@ func endpointsFile(path string, eps []config.Endpoint, items [][]byte) config.Fi
 		decoded[i].File, decoded[i].Line = path, i+1
 	}
 	data.WriteString("]}")
-	return config.File{Path: path, Data: data.Bytes(), Endpoints: decoded}
+	return config.File{Path: path, Data: data.Bytes(), Endpoints: decoded, SourceBounded: true}
 }

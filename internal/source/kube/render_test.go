@@ -207,7 +207,7 @@ func TestAServiceTheConfigsFilesDefineIsDroppedFromTheClusterAndTheFilesWin(t *t
 		t.Fatal(err)
 	}
 	b := defaultBounds
-	b.reserved = map[string]bool{"shop/web:http": true}
+	b.own = Own{Names: map[string]string{"shop/web:http": "service"}}
 	out := render("kubernetes/test", map[key]*service{{"shop", "web"}: r}, map[key]*slice{{"shop", "web-a"}: sl}, b)
 	own := config.File{Path: "pylon.yaml", Data: []byte("services:\n- { name: \"shop/web:http\", endpoints: [{ address: 192.0.2.1, port: 80 }] }\n")}
 	all := append([]config.File{own}, out.files...)
