@@ -55,7 +55,7 @@ pylon status shows it from the relay's node. See docs/relay.md.`,
 			return daemon.RunRelay(cmd.Context(), o, ro)
 		},
 	}
-	cmd.SetUsageFunc(relayUsage)
+	cmd.SetUsageFunc(usageIn("relay", relaySections))
 	addRelayFlags(cmd, &o, &ro)
 	return cmd
 }

@@ -1,20 +1,9 @@
 package cli
 
-import (
-	"fmt"
-	"strings"
-
-	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
-)
-
 // relaySections are relay's flags by what they are about, as
 // serveSections are serve's: every flag relay has is in exactly one (a
 // test checks).
-var relaySections = []struct {
-	title string
-	flags []string
-}{
+var relaySections = []flagSection{
 	{"Upstream", []string{"upstream", "upstream-for", "upstream-admin", "upstream-read-token-file", "upstream-relay-token-file", "key", "relay-id", "upstream-ca", "upstream-cert", "upstream-key", "upstream-server-name"}},
 	{"xDS", []string{"xds-addr"}},
 	{"Admin API", []string{"admin-addr", "data-dir", "admin-token-file", "read-token-file", "admin-tls-cert", "admin-tls-key", "admin-client-ca", "admin-insecure"}},
@@ -23,30 +12,4 @@ var relaySections = []struct {
 	{"Replicas and stopping", []string{"id", "max-connection-age", "max-connection-age-grace", "drain-period", "shutdown-grace"}},
 	{"Logging and help", []string{"log-level", "log-format", "help"}},
 	{"Other commands'", []string{"token-file", "admin-ca-file", "admin-cert-file", "admin-key-file"}},
-}
-
-// relayUsage prints relay's usage with its flags in relaySections.
-func relayUsage(cmd *cobra.Command) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "Usage:\n  %s [flags]\n", cmd.CommandPath())
-	for _, s := range relaySections {
-		fs := pflag.NewFlagSet(s.title, pflag.ContinueOnError)
-		for _, name := range s.flags {
-			f := cmd.Flags().Lookup(name)
-			if f == nil {
-				f = cmd.InheritedFlags().Lookup(name)
-			}
-			if f == nil {
-				return fmt.Errorf("relay's help names --%s, which relay does not have", name)
-			}
-			fs.AddFlag(f)
-		}
-		header := s.title + " flags"
-		if s.title == "Other commands'" {
-			header = "Flags of the other commands (relay does not read them)"
-		}
-		fmt.Fprintf(&b, "\n%s:\n%s", header, fs.FlagUsages())
-	}
-	_, err := fmt.Fprint(cmd.OutOrStderr(), b.String())
-	return err
 }

@@ -115,7 +115,7 @@ SIGHUP re-reads them all at once and serve carries on.`,
 			return daemon.Run(cmd.Context(), o)
 		},
 	}
-	cmd.SetUsageFunc(sectionedUsage)
+	cmd.SetUsageFunc(usageIn("serve", serveSections))
 	f := cmd.Flags()
 	f.StringVar(&o.ConfigPath, "config", "", "serve a config file or folder of *.yaml/*.json files (file mode); without it, the config is kept in the embedded store in --data-dir")
 	f.StringVar(&o.TokenFile, "admin-token-file", "", "the admin API's write token (default DATA_DIR/admin-token, generated on first start)")

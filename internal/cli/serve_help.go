@@ -11,10 +11,7 @@ import (
 // serveSections are serve's flags by what they are about, in the order
 // --help lists them: every flag serve has is in exactly one (a test
 // checks), so a new flag needs a line here.
-var serveSections = []struct {
-	title string
-	flags []string
-}{
+var serveSections = []flagSection{
 	{"xDS", []string{"xds-addr", "xds-rest-addr", "xds-rest-wait", "xds-rest-allowed-host", "hold-timeout", "delta-suppress-not-found"}},
 	{"Config", []string{"config", "debounce", "debounce-settle", "debounce-max", "resync", "history-limit"}},
 	{"Git", []string{"config-git", "git-ref", "git-path", "git-poll", "git-timeout", "git-credentials-file", "git-known-hosts"}},
@@ -28,28 +25,39 @@ var serveSections = []struct {
 	{"Other commands'", []string{"token-file", "admin-ca-file", "admin-cert-file", "admin-key-file"}},
 }
 
-// sectionedUsage prints serve's usage with its flags in serveSections.
-func sectionedUsage(cmd *cobra.Command) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "Usage:\n  %s [flags]\n", cmd.CommandPath())
-	for _, s := range serveSections {
-		fs := pflag.NewFlagSet(s.title, pflag.ContinueOnError)
-		for _, name := range s.flags {
-			f := cmd.Flags().Lookup(name)
-			if f == nil {
-				f = cmd.InheritedFlags().Lookup(name)
+// flagSection is a command's flags on one subject, as its help lists
+// them.
+type flagSection struct {
+	title string
+	flags []string
+}
+
+// usageIn returns a usage function listing a command's flags in sections:
+// every flag named must exist (a test checks that every flag is named).
+// name is the command's, for the messages.
+func usageIn(name string, sections []flagSection) func(*cobra.Command) error {
+	return func(cmd *cobra.Command) error {
+		var b strings.Builder
+		fmt.Fprintf(&b, "Usage:\n  %s [flags]\n", cmd.CommandPath())
+		for _, s := range sections {
+			fs := pflag.NewFlagSet(s.title, pflag.ContinueOnError)
+			for _, flag := range s.flags {
+				f := cmd.Flags().Lookup(flag)
+				if f == nil {
+					f = cmd.InheritedFlags().Lookup(flag)
+				}
+				if f == nil {
+					return fmt.Errorf("%s's help names --%s, which %s does not have", name, flag, name)
+				}
+				fs.AddFlag(f)
 			}
-			if f == nil {
-				return fmt.Errorf("serve's help names --%s, which serve does not have", name)
+			header := s.title + " flags"
+			if s.title == "Other commands'" {
+				header = fmt.Sprintf("Flags of the other commands (%s does not read them)", name)
 			}
-			fs.AddFlag(f)
+			fmt.Fprintf(&b, "\n%s:\n%s", header, fs.FlagUsages())
 		}
-		header := s.title + " flags"
-		if s.title == "Other commands'" {
-			header = "Flags of the other commands (serve does not read them)"
-		}
-		fmt.Fprintf(&b, "\n%s:\n%s", header, fs.FlagUsages())
+		_, err := fmt.Fprint(cmd.OutOrStderr(), b.String())
+		return err
 	}
-	_, err := fmt.Fprint(cmd.OutOrStderr(), b.String())
-	return err
 }
