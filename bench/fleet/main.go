@@ -70,11 +70,19 @@ func main() {
 	routes := flag.Int("routes", 1, "route changes measured one after another (the median last-proxy time and the mean CPU are shown; with -profile, one CPU profile spans them all)")
 	eds := flag.Int("eds", 1, "EDS changes measured one after another (the latency percentiles are over every proxy of every change, the bytes and CPU a mean per change; with -profile, one CPU profile spans them all)")
 	ab := flag.Bool("ab", false, "measure instead the server CPU of -eds EDS changes (at least 2) on the two servers of -impl (e.g. pylon-unobserved,pylon), in one run, both fleets connected and the changes alternating between them: a difference of a few percent, which the machine's drift hides between runs (see ab.go)")
+	writeConfig := flag.Int("write-config", 0, "write the fleet world's config file (pylon-file's) with this many clusters to stdout and exit: a big config for measuring what parsing it costs `pylon serve` (docs/benchmarks-log.md)")
 	driverGC := flag.Int("driver-gogc", 400, "the driver's GOGC (the servers run with Go's default): the simulated proxies stand in for processes on other machines, and their garbage collection shares the 2 cores with the server measured")
 	flag.Parse()
 	if msg := checkFlags(*routes, *eds, *driverGC, *impls, *churnRates != "" || *failover, *duration); msg != "" {
 		fmt.Fprintln(os.Stderr, msg)
 		os.Exit(2)
+	}
+	if *writeConfig > 0 {
+		if _, err := os.Stdout.Write(mustFleetDoc(min(*writeConfig, 1<<16), 0, 0)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
 	}
 	if *serveImpl == "" {
 		debug.SetGCPercent(*driverGC)
@@ -491,6 +499,10 @@ func firstConfig(c *child, f *fleet, r *result, impl string, verbose bool) error
 		fmt.Fprintf(os.Stderr, "%s n=%d clusters=%d after GC: %s\n", impl, f.n, f.clusters, mem)
 	}
 	r.rssGC = (c.rss() - rss0) / float64(f.n)
+	// The server's whole RSS, which the table shows only per proxy: the
+	// fleet's bound (issue 36: under 2 GiB at 100,000) is on the whole.
+	fmt.Fprintf(os.Stderr, "%s n=%d clusters=%d: server RSS %.0f MiB before the fleet, %.0f MiB after a GC with it connected (load %s)\n",
+		impl, f.n, f.clusters, rss0/(1<<20), c.rss()/(1<<20), loadAvg())
 	return nil
 }
 
