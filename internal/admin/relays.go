@@ -153,10 +153,20 @@ func (g guard) relay(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// put keeps rep, unless maxRelays others are held.
+// put keeps rep, unless maxRelays others are held: expired ones are let
+// go first, so that relays gone for good do not keep new ones out until
+// someone reads the list.
 func (rr *relayReports) put(rep RelayReport) bool {
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
+	if _, ok := rr.m[rep.Relay]; !ok && len(rr.m) >= maxRelays {
+		now := time.Now()
+		for id, r := range rr.m {
+			if now.Sub(r.ReportedAt) > RelayReportExpires {
+				delete(rr.m, id)
+			}
+		}
+	}
 	if _, ok := rr.m[rep.Relay]; !ok && len(rr.m) >= maxRelays {
 		return false
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 const relayTok = "relay-token-5555555555"
@@ -66,5 +67,26 @@ func TestRelayReportsRefuseTheReadToken(t *testing.T) {
 	}
 	if code, _ := h.do(t, "GET", "/proxies", relayTok, nil); code != 401 {
 		t.Errorf("GET /proxies with the relay token: %d, want 401: it authorises reports only", code)
+	}
+}
+
+// Reports past their expiry make room for new relays at once, not only
+// once someone reads the list: relays gone for good must not keep a new
+// one out.
+func TestExpiredRelayReportsMakeRoom(t *testing.T) {
+	rr := newRelayReports()
+	old := time.Now().Add(-2 * RelayReportExpires)
+	for i := range maxRelays {
+		rr.m[fmt.Sprint("gone-", i)] = RelayReport{Relay: fmt.Sprint("gone-", i), ReportedAt: old}
+	}
+	if !rr.put(RelayReport{Relay: "new", ReportedAt: time.Now()}) {
+		t.Fatalf("a new relay refused with %d expired reports held", maxRelays)
+	}
+	rr.m["fresh"] = RelayReport{Relay: "fresh", ReportedAt: time.Now()}
+	for i := range maxRelays {
+		rr.m[fmt.Sprint("live-", i)] = RelayReport{Relay: fmt.Sprint("live-", i), ReportedAt: time.Now()}
+	}
+	if rr.put(RelayReport{Relay: "one-too-many", ReportedAt: time.Now()}) {
+		t.Fatal("a relay past the bound of live reports was kept")
 	}
 }

@@ -1,7 +1,9 @@
 package upstream
 
 import (
+	"strings"
 	"sync"
+	"unicode/utf8"
 
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
@@ -14,11 +16,19 @@ import (
 // message passed on must not make the relay's requests grow without end.
 const maxDetail = 4 << 10
 
+// errorDetail is msg as a NACK's error_detail, cut to maxDetail bytes on
+// a character boundary: a string field protobuf will not encode (a cut
+// through a character) would fail the send and drop the key's stream,
+// and msg is mostly a downstream proxy's words.
 func errorDetail(msg string) *rpcstatus.Status {
 	if len(msg) > maxDetail {
-		msg = msg[:maxDetail]
+		cut := maxDetail
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut]
 	}
-	return &rpcstatus.Status{Code: int32(codes.InvalidArgument), Message: msg}
+	return &rpcstatus.Status{Code: int32(codes.InvalidArgument), Message: strings.ToValidUTF8(msg, "\uFFFD")}
 }
 
 // DefaultMaxMessageBytes bounds one upstream response (64 MiB): a whole
