@@ -254,7 +254,7 @@ func (f *Fleet) refresh(ctx context.Context) {
 			continue
 		}
 		proxies, omitted, self, err := decodeAll(shards)
-		peers = append(peers, Peer{Replica: replica, Self: self, Streams: len(proxies) + omitted})
+		peers = append(peers, Peer{Replica: replica, Self: self, Streams: len(proxies) + omitted, sameShard: sameGroups(self.Groups, f.opts.Self.Groups)})
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("replica %s: %v", replica, err))
 		}

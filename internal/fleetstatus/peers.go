@@ -14,6 +14,9 @@ type Peer struct {
 	Replica string
 	Self
 	Streams int
+	// sameShard: it serves the groups this replica serves (sameGroups),
+	// worked out when the summaries are read, not for each new stream.
+	sameShard bool
 }
 
 // Serves reports whether a replica publishing self serves group: every
@@ -38,7 +41,7 @@ func (f *Fleet) Load(local int) guard.Load {
 	defer f.mu.Unlock()
 	l := guard.Load{Replicas: 1, Streams: local, Fresh: f.fresh()}
 	for _, p := range f.peers {
-		if !sameGroups(p.Groups, f.opts.Self.Groups) {
+		if !p.sameShard {
 			continue
 		}
 		// A draining replica's streams are on their way to the others:
