@@ -1,45 +1,13 @@
 package cli
 
 import (
-	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/spf13/pflag"
 )
 
 // relay --help lists its flags in sections, every flag in exactly one.
 func TestRelayHelpInSections(t *testing.T) {
-	code, help, stderr := run("relay", "--help")
-	if code != 0 {
-		t.Fatalf("relay --help: exit %d: %s", code, stderr)
-	}
-	for _, title := range []string{"Upstream flags:", "Admin API flags:", "Security flags:", "Limits flags:"} {
-		if !strings.Contains(help, "\n"+title+"\n") {
-			t.Errorf("relay --help lacks the section %q", title)
-		}
-	}
-	relay, _, err := newRoot(nil, nil, func(string) string { return "" }).Find([]string{"relay"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	visit := func(f *pflag.Flag) {
-		if f.Hidden {
-			return
-		}
-		n++
-		line := regexp.MustCompile(`(?m)^\s+(-\w, )?--` + regexp.QuoteMeta(f.Name) + `\s`)
-		if got := len(line.FindAllString(help, -1)); got != 1 {
-			t.Errorf("--%s is listed %d times in relay --help, want once", f.Name, got)
-		}
-	}
-	relay.InitDefaultHelpFlag()
-	relay.LocalFlags().VisitAll(visit)
-	relay.InheritedFlags().VisitAll(visit)
-	if n < 30 {
-		t.Errorf("visited %d flags: the walk is broken", n)
-	}
+	checkSectionedHelp(t, "relay", 30, "Upstream flags:", "Admin API flags:", "Security flags:", "Limits flags:")
 }
 
 // A relay without an upstream, or keyed per proxy, does not start, and
