@@ -91,6 +91,28 @@ type Group struct {
 // then the default group.
 type Groups []Group
 
+// Rule is how a group takes nodes, and no more (neither its resources nor
+// its rollout): what GET /v1/groups publishes and a relay in front reads,
+// to key its proxies by the group the server would put them in.
+type Rule struct {
+	Name       string   `json:"name"`
+	Match      Match    `json:"match"`
+	Default    bool     `json:"default,omitempty"`
+	Identities []string `json:"identities,omitempty"`
+}
+
+// Rules is GET /v1/groups's body: the served fleet's version and its
+// group rules, in the order they are tried.
+type Rules struct {
+	Version string `json:"version"`
+	Groups  []Rule `json:"groups"`
+}
+
+// Rule is g's rule.
+func (g Group) Rule() Rule {
+	return Rule{Name: g.Name, Match: g.Match, Default: g.Default, Identities: g.Identities}
+}
+
 // Resolve returns the index of the group n belongs to, or -1 for none.
 func (gs Groups) Resolve(n Node) int {
 	def := -1

@@ -194,15 +194,7 @@ func (g *GroupRules) fetch(ctx context.Context) (nodegroup.Groups, string, error
 	if len(b) > maxGroupsBody {
 		return nil, "", fmt.Errorf("GET /v1/groups: body past the bound of %d bytes", maxGroupsBody)
 	}
-	var body struct {
-		Version string `json:"version"`
-		Groups  []struct {
-			Name       string          `json:"name"`
-			Match      nodegroup.Match `json:"match"`
-			Default    bool            `json:"default"`
-			Identities []string        `json:"identities"`
-		} `json:"groups"`
-	}
+	var body nodegroup.Rules
 	if err := json.Unmarshal(b, &body); err != nil {
 		return nil, "", fmt.Errorf("GET /v1/groups: %w", err)
 	}
