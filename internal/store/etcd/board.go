@@ -80,8 +80,12 @@ func (b *Board) Put(ctx context.Context, shards [][]byte) error {
 			return err
 		}
 	}
-	for i := len(shards); i < b.written; i++ {
-		if err := b.op(ctx, "deleting old status", clientv3.OpDelete(b.key(i))); err != nil {
+	if len(shards) < b.written {
+		// One request for all of them: after a lost lease how many are
+		// left is unknown (up to maxBoardShards), and deleting them one by
+		// one could outlast the new lease, which takes the values just put.
+		rest := clientv3.OpDelete(b.key(len(shards)), clientv3.WithRange(b.key(maxBoardShards)))
+		if err := b.op(ctx, "deleting old status", rest); err != nil {
 			return err
 		}
 	}
