@@ -135,6 +135,8 @@ type Controller struct {
 	// saveMu orders the writes.
 	staged atomic.Pointer[stagedState]
 	saveMu sync.Mutex
+	// maxState bounds the state written (maxStateBytes less sealRoom).
+	maxState int
 }
 
 // ErrHalted is wrapped by Publish's refusal of a change while a rollout
@@ -152,7 +154,7 @@ func New(o Options) (*Controller, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Controller{o: o, wake: make(chan struct{}, 1), runs: map[string]*run{}}
+	c := &Controller{o: o, wake: make(chan struct{}, 1), runs: map[string]*run{}, maxState: maxStateBytes - sealRoom}
 	st, err := load(o.StatePath, o.Seal)
 	if err != nil {
 		return nil, err

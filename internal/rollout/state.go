@@ -123,9 +123,37 @@ func (l *lateness) due(within time.Duration) time.Time {
 type state struct {
 	// Format is the layout's version: a newer one is refused rather than
 	// half read.
-	Format   int                      `json:"format"`
-	Rollouts []Status                 `json:"rollouts"`
-	Files    map[string][]config.File `json:"files,omitempty"`
+	Format   int                    `json:"format"`
+	Rollouts []Status               `json:"rollouts"`
+	Files    map[string][]savedFile `json:"files,omitempty"`
+}
+
+// savedFile is a config file as the state keeps it: with whether the
+// source that rendered it bounds it (config.File.SourceBounded), which
+// config.File does not encode, so that no writer of the store or the API
+// can claim it. The state is Pylon's own, written 0600 and sealed; read
+// back without it, a large cluster's files would count against the own
+// files' limit and the saved config would no longer compile.
+type savedFile struct {
+	config.File
+	Bounded bool `json:"bounded,omitempty"`
+}
+
+func savedFiles(files []config.File) []savedFile {
+	out := make([]savedFile, len(files))
+	for i, f := range files {
+		out[i] = savedFile{File: f, Bounded: f.SourceBounded}
+	}
+	return out
+}
+
+func configFiles(saved []savedFile) []config.File {
+	out := make([]config.File, len(saved))
+	for i, f := range saved {
+		out[i] = f.File
+		out[i].SourceBounded = f.Bounded
+	}
+	return out
 }
 
 // stateFormat is the layout this code writes. Format 0 (before the field)
@@ -138,8 +166,15 @@ const stateFormat = 1
 // group at most.
 const maxSavedRollouts = 10_000
 
-// maxStateBytes bounds the state file read on start.
-const maxStateBytes = 4*config.MaxTotalBytes + 1<<20
+// maxStateBytes bounds the state file read on start, and so the state
+// written: room for a few saved configs of the own files' limit and what
+// a source renders beside them (a cluster's services and endpoints).
+const maxStateBytes = 8*config.MaxTotalBytes + 1<<20
+
+// sealRoom is what sealing adds to the state (a header naming the key, a
+// nonce and a tag), and more: a state is written only if it fits
+// maxStateBytes - sealRoom.
+const sealRoom = 4 << 10
 
 // stateContext is the additional data the state file is sealed with.
 const stateContext = "rollout state"
@@ -256,21 +291,34 @@ func (c *Controller) flush() {
 			err = writeFile(c.o.StatePath, c.o.Seal.Seal(stateContext, st.b))
 		}
 		if err != nil {
-			c.o.Logger.Error("rollout state not saved: a restart would not resume the rollouts", "path", c.o.StatePath, "err", err)
+			// The state on disk is older: resumed, it would stage changes
+			// that have moved on since.
+			rmErr := os.Remove(c.o.StatePath)
+			if errors.Is(rmErr, fs.ErrNotExist) {
+				rmErr = nil
+			}
+			c.o.Logger.Error("rollout state not saved, and the older one removed: a restart would not resume the rollouts", "path", c.o.StatePath, "err", err, "remove_err", rmErr)
 		}
 	}
 }
 
 // encodeState encodes the rollouts in progress, with mu held.
 func (c *Controller) encodeState() ([]byte, error) {
-	st := state{Format: stateFormat, Files: map[string][]config.File{}}
+	st := state{Format: stateFormat, Files: map[string][]savedFile{}}
 	for _, n := range c.names() {
 		r := c.runs[n]
 		r.FromFiles = filesKey(r.files)
-		st.Files[r.FromFiles] = r.files
+		if st.Files[r.FromFiles] == nil {
+			st.Files[r.FromFiles] = savedFiles(r.files)
+		}
 		st.Rollouts = append(st.Rollouts, r.Status)
 	}
-	return json.Marshal(st)
+	b, err := json.Marshal(st)
+	if err == nil && len(b) > c.maxState {
+		// Written, a start would refuse it.
+		return nil, fmt.Errorf("the state is %d bytes, over the %d-byte limit", len(b), c.maxState)
+	}
+	return b, err
 }
 
 func writeFile(path string, b []byte) error {
@@ -318,7 +366,7 @@ func (c *Controller) resume(f *fleet.Fleet) {
 		if g == nil || rule.Rollout == nil || c.o.Compile == nil {
 			continue
 		}
-		files := c.saved.Files[s.FromFiles]
+		files := configFiles(c.saved.Files[s.FromFiles])
 		old, err := c.o.Compile(files)
 		var prev *fleet.Group
 		if err == nil {

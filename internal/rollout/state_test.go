@@ -2,6 +2,9 @@ package rollout
 
 import (
 	"encoding/json"
+	"errors"
+	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,5 +158,62 @@ func TestStateWriteDoesNotBlockEvents(t *testing.T) {
 	st, err := load(path, nil)
 	if err != nil || st == nil || len(st.Rollouts) != 1 || st.Rollouts[0].Stage != 2 {
 		t.Fatalf("state on disk after the write: %+v, %v; want the rollout at stage 2", st, err)
+	}
+}
+
+// A halted rollout's previous config that holds a file a source bounds
+// itself (the Kubernetes source's, outside the own files' 64 MiB) is
+// compiled after a restart with that file still marked so: read back as
+// an own file, a large cluster's files would put the saved config over the
+// limit, it would not compile, and every node would get the halted change.
+func TestRestartKeepsWhichFilesASourceBounds(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rollouts.json")
+	v1, v2 := policyFleet(t, time.Second, policy), policyFleet(t, 2*time.Second, policy)
+	var compiled [][]config.File
+	compile := func(fs []config.File) (*fleet.Fleet, error) {
+		compiled = append(compiled, fs)
+		return map[string]*fleet.Fleet{"1": v1, "2": v2}[string(fs[0].Data)], nil
+	}
+	clk := newClock()
+	c, _ := New(Options{Publisher: fleet.NewPublisher(), StatePath: path, Compile: compile, Now: clk.Now, After: clk.After})
+	c.Publish(v1, append(files("1"), config.File{Path: "kubernetes/services.json", Data: []byte("{}"), SourceBounded: true}))
+	c.Publish(v2, files("2"))
+	if _, err := c.Halt("edge"); err != nil {
+		t.Fatal(err)
+	}
+	c2, err := New(Options{Publisher: fleet.NewPublisher(), StatePath: path, Compile: compile, Now: clk.Now, After: clk.After})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2.Publish(v2, files("2"))
+	if len(compiled) != 1 || len(compiled[0]) != 2 || !compiled[0][1].SourceBounded || compiled[0][0].SourceBounded {
+		t.Fatalf("the saved previous config compiled after the restart as %+v, want c.yaml as an own file and kubernetes/services.json still bounded by its source", compiled)
+	}
+	if s := c2.Status(); len(s) != 1 || s[0].Halted != ReasonOperator {
+		t.Fatalf("after a restart: %+v, want the rollout still halted", s)
+	}
+}
+
+// A state larger than a start would read is not written, and the older
+// state on disk is removed with it: a restart then resumes no rollout (as
+// the log says) rather than failing to start on a file over the bound, or
+// resuming a rollout that has moved on since.
+func TestStateOverTheBoundIsNotLeftStale(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rollouts.json")
+	var logs strings.Builder
+	clk := newClock()
+	c, _ := New(Options{Publisher: fleet.NewPublisher(), StatePath: path, Now: clk.Now, After: clk.After, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	c.Publish(policyFleet(t, time.Second, policy), files("1"))
+	c.Publish(policyFleet(t, 2*time.Second, policy), files("2"))
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the state of a rollout: %v, want it written", err)
+	}
+	c.maxState = 64 // the next state is over it
+	c.Publish(policyFleet(t, 3*time.Second, policy), files("3"))
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("state file after a state over the bound: %v, want the older one removed", err)
+	}
+	if !strings.Contains(logs.String(), "over the 64-byte limit") {
+		t.Errorf("log: %s\nwant it to say the state is over the limit", logs.String())
 	}
 }
