@@ -582,8 +582,10 @@ func (st *stream) identify(node *corev3.Node) error {
 	// extensions and metadata run to kilobytes for every Envoy.
 	mnode := fleet.NodeOf(node)
 	mnode.Identities = st.ident.Names()
-	if f := st.srv.opts.Fleets.Current(); f != nil {
-		if g := f.GroupOf(mnode); g != nil && g.Unserved {
+	f := st.srv.opts.Fleets.Current()
+	var g *fleet.Group
+	if f != nil {
+		if g = f.GroupOf(mnode); g != nil && g.Unserved {
 			return st.refuseShard(g, node.GetId())
 		}
 	}
@@ -619,7 +621,11 @@ func (st *stream) identify(node *corev3.Node) error {
 			st.told = protocol.NewTold()
 		}
 	}
-	st.useFleet(st.srv.opts.Fleets.Current())
+	if cur := st.srv.opts.Fleets.Current(); cur != f {
+		st.useFleet(cur) // published while the stream waited for admission
+	} else if f != nil {
+		st.place(f, g)
+	}
 	st.opened = time.Now()
 	if st.live != nil {
 		st.live.opened = st.opened
@@ -668,8 +674,13 @@ func (st *stream) useFleet(f *fleet.Fleet) {
 	if f == nil || f == st.fleet {
 		return
 	}
+	st.place(f, f.GroupOf(st.mnode))
+}
+
+// place makes f the stream's fleet and g, the node's group in it, its
+// group.
+func (st *stream) place(f *fleet.Fleet, g *fleet.Group) {
 	st.fleet = f
-	g := f.GroupOf(st.mnode)
 	switch {
 	case g == nil && (st.group != nil || !st.noGroupLogged):
 		// The classic silent failure: a proxy that connects fine and gets
