@@ -92,54 +92,73 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 		return nil
 	}
 	if owe {
-		pl := st.planner()
-		p := &pl
-		next, _ := w.Plan(p, snap.Set(t.URL))
-		switch {
-		case kind == protocol.ReqInitial && st.spares(req, w, next, p, snap.Set(t.URL)):
-			st.spare(w, next, snap.Set(t.URL))
-			if err := st.greet(w); err != nil {
-				return err
-			}
-			if err := st.tellMissing(w, next, snap); err != nil {
-				return err
-			}
-		case w.Type.FullState || len(next.Next) > 0:
-			// What the request asked for may be held back; a per-resource
-			// type then has nothing to say yet (X22).
-			if err := st.respond(w, next, snap); err != nil {
-				return err
-			}
-		default:
-			if err := st.tellMissing(w, next, snap); err != nil {
-				return err
-			}
-		}
-		// The plan covers the whole subscription: anything it held back
-		// is what the client still lacks.
-		expect(st.stream, &w.TypeState, &w.live, t.URL, snap.Set(t.URL).Version(), p.Flags() != [3]bool{})
-		st.done(p, false)
+		err = st.answerOwed(req, w, kind, snap)
 	} else {
-		// A per-resource type owes no response when nothing subscribed
-		// exists (X22); a client reading resource_errors is still told,
-		// and its answer to a response whose errors stopped at the bound
-		// is told the next of them.
-		told := false
-		answer := kind == protocol.ReqACK || kind == protocol.ReqNACK
-		if st.told != nil && (w.Sub != sub || answer && st.told.Backlog(t.URL)) {
-			var err error
-			if told, err = st.tellHeld(w, snap); err != nil {
-				return err
-			}
-		}
-		if told || !w.Sent {
-			expect(st.stream, &w.TypeState, &w.live, t.URL, snap.Set(t.URL).Version(), !told)
-		}
+		err = st.answerUnowed(w, kind, sub, snap)
+	}
+	if err != nil {
+		return err
 	}
 	if (kind == protocol.ReqACK || kind == protocol.ReqNACK) && st.holding {
 		// An answer may release what was held back for it: request
 		// pushes once this frame is gone (stack depth, see serveStream).
 		st.releaseAfter = true
+	}
+	return nil
+}
+
+// answerOwed answers a request that owes a response (a new subscription,
+// a changed one, or an initial request): the planned response, or what
+// the client still lacks.
+func (st *sotwStream) answerOwed(req *discoveryv3.DiscoveryRequest, w *sotwEntry, kind protocol.RequestKind, snap *snapshot.Snapshot) error {
+	t := w.Type
+	pl := st.planner()
+	p := &pl
+	next, _ := w.Plan(p, snap.Set(t.URL))
+	switch {
+	case kind == protocol.ReqInitial && st.spares(req, w, next, p, snap.Set(t.URL)):
+		st.spare(w, next, snap.Set(t.URL))
+		if err := st.greet(w); err != nil {
+			return err
+		}
+		if err := st.tellMissing(w, next, snap); err != nil {
+			return err
+		}
+	case w.Type.FullState || len(next.Next) > 0:
+		// What the request asked for may be held back; a per-resource
+		// type then has nothing to say yet (X22).
+		if err := st.respond(w, next, snap); err != nil {
+			return err
+		}
+	default:
+		if err := st.tellMissing(w, next, snap); err != nil {
+			return err
+		}
+	}
+	// The plan covers the whole subscription: anything it held back
+	// is what the client still lacks.
+	expect(st.stream, &w.TypeState, &w.live, t.URL, snap.Set(t.URL).Version(), p.Flags() != [3]bool{})
+	st.done(p, false)
+	return nil
+}
+
+// answerUnowed handles a request that owes no response.
+func (st *sotwStream) answerUnowed(w *sotwEntry, kind protocol.RequestKind, sub *protocol.Subscription, snap *snapshot.Snapshot) error {
+	t := w.Type
+	// A per-resource type owes no response when nothing subscribed
+	// exists (X22); a client reading resource_errors is still told,
+	// and its answer to a response whose errors stopped at the bound
+	// is told the next of them.
+	told := false
+	answer := kind == protocol.ReqACK || kind == protocol.ReqNACK
+	if st.told != nil && (w.Sub != sub || answer && st.told.Backlog(t.URL)) {
+		var err error
+		if told, err = st.tellHeld(w, snap); err != nil {
+			return err
+		}
+	}
+	if told || !w.Sent {
+		expect(st.stream, &w.TypeState, &w.live, t.URL, snap.Set(t.URL).Version(), !told)
 	}
 	return nil
 }
