@@ -226,6 +226,38 @@ func Envoy(o Options) (*bootstrapv3.Bootstrap, error) {
 	if o.Delta {
 		apiType = corev3.ApiConfigSource_DELTA_GRPC
 	}
+	adminPort := o.AdminPort
+	if adminPort == 0 {
+		adminPort = 9901
+	}
+	xds, err := o.xdsCluster(host, port)
+	if err != nil {
+		return nil, err
+	}
+	return &bootstrapv3.Bootstrap{
+		Node: node,
+		DynamicResources: &bootstrapv3.Bootstrap_DynamicResources{
+			AdsConfig: &corev3.ApiConfigSource{
+				ApiType:                   apiType,
+				TransportApiVersion:       corev3.ApiVersion_V3,
+				SetNodeOnFirstMessageOnly: true,
+				GrpcServices: []*corev3.GrpcService{{
+					TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: xdsCluster}},
+				}},
+			},
+			CdsConfig: ads(),
+			LdsConfig: ads(),
+		},
+		StaticResources: &bootstrapv3.Bootstrap_StaticResources{
+			Clusters: []*clusterv3.Cluster{xds},
+		},
+		Admin: &bootstrapv3.Admin{Address: socketAddress("127.0.0.1", adminPort)},
+	}, nil
+}
+
+// xdsCluster is the bootstrap's static cluster that reaches Pylon at
+// host:port: HTTP/2 with keepalives, TLS when o.TLS says so.
+func (o Options) xdsCluster(host string, port uint32) (*clusterv3.Cluster, error) {
 	// xDS is gRPC, so HTTP/2; keepalive pings find a dead control plane
 	// connection long before TCP would.
 	h2, err := anypb.New(&httpv3.HttpProtocolOptions{
@@ -245,53 +277,31 @@ func Envoy(o Options) (*bootstrapv3.Bootstrap, error) {
 	if net.ParseIP(host) != nil {
 		discovery = clusterv3.Cluster_STATIC
 	}
-	adminPort := o.AdminPort
-	if adminPort == 0 {
-		adminPort = 9901
-	}
 	var transport *corev3.TransportSocket
 	if o.TLS != nil {
 		if transport, err = upstreamTLS(o.TLS, host); err != nil {
 			return nil, err
 		}
 	}
-	return &bootstrapv3.Bootstrap{
-		Node: node,
-		DynamicResources: &bootstrapv3.Bootstrap_DynamicResources{
-			AdsConfig: &corev3.ApiConfigSource{
-				ApiType:                   apiType,
-				TransportApiVersion:       corev3.ApiVersion_V3,
-				SetNodeOnFirstMessageOnly: true,
-				GrpcServices: []*corev3.GrpcService{{
-					TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: xdsCluster}},
-				}},
-			},
-			CdsConfig: ads(),
-			LdsConfig: ads(),
+	return &clusterv3.Cluster{
+		Name:                 xdsCluster,
+		ConnectTimeout:       durationpb.New(5 * time.Second),
+		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: discovery},
+		TypedExtensionProtocolOptions: map[string]*anypb.Any{
+			"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": h2,
 		},
-		StaticResources: &bootstrapv3.Bootstrap_StaticResources{
-			Clusters: []*clusterv3.Cluster{{
-				Name:                 xdsCluster,
-				ConnectTimeout:       durationpb.New(5 * time.Second),
-				ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: discovery},
-				TypedExtensionProtocolOptions: map[string]*anypb.Any{
-					"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": h2,
-				},
-				UpstreamConnectionOptions: &clusterv3.UpstreamConnectionOptions{TcpKeepalive: &corev3.TcpKeepalive{}},
-				TransportSocket:           transport,
-				LoadAssignment: &endpointv3.ClusterLoadAssignment{
-					ClusterName: xdsCluster,
-					Endpoints: []*endpointv3.LocalityLbEndpoints{{
-						LbEndpoints: []*endpointv3.LbEndpoint{{
-							HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
-								Address: socketAddress(host, port),
-							}},
-						}},
+		UpstreamConnectionOptions: &clusterv3.UpstreamConnectionOptions{TcpKeepalive: &corev3.TcpKeepalive{}},
+		TransportSocket:           transport,
+		LoadAssignment: &endpointv3.ClusterLoadAssignment{
+			ClusterName: xdsCluster,
+			Endpoints: []*endpointv3.LocalityLbEndpoints{{
+				LbEndpoints: []*endpointv3.LbEndpoint{{
+					HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+						Address: socketAddress(host, port),
 					}},
-				},
+				}},
 			}},
 		},
-		Admin: &bootstrapv3.Admin{Address: socketAddress("127.0.0.1", adminPort)},
 	}, nil
 }
 
