@@ -687,7 +687,8 @@ func (s *Source) transform(obj any) (any, error) {
 }
 
 // transform drops what Pylon does not read before an object is cached:
-// managed fields, annotations, owners; a Service's spec but its ports; an
+// managed fields, annotations, owners; a Service's spec but its ports and
+// traffic distribution; an
 // endpoint's target, node and hints. The informers' caches hold a fraction
 // of the objects' size.
 func transform(obj any) (any, error) { return transformWith(obj, false) }
@@ -698,7 +699,7 @@ func transformWith(obj any, nodes bool) (any, error) {
 	case *corev1.Service:
 		return &corev1.Service{
 			ObjectMeta: slimMeta(o.ObjectMeta),
-			Spec:       corev1.ServiceSpec{Ports: o.Spec.Ports, ClusterIP: o.Spec.ClusterIP},
+			Spec:       corev1.ServiceSpec{Ports: o.Spec.Ports, ClusterIP: o.Spec.ClusterIP, TrafficDistribution: o.Spec.TrafficDistribution},
 		}, nil
 	case *discoveryv1.EndpointSlice:
 		eps := make([]discoveryv1.Endpoint, len(o.Endpoints))

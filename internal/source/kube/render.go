@@ -74,7 +74,7 @@ func newService(s *corev1.Service, n naming) (*service, error) {
 		if p.Protocol != "" && p.Protocol != corev1.ProtocolTCP {
 			continue
 		}
-		svc := model.Service{Name: n.prefix + ServiceName(s.Namespace, s.Name, p.Name), Endpoints: []model.Endpoint{}}
+		svc := model.Service{Name: n.prefix + ServiceName(s.Namespace, s.Name, p.Name), Endpoints: []model.Endpoint{}, TrafficDistribution: trafficOf(s.Spec.TrafficDistribution)}
 		if p.AppProtocol != nil {
 			svc.Protocol = protocolOf(*p.AppProtocol)
 		}
@@ -96,6 +96,24 @@ func protocolOf(app string) string {
 		return "grpc"
 	case "kubernetes.io/h2c", "http2", "h2c":
 		return "http2"
+	}
+	return ""
+}
+
+// trafficOf maps a Service's spec.trafficDistribution to the model's
+// traffic_distribution: PreferClose and PreferSameZone (its newer name)
+// as they are; PreferSameNode as PreferSameZone, since Pylon cannot tell a
+// proxy's node but knows its zone (and Kubernetes falls back from the node
+// to the zone); anything else (a value of a later Kubernetes) not at all.
+func trafficOf(td *string) string {
+	if td == nil {
+		return ""
+	}
+	switch *td {
+	case corev1.ServiceTrafficDistributionPreferClose, corev1.ServiceTrafficDistributionPreferSameZone:
+		return *td
+	case corev1.ServiceTrafficDistributionPreferSameNode:
+		return corev1.ServiceTrafficDistributionPreferSameZone
 	}
 	return ""
 }
