@@ -339,8 +339,12 @@ func (s *Source) replace(c *cluster, w *watch) {
 		}
 	}
 	// The slices held are counted anew, each admitted as it is made: the
-	// new ones are bounded as they are rendered.
+	// new ones are bounded as they are rendered. They are rendered under
+	// s.mu with the Nodes as the node informer's cache has them, so that
+	// a Node's change handled meanwhile renders the new slices again, not
+	// the old ones.
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, old := range c.slices {
 		s.held -= len(old.eps)
 	}
@@ -348,22 +352,18 @@ func (s *Source) replace(c *cluster, w *watch) {
 		s.replaceNodes(c, w.nodeStore)
 	}
 	c.byNode = map[string]map[key]struct{}{}
-	s.mu.Unlock()
 	for _, st := range w.sliceStores {
 		for _, obj := range st.List() {
 			if sl, ok := obj.(*discoveryv1.EndpointSlice); ok {
 				k := key{sl.Namespace, sl.Name}
-				s.mu.Lock()
 				if r, err := newSliceAt(sl, c.naming, s.check, c.nodes); err == nil {
 					s.keepObj(r, sl)
 					slices[k] = s.admit(nil, r)
 					c.index(k, nil, slices[k])
 				}
-				s.mu.Unlock()
 			}
 		}
 	}
-	s.mu.Lock()
 	c.services, c.slices = services, slices
 	// Counted again whole: a change handled meanwhile counted the old map.
 	s.held = 0
@@ -372,7 +372,6 @@ func (s *Source) replace(c *cluster, w *watch) {
 			s.held += len(sl.eps)
 		}
 	}
-	s.mu.Unlock()
 }
 
 // files renders the current objects, and logs what the clusters' objects

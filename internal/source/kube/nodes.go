@@ -164,7 +164,12 @@ func (s *Source) deleteNode(c *cluster, name string) bool {
 // rerender renders again the slices with endpoints on the node name: a
 // Node's relabelling renders those alone. s.mu is held.
 func (s *Source) rerender(c *cluster, name string) {
+	// The keys first: renderSlice files each again under its nodes.
+	keys := make([]key, 0, len(c.byNode[name]))
 	for k := range c.byNode[name] {
+		keys = append(keys, k)
+	}
+	for _, k := range keys {
 		if old := c.slices[k]; old != nil && old.obj != nil {
 			s.renderSlice(c, k, old.obj)
 		}
