@@ -7,6 +7,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -53,7 +54,11 @@ func TestPreferCloseGivesAZonePinnedGroupItsZoneFirstAndTheRestAsFallback(t *tes
 		{"no endpoint in the zone", nodegroup.Match{Zone: "x"}, localities("r1/a", "r1/b"), nil},
 		{"every endpoint in the zone", nodegroup.Match{Zone: "a"}, localities("r1/a", "r2/a"), nil},
 	} {
+		before := proto.Clone(c.in)
 		got := closeFirst(c.in, c.match)
+		if d := cmp.Diff(before, c.in, protocmp.Transform()); d != "" {
+			t.Errorf("%s: the assignment given, shared by other groups, was changed (-before +after):\n%s", c.name, d)
+		}
 		if c.want == nil {
 			if got != nil {
 				t.Errorf("%s: rewritten to %v; want it unchanged", c.name, got)
