@@ -509,18 +509,26 @@ func TestKubernetesSecretsDocumented(t *testing.T) {
 	}
 }
 
-// kubeSourceReads is all the Kubernetes source may do: read Services and
-// EndpointSlices. The RBAC shipped grants nothing more.
-var kubeSourceReads = map[string]bool{"/services": true, "discovery.k8s.io/endpointslices": true}
+// kubeSourceReads is all the Kubernetes source may do, by ClusterRole:
+// read Services and EndpointSlices, and, in a role of its own applied only
+// with --kube-node-localities, Nodes. The RBAC shipped grants nothing more.
+var kubeSourceReads = map[string]map[string]bool{
+	"pylon-kube-source": {"/services": true, "discovery.k8s.io/endpointslices": true},
+	"pylon-kube-nodes":  {"/nodes": true},
+}
 
 // checkKubeSourceRBAC checks the only RBAC shipped, the Kubernetes
 // source's: ClusterRoles that get, list and watch Services and
-// EndpointSlices and nothing else, bound only to the pylon ServiceAccount.
+// EndpointSlices, or Nodes, and nothing else, bound only to the pylon
+// ServiceAccount.
 func checkKubeSourceRBAC(t *testing.T, m *manifests) {
 	t.Helper()
 	roles := map[string]bool{}
 	for _, r := range m.roles {
 		roles[r.Name] = true
+		if kubeSourceReads[r.Name] == nil {
+			t.Errorf("ClusterRole %s: not one of the Kubernetes source's roles", r.Name)
+		}
 		if r.AggregationRule != nil {
 			t.Errorf("ClusterRole %s: aggregates other roles; it must list its rules", r.Name)
 		}
@@ -535,8 +543,8 @@ func checkKubeSourceRBAC(t *testing.T, m *manifests) {
 			}
 			for _, g := range rule.APIGroups {
 				for _, res := range rule.Resources {
-					if !kubeSourceReads[g+"/"+res] {
-						t.Errorf("ClusterRole %s: rules[%d]: %s in group %q; the Kubernetes source reads only services and discovery.k8s.io endpointslices", r.Name, i, res, g)
+					if !kubeSourceReads[r.Name][g+"/"+res] {
+						t.Errorf("ClusterRole %s: rules[%d]: %s in group %q; the Kubernetes source reads only services and discovery.k8s.io endpointslices, and nodes in pylon-kube-nodes alone", r.Name, i, res, g)
 					}
 				}
 			}

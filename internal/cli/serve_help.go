@@ -16,7 +16,7 @@ var serveSections = []flagSection{
 	{"Config", []string{"config", "debounce", "debounce-settle", "debounce-max", "resync", "history-limit"}},
 	{"Git", []string{"config-git", "git-ref", "git-path", "git-poll", "git-timeout", "git-credentials-file", "git-known-hosts"}},
 	{"Admin API", []string{"admin-addr", "admin-token-file", "read-token-file", "relay-token-file", "admin-tls-cert", "admin-tls-key", "admin-client-ca", "admin-insecure"}},
-	{"Kubernetes", []string{"kubeconfig", "kube-in-cluster", "kube-cluster", "kube-merge", "kube-namespaces", "kube-selector", "kube-deny-cidrs", "kube-allow-cidrs", "kube-foreign-slices"}},
+	{"Kubernetes", []string{"kubeconfig", "kube-in-cluster", "kube-cluster", "kube-merge", "kube-namespaces", "kube-selector", "kube-deny-cidrs", "kube-allow-cidrs", "kube-foreign-slices", "kube-node-localities"}},
 	{"Store", []string{"data-dir", "store", "etcd-endpoints", "etcd-prefix", "etcd-cert", "etcd-key", "etcd-ca", "etcd-timeout", "etcd-probe", "encryption-key-file"}},
 	{"Security", []string{"xds-tls-cert", "xds-tls-key", "xds-client-ca", "xds-require-client-cert", "node-identity", "trust-domain", "csds-identity", "insecure-serve-secrets", "secret-dir"}},
 	{"Limits", []string{"max-initial-sends", "new-streams-per-second", "max-resource-names", "max-streams-per-connection", "send-stall", "xds-rest-max-polls", "admin-max-conns"}},

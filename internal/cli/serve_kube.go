@@ -18,4 +18,5 @@ func addKubeFlags(cmd *cobra.Command, o *daemon.Options) {
 	f.StringSliceVar(&o.Kube.DenyCIDRs, "kube-deny-cidrs", daemon.DefaultKubeDenyCIDRs(), "never serve an endpoint address in these CIDRs (default: the cloud metadata services'; empty denies none of them; loopback, link-local and multicast are never served)")
 	f.StringSliceVar(&o.Kube.AllowCIDRs, "kube-allow-cidrs", nil, "serve only endpoint addresses in these CIDRs, e.g. the pod network's (default: any not denied)")
 	f.BoolVar(&o.Kube.ForeignSlices, "kube-foreign-slices", false, "also serve EndpointSlices not made by Kubernetes' EndpointSlice controller (custom controllers, slices written by hand, mirrored Endpoints)")
+	f.BoolVar(&o.Kube.NodeLocalities, "kube-node-localities", false, "also read each Node's topology.kubernetes.io/region and zone labels (metadata only) as its endpoints' locality; needs get, list and watch on nodes (deploy/kubernetes/pylon-kube-nodes-rbac.yaml)")
 }

@@ -184,6 +184,7 @@ func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, 
 			continue
 		}
 		snaps[i] = servers.apply(reg, all, scoped(reg, all, g), g.Name)
+		snaps[i] = preferClose(reg, doc.Services, snaps[i], g)
 		problems = append(problems, clashes(snaps[i], g.Name)...)
 		// rules[i] is doc.Groups[i]: a group that was skipped is a problem
 		// reported above.

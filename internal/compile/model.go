@@ -176,6 +176,7 @@ func (c *checker) service(s *model.Service, grpc bool) {
 	const kind = "service"
 	oneOf(c, s.Source, kind, s.Name, "protocol", s.Protocol, translate.Protocols())
 	oneOf(c, s.Source, kind, s.Name, "lb", s.LB, translate.LBPolicies())
+	c.checkTrafficDistribution(s)
 	type hostPort struct {
 		address string
 		port    uint32

@@ -44,6 +44,9 @@ type KubeOptions struct {
 	// ForeignSlices serves EndpointSlices not made by Kubernetes'
 	// EndpointSlice controller.
 	ForeignSlices bool
+	// NodeLocalities reads the Nodes' topology labels as their endpoints'
+	// locality (it needs get, list and watch on nodes).
+	NodeLocalities bool
 }
 
 // DefaultKubeDenyCIDRs is --kube-deny-cidrs' default: the cloud metadata
@@ -76,7 +79,8 @@ func newKube(o Options, met *metrics.Metrics, log *slog.Logger) (*kube.Source, e
 		Kubeconfig: k.Kubeconfig, InCluster: k.InCluster, Named: named, Separate: separate,
 		Namespaces: k.Namespaces, Selector: k.Selector,
 		DenyCIDRs: k.DenyCIDRs, AllowCIDRs: k.AllowCIDRs, ForeignSlices: k.ForeignSlices,
-		Quiet: o.DebounceQuiet, MaxWait: o.DebounceMax, Logger: log, OnEvent: met.SourceEvent, OnRead: met.Reload,
+		NodeLocalities: k.NodeLocalities,
+		Quiet:          o.DebounceQuiet, MaxWait: o.DebounceMax, Logger: log, OnEvent: met.SourceEvent, OnRead: met.Reload,
 		OnCluster: func(st source.ClusterStatus) {
 			met.KubeCluster(st.Name, st.Connected, st.LastContact)
 			met.KubeClusterDegraded(st.Name, st.Degraded)

@@ -38,6 +38,12 @@ type Service struct {
 	Outlier        *OutlierDetection `json:"outlier_detection,omitempty"`
 	TLS            *UpstreamTLS      `json:"tls,omitempty"`
 	Source         Source            `json:"-"`
+
+	// TrafficDistribution PreferClose (or PreferSameZone, the same) serves
+	// a node group whose match pins a zone that zone's endpoints first,
+	// at priority 0, and the others after them, as a fallback
+	// (Kubernetes' spec.trafficDistribution).
+	TrafficDistribution string `json:"traffic_distribution,omitempty"`
 }
 
 // WeightedRoundRobin is client-side weighted round robin (gRFC A58): each

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -24,10 +25,18 @@ type cluster struct {
 	name   string
 	naming naming
 	cs     kubernetes.Interface
+	// md reads objects' metadata alone (the Nodes' labels).
+	md metadata.Interface
 
 	services map[key]*service
 	slices   map[key]*slice
 	state    source.ClusterStatus
+	// nodes are the Nodes' localities (of those with a topology label),
+	// nodeNotes why a Node's are not read, and byNode the slices with
+	// endpoints on each Node; all empty without Options.NodeLocalities.
+	nodes     map[string]locality
+	nodeNotes map[string]string
+	byNode    map[string]map[key]struct{}
 }
 
 // newCluster is a cluster reached with kubeconfig, or the pod's service
@@ -51,9 +60,14 @@ func newCluster(name, kubeconfig string, n naming) (*cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: %w", err)
 	}
+	md, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: %w", err)
+	}
 	return &cluster{
-		name: name, naming: n, cs: cs, services: map[key]*service{}, slices: map[key]*slice{},
+		name: name, naming: n, cs: cs, md: md, services: map[key]*service{}, slices: map[key]*slice{},
 		state: source.ClusterStatus{Name: name, Since: time.Now()},
+		nodes: map[string]locality{}, nodeNotes: map[string]string{}, byNode: map[string]map[key]struct{}{},
 	}, nil
 }
 
@@ -134,6 +148,12 @@ func (s *Source) relist(ctx context.Context, c *cluster) {
 			return
 		}
 		if _, err := c.cs.DiscoveryV1().EndpointSlices(ns).List(ctx, one); err != nil {
+			s.setError(c, err, false)
+			return
+		}
+	}
+	if s.opts.NodeLocalities {
+		if _, err := c.md.Resource(nodesGVR).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
 			s.setError(c, err, false)
 			return
 		}

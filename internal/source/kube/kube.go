@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/pager"
 	"k8s.io/klog/v2"
@@ -67,6 +68,12 @@ type Options struct {
 	// EndpointSlice controller (custom controllers, slices written by
 	// hand); otherwise they are dropped with a warning.
 	ForeignSlices bool
+	// NodeLocalities reads each Node's topology labels (region and zone)
+	// through a metadata-only watch, for the endpoints on it: it needs
+	// get, list and watch on nodes, cluster-wide. MaxNodes bounds the
+	// nodes whose labels are held (default DefaultMaxNodes).
+	NodeLocalities bool
+	MaxNodes       int
 	// Probe is how often each cluster's API server is asked whether it is
 	// ready (default 5s, each ask bounded by it too).
 	Probe  time.Duration
@@ -143,6 +150,9 @@ func New(opts Options) (*Source, error) {
 	}
 	if opts.MaxServices <= 0 {
 		opts.MaxServices = DefaultMaxServices
+	}
+	if opts.MaxNodes <= 0 {
+		opts.MaxNodes = DefaultMaxNodes
 	}
 	if opts.DenyCIDRs == nil {
 		opts.DenyCIDRs = DefaultDenyCIDRs()
@@ -237,6 +247,11 @@ func (s *Source) namespaces() []string {
 func (s *Source) Sync(ctx context.Context) ([]config.File, error) {
 	list := metav1.ListOptions{LabelSelector: s.opts.Selector, Limit: syncPage}
 	for _, c := range s.clusters {
+		if s.opts.NodeLocalities {
+			if err := s.syncNodes(ctx, c); err != nil {
+				return nil, fmt.Errorf("kubernetes: cluster %s: listing nodes (--kube-node-localities): %w", c.name, err)
+			}
+		}
 		for _, ns := range s.namespaces() {
 			services := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 				return c.cs.CoreV1().Services(ns).List(ctx, o)
@@ -324,24 +339,31 @@ func (s *Source) replace(c *cluster, w *watch) {
 		}
 	}
 	// The slices held are counted anew, each admitted as it is made: the
-	// new ones are bounded as they are rendered.
+	// new ones are bounded as they are rendered. They are rendered under
+	// s.mu with the Nodes as the node informer's cache has them, so that
+	// a Node's change handled meanwhile renders the new slices again, not
+	// the old ones.
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, old := range c.slices {
 		s.held -= len(old.eps)
 	}
-	s.mu.Unlock()
+	if w.nodeStore != nil {
+		s.replaceNodes(c, w.nodeStore)
+	}
+	c.byNode = map[string]map[key]struct{}{}
 	for _, st := range w.sliceStores {
 		for _, obj := range st.List() {
 			if sl, ok := obj.(*discoveryv1.EndpointSlice); ok {
-				if r, err := newSlice(sl, c.naming, s.check); err == nil {
-					s.mu.Lock()
-					slices[key{sl.Namespace, sl.Name}] = s.admit(nil, r)
-					s.mu.Unlock()
+				k := key{sl.Namespace, sl.Name}
+				if r, err := newSliceAt(sl, c.naming, s.check, c.nodes); err == nil {
+					s.keepObj(r, sl)
+					slices[k] = s.admit(nil, r)
+					c.index(k, nil, slices[k])
 				}
 			}
 		}
 	}
-	s.mu.Lock()
 	c.services, c.slices = services, slices
 	// Counted again whole: a change handled meanwhile counted the old map.
 	s.held = 0
@@ -350,7 +372,6 @@ func (s *Source) replace(c *cluster, w *watch) {
 			s.held += len(sl.eps)
 		}
 	}
-	s.mu.Unlock()
 }
 
 // files renders the current objects, and logs what the clusters' objects
@@ -367,6 +388,7 @@ func (s *Source) files() ([]config.File, error) {
 	var changed []source.ClusterStatus
 	for _, c := range s.clusters {
 		d := r.dropped[c.name]
+		c.nodeDrops(d)
 		note := d.String()
 		if d.n == c.state.Dropped && note == c.state.DroppedNote {
 			continue
@@ -389,6 +411,10 @@ type watch struct {
 	factories              []informers.SharedInformerFactory
 	synced                 []cache.InformerSynced
 	svcStores, sliceStores []cache.Store
+	// nodeFactory and nodeStore are the Nodes' metadata-only watch, with
+	// Options.NodeLocalities.
+	nodeFactory metadatainformer.SharedInformerFactory
+	nodeStore   cache.Store
 }
 
 // start starts a cluster's informers, one factory per namespace watched.
@@ -400,7 +426,7 @@ func (s *Source) start(ctx context.Context, c *cluster, w *watch) error {
 		f := informers.NewSharedInformerFactoryWithOptions(c.cs, 0,
 			informers.WithNamespace(ns),
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = s.opts.Selector }),
-			informers.WithTransform(transform))
+			informers.WithTransform(s.transform))
 		w.factories = append(w.factories, f)
 		svc := f.Core().V1().Services().Informer()
 		sl := f.Discovery().V1().EndpointSlices().Informer()
@@ -418,6 +444,9 @@ func (s *Source) start(ctx context.Context, c *cluster, w *watch) error {
 		w.synced = append(w.synced, svc.HasSynced, sl.HasSynced)
 		w.svcStores, w.sliceStores = append(w.svcStores, svc.GetStore()), append(w.sliceStores, sl.GetStore())
 		f.Start(ctx.Done())
+	}
+	if s.opts.NodeLocalities {
+		return s.startNodes(ctx, c, w)
 	}
 	return nil
 }
@@ -439,6 +468,9 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 			if w != nil {
 				for _, f := range w.factories {
 					f.Shutdown()
+				}
+				if w.nodeFactory != nil {
+					w.nodeFactory.Shutdown()
 				}
 			}
 		}
@@ -486,7 +518,7 @@ func (s *Source) await(ctx context.Context, c *cluster, w *watch, synced chan<- 
 	}
 	s.replace(c, w)
 	s.contact(c, time.Now())
-	s.log.Info("kubernetes: watching services and endpointslices", "cluster", c.name, "namespaces", s.opts.Namespaces, "selector", s.opts.Selector)
+	s.log.Info("kubernetes: watching services and endpointslices", "cluster", c.name, "namespaces", s.opts.Namespaces, "selector", s.opts.Selector, "nodeLocalities", s.opts.NodeLocalities)
 	synced <- struct{}{}
 	s.poke()
 }
@@ -584,15 +616,33 @@ func (s *Source) setService(c *cluster, svc *corev1.Service) {
 // setSlice renders one slice's contribution, replacing its last: a
 // change of one slice renders that slice alone.
 func (s *Source) setSlice(c *cluster, sl *discoveryv1.EndpointSlice) {
-	r, err := newSlice(sl, c.naming, s.check)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.renderSlice(c, key{sl.Namespace, sl.Name}, sl)
+}
+
+// renderSlice renders sl, the slice k, in place of its last, with the
+// Nodes' localities as they are now: rendered under s.mu, so that a
+// Node's relabelling meanwhile is not lost. s.mu is held.
+func (s *Source) renderSlice(c *cluster, k key, sl *discoveryv1.EndpointSlice) {
+	r, err := newSliceAt(sl, c.naming, s.check, c.nodes)
 	if err != nil {
 		s.log.Warn("kubernetes: endpointslice left out", "cluster", c.name, "namespace", sl.Namespace, "name", sl.Name, "error", err)
 		return
 	}
-	k := key{sl.Namespace, sl.Name}
-	s.mu.Lock()
-	c.slices[k] = s.admit(c.slices[k], r)
-	s.mu.Unlock()
+	s.keepObj(r, sl)
+	old := c.slices[k]
+	c.slices[k] = s.admit(old, r)
+	c.index(k, old, c.slices[k])
+}
+
+// keepObj keeps in r the slice it was rendered from and its endpoints'
+// nodes, with Options.NodeLocalities (a Node's relabelling renders it
+// again from them).
+func (s *Source) keepObj(r *slice, sl *discoveryv1.EndpointSlice) {
+	if s.opts.NodeLocalities {
+		r.obj, r.nodes = sl, sliceNodes(sl)
+	}
 }
 
 // admit is the slice r to hold in place of old: r itself, or an empty one
@@ -605,7 +655,7 @@ func (s *Source) admit(old, r *slice) *slice {
 		s.held -= len(old.eps)
 	}
 	if limit := 2 * s.opts.MaxEndpoints; s.held+len(r.eps) > limit {
-		out := &slice{}
+		out := &slice{obj: r.obj, nodes: r.nodes}
 		out.dropped.add("its %d endpoints would make the slices held over %d: dropped whole; narrow the source with --kube-namespaces", len(r.eps), limit)
 		return out
 	}
@@ -623,26 +673,40 @@ func (s *Source) deleteSlice(c *cluster, k key) {
 	s.mu.Lock()
 	if old := c.slices[k]; old != nil {
 		s.held -= len(old.eps)
+		c.index(k, old, nil)
 	}
 	delete(c.slices, k)
 	s.mu.Unlock()
 }
 
+// transform is transformWith the node of each endpoint kept when the
+// Nodes' localities are read.
+func (s *Source) transform(obj any) (any, error) {
+	return transformWith(obj, s.opts.NodeLocalities)
+}
+
 // transform drops what Pylon does not read before an object is cached:
-// managed fields, annotations, owners; a Service's spec but its ports; an
+// managed fields, annotations, owners; a Service's spec but its ports and
+// traffic distribution; an
 // endpoint's target, node and hints. The informers' caches hold a fraction
 // of the objects' size.
-func transform(obj any) (any, error) {
+func transform(obj any) (any, error) { return transformWith(obj, false) }
+
+// transformWith is transform, keeping each endpoint's node if nodes.
+func transformWith(obj any, nodes bool) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Service:
 		return &corev1.Service{
 			ObjectMeta: slimMeta(o.ObjectMeta),
-			Spec:       corev1.ServiceSpec{Ports: o.Spec.Ports, ClusterIP: o.Spec.ClusterIP},
+			Spec:       corev1.ServiceSpec{Ports: o.Spec.Ports, ClusterIP: o.Spec.ClusterIP, TrafficDistribution: o.Spec.TrafficDistribution},
 		}, nil
 	case *discoveryv1.EndpointSlice:
 		eps := make([]discoveryv1.Endpoint, len(o.Endpoints))
 		for i, e := range o.Endpoints {
 			eps[i] = discoveryv1.Endpoint{Addresses: e.Addresses, Conditions: e.Conditions, Zone: e.Zone}
+			if nodes {
+				eps[i].NodeName = e.NodeName
+			}
 		}
 		return &discoveryv1.EndpointSlice{
 			ObjectMeta: slimMeta(o.ObjectMeta), AddressType: o.AddressType, Endpoints: eps, Ports: o.Ports,

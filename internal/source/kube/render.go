@@ -2,6 +2,7 @@ package kube
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -58,6 +59,10 @@ type slice struct {
 	file *config.File
 	// dropped is what of the slice is not served, and why.
 	dropped drops
+	// obj is the slice as cached and nodes its endpoints' nodes, with
+	// Options.NodeLocalities: a Node's relabelling renders it again.
+	obj   *discoveryv1.EndpointSlice
+	nodes []string
 }
 
 // newService renders a Service: one model service per TCP port, with
@@ -69,7 +74,7 @@ func newService(s *corev1.Service, n naming) (*service, error) {
 		if p.Protocol != "" && p.Protocol != corev1.ProtocolTCP {
 			continue
 		}
-		svc := model.Service{Name: n.prefix + ServiceName(s.Namespace, s.Name, p.Name), Endpoints: []model.Endpoint{}}
+		svc := model.Service{Name: n.prefix + ServiceName(s.Namespace, s.Name, p.Name), Endpoints: []model.Endpoint{}, TrafficDistribution: trafficOf(s.Spec.TrafficDistribution)}
 		if p.AppProtocol != nil {
 			svc.Protocol = protocolOf(*p.AppProtocol)
 		}
@@ -91,6 +96,24 @@ func protocolOf(app string) string {
 		return "grpc"
 	case "kubernetes.io/h2c", "http2", "h2c":
 		return "http2"
+	}
+	return ""
+}
+
+// trafficOf maps a Service's spec.trafficDistribution to the model's
+// traffic_distribution: PreferClose and PreferSameZone (its newer name)
+// as they are; PreferSameNode as PreferSameZone, since Pylon cannot tell a
+// proxy's node but knows its zone (and Kubernetes falls back from the node
+// to the zone); anything else (a value of a later Kubernetes) not at all.
+func trafficOf(td *string) string {
+	if td == nil {
+		return ""
+	}
+	switch *td {
+	case corev1.ServiceTrafficDistributionPreferClose, corev1.ServiceTrafficDistributionPreferSameZone:
+		return *td
+	case corev1.ServiceTrafficDistributionPreferSameNode:
+		return corev1.ServiceTrafficDistributionPreferSameZone
 	}
 	return ""
 }
@@ -197,6 +220,13 @@ type slicePort struct {
 // maxSliceEntries, or (unless c.foreign) not made by the EndpointSlice
 // controller, is dropped whole, before any entry is made.
 func newSlice(s *discoveryv1.EndpointSlice, n naming, c check) (*slice, error) {
+	return newSliceAt(s, n, c, nil)
+}
+
+// newSliceAt is newSlice with the Nodes' localities: an endpoint on a
+// Node of nodes takes its region (unless the cluster's name is the
+// region) and, where the slice gives it no zone, its zone.
+func newSliceAt(s *discoveryv1.EndpointSlice, n naming, c check, nodes map[string]locality) (*slice, error) {
 	out := &slice{}
 	svcName := serviceOf(s)
 	if svcName == "" || (s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6) {
@@ -228,7 +258,14 @@ func newSlice(s *discoveryv1.EndpointSlice, n naming, c check) (*slice, error) {
 			}
 			h, _ := health(e.Conditions)
 			ep := config.Endpoint{Service: p.service, Endpoint: model.Endpoint{Address: ip.String(), Port: p.port, Health: h, Region: n.region}}
-			if e.Zone != nil {
+			if e.NodeName != nil {
+				loc := nodes[*e.NodeName]
+				ep.Region = cmp.Or(ep.Region, loc.region)
+				if e.Zone == nil || *e.Zone == "" {
+					ep.Zone = loc.zone
+				}
+			}
+			if e.Zone != nil && *e.Zone != "" {
 				if len(*e.Zone) <= maxZoneBytes {
 					ep.Zone = *e.Zone
 				} else {
