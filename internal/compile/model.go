@@ -92,14 +92,6 @@ func oneOf(c *checker, src model.Source, kind, name, field, value string, allowe
 	}
 }
 
-// translateModel checks the model and translates it into inputs for the
-// snapshot builder, reading the secret files it names.
-func translateModel(reg *xdstype.Registry, m *model.Model, joined map[string][]model.Source, read ReadFile, dirs map[string]string, services *serviceTranslator) ([]xdstype.Resource, diag.List) {
-	t := newModelTranslator(reg, m, joined, read, dirs, services)
-	t.all()
-	return t.emit()
-}
-
 // objKind is a kind of model object that translates into resources, in
 // the order a whole compile translates (and reports on) them.
 type objKind uint8
@@ -113,7 +105,8 @@ const (
 	objKinds
 )
 
-// modelTranslator checks and translates a model's objects one at a time,
+// modelTranslator checks a model and translates it into inputs for the
+// snapshot builder, reading the secret files it names. It takes the objects one at a time,
 // each once, on demand: a whole compile asks for all of them (all), a
 // shard for those its groups reach (reach.go). What comes out is in the
 // model's order whatever the order of the asking (emit), so the two agree
@@ -186,15 +179,20 @@ func (t *modelTranslator) all() {
 }
 
 // emit is what was translated, in the model's order, and the problems
-// found, the model's own first.
-func (t *modelTranslator) emit() ([]xdstype.Resource, diag.List) {
+// found, the model's own first; with keep, only the resources it holds.
+func (t *modelTranslator) emit(keep map[reachKey]bool) ([]xdstype.Resource, diag.List) {
 	var inputs []xdstype.Resource
 	problems := t.global
 	for k := range objKinds {
 		for _, o := range t.out[k] {
-			if o != nil {
-				inputs = append(inputs, o.inputs...)
-				problems = append(problems, o.problems...)
+			if o == nil {
+				continue
+			}
+			problems = append(problems, o.problems...)
+			for _, in := range o.inputs {
+				if keep == nil || keep[reachKey{in.Type.URL, in.Name}] {
+					inputs = append(inputs, in)
+				}
 			}
 		}
 	}
