@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -126,13 +127,17 @@ type modelTranslator struct {
 	rateLimited map[string]bool
 	// global: the problems of the model as a whole (duplicate names).
 	global diag.List
-	out    [objKinds][]*objOut // by kind and index; nil: not yet translated
+	holds  map[reflect.Type]bool // the durations check's memo
+	out    [objKinds][]*objOut   // by kind and index; nil: not yet translated
 }
 
-// objOut is one object's translation and the problems found in it.
+// objOut is one object's translation and the problems found in it: its
+// negative durations, reported before any object's other problems, and
+// the others.
 type objOut struct {
-	inputs   []xdstype.Resource
-	problems diag.List
+	inputs    []xdstype.Resource
+	durations diag.List
+	problems  diag.List
 }
 
 func newModelTranslator(reg *xdstype.Registry, m *model.Model, joined map[string][]model.Source, read ReadFile, dirs map[string]string, services *serviceTranslator) *modelTranslator {
@@ -161,8 +166,8 @@ func newModelTranslator(reg *xdstype.Registry, m *model.Model, joined map[string
 	}
 	aggregated(t.grpcServices, c.services)
 	c.duplicates(m)
-	c.durations(m)
 	t.global, c.problems = c.problems, nil
+	t.holds = map[reflect.Type]bool{}
 	for k, n := range [objKinds]int{len(m.Services), len(m.Routes), len(m.Listeners), len(m.Secrets), len(m.GRPC)} {
 		t.out[k] = make([]*objOut, n)
 	}
@@ -183,6 +188,13 @@ func (t *modelTranslator) all() {
 func (t *modelTranslator) emit(keep map[reachKey]bool) ([]xdstype.Resource, diag.List) {
 	var inputs []xdstype.Resource
 	problems := t.global
+	for k := range objKinds {
+		for _, o := range t.out[k] {
+			if o != nil {
+				problems = append(problems, o.durations...)
+			}
+		}
+	}
 	for k := range objKinds {
 		for _, o := range t.out[k] {
 			if o == nil {
@@ -215,6 +227,7 @@ func (t *modelTranslator) translate(k objKind, i int) *objOut {
 		o.inputs = append(o.inputs, xdstype.Resource{Type: t.reg.Lookup(url), Name: xdstype.NameOf(msg), Message: msg, File: src.File, Line: src.Line})
 	}
 	c, m := t.c, t.m
+	t.durations(o, k, i)
 	switch k {
 	case objService:
 		s := &m.Services[i]
@@ -252,6 +265,20 @@ func (t *modelTranslator) translate(k objKind, i int) *objOut {
 	}
 	o.problems, t.c.problems = t.c.problems, saved
 	return o
+}
+
+// durations checks the durations of the i-th object of kind k into o.
+func (t *modelTranslator) durations(o *objOut, k objKind, i int) {
+	m := t.m
+	switch k {
+	case objService:
+		t.c.durations(m.Services[i].Source, "service", m.Services[i].Name, &m.Services[i], t.holds)
+	case objTable:
+		t.c.durations(m.Routes[i].Source, "route table", m.Routes[i].Name, &m.Routes[i], t.holds)
+	case objGRPC:
+		t.c.durations(m.GRPC[i].Source, "grpc target", m.GRPC[i].Target, &m.GRPC[i], t.holds)
+	}
+	o.durations, t.c.problems = t.c.problems, nil
 }
 
 // isRateLimited reports whether the route table named rate limits,
