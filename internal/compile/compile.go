@@ -95,6 +95,14 @@ func CompileSkippingTests(reg *xdstype.Registry, files []config.File, read ReadF
 	return f, err
 }
 
+// CompileSkippingTests is CompileSkippingTests through c: on a shard, a
+// rollout's previous config compiled again is its groups' share, as the
+// config it serves is.
+func (c *Cache) CompileSkippingTests(reg *xdstype.Registry, files []config.File, read ReadFile) (*fleet.Fleet, error) {
+	f, _, err := compile(reg, files, read, false, c)
+	return f, err
+}
+
 // compile compiles files, through c when it is not nil, and returns the
 // fleet with its warnings. A diagnostic names its field's own line, not
 // its object's.

@@ -193,3 +193,51 @@ func TestShardServesItsGroupsShareOverSotWAndDeltaWithARollout(t *testing.T) {
 		t.Fatalf("node a-2 got the route configurations %v, want ra", rs)
 	}
 }
+
+// deltaCluster is a1 as a new delta stream of node id gets it.
+func deltaCluster(t *testing.T, addr, id string) []string {
+	t.Helper()
+	s := xdstest.OpenDeltaADS(t, xdstest.Dial(t, addr), xdstest.Node(id))
+	s.Subscribe(xdstype.ClusterURL, "a1")
+	resp := s.RecvType(xdstype.ClusterURL)
+	var out []*anypb.Any
+	for _, r := range resp.GetResources() {
+		out = append(out, r.GetResource())
+	}
+	return clustersOf(t, out)
+}
+
+// A shard restarted during its group's rollout resumes it: the previous
+// version it compiles again is its groups' share, as the config it
+// serves is, so a Secret of another group whose key is not on this host
+// does not stop it, and the nodes outside the stage keep the previous
+// version.
+func TestShardResumesItsGroupsRolloutAfterARestart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "pylon.yaml")
+	keys := filepath.Join(dir, "b-keys") // not there: b's shard hosts hold b's keys
+	writeFile(t, cfg, shardFileDoc("round_robin", keys))
+	o := daemontest.FileMode(cfg)
+	o.Replicas.Groups = fleet.Selector{"a"}
+	o.SecretDirs = []string{dir}
+	o.DataDir = filepath.Join(dir, "data")
+	d := daemontest.Start(t, o)
+	if got := deltaCluster(t, d.XDS, "a-2"); !slices.Equal(got, []string{"a1 ROUND_ROBIN"}) {
+		t.Fatalf("before the change a-2 got %v", got)
+	}
+	canaryNode := xdstest.Node("a-canary")
+	canaryNode.Metadata = &structpb.Struct{Fields: map[string]*structpb.Value{"canary": structpb.NewStringValue("true")}}
+	canary := xdstest.OpenADS(t, xdstest.Dial(t, d.XDS), canaryNode)
+	canary.Request(xdstype.ClusterURL)
+	canary.ACK(canary.RecvType(xdstype.ClusterURL))
+	writeFile(t, cfg, shardFileDoc("least_request", keys))
+	if got := clustersOf(t, canary.RecvType(xdstype.ClusterURL).GetResources()); !slices.Equal(got, []string{"a1 LEAST_REQUEST"}) {
+		t.Fatalf("the canary got %v after the change", got)
+	}
+	d.Stop(t)
+
+	d = daemontest.Start(t, o)
+	if got := deltaCluster(t, d.XDS, "a-2"); !slices.Equal(got, []string{"a1 ROUND_ROBIN"}) {
+		t.Errorf("after the restart a-2, outside the rollout's stage, got %v: the rollout was not resumed", got)
+	}
+}
