@@ -55,9 +55,11 @@ type Cache struct {
 	// marked Unserved, and none of their own checks. Set it before the
 	// first compile.
 	Groups fleet.Selector
-	// decodes, when set, is the decode cache this one shares (Whole's).
-	decodes *config.Cache
-	whole   struct {
+	// decodes, when set, is the decode cache this one shares, and
+	// checkOnly says it keeps no translations (Whole's).
+	decodes   *config.Cache
+	checkOnly bool
+	whole     struct {
 		once sync.Once
 		c    *Cache
 	}
@@ -66,13 +68,18 @@ type Cache struct {
 // Whole is the cache to check the whole config through, whatever Groups:
 // a store's writes are checked so on every replica, so that a config one
 // shard stores is one every shard accepts. It shares c's decodings (the
-// config is decoded once for both) but translates and validates apart: a
-// shard's compiles keep only its groups' share. Without Groups it is c.
+// config is decoded once for both) and keeps of the rest only which
+// resources passed validation (snapshot.Validated.KeysOnly): a shard's
+// memory holds its groups' share, and a write's check translates and
+// encodes the whole config again, validating only what changed. Without
+// Groups it is c.
 func (c *Cache) Whole() *Cache {
 	if c.Groups == nil {
 		return c
 	}
-	c.whole.once.Do(func() { c.whole.c = &Cache{decodes: &c.load} })
+	c.whole.once.Do(func() {
+		c.whole.c = &Cache{decodes: &c.load, checkOnly: true, valid: snapshot.Validated{KeysOnly: true}}
+	})
 	return c.whole.c
 }
 
@@ -129,6 +136,9 @@ func compileFiles(reg *xdstype.Registry, files []config.File, read ReadFile, run
 		load, services, valid, serves = &c.load, &c.services, &c.valid, c.Groups
 		if c.decodes != nil {
 			load = c.decodes
+		}
+		if c.checkOnly {
+			services = nil
 		}
 	}
 	doc, err := load.Load(reg, files)

@@ -58,6 +58,9 @@ func shardFleetFiles(moved, port int) []config.File {
 // (decoded-B); "change" is a publish under churn, one endpoint of the
 // shard's group moved. Past decoding the files, which every replica does
 // for the whole config, the shard's cost is about a tenth of the whole's.
+// "write-check" is a shard checking a write whole (Cache.Whole: another
+// group's endpoint moved), and what its caches keep without and with the
+// check's.
 func BenchmarkShardCompile(b *testing.B) {
 	reg := xdstype.New()
 	for _, c := range []struct {
@@ -108,6 +111,45 @@ func BenchmarkShardCompile(b *testing.B) {
 			}
 		})
 	}
+	b.Run("one-group/write-check", func(b *testing.B) {
+		shard := &Cache{Groups: fleet.Selector{"g-0"}}
+		if _, err := shard.Compile(reg, shardFleetFiles(-1, 0), nil); err != nil {
+			b.Fatal(err)
+		}
+		check := shard.Whole()
+		if _, err := check.Compile(reg, shardFleetFiles(-1, 0), nil); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			b.StopTimer()
+			i++
+			files := shardFleetFiles(shardServices+i%shardServices, 9000+i%1000)
+			b.StartTimer()
+			if _, err := check.Compile(reg, files, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		// What the check keeps past the shard's own cache.
+		b.ReportMetric(float64(retainedBy(b, func() any {
+			c := &Cache{Groups: fleet.Selector{"g-0"}}
+			if _, err := c.Compile(reg, shardFleetFiles(-1, 0), nil); err != nil {
+				b.Fatal(err)
+			}
+			return c
+		})), "shard-B")
+		b.ReportMetric(float64(retainedBy(b, func() any {
+			c := &Cache{Groups: fleet.Selector{"g-0"}}
+			if _, err := c.Compile(reg, shardFleetFiles(-1, 0), nil); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := c.Whole().Compile(reg, shardFleetFiles(-1, 0), nil); err != nil {
+				b.Fatal(err)
+			}
+			return c
+		})), "shard+check-B")
+	})
 }
 
 // retainedBy is the heap that what build returns keeps alive, after

@@ -289,3 +289,23 @@ func TestShardOfEachGroupTranslatesOnlyItsShare(t *testing.T) {
 		}
 	}
 }
+
+// A shard's whole-config check (Cache.Whole, a store's writes) keeps
+// nothing of the fleet past which resources passed: not the
+// translations, which only the shard's own compiles keep for its groups.
+func TestShardsWholeCheckKeepsNoTranslations(t *testing.T) {
+	c := &Cache{Groups: fleet.Selector{"a"}}
+	reg := xdstype.New()
+	if _, err := c.Compile(reg, shardFiles(shardConfig), os.ReadFile); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Whole().Compile(reg, shardFiles(shardConfig), os.ReadFile); err != nil {
+		t.Fatal(err)
+	}
+	if got := translatedServices(c.Whole()); len(got) > 0 {
+		t.Errorf("the whole-config check kept the translations of %v", got)
+	}
+	if got := translatedServices(c); !slices.Equal(got, []string{"a1"}) {
+		t.Errorf("the shard's cache holds the translations of %v, want a1's alone", got)
+	}
+}
