@@ -107,11 +107,11 @@ const (
 )
 
 // modelTranslator checks a model and translates it into inputs for the
-// snapshot builder, reading the secret files it names. It takes the objects one at a time,
-// each once, on demand: a whole compile asks for all of them (all), a
-// shard for those its groups reach (reach.go). What comes out is in the
-// model's order whatever the order of the asking (emit), so the two agree
-// on what they both translate.
+// snapshot builder, reading the secret files it names. It takes the
+// objects one at a time, each once, on demand: a whole compile asks for
+// all of them (all), a shard for those its groups reach (reach.go). What
+// comes out is in the model's order whatever the order of the asking
+// (emit), so the two agree on what they both translate.
 type modelTranslator struct {
 	reg          *xdstype.Registry
 	m            *model.Model
