@@ -128,13 +128,14 @@ type modelTranslator struct {
 	// global: the problems of the model as a whole (duplicate names).
 	global diag.List
 	holds  map[reflect.Type]bool // the durations check's memo
-	out    [objKinds][]*objOut   // by kind and index; nil: not yet translated
+	out    [objKinds][]objOut    // by kind and index
 }
 
 // objOut is one object's translation and the problems found in it: its
 // negative durations, reported before any object's other problems, and
 // the others.
 type objOut struct {
+	done      bool // translated
 	inputs    []xdstype.Resource
 	durations diag.List
 	problems  diag.List
@@ -169,7 +170,13 @@ func newModelTranslator(reg *xdstype.Registry, m *model.Model, joined map[string
 	t.global, c.problems = c.problems, nil
 	t.holds = map[reflect.Type]bool{}
 	for k, n := range [objKinds]int{len(m.Services), len(m.Routes), len(m.Listeners), len(m.Secrets), len(m.GRPC)} {
-		t.out[k] = make([]*objOut, n)
+		t.out[k] = make([]objOut, n)
+	}
+	// The services' Clusters and assignments, the bulk of a config, in
+	// one array rather than one a service.
+	slab := make([]xdstype.Resource, 2*len(m.Services))
+	for i := range t.out[objService] {
+		t.out[objService][i].inputs = slab[2*i : 2*i : 2*i+2]
 	}
 	return t
 }
@@ -186,20 +193,18 @@ func (t *modelTranslator) all() {
 // emit is what was translated, in the model's order, and the problems
 // found, the model's own first; with keep, only the resources it holds.
 func (t *modelTranslator) emit(keep map[reachKey]bool) ([]xdstype.Resource, diag.List) {
-	var inputs []xdstype.Resource
 	problems := t.global
+	n := 0
 	for k := range objKinds {
-		for _, o := range t.out[k] {
-			if o != nil {
-				problems = append(problems, o.durations...)
-			}
+		for i := range t.out[k] {
+			problems = append(problems, t.out[k][i].durations...)
+			n += len(t.out[k][i].inputs)
 		}
 	}
+	inputs := make([]xdstype.Resource, 0, n)
 	for k := range objKinds {
-		for _, o := range t.out[k] {
-			if o == nil {
-				continue
-			}
+		for i := range t.out[k] {
+			o := &t.out[k][i]
 			problems = append(problems, o.problems...)
 			for _, in := range o.inputs {
 				if keep == nil || keep[reachKey{in.Type.URL, in.Name}] {
@@ -213,19 +218,16 @@ func (t *modelTranslator) emit(keep map[reachKey]bool) ([]xdstype.Resource, diag
 
 // translate checks and translates the i-th object of kind k, once.
 func (t *modelTranslator) translate(k objKind, i int) *objOut {
-	if o := t.out[k][i]; o != nil {
+	o := &t.out[k][i]
+	if o.done {
 		return o
 	}
-	o := &objOut{}
-	t.out[k][i] = o
+	o.done = true
 	// The object's problems are its own: a listener's translation may
 	// translate a route table it names.
 	saved := t.c.problems
 	t.c.problems = nil
-	emit := func(src model.Source, msg proto.Message) {
-		url := "type.googleapis.com/" + string(msg.ProtoReflect().Descriptor().FullName())
-		o.inputs = append(o.inputs, xdstype.Resource{Type: t.reg.Lookup(url), Name: xdstype.NameOf(msg), Message: msg, File: src.File, Line: src.Line})
-	}
+	emit := func(src model.Source, msg proto.Message) { o.add(t.reg, src, msg) }
 	c, m := t.c, t.m
 	t.durations(o, k, i)
 	switch k {
@@ -281,10 +283,16 @@ func (t *modelTranslator) durations(o *objOut, k objKind, i int) {
 	o.durations, t.c.problems = t.c.problems, nil
 }
 
+// add adds msg, of the object at src, to o's inputs.
+func (o *objOut) add(reg *xdstype.Registry, src model.Source, msg proto.Message) {
+	url := "type.googleapis.com/" + string(msg.ProtoReflect().Descriptor().FullName())
+	o.inputs = append(o.inputs, xdstype.Resource{Type: reg.Lookup(url), Name: xdstype.NameOf(msg), Message: msg, File: src.File, Line: src.Line})
+}
+
 // isRateLimited reports whether the route table named rate limits,
 // translating it first if it was not.
 func (t *modelTranslator) isRateLimited(table string) bool {
-	if i, ok := t.tables[table]; ok && t.out[objTable][i] == nil {
+	if i, ok := t.tables[table]; ok && !t.out[objTable][i].done {
 		t.translate(objTable, i)
 	}
 	return t.rateLimited[table]
