@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pylon-xds/pylon/internal/config"
@@ -49,10 +50,37 @@ type Cache struct {
 	services translations
 	valid    snapshot.Validated
 	// Groups are the node groups this replica serves (`pylon serve
-	// --groups`; nil: all): the others get an empty snapshot, marked
-	// Unserved, and none of their own checks. Set it before the first
-	// compile.
+	// --groups`; nil: all): only what their scopes reach is translated,
+	// built and checked (reach.go); the others get an empty snapshot,
+	// marked Unserved, and none of their own checks. Set it before the
+	// first compile.
 	Groups fleet.Selector
+	// decodes, when set, is the decode cache this one shares, and
+	// checkOnly says it keeps no translations (Whole's).
+	decodes   *config.Cache
+	checkOnly bool
+	whole     struct {
+		once sync.Once
+		c    *Cache
+	}
+}
+
+// Whole is the cache to check the whole config through, whatever Groups:
+// a store's writes are checked so on every replica, so that a config one
+// shard stores is one every shard accepts. It shares c's decodings (the
+// config is decoded once for both) and keeps of the rest only which
+// resources passed validation (snapshot.Validated.KeysOnly): a shard's
+// memory holds its groups' share, and a write's check translates and
+// encodes the whole config again, validating only what changed. Without
+// Groups it is c.
+func (c *Cache) Whole() *Cache {
+	if c.Groups == nil {
+		return c
+	}
+	c.whole.once.Do(func() {
+		c.whole.c = &Cache{decodes: &c.load, checkOnly: true, valid: snapshot.Validated{KeysOnly: true}}
+	})
+	return c.whole.c
 }
 
 // Compile is Compile reusing and updating c.
@@ -71,6 +99,14 @@ func (c *Cache) CompileWithWarnings(reg *xdstype.Registry, files []config.File, 
 // shows where requests go on a config whose tests fail, to say why.
 func CompileSkippingTests(reg *xdstype.Registry, files []config.File, read ReadFile) (*fleet.Fleet, error) {
 	f, _, err := compile(reg, files, read, false, nil)
+	return f, err
+}
+
+// CompileSkippingTests is CompileSkippingTests through c: on a shard, a
+// rollout's previous config compiled again is its groups' share, as the
+// config it serves is.
+func (c *Cache) CompileSkippingTests(reg *xdstype.Registry, files []config.File, read ReadFile) (*fleet.Fleet, error) {
+	f, _, err := compile(reg, files, read, false, c)
 	return f, err
 }
 
@@ -98,6 +134,12 @@ func compileFiles(reg *xdstype.Registry, files []config.File, read ReadFile, run
 	var serves fleet.Selector
 	if c != nil {
 		load, services, valid, serves = &c.load, &c.services, &c.valid, c.Groups
+		if c.decodes != nil {
+			load = c.decodes
+		}
+		if c.checkOnly {
+			services = nil
+		}
 	}
 	doc, err := load.Load(reg, files)
 	if err != nil {
@@ -106,9 +148,6 @@ func compileFiles(reg *xdstype.Registry, files []config.File, read ReadFile, run
 	// An endpoint of no service is reported with the model's problems
 	// (the services' checks see the endpoints that did join).
 	joinProblems := doc.JoinEndpoints()
-	// A copy: the model's resources are appended to it, never into the
-	// document's array.
-	inputs := slices.Clone(doc.Resources)
 	if read == nil {
 		read = func(p string) ([]byte, error) { return nil, fmt.Errorf("reading files is not allowed here") }
 	}
@@ -117,7 +156,11 @@ func compileFiles(reg *xdstype.Registry, files []config.File, read ReadFile, run
 		dirs[f.Path] = f.Dir
 	}
 	st := services.begin()
-	translated, problems := translateModel(reg, &doc.Model, doc.Joined, read, dirs, st)
+	t := newModelTranslator(reg, &doc.Model, doc.Joined, read, dirs, st)
+	// raw is a copy: the model's resources are appended to it, never into
+	// the document's array.
+	raw, reached, names := shardInputs(reg, doc, serves, t)
+	translated, problems := t.emit(reached)
 	st.done()
 	problems = append(joinProblems, problems...)
 	policy, policyProblems := secretPolicy(doc.Secrets)
@@ -125,12 +168,15 @@ func compileFiles(reg *xdstype.Registry, files []config.File, read ReadFile, run
 	if err := problems.Err(); err != nil {
 		return nil, nil, err
 	}
-	inputs = append(inputs, translated...)
+	inputs := append(raw, translated...)
 	all, err := snapshot.BuildValidated(reg, inputs, valid)
 	if err != nil {
 		return nil, nil, err
 	}
-	fleet, err := group(reg, doc, all, inputsOf(inputs, xdstype.ListenerURL), inputsOf(inputs, xdstype.ScopedRouteURL), locator(inputs), serves)
+	if names == nil {
+		names = func(typeURL string) []string { return all.Set(typeURL).Names() }
+	}
+	fleet, err := group(reg, doc, all, names, inputsOf(inputs, xdstype.ListenerURL), inputsOf(inputs, xdstype.ScopedRouteURL), locator(inputs), serves)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -153,8 +199,10 @@ func compileFiles(reg *xdstype.Registry, files []config.File, read ReadFile, run
 // address, or two route scopes with one key, is refused. A group serves
 // does not take gets an empty snapshot and is marked Unserved: its scope
 // is neither built nor checked here (`pylon validate` and a store's
-// writes check every group).
-func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, listeners, scopes map[string]*xdstype.Resource, where func(typeURL, name string) *xdstype.Resource, serves fleet.Selector) (*fleet.Fleet, error) {
+// writes check every group). names lists the resources of a type the
+// config makes, which a group's scope is checked against: on a shard, all
+// holds only what its groups reach.
+func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, names func(typeURL string) []string, listeners, scopes map[string]*xdstype.Resource, where func(typeURL, name string) *xdstype.Resource, serves fleet.Selector) (*fleet.Fleet, error) {
 	reported, reportedScopes := map[[2]string]bool{}, map[[2]string]bool{}
 	clashes := func(s *snapshot.Snapshot, group string) diag.List {
 		problems := listenerClashes(s, group, listeners, reported)
@@ -172,7 +220,7 @@ func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, 
 		f.ServeOnly(serves)
 		return f, nil
 	}
-	rules, problems := groups(reg, doc.Groups, all, doc.Services)
+	rules, problems := groups(reg, doc.Groups, names, doc.Services)
 	if err := problems.Err(); err != nil {
 		return nil, err
 	}
@@ -258,8 +306,9 @@ func checkIdentities(patterns []string) diag.List {
 	return out
 }
 
-// groups checks the group rules and turns them into nodegroup's.
-func groups(reg *xdstype.Registry, specs []config.Group, all *snapshot.Snapshot, services []model.Service) (nodegroup.Groups, diag.List) {
+// groups checks the group rules and turns them into nodegroup's; names
+// lists the resources of a type the config makes.
+func groups(reg *xdstype.Registry, specs []config.Group, names func(typeURL string) []string, services []model.Service) (nodegroup.Groups, diag.List) {
 	var problems diag.List
 	bad := func(g config.Group, field, format string, args ...any) {
 		problems = append(problems, diag.Diagnostic{File: g.File, Line: g.Line, Type: "group", Name: g.Name, Field: field, Message: fmt.Sprintf(format, args...)})
@@ -322,10 +371,7 @@ func groups(reg *xdstype.Registry, specs []config.Group, all *snapshot.Snapshot,
 				}
 				continue
 			}
-			t := reg.ByPlural(kind)
-			if kind == "services" {
-				t = reg.Lookup(xdstype.ClusterURL) // a service is its cluster
-			}
+			t := scopeType(reg, kind)
 			if t == nil {
 				bad(g, "scope."+kind, "unknown kind (one of services, labels, listeners, routes, clusters, endpoints, secrets, runtimes, extension_configs, scoped_routes, virtual_hosts)")
 				continue
@@ -336,7 +382,7 @@ func groups(reg *xdstype.Registry, specs []config.Group, all *snapshot.Snapshot,
 					bad(g, field, "bad pattern %q: %v", pattern, err)
 					continue
 				}
-				if len(matching(all.Set(t.URL), pattern)) == 0 {
+				if len(matchingNames(names(t.URL), pattern)) == 0 {
 					// Most likely a typo; a group that silently sees nothing
 					// is the classic outage.
 					bad(g, field, "%q matches no %s", pattern, t.Kind)
@@ -351,6 +397,14 @@ func groups(reg *xdstype.Registry, specs []config.Group, all *snapshot.Snapshot,
 		rules = append(rules, rule)
 	}
 	return rules, problems
+}
+
+// scopeType is the type a scope's kind names (but labels), nil if none.
+func scopeType(reg *xdstype.Registry, kind string) *xdstype.Type {
+	if kind == "services" {
+		return reg.Lookup(xdstype.ClusterURL) // a service is its cluster
+	}
+	return reg.ByPlural(kind)
 }
 
 // scoped is the snapshot of a group: everything, or what its scope names
@@ -372,8 +426,21 @@ func scoped(reg *xdstype.Registry, all *snapshot.Snapshot, g nodegroup.Group) *s
 
 // matching returns the names in set that pattern matches.
 func matching(set *snapshot.Set, pattern string) []string {
+	return matchingNames(set.Names(), pattern)
+}
+
+// matchingNames returns the names (sorted) that pattern matches: a
+// pattern without wildcards is looked up, not matched against every name
+// (a scope lists hundreds of services, a config holds thousands).
+func matchingNames(names []string, pattern string) []string {
+	if !strings.ContainsAny(pattern, `*?[\`) {
+		if _, ok := slices.BinarySearch(names, pattern); ok {
+			return []string{pattern}
+		}
+		return nil
+	}
 	var out []string
-	for _, n := range set.Names() {
+	for _, n := range names {
 		if ok, _ := path.Match(pattern, n); ok {
 			out = append(out, n)
 		}

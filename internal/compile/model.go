@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -92,84 +93,209 @@ func oneOf(c *checker, src model.Source, kind, name, field, value string, allowe
 	}
 }
 
-// translateModel checks the model and translates it into inputs for the
-// snapshot builder, reading the secret files it names.
-func translateModel(reg *xdstype.Registry, m *model.Model, joined map[string][]model.Source, read ReadFile, dirs map[string]string, services *serviceTranslator) ([]xdstype.Resource, diag.List) {
+// objKind is a kind of model object that translates into resources, in
+// the order a whole compile translates (and reports on) them.
+type objKind uint8
+
+const (
+	objService objKind = iota
+	objTable
+	objListener
+	objSecret
+	objGRPC
+	objKinds
+)
+
+// modelTranslator checks a model and translates it into inputs for the
+// snapshot builder, reading the secret files it names. It takes the
+// objects one at a time, each once, on demand: a whole compile asks for
+// all of them (all), a shard for those its groups reach (reach.go). What
+// comes out is in the model's order whatever the order of the asking
+// (emit), so the two agree on what they both translate.
+type modelTranslator struct {
+	reg          *xdstype.Registry
+	m            *model.Model
+	c            *checker
+	st           *serviceTranslator
+	read         ReadFile
+	files        map[string][]byte
+	grpcServices map[string]bool
+	listens      map[string]*model.GRPCTarget
+	// tables: a route table's index by name, for a listener asking
+	// whether one rate limits before it was translated.
+	tables      map[string]int
+	rateLimited map[string]bool
+	// global: the problems of the model as a whole (duplicate names).
+	global diag.List
+	holds  map[reflect.Type]bool // the durations check's memo
+	out    [objKinds][]objOut    // by kind and index
+}
+
+// objOut is one object's translation and the problems found in it: its
+// negative durations, reported before any object's other problems, and
+// the others.
+type objOut struct {
+	done      bool // translated
+	inputs    []xdstype.Resource
+	durations diag.List
+	problems  diag.List
+}
+
+func newModelTranslator(reg *xdstype.Registry, m *model.Model, joined map[string][]model.Source, read ReadFile, dirs map[string]string, services *serviceTranslator) *modelTranslator {
 	c := &checker{services: map[string]*model.Service{}, tables: map[string]*model.RouteTable{}, secrets: map[string]*model.Secret{}, dirs: dirs, joined: joined}
+	t := &modelTranslator{reg: reg, m: m, c: c, st: services, read: read, files: map[string][]byte{},
+		grpcServices: map[string]bool{}, listens: map[string]*model.GRPCTarget{}, tables: map[string]int{}, rateLimited: map[string]bool{}}
 	for i := range m.Services {
 		c.services[m.Services[i].Name] = &m.Services[i]
 	}
 	for i := range m.Routes {
 		c.tables[m.Routes[i].Name] = &m.Routes[i]
+		t.tables[m.Routes[i].Name] = i
 	}
 	for i := range m.Secrets {
 		c.secrets[m.Secrets[i].Name] = &m.Secrets[i]
 	}
-	grpcServices := map[string]bool{}
 	for i := range m.GRPC {
-		for _, t := range m.GRPC[i].To {
-			grpcServices[t.Service] = true
+		for _, to := range m.GRPC[i].To {
+			t.grpcServices[to.Service] = true
 		}
 		for _, r := range m.GRPC[i].Routes {
-			for _, t := range r.To {
-				grpcServices[t.Service] = true
+			for _, to := range r.To {
+				t.grpcServices[to.Service] = true
 			}
 		}
 	}
-	aggregated(grpcServices, c.services)
-
+	aggregated(t.grpcServices, c.services)
 	c.duplicates(m)
-	c.durations(m)
-	var inputs []xdstype.Resource
-	emit := func(src model.Source, msg proto.Message) {
-		url := "type.googleapis.com/" + string(msg.ProtoReflect().Descriptor().FullName())
-		t := reg.Lookup(url)
-		inputs = append(inputs, xdstype.Resource{Type: t, Name: xdstype.NameOf(msg), Message: msg, File: src.File, Line: src.Line})
+	t.global, c.problems = c.problems, nil
+	t.holds = map[reflect.Type]bool{}
+	for k, n := range [objKinds]int{len(m.Services), len(m.Routes), len(m.Listeners), len(m.Secrets), len(m.GRPC)} {
+		t.out[k] = make([]objOut, n)
 	}
+	// The services' Clusters and assignments, the bulk of a config, in
+	// one array rather than one a service.
+	slab := make([]xdstype.Resource, 2*len(m.Services))
+	for i := range t.out[objService] {
+		t.out[objService][i].inputs = slab[2*i : 2*i : 2*i+2]
+	}
+	return t
+}
 
-	for i := range m.Services {
+// all translates every object.
+func (t *modelTranslator) all() {
+	for k := range objKinds {
+		for i := range t.out[k] {
+			t.translate(k, i)
+		}
+	}
+}
+
+// emit is what was translated, in the model's order, and the problems
+// found, the model's own first; with keep, only the resources it holds.
+func (t *modelTranslator) emit(keep map[reachKey]bool) ([]xdstype.Resource, diag.List) {
+	problems := t.global
+	n := 0
+	for k := range objKinds {
+		for i := range t.out[k] {
+			problems = append(problems, t.out[k][i].durations...)
+			n += len(t.out[k][i].inputs)
+		}
+	}
+	inputs := make([]xdstype.Resource, 0, n)
+	for k := range objKinds {
+		for i := range t.out[k] {
+			o := &t.out[k][i]
+			problems = append(problems, o.problems...)
+			for _, in := range o.inputs {
+				if keep == nil || keep[reachKey{in.Type.URL, in.Name}] {
+					inputs = append(inputs, in)
+				}
+			}
+		}
+	}
+	return inputs, problems
+}
+
+// translate checks and translates the i-th object of kind k, once.
+func (t *modelTranslator) translate(k objKind, i int) *objOut {
+	o := &t.out[k][i]
+	if o.done {
+		return o
+	}
+	o.done = true
+	// The object's problems are its own: a listener's translation may
+	// translate a route table it names.
+	saved := t.c.problems
+	t.c.problems = nil
+	emit := func(src model.Source, msg proto.Message) { o.add(t.reg, src, msg) }
+	c, m := t.c, t.m
+	t.durations(o, k, i)
+	switch k {
+	case objService:
 		s := &m.Services[i]
-		c.service(s, grpcServices[s.Name])
-		c.serviceType(s, grpcServices[s.Name])
+		c.service(s, t.grpcServices[s.Name])
+		c.serviceType(s, t.grpcServices[s.Name])
 		c.weightedRoundRobin(s)
-		cluster, assignment := services.translate(s)
+		cluster, assignment := t.st.translate(s)
 		emit(s.Source, cluster)
 		if translate.HasAssignment(s) {
 			emit(s.Source, assignment)
 		}
-	}
-	rateLimited := map[string]bool{}
-	for i := range m.Routes {
+	case objTable:
 		rt := &m.Routes[i]
 		c.table(rt)
-		config, limited := services.routes(rt)
-		rateLimited[rt.Name] = limited
+		config, limited := t.st.routes(rt)
+		t.rateLimited[rt.Name] = limited
 		emit(rt.Source, config)
-	}
-	for i := range m.Listeners {
+	case objListener:
 		l := &m.Listeners[i]
 		c.listener(l)
-		emit(l.Source, services.listener(l, func(t string) bool { return rateLimited[t] }))
-	}
-	files := map[string][]byte{}
-	for i := range m.Secrets {
-		s := &m.Secrets[i]
-		if c.secret(s, read, files) {
-			emit(s.Source, translate.Secret(s, files))
+		emit(l.Source, t.st.listener(l, t.isRateLimited))
+	case objSecret:
+		if s := &m.Secrets[i]; c.secret(s, t.read, t.files) {
+			emit(s.Source, translate.Secret(s, t.files))
 		}
-	}
-	listens := map[string]*model.GRPCTarget{}
-	for i := range m.GRPC {
+	case objGRPC:
 		g := &m.GRPC[i]
 		c.grpcTarget(g)
-		c.grpcServer(g, listens)
+		c.grpcServer(g, t.listens)
 		emit(g.Source, translate.GRPCListener(g))
 		emit(g.Source, translate.GRPCRoutes(g))
 		if l := translate.GRPCServerListener(g); l != nil {
 			emit(g.Source, l)
 		}
 	}
-	return inputs, c.problems
+	o.problems, t.c.problems = t.c.problems, saved
+	return o
+}
+
+// durations checks the durations of the i-th object of kind k into o.
+func (t *modelTranslator) durations(o *objOut, k objKind, i int) {
+	m := t.m
+	switch k {
+	case objService:
+		t.c.durations(m.Services[i].Source, "service", m.Services[i].Name, &m.Services[i], t.holds)
+	case objTable:
+		t.c.durations(m.Routes[i].Source, "route table", m.Routes[i].Name, &m.Routes[i], t.holds)
+	case objGRPC:
+		t.c.durations(m.GRPC[i].Source, "grpc target", m.GRPC[i].Target, &m.GRPC[i], t.holds)
+	}
+	o.durations, t.c.problems = t.c.problems, nil
+}
+
+// add adds msg, of the object at src, to o's inputs.
+func (o *objOut) add(reg *xdstype.Registry, src model.Source, msg proto.Message) {
+	url := "type.googleapis.com/" + string(msg.ProtoReflect().Descriptor().FullName())
+	o.inputs = append(o.inputs, xdstype.Resource{Type: reg.Lookup(url), Name: xdstype.NameOf(msg), Message: msg, File: src.File, Line: src.Line})
+}
+
+// isRateLimited reports whether the route table named rate limits,
+// translating it first if it was not.
+func (t *modelTranslator) isRateLimited(table string) bool {
+	if i, ok := t.tables[table]; ok && !t.out[objTable][i].done {
+		t.translate(objTable, i)
+	}
+	return t.rateLimited[table]
 }
 
 func (c *checker) service(s *model.Service, grpc bool) {

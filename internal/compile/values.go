@@ -104,26 +104,16 @@ func canHoldDuration(t reflect.Type, holds map[reflect.Type]bool) bool {
 	return h
 }
 
-// durations refuses negative durations in every model object.
-func (c *checker) durations(m *model.Model) {
-	holds := map[reflect.Type]bool{}
-	check := func(src model.Source, kind, name string, obj any) {
-		if !anyNegative(reflect.ValueOf(obj), holds) {
-			return
-		}
-		negativeDurations(reflect.ValueOf(obj), "", func(field string) {
-			c.add(src, kind, name, field, "negative duration; Envoy rejects it")
-		})
+// durations refuses negative durations in obj, a model object (a
+// service, route table or gRPC target); holds is canHoldDuration's memo,
+// shared by a compile's objects.
+func (c *checker) durations(src model.Source, kind, name string, obj any, holds map[reflect.Type]bool) {
+	if !anyNegative(reflect.ValueOf(obj), holds) {
+		return
 	}
-	for i := range m.Services {
-		check(m.Services[i].Source, "service", m.Services[i].Name, &m.Services[i])
-	}
-	for i := range m.Routes {
-		check(m.Routes[i].Source, "route table", m.Routes[i].Name, &m.Routes[i])
-	}
-	for i := range m.GRPC {
-		check(m.GRPC[i].Source, "grpc target", m.GRPC[i].Target, &m.GRPC[i])
-	}
+	negativeDurations(reflect.ValueOf(obj), "", func(field string) {
+		c.add(src, kind, name, field, "negative duration; Envoy rejects it")
+	})
 }
 
 // regexes refuses a route's regexes that Envoy or gRPC would reject.

@@ -484,7 +484,7 @@ func loadInitial(ctx context.Context, o Options, reg *xdstype.Registry, pipe *pi
 		closeStore = func() { st.Close() }
 		cfgSvc = configstore.New(configstore.Options{
 			Store: st, Registry: reg, Read: read, Keep: o.HistoryLimit, Debounce: o.DebounceQuiet, Logger: o.Logger, Probe: o.Etcd.Probe,
-			Gate: gate, Extra: kubeFiles(k8s), Cache: pipe.Cache(),
+			Gate: gate, Extra: kubeFiles(k8s), Cache: pipe.Cache().Whole(),
 		})
 		initial.Files, initial.Err = cfgSvc.Current(ctx)
 		logServing(o)

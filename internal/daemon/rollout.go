@@ -30,8 +30,12 @@ func newRollouts(o Options, sec *security, reg *xdstype.Registry, pub *fleet.Pub
 		StatePath: filepath.Join(o.DataDir, RolloutStateFile),
 		Compile: func(files []config.File) (*fleet.Fleet, error) {
 			// The previous version's route tests passed when it was
-			// served: they are not what a resume decides on.
-			return compile.CompileSkippingTests(reg, files, read)
+			// served: they are not what a resume decides on. A shard
+			// compiles its groups' share of it (a fresh cache: a resume
+			// is once a rollout), as the pipeline does of the current
+			// config: another group's mistake or missing key is not
+			// this shard's to stop on.
+			return (&compile.Cache{Groups: o.Replicas.Groups}).CompileSkippingTests(reg, files, read)
 		},
 		OnStage: obs.Metrics.RolloutStage,
 		OnHalt:  obs.Metrics.RolloutHalt,

@@ -25,6 +25,12 @@ import (
 // through a Validated must not be modified afterwards, which holds for
 // every message a build is given: the snapshot serves them as they are.
 type Validated struct {
+	// KeysOnly keeps which resources passed and nothing else, for a
+	// check whose snapshot is thrown away (a shard checking the whole
+	// config for a write): every build encodes its messages again, but
+	// what holds between builds is a key a resource, not the resources.
+	// Set it before the first build.
+	KeysOnly  bool
 	mu        sync.Mutex
 	cur, prev map[validKey]struct{}
 	// encCur, encPrev: the encodings of this build's and the previous
@@ -114,6 +120,9 @@ func (v *Validated) keepEncoding(m proto.Message, e encoding) {
 }
 
 func (v *Validated) keepEncodingLocked(m proto.Message, e encoding) {
+	if v.KeysOnly {
+		return
+	}
 	if v.encCur == nil {
 		// Sized as the last build's: a build of a thousand resources
 		// would otherwise grow it a dozen times.

@@ -87,7 +87,11 @@ func vhdsProblems(inputs []xdstype.Resource, firstSeen map[string]map[string]*xd
 // namespace of the route configuration rc, sorted: a binary search in the
 // set's sorted names.
 func VirtualHostsOf(set *Set, rc string) []string {
-	names := set.Names()
+	return VirtualHostsIn(set.Names(), rc)
+}
+
+// VirtualHostsIn is VirtualHostsOf over sorted VirtualHost names.
+func VirtualHostsIn(names []string, rc string) []string {
 	prefix := rc + "/"
 	var out []string
 	for i := sort.SearchStrings(names, prefix); i < len(names) && strings.HasPrefix(names[i], prefix); i++ {

@@ -55,7 +55,11 @@ func dur(d *nodegroup.Duration, def time.Duration) *durationpb.Duration {
 
 // pack wraps m in an Any; the messages here always marshal.
 func pack(m proto.Message) *anypb.Any {
-	a, err := anypb.New(m)
+	// Deterministic: the Any's bytes are part of the resource's encoding,
+	// whose hash is its version; a map inside (RBAC policies by name)
+	// would otherwise encode in a new order on every translation.
+	a := &anypb.Any{}
+	err := anypb.MarshalFrom(a, m, proto.MarshalOptions{Deterministic: true})
 	if err != nil {
 		panic(err)
 	}
