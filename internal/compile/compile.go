@@ -49,6 +49,7 @@ type Cache struct {
 	load     config.Cache
 	services translations
 	valid    snapshot.Validated
+	near     closeFirstCache
 	// Groups are the node groups this replica serves (`pylon serve
 	// --groups`; nil: all): only what their scopes reach is translated,
 	// built and checked (reach.go); the others get an empty snapshot,
@@ -132,13 +133,14 @@ func compileFiles(reg *xdstype.Registry, files []config.File, read ReadFile, run
 	var services *translations
 	var valid *snapshot.Validated
 	var serves fleet.Selector
+	var near *closeFirstCache
 	if c != nil {
-		load, services, valid, serves = &c.load, &c.services, &c.valid, c.Groups
+		load, services, valid, serves, near = &c.load, &c.services, &c.valid, c.Groups, &c.near
 		if c.decodes != nil {
 			load = c.decodes
 		}
 		if c.checkOnly {
-			services = nil
+			services, near = nil, nil
 		}
 	}
 	doc, err := load.Load(reg, files)
@@ -176,14 +178,16 @@ func compileFiles(reg *xdstype.Registry, files []config.File, read ReadFile, run
 	if names == nil {
 		names = func(typeURL string) []string { return all.Set(typeURL).Names() }
 	}
-	fleet, err := group(reg, doc, all, names, inputsOf(inputs, xdstype.ListenerURL), inputsOf(inputs, xdstype.ScopedRouteURL), locator(inputs), serves)
+	run := near.begin()
+	fleet, err := group(reg, doc, all, names, inputsOf(inputs, xdstype.ListenerURL), inputsOf(inputs, xdstype.ScopedRouteURL), locator(inputs), serves, run)
 	if err != nil {
 		return nil, nil, err
 	}
+	run.done()
 	// Raw Secrets under `resources` have no policy of their own: the
 	// identities of the groups that hold them govern them.
 	fleet.RestrictSecrets(policy)
-	warnings := snapshot.EmptyEndpointRoutes(all, locator(inputs))
+	warnings := append(snapshot.EmptyEndpointRoutes(all, locator(inputs)), preferCloseUnpinned(doc, fleet)...)
 	// Route tests run last, on exactly what would be served.
 	if !runTests {
 		return fleet, warnings, nil
@@ -202,7 +206,7 @@ func compileFiles(reg *xdstype.Registry, files []config.File, read ReadFile, run
 // writes check every group). names lists the resources of a type the
 // config makes, which a group's scope is checked against: on a shard, all
 // holds only what its groups reach.
-func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, names func(typeURL string) []string, listeners, scopes map[string]*xdstype.Resource, where func(typeURL, name string) *xdstype.Resource, serves fleet.Selector) (*fleet.Fleet, error) {
+func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, names func(typeURL string) []string, listeners, scopes map[string]*xdstype.Resource, where func(typeURL, name string) *xdstype.Resource, serves fleet.Selector, near *closeFirstRun) (*fleet.Fleet, error) {
 	reported, reportedScopes := map[[2]string]bool{}, map[[2]string]bool{}
 	clashes := func(s *snapshot.Snapshot, group string) diag.List {
 		problems := listenerClashes(s, group, listeners, reported)
@@ -232,7 +236,7 @@ func group(reg *xdstype.Registry, doc *config.Document, all *snapshot.Snapshot, 
 			continue
 		}
 		snaps[i] = servers.apply(reg, all, scoped(reg, all, g), g.Name)
-		snaps[i] = preferClose(reg, doc.Services, snaps[i], g)
+		snaps[i] = preferClose(reg, doc.Services, snaps[i], g, near)
 		problems = append(problems, clashes(snaps[i], g.Name)...)
 		// rules[i] is doc.Groups[i]: a group that was skipped is a problem
 		// reported above.

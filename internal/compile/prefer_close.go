@@ -1,12 +1,18 @@
 package compile
 
 import (
+	"fmt"
 	"slices"
+	"strings"
+	"sync"
 
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/pylon-xds/pylon/internal/config"
+	"github.com/pylon-xds/pylon/internal/diag"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/model"
 	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/snapshot"
@@ -38,10 +44,12 @@ func (c *checker) checkTrafficDistribution(s *model.Service) {
 // of traffic_distribution PreferClose rewritten close first, when the
 // group's match pins a zone (closeFirst); other groups' snapshots, a
 // default group's included (its nodes are of any zone), are snap itself.
-func preferClose(reg *xdstype.Registry, services []model.Service, snap *snapshot.Snapshot, g nodegroup.Group) *snapshot.Snapshot {
+// run keeps the rewrites from one compile to the next (nil: none kept).
+func preferClose(reg *xdstype.Registry, services []model.Service, snap *snapshot.Snapshot, g nodegroup.Group, run *closeFirstRun) *snapshot.Snapshot {
 	if g.Default || g.Match.Zone == "" {
 		return snap
 	}
+	at := locality{region: g.Match.Region, zone: g.Match.Zone}
 	set := snap.Set(xdstype.EndpointURL)
 	var out []xdstype.Resource
 	for i := range services {
@@ -57,14 +65,14 @@ func preferClose(reg *xdstype.Registry, services []model.Service, snap *snapshot
 		if !ok {
 			continue
 		}
-		if near := closeFirst(cla, g.Match); near != nil {
+		if near := run.rewrite(cla, at); near != nil {
 			out = append(out, xdstype.Resource{Type: reg.Lookup(xdstype.EndpointURL), Name: s.Name, Message: near, File: s.Source.File, Line: s.Source.Line})
 		}
 	}
 	if len(out) == 0 {
 		return snap
 	}
-	near, err := snapshot.Build(reg, out)
+	near, err := snapshot.BuildValidated(reg, out, run.validated(at))
 	if err != nil {
 		// Only priorities changed in assignments that were built: it
 		// cannot fail; if it did, every endpoint stays at its priority.
@@ -73,14 +81,98 @@ func preferClose(reg *xdstype.Registry, services []model.Service, snap *snapshot
 	return snap.WithEndpointsOf(near)
 }
 
+// locality is what a group's match pins that closeFirst puts first.
+type locality struct{ region, zone string }
+
+// closeFirstCache keeps the last compile's close-first assignments, by
+// the assignment each was made of and the locality it puts first, and a
+// snapshot.Validated per locality: the assignment of a service a change
+// did not touch is the same message as in the compile before (its
+// translation is reused), so its close-first form is too, and the build
+// neither encodes nor validates it again. Without it, a change to one of
+// a thousand PreferClose services rewrote and validated all of them, for
+// every zone's group.
+type closeFirstCache struct {
+	mu    sync.Mutex
+	last  map[closeKey]*endpointv3.ClusterLoadAssignment
+	valid map[locality]*snapshot.Validated
+}
+
+type closeKey struct {
+	from *endpointv3.ClusterLoadAssignment
+	at   locality
+}
+
+// closeFirstRun is one compile's use of a closeFirstCache.
+type closeFirstRun struct {
+	c          *closeFirstCache
+	prev, next map[closeKey]*endpointv3.ClusterLoadAssignment
+	valid      map[locality]*snapshot.Validated
+}
+
+func (c *closeFirstCache) begin() *closeFirstRun {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return &closeFirstRun{c: c, prev: c.last, next: map[closeKey]*endpointv3.ClusterLoadAssignment{}, valid: map[locality]*snapshot.Validated{}}
+}
+
+// rewrite is closeFirst(cla, at), the one of the compile before when cla
+// is the same message.
+func (r *closeFirstRun) rewrite(cla *endpointv3.ClusterLoadAssignment, at locality) *endpointv3.ClusterLoadAssignment {
+	if r == nil {
+		return closeFirst(cla, at)
+	}
+	k := closeKey{cla, at}
+	near, ok := r.next[k]
+	if !ok {
+		if near, ok = r.prev[k]; !ok {
+			near = closeFirst(cla, at)
+		}
+		r.next[k] = near
+	}
+	return near
+}
+
+// validated is the Validated of at's builds: one per locality, since a
+// Validated keeps what its last two builds saw.
+func (r *closeFirstRun) validated(at locality) *snapshot.Validated {
+	if r == nil {
+		return nil
+	}
+	v := r.valid[at]
+	if v == nil {
+		r.c.mu.Lock()
+		if v = r.c.valid[at]; v == nil {
+			v = &snapshot.Validated{}
+		}
+		r.c.mu.Unlock()
+		r.valid[at] = v
+	}
+	return v
+}
+
+// done keeps this compile's rewrites, and the Validated of the
+// localities it used, for the next.
+func (r *closeFirstRun) done() {
+	if r == nil {
+		return
+	}
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	r.c.last, r.c.valid = r.next, r.valid
+}
+
 // closeFirst is cla as Kubernetes' PreferClose serves a zone's clients:
-// the localities of m's zone (and region, if m pins one) first, the others
+// the localities of at's zone (and region, if it names one) first, the others
 // after them as a fallback, each side keeping its own priorities in order
 // (so near 0, 1 and far 0 are 0, 1 and 2), numbered without gaps. It is
 // nil when that changes nothing: no locality near, or none far.
-func closeFirst(cla *endpointv3.ClusterLoadAssignment, m nodegroup.Match) *endpointv3.ClusterLoadAssignment {
+func closeFirst(cla *endpointv3.ClusterLoadAssignment, at locality) *endpointv3.ClusterLoadAssignment {
 	isNear := func(l *endpointv3.LocalityLbEndpoints) bool {
-		return l.GetLocality().GetZone() == m.Zone && (m.Region == "" || l.GetLocality().GetRegion() == m.Region)
+		return l.GetLocality().GetZone() == at.zone && (at.region == "" || l.GetLocality().GetRegion() == at.region)
 	}
 	var near, far []uint32
 	for _, l := range cla.GetEndpoints() {
@@ -121,4 +213,47 @@ func shallow[M proto.Message](m M) M {
 		return true
 	})
 	return dst.Interface().(M)
+}
+
+// maxNamedPreferClose bounds the services a warning names.
+const maxNamedPreferClose = 3
+
+// preferCloseUnpinned warns of each group (but the default one, whose
+// nodes are of any zone) that receives PreferClose services yet pins no
+// zone: its nodes get every zone's endpoints at priority 0, which an
+// operator who wrote PreferClose may not expect. One warning a group.
+func preferCloseUnpinned(doc *config.Document, f *fleet.Fleet) diag.List {
+	var prefer []string
+	for i := range doc.Services {
+		if doc.Services[i].TrafficDistribution != "" {
+			prefer = append(prefer, doc.Services[i].Name)
+		}
+	}
+	if len(prefer) == 0 {
+		return nil
+	}
+	var out diag.List
+	for i := range doc.Groups {
+		rule := &doc.Groups[i]
+		g, _ := f.Lookup(rule.Name)
+		if rule.Default || rule.Match.Zone != "" || g == nil || g.Unserved {
+			continue
+		}
+		var got []string
+		for _, name := range prefer {
+			if g.Snapshot.Set(xdstype.EndpointURL).Get(name) != nil {
+				got = append(got, name)
+			}
+		}
+		if len(got) == 0 {
+			continue
+		}
+		named := strings.Join(got[:min(len(got), maxNamedPreferClose)], ", ")
+		if len(got) > maxNamedPreferClose {
+			named += fmt.Sprintf(" and %d more", len(got)-maxNamedPreferClose)
+		}
+		out = append(out, diag.Diagnostic{File: rule.File, Line: rule.Line, Type: "group", Name: rule.Name, Field: "match.zone", Message: fmt.Sprintf(
+			"pins no zone, so the traffic_distribution of the %d service(s) it receives (%s) orders nothing: its nodes get every zone's endpoints at priority 0; pin match.zone (a group per zone) to serve them close first", len(got), named)})
+	}
+	return out
 }

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/pylon-xds/pylon/internal/config"
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
@@ -55,7 +56,7 @@ func TestPreferCloseGivesAZonePinnedGroupItsZoneFirstAndTheRestAsFallback(t *tes
 		{"every endpoint in the zone", nodegroup.Match{Zone: "a"}, localities("r1/a", "r2/a"), nil},
 	} {
 		before := proto.Clone(c.in)
-		got := closeFirst(c.in, c.match)
+		got := closeFirst(c.in, locality{region: c.match.Region, zone: c.match.Zone})
 		if d := cmp.Diff(before, c.in, protocmp.Transform()); d != "" {
 			t.Errorf("%s: the assignment given, shared by other groups, was changed (-before +after):\n%s", c.name, d)
 		}
@@ -142,5 +143,71 @@ func TestATrafficDistributionPylonDoesNotServeIsRefusedNamingTheServiceAndField(
 	doc := strings.Replace(preferCloseDoc, "traffic_distribution: PreferClose", "traffic_distribution: PreferSameZone", 1)
 	if _, err := Compile(xdstype.New(), []config.File{{Path: "g.yaml", Data: []byte(doc)}}, nil); err != nil {
 		t.Errorf("PreferSameZone, PreferClose's new name: %v", err)
+	}
+}
+
+// Through a Cache, a change to one PreferClose service gives the groups
+// its new assignment close first, while another service's close-first
+// assignment is the very message of the compile before: kept, not
+// rewritten and validated again for every zone's group on every change.
+func TestPreferCloseRewritesOnlyTheChangedServicesThroughACache(t *testing.T) {
+	reg := xdstype.New()
+	var c Cache
+	assignment := func(f *fleet.Fleet, group, name string) *endpointv3.ClusterLoadAssignment {
+		g, _ := f.Lookup(group)
+		cla, _ := g.Snapshot.Set(xdstype.EndpointURL).Get(name).Message.(*endpointv3.ClusterLoadAssignment)
+		return cla
+	}
+	before, err := c.Compile(reg, []config.File{preferCloseWorld(3, true, 0)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := c.Compile(reg, []config.File{preferCloseWorld(3, true, 1)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []string{"zone-a", "zone-b", "zone-c"} {
+		if a, b := assignment(before, g, "svc-1"), assignment(after, g, "svc-1"); a == nil || a != b {
+			t.Errorf("group %s: svc-1, unchanged, is another message after the change (%p, then %p)", g, a, b)
+		}
+		changed := assignment(after, g, "svc-0")
+		var port uint32
+		near := map[string]uint32{}
+		for _, l := range changed.GetEndpoints() {
+			near[l.GetLocality().GetZone()] = l.GetPriority()
+			for _, e := range l.GetLbEndpoints() {
+				if e.GetEndpoint().GetAddress().GetSocketAddress().GetAddress() == "10.0.0.0" {
+					port = e.GetEndpoint().GetAddress().GetSocketAddress().GetPortValue()
+				}
+			}
+		}
+		zone := strings.TrimPrefix(g, "zone-")
+		if port != 9001 || near[zone] != 0 || len(near) != 3 {
+			t.Errorf("group %s: svc-0 after the change has 10.0.0.0's port %d (want 9001) and priorities by zone %v (want %s at 0)", g, port, near, zone)
+		}
+		for z, p := range near {
+			if z != zone && p != 1 {
+				t.Errorf("group %s: svc-0's zone %s at priority %d, want 1", g, z, p)
+			}
+		}
+	}
+}
+
+// A group that pins no zone but receives PreferClose services is warned
+// of, naming its file, line and match.zone: its nodes get no endpoint
+// first. The default group (nodes of any zone) and zone-pinned groups
+// are not.
+func TestAGroupPinningNoZoneIsWarnedItsPreferCloseServicesOrderNothing(t *testing.T) {
+	_, warnings, err := CompileWithWarnings(xdstype.New(), []config.File{{Path: "g.yaml", Data: []byte(preferCloseDoc)}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range warnings {
+		got = append(got, w.String())
+	}
+	want := []string{`g.yaml:7: group "east": match.zone: pins no zone, so the traffic_distribution of the 1 service(s) it receives (web) orders nothing: its nodes get every zone's endpoints at priority 0; pin match.zone (a group per zone) to serve them close first`}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("warnings (-want +got):\n%s", d)
 	}
 }
