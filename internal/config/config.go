@@ -400,7 +400,7 @@ func decodeItems[T any](w *jsonWriter, c *Cache, path, kind string, val *yaml.No
 	if val.Kind != yaml.SequenceNode {
 		return nil, diag.List{{File: path, Line: val.Line, Message: "must be a list of " + kind + "s"}}
 	}
-	var out []T
+	out := make([]T, 0, len(val.Content))
 	var problems diag.List
 	for i, item := range val.Content {
 		raw := ""
@@ -411,6 +411,13 @@ func decodeItems[T any](w *jsonWriter, c *Cache, path, kind string, val *yaml.No
 				out = append(out, v)
 				continue
 			}
+			if v, ok := decodeJSONItem(raw, model.Source{File: path, Line: item.Line}, set); ok {
+				c.put(kind, raw, v)
+				out = append(out, v)
+				continue
+			}
+			// Refused, or not plainly JSON: the item's YAML tree gives
+			// its diagnostics their fields' lines.
 			full, err := yamlOf([]byte(raw), item.Line)
 			if err != nil {
 				problems = append(problems, diag.Diagnostic{File: path, Line: item.Line, Type: kind, Name: fmt.Sprintf("#%d", i), Message: err.Error()})
