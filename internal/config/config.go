@@ -264,8 +264,8 @@ func loadFile(reg *xdstype.Registry, f File, doc *Document, c *Cache) diag.List 
 	}
 	// Aliases may expand a file, but not without bound.
 	w := newJSONWriter(4*len(f.Data) + 1<<20)
-	if c.looksLikeJSON(f.Data) {
-		return loadJSON(reg, w, f, doc, c)
+	if problems, ok := loadJSON(reg, w, f, doc, c); ok {
+		return problems
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(f.Data))
 	var problems diag.List

@@ -17,6 +17,13 @@ import (
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
+// isJSONObject reports whether data is one JSON object: what the JSON
+// path reads.
+func isJSONObject(data []byte) bool {
+	i := skipSpace(string(data), 0)
+	return i < len(data) && data[i] == '{' && json.Valid(data)
+}
+
 // yamlPathOf is data (a JSON document) made to take the YAML path: a
 // comment line after it is YAML, not JSON, and moves no line.
 func yamlPathOf(data []byte) []byte { return append(append([]byte{}, data...), "\n# yaml\n"...) }
@@ -25,7 +32,7 @@ func yamlPathOf(data []byte) []byte { return append(append([]byte{}, data...), "
 // through the YAML path and returns the difference, "" for none: the
 // same Document, file and lines included, or the same error.
 func loadBothWays(reg *xdstype.Registry, data []byte) (string, error) {
-	if !looksLikeJSON(data) {
+	if !isJSONObject(data) {
 		return "", fmt.Errorf("not a JSON document")
 	}
 	got, gotErr := Load(reg, []File{{Path: "c.json", Data: data}})
@@ -119,7 +126,7 @@ func TestJSONPathLoadsAsYAMLPath(t *testing.T) {
 		"rollout":            []byte(`{"groups": [{"name": "g", "default": true, "rollout": {"stages": [{"share": "10%", "bake": "1s"}, {"share": 50.0}]}}]}`),
 	}
 	for name, data := range corpus(t) {
-		if looksLikeJSON(data) {
+		if isJSONObject(data) {
 			docs[name] = data
 			continue
 		}
@@ -161,8 +168,17 @@ func FuzzJSONPathLoadsAsYAMLPath(f *testing.F) {
 	f.Add([]byte(`{"services": [{"name": "a", "labels": {"k": "1", "\u006b": "2"}}]}`))
 	f.Add([]byte(`{"services": [{"name": "a", "endpoints": [{"address": "10.0.0.1", "port": 80.0}]}], "groups": [{"name": "g", "rollout": {"stages": [{"share": 1e1}]}}]}`))
 	reg := xdstype.New()
+	for _, s := range jsonSplitCases {
+		f.Add([]byte(s))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if len(data) > 1<<16 || !looksLikeJSON(data) {
+		if len(data) > 1<<16 {
+			t.Skip()
+		}
+		if _, ok := splitJSON(data, string(data), nil); ok != isJSONObject(data) {
+			t.Fatalf("splitJSON says valid: %v; json.Valid says %v", ok, !ok)
+		}
+		if !isJSONObject(data) {
 			t.Skip()
 		}
 		if diff, _ := loadBothWays(reg, data); diff != "" {
@@ -190,5 +206,35 @@ func TestJSONItemsAllocateLittlePerInputByte(t *testing.T) {
 	t.Logf("%.1f bytes allocated per input byte", got)
 	if got > 20 {
 		t.Errorf("decoding model objects allocated %.1f bytes per input byte, want at most 20", got)
+	}
+}
+
+var jsonSplitCases = []string{
+	`{}`, ` { } `, `{"a": 1}`, `{"a": 1,}`, `{"a": 1 "b": 2}`, `{"a" 1}`, `{"a": }`, `{"a": 1}}`, `{"a": 1} x`, `{"a": 1`,
+	`{"services": []}`, `{"services": [ ]}`, `{"services": [,]}`, `{"services": [{},]}`, `{"services": [{} {}]}`,
+	`{"services": [{"a": 1]}`, `{"services": [{"a": 1}, 2, "x", null, [1]]}`, `{"services": [1x]}`, `{"services": ["a]}`,
+	`{"resources": [{"@type": "x"}], "version": 1}`, `{"version": 01}`, `{"version": [1,]}`, `{"x\u00": 1}`, `{"x\q": 1}`,
+	`{"services": [{"name": "a\u0000"}]}`, "{\"a\": \"\x01\"}", "\ufeff{}", `[{}]`, `{,"a": 1}`, `{"services": {"a": [1,]}}`,
+}
+
+// splitJSON, which checks only what the cache does not hold, takes what
+// json.Valid takes for one object, and a cached item's text as valid.
+func TestSplitJSONAcceptsWhatJSONValidDoes(t *testing.T) {
+	for _, s := range jsonSplitCases {
+		data := []byte(s)
+		if _, ok := splitJSON(data, s, nil); ok != isJSONObject(data) {
+			t.Errorf("%s: splitJSON says valid: %v, json.Valid %v", s, ok, !ok)
+		}
+	}
+	var c Cache
+	doc := []byte(`{"services": [{"name": "a"}, {"name": "b"}]}`)
+	if _, err := c.Load(xdstype.New(), []File{{Path: "c.json", Data: doc}}); err != nil {
+		t.Fatal(err)
+	}
+	if !c.has("service", `{"name": "a"}`) || c.has("route table", `{"name": "a"}`) {
+		t.Fatal("the cache does not hold the loaded items by kind")
+	}
+	if _, ok := splitJSON(doc, string(doc), &c); !ok {
+		t.Error("a document of cached items is not valid")
 	}
 }
