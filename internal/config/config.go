@@ -70,7 +70,7 @@ func nameProblem(name string) string {
 // echoed back in full.
 func shortName(name string) string {
 	if len(name) <= 64 {
-		return name
+		return strings.Clone(name) // not a piece of a file's text, kept alive by a diagnostic
 	}
 	cut := 64
 	for cut > 0 && !utf8.RuneStart(name[cut]) {
@@ -608,7 +608,9 @@ func decodeResource(reg *xdstype.Registry, w *jsonWriter, path string, node *yam
 		d.Field, d.Name, d.Message = t.NameField(), shortName(name), msg
 		return xdstype.Resource{}, d
 	}
-	return xdstype.Resource{Type: t, Name: name, Message: msg, TTL: ttl, File: path, Line: node.Line}, nil
+	// The name is a piece of the file's text on the JSON path: a copy
+	// lets the text go once the file is decoded.
+	return xdstype.Resource{Type: t, Name: strings.Clone(name), Message: msg, TTL: ttl, File: path, Line: node.Line}, nil
 }
 
 // nameFrom reads the resource name before full decoding so that even a
