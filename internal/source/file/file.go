@@ -228,7 +228,7 @@ func readFile(path string) (config.File, error) {
 	}
 	defer f.Close()
 	// Read one byte past the limit so that config.Load can report the size.
-	data, err := io.ReadAll(io.LimitReader(f, config.MaxFileBytes+1))
+	data, err := readAtMost(f, config.MaxFileBytes+1)
 	if err != nil {
 		return config.File{}, fmt.Errorf("%s: %w", path, err)
 	}
@@ -239,6 +239,32 @@ func readFile(path string) (config.File, error) {
 		return config.File{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return config.File{Path: path, Data: data, Dir: dir}, nil
+}
+
+// readAtMost reads f, up to limit bytes, into one buffer of f's size (a
+// resync re-reads a large file: io.ReadAll's doubling allocated two to
+// three times its size); a file that grows while it is read is read on
+// into a larger one.
+func readAtMost(f *os.File, limit int) ([]byte, error) {
+	size := 512
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		size = int(min(fi.Size(), int64(limit))) + 1 // + 1: EOF is seen without growing
+	}
+	data := make([]byte, 0, min(size, limit))
+	for len(data) < limit {
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)]
+		}
+		n, err := f.Read(data[len(data):min(cap(data), limit)])
+		data = data[:len(data)+n]
+		if err == io.EOF {
+			return data, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return data, nil
 }
 
 // settle is the Debouncer's Settle for opts.Settle.
