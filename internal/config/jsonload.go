@@ -248,23 +248,9 @@ func objectEntries(text string, at int) []entry {
 	return out
 }
 
-// arrayElements lists the [start, end) of each element of the (valid) JSON
-// array at text[at].
-func arrayElements(text string, at int) [][2]int {
-	var out [][2]int
-	i := skipSpace(text, at+1)
-	for i < len(text) && text[i] != ']' {
-		end := skipValue(text, i)
-		out = append(out, [2]int{i, end})
-		i = skipSpace(text, end)
-		if i < len(text) && text[i] == ',' {
-			i = skipSpace(text, i+1)
-		}
-	}
-	return out
-}
-
-// skipValue returns the end of the (valid) JSON value at text[i].
+// skipValue returns the end of the JSON value at text[i]. Text that is
+// not JSON gets some end, at i or after it, that its caller's check then
+// refuses (splitJSON): it always ends.
 func skipValue(text string, i int) int {
 	switch text[i] {
 	case '"':
@@ -350,20 +336,6 @@ func shiftLines(n *yaml.Node, by int) {
 	for _, c := range n.Content {
 		shiftLines(c, by)
 	}
-}
-
-// valueStart skips the separators after offset to where the next value
-// begins.
-func valueStart(data []byte, offset int) int {
-	for offset < len(data) {
-		switch data[offset] {
-		case ' ', '\t', '\r', '\n', ',', ':':
-			offset++
-			continue
-		}
-		break
-	}
-	return offset
 }
 
 // lineCounter turns increasing byte offsets into line numbers in one pass.
