@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/pylon-xds/pylon/internal/config"
@@ -41,4 +42,30 @@ func TestReadAllocatesTheFileOnce(t *testing.T) {
 	if files, err := Read(big); err != nil || len(files[0].Data) != config.MaxFileBytes+1 {
 		t.Fatalf("a file over the limit: %v, %d bytes read", err, len(files[0].Data))
 	}
+}
+
+// A re-read (a resync, SIGHUP) of a file whose bytes have not changed
+// sends the bytes it sent last, compared as they are read, not a new copy
+// of the file: a resync of a 15 MiB config every 30 s otherwise grew the
+// heap by the file's size each time. A file changed in place to the same
+// size is read anew.
+func TestRereadOfAnUnchangedFileSendsTheSameBytes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pylon.json")
+	a := strings.Repeat("a", 300<<10)
+	write(t, path, a)
+	reread := make(chan struct{})
+	_, updates, _ := counted(t, Options{Path: path, Reread: reread})
+	first := next(t, updates, has("pylon.json="+a+";"))
+	for range 3 {
+		reread <- struct{}{}
+		u := next(t, updates, has("pylon.json="+a+";"))
+		if &u.Files[0].Data[0] != &first.Files[0].Data[0] {
+			t.Fatal("a re-read of an unchanged file sent a new copy of it")
+		}
+	}
+	b := a[:len(a)-1] + "b"
+	write(t, path, b)
+	next(t, updates, has("pylon.json="+b+";"))
+	reread <- struct{}{}
+	next(t, updates, has("pylon.json="+b+";"))
 }
