@@ -1,6 +1,8 @@
 // Package pipeline is the reconcile loop: every update from a source is
 // decoded, validated and built into a snapshot, then published, or refused
 // as a whole with diagnostics while the last good snapshot keeps serving.
+// An update that reads as the last good one did (a resync of an unchanged
+// config, its certificates unchanged too) is not built again.
 package pipeline
 
 import (
