@@ -10,8 +10,8 @@ import (
 // target, group and route test), keyed by the item's exact text. Under
 // endpoint churn a publish reads the same thousand items again with one
 // changed (the store renders every object as a JSON file, and a generated
-// config file is JSON): with the cache only the changed item is parsed and
-// decoded. A hit is the same decoded value with the file and line of this
+// config file is JSON): with the cache only the changed item is checked,
+// parsed and decoded; an unchanged one costs a lookup of its text. A hit is the same decoded value with the file and line of this
 // load, so a load with the cache returns what one without it would.
 //
 // Only successes are kept (a broken item is decoded again, for its

@@ -13,8 +13,9 @@ import (
 // parse, a tree and a re-encoding (two thirds of what loading a large
 // JSON file allocated). It answers only for an item the YAML path would
 // decode to the same value and accept: plain JSON (printable ASCII,
-// whose strings YAML reads as JSON does), every key once per object,
-// nested at most maxDepth, decoded strictly, with a good name. Anything
+// whose strings YAML reads as JSON does; each key on the line of its
+// colon, and short), every key once per object, nested at most maxDepth,
+// decoded strictly, with a good name. Anything
 // else (a refusal included) reports false and takes the YAML path,
 // whose diagnostics name each field's line; so the errors are the same
 // either way.
@@ -76,11 +77,12 @@ func uniqueKeys(s string, i, depth int) (int, bool) {
 		i = skipSpace(s, i+1)
 		for i < len(s) && s[i] != '}' {
 			end := skipValue(s, i)
-			if !keys.add(jsonString(s[i:end])) {
+			colon := skipSpace(s, end)
+			if !keys.add(jsonString(s[i:end])) || !yamlKey(s[i:colon]) {
 				return 0, false
 			}
 			var ok bool
-			if i, ok = uniqueKeys(s, skipSpace(s, skipSpace(s, end)+1), depth+1); !ok {
+			if i, ok = uniqueKeys(s, skipSpace(s, colon+1), depth+1); !ok {
 				return 0, false
 			}
 			if i = skipSpace(s, i); i < len(s) && s[i] == ',' {
@@ -102,6 +104,14 @@ func uniqueKeys(s string, i, depth int) (int, bool) {
 		return i + 1, true
 	}
 	return skipValue(s, i), true
+}
+
+// yamlKey reports whether the YAML parser reads a key and the space
+// after it (up to its colon) as JSON does: it refuses a key that is not
+// on one line with its colon, or longer than about 1,024 characters (its
+// limit on an implicit key; 1,000 is well within).
+func yamlKey(s string) bool {
+	return len(s) <= 1000 && !strings.ContainsAny(s, "\r\n")
 }
 
 // keySet is the keys of one object: a short list searched in place (most

@@ -123,6 +123,9 @@ func TestJSONPathLoadsAsYAMLPath(t *testing.T) {
 		"not a mapping":      []byte(`{"services": [1, "x", null, []]}`),
 		"deep":               []byte(`{"services": [{"name": "a", "labels": ` + strings.Repeat(`{"a": `, maxDepth+1) + `1` + strings.Repeat(`}`, maxDepth+1) + `}]}`),
 		"many keys":          []byte(`{"services": [{"name": "a", "labels": {` + manyKeys(100) + `, "k7": "again"}}]}`),
+		"line breaks":        []byte("{\"services\": [\n{\n\"name\":\n\"a\"\n,\n\"endpoints\":\r\n[\n{\"address\": \"10.0.0.1\",\t\"port\":\n80\n}\n]\n}\n]\n}"),
+		"break before colon": []byte("{\"services\": [{\"name\"\n: \"a\"}]}"),
+		"a long key":         []byte(`{"services": [{"name": "a", "labels": {"` + strings.Repeat("k", 1100) + `": "v"}}]}`),
 		"rollout":            []byte(`{"groups": [{"name": "g", "default": true, "rollout": {"stages": [{"share": "10%", "bake": "1s"}, {"share": 50.0}]}}]}`),
 	}
 	for name, data := range corpus(t) {
