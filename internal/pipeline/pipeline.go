@@ -123,9 +123,13 @@ func PublishTo(pub *fleet.Publisher) Publish {
 type Pipeline struct {
 	o Options
 	// compiled carries what one compile leaves for the next (resources
-	// already validated); safe for concurrent Applies.
+	// already validated).
 	compiled compile.Cache
 	last     *source.Update // what Run applied last, applied again on Retry
+	// applying makes Applies one at a time, so that good is what the
+	// fleet published last read (concurrent ones would publish in one
+	// order and record in another).
+	applying sync.Mutex
 
 	mu     sync.Mutex
 	status Status
@@ -196,6 +200,8 @@ func (p *Pipeline) Apply(u source.Update) error { return p.apply(u, false) }
 // apply is Apply; again compiles u even if it reads as the last good
 // update did (a retry: what refused it may have changed).
 func (p *Pipeline) apply(u source.Update, again bool) error {
+	p.applying.Lock()
+	defer p.applying.Unlock()
 	in := digestFiles(u.Files)
 	if u.Err == nil && !again && p.unchanged(in) {
 		p.mu.Lock()
