@@ -1,7 +1,6 @@
 package config
 
 import (
-	"crypto/sha256"
 	"strings"
 	"sync"
 )
@@ -11,8 +10,8 @@ import (
 // target, group and route test), keyed by the item's exact text. Under
 // endpoint churn a publish reads the same thousand items again with one
 // changed (the store renders every object as a JSON file, and a generated
-// config file is JSON): with the cache only the changed item is parsed and
-// decoded. A hit is the same decoded value with the file and line of this
+// config file is JSON): with the cache only the changed item is checked,
+// parsed and decoded; an unchanged one costs a lookup of its text. A hit is the same decoded value with the file and line of this
 // load, so a load with the cache returns what one without it would.
 //
 // Only successes are kept (a broken item is decoded again, for its
@@ -24,33 +23,6 @@ import (
 type Cache struct {
 	mu        sync.Mutex
 	cur, prev map[cacheKey]any
-	// jsonCur, jsonPrev: the SHA-256 of the files found to be JSON, whose
-	// check (json.Valid, a full scan) need not run again.
-	jsonCur, jsonPrev map[[sha256.Size]byte]struct{}
-}
-
-// looksLikeJSON is the package's looksLikeJSON, remembered by content.
-func (c *Cache) looksLikeJSON(data []byte) bool {
-	if c == nil {
-		return looksLikeJSON(data)
-	}
-	sum := sha256.Sum256(data)
-	c.mu.Lock()
-	_, ok := c.jsonCur[sum]
-	if !ok {
-		_, ok = c.jsonPrev[sum]
-	}
-	c.mu.Unlock()
-	if !ok && !looksLikeJSON(data) {
-		return false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.jsonCur == nil {
-		c.jsonCur = map[[sha256.Size]byte]struct{}{}
-	}
-	c.jsonCur[sum] = struct{}{}
-	return true
 }
 
 // cacheKey is an item's kind ("resource", "service", ...) and its text.
@@ -73,6 +45,22 @@ func (c *Cache) get(kind, text string) (any, bool) {
 		c.keep(k, v)
 	}
 	return v, ok
+}
+
+// has reports whether one of the last two loads decoded text as kind: a
+// look only, which keeps nothing for the next load (get does).
+func (c *Cache) has(kind, text string) bool {
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := cacheKey{kind, text}
+	_, ok := c.cur[k]
+	if !ok {
+		_, ok = c.prev[k]
+	}
+	return ok
 }
 
 // put records the value text decoded to. The text is copied: it is a
@@ -101,7 +89,6 @@ func (c *Cache) done() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.prev, c.cur = c.cur, nil
-	c.jsonPrev, c.jsonCur = c.jsonCur, nil
 }
 
 // cached returns the value of type T cached for text, if any.

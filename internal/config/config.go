@@ -70,7 +70,7 @@ func nameProblem(name string) string {
 // echoed back in full.
 func shortName(name string) string {
 	if len(name) <= 64 {
-		return name
+		return strings.Clone(name) // not a piece of a file's text, kept alive by a diagnostic
 	}
 	cut := 64
 	for cut > 0 && !utf8.RuneStart(name[cut]) {
@@ -264,8 +264,8 @@ func loadFile(reg *xdstype.Registry, f File, doc *Document, c *Cache) diag.List 
 	}
 	// Aliases may expand a file, but not without bound.
 	w := newJSONWriter(4*len(f.Data) + 1<<20)
-	if c.looksLikeJSON(f.Data) {
-		return loadJSON(reg, w, f, doc, c)
+	if problems, ok := loadJSON(reg, w, f, doc, c); ok {
+		return problems
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(f.Data))
 	var problems diag.List
@@ -400,7 +400,7 @@ func decodeItems[T any](w *jsonWriter, c *Cache, path, kind string, val *yaml.No
 	if val.Kind != yaml.SequenceNode {
 		return nil, diag.List{{File: path, Line: val.Line, Message: "must be a list of " + kind + "s"}}
 	}
-	var out []T
+	out := make([]T, 0, len(val.Content))
 	var problems diag.List
 	for i, item := range val.Content {
 		raw := ""
@@ -411,6 +411,13 @@ func decodeItems[T any](w *jsonWriter, c *Cache, path, kind string, val *yaml.No
 				out = append(out, v)
 				continue
 			}
+			if v, ok := decodeJSONItem(raw, model.Source{File: path, Line: item.Line}, set); ok {
+				c.put(kind, raw, v)
+				out = append(out, v)
+				continue
+			}
+			// Refused, or not plainly JSON: the item's YAML tree gives
+			// its diagnostics their fields' lines.
 			full, err := yamlOf([]byte(raw), item.Line)
 			if err != nil {
 				problems = append(problems, diag.Diagnostic{File: path, Line: item.Line, Type: kind, Name: fmt.Sprintf("#%d", i), Message: err.Error()})
@@ -601,7 +608,9 @@ func decodeResource(reg *xdstype.Registry, w *jsonWriter, path string, node *yam
 		d.Field, d.Name, d.Message = t.NameField(), shortName(name), msg
 		return xdstype.Resource{}, d
 	}
-	return xdstype.Resource{Type: t, Name: name, Message: msg, TTL: ttl, File: path, Line: node.Line}, nil
+	// The name is a piece of the file's text on the JSON path: a copy
+	// lets the text go once the file is decoded.
+	return xdstype.Resource{Type: t, Name: strings.Clone(name), Message: msg, TTL: ttl, File: path, Line: node.Line}, nil
 }
 
 // nameFrom reads the resource name before full decoding so that even a

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -19,27 +20,29 @@ const rawJSONTag = "!pylon/rawjson"
 
 // loadJSON decodes a file that is valid JSON (the store's objects, API
 // bodies, generated configs) without building a YAML tree of it: the
-// resources list is walked in place, each resource going straight to its
-// message, so memory follows the output, not a tree many times the
-// input's size. data has passed json.Valid, so the scanner below can skip
-// values without re-checking their syntax.
-func loadJSON(reg *xdstype.Registry, w *jsonWriter, f File, doc *Document, c *Cache) diag.List {
-	lc := &lineCounter{data: f.Data, line: 1}
+// lists of resources and model objects are walked in place, each item
+// going straight to its value, so memory follows the output, not a tree
+// many times the input's size. It reports false, having decoded nothing,
+// when f is not one valid JSON object: such a file takes the YAML path,
+// whose errors name lines. An item the cache holds is neither checked
+// nor decoded again: its text was valid JSON when the cache took it.
+func loadJSON(reg *xdstype.Registry, w *jsonWriter, f File, doc *Document, c *Cache) (diag.List, bool) {
 	text := string(f.Data) // one copy; every value below is a substring of it
-	start := valueStart(f.Data, 0)
-	if text[start] != '{' {
-		return diag.List{{File: f.Path, Line: 1, Message: "a config document must be a mapping with a `resources` list"}}
+	top, ok := splitJSON(f.Data, text, c)
+	if !ok {
+		return nil, false
 	}
+	lc := &lineCounter{data: f.Data, line: 1}
 	var problems diag.List
-	for _, e := range objectEntries(text, start) {
+	for _, e := range top {
 		keyLine := lc.at(e.keyAt)
-		if e.key == "resources" && text[e.valAt] == '[' {
-			problems = append(problems, loadJSONResources(reg, w, f.Path, text, e.valAt, lc, doc, c)...)
+		if e.key == "resources" && e.elems != nil {
+			problems = append(problems, loadJSONResources(reg, w, f.Path, text, e.elems, lc, doc, c)...)
 			continue
 		}
 		var val *yaml.Node
-		if text[e.valAt] == '[' && isItemsKey(e.key) {
-			val = rawItems(text, e.valAt, lc)
+		if e.elems != nil {
+			val = rawItems(text, e.valAt, e.elems, lc)
 		} else {
 			var err error
 			if val, err = yamlOf([]byte(text[e.valAt:e.valEnd]), lc.at(e.valAt)); err != nil {
@@ -49,14 +52,15 @@ func loadJSON(reg *xdstype.Registry, w *jsonWriter, f File, doc *Document, c *Ca
 		}
 		problems = append(problems, loadKey(reg, w, f.Path, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: e.key, Line: keyLine}, val, doc, c)...)
 	}
-	return problems
+	return problems, true
 }
 
-// loadJSONResources walks the resources list at text[at]: one element
-// turned into its message at a time, unless c holds it already.
-func loadJSONResources(reg *xdstype.Registry, w *jsonWriter, path, text string, at int, lc *lineCounter, doc *Document, c *Cache) diag.List {
+// loadJSONResources walks the elements of a resources list: one turned
+// into its message at a time, unless c holds it already.
+func loadJSONResources(reg *xdstype.Registry, w *jsonWriter, path, text string, elems [][2]int, lc *lineCounter, doc *Document, c *Cache) diag.List {
 	var problems diag.List
-	for _, el := range arrayElements(text, at) {
+	doc.Resources = slices.Grow(doc.Resources, len(elems))
+	for _, el := range elems {
 		raw, line := text[el[0]:el[1]], lc.at(el[0])
 		if r, ok := cached[xdstype.Resource](c, "resource", raw); ok {
 			r.File, r.Line = path, line
@@ -74,23 +78,122 @@ func loadJSONResources(reg *xdstype.Registry, w *jsonWriter, path, text string, 
 	return problems
 }
 
-// isItemsKey reports whether a top-level key holds a list of model objects.
-func isItemsKey(key string) bool {
-	switch key {
-	case "groups", "services", "endpoints", "routes", "listeners", "secrets", "grpc", "tests":
-		return true
-	}
-	return false
+// topEntry is an entry of a JSON document's top-level object; elems are
+// its value's elements when it is a list of resources or model objects.
+type topEntry struct {
+	entry
+	elems [][2]int
 }
 
-// rawItems is a sequence node of the elements of the JSON array at
+// splitJSON splits the JSON document text (data's bytes, as a string)
+// into its top-level entries, and reports whether it is one valid JSON
+// object. Each value is checked, but for the items of a list the cache
+// holds: a change to one object of a large file checks that object and
+// the document's structure, not every object again.
+func splitJSON(data []byte, text string, c *Cache) ([]topEntry, bool) {
+	i := skipSpace(text, 0)
+	if i >= len(text) || text[i] != '{' {
+		return nil, false
+	}
+	var out []topEntry
+	for i = skipSpace(text, i+1); i < len(text) && text[i] != '}'; {
+		if text[i] != '"' {
+			return nil, false
+		}
+		keyEnd := skipValue(text, i)
+		if !json.Valid(data[i:keyEnd]) {
+			return nil, false
+		}
+		e := topEntry{entry: entry{key: jsonString(text[i:keyEnd]), keyAt: i}}
+		if i = skipSpace(text, keyEnd); i >= len(text) || text[i] != ':' {
+			return nil, false
+		}
+		if e.valAt = skipSpace(text, i+1); e.valAt >= len(text) {
+			return nil, false
+		}
+		var ok bool
+		if kind := itemKind(e.key); kind != "" && text[e.valAt] == '[' {
+			e.elems, e.valEnd, ok = splitList(data, text, e.valAt, kind, c)
+		} else {
+			e.valEnd = skipValue(text, e.valAt)
+			ok = json.Valid(data[e.valAt:e.valEnd])
+		}
+		if !ok {
+			return nil, false
+		}
+		out = append(out, e)
+		if i = skipSpace(text, e.valEnd); i < len(text) && text[i] == ',' {
+			if i = skipSpace(text, i+1); i < len(text) && text[i] == '}' {
+				return nil, false // a trailing comma
+			}
+		} else if i >= len(text) || text[i] != '}' {
+			return nil, false
+		}
+	}
+	if i >= len(text) || skipSpace(text, i+1) != len(text) {
+		return nil, false
+	}
+	return out, true
+}
+
+// splitList splits the JSON list at text[at] into its elements, checking
+// each that c does not hold as kind, and returns them and the list's end.
+func splitList(data []byte, text string, at int, kind string, c *Cache) ([][2]int, int, bool) {
+	elems := [][2]int{}
+	for i := skipSpace(text, at+1); i < len(text); {
+		if text[i] == ']' && len(elems) == 0 {
+			return elems, i + 1, true
+		}
+		end := skipValue(text, i)
+		if end == i || !c.has(kind, text[i:end]) && !json.Valid(data[i:end]) {
+			return nil, 0, false
+		}
+		elems = append(elems, [2]int{i, end})
+		switch i = skipSpace(text, end); {
+		case i < len(text) && text[i] == ',':
+			i = skipSpace(text, i+1)
+		case i < len(text) && text[i] == ']':
+			return elems, i + 1, true
+		default:
+			return nil, 0, false
+		}
+	}
+	return nil, 0, false
+}
+
+// itemKind is the kind of item ("resource", "service", ...) a top-level
+// key lists, "" for a key that lists none.
+func itemKind(key string) string {
+	switch key {
+	case "resources":
+		return "resource"
+	case "groups":
+		return "group"
+	case "services":
+		return "service"
+	case "endpoints":
+		return "endpoint"
+	case "routes":
+		return "route table"
+	case "listeners":
+		return "listener"
+	case "secrets":
+		return "secret"
+	case "grpc":
+		return "grpc target"
+	case "tests":
+		return "route test"
+	}
+	return ""
+}
+
+// rawItems is a sequence node of the elements elems of the JSON array at
 // text[at], each a scalar holding its raw JSON (tagged rawJSONTag):
 // decodeItems parses only those the cache does not hold.
-func rawItems(text string, at int, lc *lineCounter) *yaml.Node {
-	els := arrayElements(text, at)
-	n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Line: lc.at(at), Content: make([]*yaml.Node, len(els))}
-	nodes := make([]yaml.Node, len(els)) // one allocation for all
-	for i, el := range els {
+func rawItems(text string, at int, elems [][2]int, lc *lineCounter) *yaml.Node {
+	n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Line: lc.at(at), Content: make([]*yaml.Node, len(elems))}
+	nodes := make([]yaml.Node, len(elems)) // one allocation for all
+	for i, el := range elems {
 		nodes[i] = yaml.Node{Kind: yaml.ScalarNode, Tag: rawJSONTag, Value: text[el[0]:el[1]], Line: lc.at(el[0])}
 		n.Content[i] = &nodes[i]
 	}
@@ -145,23 +248,9 @@ func objectEntries(text string, at int) []entry {
 	return out
 }
 
-// arrayElements lists the [start, end) of each element of the (valid) JSON
-// array at text[at].
-func arrayElements(text string, at int) [][2]int {
-	var out [][2]int
-	i := skipSpace(text, at+1)
-	for i < len(text) && text[i] != ']' {
-		end := skipValue(text, i)
-		out = append(out, [2]int{i, end})
-		i = skipSpace(text, end)
-		if i < len(text) && text[i] == ',' {
-			i = skipSpace(text, i+1)
-		}
-	}
-	return out
-}
-
-// skipValue returns the end of the (valid) JSON value at text[i].
+// skipValue returns the end of the JSON value at text[i]. Text that is
+// not JSON gets some end, at i or after it, that its caller's check then
+// refuses (splitJSON): it always ends.
 func skipValue(text string, i int) int {
 	switch text[i] {
 	case '"':
@@ -249,20 +338,6 @@ func shiftLines(n *yaml.Node, by int) {
 	}
 }
 
-// valueStart skips the separators after offset to where the next value
-// begins.
-func valueStart(data []byte, offset int) int {
-	for offset < len(data) {
-		switch data[offset] {
-		case ' ', '\t', '\r', '\n', ',', ':':
-			offset++
-			continue
-		}
-		break
-	}
-	return offset
-}
-
 // lineCounter turns increasing byte offsets into line numbers in one pass.
 type lineCounter struct {
 	data []byte
@@ -277,12 +352,4 @@ func (c *lineCounter) at(offset int) int {
 		c.off = offset
 	}
 	return c.line
-}
-
-// looksLikeJSON reports whether data is one JSON object, for the streaming
-// path; anything else (YAML, or broken JSON, whose errors the YAML parser
-// reports with lines) takes the YAML path.
-func looksLikeJSON(data []byte) bool {
-	i := valueStart(data, 0)
-	return i < len(data) && data[i] == '{' && json.Valid(data)
 }

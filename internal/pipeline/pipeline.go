@@ -1,10 +1,13 @@
 // Package pipeline is the reconcile loop: every update from a source is
 // decoded, validated and built into a snapshot, then published, or refused
 // as a whole with diagnostics while the last good snapshot keeps serving.
+// An update that reads as the last good one did (a resync of an unchanged
+// config, its certificates unchanged too) is not built again.
 package pipeline
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -120,12 +123,20 @@ func PublishTo(pub *fleet.Publisher) Publish {
 type Pipeline struct {
 	o Options
 	// compiled carries what one compile leaves for the next (resources
-	// already validated); safe for concurrent Applies.
+	// already validated).
 	compiled compile.Cache
 	last     *source.Update // what Run applied last, applied again on Retry
+	// applying makes Applies one at a time, so that good is what the
+	// fleet published last read (concurrent ones would publish in one
+	// order and record in another).
+	applying sync.Mutex
 
 	mu     sync.Mutex
 	status Status
+	// good is what the last update compiled and published read, nil
+	// after a refusal: an update that reads the same is not compiled
+	// again (see unchanged).
+	good *inputs
 }
 
 // New returns a pipeline of o's stages. It panics without a Registry or a
@@ -170,35 +181,56 @@ func (p *Pipeline) Run(ctx context.Context, in <-chan source.Update) error {
 			_ = p.Apply(u)
 		case <-p.o.Retry:
 			if p.last != nil {
-				_ = p.Apply(*p.last)
+				_ = p.apply(*p.last, true)
 			}
 		}
 	}
 }
 
 // Apply compiles and publishes one update. It returns the refusal's error,
-// or nil when the update was published or changed nothing. Every update is
-// compiled, even one whose files did not change: the certificates it names
-// may have. Unchanged content publishes nothing (the fleet's version is a
-// hash of content), and a refusal repeated by a resync is logged once.
-func (p *Pipeline) Apply(u source.Update) error {
-	var read []string
+// or nil when the update was published or changed nothing. An update of
+// the same files as the last good one, whose named files (certificates)
+// read the same too, is not compiled again (a resync of a large config
+// would allocate several times its size every 30 s); any other is, even
+// one whose files did not change. Unchanged content publishes nothing
+// (the fleet's version is a hash of content), and a refusal repeated by a
+// resync is logged once.
+func (p *Pipeline) Apply(u source.Update) error { return p.apply(u, false) }
+
+// apply is Apply; again compiles u even if it reads as the last good
+// update did (a retry: what refused it may have changed).
+func (p *Pipeline) apply(u source.Update, again bool) error {
+	p.applying.Lock()
+	defer p.applying.Unlock()
+	in := digestFiles(u.Files)
+	if u.Err == nil && !again && p.unchanged(in) {
+		p.mu.Lock()
+		p.status.Revision = u.Revision // unchanged content at a new revision is that revision's config
+		p.mu.Unlock()
+		p.o.Logger.Debug("config unchanged: not compiled again", "version", p.Status().Version)
+		p.result("unchanged", nil)
+		return nil
+	}
+	var paths []string
+	good := &inputs{files: in, read: map[string][sha256.Size]byte{}}
 	reader := func(path string) ([]byte, error) {
-		read = append(read, path)
-		return p.o.Read(path)
+		paths = append(paths, path)
+		b, err := p.o.Read(path)
+		good.note(path, b, err)
+		return b, err
 	}
 	err := u.Err
 	var built *fleet.Fleet
 	var warnings diag.List
 	if err == nil {
-		built, warnings, err = p.compiled.CompileWithWarnings(p.o.Registry, u.Files, reader)
+		built, warnings, err = p.compile(u.Files, reader)
 	}
 	now := time.Now()
 	if err != nil {
 		return p.refuse(err, u.Revision, now)
 	}
 	if p.o.OnFiles != nil {
-		p.o.OnFiles(read)
+		p.o.OnFiles(paths)
 	}
 	built.AcceptedAt = u.AcceptedAt
 	published, err := p.o.Publish(built, u.Files)
@@ -206,6 +238,7 @@ func (p *Pipeline) Apply(u source.Update) error {
 		return p.refuse(err, u.Revision, now)
 	}
 	p.mu.Lock()
+	p.good = good
 	if p.status.Refused != nil && !published {
 		p.o.Logger.Info("config restored to the version being served", "version", built.Version())
 	}
@@ -287,6 +320,7 @@ func (p *Pipeline) refuse(err error, rev string, now time.Time) error {
 	}
 	msg := redact.String(err.Error())
 	p.mu.Lock()
+	p.good = nil
 	repeat := p.status.Refused != nil && p.status.Refused.Error == msg && p.status.Refused.Revision == rev
 	if !repeat {
 		p.status.Refused = &Refusal{At: now, Revision: rev, Error: msg, Diagnostics: dl, DiagnosticsTotal: total}

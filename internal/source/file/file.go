@@ -3,6 +3,7 @@
 package file
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -105,11 +106,15 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 	}
 	rel := newRelevance(s.opts.Path, isDir)
 
+	var last []config.File // what the last read sent, reused while the file is the same
 	send := func(at time.Time) bool {
 		if s.opts.OnRead != nil {
 			s.opts.OnRead()
 		}
-		files, err := Read(s.opts.Path)
+		files, err := reread(s.opts.Path, last)
+		if err == nil {
+			last = files
+		}
 		select {
 		case out <- source.Update{Files: files, Err: err, AcceptedAt: at}:
 			return true
@@ -212,7 +217,7 @@ func Read(path string) ([]config.File, error) {
 		return nil, err
 	}
 	if !fi.IsDir() {
-		f, err := readFile(path)
+		f, _, err := readFile(path, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -221,24 +226,102 @@ func Read(path string) ([]config.File, error) {
 	return source.ReadFolder(os.DirFS(path), path, absPath(path))
 }
 
-func readFile(path string) (config.File, error) {
+// reread is Read, but a single file that holds the bytes last (what Read
+// returned before) holds is last itself, compared as it is read rather
+// than read into a new copy: a resync every 30 s of an unchanged large
+// config allocates next to nothing.
+func reread(path string, last []config.File) ([]config.File, error) {
+	if len(last) != 1 || last[0].Path != path {
+		return Read(path)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.IsDir() {
+		return Read(path)
+	}
+	f, same, err := readFile(path, last[0].Data)
+	if err != nil {
+		return nil, err
+	}
+	if same && f.Dir == last[0].Dir {
+		return last, nil
+	}
+	return []config.File{f}, nil
+}
+
+// readFile reads the config file at path. If it holds the bytes was
+// holds (nil: none), its Data is was and it reports true.
+func readFile(path string, was []byte) (config.File, bool, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return config.File{}, err
+		return config.File{}, false, err
 	}
 	defer f.Close()
-	// Read one byte past the limit so that config.Load can report the size.
-	data, err := io.ReadAll(io.LimitReader(f, config.MaxFileBytes+1))
+	data, same := was, holds(f, was)
+	if !same {
+		if _, err = f.Seek(0, io.SeekStart); err == nil {
+			// Read one byte past the limit so that config.Load can
+			// report the size.
+			data, err = readAtMost(f, config.MaxFileBytes+1)
+		}
+	}
 	if err != nil {
-		return config.File{}, fmt.Errorf("%s: %w", path, err)
+		return config.File{}, false, fmt.Errorf("%s: %w", path, err)
 	}
 	// Dir is absolute: a relative one would be taken, by a confined reader,
 	// as relative to its first secret directory.
 	dir, err := filepath.Abs(filepath.Dir(path))
 	if err != nil {
-		return config.File{}, fmt.Errorf("%s: %w", path, err)
+		return config.File{}, false, fmt.Errorf("%s: %w", path, err)
 	}
-	return config.File{Path: path, Data: data, Dir: dir}, nil
+	return config.File{Path: path, Data: data, Dir: dir}, same, nil
+}
+
+// holds reports whether f, read from where it is to its end, holds
+// exactly want; it reads in small pieces, keeping none.
+func holds(f *os.File, want []byte) bool {
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() != int64(len(want)) || len(want) == 0 {
+		return false
+	}
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := f.Read(buf)
+		if n > len(want) || !bytes.Equal(buf[:n], want[:n]) {
+			return false
+		}
+		want = want[n:]
+		if err == io.EOF {
+			return len(want) == 0
+		}
+		if err != nil {
+			return false
+		}
+	}
+}
+
+// readAtMost reads f, up to limit bytes, into one buffer of f's size (a
+// resync re-reads a large file: io.ReadAll's doubling allocated two to
+// three times its size); a file that grows while it is read is read on
+// into a larger one.
+func readAtMost(f *os.File, limit int) ([]byte, error) {
+	size := 512
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		size = int(min(fi.Size(), int64(limit))) + 1 // + 1: EOF is seen without growing
+	}
+	data := make([]byte, 0, min(size, limit))
+	for len(data) < limit {
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)]
+		}
+		n, err := f.Read(data[len(data):min(cap(data), limit)])
+		data = data[:len(data)+n]
+		if err == io.EOF {
+			return data, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return data, nil
 }
 
 // settle is the Debouncer's Settle for opts.Settle.
