@@ -35,7 +35,7 @@ func aggregated(grpc map[string]bool, services map[string]*model.Service) {
 func (c *checker) serviceType(s *model.Service, grpc bool) {
 	const kind = "service"
 	bad := func(f, format string, args ...any) { c.add(s.Source, kind, s.Name, f, format, args...) }
-	oneOf(c, s.Source, kind, s.Name, "type", s.Type, translate.ServiceTypes())
+	oneOf(c, s.Source, kind, s.Name, "type", s.Type, translate.ServiceTypes)
 	if s.Type == translate.ServiceLogicalDNS && len(s.Endpoints) != 1 {
 		bad("endpoints", "%d endpoints: a logical_dns service has exactly one, the host name and port its clients resolve (gRPC clients NACK any other number)", len(s.Endpoints))
 	}

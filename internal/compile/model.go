@@ -87,9 +87,13 @@ func ref[T any](c *checker, src model.Source, kind, owner, field, what, name str
 	return false
 }
 
-func oneOf(c *checker, src model.Source, kind, name, field, value string, allowed []string) {
-	if value != "" && !slices.Contains(allowed, value) {
-		c.add(src, kind, name, field, "%q is not one of %v", value, allowed)
+// oneOf reports value when it is set and not one of allowed().
+func oneOf(c *checker, src model.Source, kind, name, field, value string, allowed func() []string) {
+	if value == "" {
+		return // the default: the list is not even made, for every service
+	}
+	if list := allowed(); !slices.Contains(list, value) {
+		c.add(src, kind, name, field, "%q is not one of %v", value, list)
 	}
 }
 
@@ -300,8 +304,8 @@ func (t *modelTranslator) isRateLimited(table string) bool {
 
 func (c *checker) service(s *model.Service, grpc bool) {
 	const kind = "service"
-	oneOf(c, s.Source, kind, s.Name, "protocol", s.Protocol, translate.Protocols())
-	oneOf(c, s.Source, kind, s.Name, "lb", s.LB, translate.LBPolicies())
+	oneOf(c, s.Source, kind, s.Name, "protocol", s.Protocol, translate.Protocols)
+	oneOf(c, s.Source, kind, s.Name, "lb", s.LB, translate.LBPolicies)
 	c.checkTrafficDistribution(s)
 	type hostPort struct {
 		address string
@@ -429,7 +433,7 @@ func (c *checker) listener(l *model.Listener) {
 	if l.Port == 0 || l.Port > 65535 {
 		c.add(l.Source, kind, l.Name, "port", "must be 1 to 65535")
 	}
-	oneOf(c, l.Source, kind, l.Name, "protocol", l.Protocol, []string{"http", "tcp"})
+	oneOf(c, l.Source, kind, l.Name, "protocol", l.Protocol, func() []string { return []string{"http", "tcp"} })
 	if l.Protocol == "tcp" {
 		if l.Service == "" {
 			c.add(l.Source, kind, l.Name, "service", "missing: a TCP listener proxies to a service")
