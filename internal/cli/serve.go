@@ -49,12 +49,8 @@ func listenAddr(addr string, overTLS bool) (string, error) {
 	return hostPort, nil
 }
 
-func newServe(g *globals, a *adminFlags) *cobra.Command {
-	var o daemon.Options
-	cmd := &cobra.Command{
-		Use:   "serve",
-		Short: "Serve xDS to a fleet of Envoys and gRPC clients",
-		Long: `Serve xDS (state of the world and delta, ADS and per-type streams).
+// serveLong is serve's help text.
+const serveLong = `Serve xDS (state of the world and delta, ADS and per-type streams).
 
 By default the config lives in an embedded store in --data-dir (seeded with the
 quickstart config when new) and changes through the admin API: pylon apply,
@@ -86,8 +82,15 @@ so that proxies move to the other replicas as a trickle; then it stops within
 
 Reloading: the admin token files (rotated: the old tokens stop working),
 certificate files and the config (file mode) are followed as they change;
-SIGHUP re-reads them all at once and serve carries on.`,
-		Args: cobra.NoArgs,
+SIGHUP re-reads them all at once and serve carries on.`
+
+func newServe(g *globals, a *adminFlags) *cobra.Command {
+	var o daemon.Options
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve xDS to a fleet of Envoys and gRPC clients",
+		Long:  serveLong,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := g.logger(cmd.ErrOrStderr())
 			if err != nil {
@@ -116,6 +119,18 @@ SIGHUP re-reads them all at once and serve carries on.`,
 		},
 	}
 	cmd.SetUsageFunc(usageIn("serve", serveSections))
+	addServeFlags(cmd, &o)
+	addSecurityFlags(cmd, &o)
+	addStoreFlags(cmd, &o)
+	addReplicaFlags(cmd, &o)
+	addGitFlags(cmd, &o)
+	addKubeFlags(cmd, &o)
+	return cmd
+}
+
+// addServeFlags are serve's own flags: where the config comes from and
+// how the xDS server and its streams behave.
+func addServeFlags(cmd *cobra.Command, o *daemon.Options) {
 	f := cmd.Flags()
 	f.StringVar(&o.ConfigPath, "config", "", "serve a config file or folder of *.yaml/*.json files (file mode); without it, the config is kept in the embedded store in --data-dir")
 	f.StringVar(&o.TokenFile, "admin-token-file", "", "the admin API's write token (default DATA_DIR/admin-token, generated on first start)")
@@ -139,12 +154,6 @@ SIGHUP re-reads them all at once and serve carries on.`,
 	f.DurationVar(&o.MaxConnectionAge, "max-connection-age", daemon.DefaultMaxConnectionAge, "close client connections after this long (gRPC adds ±10% jitter per connection), so load rebalances across replicas and clients handshake again; 0: never")
 	f.DurationVar(&o.MaxConnectionAgeGrace, "max-connection-age-grace", 0, "extra time open streams get when a connection reaches its maximum age (0: 10s when --max-connection-age is set)")
 	f.BoolVar(&o.SuppressDeltaNotFound, "delta-suppress-not-found", false, "do not list subscribed names that do not exist in delta removed_resources (for old Envoys that took it as an unsubscription)")
-	addSecurityFlags(cmd, &o)
-	addStoreFlags(cmd, &o)
-	addReplicaFlags(cmd, &o)
-	addGitFlags(cmd, &o)
-	addKubeFlags(cmd, &o)
-	return cmd
 }
 
 func addSecurityFlags(cmd *cobra.Command, o *daemon.Options) {
