@@ -314,13 +314,14 @@ func checkIdentities(patterns []string) diag.List {
 // lists the resources of a type the config makes.
 func groups(reg *xdstype.Registry, specs []config.Group, names func(typeURL string) []string, services []model.Service) (nodegroup.Groups, diag.List) {
 	var problems diag.List
-	bad := func(g config.Group, field, format string, args ...any) {
+	bad := func(g *config.Group, field, format string, args ...any) {
 		problems = append(problems, diag.Diagnostic{File: g.File, Line: g.Line, Type: "group", Name: g.Name, Field: field, Message: fmt.Sprintf(format, args...)})
 	}
-	seen := map[string]config.Group{}
+	seen := map[string]*config.Group{}
 	var def *config.Group
 	rules := make(nodegroup.Groups, 0, len(specs))
-	for i, g := range specs {
+	for i := range specs {
+		g := &specs[i]
 		if prev, dup := seen[g.Name]; dup {
 			bad(g, "name", "duplicate group name: already defined at %s:%d", prev.File, prev.Line)
 			continue
@@ -330,19 +331,9 @@ func groups(reg *xdstype.Registry, specs []config.Group, names func(typeURL stri
 			if def != nil {
 				bad(g, "default", "a second default group: %q is already the default", def.Name)
 			}
-			def = &specs[i]
+			def = g
 		}
-		if _, err := path.Match(g.Match.ID, ""); err != nil {
-			bad(g, "match.id", "bad pattern %q: %v", g.Match.ID, err)
-		}
-		for _, d := range checkIdentities(g.Identities) {
-			bad(g, d.Field, "%s", d.Message)
-		}
-		for j, name := range g.Clients {
-			if _, ok := grpcrules.Parse(name); !ok {
-				bad(g, fmt.Sprintf("clients[%d]", j), "%q is not a gRPC client Pylon knows the rules of (one of %v)", name, grpcrules.Names())
-			}
-		}
+		checkGroupFields(g, bad)
 		rule := nodegroup.Group{
 			Name:    g.Name,
 			Default: g.Default,
@@ -355,45 +346,7 @@ func groups(reg *xdstype.Registry, specs []config.Group, names func(typeURL stri
 			Identities:            g.Identities,
 			Rollout:               g.Rollout,
 		}
-		if len(g.Scope) > 0 {
-			rule.Scope = map[string][]string{}
-		}
-		kinds := make([]string, 0, len(g.Scope))
-		for k := range g.Scope {
-			kinds = append(kinds, k)
-		}
-		sort.Strings(kinds)
-		for _, kind := range kinds {
-			if kind == "labels" {
-				// Services by label: their clusters are roots.
-				for j, sel := range g.Scope[kind] {
-					names := labeled(services, sel)
-					if len(names) == 0 {
-						bad(g, fmt.Sprintf("scope.labels[%d]", j), "%q (key=value) selects no service", sel)
-					}
-					rule.Scope[xdstype.ClusterURL] = append(rule.Scope[xdstype.ClusterURL], names...)
-				}
-				continue
-			}
-			t := scopeType(reg, kind)
-			if t == nil {
-				bad(g, "scope."+kind, "unknown kind (one of services, labels, listeners, routes, clusters, endpoints, secrets, runtimes, extension_configs, scoped_routes, virtual_hosts)")
-				continue
-			}
-			for j, pattern := range g.Scope[kind] {
-				field := fmt.Sprintf("scope.%s[%d]", kind, j)
-				if _, err := path.Match(pattern, ""); err != nil {
-					bad(g, field, "bad pattern %q: %v", pattern, err)
-					continue
-				}
-				if len(matchingNames(names(t.URL), pattern)) == 0 {
-					// Most likely a typo; a group that silently sees nothing
-					// is the classic outage.
-					bad(g, field, "%q matches no %s", pattern, t.Kind)
-				}
-			}
-			rule.Scope[t.URL] = append(rule.Scope[t.URL], g.Scope[kind]...)
-		}
+		rule.Scope = scopeOf(reg, g, names, services, bad)
 		if !g.Default && len(g.Identities) == 0 && g.Match.ID == "" && g.Match.Cluster == "" && len(g.Match.Metadata) == 0 &&
 			g.Match.Region == "" && g.Match.Zone == "" && g.Match.SubZone == "" {
 			bad(g, "match", "empty: it would take every node; say `default: true` instead")
@@ -401,6 +354,70 @@ func groups(reg *xdstype.Registry, specs []config.Group, names func(typeURL stri
 		rules = append(rules, rule)
 	}
 	return rules, problems
+}
+
+// badGroup reports a problem of group g's field.
+type badGroup func(g *config.Group, field, format string, args ...any)
+
+// checkGroupFields checks g's match id, identities and clients.
+func checkGroupFields(g *config.Group, bad badGroup) {
+	if _, err := path.Match(g.Match.ID, ""); err != nil {
+		bad(g, "match.id", "bad pattern %q: %v", g.Match.ID, err)
+	}
+	for _, d := range checkIdentities(g.Identities) {
+		bad(g, d.Field, "%s", d.Message)
+	}
+	for j, name := range g.Clients {
+		if _, ok := grpcrules.Parse(name); !ok {
+			bad(g, fmt.Sprintf("clients[%d]", j), "%q is not a gRPC client Pylon knows the rules of (one of %v)", name, grpcrules.Names())
+		}
+	}
+}
+
+// scopeOf is g's scope by type URL (labels as the clusters of the
+// services they select), each pattern checked against names.
+func scopeOf(reg *xdstype.Registry, g *config.Group, names func(typeURL string) []string, services []model.Service, bad badGroup) map[string][]string {
+	var scope map[string][]string
+	if len(g.Scope) > 0 {
+		scope = map[string][]string{}
+	}
+	kinds := make([]string, 0, len(g.Scope))
+	for k := range g.Scope {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	for _, kind := range kinds {
+		if kind == "labels" {
+			// Services by label: their clusters are roots.
+			for j, sel := range g.Scope[kind] {
+				names := labeled(services, sel)
+				if len(names) == 0 {
+					bad(g, fmt.Sprintf("scope.labels[%d]", j), "%q (key=value) selects no service", sel)
+				}
+				scope[xdstype.ClusterURL] = append(scope[xdstype.ClusterURL], names...)
+			}
+			continue
+		}
+		t := scopeType(reg, kind)
+		if t == nil {
+			bad(g, "scope."+kind, "unknown kind (one of services, labels, listeners, routes, clusters, endpoints, secrets, runtimes, extension_configs, scoped_routes, virtual_hosts)")
+			continue
+		}
+		for j, pattern := range g.Scope[kind] {
+			field := fmt.Sprintf("scope.%s[%d]", kind, j)
+			if _, err := path.Match(pattern, ""); err != nil {
+				bad(g, field, "bad pattern %q: %v", pattern, err)
+				continue
+			}
+			if len(matchingNames(names(t.URL), pattern)) == 0 {
+				// Most likely a typo; a group that silently sees nothing
+				// is the classic outage.
+				bad(g, field, "%q matches no %s", pattern, t.Kind)
+			}
+		}
+		scope[t.URL] = append(scope[t.URL], g.Scope[kind]...)
+	}
+	return scope
 }
 
 // scopeType is the type a scope's kind names (but labels), nil if none.
