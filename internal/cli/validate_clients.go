@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
-	"strconv"
 	"strings"
 
 	"github.com/pylon-xds/pylon/internal/diag"
@@ -56,11 +54,6 @@ type clientRefusal struct {
 	Docs    string `json:"docs"`
 }
 
-// clientProblem reads a diagnostic of the compile's group client check
-// (compile/grpcclients.go): "CLIENTS of group "G" would EFFECT: MESSAGE
-// (rule ID)".
-var clientProblem = regexp.MustCompile(`^(.+?) of group ("(?:[^"\\]|\\.)*") would [^:]+: (.*) \(rule ([a-z0-9-]+)\)$`)
-
 // byClient splits a refusal into the problems of no client and those of
 // the groups' gRPC clients, per client in grpcrules.All's order. A
 // diagnostic that does not read as a client's rule stays with the others.
@@ -84,31 +77,23 @@ func byClient(problems diag.List) (other diag.List, clients []clientRefusals) {
 	return other, clients
 }
 
+// clientRefusalOf reads a diagnostic of the compile's group client check
+// (compile/grpcclients.go) by its Refusal.
 func clientRefusalOf(d diag.Diagnostic) ([]grpcrules.Client, clientRefusal, bool) {
-	m := clientProblem.FindStringSubmatch(d.Message)
-	if m == nil {
+	r := d.Refusal
+	if r == nil {
 		return nil, clientRefusal{}, false
 	}
-	var rule *grpcrules.Rule
-	for i := range grpcrules.Rules {
-		if grpcrules.Rules[i].ID == m[4] {
-			rule = &grpcrules.Rules[i]
-		}
-	}
-	group, err := strconv.Unquote(m[2])
-	if rule == nil || err != nil {
-		return nil, clientRefusal{}, false
-	}
-	var who []grpcrules.Client
-	for _, name := range strings.FieldsFunc(strings.ReplaceAll(m[1], " and ", ","), func(r rune) bool { return r == ',' || r == ' ' }) {
+	who := make([]grpcrules.Client, 0, len(r.Clients))
+	for _, name := range r.Clients {
 		c, ok := grpcrules.Parse(name)
 		if !ok {
 			return nil, clientRefusal{}, false
 		}
 		who = append(who, c)
 	}
-	return who, clientRefusal{File: d.File, Line: d.Line, Group: group, Type: d.Type, Name: d.Name, Field: d.Field,
-		Effect: string(rule.Effect), Message: m[3], Rule: rule.ID, Docs: route.RulesDocs}, true
+	return who, clientRefusal{File: d.File, Line: d.Line, Group: r.Group, Type: d.Type, Name: d.Name, Field: d.Field,
+		Effect: r.Effect, Message: r.Detail, Rule: r.Rule, Docs: route.RulesDocs}, true
 }
 
 // effectPhrase says what a client does with a resource, in a sentence.

@@ -58,8 +58,13 @@ func (c *grpcClientChecks) diagnostic(kind, url, name, group string, p grpcrules
 		grpcrules.Crash:    "crash on it",
 		grpcrules.Ignored:  "accept it and ignore it",
 	}[p.Rule.Effect]
+	clients := make([]string, len(p.Clients))
+	for i, c := range p.Clients {
+		clients[i] = string(c)
+	}
 	d := diag.Diagnostic{Type: kind, Name: name, Field: p.Field,
-		Message: fmt.Sprintf("%s of group %q would %s: %s (rule %s)", grpcrules.ClientList(p.Clients), group, effect, p.Message, p.Rule.ID)}
+		Message: fmt.Sprintf("%s of group %q would %s: %s (rule %s)", grpcrules.ClientList(p.Clients), group, effect, p.Message, p.Rule.ID),
+		Refusal: &diag.Refusal{Clients: clients, Group: group, Rule: p.Rule.ID, Effect: string(p.Rule.Effect), Detail: p.Message}}
 	if in := c.where(url, name); in != nil {
 		d.File, d.Line = in.File, in.Line
 	}

@@ -27,6 +27,24 @@ type Diagnostic struct {
 	Name    string `json:"name,omitempty"`
 	Field   string `json:"field,omitempty"`
 	Message string `json:"message"`
+	// Refusal, when set, is the diagnostic as data: a rule of some
+	// proxyless gRPC client implementations that a group's resource
+	// breaks (package grpcrules), for whoever lists refusals per client.
+	Refusal *Refusal `json:"refusal,omitempty"`
+}
+
+// Refusal is what a group's gRPC clients would do with a resource.
+type Refusal struct {
+	// Clients are the implementations that apply the rule (grpcrules'
+	// names: grpc-go, grpc-core, grpc-js).
+	Clients []string `json:"clients"`
+	Group   string   `json:"group"`
+	// Rule is the rule's ID; Effect what the clients do (grpcrules.Effect).
+	Rule   string `json:"rule"`
+	Effect string `json:"effect"`
+	// Detail is the rule's message on its own, without the sentence the
+	// diagnostic's Message puts it in.
+	Detail string `json:"detail"`
 }
 
 // Redacted returns d with key material scrubbed from every text in it.
@@ -36,6 +54,11 @@ func (d Diagnostic) Redacted() Diagnostic {
 	d.Name = redact.String(d.Name)
 	d.Field = redact.String(d.Field)
 	d.Message = redact.String(d.Message)
+	if r := d.Refusal; r != nil {
+		c := *r
+		c.Group, c.Detail = redact.String(r.Group), redact.String(r.Detail)
+		d.Refusal = &c
+	}
 	return d
 }
 

@@ -47,8 +47,12 @@ func TestDecodingErrorsDoNotEchoKeys(t *testing.T) {
 // TestRenderingRedacts covers a diagnostic built by hand and never passed
 // through Err: String and JSON scrub it anyway.
 func TestRenderingRedacts(t *testing.T) {
-	d := diag.Diagnostic{File: "f", Type: "Cluster", Name: "c", Field: "x", Message: "bad value " + key}
+	d := diag.Diagnostic{File: "f", Type: "Cluster", Name: "c", Field: "x", Message: "bad value " + key,
+		Refusal: &diag.Refusal{Clients: []string{"grpc-go"}, Group: "g", Rule: "r", Effect: "NACK", Detail: "bad value " + key}}
 	js, _ := json.Marshal(diag.List{d})
+	if redacted := (diag.List{d}).Err().(diag.List); strings.Contains(redacted[0].Refusal.Detail, "MARKER") || !strings.Contains(d.Refusal.Detail, "MARKER") {
+		t.Errorf("List.Err: the refusal's detail %q keeps the key (or the diagnostic given was changed)", redacted[0].Refusal.Detail)
+	}
 	for _, out := range []string{d.String(), string(js), diag.List{d, d}.Error()} {
 		if strings.Contains(out, "MARKER") || !strings.Contains(out, `Cluster "c"`) && !strings.Contains(out, `"name":"c"`) {
 			t.Errorf("rendered: %s", out)
