@@ -291,6 +291,9 @@ func loadFile(reg *xdstype.Registry, f File, doc *Document, c *Cache) diag.List 
 			continue
 		}
 		docs++
+		if n := taggedRaw(&node); n != nil {
+			return at(n.Line, "the tag %s is Pylon's own mark of JSON it has checked; a config file cannot use it", rawJSONTag)
+		}
 		problems = append(problems, loadDocument(reg, w, f.Path, node.Content[0], doc, nil)...)
 	}
 	if docs == 0 {
@@ -299,6 +302,21 @@ func loadFile(reg *xdstype.Registry, f File, doc *Document, c *Cache) diag.List 
 		return at(0, "file is empty; write `resources: []` to serve nothing on purpose")
 	}
 	return problems
+}
+
+// taggedRaw returns a node of a parsed YAML document that carries
+// rawJSONTag, nil if none does: the loader copies such a node's text as
+// JSON it checked, so text from a file must never carry it.
+func taggedRaw(n *yaml.Node) *yaml.Node {
+	if n.Tag == rawJSONTag {
+		return n
+	}
+	for _, c := range n.Content {
+		if t := taggedRaw(c); t != nil {
+			return t
+		}
+	}
+	return nil
 }
 
 func loadDocument(reg *xdstype.Registry, w *jsonWriter, path string, root *yaml.Node, doc *Document, c *Cache) diag.List {
