@@ -221,7 +221,9 @@ const maxNamedPreferClose = 3
 // preferCloseUnpinned warns of each group (but the default one, whose
 // nodes are of any zone) that receives PreferClose services yet pins no
 // zone: its nodes get every zone's endpoints at priority 0, which an
-// operator who wrote PreferClose may not expect. One warning a group.
+// operator who wrote PreferClose may not expect; and of a group that
+// pins a zone none of them has an endpoint in (a typo, or a cluster's
+// name as the region): the same, silently. One warning a group.
 func preferCloseUnpinned(doc *config.Document, f *fleet.Fleet) diag.List {
 	var prefer []string
 	for i := range doc.Services {
@@ -236,24 +238,53 @@ func preferCloseUnpinned(doc *config.Document, f *fleet.Fleet) diag.List {
 	for i := range doc.Groups {
 		rule := &doc.Groups[i]
 		g, _ := f.Lookup(rule.Name)
-		if rule.Default || rule.Match.Zone != "" || g == nil || g.Unserved {
+		if rule.Default || g == nil || g.Unserved {
 			continue
 		}
+		at := locality{region: rule.Match.Region, zone: rule.Match.Zone}
 		var got []string
+		near := false
 		for _, name := range prefer {
-			if g.Snapshot.Set(xdstype.EndpointURL).Get(name) != nil {
-				got = append(got, name)
+			r := g.Snapshot.Set(xdstype.EndpointURL).Get(name)
+			if r == nil {
+				continue
+			}
+			got = append(got, name)
+			if cla, ok := r.Message.(*endpointv3.ClusterLoadAssignment); ok && at.zone != "" && hasNear(cla, at) {
+				near = true
 			}
 		}
-		if len(got) == 0 {
+		if len(got) == 0 || near {
 			continue
 		}
 		named := strings.Join(got[:min(len(got), maxNamedPreferClose)], ", ")
 		if len(got) > maxNamedPreferClose {
 			named += fmt.Sprintf(" and %d more", len(got)-maxNamedPreferClose)
 		}
-		out = append(out, diag.Diagnostic{File: rule.File, Line: rule.Line, Type: "group", Name: rule.Name, Field: "match.zone", Message: fmt.Sprintf(
-			"pins no zone, so the traffic_distribution of the %d service(s) it receives (%s) orders nothing: its nodes get every zone's endpoints at priority 0; pin match.zone (a group per zone) to serve them close first", len(got), named)})
+		d := diag.Diagnostic{File: rule.File, Line: rule.Line, Type: "group", Name: rule.Name, Field: "match.zone", Message: fmt.Sprintf(
+			"pins no zone, so the traffic_distribution of the %d service(s) it receives (%s) orders nothing: its nodes get every zone's endpoints at priority 0; pin match.zone (a group per zone) to serve them close first", len(got), named)}
+		if at.zone != "" {
+			d.Message = fmt.Sprintf("none of the %d PreferClose service(s) it receives (%s) has an endpoint in zone %q%s: its nodes get every endpoint at priority 0; check the zone's name (an endpoint's region from --kube-cluster is the cluster's name)",
+				len(got), named, at.zone, regionSuffix(at.region))
+		}
+		out = append(out, d)
 	}
 	return out
+}
+
+func regionSuffix(region string) string {
+	if region == "" {
+		return ""
+	}
+	return fmt.Sprintf(" of region %q", region)
+}
+
+// hasNear reports whether cla has a locality at at.
+func hasNear(cla *endpointv3.ClusterLoadAssignment, at locality) bool {
+	for _, l := range cla.GetEndpoints() {
+		if l.GetLocality().GetZone() == at.zone && (at.region == "" || l.GetLocality().GetRegion() == at.region) {
+			return true
+		}
+	}
+	return false
 }

@@ -211,3 +211,23 @@ func TestAGroupPinningNoZoneIsWarnedItsPreferCloseServicesOrderNothing(t *testin
 		t.Errorf("warnings (-want +got):\n%s", d)
 	}
 }
+
+// A group pinning a zone none of its PreferClose services has an
+// endpoint in (a typo) is warned of too: it orders nothing either.
+func TestAGroupPinningAZoneOfNoEndpointIsWarned(t *testing.T) {
+	doc := strings.Replace(preferCloseDoc, "- name: rest\n", "- name: typo\n  match: { zone: aa }\n- name: rest\n", 1)
+	_, warnings, err := CompileWithWarnings(xdstype.New(), []config.File{{Path: "g.yaml", Data: []byte(doc)}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range warnings {
+		if w.Name == "typo" {
+			got = append(got, w.String())
+		}
+	}
+	want := []string{`g.yaml:9: group "typo": match.zone: none of the 1 PreferClose service(s) it receives (web) has an endpoint in zone "aa": its nodes get every endpoint at priority 0; check the zone's name (an endpoint's region from --kube-cluster is the cluster's name)`}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("warnings of group typo (-want +got):\n%s", d)
+	}
+}
