@@ -188,6 +188,7 @@ func compileFiles(reg *xdstype.Registry, files []config.File, read ReadFile, run
 	// identities of the groups that hold them govern them.
 	fleet.RestrictSecrets(policy)
 	warnings := append(snapshot.EmptyEndpointRoutes(all, locator(inputs)), preferCloseUnpinned(doc, fleet)...)
+	warnings = append(warnings, servesNone(doc, serves)...)
 	// Route tests run last, on exactly what would be served.
 	if !runTests {
 		return fleet, warnings, nil
@@ -196,6 +197,21 @@ func compileFiles(reg *xdstype.Registry, files []config.File, read ReadFile, run
 		return nil, nil, err
 	}
 	return fleet, warnings, nil
+}
+
+// servesNone warns when a shard's --groups takes none of the config's
+// groups (a typo, most likely): it then builds and checks nothing, and
+// refuses every node.
+func servesNone(doc *config.Document, serves fleet.Selector) diag.List {
+	if serves == nil || len(doc.Groups) == 0 {
+		return nil
+	}
+	for i := range doc.Groups {
+		if serves.Serves(doc.Groups[i].Name) {
+			return nil
+		}
+	}
+	return diag.List{{Message: fmt.Sprintf("this replica's --groups %s serves none of the config's %d groups: it builds and checks nothing of the config, and refuses every node", serves, len(doc.Groups))}}
 }
 
 // group builds the fleet: one snapshot for every node without groups, else

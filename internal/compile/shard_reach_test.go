@@ -310,3 +310,21 @@ func TestShardsWholeCheckKeepsNoTranslations(t *testing.T) {
 		t.Errorf("the shard's cache holds the translations of %v, want a1's alone", got)
 	}
 }
+
+// A shard whose --groups takes none of the config's groups (a typo) is
+// warned of: it builds and checks nothing, and would refuse every node
+// without a word.
+func TestShardServingNoGroupOfTheConfigIsWarned(t *testing.T) {
+	c := &Cache{Groups: fleet.Selector{"typo"}}
+	_, warnings, err := c.CompileWithWarnings(xdstype.New(), shardFiles(shardConfig), os.ReadFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0].Message, "--groups typo serves none of the config's") {
+		t.Errorf("warnings %v, want one saying --groups typo serves none of the config's groups", warnings)
+	}
+	c = &Cache{Groups: fleet.Selector{"a"}}
+	if _, warnings, err = c.CompileWithWarnings(xdstype.New(), shardFiles(shardConfig), os.ReadFile); err != nil || len(warnings) != 0 {
+		t.Errorf("a shard serving group a: warnings %v, err %v; want none", warnings, err)
+	}
+}
