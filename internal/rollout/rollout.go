@@ -13,6 +13,8 @@ package rollout
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -135,8 +137,13 @@ type Controller struct {
 	// saveMu orders the writes.
 	staged atomic.Pointer[stagedState]
 	saveMu sync.Mutex
+	// written is the SHA-256 of the state last written, with saveMu.
+	written [sha256.Size]byte
 	// maxState bounds the state written (maxStateBytes less sealRoom).
 	maxState int
+	// encoded are the saved configs of the last state encoded, by
+	// filesKey, with mu held (encodeState).
+	encoded map[string]json.RawMessage
 }
 
 // ErrHalted is wrapped by Publish's refusal of a change while a rollout

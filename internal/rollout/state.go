@@ -123,9 +123,21 @@ func (l *lateness) due(within time.Duration) time.Time {
 type state struct {
 	// Format is the layout's version: a newer one is refused rather than
 	// half read.
-	Format   int                    `json:"format"`
-	Rollouts []Status               `json:"rollouts"`
-	Files    map[string][]savedFile `json:"files,omitempty"`
+	Format   int      `json:"format"`
+	Rollouts []Status `json:"rollouts"`
+	// Files are the saved configs by filesKey, each a JSON list of
+	// savedFile: kept encoded, so that a publish while a rollout runs
+	// does not encode a config that cannot change (Controller.encoded).
+	Files map[string]json.RawMessage `json:"files,omitempty"`
+}
+
+// files decodes the saved config of key.
+func (st *state) files(key string) ([]config.File, error) {
+	var saved []savedFile
+	if err := json.Unmarshal(st.Files[key], &saved); err != nil {
+		return nil, err
+	}
+	return configFiles(saved), nil
 }
 
 // savedFile is a config file as the state keeps it: with whether the
@@ -247,6 +259,11 @@ func (st *state) check() error {
 			return fmt.Errorf("%s.fromFiles names no saved config", field)
 		}
 	}
+	for k := range st.Files {
+		if _, err := st.files(k); err != nil {
+			return fmt.Errorf("files[%q]: %v", k, err)
+		}
+	}
 	return nil
 }
 
@@ -282,13 +299,21 @@ func (c *Controller) flush() {
 	switch {
 	case st == nil:
 	case st.err == nil && st.b == nil:
+		c.written = [sha256.Size]byte{}
 		if err := os.Remove(c.o.StatePath); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			c.o.Logger.Error("rollout state not removed", "path", c.o.StatePath, "err", err)
 		}
+	case st.err == nil && sha256.Sum256(st.b) == c.written:
+		// The state on disk already: a publish of endpoints alone while
+		// a rollout runs changes nothing of it, and need not rewrite
+		// (and sync) a file of whole configs.
 	default:
 		err := st.err
+		c.written = [sha256.Size]byte{}
 		if err == nil {
-			err = writeFile(c.o.StatePath, c.o.Seal.Seal(stateContext, st.b))
+			if err = writeFile(c.o.StatePath, c.o.Seal.Seal(stateContext, st.b)); err == nil {
+				c.written = sha256.Sum256(st.b)
+			}
 		}
 		if err != nil {
 			// The state on disk is older: resumed, it would stage changes
@@ -304,15 +329,26 @@ func (c *Controller) flush() {
 
 // encodeState encodes the rollouts in progress, with mu held.
 func (c *Controller) encodeState() ([]byte, error) {
-	st := state{Format: stateFormat, Files: map[string][]savedFile{}}
+	st := state{Format: stateFormat, Files: map[string]json.RawMessage{}}
 	for _, n := range c.names() {
 		r := c.runs[n]
 		r.FromFiles = filesKey(r.files)
-		if st.Files[r.FromFiles] == nil {
-			st.Files[r.FromFiles] = savedFiles(r.files)
-		}
 		st.Rollouts = append(st.Rollouts, r.Status)
+		if st.Files[r.FromFiles] != nil {
+			continue
+		}
+		enc := c.encoded[r.FromFiles]
+		if enc == nil {
+			var err error
+			if enc, err = json.Marshal(savedFiles(r.files)); err != nil {
+				return nil, err
+			}
+		}
+		st.Files[r.FromFiles] = enc
 	}
+	// Kept for the next state: the saved configs of running rollouts
+	// do not change while they run.
+	c.encoded = st.Files
 	b, err := json.Marshal(st)
 	if err == nil && len(b) > c.maxState {
 		// Written, a start would refuse it.
@@ -366,8 +402,11 @@ func (c *Controller) resume(f *fleet.Fleet) {
 		if g == nil || rule.Rollout == nil || c.o.Compile == nil {
 			continue
 		}
-		files := configFiles(c.saved.Files[s.FromFiles])
-		old, err := c.o.Compile(files)
+		files, err := c.saved.files(s.FromFiles)
+		var old *fleet.Fleet
+		if err == nil {
+			old, err = c.o.Compile(files)
+		}
 		var prev *fleet.Group
 		if err == nil {
 			prev, _ = old.Lookup(s.Group)

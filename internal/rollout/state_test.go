@@ -217,3 +217,42 @@ func TestStateOverTheBoundIsNotLeftStale(t *testing.T) {
 		t.Errorf("log: %s\nwant it to say the state is over the limit", logs.String())
 	}
 }
+
+// While a rollout runs, a publish of endpoints alone leaves the state file
+// as it is: the state it would write is the same, and rewriting (and
+// syncing) a file of whole configs on every registration under churn is
+// the cost of the configs' size, not of the change.
+func TestEndpointChurnDuringARolloutLeavesTheStateFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rollouts.json")
+	clk := newClock()
+	c, err := New(Options{Publisher: fleet.NewPublisher(), StatePath: path, Now: clk.Now, After: clk.After})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Publish(fleetEDS(t, time.Second, 1), files("1"))
+	c.Publish(fleetEDS(t, 2*time.Second, 1), files("2"))
+	before, err := os.Stat(path)
+	if err != nil {
+		t.Fatalf("the state of a running rollout: %v", err)
+	}
+	for port := 2; port < 5; port++ {
+		c.Publish(fleetEDS(t, 2*time.Second, uint32(port)), files("2"))
+	}
+	after, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(before, after) {
+		t.Error("the state file was written again for a change of endpoints alone")
+	}
+	if s := c.Status(); len(s) != 1 {
+		t.Fatalf("rollouts %+v, want the one still running", s)
+	}
+	// A change the state holds is written.
+	if _, err := c.Halt("edge"); err != nil {
+		t.Fatal(err)
+	}
+	if halted, err := os.Stat(path); err != nil || os.SameFile(before, halted) {
+		t.Errorf("the state file after a halt: %v, same file %v; want it written again", err, err == nil && os.SameFile(before, halted))
+	}
+}
