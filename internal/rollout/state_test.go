@@ -239,8 +239,8 @@ func TestEndpointChurnDuringARolloutLeavesTheStateFile(t *testing.T) {
 	for port := 2; port < 5; port++ {
 		c.Publish(fleetEDS(t, 2*time.Second, uint32(port)), files("2"))
 	}
-	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o640 {
-		t.Errorf("the state file after changes of endpoints alone: %v, %v; want it left as it was (mode 0640, the test's mark)", err, fi.Mode())
+	if mode := modeOf(t, path); mode != 0o640 {
+		t.Errorf("the state file after changes of endpoints alone: mode %v; want it left as it was (0640, the test's mark)", mode)
 	}
 	if s := c.Status(); len(s) != 1 {
 		t.Fatalf("rollouts %+v, want the one still running", s)
@@ -249,7 +249,16 @@ func TestEndpointChurnDuringARolloutLeavesTheStateFile(t *testing.T) {
 	if _, err := c.Halt("edge"); err != nil {
 		t.Fatal(err)
 	}
-	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Errorf("the state file after a halt: %v, %v; want it written again (0600)", err, fi.Mode())
+	if mode := modeOf(t, path); mode != 0o600 {
+		t.Errorf("the state file after a halt: mode %v; want it written again (0600)", mode)
 	}
+}
+
+func modeOf(t *testing.T, path string) fs.FileMode {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Mode().Perm()
 }
