@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/pylon-xds/pylon/internal/config"
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -65,25 +64,7 @@ func BenchmarkPreferCloseChange(b *testing.B) {
 	reg := xdstype.New()
 	for _, prefer := range []bool{false, true} {
 		b.Run(fmt.Sprintf("prefer_close=%v", prefer), func(b *testing.B) {
-			var c Cache
-			if _, err := c.Compile(reg, []config.File{preferCloseWorld(1000, prefer, 0)}, nil); err != nil {
-				b.Fatal(err)
-			}
-			b.ReportAllocs()
-			k := 0
-			var cpu time.Duration
-			for b.Loop() {
-				b.StopTimer()
-				k++
-				files := []config.File{preferCloseWorld(1000, prefer, k)}
-				b.StartTimer()
-				start := processCPU()
-				if _, err := c.Compile(reg, files, nil); err != nil {
-					b.Fatal(err)
-				}
-				cpu += processCPU() - start
-			}
-			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+			benchChanges(b, reg, func(k int) config.File { return preferCloseWorld(1000, prefer, k) })
 		})
 	}
 }
