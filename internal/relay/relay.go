@@ -130,18 +130,23 @@ func New(o Options) *Relay {
 }
 
 // relayedTypes are the types the relay subscribes to: the wildcard types
-// whole, and the routes, endpoints and extension configs by name. Not
-// Secrets (a relay cannot prove a downstream proxy's entitlement to a key
-// the upstream gave the relay), nor Runtime and VirtualHost, which
-// clients name from their bootstrap or on demand.
+// whole, and the routes, endpoints and extension configs by name. Runtime
+// layers whole too ("*" said outright): a proxy names them in its
+// bootstrap, which the relay never sees, and no other resource names
+// them, so subscribing by name would leave every layer unasked; a key's
+// layers are few, and the key's identity upstream is entitled to them as
+// to its listeners. Not Secrets (a relay cannot prove a downstream proxy's
+// entitlement to a key the upstream gave the relay), nor VirtualHost,
+// which clients ask for on demand.
 func relayedTypes(reg *xdstype.Registry) []upstream.Type {
 	var out []upstream.Type
 	for _, t := range reg.Ranked() {
 		switch t.URL {
-		case xdstype.SecretURL, xdstype.RuntimeURL, xdstype.VirtualHostURL:
+		case xdstype.SecretURL, xdstype.VirtualHostURL:
 			continue
 		}
-		out = append(out, upstream.Type{URL: t.URL, Wildcard: t.Wildcard, Check: checker(t)})
+		whole := t.Wildcard || t.URL == xdstype.RuntimeURL
+		out = append(out, upstream.Type{URL: t.URL, Wildcard: whole, Check: checker(t)})
 	}
 	return out
 }
