@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"sync"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
@@ -41,6 +40,11 @@ func (r *Relay) Admit(n nodegroup.Node) (release func(), err error) {
 		// this holds it should a template ever let two meet.
 		return nil, grpcstatus.Errorf(codes.FailedPrecondition, "node %q: key %q is held for other field values", n.ID, k.Name)
 	}
+	if ks != nil && ks.stale {
+		// Its builds may still end while the new key's begin; the new
+		// key's own file write comes after its stream's first answer.
+		ks = r.renew(ks, k)
+	}
 	if ks == nil {
 		if len(r.keys) >= r.o.MaxKeys {
 			return nil, grpcstatus.Errorf(codes.ResourceExhausted, "the relay serves at most %d keys (--max-keys) and holds as many; node %q would add key %q", r.o.MaxKeys, n.ID, k.Name)
@@ -50,14 +54,19 @@ func (r *Relay) Admit(n nodegroup.Node) (release func(), err error) {
 		r.o.Logger.Info("relay key added: its upstream stream starts", "key", k.Name, "node", n.ID)
 	}
 	ks.streams++
+	m := &member{ks: ks}
+	if r.o.Groups != nil {
+		m.node = n
+		ks.addMember(m)
+	}
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			r.mu.Lock()
 			defer r.mu.Unlock()
-			if ks.streams--; ks.streams == 0 {
-				ks.idleSince = time.Now()
-			}
+			// m.ks, not ks: a change of the group rules may have moved
+			// the stream to another key since.
+			m.ks.dropMember(m)
 		})
 	}, nil
 }

@@ -57,6 +57,18 @@ type GroupRules struct {
 	version string
 	read    bool
 	failing string
+	changed chan struct{}
+}
+
+// Changed receives a value after the rules read changed (coalesced): the
+// relay moves its connected proxies whose group changed.
+func (g *GroupRules) Changed() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.changed == nil {
+		g.changed = make(chan struct{}, 1)
+	}
+	return g.changed
 }
 
 // Current returns the rules as last read; ok is false before the first
@@ -156,6 +168,12 @@ func (g *GroupRules) refresh(ctx context.Context) error {
 	}
 	if version != g.version || !g.read {
 		log.Info("relay: the upstream's group rules", "version", version, "groups", len(rules))
+		if g.changed != nil {
+			select {
+			case g.changed <- struct{}{}:
+			default:
+			}
+		}
 		if g.Kept != "" {
 			if err := g.keep(rules, version); err != nil {
 				log.Warn("relay: cannot keep the upstream's group rules in the data folder", "file", g.Kept, "err", err)

@@ -85,6 +85,11 @@ type Relay struct {
 	// nacks the downstream NACKs reported upstream.
 	droppedStreams uint64
 	nacks          atomic.Uint64
+	// pending are group rules read since the fleet's were applied
+	// (rekey.go): the keys' rules change once every key with proxies has
+	// its config, so that a proxy moved to a new key never waits in no
+	// group.
+	pending nodegroup.Groups
 }
 
 // keyState is one key: its upstream stream, its proxies, its snapshot.
@@ -96,8 +101,13 @@ type keyState struct {
 	// done is closed once the key's stream and builds have ended.
 	done chan struct{}
 	// streams counts the downstream streams of the key; idleSince is when
-	// it last fell to zero.
-	streams   int
+	// it last fell to zero. members are the streams' nodes, with group
+	// keys only: a change of the rules moves them (rekey.go).
+	streams int
+	members map[*member]struct{}
+	// stale: the key's stream announces a node the upstream's rules now
+	// put in another group, and no proxy used it then (rekey.go).
+	stale     bool
 	idleSince time.Time
 	// snap is the key's last good snapshot (nil before its first);
 	// heldBack what its last build left out, and why.
@@ -125,6 +135,9 @@ func New(o Options) *Relay {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Groups != nil {
+		o.Groups.Changed() // made now: a change read before Run waits for it
 	}
 	return &Relay{o: o, types: relayedTypes(o.Registry), keys: map[string]*keyState{}}
 }
@@ -192,6 +205,10 @@ func (r *Relay) Start(ctx context.Context) error {
 func (r *Relay) Run(ctx context.Context) error {
 	tick := time.NewTicker(min(r.o.IdleKey/2, 30*time.Second))
 	defer tick.Stop()
+	var rulesChanged <-chan struct{}
+	if r.o.Groups != nil {
+		rulesChanged = r.o.Groups.Changed()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -199,6 +216,8 @@ func (r *Relay) Run(ctx context.Context) error {
 			return nil
 		case now := <-tick.C:
 			r.sweep(now)
+		case <-rulesChanged:
+			r.rekey(time.Now())
 		}
 	}
 }
@@ -377,13 +396,14 @@ func (r *Relay) publish(at time.Time) {
 	r.pubMu.Lock()
 	defer r.pubMu.Unlock()
 	r.mu.Lock()
+	r.applyPending()
 	order, blocked := r.published()
 	for _, ks := range order {
 		name := ks.key.Name
 		for _, h := range ks.heldBack {
 			held = append(held, name+": "+h)
 		}
-		if ks.snap == nil || blocked[ks] {
+		if ks.snap == nil || blocked[ks] || ks.stale && r.pending == nil {
 			continue
 		}
 		rule := nodegroup.Group{Name: name, Match: ks.key.Match()}
