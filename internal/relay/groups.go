@@ -258,7 +258,7 @@ func (r *Relay) groupKeyOf(n nodegroup.Node) (Key, error) {
 
 // announced is the upstream node of a group key.
 func announced(n nodegroup.Node) *corev3.Node {
-	out := &corev3.Node{Id: n.ID, Cluster: n.Cluster, UserAgentName: "pylon-relay"}
+	out := &corev3.Node{Id: n.ID, Cluster: n.Cluster, UserAgentName: "pylon-relay", ClientFeatures: []string{ttlFeature}}
 	if n.Region != "" || n.Zone != "" || n.SubZone != "" {
 		out.Locality = &corev3.Locality{Region: n.Region, Zone: n.Zone, SubZone: n.SubZone}
 	}

@@ -40,10 +40,6 @@ var relaySuites = []string{
 // by name (a regular expression of the test's full name), with why;
 // setup skips them through a relay, saying so. docs/relay.md lists them.
 var notThroughRelay = map[string]string{
-	`TestTTL/.*`: ttlNotRelayed,
-	`TestSotWReconnect/X24_X41_ttl_resources_resent_others_spared`: ttlNotRelayed,
-	`TestSotW_X17_X41_unsubscribed_name_no_longer_held`:            ttlNotRelayed,
-	`Test(SotW|Delta)_X41_heartbeats_only_for_versions_held`:       ttlNotRelayed,
 	`TestDelta_VHDS_.*`: "VirtualHosts (VHDS) are not relayed (docs/relay.md): a client asks for them on demand, " +
 		"and the relay would fetch each proxy's on its key's stream",
 	`TestGroups/.*`: "the origin's node groups by id or metadata: a relay keyed by cluster serves each cluster one " +
@@ -52,9 +48,6 @@ var notThroughRelay = map[string]string{
 		"publish changed: the relay has a publish a moment after the origin (the suites' new streams wait for it, caughtUp; " +
 		"a request on an open stream cannot)",
 }
-
-const ttlNotRelayed = "the relay does not carry a resource's TTL (X41): it serves what the upstream sent without one, " +
-	"and heartbeats nothing; not yet done (docs/relay.md, Not yet)"
 
 // serve starts the server a suite's test speaks to: the origin alone, or,
 // with -through-relay, a relay in front of it. The test publishes to
