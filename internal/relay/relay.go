@@ -107,7 +107,10 @@ type keyState struct {
 	members map[*member]struct{}
 	// stale: the key's stream announces a node the upstream's rules now
 	// put in another group, and no proxy used it then (rekey.go).
-	stale     bool
+	stale bool
+	// shown is closed once the key's group is in the fleet published.
+	shown     chan struct{}
+	showDone  bool
 	idleSince time.Time
 	// snap is the key's last good snapshot (nil before its first);
 	// heldBack what its last build left out, and why.
@@ -273,7 +276,7 @@ func (r *Relay) sweep(now time.Time) {
 
 // newKey adds a key, its upstream stream not yet started; mu is held.
 func (r *Relay) newKey(k Key, resume upstream.State) *keyState {
-	ks := &keyState{key: k, kick: make(chan struct{}, 1), done: make(chan struct{}), valid: &snapshot.Validated{}}
+	ks := &keyState{key: k, kick: make(chan struct{}, 1), done: make(chan struct{}), shown: make(chan struct{}), valid: &snapshot.Validated{}}
 	ks.client = upstream.New(upstream.Options{
 		Addrs: r.upstreamsOf(k.Name), Known: r.known(), Dial: r.o.Pool.Conn, Node: k.Node(r.o.ID), Types: r.types,
 		Resume: resume, MaxResources: r.o.MaxResources, MinBackoff: r.o.MinBackoff, MaxBackoff: r.o.MaxBackoff,
@@ -393,6 +396,7 @@ func (r *Relay) publish(at time.Time) {
 	var snaps []*snapshot.Snapshot
 	var groups []GroupStatus
 	var held []string
+	var shown []*keyState
 	r.pubMu.Lock()
 	defer r.pubMu.Unlock()
 	r.mu.Lock()
@@ -412,6 +416,10 @@ func (r *Relay) publish(at time.Time) {
 		}
 		rules = append(rules, rule)
 		snaps = append(snaps, ks.snap)
+		if !ks.showDone {
+			ks.showDone = true
+			shown = append(shown, ks)
+		}
 		gs := GroupStatus{Name: name, Version: ks.snap.Version(), Resources: map[string]int{}}
 		for _, set := range ks.snap.Sets() {
 			if set.Len() > 0 {
@@ -424,6 +432,9 @@ func (r *Relay) publish(at time.Time) {
 	f := fleet.NewGroupedFleet(rules, snaps)
 	f.AcceptedAt = at
 	published := r.o.Publisher.Publish(f)
+	for _, ks := range shown {
+		close(ks.shown) // the fleet holding its group is current
+	}
 	r.mu.Lock()
 	if published {
 		r.status.Version, r.status.AcceptedAt, r.status.PublishedAt, r.status.Groups = f.Version(), at, time.Now(), groups
