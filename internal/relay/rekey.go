@@ -133,6 +133,8 @@ func (r *Relay) countDropped(ks *keyState) {
 // stream is stopped. mu is held; the new key is started.
 func (r *Relay) renew(ks *keyState, k Key) *keyState {
 	ks.stop()
+	_, _, n := ks.client.Connected()
+	r.droppedStreams += uint64(n)
 	again := r.newKey(k, nil)
 	r.goKey(again)
 	r.o.Logger.Info("relay: a stale key is made again for a proxy of its group", "key", k.Name)
