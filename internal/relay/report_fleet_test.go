@@ -51,6 +51,18 @@ func TestAnotherReplicaListsTheProxiesBehindARelay(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("apply: %s", resp.Status)
 	}
+	// The relay reads replica-a's groups: once replica-a serves the
+	// applied ones, lest it key the proxy by the empty store's first.
+	readA := a.Token(t, "read-token")
+	if !eventually(func() bool {
+		var st struct {
+			Config struct{ Groups []struct{ Name string } } `json:"config"`
+		}
+		getJSON(t, a.Admin, "/status", readA, &st)
+		return len(st.Config.Groups) == 2 && st.Config.Groups[0].Name == "edge-eu"
+	}) {
+		t.Fatal("replica-a does not serve the applied groups")
+	}
 	rd := startRelay(t, []string{a.XDS}, "", daemon.RelayOptions{
 		UpstreamAdmin: "http://" + a.Admin, UpstreamReadTokenFile: filepath.Join(a.DataDir, "read-token"),
 		UpstreamRelayTokenFile: tokFile, ReportEvery: 50 * time.Millisecond,
