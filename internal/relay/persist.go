@@ -63,7 +63,9 @@ func (r *Relay) persist(ks *keyState, state upstream.State, snap *snapshot.Snaps
 	if r.o.DataDir == "" {
 		return nil
 	}
-	k := ks.key
+	r.mu.Lock()
+	k := ks.key // its group's rule changes with the upstream's (applyPending)
+	r.mu.Unlock()
 	kept := keptKey{Key: k.Name, Values: k.Values, Group: k.Group, As: k.As, Types: map[string][]keptResource{}}
 	for url, held := range state {
 		set := snap.Set(url)

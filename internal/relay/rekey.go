@@ -188,7 +188,7 @@ func (r *Relay) applyPending() {
 	}
 	for _, ks := range r.keys {
 		if g, ok := byName[ks.key.Name]; ok && ks.key.Group != nil {
-			ks.key.Group = &g
+			ks.key.Group = &g // read under mu: persist copies the key with it held
 		}
 	}
 	r.pending = nil
