@@ -42,6 +42,9 @@ type ProxySource interface {
 // store (fleetstatus.Fleet), and why the list is partial ("" when whole).
 type FleetView interface {
 	Remote() ([]fleetstatus.Remote, string)
+	// Relays are the reports of the relays reporting to the other
+	// replicas.
+	Relays() []fleetstatus.RemoteRelay
 }
 
 // TokenSource gives the admin tokens in force; *token.Files is one.
@@ -56,9 +59,9 @@ type FleetSource interface {
 
 // Options configures the handler.
 type Options struct {
-	// relays are the relays' reports (POST /v1/relays/{relay}), made by
-	// Handler.
-	relays *relayReports
+	// relays are the relays' reports (POST /v1/relays/{relay}):
+	// RelayReports, or made by Handler.
+	relays *RelayReports
 
 	Pipeline StatusSource
 	Proxies  ProxySource
@@ -94,8 +97,13 @@ type Options struct {
 	// proxies in /proxies.
 	Identifier string
 	// Fleet, with the etcd store, adds the other replicas' proxies to
-	// /proxies and /proxies/{id}; nil lists this replica's only.
+	// /proxies and /proxies/{id}, and their relays' reports to /proxies;
+	// nil lists this replica's only.
 	Fleet FleetView
+	// RelayReports, if set, holds the relays' reports posted here, shared
+	// with what publishes them to the other replicas (nil: Handler keeps
+	// its own).
+	RelayReports *RelayReports
 	// Shard is the node groups this replica serves (--groups), shown with
 	// its proxies; "" when it serves every group.
 	Shard string
@@ -194,7 +202,10 @@ func Handler(o Options) http.Handler {
 
 func handler(o Options, l *limiter) http.Handler {
 	mux := http.NewServeMux()
-	o.relays = newRelayReports()
+	o.relays = o.RelayReports
+	if o.relays == nil {
+		o.relays = NewRelayReports()
+	}
 	g := guard{o: o, fails: newRefusals(o.Registerer, o.logger())}
 	mux.HandleFunc("GET /status", g.read(func(w http.ResponseWriter, r *http.Request) {
 		streams := o.Proxies.Streams()
@@ -280,7 +291,7 @@ func handler(o Options, l *limiter) http.Handler {
 func (o Options) listProxies(w http.ResponseWriter, r *http.Request) {
 	streams, partial := o.proxies("")
 	if !paged(r) {
-		writeJSON(w, http.StatusOK, proxiesBody{Streams: streams, Partial: partial, Relays: o.relays.list()})
+		writeJSON(w, http.StatusOK, proxiesBody{Streams: streams, Partial: partial, Relays: o.relaysOf()})
 		return
 	}
 	p, err := parsePage(r)

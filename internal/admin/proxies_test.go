@@ -19,6 +19,8 @@ type otherReplicas struct {
 
 func (o otherReplicas) Remote() ([]fleetstatus.Remote, string) { return o.remote, o.partial }
 
+func (o otherReplicas) Relays() []fleetstatus.RemoteRelay { return nil }
+
 // /proxies lists this replica's streams and the others', each naming its
 // replica, by node; /proxies/{id} finds a node served elsewhere; what
 // another replica wrote is scrubbed again; partial is said.

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/pylon-xds/pylon/internal/fleetstatus"
 	"github.com/pylon-xds/pylon/internal/redact"
 	"github.com/pylon-xds/pylon/internal/token"
 )
@@ -25,37 +26,46 @@ const (
 )
 
 // RelayKey is one key of a relay's report: its downstream proxies'
-// counts, never their names.
-type RelayKey struct {
-	Key     string `json:"key"`
-	Version string `json:"version,omitempty"`
-	Proxies int    `json:"proxies"`
-	ACKed   int    `json:"acked"`
-	NACKed  int    `json:"nacked"`
-	Pending int    `json:"pending"`
-}
+// counts, never their names. The replicas publish it as it is.
+type RelayKey = fleetstatus.RelayKey
 
 // RelayReport is a relay's downstream status as the upstream shows it in
 // /proxies: what the relay said (with the token it holds: a report, not
 // a proof) and when; Identity is what its verified client certificate
-// proves, when the admin API verifies one.
+// proves, when the admin API verifies one. Replica is the replica the
+// relay reports to; with replicas on etcd, another replica's reports are
+// listed too, Stale as its proxies are while etcd cannot be read.
 type RelayReport struct {
 	Relay      string     `json:"relay"`
 	Identity   string     `json:"identity,omitempty"`
+	Replica    string     `json:"replica,omitempty"`
+	Stale      bool       `json:"stale,omitempty"`
 	ReportedAt time.Time  `json:"reportedAt"`
 	Keys       []RelayKey `json:"keys"`
 }
 
-// relayReports holds the relays' last reports, each until it expires.
-type relayReports struct {
+// RelayReports holds the relays' last reports, each until it expires.
+// The daemon makes one to pass both to Handler (Options.RelayReports) and
+// to fleet status, which publishes them to the other replicas.
+type RelayReports struct {
 	mu sync.Mutex
 	m  map[string]RelayReport
 }
 
-func newRelayReports() *relayReports { return &relayReports{m: map[string]RelayReport{}} }
+// NewRelayReports returns an empty RelayReports.
+func NewRelayReports() *RelayReports { return &RelayReports{m: map[string]RelayReport{}} }
+
+// Published is the reports not expired, as fleet status publishes them.
+func (rr *RelayReports) Published() []fleetstatus.Relay {
+	var out []fleetstatus.Relay
+	for _, r := range rr.list() {
+		out = append(out, fleetstatus.Relay{Relay: r.Relay, Identity: r.Identity, ReportedAt: r.ReportedAt, Keys: r.Keys})
+	}
+	return out
+}
 
 // list is the reports not expired, by relay.
-func (rr *relayReports) list() []RelayReport {
+func (rr *RelayReports) list() []RelayReport {
 	if rr == nil {
 		return nil
 	}
@@ -80,7 +90,7 @@ func (rr *relayReports) list() []RelayReport {
 // (no balance, no rollout halt), is shown apart from the proxies this
 // server serves, under the relay's name, and expires unless renewed; it
 // is bounded in size, keys and relays.
-func registerRelays(mux *http.ServeMux, g guard, rr *relayReports) {
+func registerRelays(mux *http.ServeMux, g guard, rr *RelayReports) {
 	mux.HandleFunc("POST /v1/relays/{relay}", g.relay(func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("relay")
 		if id == "" || len(id) > maxRelayText || !utf8.ValidString(id) {
@@ -156,7 +166,7 @@ func (g guard) relay(h http.HandlerFunc) http.HandlerFunc {
 // put keeps rep, unless maxRelays others are held: expired ones are let
 // go first, so that relays gone for good do not keep new ones out until
 // someone reads the list.
-func (rr *relayReports) put(rep RelayReport) bool {
+func (rr *RelayReports) put(rep RelayReport) bool {
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
 	if _, ok := rr.m[rep.Relay]; !ok && len(rr.m) >= maxRelays {
@@ -185,4 +195,27 @@ func cutText(s string) string {
 		s = s[:len(s)-1]
 	}
 	return s
+}
+
+// relaysOf lists the relays' reports: those posted here, under this
+// replica, and, with replicas on etcd, those posted to the others (their
+// summaries carry them), under theirs, scrubbed again as their proxies
+// are: etcd is shared.
+func (o Options) relaysOf() []RelayReport {
+	out := o.relays.list()
+	for i := range out {
+		out[i].Replica = o.Identifier
+	}
+	if o.Fleet == nil {
+		return out
+	}
+	for _, r := range o.Fleet.Relays() {
+		rep := RelayReport{Relay: cutText(r.Relay.Relay), Identity: cutText(r.Identity), Replica: cutText(r.Replica), Stale: r.Stale, ReportedAt: r.ReportedAt, Keys: make([]RelayKey, 0, len(r.Keys))}
+		for _, k := range r.Keys {
+			k.Key, k.Version = cutText(k.Key), cutText(k.Version)
+			rep.Keys = append(rep.Keys, k)
+		}
+		out = append(out, rep)
+	}
+	return out
 }

@@ -74,7 +74,7 @@ func TestRelayReportsRefuseTheReadToken(t *testing.T) {
 // once someone reads the list: relays gone for good must not keep a new
 // one out.
 func TestExpiredRelayReportsMakeRoom(t *testing.T) {
-	rr := newRelayReports()
+	rr := NewRelayReports()
 	old := time.Now().Add(-2 * RelayReportExpires)
 	for i := range maxRelays {
 		rr.m[fmt.Sprint("gone-", i)] = RelayReport{Relay: fmt.Sprint("gone-", i), ReportedAt: old}

@@ -289,7 +289,8 @@ func Run(ctx context.Context, o Options) error {
 	// The fleet status says when this replica drains; the stopper is made
 	// below, before anything runs.
 	var stop *stopper
-	fleet := newFleetStatus(o, st, tracker, lis, func() bool { return stop.Draining() }, log)
+	relays := admin.NewRelayReports() // posted here, published to the other replicas
+	fleet := newFleetStatus(o, st, tracker, lis, func() bool { return stop.Draining() }, relays.Published, log)
 	bal, shard := replicaXDS(o, fleet, met)
 	xdsSrv, gs := newXDS(o, sec, reg, pub, status.ComposeObservers(obs.Observer, rollouts), obs.Tracker, tokens, bal, shard)
 	reportExpiry(met, sec, xdsSrv)
@@ -297,7 +298,7 @@ func Run(ctx context.Context, o Options) error {
 	if adminOpts.RelayToken, err = relayToken(o.RelayTokenFile, tokens); err != nil {
 		return err
 	}
-	adminOpts.Sources = kubeStatus(src.kube)
+	adminOpts.Sources, adminOpts.RelayReports = kubeStatus(src.kube), relays
 	if cfgSvc != nil {
 		// Only a shared store is ever away; the embedded one answers
 		// false.
@@ -451,7 +452,7 @@ func listen(o Options) (listeners, error) {
 
 // newFleetStatus is, on the etcd store, what publishes this replica's
 // proxies and reads the others' (nil otherwise: one replica, no merge).
-func newFleetStatus(o Options, st store.Store, tracker *status.Tracker, lis listeners, draining func() bool, log *slog.Logger) *fleetstatus.Fleet {
+func newFleetStatus(o Options, st store.Store, tracker *status.Tracker, lis listeners, draining func() bool, relays func() []fleetstatus.Relay, log *slog.Logger) *fleetstatus.Fleet {
 	es, ok := st.(*etcd.Store)
 	if !ok {
 		return nil
@@ -459,6 +460,7 @@ func newFleetStatus(o Options, st store.Store, tracker *status.Tracker, lis list
 	return fleetstatus.New(fleetstatus.Options{
 		Replica: o.Identifier, Store: es, Local: tracker.Streams,
 		Period: o.FleetStatusPeriod, TTL: o.FleetStatusTTL, Logger: log, Self: selfOf(o, lis.xds), Draining: draining,
+		Relays: relays,
 	})
 }
 

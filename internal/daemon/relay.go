@@ -53,6 +53,9 @@ type RelayOptions struct {
 	// ReportEvery is how often the relay reports its downstream status to
 	// UpstreamAdmin (default relay.DefaultReportEvery).
 	ReportEvery time.Duration
+	// GroupsEvery is how often the relay reads UpstreamAdmin's group rules
+	// again (default relay.DefaultGroupsEvery).
+	GroupsEvery time.Duration
 	// Key is the key template (default relay.DefaultKey).
 	Key string
 	// ID is the relay's node id upstream, each key's stream announcing

@@ -55,7 +55,7 @@ func groupRules(ro RelayOptions, tlsCfg *tls.Config, dataDir string, log *slog.L
 	path := ro.UpstreamReadTokenFile
 	return &relay.GroupRules{
 		URL: strings.TrimSuffix(ro.UpstreamAdmin, "/"), Client: &http.Client{Transport: tr, Timeout: 10 * time.Second},
-		Logger: log, Kept: filepath.Join(dataDir, "relay-groups.json"),
+		Logger: log, Kept: filepath.Join(dataDir, "relay-groups.json"), Every: ro.GroupsEvery,
 		Token: func() (string, error) {
 			b, err := os.ReadFile(path)
 			if err != nil {

@@ -75,7 +75,23 @@ type shard struct {
 	Of      int     `json:"of"`
 	Omitted int     `json:"omitted,omitempty"`
 	Proxies []Proxy `json:"proxies"`
+	// Relays are the reports of the relays reporting to the replica
+	// (relays.go), in shards of their own after the proxies' (a summary
+	// of a replica of before has none); RelaysOmitted, in shard 0, how
+	// many the bounds left out.
+	Relays        []Relay `json:"relays,omitempty"`
+	RelaysOmitted int     `json:"relaysOmitted,omitempty"`
 	Self
+}
+
+// summary is what a replica publishes, whole: its proxies, its relays'
+// reports, and what it says of itself.
+type summary struct {
+	proxies       []Proxy
+	omitted       int
+	relays        []Relay
+	relaysOmitted int
+	self          Self
 }
 
 // Self is what a replica says of itself in every shard of its summary: the
@@ -140,19 +156,39 @@ func Summarize(streams []status.Stream, max int) (out []Proxy, omitted int) {
 // (gzipped JSON), halving a part until it fits. A single proxy is bounded
 // by Summarize and fits any sensible maxValue; if not, it is an error.
 func Encode(gen uint64, self Self, proxies []Proxy, omitted, maxValue int) ([][]byte, error) {
-	parts, err := split(self, proxies, maxValue)
+	return encodeSummary(gen, self, summary{proxies: proxies, omitted: omitted}, maxValue)
+}
+
+// encodeSummary is Encode of a whole summary: the proxies' shards, then
+// the relays' (none without reports).
+func encodeSummary(gen uint64, self Self, sum summary, maxValue int) ([][]byte, error) {
+	parts, err := split(self, sum.proxies, maxValue)
 	if err != nil {
 		return nil, err
 	}
-	out := make([][]byte, len(parts))
-	for i, p := range parts {
-		sh := shard{Format: format, Gen: gen, Of: len(parts), Proxies: p, Self: self}
-		if i == 0 {
-			sh.Omitted = omitted
-		}
-		if out[i], err = compress(sh); err != nil {
+	var relayParts [][]Relay
+	if len(sum.relays) > 0 {
+		if relayParts, err = splitRelays(self, sum.relays, maxValue); err != nil {
 			return nil, err
 		}
+	}
+	of := len(parts) + len(relayParts)
+	out := make([][]byte, 0, of)
+	for i := range of {
+		sh := shard{Format: format, Gen: gen, Of: of, Self: self}
+		if i < len(parts) {
+			sh.Proxies = parts[i]
+		} else {
+			sh.Proxies, sh.Relays = []Proxy{}, relayParts[i-len(parts)]
+		}
+		if i == 0 {
+			sh.Omitted, sh.RelaysOmitted = sum.omitted, sum.relaysOmitted
+		}
+		b, err := compress(sh)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
 	}
 	return out, nil
 }
@@ -217,6 +253,9 @@ func decode(b []byte) (shard, error) {
 	case len(sh.Groups) > MaxGroupPatterns:
 		return sh, fmt.Errorf("%d group patterns, at most %d", len(sh.Groups), MaxGroupPatterns)
 	}
+	if err := checkRelays(sh.Relays); err != nil {
+		return sh, err
+	}
 	for i, g := range sh.Groups {
 		sh.Groups[i] = cut(g)
 	}
@@ -231,13 +270,13 @@ var errIncomplete = errors.New("its summary is being rewritten: some of its prox
 // and how many that replica left out. An undecodable shard is an error
 // that names it; the proxies of the others are still returned.
 func Decode(shards [][]byte) (proxies []Proxy, omitted int, err error) {
-	proxies, omitted, _, err = decodeAll(shards)
-	return proxies, omitted, err
+	sum, err := decodeAll(shards)
+	return sum.proxies, sum.omitted, err
 }
 
-// decodeAll is Decode that also returns what the replica says of itself
-// (in its newest generation).
-func decodeAll(shards [][]byte) (proxies []Proxy, omitted int, self Self, err error) {
+// decodeAll is Decode of the whole summary: also the relays' reports and
+// what the replica says of itself (in its newest generation).
+func decodeAll(shards [][]byte) (sum summary, err error) {
 	decoded := make([]shard, 0, len(shards))
 	var errs []error
 	var newest uint64
@@ -255,14 +294,22 @@ func decodeAll(shards [][]byte) (proxies []Proxy, omitted int, self Self, err er
 		if sh.Gen != newest {
 			continue
 		}
-		n, of, self = n+1, sh.Of, sh.Self
-		omitted += sh.Omitted
-		proxies = append(proxies, sh.Proxies...)
+		n, of, sum.self = n+1, sh.Of, sh.Self
+		sum.omitted += sh.Omitted
+		sum.relaysOmitted += sh.RelaysOmitted
+		sum.proxies = append(sum.proxies, sh.Proxies...)
+		sum.relays = append(sum.relays, sh.Relays...)
 	}
 	if n != of && len(errs) == 0 {
 		errs = append(errs, errIncomplete)
 	}
-	return proxies, omitted, self, errors.Join(errs...)
+	// Each shard is bounded; the joined whole is held to one replica's
+	// bounds too (another writer's shards could add up past them).
+	sum.relays = joinRelays(sum.relays)
+	if kept, over := boundRelays(sum.relays); over > 0 {
+		sum.relays, sum.relaysOmitted = kept, sum.relaysOmitted+over
+	}
+	return sum, errors.Join(errs...)
 }
 
 // Stream is p as the tracker's stream type, for the admin API's lists.

@@ -61,6 +61,10 @@ type Options struct {
 	// Draining, if set, says whether this replica is draining; published
 	// as Self.Draining.
 	Draining func() bool
+	// Relays, if set, lists the reports of the relays reporting to this
+	// replica (the admin API's), published with its proxies so that every
+	// replica lists the proxies behind them (bounded: relays.go).
+	Relays func() []Relay
 }
 
 // Fleet publishes this replica's summary and keeps the others'.
@@ -71,6 +75,7 @@ type Fleet struct {
 
 	mu      sync.Mutex
 	remote  []Remote
+	relays  []RemoteRelay
 	peers   []Peer
 	partial string
 	// readAt is when the others' summaries were last read; unread, why
@@ -125,6 +130,15 @@ func (f *Fleet) Remote() ([]Remote, string) {
 	return f.remote, fmt.Sprintf("%s (%s); other replicas' proxies %s, their state unknown since", Partial, f.unread, asOf)
 }
 
+// Relays returns the reports of the relays reporting to the other
+// replicas, as last read, by replica and relay; marked Stale as Remote's
+// proxies are when etcd cannot be read.
+func (f *Fleet) Relays() []RemoteRelay {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.relays
+}
+
 // Run publishes and reads every Period until ctx ends, then revokes the
 // lease so that this replica's proxies leave the others' lists at once.
 // etcd trouble is never fatal: local status keeps being served, and the
@@ -171,26 +185,32 @@ type publisher struct {
 // the lease otherwise. It returns why it could not.
 func (p *publisher) publish(ctx context.Context) error {
 	f := p.f
-	proxies, omitted := Summarize(f.opts.Local(), f.opts.MaxProxies)
-	self := f.opts.Self
-	self.Draining = f.opts.Draining != nil && f.opts.Draining()
+	var sum summary
+	sum.proxies, sum.omitted = Summarize(f.opts.Local(), f.opts.MaxProxies)
+	if f.opts.Relays != nil {
+		sum.relays, sum.relaysOmitted = boundRelays(f.opts.Relays())
+	}
+	sum.self = f.opts.Self
+	sum.self.Draining = f.opts.Draining != nil && f.opts.Draining()
 	b, _ := json.Marshal(struct {
-		P []Proxy
-		O int
-		S Self
-	}{proxies, omitted, self})
+		P  []Proxy
+		O  int
+		R  []Relay
+		RO int
+		S  Self
+	}{sum.proxies, sum.omitted, sum.relays, sum.relaysOmitted, sum.self})
 	h := sha256.Sum256(b)
 	alive, err := f.board.KeepAlive(ctx)
 	if err == nil && (!alive || h != p.hash) {
-		err = p.put(ctx, self, proxies, omitted, h)
+		err = p.put(ctx, sum, h)
 	}
-	p.report(err, omitted)
+	p.report(err, sum.omitted)
 	return err
 }
 
-func (p *publisher) put(ctx context.Context, self Self, proxies []Proxy, omitted int, h [32]byte) error {
+func (p *publisher) put(ctx context.Context, sum summary, h [32]byte) error {
 	p.gen++
-	shards, err := Encode(p.gen, self, proxies, omitted, etcd.MaxBoardValue)
+	shards, err := encodeSummary(p.gen, sum.self, sum, etcd.MaxBoardValue)
 	if err != nil {
 		return err
 	}
@@ -231,6 +251,12 @@ func (f *Fleet) unreadable(err error) {
 			stale[i] = r
 		}
 		f.remote = stale
+		staleRelays := make([]RemoteRelay, len(f.relays))
+		for i, r := range f.relays {
+			r.Stale = true
+			staleRelays[i] = r
+		}
+		f.relays = staleRelays
 	}
 	f.unread = err.Error()
 }
@@ -247,14 +273,22 @@ func (f *Fleet) refresh(ctx context.Context) {
 	}
 	readAt := time.Now()
 	var remote []Remote
+	var relays []RemoteRelay
 	var peers []Peer
 	var problems []string
 	for replica, shards := range boards {
 		if replica == f.opts.Replica {
 			continue
 		}
-		proxies, omitted, self, err := decodeAll(shards)
+		sum, err := decodeAll(shards)
+		proxies, omitted, self := sum.proxies, sum.omitted, sum.self
 		peers = append(peers, Peer{Replica: replica, Self: self, Streams: len(proxies) + omitted, sameShard: sameGroups(self.Groups, f.opts.Self.Groups)})
+		for _, r := range sum.relays {
+			relays = append(relays, RemoteRelay{Replica: replica, Relay: r, ReadAt: readAt})
+		}
+		if sum.relaysOmitted > 0 {
+			problems = append(problems, fmt.Sprintf("replica %s: %d relays' reports not published (too many)", replica, sum.relaysOmitted))
+		}
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("replica %s: %v", replica, err))
 		}
@@ -271,11 +305,17 @@ func (f *Fleet) refresh(ctx context.Context) {
 		}
 		return remote[i].Replica < remote[j].Replica
 	})
+	sort.Slice(relays, func(i, j int) bool {
+		if relays[i].Replica != relays[j].Replica {
+			return relays[i].Replica < relays[j].Replica
+		}
+		return relays[i].Relay.Relay < relays[j].Relay.Relay
+	})
 	sort.Strings(problems)
 	sort.Slice(peers, func(i, j int) bool { return peers[i].Replica < peers[j].Replica })
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.remote, f.peers, f.partial, f.readAt, f.unread = remote, peers, "", readAt, ""
+	f.remote, f.relays, f.peers, f.partial, f.readAt, f.unread = remote, relays, peers, "", readAt, ""
 	if len(problems) > 0 {
 		f.partial = "fleet status partial: " + strings.Join(problems, "; ")
 	}

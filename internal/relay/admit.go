@@ -20,46 +20,89 @@ import (
 // anything with its own identity, nor takes a key. It refuses a node the
 // template makes no key of (FAILED_PRECONDITION) and a new key past
 // MaxKeys (RESOURCE_EXHAUSTED). release ends the stream's use of the key.
+//
+// The stream is served once its key's group is in the relay's fleet, as
+// Pylon serves a stream whose group is there from the start: Admit waits
+// for it, up to firstConfigWait (the key's upstream stream answers, the
+// relay builds, waiting up to Settle for what the config names, and
+// publishes). A stream that joined before its group
+// would not be answered for a type its group's config lacks (no
+// clusters, say) until that type changed, and Envoy waits for its first
+// clusters' answer before it starts. Past the wait (the upstream away,
+// nothing kept), the stream waits in no group, getting nothing, until
+// the key's config comes.
 func (r *Relay) Admit(n nodegroup.Node) (release func(), err error) {
+	release, ready, err := r.admit(n)
+	if err != nil {
+		return nil, err
+	}
+	t := time.NewTimer(firstConfigWait)
+	defer t.Stop()
+	select {
+	case <-ready:
+	case <-t.C:
+	}
+	return release, nil
+}
+
+// firstConfigWait bounds how long Admit waits for a new key's first
+// config: past Settle and an upstream's answer, short, since the xDS
+// server gives Admit no context: a stream whose client left, or a
+// server stopping, waits it out.
+const firstConfigWait = 2 * time.Second
+
+// admit is Admit but for the wait: ready is closed once the key's group
+// is in the relay's fleet.
+func (r *Relay) admit(n nodegroup.Node) (release func(), ready <-chan struct{}, err error) {
 	if r.o.Groups != nil {
 		if _, ok := r.o.Groups.Current(); !ok {
-			return nil, grpcstatus.Errorf(codes.Unavailable, "the relay has not read its upstream's group rules yet (%s): retry", r.o.Groups.URL)
+			return nil, nil, grpcstatus.Errorf(codes.Unavailable, "the relay has not read its upstream's group rules yet (%s): retry", r.o.Groups.URL)
 		}
 	}
 	k, err := r.keyOf(n)
 	if err != nil {
-		return nil, grpcstatus.Error(codes.FailedPrecondition, err.Error())
+		return nil, nil, grpcstatus.Error(codes.FailedPrecondition, err.Error())
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.ctx == nil || r.ctx.Err() != nil {
-		return nil, grpcstatus.Error(codes.Unavailable, "the relay is not serving")
+		return nil, nil, grpcstatus.Error(codes.Unavailable, "the relay is not serving")
 	}
 	ks := r.keys[k.Name]
 	if ks != nil && r.o.Groups == nil && !maps.Equal(ks.key.Values, k.Values) {
 		// Escaped names keep different values apart (Template.escape);
 		// this holds it should a template ever let two meet.
-		return nil, grpcstatus.Errorf(codes.FailedPrecondition, "node %q: key %q is held for other field values", n.ID, k.Name)
+		return nil, nil, grpcstatus.Errorf(codes.FailedPrecondition, "node %q: key %q is held for other field values", n.ID, k.Name)
+	}
+	if ks != nil && ks.stale {
+		// Its builds may still end while the new key's begin; the new
+		// key's own file write comes after its stream's first answer.
+		ks = r.renew(ks, k)
 	}
 	if ks == nil {
 		if len(r.keys) >= r.o.MaxKeys {
-			return nil, grpcstatus.Errorf(codes.ResourceExhausted, "the relay serves at most %d keys (--max-keys) and holds as many; node %q would add key %q", r.o.MaxKeys, n.ID, k.Name)
+			return nil, nil, grpcstatus.Errorf(codes.ResourceExhausted, "the relay serves at most %d keys (--max-keys) and holds as many; node %q would add key %q", r.o.MaxKeys, n.ID, k.Name)
 		}
 		ks = r.newKey(k, nil)
 		r.goKey(ks)
 		r.o.Logger.Info("relay key added: its upstream stream starts", "key", k.Name, "node", n.ID)
 	}
 	ks.streams++
+	m := &member{ks: ks}
+	if r.o.Groups != nil {
+		m.node = n
+		ks.addMember(m)
+	}
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			r.mu.Lock()
 			defer r.mu.Unlock()
-			if ks.streams--; ks.streams == 0 {
-				ks.idleSince = time.Now()
-			}
+			// m.ks, not ks: a change of the group rules may have moved
+			// the stream to another key since.
+			m.ks.dropMember(m)
 		})
-	}, nil
+	}, ks.shown, nil
 }
 
 // Observe reports a downstream NACK upstream, on the stream of the

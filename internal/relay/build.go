@@ -40,7 +40,7 @@ func (r *Relay) inputs(key string, state upstream.State) []xdstype.Resource {
 			if proto.Unmarshal(held[name].Any.GetValue(), m) != nil {
 				continue // checked on arrival; a kept file's may not be
 			}
-			out = append(out, xdstype.Resource{Type: t, Name: name, Message: m, File: "upstream of key " + key})
+			out = append(out, xdstype.Resource{Type: t, Name: name, Message: m, File: "upstream of key " + key, TTL: held[name].TTL})
 		}
 	}
 	return out

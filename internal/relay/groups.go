@@ -57,6 +57,18 @@ type GroupRules struct {
 	version string
 	read    bool
 	failing string
+	changed chan struct{}
+}
+
+// Changed receives a value after the rules read changed (coalesced): the
+// relay moves its connected proxies whose group changed.
+func (g *GroupRules) Changed() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.changed == nil {
+		g.changed = make(chan struct{}, 1)
+	}
+	return g.changed
 }
 
 // Current returns the rules as last read; ok is false before the first
@@ -156,6 +168,12 @@ func (g *GroupRules) refresh(ctx context.Context) error {
 	}
 	if version != g.version || !g.read {
 		log.Info("relay: the upstream's group rules", "version", version, "groups", len(rules))
+		if g.changed != nil {
+			select {
+			case g.changed <- struct{}{}:
+			default:
+			}
+		}
 		if g.Kept != "" {
 			if err := g.keep(rules, version); err != nil {
 				log.Warn("relay: cannot keep the upstream's group rules in the data folder", "file", g.Kept, "err", err)
@@ -240,7 +258,7 @@ func (r *Relay) groupKeyOf(n nodegroup.Node) (Key, error) {
 
 // announced is the upstream node of a group key.
 func announced(n nodegroup.Node) *corev3.Node {
-	out := &corev3.Node{Id: n.ID, Cluster: n.Cluster, UserAgentName: "pylon-relay"}
+	out := &corev3.Node{Id: n.ID, Cluster: n.Cluster, UserAgentName: "pylon-relay", ClientFeatures: []string{ttlFeature}}
 	if n.Region != "" || n.Zone != "" || n.SubZone != "" {
 		out.Locality = &corev3.Locality{Region: n.Region, Zone: n.Zone, SubZone: n.SubZone}
 	}

@@ -200,6 +200,11 @@ func (k Key) Match() nodegroup.Match {
 	return m
 }
 
+// ttlFeature is the client feature a key's upstream stream announces: it
+// takes resources' TTLs (X41), which the relay serves its proxies with
+// and refreshes itself.
+const ttlFeature = "xds.config.supports-resource-ttl"
+
 // Node is the node the relay announces upstream for the key: the key's
 // fields, so that the upstream puts it where the key's proxies would be,
 // and the relay's id.
@@ -208,7 +213,7 @@ func (k Key) Node(relayID string) *corev3.Node {
 		return announced(*k.As)
 	}
 	m := k.Match()
-	n := &corev3.Node{Id: relayID + "/" + k.Name, Cluster: m.Cluster, UserAgentName: "pylon-relay"}
+	n := &corev3.Node{Id: relayID + "/" + k.Name, Cluster: m.Cluster, UserAgentName: "pylon-relay", ClientFeatures: []string{ttlFeature}}
 	if m.Region != "" || m.Zone != "" || m.SubZone != "" {
 		n.Locality = &corev3.Locality{Region: m.Region, Zone: m.Zone, SubZone: m.SubZone}
 	}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -37,9 +38,10 @@ type keptKey struct {
 }
 
 type keptResource struct {
-	Name    string `json:"name"`
-	Version string `json:"version"`
-	Value   []byte `json:"value"`
+	Name    string        `json:"name"`
+	Version string        `json:"version"`
+	Value   []byte        `json:"value"`
+	TTL     time.Duration `json:"ttl,omitempty"`
 }
 
 // maxKeptFile bounds one key's file on reading.
@@ -61,7 +63,9 @@ func (r *Relay) persist(ks *keyState, state upstream.State, snap *snapshot.Snaps
 	if r.o.DataDir == "" {
 		return nil
 	}
-	k := ks.key
+	r.mu.Lock()
+	k := ks.key // its group's rule changes with the upstream's (applyPending)
+	r.mu.Unlock()
 	kept := keptKey{Key: k.Name, Values: k.Values, Group: k.Group, As: k.As, Types: map[string][]keptResource{}}
 	for url, held := range state {
 		set := snap.Set(url)
@@ -69,7 +73,7 @@ func (r *Relay) persist(ks *keyState, state upstream.State, snap *snapshot.Snaps
 			if set.Get(name) == nil {
 				continue
 			}
-			res := keptResource{Name: name, Version: held[name].Version, Value: held[name].Any.GetValue()}
+			res := keptResource{Name: name, Version: held[name].Version, Value: held[name].Any.GetValue(), TTL: held[name].TTL}
 			if old[resourceID{url, name}] {
 				var ok bool
 				if res, ok = ks.lastKept(url, name); !ok {
@@ -229,7 +233,7 @@ func (r *Relay) loadFile(path string) (loaded, error) {
 		}
 		m := make(map[string]upstream.Resource, len(rs))
 		for _, res := range rs {
-			m[res.Name] = upstream.Resource{Version: res.Version, Any: &anypb.Any{TypeUrl: url, Value: res.Value}}
+			m[res.Name] = upstream.Resource{Version: res.Version, Any: &anypb.Any{TypeUrl: url, Value: res.Value}, TTL: min(max(res.TTL, 0), upstream.MaxTTL)}
 		}
 		state[url] = m
 	}

@@ -85,6 +85,11 @@ type Relay struct {
 	// nacks the downstream NACKs reported upstream.
 	droppedStreams uint64
 	nacks          atomic.Uint64
+	// pending are group rules read since the fleet's were applied
+	// (rekey.go): the keys' rules change once every key with proxies has
+	// its config, so that a proxy moved to a new key never waits in no
+	// group.
+	pending nodegroup.Groups
 }
 
 // keyState is one key: its upstream stream, its proxies, its snapshot.
@@ -96,8 +101,16 @@ type keyState struct {
 	// done is closed once the key's stream and builds have ended.
 	done chan struct{}
 	// streams counts the downstream streams of the key; idleSince is when
-	// it last fell to zero.
-	streams   int
+	// it last fell to zero. members are the streams' nodes, with group
+	// keys only: a change of the rules moves them (rekey.go).
+	streams int
+	members map[*member]struct{}
+	// stale: the key's stream announces a node the upstream's rules now
+	// put in another group, and no proxy used it then (rekey.go).
+	stale bool
+	// shown is closed once the key's group is in the fleet published.
+	shown     chan struct{}
+	showDone  bool
 	idleSince time.Time
 	// snap is the key's last good snapshot (nil before its first);
 	// heldBack what its last build left out, and why.
@@ -126,22 +139,30 @@ func New(o Options) *Relay {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Groups != nil {
+		o.Groups.Changed() // made now: a change read before Run waits for it
+	}
 	return &Relay{o: o, types: relayedTypes(o.Registry), keys: map[string]*keyState{}}
 }
 
 // relayedTypes are the types the relay subscribes to: the wildcard types
-// whole, and the routes, endpoints and extension configs by name. Not
-// Secrets (a relay cannot prove a downstream proxy's entitlement to a key
-// the upstream gave the relay), nor Runtime and VirtualHost, which
-// clients name from their bootstrap or on demand.
+// whole, and the routes, endpoints and extension configs by name. Runtime
+// layers whole too ("*" said outright): a proxy names them in its
+// bootstrap, which the relay never sees, and no other resource names
+// them, so subscribing by name would leave every layer unasked; a key's
+// layers are few, and the key's identity upstream is entitled to them as
+// to its listeners. Not Secrets (a relay cannot prove a downstream proxy's
+// entitlement to a key the upstream gave the relay), nor VirtualHost,
+// which clients ask for on demand.
 func relayedTypes(reg *xdstype.Registry) []upstream.Type {
 	var out []upstream.Type
 	for _, t := range reg.Ranked() {
 		switch t.URL {
-		case xdstype.SecretURL, xdstype.RuntimeURL, xdstype.VirtualHostURL:
+		case xdstype.SecretURL, xdstype.VirtualHostURL:
 			continue
 		}
-		out = append(out, upstream.Type{URL: t.URL, Wildcard: t.Wildcard, Check: checker(t)})
+		whole := t.Wildcard || t.URL == xdstype.RuntimeURL
+		out = append(out, upstream.Type{URL: t.URL, Wildcard: whole, Check: checker(t)})
 	}
 	return out
 }
@@ -187,6 +208,10 @@ func (r *Relay) Start(ctx context.Context) error {
 func (r *Relay) Run(ctx context.Context) error {
 	tick := time.NewTicker(min(r.o.IdleKey/2, 30*time.Second))
 	defer tick.Stop()
+	var rulesChanged <-chan struct{}
+	if r.o.Groups != nil {
+		rulesChanged = r.o.Groups.Changed()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -194,6 +219,8 @@ func (r *Relay) Run(ctx context.Context) error {
 			return nil
 		case now := <-tick.C:
 			r.sweep(now)
+		case <-rulesChanged:
+			r.rekey(time.Now())
 		}
 	}
 }
@@ -249,7 +276,7 @@ func (r *Relay) sweep(now time.Time) {
 
 // newKey adds a key, its upstream stream not yet started; mu is held.
 func (r *Relay) newKey(k Key, resume upstream.State) *keyState {
-	ks := &keyState{key: k, kick: make(chan struct{}, 1), done: make(chan struct{}), valid: &snapshot.Validated{}}
+	ks := &keyState{key: k, kick: make(chan struct{}, 1), done: make(chan struct{}), shown: make(chan struct{}), valid: &snapshot.Validated{}}
 	ks.client = upstream.New(upstream.Options{
 		Addrs: r.upstreamsOf(k.Name), Known: r.known(), Dial: r.o.Pool.Conn, Node: k.Node(r.o.ID), Types: r.types,
 		Resume: resume, MaxResources: r.o.MaxResources, MinBackoff: r.o.MinBackoff, MaxBackoff: r.o.MaxBackoff,
@@ -369,16 +396,18 @@ func (r *Relay) publish(at time.Time) {
 	var snaps []*snapshot.Snapshot
 	var groups []GroupStatus
 	var held []string
+	var shown []*keyState
 	r.pubMu.Lock()
 	defer r.pubMu.Unlock()
 	r.mu.Lock()
+	r.applyPending()
 	order, blocked := r.published()
 	for _, ks := range order {
 		name := ks.key.Name
 		for _, h := range ks.heldBack {
 			held = append(held, name+": "+h)
 		}
-		if ks.snap == nil || blocked[ks] {
+		if ks.snap == nil || blocked[ks] || ks.stale && r.pending == nil {
 			continue
 		}
 		rule := nodegroup.Group{Name: name, Match: ks.key.Match()}
@@ -387,6 +416,10 @@ func (r *Relay) publish(at time.Time) {
 		}
 		rules = append(rules, rule)
 		snaps = append(snaps, ks.snap)
+		if !ks.showDone {
+			ks.showDone = true
+			shown = append(shown, ks)
+		}
 		gs := GroupStatus{Name: name, Version: ks.snap.Version(), Resources: map[string]int{}}
 		for _, set := range ks.snap.Sets() {
 			if set.Len() > 0 {
@@ -399,6 +432,9 @@ func (r *Relay) publish(at time.Time) {
 	f := fleet.NewGroupedFleet(rules, snaps)
 	f.AcceptedAt = at
 	published := r.o.Publisher.Publish(f)
+	for _, ks := range shown {
+		close(ks.shown) // the fleet holding its group is current
+	}
 	r.mu.Lock()
 	if published {
 		r.status.Version, r.status.AcceptedAt, r.status.PublishedAt, r.status.Groups = f.Version(), at, time.Now(), groups

@@ -69,7 +69,7 @@ func TestRelayDownstreamStatusShowsUpstream(t *testing.T) {
 	if code := cli.Execute(context.Background(), []string{"status", "--admin-addr", up.d.Admin, "--data-dir", up.d.DataDir}, &out, &stderr); code != 0 {
 		t.Fatalf("pylon status on the upstream: exit %d: %s", code, stderr.String())
 	}
-	for _, row := range []string{`(?m)^Behind relays`, `(?m)^relay-test\s+edge\s+2\s+2\s+0\s+0\s+\S+$`, `(?m)^relay-test\s+mesh\s+1\s+1\s+0\s+0\s+\S+$`} {
+	for _, row := range []string{`(?m)^Behind relays`, `(?m)^relay-test\s+upstream\s+edge\s+2\s+2\s+0\s+0\s+\S+$`, `(?m)^relay-test\s+upstream\s+mesh\s+1\s+1\s+0\s+0\s+\S+$`} {
 		if !regexp.MustCompile(row).MatchString(out.String()) {
 			t.Errorf("pylon status on the upstream lacks %s:\n%s", row, out.String())
 		}

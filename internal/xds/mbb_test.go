@@ -60,9 +60,7 @@ func payments(version int) []any {
 
 func startMBB(t *testing.T, hold time.Duration) *env {
 	t.Helper()
-	rec := newRecorder()
-	srv := xdstest.Start(t, xds.Options{Observer: rec, HoldTimeout: hold})
-	return &env{srv: srv, conn: xdstest.Dial(t, srv.Addr), rec: rec}
+	return serveUnpublished(t, xds.Options{HoldTimeout: hold})
 }
 
 func noViolations(t *testing.T, p *xdstest.Proxy) {

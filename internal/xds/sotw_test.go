@@ -99,12 +99,11 @@ type env struct {
 	rec  *recorder
 }
 
+// setup starts a server publishing msgs (serve: through a relay with
+// -through-relay) and dials it.
 func setup(t *testing.T, msgs ...any) *env {
 	t.Helper()
-	rec := newRecorder()
-	srv := xdstest.Start(t, xds.Options{Observer: rec})
-	srv.Publish(t, msgs...)
-	return &env{srv: srv, conn: xdstest.Dial(t, srv.Addr), rec: rec}
+	return serve(t, xds.Options{}, msgs...)
 }
 
 func (e *env) ads(t *testing.T, id string) *xdstest.Stream {

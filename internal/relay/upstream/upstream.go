@@ -38,7 +38,14 @@ type Type struct {
 type Resource struct {
 	Version string
 	Any     *anypb.Any
+	// TTL is the resource's TTL as the upstream sent it (X41; zero:
+	// none): the relay serves it with it, and refreshes it itself.
+	TTL time.Duration
 }
+
+// MaxTTL bounds a resource's TTL: a response with a longer one is
+// NACKed.
+const MaxTTL = 24 * time.Hour
 
 // State is what the client holds: by type URL, then name. A State handed
 // out is never changed: the client replaces a type's map on each change.
@@ -527,7 +534,11 @@ func (c *Client) apply(resp *discoveryv3.DeltaDiscoveryResponse) (changed bool, 
 		if r.GetName() != "" && r.GetName() != name {
 			return false, fmt.Errorf("resources[%d]: named %q but holds %q", i, cut(r.GetName()), cut(name))
 		}
-		add[name] = Resource{Version: r.GetVersion(), Any: a}
+		ttl := r.GetTtl().AsDuration()
+		if r.GetTtl() != nil && (ttl <= 0 || ttl > MaxTTL) {
+			return false, fmt.Errorf("resources[%d] (%q): a TTL of %v; the relay takes 0 to %v", i, cut(r.GetName()), ttl, MaxTTL)
+		}
+		add[name] = Resource{Version: r.GetVersion(), Any: a, TTL: ttl}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -545,7 +556,7 @@ func (c *Client) apply(resp *discoveryv3.DeltaDiscoveryResponse) (changed bool, 
 		if _, ok := slices.BinarySearch(c.names[url], n); !t.Wildcard && !ok {
 			continue // not subscribed (any more): not kept
 		}
-		if old, ok := next[n]; !ok || old.Version != r.Version || r.Version == "" {
+		if old, ok := next[n]; !ok || old.Version != r.Version || r.Version == "" || old.TTL != r.TTL {
 			changed = true
 		}
 		next[n] = r

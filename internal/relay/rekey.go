@@ -1,0 +1,204 @@
+package relay
+
+import (
+	"time"
+
+	"github.com/pylon-xds/pylon/internal/nodegroup"
+)
+
+// member is one downstream stream of a group key: its node, and the key
+// it counts for now.
+type member struct {
+	node nodegroup.Node
+	ks   *keyState
+}
+
+// addMember counts m for ks; mu is held.
+func (ks *keyState) addMember(m *member) {
+	if ks.members == nil {
+		ks.members = map[*member]struct{}{}
+	}
+	ks.members[m] = struct{}{}
+	m.ks = ks
+}
+
+// dropMember ends m's use of its key; mu is held.
+func (ks *keyState) dropMember(m *member) {
+	delete(ks.members, m)
+	if ks.streams--; ks.streams == 0 {
+		ks.idleSince = time.Now()
+	}
+}
+
+// moveTo counts m for to instead of its key; mu is held.
+func (m *member) moveTo(to *keyState) {
+	m.ks.dropMember(m)
+	to.streams++
+	to.addMember(m)
+}
+
+// rekey follows a change of the upstream's group rules. Each connected
+// proxy whose group changed counts for its new group's key from now, the
+// key started if it was not held. A key whose upstream stream announces
+// a node the new rules put in another group (the upstream now feeds it
+// that group's config) is made again with the node of one of its
+// proxies, serving what it held until its new stream's config comes; one
+// no proxy uses is stale: left out of the fleet once the new rules apply,
+// made again by the next proxy of its group (Admit), dropped when idle. The keys' rules in the fleet change once every
+// key with proxies has its config (applyPending): until then each proxy
+// keeps its old group's config, and then moves to its new group's on the
+// stream it has, as any Pylon moves a proxy between groups (the new
+// config sent before what it replaces is removed).
+func (r *Relay) rekey(now time.Time) {
+	rules, ok := r.o.Groups.Current()
+	if !ok {
+		return
+	}
+	var stopped, fresh []*keyState
+	r.mu.Lock()
+	if r.ctx == nil || r.ctx.Err() != nil {
+		r.mu.Unlock()
+		return
+	}
+	r.pending = rules
+	moved := 0
+	for _, ks := range r.snapshotKeysLocked() {
+		for m := range ks.members {
+			k, err := r.groupKeyOf(m.node)
+			if err != nil || k.Name == ks.key.Name {
+				continue // of no group now: it keeps what it has
+			}
+			to := r.keys[k.Name]
+			if to != nil && to.stale {
+				to = r.renew(to, k)
+			}
+			if to == nil {
+				if len(r.keys) >= r.o.MaxKeys {
+					r.o.Logger.Warn("relay: a proxy's group changed, but its new key would pass --max-keys: it keeps its old key", "node", m.node.ID, "key", k.Name)
+					continue
+				}
+				to = r.newKey(k, nil)
+				fresh = append(fresh, to)
+			}
+			m.moveTo(to)
+			moved++
+		}
+	}
+	for _, ks := range r.snapshotKeysLocked() {
+		if ks.key.As == nil || ks.key.Group == nil || announcesItsGroup(rules, ks.key) {
+			continue
+		}
+		if len(ks.members) == 0 {
+			ks.stale = true
+			continue
+		}
+		again, ok := r.remake(ks)
+		if !ok {
+			continue
+		}
+		stopped = append(stopped, ks)
+		fresh = append(fresh, again)
+	}
+	for _, ks := range stopped {
+		ks.stop()
+	}
+	r.mu.Unlock()
+	for _, ks := range stopped {
+		<-ks.done // its builds over: the new key alone writes its file
+		r.countDropped(ks)
+	}
+	r.mu.Lock()
+	for _, ks := range fresh {
+		if r.keys[ks.key.Name] == ks {
+			r.goKey(ks)
+		}
+	}
+	r.mu.Unlock()
+	if moved+len(stopped) > 0 {
+		r.o.Logger.Info("relay: the upstream's group rules changed: proxies moved to their new groups' keys", "moved", moved, "keys_made_again", len(stopped))
+	}
+	r.publish(now)
+}
+
+// countDropped adds the upstream streams of ks, stopped, to the total.
+func (r *Relay) countDropped(ks *keyState) {
+	_, _, n := ks.client.Connected()
+	r.mu.Lock()
+	r.droppedStreams += uint64(n)
+	r.mu.Unlock()
+}
+
+// renew replaces ks, stale, by a key for k (a proxy of its group came):
+// ks's config is another group's now, so nothing of it is kept; ks's
+// stream is stopped. mu is held; the new key is started.
+func (r *Relay) renew(ks *keyState, k Key) *keyState {
+	ks.stop()
+	_, _, n := ks.client.Connected()
+	r.droppedStreams += uint64(n)
+	again := r.newKey(k, nil)
+	r.goKey(again)
+	r.o.Logger.Info("relay: a stale key is made again for a proxy of its group", "key", k.Name)
+	return again
+}
+
+// announcesItsGroup reports whether the node k's upstream stream announces
+// is, under rules, in k's group.
+func announcesItsGroup(rules nodegroup.Groups, k Key) bool {
+	as := *k.As
+	as.Identities = nil
+	i := rules.Resolve(as)
+	return i >= 0 && rules[i].Name == k.Name
+}
+
+// remake replaces ks, whose stream announces a node of another group now,
+// by a key of the same group announcing the node of one of its proxies;
+// it serves what ks held until its own stream's config comes, and takes
+// ks's proxies. mu is held; the new key is not started.
+func (r *Relay) remake(ks *keyState) (*keyState, bool) {
+	for m := range ks.members {
+		k, err := r.groupKeyOf(m.node)
+		if err != nil || k.Name != ks.key.Name {
+			continue
+		}
+		again := r.newKey(k, nil)
+		again.snap, again.valid, again.heldBack, again.kept = ks.snap, ks.valid, ks.heldBack, ks.kept
+		for m := range ks.members {
+			m.moveTo(again)
+		}
+		again.idleSince = ks.idleSince
+		return again, true
+	}
+	return nil, false
+}
+
+// applyPending makes the rules read last the keys' rules in the fleet,
+// once every key with proxies has its config; mu is held.
+func (r *Relay) applyPending() {
+	if r.pending == nil {
+		return
+	}
+	for _, ks := range r.keys {
+		if ks.streams > 0 && ks.snap == nil {
+			return
+		}
+	}
+	byName := map[string]nodegroup.Group{}
+	for _, g := range r.pending {
+		byName[g.Name] = g
+	}
+	for _, ks := range r.keys {
+		if g, ok := byName[ks.key.Name]; ok && ks.key.Group != nil {
+			ks.key.Group = &g // read under mu: persist copies the key with it held
+		}
+	}
+	r.pending = nil
+}
+
+// snapshotKeysLocked are the keys now; mu is held.
+func (r *Relay) snapshotKeysLocked() []*keyState {
+	out := make([]*keyState, 0, len(r.keys))
+	for _, ks := range r.keys {
+		out = append(out, ks)
+	}
+	return out
+}
