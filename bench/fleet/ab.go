@@ -62,7 +62,7 @@ func runAB(impls []string, n, clusters int, delta bool, perConn, count int, prof
 			return "", err
 		}
 		defer c.stop()
-		f := newFleet(n, clusters, delta && isPylon(impl), perConn)
+		f := newFleet(n, clusters, speaksDelta(impl, delta), perConn)
 		if err := f.dial(c.xds); err != nil {
 			return "", err
 		}
@@ -214,6 +214,7 @@ func checkAB(impls string, eds int, scenario bool) string {
 	return ""
 }
 
-// isPylon reports whether impl is a Pylon (a delta fleet speaks delta to
-// it), under another build (NAME@PATH) too.
-func isPylon(impl string) bool { return strings.HasPrefix(impl, "pylon") }
+// speaksDelta says whether the fleet facing impl speaks delta xDS when the
+// driver was asked for -delta: only to a Pylon (under another build,
+// NAME@PATH, too).
+func speaksDelta(impl string, delta bool) bool { return delta && strings.HasPrefix(impl, "pylon") }

@@ -42,7 +42,7 @@ func measureChurn(ns, rates, impls, vias string, cc churnCase) {
 				for _, via := range ways {
 					row := cc
 					row.impl, row.via, row.n, row.rate = impl, via, n, rate
-					row.delta = cc.delta && impl == "pylon"
+					row.delta = speaksDelta(impl, cc.delta)
 					r, err := runChurn(row)
 					if err != nil {
 						fmt.Fprintf(os.Stderr, "churn %s/%s n=%d rate=%d: %v\n", impl, via, n, rate, err)

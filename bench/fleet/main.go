@@ -132,7 +132,7 @@ func main() {
 	for _, c := range ints(*cs) {
 		for _, n := range ints(*ns) {
 			for _, impl := range strings.Split(*impls, ",") {
-				r, err := run(impl, n, c, *delta && isPylon(impl), *perConn, changes{eds: *eds, routes: *routes}, *profile)
+				r, err := run(impl, n, c, speaksDelta(impl, *delta), *perConn, changes{eds: *eds, routes: *routes}, *profile)
 				if err != nil {
 					fmt.Fprintf(os.Stderr, "%s n=%d clusters=%d: %v\n", impl, n, c, err)
 					continue
