@@ -62,7 +62,7 @@ func runAB(impls []string, n, clusters int, delta bool, perConn, count int, prof
 			return "", err
 		}
 		defer c.stop()
-		f := newFleet(n, clusters, delta && isPylon(impl), perConn)
+		f := newFleet(n, clusters, speaksDelta(impl, delta, false), perConn)
 		if err := f.dial(c.xds); err != nil {
 			return "", err
 		}
@@ -214,6 +214,12 @@ func checkAB(impls string, eds int, scenario bool) string {
 	return ""
 }
 
-// isPylon reports whether impl is a Pylon (a delta fleet speaks delta to
-// it), under another build (NAME@PATH) too.
-func isPylon(impl string) bool { return strings.HasPrefix(impl, "pylon") }
+// speaksDelta says whether the fleet facing impl speaks delta xDS: when
+// the driver was asked for -delta, to every server, go-control-plane too
+// (its snapshot cache serves delta watches), so that each variant is
+// compared with the same variant; but in the failover scenario only to
+// Pylon, since its SYNCED watch reads go-control-plane's SotW callbacks
+// only (gcpFeed).
+func speaksDelta(impl string, delta, failover bool) bool {
+	return delta && (!failover || strings.HasPrefix(impl, "pylon"))
+}

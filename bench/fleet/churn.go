@@ -26,7 +26,7 @@ type churnCase struct {
 	profile  string
 }
 
-const churnHeader = "| server (way in) | N | services (per proxy) | changes/s asked (issued) | changes | convergence p50 / p99 / max | not converged | server CPU (cores) | RSS | EDS responses per proxy per s | bytes per proxy per s | load (1 min) |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+const churnHeader = "| server (way in) | N | services (per proxy) | changes/s asked (issued) | changes | convergence p50 / p99 / max | not converged | server CPU (cores) | RSS (above the server's before the fleet, per proxy) | EDS responses per proxy per s | bytes per proxy per s | load (1 min) |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 
 // measureChurn prints the churn table: a row per rate, proxy count,
 // server and way in.
@@ -42,7 +42,7 @@ func measureChurn(ns, rates, impls, vias string, cc churnCase) {
 				for _, via := range ways {
 					row := cc
 					row.impl, row.via, row.n, row.rate = impl, via, n, rate
-					row.delta = cc.delta && impl == "pylon"
+					row.delta = speaksDelta(impl, cc.delta, false)
 					r, err := runChurn(row)
 					if err != nil {
 						fmt.Fprintf(os.Stderr, "churn %s/%s n=%d rate=%d: %v\n", impl, via, n, rate, err)
@@ -108,6 +108,7 @@ func runChurn(cc churnCase) (string, error) {
 		return "", err
 	}
 	defer f.close()
+	rss0 := c.rss()
 	f.open(nil)
 	if _, err := waitFor(&f.ready, int64(f.n), 10*time.Minute); err != nil {
 		return "", fmt.Errorf("first config: %w", err)
@@ -148,10 +149,10 @@ func runChurn(cc churnCase) (string, error) {
 		mode = "delta"
 	}
 	secs := elapsed.Seconds()
-	return fmt.Sprintf("| %s (%s, %s) | %d | %d (%d) | %d (%.0f) | %d | %s / %s / %s | %d | %.2f | %.0f MB | %.1f | %.0f B | %s |",
+	return fmt.Sprintf("| %s (%s, %s) | %d | %d (%d) | %d (%.0f) | %d | %s / %s / %s | %d | %.2f | %.0f MB (%.1f KiB) | %.1f | %.0f B | %s |",
 		cc.impl, cc.via, mode, cc.n, cc.clusters, f.churn.subs, cc.rate, float64(f.churn.issuedN.Load())/secs, f.churn.issuedN.Load(),
 		ms(percentile(lat, 0.5)), ms(percentile(lat, 0.99)), ms(percentile(lat, 1)), pending,
-		cpu/secs, rss/(1<<20), float64(eds)/float64(cc.n)/secs, float64(bytes)/float64(cc.n)/secs, load), nil
+		cpu/secs, rss/(1<<20), (rss-rss0)/float64(cc.n)/1024, float64(eds)/float64(cc.n)/secs, float64(bytes)/float64(cc.n)/secs, load), nil
 }
 
 // churnIssuer is how change k reaches the server: a registration or

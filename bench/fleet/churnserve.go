@@ -16,12 +16,8 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
-	gcpserver "github.com/envoyproxy/go-control-plane/pkg/server/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pylon-xds/pylon/internal/configstore"
@@ -102,15 +98,13 @@ func seedStore(dataDir string, clusters int) error {
 // default least spacing between updates), set as one snapshot, as an
 // integrator batching its changes would.
 func serveGCPChurn(clusters int) error {
-	keep := grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true})
-	g := grpc.NewServer(keep, grpc.MaxConcurrentStreams(1<<20))
 	// ads=false: in ADS mode go-control-plane's cache answers an EDS
 	// request only when it names every assignment of the snapshot, and
 	// the churn proxies name a few services each (a sidecar's view);
 	// outside ADS mode it answers the names asked, over the same ADS
 	// stream.
 	c := cache.NewSnapshotCache(false, fleetHash{}, nil)
-	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(g, gcpserver.NewServer(context.Background(), c, nil))
+	g := newGCPServer(context.Background(), c, nil)
 	srv := &gcp{cache: c, prev: map[types.ResponseType]string{}}
 	base := makeWorld(clusters, 0, 0)
 	if err := srv.set(base); err != nil {

@@ -55,7 +55,7 @@ func main() {
 	ns := flag.String("n", "1000", "proxy counts, comma-separated")
 	cs := flag.String("clusters", "100", "cluster counts, comma-separated")
 	impls := flag.String("impl", "pylon,gcp", "servers to measure: pylon, gcp, and (not with -churn or -failover) pylon-unobserved, Pylon without status tracking and metrics, a diagnostic of what they cost, and pylon-api and pylon-file, the whole daemon changed through the admin API or its config file written in place (daemonfleet.go); NAME@PATH (fleet scenario and -ab) is NAME as another build of this benchmark at PATH serves it")
-	delta := flag.Bool("delta", false, "simulated Envoys speak delta xDS (go-control-plane is measured in SotW only)")
+	delta := flag.Bool("delta", false, "simulated Envoys speak delta xDS, to go-control-plane's delta server too (its snapshot cache), but with -failover to Pylon only; each row names the variant its server ran")
 	perConn := flag.Int("streams-per-conn", 200, "streams multiplexed on one gRPC connection")
 	profile := flag.String("profile", "", "write the servers' heap profile (after the first full config) and CPU profiles (the first 3s of the first full config, 3s around the EDS change, the route changes, the first 10s of the reconnect; with -failover, B's first 3s after the kill) into this folder")
 	watch := flag.Bool("watch", false, "internal: with -serve, report when each proxy is SYNCED (the failover scenario)")
@@ -132,7 +132,7 @@ func main() {
 	for _, c := range ints(*cs) {
 		for _, n := range ints(*ns) {
 			for _, impl := range strings.Split(*impls, ",") {
-				r, err := run(impl, n, c, *delta && isPylon(impl), *perConn, changes{eds: *eds, routes: *routes}, *profile)
+				r, err := run(impl, n, c, speaksDelta(impl, *delta, false), *perConn, changes{eds: *eds, routes: *routes}, *profile)
 				if err != nil {
 					fmt.Fprintf(os.Stderr, "%s n=%d clusters=%d: %v\n", impl, n, c, err)
 					continue
@@ -184,7 +184,7 @@ func measureFailover(ns, cs, impls, present string, fc failoverCase) {
 				for _, pr := range strings.Split(present, ",") {
 					row := fc
 					row.impl, row.n, row.clusters, row.present = impl, n, c, pr == "yes"
-					row.delta = fc.delta && impl == "pylon"
+					row.delta = speaksDelta(impl, fc.delta, true)
 					r, err := failover(row)
 					if err != nil {
 						fmt.Fprintf(os.Stderr, "failover %s n=%d clusters=%d present=%s: %v\n", impl, n, c, pr, err)
@@ -452,14 +452,16 @@ func run(impl string, n, clusters int, delta bool, perConn int, ch changes, prof
 	if err != nil {
 		return "", err
 	}
-	if profile != "" {
-		profiled.Add(1)
-		go func() { defer profiled.Done(); fetch(c, "/debug/pprof/profile?seconds=10", base+".reconnect.cpu") }()
-	}
-	err = reconnectAll(c, f, &r)
-	profiled.Wait()
-	if err != nil {
-		return "", err
+	if seesReconnect(impl, delta) {
+		if profile != "" {
+			profiled.Add(1)
+			go func() { defer profiled.Done(); fetch(c, "/debug/pprof/profile?seconds=10", base+".reconnect.cpu") }()
+		}
+		err = reconnectAll(c, f, &r)
+		profiled.Wait()
+		if err != nil {
+			return "", err
+		}
 	}
 	if e := f.failures(); e != "" {
 		fmt.Fprintf(os.Stderr, "%s n=%d clusters=%d: %s\n", impl, n, clusters, e)
@@ -467,14 +469,34 @@ func run(impl string, n, clusters int, delta bool, perConn int, ch changes, prof
 	if r := f.retries.Load(); r > 0 {
 		fmt.Fprintf(os.Stderr, "%s n=%d clusters=%d: %d streams ended by the server and retried\n", impl, n, clusters, r)
 	}
+	return fleetRow(impl, n, clusters, delta, &r, f), nil
+}
+
+// seesReconnect says whether the driver can tell when a reconnect of
+// impl's fleet is done: every proxy has a response of each type on its
+// new stream. go-control-plane's delta server answers a stream that
+// presents the versions it holds of named resources (EDS, RDS) with
+// nothing at all, correctly, so the end of its delta reconnect is not
+// seen; Pylon answers each type (with an empty response, if need be).
+func seesReconnect(impl string, delta bool) bool {
+	return !delta || strings.HasPrefix(impl, "pylon")
+}
+
+// fleetRow is the fleet table's row of what one run measured.
+func fleetRow(impl string, n, clusters int, delta bool, r *result, f *fleet) string {
 	mode := "SotW"
 	if delta {
 		mode = "delta"
 	}
-	return fmt.Sprintf("| %s (%s) | %d | %d | %s (%.1f / %.1f s) | %s / %s / %s | %.0f B | %.3f s | %s (%.3f / %.3f s) | %.1f / %.1f KB | %s (%s; %.1f / %.1f s, system %.1f / %.1f s%s) |",
+	reconnect := "not measured: go-control-plane's delta server answers a stream presenting current versions of named resources with nothing"
+	if seesReconnect(impl, delta) {
+		reconnect = fmt.Sprintf("%s (%s; %.1f / %.1f s, system %.1f / %.1f s%s)", ms(r.reconnect), ms(time.Duration(f.waitMax.Load())),
+			r.cpuRe, r.selfRe, r.sysRe, r.selfSysRe, r.endedRe)
+	}
+	return fmt.Sprintf("| %s (%s) | %d | %d | %s (%.1f / %.1f s) | %s / %s / %s | %.0f B | %.3f s | %s (%.3f / %.3f s) | %.1f / %.1f KB | %s |",
 		impl, mode, n, clusters, ms(r.first), r.cpuFirst, r.selfFirst,
 		ms(percentile(r.lat, 0.5)), ms(percentile(r.lat, 0.99)), ms(percentile(r.lat, 1)),
-		r.bytesPer, r.cpu, ms(r.routeMax), r.cpuRoute, r.selfRoute, r.rssPer/1024, r.rssGC/1024, ms(r.reconnect), ms(time.Duration(f.waitMax.Load())), r.cpuRe, r.selfRe, r.sysRe, r.selfSysRe, r.endedRe), nil
+		r.bytesPer, r.cpu, ms(r.routeMax), r.cpuRoute, r.selfRoute, r.rssPer/1024, r.rssGC/1024, reconnect)
 }
 
 // firstConfig opens the fleet and measures the time until every proxy has

@@ -192,7 +192,6 @@ func serve(impl string, clusters int, watch bool) error {
 		wrap = x.Listener
 		srv = &pylon{reg: reg, pub: pub, obs: obs}
 	case "gcp":
-		g = grpc.NewServer(keep, grpc.MaxConcurrentStreams(1<<20))
 		c := cache.NewSnapshotCache(true, fleetHash{}, nil)
 		var callbacks gcpserver.Callbacks
 		if watch {
@@ -200,7 +199,7 @@ func serve(impl string, clusters int, watch bool) error {
 			sw.handle(http.DefaultServeMux)
 			callbacks = (&gcpFeed{w: sw, nodes: map[int64]*corev3.Node{}}).callbacks()
 		}
-		discoverygrpc.RegisterAggregatedDiscoveryServiceServer(g, gcpserver.NewServer(context.Background(), c, callbacks))
+		g = newGCPServer(context.Background(), c, callbacks)
 		srv = &gcp{cache: c, prev: map[types.ResponseType]string{}}
 	default:
 		return fmt.Errorf("unknown implementation %q", impl)
@@ -232,6 +231,16 @@ func serve(impl string, clusters int, watch bool) error {
 	go func() { _ = http.Serve(ctl, nil) }()
 	fmt.Printf("%s %s\n", lis.Addr(), ctl.Addr())
 	return g.Serve(lis)
+}
+
+// newGCPServer is go-control-plane's ADS server over c, with the bounds
+// the driver's fleet needs (keepalive pings, streams per connection), for
+// ctx's lifetime.
+func newGCPServer(ctx context.Context, c cache.Cache, callbacks gcpserver.Callbacks) *grpc.Server {
+	keep := grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true})
+	g := grpc.NewServer(keep, grpc.MaxConcurrentStreams(1<<20))
+	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(g, gcpserver.NewServer(ctx, c, callbacks))
+	return g
 }
 
 // groupVersion returns the version a group's current snapshot has of a
