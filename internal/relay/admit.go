@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"sync"
@@ -31,7 +32,7 @@ import (
 // clusters' answer before it starts. Past the wait (the upstream away,
 // nothing kept), the stream waits in no group, getting nothing, until
 // the key's config comes.
-func (r *Relay) Admit(n nodegroup.Node) (release func(), err error) {
+func (r *Relay) Admit(ctx context.Context, n nodegroup.Node) (release func(), err error) {
 	release, ready, err := r.admit(n)
 	if err != nil {
 		return nil, err
@@ -41,14 +42,17 @@ func (r *Relay) Admit(n nodegroup.Node) (release func(), err error) {
 	select {
 	case <-ready:
 	case <-t.C:
+	case <-ctx.Done():
+		// The client left or the server is stopping: nothing to serve.
+		release()
+		return nil, ctx.Err()
 	}
 	return release, nil
 }
 
 // firstConfigWait bounds how long Admit waits for a new key's first
-// config: past Settle and an upstream's answer, short, since the xDS
-// server gives Admit no context: a stream whose client left, or a
-// server stopping, waits it out.
+// config: past Settle and an upstream's answer; a stream whose client
+// leaves, or a server stopping, ends the wait at once.
 const firstConfigWait = 2 * time.Second
 
 // admit is Admit but for the wait: ready is closed once the key's group

@@ -1,6 +1,7 @@
 package xds_test
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ type admits struct {
 	refuse   string // a node id to refuse
 }
 
-func (a *admits) admit(n nodegroup.Node) (func(), error) {
+func (a *admits) admit(_ context.Context, n nodegroup.Node) (func(), error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.asked = append(a.asked, n.ID)

@@ -96,8 +96,9 @@ type Options struct {
 	// (identity, bounds, shard, balance, admission) before it is served,
 	// and may refuse it with a gRPC status error; release runs when the
 	// stream ends. A relay starts a key's upstream stream here: only a
-	// node the server accepts may make it fetch anything.
-	Admit func(n nodegroup.Node) (release func(), err error)
+	// node the server accepts may make it fetch anything. ctx ends with
+	// the stream (its client gone, the server stopping).
+	Admit func(ctx context.Context, n nodegroup.Node) (release func(), err error)
 	// InsecureServeSecrets serves Secrets over connections without a
 	// verified client certificate (off by default: such streams get every
 	// resource but the Secrets). The secret policy still applies.

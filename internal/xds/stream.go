@@ -598,7 +598,7 @@ func (st *stream) identify(node *corev3.Node) error {
 	var release func()
 	if admit := st.srv.opts.Admit; admit != nil {
 		var err error
-		if release, err = admit(mnode); err != nil {
+		if release, err = admit(st.gs.Context(), mnode); err != nil {
 			return err
 		}
 	}

@@ -185,11 +185,11 @@ func startRelayOf(t *testing.T, origin *xdstest.Server, opts xds.Options, rec *r
 		pool.Close()
 	})
 	opts.Registry, opts.Fleets = reg, pub
-	opts.Admit = func(n nodegroup.Node) (func(), error) {
+	opts.Admit = func(ctx context.Context, n nodegroup.Node) (func(), error) {
 		if n.ID != warmUpNode {
 			caughtUp(origin, pub)
 		}
-		return rl.Admit(n)
+		return rl.Admit(ctx, n)
 	}
 	g := &gate{rec: rec}
 	opts.Observer = status.ComposeObservers(g, rl)
