@@ -179,7 +179,15 @@ type publisher struct {
 	gen  uint64
 	hash [32]byte
 	bad  bool // the last attempt failed (logged once)
+	// putAt is when the summary was last written.
+	putAt time.Time
 }
+
+// relaysRefresh is how often a summary holding relays' reports is written
+// again though only their times changed: a relay reports every few
+// seconds, and writing every shard of the summary each Period for a new
+// time alone would put megabytes into etcd's history for nothing.
+const relaysRefresh = 30 * time.Second
 
 // publish writes the summary when it changed or etcd lost it, and renews
 // the lease otherwise. It returns why it could not.
@@ -198,10 +206,11 @@ func (p *publisher) publish(ctx context.Context) error {
 		R  []Relay
 		RO int
 		S  Self
-	}{sum.proxies, sum.omitted, sum.relays, sum.relaysOmitted, sum.self})
+	}{sum.proxies, sum.omitted, untimed(sum.relays), sum.relaysOmitted, sum.self})
 	h := sha256.Sum256(b)
 	alive, err := f.board.KeepAlive(ctx)
-	if err == nil && (!alive || h != p.hash) {
+	stale := len(sum.relays) > 0 && time.Since(p.putAt) >= relaysRefresh
+	if err == nil && (!alive || h != p.hash || stale) {
 		err = p.put(ctx, sum, h)
 	}
 	p.report(err, sum.omitted)
@@ -218,7 +227,7 @@ func (p *publisher) put(ctx context.Context, sum summary, h [32]byte) error {
 		p.hash = [32]byte{} // written in part: write all again
 		return err
 	}
-	p.hash = h
+	p.hash, p.putAt = h, time.Now()
 	return nil
 }
 

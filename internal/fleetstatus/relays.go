@@ -16,7 +16,37 @@ const (
 	// MaxRelayKeys is how many keys a replica publishes in all, over its
 	// relays' reports: the reports past it are counted, not published.
 	MaxRelayKeys = 20000
+	// MaxRelayBytes bounds the texts (names, keys, versions) of the
+	// reports a replica publishes, with relayKeyBytes a key for its
+	// counts: a relay token's holder choosing kilobyte keys would
+	// otherwise have every replica write tens of megabytes to etcd.
+	MaxRelayBytes = 2 << 20
+	relayKeyBytes = 64
 )
+
+// relayBytes is what r adds to a summary, about (relayKeyBytes a key for
+// its counts and the encoding's framing).
+func relayBytes(r Relay) int {
+	n := len(r.Relay) + len(r.Identity) + relayKeyBytes
+	for _, k := range r.Keys {
+		n += len(k.Key) + len(k.Version) + relayKeyBytes
+	}
+	return n
+}
+
+// untimed is relays with their report times left out: what says whether
+// the summary changed (relaysRefresh).
+func untimed(relays []Relay) []Relay {
+	if len(relays) == 0 {
+		return nil
+	}
+	out := make([]Relay, len(relays))
+	for i, r := range relays {
+		r.ReportedAt = time.Time{}
+		out[i] = r
+	}
+	return out
+}
 
 // RelayKey is one key of a relay's report: its downstream proxies'
 // counts, never their names.
@@ -51,16 +81,17 @@ type RemoteRelay struct {
 }
 
 // boundRelays is what a replica publishes of relays: whole reports, in
-// order, while their keys add up to MaxRelayKeys, and at most MaxRelays;
-// the rest are counted in omitted.
+// order, while their keys add up to MaxRelayKeys and their texts to
+// MaxRelayBytes, and at most MaxRelays; the rest are counted in omitted.
 func boundRelays(relays []Relay) (kept []Relay, omitted int) {
-	keys := 0
+	keys, size := 0, 0
 	for _, r := range relays {
-		if len(kept) == MaxRelays || len(r.Keys) > MaxRelayKeysPerReport || keys+len(r.Keys) > MaxRelayKeys {
+		n := relayBytes(r)
+		if len(kept) == MaxRelays || len(r.Keys) > MaxRelayKeysPerReport || keys+len(r.Keys) > MaxRelayKeys || size+n > MaxRelayBytes {
 			omitted++
 			continue
 		}
-		keys += len(r.Keys)
+		keys, size = keys+len(r.Keys), size+n
 		kept = append(kept, r)
 	}
 	return kept, omitted

@@ -3,6 +3,7 @@ package fleetstatus
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -56,7 +57,12 @@ func TestRelayReportsTravelInTheSummary(t *testing.T) {
 func TestRelayReportsAreBounded(t *testing.T) {
 	var many []Relay
 	for i := range MaxRelayKeys/1000 + 2 {
-		many = append(many, relayReport(fmt.Sprintf("relay-%d", i), 1000))
+		// Short keys: the key count binds here, not MaxRelayBytes.
+		r := Relay{Relay: fmt.Sprintf("relay-%d", i)}
+		for j := range 1000 {
+			r.Keys = append(r.Keys, RelayKey{Key: fmt.Sprint(j)})
+		}
+		many = append(many, r)
 	}
 	kept, omitted := boundRelays(many)
 	if n := countKeys(kept); n > MaxRelayKeys || omitted != 2 {
@@ -113,4 +119,58 @@ func TestAnotherReplicaListsARelaysReport(t *testing.T) {
 	reports = nil
 	mu.Unlock()
 	waitFor(t, "replica b drops the report replica a no longer holds", func() bool { return len(b.Relays()) == 0 })
+}
+
+// The texts a replica publishes of its relays are bounded in bytes too:
+// a holder of the relay token sending kilobyte keys gets its reports past
+// MaxRelayBytes counted, not published (every replica would otherwise
+// write tens of megabytes to etcd).
+func TestRelayReportsAreBoundedInBytes(t *testing.T) {
+	var big []Relay
+	for i := range 60 {
+		r := Relay{Relay: fmt.Sprintf("relay-%d", i)}
+		for j := range 100 {
+			r.Keys = append(r.Keys, RelayKey{Key: fmt.Sprintf("%04d-%s", j, strings.Repeat("k", 1000))})
+		}
+		big = append(big, r)
+	}
+	kept, omitted := boundRelays(big)
+	size := 0
+	for _, r := range kept {
+		size += relayBytes(r)
+	}
+	if size > MaxRelayBytes || omitted == 0 || len(kept) == 0 {
+		t.Fatalf("kept %d reports of %d bytes, omitted %d; want at most %d bytes kept, the rest omitted", len(kept), size, omitted, MaxRelayBytes)
+	}
+}
+
+// countingBoard is a Board that counts the summaries put.
+type countingBoard struct{ puts int }
+
+func (b *countingBoard) Put(context.Context, [][]byte) error     { b.puts++; return nil }
+func (b *countingBoard) KeepAlive(context.Context) (bool, error) { return b.puts > 0, nil }
+func (b *countingBoard) Revoke(context.Context) error            { return nil }
+
+// A summary whose relays' reports changed only their times is not
+// written again each period (relaysRefresh): relays report every few
+// seconds, and each write is every shard of the summary into etcd.
+func TestRelayReportTimesAloneDoNotRewriteTheSummary(t *testing.T) {
+	at := time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC)
+	board := &countingBoard{}
+	report := relayReport("relay-a", 2)
+	f := &Fleet{opts: Options{Replica: "a", Local: (&local{}).get, MaxProxies: 10, Relays: func() []Relay {
+		at = at.Add(time.Second)
+		r := report
+		r.ReportedAt = at
+		return []Relay{r}
+	}, Logger: slog.New(slog.DiscardHandler)}, board: board}
+	p := publisher{f: f}
+	for range 5 {
+		if err := p.publish(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if board.puts != 1 {
+		t.Errorf("%d summaries written over five periods in which only the report's time changed, want 1", board.puts)
+	}
 }
