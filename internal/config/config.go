@@ -40,6 +40,9 @@ import (
 // the limit also bounds what one file can make Pylon allocate.
 const MaxFileBytes = 16 << 20
 
+// MinTTL is the shortest "@ttl" a resource may carry.
+const MinTTL = time.Second
+
 // MaxTotalBytes bounds all the files of one configuration together (a
 // folder, or the store's objects).
 const MaxTotalBytes = 64 << 20
@@ -604,6 +607,12 @@ func decodeResource(reg *xdstype.Registry, w *jsonWriter, path string, node *yam
 			d.Field, d.Line = "@ttl", v.Line
 			// Not quoted: a raw resource's values are never echoed.
 			d.Message = "not a positive duration such as \"30s\""
+			return xdstype.Resource{}, d
+		}
+		if ttl < MinTTL {
+			// Heartbeats go to every stream holding it at half its TTL.
+			d.Field, d.Line = "@ttl", v.Line
+			d.Message = fmt.Sprintf("%v: at least %v (Pylon refreshes it at half its TTL, to every proxy holding it)", ttl, MinTTL)
 			return xdstype.Resource{}, d
 		}
 	}

@@ -35,3 +35,17 @@ func TestYAMLCannotUsePylonsRawJSONTag(t *testing.T) {
 		}()
 	}
 }
+
+// A TTL under MinTTL is refused, naming the field: Pylon refreshes a
+// TTL'd resource at half its TTL to every proxy holding it, so "2ms"
+// would be a thousand heartbeats a second a proxy.
+func TestATTLUnderASecondIsRefused(t *testing.T) {
+	doc := "resources:\n- \"@type\": type.googleapis.com/envoy.service.runtime.v3.Runtime\n  \"@ttl\": 2ms\n  name: fault\n  layer: {}\n"
+	_, err := Load(xdstype.New(), []File{{Path: "c.yaml", Data: []byte(doc)}})
+	if err == nil || !strings.Contains(err.Error(), "c.yaml:3") || !strings.Contains(err.Error(), "@ttl: 2ms: at least 1s") {
+		t.Errorf("a 2ms TTL: %v, want it refused naming c.yaml:3 and @ttl", err)
+	}
+	if _, err := Load(xdstype.New(), []File{{Path: "c.yaml", Data: []byte(strings.Replace(doc, "2ms", "1s", 1))}}); err != nil {
+		t.Errorf("a 1s TTL: %v", err)
+	}
+}

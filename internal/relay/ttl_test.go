@@ -16,7 +16,7 @@ import (
 // it, refreshes it with heartbeats; it is kept in the data folder with it.
 func TestRelayCarriesAResourcesTTL(t *testing.T) {
 	up := startUpstream(t, "", envoyConfig("c1")+`- "@type": type.googleapis.com/envoy.service.runtime.v3.Runtime
-  "@ttl": 300ms
+  "@ttl": 1s
   name: flags
   layer: { feature_x: true }
 `)
@@ -25,8 +25,8 @@ func TestRelayCarriesAResourcesTTL(t *testing.T) {
 	s := xdstest.OpenDeltaADS(t, xdstest.Dial(t, rd.xds), node)
 	s.Subscribe(xdstype.RuntimeURL, "flags")
 	r := s.RecvType(xdstype.RuntimeURL)
-	if len(r.Resources) != 1 || r.Resources[0].GetTtl().AsDuration() != 300*time.Millisecond {
-		t.Fatalf("the proxy got %v, want flags with its TTL of 300ms", r.Resources)
+	if len(r.Resources) != 1 || r.Resources[0].GetTtl().AsDuration() != time.Second {
+		t.Fatalf("the proxy got %v, want flags with its TTL of 1s", r.Resources)
 	}
 	s.ACK(r)
 	if hb := s.RecvType(xdstype.RuntimeURL); len(hb.Resources) != 1 || hb.Resources[0].GetResource() != nil {
@@ -36,7 +36,7 @@ func TestRelayCarriesAResourcesTTL(t *testing.T) {
 	again := startRelay(t, []string{"127.0.0.1:1"}, rd.dataDir, daemon.RelayOptions{})
 	s = xdstest.OpenDeltaADS(t, xdstest.Dial(t, again.xds), node)
 	s.Subscribe(xdstype.RuntimeURL, "flags")
-	if r := s.RecvType(xdstype.RuntimeURL); len(r.Resources) != 1 || r.Resources[0].GetTtl().AsDuration() != 300*time.Millisecond {
-		t.Fatalf("from the data folder the proxy got %v, want flags with its TTL of 300ms", r.Resources)
+	if r := s.RecvType(xdstype.RuntimeURL); len(r.Resources) != 1 || r.Resources[0].GetTtl().AsDuration() != time.Second {
+		t.Fatalf("from the data folder the proxy got %v, want flags with its TTL of 1s", r.Resources)
 	}
 }
