@@ -48,15 +48,21 @@ func (r *Relay) inputs(key string, state upstream.State) []xdstype.Resource {
 
 // subscribe sets what the key subscribes to by name: what its resources
 // name of the named types (routes, endpoints, extension configs), which is
-// what their clients ask for. It reports whether any of it has not
-// arrived.
+// what their clients ask for, and what its proxies ask for (asked.go). It
+// reports whether a name it newly subscribed to has not arrived, nor been
+// said not to exist: one waited for past Settle is not waited for again.
 func (r *Relay) subscribe(ks *keyState, state upstream.State, inputs []xdstype.Resource) (missing bool) {
 	wanted := map[string]map[string]bool{}
+	r.mu.Lock()
 	for _, t := range r.types {
 		if !t.Wildcard {
 			wanted[t.URL] = map[string]bool{}
+			for _, n := range ks.askedOf(t.URL) {
+				wanted[t.URL][n] = true
+			}
 		}
 	}
+	r.mu.Unlock()
 	for _, in := range inputs {
 		if in.Type.Refs == nil {
 			continue
@@ -67,15 +73,26 @@ func (r *Relay) subscribe(ks *keyState, state upstream.State, inputs []xdstype.R
 			}
 		}
 	}
+	if ks.subscribed == nil {
+		ks.subscribed, ks.pending = map[string][]string{}, map[resourceID]bool{}
+	}
 	for url, names := range wanted {
-		ks.client.SetNames(url, slices.Collect(maps.Keys(names)))
-		for n := range names {
-			if _, ok := state[url][n]; !ok {
-				missing = true
+		list := slices.Sorted(maps.Keys(names))
+		ks.client.SetNames(url, list)
+		for _, n := range list {
+			if _, had := slices.BinarySearch(ks.subscribed[url], n); !had && n != "*" {
+				ks.pending[resourceID{url, n}] = true
 			}
 		}
+		ks.subscribed[url] = list
 	}
-	return missing
+	for id := range ks.pending {
+		_, held := state[id.url][id.name]
+		if held || !wanted[id.url][id.name] || ks.client.Gone(id.url, id.name) {
+			delete(ks.pending, id)
+		}
+	}
+	return len(ks.pending) > 0
 }
 
 // maxHeld bounds what a key's status says it held back.

@@ -70,6 +70,9 @@ const DefaultMaxKeys = 1000
 type Relay struct {
 	o     Options
 	types []upstream.Type
+	// named are the types subscribed by name (not whole): what a proxy
+	// asks for of them is subscribed for its key (asked.go).
+	named map[string]bool
 
 	// pubMu orders publishes: the fleet made last is the one published
 	// last. mu is not held across a publish, whose callbacks wake the
@@ -120,6 +123,23 @@ type keyState struct {
 	// kept is what the key's file last kept, by type URL (persist.go),
 	// touched only by the key's builds.
 	kept map[string][]keptResource
+	// asked is what the key's proxies ask for of each named type, and
+	// askedNames how many distinct names, at most maxAsked (asked.go).
+	asked      map[string]*asked
+	askedNames int
+	maxAsked   int
+	// iter numbers the key's builds as they begin; quietIter is the last
+	// over, and quiet is closed (and made again) when one is over: a
+	// proxy waits for a build after what it asked for (awaitBuild).
+	// served is the snapshot of the key last published.
+	iter, quietIter uint64
+	quiet           chan struct{}
+	served          *snapshot.Snapshot
+	// subscribed is what the key's builds last subscribed to by name, by
+	// type, and pending what of it they wait for (build.go); touched only
+	// by the key's builds.
+	subscribed map[string][]string
+	pending    map[resourceID]bool
 }
 
 // New returns a relay; Start it before serving.
@@ -142,7 +162,13 @@ func New(o Options) *Relay {
 	if o.Groups != nil {
 		o.Groups.Changed() // made now: a change read before Run waits for it
 	}
-	return &Relay{o: o, types: relayedTypes(o.Registry), keys: map[string]*keyState{}}
+	r := &Relay{o: o, types: relayedTypes(o.Registry), keys: map[string]*keyState{}, named: map[string]bool{}}
+	for _, t := range r.types {
+		if !t.Wildcard {
+			r.named[t.URL] = true
+		}
+	}
+	return r
 }
 
 // relayedTypes are the types the relay subscribes to: the wildcard types
@@ -276,7 +302,10 @@ func (r *Relay) sweep(now time.Time) {
 
 // newKey adds a key, its upstream stream not yet started; mu is held.
 func (r *Relay) newKey(k Key, resume upstream.State) *keyState {
-	ks := &keyState{key: k, kick: make(chan struct{}, 1), done: make(chan struct{}), shown: make(chan struct{}), valid: &snapshot.Validated{}}
+	ks := &keyState{
+		key: k, kick: make(chan struct{}, 1), done: make(chan struct{}), shown: make(chan struct{}), valid: &snapshot.Validated{},
+		quiet: make(chan struct{}), maxAsked: r.o.MaxResources,
+	}
 	ks.client = upstream.New(upstream.Options{
 		Addrs: r.upstreamsOf(k.Name), Known: r.known(), Dial: r.o.Pool.Conn, Node: k.Node(r.o.ID), Types: r.types,
 		Resume: resume, MaxResources: r.o.MaxResources, MinBackoff: r.o.MinBackoff, MaxBackoff: r.o.MaxBackoff,
@@ -334,6 +363,10 @@ func (r *Relay) runKey(ctx context.Context, ks *keyState) {
 		case <-settleC:
 			settleC = nil
 		}
+		r.mu.Lock()
+		ks.iter++
+		it := ks.iter
+		r.mu.Unlock()
 		state := ks.client.State()
 		inputs := r.inputs(ks.key.Name, state)
 		missing := r.subscribe(ks, state, inputs) || !r.firstWhole(ks)
@@ -352,9 +385,11 @@ func (r *Relay) runKey(ctx context.Context, ks *keyState) {
 			continue
 		}
 		waiting = time.Time{}
+		clear(ks.pending) // waited for long enough: served without
 		if r.build(ks, state, inputs) {
 			r.publish(now)
 		}
+		r.built(ks, it)
 	}
 }
 
@@ -396,7 +431,7 @@ func (r *Relay) publish(at time.Time) {
 	var snaps []*snapshot.Snapshot
 	var groups []GroupStatus
 	var held []string
-	var shown []*keyState
+	var shown, in []*keyState
 	r.pubMu.Lock()
 	defer r.pubMu.Unlock()
 	r.mu.Lock()
@@ -416,6 +451,7 @@ func (r *Relay) publish(at time.Time) {
 		}
 		rules = append(rules, rule)
 		snaps = append(snaps, ks.snap)
+		in = append(in, ks)
 		if !ks.showDone {
 			ks.showDone = true
 			shown = append(shown, ks)
@@ -436,6 +472,9 @@ func (r *Relay) publish(at time.Time) {
 		close(ks.shown) // the fleet holding its group is current
 	}
 	r.mu.Lock()
+	for i, ks := range in {
+		ks.served = snaps[i] // the fleet holding it is current
+	}
 	if published {
 		r.status.Version, r.status.AcceptedAt, r.status.PublishedAt, r.status.Groups = f.Version(), at, time.Now(), groups
 	}

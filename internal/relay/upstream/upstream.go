@@ -88,10 +88,13 @@ type Client struct {
 	types map[string]Type
 	kick  chan struct{}
 
-	mu      sync.Mutex
-	state   State
-	names   map[string][]string // the named types' subscription, wanted
-	reports map[string]string   // downstream NACKs to report, by type
+	mu    sync.Mutex
+	state State
+	names map[string][]string // the named types' subscription, wanted ("*" among them: everything)
+	// gone are the names subscribed by name that the upstream said it
+	// does not have (removed_resources), by type.
+	gone    map[string]map[string]bool
+	reports map[string]string // downstream NACKs to report, by type
 	// sysVersion is the upstream's system_version_info of each type;
 	// nacked the version last reported NACKed (one NACK per version).
 	sysVersion, nacked map[string]string
@@ -121,7 +124,7 @@ func New(o Options) *Client {
 	}
 	c := &Client{
 		o: o, types: map[string]Type{}, kick: make(chan struct{}, 1),
-		state: State{}, names: map[string][]string{}, reports: map[string]string{},
+		state: State{}, names: map[string][]string{}, gone: map[string]map[string]bool{}, reports: map[string]string{},
 		sysVersion: map[string]string{}, nacked: map[string]string{}, warned: map[string]string{},
 	}
 	for _, t := range o.Types {
@@ -157,9 +160,9 @@ func (c *Client) Answered(typeURL string) bool {
 	return ok
 }
 
-// SetNames sets what a named type subscribes to; the stream subscribes
-// and unsubscribes the difference. What is no longer subscribed is no
-// longer held.
+// SetNames sets what a named type subscribes to, "*" among the names
+// for everything of it; the stream subscribes and unsubscribes the
+// difference. What is no longer subscribed is no longer held.
 func (c *Client) SetNames(typeURL string, names []string) {
 	names = slices.Clone(names)
 	slices.Sort(names)
@@ -167,7 +170,7 @@ func (c *Client) SetNames(typeURL string, names []string) {
 	c.mu.Lock()
 	same := slices.Equal(c.names[typeURL], names)
 	c.names[typeURL] = names
-	if held := c.state[typeURL]; !same && len(held) > 0 {
+	if held := c.state[typeURL]; !same && len(held) > 0 && !wildcard(names) {
 		kept := make(map[string]Resource, len(held))
 		for n, r := range held {
 			if _, ok := slices.BinarySearch(names, n); ok {
@@ -176,10 +179,26 @@ func (c *Client) SetNames(typeURL string, names []string) {
 		}
 		c.state[typeURL] = kept
 	}
+	for n := range c.gone[typeURL] {
+		if _, ok := slices.BinarySearch(names, n); !ok {
+			delete(c.gone[typeURL], n)
+		}
+	}
 	c.mu.Unlock()
 	if !same {
 		c.poke()
 	}
+}
+
+// wildcard reports whether names, sorted, subscribe to everything.
+func wildcard(names []string) bool { return len(names) > 0 && names[0] == "*" }
+
+// Gone reports whether the upstream said it has no name of typeURL,
+// subscribed by name: it will not come unless the upstream gets it.
+func (c *Client) Gone(typeURL, name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gone[typeURL][name]
 }
 
 // ReportNACK reports a downstream NACK of typeURL upstream: the stream
@@ -511,6 +530,19 @@ func (s *session) handle(resp *discoveryv3.DeltaDiscoveryResponse) error {
 	return nil
 }
 
+// markGone records that the upstream has no n of url, if subscribed by
+// name, and reports whether that is news; mu is held.
+func (c *Client) markGone(url, n string) bool {
+	if _, ok := slices.BinarySearch(c.names[url], n); !ok || c.gone[url][n] {
+		return false
+	}
+	if c.gone[url] == nil {
+		c.gone[url] = map[string]bool{}
+	}
+	c.gone[url][n] = true
+	return true
+}
+
 // apply checks resp whole and, if it passes, makes it the state.
 func (c *Client) apply(resp *discoveryv3.DeltaDiscoveryResponse) (changed bool, err error) {
 	url := resp.GetTypeUrl()
@@ -553,7 +585,7 @@ func (c *Client) apply(resp *discoveryv3.DeltaDiscoveryResponse) (changed bool, 
 		}
 	}
 	for n, r := range add {
-		if _, ok := slices.BinarySearch(c.names[url], n); !t.Wildcard && !ok {
+		if _, ok := slices.BinarySearch(c.names[url], n); !t.Wildcard && !ok && !wildcard(c.names[url]) {
 			continue // not subscribed (any more): not kept
 		}
 		if old, ok := next[n]; !ok || old.Version != r.Version || r.Version == "" || old.TTL != r.TTL {
@@ -572,5 +604,13 @@ func (c *Client) apply(resp *discoveryv3.DeltaDiscoveryResponse) (changed bool, 
 	}
 	c.state[url] = next
 	c.sysVersion[url] = resp.GetSystemVersionInfo()
+	for n := range add {
+		delete(c.gone[url], n)
+	}
+	for _, n := range resp.GetRemovedResources() {
+		if c.markGone(url, n) {
+			changed = true // what waits for it need not
+		}
+	}
 	return changed, nil
 }
