@@ -4,7 +4,7 @@
 // upstream delta ADS stream (package upstream) instead of a config source.
 // The relay subscribes upstream to what the key's proxies need (every
 // Listener and Cluster, and the routes, endpoints and extension configs
-// they name), builds a snapshot of it, publishes the fleet of every key to
+// they name or its proxies ask for: asked.go), builds a snapshot of it, publishes the fleet of every key to
 // a fleet.Publisher the xDS server reads, keeps each key's last good
 // resources in its data folder, and reports downstream NACKs upstream.
 // Secrets are never relayed (see docs/relay.md).
