@@ -385,6 +385,12 @@ func (r *Relay) runKey(ctx context.Context, ks *keyState) {
 			continue
 		}
 		waiting = time.Time{}
+		if settle != nil {
+			// Built: a timer left from an earlier wait must not stand
+			// for the next one's (which would then wait twice).
+			settle.Stop()
+			settleC = nil
+		}
 		clear(ks.pending) // waited for long enough: served without
 		if r.build(ks, state, inputs) {
 			r.publish(now)
