@@ -63,6 +63,7 @@ func (r *Relay) subscribe(ks *keyState, state upstream.State, inputs []xdstype.R
 		}
 	}
 	r.mu.Unlock()
+	routesOf(wanted[xdstype.VirtualHostURL], wanted[xdstype.RouteURL])
 	for _, in := range inputs {
 		if in.Type.Refs == nil {
 			continue
@@ -87,12 +88,46 @@ func (r *Relay) subscribe(ks *keyState, state upstream.State, inputs []xdstype.R
 		ks.subscribed[url] = list
 	}
 	for id := range ks.pending {
-		_, held := state[id.url][id.name]
+		held := arrived(state, id)
 		if held || !wanted[id.url][id.name] || ks.client.Gone(id.url, id.name) {
 			delete(ks.pending, id)
 		}
 	}
 	return len(ks.pending) > 0
+}
+
+// routesOf adds to routes the route configurations of the VHDS names
+// asked for (aliases "ROUTES/HOST", or namespaces "ROUTES"): the relay's
+// own xDS server resolves each proxy's aliases against them and the
+// virtual hosts the upstream sent for the aliases. Both readings of a
+// name are subscribed to; the wrong one does not exist upstream.
+func routesOf(vhds, routes map[string]bool) {
+	for n := range vhds {
+		routes[n] = true
+		if rc, _, ok := snapshot.VirtualHostNamespace(n); ok {
+			routes[rc] = true
+		}
+	}
+}
+
+// arrived reports whether the upstream sent what id subscribes to: the
+// resource, or one sent for it as an alias.
+func arrived(state upstream.State, id resourceID) bool {
+	held := state[id.url]
+	if _, ok := held[id.name]; ok {
+		return true
+	}
+	if id.url == xdstype.VirtualHostURL {
+		if _, ok := state[xdstype.RouteURL][id.name]; ok {
+			return true // a namespace: its route configuration
+		}
+		for _, r := range held {
+			if slices.Contains(r.Aliases, id.name) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // maxHeld bounds what a key's status says it held back.

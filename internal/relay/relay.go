@@ -177,18 +177,19 @@ func New(o Options) *Relay {
 // bootstrap, which the relay never sees, and no other resource names
 // them, so subscribing by name would leave every layer unasked; a key's
 // layers are few, and the key's identity upstream is entitled to them as
-// to its listeners. Not Secrets (a relay cannot prove a downstream proxy's
-// entitlement to a key the upstream gave the relay), nor VirtualHost,
-// which clients ask for on demand.
+// to its listeners. VirtualHosts by the aliases the key's proxies ask
+// for (VHDS, on demand), each kept under its own name with the aliases
+// it was sent for. Not Secrets (a relay cannot prove a downstream proxy's
+// entitlement to a key the upstream gave the relay).
 func relayedTypes(reg *xdstype.Registry) []upstream.Type {
 	var out []upstream.Type
 	for _, t := range reg.Ranked() {
 		switch t.URL {
-		case xdstype.SecretURL, xdstype.VirtualHostURL:
+		case xdstype.SecretURL:
 			continue
 		}
 		whole := t.Wildcard || t.URL == xdstype.RuntimeURL
-		out = append(out, upstream.Type{URL: t.URL, Wildcard: whole, Check: checker(t)})
+		out = append(out, upstream.Type{URL: t.URL, Wildcard: whole, Check: checker(t), Aliased: t.URL == xdstype.VirtualHostURL})
 	}
 	return out
 }

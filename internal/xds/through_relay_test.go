@@ -43,8 +43,6 @@ var relaySuites = []string{
 // by name (a regular expression of the test's full name), with why;
 // setup skips them through a relay, saying so. docs/relay.md lists them.
 var notThroughRelay = map[string]string{
-	`TestDelta_VHDS_.*`: "VirtualHosts (VHDS) are not relayed (docs/relay.md): a client asks for them on demand, " +
-		"and the relay would fetch each proxy's on its key's stream",
 	`TestGroups/.*`: "the origin's node groups by id or metadata: a relay keyed by cluster serves each cluster one " +
 		"config; with --upstream-admin it keys by the upstream's groups (internal/relay's TestProxiesAreKeyedByTheUpstreamsGroups)",
 }
@@ -76,7 +74,7 @@ func serveFrom(t *testing.T, opts xds.Options, publish bool, msgs ...any) *env {
 		if publish {
 			srv.Publish(t, msgs...)
 		}
-		return &env{srv: srv, conn: xdstest.Dial(t, srv.Addr), rec: rec}
+		return &env{srv: srv, conn: xdstest.Dial(t, srv.Addr), rec: rec, served: srv.Publisher}
 	}
 	for pattern, why := range notThroughRelay {
 		if regexp.MustCompile("^" + pattern + "$").MatchString(t.Name()) {
@@ -89,7 +87,7 @@ func serveFrom(t *testing.T, opts xds.Options, publish bool, msgs ...any) *env {
 	origin.Publish(t, msgs...)
 	front, relayed := startRelayOf(t, origin, opts, rec)
 	waits.until(func() { caughtUp(origin, relayed) })
-	return &env{srv: origin, conn: xdstest.Dial(t, front), rec: rec}
+	return &env{srv: origin, conn: xdstest.Dial(t, front), rec: rec, served: relayed}
 }
 
 // publishWaits is the origin's fleets through a relay: each publish wakes

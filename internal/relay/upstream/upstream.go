@@ -32,12 +32,33 @@ type Type struct {
 	// Check decodes and checks one resource of the type and returns its
 	// name; an error refuses the whole response (a NACK).
 	Check func(a *anypb.Any) (name string, err error)
+	// Aliased: a resource is also subscribed under its aliases, and a
+	// name answered without a resource is one the upstream does not have
+	// (VHDS: an alias is answered with the virtual host serving it).
+	Aliased bool
+}
+
+// subscribed reports whether names (sorted) take a resource named n of
+// t, sent for aliases.
+func (t Type) subscribed(names []string, n string, aliases []string) bool {
+	if _, ok := slices.BinarySearch(names, n); ok || t.Wildcard || wildcard(names) {
+		return true
+	}
+	for _, a := range aliases {
+		if _, ok := slices.BinarySearch(names, a); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // Resource is one resource as the upstream sent it.
 type Resource struct {
 	Version string
 	Any     *anypb.Any
+	// Aliases are the names it was sent for besides its own (Aliased
+	// types).
+	Aliases []string
 	// TTL is the resource's TTL as the upstream sent it (X41; zero:
 	// none): the relay serves it with it, and refreshes it itself.
 	TTL time.Duration
@@ -173,7 +194,7 @@ func (c *Client) SetNames(typeURL string, names []string) {
 	if held := c.state[typeURL]; !same && len(held) > 0 && !wildcard(names) {
 		kept := make(map[string]Resource, len(held))
 		for n, r := range held {
-			if _, ok := slices.BinarySearch(names, n); ok {
+			if c.types[typeURL].subscribed(names, n, r.Aliases) {
 				kept[n] = r
 			}
 		}
@@ -551,9 +572,13 @@ func (c *Client) apply(resp *discoveryv3.DeltaDiscoveryResponse) (changed bool, 
 		return false, fmt.Errorf("type %q was not subscribed to", cut(url))
 	}
 	add := make(map[string]Resource, len(resp.GetResources()))
+	var none []string // names answered without a resource (Aliased)
 	for i, r := range resp.GetResources() {
 		a := r.GetResource()
 		if a == nil {
+			if t.Aliased && len(r.GetAliases()) > 0 {
+				none = append(none, r.GetName()) // an alias nothing serves
+			}
 			continue // a heartbeat: the name's TTL, nothing else
 		}
 		if a.GetTypeUrl() != url {
@@ -571,6 +596,9 @@ func (c *Client) apply(resp *discoveryv3.DeltaDiscoveryResponse) (changed bool, 
 			return false, fmt.Errorf("resources[%d] (%q): a TTL of %v; the relay takes 0 to %v", i, cut(r.GetName()), ttl, MaxTTL)
 		}
 		add[name] = Resource{Version: r.GetVersion(), Any: a, TTL: ttl}
+		if t.Aliased {
+			add[name] = Resource{Version: r.GetVersion(), Any: a, TTL: ttl, Aliases: slices.Clone(r.GetAliases())}
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -585,7 +613,7 @@ func (c *Client) apply(resp *discoveryv3.DeltaDiscoveryResponse) (changed bool, 
 		}
 	}
 	for n, r := range add {
-		if _, ok := slices.BinarySearch(c.names[url], n); !t.Wildcard && !ok && !wildcard(c.names[url]) {
+		if !t.subscribed(c.names[url], n, r.Aliases) {
 			continue // not subscribed (any more): not kept
 		}
 		if old, ok := next[n]; !ok || old.Version != r.Version || r.Version == "" || old.TTL != r.TTL {
@@ -607,7 +635,7 @@ func (c *Client) apply(resp *discoveryv3.DeltaDiscoveryResponse) (changed bool, 
 	for n := range add {
 		delete(c.gone[url], n)
 	}
-	for _, n := range resp.GetRemovedResources() {
+	for _, n := range append(none, resp.GetRemovedResources()...) {
 		if c.markGone(url, n) {
 			changed = true // what waits for it need not
 		}
