@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/pylon-xds/pylon/internal/fleet"
@@ -67,6 +68,53 @@ func TestKeySubscribesToWhatItsProxiesAskFor(t *testing.T) {
 	for !slices.Equal(held(), []string{"r1"}) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no proxy asks for r2 any more, and the key holds routes %v, want [r1] (the upstream subscription dropped)", held())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A proxy's VHDS alias is answered through the relay with the virtual
+// host serving it, under the virtual host's own name with the alias; once
+// no proxy asks for the alias, the key no longer holds the virtual host.
+func TestKeyRelaysTheVirtualHostsItsProxiesAskFor(t *testing.T) {
+	rc := xdstest.Route("edge", "c")
+	rc.VirtualHosts[0].Domains = []string{"base.example.com"}
+	rc.Vhds = &routev3.Vhds{ConfigSource: xdstest.ADS()}
+	api := xdstest.Route("edge/api", "c").VirtualHosts[0]
+	api.Domains = []string{"api.example.com"}
+	up := xdstest.Start(t, xds.Options{})
+	up.Publish(t, rc, api, xdstest.Cluster("c"), xdstest.Endpoints("c", 1))
+	pool := upstream.NewPool(nil, 0, 0)
+	defer pool.Close()
+	tmpl, _ := ParseTemplate("{cluster}")
+	reg, pub := xdstype.New(), fleet.NewPublisher()
+	r := New(Options{Upstreams: []string{up.Addr}, Pool: pool, Template: tmpl, ID: "relay", Registry: reg, Publisher: pub})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	front := xdstest.Start(t, xds.Options{Registry: reg, Fleets: pub, Admit: r.Admit})
+	s := xdstest.OpenDeltaADS(t, xdstest.Dial(t, front.Addr), xdstest.Node("p"))
+
+	s.Subscribe(xdstype.VirtualHostURL, "edge/api.example.com")
+	got := s.RecvType(xdstype.VirtualHostURL)
+	if len(got.Resources) != 1 || got.Resources[0].Name != "edge/api" || !slices.Equal(got.Resources[0].Aliases, []string{"edge/api.example.com"}) || got.Resources[0].Resource == nil {
+		t.Fatalf("asked for alias edge/api.example.com: got %v, want virtual host edge/api for it", got.Resources)
+	}
+	s.ACK(got)
+	s.Unsubscribe(xdstype.VirtualHostURL, "edge/api.example.com")
+	held := func() int {
+		r.mu.Lock()
+		ks := r.keys["test-cluster"]
+		r.mu.Unlock()
+		return len(ks.client.State()[xdstype.VirtualHostURL])
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for held() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no proxy asks for the alias any more, and the key holds %d virtual hosts, want none", held())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
