@@ -87,6 +87,7 @@ func (r *Relay) subscribe(ks *keyState, state upstream.State, inputs []xdstype.R
 		}
 		ks.subscribed[url] = list
 	}
+	ks.aliasesAgain(state, wanted[xdstype.VirtualHostURL])
 	for id := range ks.pending {
 		held := arrived(state, id)
 		if held || !wanted[id.url][id.name] || ks.client.Gone(id.url, id.name) {
@@ -106,6 +107,23 @@ func routesOf(vhds, routes map[string]bool) {
 		routes[n] = true
 		if rc, _, ok := snapshot.VirtualHostNamespace(n); ok {
 			routes[rc] = true
+		}
+	}
+}
+
+// aliasesAgain makes pending each VHDS name asked for that was a
+// namespace (its route configuration held) and is no longer: it is an
+// alias now, which the upstream answers with a virtual host, or with none,
+// and a build before the answer would tell the proxies the alias does
+// not exist meanwhile. Touched only by the key's builds.
+func (ks *keyState) aliasesAgain(state upstream.State, vhds map[string]bool) {
+	was := ks.namespaces
+	ks.namespaces = map[string]bool{}
+	for n := range vhds {
+		if _, ok := state[xdstype.RouteURL][n]; ok {
+			ks.namespaces[n] = true
+		} else if was[n] {
+			ks.pending[resourceID{xdstype.VirtualHostURL, n}] = true
 		}
 	}
 }

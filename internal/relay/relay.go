@@ -140,6 +140,9 @@ type keyState struct {
 	// by the key's builds.
 	subscribed map[string][]string
 	pending    map[resourceID]bool
+	// namespaces are the VHDS names asked for that were route
+	// configurations at the last build (aliasesAgain).
+	namespaces map[string]bool
 }
 
 // New returns a relay; Start it before serving.

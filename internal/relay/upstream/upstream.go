@@ -632,8 +632,11 @@ func (c *Client) apply(resp *discoveryv3.DeltaDiscoveryResponse) (changed bool, 
 	}
 	c.state[url] = next
 	c.sysVersion[url] = resp.GetSystemVersionInfo()
-	for n := range add {
+	for n, r := range add {
 		delete(c.gone[url], n)
+		for _, a := range r.Aliases {
+			delete(c.gone[url], a)
+		}
 	}
 	for _, n := range append(none, resp.GetRemovedResources()...) {
 		if c.markGone(url, n) {
