@@ -114,7 +114,12 @@ type Client struct {
 	names map[string][]string // the named types' subscription, wanted ("*" among them: everything)
 	// gone are the names subscribed by name that the upstream said it
 	// does not have (removed_resources), by type.
-	gone    map[string]map[string]bool
+	gone map[string]map[string]bool
+	// dropped are the names SetNames let go of what it held, by type: one
+	// subscribed again before the stream told the upstream is asked for
+	// again (update), or the upstream, taking it as still held, would
+	// never resend it.
+	dropped map[string]map[string]bool
 	reports map[string]string // downstream NACKs to report, by type
 	// sysVersion is the upstream's system_version_info of each type;
 	// nacked the version last reported NACKed (one NACK per version).
@@ -145,7 +150,7 @@ func New(o Options) *Client {
 	}
 	c := &Client{
 		o: o, types: map[string]Type{}, kick: make(chan struct{}, 1),
-		state: State{}, names: map[string][]string{}, gone: map[string]map[string]bool{}, reports: map[string]string{},
+		state: State{}, names: map[string][]string{}, gone: map[string]map[string]bool{}, dropped: map[string]map[string]bool{}, reports: map[string]string{},
 		sysVersion: map[string]string{}, nacked: map[string]string{}, warned: map[string]string{},
 	}
 	for _, t := range o.Types {
@@ -183,8 +188,9 @@ func (c *Client) Answered(typeURL string) bool {
 
 // SetNames sets what a named type subscribes to, "*" among the names
 // for everything of it; the stream subscribes and unsubscribes the
-// difference. What is no longer subscribed is no longer held.
-func (c *Client) SetNames(typeURL string, names []string) {
+// difference. What is no longer subscribed is no longer held. It reports
+// whether the subscription changed.
+func (c *Client) SetNames(typeURL string, names []string) bool {
 	names = slices.Clone(names)
 	slices.Sort(names)
 	names = slices.Compact(names)
@@ -196,6 +202,8 @@ func (c *Client) SetNames(typeURL string, names []string) {
 		for n, r := range held {
 			if c.types[typeURL].subscribed(names, n, r.Aliases) {
 				kept[n] = r
+			} else {
+				c.drop(typeURL, n)
 			}
 		}
 		c.state[typeURL] = kept
@@ -209,6 +217,15 @@ func (c *Client) SetNames(typeURL string, names []string) {
 	if !same {
 		c.poke()
 	}
+	return !same
+}
+
+// drop records that n of url was let go of (dropped); mu is held.
+func (c *Client) drop(url, n string) {
+	if c.dropped[url] == nil {
+		c.dropped[url] = map[string]bool{}
+	}
+	c.dropped[url][n] = true
 }
 
 // wildcard reports whether names, sorted, subscribe to everything.
@@ -419,6 +436,7 @@ type session struct {
 func (s *session) start() error {
 	c := s.c
 	c.mu.Lock()
+	clear(c.dropped) // a new stream asks for every name
 	var reqs []*discoveryv3.DeltaDiscoveryRequest
 	for _, t := range c.o.Types {
 		var sub []string
@@ -471,6 +489,13 @@ func (s *session) update() error {
 		}
 		want := c.names[t.URL]
 		sub, unsub := diff(s.sent[t.URL], want)
+		for n := range c.dropped[t.URL] {
+			_, still := slices.BinarySearch(want, n)
+			if _, sent := slices.BinarySearch(s.sent[t.URL], n); still && sent {
+				sub = append(sub, n) // dropped and wanted again meanwhile
+			}
+		}
+		delete(c.dropped, t.URL)
 		if len(sub)+len(unsub) > 0 {
 			s.sent[t.URL] = want
 			reqs = append(reqs, &discoveryv3.DeltaDiscoveryRequest{TypeUrl: t.URL, ResourceNamesSubscribe: sub, ResourceNamesUnsubscribe: unsub})
@@ -614,7 +639,8 @@ func (c *Client) apply(resp *discoveryv3.DeltaDiscoveryResponse) (changed bool, 
 	}
 	for n, r := range add {
 		if !t.subscribed(c.names[url], n, r.Aliases) {
-			continue // not subscribed (any more): not kept
+			c.drop(url, n) // not subscribed (any more): not kept
+			continue
 		}
 		if old, ok := next[n]; !ok || old.Version != r.Version || r.Version == "" || old.TTL != r.TTL {
 			changed = true
