@@ -32,10 +32,13 @@ import (
 // clusters' answer before it starts. Past the wait (the upstream away,
 // nothing kept), the stream waits in no group, getting nothing, until
 // the key's config comes.
-func (r *Relay) Admit(ctx context.Context, n nodegroup.Node) (release func(), err error) {
-	release, ready, err := r.admit(n)
+//
+// subscribed is the stream's hook for what it asks for of the types
+// subscribed by name (asked.go): the xDS server tells it.
+func (r *Relay) Admit(ctx context.Context, n nodegroup.Node) (release func(), subscribed func(typeURL string, wildcard bool, names []string), err error) {
+	release, m, ready, err := r.admit(n)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	t := time.NewTimer(firstConfigWait)
 	defer t.Stop()
@@ -45,9 +48,9 @@ func (r *Relay) Admit(ctx context.Context, n nodegroup.Node) (release func(), er
 	case <-ctx.Done():
 		// The client left or the server is stopping: nothing to serve.
 		release()
-		return nil, ctx.Err()
+		return nil, nil, ctx.Err()
 	}
-	return release, nil
+	return release, r.subscribedFor(ctx, m), nil
 }
 
 // firstConfigWait bounds how long Admit waits for a new key's first
@@ -56,27 +59,27 @@ func (r *Relay) Admit(ctx context.Context, n nodegroup.Node) (release func(), er
 const firstConfigWait = 2 * time.Second
 
 // admit is Admit but for the wait: ready is closed once the key's group
-// is in the relay's fleet.
-func (r *Relay) admit(n nodegroup.Node) (release func(), ready <-chan struct{}, err error) {
+// is in the relay's fleet; m is the stream as its key counts it.
+func (r *Relay) admit(n nodegroup.Node) (release func(), m *member, ready <-chan struct{}, err error) {
 	if r.o.Groups != nil {
 		if _, ok := r.o.Groups.Current(); !ok {
-			return nil, nil, grpcstatus.Errorf(codes.Unavailable, "the relay has not read its upstream's group rules yet (%s): retry", r.o.Groups.URL)
+			return nil, nil, nil, grpcstatus.Errorf(codes.Unavailable, "the relay has not read its upstream's group rules yet (%s): retry", r.o.Groups.URL)
 		}
 	}
 	k, err := r.keyOf(n)
 	if err != nil {
-		return nil, nil, grpcstatus.Error(codes.FailedPrecondition, err.Error())
+		return nil, nil, nil, grpcstatus.Error(codes.FailedPrecondition, err.Error())
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.ctx == nil || r.ctx.Err() != nil {
-		return nil, nil, grpcstatus.Error(codes.Unavailable, "the relay is not serving")
+		return nil, nil, nil, grpcstatus.Error(codes.Unavailable, "the relay is not serving")
 	}
 	ks := r.keys[k.Name]
 	if ks != nil && r.o.Groups == nil && !maps.Equal(ks.key.Values, k.Values) {
 		// Escaped names keep different values apart (Template.escape);
 		// this holds it should a template ever let two meet.
-		return nil, nil, grpcstatus.Errorf(codes.FailedPrecondition, "node %q: key %q is held for other field values", n.ID, k.Name)
+		return nil, nil, nil, grpcstatus.Errorf(codes.FailedPrecondition, "node %q: key %q is held for other field values", n.ID, k.Name)
 	}
 	if ks != nil && ks.stale {
 		// Its builds may still end while the new key's begin; the new
@@ -85,18 +88,18 @@ func (r *Relay) admit(n nodegroup.Node) (release func(), ready <-chan struct{}, 
 	}
 	if ks == nil {
 		if len(r.keys) >= r.o.MaxKeys {
-			return nil, nil, grpcstatus.Errorf(codes.ResourceExhausted, "the relay serves at most %d keys (--max-keys) and holds as many; node %q would add key %q", r.o.MaxKeys, n.ID, k.Name)
+			return nil, nil, nil, grpcstatus.Errorf(codes.ResourceExhausted, "the relay serves at most %d keys (--max-keys) and holds as many; node %q would add key %q", r.o.MaxKeys, n.ID, k.Name)
 		}
 		ks = r.newKey(k, nil)
 		r.goKey(ks)
 		r.o.Logger.Info("relay key added: its upstream stream starts", "key", k.Name, "node", n.ID)
 	}
 	ks.streams++
-	m := &member{ks: ks}
+	m = &member{}
 	if r.o.Groups != nil {
 		m.node = n
-		ks.addMember(m)
 	}
+	ks.addMember(m)
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -106,7 +109,7 @@ func (r *Relay) admit(n nodegroup.Node) (release func(), ready <-chan struct{}, 
 			// the stream to another key since.
 			m.ks.dropMember(m)
 		})
-	}, ks.shown, nil
+	}, m, ks.shown, nil
 }
 
 // Observe reports a downstream NACK upstream, on the stream of the

@@ -38,7 +38,7 @@ func TestAdmitStopsWaitingWhenTheStreamEnds(t *testing.T) {
 	streamCtx, leave := context.WithCancel(context.Background())
 	time.AfterFunc(50*time.Millisecond, leave)
 	start := time.Now()
-	release, err := r.Admit(streamCtx, nodegroup.Node{ID: "p", Cluster: "k"})
+	release, _, err := r.Admit(streamCtx, nodegroup.Node{ID: "p", Cluster: "k"})
 	if took := time.Since(start); took >= firstConfigWait || !errors.Is(err, context.Canceled) || release != nil {
 		t.Fatalf("Admit of a stream whose client left after 50ms: returned after %v with %v; want context.Canceled well before %v", took, err, firstConfigWait)
 	}

@@ -48,15 +48,22 @@ func (r *Relay) inputs(key string, state upstream.State) []xdstype.Resource {
 
 // subscribe sets what the key subscribes to by name: what its resources
 // name of the named types (routes, endpoints, extension configs), which is
-// what their clients ask for. It reports whether any of it has not
-// arrived.
+// what their clients ask for, and what its proxies ask for (asked.go). It
+// reports whether a name it newly subscribed to has not arrived, nor been
+// said not to exist: one waited for past Settle is not waited for again.
 func (r *Relay) subscribe(ks *keyState, state upstream.State, inputs []xdstype.Resource) (missing bool) {
 	wanted := map[string]map[string]bool{}
+	r.mu.Lock()
 	for _, t := range r.types {
 		if !t.Wildcard {
 			wanted[t.URL] = map[string]bool{}
+			for _, n := range ks.askedOf(t.URL) {
+				wanted[t.URL][n] = true
+			}
 		}
 	}
+	r.mu.Unlock()
+	routesOf(wanted[xdstype.VirtualHostURL], wanted[xdstype.RouteURL])
 	for _, in := range inputs {
 		if in.Type.Refs == nil {
 			continue
@@ -67,15 +74,78 @@ func (r *Relay) subscribe(ks *keyState, state upstream.State, inputs []xdstype.R
 			}
 		}
 	}
+	if ks.subscribed == nil {
+		ks.subscribed, ks.pending = map[string][]string{}, map[resourceID]bool{}
+	}
 	for url, names := range wanted {
-		ks.client.SetNames(url, slices.Collect(maps.Keys(names)))
-		for n := range names {
-			if _, ok := state[url][n]; !ok {
-				missing = true
+		list := slices.Sorted(maps.Keys(names))
+		ks.client.SetNames(url, list)
+		for _, n := range list {
+			if _, had := slices.BinarySearch(ks.subscribed[url], n); !had && n != "*" {
+				ks.pending[resourceID{url, n}] = true
+			}
+		}
+		ks.subscribed[url] = list
+	}
+	ks.aliasesAgain(state, wanted[xdstype.VirtualHostURL])
+	for id := range ks.pending {
+		held := arrived(state, id)
+		if held || !wanted[id.url][id.name] || ks.client.Gone(id.url, id.name) {
+			delete(ks.pending, id)
+		}
+	}
+	return len(ks.pending) > 0
+}
+
+// routesOf adds to routes the route configurations of the VHDS names
+// asked for (aliases "ROUTES/HOST", or namespaces "ROUTES"): the relay's
+// own xDS server resolves each proxy's aliases against them and the
+// virtual hosts the upstream sent for the aliases. Both readings of a
+// name are subscribed to; the wrong one does not exist upstream.
+func routesOf(vhds, routes map[string]bool) {
+	for n := range vhds {
+		routes[n] = true
+		if rc, _, ok := snapshot.VirtualHostNamespace(n); ok {
+			routes[rc] = true
+		}
+	}
+}
+
+// aliasesAgain makes pending each VHDS name asked for that was a
+// namespace (its route configuration held) and is no longer: it is an
+// alias now, which the upstream answers with a virtual host, or with none,
+// and a build before the answer would tell the proxies the alias does
+// not exist meanwhile. Touched only by the key's builds.
+func (ks *keyState) aliasesAgain(state upstream.State, vhds map[string]bool) {
+	was := ks.namespaces
+	ks.namespaces = map[string]bool{}
+	for n := range vhds {
+		if _, ok := state[xdstype.RouteURL][n]; ok {
+			ks.namespaces[n] = true
+		} else if was[n] {
+			ks.pending[resourceID{xdstype.VirtualHostURL, n}] = true
+		}
+	}
+}
+
+// arrived reports whether the upstream sent what id subscribes to: the
+// resource, or one sent for it as an alias.
+func arrived(state upstream.State, id resourceID) bool {
+	held := state[id.url]
+	if _, ok := held[id.name]; ok {
+		return true
+	}
+	if id.url == xdstype.VirtualHostURL {
+		if _, ok := state[xdstype.RouteURL][id.name]; ok {
+			return true // a namespace: its route configuration
+		}
+		for _, r := range held {
+			if slices.Contains(r.Aliases, id.name) {
+				return true
 			}
 		}
 	}
-	return missing
+	return false
 }
 
 // maxHeld bounds what a key's status says it held back.

@@ -6,11 +6,14 @@ import (
 	"github.com/pylon-xds/pylon/internal/nodegroup"
 )
 
-// member is one downstream stream of a group key: its node, and the key
-// it counts for now.
+// member is one downstream stream of a key: its node (with group keys
+// only: a change of the rules moves it), the key it counts for now, and
+// what it asks for of the named types (asked.go), which counts for its
+// key with it.
 type member struct {
-	node nodegroup.Node
-	ks   *keyState
+	node  nodegroup.Node
+	ks    *keyState
+	asked map[string]askedSub
 }
 
 // addMember counts m for ks; mu is held.
@@ -20,13 +23,26 @@ func (ks *keyState) addMember(m *member) {
 	}
 	ks.members[m] = struct{}{}
 	m.ks = ks
+	for url, s := range m.asked {
+		m.asked[url] = ks.addAsked(url, s)
+	}
+	if len(m.asked) > 0 {
+		ks.kickBuild()
+	}
 }
 
-// dropMember ends m's use of its key; mu is held.
+// dropMember ends m's use of its key; mu is held. What it asked for is
+// dropped upstream unless another proxy of the key asks for it too.
 func (ks *keyState) dropMember(m *member) {
 	delete(ks.members, m)
 	if ks.streams--; ks.streams == 0 {
 		ks.idleSince = time.Now()
+	}
+	for url, s := range m.asked {
+		ks.dropAsked(url, s)
+	}
+	if len(m.asked) > 0 {
+		ks.kickBuild()
 	}
 }
 

@@ -4,7 +4,7 @@
 // upstream delta ADS stream (package upstream) instead of a config source.
 // The relay subscribes upstream to what the key's proxies need (every
 // Listener and Cluster, and the routes, endpoints and extension configs
-// they name), builds a snapshot of it, publishes the fleet of every key to
+// they name or its proxies ask for: asked.go), builds a snapshot of it, publishes the fleet of every key to
 // a fleet.Publisher the xDS server reads, keeps each key's last good
 // resources in its data folder, and reports downstream NACKs upstream.
 // Secrets are never relayed (see docs/relay.md).
@@ -70,6 +70,9 @@ const DefaultMaxKeys = 1000
 type Relay struct {
 	o     Options
 	types []upstream.Type
+	// named are the types subscribed by name (not whole): what a proxy
+	// asks for of them is subscribed for its key (asked.go).
+	named map[string]bool
 
 	// pubMu orders publishes: the fleet made last is the one published
 	// last. mu is not held across a publish, whose callbacks wake the
@@ -120,6 +123,26 @@ type keyState struct {
 	// kept is what the key's file last kept, by type URL (persist.go),
 	// touched only by the key's builds.
 	kept map[string][]keptResource
+	// asked is what the key's proxies ask for of each named type, and
+	// askedNames how many distinct names, at most maxAsked (asked.go).
+	asked      map[string]*asked
+	askedNames int
+	maxAsked   int
+	// iter numbers the key's builds as they begin; quietIter is the last
+	// over, and quiet is closed (and made again) when one is over: a
+	// proxy waits for a build after what it asked for (awaitBuild).
+	// served is the snapshot of the key last published.
+	iter, quietIter uint64
+	quiet           chan struct{}
+	served          *snapshot.Snapshot
+	// subscribed is what the key's builds last subscribed to by name, by
+	// type, and pending what of it they wait for (build.go); touched only
+	// by the key's builds.
+	subscribed map[string][]string
+	pending    map[resourceID]bool
+	// namespaces are the VHDS names asked for that were route
+	// configurations at the last build (aliasesAgain).
+	namespaces map[string]bool
 }
 
 // New returns a relay; Start it before serving.
@@ -142,7 +165,13 @@ func New(o Options) *Relay {
 	if o.Groups != nil {
 		o.Groups.Changed() // made now: a change read before Run waits for it
 	}
-	return &Relay{o: o, types: relayedTypes(o.Registry), keys: map[string]*keyState{}}
+	r := &Relay{o: o, types: relayedTypes(o.Registry), keys: map[string]*keyState{}, named: map[string]bool{}}
+	for _, t := range r.types {
+		if !t.Wildcard {
+			r.named[t.URL] = true
+		}
+	}
+	return r
 }
 
 // relayedTypes are the types the relay subscribes to: the wildcard types
@@ -151,18 +180,19 @@ func New(o Options) *Relay {
 // bootstrap, which the relay never sees, and no other resource names
 // them, so subscribing by name would leave every layer unasked; a key's
 // layers are few, and the key's identity upstream is entitled to them as
-// to its listeners. Not Secrets (a relay cannot prove a downstream proxy's
-// entitlement to a key the upstream gave the relay), nor VirtualHost,
-// which clients ask for on demand.
+// to its listeners. VirtualHosts by the aliases the key's proxies ask
+// for (VHDS, on demand), each kept under its own name with the aliases
+// it was sent for. Not Secrets (a relay cannot prove a downstream proxy's
+// entitlement to a key the upstream gave the relay).
 func relayedTypes(reg *xdstype.Registry) []upstream.Type {
 	var out []upstream.Type
 	for _, t := range reg.Ranked() {
 		switch t.URL {
-		case xdstype.SecretURL, xdstype.VirtualHostURL:
+		case xdstype.SecretURL:
 			continue
 		}
 		whole := t.Wildcard || t.URL == xdstype.RuntimeURL
-		out = append(out, upstream.Type{URL: t.URL, Wildcard: whole, Check: checker(t)})
+		out = append(out, upstream.Type{URL: t.URL, Wildcard: whole, Check: checker(t), Aliased: t.URL == xdstype.VirtualHostURL})
 	}
 	return out
 }
@@ -276,7 +306,10 @@ func (r *Relay) sweep(now time.Time) {
 
 // newKey adds a key, its upstream stream not yet started; mu is held.
 func (r *Relay) newKey(k Key, resume upstream.State) *keyState {
-	ks := &keyState{key: k, kick: make(chan struct{}, 1), done: make(chan struct{}), shown: make(chan struct{}), valid: &snapshot.Validated{}}
+	ks := &keyState{
+		key: k, kick: make(chan struct{}, 1), done: make(chan struct{}), shown: make(chan struct{}), valid: &snapshot.Validated{},
+		quiet: make(chan struct{}), maxAsked: r.o.MaxResources,
+	}
 	ks.client = upstream.New(upstream.Options{
 		Addrs: r.upstreamsOf(k.Name), Known: r.known(), Dial: r.o.Pool.Conn, Node: k.Node(r.o.ID), Types: r.types,
 		Resume: resume, MaxResources: r.o.MaxResources, MinBackoff: r.o.MinBackoff, MaxBackoff: r.o.MaxBackoff,
@@ -334,6 +367,10 @@ func (r *Relay) runKey(ctx context.Context, ks *keyState) {
 		case <-settleC:
 			settleC = nil
 		}
+		r.mu.Lock()
+		ks.iter++
+		it := ks.iter
+		r.mu.Unlock()
 		state := ks.client.State()
 		inputs := r.inputs(ks.key.Name, state)
 		missing := r.subscribe(ks, state, inputs) || !r.firstWhole(ks)
@@ -352,9 +389,17 @@ func (r *Relay) runKey(ctx context.Context, ks *keyState) {
 			continue
 		}
 		waiting = time.Time{}
+		if settle != nil {
+			// Built: a timer left from an earlier wait must not stand
+			// for the next one's (which would then wait twice).
+			settle.Stop()
+			settleC = nil
+		}
+		clear(ks.pending) // waited for long enough: served without
 		if r.build(ks, state, inputs) {
 			r.publish(now)
 		}
+		r.built(ks, it)
 	}
 }
 
@@ -396,7 +441,7 @@ func (r *Relay) publish(at time.Time) {
 	var snaps []*snapshot.Snapshot
 	var groups []GroupStatus
 	var held []string
-	var shown []*keyState
+	var shown, in []*keyState
 	r.pubMu.Lock()
 	defer r.pubMu.Unlock()
 	r.mu.Lock()
@@ -416,6 +461,7 @@ func (r *Relay) publish(at time.Time) {
 		}
 		rules = append(rules, rule)
 		snaps = append(snaps, ks.snap)
+		in = append(in, ks)
 		if !ks.showDone {
 			ks.showDone = true
 			shown = append(shown, ks)
@@ -436,6 +482,9 @@ func (r *Relay) publish(at time.Time) {
 		close(ks.shown) // the fleet holding its group is current
 	}
 	r.mu.Lock()
+	for i, ks := range in {
+		ks.served = snaps[i] // the fleet holding it is current
+	}
 	if published {
 		r.status.Version, r.status.AcceptedAt, r.status.PublishedAt, r.status.Groups = f.Version(), at, time.Now(), groups
 	}

@@ -29,7 +29,7 @@ func TestKeySubscribesToWhatItsResourcesName(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	release, err := r.Admit(context.Background(), nodegroup.Node{ID: "p", Cluster: "k"})
+	release, _, err := r.Admit(context.Background(), nodegroup.Node{ID: "p", Cluster: "k"})
 	if err != nil {
 		t.Fatal(err)
 	}

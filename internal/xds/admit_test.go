@@ -23,18 +23,18 @@ type admits struct {
 	refuse   string // a node id to refuse
 }
 
-func (a *admits) admit(_ context.Context, n nodegroup.Node) (func(), error) {
+func (a *admits) admit(_ context.Context, n nodegroup.Node) (func(), xds.Subscribed, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.asked = append(a.asked, n.ID)
 	if n.ID == a.refuse {
-		return nil, grpcstatus.Errorf(codes.ResourceExhausted, "no room for %s", n.ID)
+		return nil, nil, grpcstatus.Errorf(codes.ResourceExhausted, "no room for %s", n.ID)
 	}
 	return func() {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		a.released++
-	}, nil
+	}, nil, nil
 }
 
 func (a *admits) get() ([]string, int) {

@@ -175,13 +175,13 @@ func (o *openStreams) count() int {
 
 // identify marks s as a proxy's stream, counted by balancing, admitted
 // with release (nil: none) to run when it ends.
-func (o *openStreams) identify(s *openStream, release func()) {
+func (o *openStreams) identify(s *openStream, release func(), subscribed Subscribed) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if _, open := o.m[s]; open && !s.identified && !s.quiet {
 		o.counted++
 	}
-	s.identified, s.release = true, release
+	s.identified, s.release, s.subscribed = true, release, subscribed
 }
 
 // shedConn is a connection balancing may end: its streams (none of them

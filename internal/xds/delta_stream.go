@@ -50,6 +50,9 @@ func (st *deltaStream) onRequest(req *discoveryv3.DeltaDiscoveryRequest) error {
 	req.ResourceNamesSubscribe = protocol.CanonicalNames(req.ResourceNamesSubscribe)
 	req.ResourceNamesUnsubscribe = protocol.CanonicalNames(req.ResourceNamesUnsubscribe)
 	req.InitialResourceVersions = protocol.CanonicalVersions(req.InitialResourceVersions)
+	if err := st.asking(w, req); err != nil {
+		return err
+	}
 	t := w.Type
 	// A request may both answer a response and change the subscription
 	// (X28); one without a nonce is spontaneous.

@@ -59,8 +59,11 @@ type openStream struct {
 	// node is accepted (balance.go counts only those: a stream that never
 	// sends a request has passed no admission and is no proxy's).
 	delta, quiet, identified bool
-	// release ends the stream's admission by Options.Admit, if any.
-	release func()
+	// release ends the stream's admission by Options.Admit, if any;
+	// subscribed is what Admit returned with it (asked.go). Both are set
+	// before the stream's first request is handled, and read by it alone.
+	release    func()
+	subscribed Subscribed
 }
 
 // add registers a stream, or reports false when the server is draining.

@@ -47,6 +47,11 @@ type Fleets interface {
 	Notify(f func()) func()
 }
 
+// Subscribed is told a stream's subscription to a per-resource type
+// (Options.Admit): everything of it (wildcard) and the names. An alias,
+// so that a package below this one (a relay) can return one.
+type Subscribed = func(typeURL string, wildcard bool, names []string)
+
 // Options configures a Server.
 type Options struct {
 	Registry *xdstype.Registry
@@ -98,7 +103,16 @@ type Options struct {
 	// stream ends. A relay starts a key's upstream stream here: only a
 	// node the server accepts may make it fetch anything. ctx ends with
 	// the stream (its client gone, the server stopping).
-	Admit func(ctx context.Context, n nodegroup.Node) (release func(), err error)
+	//
+	// subscribed, if Admit returns one, is told the stream's subscription
+	// to each per-resource type (not FullState: routes, endpoints, VHDS,
+	// ...) whenever a request changes it, before the request is applied:
+	// a relay subscribes upstream to what its proxies ask for, and may
+	// wait (bounded) for it to arrive; the request is then answered from
+	// the fleet current once it returns, a publish meanwhile pushed first.
+	// names are sorted, without "*", and must not be modified. Without it
+	// (serve) a stream keeps no list of its own for this.
+	Admit func(ctx context.Context, n nodegroup.Node) (release func(), subscribed Subscribed, err error)
 	// InsecureServeSecrets serves Secrets over connections without a
 	// verified client certificate (off by default: such streams get every
 	// resource but the Secrets). The secret policy still applies.

@@ -63,6 +63,9 @@ func (st *sotwStream) onRequest(req *discoveryv3.DiscoveryRequest) error {
 	}
 	// Context parameters in any order name one resource (X46).
 	req.ResourceNames = protocol.CanonicalNames(req.ResourceNames)
+	if err := st.asking(w, req); err != nil {
+		return err
+	}
 	t := w.Type
 	snap := st.snapshot()
 	sub := w.Sub

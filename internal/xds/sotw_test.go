@@ -14,6 +14,7 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/status"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xds/xdstest"
@@ -97,6 +98,9 @@ type env struct {
 	srv  *xdstest.Server
 	conn *grpc.ClientConn
 	rec  *recorder
+	// served is what the server the client speaks to serves: srv's
+	// fleets, or, through a relay, the relay's.
+	served *fleet.Publisher
 }
 
 // setup starts a server publishing msgs (serve: through a relay with

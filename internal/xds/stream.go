@@ -596,13 +596,14 @@ func (st *stream) identify(node *corev3.Node) error {
 		return busy(err)
 	}
 	var release func()
+	var subscribed Subscribed
 	if admit := st.srv.opts.Admit; admit != nil {
 		var err error
-		if release, err = admit(st.gs.Context(), mnode); err != nil {
+		if release, subscribed, err = admit(st.gs.Context(), mnode); err != nil {
 			return err
 		}
 	}
-	st.srv.open.identify(st.reg, release)
+	st.srv.open.identify(st.reg, release, subscribed)
 	st.mnode = mnode
 	st.node, st.claimed = keptNode(node), nil
 	if st.typeURL != "" {

@@ -43,12 +43,8 @@ var relaySuites = []string{
 // by name (a regular expression of the test's full name), with why;
 // setup skips them through a relay, saying so. docs/relay.md lists them.
 var notThroughRelay = map[string]string{
-	`TestDelta_VHDS_.*`: "VirtualHosts (VHDS) are not relayed (docs/relay.md): a client asks for them on demand, " +
-		"and the relay would fetch each proxy's on its key's stream",
 	`TestGroups/.*`: "the origin's node groups by id or metadata: a relay keyed by cluster serves each cluster one " +
 		"config; with --upstream-admin it keys by the upstream's groups (internal/relay's TestProxiesAreKeyedByTheUpstreamsGroups)",
-	`TestMakeBeforeBreakPerTypeStreams/.*`: "asks for a route no listener names: the relay subscribes upstream to the " +
-		"routes and assignments its key's config names, not to each name a proxy asks for (not yet: docs/relay.md)",
 }
 
 // serve starts the server a suite's test speaks to: the origin alone, or,
@@ -78,7 +74,7 @@ func serveFrom(t *testing.T, opts xds.Options, publish bool, msgs ...any) *env {
 		if publish {
 			srv.Publish(t, msgs...)
 		}
-		return &env{srv: srv, conn: xdstest.Dial(t, srv.Addr), rec: rec}
+		return &env{srv: srv, conn: xdstest.Dial(t, srv.Addr), rec: rec, served: srv.Publisher}
 	}
 	for pattern, why := range notThroughRelay {
 		if regexp.MustCompile("^" + pattern + "$").MatchString(t.Name()) {
@@ -91,7 +87,7 @@ func serveFrom(t *testing.T, opts xds.Options, publish bool, msgs ...any) *env {
 	origin.Publish(t, msgs...)
 	front, relayed := startRelayOf(t, origin, opts, rec)
 	waits.until(func() { caughtUp(origin, relayed) })
-	return &env{srv: origin, conn: xdstest.Dial(t, front), rec: rec}
+	return &env{srv: origin, conn: xdstest.Dial(t, front), rec: rec, served: relayed}
 }
 
 // publishWaits is the origin's fleets through a relay: each publish wakes
@@ -185,7 +181,7 @@ func startRelayOf(t *testing.T, origin *xdstest.Server, opts xds.Options, rec *r
 		pool.Close()
 	})
 	opts.Registry, opts.Fleets = reg, pub
-	opts.Admit = func(ctx context.Context, n nodegroup.Node) (func(), error) {
+	opts.Admit = func(ctx context.Context, n nodegroup.Node) (func(), xds.Subscribed, error) {
 		if n.ID != warmUpNode {
 			caughtUp(origin, pub)
 		}
@@ -201,7 +197,10 @@ func startRelayOf(t *testing.T, origin *xdstest.Server, opts xds.Options, rec *r
 
 // same reports whether the relay's fleet serves node what the origin's
 // does, of every type a relay relays: versions are content hashes, the
-// relay's as the origin's, so equal versions are the same resources.
+// relay's as the origin's, so equal versions are the same resources. Of
+// the types subscribed by name, the relay holds what its config names and
+// its proxies asked for: each of those is the origin's, and a name none
+// of them names or asked for yet is not compared.
 func same(origin, front *fleet.Fleet, node *corev3.Node) bool {
 	if origin == nil || front == nil {
 		return false
@@ -211,11 +210,17 @@ func same(origin, front *fleet.Fleet, node *corev3.Node) bool {
 		return false
 	}
 	for _, set := range want.Sets() {
-		switch url := set.Type().URL; url {
-		case xdstype.SecretURL, xdstype.VirtualHostURL:
-		default:
+		switch url := set.Type().URL; {
+		case url == xdstype.SecretURL, url == xdstype.VirtualHostURL:
+		case set.Type().Wildcard || url == xdstype.RuntimeURL:
 			if got.Set(url).Version() != set.Version() {
 				return false
+			}
+		default:
+			for _, name := range got.Set(url).Names() {
+				if w := set.Get(name); w == nil || w.Version != got.Set(url).Get(name).Version {
+					return false
+				}
 			}
 		}
 	}

@@ -66,7 +66,9 @@ func wantVHDS(t *testing.T, e *env, resp *discoveryv3.DeltaDiscoveryResponse, wa
 	if resp.TypeUrl != vhds {
 		t.Fatalf("response of %s, want %s", resp.TypeUrl, vhds)
 	}
-	set := e.srv.Publisher.Current().For(nil).Set(vhds)
+	// The set the answering server serves: through a relay, the virtual
+	// hosts its proxies' aliases brought, not all of the origin's.
+	set := e.served.Current().For(xdstest.Node("vhds")).Set(vhds)
 	if len(resp.Resources) != len(want) || !slices.Equal(resp.RemovedResources, removed) {
 		t.Fatalf("response %s: %d resources %v, removed %v; want %v, removed %v", resp.Nonce, len(resp.Resources), resp.Resources, resp.RemovedResources, want, removed)
 	}

@@ -32,12 +32,33 @@ type Type struct {
 	// Check decodes and checks one resource of the type and returns its
 	// name; an error refuses the whole response (a NACK).
 	Check func(a *anypb.Any) (name string, err error)
+	// Aliased: a resource is also subscribed under its aliases, and a
+	// name answered without a resource is one the upstream does not have
+	// (VHDS: an alias is answered with the virtual host serving it).
+	Aliased bool
+}
+
+// subscribed reports whether names (sorted) take a resource named n of
+// t, sent for aliases.
+func (t Type) subscribed(names []string, n string, aliases []string) bool {
+	if _, ok := slices.BinarySearch(names, n); ok || t.Wildcard || wildcard(names) {
+		return true
+	}
+	for _, a := range aliases {
+		if _, ok := slices.BinarySearch(names, a); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // Resource is one resource as the upstream sent it.
 type Resource struct {
 	Version string
 	Any     *anypb.Any
+	// Aliases are the names it was sent for besides its own (Aliased
+	// types).
+	Aliases []string
 	// TTL is the resource's TTL as the upstream sent it (X41; zero:
 	// none): the relay serves it with it, and refreshes it itself.
 	TTL time.Duration
@@ -88,10 +109,18 @@ type Client struct {
 	types map[string]Type
 	kick  chan struct{}
 
-	mu      sync.Mutex
-	state   State
-	names   map[string][]string // the named types' subscription, wanted
-	reports map[string]string   // downstream NACKs to report, by type
+	mu    sync.Mutex
+	state State
+	names map[string][]string // the named types' subscription, wanted ("*" among them: everything)
+	// gone are the names subscribed by name that the upstream said it
+	// does not have (removed_resources), by type.
+	gone map[string]map[string]bool
+	// dropped are the names SetNames let go of what it held, by type: one
+	// subscribed again before the stream told the upstream is asked for
+	// again (update), or the upstream, taking it as still held, would
+	// never resend it.
+	dropped map[string]map[string]bool
+	reports map[string]string // downstream NACKs to report, by type
 	// sysVersion is the upstream's system_version_info of each type;
 	// nacked the version last reported NACKed (one NACK per version).
 	sysVersion, nacked map[string]string
@@ -121,7 +150,7 @@ func New(o Options) *Client {
 	}
 	c := &Client{
 		o: o, types: map[string]Type{}, kick: make(chan struct{}, 1),
-		state: State{}, names: map[string][]string{}, reports: map[string]string{},
+		state: State{}, names: map[string][]string{}, gone: map[string]map[string]bool{}, dropped: map[string]map[string]bool{}, reports: map[string]string{},
 		sysVersion: map[string]string{}, nacked: map[string]string{}, warned: map[string]string{},
 	}
 	for _, t := range o.Types {
@@ -157,29 +186,57 @@ func (c *Client) Answered(typeURL string) bool {
 	return ok
 }
 
-// SetNames sets what a named type subscribes to; the stream subscribes
-// and unsubscribes the difference. What is no longer subscribed is no
-// longer held.
-func (c *Client) SetNames(typeURL string, names []string) {
+// SetNames sets what a named type subscribes to, "*" among the names
+// for everything of it; the stream subscribes and unsubscribes the
+// difference. What is no longer subscribed is no longer held. It reports
+// whether the subscription changed.
+func (c *Client) SetNames(typeURL string, names []string) bool {
 	names = slices.Clone(names)
 	slices.Sort(names)
 	names = slices.Compact(names)
 	c.mu.Lock()
 	same := slices.Equal(c.names[typeURL], names)
 	c.names[typeURL] = names
-	if held := c.state[typeURL]; !same && len(held) > 0 {
+	if held := c.state[typeURL]; !same && len(held) > 0 && !wildcard(names) {
 		kept := make(map[string]Resource, len(held))
 		for n, r := range held {
-			if _, ok := slices.BinarySearch(names, n); ok {
+			if c.types[typeURL].subscribed(names, n, r.Aliases) {
 				kept[n] = r
+			} else {
+				c.drop(typeURL, n)
 			}
 		}
 		c.state[typeURL] = kept
+	}
+	for n := range c.gone[typeURL] {
+		if _, ok := slices.BinarySearch(names, n); !ok {
+			delete(c.gone[typeURL], n)
+		}
 	}
 	c.mu.Unlock()
 	if !same {
 		c.poke()
 	}
+	return !same
+}
+
+// drop records that n of url was let go of (dropped); mu is held.
+func (c *Client) drop(url, n string) {
+	if c.dropped[url] == nil {
+		c.dropped[url] = map[string]bool{}
+	}
+	c.dropped[url][n] = true
+}
+
+// wildcard reports whether names, sorted, subscribe to everything.
+func wildcard(names []string) bool { return len(names) > 0 && names[0] == "*" }
+
+// Gone reports whether the upstream said it has no name of typeURL,
+// subscribed by name: it will not come unless the upstream gets it.
+func (c *Client) Gone(typeURL, name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gone[typeURL][name]
 }
 
 // ReportNACK reports a downstream NACK of typeURL upstream: the stream
@@ -379,6 +436,7 @@ type session struct {
 func (s *session) start() error {
 	c := s.c
 	c.mu.Lock()
+	clear(c.dropped) // a new stream asks for every name
 	var reqs []*discoveryv3.DeltaDiscoveryRequest
 	for _, t := range c.o.Types {
 		var sub []string
@@ -431,6 +489,13 @@ func (s *session) update() error {
 		}
 		want := c.names[t.URL]
 		sub, unsub := diff(s.sent[t.URL], want)
+		for n := range c.dropped[t.URL] {
+			_, still := slices.BinarySearch(want, n)
+			if _, sent := slices.BinarySearch(s.sent[t.URL], n); still && sent {
+				sub = append(sub, n) // dropped and wanted again meanwhile
+			}
+		}
+		delete(c.dropped, t.URL)
 		if len(sub)+len(unsub) > 0 {
 			s.sent[t.URL] = want
 			reqs = append(reqs, &discoveryv3.DeltaDiscoveryRequest{TypeUrl: t.URL, ResourceNamesSubscribe: sub, ResourceNamesUnsubscribe: unsub})
@@ -511,6 +576,19 @@ func (s *session) handle(resp *discoveryv3.DeltaDiscoveryResponse) error {
 	return nil
 }
 
+// markGone records that the upstream has no n of url, if subscribed by
+// name, and reports whether that is news; mu is held.
+func (c *Client) markGone(url, n string) bool {
+	if _, ok := slices.BinarySearch(c.names[url], n); !ok || c.gone[url][n] {
+		return false
+	}
+	if c.gone[url] == nil {
+		c.gone[url] = map[string]bool{}
+	}
+	c.gone[url][n] = true
+	return true
+}
+
 // apply checks resp whole and, if it passes, makes it the state.
 func (c *Client) apply(resp *discoveryv3.DeltaDiscoveryResponse) (changed bool, err error) {
 	url := resp.GetTypeUrl()
@@ -519,9 +597,13 @@ func (c *Client) apply(resp *discoveryv3.DeltaDiscoveryResponse) (changed bool, 
 		return false, fmt.Errorf("type %q was not subscribed to", cut(url))
 	}
 	add := make(map[string]Resource, len(resp.GetResources()))
+	var none []string // names answered without a resource (Aliased)
 	for i, r := range resp.GetResources() {
 		a := r.GetResource()
 		if a == nil {
+			if t.Aliased && len(r.GetAliases()) > 0 {
+				none = append(none, r.GetName()) // an alias nothing serves
+			}
 			continue // a heartbeat: the name's TTL, nothing else
 		}
 		if a.GetTypeUrl() != url {
@@ -539,6 +621,9 @@ func (c *Client) apply(resp *discoveryv3.DeltaDiscoveryResponse) (changed bool, 
 			return false, fmt.Errorf("resources[%d] (%q): a TTL of %v; the relay takes 0 to %v", i, cut(r.GetName()), ttl, MaxTTL)
 		}
 		add[name] = Resource{Version: r.GetVersion(), Any: a, TTL: ttl}
+		if t.Aliased {
+			add[name] = Resource{Version: r.GetVersion(), Any: a, TTL: ttl, Aliases: slices.Clone(r.GetAliases())}
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -553,8 +638,9 @@ func (c *Client) apply(resp *discoveryv3.DeltaDiscoveryResponse) (changed bool, 
 		}
 	}
 	for n, r := range add {
-		if _, ok := slices.BinarySearch(c.names[url], n); !t.Wildcard && !ok {
-			continue // not subscribed (any more): not kept
+		if !t.subscribed(c.names[url], n, r.Aliases) {
+			c.drop(url, n) // not subscribed (any more): not kept
+			continue
 		}
 		if old, ok := next[n]; !ok || old.Version != r.Version || r.Version == "" || old.TTL != r.TTL {
 			changed = true
@@ -572,5 +658,16 @@ func (c *Client) apply(resp *discoveryv3.DeltaDiscoveryResponse) (changed bool, 
 	}
 	c.state[url] = next
 	c.sysVersion[url] = resp.GetSystemVersionInfo()
+	for n, r := range add {
+		delete(c.gone[url], n)
+		for _, a := range r.Aliases {
+			delete(c.gone[url], a)
+		}
+	}
+	for _, n := range append(none, resp.GetRemovedResources()...) {
+		if c.markGone(url, n) {
+			changed = true // what waits for it need not
+		}
+	}
 	return changed, nil
 }
