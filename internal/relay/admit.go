@@ -82,9 +82,11 @@ func (r *Relay) admit(n nodegroup.Node) (release func(), m *member, ready <-chan
 		return nil, nil, nil, grpcstatus.Errorf(codes.FailedPrecondition, "node %q: key %q is held for other field values", n.ID, k.Name)
 	}
 	if ks != nil && ks.stale {
-		// Its builds may still end while the new key's begin; the new
-		// key's own file write comes after its stream's first answer.
-		ks = r.renew(ks, k)
+		// Renewed, its builds may still end while the new key's begin;
+		// the new key's own file write comes after its stream's first
+		// answer.
+		rules, _ := r.o.Groups.Current()
+		ks = r.revive(ks, k, rules)
 	}
 	if ks == nil {
 		if len(r.keys) >= r.o.MaxKeys {

@@ -86,7 +86,7 @@ func (r *Relay) rekey(now time.Time) {
 			}
 			to := r.keys[k.Name]
 			if to != nil && to.stale {
-				to = r.renew(to, k)
+				to = r.revive(to, k, rules)
 			}
 			if to == nil {
 				if len(r.keys) >= r.o.MaxKeys {
@@ -155,6 +155,19 @@ func (r *Relay) renew(ks *keyState, k Key) *keyState {
 	r.goKey(again)
 	r.o.Logger.Info("relay: a stale key is made again for a proxy of its group", "key", k.Name)
 	return again
+}
+
+// revive returns ks, stale, for a proxy of key k: ks itself when rules
+// put the node its stream announces back in its group (the rules went
+// and came back: what it holds is its group's config still, which a new
+// key would not have while the upstream is away), else a new key
+// (renew). mu is held.
+func (r *Relay) revive(ks *keyState, k Key, rules nodegroup.Groups) *keyState {
+	if ks.key.As != nil && announcesItsGroup(rules, ks.key) {
+		ks.stale = false
+		return ks
+	}
+	return r.renew(ks, k)
 }
 
 // announcesItsGroup reports whether the node k's upstream stream announces
