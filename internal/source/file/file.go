@@ -35,7 +35,8 @@ type Options struct {
 	// written in place waits Quiet, so that a writer pausing mid-file for
 	// less than Quiet is not read in part (a cut config that still parses
 	// would be served, its missing listeners and clusters dropped); a
-	// rename into place is read at once either way.
+	// rename into place is read at once either way, unless it comes
+	// within Quiet of the last read (then Quiet after that read).
 	Settle time.Duration
 	// Resync re-reads the configuration this often even without events, in
 	// case an event was lost (network file systems, overflowing queues).

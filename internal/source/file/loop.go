@@ -50,9 +50,16 @@ func (l *loop) run(ctx context.Context, fire, resync func(time.Time) bool) error
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
+	// fired is when the last burst was read. A burst that begins within
+	// quiet of it (renames into place many times a second) is read at
+	// most once per quiet period: every read is a whole compile and a
+	// response to every proxy, so reading each rename at once sent the
+	// proxies more, emptier responses and converged later. The first
+	// change after a quiet spell is still read at once.
+	var fired time.Time
 	arm := func() {
 		if due, ok := deb.Due(); ok {
-			timer.Reset(time.Until(due))
+			timer.Reset(time.Until(paced(due, fired, l.quiet)))
 		}
 	}
 	// renamedFrom: the previous event, relevant or not, renamed this file
@@ -100,7 +107,10 @@ func (l *loop) run(ctx context.Context, fire, resync func(time.Time) bool) error
 		case now := <-timer.C:
 			if !deb.Fire(now) {
 				arm()
-			} else if !fire(deb.First()) {
+				continue
+			}
+			fired = now
+			if !fire(deb.First()) {
 				return nil
 			}
 		case now := <-tick:
@@ -121,4 +131,13 @@ func (l *loop) run(ctx context.Context, fire, resync func(time.Time) bool) error
 			}
 		}
 	}
+}
+
+// paced is when a burst due at due is read, given that the last was read
+// at fired: no sooner than quiet after it.
+func paced(due, fired time.Time, quiet time.Duration) time.Time {
+	if next := fired.Add(quiet); !fired.IsZero() && next.After(due) {
+		return next
+	}
+	return due
 }
