@@ -53,6 +53,9 @@ type Options struct {
 	Git GitOptions
 	// git is the source built from Git by Run.
 	git *git.Source
+	// spacing spaces a burst's publishes by the streams they reach
+	// (fanout); set by Run.
+	spacing func() time.Duration
 	// DataDir holds the embedded store (default "pylon-data"); a fresh one
 	// is seeded with the quickstart config.
 	DataDir string
@@ -259,6 +262,8 @@ func Run(ctx context.Context, o Options) error {
 	read := secrets.Read
 	reg, pub := xdstype.New(), fleet.NewPublisher()
 	obs := NewObservability(reg, pub)
+	fan := &fanout{}
+	o.spacing = fan.spacing(o.DebounceQuiet, o.DebounceMax)
 	tracker, met := obs.Tracker, obs.Metrics
 	reread := make(chan struct{}, 1)
 	src := newSources(o, met, firstDir(secrets), reread, log)
@@ -292,7 +297,7 @@ func Run(ctx context.Context, o Options) error {
 	relays := admin.NewRelayReports() // posted here, published to the other replicas
 	fleet := newFleetStatus(o, st, tracker, lis, func() bool { return stop.Draining() }, relays.Published, log)
 	bal, shard := replicaXDS(o, fleet, met)
-	xdsSrv, gs := newXDS(o, sec, reg, pub, status.ComposeObservers(obs.Observer, rollouts), obs.Tracker, tokens, bal, shard)
+	xdsSrv, gs := newXDS(o, sec, reg, pub, status.ComposeObservers(obs.Observer, rollouts, fan), obs.Tracker, tokens, bal, shard)
 	reportExpiry(met, sec, xdsSrv)
 	adminOpts := adminOptions(o, tokens, pipe, obs, pub, reg)
 	if adminOpts.RelayToken, err = relayToken(o.RelayTokenFile, tokens); err != nil {
@@ -485,7 +490,7 @@ func loadInitial(ctx context.Context, o Options, reg *xdstype.Registry, pipe *pi
 		}
 		closeStore = func() { st.Close() }
 		cfgSvc = configstore.New(configstore.Options{
-			Store: st, Registry: reg, Read: read, Keep: o.HistoryLimit, Debounce: o.DebounceQuiet, Logger: o.Logger, Probe: o.Etcd.Probe,
+			Store: st, Registry: reg, Read: read, Keep: o.HistoryLimit, Debounce: o.DebounceQuiet, Spacing: o.spacing, Logger: o.Logger, Probe: o.Etcd.Probe,
 			Gate: gate, Extra: kubeFiles(k8s), Cache: pipe.Cache().Whole(),
 		})
 		initial.Files, initial.Err = cfgSvc.Current(ctx)
@@ -597,7 +602,7 @@ func newSources(o Options, met *metrics.Metrics, secretDir string, reread <-chan
 		})}
 	}
 	return &sources{secretDir: secretDir, file: file.New(file.Options{
-		Path: o.ConfigPath, Quiet: o.DebounceQuiet, MaxWait: o.DebounceMax, Settle: o.DebounceSettle, Resync: resync, Reread: reread, Logger: log,
+		Path: o.ConfigPath, Quiet: o.DebounceQuiet, MaxWait: o.DebounceMax, Settle: o.DebounceSettle, Spacing: o.spacing, Resync: resync, Reread: reread, Logger: log,
 		OnEvent: met.SourceEvent, OnRead: met.Reload,
 	})}
 }

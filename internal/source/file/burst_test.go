@@ -15,11 +15,26 @@ import (
 // responses. The last one is read.
 func TestRenamesInABurstReadOncePerQuietPeriod(t *testing.T) {
 	const quiet = 200 * time.Millisecond
-	const renames = 60 // 5 ms apart: 300 ms, two quiet periods at most
+	renamesPaced(t, Options{Quiet: quiet, MaxWait: time.Hour}, quiet)
+}
+
+// With Spacing longer than Quiet (the daemon's grows with the proxies a
+// publish reaches), a burst is read at most once per Spacing.
+func TestRenamesInABurstReadOncePerSpacing(t *testing.T) {
+	const spacing = 250 * time.Millisecond
+	renamesPaced(t, Options{Quiet: 20 * time.Millisecond, MaxWait: time.Hour, Spacing: func() time.Duration { return spacing }}, spacing)
+}
+
+// renamesPaced renames a file into place 60 times, 5 ms apart, under a
+// source of o, and checks the last is read and at most one read per gap
+// after the first.
+func renamesPaced(t *testing.T, o Options, quiet time.Duration) {
+	const renames = 60
 	dir := t.TempDir()
 	path := filepath.Join(dir, "pylon.yaml")
 	write(t, path, "v0")
-	updates := runWith(t, path, quiet, time.Hour)
+	o.Path = path
+	updates := runOpts(t, o)
 	next(t, updates, has("pylon.yaml=v0;"))
 	reads := make(chan string, renames+10)
 	stop := make(chan struct{})
@@ -60,6 +75,6 @@ func TestRenamesInABurstReadOncePerQuietPeriod(t *testing.T) {
 	// One read at once, then one per quiet period the burst lasted, and
 	// one for its tail.
 	if limit := 2 + int(burst/quiet); n > limit {
-		t.Fatalf("%d renames over %v were read %d times, want at most %d (one per %v quiet period)", renames, burst.Round(time.Millisecond), n, limit, quiet)
+		t.Fatalf("%d renames over %v were read %d times, want at most %d (one per %v)", renames, burst.Round(time.Millisecond), n, limit, quiet)
 	}
 }

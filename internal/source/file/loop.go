@@ -25,6 +25,9 @@ type loop struct {
 	watched map[string]bool
 
 	quiet, maxWait, resync time.Duration
+	// spacing, when set and longer than quiet, spaces the reads of a
+	// burst instead of quiet (Options.Spacing); nil: quiet.
+	spacing func() time.Duration
 	// settle is the debouncer's leading edge (source.Debouncer.Settle):
 	// 0 for none.
 	settle time.Duration
@@ -59,7 +62,7 @@ func (l *loop) run(ctx context.Context, fire, resync func(time.Time) bool) error
 	var fired time.Time
 	arm := func() {
 		if due, ok := deb.Due(); ok {
-			timer.Reset(time.Until(paced(due, fired, l.quiet)))
+			timer.Reset(time.Until(paced(due, fired, l.gap())))
 		}
 	}
 	// renamedFrom: the previous event, relevant or not, renamed this file
@@ -141,3 +144,15 @@ func paced(due, fired time.Time, quiet time.Duration) time.Time {
 	}
 	return due
 }
+
+// gap is the least time between two reads of a burst: quiet, or the
+// spacing when longer (bounded by maxSpacing).
+func (l *loop) gap() time.Duration {
+	if l.spacing == nil {
+		return l.quiet
+	}
+	return max(l.quiet, min(l.spacing(), maxSpacing))
+}
+
+// maxSpacing bounds the spacing between reads, whatever it is asked to be.
+const maxSpacing = 5 * time.Second
