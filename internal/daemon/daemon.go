@@ -53,8 +53,8 @@ type Options struct {
 	Git GitOptions
 	// git is the source built from Git by Run.
 	git *git.Source
-	// spacing spaces a burst's publishes by the streams they reach
-	// (fanout); set by Run.
+	// spacing spaces a burst's publishes by the responses the last ones
+	// sent (fanout); set by Run.
 	spacing func() time.Duration
 	// DataDir holds the embedded store (default "pylon-data"); a fresh one
 	// is seeded with the quickstart config.
@@ -262,7 +262,7 @@ func Run(ctx context.Context, o Options) error {
 	read := secrets.Read
 	reg, pub := xdstype.New(), fleet.NewPublisher()
 	obs := NewObservability(reg, pub)
-	fan := &fanout{}
+	fan := &fanout{responses: sentResponses(obs.Tracker)}
 	o.spacing = fan.spacing(o.DebounceQuiet, o.DebounceMax)
 	tracker, met := obs.Tracker, obs.Metrics
 	reread := make(chan struct{}, 1)
@@ -297,7 +297,7 @@ func Run(ctx context.Context, o Options) error {
 	relays := admin.NewRelayReports() // posted here, published to the other replicas
 	fleet := newFleetStatus(o, st, tracker, lis, func() bool { return stop.Draining() }, relays.Published, log)
 	bal, shard := replicaXDS(o, fleet, met)
-	xdsSrv, gs := newXDS(o, sec, reg, pub, status.ComposeObservers(obs.Observer, rollouts, fan), obs.Tracker, tokens, bal, shard)
+	xdsSrv, gs := newXDS(o, sec, reg, pub, status.ComposeObservers(obs.Observer, rollouts), obs.Tracker, tokens, bal, shard)
 	reportExpiry(met, sec, xdsSrv)
 	adminOpts := adminOptions(o, tokens, pipe, obs, pub, reg)
 	if adminOpts.RelayToken, err = relayToken(o.RelayTokenFile, tokens); err != nil {

@@ -3,37 +3,33 @@ package daemon
 import (
 	"testing"
 	"time"
-
-	"github.com/pylon-xds/pylon/internal/status"
 )
 
-// A burst's publishes are spaced by the streams they reach: the quiet
-// period for a small fleet, 100 µs a stream beyond it, never more than
-// --debounce-max; streams that close no longer count.
-func TestSpacingGrowsWithOpenStreams(t *testing.T) {
-	f := &fanout{}
+// A burst's publishes are spaced by the responses the streams sent since
+// the last update: the quiet period when few were (a change a few proxies
+// hold), 100 µs a response beyond it, never more than --debounce-max.
+func TestSpacingFollowsTheResponsesSent(t *testing.T) {
+	var sent uint64
+	f := &fanout{responses: func() uint64 { return sent }}
 	spacing := f.spacing(100*time.Millisecond, time.Second)
-	open := func(n int, kind status.EventKind) {
-		for range n {
-			f.Observe(&status.Event{Kind: kind})
-		}
+	sent = 40000 // the first configs: nothing to go by yet
+	if got := spacing(); got != 100*time.Millisecond {
+		t.Fatalf("first spacing %v, want the quiet period", got)
 	}
 	for _, c := range []struct {
-		open, closed int
-		want         time.Duration
+		since uint64
+		want  time.Duration
 	}{
-		{0, 0, 100 * time.Millisecond},
-		{1000, 0, 100 * time.Millisecond},
-		{5000, 0, 500 * time.Millisecond},
-		{10000, 0, time.Second},
-		{100000, 0, time.Second},
-		{5000, 3000, 200 * time.Millisecond},
+		{0, 100 * time.Millisecond},
+		{1000, 100 * time.Millisecond},
+		{5000, 500 * time.Millisecond},
+		{10000, time.Second},
+		{100000, time.Second},
+		{300, 100 * time.Millisecond},
 	} {
-		f.streams.Store(0)
-		open(c.open, status.StreamOpened)
-		open(c.closed, status.StreamClosed)
+		sent += c.since
 		if got := spacing(); got != c.want {
-			t.Errorf("%d streams opened, %d closed: spacing %v, want %v", c.open, c.closed, got, c.want)
+			t.Errorf("%d responses since the last update: spacing %v, want %v", c.since, got, c.want)
 		}
 	}
 }

@@ -60,9 +60,10 @@ func (l *loop) run(ctx context.Context, fire, resync func(time.Time) bool) error
 	// proxies more, emptier responses and converged later. The first
 	// change after a quiet spell is still read at once.
 	var fired time.Time
+	gap := l.quiet // the spacing after fired, asked once a read
 	arm := func() {
 		if due, ok := deb.Due(); ok {
-			timer.Reset(time.Until(paced(due, fired, l.gap())))
+			timer.Reset(time.Until(paced(due, fired, gap)))
 		}
 	}
 	// renamedFrom: the previous event, relevant or not, renamed this file
@@ -112,7 +113,7 @@ func (l *loop) run(ctx context.Context, fire, resync func(time.Time) bool) error
 				arm()
 				continue
 			}
-			fired = now
+			fired, gap = now, l.gap()
 			if !fire(deb.First()) {
 				return nil
 			}
