@@ -36,7 +36,7 @@ func measureChurn(ns, rates, impls, vias string, cc churnCase) {
 		for _, n := range ints(ns) {
 			for _, impl := range strings.Split(impls, ",") {
 				ways := strings.Split(vias, ",")
-				if impl == "gcp" {
+				if strings.HasPrefix(impl, "gcp") {
 					ways = []string{"cache"}
 				}
 				for _, via := range ways {
@@ -66,8 +66,11 @@ func runChurn(cc churnCase) (string, error) {
 	}
 	defer os.RemoveAll(dir)
 	serveAs := "gcp-churn"
+	// pylon@PATH: Pylon as another build of this benchmark serves it, to
+	// compare two builds in one run.
+	name, bin, other := strings.Cut(cc.impl, "@")
 	switch {
-	case cc.impl == "gcp":
+	case name == "gcp":
 	case cc.via == "api":
 		serveAs = "pylon-api"
 	case cc.via == "file":
@@ -87,7 +90,11 @@ func runChurn(cc churnCase) (string, error) {
 		}
 		defer kube.stop()
 	}
-	c, err := startChild(serveAs, cc.clusters, "-dir", dir)
+	child := serveAs
+	if other {
+		child += "@" + bin
+	}
+	c, err := startChild(child, cc.clusters, "-dir", dir)
 	if err != nil {
 		return "", err
 	}
@@ -121,8 +128,8 @@ func runChurn(cc churnCase) (string, error) {
 	f.bytes.Store(0)
 	cpu0, start := c.cpu(), time.Now()
 	var stopProfile func()
-	if cc.profile != "" && cc.impl == "pylon" {
-		stopProfile = churnProfile(c, fmt.Sprintf("%s/churn-%s-%d-%d", cc.profile, cc.via, cc.n, cc.rate))
+	if cc.profile != "" && name == "pylon" {
+		stopProfile = churnProfile(c, fmt.Sprintf("%s/churn-%s-%s-%d-%d", cc.profile, strings.NewReplacer("/", "_", "@", "-").Replace(cc.impl), cc.via, cc.n, cc.rate))
 	}
 	failures, firstErr := drive(f.churn, start, total, cc, issue, serveAs == "pylon-api")
 	elapsed := time.Since(start)

@@ -54,7 +54,7 @@ func main() {
 	serveImpl := flag.String("serve", "", "internal: run this server (pylon or gcp) instead of the driver")
 	ns := flag.String("n", "1000", "proxy counts, comma-separated")
 	cs := flag.String("clusters", "100", "cluster counts, comma-separated")
-	impls := flag.String("impl", "pylon,gcp", "servers to measure: pylon, gcp, and (not with -churn or -failover) pylon-unobserved, Pylon without status tracking and metrics, a diagnostic of what they cost, and pylon-api and pylon-file, the whole daemon changed through the admin API or its config file written in place (daemonfleet.go); NAME@PATH (fleet scenario and -ab) is NAME as another build of this benchmark at PATH serves it")
+	impls := flag.String("impl", "pylon,gcp", "servers to measure: pylon, gcp, and (not with -churn or -failover) pylon-unobserved, Pylon without status tracking and metrics, a diagnostic of what they cost, and pylon-api and pylon-file, the whole daemon changed through the admin API or its config file written in place (daemonfleet.go); NAME@PATH (fleet scenario, -ab and, for pylon, -churn) is NAME as another build of this benchmark at PATH serves it")
 	delta := flag.Bool("delta", false, "simulated Envoys speak delta xDS, to go-control-plane's delta server too (its snapshot cache), but with -failover to Pylon only; each row names the variant its server ran")
 	perConn := flag.Int("streams-per-conn", 200, "streams multiplexed on one gRPC connection")
 	profile := flag.String("profile", "", "write the servers' heap profile (after the first full config) and CPU profiles (the first 3s of the first full config, 3s around the EDS change, the route changes, the first 10s of the reconnect; with -failover, B's first 3s after the kill) into this folder")

@@ -66,8 +66,14 @@ type Options struct {
 	// into one update; a write after a quiet spell goes out at once
 	// (default 100ms).
 	Debounce time.Duration
-	Logger   *slog.Logger
-	Now      func() time.Time
+	// Spacing, when set, is the least time between two updates while
+	// writes keep coming, when longer than Debounce: the daemon's grows
+	// with the proxies each publish reaches (every publish under churn is
+	// a response to each of them). Read at each update; bounded by
+	// maxPace. The first write after a quiet spell still goes out at once.
+	Spacing func() time.Duration
+	Logger  *slog.Logger
+	Now     func() time.Time
 	// Probe is how often a shared store (one that implements
 	// store.Watcher: etcd) is checked while nothing else calls it, so
 	// that Degraded notices etcd going away, and how often the stored

@@ -33,7 +33,7 @@ func (s *Service) changed() {
 // last good config; an error update would only be refused) and the
 // stored config is read again every Probe until it answers.
 func (s *Service) Run(ctx context.Context, out chan<- source.Update) error {
-	r := &runner{s: s, out: out, pace: pace{min: s.opts.Debounce}}
+	r := &runner{s: s, out: out, pace: pace{min: s.opts.Debounce, spacing: s.opts.Spacing}}
 	r.watcher, _ = s.opts.Store.(store.Watcher)
 	le, ok := s.opts.Store.(leaseExpirer)
 	r.expires = !ok || !le.ExpiresLeases()
@@ -271,10 +271,20 @@ const maxPace = 5 * time.Second
 // queues behind a running compile. Updates are at least min apart
 // (Options.Debounce), at most one per min while the pipeline is cheap;
 // a write after a quiet spell goes out at once.
+//
+// spacing (Options.Spacing), when longer, replaces min: the pipeline's
+// cost ends when it has published, but each publish under churn is then
+// a response to every proxy it reaches. At 10,000 proxies and 1,000
+// registrations a second, updates min apart (after a compile of a few
+// tens of ms) sent each proxy 2 EDS responses a second, which kept the
+// machine's cores busy and the changes waiting 7 s (p50); a second apart,
+// 0.9 responses a second and 1.2 s (docs/benchmarks-log.md, "the publish
+// pace under churn").
 type pace struct {
-	min  time.Duration
-	cost time.Duration // the pipeline's time per update, as last seen
-	done time.Time     // when the last update was handed over
+	min     time.Duration
+	spacing func() time.Duration // nil: min
+	cost    time.Duration        // the pipeline's time per update, as last seen
+	done    time.Time            // when the last update was handed over
 }
 
 // next is the earliest time the next update may be read.
@@ -282,7 +292,11 @@ func (p *pace) next() time.Time {
 	if p.done.IsZero() {
 		return time.Time{}
 	}
-	return p.done.Add(max(p.min, p.cost))
+	least := p.min
+	if p.spacing != nil {
+		least = max(least, min(p.spacing(), maxPace))
+	}
+	return p.done.Add(max(least, p.cost))
 }
 
 // handed records a handoff: the send began at start and the pipeline

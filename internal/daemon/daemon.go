@@ -53,6 +53,9 @@ type Options struct {
 	Git GitOptions
 	// git is the source built from Git by Run.
 	git *git.Source
+	// spacing spaces a burst's publishes by the responses the last ones
+	// sent (fanout); set by Run.
+	spacing func() time.Duration
 	// DataDir holds the embedded store (default "pylon-data"); a fresh one
 	// is seeded with the quickstart config.
 	DataDir string
@@ -259,6 +262,8 @@ func Run(ctx context.Context, o Options) error {
 	read := secrets.Read
 	reg, pub := xdstype.New(), fleet.NewPublisher()
 	obs := NewObservability(reg, pub)
+	fan := &fanout{responses: sentResponses(obs.Tracker)}
+	o.spacing = fan.spacing(o.DebounceQuiet, o.DebounceMax)
 	tracker, met := obs.Tracker, obs.Metrics
 	reread := make(chan struct{}, 1)
 	src := newSources(o, met, firstDir(secrets), reread, log)
@@ -485,7 +490,7 @@ func loadInitial(ctx context.Context, o Options, reg *xdstype.Registry, pipe *pi
 		}
 		closeStore = func() { st.Close() }
 		cfgSvc = configstore.New(configstore.Options{
-			Store: st, Registry: reg, Read: read, Keep: o.HistoryLimit, Debounce: o.DebounceQuiet, Logger: o.Logger, Probe: o.Etcd.Probe,
+			Store: st, Registry: reg, Read: read, Keep: o.HistoryLimit, Debounce: o.DebounceQuiet, Spacing: o.spacing, Logger: o.Logger, Probe: o.Etcd.Probe,
 			Gate: gate, Extra: kubeFiles(k8s), Cache: pipe.Cache().Whole(),
 		})
 		initial.Files, initial.Err = cfgSvc.Current(ctx)
@@ -597,7 +602,7 @@ func newSources(o Options, met *metrics.Metrics, secretDir string, reread <-chan
 		})}
 	}
 	return &sources{secretDir: secretDir, file: file.New(file.Options{
-		Path: o.ConfigPath, Quiet: o.DebounceQuiet, MaxWait: o.DebounceMax, Settle: o.DebounceSettle, Resync: resync, Reread: reread, Logger: log,
+		Path: o.ConfigPath, Quiet: o.DebounceQuiet, MaxWait: o.DebounceMax, Settle: o.DebounceSettle, Spacing: o.spacing, Resync: resync, Reread: reread, Logger: log,
 		OnEvent: met.SourceEvent, OnRead: met.Reload,
 	})}
 }

@@ -27,6 +27,10 @@ type Options struct {
 	// Quiet and MaxWait debounce bursts of file events.
 	Quiet   time.Duration
 	MaxWait time.Duration
+	// Spacing, when set and longer than Quiet, is the least time
+	// between two reads in a burst (see loop.run's fired): the daemon's
+	// grows with the proxies each publish reaches. Read at each burst.
+	Spacing func() time.Duration
 	// Settle, when positive, is how long a change after a quiet spell
 	// waits for its file's write to settle before the config is read
 	// (source.Debouncer's leading edge): an editor's save is a few
@@ -35,7 +39,8 @@ type Options struct {
 	// written in place waits Quiet, so that a writer pausing mid-file for
 	// less than Quiet is not read in part (a cut config that still parses
 	// would be served, its missing listeners and clusters dropped); a
-	// rename into place is read at once either way.
+	// rename into place is read at once either way, unless it comes
+	// within Quiet of the last read (then Quiet after that read).
 	Settle time.Duration
 	// Resync re-reads the configuration this often even without events, in
 	// case an event was lost (network file systems, overflowing queues).
@@ -129,6 +134,7 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 	l := &loop{
 		w: w, rel: rel, keep: absPath(dir), paths: s.extra, what: "config", log: s.log, onEvent: s.opts.OnEvent,
 		quiet: s.opts.Quiet, maxWait: s.opts.MaxWait, settle: s.settle(), resync: s.opts.Resync, reread: s.opts.Reread,
+		spacing: s.opts.Spacing,
 	}
 	return l.run(ctx, send, send)
 }

@@ -25,6 +25,9 @@ type loop struct {
 	watched map[string]bool
 
 	quiet, maxWait, resync time.Duration
+	// spacing, when set and longer than quiet, spaces the reads of a
+	// burst instead of quiet (Options.Spacing); nil: quiet.
+	spacing func() time.Duration
 	// settle is the debouncer's leading edge (source.Debouncer.Settle):
 	// 0 for none.
 	settle time.Duration
@@ -50,9 +53,17 @@ func (l *loop) run(ctx context.Context, fire, resync func(time.Time) bool) error
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
+	// fired is when the last burst was read. A burst that begins within
+	// quiet of it (renames into place many times a second) is read at
+	// most once per quiet period: every read is a whole compile and a
+	// response to every proxy, so reading each rename at once sent the
+	// proxies more, emptier responses and converged later. The first
+	// change after a quiet spell is still read at once.
+	var fired time.Time
+	gap := l.quiet // the spacing after fired, asked once a read
 	arm := func() {
 		if due, ok := deb.Due(); ok {
-			timer.Reset(time.Until(due))
+			timer.Reset(time.Until(paced(due, fired, gap)))
 		}
 	}
 	// renamedFrom: the previous event, relevant or not, renamed this file
@@ -100,7 +111,10 @@ func (l *loop) run(ctx context.Context, fire, resync func(time.Time) bool) error
 		case now := <-timer.C:
 			if !deb.Fire(now) {
 				arm()
-			} else if !fire(deb.First()) {
+				continue
+			}
+			fired, gap = now, l.gap()
+			if !fire(deb.First()) {
 				return nil
 			}
 		case now := <-tick:
@@ -122,3 +136,24 @@ func (l *loop) run(ctx context.Context, fire, resync func(time.Time) bool) error
 		}
 	}
 }
+
+// paced is when a burst due at due is read, given that the last was read
+// at fired: no sooner than quiet after it.
+func paced(due, fired time.Time, quiet time.Duration) time.Time {
+	if next := fired.Add(quiet); !fired.IsZero() && next.After(due) {
+		return next
+	}
+	return due
+}
+
+// gap is the least time between two reads of a burst: quiet, or the
+// spacing when longer (bounded by maxSpacing).
+func (l *loop) gap() time.Duration {
+	if l.spacing == nil {
+		return l.quiet
+	}
+	return max(l.quiet, min(l.spacing(), maxSpacing))
+}
+
+// maxSpacing bounds the spacing between reads, whatever it is asked to be.
+const maxSpacing = 5 * time.Second
