@@ -96,6 +96,7 @@ func (r *Relay) rekey(now time.Time) {
 				to = r.newKey(k, nil)
 				fresh = append(fresh, to)
 			}
+			ks.movedFrom = true
 			m.moveTo(to)
 			moved++
 		}
@@ -221,6 +222,9 @@ func (r *Relay) applyPending() {
 		}
 	}
 	r.pending = nil
+	for _, ks := range r.keys {
+		ks.movedFrom = false
+	}
 }
 
 // snapshotKeysLocked are the keys now; mu is held.

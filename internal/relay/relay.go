@@ -111,6 +111,9 @@ type keyState struct {
 	// stale: the key's stream announces a node the upstream's rules now
 	// put in another group, and no proxy used it then (rekey.go).
 	stale bool
+	// movedFrom: a change of the rules not applied yet moved proxies out
+	// of the key; they are its group's in the fleet until it applies.
+	movedFrom bool
 	// shown is closed once the key's group is in the fleet published.
 	shown     chan struct{}
 	showDone  bool
@@ -275,7 +278,9 @@ func (r *Relay) sweep(now time.Time) {
 	r.mu.Lock()
 	var gone []*keyState
 	for name, ks := range r.keys {
-		if ks.streams == 0 && now.Sub(ks.idleSince) >= r.o.IdleKey {
+		// A key its proxies moved out of serves them still until the
+		// rules that moved them apply.
+		if ks.streams == 0 && now.Sub(ks.idleSince) >= r.o.IdleKey && (r.pending == nil || !ks.movedFrom) {
 			ks.stop()
 			delete(r.keys, name)
 			gone = append(gone, ks)
