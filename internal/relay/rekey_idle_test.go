@@ -16,7 +16,7 @@ import (
 // TestAKeyProxiesMovedOutOfLivesUntilTheRulesApply: a proxy moved by a
 // rules change to a key that has no config yet is still its old group's
 // in the fleet until the change applies, so its old key is not dropped
-// as idle meanwhile (IdleKey 400ms, RulesWait 30s): dropped, the proxy
+// as idle meanwhile (IdleKey 400ms): dropped, the proxy
 // was in no group, cut off from its old group's updates.
 func TestAKeyProxiesMovedOutOfLivesUntilTheRulesApply(t *testing.T) {
 	sel, err := fleet.ParseSelector("edge")
