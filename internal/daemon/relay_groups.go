@@ -80,7 +80,7 @@ func runUpstreamAdmin(ctx context.Context, g *errgroup.Group, rules *relay.Group
 	}
 	path := ro.UpstreamRelayTokenFile
 	rep := &relay.Reporter{Rules: rules, Relay: rl, Every: ro.ReportEvery,
-		Report: func() []relay.KeyReport { return rl.Report(tracker.Streams()) },
+		Report: func() []status.RelayKey { return rl.Report(tracker.Streams()) },
 		Token: func() (string, error) {
 			b, err := seal.ReadPrivate(path, "--upstream-relay-token-file", maxRelayToken)
 			return strings.TrimSpace(string(b)), err

@@ -3,6 +3,8 @@ package fleetstatus
 import (
 	"fmt"
 	"time"
+
+	"github.com/pylon-xds/pylon/internal/status"
 )
 
 // Bounds of the relays' reports a replica publishes.
@@ -48,16 +50,8 @@ func untimed(relays []Relay) []Relay {
 	return out
 }
 
-// RelayKey is one key of a relay's report: its downstream proxies'
-// counts, never their names.
-type RelayKey struct {
-	Key     string `json:"key"`
-	Version string `json:"version,omitempty"`
-	Proxies int    `json:"proxies"`
-	ACKed   int    `json:"acked"`
-	NACKed  int    `json:"nacked"`
-	Pending int    `json:"pending"`
-}
+// RelayKey is one key of a relay's report (status.RelayKey).
+type RelayKey = status.RelayKey
 
 // Relay is a relay's last report to a replica (POST /v1/relays/{id}):
 // what the relay said, with the relay token, not a proof; Identity is

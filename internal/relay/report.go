@@ -22,24 +22,13 @@ const DefaultReportEvery = 10 * time.Second
 // maxReportKeys bounds the keys one report lists (the upstream's bound).
 const maxReportKeys = 2000
 
-// KeyReport is one key's downstream proxies as the upstream is told:
-// counts, the relay's version of the key; no node's name.
-type KeyReport struct {
-	Key     string `json:"key"`
-	Version string `json:"version,omitempty"`
-	Proxies int    `json:"proxies"`
-	ACKed   int    `json:"acked"`
-	NACKed  int    `json:"nacked"`
-	Pending int    `json:"pending"`
-}
-
 // Report summarizes the relay's downstream streams per key: a stream is
 // NACKed when a type of it rejected its last response, ACKed when every
 // type holds the latest, else pending.
-func (r *Relay) Report(streams []status.Stream) []KeyReport {
-	by := map[string]*KeyReport{}
+func (r *Relay) Report(streams []status.Stream) []status.RelayKey {
+	by := map[string]*status.RelayKey{}
 	for _, k := range r.Keys() {
-		by[k.Key] = &KeyReport{Key: k.Key, Version: k.Version}
+		by[k.Key] = &status.RelayKey{Key: k.Key, Version: k.Version}
 	}
 	for _, s := range streams {
 		kr := by[s.Group]
@@ -65,11 +54,11 @@ func (r *Relay) Report(streams []status.Stream) []KeyReport {
 			kr.Pending++
 		}
 	}
-	out := make([]KeyReport, 0, len(by))
+	out := make([]status.RelayKey, 0, len(by))
 	for _, kr := range by {
 		out = append(out, *kr)
 	}
-	slices.SortFunc(out, func(a, b KeyReport) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(out, func(a, b status.RelayKey) int { return strings.Compare(a.Key, b.Key) })
 	return out[:min(len(out), maxReportKeys)]
 }
 
@@ -80,7 +69,7 @@ type Reporter struct {
 	Rules  *GroupRules // the upstream's admin API: URL and client
 	Relay  *Relay
 	Every  time.Duration
-	Report func() []KeyReport
+	Report func() []status.RelayKey
 	// Token is the upstream's relay token (read on each report, so a
 	// rotation needs no restart): the read token does not authorise a
 	// report.
@@ -118,7 +107,7 @@ func (p *Reporter) Run(ctx context.Context) error {
 
 func (p *Reporter) post(ctx context.Context) error {
 	b, err := json.Marshal(struct {
-		Keys []KeyReport `json:"keys"`
+		Keys []status.RelayKey `json:"keys"`
 	}{p.Report()})
 	if err != nil {
 		return err
