@@ -38,20 +38,14 @@ type clientRefusals struct {
 	Refusals  []clientRefusal `json:"refusals"`
 }
 
-// clientRefusal is one rule of a client a resource of a group breaks.
+// clientRefusal is one rule of a client a resource of a group breaks:
+// the problem as `pylon explain --client` reports it (route.ClientProblem),
+// with where it is written and the group it reaches.
 type clientRefusal struct {
 	File  string `json:"file,omitempty"`
 	Line  int    `json:"line,omitempty"`
 	Group string `json:"group"`
-	Type  string `json:"type"`
-	Name  string `json:"name"`
-	Field string `json:"field,omitempty"`
-	// Effect is what the client does: NACK, fails RPCs, ignores it,
-	// crashes (grpcrules.Effect).
-	Effect  string `json:"effect"`
-	Message string `json:"message"`
-	Rule    string `json:"rule"`
-	Docs    string `json:"docs"`
+	route.ClientProblem
 }
 
 // byClient splits a refusal into the problems of no client and those of
@@ -92,8 +86,8 @@ func clientRefusalOf(d diag.Diagnostic) ([]grpcrules.Client, clientRefusal, bool
 		}
 		who = append(who, c)
 	}
-	return who, clientRefusal{File: d.File, Line: d.Line, Group: r.Group, Type: d.Type, Name: d.Name, Field: d.Field,
-		Effect: r.Effect, Message: r.Detail, Rule: r.Rule, Docs: route.RulesDocs}, true
+	return who, clientRefusal{File: d.File, Line: d.Line, Group: r.Group, ClientProblem: route.ClientProblem{Type: d.Type, Name: d.Name, Field: d.Field,
+		Effect: r.Effect, Message: r.Detail, Rule: r.Rule, Docs: route.RulesDocs}}, true
 }
 
 // effectPhrase says what a client does with a resource, in a sentence.
