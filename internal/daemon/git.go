@@ -38,7 +38,7 @@ func newGit(o Options, log *slog.Logger) (*git.Source, error) {
 	return git.New(git.Options{
 		URL: g.URL, Ref: g.Ref, Path: g.Path, Poll: g.Poll, Timeout: g.Timeout, CredentialsFile: g.CredentialsFile,
 		KnownHostsFile: g.KnownHostsFile, MinGap: g.MinGap,
-		Quiet: o.DebounceQuiet, MaxWait: o.DebounceMax, Logger: log,
+		Quiet: o.DebounceQuiet, Spacing: o.spacing, Logger: log,
 	})
 }
 

@@ -57,8 +57,13 @@ type Options struct {
 	// MaxRefBytes bounds the host's ref advertisement, which names every
 	// branch and tag of the repository (default DefaultMaxRefBytes).
 	MaxRefBytes int64
-	// Quiet and MaxWait debounce bursts of webhook calls into one poll.
-	Quiet, MaxWait time.Duration
+	// Quiet is the least time between two updates (--debounce): a
+	// webhook call after a quiet spell is polled at once, and the calls
+	// of a burst are folded into polls whose updates are at least Quiet
+	// apart, or Spacing when set and longer (source.Pacer; the daemon's
+	// grows with the proxies a publish reaches).
+	Quiet   time.Duration
+	Spacing func() time.Duration
 	// MinGap is the least time from one poll to a poll the webhook asks
 	// for (default DefaultMinGap): calls within it are one poll at its
 	// end, so no caller makes Pylon load the host faster.
@@ -218,8 +223,8 @@ func (s *Source) Read(ctx context.Context) source.Update {
 }
 
 // Run sends the configuration to out once at the start and again on each
-// poll (every Poll, and after a burst of PollNow) that finds a new commit
-// or an error, until ctx ends.
+// poll (every Poll, and on webhook calls, paced by Quiet and Spacing) that
+// finds a new commit or an error, until ctx ends.
 func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 	defer s.http.CloseIdleConnections()
 	send := func(u source.Update) bool {
@@ -243,7 +248,9 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 	}
 	tick := time.NewTicker(s.o.Poll)
 	defer tick.Stop()
-	d := source.Debouncer{Quiet: s.o.Quiet, MaxWait: s.o.MaxWait}
+	// Every update sent is marked in p, the periodic polls' too, so that
+	// a webhook call right after one waits out its gap.
+	p := source.Pacer{Quiet: s.o.Quiet, Spacing: s.o.Spacing}
 	var due, held <-chan time.Time
 	last := time.Now()
 	for {
@@ -251,12 +258,14 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 		case <-ctx.Done():
 			return nil
 		case <-s.now:
-			d.Event(time.Now())
-			due = after(d)
+			p.Event(time.Now())
+			if due == nil {
+				due = after(&p)
+			}
 			continue
 		case <-due:
-			if !d.Fire(time.Now()) {
-				due = after(d)
+			if !p.Fire(time.Now()) {
+				due = after(&p)
 				continue
 			}
 			due = nil
@@ -273,8 +282,14 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 		// handshake, reads) ends with ctx.
 		last = time.Now()
 		u, changed := s.poll(ctx)
-		if ctx.Err() != nil || changed && !send(u) {
+		if ctx.Err() != nil {
 			return nil
+		}
+		if changed {
+			p.Sent(time.Now())
+			if !send(u) {
+				return nil
+			}
 		}
 	}
 }
@@ -288,9 +303,9 @@ func (s *Source) hold(last time.Time) <-chan time.Time {
 	return nil
 }
 
-// after is a channel that receives when d's pending burst is due.
-func after(d source.Debouncer) <-chan time.Time {
-	at, ok := d.Due()
+// after is a channel that receives when p's pending calls are due.
+func after(p *source.Pacer) <-chan time.Time {
+	at, ok := p.Due()
 	if !ok {
 		return nil
 	}

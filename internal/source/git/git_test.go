@@ -49,14 +49,16 @@ func start(t *testing.T, o Options) (*Source, <-chan source.Update, *logBuffer) 
 	return s, run(t, s), logs
 }
 
-// newSource is a source of o (polled hourly unless o says, debounced
+// newSource is a source of o (polled hourly unless o says, paced
 // briefly) and its log.
 func newSource(t *testing.T, o Options) (*Source, *logBuffer) {
 	t.Helper()
 	if o.Poll == 0 {
 		o.Poll = time.Hour
 	}
-	o.Quiet, o.MaxWait = 10*time.Millisecond, 100*time.Millisecond
+	if o.Quiet == 0 {
+		o.Quiet = 10 * time.Millisecond
+	}
 	if o.MinGap == 0 {
 		o.MinGap = time.Millisecond
 	}
