@@ -80,7 +80,7 @@ func newKube(o Options, met *metrics.Metrics, log *slog.Logger) (*kube.Source, e
 		Namespaces: k.Namespaces, Selector: k.Selector,
 		DenyCIDRs: k.DenyCIDRs, AllowCIDRs: k.AllowCIDRs, ForeignSlices: k.ForeignSlices,
 		NodeLocalities: k.NodeLocalities,
-		Quiet:          o.DebounceQuiet, MaxWait: o.DebounceMax, Logger: log, OnEvent: met.SourceEvent, OnRead: met.Reload,
+		Quiet:          o.DebounceQuiet, Spacing: o.spacing, Logger: log, OnEvent: met.SourceEvent, OnRead: met.Reload,
 		OnCluster: func(st source.ClusterStatus) {
 			met.KubeCluster(st.Name, st.Connected, st.LastContact)
 			met.KubeClusterDegraded(st.Name, st.Degraded)

@@ -61,7 +61,7 @@ func putSlice(t *testing.T, admin *kubernetes.Clientset, addr, zone string) {
 // named ones, as the pylon user, until the test ends.
 func runClusters(t *testing.T, opts Options) (*Source, <-chan source.Update) {
 	t.Helper()
-	opts.Quiet, opts.MaxWait, opts.Probe = 20*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
+	opts.Quiet, opts.Probe = 20*time.Millisecond, 100*time.Millisecond
 	if opts.Namespaces == nil {
 		opts.Namespaces = []string{"shop"}
 	}

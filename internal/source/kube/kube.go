@@ -54,8 +54,13 @@ type Options struct {
 	// Selector is a label selector for Services and EndpointSlices (the
 	// endpoints' controller copies a Service's labels to its slices).
 	Selector string
-	// Quiet and MaxWait debounce bursts of changes.
-	Quiet, MaxWait time.Duration
+	// Quiet is the least time between two updates (--debounce): a change
+	// after a quiet spell is sent at once, and the changes of a burst are
+	// folded into updates at least Quiet apart, or Spacing when set and
+	// longer (source.Pacer; the daemon's grows with the proxies a publish
+	// reaches).
+	Quiet   time.Duration
+	Spacing func() time.Duration
 	// MaxEndpoints bounds the endpoints served (default 200,000) and
 	// MaxServices the services (default 20,000), every cluster's
 	// together: a slice or a Service past them is dropped with a warning,
@@ -452,8 +457,8 @@ func (s *Source) start(ctx context.Context, c *cluster, w *watch) error {
 }
 
 // Run watches every cluster's Services and EndpointSlices and sends the
-// files they make once every cluster's caches have synced, then after
-// every debounced burst of changes, until ctx ends. After a Sync it sends
+// files they make once every cluster's caches have synced, then at each
+// change, paced (Options.Quiet and Spacing), until ctx ends. After a Sync it sends
 // what Sync listed at once, so that a source merged with this one is not
 // held back while an API server is slow or away. Each cluster is probed
 // every Options.Probe; one that is away keeps its last objects.
@@ -503,6 +508,11 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 				return nil
 			}
 		}
+		// The syncs' pokes are in the files sent next: not a change.
+		select {
+		case <-s.changed:
+		default:
+		}
 	}
 	if !s.send(ctx, out, time.Now()) {
 		return nil
@@ -523,9 +533,10 @@ func (s *Source) await(ctx context.Context, c *cluster, w *watch, synced chan<- 
 	s.poke()
 }
 
-// loop debounces changes into updates.
+// loop sends the changes, paced: the first after a quiet spell at once,
+// a burst's Options.Quiet or Spacing apart.
 func (s *Source) loop(ctx context.Context, out chan<- source.Update) error {
-	d := source.Debouncer{Quiet: s.opts.Quiet, MaxWait: s.opts.MaxWait}
+	p := source.Pacer{Quiet: s.opts.Quiet, Spacing: s.opts.Spacing}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -534,14 +545,17 @@ func (s *Source) loop(ctx context.Context, out chan<- source.Update) error {
 		case <-ctx.Done():
 			return nil
 		case <-s.changed:
-			d.Event(time.Now())
-		case now := <-timer.C:
-			first := d.First()
-			if d.Fire(now) && !s.send(ctx, out, first) {
+			p.Event(time.Now())
+		case <-timer.C:
+		}
+		if now := time.Now(); p.Fire(now) {
+			first := p.First()
+			p.Sent(now)
+			if !s.send(ctx, out, first) {
 				return nil
 			}
 		}
-		if due, ok := d.Due(); ok {
+		if due, ok := p.Due(); ok {
 			timer.Reset(max(time.Until(due), 0))
 		}
 	}

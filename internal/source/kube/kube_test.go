@@ -116,7 +116,10 @@ func TestServicesAndSlicesCreatedThroughTheAPIBecomeServices(t *testing.T) {
 // and returns its updates.
 func run(t *testing.T, k *kubetest.Server, opts Options) <-chan source.Update {
 	t.Helper()
-	opts.Kubeconfig, opts.Quiet, opts.MaxWait = k.Kubeconfig(kubetest.Pylon), 20*time.Millisecond, 200*time.Millisecond
+	opts.Kubeconfig = k.Kubeconfig(kubetest.Pylon)
+	if opts.Quiet == 0 {
+		opts.Quiet = 20 * time.Millisecond
+	}
 	src, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
