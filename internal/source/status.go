@@ -34,4 +34,11 @@ type ClusterStatus struct {
 	// the first few were, bounded.
 	Dropped     int    `json:"dropped,omitempty"`
 	DroppedNote string `json:"droppedNote,omitempty"`
+	// Overruled counts the cluster's settings not served because a
+	// cluster given before it defines the same service otherwise (a
+	// Service's trafficDistribution): the earlier cluster's is served,
+	// and the services and endpoints are. OverruledNote says what the
+	// first few were, bounded.
+	Overruled     int    `json:"overruled,omitempty"`
+	OverruledNote string `json:"overruledNote,omitempty"`
 }

@@ -394,14 +394,8 @@ func (s *Source) files() ([]config.File, error) {
 	for _, c := range s.clusters {
 		d := r.dropped[c.name]
 		c.nodeDrops(d)
-		note := d.String()
-		if d.n == c.state.Dropped && note == c.state.DroppedNote {
-			continue
-		}
-		c.state.Dropped, c.state.DroppedNote = d.n, note
-		changed = append(changed, c.state)
-		if d.n > 0 {
-			s.log.Warn("kubernetes: objects dropped: the rest is served", "cluster", c.name, "dropped", d.n, "first", note)
+		if s.note(c, d, r.overruled[c.name]) {
+			changed = append(changed, c.state)
 		}
 	}
 	s.mu.Unlock()
@@ -409,6 +403,25 @@ func (s *Source) files() ([]config.File, error) {
 		s.report(st)
 	}
 	return r.files, nil
+}
+
+// note puts in c's state what a render dropped of its objects (d) and
+// overruled of its settings (o), and logs each when it changed; it says
+// whether either did. s.mu is held.
+func (s *Source) note(c *cluster, d, o *drops) bool {
+	dn, on := d.String(), o.String()
+	st := &c.state
+	if d.n == st.Dropped && dn == st.DroppedNote && o.n == st.Overruled && on == st.OverruledNote {
+		return false
+	}
+	if d.n > 0 && (d.n != st.Dropped || dn != st.DroppedNote) {
+		s.log.Warn("kubernetes: objects dropped: the rest is served", "cluster", c.name, "dropped", d.n, "first", dn)
+	}
+	if o.n > 0 && (o.n != st.Overruled || on != st.OverruledNote) {
+		s.log.Warn("kubernetes: a setting of a service an earlier cluster defines is not served: the earlier cluster's is", "cluster", c.name, "overruled", o.n, "first", on)
+	}
+	st.Dropped, st.DroppedNote, st.Overruled, st.OverruledNote = d.n, dn, o.n, on
+	return true
 }
 
 // watch is one cluster's informers.

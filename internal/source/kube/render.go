@@ -43,7 +43,10 @@ type service struct {
 	// protocols are the names' protocols, compared when several clusters
 	// define the same service.
 	protocols []string
-	items     [][]byte
+	// traffic is the Service's traffic distribution as served, compared
+	// too.
+	traffic string
+	items   [][]byte
 }
 
 // slice is what one EndpointSlice contributes: its endpoints under the
@@ -69,12 +72,12 @@ type slice struct {
 // the port's appProtocol as the protocol where Pylon knows it. A Service
 // of no TCP port contributes nothing.
 func newService(s *corev1.Service, n naming) (*service, error) {
-	out := &service{}
+	out := &service{traffic: trafficOf(s.Spec.TrafficDistribution)}
 	for _, p := range s.Spec.Ports {
 		if p.Protocol != "" && p.Protocol != corev1.ProtocolTCP {
 			continue
 		}
-		svc := model.Service{Name: n.prefix + ServiceName(s.Namespace, s.Name, p.Name), Endpoints: []model.Endpoint{}, TrafficDistribution: trafficOf(s.Spec.TrafficDistribution)}
+		svc := model.Service{Name: n.prefix + ServiceName(s.Namespace, s.Name, p.Name), Endpoints: []model.Endpoint{}, TrafficDistribution: out.traffic}
 		if p.AppProtocol != nil {
 			svc.Protocol = protocolOf(*p.AppProtocol)
 		}
@@ -352,11 +355,12 @@ type bounds struct {
 	own Own
 }
 
-// rendered is a render's files and what each cluster's objects had
-// dropped from them, by cluster.
+// rendered is a render's files and, by cluster, what each cluster's
+// objects had dropped from them and what of their settings was overruled
+// by a cluster before them.
 type rendered struct {
-	files   []config.File
-	dropped map[string]*drops
+	files              []config.File
+	dropped, overruled map[string]*drops
 }
 
 // render is the config one cluster's objects make (renderAll of one
@@ -368,8 +372,9 @@ func render(prefix string, services map[key]*service, slices map[key]*slice, b b
 // renderAll is the config the clusters' objects make: per cluster, in
 // order, a file of the services it is the first to define, then a file of
 // endpoints per EndpointSlice. A service several clusters define is
-// defined once, by the first, and its endpoints are every cluster's (each
-// named cluster's in its own region). The slices' items were rendered
+// defined once, by the first (its traffic distribution too: a later
+// cluster's other one is counted in overruled), and its endpoints are
+// every cluster's (each named cluster's in its own region). The slices' items were rendered
 // when each changed, and a slice's file is reused while nothing of it is
 // left out. Nothing a cluster sends refuses the whole config: what cannot
 // be served is dropped and counted in dropped, by cluster (a service a
@@ -381,16 +386,16 @@ func render(prefix string, services map[key]*service, slices map[key]*slice, b b
 // port met again (the endpoints' controller may hold both while it moves
 // an endpoint).
 func renderAll(parts []part, b bounds) rendered {
-	out := rendered{dropped: map[string]*drops{}}
+	out := rendered{dropped: map[string]*drops{}, overruled: map[string]*drops{}}
 	defs := map[string]def{}
 	defined := make([]map[string]bool, len(parts))
 	for i, p := range parts {
-		d := &drops{}
-		out.dropped[p.cluster] = d
+		d, o := &drops{}, &drops{}
+		out.dropped[p.cluster], out.overruled[p.cluster] = d, o
 		svcs := map[key]*service{}
 		defined[i] = map[string]bool{}
 		for _, k := range sortedKeys(p.services) {
-			svcs[k] = ownServices(p, k, defs, defined[i], b, d)
+			svcs[k] = ownServices(p, k, defs, defined[i], b, d, o)
 		}
 		out.files = append(out.files, renderServices(p.prefix, svcs))
 	}
@@ -429,12 +434,14 @@ func renderAll(parts []part, b bounds) rendered {
 	return out
 }
 
-// def is the cluster that defines a service, and its protocol.
-type def struct{ cluster, protocol string }
+// def is the cluster that defines a service, its protocol and traffic
+// distribution.
+type def struct{ cluster, protocol, traffic string }
 
 // ownServices are the model services of p's Service k that p is the first
-// to define, marked in defs and defined; what is dropped is counted in d.
-func ownServices(p part, k key, defs map[string]def, defined map[string]bool, b bounds, d *drops) *service {
+// to define, marked in defs and defined; what is dropped is counted in d,
+// and what of a service another cluster defines first is not served in o.
+func ownServices(p part, k key, defs map[string]def, defined map[string]bool, b bounds, d, o *drops) *service {
 	s, own := p.services[k], &service{}
 	for i, n := range s.names {
 		first, ok := defs[n]
@@ -450,10 +457,13 @@ func ownServices(p part, k key, defs map[string]def, defined map[string]bool, b 
 				n, s.protocols[i], first.protocol, first.cluster)
 		case ok:
 			defined[n] = true
+			if first.traffic != s.traffic {
+				o.add("service %s: trafficDistribution %q here but %q in cluster %s, which defines it first: %s's is served", n, s.traffic, first.traffic, first.cluster, first.cluster)
+			}
 		case len(defs) >= b.services:
 			d.add("service %s: over the %d services served: dropped; narrow the source with --kube-namespaces", n, b.services)
 		default:
-			defs[n] = def{p.cluster, s.protocols[i]}
+			defs[n] = def{p.cluster, s.protocols[i], s.traffic}
 			defined[n] = true
 			own.names, own.items = append(own.names, n), append(own.items, s.items[i])
 		}
