@@ -393,7 +393,7 @@ func (s *Source) files() ([]config.File, error) {
 	var changed []source.ClusterStatus
 	for _, c := range s.clusters {
 		d := r.dropped[c.name]
-		c.nodeDrops(d)
+		c.nodeDrops(d, s.opts.MaxNodes)
 		if s.note(c, d, r.overruled[c.name]) {
 			changed = append(changed, c.state)
 		}

@@ -128,8 +128,8 @@ func TestWithoutNodeLocalitiesNodesAreNeverListedOrWatched(t *testing.T) {
 }
 
 func TestANodesWatchCachesItsTopologyLabelsAlone(t *testing.T) {
-	in := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
-		Name: "n1", ResourceVersion: "7", Labels: topology("r1", "z1"),
+	in := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"}, ObjectMeta: metav1.ObjectMeta{
+		Name: "n1", UID: "6f1c2d4e", ResourceVersion: "7", Labels: topology("r1", "z1"),
 		Annotations:   map[string]string{"node.alpha.kubernetes.io/ttl": "0"},
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}},
 	}}
@@ -139,7 +139,7 @@ func TestANodesWatchCachesItsTopologyLabelsAlone(t *testing.T) {
 	}
 	got := out.(*metav1.PartialObjectMetadata)
 	want := map[string]string{corev1.LabelTopologyRegion: "r1", corev1.LabelTopologyZone: "z1"}
-	if got.Name != "n1" || got.ResourceVersion != "7" || got.Annotations != nil || got.ManagedFields != nil || len(got.Labels) != 2 ||
+	if got.Name != "n1" || got.ResourceVersion != "7" || got.UID != "" || got.Kind != "" || got.Annotations != nil || got.ManagedFields != nil || len(got.Labels) != 2 ||
 		got.Labels[corev1.LabelTopologyRegion] != "r1" || got.Labels[corev1.LabelTopologyZone] != "z1" {
 		t.Fatalf("cached %+v, want the name, version and %v alone", got.ObjectMeta, want)
 	}
@@ -175,7 +175,9 @@ func TestNodesPastTheBoundOrOfOverlongLabelsAreNotReadAndSaidSo(t *testing.T) {
 	if !src.setNode(c, node("n1", topology("r1", "z1"))) {
 		t.Fatal("n1's labels changed nothing")
 	}
-	src.setNode(c, node("n2", topology("r2", "z2")))
+	if !src.setNode(c, node("n2", topology("r2", "z2"))) {
+		t.Fatal("n2 past the bound changed nothing: what is dropped is not said until another change")
+	}
 	src.setNode(c, node("n3", topology("r3", strings.Repeat("z", 64))))
 	want := map[string][]model.Endpoint{"shop/web:http": {
 		{Address: "10.0.0.1", Port: 8080, Region: "r1", Zone: "z1", Health: "healthy"},
