@@ -1,5 +1,5 @@
 // Package source defines what a source of truth hands to the pipeline, and
-// the debouncing that turns bursts of changes into one update.
+// the debouncing and pacing that turn bursts of changes into few updates.
 package source
 
 import (
