@@ -471,9 +471,9 @@ func (s *Source) start(ctx context.Context, c *cluster, w *watch) error {
 
 // Run watches every cluster's Services and EndpointSlices and sends the
 // files they make once every cluster's caches have synced, then at each
-// change, paced (Options.Quiet and Spacing), until ctx ends. After a Sync it sends
-// what Sync listed at once, so that a source merged with this one is not
-// held back while an API server is slow or away. Each cluster is probed
+// change, paced (Options.Quiet and Spacing), until ctx ends. After a Sync
+// it sends what Sync listed at once, so that a source merged with this
+// one is not held back while an API server is slow or away. Each cluster is probed
 // every Options.Probe; one that is away keeps its last objects.
 func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 	ctx, cancel := context.WithCancel(ctx)
@@ -521,7 +521,8 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 				return nil
 			}
 		}
-		// The syncs' pokes are in the files sent next: not a change.
+		// The syncs' pokes (each before its synced) are in the files
+		// sent next: not a change to send again.
 		select {
 		case <-s.changed:
 		default:
@@ -534,7 +535,8 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Update) error {
 }
 
 // await waits for a cluster's caches to sync, makes its objects theirs
-// and tells synced and the loop.
+// and tells the loop and synced, in that order: Run, waiting for synced
+// before its first update, takes the poke as part of it.
 func (s *Source) await(ctx context.Context, c *cluster, w *watch, synced chan<- struct{}) {
 	if !cache.WaitForCacheSync(ctx.Done(), w.synced...) {
 		return // ctx ended
@@ -542,8 +544,8 @@ func (s *Source) await(ctx context.Context, c *cluster, w *watch, synced chan<- 
 	s.replace(c, w)
 	s.contact(c, time.Now())
 	s.log.Info("kubernetes: watching services and endpointslices", "cluster", c.name, "namespaces", s.opts.Namespaces, "selector", s.opts.Selector, "nodeLocalities", s.opts.NodeLocalities)
-	synced <- struct{}{}
 	s.poke()
+	synced <- struct{}{}
 }
 
 // loop sends the changes, paced: the first after a quiet spell at once,
