@@ -271,6 +271,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	observeGit(o.git, met)
+	paceGit(o.git, o.spacing)
 	rollouts, pipe, err := newPipeline(o, sec, reg, pub, obs, read, src.watch, log)
 	if err != nil {
 		return err

@@ -38,7 +38,7 @@ func newGit(o Options, log *slog.Logger) (*git.Source, error) {
 	return git.New(git.Options{
 		URL: g.URL, Ref: g.Ref, Path: g.Path, Poll: g.Poll, Timeout: g.Timeout, CredentialsFile: g.CredentialsFile,
 		KnownHostsFile: g.KnownHostsFile, MinGap: g.MinGap,
-		Quiet: o.DebounceQuiet, Spacing: o.spacing, Logger: log,
+		Quiet: o.DebounceQuiet, Logger: log,
 	})
 }
 
@@ -46,5 +46,13 @@ func newGit(o Options, log *slog.Logger) (*git.Source, error) {
 func observeGit(g *git.Source, met *metrics.Metrics) {
 	if g != nil {
 		g.OnPoll(func(p git.Poll) { met.GitPoll(p.Result, p.Commit, p.At) })
+	}
+}
+
+// paceGit spaces g's updates in a burst by the daemon's spacing, made
+// after g (newGit runs with the start's checks); g may be nil.
+func paceGit(g *git.Source, spacing func() time.Duration) {
+	if g != nil {
+		g.SpaceBy(spacing)
 	}
 }

@@ -197,6 +197,11 @@ func New(o Options) (*Source, error) {
 // Call it before Read and Run.
 func (s *Source) OnPoll(f func(Poll)) { s.onPoll = f }
 
+// SpaceBy sets Options.Spacing: the daemon's spacing is made after the
+// source (it counts the responses of the streams, which start later).
+// Call it before Run.
+func (s *Source) SpaceBy(spacing func() time.Duration) { s.o.Spacing = spacing }
+
 // Shown is the repository's URL as logs and errors show it: a password
 // in it is masked.
 func (s *Source) Shown() string { return s.shown }

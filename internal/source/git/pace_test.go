@@ -28,13 +28,16 @@ func TestAWebhookAfterAQuietSpellIsReadAtOnce(t *testing.T) {
 }
 
 // A burst of pushes, each announced by the webhook, is sent at most once
-// per Spacing (the daemon's grows with the proxies a publish reaches)
-// after the first, and its last push is sent.
+// per Spacing (the daemon's grows with the proxies a publish reaches, and
+// is made after the source: SpaceBy) after the first, and its last push
+// is sent.
 func TestAWebhookBurstIsSentOncePerSpacing(t *testing.T) {
 	const spacing = 400 * time.Millisecond
 	repo := gittest.New(t)
 	repo.Commit(map[string]string{"pylon.yaml": "v0"})
-	s, updates, _ := start(t, Options{URL: repo.FileURL(), Spacing: func() time.Duration { return spacing }})
+	s, _ := newSource(t, Options{URL: repo.FileURL()})
+	s.SpaceBy(func() time.Duration { return spacing })
+	updates := run(t, s)
 	next(t, updates)
 	const pushes = 20
 	begin := time.Now()
