@@ -445,6 +445,9 @@ func runTier(impl string, n, clusters int, delta bool, perConn int, ch changes, 
 	if delta {
 		base += "-delta"
 	}
+	if tier == "relay" {
+		base += "-relay" // the relay's profiles; the upstream's are not taken
+	}
 	if profile != "" {
 		profiled.Add(1)
 		go func() { defer profiled.Done(); fetch(c, "/debug/pprof/profile?seconds=3", base+".first.cpu") }()
