@@ -404,6 +404,7 @@ type result struct {
 	cpuFirst, selfFirst        float64 // first full config: server's and proxies' CPU
 	routeLat                   []time.Duration
 	rssAll, bytesRe            float64 // server RSS after GC; reconnect bytes per proxy
+	bytesFirst                 float64 // first full config, bytes per proxy
 	load                       string  // uptime's load averages at the first full config
 	// up is the upstream's share, when the server measured is a relay
 	// (relaytier.go).
@@ -550,6 +551,7 @@ func firstConfig(c *child, f *fleet, r *result, impl string, verbose bool) error
 	}
 	r.first = time.Since(start)
 	r.cpuFirst, r.selfFirst = c.cpu()-cpu0, procCPU("self")-self0
+	r.bytesFirst = float64(f.bytes.Load()) / float64(f.n)
 	time.Sleep(500 * time.Millisecond) // let ACKs settle
 	r.rssPer = (c.rss() - rss0) / float64(f.n)
 	mem, err := c.post("/gc")
@@ -577,6 +579,7 @@ func edsChanges(c *child, f *fleet, r *result, count int) error {
 	f.mu.Lock()
 	f.lat = nil
 	f.mu.Unlock()
+	ub0 := c.upstreamBytes()
 	cpu0, up0 := c.cpu(), c.upstreamCPU()
 	for i := 1; i <= count; i++ {
 		f.edsSeen.Store(0)
@@ -592,6 +595,7 @@ func edsChanges(c *child, f *fleet, r *result, count int) error {
 	}
 	r.cpu = (c.cpu() - cpu0) / float64(count)
 	r.up.cpu = (c.upstreamCPU() - up0) / float64(count)
+	r.up.bytes = (c.upstreamBytes() - ub0) / float64(count)
 	r.bytesPer = float64(f.bytes.Load()) / float64(f.n) / float64(count)
 	f.mu.Lock()
 	r.lat = append([]time.Duration(nil), f.lat...)
@@ -607,6 +611,7 @@ func routeChanges(c *child, f *fleet, r *result, ch changes) error {
 	f.mu.Lock()
 	f.rlat = nil
 	f.mu.Unlock()
+	ub0 := c.upstreamBytes()
 	cpu0, self0, up0 := c.cpu(), procCPU("self"), c.upstreamCPU()
 	for i := 1; i <= count; i++ {
 		f.epoch.Add(1)
@@ -625,6 +630,7 @@ func routeChanges(c *child, f *fleet, r *result, ch changes) error {
 	r.routeMax = percentile(maxes, 0.5)
 	r.cpuRoute, r.selfRoute = (c.cpu()-cpu0)/float64(count), (procCPU("self")-self0)/float64(count)
 	r.up.cpuRoute = (c.upstreamCPU() - up0) / float64(count)
+	r.up.bytesRoute = (c.upstreamBytes() - ub0) / float64(count)
 	f.mu.Lock()
 	r.routeLat = append([]time.Duration(nil), f.rlat...)
 	f.mu.Unlock()

@@ -59,6 +59,7 @@ type upstreamResult struct {
 	cpu, cpuRoute, cpuFirst, cpuRe float64 // per EDS and route change, first config, reconnect
 	rss                            float64 // after a GC, the fleet connected
 	streams                        float64 // xDS streams it serves (pylon_xds_streams): the relay's
+	bytes, bytesRoute, bytesFirst  float64 // response bytes it sent per EDS and route change, and until the fleet's first config
 	keys, opened                   float64 // the relay's keys and upstream streams opened so far
 }
 
@@ -69,6 +70,15 @@ func (c *child) upstreamCPU() float64 {
 		return 0
 	}
 	return c.upstream.cpu()
+}
+
+// upstreamBytes is the response bytes the upstream feeding c has sent so
+// far (pylon_xds_response_bytes_total), 0 when c has none.
+func (c *child) upstreamBytes() float64 {
+	if c.upstream == nil {
+		return 0
+	}
+	return max(metricSum(c.upstream.ctl, "pylon_xds_response_bytes_total"), 0)
 }
 
 // debugAddr is where the child serves /gc and pprof: a daemon's own
@@ -161,12 +171,13 @@ func readUpstream(c *child, r *result) {
 		fmt.Fprintln(os.Stderr, "upstream GC:", err)
 	}
 	r.up.rss = c.upstream.rss()
+	r.up.bytesFirst = c.upstreamBytes()
 	r.up.streams = metricSum(c.upstream.ctl, "pylon_xds_streams")
 	r.up.keys = metricSum(c.ctl, "pylon_relay_keys")
 	r.up.opened = metricSum(c.ctl, "pylon_relay_upstream_streams_total")
 }
 
-const tierHeader = "| tier (variant) | N | all connected and SYNCED (CPU server / upstream) | EDS change p50 / p99 | route change p50 / p99 | bytes per proxy per EDS change | CPU per EDS change: server / upstream | CPU per route change: server / upstream | server RSS after GC (per proxy) | upstream RSS after GC; streams it serves; relay keys (upstream streams opened) | reconnect of all N: time; server CPU (per proxy); upstream CPU; bytes per proxy | load |\n" +
+const tierHeader = "| tier (variant) | N | all connected and SYNCED (CPU server / upstream) | EDS change p50 / p99 | route change p50 / p99 | bytes per proxy: first config, per EDS change | CPU per EDS change: server / upstream | CPU per route change: server / upstream | server RSS after GC (per proxy) | upstream RSS after GC; streams it serves; relay keys (upstream streams opened); upstream bytes sent: first config, per EDS, per route change | reconnect of all N: time; server CPU (per proxy); upstream CPU; bytes per proxy | load |\n" +
 	"| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 
 // tierRow is the tier table's row of one run: the server is the relay in
@@ -179,12 +190,13 @@ func tierRow(impl string, n int, delta bool, r *result, f *fleet, relay bool, lo
 	up := "-"
 	if relay {
 		tier = "relay, upstream " + impl
-		up = fmt.Sprintf("%.0f MiB; %.0f; %.0f (%.0f)", r.up.rss/(1<<20), r.up.streams, r.up.keys, r.up.opened)
+		up = fmt.Sprintf("%.0f MiB; %.0f; %.0f (%.0f); %.0f, %.0f, %.0f B", r.up.rss/(1<<20), r.up.streams, r.up.keys, r.up.opened,
+			r.up.bytesFirst, r.up.bytes, r.up.bytesRoute)
 	}
-	return fmt.Sprintf("| %s (%s) | %d | %s (%.1f / %.1f s) | %s / %s | %s / %s | %.0f B | %.3f / %.3f s | %.3f / %.3f s | %.0f MiB (%.1f KiB) | %s | %s; %.1f s (%.0f µs); %.2f s; %.0f B%s | %s |",
+	return fmt.Sprintf("| %s (%s) | %d | %s (%.1f / %.1f s) | %s / %s | %s / %s | %.0f, %.0f B | %.3f / %.3f s | %.3f / %.3f s | %.0f MiB (%.1f KiB) | %s | %s; %.1f s (%.0f µs); %.2f s; %.0f B%s | %s |",
 		tier, mode, n, ms(r.first), r.cpuFirst, r.up.cpuFirst,
 		ms(percentile(r.lat, 0.5)), ms(percentile(r.lat, 0.99)), ms(percentile(r.routeLat, 0.5)), ms(percentile(r.routeLat, 0.99)),
-		r.bytesPer, r.cpu, r.up.cpu, r.cpuRoute, r.up.cpuRoute, r.rssAll/(1<<20), r.rssGC/1024, up,
+		r.bytesFirst, r.bytesPer, r.cpu, r.up.cpu, r.cpuRoute, r.up.cpuRoute, r.rssAll/(1<<20), r.rssGC/1024, up,
 		ms(r.reconnect), r.cpuRe, r.cpuRe/float64(n)*1e6, r.up.cpuRe, r.bytesRe, r.endedRe, load)
 }
 
