@@ -12,6 +12,13 @@
 // change, its resident memory per connected proxy, and a reconnect of all N
 // at once.
 //
+//	go run ./bench/fleet -tier direct,relay -impl pylon-api -n 10000 -streams-per-conn 100
+//
+// measures the same behind the relay tier too: the fleet connects to a
+// `pylon relay` in its own process, fed by -impl's daemon, where the
+// changes are made; the table adds each process's CPU and memory and the
+// upstream streams the relay holds (relaytier.go).
+//
 //	go run ./bench/fleet -failover [-delta] -n 5000 -clusters 100
 //
 // measures instead a failover: two servers A and B serve the same world,
