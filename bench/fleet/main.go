@@ -429,15 +429,7 @@ func run(impl string, n, clusters int, delta bool, perConn int, ch changes, prof
 // "relay" (the tier table's, relaytier.go: in the relay tier the fleet
 // connects to a relay in front of impl's daemon).
 func runTier(impl string, n, clusters int, delta bool, perConn int, ch changes, profile, tier string) (string, error) {
-	var c *child
-	var err error
-	if via, ok := daemonImpl(impl); ok && tier == "relay" {
-		c, err = startRelayTier(impl, via, clusters)
-	} else if ok {
-		c, err = startDaemonChild(impl, via, clusters)
-	} else {
-		c, err = startChild(impl, clusters)
-	}
+	c, err := startTier(impl, clusters, tier)
 	if err != nil {
 		return "", err
 	}

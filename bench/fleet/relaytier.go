@@ -90,6 +90,19 @@ func (c *child) debugAddr() string {
 	return c.ctl
 }
 
+// startTier starts impl's server for the tier: in the relay tier, a relay
+// in front of impl's daemon.
+func startTier(impl string, clusters int, tier string) (*child, error) {
+	via, ok := daemonImpl(impl)
+	switch {
+	case ok && tier == "relay":
+		return startRelayTier(impl, via, clusters)
+	case ok:
+		return startDaemonChild(impl, via, clusters)
+	}
+	return startChild(impl, clusters)
+}
+
 // startRelayTier starts impl's daemon as the upstream and a relay in front
 // of it; the child returned is the relay, whose changes are made at the
 // upstream and whose stop stops both.
