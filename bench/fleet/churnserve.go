@@ -40,6 +40,8 @@ func serveDaemon(impl string, clusters int, dir string) error {
 	if err != nil {
 		return err
 	}
+	// The driver's POST /gc (collect) is served there too.
+	http.HandleFunc("POST /gc", collect)
 	go func() { _ = http.Serve(prof, nil) }()
 	o := daemon.Options{
 		XDSAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"),

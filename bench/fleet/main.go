@@ -12,6 +12,13 @@
 // change, its resident memory per connected proxy, and a reconnect of all N
 // at once.
 //
+//	go run ./bench/fleet -tier direct,relay -impl pylon-api -n 10000 -streams-per-conn 100
+//
+// measures the same behind the relay tier too: the fleet connects to a
+// `pylon relay` in its own process, fed by -impl's daemon, where the
+// changes are made; the table adds each process's CPU and memory and the
+// upstream streams the relay holds (relaytier.go).
+//
 //	go run ./bench/fleet -failover [-delta] -n 5000 -clusters 100
 //
 // measures instead a failover: two servers A and B serve the same world,
@@ -71,9 +78,15 @@ func main() {
 	eds := flag.Int("eds", 1, "EDS changes measured one after another (the latency percentiles are over every proxy of every change, the bytes and CPU a mean per change; with -profile, one CPU profile spans them all)")
 	ab := flag.Bool("ab", false, "measure instead the server CPU of -eds EDS changes (at least 2) on the two servers of -impl (e.g. pylon-unobserved,pylon), in one run, both fleets connected and the changes alternating between them: a difference of a few percent, which the machine's drift hides between runs (see ab.go)")
 	writeConfig := flag.Int("write-config", 0, "write the fleet world's config file (pylon-file's) with this many clusters to stdout and exit: a big config for measuring what parsing it costs `pylon serve` (docs/benchmarks-log.md)")
+	tier := flag.String("tier", "direct", "the fleet scenario's tiers, comma-separated: direct (the proxies connect to -impl) and relay (to a `pylon relay` in its own process fed by -impl, which must be pylon-file or pylon-api: relaytier.go); with relay, each row is the tier table's")
+	upstream := flag.String("upstream", "", "internal: with -serve relay, the relay's upstream xDS address")
 	driverGC := flag.Int("driver-gogc", 400, "the driver's GOGC (the servers run with Go's default): the simulated proxies stand in for processes on other machines, and their garbage collection shares the 2 cores with the server measured")
 	flag.Parse()
 	if msg := checkFlags(*routes, *eds, *driverGC, *impls, *churnRates != "" || *failover, *duration); msg != "" {
+		fmt.Fprintln(os.Stderr, msg)
+		os.Exit(2)
+	}
+	if msg := checkTier(*tier, *impls, *churnRates != "" || *failover || *ab); msg != "" {
 		fmt.Fprintln(os.Stderr, msg)
 		os.Exit(2)
 	}
@@ -97,7 +110,7 @@ func main() {
 	}
 	if *serveImpl != "" {
 		c, _ := strconv.Atoi(*cs)
-		if err := serveChild(*serveImpl, c, *dir, *watch); err != nil {
+		if err := serveChild(*serveImpl, c, *dir, *watch, *upstream); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -125,6 +138,10 @@ func main() {
 			}
 		}
 		measureFailover(*ns, *cs, *impls, *present, failoverCase{delta: *delta, perConn: *perConn, profile: *profile})
+		return
+	}
+	if *tier != "direct" {
+		measureTiers(*ns, *cs, *impls, *tier, *delta, *perConn, changes{eds: *eds, routes: *routes}, *profile)
 		return
 	}
 	fmt.Printf("| server | N | clusters | first full config (CPU server / proxies) | EDS change p50 / p99 / max | bytes per proxy per EDS change | server CPU per EDS change | route change max (CPU server / proxies) | RSS per proxy (idle / after GC) | reconnect of all N (max wait; CPU server / proxies, of it system) |\n")
@@ -163,8 +180,10 @@ func checkFlags(routes, eds, driverGC int, impls string, scenario bool, duration
 }
 
 // serveChild runs impl as the driver's child until killed.
-func serveChild(impl string, clusters int, dir string, watch bool) error {
+func serveChild(impl string, clusters int, dir string, watch bool, upstream string) error {
 	switch impl {
+	case "relay":
+		return serveRelay(dir, upstream)
 	case "pylon-api", "pylon-file", "pylon-kube":
 		return serveDaemon(impl, clusters, dir)
 	case "gcp-churn":
@@ -219,6 +238,9 @@ type child struct {
 	// runs after stop.
 	change  func(eds, route int) error
 	cleanup func()
+	// upstream, when set, is the server this child (a relay) is fed by
+	// (relaytier.go): the changes are made there.
+	upstream *child
 }
 
 // startChild starts a server process; extra are more flags for it. An
@@ -316,7 +338,7 @@ func (c *child) set(eds, route int) error {
 
 // post calls the child's control endpoint and returns what it answered.
 func (c *child) post(path string) (string, error) {
-	resp, err := http.Post("http://"+c.ctl+path, "", nil)
+	resp, err := http.Post("http://"+c.debugAddr()+path, "", nil)
 	if err != nil {
 		return "", err
 	}
@@ -348,7 +370,7 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float
 
 // fetch saves a profile from the server's control address.
 func fetch(c *child, path, file string) {
-	resp, err := http.Get("http://" + c.ctl + path)
+	resp, err := http.Get("http://" + c.debugAddr() + path)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "profile:", err)
 		return
@@ -387,19 +409,27 @@ type result struct {
 	sysRe, selfSysRe           float64 // of it, in the kernel (faulting memory in, among others)
 	endedRe                    string  // reconnect: streams ended and retried (ended), CPU not the run's (elsewhere)
 	cpuFirst, selfFirst        float64 // first full config: server's and proxies' CPU
+	routeLat                   []time.Duration
+	rssAll, bytesRe            float64 // server RSS after GC; reconnect bytes per proxy
+	bytesFirst                 float64 // first full config, bytes per proxy
+	load                       string  // uptime's load averages at the first full config
+	// up is the upstream's share, when the server measured is a relay
+	// (relaytier.go).
+	up upstreamResult
 }
 
 // changes are how many EDS and route changes a run measures.
 type changes struct{ eds, routes int }
 
 func run(impl string, n, clusters int, delta bool, perConn int, ch changes, profile string) (string, error) {
-	var c *child
-	var err error
-	if via, ok := daemonImpl(impl); ok {
-		c, err = startDaemonChild(impl, via, clusters)
-	} else {
-		c, err = startChild(impl, clusters)
-	}
+	return runTier(impl, n, clusters, delta, perConn, ch, profile, "")
+}
+
+// runTier is run with tier "" (the fleet table's row), "direct" or
+// "relay" (the tier table's, relaytier.go: in the relay tier the fleet
+// connects to a relay in front of impl's daemon).
+func runTier(impl string, n, clusters int, delta bool, perConn int, ch changes, profile, tier string) (string, error) {
+	c, err := startTier(impl, clusters, tier)
 	if err != nil {
 		return "", err
 	}
@@ -415,16 +445,22 @@ func run(impl string, n, clusters int, delta bool, perConn int, ch changes, prof
 	if delta {
 		base += "-delta"
 	}
+	if tier == "relay" {
+		base += "-relay" // the relay's profiles; the upstream's are not taken
+	}
 	if profile != "" {
 		profiled.Add(1)
 		go func() { defer profiled.Done(); fetch(c, "/debug/pprof/profile?seconds=3", base+".first.cpu") }()
 		time.Sleep(100 * time.Millisecond)
 	}
+	up0 := c.upstreamCPU()
 	err = firstConfig(c, f, &r, impl, profile != "")
 	profiled.Wait()
 	if err != nil {
 		return "", err
 	}
+	r.up.cpuFirst = c.upstreamCPU() - up0
+	readUpstream(c, &r)
 	if profile != "" {
 		fetch(c, "/debug/pprof/heap", base+".heap")
 		profiled.Add(1)
@@ -469,6 +505,9 @@ func run(impl string, n, clusters int, delta bool, perConn int, ch changes, prof
 	if r := f.retries.Load(); r > 0 {
 		fmt.Fprintf(os.Stderr, "%s n=%d clusters=%d: %d streams ended by the server and retried\n", impl, n, clusters, r)
 	}
+	if tier != "" {
+		return tierRow(impl, n, delta, &r, f, tier == "relay", r.load), nil
+	}
 	return fleetRow(impl, n, clusters, delta, &r, f), nil
 }
 
@@ -511,6 +550,7 @@ func firstConfig(c *child, f *fleet, r *result, impl string, verbose bool) error
 	}
 	r.first = time.Since(start)
 	r.cpuFirst, r.selfFirst = c.cpu()-cpu0, procCPU("self")-self0
+	r.bytesFirst = float64(f.bytes.Load()) / float64(f.n)
 	time.Sleep(500 * time.Millisecond) // let ACKs settle
 	r.rssPer = (c.rss() - rss0) / float64(f.n)
 	mem, err := c.post("/gc")
@@ -520,7 +560,9 @@ func firstConfig(c *child, f *fleet, r *result, impl string, verbose bool) error
 	if verbose {
 		fmt.Fprintf(os.Stderr, "%s n=%d clusters=%d after GC: %s\n", impl, f.n, f.clusters, mem)
 	}
-	r.rssGC = (c.rss() - rss0) / float64(f.n)
+	r.rssAll = c.rss()
+	r.rssGC = (r.rssAll - rss0) / float64(f.n)
+	r.load = loadAvg()
 	// The server's whole RSS, which the table shows only per proxy: the
 	// fleet's bound (issue 36: under 2 GiB at 100,000) is on the whole.
 	fmt.Fprintf(os.Stderr, "%s n=%d clusters=%d: server RSS %.0f MiB before the fleet, %.0f MiB after a GC with it connected (load %s)\n",
@@ -536,7 +578,8 @@ func edsChanges(c *child, f *fleet, r *result, count int) error {
 	f.mu.Lock()
 	f.lat = nil
 	f.mu.Unlock()
-	cpu0 := c.cpu()
+	ub0 := c.upstreamBytes()
+	cpu0, up0 := c.cpu(), c.upstreamCPU()
 	for i := 1; i <= count; i++ {
 		f.edsSeen.Store(0)
 		f.started = time.Now()
@@ -550,6 +593,8 @@ func edsChanges(c *child, f *fleet, r *result, count int) error {
 		time.Sleep(200 * time.Millisecond) // ACKs in
 	}
 	r.cpu = (c.cpu() - cpu0) / float64(count)
+	r.up.cpu = (c.upstreamCPU() - up0) / float64(count)
+	r.up.bytes = (c.upstreamBytes() - ub0) / float64(count)
 	r.bytesPer = float64(f.bytes.Load()) / float64(f.n) / float64(count)
 	f.mu.Lock()
 	r.lat = append([]time.Duration(nil), f.lat...)
@@ -562,11 +607,16 @@ func edsChanges(c *child, f *fleet, r *result, count int) error {
 func routeChanges(c *child, f *fleet, r *result, ch changes) error {
 	count := ch.routes
 	maxes := make([]time.Duration, 0, count)
-	cpu0, self0 := c.cpu(), procCPU("self")
+	f.mu.Lock()
+	f.rlat = nil
+	f.mu.Unlock()
+	ub0 := c.upstreamBytes()
+	cpu0, self0, up0 := c.cpu(), procCPU("self"), c.upstreamCPU()
 	for i := 1; i <= count; i++ {
 		f.epoch.Add(1)
 		f.rdsSeen.Store(0)
 		routeStart := time.Now()
+		f.started = routeStart
 		if err := c.set(ch.eds, i); err != nil { // the endpoints as the last EDS change left them
 			return err
 		}
@@ -578,6 +628,11 @@ func routeChanges(c *child, f *fleet, r *result, ch changes) error {
 	}
 	r.routeMax = percentile(maxes, 0.5)
 	r.cpuRoute, r.selfRoute = (c.cpu()-cpu0)/float64(count), (procCPU("self")-self0)/float64(count)
+	r.up.cpuRoute = (c.upstreamCPU() - up0) / float64(count)
+	r.up.bytesRoute = (c.upstreamBytes() - ub0) / float64(count)
+	f.mu.Lock()
+	r.routeLat = append([]time.Duration(nil), f.rlat...)
+	f.mu.Unlock()
 	return nil
 }
 
@@ -591,8 +646,9 @@ func reconnectAll(c *child, f *fleet, r *result) error {
 	f.ready.Store(0)
 	f.waitMax.Store(0)
 	refused, retries := refusals(c), f.retries.Load()
+	f.bytes.Store(0)
 	start := time.Now()
-	cpu0, self0 := c.cpu(), procCPU("self")
+	cpu0, self0, up0 := c.cpu(), procCPU("self"), c.upstreamCPU()
 	_, sys0 := procUserSys(strconv.Itoa(c.cmd.Process.Pid))
 	_, selfSys0 := procUserSys("self")
 	m0 := readMachine()
@@ -602,6 +658,7 @@ func reconnectAll(c *child, f *fleet, r *result) error {
 	}
 	r.reconnect = time.Since(start)
 	r.cpuRe, r.selfRe = c.cpu()-cpu0, procCPU("self")-self0
+	r.up.cpuRe, r.bytesRe = c.upstreamCPU()-up0, float64(f.bytes.Load())/float64(f.n)
 	_, sys1 := procUserSys(strconv.Itoa(c.cmd.Process.Pid))
 	_, selfSys1 := procUserSys("self")
 	r.sysRe, r.selfSysRe = sys1-sys0, selfSys1-selfSys0

@@ -48,6 +48,9 @@ type fleet struct {
 	mu        sync.Mutex
 	lat       []time.Duration
 	started   time.Time
+	// rlat is each proxy's route change latency since started, as lat
+	// is the EDS change's.
+	rlat []time.Duration
 	// churn, in the churn scenario, follows each change to each proxy.
 	churn    *churnTracker
 	waitMax  atomic.Int64 // longest open-to-ready, ns
@@ -414,6 +417,9 @@ func (p *proxy) onResponse(url string) {
 		if e := f.epoch.Load(); p.rdsEpoch < e && p.have == hasCDS|hasEDS|hasLDS|hasRDS {
 			p.rdsEpoch = e
 			f.rdsSeen.Add(1)
+			f.mu.Lock()
+			f.rlat = append(f.rlat, time.Since(f.started))
+			f.mu.Unlock()
 		}
 	}
 	if p.have == hasCDS|hasEDS|hasLDS|hasRDS && !p.readied {
