@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// memTable is each replica's heap (in use, after a forced collection) and
+// RSS at each phase of the shard scenario.
+type memTable struct {
+	ids    []string
+	rs     []*replica
+	phases []string
+	heap   map[string][]float64 // phase -> per replica
+	rss    map[string][]float64
+}
+
+func newMemTable(rs []*replica) *memTable {
+	m := &memTable{rs: rs, heap: map[string][]float64{}, rss: map[string][]float64{}}
+	for _, r := range rs {
+		m.ids = append(m.ids, r.id)
+	}
+	return m
+}
+
+func (m *memTable) sample(ctx context.Context, phase string) error {
+	m.phases = append(m.phases, phase)
+	for _, r := range m.rs {
+		h, rss, err := r.memory(ctx)
+		if err != nil {
+			return err
+		}
+		m.heap[phase] = append(m.heap[phase], h)
+		m.rss[phase] = append(m.rss[phase], rss)
+	}
+	return nil
+}
+
+func mib(b float64) string { return fmt.Sprintf("%.1f", b/(1<<20)) }
+
+// print writes the table: a row per replica, heap and RSS per phase in
+// MiB, and the streams each holds.
+func (m *memTable) print(w io.Writer, rs []*replica, f *fleet) {
+	v := f.view()
+	head := []string{"replica", "streams"}
+	for _, p := range m.phases {
+		head = append(head, "heap "+p, "RSS "+p)
+	}
+	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(head, " | "), strings.Repeat(" --- |", len(head)))
+	for i, r := range rs {
+		row := []string{r.id, fmt.Sprint(v.onAddr[r.xdsAddr])}
+		for _, p := range m.phases {
+			row = append(row, mib(m.heap[p][i]), mib(m.rss[p][i]))
+		}
+		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
+	}
+	fmt.Fprintln(w, "(MiB; heap: go_memstats_heap_inuse_bytes after /debug/pprof/heap?gc=1; RSS: VmRSS of /proc/PID/status)")
+}
+
+// check: what each shard replica's config costs (configured less empty)
+// is at most 60% of what the replica of every group's costs: half the
+// groups, and the decoded whole config every replica keeps.
+func (m *memTable) check(s *shardEnv, groups int) check {
+	cost := func(i int) float64 { return m.heap["configured"][i] - m.heap["empty"][i] }
+	all := cost(len(m.rs) - 1)
+	worst, ok := 0.0, all > 0
+	for i := range len(m.rs) - 1 {
+		worst = max(worst, cost(i))
+	}
+	ok = ok && worst <= 0.6*all
+	return check{ok, fmt.Sprintf("each shard's heap holds about its groups: the config costs a shard replica at most %s MiB, the replica of all %d groups %s MiB (%.0f%%)",
+		mib(worst), groups, mib(all), 100*worst/max(all, 1))}
+}
