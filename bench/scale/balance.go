@@ -53,7 +53,7 @@ func runBalance(ctx context.Context, c config, w io.Writer) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if err := waitVersion(ctx, []*replica{a, b}, version, startBound); err != nil {
+	if err := waitPublished(ctx, []*replica{a, b}, version, 0, startBound); err != nil {
 		return false, err
 	}
 	rr := newRoundRobin(a.xdsAddr, b.xdsAddr)
@@ -61,15 +61,19 @@ func runBalance(ctx context.Context, c config, w io.Writer) (bool, error) {
 	for i := range specs {
 		specs[i] = proxySpec{id: fmt.Sprintf("proxy-%05d", i), cluster: "scale", delta: i%2 == 0, want: c.services, rr: rr}
 	}
+	cpu0 := cpuOf([]*replica{a, b})
 	f := startFleet(ctx, specs, c.perConn, c.ramp)
 	defer f.stop()
 	took, ok := f.waitReady(ctx, c.connectBound)
+	cpu := cpuOf([]*replica{a, b}) - cpu0
 	fmt.Fprintf(w, "%d proxies (%d delta, %d SotW, %d a connection, arriving %d a second) on %s and %s: all configured in %v: %v\n",
 		c.proxies, (c.proxies+1)/2, c.proxies/2, c.perConn, c.ramp, a.id, b.id, took.Round(time.Millisecond), ok)
 	if !ok {
 		return false, fmt.Errorf("%d of %d proxies configured within %v: %s", f.view().ready, c.proxies, c.connectBound, f.notReady())
 	}
 	before := f.tally()
+	fmt.Fprintf(w, "connecting: %d B received per proxy, replicas' CPU %.2f s (%.0f µs per proxy)\n",
+		before.bytes/c.proxies, cpu, cpu/float64(c.proxies)*1e6)
 	if err := printCounts(ctx, w, "before replica-c", []*replica{a, b}); err != nil {
 		return false, err
 	}
@@ -78,12 +82,15 @@ func runBalance(ctx context.Context, c config, w io.Writer) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if err := waitVersion(ctx, []*replica{cr}, version, startBound); err != nil {
+	if err := waitPublished(ctx, []*replica{cr}, version, 0, startBound); err != nil {
 		return false, err
 	}
 	rr.set(a.xdsAddr, b.xdsAddr, cr.xdsAddr)
-	res := watchBalance(ctx, c, w, []*replica{a, b, cr}, f)
+	all := []*replica{a, b, cr}
+	cpu0 = cpuOf(all)
+	res := watchBalance(ctx, c, w, all, f)
 	res.t = f.tally()
+	fmt.Fprintf(w, "balancing: %d B received by the proxies in all, replicas' CPU %.2f s\n", res.t.bytes-before.bytes, cpuOf(all)-cpu0)
 	if res.t.lost > 0 || res.notReady > 0 {
 		fmt.Fprintf(w, "without their whole config now: %s\n", f.notReady())
 	}

@@ -102,7 +102,7 @@ func (f *fleet) waitReady(ctx context.Context, bound time.Duration) (time.Durati
 type tally struct {
 	lost            int // times a proxy went from its whole config to less
 	resumes, resent [2]int
-	streams         int
+	streams, bytes  int
 	ended           map[string]int
 	idents          map[string]int
 	neverReady      int
@@ -121,6 +121,7 @@ func (f *fleet) tally() tally {
 		t.resumes[k] += p.resumes
 		t.resent[k] += p.resent
 		t.streams += p.streams
+		t.bytes += p.bytes
 		for r, n := range p.ended {
 			t.ended[r] += n
 		}

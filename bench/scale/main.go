@@ -47,7 +47,7 @@ func main() {
 	flag.IntVar(&c.perConn, "per-conn", 0, "proxies sharing one connection (0: 1 for balance, as Envoy has one; 10 for shard)")
 	flag.IntVar(&c.ramp, "ramp", 0, "proxies arriving a second when the fleet connects (0: 1,000)")
 	flag.IntVar(&c.services, "services", 0, "balance: services in the config (0: 4); shard: services per group (0: 20)")
-	flag.IntVar(&c.endpoints, "endpoints", 10, "endpoints per service")
+	flag.IntVar(&c.endpoints, "endpoints", 0, "endpoints per service (0: 10)")
 	flag.IntVar(&c.groups, "groups", 200, "shard: node groups, half per shard (even)")
 	flag.DurationVar(&c.within, "within", 60*time.Second, "balance: how soon every replica must hold its share")
 	flag.DurationVar(&c.connectBound, "connect-bound", 3*time.Minute, "how long the fleet may take to be configured")
@@ -88,6 +88,7 @@ func (c *config) defaults() error {
 	def(&c.ramp, 1000, 1000)
 	def(&c.perConn, 1, 10)
 	def(&c.services, 4, 20)
+	def(&c.endpoints, 10, 10)
 	switch {
 	case c.scenario != "balance" && c.scenario != "shard":
 		return fmt.Errorf("-scenario must be balance or shard, not %q", c.scenario)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"io"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -131,6 +133,7 @@ type proxy struct {
 	streams  int
 	resumes  int // streams opened after it was ready
 	resent   int // resources received on those streams
+	bytes    int // response bytes received (protobuf size), all streams
 	ended    map[string]int
 }
 
@@ -188,6 +191,8 @@ func (p *proxy) run(ctx context.Context) {
 func endReason(err error) string {
 	st := grpcstatus.Convert(err)
 	switch {
+	case errors.Is(err, io.EOF):
+		return "closed by the server (EOF)"
 	case st.Code() == codes.ResourceExhausted:
 		return "refused (RESOURCE_EXHAUSTED)"
 	case st.Code() == codes.Unavailable && strings.Contains(st.Message(), "over its share"):
@@ -233,7 +238,8 @@ func (p *proxy) opened(addr string) {
 }
 
 // settle records what a response left the proxy holding; p.mu is held.
-func (p *proxy) settle(wasReady bool, ident string, resources int, resumed bool) {
+func (p *proxy) settle(wasReady bool, ident string, resources, size int, resumed bool) {
+	p.bytes += size
 	if ident != "" {
 		p.ident = ident
 	}
@@ -292,7 +298,7 @@ func (p *proxy) deltaStream(ctx context.Context, ads discoveryv3.AggregatedDisco
 				delete(p.eds, name)
 			}
 		}
-		p.settle(wasReady, resp.GetControlPlane().GetIdentifier(), len(resp.Resources), resumed)
+		p.settle(wasReady, resp.GetControlPlane().GetIdentifier(), len(resp.Resources), proto.Size(resp), resumed)
 		p.mu.Unlock()
 		if err := cs.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resp.TypeUrl, ResponseNonce: resp.Nonce}); err != nil {
 			return err
@@ -352,7 +358,7 @@ func (p *proxy) sotwStream(ctx context.Context, ads discoveryv3.AggregatedDiscov
 				p.eds[name] = ""
 			}
 		}
-		p.settle(wasReady, resp.GetControlPlane().GetIdentifier(), len(resp.Resources), resumed)
+		p.settle(wasReady, resp.GetControlPlane().GetIdentifier(), len(resp.Resources), proto.Size(resp), resumed)
 		ack := &discoveryv3.DiscoveryRequest{TypeUrl: resp.TypeUrl, VersionInfo: resp.VersionInfo, ResponseNonce: resp.Nonce}
 		if resp.TypeUrl == xdstype.EndpointURL {
 			ack.ResourceNames = keys(p.clusters)

@@ -191,39 +191,76 @@ func (r *replica) do(ctx context.Context, method, path, body string, write bool)
 	return resp.StatusCode, b, err
 }
 
-// apply writes doc through r and returns the config version it made.
-func (r *replica) apply(ctx context.Context, doc string) (string, error) {
+// written is what a write made: the config version of the replica that
+// took it and the store revision. A shard publishes its own version (it
+// builds its groups' share), the same revision.
+type written struct {
+	Version  string
+	Revision int64
+}
+
+// apply writes doc through r.
+func (r *replica) apply(ctx context.Context, doc string) (written, error) {
 	code, b, err := r.do(ctx, "POST", "/v1/apply", doc, true)
 	if err != nil || code != http.StatusOK {
-		return "", fmt.Errorf("apply through %s: %d %v: %.2000s", r.id, code, err, b)
+		return written{}, fmt.Errorf("apply through %s: %d %v: %.2000s", r.id, code, err, b)
 	}
-	var res struct{ Version, Error string }
+	var res struct {
+		written
+		Error string
+	}
 	if err := json.Unmarshal(b, &res); err != nil || res.Error != "" {
-		return "", fmt.Errorf("apply through %s: %v %s", r.id, err, res.Error)
+		return written{}, fmt.Errorf("apply through %s: %v %s", r.id, err, res.Error)
 	}
-	return res.Version, nil
+	return res.written, nil
 }
 
-// version is the config version r publishes.
-func (r *replica) version(ctx context.Context) string {
+// published is the config version r publishes and the node groups it
+// lists.
+func (r *replica) published(ctx context.Context) (string, int) {
 	code, b, err := r.do(ctx, "GET", "/status", "", false)
 	if err != nil || code != http.StatusOK {
-		return ""
+		return "", 0
 	}
-	var st struct{ Config struct{ Version string } }
+	var st struct {
+		Config struct {
+			Version string
+			Groups  []struct{ Name string }
+		}
+	}
 	_ = json.Unmarshal(b, &st)
-	return st.Config.Version
+	return st.Config.Version, len(st.Config.Groups)
 }
 
-// waitVersion waits, within bound, until every replica publishes version.
-func waitVersion(ctx context.Context, rs []*replica, version string, bound time.Duration) error {
+// partial is what r's /status says of the fleet status it could not read.
+func (r *replica) partial(ctx context.Context) string {
+	_, b, err := r.do(ctx, "GET", "/status", "", false)
+	if err != nil {
+		return err.Error()
+	}
+	var st struct{ Partial string }
+	_ = json.Unmarshal(b, &st)
+	return st.Partial
+}
+
+// waitPublished waits, within bound, until every replica publishes w's
+// version or, for a shard (which publishes its own: it builds its groups'
+// share), lists at least groups node groups at a version that held for
+// two polls: the store's revision is not in /status.
+func waitPublished(ctx context.Context, rs []*replica, w written, groups int, bound time.Duration) error {
 	deadline := time.Now().Add(bound)
 	for _, r := range rs {
-		for r.version(ctx) != version {
-			if time.Now().After(deadline) || ctx.Err() != nil {
-				return fmt.Errorf("%s does not publish config %s within %v", r.id, version, bound)
+		last := ""
+		for {
+			v, n := r.published(ctx)
+			if v == w.Version || (groups > 0 && n >= groups && v == last) {
+				break
 			}
-			time.Sleep(100 * time.Millisecond) // another process's state: polled
+			last = v
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return fmt.Errorf("%s does not publish version %s (or %d groups) within %v: it publishes %s, %d groups", r.id, w.Version, groups, bound, v, n)
+			}
+			time.Sleep(500 * time.Millisecond) // another process's state: polled
 		}
 	}
 	return nil
@@ -290,6 +327,34 @@ func procRSS(pid int) float64 {
 		}
 	}
 	return 0
+}
+
+// cpu is the CPU time r's process has used so far, in seconds (0 where
+// unreadable): utime and stime of /proc/PID/stat, at the kernel's 100 Hz.
+func (r *replica) cpu() float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", r.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command's closing parenthesis; utime and
+	// stime are the 14th and 15th of the whole line.
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseFloat(f[11], 64)
+	s, _ := strconv.ParseFloat(f[12], 64)
+	return (u + s) / 100
+}
+
+// cpuOf sums the replicas' CPU time.
+func cpuOf(rs []*replica) float64 {
+	t := 0.0
+	for _, r := range rs {
+		t += r.cpu()
+	}
+	return t
 }
 
 // cli runs the pylon binary against r's admin API with the read token.

@@ -22,32 +22,64 @@ var shardNames = [2]string{"a", "b"}
 // groupName is the i-th group of shard s.
 func groupName(s string, i int) string { return fmt.Sprintf("%s-%03d", s, i) }
 
-// shardDoc is the config of the shard scenario: per shard, perShard
-// groups, each matching the node ids it prefixes and scoped to services
-// of its own, so that what a replica builds follows its groups.
-func shardDoc(perShard, services, endpoints int) string {
+// maxObjects is the most objects one apply writes: etcd takes at most
+// 128 operations in a transaction (its --max-txn-ops), and a commit
+// needs one per object and a few more.
+const maxObjects = 100
+
+// shardDocs is the config of the shard scenario, in applies of at most
+// maxObjects objects: per shard, perShard groups, each matching the node
+// ids it prefixes and scoped to services of its own, so that what a
+// replica builds follows its groups. The services go first: a group's
+// scope must match something.
+func shardDocs(perShard, services, endpoints int) []string {
+	var docs []string
 	var b strings.Builder
-	b.WriteString("groups:\n")
-	for _, s := range shardNames {
-		for i := range perShard {
-			g := groupName(s, i)
-			fmt.Fprintf(&b, "- name: %s\n  match: { id: \"%s-*\" }\n  scope: { services: [\"%s-*\"] }\n", g, g, g)
+	objects := 0
+	add := func(head, obj string) {
+		if objects == maxObjects {
+			docs, objects = append(docs, b.String()), 0
+			b.Reset()
 		}
+		if objects == 0 {
+			b.WriteString(head)
+		}
+		b.WriteString(obj)
+		objects++
 	}
-	b.WriteString("services:\n")
 	n := 0
 	for _, s := range shardNames {
 		for i := range perShard {
 			for j := range services {
-				fmt.Fprintf(&b, "- name: %s-s%03d\n  endpoints:\n", groupName(s, i), j)
+				var o strings.Builder
+				fmt.Fprintf(&o, "- name: %s-s%03d\n  endpoints:\n", groupName(s, i), j)
 				for k := range endpoints {
-					fmt.Fprintf(&b, "  - { address: 10.%d.%d.%d, port: 8080 }\n", n>>8&255, n&255, k&255)
+					fmt.Fprintf(&o, "  - { address: 10.%d.%d.%d, port: 8080 }\n", n>>8&255, n&255, k&255)
 				}
+				add("services:\n", o.String())
 				n++
 			}
 		}
 	}
-	return b.String()
+	objects = maxObjects // the groups start an apply of their own
+	for _, s := range shardNames {
+		for i := range perShard {
+			g := groupName(s, i)
+			add("groups:\n", fmt.Sprintf("- name: %s\n  match: { id: \"%s-*\" }\n  scope: { services: [\"%s-*\"] }\n", g, g, g))
+		}
+	}
+	return append(docs, b.String())
+}
+
+// applyAll applies docs in order through r and returns the last version.
+func applyAll(ctx context.Context, r *replica, docs []string) (last written, size int, err error) {
+	for _, doc := range docs {
+		if last, err = r.apply(ctx, doc); err != nil {
+			return written{}, 0, err
+		}
+		size += len(doc)
+	}
+	return last, size, nil
 }
 
 // shardEnv is the shard scenario's replicas: two per shard, and one
@@ -55,7 +87,11 @@ func shardDoc(perShard, services, endpoints int) string {
 type shardEnv struct {
 	shards [2][2]*replica
 	all    *replica
-	every  []*replica
+	// none serves no group of the config (--groups none): it decodes
+	// the whole config as every replica does and builds nothing, the
+	// baseline against which a replica's share is measured.
+	none  *replica
+	every []*replica
 }
 
 func startShards(ctx context.Context, e *env) (*shardEnv, error) {
@@ -74,8 +110,12 @@ func startShards(ctx context.Context, e *env) (*shardEnv, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.all = all
-	s.every = append(s.every, all)
+	none, err := e.start(ctx, "none-1", "--groups", "none")
+	if err != nil {
+		return nil, err
+	}
+	s.all, s.none = all, none
+	s.every = append(s.every, all, none)
 	return s, nil
 }
 
@@ -100,26 +140,29 @@ func runShard(ctx context.Context, c config, w io.Writer) (bool, error) {
 		return false, err
 	}
 	perShard := c.groups / 2
-	doc := shardDoc(perShard, c.services, c.endpoints)
-	version, err := s.all.apply(ctx, doc)
+	version, size, err := applyAll(ctx, s.all, shardDocs(perShard, c.services, c.endpoints))
 	if err != nil {
 		return false, err
 	}
-	if err := waitVersion(ctx, s.every, version, c.connectBound); err != nil {
+	if err := waitPublished(ctx, s.every, version, c.groups, c.connectBound); err != nil {
 		return false, err
 	}
 	if err := mem.sample(ctx, "configured"); err != nil {
 		return false, err
 	}
 	specs, counts := shardFleet(c, s)
+	cpu0 := cpuOf(s.every)
 	f := startFleet(ctx, specs, c.perConn, c.ramp)
 	defer f.stop()
 	took, ok := f.waitReady(ctx, c.connectBound)
+	cpu := cpuOf(s.every) - cpu0
 	fmt.Fprintf(w, "%d groups (%d services of %d endpoints each, %d KiB of YAML); %d proxies on each shard's two replicas and %d on all-1: all configured in %v: %v\n",
-		c.groups, c.services, c.endpoints, len(doc)>>10, counts[0], counts[2], took.Round(time.Millisecond), ok)
+		c.groups, c.services, c.endpoints, size>>10, counts[0], counts[2], took.Round(time.Millisecond), ok)
 	if !ok {
 		return false, fmt.Errorf("%d of %d proxies configured within %v: %s", f.view().ready, len(specs), c.connectBound, f.notReady())
 	}
+	fmt.Fprintf(w, "connecting: %d B received per proxy, replicas' CPU %.2f s (%.0f µs per proxy)\n",
+		f.tally().bytes/len(specs), cpu, cpu/float64(len(specs))*1e6)
 	if err := mem.sample(ctx, "with proxies"); err != nil {
 		return false, err
 	}
@@ -188,20 +231,41 @@ func report(w io.Writer, checks []check) bool {
 }
 
 // refusals opens a stream of each shard's group on the other shard: it
-// must end FAILED_PRECONDITION naming the shard that serves it.
+// must end FAILED_PRECONDITION naming the shard that serves it. A replica
+// names the shards it read live in etcd: it is asked again, for up to
+// refusalBound, while it names none, and how many tries it took is shown.
 func refusals(ctx context.Context, s *shardEnv) []check {
+	const refusalBound = 20 * time.Second
 	var out []check
 	for i, name := range shardNames {
 		other := s.shards[1-i][0]
 		node := groupName(name, 0) + "-probe"
-		err := probe(ctx, other.xdsAddr, node)
-		msg := grpcstatus.Convert(err).Message()
-		named := strings.Contains(msg, fmt.Sprintf("serves it (--groups %s-*)", name)) &&
-			(strings.Contains(msg, name+"-1") || strings.Contains(msg, name+"-2"))
-		out = append(out, check{grpcstatus.Code(err) == codes.FailedPrecondition && named,
-			fmt.Sprintf("%s on %s refused naming shard %s: %v", node, other.id, name, err)})
+		deadline := time.Now().Add(refusalBound)
+		var err error
+		var first string
+		tries := 0
+		for {
+			tries++
+			err = probe(ctx, other.xdsAddr, node)
+			if named(err, name) || time.Now().After(deadline) || ctx.Err() != nil {
+				break
+			}
+			if first == "" {
+				first = fmt.Sprintf(" (the first try: %v; %s's /status partial: %q)", err, other.id, other.partial(ctx))
+			}
+			time.Sleep(time.Second) // another process's view of etcd: polled
+		}
+		out = append(out, check{named(err, name), fmt.Sprintf("%s on %s refused naming shard %s, try %d: %v%s", node, other.id, name, tries, err, first)})
 	}
 	return out
+}
+
+// named reports whether err is a refusal naming a replica of shard name.
+func named(err error, name string) bool {
+	msg := grpcstatus.Convert(err).Message()
+	return grpcstatus.Code(err) == codes.FailedPrecondition &&
+		strings.Contains(msg, fmt.Sprintf("serves it (--groups %s-*)", name)) &&
+		(strings.Contains(msg, "replica "+name+"-1") || strings.Contains(msg, "replica "+name+"-2"))
 }
 
 // probe opens a SotW stream for node on addr and returns how it ended,
