@@ -41,14 +41,11 @@ func runBalance(ctx context.Context, c config, w io.Writer) (bool, error) {
 		return false, err
 	}
 	defer e.close()
-	a, err := e.start(ctx, "replica-a")
+	ab, err := e.startAll(ctx, []string{"replica-a", "replica-b"}, make([][]string, 2))
 	if err != nil {
 		return false, err
 	}
-	b, err := e.start(ctx, "replica-b")
-	if err != nil {
-		return false, err
-	}
+	a, b := ab[0], ab[1]
 	version, err := a.apply(ctx, servicesDoc("svc-", c.services, c.endpoints))
 	if err != nil {
 		return false, err

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -38,6 +39,7 @@ type env struct {
 	tokenFile, readTokenFile string
 	token, readToken         string
 	http                     *http.Client
+	mu                       sync.Mutex // guards replicas
 	replicas                 []*replica
 	// flags every replica gets after the common ones.
 	flags []string
@@ -74,6 +76,8 @@ func newEnv(ctx context.Context, bin string, flags []string) (*env, error) {
 
 // close kills every replica, stops etcd and removes the folder.
 func (e *env) close() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	for _, r := range e.replicas {
 		r.kill()
 	}
@@ -138,7 +142,9 @@ func (e *env) start(ctx context.Context, id string, extra ...string) (*replica, 
 	if err := r.cmd.Start(); err != nil {
 		return nil, err
 	}
+	e.mu.Lock()
 	e.replicas = append(e.replicas, r)
+	e.mu.Unlock()
 	go func() {
 		_ = r.cmd.Wait()
 		close(r.done)
@@ -154,6 +160,23 @@ func (e *env) start(ctx context.Context, id string, extra ...string) (*replica, 
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// startAll starts the replicas named by ids, each with its flags, at
+// once, and returns them in order.
+func (e *env) startAll(ctx context.Context, ids []string, flags [][]string) ([]*replica, error) {
+	out := make([]*replica, len(ids))
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i], errs[i] = e.start(ctx, id, flags[i]...)
+		}()
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
 }
 
 // kill ends the replica with SIGKILL and reaps it.
@@ -299,8 +322,8 @@ func (r *replica) metrics(ctx context.Context) (map[string]float64, error) {
 	return out, nil
 }
 
-// memory is r's heap in use after a forced collection and its resident
-// set, in bytes.
+// memory is r's live heap (what a forced collection left allocated) and
+// its resident set, in bytes.
 func (r *replica) memory(ctx context.Context) (heap, rss float64, err error) {
 	// The heap profile's gc=1 runs a collection first: the heap then holds
 	// what is live, not what the last cycle left.
@@ -311,7 +334,7 @@ func (r *replica) memory(ctx context.Context) (heap, rss float64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	return m["go_memstats_heap_inuse_bytes"], procRSS(r.cmd.Process.Pid), nil
+	return m["go_memstats_heap_alloc_bytes"], procRSS(r.cmd.Process.Pid), nil
 }
 
 // procRSS is VmRSS of pid from /proc, in bytes (0 where unreadable).

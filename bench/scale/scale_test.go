@@ -53,7 +53,7 @@ func TestShardScenarioPassesAtASmallSize(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd and five pylon processes (-short)")
 	}
-	c := config{scenario: "shard", proxies: 40, groups: 20, services: 20}
+	c := config{scenario: "shard", proxies: 40, groups: 20, services: 40}
 	out := runScenario(t, c)
 	if strings.Contains(out, "FAIL") || strings.Count(out, "PASS") != 5 {
 		t.Errorf("want five PASS lines and no FAIL")

@@ -27,8 +27,8 @@ func groupName(s string, i int) string { return fmt.Sprintf("%s-%03d", s, i) }
 // needs one per object and a few more.
 const maxObjects = 100
 
-// shardDocs is the config of the shard scenario, in applies of at most
-// maxObjects objects: per shard, perShard groups, each matching the node
+// shardDocs is the config of the shard scenario, its services in applies
+// of at most maxObjects objects: per shard, perShard groups, each matching the node
 // ids it prefixes and scoped to services of its own, so that what a
 // replica builds follows its groups. The services go first: a group's
 // scope must match something.
@@ -61,11 +61,15 @@ func shardDocs(perShard, services, endpoints int) []string {
 			}
 		}
 	}
-	objects = maxObjects // the groups start an apply of their own
+	// The group rules are one object (their order decides), applied
+	// last, whole.
+	docs = append(docs, b.String())
+	b.Reset()
+	b.WriteString("groups:\n")
 	for _, s := range shardNames {
 		for i := range perShard {
 			g := groupName(s, i)
-			add("groups:\n", fmt.Sprintf("- name: %s\n  match: { id: \"%s-*\" }\n  scope: { services: [\"%s-*\"] }\n", g, g, g))
+			fmt.Fprintf(&b, "- name: %s\n  match: { id: \"%s-*\" }\n  scope: { services: [\"%s-*\"] }\n", g, g, g)
 		}
 	}
 	return append(docs, b.String())
@@ -90,32 +94,31 @@ type shardEnv struct {
 	// none serves no group of the config (--groups none): it decodes
 	// the whole config as every replica does and builds nothing, the
 	// baseline against which a replica's share is measured.
-	none  *replica
-	every []*replica
+	none *replica
+	// writer takes the writes (it serves no group either): a write is
+	// checked whole where it lands, and what that check keeps would
+	// otherwise count against the replica measured.
+	writer *replica
+	every  []*replica
 }
 
 func startShards(ctx context.Context, e *env) (*shardEnv, error) {
-	s := &shardEnv{}
-	for i, name := range shardNames {
+	var ids []string
+	var flags [][]string
+	for _, name := range shardNames {
 		for j := range 2 {
-			r, err := e.start(ctx, fmt.Sprintf("%s-%d", name, j+1), "--groups", name+"-*")
-			if err != nil {
-				return nil, err
-			}
-			s.shards[i][j] = r
-			s.every = append(s.every, r)
+			ids = append(ids, fmt.Sprintf("%s-%d", name, j+1))
+			flags = append(flags, []string{"--groups", name + "-*"})
 		}
 	}
-	all, err := e.start(ctx, "all-1")
+	ids = append(ids, "all-1", "none-1", "writer-1")
+	flags = append(flags, nil, []string{"--groups", "none"}, []string{"--groups", "none"})
+	rs, err := e.startAll(ctx, ids, flags)
 	if err != nil {
 		return nil, err
 	}
-	none, err := e.start(ctx, "none-1", "--groups", "none")
-	if err != nil {
-		return nil, err
-	}
-	s.all, s.none = all, none
-	s.every = append(s.every, all, none)
+	s := &shardEnv{all: rs[4], none: rs[5], writer: rs[6], every: rs[:6]}
+	s.shards = [2][2]*replica{{rs[0], rs[1]}, {rs[2], rs[3]}}
 	return s, nil
 }
 
@@ -140,11 +143,11 @@ func runShard(ctx context.Context, c config, w io.Writer) (bool, error) {
 		return false, err
 	}
 	perShard := c.groups / 2
-	version, size, err := applyAll(ctx, s.all, shardDocs(perShard, c.services, c.endpoints))
+	version, size, err := applyAll(ctx, s.writer, shardDocs(perShard, c.services, c.endpoints))
 	if err != nil {
 		return false, err
 	}
-	if err := waitPublished(ctx, s.every, version, c.groups, c.connectBound); err != nil {
+	if err := waitPublished(ctx, append(s.every, s.writer), version, c.groups, c.connectBound); err != nil {
 		return false, err
 	}
 	if err := mem.sample(ctx, "configured"); err != nil {
