@@ -52,10 +52,20 @@ func main() {
 	flag.DurationVar(&c.within, "within", 60*time.Second, "balance: how soon every replica must hold its share")
 	flag.DurationVar(&c.connectBound, "connect-bound", 3*time.Minute, "how long the fleet may take to be configured")
 	flag.StringVar(&c.pylon, "pylon", "", "a built pylon binary (default: go build ./cmd/pylon into the run's temp folder)")
-	flag.StringVar(&flags, "serve-flags", "", "extra flags for every `pylon serve`, space separated (e.g. '--shed-rate 20')")
+	var shedRate int
+	var period time.Duration
+	flag.IntVar(&shedRate, "shed-rate", 0, "every replica's --shed-rate (0: pylon's default)")
+	flag.DurationVar(&period, "fleet-status-period", 0, "every replica's --fleet-status-period (0: pylon's default)")
+	flag.StringVar(&flags, "serve-flags", "", "more flags for every `pylon serve`, space separated")
 	flag.DurationVar(&timeout, "timeout", 15*time.Minute, "bound of the whole run")
 	flag.Parse()
-	c.flags = strings.Fields(flags)
+	if shedRate > 0 {
+		c.flags = append(c.flags, "--shed-rate", fmt.Sprint(shedRate))
+	}
+	if period > 0 {
+		c.flags = append(c.flags, "--fleet-status-period", period.String())
+	}
+	c.flags = append(c.flags, strings.Fields(flags)...)
 	if err := c.defaults(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)

@@ -36,27 +36,36 @@ const smoke = 3 * time.Minute
 // pass: no proxy without config, delta proxies resent nothing.
 func TestBalanceScenarioRunsAtASmallSize(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts etcd and four pylon processes (-short)")
+		t.Skip("starts etcd and three pylon processes (-short)")
 	}
-	out := runScenario(t, config{scenario: "balance", proxies: 60, within: 10 * time.Second})
-	for _, want := range []string{"t (s) |", "PASS no proxy without config", "PASS delta proxies resent nothing on resume", "every replica within its share within 10s"} {
+	t.Parallel()
+	out := runScenario(t, config{scenario: "balance", proxies: 60, within: 5 * time.Second})
+	for _, want := range []string{"t (s) |", "PASS no proxy without config", "PASS delta proxies resent nothing on resume", "every replica within its share within 5s"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the output lacks %q", want)
 		}
 	}
 }
 
-// The shard scenario at a small size passes every criterion: each shard's
-// config costs it less than the replica of every group's, each refuses
-// the other's proxy naming it, pylon status on each lists all.
+// The shard scenario at a small size passes its criteria: each shard
+// refuses the other's proxy naming it, pylon status on each replica lists
+// all, no proxy loses its config; the memory table is printed and checked,
+// but its verdict is not asserted here: at 20 groups what one collection
+// leaves is as large as a shard's share (the full run, 200 groups,
+// measures it).
 func TestShardScenarioPassesAtASmallSize(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts etcd and five pylon processes (-short)")
+		t.Skip("starts etcd and seven pylon processes (-short)")
 	}
+	t.Parallel()
 	c := config{scenario: "shard", proxies: 40, groups: 20, services: 40}
 	out := runScenario(t, c)
-	if strings.Contains(out, "FAIL") || strings.Count(out, "PASS") != 5 {
-		t.Errorf("want five PASS lines and no FAIL")
+	for _, want := range []string{"| none-1 | 0 |", "each shard's heap holds its groups only", "PASS a-000-probe on b-1 refused naming shard a",
+		"PASS b-000-probe on a-1 refused naming shard b", "PASS pylon status on each of the 6 replicas lists every shard's proxies (20, 20 and 40 rows)",
+		"PASS no proxy lost its config"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the output lacks %q", want)
+		}
 	}
 }
 
@@ -65,7 +74,9 @@ func runScenario(t *testing.T, c config) string {
 	if err := c.defaults(); err != nil {
 		t.Fatal(err)
 	}
-	c.connectBound = time.Minute
+	// Summaries published every half second: the counts and pylon
+	// status catch up sooner than at the default 5 s.
+	c.connectBound, c.flags = time.Minute, []string{"--fleet-status-period", "500ms"}
 	ctx, cancel := context.WithTimeout(context.Background(), smoke)
 	defer cancel()
 	var out bytes.Buffer
