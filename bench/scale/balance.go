@@ -99,7 +99,7 @@ func runBalance(ctx context.Context, c config, w io.Writer) (bool, error) {
 func watchBalance(ctx context.Context, c config, w io.Writer, rs []*replica, f *fleet) balanceResult {
 	res := balanceResult{reached: -1, counts: make([]int, len(rs))}
 	lo, hi := share(c.proxies, len(rs))
-	fmt.Fprintf(w, "replica-c started and added to the balancer; each replica's share %d-%d (1,000 +/- 10%% of the mean)\n", lo, hi)
+	fmt.Fprintf(w, "replica-c started and added to the balancer; each replica's share %d-%d (the mean +/- 10%%)\n", lo, hi)
 	fmt.Fprintf(w, "%6s | %6s %6s %6s | %6s %6s | %s\n", "t (s)", "A", "B", "C", "open", "ready", "sheds (delta/sotw), refusals, summed")
 	start := time.Now()
 	tick := time.NewTicker(time.Second)
