@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 )
 
 // memTable is each replica's heap (live, after a forced collection) and
@@ -25,16 +26,36 @@ func newMemTable(rs []*replica) *memTable {
 	return m
 }
 
+// samples and sampleGap: each phase's figure is the least of a few
+// samples after a forced collection, a couple of seconds apart, since one
+// sample may still hold what the last compile or publish let go of.
+const (
+	samples   = 3
+	sampleGap = 2 * time.Second
+)
+
 func (m *memTable) sample(ctx context.Context, phase string) error {
 	m.phases = append(m.phases, phase)
-	for _, r := range m.rs {
-		h, rss, err := r.memory(ctx)
-		if err != nil {
-			return err
+	heap := make([]float64, len(m.rs))
+	rss := make([]float64, len(m.rs))
+	for k := range samples {
+		if k > 0 {
+			time.Sleep(sampleGap)
 		}
-		m.heap[phase] = append(m.heap[phase], h)
-		m.rss[phase] = append(m.rss[phase], rss)
+		for i, r := range m.rs {
+			h, s, err := r.memory(ctx)
+			if err != nil {
+				return err
+			}
+			if k == 0 || h < heap[i] {
+				heap[i] = h
+			}
+			if k == 0 || s < rss[i] {
+				rss[i] = s
+			}
+		}
 	}
+	m.heap[phase], m.rss[phase] = heap, rss
 	return nil
 }
 
@@ -56,7 +77,7 @@ func (m *memTable) print(w io.Writer, rs []*replica, f *fleet) {
 		}
 		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
 	}
-	fmt.Fprintln(w, "(MiB; heap: go_memstats_heap_alloc_bytes after /debug/pprof/heap?gc=1; RSS: VmRSS of /proc/PID/status)")
+	fmt.Fprintf(w, "(MiB, the least of %d samples %v apart; heap: go_memstats_heap_alloc_bytes after /debug/pprof/heap?gc=1; RSS: VmRSS of /proc/PID/status)\n", samples, sampleGap)
 }
 
 // check: what each shard builds (its replicas' heap configured, less that
