@@ -89,6 +89,7 @@ var layer = map[string]int{
 	"internal/cli":                   command,
 	"internal/daemon/daemontest":     command,
 	"bench/fleet":                    program,
+	"bench/scale":                    program,
 	"cmd/pylon":                      program,
 }
 
@@ -104,6 +105,7 @@ var allowed = []edge{
 	{"bench/fleet", "internal/store/bolt"},
 	{"bench/fleet", "internal/xds"},
 	{"bench/fleet", "internal/xdstype"},
+	{"bench/scale", "internal/xdstype"},
 	{"cmd/pylon", "internal/cli"},
 	{"cmd/pylon", "internal/daemon"},
 	{"internal/admin", "internal/admin/udiff"},
@@ -333,7 +335,9 @@ var owners = []owner{
 	{"github.com/go-git/...", []string{"internal/source/git"}, "speaking Git is the Git source's job"},
 	{"github.com/prometheus/...", []string{"bench/fleet", "internal/admin", "internal/metrics"}, "metrics live in metrics and are served by admin"},
 	{"github.com/spf13/cobra/...", []string{"internal/cli"}, "the command line is cli's"},
-	{"go.etcd.io/...", []string{"internal/store/bolt", "internal/store/etcd", "internal/store/etcd/etcdtest"}, "the stores' drivers stay behind the store interface"},
+	{"go.etcd.io/bbolt/...", []string{"internal/store/bolt", "internal/store/etcd", "internal/store/etcd/etcdtest"}, "the stores' drivers stay behind the store interface"},
+	{"go.etcd.io/etcd/...", []string{"bench/scale", "internal/store/bolt", "internal/store/etcd", "internal/store/etcd/etcdtest"}, "the stores' drivers stay behind the store interface; bench/scale embeds the etcd its replica processes share"},
+	{"go.etcd.io/raft/...", []string{"internal/store/etcd", "internal/store/etcd/etcdtest"}, "the stores' drivers stay behind the store interface"},
 	{"k8s.io/client-go/...", []string{"deploy", "internal/source/kube", "internal/source/kube/kubetest"}, "talking to a Kubernetes API server is the Kubernetes source's job, and deploy's tests send the shipped manifests to a real one"},
 	{"k8s.io/...", []string{"deploy", "internal/source/kube", "internal/source/kube/kubetest"}, "the Kubernetes API types are the Kubernetes source's, and check the shipped manifests in deploy's tests"},
 }
