@@ -82,6 +82,9 @@ type Fleet struct {
 	// the last read failed ("" when it did not).
 	readAt time.Time
 	unread string
+	// published is the streams this replica's summary holds, as the
+	// others read it (Load).
+	published int
 }
 
 // Remote is a proxy stream served by another replica.
@@ -212,6 +215,11 @@ func (p *publisher) publish(ctx context.Context) error {
 	stale := len(sum.relays) > 0 && time.Since(p.putAt) >= relaysRefresh
 	if err == nil && (!alive || h != p.hash || stale) {
 		err = p.put(ctx, sum, h)
+	}
+	if err == nil {
+		f.mu.Lock()
+		f.published = len(sum.proxies) + sum.omitted
+		f.mu.Unlock()
 	}
 	p.report(err, sum.omitted)
 	return err

@@ -36,21 +36,37 @@ func (f *Fleet) fresh() bool {
 // now; the others' are as last published, a draining replica's among
 // them though it is not counted as a replica. A count not read within the
 // lease is not Fresh, and balances nothing.
+//
+// The others' counts are a period old and this replica's is current: a
+// fleet connecting through a balancer grows every replica alike, and each
+// comparing its current count with the others' old ones refused
+// (measured: 3 to 10 refusals a proxy while 3,000 connected). So each
+// live peer is taken to have gained what this replica gained since its
+// own summary; where the balancer sends all to one replica, it takes up
+// to a period's arrivals over its share, which shedding then moves.
 func (f *Fleet) Load(local int) guard.Load {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	l := guard.Load{Replicas: 1, Streams: local, Fresh: f.fresh()}
+	grown := max(local-f.published, 0)
+	l := guard.Load{Replicas: 1, Streams: local, Least: -1, Fresh: f.fresh()}
 	for _, p := range f.peers {
 		if !p.sameShard {
 			continue
 		}
 		// A draining replica's streams are on their way to the others:
 		// counted, but it is not one of the replicas to share them.
-		l.Streams += p.Streams
-		if !p.Draining {
-			l.Replicas++
+		if p.Draining {
+			l.Streams += p.Streams
+			continue
+		}
+		n := p.Streams + grown
+		l.Streams += n
+		l.Replicas++
+		if l.Least < 0 || n < l.Least {
+			l.Least = n
 		}
 	}
+	l.Least = max(l.Least, 0)
 	return l
 }
 

@@ -43,6 +43,7 @@ func streams(n int, prefix string) []status.Stream {
 func TestLoadCountsTheReplicasOfTheSameShard(t *testing.T) {
 	srv := etcdtest.Start(t)
 	la, lb, lc, ld := &local{}, &local{}, &local{}, &local{}
+	la.set(streams(3, "a-")...)
 	lb.set(streams(5, "b-")...)
 	lc.set(streams(7, "c-")...)
 	ld.set(streams(4, "d-")...)
@@ -54,8 +55,16 @@ func TestLoadCountsTheReplicasOfTheSameShard(t *testing.T) {
 	runOpts(t, Options{Replica: "d", Store: srv.Open(t, "/fleet", time.Second), Local: ld.get, Period: 50 * time.Millisecond, TTL: 10 * time.Second,
 		Self: Self{Groups: []string{"web-*"}, XDS: "127.0.0.1:1004"}, Draining: func() bool { return true }})
 
-	want := guard.Load{Replicas: 2, Streams: 5 + 3 + 4, Fresh: true}
+	want := guard.Load{Replicas: 2, Streams: 5 + 3 + 4, Least: 5, Fresh: true}
 	waitFor(t, "a's load is its shard's: b's 5 streams, draining d's 4 and its own 3, on 2 replicas (not d)", func() bool { return a.Load(3) == want && len(a.Peers()) == 3 })
+	// a published 3: with 6 now, b (live, of its shard) is taken to have
+	// gained 3 too since its summary, d (draining) not.
+	if got, want := a.Load(6), (guard.Load{Replicas: 2, Streams: 6 + 8 + 4, Least: 8, Fresh: true}); got != want {
+		t.Errorf("a's load with 3 streams more than it published = %+v, want %+v", got, want)
+	}
+	if got, want := a.Load(1), (guard.Load{Replicas: 2, Streams: 1 + 5 + 4, Least: 5, Fresh: true}); got != want {
+		t.Errorf("a's load with 2 streams fewer than it published = %+v, want %+v", got, want)
+	}
 	peers := a.ServedBy("cache")
 	if len(peers) != 1 || peers[0].Replica != "c" || peers[0].XDS != "127.0.0.1:1003" {
 		t.Errorf("ServedBy(cache) = %+v, want replica c at 127.0.0.1:1003", peers)

@@ -121,7 +121,7 @@ func (s *Server) shed(b *Balance, budget int, r *rand.Rand) int {
 		return 0
 	}
 	load := b.Load(s.open.count())
-	target, _ := load.Target()
+	target, _ := load.Goal()
 	if b.Report != nil {
 		b.Report.BalanceTarget(target)
 	}

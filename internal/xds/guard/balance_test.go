@@ -30,7 +30,7 @@ func TestBalanceTargetIsTheMeanPlusTenPercentWithAFloor(t *testing.T) {
 }
 
 func TestBalanceRefusesOnlyOverTheTargetOfAFreshCount(t *testing.T) {
-	l := Load{Replicas: 2, Streams: 200, Fresh: true} // target 110
+	l := Load{Replicas: 2, Streams: 200, Least: 90, Fresh: true} // target 110
 	if over, _ := l.Over(110); over {
 		t.Error("the 110th stream of a target of 110 was refused")
 	}
@@ -50,7 +50,7 @@ func TestBalanceRefusesOnlyOverTheTargetOfAFreshCount(t *testing.T) {
 }
 
 func TestBalanceShedsTheExcessWithinTheBudget(t *testing.T) {
-	l := Load{Replicas: 2, Streams: 200, Fresh: true} // target 110
+	l := Load{Replicas: 2, Streams: 200, Least: 95, Fresh: true} // target 110
 	for _, c := range []struct{ local, budget, want int }{
 		{200, 10, 10}, {115, 10, 5}, {110, 10, 0}, {50, 10, 0}, {200, 0, 0},
 	} {
@@ -88,5 +88,32 @@ func TestBalanceShedsDeltaStreamsFirstAtRandom(t *testing.T) {
 	}
 	if got := PickShed(delta, 10, r); len(got) != len(delta) {
 		t.Errorf("PickShed of more than there are chose %d, want all %d", len(got), len(delta))
+	}
+}
+
+// While another replica holds under 90% of the mean (a replica just
+// started), the others come down to the mean (and the slack), not only
+// to their target: at 3,000 on three, a target of 1,100 each left the new
+// replica 800.
+func TestBalanceComesDownToTheMeanWhileAReplicaIsUnderIt(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		least, goal int
+	}{
+		{"the third at 800: the mean", 800, 1002},
+		{"the third at 899: the mean", 899, 1002},
+		{"the third at 900: the target", 900, 1100},
+		{"even: the target", 1000, 1100},
+	} {
+		l := Load{Replicas: 3, Streams: 3000, Least: c.least, Fresh: true}
+		if goal, ok := l.Goal(); goal != c.goal || !ok {
+			t.Errorf("%s: Goal() = %d, %v; want %d", c.name, goal, ok, c.goal)
+		}
+		if got, want := l.Excess(1100, 1000), max(1100-c.goal, 0); got != want {
+			t.Errorf("%s: Excess(1100) = %d, want %d", c.name, got, want)
+		}
+		if over, _ := l.Over(1050); over != (c.goal < 1050) {
+			t.Errorf("%s: Over(1050) = %v, want %v", c.name, over, c.goal < 1050)
+		}
 	}
 }
