@@ -26,7 +26,9 @@ import (
 // upstream's versions, which the next stream resumes with), one file per
 // key, written whole or not at all. Only what was served is kept: never a
 // Secret (the relay subscribes to none), never a resource the build held
-// back (key material outside a Secret among others).
+// back (key material outside a Secret among others), never a resource
+// with a TTL (it lives as long as the upstream refreshes it: a relay
+// restarted while the upstream is away must not serve it).
 
 // keptKey is one key's file.
 type keptKey struct {
@@ -38,10 +40,11 @@ type keptKey struct {
 }
 
 type keptResource struct {
-	Name    string        `json:"name"`
-	Version string        `json:"version"`
-	Value   []byte        `json:"value"`
-	TTL     time.Duration `json:"ttl,omitempty"`
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Value   []byte `json:"value"`
+	// TTL is read only to skip what older relays kept with one.
+	TTL time.Duration `json:"ttl,omitempty"`
 }
 
 // maxKeptFile bounds one key's file on reading.
@@ -70,10 +73,10 @@ func (r *Relay) persist(ks *keyState, state upstream.State, snap *snapshot.Snaps
 	for url, held := range state {
 		set := snap.Set(url)
 		for _, name := range slices.Sorted(maps.Keys(held)) {
-			if set.Get(name) == nil {
+			if set.Get(name) == nil || held[name].TTL > 0 {
 				continue
 			}
-			res := keptResource{Name: name, Version: held[name].Version, Value: held[name].Any.GetValue(), TTL: held[name].TTL}
+			res := keptResource{Name: name, Version: held[name].Version, Value: held[name].Any.GetValue()}
 			if old[resourceID{url, name}] {
 				var ok bool
 				if res, ok = ks.lastKept(url, name); !ok {
@@ -233,7 +236,10 @@ func (r *Relay) loadFile(path string) (loaded, error) {
 		}
 		m := make(map[string]upstream.Resource, len(rs))
 		for _, res := range rs {
-			m[res.Name] = upstream.Resource{Version: res.Version, Any: &anypb.Any{TypeUrl: url, Value: res.Value}, TTL: min(max(res.TTL, 0), upstream.MaxTTL)}
+			if res.TTL != 0 {
+				continue // an older relay's: a TTL'd resource outlives no upstream
+			}
+			m[res.Name] = upstream.Resource{Version: res.Version, Any: &anypb.Any{TypeUrl: url, Value: res.Value}}
 		}
 		state[url] = m
 	}
