@@ -63,6 +63,7 @@ func (r *Relay) subscribe(ks *keyState, state upstream.State, inputs []xdstype.R
 		}
 	}
 	r.mu.Unlock()
+	ks.keepAliases(wanted[xdstype.VirtualHostURL])
 	routesOf(wanted[xdstype.VirtualHostURL], wanted[xdstype.RouteURL])
 	for _, in := range inputs {
 		if in.Type.Refs == nil {
@@ -95,6 +96,22 @@ func (r *Relay) subscribe(ks *keyState, state upstream.State, inputs []xdstype.R
 		}
 	}
 	return len(ks.pending) > 0
+}
+
+// keepAliases adds to vhds the aliases the key's file kept virtual hosts
+// for, until the key's upstream stream is up: then what the proxies ask
+// for (they ask again on their new streams) is what is subscribed.
+func (ks *keyState) keepAliases(vhds map[string]bool) {
+	if len(ks.keptAliases) == 0 {
+		return
+	}
+	if _, up, _ := ks.client.Connected(); up {
+		ks.keptAliases = nil
+		return
+	}
+	for _, a := range ks.keptAliases {
+		vhds[a] = true
+	}
 }
 
 // routesOf adds to routes the route configurations of the VHDS names

@@ -19,6 +19,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/relay/upstream"
 	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
 // What a relay keeps of a key in its data folder: the resources of its
@@ -43,6 +44,8 @@ type keptResource struct {
 	Name    string `json:"name"`
 	Version string `json:"version"`
 	Value   []byte `json:"value"`
+	// Aliases are the names a virtual host was sent for (VHDS).
+	Aliases []string `json:"aliases,omitempty"`
 	// TTL is read only to skip what older relays kept with one.
 	TTL time.Duration `json:"ttl,omitempty"`
 }
@@ -76,7 +79,7 @@ func (r *Relay) persist(ks *keyState, state upstream.State, snap *snapshot.Snaps
 			if set.Get(name) == nil || held[name].TTL > 0 {
 				continue
 			}
-			res := keptResource{Name: name, Version: held[name].Version, Value: held[name].Any.GetValue()}
+			res := keptResource{Name: name, Version: held[name].Version, Value: held[name].Any.GetValue(), Aliases: held[name].Aliases}
 			if old[resourceID{url, name}] {
 				var ok bool
 				if res, ok = ks.lastKept(url, name); !ok {
@@ -142,10 +145,12 @@ func (r *Relay) forget(name string) {
 	}
 }
 
-// loaded is a key read back from the data folder.
+// loaded is a key read back from the data folder: its resources, and the
+// VHDS aliases its virtual hosts were sent for.
 type loaded struct {
-	key   Key
-	state upstream.State
+	key     Key
+	state   upstream.State
+	aliases []string
 }
 
 // load reads the kept keys. A file that cannot be read, whose key the
@@ -227,6 +232,7 @@ func (r *Relay) loadFile(path string) (loaded, error) {
 		relayed[t.URL] = true
 	}
 	total := 0
+	var aliases []string
 	for url, rs := range kept.Types {
 		if !relayed[url] {
 			continue // a Secret, say: never served from a file
@@ -239,11 +245,20 @@ func (r *Relay) loadFile(path string) (loaded, error) {
 			if res.TTL != 0 {
 				continue // an older relay's: a TTL'd resource outlives no upstream
 			}
-			m[res.Name] = upstream.Resource{Version: res.Version, Any: &anypb.Any{TypeUrl: url, Value: res.Value}}
+			held := upstream.Resource{Version: res.Version, Any: &anypb.Any{TypeUrl: url, Value: res.Value}}
+			if url == xdstype.VirtualHostURL {
+				// Counted as names asked for are (at most MaxResources).
+				if len(aliases)+len(res.Aliases) > r.o.MaxResources {
+					return loaded{}, fmt.Errorf("key %q holds virtual hosts for more than %d aliases (--max-key-resources)", kept.Key, r.o.MaxResources)
+				}
+				held.Aliases = res.Aliases
+				aliases = append(aliases, res.Aliases...)
+			}
+			m[res.Name] = held
 		}
 		state[url] = m
 	}
-	return loaded{key: k, state: state}, nil
+	return loaded{key: k, state: state, aliases: aliases}, nil
 }
 
 // keptKeyOf is the key of a kept file: the template's, or with a Pylon

@@ -146,6 +146,12 @@ type keyState struct {
 	// namespaces are the VHDS names asked for that were route
 	// configurations at the last build (aliasesAgain).
 	namespaces map[string]bool
+	// keptAliases are the VHDS aliases the key's file kept virtual hosts
+	// for: subscribed as if asked for until the key's upstream stream is
+	// up, so that a relay restarted during an outage serves them to the
+	// proxies that come back asking (build.go); touched only by the key's
+	// builds.
+	keptAliases []string
 }
 
 // New returns a relay; Start it before serving.
@@ -218,6 +224,7 @@ func (r *Relay) Start(ctx context.Context) error {
 		}
 		ks := r.newKey(l.key, l.state)
 		ks.idleSince = now
+		ks.keptAliases = l.aliases
 		fresh = append(fresh, ks)
 	}
 	r.mu.Unlock()
