@@ -118,6 +118,9 @@ type keyState struct {
 	shown     chan struct{}
 	showDone  bool
 	idleSince time.Time
+	// born is when the key was made: without its first config it holds
+	// back others' groups at most maxGroupWait past it (groups.go).
+	born time.Time
 	// snap is the key's last good snapshot (nil before its first);
 	// heldBack what its last build left out, and why.
 	snap     *snapshot.Snapshot
@@ -320,7 +323,7 @@ func (r *Relay) sweep(now time.Time) {
 func (r *Relay) newKey(k Key, resume upstream.State) *keyState {
 	ks := &keyState{
 		key: k, kick: make(chan struct{}, 1), done: make(chan struct{}), shown: make(chan struct{}), valid: &snapshot.Validated{},
-		quiet: make(chan struct{}), maxAsked: r.o.MaxResources,
+		quiet: make(chan struct{}), maxAsked: r.o.MaxResources, born: time.Now(),
 	}
 	ks.client = upstream.New(upstream.Options{
 		Addrs: r.upstreamsOf(k.Name), Known: r.known(), Dial: r.o.Pool.Conn, Node: k.Node(r.o.ID), Types: r.types,
@@ -366,7 +369,10 @@ func (r *Relay) runKey(ctx context.Context, ks *keyState) {
 	var settle *time.Timer
 	var settleC <-chan time.Time
 	var waiting time.Time
+	// Its wait for a first config over, what it held back is published.
+	bounded := time.NewTimer(maxGroupWait)
 	defer func() {
+		bounded.Stop()
 		if settle != nil {
 			settle.Stop()
 		}
@@ -378,6 +384,14 @@ func (r *Relay) runKey(ctx context.Context, ks *keyState) {
 		case <-ks.kick:
 		case <-settleC:
 			settleC = nil
+		case now := <-bounded.C:
+			r.mu.Lock()
+			none := ks.snap == nil
+			r.mu.Unlock()
+			if none && r.o.Groups != nil {
+				r.publish(now)
+			}
+			continue
 		}
 		r.mu.Lock()
 		ks.iter++
@@ -457,8 +471,8 @@ func (r *Relay) publish(at time.Time) {
 	r.pubMu.Lock()
 	defer r.pubMu.Unlock()
 	r.mu.Lock()
-	r.applyPending()
-	order, blocked := r.published()
+	r.applyPending(at)
+	order, blocked := r.published(at)
 	for _, ks := range order {
 		name := ks.key.Name
 		for _, h := range ks.heldBack {
