@@ -517,6 +517,9 @@ func (s *session) update() error {
 	var reqs []*discoveryv3.DeltaDiscoveryRequest
 	for _, t := range c.o.Types {
 		if t.Wildcard {
+			if again := c.askAgain(t.URL, nil, nil); len(again) > 0 {
+				reqs = append(reqs, &discoveryv3.DeltaDiscoveryRequest{TypeUrl: t.URL, ResourceNamesSubscribe: again})
+			}
 			continue
 		}
 		want := c.names[t.URL]
