@@ -113,3 +113,58 @@ func TestClientExpiresAResourceItsUpstreamStopsRefreshingAndAsksForItAgainOnAHea
 		t.Fatal("c1 sent again, the client does not hold it")
 	}
 }
+
+// firstRequest keeps the first request of each stream and answers none.
+type firstRequest struct {
+	discoveryv3.UnimplementedAggregatedDiscoveryServiceServer
+	got chan *discoveryv3.DeltaDiscoveryRequest
+}
+
+func (f *firstRequest) DeltaAggregatedResources(s discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
+	req, err := s.Recv()
+	if err != nil {
+		return nil
+	}
+	select {
+	case f.got <- req:
+	default:
+	}
+	<-s.Context().Done()
+	return nil
+}
+
+// TestClientResumesWithoutClaimingWhatHasATTL: a resumed stream tells the
+// upstream the versions it holds, but not of a resource with a TTL, which
+// the upstream then sends again at once (else it would be refreshed only
+// at the upstream's next heartbeat, after it may have expired here).
+func TestClientResumesWithoutClaimingWhatHasATTL(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	f := &firstRequest{got: make(chan *discoveryv3.DeltaDiscoveryRequest, 1)}
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(gs, f)
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	c1, err := anypb.New(xdstest.Cluster("c1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := anypb.New(xdstest.Cluster("c2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, upstream.Options{Addrs: []string{lis.Addr().String()}, Resume: upstream.State{xdstype.ClusterURL: {
+		"c1": {Version: "1", Any: c1, TTL: time.Minute},
+		"c2": {Version: "2", Any: c2},
+	}}})
+	select {
+	case req := <-f.got:
+		if got := req.GetInitialResourceVersions(); len(got) != 1 || got["c2"] != "2" {
+			t.Fatalf("the resumed stream claimed %v, want only c2 at 2 (c1 has a TTL)", got)
+		}
+	case <-time.After(bound):
+		t.Fatal("no request came")
+	}
+}
