@@ -46,6 +46,26 @@ func (r *Relay) inputs(key string, state upstream.State) []xdstype.Resource {
 	return out
 }
 
+// subscribeNow subscribes the key to what its state names and its proxies
+// ask for (subscribe), and returns the state to build, its inputs, and
+// whether a name newly subscribed has not arrived. What the subscription
+// let go of leaves the state at once: built from the state read before,
+// the key would serve on a copy it no longer follows upstream. A build
+// comes again for what the smaller config names in turn.
+func (r *Relay) subscribeNow(ks *keyState) (upstream.State, []xdstype.Resource, bool) {
+	state := ks.client.State()
+	inputs := r.inputs(ks.key.Name, state)
+	missing := r.subscribe(ks, state, inputs)
+	after := ks.client.State()
+	for url := range r.named {
+		if len(after[url]) != len(state[url]) {
+			ks.kickBuild()
+			return after, r.inputs(ks.key.Name, after), missing
+		}
+	}
+	return state, inputs, missing
+}
+
 // subscribe sets what the key subscribes to by name: what its resources
 // name of the named types (routes, endpoints, extension configs), which is
 // what their clients ask for, and what its proxies ask for (asked.go). It

@@ -232,9 +232,7 @@ func (r *Relay) Start(ctx context.Context) error {
 	}
 	r.mu.Unlock()
 	for _, ks := range fresh {
-		state := ks.client.State()
-		inputs := r.inputs(ks.key.Name, state)
-		r.subscribe(ks, state, inputs)
+		state, inputs, _ := r.subscribeNow(ks)
 		r.build(ks, state, inputs)
 	}
 	r.publish(now)
@@ -397,9 +395,8 @@ func (r *Relay) runKey(ctx context.Context, ks *keyState) {
 		ks.iter++
 		it := ks.iter
 		r.mu.Unlock()
-		state := ks.client.State()
-		inputs := r.inputs(ks.key.Name, state)
-		missing := r.subscribe(ks, state, inputs) || !r.firstWhole(ks)
+		state, inputs, missing := r.subscribeNow(ks)
+		missing = missing || !r.firstWhole(ks)
 		now := time.Now()
 		if missing && settleC == nil {
 			if waiting.IsZero() {
