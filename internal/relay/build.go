@@ -46,6 +46,26 @@ func (r *Relay) inputs(key string, state upstream.State) []xdstype.Resource {
 	return out
 }
 
+// subscribeNow subscribes the key to what its state names and its proxies
+// ask for (subscribe), and returns the state to build, its inputs, and
+// whether a name newly subscribed has not arrived. What the subscription
+// let go of leaves the state at once: built from the state read before,
+// the key would serve on a copy it no longer follows upstream. A build
+// comes again for what the smaller config names in turn.
+func (r *Relay) subscribeNow(ks *keyState) (upstream.State, []xdstype.Resource, bool) {
+	state := ks.client.State()
+	inputs := r.inputs(ks.key.Name, state)
+	missing := r.subscribe(ks, state, inputs)
+	after := ks.client.State()
+	for url := range r.named {
+		if len(after[url]) != len(state[url]) {
+			ks.kickBuild()
+			return after, r.inputs(ks.key.Name, after), missing
+		}
+	}
+	return state, inputs, missing
+}
+
 // subscribe sets what the key subscribes to by name: what its resources
 // name of the named types (routes, endpoints, extension configs), which is
 // what their clients ask for, and what its proxies ask for (asked.go). It
@@ -63,6 +83,7 @@ func (r *Relay) subscribe(ks *keyState, state upstream.State, inputs []xdstype.R
 		}
 	}
 	r.mu.Unlock()
+	ks.keepAliases(wanted[xdstype.VirtualHostURL])
 	routesOf(wanted[xdstype.VirtualHostURL], wanted[xdstype.RouteURL])
 	for _, in := range inputs {
 		if in.Type.Refs == nil {
@@ -95,6 +116,22 @@ func (r *Relay) subscribe(ks *keyState, state upstream.State, inputs []xdstype.R
 		}
 	}
 	return len(ks.pending) > 0
+}
+
+// keepAliases adds to vhds the aliases the key's file kept virtual hosts
+// for, until the key's upstream stream is up: then what the proxies ask
+// for (they ask again on their new streams) is what is subscribed.
+func (ks *keyState) keepAliases(vhds map[string]bool) {
+	if len(ks.keptAliases) == 0 {
+		return
+	}
+	if _, up, _ := ks.client.Connected(); up {
+		ks.keptAliases = nil
+		return
+	}
+	for _, a := range ks.keptAliases {
+		vhds[a] = true
+	}
 }
 
 // routesOf adds to routes the route configurations of the VHDS names

@@ -281,14 +281,30 @@ func (r *Relay) keyOf(n nodegroup.Node) (Key, error) {
 	return r.o.Template.KeyOf(n)
 }
 
+// maxGroupWait bounds how long a group key without its first config holds
+// back the groups after it and a change of the rules (applyPending): past
+// it (an upstream that never answers the key, a shard refusing it), only
+// the groups that would take one of its proxies stay held back.
+const maxGroupWait = 5 * time.Second
+
+// waits reports whether ks, without its first config, is within
+// maxGroupWait of being made; mu is held.
+func (r *Relay) waits(ks *keyState, now time.Time) bool {
+	return ks.snap == nil && now.Sub(ks.born) < maxGroupWait
+}
+
 // published is the keys in the order their groups are published, with mu
 // held, and those not published yet though they have a snapshot. Template
 // keys match disjoint fields: by name, none held. Group keys follow the
 // upstream's order (first match wins, as upstream); a key whose group a
 // node of an earlier key without a snapshot yet could also match is held
 // until that key has one, lest the node get the later group's config for
-// a while; the default group, until every key has one.
-func (r *Relay) published() ([]*keyState, map[*keyState]bool) {
+// a while; the default group, until every key has one. Past maxGroupWait
+// a key without a snapshot holds back only the groups not published yet
+// that would take one of its proxies: those stay in no group, keeping
+// what they hold (nothing is sent to them), and get their own group's
+// config once it comes.
+func (r *Relay) published(now time.Time) ([]*keyState, map[*keyState]bool) {
 	names := slices.Sorted(maps.Keys(r.keys))
 	order := make([]*keyState, len(names))
 	for i, n := range names {
@@ -310,13 +326,15 @@ func (r *Relay) published() ([]*keyState, map[*keyState]bool) {
 	}
 	slices.SortStableFunc(order, func(a, b *keyState) int { return pos(a) - pos(b) })
 	blocked := map[*keyState]bool{}
-	var waiting []*keyState
+	var waiting, late []*keyState
 	for _, ks := range order {
 		if ks.key.Group == nil {
 			continue
 		}
+		// A group already published stays: taken out for a proxy of a
+		// late key, its own proxies would go to a later group's config.
 		if ks.key.Group.Default {
-			blocked[ks] = len(waiting) > 0 || r.anyWaiting()
+			blocked[ks] = len(waiting) > 0 || r.anyWaiting(now) || !ks.showDone && r.anyLate(now)
 		} else {
 			for _, w := range waiting {
 				if !disjoint(w.key.Group.Match, ks.key.Group.Match) {
@@ -324,19 +342,49 @@ func (r *Relay) published() ([]*keyState, map[*keyState]bool) {
 					break
 				}
 			}
+			for _, w := range late {
+				blocked[ks] = blocked[ks] || !ks.showDone && takesAMember(ks.key.Group, w)
+			}
 		}
-		if ks.snap == nil && !ks.key.Group.Default {
+		switch {
+		case ks.snap != nil || ks.key.Group.Default:
+		case r.waits(ks, now):
 			waiting = append(waiting, ks)
+		default:
+			late = append(late, ks)
 		}
 	}
 	return order, blocked
 }
 
-// anyWaiting reports whether a non-default group key has no snapshot yet;
+// takesAMember reports whether g's rule would take one of w's proxies,
+// were w's group not in the fleet; mu is held.
+func takesAMember(g *nodegroup.Group, w *keyState) bool {
+	for m := range w.members {
+		if g.Match.Matches(m.node) {
+			return true
+		}
+	}
+	return false
+}
+
+// anyLate reports whether a non-default group key past maxGroupWait
+// without a snapshot has proxies (the default group would take them);
 // mu is held.
-func (r *Relay) anyWaiting() bool {
+func (r *Relay) anyLate(now time.Time) bool {
 	for _, ks := range r.keys {
-		if ks.snap == nil && ks.key.Group != nil && !ks.key.Group.Default {
+		if ks.snap == nil && ks.key.Group != nil && !ks.key.Group.Default && !r.waits(ks, now) && len(ks.members) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// anyWaiting reports whether a non-default group key has no snapshot yet,
+// within maxGroupWait; mu is held.
+func (r *Relay) anyWaiting(now time.Time) bool {
+	for _, ks := range r.keys {
+		if ks.key.Group != nil && !ks.key.Group.Default && r.waits(ks, now) {
 			return true
 		}
 	}

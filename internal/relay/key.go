@@ -201,8 +201,9 @@ func (k Key) Match() nodegroup.Match {
 }
 
 // ttlFeature is the client feature a key's upstream stream announces: it
-// takes resources' TTLs (X41), which the relay serves its proxies with
-// and refreshes itself.
+// takes resources' TTLs (X41), which the relay serves its proxies with,
+// and holds such a resource only while the upstream refreshes it
+// (upstream/ttl.go).
 const ttlFeature = "xds.config.supports-resource-ttl"
 
 // Node is the node the relay announces upstream for the key: the key's

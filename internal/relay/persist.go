@@ -19,6 +19,7 @@ import (
 	"github.com/pylon-xds/pylon/internal/nodegroup"
 	"github.com/pylon-xds/pylon/internal/relay/upstream"
 	"github.com/pylon-xds/pylon/internal/snapshot"
+	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
 // What a relay keeps of a key in its data folder: the resources of its
@@ -26,7 +27,9 @@ import (
 // upstream's versions, which the next stream resumes with), one file per
 // key, written whole or not at all. Only what was served is kept: never a
 // Secret (the relay subscribes to none), never a resource the build held
-// back (key material outside a Secret among others).
+// back (key material outside a Secret among others), never a resource
+// with a TTL (it lives as long as the upstream refreshes it: a relay
+// restarted while the upstream is away must not serve it).
 
 // keptKey is one key's file.
 type keptKey struct {
@@ -38,10 +41,13 @@ type keptKey struct {
 }
 
 type keptResource struct {
-	Name    string        `json:"name"`
-	Version string        `json:"version"`
-	Value   []byte        `json:"value"`
-	TTL     time.Duration `json:"ttl,omitempty"`
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Value   []byte `json:"value"`
+	// Aliases are the names a virtual host was sent for (VHDS).
+	Aliases []string `json:"aliases,omitempty"`
+	// TTL is read only to skip what older relays kept with one.
+	TTL time.Duration `json:"ttl,omitempty"`
 }
 
 // maxKeptFile bounds one key's file on reading.
@@ -70,10 +76,10 @@ func (r *Relay) persist(ks *keyState, state upstream.State, snap *snapshot.Snaps
 	for url, held := range state {
 		set := snap.Set(url)
 		for _, name := range slices.Sorted(maps.Keys(held)) {
-			if set.Get(name) == nil {
+			if set.Get(name) == nil || held[name].TTL > 0 {
 				continue
 			}
-			res := keptResource{Name: name, Version: held[name].Version, Value: held[name].Any.GetValue(), TTL: held[name].TTL}
+			res := keptResource{Name: name, Version: held[name].Version, Value: held[name].Any.GetValue(), Aliases: held[name].Aliases}
 			if old[resourceID{url, name}] {
 				var ok bool
 				if res, ok = ks.lastKept(url, name); !ok {
@@ -139,10 +145,12 @@ func (r *Relay) forget(name string) {
 	}
 }
 
-// loaded is a key read back from the data folder.
+// loaded is a key read back from the data folder: its resources, and the
+// VHDS aliases its virtual hosts were sent for.
 type loaded struct {
-	key   Key
-	state upstream.State
+	key     Key
+	state   upstream.State
+	aliases []string
 }
 
 // load reads the kept keys. A file that cannot be read, whose key the
@@ -224,6 +232,7 @@ func (r *Relay) loadFile(path string) (loaded, error) {
 		relayed[t.URL] = true
 	}
 	total := 0
+	var aliases []string
 	for url, rs := range kept.Types {
 		if !relayed[url] {
 			continue // a Secret, say: never served from a file
@@ -233,11 +242,23 @@ func (r *Relay) loadFile(path string) (loaded, error) {
 		}
 		m := make(map[string]upstream.Resource, len(rs))
 		for _, res := range rs {
-			m[res.Name] = upstream.Resource{Version: res.Version, Any: &anypb.Any{TypeUrl: url, Value: res.Value}, TTL: min(max(res.TTL, 0), upstream.MaxTTL)}
+			if res.TTL != 0 {
+				continue // an older relay's: a TTL'd resource outlives no upstream
+			}
+			held := upstream.Resource{Version: res.Version, Any: &anypb.Any{TypeUrl: url, Value: res.Value}}
+			if url == xdstype.VirtualHostURL {
+				// Counted as names asked for are (at most MaxResources).
+				if len(aliases)+len(res.Aliases) > r.o.MaxResources {
+					return loaded{}, fmt.Errorf("key %q holds virtual hosts for more than %d aliases (--max-key-resources)", kept.Key, r.o.MaxResources)
+				}
+				held.Aliases = res.Aliases
+				aliases = append(aliases, res.Aliases...)
+			}
+			m[res.Name] = held
 		}
 		state[url] = m
 	}
-	return loaded{key: k, state: state}, nil
+	return loaded{key: k, state: state, aliases: aliases}, nil
 }
 
 // keptKeyOf is the key of a kept file: the template's, or with a Pylon

@@ -202,13 +202,15 @@ func (r *Relay) remake(ks *keyState) (*keyState, bool) {
 }
 
 // applyPending makes the rules read last the keys' rules in the fleet,
-// once every key with proxies has its config; mu is held.
-func (r *Relay) applyPending() {
+// once every key with proxies has its config or waited maxGroupWait for
+// it (a key whose upstream never answers holds no change back); mu is
+// held.
+func (r *Relay) applyPending(now time.Time) {
 	if r.pending == nil {
 		return
 	}
 	for _, ks := range r.keys {
-		if ks.streams > 0 && ks.snap == nil {
+		if ks.streams > 0 && r.waits(ks, now) {
 			return
 		}
 	}

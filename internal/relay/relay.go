@@ -118,6 +118,9 @@ type keyState struct {
 	shown     chan struct{}
 	showDone  bool
 	idleSince time.Time
+	// born is when the key was made: without its first config it holds
+	// back others' groups at most maxGroupWait past it (groups.go).
+	born time.Time
 	// snap is the key's last good snapshot (nil before its first);
 	// heldBack what its last build left out, and why.
 	snap     *snapshot.Snapshot
@@ -146,6 +149,12 @@ type keyState struct {
 	// namespaces are the VHDS names asked for that were route
 	// configurations at the last build (aliasesAgain).
 	namespaces map[string]bool
+	// keptAliases are the VHDS aliases the key's file kept virtual hosts
+	// for: subscribed as if asked for until the key's upstream stream is
+	// up, so that a relay restarted during an outage serves them to the
+	// proxies that come back asking (build.go); touched only by the key's
+	// builds.
+	keptAliases []string
 }
 
 // New returns a relay; Start it before serving.
@@ -218,13 +227,12 @@ func (r *Relay) Start(ctx context.Context) error {
 		}
 		ks := r.newKey(l.key, l.state)
 		ks.idleSince = now
+		ks.keptAliases = l.aliases
 		fresh = append(fresh, ks)
 	}
 	r.mu.Unlock()
 	for _, ks := range fresh {
-		state := ks.client.State()
-		inputs := r.inputs(ks.key.Name, state)
-		r.subscribe(ks, state, inputs)
+		state, inputs, _ := r.subscribeNow(ks)
 		r.build(ks, state, inputs)
 	}
 	r.publish(now)
@@ -313,7 +321,7 @@ func (r *Relay) sweep(now time.Time) {
 func (r *Relay) newKey(k Key, resume upstream.State) *keyState {
 	ks := &keyState{
 		key: k, kick: make(chan struct{}, 1), done: make(chan struct{}), shown: make(chan struct{}), valid: &snapshot.Validated{},
-		quiet: make(chan struct{}), maxAsked: r.o.MaxResources,
+		quiet: make(chan struct{}), maxAsked: r.o.MaxResources, born: time.Now(),
 	}
 	ks.client = upstream.New(upstream.Options{
 		Addrs: r.upstreamsOf(k.Name), Known: r.known(), Dial: r.o.Pool.Conn, Node: k.Node(r.o.ID), Types: r.types,
@@ -359,7 +367,10 @@ func (r *Relay) runKey(ctx context.Context, ks *keyState) {
 	var settle *time.Timer
 	var settleC <-chan time.Time
 	var waiting time.Time
+	// Its wait for a first config over, what it held back is published.
+	bounded := time.NewTimer(maxGroupWait)
 	defer func() {
+		bounded.Stop()
 		if settle != nil {
 			settle.Stop()
 		}
@@ -371,14 +382,21 @@ func (r *Relay) runKey(ctx context.Context, ks *keyState) {
 		case <-ks.kick:
 		case <-settleC:
 			settleC = nil
+		case now := <-bounded.C:
+			r.mu.Lock()
+			none := ks.snap == nil
+			r.mu.Unlock()
+			if none && r.o.Groups != nil {
+				r.publish(now)
+			}
+			continue
 		}
 		r.mu.Lock()
 		ks.iter++
 		it := ks.iter
 		r.mu.Unlock()
-		state := ks.client.State()
-		inputs := r.inputs(ks.key.Name, state)
-		missing := r.subscribe(ks, state, inputs) || !r.firstWhole(ks)
+		state, inputs, missing := r.subscribeNow(ks)
+		missing = missing || !r.firstWhole(ks)
 		now := time.Now()
 		if missing && settleC == nil {
 			if waiting.IsZero() {
@@ -450,8 +468,8 @@ func (r *Relay) publish(at time.Time) {
 	r.pubMu.Lock()
 	defer r.pubMu.Unlock()
 	r.mu.Lock()
-	r.applyPending()
-	order, blocked := r.published()
+	r.applyPending(at)
+	order, blocked := r.published(at)
 	for _, ks := range order {
 		name := ks.key.Name
 		for _, h := range ks.heldBack {

@@ -60,7 +60,8 @@ type Resource struct {
 	// types).
 	Aliases []string
 	// TTL is the resource's TTL as the upstream sent it (X41; zero:
-	// none): the relay serves it with it, and refreshes it itself.
+	// none): the relay serves it with it, and holds it as long as the
+	// upstream refreshes it (expire).
 	TTL time.Duration
 }
 
@@ -132,6 +133,13 @@ type Client struct {
 	// warned is, by type (refusalKey), the version whose refusal was
 	// last logged as a warning: a repeat of it is logged at debug.
 	warned map[string]string
+	// refreshed is when the upstream last sent or heartbeated each
+	// resource held with a TTL, by type and name (ttl.go); again the
+	// names it heartbeated that the client no longer holds, to ask for
+	// again. ttlKick wakes the expiry for a new deadline.
+	refreshed map[string]map[string]time.Time
+	again     map[string]map[string]bool
+	ttlKick   chan struct{}
 }
 
 // New returns a client; Run runs it.
@@ -152,11 +160,18 @@ func New(o Options) *Client {
 		o: o, types: map[string]Type{}, kick: make(chan struct{}, 1),
 		state: State{}, names: map[string][]string{}, gone: map[string]map[string]bool{}, dropped: map[string]map[string]bool{}, reports: map[string]string{},
 		sysVersion: map[string]string{}, nacked: map[string]string{}, warned: map[string]string{},
+		refreshed: map[string]map[string]time.Time{}, again: map[string]map[string]bool{}, ttlKick: make(chan struct{}, 1),
 	}
+	now := time.Now()
 	for _, t := range o.Types {
 		c.types[t.URL] = t
 		if held := o.Resume[t.URL]; len(held) > 0 {
 			c.state[t.URL] = maps.Clone(held)
+			for n, r := range held {
+				if r.TTL > 0 {
+					c.refresh(t.URL, n, now)
+				}
+			}
 		}
 	}
 	return c
@@ -265,11 +280,22 @@ func (c *Client) poke() {
 }
 
 // Run keeps a stream up until ctx ends: on a failure it waits (backoff)
-// and tries the next address.
+// and tries the next address. Meanwhile, through outages too, what the
+// upstream stops refreshing expires at its TTL (ttl.go).
 func (c *Client) Run(ctx context.Context) error {
 	if len(c.o.Addrs) == 0 {
 		return errors.New("upstream: no address")
 	}
+	ectx, stopExpiry := context.WithCancel(ctx)
+	expired := make(chan struct{})
+	go func() {
+		defer close(expired)
+		c.expireLoop(ectx)
+	}()
+	defer func() {
+		stopExpiry()
+		<-expired
+	}()
 	backoff := c.o.MinBackoff
 	failing := false
 	redirect := ""
@@ -437,6 +463,7 @@ func (s *session) start() error {
 	c := s.c
 	c.mu.Lock()
 	clear(c.dropped) // a new stream asks for every name
+	clear(c.again)
 	var reqs []*discoveryv3.DeltaDiscoveryRequest
 	for _, t := range c.o.Types {
 		var sub []string
@@ -455,7 +482,12 @@ func (s *session) start() error {
 		if held := c.state[t.URL]; len(held) > 0 {
 			req.InitialResourceVersions = make(map[string]string, len(held))
 			for n, r := range held {
-				req.InitialResourceVersions[n] = r.Version
+				// A TTL'd resource is not claimed: the upstream sends it
+				// again, refreshing it at once rather than at its next
+				// heartbeat, which could come after it expired here.
+				if r.TTL == 0 {
+					req.InitialResourceVersions[n] = r.Version
+				}
 			}
 		}
 		reqs = append(reqs, req)
@@ -485,6 +517,9 @@ func (s *session) update() error {
 	var reqs []*discoveryv3.DeltaDiscoveryRequest
 	for _, t := range c.o.Types {
 		if t.Wildcard {
+			if again := c.askAgain(t.URL, nil, nil); len(again) > 0 {
+				reqs = append(reqs, &discoveryv3.DeltaDiscoveryRequest{TypeUrl: t.URL, ResourceNamesSubscribe: again})
+			}
 			continue
 		}
 		want := c.names[t.URL]
@@ -496,6 +531,7 @@ func (s *session) update() error {
 			}
 		}
 		delete(c.dropped, t.URL)
+		sub = c.askAgain(t.URL, want, sub)
 		if len(sub)+len(unsub) > 0 {
 			s.sent[t.URL] = want
 			reqs = append(reqs, &discoveryv3.DeltaDiscoveryRequest{TypeUrl: t.URL, ResourceNamesSubscribe: sub, ResourceNamesUnsubscribe: unsub})
@@ -597,14 +633,16 @@ func (c *Client) apply(resp *discoveryv3.DeltaDiscoveryResponse) (changed bool, 
 		return false, fmt.Errorf("type %q was not subscribed to", cut(url))
 	}
 	add := make(map[string]Resource, len(resp.GetResources()))
-	var none []string // names answered without a resource (Aliased)
+	var none, beats []string // names answered without a resource (Aliased); heartbeats
 	for i, r := range resp.GetResources() {
 		a := r.GetResource()
 		if a == nil {
 			if t.Aliased && len(r.GetAliases()) > 0 {
 				none = append(none, r.GetName()) // an alias nothing serves
+			} else {
+				beats = append(beats, r.GetName()) // a heartbeat: the name's TTL, nothing else
 			}
-			continue // a heartbeat: the name's TTL, nothing else
+			continue
 		}
 		if a.GetTypeUrl() != url {
 			return false, fmt.Errorf("resources[%d] (%q): type %q in a response of %q", i, cut(r.GetName()), cut(a.GetTypeUrl()), cut(url))
@@ -658,6 +696,7 @@ func (c *Client) apply(resp *discoveryv3.DeltaDiscoveryResponse) (changed bool, 
 	}
 	c.state[url] = next
 	c.sysVersion[url] = resp.GetSystemVersionInfo()
+	c.refreshAll(url, add, beats)
 	for n, r := range add {
 		delete(c.gone[url], n)
 		for _, a := range r.Aliases {
