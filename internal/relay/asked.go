@@ -27,6 +27,11 @@ type askedSub struct {
 type asked struct {
 	names    map[string]int
 	wildcard int
+	// last is the names a stream last asked for, kept for the next
+	// stream asking the same to share (every proxy of a key asks alike:
+	// a list a stream of 100 EDS names, and the request it was decoded
+	// from, held per stream were 4 KiB a proxy of a relay's heap).
+	last []string
 }
 
 // addAsked counts s for the key and returns what of it was counted: a
@@ -43,6 +48,11 @@ func (ks *keyState) addAsked(url string, s askedSub) askedSub {
 	}
 	if s.wildcard {
 		a.wildcard++
+	}
+	if slices.Equal(s.names, a.last) {
+		s.names = a.last
+	} else if len(s.names) > 0 {
+		a.last = s.names
 	}
 	out := askedSub{wildcard: s.wildcard, names: s.names}
 	cut := false // out.names is a copy, less what was left out
