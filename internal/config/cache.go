@@ -22,15 +22,32 @@ import (
 // for concurrent loads; the zero value is ready.
 type Cache struct {
 	mu        sync.Mutex
-	cur, prev map[cacheKey]any
+	cur, prev map[cacheKey]*cachedItem
 }
+
+// cachedItem is one decoded value; its address is the Identity of the
+// objects decoded from its text.
+type cachedItem struct{ v any }
+
+// Identity says which decoding through a Cache a model object is: two
+// objects of loads through one Cache with the same non-zero Identity were
+// decoded from the same text as the same kind, so are equal but for their
+// Source (and, for a service, the endpoints JoinEndpoints appends). A
+// compile keeps what it checked of an object by it. The zero Identity (an
+// object of a YAML file, or decoded without a Cache) is the identity of
+// nothing: such an object is checked every time. Holding an Identity
+// keeps its decoded value, so its address is never reused for another.
+type Identity struct{ item *cachedItem }
+
+// Known reports whether id identifies a decoding (is not zero).
+func (id Identity) Known() bool { return id.item != nil }
 
 // cacheKey is an item's kind ("resource", "service", ...) and its text.
 type cacheKey struct{ kind, text string }
 
 // get returns the value decoded from text as kind by one of the last two
 // loads, keeping it for the next.
-func (c *Cache) get(kind, text string) (any, bool) {
+func (c *Cache) get(kind, text string) (*cachedItem, bool) {
 	if c == nil {
 		return nil, false
 	}
@@ -63,20 +80,23 @@ func (c *Cache) has(kind, text string) bool {
 	return ok
 }
 
-// put records the value text decoded to. The text is copied: it is a
-// piece of a file whose bytes the cache must not keep alive.
-func (c *Cache) put(kind, text string, v any) {
+// put records the value text decoded to, and returns its Identity. The
+// text is copied: it is a piece of a file whose bytes the cache must not
+// keep alive.
+func (c *Cache) put(kind, text string, v any) Identity {
 	if c == nil {
-		return
+		return Identity{}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.keep(cacheKey{kind, strings.Clone(text)}, v)
+	item := &cachedItem{v}
+	c.keep(cacheKey{kind, strings.Clone(text)}, item)
+	return Identity{item}
 }
 
-func (c *Cache) keep(k cacheKey, v any) {
+func (c *Cache) keep(k cacheKey, v *cachedItem) {
 	if c.cur == nil {
-		c.cur = map[cacheKey]any{}
+		c.cur = map[cacheKey]*cachedItem{}
 	}
 	c.cur[k] = v
 }
@@ -91,13 +111,14 @@ func (c *Cache) done() {
 	c.prev, c.cur = c.cur, nil
 }
 
-// cached returns the value of type T cached for text, if any.
-func cached[T any](c *Cache, kind, text string) (T, bool) {
-	v, ok := c.get(kind, text)
+// cached returns the value of type T cached for text, if any, and its
+// Identity.
+func cached[T any](c *Cache, kind, text string) (T, Identity, bool) {
+	item, ok := c.get(kind, text)
 	if !ok {
 		var zero T
-		return zero, false
+		return zero, Identity{}, false
 	}
-	t, ok := v.(T)
-	return t, ok
+	t, ok := item.v.(T)
+	return t, Identity{item}, ok
 }

@@ -62,7 +62,7 @@ func loadJSONResources(reg *xdstype.Registry, w *jsonWriter, path, text string, 
 	doc.Resources = slices.Grow(doc.Resources, len(elems))
 	for _, el := range elems {
 		raw, line := text[el[0]:el[1]], lc.at(el[0])
-		if r, ok := cached[xdstype.Resource](c, "resource", raw); ok {
+		if r, _, ok := cached[xdstype.Resource](c, "resource", raw); ok {
 			r.File, r.Line = path, line
 			doc.Resources = append(doc.Resources, r)
 			continue
