@@ -279,3 +279,28 @@ func TestCachedChecksFollowWhatTheyReadOfOtherObjects(t *testing.T) {
 		agree(t, reg, &c, s.what+", then back", render(nil))
 	}
 }
+
+// TestCachedChecksPlaceAnObjectWhereItIsNow: an unchanged object whose
+// checks are kept, moved down the file by a line written above it, is
+// named at its new line by the snapshot's own checks (two listeners on
+// one port, a clash the model's checks of each do not see).
+func TestCachedChecksPlaceAnObjectWhereItIsNow(t *testing.T) {
+	reg := xdstype.New()
+	world := func(above string) []config.File {
+		doc := `{
+"services": [` + above + `{"name": "a", "endpoints": [{"address": "10.0.0.1", "port": 8080}]}],
+"routes": [{"name": "r", "virtual_hosts": [{"name": "v", "domains": ["*"], "routes": [{"match": {"prefix": "/"}, "to": [{"service": "a"}]}]}]}],
+"listeners": [
+{"name": "l1", "port": 8080, "routes": "r"},
+{"name": "l2", "port": 8080, "routes": "r"}]
+}`
+		return []config.File{{Path: "world.json", Data: []byte(doc)}}
+	}
+	var c Cache
+	agree(t, reg, &c, "the start", world(""))
+	moved := world(`{"name": "b", "endpoints": [{"address": "10.0.0.2", "port": 8080}]},` + "\n\n")
+	agree(t, reg, &c, "the listeners moved down two lines", moved)
+	if _, err := Compile(reg, moved, nil); err == nil || !strings.Contains(err.Error(), "world.json:7") {
+		t.Fatalf("the clash is not named at the listeners' new lines: %v", err)
+	}
+}

@@ -158,7 +158,7 @@ func compileFiles(reg *xdstype.Registry, files []config.File, read ReadFile, run
 		dirs[f.Path] = f.Dir
 	}
 	st := services.begin()
-	t := newModelTranslator(reg, &doc.Model, doc.Joined, read, dirs, st)
+	t := newModelTranslator(reg, doc, read, dirs, st)
 	// raw is a copy: the model's resources are appended to it, never into
 	// the document's array.
 	raw, reached, names := shardInputs(reg, doc, serves, t)

@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pylon-xds/pylon/internal/config"
 	"github.com/pylon-xds/pylon/internal/diag"
 	"github.com/pylon-xds/pylon/internal/model"
 	"github.com/pylon-xds/pylon/internal/secretfile"
@@ -37,6 +38,9 @@ type checker struct {
 	// joined: where the endpoints that end each service's list were
 	// written (config.Document.Joined).
 	joined map[string][]model.Source
+	// deps, when set, collects the facts of other objects the checks
+	// read (checkedAs).
+	deps *[]dep
 }
 
 // endpointProblem reports a problem of s's i-th endpoint (sub: the field
@@ -72,6 +76,7 @@ func (c *checker) add(src model.Source, kind, name, field, format string, args .
 
 // ref checks that name is one of known, suggesting the closest on a miss.
 func ref[T any](c *checker, src model.Source, kind, owner, field, what, name string, known map[string]T) bool {
+	c.record(what, name)
 	if _, ok := known[name]; ok {
 		return true
 	}
@@ -119,6 +124,7 @@ const (
 type modelTranslator struct {
 	reg          *xdstype.Registry
 	m            *model.Model
+	ids          config.Identities
 	c            *checker
 	st           *serviceTranslator
 	read         ReadFile
@@ -145,9 +151,10 @@ type objOut struct {
 	problems  diag.List
 }
 
-func newModelTranslator(reg *xdstype.Registry, m *model.Model, joined map[string][]model.Source, read ReadFile, dirs map[string]string, services *serviceTranslator) *modelTranslator {
-	c := &checker{services: map[string]*model.Service{}, tables: map[string]*model.RouteTable{}, secrets: map[string]*model.Secret{}, dirs: dirs, joined: joined}
-	t := &modelTranslator{reg: reg, m: m, c: c, st: services, read: read, files: map[string][]byte{},
+func newModelTranslator(reg *xdstype.Registry, doc *config.Document, read ReadFile, dirs map[string]string, services *serviceTranslator) *modelTranslator {
+	m := &doc.Model
+	c := &checker{services: map[string]*model.Service{}, tables: map[string]*model.RouteTable{}, secrets: map[string]*model.Secret{}, dirs: dirs, joined: doc.Joined}
+	t := &modelTranslator{reg: reg, m: m, ids: doc.Identities, c: c, st: services, read: read, files: map[string][]byte{},
 		grpcServices: map[string]bool{}, listens: map[string]*model.GRPCTarget{}, tables: map[string]int{}, rateLimited: map[string]bool{}}
 	for i := range m.Services {
 		c.services[m.Services[i].Name] = &m.Services[i]
@@ -227,10 +234,17 @@ func (t *modelTranslator) translate(k objKind, i int) *objOut {
 		return o
 	}
 	o.done = true
-	// The object's problems are its own: a listener's translation may
-	// translate a route table it names.
-	saved := t.c.problems
-	t.c.problems = nil
+	if t.reuse(o, k, i) {
+		return o
+	}
+	// The object's problems and the facts its checks read are its own: a
+	// listener's translation may translate a route table it names.
+	saved, savedDeps := t.c.problems, t.c.deps
+	t.c.problems, t.c.deps = nil, nil
+	var deps []dep
+	if keepsChecks(k) {
+		t.c.deps = &deps
+	}
 	emit := func(src model.Source, msg proto.Message) { o.add(t.reg, src, msg) }
 	c, m := t.c, t.m
 	t.durations(o, k, i)
@@ -269,7 +283,8 @@ func (t *modelTranslator) translate(k objKind, i int) *objOut {
 			emit(g.Source, l)
 		}
 	}
-	o.problems, t.c.problems = t.c.problems, saved
+	o.problems, t.c.problems, t.c.deps = t.c.problems, saved, savedDeps
+	t.keep(o, k, i, deps)
 	return o
 }
 

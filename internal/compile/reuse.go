@@ -37,12 +37,14 @@ type translatedService struct {
 	svc        model.Service // as written, Source cleared
 	cluster    proto.Message
 	assignment proto.Message
+	checked    checkedAs
 }
 
 type translatedTable struct {
 	table       model.RouteTable // as written, Source cleared
 	rateLimited bool
 	config      proto.Message
+	checked     checkedAs
 }
 
 type translatedListener struct {
@@ -50,6 +52,7 @@ type translatedListener struct {
 	// asked is what the translation asked of rateLimited, in order.
 	asked   []askedTable
 	message proto.Message
+	checked checkedAs
 }
 
 // askedTable is one answer of rateLimited a listener's translation used.
