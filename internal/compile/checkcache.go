@@ -134,8 +134,6 @@ func (t *modelTranslator) reuse(o *objOut, k objKind, i int) bool {
 		return false
 	}
 	holds := func(p *checkedAs) bool { return p.id == id && t.c.factsHold(p.deps) }
-	var src model.Source
-	var kept *checkedAs
 	switch k {
 	case objService:
 		s := &t.m.Services[i]
@@ -145,37 +143,40 @@ func (t *modelTranslator) reuse(o *objOut, k objKind, i int) bool {
 			len(joined) > 0 && !slices.Equal(p.svc.Endpoints, s.Endpoints) {
 			return false
 		}
-		defer func() { st.next.services[s.Name] = p }()
-		src, kept = s.Source, &p.checked
+		o.place(&p.checked, s.Source)
+		st.next.services[s.Name] = p
 	case objTable:
 		rt := &t.m.Routes[i]
 		p, ok := st.prev.tables[rt.Name]
 		if !ok || !holds(&p.checked) {
 			return false
 		}
-		defer func() { st.next.tables[rt.Name] = p }()
+		o.place(&p.checked, rt.Source)
+		st.next.tables[rt.Name] = p
 		t.rateLimited[rt.Name] = p.rateLimited
-		src, kept = rt.Source, &p.checked
 	case objListener:
 		l := &t.m.Listeners[i]
 		p, ok := st.prev.listeners[l.Name]
 		if !ok || !holds(&p.checked) || !sameAnswers(p.asked, t.isRateLimited) {
 			return false
 		}
-		defer func() { st.next.listeners[l.Name] = p }()
-		src, kept = l.Source, &p.checked
+		o.place(&p.checked, l.Source)
+		st.next.listeners[l.Name] = p
 	default:
 		return false
 	}
-	// The inputs are placed where the object is written now, and kept as
-	// this compile's (a service's in its slab, so that the slabs of past
-	// compiles are not kept alive).
+	return true
+}
+
+// place gives o the inputs kept, placed where the object is written now
+// (src), and keeps them as this compile's: a service's are in this
+// compile's slab, and the slabs of past compiles are not kept alive.
+func (o *objOut) place(kept *checkedAs, src model.Source) {
 	o.inputs = append(o.inputs, kept.inputs...)
 	for j := range o.inputs {
 		o.inputs[j].File, o.inputs[j].Line = src.File, src.Line
 	}
 	kept.inputs = o.inputs
-	return true
 }
 
 // keep records, for the next compile, what the checks of the i-th object

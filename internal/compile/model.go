@@ -153,9 +153,10 @@ type objOut struct {
 
 func newModelTranslator(reg *xdstype.Registry, doc *config.Document, read ReadFile, dirs map[string]string, services *serviceTranslator) *modelTranslator {
 	m := &doc.Model
-	c := &checker{services: map[string]*model.Service{}, tables: map[string]*model.RouteTable{}, secrets: map[string]*model.Secret{}, dirs: dirs, joined: doc.Joined}
+	c := &checker{services: make(map[string]*model.Service, len(m.Services)), tables: make(map[string]*model.RouteTable, len(m.Routes)),
+		secrets: make(map[string]*model.Secret, len(m.Secrets)), dirs: dirs, joined: doc.Joined}
 	t := &modelTranslator{reg: reg, m: m, ids: doc.Identities, c: c, st: services, read: read, files: map[string][]byte{},
-		grpcServices: map[string]bool{}, listens: map[string]*model.GRPCTarget{}, tables: map[string]int{}, rateLimited: map[string]bool{}}
+		grpcServices: map[string]bool{}, listens: map[string]*model.GRPCTarget{}, tables: make(map[string]int, len(m.Routes)), rateLimited: make(map[string]bool, len(m.Routes))}
 	for i := range m.Services {
 		c.services[m.Services[i].Name] = &m.Services[i]
 	}
@@ -177,7 +178,10 @@ func newModelTranslator(reg *xdstype.Registry, doc *config.Document, read ReadFi
 		}
 	}
 	aggregated(t.grpcServices, c.services)
-	c.duplicates(m)
+	if len(c.services) < len(m.Services) || len(c.tables) < len(m.Routes) || len(c.secrets) < len(m.Secrets) ||
+		repeats(m.Listeners, func(l *model.Listener) string { return l.Name }) || repeats(m.GRPC, func(g *model.GRPCTarget) string { return g.Target }) {
+		c.duplicates(m)
+	}
 	t.global, c.problems = c.problems, nil
 	t.holds = map[reflect.Type]bool{}
 	for k, n := range [objKinds]int{len(m.Services), len(m.Routes), len(m.Listeners), len(m.Secrets), len(m.GRPC)} {
@@ -190,6 +194,21 @@ func newModelTranslator(reg *xdstype.Registry, doc *config.Document, read ReadFi
 		t.out[objService][i].inputs = slab[2*i : 2*i : 2*i+2]
 	}
 	return t
+}
+
+// repeats reports whether two of objs have one name: then
+// checker.duplicates says which (the maps by name above tell it of the
+// services, route tables and secrets).
+func repeats[T any](objs []T, name func(*T) string) bool {
+	seen := make(map[string]bool, len(objs))
+	for i := range objs {
+		n := name(&objs[i])
+		if seen[n] {
+			return true
+		}
+		seen[n] = true
+	}
+	return false
 }
 
 // all translates every object.
