@@ -21,13 +21,21 @@ import (
 // decoded values are shared between loads and must not be modified. Safe
 // for concurrent loads; the zero value is ready.
 type Cache struct {
-	mu        sync.Mutex
-	cur, prev map[cacheKey]*cachedItem
+	mu    sync.Mutex
+	items map[cacheKey]*cachedItem
+	// load counts the loads ended; an item is kept while its used is
+	// this load's or the last's. One map kept from load to load, not a
+	// new one a load: a load of a thousand items would allocate and grow
+	// it anew.
+	load uint64
 }
 
 // cachedItem is one decoded value; its address is the Identity of the
-// objects decoded from its text.
-type cachedItem struct{ v any }
+// objects decoded from its text. used is the last load that used it.
+type cachedItem struct {
+	v    any
+	used uint64
+}
 
 // Identity says which decoding through a Cache a model object is: two
 // objects of loads through one Cache with the same non-zero Identity were
@@ -53,15 +61,11 @@ func (c *Cache) get(kind, text string) (*cachedItem, bool) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	k := cacheKey{kind, text}
-	if v, ok := c.cur[k]; ok {
-		return v, true
-	}
-	v, ok := c.prev[k]
+	item, ok := c.items[cacheKey{kind, text}]
 	if ok {
-		c.keep(k, v)
+		item.used = c.load
 	}
-	return v, ok
+	return item, ok
 }
 
 // has reports whether one of the last two loads decoded text as kind: a
@@ -72,11 +76,7 @@ func (c *Cache) has(kind, text string) bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	k := cacheKey{kind, text}
-	_, ok := c.cur[k]
-	if !ok {
-		_, ok = c.prev[k]
-	}
+	_, ok := c.items[cacheKey{kind, text}]
 	return ok
 }
 
@@ -89,16 +89,12 @@ func (c *Cache) put(kind, text string, v any) Identity {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	item := &cachedItem{v}
-	c.keep(cacheKey{kind, strings.Clone(text)}, item)
-	return Identity{item}
-}
-
-func (c *Cache) keep(k cacheKey, v *cachedItem) {
-	if c.cur == nil {
-		c.cur = map[cacheKey]*cachedItem{}
+	if c.items == nil {
+		c.items = map[cacheKey]*cachedItem{}
 	}
-	c.cur[k] = v
+	item := &cachedItem{v: v, used: c.load}
+	c.items[cacheKey{kind, strings.Clone(text)}] = item
+	return Identity{item}
 }
 
 // done ends a load: what it did not use is forgotten after the next.
@@ -108,7 +104,12 @@ func (c *Cache) done() {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.prev, c.cur = c.cur, nil
+	for k, item := range c.items {
+		if item.used != c.load {
+			delete(c.items, k)
+		}
+	}
+	c.load++
 }
 
 // cached returns the value of type T cached for text, if any, and its

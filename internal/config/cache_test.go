@@ -92,7 +92,7 @@ func TestCacheForgetsAfterTwoLoads(t *testing.T) {
 		}
 	}
 	has := func(name string) bool {
-		for k := range c.prev {
+		for k := range c.items {
 			if k.kind == "service" && strings.Contains(k.text, `"`+name+`"`) {
 				return true
 			}
