@@ -33,9 +33,19 @@ type Validated struct {
 	KeysOnly  bool
 	mu        sync.Mutex
 	cur, prev map[validKey]struct{}
-	// encCur, encPrev: the encodings of this build's and the previous
-	// build's messages.
-	encCur, encPrev map[proto.Message]encoding
+	// encs: the encodings of the messages of the last build and this
+	// one, each with the last build that used it (builds counts the
+	// builds ended). One map kept from build to build, not a new one a
+	// build: a build of a thousand resources would allocate and grow it
+	// anew.
+	encs   map[proto.Message]*keptEncoding
+	builds uint64
+}
+
+// keptEncoding is an encoding and the last build that used it.
+type keptEncoding struct {
+	encoding
+	used uint64
 }
 
 // encoding is a message's deterministic encoding and its SHA-256, and
@@ -101,13 +111,12 @@ func (v *Validated) encoded(m proto.Message) (encoding, bool) {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	e, ok := v.encCur[m]
+	k, ok := v.encs[m]
 	if !ok {
-		if e, ok = v.encPrev[m]; ok {
-			v.keepEncodingLocked(m, e)
-		}
+		return encoding{}, false
 	}
-	return e, ok
+	k.used = v.builds
+	return k.encoding, true
 }
 
 func (v *Validated) keepEncoding(m proto.Message, e encoding) {
@@ -123,12 +132,14 @@ func (v *Validated) keepEncodingLocked(m proto.Message, e encoding) {
 	if v.KeysOnly {
 		return
 	}
-	if v.encCur == nil {
-		// Sized as the last build's: a build of a thousand resources
-		// would otherwise grow it a dozen times.
-		v.encCur = make(map[proto.Message]encoding, len(v.encPrev))
+	if k, ok := v.encs[m]; ok {
+		k.encoding, k.used = e, v.builds
+		return
 	}
-	v.encCur[m] = e
+	if v.encs == nil {
+		v.encs = map[proto.Message]*keptEncoding{}
+	}
+	v.encs[m] = &keptEncoding{e, v.builds}
 }
 
 // validKey is a resource's type and the SHA-256 of its encoding (the hash
@@ -181,5 +192,10 @@ func (v *Validated) done() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.prev, v.cur = v.cur, nil
-	v.encPrev, v.encCur = v.encCur, nil
+	for m, k := range v.encs {
+		if k.used != v.builds {
+			delete(v.encs, m)
+		}
+	}
+	v.builds++
 }
