@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/pylon-xds/pylon/internal/redact"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -40,6 +42,65 @@ type Validated struct {
 	// anew.
 	encs   map[proto.Message]*keptEncoding
 	builds uint64
+	// sets are the last build's sets by type URL, which the next build
+	// takes as they are where its resources of a type are the same.
+	sets map[string]*Set
+	// memo is the checks' memo of what each message type can hold,
+	// handed from build to build (nil while a build holds it).
+	memo *walkMemo
+}
+
+// walkMemo is what the value and key checks learn of message types (which
+// can hold a value they look for): a type's answer never changes, so a
+// build hands it to the next.
+type walkMemo struct {
+	holds map[protoreflect.FullName]bool
+	keys  *redact.Finder
+}
+
+// takeMemo takes the memo the last build gave back, or a new one.
+func (v *Validated) takeMemo() *walkMemo {
+	if v != nil {
+		v.mu.Lock()
+		m := v.memo
+		v.memo = nil
+		v.mu.Unlock()
+		if m != nil {
+			return m
+		}
+	}
+	return &walkMemo{holds: map[protoreflect.FullName]bool{}, keys: &redact.Finder{}}
+}
+
+// giveMemo gives m back for the next build.
+func (v *Validated) giveMemo(m *walkMemo) {
+	if v == nil {
+		return
+	}
+	v.mu.Lock()
+	v.memo = m
+	v.mu.Unlock()
+}
+
+// lastSets are the last build's sets by type URL, nil if none.
+func (v *Validated) lastSets() map[string]*Set {
+	if v == nil {
+		return nil
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.sets
+}
+
+// keepSets keeps s's sets for the next build (not with KeysOnly: its
+// snapshots are thrown away).
+func (v *Validated) keepSets(s *Snapshot) {
+	if v == nil || v.KeysOnly {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.sets = s.sets
 }
 
 // keptEncoding is an encoding and the last build that used it.
