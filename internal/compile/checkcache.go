@@ -137,9 +137,9 @@ func (t *modelTranslator) reuse(o *objOut, k objKind, i int) bool {
 	switch k {
 	case objService:
 		s := &t.m.Services[i]
-		p, ok := st.prev.services[s.Name]
+		p := st.prev.services[s.Name]
 		joined := t.c.joined[s.Name]
-		if !ok || !holds(&p.checked) || p.checked.grpc != t.grpcServices[s.Name] || !slices.Equal(p.checked.joined, joined) ||
+		if p == nil || !holds(&p.checked) || p.checked.grpc != t.grpcServices[s.Name] || !slices.Equal(p.checked.joined, joined) ||
 			len(joined) > 0 && !slices.Equal(p.svc.Endpoints, s.Endpoints) {
 			return false
 		}
@@ -147,8 +147,8 @@ func (t *modelTranslator) reuse(o *objOut, k objKind, i int) bool {
 		st.next.services[s.Name] = p
 	case objTable:
 		rt := &t.m.Routes[i]
-		p, ok := st.prev.tables[rt.Name]
-		if !ok || !holds(&p.checked) {
+		p := st.prev.tables[rt.Name]
+		if p == nil || !holds(&p.checked) {
 			return false
 		}
 		o.place(&p.checked, rt.Source)
@@ -156,8 +156,8 @@ func (t *modelTranslator) reuse(o *objOut, k objKind, i int) bool {
 		t.rateLimited[rt.Name] = p.rateLimited
 	case objListener:
 		l := &t.m.Listeners[i]
-		p, ok := st.prev.listeners[l.Name]
-		if !ok || !holds(&p.checked) || !sameAnswers(p.asked, t.isRateLimited) {
+		p := st.prev.listeners[l.Name]
+		if p == nil || !holds(&p.checked) || !sameAnswers(p.asked, t.isRateLimited) {
 			return false
 		}
 		o.place(&p.checked, l.Source)
@@ -169,19 +169,19 @@ func (t *modelTranslator) reuse(o *objOut, k objKind, i int) bool {
 }
 
 // place gives o the inputs kept, placed where the object is written now
-// (src), and keeps them as this compile's: a service's are in this
-// compile's slab, and the slabs of past compiles are not kept alive.
+// (src).
 func (o *objOut) place(kept *checkedAs, src model.Source) {
+	n := len(o.inputs)
 	o.inputs = append(o.inputs, kept.inputs...)
-	for j := range o.inputs {
+	for j := n; j < len(o.inputs); j++ {
 		o.inputs[j].File, o.inputs[j].Line = src.File, src.Line
 	}
-	kept.inputs = o.inputs
 }
 
 // keep records, for the next compile, what the checks of the i-th object
 // of kind k (translated into o, reading deps of others) found: the
-// checks when they found nothing wrong, else nothing.
+// checks when they found nothing wrong, else nothing. The entry the
+// translation left is copied, not changed: it may be the last compile's.
 func (t *modelTranslator) keep(o *objOut, k objKind, i int, deps []dep) {
 	st := t.st
 	if st.t == nil || !keepsChecks(k) {
@@ -189,24 +189,26 @@ func (t *modelTranslator) keep(o *objOut, k objKind, i int, deps []dep) {
 	}
 	var kept checkedAs
 	if id := t.identity(k, i); id.Known() && len(o.problems) == 0 && len(o.durations) == 0 {
-		kept = checkedAs{id: id, deps: deps, inputs: o.inputs}
+		// The inputs copied: a service's are in this compile's slab,
+		// which the next compiles must not keep alive.
+		kept = checkedAs{id: id, deps: deps, inputs: slices.Clone(o.inputs)}
 	}
 	switch k {
 	case objService:
 		s := &t.m.Services[i]
 		kept.grpc, kept.joined = t.grpcServices[s.Name], t.c.joined[s.Name]
-		p := st.next.services[s.Name]
+		p := *st.next.services[s.Name]
 		p.checked = kept
-		st.next.services[s.Name] = p
+		st.next.services[s.Name] = &p
 	case objTable:
 		rt := &t.m.Routes[i]
-		p := st.next.tables[rt.Name]
+		p := *st.next.tables[rt.Name]
 		p.checked = kept
-		st.next.tables[rt.Name] = p
+		st.next.tables[rt.Name] = &p
 	case objListener:
 		l := &t.m.Listeners[i]
-		p := st.next.listeners[l.Name]
+		p := *st.next.listeners[l.Name]
 		p.checked = kept
-		st.next.listeners[l.Name] = p
+		st.next.listeners[l.Name] = &p
 	}
 }
