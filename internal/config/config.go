@@ -376,35 +376,44 @@ func loadKey(reg *xdstype.Registry, w *jsonWriter, path string, key, val *yaml.N
 		for _, g := range items {
 			errs = append(errs, checkRollout(g)...)
 		}
-		doc.Groups, problems = append(doc.Groups, items...), append(problems, errs...)
+		doc.Groups, problems = join(doc.Groups, items), append(problems, errs...)
 	case "services":
 		items, ids, errs := decodeItems(w, c, path, "service", val, func(v *model.Service, src model.Source) string { v.Source = src; return v.Name })
-		doc.Services, problems = append(doc.Services, items...), append(problems, errs...)
-		doc.Identities.Services = append(doc.Identities.Services, ids...)
+		doc.Services, problems = join(doc.Services, items), append(problems, errs...)
+		doc.Identities.Services = join(doc.Identities.Services, ids)
 	case "routes":
 		items, ids, errs := decodeItems(w, c, path, "route table", val, func(v *model.RouteTable, src model.Source) string { v.Source = src; return v.Name })
-		doc.Routes, problems = append(doc.Routes, items...), append(problems, errs...)
-		doc.Identities.Routes = append(doc.Identities.Routes, ids...)
+		doc.Routes, problems = join(doc.Routes, items), append(problems, errs...)
+		doc.Identities.Routes = join(doc.Identities.Routes, ids)
 	case "listeners":
 		items, ids, errs := decodeItems(w, c, path, "listener", val, func(v *model.Listener, src model.Source) string { v.Source = src; return v.Name })
-		doc.Listeners, problems = append(doc.Listeners, items...), append(problems, errs...)
-		doc.Identities.Listeners = append(doc.Identities.Listeners, ids...)
+		doc.Listeners, problems = join(doc.Listeners, items), append(problems, errs...)
+		doc.Identities.Listeners = join(doc.Identities.Listeners, ids)
 	case "secrets":
 		items, _, errs := decodeItems(w, c, path, "secret", val, func(v *model.Secret, src model.Source) string { v.Source = src; return v.Name })
-		doc.Secrets, problems = append(doc.Secrets, items...), append(problems, errs...)
+		doc.Secrets, problems = join(doc.Secrets, items), append(problems, errs...)
 	case "grpc":
 		items, _, errs := decodeItems(w, c, path, "grpc target", val, func(v *model.GRPCTarget, src model.Source) string { v.Source = src; return v.Target })
-		doc.GRPC, problems = append(doc.GRPC, items...), append(problems, errs...)
+		doc.GRPC, problems = join(doc.GRPC, items), append(problems, errs...)
 	case "endpoints":
 		items, _, errs := decodeItems(w, c, path, "endpoint", val, func(v *Endpoint, src model.Source) string { v.File, v.Line = src.File, src.Line; return v.Service })
-		doc.Endpoints, problems = append(doc.Endpoints, items...), append(problems, errs...)
+		doc.Endpoints, problems = join(doc.Endpoints, items), append(problems, errs...)
 	case "tests":
 		items, _, errs := decodeItems(w, c, path, "route test", val, func(v *RouteTest, src model.Source) string { v.File, v.Line = src.File, src.Line; return v.Name })
-		doc.Tests, problems = append(doc.Tests, items...), append(problems, errs...)
+		doc.Tests, problems = join(doc.Tests, items), append(problems, errs...)
 	default:
 		problems = append(problems, diag.Diagnostic{File: path, Line: key.Line, Field: shortName(key.Value), Message: "unknown top-level key (version 1 knows version, resources, groups, services, endpoints, routes, listeners, secrets, grpc and tests)"})
 	}
 	return problems
+}
+
+// join is to with from appended: from itself when to is empty (the
+// first file's list is the document's, not copied into another).
+func join[T any](to, from []T) []T {
+	if len(to) == 0 {
+		return from
+	}
+	return append(to, from...)
 }
 
 // VersionProblem is what is wrong with a document's version value, ""
