@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -263,7 +262,7 @@ func (c *Cache) Load(reg *xdstype.Registry, files []File) (*Document, error) {
 }
 
 // yamlLine is the line number the YAML parser puts before its errors.
-var yamlLine = regexp.MustCompile(`^line (\d+):\s*`)
+var yamlLine = lazyRegexp(`^line (\d+):\s*`)
 
 func loadFile(reg *xdstype.Registry, f File, doc *Document, c *Cache) diag.List {
 	at := func(line int, format string, args ...any) diag.List {
@@ -294,7 +293,7 @@ func loadFile(reg *xdstype.Registry, f File, doc *Document, c *Cache) diag.List 
 			// file.
 			msg := strings.TrimPrefix(err.Error(), "yaml: ")
 			line := 0
-			if m := yamlLine.FindStringSubmatch(msg); m != nil {
+			if m := yamlLine().FindStringSubmatch(msg); m != nil {
 				line, _ = strconv.Atoi(m[1])
 				msg = strings.TrimPrefix(msg, m[0])
 			}
@@ -574,7 +573,7 @@ func decodeStrict[T any](js []byte, item *yaml.Node, base diag.Diagnostic) (T, d
 		if d.Field == "" {
 			// A value's own error (a bad duration) quotes the value but
 			// not the field: find the value in the object.
-			if m := quotedValue.FindStringSubmatch(d.Message); m != nil {
+			if m := quotedValue().FindStringSubmatch(d.Message); m != nil {
 				if k, l := findValue(item, m[1]); l > 0 {
 					d.Field, d.Line = k, l
 					drop = dropWhere(func(key string, val any) bool { return key == k && val == m[1] })
