@@ -450,8 +450,10 @@ func decodeItems[T any](w *jsonWriter, c *Cache, path, kind string, val *yaml.No
 		if item.Tag == rawJSONTag {
 			raw = item.Value
 			if v, id, ok := cached[T](c, kind, raw); ok {
-				set(&v, model.Source{File: path, Line: item.Line})
+				// Placed in out, not in v: v's address taken would put
+				// every item's copy on the heap.
 				out, ids = append(out, v), append(ids, id)
+				set(&out[len(out)-1], model.Source{File: path, Line: item.Line})
 				continue
 			}
 			if v, ok := decodeJSONItem(raw, model.Source{File: path, Line: item.Line}, set); ok {
