@@ -164,7 +164,7 @@ func compileFiles(reg *xdstype.Registry, files []config.File, read ReadFile, run
 	// raw is a copy: the model's resources are appended to it, never into
 	// the document's array.
 	raw, reached, names := shardInputs(reg, doc, serves, t)
-	translated, problems := t.emit(reached)
+	inputs, problems := t.emit(raw, reached)
 	st.done()
 	problems = append(joinProblems, problems...)
 	policy, policyProblems := secretPolicy(doc.Secrets)
@@ -172,7 +172,6 @@ func compileFiles(reg *xdstype.Registry, files []config.File, read ReadFile, run
 	if err := problems.Err(); err != nil {
 		return nil, nil, err
 	}
-	inputs := append(raw, translated...)
 	all, err := snapshot.BuildValidated(reg, inputs, valid)
 	if err != nil {
 		return nil, nil, err

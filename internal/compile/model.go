@@ -220,9 +220,10 @@ func (t *modelTranslator) all() {
 	}
 }
 
-// emit is what was translated, in the model's order, and the problems
-// found, the model's own first; with keep, only the resources it holds.
-func (t *modelTranslator) emit(keep map[reachKey]bool) ([]xdstype.Resource, diag.List) {
+// emit is what was translated, in the model's order, appended to into,
+// and the problems found, the model's own first; with keep, only the
+// resources it holds.
+func (t *modelTranslator) emit(into []xdstype.Resource, keep map[reachKey]bool) ([]xdstype.Resource, diag.List) {
 	problems := t.global
 	n := 0
 	for k := range objKinds {
@@ -231,7 +232,7 @@ func (t *modelTranslator) emit(keep map[reachKey]bool) ([]xdstype.Resource, diag
 			n += len(t.out[k][i].inputs)
 		}
 	}
-	inputs := make([]xdstype.Resource, 0, n)
+	inputs := slices.Grow(into, n)
 	for k := range objKinds {
 		for i := range t.out[k] {
 			o := &t.out[k][i]
