@@ -117,8 +117,8 @@ func (t *modelTranslator) identity(k objKind, i int) config.Identity {
 	case objListener:
 		ids = t.ids.Listeners
 	}
-	if i >= len(ids) {
-		return config.Identity{}
+	if len(ids) != len(t.out[k]) {
+		return config.Identity{} // not one an object: none is trusted
 	}
 	return ids[i]
 }
