@@ -65,8 +65,12 @@ func BuildValidated(reg *xdstype.Registry, inputs []xdstype.Resource, v *Validat
 			continue
 		}
 		firstSeen[in.Type.URL][in.Name] = in
-		if msg := XdstpProblem(in.Name, string(in.Message.ProtoReflect().Descriptor().FullName())); msg != "" {
-			problems = append(problems, diagOf(in, in.Type.NameField(), "%s", msg))
+		// The message's type is asked for an xdstp:// name only: every
+		// build would otherwise reflect on every resource, changed or not.
+		if strings.HasPrefix(in.Name, XdstpScheme) {
+			if msg := XdstpProblem(in.Name, string(in.Message.ProtoReflect().Descriptor().FullName())); msg != "" {
+				problems = append(problems, diagOf(in, in.Type.NameField(), "%s", msg))
+			}
 		}
 		e, err := v.encode(in.Message)
 		if err != nil {
