@@ -50,6 +50,7 @@ type Cache struct {
 	services translations
 	valid    snapshot.Validated
 	near     closeFirstCache
+	empty    snapshot.EmptyEndpointsMemo
 	// Groups are the node groups this replica serves (`pylon serve
 	// --groups`; nil: all): only what their scopes reach is translated,
 	// built and checked (reach.go); the others get an empty snapshot,
@@ -134,13 +135,14 @@ func compileFiles(reg *xdstype.Registry, files []config.File, read ReadFile, run
 	var valid *snapshot.Validated
 	var serves fleet.Selector
 	var near *closeFirstCache
+	var empty *snapshot.EmptyEndpointsMemo
 	if c != nil {
-		load, services, valid, serves, near = &c.load, &c.services, &c.valid, c.Groups, &c.near
+		load, services, valid, serves, near, empty = &c.load, &c.services, &c.valid, c.Groups, &c.near, &c.empty
 		if c.decodes != nil {
 			load = c.decodes
 		}
 		if c.checkOnly {
-			services, near = nil, nil
+			services, near, empty = nil, nil, nil
 		}
 	}
 	doc, err := load.Load(reg, files)
@@ -158,11 +160,11 @@ func compileFiles(reg *xdstype.Registry, files []config.File, read ReadFile, run
 		dirs[f.Path] = f.Dir
 	}
 	st := services.begin()
-	t := newModelTranslator(reg, &doc.Model, doc.Joined, read, dirs, st)
+	t := newModelTranslator(reg, doc, read, dirs, st)
 	// raw is a copy: the model's resources are appended to it, never into
 	// the document's array.
 	raw, reached, names := shardInputs(reg, doc, serves, t)
-	translated, problems := t.emit(reached)
+	inputs, problems := t.emit(raw, reached)
 	st.done()
 	problems = append(joinProblems, problems...)
 	policy, policyProblems := secretPolicy(doc.Secrets)
@@ -170,7 +172,6 @@ func compileFiles(reg *xdstype.Registry, files []config.File, read ReadFile, run
 	if err := problems.Err(); err != nil {
 		return nil, nil, err
 	}
-	inputs := append(raw, translated...)
 	all, err := snapshot.BuildValidated(reg, inputs, valid)
 	if err != nil {
 		return nil, nil, err
@@ -187,7 +188,7 @@ func compileFiles(reg *xdstype.Registry, files []config.File, read ReadFile, run
 	// Raw Secrets under `resources` have no policy of their own: the
 	// identities of the groups that hold them govern them.
 	fleet.RestrictSecrets(policy)
-	warnings := append(snapshot.EmptyEndpointRoutes(all, locator(inputs)), preferCloseUnpinned(doc, fleet)...)
+	warnings := append(empty.Routes(all, locator(inputs)), preferCloseUnpinned(doc, fleet)...)
 	warnings = append(warnings, servesNone(doc, serves)...)
 	// Route tests run last, on exactly what would be served.
 	if !runTests {

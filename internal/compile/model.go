@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pylon-xds/pylon/internal/config"
 	"github.com/pylon-xds/pylon/internal/diag"
 	"github.com/pylon-xds/pylon/internal/model"
 	"github.com/pylon-xds/pylon/internal/secretfile"
@@ -37,6 +38,9 @@ type checker struct {
 	// joined: where the endpoints that end each service's list were
 	// written (config.Document.Joined).
 	joined map[string][]model.Source
+	// deps, when set, collects the facts of other objects the checks
+	// read (checkedAs).
+	deps *[]dep
 }
 
 // endpointProblem reports a problem of s's i-th endpoint (sub: the field
@@ -72,6 +76,7 @@ func (c *checker) add(src model.Source, kind, name, field, format string, args .
 
 // ref checks that name is one of known, suggesting the closest on a miss.
 func ref[T any](c *checker, src model.Source, kind, owner, field, what, name string, known map[string]T) bool {
+	c.record(what, name)
 	if _, ok := known[name]; ok {
 		return true
 	}
@@ -119,6 +124,7 @@ const (
 type modelTranslator struct {
 	reg          *xdstype.Registry
 	m            *model.Model
+	ids          config.Identities
 	c            *checker
 	st           *serviceTranslator
 	read         ReadFile
@@ -145,10 +151,12 @@ type objOut struct {
 	problems  diag.List
 }
 
-func newModelTranslator(reg *xdstype.Registry, m *model.Model, joined map[string][]model.Source, read ReadFile, dirs map[string]string, services *serviceTranslator) *modelTranslator {
-	c := &checker{services: map[string]*model.Service{}, tables: map[string]*model.RouteTable{}, secrets: map[string]*model.Secret{}, dirs: dirs, joined: joined}
-	t := &modelTranslator{reg: reg, m: m, c: c, st: services, read: read, files: map[string][]byte{},
-		grpcServices: map[string]bool{}, listens: map[string]*model.GRPCTarget{}, tables: map[string]int{}, rateLimited: map[string]bool{}}
+func newModelTranslator(reg *xdstype.Registry, doc *config.Document, read ReadFile, dirs map[string]string, services *serviceTranslator) *modelTranslator {
+	m := &doc.Model
+	c := &checker{services: make(map[string]*model.Service, len(m.Services)), tables: make(map[string]*model.RouteTable, len(m.Routes)),
+		secrets: make(map[string]*model.Secret, len(m.Secrets)), dirs: dirs, joined: doc.Joined}
+	t := &modelTranslator{reg: reg, m: m, ids: doc.Identities, c: c, st: services, read: read, files: map[string][]byte{},
+		grpcServices: map[string]bool{}, listens: map[string]*model.GRPCTarget{}, tables: make(map[string]int, len(m.Routes)), rateLimited: make(map[string]bool, len(m.Routes))}
 	for i := range m.Services {
 		c.services[m.Services[i].Name] = &m.Services[i]
 	}
@@ -170,7 +178,10 @@ func newModelTranslator(reg *xdstype.Registry, m *model.Model, joined map[string
 		}
 	}
 	aggregated(t.grpcServices, c.services)
-	c.duplicates(m)
+	if len(c.services) < len(m.Services) || len(c.tables) < len(m.Routes) || len(c.secrets) < len(m.Secrets) ||
+		repeats(m.Listeners, func(l *model.Listener) string { return l.Name }) || repeats(m.GRPC, func(g *model.GRPCTarget) string { return g.Target }) {
+		c.duplicates(m)
+	}
 	t.global, c.problems = c.problems, nil
 	t.holds = map[reflect.Type]bool{}
 	for k, n := range [objKinds]int{len(m.Services), len(m.Routes), len(m.Listeners), len(m.Secrets), len(m.GRPC)} {
@@ -185,6 +196,21 @@ func newModelTranslator(reg *xdstype.Registry, m *model.Model, joined map[string
 	return t
 }
 
+// repeats reports whether two of objs have one name: then
+// checker.duplicates says which (the maps by name above tell it of the
+// services, route tables and secrets).
+func repeats[T any](objs []T, name func(*T) string) bool {
+	seen := make(map[string]bool, len(objs))
+	for i := range objs {
+		n := name(&objs[i])
+		if seen[n] {
+			return true
+		}
+		seen[n] = true
+	}
+	return false
+}
+
 // all translates every object.
 func (t *modelTranslator) all() {
 	for k := range objKinds {
@@ -194,9 +220,10 @@ func (t *modelTranslator) all() {
 	}
 }
 
-// emit is what was translated, in the model's order, and the problems
-// found, the model's own first; with keep, only the resources it holds.
-func (t *modelTranslator) emit(keep map[reachKey]bool) ([]xdstype.Resource, diag.List) {
+// emit is what was translated, in the model's order, appended to into,
+// and the problems found, the model's own first; with keep, only the
+// resources it holds.
+func (t *modelTranslator) emit(into []xdstype.Resource, keep map[reachKey]bool) ([]xdstype.Resource, diag.List) {
 	problems := t.global
 	n := 0
 	for k := range objKinds {
@@ -205,7 +232,7 @@ func (t *modelTranslator) emit(keep map[reachKey]bool) ([]xdstype.Resource, diag
 			n += len(t.out[k][i].inputs)
 		}
 	}
-	inputs := make([]xdstype.Resource, 0, n)
+	inputs := slices.Grow(into, n)
 	for k := range objKinds {
 		for i := range t.out[k] {
 			o := &t.out[k][i]
@@ -227,10 +254,17 @@ func (t *modelTranslator) translate(k objKind, i int) *objOut {
 		return o
 	}
 	o.done = true
-	// The object's problems are its own: a listener's translation may
-	// translate a route table it names.
-	saved := t.c.problems
-	t.c.problems = nil
+	if t.reuse(o, k, i) {
+		return o
+	}
+	// The object's problems and the facts its checks read are its own: a
+	// listener's translation may translate a route table it names.
+	saved, savedDeps := t.c.problems, t.c.deps
+	t.c.problems, t.c.deps = nil, nil
+	var deps []dep
+	if keepsChecks(k) {
+		t.c.deps = &deps
+	}
 	emit := func(src model.Source, msg proto.Message) { o.add(t.reg, src, msg) }
 	c, m := t.c, t.m
 	t.durations(o, k, i)
@@ -269,7 +303,8 @@ func (t *modelTranslator) translate(k objKind, i int) *objOut {
 			emit(g.Source, l)
 		}
 	}
-	o.problems, t.c.problems = t.c.problems, saved
+	o.problems, t.c.problems, t.c.deps = t.c.problems, saved, savedDeps
+	t.keep(o, k, i, deps)
 	return o
 }
 

@@ -26,23 +26,30 @@ type translations struct {
 	last translated
 }
 
-// translated is one compile's translations, by name.
+// translated is one compile's translations, by name. An entry is not
+// changed once in a map: the next compile takes it as it is or makes
+// another, and compiles through one Cache may run at once. (By pointer:
+// a map holds a value this large apart from itself, allocated at every
+// insertion, which for a thousand services was a third of a change's
+// allocations.)
 type translated struct {
-	services  map[string]translatedService
-	tables    map[string]translatedTable
-	listeners map[string]translatedListener
+	services  map[string]*translatedService
+	tables    map[string]*translatedTable
+	listeners map[string]*translatedListener
 }
 
 type translatedService struct {
 	svc        model.Service // as written, Source cleared
 	cluster    proto.Message
 	assignment proto.Message
+	checked    checkedAs
 }
 
 type translatedTable struct {
 	table       model.RouteTable // as written, Source cleared
 	rateLimited bool
 	config      proto.Message
+	checked     checkedAs
 }
 
 type translatedListener struct {
@@ -50,6 +57,7 @@ type translatedListener struct {
 	// asked is what the translation asked of rateLimited, in order.
 	asked   []askedTable
 	message proto.Message
+	checked checkedAs
 }
 
 // askedTable is one answer of rateLimited a listener's translation used.
@@ -73,9 +81,9 @@ func (t *translations) begin() *serviceTranslator {
 		st.prev = t.last
 		t.mu.Unlock()
 		st.next = translated{
-			services:  make(map[string]translatedService, len(st.prev.services)),
-			tables:    make(map[string]translatedTable, len(st.prev.tables)),
-			listeners: make(map[string]translatedListener, len(st.prev.listeners)),
+			services:  make(map[string]*translatedService, len(st.prev.services)),
+			tables:    make(map[string]*translatedTable, len(st.prev.tables)),
+			listeners: make(map[string]*translatedListener, len(st.prev.listeners)),
 		}
 	}
 	return st
@@ -92,7 +100,7 @@ func (st *serviceTranslator) translate(s *model.Service) (cluster, assignment pr
 		st.next.services[s.Name] = p
 		return p.cluster, p.assignment
 	}
-	p := translatedService{svc: key, cluster: translate.Cluster(s), assignment: translate.Endpoints(s)}
+	p := &translatedService{svc: key, cluster: translate.Cluster(s), assignment: translate.Endpoints(s)}
 	st.next.services[s.Name] = p
 	return p.cluster, p.assignment
 }
@@ -109,7 +117,7 @@ func (st *serviceTranslator) routes(rt *model.RouteTable) (proto.Message, bool) 
 		st.next.tables[rt.Name] = p
 		return p.config, p.rateLimited
 	}
-	p := translatedTable{table: key, rateLimited: translate.UsesRateLimit(rt), config: translate.RouteConfiguration(rt)}
+	p := &translatedTable{table: key, rateLimited: translate.UsesRateLimit(rt), config: translate.RouteConfiguration(rt)}
 	st.next.tables[rt.Name] = p
 	return p.config, p.rateLimited
 }
@@ -125,7 +133,7 @@ func (st *serviceTranslator) listener(l *model.Listener, rateLimited func(table 
 		st.next.listeners[l.Name] = p
 		return p.message
 	}
-	p := translatedListener{listener: key}
+	p := &translatedListener{listener: key}
 	p.message = translate.Listener(l, func(table string) bool {
 		limited := rateLimited(table)
 		p.asked = append(p.asked, askedTable{table, limited})

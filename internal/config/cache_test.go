@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/pylon-xds/pylon/internal/xdstype"
@@ -57,7 +58,7 @@ func TestCacheLoadsAsWithout(t *testing.T) {
 	for _, s := range steps {
 		got, gotErr := c.Load(reg, s.files)
 		want, wantErr := Load(reg, s.files)
-		if diff := cmp.Diff(want, got, protocmp.Transform(), cmp.Comparer(func(a, b *xdstype.Type) bool { return a == b })); diff != "" {
+		if diff := cmp.Diff(want, got, protocmp.Transform(), cmp.Comparer(func(a, b *xdstype.Type) bool { return a == b }), ignoreIdentities); diff != "" {
 			t.Errorf("%s: the cached load differs from a plain load (-want +got):\n%s", s.name, diff)
 		}
 		if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
@@ -91,7 +92,7 @@ func TestCacheForgetsAfterTwoLoads(t *testing.T) {
 		}
 	}
 	has := func(name string) bool {
-		for k := range c.prev {
+		for k := range c.items {
 			if k.kind == "service" && strings.Contains(k.text, `"`+name+`"`) {
 				return true
 			}
@@ -139,5 +140,61 @@ func BenchmarkLoadCachedOneChange(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// ignoreIdentities compares Documents loaded with and without a Cache:
+// only the former's objects have Identities.
+var ignoreIdentities = cmpopts.IgnoreFields(Document{}, "Identities")
+
+// TestIdentitiesFollowTheText: a model object decoded again from the
+// same text through one Cache has the same Identity, wherever it is
+// written; a changed one, one of a YAML file, and one decoded without a
+// Cache have none in common; each list of Identities is as long as its
+// objects'.
+func TestIdentitiesFollowTheText(t *testing.T) {
+	reg := xdstype.New()
+	var c Cache
+	load := func(c *Cache, files ...File) *Document {
+		t.Helper()
+		doc, err := c.Load(reg, files)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(doc.Identities.Services) != len(doc.Services) || len(doc.Identities.Routes) != len(doc.Routes) || len(doc.Identities.Listeners) != len(doc.Listeners) {
+			t.Fatalf("identities %d/%d/%d for %d services, %d route tables, %d listeners", len(doc.Identities.Services), len(doc.Identities.Routes),
+				len(doc.Identities.Listeners), len(doc.Services), len(doc.Routes), len(doc.Listeners))
+		}
+		return doc
+	}
+	svc := func(name string, port int) string {
+		return fmt.Sprintf(`{"name": %q, "endpoints": [{"address": "10.0.0.1", "port": %d}]}`, name, port)
+	}
+	doc := func(items ...string) File {
+		return File{Path: "a.json", Data: []byte(`{"services": [` + strings.Join(items, ",\n") + `],
+"routes": [{"name": "r", "virtual_hosts": [{"name": "v", "domains": ["*"], "routes": [{"match": {"prefix": "/"}, "to": [{"service": "a"}]}]}]}],
+"listeners": [{"name": "l", "port": 80, "routes": "r"}]}`)}
+	}
+	first := load(&c, doc(svc("a", 80), svc("b", 80)))
+	for i, id := range append(append(first.Identities.Services, first.Identities.Routes...), first.Identities.Listeners...) {
+		if !id.Known() {
+			t.Fatalf("object %d of a JSON file loaded through a Cache has no Identity", i)
+		}
+	}
+	// b changed, a moved down a line.
+	second := load(&c, doc(svc("b", 81), "\n"+svc("a", 80)))
+	if second.Identities.Services[1] != first.Identities.Services[0] || second.Services[1].Source.Line == first.Services[0].Source.Line {
+		t.Error("an unchanged service written on another line has another Identity")
+	}
+	if second.Identities.Services[0] == first.Identities.Services[1] {
+		t.Error("a changed service has its old Identity")
+	}
+	if second.Identities.Routes[0] != first.Identities.Routes[0] || second.Identities.Listeners[0] != first.Identities.Listeners[0] {
+		t.Error("an unchanged route table or listener has another Identity")
+	}
+	yaml := load(&c, File{Path: "y.yaml", Data: []byte("services:\n- name: a\n  endpoints: [{address: 10.0.0.1, port: 80}]\n")})
+	uncached := load(nil, doc(svc("a", 80)))
+	if yaml.Identities.Services[0].Known() || uncached.Identities.Services[0].Known() {
+		t.Error("an object of a YAML file, or loaded without a Cache, has an Identity")
 	}
 }

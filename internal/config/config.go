@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -129,6 +128,16 @@ type Document struct {
 	// to it was written (they end its list, in this order): a problem of
 	// one is reported there.
 	Joined map[string][]model.Source
+	// Identities are the services', route tables' and listeners' (one
+	// an object, in order), by which a compile knows an object it
+	// checked before (see Identity).
+	Identities Identities
+}
+
+// Identities are a Document's model objects' Identities, each list as
+// long as its objects'.
+type Identities struct {
+	Services, Routes, Listeners []Identity
 }
 
 // Endpoint is an endpoint of the top-level endpoints list: one of a
@@ -253,7 +262,7 @@ func (c *Cache) Load(reg *xdstype.Registry, files []File) (*Document, error) {
 }
 
 // yamlLine is the line number the YAML parser puts before its errors.
-var yamlLine = regexp.MustCompile(`^line (\d+):\s*`)
+var yamlLine = lazyRegexp(`^line (\d+):\s*`)
 
 func loadFile(reg *xdstype.Registry, f File, doc *Document, c *Cache) diag.List {
 	at := func(line int, format string, args ...any) diag.List {
@@ -284,7 +293,7 @@ func loadFile(reg *xdstype.Registry, f File, doc *Document, c *Cache) diag.List 
 			// file.
 			msg := strings.TrimPrefix(err.Error(), "yaml: ")
 			line := 0
-			if m := yamlLine.FindStringSubmatch(msg); m != nil {
+			if m := yamlLine().FindStringSubmatch(msg); m != nil {
 				line, _ = strconv.Atoi(m[1])
 				msg = strings.TrimPrefix(msg, m[0])
 			}
@@ -362,36 +371,48 @@ func loadKey(reg *xdstype.Registry, w *jsonWriter, path string, key, val *yaml.N
 			doc.Resources = append(doc.Resources, r)
 		}
 	case "groups":
-		items, errs := decodeItems(w, c, path, "group", val, func(g *Group, src model.Source) string { g.File, g.Line = src.File, src.Line; return g.Name })
+		items, _, errs := decodeItems(w, c, path, "group", val, func(g *Group, src model.Source) string { g.File, g.Line = src.File, src.Line; return g.Name })
 		for _, g := range items {
 			errs = append(errs, checkRollout(g)...)
 		}
-		doc.Groups, problems = append(doc.Groups, items...), append(problems, errs...)
+		doc.Groups, problems = join(doc.Groups, items), append(problems, errs...)
 	case "services":
-		items, errs := decodeItems(w, c, path, "service", val, func(v *model.Service, src model.Source) string { v.Source = src; return v.Name })
-		doc.Services, problems = append(doc.Services, items...), append(problems, errs...)
+		items, ids, errs := decodeItems(w, c, path, "service", val, func(v *model.Service, src model.Source) string { v.Source = src; return v.Name })
+		doc.Services, problems = join(doc.Services, items), append(problems, errs...)
+		doc.Identities.Services = join(doc.Identities.Services, ids)
 	case "routes":
-		items, errs := decodeItems(w, c, path, "route table", val, func(v *model.RouteTable, src model.Source) string { v.Source = src; return v.Name })
-		doc.Routes, problems = append(doc.Routes, items...), append(problems, errs...)
+		items, ids, errs := decodeItems(w, c, path, "route table", val, func(v *model.RouteTable, src model.Source) string { v.Source = src; return v.Name })
+		doc.Routes, problems = join(doc.Routes, items), append(problems, errs...)
+		doc.Identities.Routes = join(doc.Identities.Routes, ids)
 	case "listeners":
-		items, errs := decodeItems(w, c, path, "listener", val, func(v *model.Listener, src model.Source) string { v.Source = src; return v.Name })
-		doc.Listeners, problems = append(doc.Listeners, items...), append(problems, errs...)
+		items, ids, errs := decodeItems(w, c, path, "listener", val, func(v *model.Listener, src model.Source) string { v.Source = src; return v.Name })
+		doc.Listeners, problems = join(doc.Listeners, items), append(problems, errs...)
+		doc.Identities.Listeners = join(doc.Identities.Listeners, ids)
 	case "secrets":
-		items, errs := decodeItems(w, c, path, "secret", val, func(v *model.Secret, src model.Source) string { v.Source = src; return v.Name })
-		doc.Secrets, problems = append(doc.Secrets, items...), append(problems, errs...)
+		items, _, errs := decodeItems(w, c, path, "secret", val, func(v *model.Secret, src model.Source) string { v.Source = src; return v.Name })
+		doc.Secrets, problems = join(doc.Secrets, items), append(problems, errs...)
 	case "grpc":
-		items, errs := decodeItems(w, c, path, "grpc target", val, func(v *model.GRPCTarget, src model.Source) string { v.Source = src; return v.Target })
-		doc.GRPC, problems = append(doc.GRPC, items...), append(problems, errs...)
+		items, _, errs := decodeItems(w, c, path, "grpc target", val, func(v *model.GRPCTarget, src model.Source) string { v.Source = src; return v.Target })
+		doc.GRPC, problems = join(doc.GRPC, items), append(problems, errs...)
 	case "endpoints":
-		items, errs := decodeItems(w, c, path, "endpoint", val, func(v *Endpoint, src model.Source) string { v.File, v.Line = src.File, src.Line; return v.Service })
-		doc.Endpoints, problems = append(doc.Endpoints, items...), append(problems, errs...)
+		items, _, errs := decodeItems(w, c, path, "endpoint", val, func(v *Endpoint, src model.Source) string { v.File, v.Line = src.File, src.Line; return v.Service })
+		doc.Endpoints, problems = join(doc.Endpoints, items), append(problems, errs...)
 	case "tests":
-		items, errs := decodeItems(w, c, path, "route test", val, func(v *RouteTest, src model.Source) string { v.File, v.Line = src.File, src.Line; return v.Name })
-		doc.Tests, problems = append(doc.Tests, items...), append(problems, errs...)
+		items, _, errs := decodeItems(w, c, path, "route test", val, func(v *RouteTest, src model.Source) string { v.File, v.Line = src.File, src.Line; return v.Name })
+		doc.Tests, problems = join(doc.Tests, items), append(problems, errs...)
 	default:
 		problems = append(problems, diag.Diagnostic{File: path, Line: key.Line, Field: shortName(key.Value), Message: "unknown top-level key (version 1 knows version, resources, groups, services, endpoints, routes, listeners, secrets, grpc and tests)"})
 	}
 	return problems
+}
+
+// join is to with from appended: from itself when to is empty (the
+// first file's list is the document's, not copied into another).
+func join[T any](to, from []T) []T {
+	if len(to) == 0 {
+		return from
+	}
+	return append(to, from...)
 }
 
 // VersionProblem is what is wrong with a document's version value, ""
@@ -413,28 +434,30 @@ func VersionProblem(val *yaml.Node) string {
 // decodeItems decodes a list of model objects strictly: an unknown field or
 // a value of the wrong type is an error naming the object and the field.
 // set records each object's source and returns its name. An item that is
-// raw JSON (rawItems) is looked up in c before it is parsed.
-func decodeItems[T any](w *jsonWriter, c *Cache, path, kind string, val *yaml.Node, set func(*T, model.Source) string) ([]T, diag.List) {
+// raw JSON (rawItems) is looked up in c before it is parsed. ids are the
+// objects' Identities, one an object (zero for one not decoded through c).
+func decodeItems[T any](w *jsonWriter, c *Cache, path, kind string, val *yaml.Node, set func(*T, model.Source) string) (out []T, ids []Identity, problems diag.List) {
 	if val.Kind == yaml.ScalarNode && val.Tag == "!!null" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if val.Kind != yaml.SequenceNode {
-		return nil, diag.List{{File: path, Line: val.Line, Message: "must be a list of " + kind + "s"}}
+		return nil, nil, diag.List{{File: path, Line: val.Line, Message: "must be a list of " + kind + "s"}}
 	}
-	out := make([]T, 0, len(val.Content))
-	var problems diag.List
+	out = make([]T, 0, len(val.Content))
+	ids = make([]Identity, 0, len(val.Content))
 	for i, item := range val.Content {
 		raw := ""
 		if item.Tag == rawJSONTag {
 			raw = item.Value
-			if v, ok := cached[T](c, kind, raw); ok {
-				set(&v, model.Source{File: path, Line: item.Line})
-				out = append(out, v)
+			if v, id, ok := cached[T](c, kind, raw); ok {
+				// Placed in out, not in v: v's address taken would put
+				// every item's copy on the heap.
+				out, ids = append(out, v), append(ids, id)
+				set(&out[len(out)-1], model.Source{File: path, Line: item.Line})
 				continue
 			}
 			if v, ok := decodeJSONItem(raw, model.Source{File: path, Line: item.Line}, set); ok {
-				c.put(kind, raw, v)
-				out = append(out, v)
+				out, ids = append(out, v), append(ids, c.put(kind, raw, v))
 				continue
 			}
 			// Refused, or not plainly JSON: the item's YAML tree gives
@@ -451,12 +474,13 @@ func decodeItems[T any](w *jsonWriter, c *Cache, path, kind string, val *yaml.No
 			problems = append(problems, errs...)
 			continue
 		}
+		var id Identity
 		if raw != "" {
-			c.put(kind, raw, v)
+			id = c.put(kind, raw, v)
 		}
-		out = append(out, v)
+		out, ids = append(out, v), append(ids, id)
 	}
-	return out, problems
+	return out, ids, problems
 }
 
 // loadDecodedEndpoints adds the endpoints f holds decoded (File.Endpoints)
@@ -551,7 +575,7 @@ func decodeStrict[T any](js []byte, item *yaml.Node, base diag.Diagnostic) (T, d
 		if d.Field == "" {
 			// A value's own error (a bad duration) quotes the value but
 			// not the field: find the value in the object.
-			if m := quotedValue.FindStringSubmatch(d.Message); m != nil {
+			if m := quotedValue().FindStringSubmatch(d.Message); m != nil {
 				if k, l := findValue(item, m[1]); l > 0 {
 					d.Field, d.Line = k, l
 					drop = dropWhere(func(key string, val any) bool { return key == k && val == m[1] })

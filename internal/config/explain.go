@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -18,7 +17,7 @@ import (
 // (model objects) and protojson's (raw Envoy resources) become a field, a
 // line in the user's file and a message that never quotes a value.
 
-var unknownJSONField = regexp.MustCompile(`unknown field "([^"]+)"`)
+var unknownJSONField = lazyRegexp(`unknown field "([^"]+)"`)
 
 // explainJSON turns encoding/json's errors into a field, a message in the
 // config's words (never a Go type name), and a function that drops the
@@ -28,7 +27,7 @@ func explainJSON(err error) (field, msg string, drop func(any) bool) {
 	if errors.As(err, &te) {
 		return te.Field, fmt.Sprintf("expected %s, got %s", expects(te.Type), jsonKind(te.Value)), dropPath(te.Field)
 	}
-	if m := unknownJSONField.FindStringSubmatch(err.Error()); m != nil {
+	if m := unknownJSONField().FindStringSubmatch(err.Error()); m != nil {
 		return m[1], fmt.Sprintf("unknown field %q", m[1]), dropWhere(func(key string, _ any) bool { return key == m[1] })
 	}
 	return "", strings.TrimPrefix(err.Error(), "json: "), nil
@@ -148,20 +147,20 @@ func lastField(f string) string {
 var (
 	// protojson separates its prefix with a non-breaking space on purpose;
 	// match any space.
-	protoJSONPrefix = regexp.MustCompile(`^proto:[\s\x{00a0}]*(\(line \d+:\d+\):[\s\x{00a0}]*)?`)
-	unknownField    = regexp.MustCompile(`unknown field "([^"]+)"`)
-	unresolvedType  = regexp.MustCompile(`unable to resolve "([^"]+)"`)
-	quotedValue     = regexp.MustCompile(`value "([^"]*)"`)
+	protoJSONPrefix = lazyRegexp(`^proto:[\s\x{00a0}]*(\(line \d+:\d+\):[\s\x{00a0}]*)?`)
+	unknownField    = lazyRegexp(`unknown field "([^"]+)"`)
+	unresolvedType  = lazyRegexp(`unable to resolve "([^"]+)"`)
+	quotedValue     = lazyRegexp(`value "([^"]*)"`)
 
 	// protojson's messages that end with the refused value: the value is
 	// captured to find its line and to say what kind it was, never shown.
-	badValue     = regexp.MustCompile(`invalid value for ([a-z0-9]+) field ([A-Za-z0-9_]+): (.*)`)
-	badMapKey    = regexp.MustCompile(`invalid value for ([a-z0-9]+) key: (.*)`)
-	badWellKnown = regexp.MustCompile(`(?:invalid )?google\.protobuf\.(Duration|Timestamp|Value|FieldMask)(?: value| value out of range:|:| contains invalid path:)? (.*)`)
-	badToken     = regexp.MustCompile(`unexpected token (.*)`)
-	duplicate    = regexp.MustCompile(`duplicate (?:field|map key) (.*)`)
+	badValue     = lazyRegexp(`invalid value for ([a-z0-9]+) field ([A-Za-z0-9_]+): (.*)`)
+	badMapKey    = lazyRegexp(`invalid value for ([a-z0-9]+) key: (.*)`)
+	badWellKnown = lazyRegexp(`(?:invalid )?google\.protobuf\.(Duration|Timestamp|Value|FieldMask)(?: value| value out of range:|:| contains invalid path:)? (.*)`)
+	badToken     = lazyRegexp(`unexpected token (.*)`)
+	duplicate    = lazyRegexp(`duplicate (?:field|map key) (.*)`)
 	// jsonStringLit is a JSON string literal anywhere in a message.
-	jsonStringLit = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+	jsonStringLit = lazyRegexp(`"(?:[^"\\]|\\.)*"`)
 )
 
 // explainProtoJSON rewrites protojson's errors, whose line numbers refer to
@@ -174,23 +173,23 @@ var (
 // validate` and the API's 400. It says what is wrong instead; the field and
 // line say where.
 func explainProtoJSON(err error, node *yaml.Node) (field, msg string, line int) {
-	text := protoJSONPrefix.ReplaceAllString(err.Error(), "")
+	text := protoJSONPrefix().ReplaceAllString(err.Error(), "")
 	line = node.Line
-	if m := unknownField.FindStringSubmatch(text); m != nil {
+	if m := unknownField().FindStringSubmatch(text); m != nil {
 		field, msg = m[1], fmt.Sprintf("unknown field %q", m[1])
 		if k, l := findKeyLine(node, field); l > 0 {
 			field, line = k, l
 		}
 		return field, msg, line
 	}
-	if m := unresolvedType.FindStringSubmatch(text); m != nil {
+	if m := unresolvedType().FindStringSubmatch(text); m != nil {
 		msg = fmt.Sprintf("unknown @type %q in a nested typed_config (not an Envoy v3 message Pylon knows)", m[1])
 		if _, l := findValue(node, m[1]); l > 0 {
 			line = l
 		}
 		return "@type", msg, line
 	}
-	if m := badValue.FindStringSubmatch(text); m != nil {
+	if m := badValue().FindStringSubmatch(text); m != nil {
 		field, line = locate(node, m[2], m[3], line)
 		return field, badValueMessage(m[1], m[3]), line
 	}
@@ -206,10 +205,10 @@ func explainProtoJSON(err error, node *yaml.Node) (field, msg string, line int) 
 // the field when it names one, the message, and the raw value (to find the
 // line, never to show).
 func explainOther(text string) (field, msg, raw string, ok bool) {
-	if m := badMapKey.FindStringSubmatch(text); m != nil {
+	if m := badMapKey().FindStringSubmatch(text); m != nil {
 		return "", fmt.Sprintf("a map key is not a valid %s", m[1]), m[2], true
 	}
-	if m := badWellKnown.FindStringSubmatch(text); m != nil {
+	if m := badWellKnown().FindStringSubmatch(text); m != nil {
 		switch m[1] {
 		case "Duration":
 			msg = "not a valid duration (write it like \"1.5s\" or \"0.250s\", within about ±10000 years)"
@@ -222,10 +221,10 @@ func explainOther(text string) (field, msg, raw string, ok bool) {
 		}
 		return "", msg, m[2], true
 	}
-	if m := badToken.FindStringSubmatch(text); m != nil {
+	if m := badToken().FindStringSubmatch(text); m != nil {
 		return "", fmt.Sprintf("got %s, which this field does not take (a mapping or a list is expected here)", tokenKind(m[1])), m[1], true
 	}
-	if m := duplicate.FindStringSubmatch(text); m != nil {
+	if m := duplicate().FindStringSubmatch(text); m != nil {
 		return strings.Trim(m[1], `"`), "set twice (also as its camelCase or snake_case spelling?)", "", true
 	}
 	return "", "", "", false
@@ -304,7 +303,7 @@ func tokenKind(raw string) string {
 // scrubValues removes what may be a value from a message this code does not
 // recognise: every JSON string, and what follows the last colon.
 func scrubValues(text string) string {
-	text = jsonStringLit.ReplaceAllString(text, `"…"`)
+	text = jsonStringLit().ReplaceAllString(text, `"…"`)
 	if i := strings.LastIndex(text, ": "); i >= 0 {
 		text = text[:i]
 	}

@@ -62,7 +62,7 @@ func loadJSONResources(reg *xdstype.Registry, w *jsonWriter, path, text string, 
 	doc.Resources = slices.Grow(doc.Resources, len(elems))
 	for _, el := range elems {
 		raw, line := text[el[0]:el[1]], lc.at(el[0])
-		if r, ok := cached[xdstype.Resource](c, "resource", raw); ok {
+		if r, _, ok := cached[xdstype.Resource](c, "resource", raw); ok {
 			r.File, r.Line = path, line
 			doc.Resources = append(doc.Resources, r)
 			continue
@@ -254,21 +254,21 @@ func objectEntries(text string, at int) []entry {
 func skipValue(text string, i int) int {
 	switch text[i] {
 	case '"':
-		for j := i + 1; j < len(text); j++ {
-			switch text[j] {
-			case '\\':
-				j++
-			case '"':
-				return j + 1
-			}
-		}
-		return len(text)
+		return skipString(text, i)
 	case '{', '[':
 		depth := 0
 		for j := i; j < len(text); j++ {
+			// Most of a list's bytes are none of these: skipped a byte
+			// at a time without a switch.
+			for j < len(text) && !structural[text[j]] {
+				j++
+			}
+			if j == len(text) {
+				break
+			}
 			switch text[j] {
 			case '"':
-				j = skipValue(text, j) - 1
+				j = skipString(text, j) - 1
 			case '{', '[':
 				depth++
 			case '}', ']':
@@ -284,6 +284,30 @@ func skipValue(text string, i int) int {
 		j++
 	}
 	return j
+}
+
+// structural marks the bytes a scan of a list or an object stops at.
+var structural = [256]bool{'"': true, '{': true, '[': true, '}': true, ']': true}
+
+// skipString returns the end of the JSON string at text[i] (a '"'): the
+// next quote not escaped, one after an even number of backslashes.
+func skipString(text string, i int) int {
+	for j := i + 1; j < len(text); {
+		k := strings.IndexByte(text[j:], '"')
+		if k < 0 {
+			break
+		}
+		j += k
+		escapes := 0
+		for b := j - 1; b > i && text[b] == '\\'; b-- {
+			escapes++
+		}
+		if escapes%2 == 0 {
+			return j + 1
+		}
+		j++
+	}
+	return len(text)
 }
 
 func skipSpace(text string, i int) int {

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path"
-	"regexp"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -37,11 +36,11 @@ var prefixes = map[string]string{rdsURL: "rds-", edsURL: "eds-", sdsURL: "sds-",
 
 // ownName matches the files render writes and so may remove when their
 // resource is gone; anything else in the folder is left alone.
-var ownName = regexp.MustCompile(`^(?:(?:rds|eds|sds|rtds|ecds)-.+|lds|cds|bootstrap)\.yaml$`)
+var ownName = lazyRegexp(`^(?:(?:rds|eds|sds|rtds|ecds)-.+|lds|cds|bootstrap)\.yaml$`)
 
 // safeName is a resource name kept as it is in a file name: also a valid
 // Kubernetes ConfigMap key, so the folder can be shipped as one.
-var safeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
+var safeName = lazyRegexp(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
 
 // names maps resources to the files that hold them, as Envoy sees them
 // (under dir) and as render writes them (the base name).
@@ -59,7 +58,7 @@ type names struct {
 // xdstp:// name, a name with a slash).
 func (n *names) perName(typeURL, name string) string {
 	base := name
-	if !safeName.MatchString(name) || strings.Contains(name, "..") {
+	if !safeName().MatchString(name) || strings.Contains(name, "..") {
 		safe := strings.Map(func(r rune) rune {
 			if r < 128 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
 				return r

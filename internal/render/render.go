@@ -291,4 +291,4 @@ func bootstrapFile(o Options, files *names, runtimes []string) (File, error) {
 
 // Owned reports whether a file name is one render writes (and so may
 // remove when its resource is gone).
-func Owned(name string) bool { return ownName.MatchString(name) && !strings.HasPrefix(name, ".") }
+func Owned(name string) bool { return ownName().MatchString(name) && !strings.HasPrefix(name, ".") }

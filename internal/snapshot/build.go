@@ -43,8 +43,9 @@ func Build(reg *xdstype.Registry, inputs []xdstype.Resource) (*Snapshot, error) 
 func BuildValidated(reg *xdstype.Registry, inputs []xdstype.Resource, v *Validated) (*Snapshot, error) {
 	defer v.done()
 	var problems diag.List
-	holds := map[protoreflect.FullName]bool{} // the value checks' walk, per type
-	keys := &redact.Finder{}                  // the key check's walk, per type
+	memo := v.takeMemo()
+	defer v.giveMemo(memo)
+	holds, keys := memo.holds, memo.keys
 	byType := map[string]map[string]*Resource{}
 	firstSeen := map[string]map[string]*xdstype.Resource{}
 	// The maps sized at once: a thousand resources of a type would grow
@@ -64,8 +65,12 @@ func BuildValidated(reg *xdstype.Registry, inputs []xdstype.Resource, v *Validat
 			continue
 		}
 		firstSeen[in.Type.URL][in.Name] = in
-		if msg := XdstpProblem(in.Name, string(in.Message.ProtoReflect().Descriptor().FullName())); msg != "" {
-			problems = append(problems, diagOf(in, in.Type.NameField(), "%s", msg))
+		// The message's type is asked for an xdstp:// name only: every
+		// build would otherwise reflect on every resource, changed or not.
+		if strings.HasPrefix(in.Name, XdstpScheme) {
+			if msg := XdstpProblem(in.Name, string(in.Message.ProtoReflect().Descriptor().FullName())); msg != "" {
+				problems = append(problems, diagOf(in, in.Type.NameField(), "%s", msg))
+			}
 		}
 		e, err := v.encode(in.Message)
 		if err != nil {
@@ -106,7 +111,9 @@ func BuildValidated(reg *xdstype.Registry, inputs []xdstype.Resource, v *Validat
 	if err := problems.Err(); err != nil {
 		return nil, err
 	}
-	return newSnapshot(reg, byType), nil
+	snap := newSnapshotAfter(reg, byType, v.lastSets())
+	v.keepSets(snap)
+	return snap, nil
 }
 
 // oneType is the type every ref is of, "" when they are of several or

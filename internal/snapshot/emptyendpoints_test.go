@@ -8,6 +8,8 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -93,6 +95,60 @@ func TestRouteToClusterWithoutEndpointsWarns(t *testing.T) {
 		}
 		if !strings.Contains(d.Message, want.cluster) || !strings.Contains(d.Message, want.endpoints) {
 			t.Errorf("warning %d: %q does not name %s and %s", i, d.Message, want.cluster, want.endpoints)
+		}
+	}
+}
+
+// An EmptyEndpointsMemo kept across builds through one Validated warns as
+// EmptyEndpointRoutes without one, build after build: when a cluster's
+// endpoints come and go (a new endpoints set), when only a route changes
+// (the clusters' and endpoints' sets are the last build's, and the memo's
+// answer is taken), and when a cluster goes.
+func TestEmptyEndpointsMemoWarnsAsWithout(t *testing.T) {
+	reg := xdstype.New()
+	route := func(prefix string, clusters ...string) *routev3.RouteConfiguration {
+		rc := &routev3.RouteConfiguration{Name: "routes", VirtualHosts: []*routev3.VirtualHost{{Name: "vh", Domains: []string{"*"}}}}
+		for _, c := range clusters {
+			rc.VirtualHosts[0].Routes = append(rc.VirtualHosts[0].Routes, &routev3.Route{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: prefix + c}},
+				Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: c}}}})
+		}
+		return rc
+	}
+	steps := []struct {
+		what  string
+		msgs  []proto.Message
+		warns int
+	}{
+		{"a's endpoints empty", []proto.Message{route("/", "a", "b"), edsCluster("a"), cla("a"), edsCluster("b"), cla("b", "10.0.0.2")}, 1},
+		{"a's endpoints come", []proto.Message{route("/", "a", "b"), edsCluster("a"), cla("a", "10.0.0.1"), edsCluster("b"), cla("b", "10.0.0.2")}, 0},
+		{"a's endpoints go", []proto.Message{route("/", "a", "b"), edsCluster("a"), cla("a"), edsCluster("b"), cla("b", "10.0.0.2")}, 1},
+		{"only the route changed", []proto.Message{route("/v2/", "a", "b"), edsCluster("a"), cla("a"), edsCluster("b"), cla("b", "10.0.0.2")}, 1},
+		{"b's endpoints go too", []proto.Message{route("/v2/", "a", "b"), edsCluster("a"), cla("a"), edsCluster("b"), cla("b")}, 2},
+		{"a static cluster in a's place", []proto.Message{route("/v2/", "a", "b"), staticCluster("a", cla("a", "10.0.0.1")), edsCluster("b"), cla("b")}, 1},
+	}
+	var v snapshot.Validated
+	var memo snapshot.EmptyEndpointsMemo
+	// The messages of a step that are equal to the last's are the last's,
+	// as a compile hands a build the messages it kept.
+	var last []xdstype.Resource
+	for _, s := range steps {
+		inputs := typedInputs(t, reg, s.msgs...)
+		for i := range inputs {
+			for _, l := range last {
+				if l.Type == inputs[i].Type && l.Name == inputs[i].Name && proto.Equal(l.Message, inputs[i].Message) {
+					inputs[i].Message = l.Message
+				}
+			}
+		}
+		last = inputs
+		snap, err := snapshot.BuildValidated(reg, inputs, &v)
+		if err != nil {
+			t.Fatalf("%s: %v", s.what, err)
+		}
+		where := func(string, string) *xdstype.Resource { return nil }
+		got, want := memo.Routes(snap, where), snapshot.EmptyEndpointRoutes(snap, where)
+		if d := cmp.Diff(want, got); d != "" || len(got) != s.warns {
+			t.Fatalf("%s: %d warnings through the memo, want %d; (-without +with):\n%s", s.what, len(got), s.warns, d)
 		}
 	}
 }

@@ -231,11 +231,37 @@ func newSet(t *xdstype.Type, byName map[string]*Resource) *Set {
 }
 
 func newSnapshot(reg *xdstype.Registry, byType map[string]map[string]*Resource) *Snapshot {
+	return newSnapshotAfter(reg, byType, nil)
+}
+
+// newSnapshotAfter is newSnapshot, taking from last (the sets of the build
+// before, by type URL; nil: none) each set whose resources are the very
+// ones of byType's: a change to one object of a thousand does not sort
+// and hash the names of every other type's resources again.
+func newSnapshotAfter(reg *xdstype.Registry, byType map[string]map[string]*Resource, last map[string]*Set) *Snapshot {
 	var ranked []*Set
 	for _, t := range reg.Ranked() {
+		if prev := last[t.URL]; prev != nil && prev.typ == t && prev.holdsJust(byType[t.URL]) {
+			ranked = append(ranked, prev)
+			continue
+		}
 		ranked = append(ranked, newSet(t, byType[t.URL]))
 	}
 	return fromRanked(ranked)
+}
+
+// holdsJust reports whether s holds exactly the resources of byName, the
+// very ones (a Resource is never changed once built).
+func (s *Set) holdsJust(byName map[string]*Resource) bool {
+	if len(s.byName) != len(byName) {
+		return false
+	}
+	for n, r := range s.byName {
+		if byName[n] != r {
+			return false
+		}
+	}
+	return true
 }
 
 // fromRanked is the snapshot of the sets, in make-before-break order: its

@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/pylon-xds/pylon/internal/redact"
 	"github.com/pylon-xds/pylon/internal/xdstype"
 )
 
@@ -33,9 +35,78 @@ type Validated struct {
 	KeysOnly  bool
 	mu        sync.Mutex
 	cur, prev map[validKey]struct{}
-	// encCur, encPrev: the encodings of this build's and the previous
-	// build's messages.
-	encCur, encPrev map[proto.Message]encoding
+	// encs: the encodings of the messages of the last build and this
+	// one, each with the last build that used it (builds counts the
+	// builds ended). One map kept from build to build, not a new one a
+	// build: a build of a thousand resources would allocate and grow it
+	// anew.
+	encs   map[proto.Message]*keptEncoding
+	builds uint64
+	// sets are the last build's sets by type URL, which the next build
+	// takes as they are where its resources of a type are the same.
+	sets map[string]*Set
+	// memo is the checks' memo of what each message type can hold,
+	// handed from build to build (nil while a build holds it).
+	memo *walkMemo
+}
+
+// walkMemo is what the value and key checks learn of message types (which
+// can hold a value they look for): a type's answer never changes, so a
+// build hands it to the next.
+type walkMemo struct {
+	holds map[protoreflect.FullName]bool
+	keys  *redact.Finder
+}
+
+// takeMemo takes the memo the last build gave back, or a new one.
+func (v *Validated) takeMemo() *walkMemo {
+	if v != nil {
+		v.mu.Lock()
+		m := v.memo
+		v.memo = nil
+		v.mu.Unlock()
+		if m != nil {
+			return m
+		}
+	}
+	return &walkMemo{holds: map[protoreflect.FullName]bool{}, keys: &redact.Finder{}}
+}
+
+// giveMemo gives m back for the next build.
+func (v *Validated) giveMemo(m *walkMemo) {
+	if v == nil {
+		return
+	}
+	v.mu.Lock()
+	v.memo = m
+	v.mu.Unlock()
+}
+
+// lastSets are the last build's sets by type URL, nil if none.
+func (v *Validated) lastSets() map[string]*Set {
+	if v == nil {
+		return nil
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.sets
+}
+
+// keepSets keeps s's sets for the next build (not with KeysOnly: its
+// snapshots are thrown away).
+func (v *Validated) keepSets(s *Snapshot) {
+	if v == nil || v.KeysOnly {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.sets = s.sets
+}
+
+// keptEncoding is an encoding and the last build that used it.
+type keptEncoding struct {
+	encoding
+	used uint64
 }
 
 // encoding is a message's deterministic encoding and its SHA-256, and
@@ -101,13 +172,12 @@ func (v *Validated) encoded(m proto.Message) (encoding, bool) {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	e, ok := v.encCur[m]
+	k, ok := v.encs[m]
 	if !ok {
-		if e, ok = v.encPrev[m]; ok {
-			v.keepEncodingLocked(m, e)
-		}
+		return encoding{}, false
 	}
-	return e, ok
+	k.used = v.builds
+	return k.encoding, true
 }
 
 func (v *Validated) keepEncoding(m proto.Message, e encoding) {
@@ -123,12 +193,14 @@ func (v *Validated) keepEncodingLocked(m proto.Message, e encoding) {
 	if v.KeysOnly {
 		return
 	}
-	if v.encCur == nil {
-		// Sized as the last build's: a build of a thousand resources
-		// would otherwise grow it a dozen times.
-		v.encCur = make(map[proto.Message]encoding, len(v.encPrev))
+	if k, ok := v.encs[m]; ok {
+		k.encoding, k.used = e, v.builds
+		return
 	}
-	v.encCur[m] = e
+	if v.encs == nil {
+		v.encs = map[proto.Message]*keptEncoding{}
+	}
+	v.encs[m] = &keptEncoding{e, v.builds}
 }
 
 // validKey is a resource's type and the SHA-256 of its encoding (the hash
@@ -181,5 +253,10 @@ func (v *Validated) done() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.prev, v.cur = v.cur, nil
-	v.encPrev, v.encCur = v.encCur, nil
+	for m, k := range v.encs {
+		if k.used != v.builds {
+			delete(v.encs, m)
+		}
+	}
+	v.builds++
 }

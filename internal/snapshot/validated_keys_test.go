@@ -20,7 +20,7 @@ func TestValidatedKeysOnlyKeepsNoEncodings(t *testing.T) {
 	if _, err := BuildValidated(reg, in, v); err != nil {
 		t.Fatal(err)
 	}
-	if len(v.encPrev) > 0 || len(v.prev) != 1 {
-		t.Errorf("after a build it keeps %d encodings and %d keys, want none and one", len(v.encPrev), len(v.prev))
+	if len(v.encs) > 0 || len(v.prev) != 1 {
+		t.Errorf("after a build it keeps %d encodings and %d keys, want none and one", len(v.encs), len(v.prev))
 	}
 }
