@@ -190,7 +190,12 @@ func (r *Relay) remake(ks *keyState) (*keyState, bool) {
 		if err != nil || k.Name != ks.key.Name {
 			continue
 		}
-		again := r.newKey(k, nil)
+		// It resumes what ks's client holds, so that what it serves
+		// meanwhile is its own client's, expiring with it: a TTL'd
+		// resource copied in the snapshot alone was heartbeaten on with
+		// no upstream refreshing it. (Its TTL starts again at the remake,
+		// at most one TTL more.)
+		again := r.newKey(k, ks.client.State())
 		again.snap, again.valid, again.heldBack, again.kept = ks.snap, ks.valid, ks.heldBack, ks.kept
 		for m := range ks.members {
 			m.moveTo(again)
