@@ -296,7 +296,8 @@ func Run(ctx context.Context, o Options) error {
 	// below, before anything runs.
 	var stop *stopper
 	relays := admin.NewRelayReports() // posted here, published to the other replicas
-	fleet := newFleetStatus(o, st, tracker, lis, func() bool { return stop.Draining() }, relays.Published, log)
+	announce := make(chan struct{})
+	fleet := newFleetStatus(o, st, tracker, lis, func() bool { return stop.Draining() }, announce, relays.Published, log)
 	bal, shard := replicaXDS(o, fleet, met)
 	xdsSrv, gs := newXDS(o, sec, reg, pub, status.ComposeObservers(obs.Observer, rollouts), obs.Tracker, tokens, bal, shard)
 	reportExpiry(met, sec, xdsSrv)
@@ -315,7 +316,10 @@ func Run(ctx context.Context, o Options) error {
 	}
 	stop = &stopper{
 		period: o.DrainPeriod, grace: o.ShutdownGrace, log: log, gs: gs, xds: xdsSrv, lis: lis.xds,
-		now: StopNow(ctx), streams: func() int { return openStreams(tracker) },
+		now: StopNow(ctx), streams: func() int { return openStreams(tracker) }, announce: announce,
+	}
+	if fleet != nil {
+		stop.announced = o.FleetStatusPeriod
 	}
 	adminOpts.Draining, adminOpts.Rollouts, adminOpts.Shard = stop.Draining, rollouts, shardName(o)
 	if o.git != nil {
@@ -458,7 +462,7 @@ func listen(o Options) (listeners, error) {
 
 // newFleetStatus is, on the etcd store, what publishes this replica's
 // proxies and reads the others' (nil otherwise: one replica, no merge).
-func newFleetStatus(o Options, st store.Store, tracker *status.Tracker, lis listeners, draining func() bool, relays func() []fleetstatus.Relay, log *slog.Logger) *fleetstatus.Fleet {
+func newFleetStatus(o Options, st store.Store, tracker *status.Tracker, lis listeners, draining func() bool, announce <-chan struct{}, relays func() []fleetstatus.Relay, log *slog.Logger) *fleetstatus.Fleet {
 	es, ok := st.(*etcd.Store)
 	if !ok {
 		return nil
@@ -466,7 +470,7 @@ func newFleetStatus(o Options, st store.Store, tracker *status.Tracker, lis list
 	return fleetstatus.New(fleetstatus.Options{
 		Replica: o.Identifier, Store: es, Local: tracker.Streams,
 		Period: o.FleetStatusPeriod, TTL: o.FleetStatusTTL, Logger: log, Self: selfOf(o, lis.xds), Draining: draining,
-		Relays: relays,
+		Announce: announce, Relays: relays,
 	})
 }
 

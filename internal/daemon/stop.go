@@ -62,6 +62,12 @@ type stopper struct {
 	now <-chan struct{}
 	// streams counts the open xDS streams, for the log.
 	streams func() int
+	// announce, if set, is closed when the drain starts (the fleet
+	// status publishes it at once); announced is how long the drain
+	// then waits before ending streams, so that the other replicas read
+	// it first (--fleet-status-period, at most half the drain period).
+	announce  chan struct{}
+	announced time.Duration
 }
 
 // Draining is the admin API's hook: true from the start of a stop.
@@ -101,11 +107,15 @@ func (s *stopper) run(ctx, gctx context.Context) {
 func (s *stopper) drain(gctx context.Context) {
 	s.draining.Store(true)
 	s.closed.Store(true)
+	if s.announce != nil {
+		close(s.announce)
+	}
 	// Only the listener: the connections it accepted go on.
 	_ = s.lis.Close()
 	if s.period <= 0 {
 		return
 	}
+	s.period -= s.waitAnnounced(gctx)
 	ctx, cancel := context.WithTimeout(gctx, s.period+drainSlack(s.period))
 	defer cancel()
 	// A stop-now ends the drain's context; the watcher is stopped with it.
@@ -191,4 +201,25 @@ func (s *stopper) shutdown() error {
 		return s.http.Close()
 	}
 	return s.http.Shutdown(shutCtx)
+}
+
+// waitAnnounced waits, before the first stream ends, for the other
+// replicas to read that this one drains (announced, at most half the
+// drain period), bounded by gctx and a stop-now; it returns how long it
+// waited. A proxy handed over before they read it would be counted twice
+// (here, and where it arrives) and might be refused for balance.
+func (s *stopper) waitAnnounced(gctx context.Context) time.Duration {
+	wait := min(s.announced, s.period/2)
+	if wait <= 0 {
+		return 0
+	}
+	start := time.Now()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-gctx.Done():
+	case <-s.now:
+	}
+	return time.Since(start)
 }

@@ -61,6 +61,11 @@ type Options struct {
 	// Draining, if set, says whether this replica is draining; published
 	// as Self.Draining.
 	Draining func() bool
+	// Announce, if set, is closed when this replica starts draining: the
+	// summary saying so is published at once, not a Period later, so that
+	// the others do not count the replica among those sharing the proxies
+	// it hands over (and refuse them on a count that includes it).
+	Announce <-chan struct{}
 	// Relays, if set, lists the reports of the relays reporting to this
 	// replica (the admin API's), published with its proxies so that every
 	// replica lists the proxies behind them (bounded: relays.go).
@@ -150,6 +155,7 @@ func (f *Fleet) Run(ctx context.Context) error {
 	t := time.NewTicker(f.opts.Period)
 	defer t.Stop()
 	p := publisher{f: f}
+	announce := f.opts.Announce
 	for {
 		if err := p.publish(ctx); errors.Is(err, store.ErrUnavailable) {
 			// etcd did not take this replica's summary: the list is
@@ -163,6 +169,8 @@ func (f *Fleet) Run(ctx context.Context) error {
 			f.withdraw(ctx)
 			return nil
 		case <-t.C:
+		case <-announce:
+			announce = nil // closed: once
 		}
 	}
 }

@@ -3,6 +3,7 @@ package fleetstatus
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,4 +99,25 @@ func TestSameGroupsIgnoresOrderAndRepetition(t *testing.T) {
 	if sameGroups([]string{"a"}, []string{"a", "b"}) {
 		t.Error("a and a,b are the same shard")
 	}
+}
+
+// A replica that starts draining says so at once (Announce), not a
+// Period later: meanwhile the others would count it among the replicas
+// sharing the proxies it hands over, and refuse them.
+func TestADrainIsPublishedAtOnce(t *testing.T) {
+	srv := etcdtest.Start(t)
+	var draining atomic.Bool
+	announce := make(chan struct{})
+	lc := &local{}
+	lc.set(streams(4, "c-")...)
+	runOpts(t, Options{Replica: "c", Store: srv.Open(t, "/fleet", time.Second), Local: lc.get, Period: time.Hour, TTL: 10 * time.Second,
+		Draining: draining.Load, Announce: announce})
+	a := runSelf(t, srv.Open(t, "/fleet", time.Second), "a", Self{}, &local{})
+	waitFor(t, "a reads c's first summary", func() bool { return len(a.Peers()) == 1 })
+	draining.Store(true)
+	close(announce)
+	waitFor(t, "a reads that c drains, long before c's next Period (an hour)", func() bool {
+		p := a.Peers()
+		return len(p) == 1 && p[0].Draining
+	})
 }
