@@ -18,8 +18,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pylon-xds/pylon/internal/certs"
-	"github.com/pylon-xds/pylon/internal/daemon"
 	"github.com/pylon-xds/pylon/internal/diag"
+	"github.com/pylon-xds/pylon/internal/loopback"
 	"github.com/pylon-xds/pylon/internal/redact"
 )
 
@@ -145,7 +145,7 @@ func (c adminClient) readSources() []tokenSource {
 	} else {
 		s = append(s, c.envSource(envReadToken), c.fileSource(c.f.dataPath("read-token")))
 	}
-	if overTLS, hostPort, err := c.f.overTLS(); err == nil && !overTLS && !daemon.Loopback(hostPort) {
+	if overTLS, hostPort, err := c.f.overTLS(); err == nil && !overTLS && !loopback.Is(hostPort) {
 		return s
 	}
 	return append(s, c.writeSources()...)
@@ -234,7 +234,7 @@ func (c adminClient) http(timeout time.Duration) (*http.Client, string, error) {
 		}
 		// A token over plaintext to another host can be read on the way
 		// and replayed: only on loopback, unless the operator says so.
-		if !daemon.Loopback(hostPort) && !c.f.insecure {
+		if !loopback.Is(hostPort) && !c.f.insecure {
 			return nil, "", fmt.Errorf("--admin-addr %s is not loopback: reach it over https (https://HOST:PORT, with --admin-ca-file unless the system's roots verify its certificate), or pass --admin-insecure to send tokens in clear", c.f.addr)
 		}
 		return &http.Client{Timeout: timeout}, "http://" + hostPort, nil

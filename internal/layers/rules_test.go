@@ -39,6 +39,7 @@ var layer = map[string]int{
 	"internal/golden":                leaf,
 	"internal/grpcrules":             leaf,
 	"internal/identity":              leaf,
+	"internal/loopback":              leaf,
 	"internal/nodegroup":             leaf,
 	"internal/redact":                leaf,
 	"internal/seal":                  leaf,
@@ -137,6 +138,7 @@ var allowed = []edge{
 	{"internal/cli", "internal/diag"},
 	{"internal/cli", "internal/fleet"},
 	{"internal/cli", "internal/grpcrules"}, // validate and explain name each client's rules
+	{"internal/cli", "internal/loopback"},
 	{"internal/cli", "internal/pipeline"},
 	{"internal/cli", "internal/redact"},
 	{"internal/cli", "internal/relay"},
@@ -194,6 +196,7 @@ var allowed = []edge{
 	{"internal/daemon", "internal/fleet"},
 	{"internal/daemon", "internal/fleetstatus"},
 	{"internal/daemon", "internal/identity"},
+	{"internal/daemon", "internal/loopback"},
 	{"internal/daemon", "internal/metrics"},
 	{"internal/daemon", "internal/pipeline"},
 	{"internal/daemon", "internal/relay"},
