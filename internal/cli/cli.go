@@ -1,11 +1,11 @@
 // Package cli holds Pylon's command line: serve, bootstrap, validate, the
-// admin API's reads (status, get, history, diff) and writes (apply, delete,
-// endpoints, rollback), and version.
+// admin API's reads (status, get, explain, rollout) and version; the
+// writes (apply, delete, endpoints, rollback) and history and diff are
+// ctl's, registered here as they are in pylonctl.
 package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,8 +14,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
+	"github.com/pylon-xds/pylon/internal/ctl"
 	"github.com/pylon-xds/pylon/internal/redact"
 )
 
@@ -61,10 +61,10 @@ func newRoot(stdout, stderr io.Writer, getenv func(string) string) *cobra.Comman
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "text", "log format: text or json")
 	admin := &adminFlags{}
-	admin.register(root, getenv)
+	admin.Register(root, getenv)
 	root.AddCommand(newServe(g, admin), newBootstrap(), newValidate(), newVersion(), newStatus(admin), newGet(admin), newExplain(admin),
 		newRender(g), newRollout(admin), newCerts(), newRelay(g, admin))
-	addWriteCommands(root, admin)
+	ctl.AddWriteCommands(root, admin)
 	return root
 }
 
@@ -151,44 +151,4 @@ func newVersion() *cobra.Command {
 			return nil
 		},
 	}
-}
-
-// output is a read command's -o flag: table (for people), json or yaml
-// (for scripts).
-type output struct{ format string }
-
-func (o *output) register(cmd *cobra.Command) {
-	cmd.Flags().StringVarP(&o.format, "output", "o", "table", "output format: table, json or yaml")
-}
-
-// check refuses an unknown format before any request is made.
-func (o output) check() error {
-	switch o.format {
-	case "table", "json", "yaml":
-		return nil
-	}
-	return fmt.Errorf("-o %q: want table, json or yaml", o.format)
-}
-
-func (o output) table() bool { return o.format == "table" }
-
-// render prints v as JSON or YAML (through JSON, so both have the same
-// field names).
-func render(w io.Writer, format string, v any) error {
-	js, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	switch format {
-	case "json":
-		_, err = fmt.Fprintln(w, string(js))
-	case "yaml":
-		var y []byte
-		if y, err = yaml.JSONToYAML(js); err == nil {
-			_, err = w.Write(y)
-		}
-	default:
-		err = fmt.Errorf("-o %q: want table, json or yaml", format)
-	}
-	return err
 }
