@@ -120,3 +120,11 @@ func TestApplyPrintsWhatPylonApplyPrints(t *testing.T) {
 		t.Errorf("pylon get objects after pylonctl apply lacks services/shop:\n%s", objs)
 	}
 }
+
+// pylonctl version says what it is, from the build info, as pylon's does.
+func TestVersionNamesPylonctl(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := pylonctl(context.Background(), []string{"version"}, &out, &errb); code != 0 || !strings.HasPrefix(out.String(), "pylonctl ") || !strings.Contains(out.String(), "go1.") {
+		t.Fatalf("pylonctl version: exit %d, %q %q", code, out.String(), errb.String())
+	}
+}

@@ -62,7 +62,7 @@ func newRoot(stdout, stderr io.Writer, getenv func(string) string) *cobra.Comman
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "text", "log format: text or json")
 	admin := &adminFlags{}
 	admin.Register(root, getenv)
-	root.AddCommand(newServe(g, admin), newBootstrap(), newValidate(), newVersion(), newStatus(admin), newGet(admin), newExplain(admin),
+	root.AddCommand(newServe(g, admin), newBootstrap(), newValidate(), ctl.NewVersion("pylon", "Pylon", Version), newStatus(admin), newGet(admin), newExplain(admin),
 		newRender(g), newRollout(admin), newCerts(), newRelay(g, admin))
 	ctl.AddWriteCommands(root, admin)
 	return root
@@ -91,64 +91,8 @@ func defaultIdentifier() string {
 	return fmt.Sprintf("pylon@%s", host)
 }
 
-// buildVersion is what this binary is: the -ldflags override, else the
-// main module's version from the build info (a tag, or Go's pseudo-version
-// from the VCS), with the VCS commit, its time and whether the tree had
-// uncommitted changes.
-func buildVersion(override string, info *debug.BuildInfo, ok bool) (version, detail string) {
-	if !ok || info == nil {
-		if override != "" {
-			return override, ""
-		}
-		return "unknown", "no build info in this binary"
-	}
-	version = override
-	if version == "" {
-		version = info.Main.Version
-	}
-	if version == "" || version == "(devel)" {
-		version = "(devel)"
-	}
-	s := map[string]string{}
-	for _, kv := range info.Settings {
-		s[kv.Key] = kv.Value
-	}
-	var parts []string
-	if rev := s["vcs.revision"]; rev != "" {
-		c := "commit " + rev
-		if s["vcs.time"] != "" {
-			c += " (" + s["vcs.time"] + ")"
-		}
-		if s["vcs.modified"] == "true" {
-			c += ", modified"
-		}
-		parts = append(parts, c)
-	} else {
-		parts = append(parts, "no VCS commit recorded")
-	}
-	parts = append(parts, info.GoVersion)
-	return version, strings.Join(parts, ", ")
-}
-
 // binaryVersion is this binary's version, for the daemon and `version`.
 func binaryVersion() (string, string) {
 	info, ok := debug.ReadBuildInfo()
-	return buildVersion(Version, info, ok)
-}
-
-func newVersion() *cobra.Command {
-	return &cobra.Command{
-		Use:     "version",
-		Short:   "Print Pylon's version and the commit it was built from",
-		Example: "  pylon version",
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			v, d := binaryVersion()
-			fmt.Fprintf(cmd.OutOrStdout(), "pylon %s\n", v)
-			if d != "" {
-				fmt.Fprintf(cmd.OutOrStdout(), "  %s\n", d)
-			}
-			return nil
-		},
-	}
+	return ctl.BuildVersion(Version, info, ok)
 }

@@ -1,5 +1,6 @@
 // Package ctl is the admin API's client and the commands that only talk
-// to it: apply, delete, endpoints, rollback, history and diff. pylon
+// to it: apply, delete, endpoints, rollback, history and diff (and
+// version, which talks to nothing). pylon
 // registers them among its own; pylonctl is them alone, a binary that
 // links none of the server's packages and so starts in a few milliseconds
 // (scripts and CI that apply often). It imports only the standard
@@ -32,6 +33,7 @@ func Execute(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	admin := &Flags{}
 	admin.Register(root, getenv)
 	AddWriteCommands(root, admin)
+	root.AddCommand(NewVersion("pylonctl", "pylonctl", ""))
 	if err := root.ExecuteContext(ctx); err != nil {
 		// An error may quote the server's refusal of a config: scrubbed
 		// of key material, as pylon does.
