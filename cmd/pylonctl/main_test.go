@@ -25,7 +25,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // store, loopback ports), until the test ends.
 type served struct{ admin, dataDir string }
 
-func startServe(t *testing.T) served {
+func startServe(t testing.TB) served {
 	t.Helper()
 	s := served{dataDir: t.TempDir()}
 	ctx, cancel := context.WithCancel(context.Background())
