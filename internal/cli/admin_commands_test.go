@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/pylon-xds/pylon/internal/ctl"
 )
 
 // testPylon is a `pylon serve` run in process by the CLI itself.
@@ -506,7 +508,7 @@ func TestVersionFromBuildInfo(t *testing.T) {
 		{"", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}}, true, "(devel)", "no VCS commit recorded, go1.26.8"},
 		{"", nil, false, "unknown", "no build info in this binary"},
 	} {
-		v, detail := buildVersion(c.override, c.info, c.ok)
+		v, detail := ctl.BuildVersion(c.override, c.info, c.ok)
 		if v != c.version || detail != c.detail {
 			t.Errorf("buildVersion(%q, ...) = %q, %q; want %q, %q", c.override, v, detail, c.version, c.detail)
 		}

@@ -1,11 +1,11 @@
 // Package cli holds Pylon's command line: serve, bootstrap, validate, the
-// admin API's reads (status, get, history, diff) and writes (apply, delete,
-// endpoints, rollback), and version.
+// admin API's reads (status, get, explain, rollout) and version; the
+// writes (apply, delete, endpoints, rollback) and history and diff are
+// ctl's, registered here as they are in pylonctl.
 package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,8 +14,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
+	"github.com/pylon-xds/pylon/internal/ctl"
 	"github.com/pylon-xds/pylon/internal/redact"
 )
 
@@ -61,10 +61,10 @@ func newRoot(stdout, stderr io.Writer, getenv func(string) string) *cobra.Comman
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "text", "log format: text or json")
 	admin := &adminFlags{}
-	admin.register(root, getenv)
-	root.AddCommand(newServe(g, admin), newBootstrap(), newValidate(), newVersion(), newStatus(admin), newGet(admin), newExplain(admin),
+	admin.Register(root, getenv)
+	root.AddCommand(newServe(g, admin), newBootstrap(), newValidate(), ctl.NewVersion("pylon", "Pylon", Version), newStatus(admin), newGet(admin), newExplain(admin),
 		newRender(g), newRollout(admin), newCerts(), newRelay(g, admin))
-	addWriteCommands(root, admin)
+	ctl.AddWriteCommands(root, admin)
 	return root
 }
 
@@ -91,104 +91,8 @@ func defaultIdentifier() string {
 	return fmt.Sprintf("pylon@%s", host)
 }
 
-// buildVersion is what this binary is: the -ldflags override, else the
-// main module's version from the build info (a tag, or Go's pseudo-version
-// from the VCS), with the VCS commit, its time and whether the tree had
-// uncommitted changes.
-func buildVersion(override string, info *debug.BuildInfo, ok bool) (version, detail string) {
-	if !ok || info == nil {
-		if override != "" {
-			return override, ""
-		}
-		return "unknown", "no build info in this binary"
-	}
-	version = override
-	if version == "" {
-		version = info.Main.Version
-	}
-	if version == "" || version == "(devel)" {
-		version = "(devel)"
-	}
-	s := map[string]string{}
-	for _, kv := range info.Settings {
-		s[kv.Key] = kv.Value
-	}
-	var parts []string
-	if rev := s["vcs.revision"]; rev != "" {
-		c := "commit " + rev
-		if s["vcs.time"] != "" {
-			c += " (" + s["vcs.time"] + ")"
-		}
-		if s["vcs.modified"] == "true" {
-			c += ", modified"
-		}
-		parts = append(parts, c)
-	} else {
-		parts = append(parts, "no VCS commit recorded")
-	}
-	parts = append(parts, info.GoVersion)
-	return version, strings.Join(parts, ", ")
-}
-
 // binaryVersion is this binary's version, for the daemon and `version`.
 func binaryVersion() (string, string) {
 	info, ok := debug.ReadBuildInfo()
-	return buildVersion(Version, info, ok)
-}
-
-func newVersion() *cobra.Command {
-	return &cobra.Command{
-		Use:     "version",
-		Short:   "Print Pylon's version and the commit it was built from",
-		Example: "  pylon version",
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			v, d := binaryVersion()
-			fmt.Fprintf(cmd.OutOrStdout(), "pylon %s\n", v)
-			if d != "" {
-				fmt.Fprintf(cmd.OutOrStdout(), "  %s\n", d)
-			}
-			return nil
-		},
-	}
-}
-
-// output is a read command's -o flag: table (for people), json or yaml
-// (for scripts).
-type output struct{ format string }
-
-func (o *output) register(cmd *cobra.Command) {
-	cmd.Flags().StringVarP(&o.format, "output", "o", "table", "output format: table, json or yaml")
-}
-
-// check refuses an unknown format before any request is made.
-func (o output) check() error {
-	switch o.format {
-	case "table", "json", "yaml":
-		return nil
-	}
-	return fmt.Errorf("-o %q: want table, json or yaml", o.format)
-}
-
-func (o output) table() bool { return o.format == "table" }
-
-// render prints v as JSON or YAML (through JSON, so both have the same
-// field names).
-func render(w io.Writer, format string, v any) error {
-	js, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	switch format {
-	case "json":
-		_, err = fmt.Fprintln(w, string(js))
-	case "yaml":
-		var y []byte
-		if y, err = yaml.JSONToYAML(js); err == nil {
-			_, err = w.Write(y)
-		}
-	default:
-		err = fmt.Errorf("-o %q: want table, json or yaml", format)
-	}
-	return err
+	return ctl.BuildVersion(Version, info, ok)
 }

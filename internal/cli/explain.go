@@ -74,13 +74,13 @@ each of the group's clients:.`,
   pylon explain --config ./config/ --group apps --client grpc-js xds:///greeter/helloworld.Greeter/SayHello`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := f.out.check(); err != nil {
+			if err := f.out.Check(); err != nil {
 				return err
 			}
 			return runExplain(cmd, a, f, args)
 		},
 	}
-	f.out.register(cmd)
+	f.out.Register(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&f.config, "config", "", "explain on these config files (file or folder) instead of a running Pylon's stored config")
 	fl.StringVar(&f.node.ID, "node-id", "", "the node id the request reaches (its group by the group rules)")
@@ -90,7 +90,7 @@ each of the group's clients:.`,
 	fl.StringArrayVar(&f.metadata, "metadata", nil, "key=value in the node's metadata, repeatable")
 	fl.StringArrayVar(&f.identities, "identity", nil, "an identity the node's certificate proves (SPIFFE ID, DNS SAN), repeatable")
 	fl.StringVar(&f.group, "group", "", "the node group, instead of a node")
-	a.completeGroupFlag(cmd)
+	a.CompleteGroupFlag(cmd)
 	fl.StringArrayVarP(&f.headers, "header", "H", nil, `a request header, "name: value", repeatable`)
 	fl.Uint32Var(&f.port, "port", 0, "the destination port the connection reaches (default: the URL's port, else 80 or 443)")
 	fl.StringVar(&f.listener, "listener", "", "the listener by name, instead of by port")
@@ -138,7 +138,7 @@ func runExplain(cmd *cobra.Command, a *adminFlags, f *explainFlags, args []strin
 	var staged *rolloutNote
 	if f.config == "" {
 		// A running Pylon: the node may be outside its rollout's stage.
-		if staged, resources, err = explainedVersion(a.client(), fleet, g, node, resources); err != nil {
+		if staged, resources, err = explainedVersion(a.Client(), fleet, g, node, resources); err != nil {
 			return err
 		}
 	}
@@ -158,8 +158,8 @@ func runExplain(cmd *cobra.Command, a *adminFlags, f *explainFlags, args []strin
 		checkClients(resources, res, clients)
 	}
 	out := cmd.OutOrStdout()
-	if !f.out.table() {
-		return render(out, f.out.format, explanation{Node: f.node.ID, Group: g.Name, Config: where, Rollout: staged, Result: res})
+	if !f.out.Table() {
+		return render(out, f.out.Format, explanation{Node: f.node.ID, Group: g.Name, Config: where, Rollout: staged, Result: res})
 	}
 	return explainText(out, f.node.ID, g.Name, where, staged, res)
 }
@@ -234,7 +234,7 @@ func explainFleet(a *adminFlags, path string) (*fleet.Fleet, string, error) {
 		}
 		return fleet, "files " + path, nil
 	}
-	objs, rev, err := storedObjects(a.client())
+	objs, rev, err := storedObjects(a.Client())
 	if err != nil {
 		return nil, "", err
 	}
@@ -246,7 +246,7 @@ func explainFleet(a *adminFlags, path string) (*fleet.Fleet, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("the stored config (revision %d) does not compile here:\n%w", rev, err)
 	}
-	return fleet, fmt.Sprintf("stored revision %d at %s", rev, a.addr), nil
+	return fleet, fmt.Sprintf("stored revision %d at %s", rev, a.Addr), nil
 }
 
 // storedObjects reads the stored objects over the admin API. Raw Secrets
@@ -261,7 +261,7 @@ func storedObjects(c adminClient) ([]store.Object, int64, error) {
 			Expires time.Time       `json:"expires"`
 		} `json:"objects"`
 	}
-	if err := c.get("/v1/objects", &list); err != nil {
+	if err := c.Get("/v1/objects", &list); err != nil {
 		if strings.Contains(err.Error(), "file mode") {
 			return nil, 0, fmt.Errorf("%w\nthis Pylon serves config files: give them with --config", err)
 		}

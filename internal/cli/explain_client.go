@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/pylon-xds/pylon/internal/config"
+	"github.com/pylon-xds/pylon/internal/ctl"
 	"github.com/pylon-xds/pylon/internal/grpcrules"
 	"github.com/pylon-xds/pylon/internal/route"
 	"github.com/pylon-xds/pylon/internal/status"
@@ -41,7 +42,7 @@ func clientsToExplain(a *adminFlags, given *explainedClient, running bool, node 
 		return []explainedClient{*given}, nil
 	}
 	if running && node != nil {
-		c, err := streamImplementation(a.client(), node.ID)
+		c, err := streamImplementation(a.Client(), node.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -66,8 +67,8 @@ func streamImplementation(c adminClient, node string) (*explainedClient, error) 
 	var body struct {
 		Streams []status.Stream `json:"streams"`
 	}
-	err := c.get("/proxies/"+url.PathEscape(node), &body)
-	var ae *apiError
+	err := c.Get("/proxies/"+url.PathEscape(node), &body)
+	var ae *ctl.APIError
 	if errors.As(err, &ae) && ae.Code == http.StatusNotFound {
 		return nil, nil
 	}

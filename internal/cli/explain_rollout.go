@@ -43,7 +43,7 @@ func explainedVersion(c adminClient, f *fleet.Fleet, g *fleet.Group, node *confi
 	var list struct {
 		Rollouts []rolloutctl.Status `json:"rollouts"`
 	}
-	if err := c.get("/v1/rollouts", &list); err != nil {
+	if err := c.Get("/v1/rollouts", &list); err != nil {
 		return nil, nil, err
 	}
 	var st *rolloutctl.Status
@@ -94,7 +94,7 @@ func previousResources(c adminClient, group string) (*route.Resources, error) {
 			Resources map[string][]json.RawMessage `json:"resources"`
 		} `json:"groups"`
 	}
-	if err := c.get("/config?previous=true&group="+url.QueryEscape(group), &dump); err != nil {
+	if err := c.Get("/config?previous=true&group="+url.QueryEscape(group), &dump); err != nil {
 		return nil, err
 	}
 	if len(dump.Groups) != 1 {

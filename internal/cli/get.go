@@ -52,10 +52,10 @@ shown). -o json or yaml prints whole resources.`,
 		},
 		ValidArgs: []string{"proxies", "objects", "clusters", "listeners", "routes", "endpoints", "secrets"},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.check(); err != nil {
+			if err := o.Check(); err != nil {
 				return err
 			}
-			c := a.client()
+			c := a.Client()
 			out := cmd.OutOrStdout()
 			switch args[0] {
 			case "objects":
@@ -70,16 +70,16 @@ shown). -o json or yaml prints whole resources.`,
 			return getResources(c, out, o, args[0], group)
 		},
 	}
-	o.register(cmd)
+	o.Register(cmd)
 	cmd.Flags().StringVar(&group, "group", "", "only this node group")
-	a.completeGroupFlag(cmd)
+	a.CompleteGroupFlag(cmd)
 	return cmd
 }
 
 // getObjects lists the stored objects; as YAML, the server's own YAML.
 func getObjects(c adminClient, out io.Writer, o output) error {
-	if o.format == "yaml" {
-		b, err := c.getRaw("/v1/objects?format=yaml", "")
+	if o.Format == "yaml" {
+		b, err := c.GetRaw("/v1/objects?format=yaml", "")
 		if err != nil {
 			return err
 		}
@@ -95,11 +95,11 @@ func getObjects(c adminClient, out io.Writer, o output) error {
 		} `json:"objects"`
 	}
 	var raw json.RawMessage
-	if err := c.get("/v1/objects", &raw); err != nil {
+	if err := c.Get("/v1/objects", &raw); err != nil {
 		return err
 	}
-	if !o.table() {
-		return render(out, o.format, raw)
+	if !o.Table() {
+		return render(out, o.Format, raw)
 	}
 	if err := json.Unmarshal(raw, &objs); err != nil {
 		return fmt.Errorf("/v1/objects: %w", err)
@@ -120,11 +120,11 @@ func getProxies(c adminClient, out io.Writer, o output) error {
 	var raw struct {
 		Streams json.RawMessage `json:"streams"`
 	}
-	if err := c.get("/proxies", &raw); err != nil {
+	if err := c.Get("/proxies", &raw); err != nil {
 		return err
 	}
-	if !o.table() {
-		return render(out, o.format, raw)
+	if !o.Table() {
+		return render(out, o.Format, raw)
 	}
 	var streams []status.Stream
 	if err := json.Unmarshal(raw.Streams, &streams); err != nil {
@@ -162,19 +162,19 @@ func getResources(c adminClient, out io.Writer, o output, word, group string) er
 		q = "?group=" + url.QueryEscape(group)
 	}
 	var cfg configDump
-	if err := c.get("/config"+q, &cfg); err != nil {
+	if err := c.Get("/config"+q, &cfg); err != nil {
 		return err
 	}
 	if group != "" && len(cfg.Groups) == 0 {
 		return noSuchGroup(c, group)
 	}
 	kind := resourceKinds[word]
-	if !o.table() {
+	if !o.Table() {
 		sel := map[string][]json.RawMessage{}
 		for _, g := range cfg.Groups {
 			sel[g.Name] = g.Resources[kind]
 		}
-		return render(out, o.format, sel)
+		return render(out, o.Format, sel)
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 3, ' ', 0)
 	t := resourceTables[word]
@@ -190,7 +190,7 @@ func getResources(c adminClient, out io.Writer, o output, word, group string) er
 // noSuchGroup is the error for a --group that names no group.
 func noSuchGroup(c adminClient, group string) error {
 	var all configDump
-	if err := c.get("/config", &all); err != nil {
+	if err := c.Get("/config", &all); err != nil {
 		return fmt.Errorf("no group named %q", group)
 	}
 	names := make([]string, 0, len(all.Groups))

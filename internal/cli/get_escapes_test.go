@@ -17,8 +17,9 @@ func TestGetProxiesEscapesWhatClientsChose(t *testing.T) {
 	}))
 	defer srv.Close()
 	var out bytes.Buffer
-	c := adminClient{f: adminFlags{addr: srv.Listener.Addr().String(), dataDir: t.TempDir(), getenv: func(string) string { return "" }}}
-	if err := getProxies(c, &out, output{format: "table"}); err != nil {
+	a := adminFlags{Addr: srv.Listener.Addr().String(), DataDir: t.TempDir()}
+	c := a.Client()
+	if err := getProxies(c, &out, output{Format: "table"}); err != nil {
 		t.Fatal(err)
 	}
 	if bytes.ContainsAny(out.Bytes(), "\x1b\x07") {

@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/pylon-xds/pylon/internal/ctl"
 )
 
 // pylon history lists config changes only, while a revision counts every
@@ -15,7 +17,7 @@ import (
 func TestHistorySaysWhyRevisionsSkipNumbers(t *testing.T) {
 	d := startServe(t)
 	d.must(t, "apply", "-f", writeDoc(t, "shop.yaml", shopConfig))
-	if code, out, stderr := d.cli("history"); code != 0 || strings.Contains(stderr, historyGapNote) {
+	if code, out, stderr := d.cli("history"); code != 0 || strings.Contains(stderr, ctl.HistoryGapNote) {
 		t.Fatalf("history without a gap: exit %d, stderr %q:\n%s", code, stderr, out)
 	}
 	d.must(t, "endpoints", "add", "shop", "10.0.0.2:8080")
@@ -28,10 +30,10 @@ func TestHistorySaysWhyRevisionsSkipNumbers(t *testing.T) {
 	if len(revs) < 2 || revs[0][1] == revs[1][1] {
 		t.Fatalf("history lacks two entries:\n%s", out)
 	}
-	if !strings.Contains(stderr, historyGapNote) || !strings.Contains(stderr, "endpoint registrations") || !strings.Contains(stderr, "etcd") {
+	if !strings.Contains(stderr, ctl.HistoryGapNote) || !strings.Contains(stderr, "endpoint registrations") || !strings.Contains(stderr, "etcd") {
 		t.Errorf("history with revisions %s and %s listed says nothing of the gap: stderr %q", revs[0][1], revs[1][1], stderr)
 	}
-	if strings.Contains(out, historyGapNote) {
+	if strings.Contains(out, ctl.HistoryGapNote) {
 		t.Errorf("the note is in the table on stdout:\n%s", out)
 	}
 }

@@ -44,13 +44,13 @@ pylon status shows it from the relay's node. See docs/relay.md.`,
 			}
 			o.Logger = log
 			o.Version, _ = binaryVersion()
-			if o.AdminAddr, err = listenAddr(a.addr, o.AdminTLS.Cert != ""); err != nil {
+			if o.AdminAddr, err = listenAddr(a.Addr, o.AdminTLS.Cert != ""); err != nil {
 				return err
 			}
-			o.DataDir, o.AdminInsecure = a.dataDir, a.insecure
+			o.DataDir, o.AdminInsecure = a.DataDir, a.Insecure
 			connectionAge(&o)
 			if cmd.Flags().Changed("read-token-file") {
-				o.ReadTokenFile = a.readTokenFile
+				o.ReadTokenFile = a.ReadTokenFile
 			}
 			return daemon.RunRelay(cmd.Context(), o, ro)
 		},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pylon-xds/pylon/internal/ctl"
 	"github.com/pylon-xds/pylon/internal/rollout"
 )
 
@@ -33,19 +34,19 @@ stage back. See docs/rollouts.md.`,
 	} {
 		cmd.AddCommand(&cobra.Command{
 			Use: act.name + " GROUP", Short: act.short, Example: act.example, Args: cobra.ExactArgs(1),
-			ValidArgsFunction: firstArg(a.groupNames),
+			ValidArgsFunction: ctl.FirstArg(a.GroupNames),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				c := a.client()
+				c := a.Client()
 				var before configState
 				if act.name == "supersede" {
 					// What was refused before, to tell a refusal of the
 					// change applied again from the one it follows.
-					if err := c.get("/status", &before); err != nil {
+					if err := c.Get("/status", &before); err != nil {
 						return err
 					}
 				}
 				var s rollout.Status
-				if err := c.post("/v1/rollouts/"+url.PathEscape(args[0])+"/"+act.name, &s); err != nil {
+				if err := c.Post("/v1/rollouts/"+url.PathEscape(args[0])+"/"+act.name, &s); err != nil {
 					return err
 				}
 				msg := describe(&s)
@@ -68,22 +69,22 @@ func newRolloutStatus(a *adminFlags) *cobra.Command {
 		Example: "  pylon rollout status\n  pylon rollout status -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.check(); err != nil {
+			if err := o.Check(); err != nil {
 				return err
 			}
 			var body struct {
 				Rollouts []rollout.Status `json:"rollouts"`
 			}
-			if err := a.client().get("/v1/rollouts", &body); err != nil {
+			if err := a.Client().Get("/v1/rollouts", &body); err != nil {
 				return err
 			}
-			if !o.table() {
-				return render(cmd.OutOrStdout(), o.format, body)
+			if !o.Table() {
+				return render(cmd.OutOrStdout(), o.Format, body)
 			}
 			return rolloutTable(cmd.OutOrStdout(), body.Rollouts, time.Now())
 		},
 	}
-	o.register(cmd)
+	o.Register(cmd)
 	return cmd
 }
 
@@ -161,7 +162,7 @@ func superseded(ctx context.Context, c adminClient, s rollout.Status, refusedBef
 	defer tick.Stop()
 	for {
 		var now configState
-		if err := c.get("/status", &now); err != nil {
+		if err := c.Get("/status", &now); err != nil {
 			return describe(&s)
 		}
 		i := slices.IndexFunc(now.Staged, func(r rollout.Status) bool { return r.Group == s.Group })

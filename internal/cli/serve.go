@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pylon-xds/pylon/internal/ctl"
 	"github.com/pylon-xds/pylon/internal/daemon"
 )
 
@@ -37,7 +38,7 @@ func connectionAge(o *daemon.Options) {
 // as the other commands take it, its scheme (if any) agreeing with
 // whether the API is served over TLS.
 func listenAddr(addr string, overTLS bool) (string, error) {
-	scheme, hostPort, err := adminTarget(addr)
+	scheme, hostPort, err := ctl.Target(addr)
 	switch {
 	case err != nil:
 		return "", err
@@ -98,15 +99,15 @@ func newServe(g *globals, a *adminFlags) *cobra.Command {
 			}
 			o.Logger = log
 			o.Version, _ = binaryVersion()
-			if o.AdminAddr, err = listenAddr(a.addr, o.AdminTLS.Cert != ""); err != nil {
+			if o.AdminAddr, err = listenAddr(a.Addr, o.AdminTLS.Cert != ""); err != nil {
 				return err
 			}
-			o.DataDir = a.dataDir
-			o.AdminInsecure = a.insecure
+			o.DataDir = a.DataDir
+			o.AdminInsecure = a.Insecure
 			drainDefault(&o, cmd.Flags().Changed("drain-period"))
 			connectionAge(&o)
 			if cmd.Flags().Changed("read-token-file") {
-				o.ReadTokenFile = a.readTokenFile
+				o.ReadTokenFile = a.ReadTokenFile
 			}
 			// SIGHUP re-reads the files while serving; caught only here, so
 			// that other commands keep its default (they end with their

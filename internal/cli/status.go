@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pylon-xds/pylon/internal/ctl"
 	"github.com/pylon-xds/pylon/internal/pipeline"
 	"github.com/pylon-xds/pylon/internal/source"
 	"github.com/pylon-xds/pylon/internal/status"
@@ -144,12 +145,12 @@ difference between what it has and what it should run.`,
   pylon status edge-1
   pylon status -o yaml`,
 		Args:              cobra.MaximumNArgs(1),
-		ValidArgsFunction: firstArg(a.nodeIDs),
+		ValidArgsFunction: ctl.FirstArg(a.NodeIDs),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.check(); err != nil {
+			if err := o.Check(); err != nil {
 				return err
 			}
-			c := a.client()
+			c := a.Client()
 			out := cmd.OutOrStdout()
 			if len(args) == 1 {
 				return proxyDetail(c, out, args[0], o)
@@ -157,7 +158,7 @@ difference between what it has and what it should run.`,
 			return fleetStatus(c, out, o)
 		},
 	}
-	o.register(cmd)
+	o.Register(cmd)
 	return cmd
 }
 
@@ -175,7 +176,7 @@ type statusBody struct {
 func fleetStatus(c adminClient, out io.Writer, o output) error {
 	var st statusBody
 	var rawStatus json.RawMessage
-	if err := c.get("/status", &rawStatus); err != nil {
+	if err := c.Get("/status", &rawStatus); err != nil {
 		return err
 	}
 	if err := json.Unmarshal(rawStatus, &st); err != nil {
@@ -189,10 +190,10 @@ func fleetStatus(c adminClient, out io.Writer, o output) error {
 		Partial string          `json:"partial"`
 		Relays  json.RawMessage `json:"relays"`
 	}
-	if err := c.get("/proxies", &rawProxies); err != nil {
+	if err := c.Get("/proxies", &rawProxies); err != nil {
 		return err
 	}
-	if !o.table() {
+	if !o.Table() {
 		v := map[string]any{"status": rawStatus, "streams": rawProxies.Streams}
 		if rawProxies.Partial != "" {
 			v["partial"] = rawProxies.Partial
@@ -200,7 +201,7 @@ func fleetStatus(c adminClient, out io.Writer, o output) error {
 		if len(rawProxies.Relays) > 0 {
 			v["relays"] = rawProxies.Relays
 		}
-		return render(out, o.format, v)
+		return render(out, o.Format, v)
 	}
 	if err := json.Unmarshal(rawProxies.Streams, &proxies.Streams); err != nil {
 		return fmt.Errorf("/proxies: %w", err)
@@ -409,11 +410,11 @@ func proxyDetail(c adminClient, out io.Writer, id string, o output) error {
 		Streams []proxyDump `json:"streams"`
 	}
 	var raw json.RawMessage
-	if err := c.get("/proxies/"+url.PathEscape(id), &raw); err != nil {
+	if err := c.Get("/proxies/"+url.PathEscape(id), &raw); err != nil {
 		return err
 	}
-	if !o.table() {
-		return render(out, o.format, raw)
+	if !o.Table() {
+		return render(out, o.Format, raw)
 	}
 	if err := json.Unmarshal(raw, &body); err != nil {
 		return fmt.Errorf("/proxies/%s: %w", id, err)
@@ -441,7 +442,7 @@ func proxyDetail(c adminClient, out io.Writer, id string, o output) error {
 			} `json:"groups"`
 		}
 		if s.Group != status.NoGroup {
-			if err := c.get("/config?group="+url.QueryEscape(s.Group), &cfg); err != nil {
+			if err := c.Get("/config?group="+url.QueryEscape(s.Group), &cfg); err != nil {
 				return err
 			}
 		}

@@ -35,7 +35,7 @@ yaml) prints the same for scripts.`,
 		Example: "  pylon validate examples/quickstart.yaml\n  pylon validate --config ./config/ -o json",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.check(); err != nil {
+			if err := o.Check(); err != nil {
 				return err
 			}
 			switch {
@@ -52,20 +52,20 @@ yaml) prints the same for scripts.`,
 			}
 			fleet, warnings, err := compile.CompileWithWarnings(xdstype.New(), files, compile.LimitedReader)
 			if err != nil {
-				if o.table() {
+				if o.Table() {
 					return refusedError(err)
 				}
-				return validateRefused(cmd.OutOrStdout(), o.format, err)
+				return validateRefused(cmd.OutOrStdout(), o.Format, err)
 			}
 			res := validated(fleet, warnings, files)
-			if !o.table() {
-				return render(cmd.OutOrStdout(), o.format, res)
+			if !o.Table() {
+				return render(cmd.OutOrStdout(), o.Format, res)
 			}
 			writeValidated(cmd.OutOrStdout(), res, len(warnings))
 			return nil
 		},
 	}
-	o.register(cmd)
+	o.Register(cmd)
 	cmd.Flags().StringVar(&path, "config", "", "config file or folder (or give it as the argument)")
 	return cmd
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/net/netutil"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/pylon-xds/pylon/internal/loopback"
 	"github.com/pylon-xds/pylon/internal/xds"
 	"github.com/pylon-xds/pylon/internal/xdsrest"
 )
@@ -79,7 +80,7 @@ func checkREST(o Options, sec *security, log *slog.Logger) error {
 	case o.InsecureServeSecrets:
 		log.Warn("INSECURE: --insecure-serve-secrets serves Secrets, private keys included, to REST polls without a verified client certificate too: "+
 			"anyone who reaches the REST port can read every key of the group it claims", "xds_rest", ro.Addr, "tls", sec.xdsTLS != nil)
-	case !Loopback(ro.Addr) && sec.xdsTLS == nil:
+	case !loopback.Is(ro.Addr) && sec.xdsTLS == nil:
 		log.Warn("REST-JSON xDS in plaintext beyond this host: any client that reaches this port can claim any node id and read its config, "+
 			"and no client can prove who it is, so no Secret is served; use --xds-tls-cert, --xds-tls-key and --xds-client-ca", "xds_rest", ro.Addr)
 	}

@@ -6,14 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"strings"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pylon-xds/pylon/internal/certs"
 	"github.com/pylon-xds/pylon/internal/fleet"
 	"github.com/pylon-xds/pylon/internal/identity"
+	"github.com/pylon-xds/pylon/internal/loopback"
 	"github.com/pylon-xds/pylon/internal/xds"
 )
 
@@ -85,14 +84,14 @@ func loadSecurity(o Options) (*security, error) {
 // plaintext xDS beyond this host, Secrets to unverified clients, and an
 // admin API reachable from the network without TLS.
 func checkExposure(o Options, s *security, xdsAddr, adminAddr string, log *slog.Logger) error {
-	if !Loopback(adminAddr) && s.adminTLS == nil {
+	if !loopback.Is(adminAddr) && s.adminTLS == nil {
 		if !o.AdminInsecure {
 			return fmt.Errorf("the admin API would listen on %s, beyond this host, without TLS: its tokens and the config would cross the network in clear. "+
 				"Give --admin-tls-cert and --admin-tls-key, bind --admin-addr to 127.0.0.1, or accept the risk with --admin-insecure", adminAddr)
 		}
 		log.Warn("admin API in plaintext beyond this host (--admin-insecure): tokens and config cross the network in clear", "admin", adminAddr)
 	}
-	if !Loopback(xdsAddr) && s.xdsTLS == nil {
+	if !loopback.Is(xdsAddr) && s.xdsTLS == nil {
 		log.Warn("xDS in plaintext beyond this host: any client that reaches this port can claim any node id and read its config, "+
 			"and no client can prove who it is, so no Secret is served; use --xds-tls-cert, --xds-tls-key and --xds-client-ca", "xds", xdsAddr)
 	}
@@ -108,22 +107,6 @@ func checkExposure(o Options, s *security, xdsAddr, adminAddr string, log *slog.
 			"anyone who reaches the xDS port can read every key of the group it claims", "xds", xdsAddr)
 	}
 	return nil
-}
-
-// Loopback reports whether a listener's address (host:port) is reachable
-// only from this host. An empty host (":18000"), 0.0.0.0 and [::] are every
-// interface; a name other than localhost is not trusted to stay local.
-func Loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	// A zone ("fe80::1%eth0") is never loopback; ParseIP refuses it.
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // watchCerts checks the TLS files on their own clock, so that a rotation

@@ -171,7 +171,7 @@ var docRoots = regexp.MustCompile(`(^|[ =])(/var/lib/pylon|/etc/pylon|/etc/envoy
 // TestDocsCommands runs every command of the ```sh blocks of every file
 // under docs/, each file in its own folder (holding a copy of the
 // examples) against its own `pylon serve`, in order, through bash, with
-// the built pylon first on PATH. `go test` and the fleet benchmark's
+// the built pylon (and pylonctl) first on PATH. `go test` and the fleet benchmark's
 // commands are checked (the package, test names and flags exist), not
 // run: the suite runs the tests, and the benchmarks take minutes.
 func TestDocsCommands(t *testing.T) {
@@ -205,16 +205,19 @@ func TestDocsCommands(t *testing.T) {
 	}
 }
 
-// buildPylon builds the binary into a folder of its own, for PATH.
+// buildPylon builds pylon, and pylonctl beside it, into a folder of
+// their own, for PATH, and returns pylon's path.
 func buildPylon(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "pylon")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/pylon")
-	build.Dir = repo
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	dir := t.TempDir()
+	for _, prog := range []string{"pylon", "pylonctl"} {
+		build := exec.Command("go", "build", "-o", filepath.Join(dir, prog), "./cmd/"+prog)
+		build.Dir = repo
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", prog, err, out)
+		}
 	}
-	return bin
+	return filepath.Join(dir, "pylon")
 }
 
 // docCommand is one command of a doc: its text, continuation lines
@@ -345,7 +348,8 @@ func (r *docRunner) rooted(s string) string {
 // listenAddr is a listen address of a doc's serve command.
 var listenAddr = regexp.MustCompile(`(^|[ =])(127\.0\.0\.1|0\.0\.0\.0|localhost|\[::1?\])?:[0-9]{4,5}\b`)
 
-// serverCommands are the pylon commands that talk to a running Pylon.
+// serverCommands are the pylon commands that talk to a running Pylon
+// (and pylonctl's are all such).
 var serverCommands = []string{"status", "get", "history", "diff", "apply", "delete", "rollback", "endpoints", "rollout"}
 
 func (r *docRunner) run(c docCommand) {
@@ -379,7 +383,7 @@ func (r *docRunner) run(c docCommand) {
 	case fields[0] == "pylon" && len(fields) > 1 && fields[1] == "serve":
 		r.serve(where, text)
 		return
-	case fields[0] == "pylon" && len(fields) > 1 && slices.Contains(serverCommands, fields[1]) && r.main == nil:
+	case (fields[0] == "pylonctl" || fields[0] == "pylon" && len(fields) > 1 && slices.Contains(serverCommands, fields[1])) && r.main == nil:
 		r.serve(where, r.rooted("pylon serve "+strings.Join(r.setup.serve, " ")))
 	}
 	if r.main != nil {

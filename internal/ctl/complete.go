@@ -1,4 +1,4 @@
-package cli
+package ctl
 
 import (
 	"encoding/json"
@@ -24,8 +24,8 @@ const (
 type completer = func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective)
 
 // fetch reads path into v for a completion; false on any failure.
-func (a *adminFlags) fetch(path string, v any) bool {
-	c := a.client()
+func (a *Flags) fetch(path string, v any) bool {
+	c := a.Client()
 	tok, _, _ := token(c.readSources())
 	b, err := c.send(http.MethodGet, path, nil, nil, tok, completeTimeout)
 	return err == nil && json.Unmarshal(b, v) == nil
@@ -68,8 +68,8 @@ func literalWord(n string) bool {
 	return true
 }
 
-// firstArg completes the first argument with names, and nothing after it.
-func firstArg(names func(prefix string) ([]string, cobra.ShellCompDirective)) completer {
+// FirstArg completes the first argument with names, and nothing after it.
+func FirstArg(names func(prefix string) ([]string, cobra.ShellCompDirective)) completer {
 	return func(_ *cobra.Command, args []string, prefix string) ([]string, cobra.ShellCompDirective) {
 		if len(args) > 0 {
 			return nil, cobra.ShellCompDirectiveNoFileComp
@@ -78,8 +78,8 @@ func firstArg(names func(prefix string) ([]string, cobra.ShellCompDirective)) co
 	}
 }
 
-// nodeIDs completes the node ids of the proxies /proxies lists.
-func (a *adminFlags) nodeIDs(prefix string) ([]string, cobra.ShellCompDirective) {
+// NodeIDs completes the node ids of the proxies /proxies lists.
+func (a *Flags) NodeIDs(prefix string) ([]string, cobra.ShellCompDirective) {
 	var body struct {
 		Streams []struct {
 			Node string `json:"node"`
@@ -95,9 +95,15 @@ func (a *adminFlags) nodeIDs(prefix string) ([]string, cobra.ShellCompDirective)
 	return candidates(names, prefix)
 }
 
-// groupNames completes the node groups of the config served.
-func (a *adminFlags) groupNames(prefix string) ([]string, cobra.ShellCompDirective) {
-	var st statusBody
+// GroupNames completes the node groups of the config served.
+func (a *Flags) GroupNames(prefix string) ([]string, cobra.ShellCompDirective) {
+	var st struct {
+		Config struct {
+			Groups []struct {
+				Name string `json:"name"`
+			} `json:"groups"`
+		} `json:"config"`
+	}
 	if !a.fetch("/status", &st) {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
@@ -108,16 +114,16 @@ func (a *adminFlags) groupNames(prefix string) ([]string, cobra.ShellCompDirecti
 	return candidates(names, prefix)
 }
 
-// completeGroupFlag completes a --group flag.
-func (a *adminFlags) completeGroupFlag(cmd *cobra.Command) {
+// CompleteGroupFlag completes a --group flag.
+func (a *Flags) CompleteGroupFlag(cmd *cobra.Command) {
 	_ = cmd.RegisterFlagCompletionFunc("group", func(_ *cobra.Command, _ []string, prefix string) ([]string, cobra.ShellCompDirective) {
-		return a.groupNames(prefix)
+		return a.GroupNames(prefix)
 	})
 }
 
 // storedObjects completes delete's KIND (the kinds stored, but registered
 // endpoints, which endpoints remove takes) and NAME (that kind's names).
-func (a *adminFlags) storedObjects(_ *cobra.Command, args []string, prefix string) ([]string, cobra.ShellCompDirective) {
+func (a *Flags) storedObjects(_ *cobra.Command, args []string, prefix string) ([]string, cobra.ShellCompDirective) {
 	if len(args) > 1 {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
@@ -141,7 +147,7 @@ func (a *adminFlags) storedObjects(_ *cobra.Command, args []string, prefix strin
 }
 
 // serviceNames completes a SERVICE: the stored services.
-func (a *adminFlags) serviceNames(prefix string) ([]string, cobra.ShellCompDirective) {
+func (a *Flags) serviceNames(prefix string) ([]string, cobra.ShellCompDirective) {
 	var body struct {
 		Objects []struct{ Kind, Name string } `json:"objects"`
 	}

@@ -1,4 +1,4 @@
-package cli
+package ctl
 
 import (
 	"strings"
@@ -11,19 +11,19 @@ import (
 func TestTokensStayOffPlaintextBeyondLoopback(t *testing.T) {
 	env := func(string) string { return "" }
 	for addr, loop := range map[string]bool{"127.0.0.1:19000": true, "[::1]:19000": true, "localhost:19000": true, "10.0.0.1:19000": false, "pylon.example:19000": false} {
-		a := adminFlags{addr: addr, dataDir: t.TempDir(), getenv: env}
-		_, _, err := a.client().http(0)
+		a := Flags{Addr: addr, DataDir: t.TempDir(), getenv: env}
+		_, _, err := a.Client().http(0)
 		if loop && err != nil {
 			t.Errorf("%s: loopback refused: %v", addr, err)
 		}
 		if !loop && (err == nil || !strings.Contains(err.Error(), "--admin-insecure")) {
 			t.Errorf("%s: plaintext beyond loopback allowed: %v", addr, err)
 		}
-		a.insecure = true
-		if _, _, err := a.client().http(0); err != nil {
+		a.Insecure = true
+		if _, _, err := a.Client().http(0); err != nil {
 			t.Errorf("%s with --admin-insecure: %v", addr, err)
 		}
-		sources := a.client().readSources()
+		sources := a.Client().readSources()
 		fallsBack := false
 		for _, s := range sources {
 			fallsBack = fallsBack || strings.HasSuffix(s.where, "admin-token") || s.where == "$"+envToken

@@ -1,4 +1,4 @@
-package cli
+package ctl
 
 import (
 	"bytes"
@@ -18,8 +18,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pylon-xds/pylon/internal/certs"
-	"github.com/pylon-xds/pylon/internal/daemon"
 	"github.com/pylon-xds/pylon/internal/diag"
+	"github.com/pylon-xds/pylon/internal/loopback"
 	"github.com/pylon-xds/pylon/internal/redact"
 )
 
@@ -32,29 +32,34 @@ const (
 	envReadToken = "PYLON_READ_TOKEN"
 )
 
-// adminFlags are how the CLI reaches a running Pylon's admin API.
-type adminFlags struct {
-	addr string
-	// dataDir is Pylon's data folder: serve keeps its store and tokens
+// Flags are how a command reaches a running Pylon's admin API: the
+// persistent flags Register adds, as parsed. pylon's serve and relay read
+// them too (where to listen, where the tokens are kept).
+type Flags struct {
+	Addr string
+	// DataDir is Pylon's data folder: serve keeps its store and tokens
 	// there; the other commands find the tokens there.
-	dataDir string
-	// tokenFile holds the write token; readTokenFile the read token, which
+	DataDir string
+	// TokenFile holds the write token; ReadTokenFile the read token, which
 	// reads prefer (the least privilege that works). "" means: from the
-	// environment, else from dataDir.
-	tokenFile, readTokenFile string
-	// caFile, if set, verifies Pylon's admin certificate: the API is
+	// environment, else from DataDir.
+	TokenFile, ReadTokenFile string
+	// CAFile, if set, verifies Pylon's admin certificate: the API is
 	// reached over https.
-	caFile string
-	// certFile and keyFile are the CLI's client certificate, for an
+	CAFile string
+	// CertFile and KeyFile are the CLI's client certificate, for an
 	// admin port started with --admin-client-ca.
-	certFile, keyFile string
-	// insecure lets tokens go over plaintext HTTP to an admin address
+	CertFile, KeyFile string
+	// Insecure lets tokens go over plaintext HTTP to an admin address
 	// beyond loopback (as serve --admin-insecure serves it).
-	insecure bool
-	getenv   func(string) string
+	Insecure bool
+	// getenv is the environment Register was given (nil: an empty one).
+	getenv func(string) string
 }
 
-func (a *adminFlags) register(root *cobra.Command, getenv func(string) string) {
+// Register adds the admin flags to root's persistent flags, their
+// defaults from getenv.
+func (a *Flags) Register(root *cobra.Command, getenv func(string) string) {
 	a.getenv = getenv
 	dataDir := getenv(envDataDir)
 	if dataDir == "" {
@@ -65,36 +70,44 @@ func (a *adminFlags) register(root *cobra.Command, getenv func(string) string) {
 		addr = "127.0.0.1:19000"
 	}
 	f := root.PersistentFlags()
-	f.StringVar(&a.addr, "admin-addr", addr, "Pylon's admin address, HOST:PORT (or http://HOST:PORT, https://HOST:PORT): serve listens there, the other commands talk to it; $"+envAdminAddr+" sets the default")
-	f.StringVar(&a.dataDir, "data-dir", dataDir, "Pylon's data folder: serve keeps the embedded store and the admin tokens there, the other commands read the tokens from it; $"+envDataDir+" sets the default")
-	f.StringVar(&a.tokenFile, "token-file", "", "the file of the admin API's write token the other commands send (default $"+envToken+", the token itself, else DATA_DIR/admin-token); serve keeps it in --admin-token-file")
-	f.StringVar(&a.readTokenFile, "read-token-file", "", "the file of the admin API's read token: serve keeps it there (generated on first start; default DATA_DIR/read-token), the other commands read it from there (default $"+envReadToken+", the token itself, else DATA_DIR/read-token, else the write token)")
-	f.StringVar(&a.caFile, "admin-ca-file", "", "reach the admin API over https, verifying its certificate with this PEM CA bundle")
-	f.StringVar(&a.certFile, "admin-cert-file", "", "with --admin-ca-file: present this PEM client certificate (for an admin port started with --admin-client-ca)")
-	f.StringVar(&a.keyFile, "admin-key-file", "", "the client certificate's PEM private key")
-	f.BoolVar(&a.insecure, "admin-insecure", false, "with serve: allow the admin API beyond loopback without TLS; other commands: send tokens over plaintext HTTP to such an address (anyone on the path can read them)")
+	f.StringVar(&a.Addr, "admin-addr", addr, "Pylon's admin address, HOST:PORT (or http://HOST:PORT, https://HOST:PORT): serve listens there, the other commands talk to it; $"+envAdminAddr+" sets the default")
+	f.StringVar(&a.DataDir, "data-dir", dataDir, "Pylon's data folder: serve keeps the embedded store and the admin tokens there, the other commands read the tokens from it; $"+envDataDir+" sets the default")
+	f.StringVar(&a.TokenFile, "token-file", "", "the file of the admin API's write token the other commands send (default $"+envToken+", the token itself, else DATA_DIR/admin-token); serve keeps it in --admin-token-file")
+	f.StringVar(&a.ReadTokenFile, "read-token-file", "", "the file of the admin API's read token: serve keeps it there (generated on first start; default DATA_DIR/read-token), the other commands read it from there (default $"+envReadToken+", the token itself, else DATA_DIR/read-token, else the write token)")
+	f.StringVar(&a.CAFile, "admin-ca-file", "", "reach the admin API over https, verifying its certificate with this PEM CA bundle")
+	f.StringVar(&a.CertFile, "admin-cert-file", "", "with --admin-ca-file: present this PEM client certificate (for an admin port started with --admin-client-ca)")
+	f.StringVar(&a.KeyFile, "admin-key-file", "", "the client certificate's PEM private key")
+	f.BoolVar(&a.Insecure, "admin-insecure", false, "with serve: allow the admin API beyond loopback without TLS; other commands: send tokens over plaintext HTTP to such an address (anyone on the path can read them)")
 }
 
-// client is the admin API client for the flags as parsed.
-func (a *adminFlags) client() adminClient { return adminClient{*a} }
+// Client is the admin API client for the flags as parsed.
+func (a *Flags) Client() Client { return Client{*a} }
+
+// env reads the environment Register was given.
+func (a *Flags) env(name string) string {
+	if a.getenv == nil {
+		return ""
+	}
+	return a.getenv(name)
+}
 
 // dataPath is a file in the data folder, made absolute so that an error
 // says exactly where the CLI looked.
-func (a *adminFlags) dataPath(name string) string {
-	p := filepath.Join(a.dataDir, name)
+func (a *Flags) dataPath(name string) string {
+	p := filepath.Join(a.DataDir, name)
 	if abs, err := filepath.Abs(p); err == nil {
 		return abs
 	}
 	return p
 }
 
-// adminClient talks to a running Pylon's admin API.
-type adminClient struct{ f adminFlags }
+// Client talks to a running Pylon's admin API.
+type Client struct{ f Flags }
 
 // maxTokenFile bounds a token file read: a token is 64 hex digits.
 const maxTokenFile = 4 << 10
 
-func readTokenFile(path string) (string, error) {
+func readToken(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err
@@ -113,13 +126,13 @@ type tokenSource struct {
 	get   func() (string, error)
 }
 
-func (c adminClient) fileSource(path string) tokenSource {
-	return tokenSource{where: path, get: func() (string, error) { return readTokenFile(path) }}
+func (c Client) fileSource(path string) tokenSource {
+	return tokenSource{where: path, get: func() (string, error) { return readToken(path) }}
 }
 
-func (c adminClient) envSource(name string) tokenSource {
+func (c Client) envSource(name string) tokenSource {
 	return tokenSource{where: "$" + name, get: func() (string, error) {
-		if t := strings.TrimSpace(c.f.getenv(name)); t != "" {
+		if t := strings.TrimSpace(c.f.env(name)); t != "" {
 			return t, nil
 		}
 		return "", errors.New("not set")
@@ -128,9 +141,9 @@ func (c adminClient) envSource(name string) tokenSource {
 
 // writeSources are where the write token is looked for, in order: a flag
 // given is the only place looked at.
-func (c adminClient) writeSources() []tokenSource {
-	if c.f.tokenFile != "" {
-		return []tokenSource{c.fileSource(c.f.tokenFile)}
+func (c Client) writeSources() []tokenSource {
+	if c.f.TokenFile != "" {
+		return []tokenSource{c.fileSource(c.f.TokenFile)}
 	}
 	return []tokenSource{c.envSource(envToken), c.fileSource(c.f.dataPath("admin-token"))}
 }
@@ -138,14 +151,14 @@ func (c adminClient) writeSources() []tokenSource {
 // readSources: the read token, else the write token; but never the write
 // token for a read over plaintext beyond loopback (--admin-insecure): a
 // read should not expose the most privileged token.
-func (c adminClient) readSources() []tokenSource {
+func (c Client) readSources() []tokenSource {
 	var s []tokenSource
-	if c.f.readTokenFile != "" {
-		s = append(s, c.fileSource(c.f.readTokenFile))
+	if c.f.ReadTokenFile != "" {
+		s = append(s, c.fileSource(c.f.ReadTokenFile))
 	} else {
 		s = append(s, c.envSource(envReadToken), c.fileSource(c.f.dataPath("read-token")))
 	}
-	if overTLS, hostPort, err := c.f.overTLS(); err == nil && !overTLS && !daemon.Loopback(hostPort) {
+	if overTLS, hostPort, err := c.f.overTLS(); err == nil && !overTLS && !loopback.Is(hostPort) {
 		return s
 	}
 	return append(s, c.writeSources()...)
@@ -177,11 +190,11 @@ func unauthorised(err error, what, where string, why error) error {
 		"(is it this Pylon's current token? serve keeps its tokens in its data folder: --data-dir)\n  the server said: %w", where, what, err)
 }
 
-// adminTarget reads --admin-addr: HOST:PORT, or http://HOST:PORT or
+// Target reads --admin-addr: HOST:PORT, or http://HOST:PORT or
 // https://HOST:PORT (a trailing slash allowed). scheme is "" for a bare
 // HOST:PORT. The value is echoed in an error only without its user
 // information, which could be a password.
-func adminTarget(addr string) (scheme, hostPort string, err error) {
+func Target(addr string) (scheme, hostPort string, err error) {
 	bad := func(shown string) error {
 		return fmt.Errorf("--admin-addr %q: the flag takes HOST:PORT (127.0.0.1:19000), or http://HOST:PORT or https://HOST:PORT", shown)
 	}
@@ -212,44 +225,44 @@ func adminTarget(addr string) (scheme, hostPort string, err error) {
 
 // overTLS says whether the CLI reaches the API over https, and at which
 // HOST:PORT: https:// or --admin-ca-file asks for it.
-func (a *adminFlags) overTLS() (bool, string, error) {
-	scheme, hostPort, err := adminTarget(a.addr)
+func (a *Flags) overTLS() (bool, string, error) {
+	scheme, hostPort, err := Target(a.Addr)
 	if err != nil {
 		return false, "", err
 	}
-	if scheme == "http" && a.caFile != "" {
-		return false, "", fmt.Errorf("--admin-addr %s is plaintext but --admin-ca-file asks for https: write https:// or leave the scheme out", a.addr)
+	if scheme == "http" && a.CAFile != "" {
+		return false, "", fmt.Errorf("--admin-addr %s is plaintext but --admin-ca-file asks for https: write https:// or leave the scheme out", a.Addr)
 	}
-	return scheme == "https" || a.caFile != "", hostPort, nil
+	return scheme == "https" || a.CAFile != "", hostPort, nil
 }
 
-func (c adminClient) http(timeout time.Duration) (*http.Client, string, error) {
+func (c Client) http(timeout time.Duration) (*http.Client, string, error) {
 	overTLS, hostPort, err := c.f.overTLS()
 	if err != nil {
 		return nil, "", err
 	}
 	if !overTLS {
-		if c.f.certFile != "" || c.f.keyFile != "" {
+		if c.f.CertFile != "" || c.f.KeyFile != "" {
 			return nil, "", fmt.Errorf("--admin-cert-file needs --admin-ca-file (https)")
 		}
 		// A token over plaintext to another host can be read on the way
 		// and replayed: only on loopback, unless the operator says so.
-		if !daemon.Loopback(hostPort) && !c.f.insecure {
-			return nil, "", fmt.Errorf("--admin-addr %s is not loopback: reach it over https (https://HOST:PORT, with --admin-ca-file unless the system's roots verify its certificate), or pass --admin-insecure to send tokens in clear", c.f.addr)
+		if !loopback.Is(hostPort) && !c.f.Insecure {
+			return nil, "", fmt.Errorf("--admin-addr %s is not loopback: reach it over https (https://HOST:PORT, with --admin-ca-file unless the system's roots verify its certificate), or pass --admin-insecure to send tokens in clear", c.f.Addr)
 		}
 		return &http.Client{Timeout: timeout}, "http://" + hostPort, nil
 	}
 	// Without --admin-ca-file, https:// verifies with the system's roots.
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if c.f.caFile != "" {
-		pool, err := certs.LoadPool(c.f.caFile)
+	if c.f.CAFile != "" {
+		pool, err := certs.LoadPool(c.f.CAFile)
 		if err != nil {
 			return nil, "", fmt.Errorf("--admin-ca-file: %w", err)
 		}
 		cfg.RootCAs = pool
 	}
-	if c.f.certFile != "" || c.f.keyFile != "" {
-		cert, err := tls.LoadX509KeyPair(c.f.certFile, c.f.keyFile)
+	if c.f.CertFile != "" || c.f.KeyFile != "" {
+		cert, err := tls.LoadX509KeyPair(c.f.CertFile, c.f.KeyFile)
 		if err != nil {
 			// The error names the files; tls never quotes key bytes.
 			return nil, "", fmt.Errorf("--admin-cert-file, --admin-key-file: %w", err)
@@ -266,7 +279,7 @@ const maxResponse = 64 << 20
 // send does one request and returns the answer's body; an answer that is
 // not a success becomes an error carrying the server's message and
 // diagnostics verbatim.
-func (c adminClient) send(method, path string, body []byte, header http.Header, tok string, timeout time.Duration) ([]byte, error) {
+func (c Client) send(method, path string, body []byte, header http.Header, tok string, timeout time.Duration) ([]byte, error) {
 	client, base, err := c.http(timeout)
 	if err != nil {
 		return nil, err
@@ -283,7 +296,7 @@ func (c adminClient) send(method, path string, body []byte, header http.Header, 
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach Pylon's admin API at %s (is it running? --admin-addr): %w", c.f.addr, err)
+		return nil, fmt.Errorf("cannot reach Pylon's admin API at %s (is it running? --admin-addr): %w", c.f.Addr, err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
@@ -291,39 +304,39 @@ func (c adminClient) send(method, path string, body []byte, header http.Header, 
 		return nil, err
 	}
 	if resp.StatusCode >= 300 {
-		return raw, &apiError{Status: resp.Status, Code: resp.StatusCode, Body: raw}
+		return raw, &APIError{Status: resp.Status, Code: resp.StatusCode, Body: raw}
 	}
 	return raw, nil
 }
 
-// getRaw reads path with the read token; accept, if set, asks for a
+// GetRaw reads path with the read token; accept, if set, asks for a
 // format.
-func (c adminClient) getRaw(path, accept string) ([]byte, error) {
+func (c Client) GetRaw(path, accept string) ([]byte, error) {
 	tok, where, terr := token(c.readSources())
 	h := http.Header{}
 	if accept != "" {
 		h.Set("Accept", accept)
 	}
 	b, err := c.send(http.MethodGet, path, nil, h, tok, 10*time.Second)
-	var ae *apiError
+	var ae *APIError
 	if errors.As(err, &ae) && ae.Code == http.StatusUnauthorized {
 		return nil, unauthorised(err, "read", where, terr)
 	}
 	return b, err
 }
 
-// get reads path with the read token and decodes its JSON into v.
-func (c adminClient) get(path string, v any) error {
-	b, err := c.getRaw(path, "")
+// Get reads path with the read token and decodes its JSON into v.
+func (c Client) Get(path string, v any) error {
+	b, err := c.GetRaw(path, "")
 	if err != nil {
 		return err
 	}
 	return json.Unmarshal(b, v)
 }
 
-// do sends an authorised write with the write token; contentType is the
+// Do sends an authorised write with the write token; contentType is the
 // body's type ("" for none).
-func (c adminClient) do(method, path string, body []byte, contentType string) (map[string]any, error) {
+func (c Client) Do(method, path string, body []byte, contentType string) (map[string]any, error) {
 	var out map[string]any
 	if err := c.write(method, path, body, contentType, &out); err != nil {
 		return nil, err
@@ -331,14 +344,14 @@ func (c adminClient) do(method, path string, body []byte, contentType string) (m
 	return out, nil
 }
 
-// post sends a bodiless POST with the write token and decodes the
+// Post sends a bodiless POST with the write token and decodes the
 // answer into v.
-func (c adminClient) post(path string, v any) error {
+func (c Client) Post(path string, v any) error {
 	return c.write(http.MethodPost, path, nil, "", v)
 }
 
-// write is do, the answer decoded into v.
-func (c adminClient) write(method, path string, body []byte, contentType string, v any) error {
+// write is Do, the answer decoded into v.
+func (c Client) write(method, path string, body []byte, contentType string, v any) error {
 	tok, where, err := token(c.writeSources())
 	if err != nil {
 		// Not sent without one: every write needs it.
@@ -349,7 +362,7 @@ func (c adminClient) write(method, path string, body []byte, contentType string,
 		h.Set("Content-Type", contentType)
 	}
 	raw, err := c.send(method, path, body, h, tok, 30*time.Second)
-	var ae *apiError
+	var ae *APIError
 	if errors.As(err, &ae) && ae.Code == http.StatusUnauthorized {
 		return unauthorised(err, "write", where, nil)
 	}
@@ -362,15 +375,15 @@ func (c adminClient) write(method, path string, body []byte, contentType string,
 	return nil
 }
 
-// apiError is an answer that is not a success: the server's error and
+// APIError is an answer that is not a success: the server's error and
 // diagnostics, shown as the server wrote them (already redacted there).
-type apiError struct {
+type APIError struct {
 	Status string
 	Code   int
 	Body   []byte
 }
 
-func (e *apiError) Error() string {
+func (e *APIError) Error() string {
 	var body struct {
 		Error       string            `json:"error"`
 		Diagnostics []diag.Diagnostic `json:"diagnostics"`

@@ -1,4 +1,4 @@
-package cli
+package ctl
 
 import (
 	"encoding/json"
@@ -50,9 +50,12 @@ func printResult(cmd *cobra.Command, res map[string]any) {
 	}
 }
 
-func addWriteCommands(root *cobra.Command, a *adminFlags) {
+// AddWriteCommands adds the commands that change the config through the
+// admin API (apply, delete, endpoints, rollback) and read its history
+// (history, diff).
+func AddWriteCommands(root *cobra.Command, a *Flags) {
 	dry := false
-	get := a.client
+	get := a.Client
 
 	root.AddCommand(newApply(get))
 
@@ -63,7 +66,7 @@ func addWriteCommands(root *cobra.Command, a *adminFlags) {
 		Args:              cobra.ExactArgs(2),
 		ValidArgsFunction: a.storedObjects,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			res, err := get().do("DELETE", "/v1/objects/"+url.PathEscape(args[0])+"/"+url.PathEscape(args[1]), nil, "")
+			res, err := get().Do("DELETE", "/v1/objects/"+url.PathEscape(args[0])+"/"+url.PathEscape(args[1]), nil, "")
 			if err != nil {
 				return err
 			}
@@ -75,7 +78,7 @@ func addWriteCommands(root *cobra.Command, a *adminFlags) {
 	eps := newEndpoints(get)
 	eps.AddCommand(newEndpointsList(a))
 	for _, c := range eps.Commands() {
-		c.ValidArgsFunction = firstArg(a.serviceNames)
+		c.ValidArgsFunction = FirstArg(a.serviceNames)
 	}
 	root.AddCommand(eps)
 
@@ -89,7 +92,7 @@ func addWriteCommands(root *cobra.Command, a *adminFlags) {
 			if dry {
 				q = "?dryRun=true"
 			}
-			res, err := get().do("POST", "/v1/rollback/"+url.PathEscape(args[0])+q, nil, "")
+			res, err := get().Do("POST", "/v1/rollback/"+url.PathEscape(args[0])+q, nil, "")
 			if err != nil {
 				return err
 			}
@@ -102,7 +105,7 @@ func addWriteCommands(root *cobra.Command, a *adminFlags) {
 	root.AddCommand(del, newHistory(a), newDiff(a), rollback)
 }
 
-func newApply(client func() adminClient) *cobra.Command {
+func newApply(client func() Client) *cobra.Command {
 	var dry, prune bool
 	var file string
 	apply := &cobra.Command{
@@ -148,7 +151,7 @@ prune of an empty document is refused.`,
 			if prune {
 				q.Set("prune", "true")
 			}
-			res, err := client().do("POST", "/v1/apply?"+q.Encode(), data, ct)
+			res, err := client().Do("POST", "/v1/apply?"+q.Encode(), data, ct)
 			if err != nil {
 				return err
 			}
@@ -228,7 +231,7 @@ func splitEndpoint(s string) (string, uint32, error) {
 	return host, uint32(port), nil
 }
 
-func newEndpoints(client func() adminClient) *cobra.Command {
+func newEndpoints(client func() Client) *cobra.Command {
 	var ttl time.Duration
 	var weight uint32
 	endpoints := &cobra.Command{Use: "endpoints", Short: "Register, remove or list the endpoints of a service"}
@@ -252,7 +255,7 @@ func newEndpoints(client func() adminClient) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, err := client().do("POST", "/v1/services/"+url.PathEscape(args[0])+"/endpoints", body, "application/json")
+			res, err := client().Do("POST", "/v1/services/"+url.PathEscape(args[0])+"/endpoints", body, "application/json")
 			if err != nil {
 				return err
 			}
@@ -273,7 +276,7 @@ func newEndpoints(client func() adminClient) *cobra.Command {
 				return err
 			}
 			addr := net.JoinHostPort(host, strconv.FormatUint(uint64(port), 10))
-			res, err := client().do("DELETE", "/v1/services/"+url.PathEscape(args[0])+"/endpoints/"+url.PathEscape(addr), nil, "")
+			res, err := client().Do("DELETE", "/v1/services/"+url.PathEscape(args[0])+"/endpoints/"+url.PathEscape(addr), nil, "")
 			if err != nil {
 				return err
 			}
@@ -298,28 +301,28 @@ type registeredEndpoint struct {
 	Expires time.Time `json:"expires"`
 }
 
-func newEndpointsList(a *adminFlags) *cobra.Command {
-	var o output
+func newEndpointsList(a *Flags) *cobra.Command {
+	var o Output
 	cmd := &cobra.Command{
 		Use:     "list [SERVICE]",
 		Short:   "List the registered endpoints (of one service), with their leases",
 		Example: "  pylon endpoints list\n  pylon endpoints list api -o json",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.check(); err != nil {
+			if err := o.Check(); err != nil {
 				return err
 			}
-			sel, err := registeredEndpoints(a.client(), args)
+			sel, err := registeredEndpoints(a.Client(), args)
 			if err != nil {
 				return err
 			}
-			if !o.table() {
-				return render(cmd.OutOrStdout(), o.format, map[string]any{"endpoints": sel})
+			if !o.Table() {
+				return Render(cmd.OutOrStdout(), o.Format, map[string]any{"endpoints": sel})
 			}
 			return endpointTable(cmd.OutOrStdout(), sel)
 		},
 	}
-	o.register(cmd)
+	o.Register(cmd)
 	return cmd
 }
 
@@ -327,11 +330,11 @@ func newEndpointsList(a *adminFlags) *cobra.Command {
 // services named, if any). Only the endpoint objects are decoded as
 // endpoints: the other kinds have bodies of their own shapes (groups' is a
 // list).
-func registeredEndpoints(c adminClient, services []string) ([]registeredEndpoint, error) {
+func registeredEndpoints(c Client, services []string) ([]registeredEndpoint, error) {
 	var objs struct {
 		Objects []json.RawMessage `json:"objects"`
 	}
-	if err := c.get("/v1/objects", &objs); err != nil {
+	if err := c.Get("/v1/objects", &objs); err != nil {
 		return nil, err
 	}
 	var sel []registeredEndpoint
@@ -374,23 +377,23 @@ func endpointTable(w io.Writer, eps []registeredEndpoint) error {
 	return tw.Flush()
 }
 
-func newHistory(a *adminFlags) *cobra.Command {
-	var o output
+func newHistory(a *Flags) *cobra.Command {
+	var o Output
 	cmd := &cobra.Command{
 		Use:     "history",
 		Short:   "List the stored config revisions (endpoint registrations are runtime state, not listed)",
 		Example: "  pylon history\n  pylon history -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.check(); err != nil {
+			if err := o.Check(); err != nil {
 				return err
 			}
 			var raw json.RawMessage
-			if err := a.client().get("/v1/history", &raw); err != nil {
+			if err := a.Client().Get("/v1/history", &raw); err != nil {
 				return err
 			}
-			if !o.table() {
-				return render(cmd.OutOrStdout(), o.format, raw)
+			if !o.Table() {
+				return Render(cmd.OutOrStdout(), o.Format, raw)
 			}
 			var h struct {
 				History []struct {
@@ -414,19 +417,19 @@ func newHistory(a *adminFlags) *cobra.Command {
 				return err
 			}
 			if skipped(revs) {
-				fmt.Fprintln(cmd.ErrOrStderr(), historyGapNote)
+				fmt.Fprintln(cmd.ErrOrStderr(), HistoryGapNote)
 			}
 			return nil
 		},
 	}
-	o.register(cmd)
+	o.Register(cmd)
 	return cmd
 }
 
-// historyGapNote says why history's revisions skip numbers: a revision
+// HistoryGapNote says why history's revisions skip numbers: a revision
 // counts every write to the store, and the history lists config changes
 // only. On stderr, so that stdout stays the table.
-const historyGapNote = `revisions missing between these entries are writes that are not config changes: endpoint registrations and lease expiries and, with the etcd store, lease renewals, replica status and any other write to the etcd cluster (its revisions are Pylon's, offset). "pylon diff REV1 REV2 --endpoints" shows the registrations between two entries.`
+const HistoryGapNote = `revisions missing between these entries are writes that are not config changes: endpoint registrations and lease expiries and, with the etcd store, lease renewals, replica status and any other write to the etcd cluster (its revisions are Pylon's, offset). "pylon diff REV1 REV2 --endpoints" shows the registrations between two entries.`
 
 // skipped reports whether revisions, newest first, skip a number between
 // two entries.
@@ -439,8 +442,8 @@ func skipped(revs []int64) bool {
 	return false
 }
 
-func newDiff(a *adminFlags) *cobra.Command {
-	var o output
+func newDiff(a *Flags) *cobra.Command {
+	var o Output
 	var withEndpoints bool
 	cmd := &cobra.Command{
 		Use:   "diff REV [REV2]",
@@ -452,7 +455,7 @@ unless --endpoints. -o json or yaml prints the API's answer, the diff in it.`,
 		Example: "  pylon diff 3\n  pylon diff 3 5\n  pylon diff 3 --endpoints",
 		Args:    cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.check(); err != nil {
+			if err := o.Check(); err != nil {
 				return err
 			}
 			q := url.Values{"from": {args[0]}}
@@ -463,11 +466,11 @@ unless --endpoints. -o json or yaml prints the API's answer, the diff in it.`,
 				q.Set("endpoints", "true")
 			}
 			var raw json.RawMessage
-			if err := a.client().get("/v1/diff?"+q.Encode(), &raw); err != nil {
+			if err := a.Client().Get("/v1/diff?"+q.Encode(), &raw); err != nil {
 				return err
 			}
-			if !o.table() {
-				return render(cmd.OutOrStdout(), o.format, raw)
+			if !o.Table() {
+				return Render(cmd.OutOrStdout(), o.Format, raw)
 			}
 			var d struct {
 				Diff string `json:"diff"`
@@ -479,7 +482,7 @@ unless --endpoints. -o json or yaml prints the API's answer, the diff in it.`,
 			return err
 		},
 	}
-	o.register(cmd)
+	o.Register(cmd)
 	cmd.Flags().BoolVar(&withEndpoints, "endpoints", false, "include registered endpoints")
 	return cmd
 }
