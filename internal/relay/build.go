@@ -55,13 +55,11 @@ func (r *Relay) inputs(key string, state upstream.State) []xdstype.Resource {
 func (r *Relay) subscribeNow(ks *keyState) (upstream.State, []xdstype.Resource, bool) {
 	state := ks.client.State()
 	inputs := r.inputs(ks.key.Name, state)
-	missing := r.subscribe(ks, state, inputs)
-	after := ks.client.State()
-	for url := range r.named {
-		if len(after[url]) != len(state[url]) {
-			ks.kickBuild()
-			return after, r.inputs(ks.key.Name, after), missing
-		}
+	missing, dropped := r.subscribe(ks, state, inputs)
+	if dropped {
+		ks.kickBuild()
+		after := ks.client.State()
+		return after, r.inputs(ks.key.Name, after), missing
 	}
 	return state, inputs, missing
 }
@@ -70,8 +68,9 @@ func (r *Relay) subscribeNow(ks *keyState) (upstream.State, []xdstype.Resource, 
 // name of the named types (routes, endpoints, extension configs), which is
 // what their clients ask for, and what its proxies ask for (asked.go). It
 // reports whether a name it newly subscribed to has not arrived, nor been
-// said not to exist: one waited for past Settle is not waited for again.
-func (r *Relay) subscribe(ks *keyState, state upstream.State, inputs []xdstype.Resource) (missing bool) {
+// said not to exist (one waited for past Settle is not waited for again),
+// and whether the subscription let go of a resource the state holds.
+func (r *Relay) subscribe(ks *keyState, state upstream.State, inputs []xdstype.Resource) (missing, dropped bool) {
 	wanted := map[string]map[string]bool{}
 	r.mu.Lock()
 	for _, t := range r.types {
@@ -100,7 +99,9 @@ func (r *Relay) subscribe(ks *keyState, state upstream.State, inputs []xdstype.R
 	}
 	for url, names := range wanted {
 		list := slices.Sorted(maps.Keys(names))
-		ks.client.SetNames(url, list)
+		if ks.client.SetNames(url, list) {
+			dropped = true
+		}
 		for _, n := range list {
 			if _, had := slices.BinarySearch(ks.subscribed[url], n); !had && n != "*" {
 				ks.pending[resourceID{url, n}] = true
@@ -115,7 +116,7 @@ func (r *Relay) subscribe(ks *keyState, state upstream.State, inputs []xdstype.R
 			delete(ks.pending, id)
 		}
 	}
-	return len(ks.pending) > 0
+	return len(ks.pending) > 0, dropped
 }
 
 // keepAliases adds to vhds the aliases the key's file kept virtual hosts

@@ -33,15 +33,22 @@ func TestKeyServesNoResourceItLetGoOf(t *testing.T) {
 	front := xdstest.Start(t, xds.Options{Registry: reg, Fleets: pub, Admit: r.Admit})
 	s := xdstest.OpenDeltaADS(t, xdstest.Dial(t, front.Addr), xdstest.Node("p"))
 	s.Subscribe(xdstype.RouteURL, "r2")
-	s.ACK(s.RecvType(xdstype.RouteURL))
-
-	s.Unsubscribe(xdstype.RouteURL, "r2")
+	first := s.RecvType(xdstype.RouteURL)
+	if len(first.GetResources()) != 1 || first.GetResources()[0].GetName() != "r2" {
+		t.Fatalf("the proxy asking for r2 got %v, want r2 through the relay", first.GetResources())
+	}
+	s.ACK(first)
 	served := func() bool {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		ks := r.keys["test-cluster"]
 		return ks.snap.Set(xdstype.RouteURL).Get("r2") != nil
 	}
+	if !served() {
+		t.Fatal("the key does not serve r2, which its proxy asked for and got")
+	}
+
+	s.Unsubscribe(xdstype.RouteURL, "r2")
 	deadline := time.Now().Add(10 * time.Second)
 	for served() {
 		if time.Now().After(deadline) {

@@ -139,10 +139,15 @@ func (r *Relay) rekey(now time.Time) {
 
 // countDropped adds the upstream streams of ks, stopped, to the total.
 func (r *Relay) countDropped(ks *keyState) {
-	_, _, n := ks.client.Connected()
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.countDroppedLocked(ks)
+}
+
+// countDroppedLocked is countDropped with mu held.
+func (r *Relay) countDroppedLocked(ks *keyState) {
+	_, _, n := ks.client.Connected()
 	r.droppedStreams += uint64(n)
-	r.mu.Unlock()
 }
 
 // renew replaces ks, stale, by a key for k (a proxy of its group came):
@@ -150,8 +155,7 @@ func (r *Relay) countDropped(ks *keyState) {
 // stream is stopped. mu is held; the new key is started.
 func (r *Relay) renew(ks *keyState, k Key) *keyState {
 	ks.stop()
-	_, _, n := ks.client.Connected()
-	r.droppedStreams += uint64(n)
+	r.countDroppedLocked(ks)
 	again := r.newKey(k, nil)
 	r.goKey(again)
 	r.o.Logger.Info("relay: a stale key is made again for a proxy of its group", "key", k.Name)

@@ -300,10 +300,7 @@ func (r *Relay) sweep(now time.Time) {
 	}
 	r.publish(now)
 	for _, ks := range gone {
-		_, _, n := ks.client.Connected()
-		r.mu.Lock()
-		r.droppedStreams += uint64(n)
-		r.mu.Unlock()
+		r.countDropped(ks)
 		// Its builds over, nothing writes its file again; unless a proxy
 		// brought the key back meanwhile.
 		<-ks.done

@@ -204,8 +204,8 @@ func (c *Client) Answered(typeURL string) bool {
 // SetNames sets what a named type subscribes to, "*" among the names
 // for everything of it; the stream subscribes and unsubscribes the
 // difference. What is no longer subscribed is no longer held. It reports
-// whether the subscription changed.
-func (c *Client) SetNames(typeURL string, names []string) bool {
+// whether it let go of a resource it held.
+func (c *Client) SetNames(typeURL string, names []string) (dropped bool) {
 	names = slices.Clone(names)
 	slices.Sort(names)
 	names = slices.Compact(names)
@@ -219,6 +219,7 @@ func (c *Client) SetNames(typeURL string, names []string) bool {
 				kept[n] = r
 			} else {
 				c.drop(typeURL, n)
+				dropped = true
 			}
 		}
 		c.state[typeURL] = kept
@@ -232,7 +233,7 @@ func (c *Client) SetNames(typeURL string, names []string) bool {
 	if !same {
 		c.poke()
 	}
-	return !same
+	return dropped
 }
 
 // drop records that n of url was let go of (dropped); mu is held.

@@ -179,13 +179,13 @@ func (w *Watch) within(m map[string]*snapshot.Resource) map[string]*snapshot.Res
 	return out
 }
 
-// same reports whether names is exactly the current subscription.
 // Repeats reports whether a request naming names leaves the started
 // watch's subscription as it is (as OnRequest would find it): what a
 // relay's subscription hook skips for the ACKs that repeat it, without
 // building the names' set.
 func (w *Watch) Repeats(names []string) bool { return w.Started && w.same(names) }
 
+// same reports whether names is exactly the current subscription.
 func (w *Watch) same(names []string) bool {
 	star := false
 	count := 0
