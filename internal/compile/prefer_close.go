@@ -72,7 +72,7 @@ func preferClose(reg *xdstype.Registry, services []model.Service, snap *snapshot
 	if len(out) == 0 {
 		return snap
 	}
-	near, err := snapshot.BuildValidated(reg, out, run.validated(at))
+	near, err := snapshot.BuildValidated(reg, out, run.validated(g.Name))
 	if err != nil {
 		// Only priorities changed in assignments that were built: it
 		// cannot fail; if it did, every endpoint stays at its priority.
@@ -95,7 +95,7 @@ type locality struct{ region, zone string }
 type closeFirstCache struct {
 	mu    sync.Mutex
 	last  map[closeKey]*endpointv3.ClusterLoadAssignment
-	valid map[locality]*snapshot.Validated
+	valid map[string]*snapshot.Validated // by group
 }
 
 type closeKey struct {
@@ -107,7 +107,7 @@ type closeKey struct {
 type closeFirstRun struct {
 	c          *closeFirstCache
 	prev, next map[closeKey]*endpointv3.ClusterLoadAssignment
-	valid      map[locality]*snapshot.Validated
+	valid      map[string]*snapshot.Validated
 }
 
 func (c *closeFirstCache) begin() *closeFirstRun {
@@ -116,7 +116,7 @@ func (c *closeFirstCache) begin() *closeFirstRun {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return &closeFirstRun{c: c, prev: c.last, next: map[closeKey]*endpointv3.ClusterLoadAssignment{}, valid: map[locality]*snapshot.Validated{}}
+	return &closeFirstRun{c: c, prev: c.last, next: map[closeKey]*endpointv3.ClusterLoadAssignment{}, valid: map[string]*snapshot.Validated{}}
 }
 
 // rewrite is closeFirst(cla, at), the one of the compile before when cla
@@ -136,26 +136,27 @@ func (r *closeFirstRun) rewrite(cla *endpointv3.ClusterLoadAssignment, at locali
 	return near
 }
 
-// validated is the Validated of at's builds: one per locality, since a
-// Validated keeps what its last two builds saw.
-func (r *closeFirstRun) validated(at locality) *snapshot.Validated {
+// validated is the Validated of group's close-first builds: one a group,
+// since a Validated keeps what its last build saw, and two groups of one
+// zone with other scopes, sharing one, undid each other's every compile.
+func (r *closeFirstRun) validated(group string) *snapshot.Validated {
 	if r == nil {
 		return nil
 	}
-	v := r.valid[at]
+	v := r.valid[group]
 	if v == nil {
 		r.c.mu.Lock()
-		if v = r.c.valid[at]; v == nil {
+		if v = r.c.valid[group]; v == nil {
 			v = &snapshot.Validated{}
 		}
 		r.c.mu.Unlock()
-		r.valid[at] = v
+		r.valid[group] = v
 	}
 	return v
 }
 
-// done keeps this compile's rewrites, and the Validated of the
-// localities it used, for the next.
+// done keeps this compile's rewrites, and the Validated of the groups
+// it built, for the next.
 func (r *closeFirstRun) done() {
 	if r == nil {
 		return

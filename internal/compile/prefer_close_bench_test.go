@@ -68,3 +68,25 @@ func BenchmarkPreferCloseChange(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPreferCloseTwoGroupsOfAZone is the same change with two groups
+// pinning one zone, scoped to other services: each group's close-first
+// builds keep their own encodings (one shared Validated made each undo
+// the other's every compile).
+func BenchmarkPreferCloseTwoGroupsOfAZone(b *testing.B) {
+	reg := xdstype.New()
+	groups := `{"name": "zone-a", "match": {"zone": "a"}}, {"name": "zone-b", "match": {"zone": "b"}}`
+	sameZone := `{"name": "a-1", "match": {"zone": "a", "cluster": "one"}, "scope": {"clusters": ["svc-1*"]}}, {"name": "a-2", "match": {"zone": "a", "cluster": "two"}, "scope": {"clusters": ["svc-2*"]}}`
+	b.Run("two_zones", func(b *testing.B) {
+		benchChanges(b, reg, func(k int) config.File {
+			return preferCloseWorld(1000, true, k)
+		})
+	})
+	b.Run("one_zone", func(b *testing.B) {
+		benchChanges(b, reg, func(k int) config.File {
+			f := preferCloseWorld(1000, true, k)
+			f.Data = []byte(strings.Replace(string(f.Data), groups, sameZone, 1))
+			return f
+		})
+	})
+}
