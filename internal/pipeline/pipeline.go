@@ -202,7 +202,7 @@ func (p *Pipeline) Apply(u source.Update) error { return p.apply(u, false) }
 func (p *Pipeline) apply(u source.Update, again bool) error {
 	p.applying.Lock()
 	defer p.applying.Unlock()
-	in := digestFiles(u.Files)
+	in := config.Digest(u.Files)
 	if u.Err == nil && !again && p.unchanged(in) {
 		p.mu.Lock()
 		p.status.Revision = u.Revision // unchanged content at a new revision is that revision's config

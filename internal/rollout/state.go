@@ -332,7 +332,11 @@ func (c *Controller) encodeState() ([]byte, error) {
 	st := state{Format: stateFormat, Files: map[string]json.RawMessage{}}
 	for _, n := range c.names() {
 		r := c.runs[n]
-		r.FromFiles = filesKey(r.files)
+		if r.FromFiles == "" {
+			// Once a run: its saved config does not change while it
+			// runs, and the state is encoded every publish.
+			r.FromFiles = filesKey(r.files)
+		}
 		st.Rollouts = append(st.Rollouts, r.Status)
 		if st.Files[r.FromFiles] != nil {
 			continue
@@ -382,13 +386,11 @@ func writeFile(path string, b []byte) error {
 	return os.Rename(tmp.Name(), path)
 }
 
+// filesKey names a saved config in the state: its digest, which tells
+// apart configs that load differently (a source's bound included).
 func filesKey(files []config.File) string {
-	h := sha256.New()
-	for _, f := range files {
-		fmt.Fprintf(h, "%d:%s%d:%s%d:", len(f.Path), f.Path, len(f.Dir), f.Dir, len(f.Data))
-		h.Write(f.Data)
-	}
-	return hex.EncodeToString(h.Sum(nil)[:12])
+	d := config.Digest(files)
+	return hex.EncodeToString(d[:12])
 }
 
 // resume takes the saved rollouts on the first fleet: each group's
