@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -16,6 +15,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/pylon-xds/pylon/internal/loopback"
 	"github.com/pylon-xds/pylon/internal/relay"
 	"github.com/pylon-xds/pylon/internal/seal"
 	"github.com/pylon-xds/pylon/internal/status"
@@ -42,7 +42,7 @@ func groupRules(ro RelayOptions, tlsCfg *tls.Config, dataDir string, log *slog.L
 	tr := &http.Transport{Proxy: nil, MaxIdleConns: 2, IdleConnTimeout: time.Minute, ResponseHeaderTimeout: 5 * time.Second}
 	switch {
 	case u.Scheme == "http":
-		if ip := net.ParseIP(u.Hostname()); ip == nil || !ip.IsLoopback() {
+		if !loopback.Host(u.Hostname()) {
 			return nil, fmt.Errorf("--upstream-admin %q: http sends the read token in clear; use https (verified with --upstream-ca), or a loopback address", ro.UpstreamAdmin)
 		}
 	case tlsCfg == nil:

@@ -274,6 +274,7 @@ var allowed = []edge{
 	{"internal/source/git", "internal/config"},
 	{"internal/source/git", "internal/seal"}, // the credentials file is read as every key file is
 	{"internal/source/git", "internal/source"},
+	{"internal/source/git", "internal/loopback"},
 	{"internal/source/kube", "internal/config"},
 	{"internal/source/kube", "internal/model"},
 	{"internal/source/kube", "internal/redact"},

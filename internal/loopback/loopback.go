@@ -13,9 +13,12 @@ import (
 // interface; a name other than localhost is not trusted to stay local.
 func Is(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
+	return err == nil && Host(host)
+}
+
+// Host reports whether host, without a port (a URL's Hostname), is this
+// host only: a loopback address or localhost.
+func Host(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
 	}

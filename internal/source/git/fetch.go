@@ -283,12 +283,3 @@ func (s *Source) secrets() []string {
 	}
 	return out
 }
-
-// loopback reports whether host is a loopback address or localhost.
-func loopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}

@@ -18,6 +18,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 
+	"github.com/pylon-xds/pylon/internal/loopback"
 	"github.com/pylon-xds/pylon/internal/source"
 )
 
@@ -151,7 +152,7 @@ func New(o Options) (*Source, error) {
 	default:
 		return nil, fmt.Errorf("--config-git %s: the scheme must be https, ssh, http or file", u.Redacted())
 	}
-	if o.CredentialsFile != "" && u.Scheme == "http" && !loopback(u.Hostname()) {
+	if o.CredentialsFile != "" && u.Scheme == "http" && !loopback.Host(u.Hostname()) {
 		return nil, fmt.Errorf("--config-git %s: credentials would cross the network in clear over http; use https", u.Redacted())
 	}
 	if o.Ref == "" {
