@@ -142,7 +142,7 @@ func addServeFlags(cmd *cobra.Command, o *daemon.Options) {
 	f.DurationVar(&o.REST.Wait, "xds-rest-wait", 0, "long poll: how long a REST poll with nothing new waits for a change before 304 (0: answer at once; keep it below the clients' request_timeout, 1s by default in Envoy; at most 5m)")
 	f.IntVar(&o.REST.MaxPolls, "xds-rest-max-polls", 1024, "REST polls served at once; beyond it a poll gets 503")
 	f.StringSliceVar(&o.REST.AllowedHosts, "xds-rest-allowed-host", nil, "a host name REST polls may be addressed to (repeatable), beyond localhost, IP addresses and names without dots; polls for other names get 421 (a guard against DNS rebinding)")
-	f.DurationVar(&o.DebounceQuiet, "debounce", 100*time.Millisecond, "reload once config files written in place have been quiet this long (a file renamed into place is read at once)")
+	f.DurationVar(&o.DebounceQuiet, "debounce", 100*time.Millisecond, "reload once config files written in place have been quiet this long (a file renamed into place after a quiet spell is read at once); in a burst, the least time between two updates of any source (files, the API, Kubernetes, Git), more as the last update's responses to the proxies grow")
 	f.DurationVar(&o.DebounceSettle, "debounce-settle", 0, "read a file written in place after a quiet spell once its writes settle this long (e.g. 10ms) rather than --debounce; only for writers that never pause mid-file, which would be read in part")
 	f.DurationVar(&o.DebounceMax, "debounce-max", time.Second, "reload at most this long after the first change of a burst")
 	f.DurationVar(&o.Resync, "resync", 30*time.Second, "re-read the config this often even without file events (negative: never)")

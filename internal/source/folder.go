@@ -82,5 +82,31 @@ func readAtMost(fsys fs.FS, name string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, limit))
+	return ReadAtMost(f, int(limit))
+}
+
+// ReadAtMost reads f, up to limit bytes, into one buffer of f's size (a
+// resync re-reads a large file: io.ReadAll's doubling allocated two to
+// three times its size); a file that grows while it is read is read on
+// into a larger one.
+func ReadAtMost(f fs.File, limit int) ([]byte, error) {
+	size := 512
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		size = int(min(fi.Size(), int64(limit))) + 1 // + 1: EOF is seen without growing
+	}
+	data := make([]byte, 0, min(size, limit))
+	for len(data) < limit {
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)]
+		}
+		n, err := f.Read(data[len(data):min(cap(data), limit)])
+		data = data[:len(data)+n]
+		if err == io.EOF {
+			return data, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return data, nil
 }

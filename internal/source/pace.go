@@ -72,8 +72,16 @@ func (p *Pacer) Fire(now time.Time) bool {
 // Sent records an update sent at now, whatever made it (a burst fired, a
 // periodic poll), and asks Spacing for the gap to the next.
 func (p *Pacer) Sent(now time.Time) {
-	p.sent, p.gap = now, p.Quiet
-	if p.Spacing != nil {
-		p.gap = max(p.Quiet, min(p.Spacing(), MaxSpacing))
+	p.sent, p.gap = now, Gap(p.Quiet, p.Spacing)
+}
+
+// Gap is the least time between two updates of a burst: quiet, or what
+// spacing (nil: none) asks when longer, bounded by MaxSpacing. The file
+// source, which paces its reads with a Debouncer of its own, spaces them
+// by it too.
+func Gap(quiet time.Duration, spacing func() time.Duration) time.Duration {
+	if spacing == nil {
+		return quiet
 	}
+	return max(quiet, min(spacing(), MaxSpacing))
 }

@@ -267,7 +267,7 @@ func readFile(path string, was []byte) (config.File, bool, error) {
 		if _, err = f.Seek(0, io.SeekStart); err == nil {
 			// Read one byte past the limit so that config.Load can
 			// report the size.
-			data, err = readAtMost(f, config.MaxFileBytes+1)
+			data, err = source.ReadAtMost(f, config.MaxFileBytes+1)
 		}
 	}
 	if err != nil {
@@ -288,7 +288,7 @@ func holds(f *os.File, want []byte) bool {
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() != int64(len(want)) || len(want) == 0 {
 		return false
 	}
-	buf := make([]byte, 64<<10)
+	buf := make([]byte, min(len(want), 64<<10))
 	for {
 		n, err := f.Read(buf)
 		if n > len(want) || !bytes.Equal(buf[:n], want[:n]) {
@@ -302,32 +302,6 @@ func holds(f *os.File, want []byte) bool {
 			return false
 		}
 	}
-}
-
-// readAtMost reads f, up to limit bytes, into one buffer of f's size (a
-// resync re-reads a large file: io.ReadAll's doubling allocated two to
-// three times its size); a file that grows while it is read is read on
-// into a larger one.
-func readAtMost(f *os.File, limit int) ([]byte, error) {
-	size := 512
-	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-		size = int(min(fi.Size(), int64(limit))) + 1 // + 1: EOF is seen without growing
-	}
-	data := make([]byte, 0, min(size, limit))
-	for len(data) < limit {
-		if len(data) == cap(data) {
-			data = append(data, 0)[:len(data)]
-		}
-		n, err := f.Read(data[len(data):min(cap(data), limit)])
-		data = data[:len(data)+n]
-		if err == io.EOF {
-			return data, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	return data, nil
 }
 
 // settle is the Debouncer's Settle for opts.Settle.

@@ -146,14 +146,5 @@ func paced(due, fired time.Time, quiet time.Duration) time.Time {
 	return due
 }
 
-// gap is the least time between two reads of a burst: quiet, or the
-// spacing when longer (bounded by maxSpacing).
-func (l *loop) gap() time.Duration {
-	if l.spacing == nil {
-		return l.quiet
-	}
-	return max(l.quiet, min(l.spacing(), maxSpacing))
-}
-
-// maxSpacing bounds the spacing between reads, whatever it is asked to be.
-const maxSpacing = 5 * time.Second
+// gap is the least time between two reads of a burst (source.Gap).
+func (l *loop) gap() time.Duration { return source.Gap(l.quiet, l.spacing) }
