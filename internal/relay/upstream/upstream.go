@@ -633,36 +633,9 @@ func (c *Client) apply(resp *discoveryv3.DeltaDiscoveryResponse) (changed bool, 
 	if !ok {
 		return false, fmt.Errorf("type %q was not subscribed to", cut(url))
 	}
-	add := make(map[string]Resource, len(resp.GetResources()))
-	var none, beats []string // names answered without a resource (Aliased); heartbeats
-	for i, r := range resp.GetResources() {
-		a := r.GetResource()
-		if a == nil {
-			if t.Aliased && len(r.GetAliases()) > 0 {
-				none = append(none, r.GetName()) // an alias nothing serves
-			} else {
-				beats = append(beats, r.GetName()) // a heartbeat: the name's TTL, nothing else
-			}
-			continue
-		}
-		if a.GetTypeUrl() != url {
-			return false, fmt.Errorf("resources[%d] (%q): type %q in a response of %q", i, cut(r.GetName()), cut(a.GetTypeUrl()), cut(url))
-		}
-		name, err := t.Check(a)
-		if err != nil {
-			return false, fmt.Errorf("resources[%d] (%q): %w", i, cut(r.GetName()), err)
-		}
-		if r.GetName() != "" && r.GetName() != name {
-			return false, fmt.Errorf("resources[%d]: named %q but holds %q", i, cut(r.GetName()), cut(name))
-		}
-		ttl := r.GetTtl().AsDuration()
-		if r.GetTtl() != nil && (ttl <= 0 || ttl > MaxTTL) {
-			return false, fmt.Errorf("resources[%d] (%q): a TTL of %v; the relay takes 0 to %v", i, cut(r.GetName()), ttl, MaxTTL)
-		}
-		add[name] = Resource{Version: r.GetVersion(), Any: a, TTL: ttl}
-		if t.Aliased {
-			add[name] = Resource{Version: r.GetVersion(), Any: a, TTL: ttl, Aliases: slices.Clone(r.GetAliases())}
-		}
+	add, none, beats, err := decodeResources(t, url, resp.GetResources())
+	if err != nil {
+		return false, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -710,4 +683,42 @@ func (c *Client) apply(resp *discoveryv3.DeltaDiscoveryResponse) (changed bool, 
 		}
 	}
 	return changed, nil
+}
+
+// decodeResources checks a response's resources of t: what it adds, the
+// names it answers without a resource (an alias nothing serves) and its
+// heartbeats (a name's TTL, nothing else).
+func decodeResources(t Type, url string, rs []*discoveryv3.Resource) (add map[string]Resource, none, beats []string, err error) {
+	add = make(map[string]Resource, len(rs))
+	for i, r := range rs {
+		a := r.GetResource()
+		if a == nil {
+			if t.Aliased && len(r.GetAliases()) > 0 {
+				none = append(none, r.GetName())
+			} else {
+				beats = append(beats, r.GetName())
+			}
+			continue
+		}
+		if a.GetTypeUrl() != url {
+			return nil, nil, nil, fmt.Errorf("resources[%d] (%q): type %q in a response of %q", i, cut(r.GetName()), cut(a.GetTypeUrl()), cut(url))
+		}
+		name, err := t.Check(a)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("resources[%d] (%q): %w", i, cut(r.GetName()), err)
+		}
+		if r.GetName() != "" && r.GetName() != name {
+			return nil, nil, nil, fmt.Errorf("resources[%d]: named %q but holds %q", i, cut(r.GetName()), cut(name))
+		}
+		ttl := r.GetTtl().AsDuration()
+		if r.GetTtl() != nil && (ttl <= 0 || ttl > MaxTTL) {
+			return nil, nil, nil, fmt.Errorf("resources[%d] (%q): a TTL of %v; the relay takes 0 to %v", i, cut(r.GetName()), ttl, MaxTTL)
+		}
+		res := Resource{Version: r.GetVersion(), Any: a, TTL: ttl}
+		if t.Aliased {
+			res.Aliases = slices.Clone(r.GetAliases())
+		}
+		add[name] = res
+	}
+	return add, none, beats, nil
 }
