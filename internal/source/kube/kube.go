@@ -272,7 +272,10 @@ func (s *Source) Sync(ctx context.Context) ([]config.File, error) {
 				return c.cs.DiscoveryV1().EndpointSlices(ns).List(ctx, o)
 			})
 			err = slices.EachListItem(ctx, list, func(obj runtime.Object) error {
-				s.setSliceObj(c, obj)
+				// Trimmed as the informer's are: with node localities the
+				// slice is kept (keepObj), not only rendered.
+				slim, _ := s.transform(obj)
+				s.setSliceObj(c, slim)
 				return nil
 			})
 			if err != nil {
