@@ -172,12 +172,9 @@ func (r *closeFirstRun) done() {
 // (so near 0, 1 and far 0 are 0, 1 and 2), numbered without gaps. It is
 // nil when that changes nothing: no locality near, or none far.
 func closeFirst(cla *endpointv3.ClusterLoadAssignment, at locality) *endpointv3.ClusterLoadAssignment {
-	isNear := func(l *endpointv3.LocalityLbEndpoints) bool {
-		return l.GetLocality().GetZone() == at.zone && (at.region == "" || l.GetLocality().GetRegion() == at.region)
-	}
 	var near, far []uint32
 	for _, l := range cla.GetEndpoints() {
-		if isNear(l) {
+		if at.holds(l) {
 			near = append(near, l.GetPriority())
 		} else {
 			far = append(far, l.GetPriority())
@@ -196,7 +193,7 @@ func closeFirst(cla *endpointv3.ClusterLoadAssignment, at locality) *endpointv3.
 	out.Endpoints = make([]*endpointv3.LocalityLbEndpoints, len(cla.Endpoints))
 	for i, l := range cla.Endpoints {
 		out.Endpoints[i] = shallow(l)
-		if isNear(l) {
+		if at.holds(l) {
 			out.Endpoints[i].Priority = uint32(slices.Index(near, l.Priority))
 		} else {
 			out.Endpoints[i].Priority = uint32(len(near) + slices.Index(far, l.Priority))
@@ -282,10 +279,11 @@ func regionSuffix(region string) string {
 
 // hasNear reports whether cla has a locality at at.
 func hasNear(cla *endpointv3.ClusterLoadAssignment, at locality) bool {
-	for _, l := range cla.GetEndpoints() {
-		if l.GetLocality().GetZone() == at.zone && (at.region == "" || l.GetLocality().GetRegion() == at.region) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(cla.GetEndpoints(), at.holds)
+}
+
+// holds reports whether l is in at's zone (and region, if at names one):
+// what closeFirst puts first and hasNear looks for, one rule.
+func (at locality) holds(l *endpointv3.LocalityLbEndpoints) bool {
+	return l.GetLocality().GetZone() == at.zone && (at.region == "" || l.GetLocality().GetRegion() == at.region)
 }
